@@ -1,0 +1,35 @@
+# The README's commands. Each creates .venv if missing and installs the project (pinned) into it.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+
+.PHONY: setup demo test pytest lit bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(PY) examples/quickstart.py
+
+# pytest and lit both run; the target fails if either fails
+test: setup
+	@status=0; \
+	$(PY) -m pytest -q -p no:cacheprovider test || status=1; \
+	$(VENV)/bin/lit -s test/lit || status=1; \
+	exit $$status
+
+pytest: setup
+	$(PY) -m pytest -q test
+
+lit: setup
+	$(VENV)/bin/lit -sv test/lit
+
+bench: setup
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,115 @@
+"""What IRDL cannot express, checked in Python: shapes of movement ops and reductions, i1 results of comparisons,
+attribute values. Runs after parsing and after every pass; each problem is (location, message)."""
+from __future__ import annotations
+import re
+from math import prod
+
+_SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)([a-z0-9]+)>")
+REDUCE_OPS = ("add", "mul", "max", "min")
+RANGE_KINDS = ("loop", "reduce", "global", "local")
+
+def parse_type(ty: str):
+  """'tensor<2x3xf32>' -> ('tensor', (2, 3), 'f32'); 'f32' -> ('scalar', (), 'f32')."""
+  if (m := _SHAPED.fullmatch(ty)): return m.group(1), tuple(int(x) for x in m.group(2).split("x")[:-1]), m.group(3)
+  if ty.startswith("!uop.ptr<"): return "ptr", (), ty[9:-1]
+  return ("token" if ty == "!uop.token" else "scalar"), (), ty
+
+def _pairs(v, n, what):
+  if len(v) != 2 * n: return f"{what} needs 2 values per dimension ({2 * n}), got {len(v)}"
+
+def _movement(name, ins, out, a):
+  (_, s, e), (_, o, oe) = parse_type(ins[0]), parse_type(out)
+  if e != oe: return f"element type changes from {e} to {oe}"
+  if name == "reshape":
+    return None if prod(s) == prod(o) else f"reshape from {s} to {o} changes the element count ({prod(s)} vs {prod(o)})"
+  if name != "reshape" and len(s) != len(o): return f"{name} keeps the rank: {s} -> {o}"
+  if name == "permute":
+    p = a["order"]
+    if sorted(p) != list(range(len(s))): return f"order {list(p)} is not a permutation of {len(s)} axes"
+    if tuple(s[i] for i in p) != o: return f"permute of {s} by {list(p)} gives {tuple(s[i] for i in p)}, not {o}"
+  if name == "expand":
+    if any(x != y and x != 1 for x, y in zip(s, o)): return f"cannot expand {s} to {o} (only size-1 dims broadcast)"
+  if name == "pad":
+    if (err := _pairs(a["padding"], len(s), "padding")): return err
+    p = a["padding"]
+    if any(x < 0 for x in p): return "padding must be non-negative"
+    want = tuple(d + p[2 * i] + p[2 * i + 1] for i, d in enumerate(s))
+    if want != o: return f"pad of {s} by {list(p)} gives {want}, not {o}"
+  if name == "shrink":
+    if (err := _pairs(a["bounds"], len(s), "bounds")): return err
+    b = a["bounds"]
+    for i, d in enumerate(s):
+      if not 0 <= b[2 * i] <= b[2 * i + 1] <= d: return f"bounds ({b[2 * i]}, {b[2 * i + 1]}) out of range for dim {i} of size {d}"
+    want = tuple(b[2 * i + 1] - b[2 * i] for i in range(len(s)))
+    if want != o: return f"shrink of {s} by {list(b)} gives {want}, not {o}"
+  if name == "flip":
+    if any(not 0 <= x < len(s) for x in a["axes"]) or len(set(a["axes"])) != len(a["axes"]): return f"bad flip axes {list(a['axes'])} for rank {len(s)}"
+    if s != o: return f"flip keeps the shape: {s} -> {o}"
+
+def _reduce_axis(name, ins, out, a):
+  (_, s, e), (_, o, oe) = parse_type(ins[0]), parse_type(out)
+  if a["op"] not in REDUCE_OPS: return f"reduce op must be one of {', '.join(REDUCE_OPS)}, got {a['op']!r}"
+  if any(not 0 <= x < len(s) for x in a["axes"]) or len(set(a["axes"])) != len(a["axes"]): return f"bad axes {list(a['axes'])} for rank {len(s)}"
+  want = tuple(1 if i in a["axes"] else d for i, d in enumerate(s))
+  if want != o or e != oe: return f"reduce of {s} over {list(a['axes'])} gives {want}x{e}, not {o}x{oe}"
+
+def _same_shape_i1(name, ins, out, a):
+  (k, s, _), (ko, o, oe) = parse_type(ins[0]), parse_type(out)
+  if (k, s) != (ko, o) or oe != "i1": return f"result must have the operands' shape with element type i1, got {out}"
+
+def _same_shape(name, ins, out, a):
+  (k, s, e), (ko, o, oe) = parse_type(ins[0]), parse_type(out)
+  if (k, s) != (ko, o): return f"result must have the operand's shape, got {out} from {ins[0]}"
+  if name == "bitcast":
+    width = lambda t: 1 if t == "i1" else int(re.sub(r"\D", "", t) or 64)
+    if width(e) != width(oe): return f"bitcast needs equal widths, got {e} and {oe}"
+
+def _where(name, ins, out, a): return _same_shape_i1(name, [ins[1]], ins[0], a)
+
+def _index(name, ins, out, a):
+  if parse_type(ins[0])[2] != parse_type(out)[2]: return f"pointer element {parse_type(out)[2]} differs from buffer element {parse_type(ins[0])[2]}"
+
+def _reduce(name, ins, out, a):
+  if a["op"] not in REDUCE_OPS: return f"reduce op must be one of {', '.join(REDUCE_OPS)}, got {a['op']!r}"
+
+def _range(name, ins, out, a):
+  if a["kind"] not in RANGE_KINDS: return f"range kind must be one of {', '.join(RANGE_KINDS)}, got {a['kind']!r}"
+
+def _const(name, ins, out, a):
+  from mlir import ir
+  v, elem = a["value"], parse_type(out)[2]
+  if not isinstance(v, (ir.FloatAttr, ir.IntegerAttr, ir.BoolAttr)): return f"value must be a scalar number, got {v}"
+  if str(v.type) != (elem[1:] if elem.startswith("ui") else elem): return f"value of type {v.type} for a result of element type {elem}"
+
+CHECKS = {**{m: _movement for m in ("reshape", "permute", "expand", "pad", "shrink", "flip")},
+          "reduce_axis": _reduce_axis, "cmplt": _same_shape_i1, "cmpne": _same_shape_i1, "cmpeq": _same_shape_i1,
+          "cast": _same_shape, "bitcast": _same_shape, "where": _where, "index": _index, "reduce": _reduce,
+          "range": _range, "const": _const}
+
+def _attr_value(attr):
+  from mlir import ir
+  for cls in (ir.DenseI64ArrayAttr,):
+    if isinstance(attr, cls): return tuple(attr)
+  for cls in (ir.StringAttr, ir.IntegerAttr):
+    if isinstance(attr, cls): return attr.value
+  return attr
+
+def check_op(op) -> str | None:
+  """Problem with one uop operation, or None."""
+  name = op.name[4:]
+  if (chk := CHECKS.get(name)) is None: return None
+  ins, outs = [str(o.type) for o in op.operands], [str(r.type) for r in op.results]
+  a = {k: v if k == "value" else _attr_value(v) for k, v in op.attributes.items()}
+  return chk(name, ins, outs[0] if outs else "()", a)
+
+def verify_module(module_op) -> list:
+  errs = []
+  def walk(op):
+    for region in op.regions:
+      for block in region.blocks:
+        for o in block.operations:
+          o = o.operation
+          if o.name.startswith("uop.") and (msg := check_op(o)): errs.append((o.location, f"'{o.name}' op {msg}"))
+          walk(o)
+  walk(module_op)
+  return errs

@@ -1,0 +1,2 @@
+"""morok-mlir: a tinygrad-style ML compiler whose IR is MLIR."""
+from .dtype import dtypes, DType

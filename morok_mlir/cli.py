@@ -1,0 +1,85 @@
+"""morok-opt: an mlir-opt for the `uop` dialect. Reads MLIR, runs a pipeline mixing our passes and upstream ones,
+prints the result. Every user error is a diagnostic and exit code 1, never an abort."""
+from __future__ import annotations
+import argparse, re, sys
+
+def _list_passes() -> str:
+  from morok_mlir.passes import PASSES
+  out = ["morok-mlir passes (Python, run inside MLIR's PassManager):"]
+  for p in PASSES.values():
+    out.append(f"  {p.name:<22} {p.summary}")
+    for k, o in p.options.items(): out.append(f"      {k}={o.type.__name__} (default {o.default}): {o.help}")
+  out += ["", "Any upstream MLIR pass can be named in the same pipeline by its mlir-opt name, with its options and",
+          "nesting: e.g. -p 'uop-cse,canonicalize,func.func(cse),convert-scf-to-cf'  (`mlir-opt --help` lists them)."]
+  return "\n".join(out)
+
+def _chunks(text: str, split: bool):
+  """(first line number, text) per input chunk; `// -----` separates chunks as in mlir-opt."""
+  if not split: return [(0, text)]
+  out, line = [], 0
+  for part in re.split(r"^// -----[^\n]*\n?", text, flags=re.M):
+    out.append((line, part)); line += part.count("\n") + 1
+  return out
+
+def _diag(err: Exception, fname: str) -> str:
+  msg = str(err).replace('"-":', f"{fname}:")
+  msg = re.sub(r"^(Unable to parse module assembly|Failure while executing pass pipeline):\n", "", msg)
+  msg = re.sub(r"(?m)^(\s*)(error|note|warning): (\S+?:\d+:\d+): ", r"\1\3: \2: ", msg)  # mlir-opt's order
+  return msg.rstrip()
+
+def process(text: str, fname: str, pipeline: str, verify_each: bool, debuginfo: bool) -> tuple[str, str | None]:
+  """-> (printed output, error message or None)."""
+  from mlir import ir
+  from morok_mlir.dialects import new_context
+  from morok_mlir.dialects.verify import verify_module
+  from morok_mlir.passes.pipeline import run_pipeline, PipelineError
+  ctx = new_context()
+  with ctx:
+    try: module = ir.Module.parse(text)
+    except ir.MLIRError as e: return "", _diag(e, fname)
+    errs = verify_module(module.operation)
+    if errs: return "", "\n".join(_diag(Exception(f"{str(l)[4:-1]}: error: {m}"), fname) for l, m in errs)
+    if pipeline:
+      try: run_pipeline(module, pipeline, verify_each)
+      except PipelineError as e: return "", f"morok-opt: error: {e}"
+      except ir.MLIRError as e: return "", _diag(e, fname)
+    return module.operation.get_asm(enable_debug_info=debuginfo), None
+
+def main(argv=None) -> int:
+  ap = argparse.ArgumentParser(prog="morok-opt", description="Run morok-mlir and upstream MLIR passes on MLIR files.")
+  ap.add_argument("input", nargs="?", default="-", help="input file, or - for stdin")
+  ap.add_argument("-o", dest="output", default="-", help="output file")
+  ap.add_argument("-p", "--pass-pipeline", default="", help="comma-separated passes, ours and upstream")
+  ap.add_argument("--split-input-file", action="store_true", help="process chunks separated by '// -----' independently")
+  ap.add_argument("--list-passes", action="store_true", help="list our passes and how to name upstream ones")
+  ap.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
+  ap.add_argument("--verify-each", dest="verify_each", action="store_true", default=True, help="verify after every pass (default)")
+  ap.add_argument("--no-verify-each", dest="verify_each", action="store_false")
+  ap.add_argument("--verify-rules", action="store_true", help="prove every rewrite rule with Z3 and print the verdicts")
+  args = ap.parse_args(argv)
+  if args.list_passes: print(_list_passes()); return 0
+  if args.verify_rules:
+    from morok_mlir.passes.prove import main as prove_main
+    return prove_main()
+  try:
+    data = sys.stdin.buffer.read() if args.input == "-" else open(args.input, "rb").read()
+  except OSError as e: print(f"morok-opt: error: cannot read {args.input}: {e.strerror}", file=sys.stderr); return 1
+  fname = "<stdin>" if args.input == "-" else args.input
+  try: text = data.decode("utf-8")
+  except UnicodeDecodeError as e: print(f"{fname}: error: input is not UTF-8 text (byte {e.start})", file=sys.stderr); return 1
+  if "\x00" in text: print(f"{fname}: error: input contains NUL bytes (binary data?)", file=sys.stderr); return 1
+  try:
+    from morok_mlir.passes.pipeline import parse_pipeline, PipelineError
+    parse_pipeline(args.pass_pipeline)  # reject a bad pipeline before reading any IR
+  except PipelineError as e: print(f"morok-opt: error: {e}", file=sys.stderr); return 1
+  outs, failed = [], False
+  for first, chunk in _chunks(text, args.split_input_file):
+    out, err = process("\n" * first + chunk, fname, args.pass_pipeline, args.verify_each, args.mlir_print_debuginfo)
+    if err: print(err, file=sys.stderr); failed = True
+    else: outs.append(out)
+  result = "// -----\n".join(outs)
+  if args.output == "-": sys.stdout.write(result)
+  else: open(args.output, "w").write(result)
+  return 1 if failed else 0
+
+if __name__ == "__main__": sys.exit(main())

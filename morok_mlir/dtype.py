@@ -1,0 +1,98 @@
+"""Data types: tinygrad's names and promotion lattice, with their MLIR and numpy spellings."""
+from __future__ import annotations
+from dataclasses import dataclass
+import numpy as np
+
+@dataclass(frozen=True, eq=True)
+class DType:
+  priority: int    # order in tinygrad's promotion lattice
+  itemsize: int
+  name: str
+  np: type         # numpy scalar type
+  mlir: str        # element type in the `uop` dialect (keeps signedness: ui8, i8, ...)
+  def __repr__(self): return f"dtypes.{self.name}"
+  def vec(self, n: int) -> str: return f"vector<{n}x{self.mlir}>"
+  @property
+  def is_float(self) -> bool: return self in dtypes.floats
+  @property
+  def is_int(self) -> bool: return self in dtypes.ints
+  @property
+  def is_unsigned(self) -> bool: return self in dtypes.uints
+  @property
+  def is_bool(self) -> bool: return self is dtypes.bool
+  @property
+  def bits(self) -> int: return 1 if self.is_bool else self.itemsize * 8
+  @property
+  def signless(self) -> str:
+    """The element type arith/memref use: MLIR's arith ops want signless integers."""
+    return self.mlir.lstrip("u") if self.is_unsigned else self.mlir
+  @property
+  def min(self):
+    if self.is_float: return -float("inf")
+    return False if self.is_bool else int(np.iinfo(self.np).min)
+  @property
+  def max(self):
+    if self.is_float: return float("inf")
+    return True if self.is_bool else int(np.iinfo(self.np).max)
+
+class dtypes:
+  bool = DType(0, 1, "bool", np.bool_, "i1")
+  int8 = DType(1, 1, "int8", np.int8, "i8")
+  uint8 = DType(2, 1, "uint8", np.uint8, "ui8")
+  int16 = DType(3, 2, "int16", np.int16, "i16")
+  uint16 = DType(4, 2, "uint16", np.uint16, "ui16")
+  int32 = DType(5, 4, "int32", np.int32, "i32")
+  uint32 = DType(6, 4, "uint32", np.uint32, "ui32")
+  int64 = DType(7, 8, "int64", np.int64, "i64")
+  uint64 = DType(8, 8, "uint64", np.uint64, "ui64")
+  float16 = DType(9, 2, "float16", np.float16, "f16")
+  float32 = DType(11, 4, "float32", np.float32, "f32")
+  float64 = DType(12, 8, "float64", np.float64, "f64")
+  index = DType(-1, 8, "index", np.int64, "index")  # loop counters and addresses inside kernels
+  # aliases (tinygrad/PyTorch spellings)
+  half, float, double, int, long, char, uchar, short = float16, float32, float64, int32, int64, int8, uint8, int16
+  default_float = float32
+  default_int = int32
+  sints = (int8, int16, int32, int64)
+  uints = (uint8, uint16, uint32, uint64)
+  ints = sints + uints
+  floats = (float16, float32, float64)
+  all = (bool,) + ints + floats
+
+  @staticmethod
+  def from_np(t) -> DType:
+    t = np.dtype(t).type
+    for d in dtypes.all:
+      if d.np is t: return d
+    raise TypeError(f"unsupported numpy dtype {np.dtype(t)}")
+  @staticmethod
+  def from_mlir(s: str) -> DType:
+    for d in dtypes.all + (dtypes.index,):
+      if d.mlir == s: return d
+    raise TypeError(f"unsupported element type {s}")
+  @staticmethod
+  def from_py(x) -> DType:
+    if isinstance(x, (bool, np.bool_)): return dtypes.bool
+    if isinstance(x, (int, np.integer)): return dtypes.default_int if not isinstance(x, np.integer) else dtypes.from_np(type(x))
+    if isinstance(x, (float, np.floating)): return dtypes.default_float if not isinstance(x, np.floating) else dtypes.from_np(type(x))
+    raise TypeError(f"cannot infer a dtype for {type(x).__name__}")
+
+# tinygrad's promotion lattice: the least upper bound of two dtypes
+_parents = {dtypes.bool: (dtypes.int8, dtypes.uint8), dtypes.int8: (dtypes.int16,), dtypes.uint8: (dtypes.int16, dtypes.uint16),
+            dtypes.int16: (dtypes.int32,), dtypes.uint16: (dtypes.int32, dtypes.uint32), dtypes.int32: (dtypes.int64,),
+            dtypes.uint32: (dtypes.int64, dtypes.uint64), dtypes.int64: (dtypes.float16,), dtypes.uint64: (dtypes.float16,),
+            dtypes.float16: (dtypes.float32,), dtypes.float32: (dtypes.float64,), dtypes.float64: ()}
+
+def _ancestors(d: DType) -> set[DType]:
+  out = {d}
+  for p in _parents[d]: out |= _ancestors(p)
+  return out
+
+def least_upper_dtype(*ds: DType) -> DType:
+  common = set.intersection(*(_ancestors(d) for d in ds))
+  return min(common, key=lambda d: d.priority)
+
+def to_dtype(x) -> DType:
+  if isinstance(x, DType): return x
+  if isinstance(x, str): return getattr(dtypes, x)
+  return dtypes.from_np(x)

@@ -1,0 +1,87 @@
+"""UOp: the hash-consed node of the compute graph, as in tinygrad. Passes work on UOp DAGs; MLIR is their text form."""
+from __future__ import annotations
+import re, weakref
+from functools import cached_property
+from typing import Any
+from .dtype import DType, dtypes
+
+TOKEN, INDEX = "!uop.token", "index"
+
+def tensor_type(shape: tuple[int, ...], dtype: DType) -> str:
+  return "tensor<" + "".join(f"{s}x" for s in shape) + dtype.mlir + ">"
+def memref_type(size: int, dtype: DType) -> str: return f"memref<{size}x{dtype.mlir}>"
+def ptr_type(dtype: DType) -> str: return f"!uop.ptr<{dtype.mlir}>"
+
+_SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)([a-z0-9]+)>")
+
+class UOp:
+  """One operation: `op` is the `uop` dialect name, `ty` the MLIR type of its result, `arg` its attributes
+  (a hashable value: int, str, tuple, or a tuple of (name, value) pairs). Equal (op, ty, src, arg) means the same
+  object, so structural equality is identity and CSE is free. `loc` (the user's file:line) is not part of identity."""
+  __slots__ = ("op", "ty", "src", "arg", "loc", "__weakref__", "__dict__")
+  _cache: "weakref.WeakValueDictionary[tuple, UOp]" = weakref.WeakValueDictionary()
+
+  def __new__(cls, op: str, ty: str, src: tuple[UOp, ...] = (), arg: Any = None, loc: str | None = None):
+    # repr keeps 0.0 and -0.0 (and 1 vs True) apart in constants, which == would merge
+    key = (op, ty, tuple(id(s) for s in src), repr(arg) if op == "const" else arg)
+    if (u := UOp._cache.get(key)) is not None and u.src == src: return u
+    u = super().__new__(cls)
+    u.op, u.ty, u.src, u.arg, u.loc = op, ty, tuple(src), arg, loc
+    UOp._cache[key] = u
+    return u
+  def __reduce__(self): return UOp, (self.op, self.ty, self.src, self.arg, self.loc)
+  def __repr__(self): return f"UOp({self.op!r}, {self.ty!r}, {len(self.src)} srcs, arg={self.arg!r})"
+
+  def replace(self, **kw) -> UOp:
+    f = dict(op=self.op, ty=self.ty, src=self.src, arg=self.arg, loc=self.loc) | kw
+    return UOp(f["op"], f["ty"], f["src"], f["arg"], f["loc"])
+
+  # ---- type helpers, parsed once from `ty`
+  @cached_property
+  def _parsed(self) -> tuple[str, tuple[int, ...] | None, DType | None]:
+    if (m := _SHAPED.fullmatch(self.ty)):
+      return m.group(1), tuple(int(x) for x in m.group(2).split("x")[:-1]), dtypes.from_mlir(m.group(3))
+    if self.ty == TOKEN: return "token", None, None
+    if self.ty.startswith("!uop.ptr<"): return "ptr", None, dtypes.from_mlir(self.ty[9:-1])
+    return "scalar", None, dtypes.from_mlir(self.ty)
+  @property
+  def kind(self) -> str: return self._parsed[0]
+  @property
+  def shape(self) -> tuple[int, ...] | None: return self._parsed[1]
+  @property
+  def dtype(self) -> DType | None: return self._parsed[2]
+  @property
+  def size(self) -> int:
+    n = 1
+    for s in self.shape or (): n *= s
+    return n
+
+  # ---- graph helpers
+  @cached_property
+  def toposort(self) -> list[UOp]:
+    """Every node reachable from self, sources first (iterative: graphs can be deep)."""
+    order, seen, stack = [], set(), [(self, False)]
+    while stack:
+      u, done = stack.pop()
+      if done: order.append(u); continue
+      if u in seen: continue
+      seen.add(u)
+      stack.append((u, True))
+      stack.extend((s, False) for s in reversed(u.src) if s not in seen)
+    return order
+  def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
+    """Rebuild self with nodes replaced by mapping (bottom-up)."""
+    new: dict[UOp, UOp] = {}
+    for u in self.toposort:
+      if u in mapping: new[u] = mapping[u]; continue
+      src = tuple(new[s] for s in u.src)
+      new[u] = u if src == u.src else u.replace(src=src)
+    return new[self]
+
+  @property
+  def attrs(self) -> dict[str, Any]:
+    return dict(self.arg) if isinstance(self.arg, tuple) and all(isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) for a in self.arg) else {}
+
+def attrs(**kw) -> tuple:
+  """Attributes as a hashable, ordered arg."""
+  return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in kw.items()))

@@ -1,0 +1,86 @@
+"""Run a textual pass pipeline mixing our registered Python passes and upstream MLIR passes.
+
+`uop-rangeify,uop-simplify{max-iters=4},canonicalize,func.func(cse)` -> one PassManager in which each of our passes
+is a Python callback and each upstream element is added as MLIR parses it. Everything is validated before MLIR sees
+it: unknown names and bad options raise PipelineError instead of reaching MLIR's asserts."""
+from __future__ import annotations
+import re
+from mlir import ir
+from mlir.passmanager import PassManager
+from .registry import PASSES, PassError, PassInfo
+
+class PipelineError(ValueError): pass
+
+def split_top(s: str, sep: str = ",") -> list[str]:
+  out, depth, cur = [], 0, ""
+  for ch in s:
+    if ch in "({": depth += 1
+    elif ch in ")}": depth -= 1
+    if depth < 0: raise PipelineError(f"unbalanced '{ch}' in pass pipeline {s!r}")
+    if ch == sep and depth == 0: out.append(cur.strip()); cur = ""
+    else: cur += ch
+  if depth: raise PipelineError(f"unbalanced brackets in pass pipeline {s!r}")
+  return [p for p in out + [cur.strip()] if p]
+
+def _parse_options(info: PassInfo, text: str) -> dict:
+  opts = {}
+  for item in filter(None, text.split()):
+    if "=" not in item: raise PipelineError(f"pass '{info.name}': option '{item}' needs a value (name=value)")
+    k, v = item.split("=", 1)
+    if k not in info.options:
+      known = ", ".join(info.options) or "none"
+      raise PipelineError(f"pass '{info.name}' has no option '{k}' (options: {known})")
+    o = info.options[k]
+    try: opts[k.replace("-", "_")] = (v.lower() in ("1", "true")) if o.type is bool else o.type(v)
+    except ValueError: raise PipelineError(f"pass '{info.name}': option '{k}' expects {o.type.__name__}, got {v!r}") from None
+  return opts
+
+def parse_pipeline(text: str) -> list[tuple[PassInfo, dict] | str]:
+  """Elements of the pipeline: (our pass, options) or an upstream pipeline string."""
+  text = text.strip()
+  if (m := re.fullmatch(r"builtin\.module\((.*)\)", text, re.S)): text = m.group(1)  # accept mlir-opt's spelling
+  out = []
+  for el in split_top(text):
+    m = re.fullmatch(r"([\w.\-]+)\s*(?:\{(.*)\})?", el, re.S)
+    if m and m.group(1) in PASSES: out.append((PASSES[m.group(1)], _parse_options(PASSES[m.group(1)], m.group(2) or "")))
+    elif m and m.group(1).startswith("uop-"):
+      raise PipelineError(f"unknown pass '{m.group(1)}' (morok-opt --list-passes lists ours)")
+    else: out.append(el)
+  return out
+
+def _python_pass(info: PassInfo, opts: dict, verify: bool):
+  from morok_mlir.bridge import import_module, module_text, replace_module_body, IRImportError
+  from morok_mlir.dialects.verify import verify_module
+  def run(op, pass_):
+    try:
+      if info.on_uops: replace_module_body(op, module_text(info.run(import_module(op), **opts)))
+      else: info.run(op, **opts)
+      errs = verify_module(op) if verify else []
+    except (PassError, IRImportError) as e:
+      errs = [(e.loc, str(e))]
+    except Exception as e:  # a bug of ours must not become an abort inside MLIR
+      errs = [(None, f"internal error in {info.name}: {type(e).__name__}: {e}")]
+    for loc, msg in errs:
+      _location(loc, op.context).emit_error(f"{info.name}: {msg}" if not msg.startswith(info.name) else msg)
+    if errs: pass_.signal_pass_failure()
+  return run
+
+def _location(loc, ctx) -> ir.Location:
+  if isinstance(loc, ir.Location): return loc
+  if loc and (m := re.fullmatch(r"(.*):(\d+):(\d+)", loc)): return ir.Location.file(m.group(1), int(m.group(2)), int(m.group(3)), ctx)
+  return ir.Location.unknown(ctx)
+
+def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True) -> PassManager:
+  with ctx:
+    pm = PassManager("builtin.module")
+    pm.enable_verifier(verify_each)
+    for el in parse_pipeline(pipeline):
+      if isinstance(el, str):
+        try: pm.add(el)
+        except ValueError as e: raise PipelineError(f"upstream pass '{el}': {str(e).strip()}") from None
+      else: pm.add(_python_pass(el[0], el[1], verify_each), name=el[0].name)
+  return pm
+
+def run_pipeline(module: ir.Module, pipeline: str, verify_each: bool = True) -> None:
+  """Run pipeline on module in place; raises PipelineError (bad pipeline) or ir.MLIRError (a pass failed)."""
+  build_pass_manager(pipeline, module.context, verify_each).run(module.operation)

@@ -1,0 +1,32 @@
+"""The pass registry. MLIR cannot register Python passes by name, so we keep our own table and split a pipeline
+string between our passes and upstream ones (see `pipeline.py`)."""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from typing import Callable
+
+@dataclass
+class Option:
+  type: type
+  default: object
+  help: str
+
+@dataclass
+class PassInfo:
+  name: str
+  summary: str
+  run: Callable          # run(funcs: list[Func], **options) -> list[Func]   (UOp level), or run(module_op, **options)
+  options: dict[str, Option] = field(default_factory=dict)
+  on_uops: bool = True   # True: the pass works on imported UOp DAGs; False: directly on the MLIR module
+
+PASSES: dict[str, PassInfo] = {}
+
+class PassError(Exception):
+  """A pass could not do its work; loc is the user's file:line of the offending op."""
+  def __init__(self, msg: str, loc: str | None = None):
+    super().__init__(msg); self.loc = loc
+
+def register(name: str, summary: str, on_uops: bool = True, **options: Option):
+  def deco(fn):
+    PASSES[name] = PassInfo(name, summary, fn, options, on_uops)
+    return fn
+  return deco
