@@ -1,3 +1,4 @@
 """Our MLIR passes, written in Python: one module per pass, registered by kebab-case name."""
 from .registry import PASSES, PassInfo, PassError, register, Option
 from . import dce, cse  # noqa: F401  (registration order: dce and cse first)
+from . import rangeify, kernel_split  # noqa: F401

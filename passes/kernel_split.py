@@ -1,0 +1,57 @@
+"""uop-kernel-split: one kernel per store and per `bufferize`, plus a `@schedule` that runs them in order.
+
+Each bufferize becomes an intermediate buffer (a schedule argument after the inputs and outputs) written by its
+own kernel; its consumers load from that buffer and wait for that kernel (`uop.kernel` operands)."""
+from __future__ import annotations
+from morok_mlir.uop import UOp, attrs, TOKEN
+from morok_mlir.bridge import Func
+from .registry import register
+from . import index_math as im
+
+def _kernel_name(root: UOp, n: int) -> str:
+  """tinygrad-style: E_ for elementwise, r_ with a reduce; then the loop sizes."""
+  nodes = root.toposort
+  sizes = [str(im.cval(r.src[0])) for r in nodes if r.op == "range" and r.attrs["kind"] == "loop"]
+  red = [str(im.cval(r.src[0])) for r in nodes if r.op == "range" and r.attrs["kind"] == "reduce"]
+  return ("r_" if red else "E_") + "_".join(sizes + red or ["1"]) + f"_k{n}"
+
+def split_func(f: Func) -> list[Func]:
+  sink = f.roots[0]
+  n_args = len(f.args)
+  temps: dict[UOp, UOp] = {}                 # bufferize -> schedule buffer
+  bodies: list[UOp] = []                     # kernel roots in schedule order (schedule-slot buffers)
+  for u in sink.toposort:
+    if u.op != "bufferize": continue
+    buf = UOp("buffer", u.ty, (), attrs(slot=n_args + len(temps)))
+    val, rngs = u.src[0].substitute(temps), u.src[1:]
+    lin, stride = im.const(0), 1
+    for r in reversed(rngs):
+      lin = im.add(im.mul(r, im.const(stride)), lin); stride *= im.cval(r.src[0])
+    st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<" + u.dtype.mlir + ">", (buf, lin)), val), loc=u.loc)
+    bodies.append(UOp("end", TOKEN, (st, *rngs), loc=u.loc) if rngs else st)
+    temps[u] = buf
+  bodies += [s.substitute(temps) for s in sink.src]
+  writer: dict[int, int] = {}                # schedule slot -> index of the kernel that writes it
+  kernels, calls = [], []
+  for k, body in enumerate(bodies):
+    bufs = [u for u in body.toposort if u.op == "buffer"]
+    stored = [s.src[0].src[0] for s in body.toposort if s.op == "store"]
+    order = stored + [b for b in bufs if b not in stored]
+    remap = {b: UOp("buffer", b.ty, (), attrs(slot=i)) for i, b in enumerate(order)}
+    name = _kernel_name(body, k)
+    kernels.append(Func(name, [b.ty for b in order], [], [UOp("sink", "()", (body.substitute(remap),))], {"uop.kernel": None},
+                        visibility="private"))
+    deps = tuple(dict.fromkeys(calls[writer[b.attrs["slot"]]] for b in order if b not in stored and b.attrs["slot"] in writer))
+    calls.append(UOp("kernel", TOKEN, deps, attrs(callee=("@sym", name), slots=tuple(b.attrs["slot"] for b in order))))
+    for b in stored: writer[b.attrs["slot"]] = k
+  sched_args = f.args + [t.ty for t in temps.values()]
+  sched = Func("schedule", sched_args, [], [UOp("sink", "()", tuple(calls))],
+               {"uop.schedule": None, **{k: v for k, v in f.attrs.items() if k.startswith("uop.num_")}})
+  return kernels + [sched]
+
+@register("uop-kernel-split", "Split at store/bufferize boundaries into kernels and a @schedule")
+def uop_kernel_split(funcs: list[Func]) -> list[Func]:
+  out = []
+  for f in funcs:
+    out += split_func(f) if f.roots and f.roots[0].op == "sink" and "uop.num_inputs" in f.attrs and "uop.kernel" not in f.attrs else [f]
+  return out

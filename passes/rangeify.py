@@ -1,0 +1,132 @@
+"""uop-rangeify: movement ops become index arithmetic over `uop.range` loop counters.
+
+For each result of a graph function we open one `loop` range per dimension (size-1 dims index 0) and compute the
+value at those indices, walking the graph: movement ops only transform the index expressions (no copies), pad
+gates loads and selects 0 outside, expand indexes 0, reduce_axis opens `reduce` ranges and becomes `uop.reduce`.
+
+What gets materialised (`uop.bufferize`): `contiguous`, and a reduce_axis whose result is broadcast along a
+loop that is *outer* to the loops it depends on (inlining it there would recompute it per outer iteration).
+A reduce that depends only on a prefix of the loop nest stays inline: the CPU lowering computes it once per
+iteration of that prefix, so `x - x.max(1, keepdim=True)` and softmax are one kernel each."""
+from __future__ import annotations
+from math import prod
+from morok_mlir.uop import UOp, attrs, memref_type, ptr_type, TOKEN
+from morok_mlir.bridge import Func
+from morok_mlir.dtype import dtypes
+from .registry import register, PassError
+from . import index_math as im
+
+REDUCE_IDENTITY = {"add": lambda d: False if d.is_bool else 0, "mul": lambda d: True if d.is_bool else 1,
+                   "max": lambda d: d.min, "min": lambda d: d.max}
+
+class Rangeifier:
+  def __init__(self, bufs: dict[int, UOp]):
+    self.bufs = bufs                      # graph input slot -> kernel-level memref buffer
+    self.axis = 0
+    self.memo: dict[tuple, UOp] = {}
+    self.loops: list[UOp] = []            # loop ranges of the value being built, outermost first
+    self.materialised: dict[UOp, UOp] = {}
+
+  def new_range(self, size: int, kind: str) -> UOp:
+    self.axis += 1
+    return UOp("range", "index", (im.const(size),), attrs(axis=self.axis - 1, kind=kind))
+
+  def loop_ranges(self, shape) -> tuple[list[UOp], list[UOp]]:
+    rngs = [self.new_range(s, "loop") if s != 1 else None for s in shape]
+    return [r for r in rngs if r is not None], [r if r is not None else im.const(0) for r in rngs]
+
+  def store(self, buf: UOp, node: UOp) -> UOp:
+    """Compute node over fresh loops and store it to buf; returns the closed (end) token."""
+    saved = self.loops
+    self.loops, idx = self.loop_ranges(node.shape)
+    val = self.value(node, tuple(idx), None)
+    tok = UOp("store", TOKEN, (UOp("index", ptr_type(node.dtype), (buf, im.linearize(idx, node.shape))), val), loc=node.loc)
+    out = UOp("end", TOKEN, (tok, *self.loops), loc=node.loc) if self.loops else tok
+    self.loops = saved
+    return out
+
+  def bufferize(self, node: UOp) -> UOp:
+    if node not in self.materialised:
+      saved = self.loops
+      self.loops, idx = self.loop_ranges(node.shape)
+      val = self.value(node, tuple(idx), None, inline_root=True)
+      self.materialised[node] = UOp("bufferize", memref_type(node.size, node.dtype), (val, *self.loops), loc=node.loc)
+      self.loops = saved
+    return self.materialised[node]
+
+  def load(self, buf: UOp, node: UOp, idx, gate) -> UOp:
+    src = (buf, im.linearize(idx, node.shape)) + ((gate,) if gate is not None else ())
+    return UOp("load", node.dtype.mlir, (UOp("index", ptr_type(node.dtype), src),), loc=node.loc)
+
+  def value(self, node: UOp, idx: tuple, gate, inline_root=False) -> UOp:
+    key = (node, idx, gate, inline_root)
+    if (v := self.memo.get(key)) is None: v = self.memo[key] = self._value(node, idx, gate, inline_root)
+    return v
+
+  def _value(self, u: UOp, idx: tuple, gate, inline_root) -> UOp:
+    op, a, s = u.op, u.attrs, u.src
+    sh = s[0].shape if s and s[0].shape is not None else None
+    if op == "buffer": return self.load(self.bufs[a["slot"]], u, idx, gate)
+    if op == "const": return UOp("const", u.dtype.mlir, (), u.arg)
+    if op in ("contiguous",) and not inline_root: return self.load(self.bufferize(u), u, idx, gate)
+    if op in ("contiguous", "detach"): return self.value(s[0], idx, gate)
+    if op == "reshape": return self.value(s[0], im.unravel(im.linearize(idx, u.shape), sh), gate)
+    if op == "permute":
+      inv = [0] * len(a["order"])
+      for i, p in enumerate(a["order"]): inv[p] = i
+      return self.value(s[0], tuple(idx[inv[d]] for d in range(len(sh))), gate)
+    if op == "expand": return self.value(s[0], tuple(im.const(0) if d == 1 else i for d, i in zip(sh, idx)), gate)
+    if op == "shrink": return self.value(s[0], tuple(im.add(i, im.const(a["bounds"][2 * d])) for d, i in enumerate(idx)), gate)
+    if op == "flip": return self.value(s[0], tuple(im.sub(im.const(sh[d] - 1), i) if d in a["axes"] else i for d, i in enumerate(idx)), gate)
+    if op == "pad":
+      p, valid, cidx = a["padding"], None, []
+      for d, i in enumerate(idx):
+        lo, n = p[2 * d], sh[d]
+        cidx.append(im.sub(i, im.const(lo)))
+        valid = im.and_(valid, im.in_bounds(i, lo, lo + n))
+      if valid is None: return self.value(s[0], tuple(cidx), gate)
+      if valid is False: return UOp("const", u.dtype.mlir, (), attrs(value=REDUCE_IDENTITY["add"](u.dtype)))
+      inner = self.value(s[0], tuple(cidx), im.and_(gate, valid))
+      return UOp("where", u.dtype.mlir, (valid, inner, UOp("const", u.dtype.mlir, (), attrs(value=REDUCE_IDENTITY["add"](u.dtype)))), loc=u.loc)
+    if op == "reduce_axis":
+      if not inline_root and (u in self.materialised or not self.inlinable(idx)): return self.load(self.bufferize(u), u, idx, gate)
+      rngs, cidx = [], []
+      for d, n in enumerate(sh):
+        if d in a["axes"] and n != 1:
+          rngs.append(self.new_range(n, "reduce")); cidx.append(rngs[-1])
+        else: cidx.append(im.const(0) if d in a["axes"] else idx[d])
+      inner = self.value(s[0], tuple(cidx), gate)
+      if 0 in [sh[d] for d in a["axes"]]:  # empty reduction: the identity
+        return UOp("const", u.dtype.mlir, (), attrs(value=REDUCE_IDENTITY[a["op"]](u.dtype)))
+      return UOp("reduce", u.dtype.mlir, (inner, *rngs), attrs(op=a["op"]), loc=u.loc) if rngs else inner
+    if op in ("copy", "assign"):
+      raise PassError(f"uop-rangeify: '{op}' is not supported yet", u.loc)
+    # elementwise: same index into every source
+    return UOp(op, u.dtype.mlir, tuple(self.value(x, idx, gate) for x in s), u.arg, u.loc)
+
+  def inlinable(self, idx) -> bool:
+    """A reduce can stay inline when the loops its indices use are a prefix of the loop nest (no recompute)."""
+    used = set()
+    for i in idx: used |= {r for r in i.toposort if r.op == "range"}
+    loops = [r for r in self.loops]
+    if not used <= set(loops): return False  # depends on an enclosing reduce's counter: recomputed each step
+    depth = max((loops.index(r) for r in used if r in loops), default=-1)
+    return all(r in used for r in loops[:depth + 1])
+
+def rangeify_func(f: Func) -> Func:
+  """Graph-level function -> one function over flat buffers: args are the inputs then the outputs."""
+  for r in f.results:
+    if r.shape is None: raise PassError(f"uop-rangeify: @{f.name} must return tensors", r.loc)
+  in_bufs = {i: UOp("buffer", memref_type(prod(_shape(t)), _dtype(t)), (), attrs(slot=i)) for i, t in enumerate(f.args)}
+  outs = [UOp("buffer", memref_type(r.size, r.dtype), (), attrs(slot=len(f.args) + j)) for j, r in enumerate(f.results)]
+  rf = Rangeifier(in_bufs)
+  stores = [rf.store(b, r) for b, r in zip(outs, f.results)]
+  return Func(f.name, [b.ty for b in list(in_bufs.values()) + outs], [], [UOp("sink", "()", tuple(stores))],
+              {"uop.num_inputs": f"{len(f.args)} : i64", "uop.num_outputs": f"{len(outs)} : i64"})
+
+def _shape(t: str): return UOp("buffer", t).shape
+def _dtype(t: str): return UOp("buffer", t).dtype
+
+@register("uop-rangeify", "Movement ops -> index arithmetic over loop ranges; mark what is materialised (bufferize)")
+def uop_rangeify(funcs: list[Func]) -> list[Func]:
+  return [rangeify_func(f) if f.args is not None and all(t.startswith("tensor<") for t in f.args) and f.results else f for f in funcs]
