@@ -20,3 +20,105 @@ def new_buffer(data: np.ndarray) -> UOp:
   return u
 
 def buffer_data(u: UOp) -> np.ndarray: return _BUFFERS[u.attrs["id"]]
+
+# ---------------------------------------------------------------- compile: graph -> schedule of compiled kernels
+import os, time
+from dataclasses import dataclass
+from .bridge import Func, module_text, import_module
+
+DEBUG = int(os.environ.get("DEBUG", "0"))
+PIPELINE = ["uop-rangeify", "uop-kernel-split"]
+
+class CompileError(RuntimeError):
+  """A pass rejected the graph; the message carries MLIR's diagnostics at the user's file:line."""
+
+@dataclass
+class ScheduleItem:
+  name: str
+  program: object          # callable(*np.ndarray)
+  slots: tuple[int, ...]   # schedule buffers passed to the kernel, in argument order
+
+@dataclass
+class Schedule:
+  items: list[ScheduleItem]
+  buffer_types: list[UOp]  # one memref-typed UOp per schedule buffer: inputs, outputs, intermediates
+  n_in: int
+  n_out: int
+
+_ctx = None
+def mlir_context():
+  global _ctx
+  if _ctx is None:
+    from .dialects import new_context
+    _ctx = new_context()
+  return _ctx
+
+def lower_to_kernels(graph: Func) -> list[Func]:
+  """Emit the graph as a `uop` module and run our passes over it inside MLIR's PassManager."""
+  from mlir import ir
+  from .passes.pipeline import run_pipeline
+  text = module_text([graph])
+  with mlir_context():
+    module = ir.Module.parse(text)
+    for p in (PIPELINE if DEBUG >= 4 else [",".join(PIPELINE)]):
+      try: run_pipeline(module, p)
+      except ir.MLIRError as e: raise CompileError(str(e).replace("Failure while executing pass pipeline:\n", "")) from None
+      if DEBUG >= 4: print(f"// ----- after {p}\n{module}")
+    return import_module(module)
+
+def compile_schedule(graph: Func) -> Schedule:
+  from .device import Device
+  funcs = {f.name: f for f in lower_to_kernels(graph)}
+  sched = funcs.pop("schedule")
+  dev = Device[Device.DEFAULT]
+  items = []
+  for k in sched.roots[0].src:
+    name = k.attrs["callee"][1]
+    if DEBUG >= 3: print(module_text([funcs[name]]))
+    items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"]))
+  return Schedule(items, [UOp("buffer", t) for t in sched.args], len(graph.args), len(graph.results))
+
+# ---------------------------------------------------------------- realize
+_schedule_cache: dict[tuple[UOp, ...], Schedule] = {}
+
+def _normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[np.ndarray]]:
+  """Number the graph's input buffers by first use, so graphs of the same structure share one key."""
+  mapping, inputs = {}, []
+  for o in outs:
+    for u in o.toposort:
+      if u.op == "buffer" and u not in mapping and "id" in u.attrs:
+        mapping[u] = UOp("buffer", u.ty, (), attrs(slot=len(inputs)))
+        inputs.append(buffer_data(u))
+  return tuple(o.substitute(mapping) for o in outs), inputs
+
+def realize(outs: list[UOp]) -> list[np.ndarray]:
+  """Compute graph-level UOps; returns one array per UOp, with its shape and dtype."""
+  results: list[np.ndarray | None] = [None] * len(outs)
+  todo = []
+  for i, o in enumerate(outs):
+    if o.size == 0: results[i] = np.empty(o.shape, o.dtype.np)
+    elif o.op == "buffer" and "id" in o.attrs: results[i] = buffer_data(o).reshape(o.shape)
+    else: todo.append(i)
+  if not todo: return results
+  key, inputs = _normalize([outs[i] for i in todo])
+  if (sched := _schedule_cache.get(key)) is None:
+    t0 = time.perf_counter()
+    sched = _schedule_cache[key] = compile_schedule(Func("graph", [x.ty for x in _input_types(key)], list(key)))
+    if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
+  from .device import Device
+  alloc = Device[Device.DEFAULT].allocator
+  bufs = [x.reshape(-1) for x in inputs] + [alloc.alloc(b.size, b.dtype) for b in sched.buffer_types[len(inputs):]]
+  for it in sched.items:
+    t0 = time.perf_counter() if DEBUG >= 2 else 0
+    it.program(*[bufs[s] for s in it.slots])
+    if DEBUG >= 2: print(f"  {it.name:<24} {(time.perf_counter() - t0) * 1e6:9.1f} us")
+  for j, i in enumerate(todo): results[i] = bufs[sched.n_in + j].reshape(outs[i].shape)
+  for b in bufs[sched.n_in + sched.n_out:]: alloc.free(b)
+  return results
+
+def _input_types(key: tuple[UOp, ...]) -> list[UOp]:
+  ins: dict[int, UOp] = {}
+  for o in key:
+    for u in o.toposort:
+      if u.op == "buffer": ins[u.attrs["slot"]] = u
+  return [ins[i] for i in range(len(ins))]

@@ -1,0 +1,50 @@
+// RUN: morok-opt %s -p uop-rangeify --split-input-file | FileCheck %s
+
+// A row reduce opens a reduce range and closes it with uop.reduce; the loop range is closed by end.
+// CHECK-LABEL: func.func @row_sum
+// CHECK: %[[R0:.*]] = "uop.range"({{.*}}) {axis = 0 : i64, kind = "loop"}
+// CHECK: %[[R1:.*]] = "uop.range"({{.*}}) {axis = 1 : i64, kind = "reduce"}
+// CHECK: "uop.reduce"(%{{.*}}, %[[R1]]) {op = "add"} : (f32, index) -> f32
+// CHECK: "uop.end"(%{{.*}}, %[[R0]])
+func.func @row_sum(%a: tensor<3x4xf32>) -> tensor<3x1xf32> {
+  %r = "uop.reduce_axis"(%a) {op = "add", axes = array<i64: 1>} : (tensor<3x4xf32>) -> tensor<3x1xf32>
+  return %r : tensor<3x1xf32>
+}
+
+// -----
+
+// x - x.max(1, keepdim): the max depends only on the outer loop, so it stays inline (no bufferize).
+// CHECK-LABEL: func.func @sub_max
+// CHECK-NOT: uop.bufferize
+// CHECK: "uop.reduce"({{.*}}) {op = "max"}
+// CHECK: "uop.sub"
+func.func @sub_max(%a: tensor<3x4xf32>) -> tensor<3x4xf32> {
+  %m = "uop.reduce_axis"(%a) {op = "max", axes = array<i64: 1>} : (tensor<3x4xf32>) -> tensor<3x1xf32>
+  %e = "uop.expand"(%m) : (tensor<3x1xf32>) -> tensor<3x4xf32>
+  %s = "uop.sub"(%a, %e) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %s : tensor<3x4xf32>
+}
+
+// -----
+
+// x - x.max(0, keepdim): the max would be recomputed inside the outer row loop, so it is materialised.
+// CHECK-LABEL: func.func @sub_colmax
+// CHECK: %[[B:.*]] = "uop.bufferize"({{.*}}) : (f32, index) -> memref<4xf32>
+// CHECK: "uop.index"(%[[B]]
+func.func @sub_colmax(%a: tensor<3x4xf32>) -> tensor<3x4xf32> {
+  %m = "uop.reduce_axis"(%a) {op = "max", axes = array<i64: 0>} : (tensor<3x4xf32>) -> tensor<1x4xf32>
+  %e = "uop.expand"(%m) : (tensor<1x4xf32>) -> tensor<3x4xf32>
+  %s = "uop.sub"(%a, %e) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %s : tensor<3x4xf32>
+}
+
+// -----
+
+// contiguous always materialises.
+// CHECK-LABEL: func.func @contig
+// CHECK: "uop.bufferize"
+func.func @contig(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %c = "uop.contiguous"(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  %n = "uop.neg"(%c) : (tensor<4xf32>) -> tensor<4xf32>
+  return %n : tensor<4xf32>
+}
