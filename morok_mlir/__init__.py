@@ -1,2 +1,3 @@
 """morok-mlir: a tinygrad-style ML compiler whose IR is MLIR."""
 from .dtype import dtypes, DType
+from .tensor import Tensor

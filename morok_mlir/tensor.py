@@ -1,0 +1,597 @@
+"""The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
+until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
+from __future__ import annotations
+import math, os, sys
+from typing import Any, Sequence
+import numpy as np
+from .dtype import DType, dtypes, least_upper_dtype, to_dtype
+from .uop import UOp, attrs, tensor_type
+from .realize import new_buffer, buffer_data
+
+# ---------------------------------------------------------------- provenance
+_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_POS: dict = {}  # code object -> its instruction positions (for the column)
+
+def _loc() -> str:
+  """file:line:col of the first stack frame outside this package (the user's line)."""
+  f = sys._getframe(1)
+  while f is not None and f.f_code.co_filename.startswith(_PKG): f = f.f_back
+  if f is None: return "<unknown>:0:0"
+  if (pos := _POS.get(c := f.f_code)) is None: pos = _POS[c] = list(c.co_positions())
+  i = f.f_lasti // 2
+  col = pos[i][2] if 0 <= i < len(pos) and pos[i][2] is not None else -1
+  return f"{c.co_filename}:{f.f_lineno}:{col + 1}"
+
+def _err(exc: type, msg: str):
+  raise exc(f"{_loc()}: {msg}")
+
+# ---------------------------------------------------------------- helpers
+def _prod(xs) -> int: return math.prod(xs)
+def _argfix(*x) -> tuple:
+  return tuple(x[0]) if x and isinstance(x[0], (tuple, list)) else x
+
+def _cv(v, dt: DType):
+  """A Python value as a constant of dtype dt (integers wrap at the dtype's width, as a cast would)."""
+  if dt.is_float: return float(np.array(v, dtype=np.float64).astype(dt.np))
+  if dt.is_bool: return bool(v)
+  if isinstance(v, float) and not math.isfinite(v): _err(ValueError, f"cannot convert {v} to {dt}")
+  v, m = int(v) & ((1 << dt.bits) - 1), 1 << dt.bits
+  return v - m if not dt.is_unsigned and v >= m >> 1 else v
+
+def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+  """numpy broadcasting of shapes."""
+  nd = max(len(s) for s in shapes)
+  out = []
+  for dims in zip(*((1,) * (nd - len(s)) + tuple(s) for s in shapes)):
+    if len(big := {d for d in dims if d != 1}) > 1:
+      _err(ValueError, f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
+    out.append(big.pop() if big else 1)
+  return tuple(out)
+
+def _float(dt: DType) -> DType: return dt if dt.is_float else dtypes.default_float
+def _sum_acc(dt: DType) -> DType:
+  """tinygrad's accumulation dtype of sum: small ints widen to int32/uint32, half accumulates in float32."""
+  if dt.is_unsigned: return least_upper_dtype(dt, dtypes.uint32)
+  if dt.is_int or dt.is_bool: return least_upper_dtype(dt, dtypes.int32)
+  return least_upper_dtype(dt, dtypes.float32)
+
+def _infer(data) -> DType:
+  """tinygrad's dtype of a Python (nested) list: all bools -> bool, any float -> float32, else int32."""
+  flat, stack = [], [data]
+  while stack:
+    x = stack.pop()
+    if isinstance(x, (list, tuple)): stack.extend(x)
+    elif isinstance(x, Tensor): flat.append(x.dtype)
+    else: flat.append(dtypes.from_py(x))
+  if not flat: return dtypes.default_float
+  if all(d.is_bool for d in flat): return dtypes.bool
+  return dtypes.default_float if any(d.is_float for d in flat) else dtypes.default_int
+
+# bools have no arithmetic: add/max are or, mul/min are and (as tinygrad rewrites them)
+_BOOL_ALU = {"add": "or", "mul": "and", "max": "or", "min": "and"}
+_IDENTITY = {"add": lambda dt: 0, "mul": lambda dt: 1, "max": lambda dt: dt.min, "min": lambda dt: dt.max}
+_rng = np.random.default_rng(0)
+
+# ---------------------------------------------------------------- Tensor
+class Tensor:
+  __slots__ = ("uop", "device", "requires_grad")
+  __hash__ = object.__hash__  # == is elementwise
+
+  def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None):
+    dt = None if dtype is None else to_dtype(dtype)
+    self.device, self.requires_grad = device or "CPU", requires_grad
+    if isinstance(data, UOp): self.uop = data if dt is None or data.dtype == dt else Tensor(data).cast(dt).uop
+    elif isinstance(data, Tensor): self.uop = (data if dt is None else data.cast(dt)).uop
+    elif isinstance(data, (bool, int, float, np.generic)):
+      dt = dt or dtypes.from_py(data)
+      self.uop = UOp("const", tensor_type((), dt), (), attrs(value=_cv(data.item() if isinstance(data, np.generic) else data, dt)), _loc())
+    elif isinstance(data, (list, tuple)):
+      dt = dt or _infer(data)
+      try: arr = np.array([x.numpy() if isinstance(x, Tensor) else x for x in data] if data else data, dtype=np.float64 if dt.is_float else None)
+      except ValueError as e: _err(ValueError, f"cannot make a tensor from a ragged list ({e})")
+      self.uop = new_buffer(arr.astype(dt.np))
+    elif isinstance(data, np.ndarray):
+      self.uop = new_buffer(np.array(data, dtype=None if dt is None else dt.np, copy=True))
+    elif data is None: self.uop = new_buffer(np.empty((0,), dtype=(dt or dtypes.default_float).np))
+    else: _err(TypeError, f"cannot make a tensor from {type(data).__name__}")
+
+  # ---- properties
+  @property
+  def shape(self) -> tuple[int, ...]: return self.uop.shape
+  @property
+  def dtype(self) -> DType: return self.uop.dtype
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  @property
+  def lazydata(self) -> UOp: return self.uop
+  def numel(self) -> int: return _prod(self.shape)
+  def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._dim(dim)]
+  def element_size(self) -> int: return self.dtype.itemsize
+  def nbytes(self) -> int: return self.numel() * self.dtype.itemsize
+  def is_floating_point(self) -> bool: return self.dtype.is_float
+  def __len__(self) -> int:
+    if not self.shape: _err(TypeError, "len() of a 0-d tensor")
+    return self.shape[0]
+  def __repr__(self) -> str: return f"<Tensor {self.uop.op} shape={self.shape} dtype={self.dtype} device={self.device}>"
+  def __bool__(self): _err(TypeError, "__bool__ on a Tensor is ambiguous; use .item() or .numpy()")
+
+  # ---- realization
+  def realize(self, *lst: Tensor) -> Tensor:
+    """Compute self and lst in one graph; afterwards each holds its result as an input buffer."""
+    todo: dict[UOp, list[Tensor]] = {}
+    for t in (self,) + lst:
+      if t.uop.op == "buffer": continue
+      if t.numel() == 0: t.uop = new_buffer(np.empty(t.shape, t.dtype.np)); continue  # nothing to compute
+      todo.setdefault(t.uop, []).append(t)
+    if todo:
+      from .realize import realize as _realize
+      outs = _realize(list(todo))
+      for (u, ts), out in zip(todo.items(), outs):
+        out = np.asarray(out)
+        if out.shape != u.shape or out.dtype != u.dtype.np:
+          raise RuntimeError(f"{u.loc}: realize returned {out.shape} {out.dtype} for {u.shape} {u.dtype}")
+        b = new_buffer(out)
+        for t in ts: t.uop = b
+    return self
+  def numpy(self) -> np.ndarray: return buffer_data(self.realize().uop).copy()
+  def item(self):
+    if self.numel() != 1: _err(ValueError, f"item() needs a tensor with one element, got shape {self.shape}")
+    return self.numpy().item()
+  def tolist(self): return self.numpy().tolist()
+  def data(self) -> np.ndarray: return self.numpy()
+
+  # ---- graph building
+  def _op(self, _name: str, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
+    return Tensor(UOp(_name, tensor_type(tuple(shape), dtype or self.dtype), (self.uop,) + tuple(s.uop for s in src), attrs(**kw), _loc()))
+  def _alu(self, op: str, *src: Tensor, dtype: DType | None = None) -> Tensor:
+    if self.dtype.is_bool and dtype is None: op = _BOOL_ALU.get(op, op)
+    return self._op(op, self.shape, dtype, src)
+  def _const_value(self):
+    """The scalar this tensor is known to hold everywhere (a const seen through reshape/expand), else None."""
+    u = self.uop
+    while u.op in ("reshape", "expand"): u = u.src[0]
+    return u.attrs["value"] if u.op == "const" else None
+
+  # ---- creation
+  @staticmethod
+  def full(shape, fill_value, dtype=None, **kw) -> Tensor:
+    shape = _argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if any(not isinstance(s, int) or s < 0 for s in shape): _err(ValueError, f"invalid shape {shape}")
+    return Tensor(fill_value, dtype, **kw).reshape((1,) * len(shape)).expand(shape)
+  @staticmethod
+  def zeros(*shape, dtype=None, **kw) -> Tensor: return Tensor.full(_argfix(*shape), 0.0, dtype or dtypes.default_float, **kw)
+  @staticmethod
+  def ones(*shape, dtype=None, **kw) -> Tensor: return Tensor.full(_argfix(*shape), 1.0, dtype or dtypes.default_float, **kw)
+  empty = zeros
+  def full_like(self, fill_value, dtype=None, **kw) -> Tensor: return Tensor.full(self.shape, fill_value, dtype or self.dtype, **kw)
+  def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
+  def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
+  @staticmethod
+  def arange(start, stop=None, step=1, dtype=None, **kw) -> Tensor:
+    if stop is None: start, stop = 0, start
+    if step == 0: _err(ValueError, "arange: step must be nonzero")
+    dt = to_dtype(dtype) if dtype else dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int
+    return Tensor(np.arange(start, stop, step, dtype=np.float64 if dt.is_float else np.int64).astype(dt.np), **kw)
+  @staticmethod
+  def eye(n: int, m: int | None = None, dtype=None, **kw) -> Tensor:
+    """The identity as pure movement (tinygrad's trick): ones (n,1) padded to rows of n+1, flattened, cut to n*n."""
+    m = n if m is None else m
+    if n < 0 or m < 0: _err(ValueError, f"eye: negative size ({n}, {m})")
+    k = max(n, m)
+    x = Tensor.ones(k, 1, dtype=dtype or dtypes.default_float, **kw).pad(((0, 0), (0, k))).flatten().shrink(((0, k * k),)).reshape(k, k)
+    return x.shrink(((0, n), (0, m)))
+  @staticmethod
+  def manual_seed(seed: int = 0):
+    global _rng
+    _rng = np.random.default_rng(seed)
+  @staticmethod
+  def rand(*shape, dtype=None, **kw) -> Tensor:
+    return Tensor(np.asarray(_rng.random(_argfix(*shape))), dtype or dtypes.default_float, **kw)
+  @staticmethod
+  def randn(*shape, dtype=None, **kw) -> Tensor:
+    return Tensor(np.asarray(_rng.standard_normal(_argfix(*shape))), dtype or dtypes.default_float, **kw)
+  @staticmethod
+  def uniform(*shape, low=0.0, high=1.0, dtype=None, **kw) -> Tensor:
+    return Tensor(np.asarray(_rng.uniform(low, high, _argfix(*shape))), dtype or dtypes.default_float, **kw)
+  @staticmethod
+  def randint(*shape, low=0, high=10, dtype=dtypes.int32, **kw) -> Tensor:
+    return Tensor(np.asarray(_rng.integers(low, high, _argfix(*shape))), dtype, **kw)
+
+  # ---- movement
+  def _dim(self, d: int, extra: int = 0) -> int:
+    n = self.ndim + extra
+    if not isinstance(d, (int, np.integer)): _err(TypeError, f"dimension must be an int, got {type(d).__name__}")
+    if not (-max(n, 1) <= d < max(n, 1)): _err(IndexError, f"dimension out of range (expected to be in range of [{-max(n, 1)}, {max(n, 1) - 1}], but got {d})")
+    return d + n if d < 0 else d
+  def reshape(self, shape, *args) -> Tensor:
+    shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(_argfix(shape, *args)))
+    if any(not isinstance(s, (int, np.integer)) or s < -1 for s in shape) or shape.count(-1) > 1: _err(ValueError, f"invalid shape {shape}")
+    if -1 in shape:
+      rest = _prod(s for s in shape if s != -1)
+      if rest == 0 or self.numel() % rest: _err(ValueError, f"shape {shape} is invalid for input of size {self.numel()}")
+      shape = tuple(self.numel() // rest if s == -1 else int(s) for s in shape)
+    if _prod(shape) != self.numel(): _err(ValueError, f"shape {shape} is invalid for input of size {self.numel()}")
+    return self if shape == self.shape else self._op("reshape", shape)
+  view = reshape
+  def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
+    if self.shape == shape: return self
+    if len(shape) < self.ndim or any(s != 1 and s != t for s, t in zip(self.shape[::-1], shape[::-1])):
+      _err(ValueError, f"cannot broadcast {self.shape} to {shape}")
+    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape)
+    return x if x.shape == shape else x._op("expand", shape)
+  def expand(self, shape, *args) -> Tensor:
+    shape = _argfix(shape, *args)
+    if len(shape) < self.ndim: _err(ValueError, f"cannot expand {self.shape} to {shape}: fewer dimensions")
+    old = (None,) * (len(shape) - self.ndim) + self.shape
+    return self._broadcast_to(tuple(o if s == -1 and o is not None else s for o, s in zip(old, shape)))
+  def broadcast_to(self, shape) -> Tensor: return self.expand(shape)
+  def expand_as(self, other: Tensor) -> Tensor: return self.expand(other.shape)
+  def permute(self, order, *args) -> Tensor:
+    order = tuple(self._dim(o) for o in _argfix(order, *args))
+    if sorted(order) != list(range(self.ndim)): _err(ValueError, f"{order} is not a permutation of the {self.ndim} dims of {self.shape}")
+    return self if order == tuple(range(self.ndim)) else self._op("permute", tuple(self.shape[o] for o in order), order=order)
+  def pad(self, padding, mode: str = "constant", value=0.0) -> Tensor:
+    """padding: (before, after) or None per dim, or PyTorch's flat (left, right, top, bottom, ...) starting at the last dim.
+    Negative padding cuts, as in PyTorch."""
+    if mode != "constant": _err(NotImplementedError, f"pad mode {mode!r} is not supported (only 'constant')")
+    if all(isinstance(p, (int, np.integer)) for p in padding):
+      if len(padding) % 2 or len(padding) > 2 * self.ndim: _err(ValueError, f"flat padding {tuple(padding)} must have an even length <= {2 * self.ndim}")
+      pads = ((0, 0),) * (self.ndim - len(padding) // 2) + tuple(zip(padding[-2::-2], padding[::-2]))
+    else:
+      if len(padding) != self.ndim: _err(ValueError, f"padding {tuple(padding)} needs one entry per dim of {self.shape}")
+      pads = tuple((0, 0) if p is None else tuple(p) for p in padding)
+    if any(len(p) != 2 for p in pads): _err(ValueError, f"invalid padding {tuple(padding)}")
+    if any(s + b + a < 0 for s, (b, a) in zip(self.shape, pads)): _err(ValueError, f"padding {pads} cuts more than {self.shape}")
+    x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for s, (b, a) in zip(self.shape, pads)))
+    pads = tuple((max(b, 0), max(a, 0)) for b, a in pads)
+    if all(p == (0, 0) for p in pads): return x
+    ret = x._op("pad", tuple(s + b + a for s, (b, a) in zip(x.shape, pads)), padding=tuple(v for p in pads for v in p))
+    if value == 0: return ret
+    return Tensor.ones(x.shape, dtype=dtypes.bool).pad(pads).where(ret, value)  # the padded region holds `value`
+  def shrink(self, arg) -> Tensor:
+    if len(arg) != self.ndim: _err(ValueError, f"shrink {tuple(arg)} needs one entry per dim of {self.shape}")
+    arg = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for s, a in zip(self.shape, arg))
+    if any(not (0 <= b <= e <= s) for s, (b, e) in zip(self.shape, arg)): _err(ValueError, f"invalid shrink {arg} of {self.shape}")
+    if all(a == (0, s) for s, a in zip(self.shape, arg)): return self
+    return self._op("shrink", tuple(e - b for b, e in arg), bounds=tuple(v for a in arg for v in a))
+  def flip(self, axis, *args) -> Tensor:
+    axes = tuple(self._dim(a) for a in _argfix(axis, *args))
+    if len(set(axes)) != len(axes): _err(ValueError, f"dim appears multiple times in {axes}")
+    axes = tuple(sorted(a for a in axes if self.shape[a] > 1))  # flipping a size-0/1 dim is a no-op
+    return self._op("flip", self.shape, axes=axes) if axes else self
+  def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+    order = list(range(self.ndim))
+    order[self._dim(dim0)], order[self._dim(dim1)] = order[self._dim(dim1)], order[self._dim(dim0)]
+    return self.permute(order)
+  @property
+  def T(self) -> Tensor: return self.permute(tuple(range(self.ndim))[::-1])
+  def squeeze(self, dim: int | None = None) -> Tensor:
+    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    if self.ndim == 0: self._dim(dim); return self
+    d = self._dim(dim)
+    return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
+  def unsqueeze(self, dim: int) -> Tensor:
+    d = self._dim(dim, extra=1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if self.ndim == 0: return self.reshape(1)
+    s, e = self._dim(start_dim), self._dim(end_dim)
+    return self.reshape(self.shape[:s] + (_prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+  def unflatten(self, dim: int, sizes) -> Tensor:
+    d = self._dim(dim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+
+  def __getitem__(self, idx) -> Tensor:
+    """Basic indexing: ints, slices (any step, negative included), None and Ellipsis."""
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    for i in idx:
+      if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))) or isinstance(i, (bool, np.bool_)):
+        _err(TypeError, f"unsupported index {i!r} (ints, slices, None and ... are supported)")
+    if sum(i is Ellipsis for i in idx) > 1: _err(IndexError, "an index can only have a single ellipsis ('...')")
+    used = sum(i is not None and i is not Ellipsis for i in idx)
+    if used > self.ndim: _err(IndexError, f"too many indices for tensor of dimension {self.ndim}")
+    e = idx.index(Ellipsis) if Ellipsis in idx else len(idx)
+    idx = idx[:e] + (slice(None),) * (self.ndim - used) + idx[e + 1:]
+    bounds, flips, steps, out, d = [], [], [], [], 0
+    for i in idx:
+      if i is None: out.append(1); continue
+      s = self.shape[d]
+      if isinstance(i, slice):
+        start, stop, step = i.indices(s) if i.step != 0 else _err(ValueError, "slice step cannot be zero")
+        n = len(range(start, stop, step))
+        lo, hi = (start, start + (n - 1) * step + 1) if step > 0 else (start + (n - 1) * step, start + 1)
+        bounds.append((lo, hi) if n else (0, 0)); steps.append(abs(step) if n > 1 else 1); out.append(n)
+        if step < 0 and n > 1: flips.append(d)
+      else:
+        if not -s <= i < s: _err(IndexError, f"index {i} is out of bounds for dimension {d} with size {s}")
+        bounds.append((i % s, i % s + 1)); steps.append(1)
+      d += 1
+    x = self.shrink(bounds).flip(flips) if flips else self.shrink(bounds)
+    for d, st in enumerate(steps):  # stride: pad to a multiple of st, split the dim into (n, st), keep column 0
+      if st == 1: continue
+      n = -(-x.shape[d] // st)
+      x = x.pad(tuple((0, n * st - x.shape[d]) if j == d else None for j in range(x.ndim)))
+      x = x.reshape(x.shape[:d] + (n, st) + x.shape[d + 1:]).shrink(tuple((0, 1) if j == d + 1 else None for j in range(x.ndim + 1)))
+      x = x.reshape(x.shape[:d] + (n,) + x.shape[d + 2:])
+    return x.reshape(tuple(out))
+
+  # ---- dtypes
+  def cast(self, dtype) -> Tensor:
+    dt = to_dtype(dtype)
+    return self if dt == self.dtype else self._op("cast", self.shape, dt)
+  def bitcast(self, dtype) -> Tensor:
+    dt = to_dtype(dtype)
+    if dt.itemsize != self.dtype.itemsize or dt.is_bool != self.dtype.is_bool: _err(TypeError, f"bitcast {self.dtype} -> {dt} needs equal item sizes")
+    return self if dt == self.dtype else self._op("bitcast", self.shape, dt)
+  def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def double(self) -> Tensor: return self.cast(dtypes.float64)
+  def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def long(self) -> Tensor: return self.cast(dtypes.int64)
+  def bool(self) -> Tensor: return self.cast(dtypes.bool)
+  def contiguous(self) -> Tensor: return self._op("contiguous", self.shape)
+  def detach(self) -> Tensor: return self._op("detach", self.shape)
+  def clone(self) -> Tensor: return self.contiguous()
+  def to(self, device=None) -> Tensor: return self
+  def assign(self, x) -> Tensor:
+    """Replace the value held by self (functional: tensors built from the old value keep it)."""
+    x = x if isinstance(x, Tensor) else Tensor(x, self.dtype)
+    if x.shape != self.shape: x = x._broadcast_to(self.shape) if x.ndim <= self.ndim else _err(ValueError, f"assign {x.shape} to {self.shape}")
+    if x.dtype != self.dtype: _err(TypeError, f"assign {x.dtype} to a {self.dtype} tensor")
+    self.uop = x.uop
+    return self
+
+  # ---- broadcasting and promotion
+  def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
+    x = self
+    if not isinstance(y, Tensor):
+      if not isinstance(y, (bool, int, float, np.generic)): _err(TypeError, f"unsupported operand type {type(y).__name__}")
+      # a Python scalar takes the tensor's dtype class; an int tensor with a float scalar becomes the default float
+      ydt = x.dtype if x.dtype.is_float or (x.dtype.is_int and isinstance(y, (int, np.integer))) else dtypes.from_py(y)
+      out = least_upper_dtype(x.dtype, ydt) if match_dtype else ydt
+      y = Tensor(_cv(_cv(y, ydt), out), out)
+    if match_dtype and x.dtype != y.dtype:
+      out = least_upper_dtype(x.dtype, y.dtype)
+      x, y = x.cast(out), y.cast(out)
+    if reverse: x, y = y, x
+    shape = _bshape(x.shape, y.shape)
+    return x._broadcast_to(shape), y._broadcast_to(shape)
+  def _binop(self, op: str, y, reverse=False, dtype=None) -> Tensor:
+    a, b = self._broadcasted(y, reverse)
+    return a._alu(op, b, dtype=dtype)
+  def _need(self, ok, what: str, *others: Tensor):
+    if not all(ok(t.dtype) for t in (self,) + others): _err(TypeError, f"{what} is not supported for {', '.join(str(t.dtype) for t in (self,) + others)}")
+
+  # ---- elementwise: primitives
+  def add(self, x, reverse=False) -> Tensor: return self._binop("add", x, reverse)
+  def mul(self, x, reverse=False) -> Tensor: return self._binop("mul", x, reverse)
+  def sub(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if a.dtype.is_bool: _err(TypeError, "subtraction with bool tensors is not supported; use ^ or logical_not")
+    return a._alu("sub", b)
+  def maximum(self, x) -> Tensor: return self._binop("max", x)
+  def minimum(self, x) -> Tensor: return self._binop("min", x)
+  def neg(self) -> Tensor: return self.logical_not() if self.dtype.is_bool else self._alu("neg")
+  def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._binop("cmpne", True, dtype=dtypes.bool)
+  def _bitwise(self, op, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    a._need(lambda d: d.is_int or d.is_bool, f"bitwise {op}")
+    return a._alu(op, b)
+  def bitwise_and(self, x, reverse=False) -> Tensor: return self._bitwise("and", x, reverse)
+  def bitwise_or(self, x, reverse=False) -> Tensor: return self._bitwise("or", x, reverse)
+  def bitwise_xor(self, x, reverse=False) -> Tensor: return self._bitwise("xor", x, reverse)
+  def bitwise_not(self) -> Tensor:
+    self._need(lambda d: d.is_int or d.is_bool, "bitwise not")
+    return self.logical_not() if self.dtype.is_bool else self ^ -1
+  def _shift(self, op, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    a._need(lambda d: d.is_int, f"shift {op}")
+    return a._alu(op, b)
+  def lshift(self, x, reverse=False) -> Tensor: return self._shift("shl", x, reverse)
+  def rshift(self, x, reverse=False) -> Tensor: return self._shift("shr", x, reverse)
+  def pow(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+    return a._alu("pow", b)
+
+  # ---- comparisons (bool results; written so that NaN compares false, as in numpy)
+  def _cmp(self, op, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if op == "cmplt" and a.dtype.is_bool: return a.logical_not()._alu("and", b)  # False < True, whatever i1's signedness
+    return a._alu(op, b, dtype=dtypes.bool)
+  def __lt__(self, x) -> Tensor: return self._cmp("cmplt", x)
+  def __gt__(self, x) -> Tensor: return self._cmp("cmplt", x, True)
+  def __le__(self, x) -> Tensor:
+    a, b = self._broadcasted(x)
+    return (a < b) | (a == b) if a.dtype.is_float else (b < a).logical_not()
+  def __ge__(self, x) -> Tensor:
+    a, b = self._broadcasted(x)
+    return b <= a
+  def __eq__(self, x) -> Tensor: return self._cmp("cmpeq", x)  # type: ignore[override]
+  def __ne__(self, x) -> Tensor: return self._cmp("cmpne", x)  # type: ignore[override]
+  def eq(self, x) -> Tensor: return self == x
+  def ne(self, x) -> Tensor: return self != x
+  def lt(self, x) -> Tensor: return self < x
+  def gt(self, x) -> Tensor: return self > x
+  def le(self, x) -> Tensor: return self <= x
+  def ge(self, x) -> Tensor: return self >= x
+
+  def where(self, x, y) -> Tensor:
+    """self ? x : y, with x and y promoted together and everything broadcast."""
+    if isinstance(x, Tensor): x, y = x._broadcasted(y)
+    elif isinstance(y, Tensor): y, x = y._broadcasted(x)
+    else: x, y = Tensor(x)._broadcasted(y)
+    shape = _bshape(self.shape, x.shape, y.shape)
+    c, x, y = self.cast(dtypes.bool)._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+    return c._op("where", shape, x.dtype, (x, y))
+
+  # ---- division
+  def _trunc_divmod(self, b: Tensor) -> tuple[Tensor, Tensor]:
+    """Truncating integer quotient and remainder. Division by 0 gives 0 (as numpy) and MIN // -1 wraps; the divisor
+    is made safe so that no kernel ever divides by 0 or overflows (both trap on CPUs), unless it is a safe constant."""
+    a, cv = self, b._const_value()
+    if cv is not None and cv != 0 and not (cv == -1 and not a.dtype.is_unsigned): return a._alu("idiv", b), a._alu("mod", b)
+    bad = (b == 0) if a.dtype.is_unsigned else (b == 0) | (b == -1)
+    bs = bad.where(1, b)
+    q, r = a._alu("idiv", bs), a._alu("mod", bs)
+    if not a.dtype.is_unsigned: q = (b == -1).where(-a, q)
+    return (b == 0).where(0, q), r
+  def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+    """True division (float result); rounding_mode "trunc" or "floor" rounds the quotient (ints stay ints)."""
+    a, b = self._broadcasted(x, reverse)
+    if rounding_mode not in (None, "trunc", "floor"): _err(ValueError, f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
+    if rounding_mode is not None and (a.dtype.is_int or a.dtype.is_bool):
+      if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+      q, r = a._trunc_divmod(b)
+      if rounding_mode == "trunc" or a.dtype.is_unsigned: return q
+      return ((r != 0) & ((r < 0) != (b < 0))).where(q - 1, q)
+    dt = _float(a.dtype)
+    a, b = a.cast(dt), b.cast(dt)
+    if rounding_mode is None: return a._alu("fdiv", b)
+    if rounding_mode == "trunc": return a._alu("fdiv", b).trunc()
+    # floor of a float quotient as numpy/Python do it: the exact quotient (a - fmod(a, b)) / b, corrected and rounded
+    m = a._alu("mod", b)
+    q = (a - m)._alu("fdiv", b)
+    q = ((m != 0) & ((b < 0) != (m < 0))).where(q - 1, q)
+    fq = q.floor()
+    return (b == 0).where(a._alu("fdiv", b), (q - fq > 0.5).where(fq + 1, fq))
+  def idiv(self, x, reverse=False) -> Tensor:
+    """Integer division truncating toward zero (tinygrad's idiv)."""
+    a, b = self._broadcasted(x, reverse)
+    a._need(lambda d: d.is_int, "idiv")
+    return a._trunc_divmod(b)[0]
+  def floordiv(self, x, reverse=False) -> Tensor: return self.div(x, reverse, "floor")
+  def mod(self, x, reverse=False) -> Tensor:
+    """Remainder with the sign of the divisor (Python/numpy/PyTorch), from the truncating mod plus a correction."""
+    a, b = self._broadcasted(x, reverse)
+    if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+    r = a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu("mod", b)
+    if a.dtype.is_unsigned: return r
+    return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)  # fmod(a, 0) is already NaN
+  def fmod(self, x) -> Tensor:
+    a, b = self._broadcasted(x)
+    return a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu("mod", b)
+
+  # ---- elementwise: float functions (ints are cast to the default float first)
+  def _fl(self) -> Tensor: return self.cast(_float(self.dtype))
+  def exp2(self) -> Tensor: return self._fl()._alu("exp2")
+  def log2(self) -> Tensor: return self._fl()._alu("log2")
+  def sin(self) -> Tensor: return self._fl()._alu("sin")
+  def sqrt(self) -> Tensor: return self._fl()._alu("sqrt")
+  def reciprocal(self) -> Tensor: return self._fl()._alu("recip")
+  def exp(self) -> Tensor: return (self._fl() * (1 / math.log(2))).exp2()
+  def log(self) -> Tensor: return self.log2() * math.log(2)
+  def cos(self) -> Tensor: return ((math.pi / 2) - self._fl()).sin()
+  def tan(self) -> Tensor: return self.sin() / self.cos()
+  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
+  def square(self) -> Tensor: return self * self
+  def trunc(self) -> Tensor: return self._alu("trunc") if self.dtype.is_float else self
+  def floor(self) -> Tensor:
+    if not self.dtype.is_float: return self
+    return ((b := self.trunc()) > self).where(b - 1, b)
+  def ceil(self) -> Tensor:
+    if not self.dtype.is_float: return self
+    return ((b := self.trunc()) < self).where(b + 1, b)
+  def round(self) -> Tensor:
+    """Round half to even (numpy/PyTorch); x - floor(x) is exact, so no x + 0.5 rounding error."""
+    if not self.dtype.is_float: return self
+    f = self.floor()
+    d, even = self - f, (f * 0.5).floor() * 2 == f
+    return (d > 0.5).where(f + 1, (d < 0.5).where(f, even.where(f, f + 1)))
+  def abs(self) -> Tensor: return self if self.dtype.is_unsigned or self.dtype.is_bool else (self < 0).where(-self, self)
+  def sign(self) -> Tensor: return (self < 0).where(-1, (self > 0).where(1, self))
+  def relu(self) -> Tensor: return self.maximum(0)
+  def sigmoid(self) -> Tensor: return (1 + (self._fl() * (-1 / math.log(2))).exp2()).reciprocal()
+  def tanh(self) -> Tensor: return 2.0 * (2.0 * self._fl()).sigmoid() - 1.0
+  def clip(self, min_=None, max_=None) -> Tensor:
+    if min_ is None and max_ is None: _err(ValueError, "clip needs min_ or max_")
+    x = self if min_ is None else self.maximum(min_)
+    return x if max_ is None else x.minimum(max_)
+  clamp = clip
+  def lerp(self, end, weight) -> Tensor: return self + (end - self) * weight
+  def isnan(self) -> Tensor: return self != self
+  def isinf(self) -> Tensor: return (self == math.inf) | (self == -math.inf)
+
+  # ---- reductions
+  def _axes(self, axis) -> tuple[int, ...]:
+    if axis is None: return tuple(range(self.ndim))
+    axes = tuple(self._dim(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if len(set(axes)) != len(axes): _err(ValueError, f"dim appears multiple times in {tuple(axis)}")
+    return tuple(sorted(a for a in axes if self.ndim))  # a 0-d tensor accepts axis 0/-1 and reduces nothing
+  def _reduce(self, op: str, axis=None, keepdim=False) -> Tensor:
+    axes = self._axes(axis)
+    kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+    out = kept if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
+    if self.dtype.is_bool and op != "add": return self.cast(dtypes.uint8)._reduce(op, axis, keepdim).cast(dtypes.bool)  # no i1 ordering
+    if not axes: return self.reshape(out)
+    if 0 in self.shape and 0 not in kept: return Tensor.full(out, _IDENTITY[op](self.dtype), self.dtype)  # empty reduce
+    return self._op("reduce_axis", kept, op=op, axes=axes).reshape(out)
+  def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
+    ret = self.cast(dtype or _sum_acc(self.dtype))._reduce("add", axis, keepdim)
+    return ret.cast(self.dtype) if dtype is None and self.dtype == dtypes.float16 else ret
+  def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor: return self.cast(dtype or self.dtype)._reduce("mul", axis, keepdim)
+  def max(self, axis=None, keepdim=False) -> Tensor: return self._reduce("max", axis, keepdim)
+  def min(self, axis=None, keepdim=False) -> Tensor: return self._reduce("min", axis, keepdim)
+  def any(self, axis=None, keepdim=False) -> Tensor: return self.bool().max(axis, keepdim)
+  def all(self, axis=None, keepdim=False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
+  def mean(self, axis=None, keepdim=False) -> Tensor:
+    out = self.dtype if self.dtype.is_float else dtypes.float32
+    n = _prod(self.shape[a] for a in self._axes(axis))
+    return self.cast(_sum_acc(self.dtype)).sum(axis, keepdim).div(n).cast(out)
+  def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
+    n = _prod(self.shape[a] for a in self._axes(axis))
+    return (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim).div(max(0, n - correction))
+  def std(self, axis=None, keepdim=False, correction=1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def _softmax(self, axis, dtype=None):
+    x = self.cast(dtype) if dtype is not None else self
+    m = x - x.max(axis, keepdim=True)  # subtract the max: exp never overflows
+    e = m.exp()
+    return m, e, e.sum(axis, keepdim=True)
+  def softmax(self, axis=-1, dtype=None) -> Tensor:
+    _, e, ss = self._softmax(axis, dtype)
+    return e / ss
+  def log_softmax(self, axis=-1, dtype=None) -> Tensor:
+    m, _, ss = self._softmax(axis, dtype)
+    return m - ss.log()
+  def logsumexp(self, axis=None, keepdim=False) -> Tensor:
+    m = self.max(axis, keepdim=True)
+    return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(self.max(axis, keepdim).shape)
+  def argmax(self, axis=None, keepdim=False) -> Tensor:
+    """First index of the max (tinygrad's trick: mask of maxima times a descending arange, then max)."""
+    if axis is None or self.ndim == 0:
+      if axis is not None: self._dim(axis)
+      return self.flatten().argmax(0).reshape((1,) * self.ndim if keepdim else ())
+    a, n = self._dim(axis), self.shape[self._dim(axis)]
+    if n == 0: _err(IndexError, "argmax of an empty dimension")
+    m = self == self.max(a, keepdim=True)
+    if self.dtype.is_float: m = m | (self != self)  # a NaN is the max (numpy): its first position wins
+    idx = m * Tensor.arange(n, 0, -1).reshape((n,) + (1,) * (self.ndim - a - 1))
+    return (n - idx.max(a, keepdim=keepdim)).cast(dtypes.int32)
+  def argmin(self, axis=None, keepdim=False) -> Tensor:
+    return (-self if self.dtype.is_float else ~self).argmax(axis, keepdim)  # ~ reverses the order of ints and bools
+
+  # ---- matmul: broadcasted multiply and a sum over the last axis (recognisable as a contraction)
+  def dot(self, w: Tensor, dtype=None) -> Tensor:
+    x, dx, dw = self, self.ndim, w.ndim
+    if not (dx > 0 and dw > 0): _err(ValueError, f"both tensors need to be at least 1D, got {dx}D and {dw}D")
+    if x.shape[-1] != w.shape[axis_w := -min(w.ndim, 2)]: _err(ValueError, f"cannot matmul {x.shape} and {w.shape}: {x.shape[-1]} != {w.shape[axis_w]}")
+    x = x.reshape(*x.shape[0:-1], *[1] * min(dx - 1, dw - 1, 1), x.shape[-1])
+    w = w.reshape(*w.shape[0:-2], *[1] * min(dx - 1, dw - 1, 1), *w.shape[axis_w:]).transpose(-1, axis_w)
+    return (x * w).sum(-1, dtype=dtype).cast(least_upper_dtype(x.dtype, w.dtype) if dtype is None else dtype)
+  def matmul(self, x: Tensor, reverse=False, dtype=None) -> Tensor:
+    return x.dot(self, dtype) if reverse else self.dot(x, dtype)
+  def __matmul__(self, x) -> Tensor: return self.matmul(x)
+  def __rmatmul__(self, x) -> Tensor: return self.matmul(x, True)
+
+  # ---- operators
+  def __neg__(self) -> Tensor: return self.neg()
+  def __invert__(self) -> Tensor: return self.bitwise_not()
+  def __abs__(self) -> Tensor: return self.abs()
+
+# binary operators and their reflected and in-place forms (in-place ones rebind the tensor, as in tinygrad)
+for _name, _fn in {"add": Tensor.add, "sub": Tensor.sub, "mul": Tensor.mul, "pow": Tensor.pow, "floordiv": Tensor.floordiv,
+                   "mod": Tensor.mod, "and": Tensor.bitwise_and, "or": Tensor.bitwise_or, "xor": Tensor.bitwise_xor,
+                   "lshift": Tensor.lshift, "rshift": Tensor.rshift, "truediv": Tensor.div}.items():
+  setattr(Tensor, f"__{_name}__", lambda self, x, f=_fn: f(self, x))
+  setattr(Tensor, f"__r{_name}__", lambda self, x, f=_fn: f(self, x, True))
+  setattr(Tensor, f"__i{_name}__", lambda self, x, f=_fn: self.assign(f(self, x)))
