@@ -1,0 +1,299 @@
+"""uop-lower-cpu: kernel-level `uop` functions (docs/pipeline.md section 2) -> upstream MLIR (section 3).
+
+Each kernel becomes a public `func.func` over signless, static memrefs: `scf.for` loops, `memref.load/store`, `arith`,
+`math`. `@schedule` becomes a function that `func.call`s the kernels on its arguments (`slots`), dependencies first.
+
+Placement: ranges closed by one `uop.end` (or `uop.reduce`) become nested `scf.for`s in the order of their `axis`;
+every op is emitted in the innermost open loop among the ranges it depends on (so loop-invariant loads and index
+math are hoisted), a reduce opens its loops (carrying the accumulator as `iter_args`) where its result is needed.
+A gated load clamps its address to 0 where the gate is false and selects 0 for the value, so padding never reads
+out of bounds (an empty buffer gives the constant 0).
+
+Semantics the table below pins down (numpy's where numpy defines one):
+- integer ops wrap; `idiv` truncates, `mod` has the dividend's sign; x/0 and x%0 give 0, INT_MIN/-1 wraps
+  (guards keep LLVM's undefined cases, which trap on x86, out of the code; constant divisors need none)
+- `shr` is arithmetic on signed types, logical on unsigned; shift amounts outside [0, bits) are undefined
+- float max/min propagate NaN (`arith.maximumf`), `cmpne` is unordered (true for NaN), `mod` on floats is fmod
+- casts: float->int truncates toward zero (undefined out of range, as in C), int/float->bool is `!= 0`,
+  bool->number is 0/1, int widening follows the source's signedness
+- bool is `i1` in registers and one byte (0/1, like numpy's bool) in memory: buffers of `i1` are `memref<Nxi8>`,
+  a load is `!= 0`, a store `extui`.
+
+Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel's func text) and
+`lower_module(funcs: list[Func]) -> str` (a whole kernel-level module). Unsupported input raises PassError."""
+from __future__ import annotations
+import re
+from morok_mlir.bridge import Func, const_text, import_module, replace_module_body
+from morok_mlir.dtype import DType, dtypes
+from morok_mlir.uop import UOp, attrs
+from .registry import register, PassError
+
+# ---------------------------------------------------------------- tables
+# dtype class: f(loat) s(igned int, and index) u(nsigned) b(ool)
+def cls(dt: DType) -> str: return "f" if dt.is_float else "u" if dt.is_unsigned else "b" if dt.is_bool else "s"
+
+F, S, U, B = "fsub"
+def _t(f=None, s=None, u=None, b=None): return {k: v for k, v in zip("fsub", (f, s, u, b)) if v}
+ALU = {  # op -> dtype class -> MLIR op taking (a, b[, c]) of one type
+  "add": _t("arith.addf", "arith.addi", "arith.addi", "arith.ori"), "sub": _t("arith.subf", "arith.subi", "arith.subi", "arith.xori"),
+  "mul": _t("arith.mulf", "arith.muli", "arith.muli", "arith.andi"), "fdiv": _t("arith.divf"),
+  "idiv": _t(None, "arith.divsi", "arith.divui"), "mod": _t("arith.remf", "arith.remsi", "arith.remui"),
+  "max": _t("arith.maximumf", "arith.maxsi", "arith.maxui", "arith.ori"), "min": _t("arith.minimumf", "arith.minsi", "arith.minui", "arith.andi"),
+  "and": _t(None, "arith.andi", "arith.andi", "arith.andi"), "or": _t(None, "arith.ori", "arith.ori", "arith.ori"),
+  "xor": _t(None, "arith.xori", "arith.xori", "arith.xori"), "shl": _t(None, "arith.shli", "arith.shli"),
+  "shr": _t(None, "arith.shrsi", "arith.shrui"), "pow": _t("math.powf"),
+  "sqrt": _t("math.sqrt"), "exp2": _t("math.exp2"), "log2": _t("math.log2"), "sin": _t("math.sin"), "trunc": _t("math.trunc"),
+  "mulacc": _t("math.fma"),
+}
+CMP = {"cmplt": _t("arith.cmpf olt", "arith.cmpi slt", "arith.cmpi ult", "arith.cmpi ult"),
+       "cmpeq": _t("arith.cmpf oeq", "arith.cmpi eq", "arith.cmpi eq", "arith.cmpi eq"),
+       "cmpne": _t("arith.cmpf une", "arith.cmpi ne", "arith.cmpi ne", "arith.cmpi ne")}
+# (source class, destination class) -> cast op; None: decided by width below
+CASTS = {(F, S): "arith.fptosi", (F, U): "arith.fptoui", (S, F): "arith.sitofp", (U, F): "arith.uitofp", (B, F): "arith.uitofp",
+         (B, S): "arith.extui", (B, U): "arith.extui"}
+IDENTITY = {"add": lambda dt: dt.is_bool and False or (0.0 if dt.is_float else 0), "mul": lambda dt: dt.is_bool or (1.0 if dt.is_float else 1),
+            "max": lambda dt: dt.min, "min": lambda dt: dt.max}
+UNSUPPORTED = {"bufferize": "a bufferize left in a kernel (run uop-kernel-split first)", "special": "GPU ids", "wmma": "tensor cores",
+               "vectorize": "vectors", "gep": "vectors", "if": "if blocks", "endif": "if blocks", "barrier": "barriers",
+               "define_var": "symbolic sizes", "bind": "symbolic sizes", "threefry": "threefry (decompose it first)"}
+
+def mem_type(ty: str) -> str:
+  """The uop memref type in memory: signless, bool as bytes."""
+  m = re.fullmatch(r"memref<(\d+)x(\w+)>", ty)
+  if not m: raise PassError(f"kernel arguments must be flat static memrefs, got {ty}")
+  dt = dtypes.from_mlir(m.group(2))
+  return f"memref<{m.group(1)}x{'i8' if dt.is_bool else dt.signless}>"
+
+def sl(dt: DType) -> str: return dt.signless  # register type (index stays index, bool i1)
+
+def _axis(r: UOp) -> int: return r.attrs.get("axis", 0)
+
+# ---------------------------------------------------------------- the emitter
+class Frame:
+  """A loop body being written: its lines go into the parent's when the loop closes."""
+  def __init__(self, parent: Frame | None, rng: UOp | None = None):
+    self.parent, self.rng, self.lines, self.placed = parent, rng, [], []
+    self.depth = parent.depth + 1 if parent else 0
+    self.chain = (parent.chain | {rng}) if parent else frozenset()
+
+class Lowerer:
+  def __init__(self, f: Func):
+    self.f, self.n = f, 0
+    if len(f.roots) != 1 or f.roots[0].op != "sink" or f.results: raise PassError(f"kernel @{f.name} must end in one uop.sink and return nothing")
+    self.sink = f.roots[0]
+    self.root = Frame(None)
+    self.names: dict[UOp, str] = {}      # values valid at the current point
+    self.open: dict[UOp, Frame] = {}     # range -> the loop frame it is the counter of
+    self.done: set[UOp] = set()          # side effects emitted
+    self.ranges: dict[UOp, frozenset] = {}
+    self.rs(self.sink)
+    for i, t in enumerate(f.args): self.names[UOp("buffer", t, (), attrs(slot=i))] = f"%arg{i}"
+
+  # -- placement
+  def rs(self, u: UOp) -> frozenset:
+    """The open ranges u depends on: those of its sources, plus itself for a range, minus those a reduce/end closes."""
+    for x in u.toposort if u not in self.ranges else ():
+      if x in self.ranges: continue
+      rs = frozenset().union(*(self.ranges[s] for s in x.src))
+      if x.op == "range": rs |= {x}
+      if x.op in ("reduce", "end"):
+        if any(r.op != "range" for r in x.src[1:]): raise PassError(f"uop.{x.op} closes a non-range", x.loc)
+        rs -= set(x.src[1:])
+      self.ranges[x] = rs
+    return self.ranges[u]
+  def target(self, u: UOp) -> Frame:
+    if (missing := [r for r in self.rs(u) if r not in self.open]):
+      raise PassError(f"uop.{u.op} uses range axis={_axis(missing[0])} outside the loop that closes it", u.loc)
+    fr = max((self.open[r] for r in self.ranges[u]), key=lambda fr: fr.depth, default=self.root)
+    if not self.ranges[u] <= fr.chain: raise PassError(f"uop.{u.op} mixes ranges of different loop nests", u.loc)
+    return fr
+  def line(self, fr: Frame, text: str) -> str:
+    name = f"%{self.n}"; self.n += 1
+    fr.lines.append(f"{name} = {text}")
+    return name
+  def place(self, u: UOp, fr: Frame, name: str) -> str:
+    self.names[u] = name; fr.placed.append(u)
+    return name
+  def const(self, v, dt: DType) -> str: return self.value(UOp("const", dt.mlir, (), attrs(value=v)))
+
+  def open_loops(self, parent: Frame, rngs: list[UOp], inits: list[str] | None = None) -> list[Frame]:
+    """Nested loops over rngs (sorted by axis) under parent; with inits, each carries one accumulator."""
+    frames = []
+    for r in sorted(rngs, key=_axis):
+      if r in self.open: raise PassError(f"range axis={_axis(r)} is closed while its loop is already open", r.loc)
+      end = self.value(r.src[0])
+      fr = Frame(frames[-1] if frames else parent, r)
+      fr.iv, fr.end = f"%i{self.n}", end; self.n += 1
+      if inits is not None: fr.acc, fr.res = f"%acc{self.n}", f"%{self.n + 1}"; self.n += 2
+      self.open[r] = fr; frames.append(fr)
+    return frames
+  def close_loops(self, frames: list[Frame], ty: str | None = None, yielded: str | None = None, init: str | None = None):
+    c0, c1 = self.const(0, dtypes.index), self.const(1, dtypes.index)
+    for i, fr in reversed(list(enumerate(frames))):
+      for u in fr.placed: del self.names[u]
+      del self.open[fr.rng]
+      head = f"scf.for {fr.iv} = {c0} to {fr.end} step {c1}"
+      if ty is None: text = [head + " {"] + ["  " + l for l in fr.lines] + ["}"]
+      else:
+        inner = frames[i + 1].res if i + 1 < len(frames) else yielded
+        start = frames[i - 1].acc if i else init
+        text = [f"{fr.res} = {head} iter_args({fr.acc} = {start}) -> ({ty}) {{"] + ["  " + l for l in fr.lines] + [f"  scf.yield {inner} : {ty}", "}"]
+      fr.parent.lines.extend(text)
+
+  # -- side effects
+  def effect(self, u: UOp):
+    if u in self.done: return
+    self.done.add(u)
+    if u.op == "sink":
+      for s in u.src: self.effect(s)
+    elif u.op == "end":
+      frames = self.open_loops(self.target(u), list(u.src[1:]))
+      self.effect(u.src[0])
+      self.close_loops(frames)
+    elif u.op == "store":
+      idx, v = u.src
+      if idx.op != "index": raise PassError("uop.store must store through a uop.index", u.loc)
+      buf, i, gate = self.address(idx)
+      val = self.value(v)
+      fr = self.target(u)
+      if idx.dtype.is_bool: val = self.line(fr, f"arith.extui {val} : i1 to i8")
+      st = f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].ty)}"
+      fr.lines.extend([f"scf.if {gate} {{", "  " + st, "}"] if gate else [st])
+    elif u.op == "after": self.value(u)
+    else: raise PassError(f"uop.{u.op} cannot be lowered as a side effect", u.loc)
+
+  def address(self, idx: UOp) -> tuple[str, str, str | None]:
+    return self.value(idx.src[0]), self.value(idx.src[1]), self.value(idx.src[2]) if len(idx.src) > 2 else None
+
+  # -- values
+  def value(self, u: UOp) -> str:
+    if (n := self.names.get(u)) is not None: return n
+    if u.op in UNSUPPORTED: raise PassError(f"uop-lower-cpu does not support {UNSUPPORTED[u.op]} yet (uop.{u.op})", u.loc)
+    if u.op == "range":
+      if u not in self.open: raise PassError(f"range axis={_axis(u)} is used outside the loop that closes it", u.loc)
+      return self.open[u].iv
+    if u.op == "buffer": raise PassError(f"buffer slot {u.attrs.get('slot')} is not an argument of @{self.f.name}", u.loc)
+    if u.op == "after":
+      for d in u.src[1:]: self.effect(d)
+      return self.value(u.src[0])
+    if u.op == "reduce": return self.reduce(u)
+    srcs = [self.value(s) for s in u.src] if u.op not in ("load", "index") else []
+    fr = self.target(u)
+    if u.op == "const": return self.place(u, fr, self.line(fr, f"arith.constant {const_text(u.attrs['value'], u.ty)}"))
+    if u.op == "load": return self.place(u, fr, self.load(u, fr))
+    if u.op == "index": raise PassError("uop.index used as a value (only loads and stores take addresses)", u.loc)
+    return self.place(u, fr, self.alu(u.op, u.src, srcs, u.dtype, fr, u))
+
+  def load(self, u: UOp, fr: Frame) -> str:
+    idx = u.src[0]
+    if idx.op != "index": raise PassError("uop.load must load through a uop.index", u.loc)
+    buf, i, gate = self.address(idx)
+    mt, dt = mem_type(idx.src[0].ty), u.dtype
+    if gate is not None:
+      zero = self.const(False if dt.is_bool else 0.0 if dt.is_float else 0, dt)
+      if idx.src[0].shape == (0,): return zero  # no element to read: every executed load is gated off
+      i = self.line(fr, f"arith.select {gate}, {i}, {self.const(0, dtypes.index)} : index")
+    v = self.line(fr, f"memref.load {buf}[{i}] : {mt}")
+    if dt.is_bool: v = self.line(fr, f"arith.cmpi ne, {v}, {self.const(0, dtypes.int8)} : i8")
+    return self.line(fr, f"arith.select {gate}, {v}, {zero} : {sl(dt)}") if gate is not None else v
+
+  def reduce(self, u: UOp) -> str:
+    op, dt = u.attrs.get("op"), u.dtype
+    if op not in IDENTITY: raise PassError(f"reduce op must be add|mul|max|min, got {op!r}", u.loc)
+    if cls(dt) not in ALU[op]: raise PassError(f"reduce {op} is not defined on {dt.name}", u.loc)
+    fr = self.target(u)
+    init = self.const(IDENTITY[op](dt), dt)
+    frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
+    if not frames: return self.place(u, fr, self.value(u.src[0]))  # a reduce over no ranges is its source
+    v = self.value(u.src[0])
+    acc = self.alu(op, (u, u.src[0]), [frames[-1].acc, v], dt, frames[-1], u)
+    self.close_loops(frames, sl(dt), acc, init)
+    return self.place(u, fr, frames[0].res)
+
+  def alu(self, op: str, srcs: tuple[UOp, ...], names: list[str], dt: DType, fr: Frame, u: UOp) -> str:
+    L = lambda text: self.line(fr, text)
+    sdt = srcs[0].dtype if srcs else dt
+    c, t = cls(sdt), sl(sdt)
+    if op == "cast": return self.cast(names[0], sdt, dt, fr)
+    if op == "bitcast": return names[0] if sl(sdt) == sl(dt) else L(f"arith.bitcast {names[0]} : {sl(sdt)} to {sl(dt)}")
+    if op == "where": return L(f"arith.select {names[0]}, {names[1]}, {names[2]} : {sl(dt)}")
+    if op == "neg":  # on bool: logical not, as in tinygrad
+      if c == B: return L(f"arith.xori {names[0]}, {self.const(True, sdt)} : i1")
+      return L(f"arith.negf {names[0]} : {t}") if c == F else L(f"arith.subi {self.const(0, sdt)}, {names[0]} : {t}")
+    if op == "recip" and c == F: return L(f"arith.divf {self.const(1.0, sdt)}, {names[0]} : {t}")
+    if op == "trunc" and c != F: return names[0]
+    if op == "mulacc" and c != F: return self.alu("add", srcs, [self.alu("mul", srcs, names[:2], dt, fr, u), names[2]], dt, fr, u)
+    if op in CMP and c in CMP[op]:
+      mop, pred = CMP[op][c].split()
+      return L(f"{mop} {pred}, {names[0]}, {names[1]} : {t}")
+    if op in ("idiv", "mod") and c in (S, U): return self.divide(op, srcs, names, sdt, fr)
+    if op not in ALU or c not in ALU[op]: raise PassError(f"uop.{op} is not defined on {sdt.name}", u.loc)
+    return L(f"{ALU[op][c]} {', '.join(names)} : {t}")
+
+  def divide(self, op: str, srcs, names: list[str], dt: DType, fr: Frame) -> str:
+    """Integer idiv/mod without LLVM's undefined (trapping) cases: x/0 -> 0, x%0 -> 0, MIN/-1 -> -MIN (wraps), MIN%-1 -> 0."""
+    L, t, signed = (lambda text: self.line(fr, text)), sl(dt), not dt.is_unsigned
+    mop = ALU[op][cls(dt)]
+    a, b = names
+    d = srcs[1]
+    if d.op == "const" and d.attrs["value"] != 0 and not (signed and d.attrs["value"] == -1): return L(f"{mop} {a}, {b} : {t}")
+    zero, one = self.const(0, dt), self.const(1, dt)
+    isz = bad = L(f"arith.cmpi eq, {b}, {zero} : {t}")
+    if signed:
+      ism1 = L(f"arith.cmpi eq, {b}, {self.const(-1, dt)} : {t}")
+      bad = L(f"arith.ori {isz}, {ism1} : i1")
+    q = L(f"{mop} {a}, {L(f'arith.select {bad}, {one}, {b} : {t}')} : {t}")
+    if op == "mod": return L(f"arith.select {bad}, {zero}, {q} : {t}")
+    if signed: q = L(f"arith.select {ism1}, {L(f'arith.subi {zero}, {a} : {t}')}, {q} : {t}")
+    return L(f"arith.select {isz}, {zero}, {q} : {t}")
+
+  def cast(self, x: str, s: DType, d: DType, fr: Frame) -> str:
+    L = lambda text: self.line(fr, text)
+    if sl(s) == sl(d): return x
+    if s is dtypes.index: x, s = L(f"arith.index_cast {x} : index to i64"), dtypes.int64
+    if d is dtypes.index: return L(f"arith.index_cast {self.cast(x, s, dtypes.int64, fr)} : i64 to index")
+    if sl(s) == sl(d): return x
+    cs, cd = cls(s), cls(d)
+    if cd == B:
+      pred = "arith.cmpf une" if cs == F else "arith.cmpi ne"
+      return L(f"{pred.split()[0]} {pred.split()[1]}, {x}, {self.const(0.0 if cs == F else 0, s)} : {sl(s)}")
+    if (mop := CASTS.get((cs, cd))) is None:  # same class, different width
+      wider = d.bits > s.bits
+      mop = ("arith.extf" if wider else "arith.truncf") if cs == F else ("arith.extui" if cs == U else "arith.extsi") if wider else "arith.trunci"
+    return L(f"{mop} {x} : {sl(s)} to {sl(d)}")
+
+def lower_kernel(f: Func, name: str | None = None) -> str:
+  """One kernel func (uop dialect, kernel level) -> a public func.func over signless memrefs (text)."""
+  lw = Lowerer(f)
+  lw.effect(lw.sink)
+  args = ", ".join(f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args))
+  body = "".join(f"    {l}\n" for l in lw.root.lines)
+  return f"  func.func @{name or f.name}({args}) {{\n{body}    return\n  }}\n"
+
+def lower_schedule(f: Func, kernels: dict[str, Func]) -> str:
+  calls = []
+  for u in f.roots[0].toposort if f.roots else []:
+    if u.op != "kernel": continue
+    callee, slots = u.attrs.get("callee", ("", ""))[1], u.attrs.get("slots", ())
+    if callee not in kernels: raise PassError(f"uop.kernel calls @{callee}, which is not a kernel of this module", u.loc)
+    k = kernels[callee]
+    if any(not 0 <= s < len(f.args) for s in slots): raise PassError(f"uop.kernel slots {list(slots)} out of range for {len(f.args)} buffers", u.loc)
+    if [f.args[s] for s in slots] != k.args:
+      raise PassError(f"uop.kernel passes ({', '.join(f.args[s] for s in slots)}) to @{callee}({', '.join(k.args)})", u.loc)
+    tys = ", ".join(mem_type(t) for t in k.args)
+    calls.append(f"    func.call @{callee}({', '.join(f'%arg{s}' for s in slots)}) : ({tys}) -> ()\n")
+  args = ", ".join(f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args))
+  return f"  func.func @{f.name}({args}) {{\n{''.join(calls)}    return\n  }}\n"
+
+def lower_module(funcs: list[Func]) -> str:
+  kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
+  out = []
+  for f in funcs:
+    if f.name in kernels: out.append(lower_kernel(f))
+    elif "uop.schedule" in f.attrs: out.append(lower_schedule(f, kernels))
+    else: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
+  return "module {\n" + "".join(out) + "}\n"
+
+@register("uop-lower-cpu", "Kernels -> func.func with scf.for, memref, arith, math; @schedule -> func.call of the kernels", on_uops=False)
+def uop_lower_cpu(module_op):
+  replace_module_body(module_op, lower_module(import_module(module_op)))
