@@ -1,0 +1,23 @@
+"""Devices, in the shape of Morok's device.rs: each is a renderer (our pass pipeline to upstream MLIR), a compiler
+(upstream MLIR to machine code), a runtime (compiled code -> callable program) and an allocator.
+
+  Device["CPU"]      the device (implementations are imported on first use); "cpu" and "CPU:0" name the same one
+  Device.DEFAULT     "CPU", or the env var DEVICE
+  dev.compile(f: Func) -> program(*np.ndarray);  dev.allocator.alloc(size, dtype) / .free(arr)"""
+from __future__ import annotations
+import importlib, os
+
+class _Device:
+  _impls = {"CPU": ("morok_mlir.device.cpu", "CPU")}
+  def __init__(self): self.DEFAULT = self.canonicalize(os.environ.get("DEVICE", "CPU"))
+  @staticmethod
+  def canonicalize(name: str) -> str: return name.split(":")[0].upper()
+  @property
+  def names(self) -> list[str]: return list(self._impls)
+  def __getitem__(self, name: str):
+    key = self.canonicalize(name)
+    if key not in self._impls: raise KeyError(f"unknown device {name!r} (devices: {', '.join(self._impls)})")
+    mod, attr = self._impls[key]
+    return getattr(importlib.import_module(mod), attr)
+
+Device = _Device()
