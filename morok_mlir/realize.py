@@ -79,6 +79,14 @@ def compile_schedule(graph: Func) -> Schedule:
   return Schedule(items, [UOp("buffer", t) for t in sched.args], len(graph.args), len(graph.results))
 
 # ---------------------------------------------------------------- realize
+class GlobalCounters:
+  """Totals since the last reset (tinygrad's name): kernels run, kernels compiled, time in kernels."""
+  kernel_count = 0
+  compiled = 0
+  time_sum_s = 0.0
+  @classmethod
+  def reset(cls): cls.kernel_count, cls.compiled, cls.time_sum_s = 0, 0, 0.0
+
 _schedule_cache: dict[tuple[UOp, ...], Schedule] = {}
 
 def _normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[np.ndarray]]:
@@ -104,14 +112,17 @@ def realize(outs: list[UOp]) -> list[np.ndarray]:
   if (sched := _schedule_cache.get(key)) is None:
     t0 = time.perf_counter()
     sched = _schedule_cache[key] = compile_schedule(Func("graph", [x.ty for x in _input_types(key)], list(key)))
+    GlobalCounters.compiled += len(sched.items)
     if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
   from .device import Device
   alloc = Device[Device.DEFAULT].allocator
   bufs = [x.reshape(-1) for x in inputs] + [alloc.alloc(b.size, b.dtype) for b in sched.buffer_types[len(inputs):]]
   for it in sched.items:
-    t0 = time.perf_counter() if DEBUG >= 2 else 0
+    t0 = time.perf_counter()
     it.program(*[bufs[s] for s in it.slots])
-    if DEBUG >= 2: print(f"  {it.name:<24} {(time.perf_counter() - t0) * 1e6:9.1f} us")
+    dt = time.perf_counter() - t0
+    GlobalCounters.kernel_count += 1; GlobalCounters.time_sum_s += dt
+    if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us")
   for j, i in enumerate(todo): results[i] = bufs[sched.n_in + j].reshape(outs[i].shape)
   for b in bufs[sched.n_in + sched.n_out:]: alloc.free(b)
   return results
