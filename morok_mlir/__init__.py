@@ -1,3 +1,4 @@
 """morok-mlir: a tinygrad-style ML compiler whose IR is MLIR."""
 from .dtype import dtypes, DType
 from .tensor import Tensor
+from .device import Device

@@ -25,6 +25,7 @@ def buffer_data(u: UOp) -> np.ndarray: return _BUFFERS[u.attrs["id"]]
 import os, time
 from dataclasses import dataclass
 from .bridge import Func, module_text, import_module
+from .emit import normalize, graph_func
 
 DEBUG = int(os.environ.get("DEBUG", "0"))
 PIPELINE = ["uop-rangeify", "uop-kernel-split"]
@@ -89,16 +90,6 @@ class GlobalCounters:
 
 _schedule_cache: dict[tuple[UOp, ...], Schedule] = {}
 
-def _normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[np.ndarray]]:
-  """Number the graph's input buffers by first use, so graphs of the same structure share one key."""
-  mapping, inputs = {}, []
-  for o in outs:
-    for u in o.toposort:
-      if u.op == "buffer" and u not in mapping and "id" in u.attrs:
-        mapping[u] = UOp("buffer", u.ty, (), attrs(slot=len(inputs)))
-        inputs.append(buffer_data(u))
-  return tuple(o.substitute(mapping) for o in outs), inputs
-
 def realize(outs: list[UOp]) -> list[np.ndarray]:
   """Compute graph-level UOps; returns one array per UOp, with its shape and dtype."""
   results: list[np.ndarray | None] = [None] * len(outs)
@@ -108,10 +99,10 @@ def realize(outs: list[UOp]) -> list[np.ndarray]:
     elif o.op == "buffer" and "id" in o.attrs: results[i] = buffer_data(o).reshape(o.shape)
     else: todo.append(i)
   if not todo: return results
-  key, inputs = _normalize([outs[i] for i in todo])
+  key, inputs = normalize([outs[i] for i in todo])
   if (sched := _schedule_cache.get(key)) is None:
     t0 = time.perf_counter()
-    sched = _schedule_cache[key] = compile_schedule(Func("graph", [x.ty for x in _input_types(key)], list(key)))
+    sched = _schedule_cache[key] = compile_schedule(graph_func(key))
     GlobalCounters.compiled += len(sched.items)
     if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
   from .device import Device
@@ -126,10 +117,3 @@ def realize(outs: list[UOp]) -> list[np.ndarray]:
   for j, i in enumerate(todo): results[i] = bufs[sched.n_in + j].reshape(outs[i].shape)
   for b in bufs[sched.n_in + sched.n_out:]: alloc.free(b)
   return results
-
-def _input_types(key: tuple[UOp, ...]) -> list[UOp]:
-  ins: dict[int, UOp] = {}
-  for o in key:
-    for u in o.toposort:
-      if u.op == "buffer": ins[u.attrs["slot"]] = u
-  return [ins[i] for i in range(len(ins))]

@@ -1,0 +1,53 @@
+"""Kernel counts for the fusion cases users expect from tinygrad, and the caches of the realize driver."""
+import numpy as np, pytest
+from morok_mlir import Tensor
+from morok_mlir.realize import GlobalCounters
+
+def kernels(fn, *arrays):
+  ts = [Tensor(a) for a in arrays]
+  GlobalCounters.reset()
+  out = fn(*ts).numpy()
+  return GlobalCounters.kernel_count, out
+
+rng = np.random.default_rng(0)
+A, B, C = (rng.standard_normal((16, 32)).astype(np.float32) for _ in range(3))
+V = rng.standard_normal(32).astype(np.float32)
+
+@pytest.mark.parametrize("name,fn,ref,n", [
+  ("elementwise chain", lambda a, b, c: ((a * b + c).relu() * 2 - a).exp(),
+   lambda a, b, c: np.exp(np.maximum(a * b + c, 0) * 2 - a), 1),
+  ("elementwise into reduce", lambda a, b, c: (a * b + c).sum(axis=1), lambda a, b, c: (a * b + c).sum(1), 1),
+  ("x - x.max(axis, keepdim)", lambda a, b, c: a - a.max(axis=1, keepdim=True), lambda a, b, c: a - a.max(1, keepdims=True), 1),
+  ("softmax", lambda a, b, c: a.softmax(axis=1), lambda a, b, c: np.exp(a - a.max(1, keepdims=True)) / np.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True), 1),
+  ("permute+shrink+flip+reshape", lambda a, b, c: a.T[2:10].flip(0).reshape(4, 2, 16) + 1, lambda a, b, c: a.T[2:10][::-1].reshape(4, 2, 16) + 1, 1),
+])
+def test_fusion_kernel_count(name, fn, ref, n):
+  count, out = kernels(fn, A, B, C)
+  assert count == n, f"{name}: {count} kernels, expected {n}"
+  np.testing.assert_allclose(out, ref(A, B, C), rtol=1e-5, atol=1e-5)
+
+def test_broadcast_chain_one_kernel():
+  count, out = kernels(lambda a, v: (a + v) * a - v.exp(), A, V)
+  assert count == 1
+  np.testing.assert_allclose(out, (A + V) * A - np.exp(V), rtol=1e-5, atol=1e-5)
+
+def test_column_max_takes_two_kernels():
+  # the max along rows is broadcast along the outer loop: materialised, then consumed
+  count, out = kernels(lambda a: a - a.max(axis=0, keepdim=True), A)
+  assert count == 2
+  np.testing.assert_allclose(out, A - A.max(0, keepdims=True))
+
+def test_mlp_kernels():
+  x, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((8, 12), (12, 16), (16, 4)))
+  count, out = kernels(lambda x, w1, w2: (x @ w1).relu() @ w2, x, w1, w2)
+  assert count == 2  # one per contraction: the relu fuses into the second matmul's loads
+  np.testing.assert_allclose(out, np.maximum(x @ w1, 0) @ w2, rtol=1e-4, atol=1e-4)
+
+def test_schedule_cache_reuses_compiled_schedule():
+  a, b = (rng.standard_normal((5, 7)).astype(np.float32) for _ in range(2))
+  f = lambda x, y: (x * y + 3).sum(axis=0)
+  kernels(f, a, b)
+  GlobalCounters.reset()
+  out = f(Tensor(b), Tensor(a)).numpy()     # same structure, different buffers
+  assert GlobalCounters.compiled == 0 and GlobalCounters.kernel_count == 1
+  np.testing.assert_allclose(out, (b * a + 3).sum(0), rtol=1e-5)
