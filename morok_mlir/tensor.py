@@ -48,6 +48,11 @@ def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     out.append(big.pop() if big else 1)
   return tuple(out)
 
+def _buf(arr: np.ndarray) -> UOp:
+  u = new_buffer(arr)
+  u.loc = _loc()  # buffers are unique, so setting their provenance after creation is safe
+  return u
+
 def _float(dt: DType) -> DType: return dt if dt.is_float else dtypes.default_float
 def _sum_acc(dt: DType) -> DType:
   """tinygrad's accumulation dtype of sum: small ints widen to int32/uint32, half accumulates in float32."""
@@ -89,10 +94,10 @@ class Tensor:
       dt = dt or _infer(data)
       try: arr = np.array([x.numpy() if isinstance(x, Tensor) else x for x in data] if data else data, dtype=np.float64 if dt.is_float else None)
       except ValueError as e: _err(ValueError, f"cannot make a tensor from a ragged list ({e})")
-      self.uop = new_buffer(arr.astype(dt.np))
+      self.uop = _buf(arr.astype(dt.np))
     elif isinstance(data, np.ndarray):
-      self.uop = new_buffer(np.array(data, dtype=None if dt is None else dt.np, copy=True))
-    elif data is None: self.uop = new_buffer(np.empty((0,), dtype=(dt or dtypes.default_float).np))
+      self.uop = _buf(np.array(data, dtype=None if dt is None else dt.np, copy=True))
+    elif data is None: self.uop = _buf(np.empty((0,), dtype=(dt or dtypes.default_float).np))
     else: _err(TypeError, f"cannot make a tensor from {type(data).__name__}")
 
   # ---- properties
@@ -121,7 +126,7 @@ class Tensor:
     todo: dict[UOp, list[Tensor]] = {}
     for t in (self,) + lst:
       if t.uop.op == "buffer": continue
-      if t.numel() == 0: t.uop = new_buffer(np.empty(t.shape, t.dtype.np)); continue  # nothing to compute
+      if t.numel() == 0: t.uop = _buf(np.empty(t.shape, t.dtype.np)); continue  # nothing to compute
       todo.setdefault(t.uop, []).append(t)
     if todo:
       from .realize import realize as _realize
@@ -130,7 +135,7 @@ class Tensor:
         out = np.asarray(out)
         if out.shape != u.shape or out.dtype != u.dtype.np:
           raise RuntimeError(f"{u.loc}: realize returned {out.shape} {out.dtype} for {u.shape} {u.dtype}")
-        b = new_buffer(out)
+        b = _buf(out)
         for t in ts: t.uop = b
     return self
   def numpy(self) -> np.ndarray: return buffer_data(self.realize().uop).copy()
