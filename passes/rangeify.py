@@ -68,8 +68,10 @@ class Rangeifier:
     sh = s[0].shape if s and s[0].shape is not None else None
     if op == "buffer": return self.load(self.bufs[a["slot"]], u, idx, gate)
     if op == "const": return UOp("const", u.dtype.mlir, (), u.arg)
-    if op in ("contiguous",) and not inline_root: return self.load(self.bufferize(u), u, idx, gate)
-    if op in ("contiguous", "detach"): return self.value(s[0], idx, gate)
+    if op in ("contiguous", "copy") and not inline_root: return self.load(self.bufferize(u), u, idx, gate)
+    if op in ("contiguous", "copy", "detach"): return self.value(s[0], idx, gate)
+    # assign: the result is the new value; realize() rebinds the target to the buffer it is stored in
+    if op == "assign": return self.value(s[1], idx, gate)
     if op == "reshape": return self.value(s[0], im.unravel(im.linearize(idx, u.shape), sh), gate)
     if op == "permute":
       inv = [0] * len(a["order"])
@@ -99,8 +101,7 @@ class Rangeifier:
       if 0 in [sh[d] for d in a["axes"]]:  # empty reduction: the identity
         return UOp("const", u.dtype.mlir, (), attrs(value=REDUCE_IDENTITY[a["op"]](u.dtype)))
       return UOp("reduce", u.dtype.mlir, (inner, *rngs), attrs(op=a["op"]), loc=u.loc) if rngs else inner
-    if op in ("copy", "assign"):
-      raise PassError(f"uop-rangeify: '{op}' is not supported yet", u.loc)
+    if op in ("define_var", "bind", "threefry"): raise PassError(f"uop-rangeify: '{op}' is not supported yet", u.loc)
     # elementwise: same index into every source
     return UOp(op, u.dtype.mlir, tuple(self.value(x, idx, gate) for x in s), u.arg, u.loc)
 
