@@ -5,6 +5,7 @@ import re
 from math import prod
 
 _SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)([a-z0-9]+)>")
+_DYNAMIC = re.compile(r"(tensor|memref|vector)<[^>]*[?*\[]")
 REDUCE_OPS = ("add", "mul", "max", "min")
 RANGE_KINDS = ("loop", "reduce", "global", "local")
 
@@ -67,7 +68,19 @@ def _same_shape(name, ins, out, a):
 def _where(name, ins, out, a): return _same_shape_i1(name, [ins[1]], ins[0], a)
 
 def _index(name, ins, out, a):
+  if len(parse_type(ins[0])[1]) != 1: return f"buffer must be a flat static memref<N x T>, got {ins[0]}"
   if parse_type(ins[0])[2] != parse_type(out)[2]: return f"pointer element {parse_type(out)[2]} differs from buffer element {parse_type(ins[0])[2]}"
+
+def _vectorize(name, ins, out, a):
+  want = f"vector<{len(ins)}x{ins[0]}>" if ins else "a vector"
+  if out != want: return f"{len(ins)} lanes of {ins[0] if ins else '?'} make {want}, not {out}"
+
+def _gep(name, ins, out, a):
+  k, s, e = parse_type(ins[0])
+  if k != "vector" or len(s) != 1: return f"source must be a 1-d vector, got {ins[0]}"
+  if not a["idx"] or any(not 0 <= i < s[0] for i in a["idx"]): return f"lanes {list(a['idx'])} out of range for {ins[0]}"
+  want = e if len(a["idx"]) == 1 else f"vector<{len(a['idx'])}x{e}>"
+  if out != want: return f"extracting {len(a['idx'])} lane(s) of {ins[0]} gives {want}, not {out}"
 
 def _reduce(name, ins, out, a):
   if a["op"] not in REDUCE_OPS: return f"reduce op must be one of {', '.join(REDUCE_OPS)}, got {a['op']!r}"
@@ -77,14 +90,15 @@ def _range(name, ins, out, a):
 
 def _const(name, ins, out, a):
   from mlir import ir
-  v, elem = a["value"], parse_type(out)[2]
+  v, (k, _, elem) = a["value"], parse_type(out)
+  if k in ("memref", "ptr", "token"): return f"result must be a tensor, vector or scalar, got {out}"
   if not isinstance(v, (ir.FloatAttr, ir.IntegerAttr, ir.BoolAttr)): return f"value must be a scalar number, got {v}"
   if str(v.type) != (elem[1:] if elem.startswith("ui") else elem): return f"value of type {v.type} for a result of element type {elem}"
 
 CHECKS = {**{m: _movement for m in ("reshape", "permute", "expand", "pad", "shrink", "flip")},
           "reduce_axis": _reduce_axis, "cmplt": _same_shape_i1, "cmpne": _same_shape_i1, "cmpeq": _same_shape_i1,
           "cast": _same_shape, "bitcast": _same_shape, "where": _where, "index": _index, "reduce": _reduce,
-          "range": _range, "const": _const}
+          "range": _range, "const": _const, "vectorize": _vectorize, "gep": _gep}
 
 def _attr_value(attr):
   from mlir import ir
@@ -96,20 +110,26 @@ def _attr_value(attr):
 
 def check_op(op) -> str | None:
   """Problem with one uop operation, or None."""
+  from mlir import ir
+  from .ops import OPS
   name = op.name[4:]
-  if (chk := CHECKS.get(name)) is None: return None
+  if (chk := CHECKS.get(name)) is None and name not in OPS: return None
+  for k, kind in OPS[name].attrs.items():  # IRDL's `#builtin.dense_array` also admits i32/f32/i1 arrays
+    if kind == "ints" and k in op.attributes and not isinstance(op.attributes[k], ir.DenseI64ArrayAttr):
+      return f"attribute '{k}' must be an array<i64: ...>, got {op.attributes[k]}"
+  if chk is None: return None
   ins, outs = [str(o.type) for o in op.operands], [str(r.type) for r in op.results]
+  if (dyn := next((t for t in ins + outs if _DYNAMIC.search(t)), None)): return f"needs static shapes, got {dyn}"
   a = {k: v if k == "value" else _attr_value(v) for k, v in op.attributes.items()}
-  return chk(name, ins, outs[0] if outs else "()", a)
+  try: return chk(name, ins, outs[0] if outs else "()", a)
+  except Exception as e: return f"cannot be checked ({type(e).__name__}: {e})"  # a gap in a check must not crash the caller
 
 def verify_module(module_op) -> list:
-  errs = []
-  def walk(op):
-    for region in op.regions:
-      for block in region.blocks:
-        for o in block.operations:
-          o = o.operation
-          if o.name.startswith("uop.") and (msg := check_op(o)): errs.append((o.location, f"'{o.name}' op {msg}"))
-          walk(o)
-  walk(module_op)
+  """(location, message) for every uop op that IRDL accepts but our checks reject. Iterative: deep nesting is no
+  reason for a RecursionError."""
+  errs, stack = [], [module_op]
+  while stack:  # pre-order, in document order
+    o = stack.pop().operation
+    if o.name.startswith("uop.") and (msg := check_op(o)): errs.append((o.location, f"'{o.name}' op {msg}"))
+    stack += reversed([c for r in o.regions for b in r.blocks for c in b.operations])
   return errs

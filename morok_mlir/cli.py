@@ -1,7 +1,7 @@
 """morok-opt: an mlir-opt for the `uop` dialect. Reads MLIR, runs a pipeline mixing our passes and upstream ones,
 prints the result. Every user error is a diagnostic and exit code 1, never an abort."""
 from __future__ import annotations
-import argparse, re, sys
+import argparse, json, re, sys
 
 def _list_passes() -> str:
   from morok_mlir.passes import PASSES
@@ -21,6 +21,25 @@ def _chunks(text: str, split: bool):
     out.append((line, part)); line += part.count("\n") + 1
   return out
 
+# MLIR's parser recurses once per nesting level and overflows the C stack (SIGSEGV) a few thousand levels deep, and
+# parses integer literals in quadratic time. Real IR stays far below these limits, so reject beyond them up front.
+MAX_NESTING, MAX_DIGITS = 256, 4096
+_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|->|>=|\d[\w.]*|[\w!#]<|[(\[{<]|[)\]}>]|\n')
+
+def check_input(text: str) -> str | None:
+  """'line:col: error: ...' if text nests deeper or has longer number literals than MLIR survives; else None."""
+  depth, line, bol = 0, 1, 0
+  for m in _TOKENS.finditer(text):
+    t = m.group()
+    if t == "\n": line += 1; bol = m.end(); continue
+    where = f"{line}:{m.start() - bol + 1}"
+    if t[0].isdigit() and len(t) > MAX_DIGITS: return f"{where}: error: number literal of {len(t)} characters (at most {MAX_DIGITS})"
+    if t[-1] in "([{<" and (len(t) == 1 or t[-1] == "<"):
+      depth += 1
+      if depth > MAX_NESTING: return f"{where}: error: nesting deeper than {MAX_NESTING} levels"
+    elif t in ")]}>": depth = max(depth - 1, 0)
+  return None
+
 def _diag(err: Exception, fname: str) -> str:
   msg = str(err).replace('"-":', f"{fname}:")
   msg = re.sub(r"^(Unable to parse module assembly|Failure while executing pass pipeline):\n", "", msg)
@@ -33,6 +52,7 @@ def process(text: str, fname: str, pipeline: str, verify_each: bool, debuginfo: 
   from morok_mlir.dialects import new_context
   from morok_mlir.dialects.verify import verify_module
   from morok_mlir.passes.pipeline import run_pipeline, PipelineError
+  if (err := check_input(text)): return "", f"{fname}:{err}"
   ctx = new_context()
   with ctx:
     try: module = ir.Module.parse(text)
@@ -43,7 +63,9 @@ def process(text: str, fname: str, pipeline: str, verify_each: bool, debuginfo: 
       try: run_pipeline(module, pipeline, verify_each)
       except PipelineError as e: return "", f"morok-opt: error: {e}"
       except ir.MLIRError as e: return "", _diag(e, fname)
-    return module.operation.get_asm(enable_debug_info=debuginfo), None
+    out = module.operation.get_asm(enable_debug_info=debuginfo)
+    # Module.parse names every source "-": give locations the real file name
+    return (out.replace('loc("-":', f"loc({json.dumps(fname)}:") if debuginfo else out), None
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(prog="morok-opt", description="Run morok-mlir and upstream MLIR passes on MLIR files.")
@@ -79,7 +101,10 @@ def main(argv=None) -> int:
     else: outs.append(out)
   result = "// -----\n".join(outs)
   if args.output == "-": sys.stdout.write(result)
-  else: open(args.output, "w").write(result)
+  else:
+    try:
+      with open(args.output, "w") as f: f.write(result)
+    except OSError as e: print(f"morok-opt: error: cannot write {args.output}: {e.strerror}", file=sys.stderr); return 1
   return 1 if failed else 0
 
 if __name__ == "__main__": sys.exit(main())
