@@ -243,7 +243,7 @@ class Lowerer:
       ism1 = L(f"arith.cmpi eq, {b}, {self.const(-1, dt)} : {t}")
       bad = L(f"arith.ori {isz}, {ism1} : i1")
     q = L(f"{mop} {a}, {L(f'arith.select {bad}, {one}, {b} : {t}')} : {t}")
-    if op == "mod": return L(f"arith.select {bad}, {zero}, {q} : {t}")
+    if op == "mod": return q  # x % 1 is already the 0 we want for both bad divisors
     if signed: q = L(f"arith.select {ism1}, {L(f'arith.subi {zero}, {a} : {t}')}, {q} : {t}")
     return L(f"arith.select {isz}, {zero}, {q} : {t}")
 

@@ -15,7 +15,7 @@ Buffers are passed with the bare-pointer memref convention, so a kernel is `void
 packed wrapper `_mlir_<name>(void**)` is called through ctypes with a pre-built argument array.
 Bool buffers are numpy bool arrays (one byte, 0/1); the kernel reads and writes them as i8."""
 from __future__ import annotations
-import ctypes, re, threading, time
+import ctypes, ctypes.util, re, threading, time
 from dataclasses import dataclass
 import numpy as np
 from ..bridge import Func
@@ -25,6 +25,10 @@ LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-math-to-llvm,expand-s
                  "convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
                  "reconcile-unrealized-casts)")
 _MEMREF = re.compile(r"memref<(\d+)x(\w+)>")
+# LLVM lowers f64->f16 (and f16 ops it widens to f64) to compiler-rt's __truncdfhf2, which libgcc_s (GCC >= 12)
+# exports; loading it globally lets the JIT's process-symbol lookup find it
+try: ctypes.CDLL(ctypes.util.find_library("gcc_s") or "libgcc_s.so.1", mode=ctypes.RTLD_GLOBAL)
+except OSError: pass
 _lock = threading.Lock()   # one MLIR context for all CPU compiles; MLIR contexts are not safe to share across threads
 
 @dataclass(frozen=True)

@@ -1,0 +1,361 @@
+"""The CPU back end: uop-lower-cpu + the JIT, checked against numpy on hand-written kernels and on edge values of
+every ALU op x dtype (many ops per kernel: each JIT costs tens of ms)."""
+import itertools, math, os
+import numpy as np
+import pytest
+from mlir import ir
+from morok_mlir.bridge import Func, import_module
+from morok_mlir.dialects import new_context
+from morok_mlir.dtype import dtypes, DType
+from morok_mlir.uop import UOp, attrs, memref_type, ptr_type
+from morok_mlir.device import Device, _Device
+from morok_mlir.device.cpu import CPU, compile_module
+from morok_mlir.passes import PassError
+from morok_mlir.passes.lower_cpu import lower_kernel
+
+def parse(text: str) -> dict[str, Func]:
+  with new_context(): return {f.name: f for f in import_module(ir.Module.parse(text))}
+
+# ---------------------------------------------------------------- hand-written kernel-level IR
+BROADCAST = """
+func.func private @k(%arg0: memref<12xf32>, %arg1: memref<12xf32>, %arg2: memref<4xf32>, %arg3: memref<3xf32>) attributes {uop.kernel} {
+  %n = "uop.const"() {value = 12 : index} : () -> index
+  %c4 = "uop.const"() {value = 4 : index} : () -> index
+  %r = "uop.range"(%n) {axis = 0 : i64, kind = "loop"} : (index) -> index
+  %row = "uop.idiv"(%r, %c4) : (index, index) -> index
+  %col = "uop.mod"(%r, %c4) : (index, index) -> index
+  %pa = "uop.index"(%arg1, %r) : (memref<12xf32>, index) -> !uop.ptr<f32>
+  %pb = "uop.index"(%arg2, %col) : (memref<4xf32>, index) -> !uop.ptr<f32>
+  %pc = "uop.index"(%arg3, %row) : (memref<3xf32>, index) -> !uop.ptr<f32>
+  %a = "uop.load"(%pa) : (!uop.ptr<f32>) -> f32
+  %b = "uop.load"(%pb) : (!uop.ptr<f32>) -> f32
+  %c = "uop.load"(%pc) : (!uop.ptr<f32>) -> f32
+  %m = "uop.mulacc"(%a, %b, %c) : (f32, f32, f32) -> f32
+  %po = "uop.index"(%arg0, %r) : (memref<12xf32>, index) -> !uop.ptr<f32>
+  %s = "uop.store"(%po, %m) : (!uop.ptr<f32>, f32) -> !uop.token
+  %e = "uop.end"(%s, %r) : (!uop.token, index) -> !uop.token
+  "uop.sink"(%e) : (!uop.token) -> ()
+  return
+}"""
+
+def test_elementwise_broadcast():
+  p = CPU.compile(parse(BROADCAST)["k"])
+  a, b, c = (np.random.default_rng(0).standard_normal(n).astype(np.float32) for n in (12, 4, 3))
+  out = np.full(12, np.nan, np.float32)
+  p(out, a, b, c)
+  np.testing.assert_allclose(out.reshape(3, 4), a.reshape(3, 4) * b[None, :] + c[:, None], rtol=1e-6)
+
+# out[i] = sum_j a[i, j] and max_j a[i, j] of a 3x5 int32 matrix, two reduces over one range in one loop nest
+REDUCE = """
+func.func private @k(%arg0: memref<3xi32>, %arg1: memref<3xi32>, %arg2: memref<15xi32>) attributes {uop.kernel} {
+  %c3 = "uop.const"() {value = 3 : index} : () -> index
+  %c5 = "uop.const"() {value = 5 : index} : () -> index
+  %i = "uop.range"(%c3) {axis = 0 : i64, kind = "loop"} : (index) -> index
+  %j = "uop.range"(%c5) {axis = 1 : i64, kind = "reduce"} : (index) -> index
+  %row = "uop.mul"(%i, %c5) : (index, index) -> index
+  %x = "uop.add"(%row, %j) : (index, index) -> index
+  %p = "uop.index"(%arg2, %x) : (memref<15xi32>, index) -> !uop.ptr<i32>
+  %v = "uop.load"(%p) : (!uop.ptr<i32>) -> i32
+  %s = "uop.reduce"(%v, %j) {op = "add"} : (i32, index) -> i32
+  %m = "uop.reduce"(%v, %j) {op = "max"} : (i32, index) -> i32
+  %q0 = "uop.index"(%arg0, %i) : (memref<3xi32>, index) -> !uop.ptr<i32>
+  %q1 = "uop.index"(%arg1, %i) : (memref<3xi32>, index) -> !uop.ptr<i32>
+  %s0 = "uop.store"(%q0, %s) : (!uop.ptr<i32>, i32) -> !uop.token
+  %s1 = "uop.store"(%q1, %m) : (!uop.ptr<i32>, i32) -> !uop.token
+  %e0 = "uop.end"(%s0, %i) : (!uop.token, index) -> !uop.token
+  %e1 = "uop.end"(%s1, %i) : (!uop.token, index) -> !uop.token
+  "uop.sink"(%e0, %e1) : (!uop.token, !uop.token) -> ()
+  return
+}"""
+
+def test_reduce_sum_and_max():
+  p = CPU.compile(parse(REDUCE)["k"])
+  a = np.random.default_rng(1).integers(-2**31, 2**31 - 1, 15, dtype=np.int32)
+  a[5:10] = -7  # a row of negatives: max's identity must be INT_MIN, not 0
+  s, m = np.zeros(3, np.int32), np.zeros(3, np.int32)
+  p(s, m, a)
+  np.testing.assert_array_equal(s, a.reshape(3, 5).sum(1, dtype=np.int32))  # wraps like int32
+  np.testing.assert_array_equal(m, a.reshape(3, 5).max(1))
+
+# out = pad(a, (2, 3)) for a 4-element buffer: addresses -2..6 outside the gate must never be read
+PAD = """
+func.func private @k(%arg0: memref<9xf64>, %arg1: memref<4xf64>) attributes {uop.kernel} {
+  %c9 = "uop.const"() {value = 9 : index} : () -> index
+  %c2 = "uop.const"() {value = 2 : index} : () -> index
+  %c4 = "uop.const"() {value = 4 : index} : () -> index
+  %i = "uop.range"(%c9) {axis = 0 : i64, kind = "loop"} : (index) -> index
+  %x = "uop.sub"(%i, %c2) : (index, index) -> index
+  %c0 = "uop.const"() {value = 0 : index} : () -> index
+  %lt0 = "uop.cmplt"(%x, %c0) : (index, index) -> i1
+  %ge0 = "uop.neg"(%lt0) : (i1) -> i1
+  %lt4 = "uop.cmplt"(%x, %c4) : (index, index) -> i1
+  %g = "uop.and"(%ge0, %lt4) : (i1, i1) -> i1
+  %p = "uop.index"(%arg1, %x, %g) : (memref<4xf64>, index, i1) -> !uop.ptr<f64>
+  %v = "uop.load"(%p) : (!uop.ptr<f64>) -> f64
+  %q = "uop.index"(%arg0, %i) : (memref<9xf64>, index) -> !uop.ptr<f64>
+  %s = "uop.store"(%q, %v) : (!uop.ptr<f64>, f64) -> !uop.token
+  %e = "uop.end"(%s, %i) : (!uop.token, index) -> !uop.token
+  "uop.sink"(%e) : (!uop.token) -> ()
+  return
+}"""
+
+def test_gated_load_pads_with_zero():
+  p = CPU.compile(parse(PAD)["k"])
+  a, out = np.array([1.5, -2.0, np.inf, 4.0]), np.full(9, np.nan)
+  p(out, a)
+  np.testing.assert_array_equal(out, np.pad(a, (2, 3)))
+  assert "arith.select" in lower_kernel(parse(PAD)["k"])
+
+# k0: t = a * 2 (over 6), k1: out[i] = sum(t) + a[i]; the schedule runs k0 before k1
+SCHEDULE = """
+module {
+func.func private @k0(%arg0: memref<6xf32>, %arg1: memref<6xf32>) attributes {uop.kernel} {
+  %c6 = "uop.const"() {value = 6 : index} : () -> index
+  %two = "uop.const"() {value = 2.0 : f32} : () -> f32
+  %i = "uop.range"(%c6) {axis = 0 : i64, kind = "loop"} : (index) -> index
+  %p = "uop.index"(%arg1, %i) : (memref<6xf32>, index) -> !uop.ptr<f32>
+  %v = "uop.load"(%p) : (!uop.ptr<f32>) -> f32
+  %m = "uop.mul"(%v, %two) : (f32, f32) -> f32
+  %q = "uop.index"(%arg0, %i) : (memref<6xf32>, index) -> !uop.ptr<f32>
+  %s = "uop.store"(%q, %m) : (!uop.ptr<f32>, f32) -> !uop.token
+  %e = "uop.end"(%s, %i) : (!uop.token, index) -> !uop.token
+  "uop.sink"(%e) : (!uop.token) -> ()
+  return
+}
+func.func private @k1(%arg0: memref<6xf32>, %arg1: memref<6xf32>, %arg2: memref<6xf32>) attributes {uop.kernel} {
+  %c6 = "uop.const"() {value = 6 : index} : () -> index
+  %i = "uop.range"(%c6) {axis = 0 : i64, kind = "loop"} : (index) -> index
+  %j = "uop.range"(%c6) {axis = 1 : i64, kind = "reduce"} : (index) -> index
+  %pt = "uop.index"(%arg1, %j) : (memref<6xf32>, index) -> !uop.ptr<f32>
+  %t = "uop.load"(%pt) : (!uop.ptr<f32>) -> f32
+  %sum = "uop.reduce"(%t, %j) {op = "add"} : (f32, index) -> f32
+  %pa = "uop.index"(%arg2, %i) : (memref<6xf32>, index) -> !uop.ptr<f32>
+  %a = "uop.load"(%pa) : (!uop.ptr<f32>) -> f32
+  %r = "uop.add"(%sum, %a) : (f32, f32) -> f32
+  %q = "uop.index"(%arg0, %i) : (memref<6xf32>, index) -> !uop.ptr<f32>
+  %s = "uop.store"(%q, %r) : (!uop.ptr<f32>, f32) -> !uop.token
+  %e = "uop.end"(%s, %i) : (!uop.token, index) -> !uop.token
+  "uop.sink"(%e) : (!uop.token) -> ()
+  return
+}
+func.func @schedule(%arg0: memref<6xf32>, %arg1: memref<6xf32>, %arg2: memref<6xf32>)
+    attributes {uop.schedule, uop.num_inputs = 1 : i64, uop.num_outputs = 1 : i64} {
+  %0 = "uop.kernel"() {callee = @k0, slots = array<i64: 2, 0>} : () -> !uop.token
+  %1 = "uop.kernel"(%0) {callee = @k1, slots = array<i64: 1, 2, 0>} : (!uop.token) -> !uop.token
+  "uop.sink"(%1) : (!uop.token) -> ()
+  return
+}
+}"""
+
+def test_two_kernel_schedule():
+  funcs = parse(SCHEDULE)
+  a = np.arange(6, dtype=np.float32)
+  want = (a * 2).sum() + a
+  out, tmp = np.zeros(6, np.float32), np.zeros(6, np.float32)
+  compile_module(list(funcs.values()))(a, out, tmp)  # the lowered @schedule calls both kernels
+  np.testing.assert_array_equal(out, want)
+  out2, tmp2 = np.zeros(6, np.float32), np.zeros(6, np.float32)  # and kernel by kernel, as the realize driver does
+  bufs = [a, out2, tmp2]
+  for k in funcs["schedule"].roots[0].src[0].toposort:
+    if k.op == "kernel": CPU.compile(funcs[k.attrs["callee"][1]])(*[bufs[s] for s in k.attrs["slots"]])
+  np.testing.assert_array_equal(out2, want)
+
+# ---------------------------------------------------------------- kernels built from UOps
+IDX = "index"
+def const(v, dt: DType | str = IDX): return UOp("const", dt if isinstance(dt, str) else dt.mlir, (), attrs(value=v))
+def alu(op, *src):
+  ty = "i1" if op in ("cmplt", "cmpne", "cmpeq") else src[1].ty if op == "where" else src[0].ty
+  return UOp(op, ty, src)
+
+def elementwise(n: int, in_dts: list[DType], body) -> Func:
+  """A kernel over one loop of n: inputs are slots 0..k-1, then one output per value body(loads) returns."""
+  r = UOp("range", IDX, (const(n),), attrs(axis=0, kind="loop"))
+  ins = [UOp("buffer", memref_type(n, dt), (), attrs(slot=i)) for i, dt in enumerate(in_dts)]
+  loads = [UOp("load", dt.mlir, (UOp("index", ptr_type(dt), (b, r)),)) for b, dt in zip(ins, in_dts)]
+  vals = body(*loads)
+  ends = []
+  for k, v in enumerate(vals):
+    out = UOp("buffer", memref_type(n, v.dtype), (), attrs(slot=len(ins) + k))
+    ends.append(UOp("end", "!uop.token", (UOp("store", "!uop.token", (UOp("index", ptr_type(v.dtype), (out, r)), v)), r)))
+  return Func("k", [b.ty for b in ins] + [memref_type(n, v.dtype) for v in vals], [], [UOp("sink", "()", tuple(ends))], {"uop.kernel": None})
+
+def run(f: Func, *inputs):
+  outs = [np.zeros(len(inputs[0]), dtypes.from_mlir(t.split("x")[-1][:-1]).np) for t in f.args[len(inputs):]]
+  CPU.compile(f)(*inputs, *outs)
+  return outs
+
+def edge_values(dt: DType) -> list:
+  if dt.is_bool: return [False, True]
+  if dt.is_float: return [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 7.25, 1e30, -1e-30, math.inf, -math.inf, math.nan]
+  lo, hi = dt.min, dt.max
+  vals = [0, 1, 2, 3, 7, hi, hi - 1, hi // 2, hi // 2 + 1] + ([-1, -2, -3, -7, lo, lo + 1] if lo else [])
+  return sorted(set(vals))
+
+def wrap(x: int, dt: DType) -> int:
+  if dt.is_bool: return bool(x)
+  m = 1 << dt.bits
+  x %= m
+  return x - m if not dt.is_unsigned and x >= m >> 1 else x
+
+def tdiv(a, b): return 0 if b == 0 else abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+def tmod(a, b): return 0 if b == 0 else a - b * tdiv(a, b)
+
+INT_REF = {"idiv": tdiv, "mod": tmod}
+BINARY = ["add", "sub", "mul", "idiv", "fdiv", "mod", "pow", "max", "min", "and", "or", "xor", "cmplt", "cmpne", "cmpeq"]
+UNARY = ["neg", "exp2", "log2", "sin", "sqrt", "recip", "trunc"]
+NP_REF = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "fdiv": np.divide, "mod": np.fmod, "pow": np.power,
+          "max": np.maximum, "min": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+          "cmplt": np.less, "cmpne": np.not_equal, "cmpeq": np.equal, "neg": np.negative, "exp2": np.exp2, "log2": np.log2,
+          "sin": np.sin, "sqrt": np.sqrt, "recip": np.reciprocal, "trunc": np.trunc}
+BOOL_REF = {"add": np.logical_or, "sub": np.logical_xor, "mul": np.logical_and, "max": np.logical_or, "min": np.logical_and,
+            "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor, "neg": np.logical_not, "trunc": lambda a: a,
+            "cmplt": np.less, "cmpne": np.not_equal, "cmpeq": np.equal, "mulacc": lambda a, b, c: (a & b) | c}
+
+def supported(op: str, dt: DType) -> bool:
+  if dt.is_bool: return op in BOOL_REF or op in ("where", "mulacc")
+  if dt.is_float: return op not in ("and", "or", "xor", "idiv", "shl", "shr")
+  return op not in ("fdiv", "pow", "exp2", "log2", "sin", "sqrt", "recip")
+
+def reference(op: str, dt: DType, *args: np.ndarray) -> np.ndarray:
+  with np.errstate(all="ignore"): return _reference(op, dt, *args)
+def _reference(op: str, dt: DType, *args: np.ndarray) -> np.ndarray:
+  if dt.is_bool: return BOOL_REF[op](*args)
+  if dt.is_int and op in ("add", "sub", "mul", "neg", "idiv", "mod", "mulacc"):  # exact integers, then wrap
+    py = [[int(x) for x in a] for a in args]
+    f = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "neg": lambda a: -a,
+         "mulacc": lambda a, b, c: a * b + c, **INT_REF}[op]
+    return np.array([wrap(f(*xs), dt) for xs in zip(*py)], dt.np)
+  if op == "mulacc": return (args[0].astype(np.float64) * args[1] + args[2]).astype(dt.np) if dt.itemsize < 8 else args[0] * args[1] + args[2]
+  if op == "trunc" and dt.is_int: return args[0]
+  return NP_REF[op](*args)
+
+def check(got: np.ndarray, want: np.ndarray, op: str, dt: DType, ctx):
+  want = np.asarray(want)
+  if want.dtype == np.bool_ or dt.is_int or dt.is_bool: np.testing.assert_array_equal(got, want, err_msg=str(ctx)); return
+  inexact = op in ("exp2", "log2", "sin", "pow", "mulacc")
+  tol = {2: 1e-3, 4: 2e-6, 8: 1e-13}[dt.itemsize] if inexact else 0
+  np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 1e-3, equal_nan=True, err_msg=str(ctx))
+  if op not in ("max", "min") and not inexact:  # -0.0 must stay -0.0 (max/min may pick either zero of equal ones)
+    ok = np.isnan(want) | (np.signbit(got) == np.signbit(want))
+    assert ok.all(), (ctx, got[~ok], want[~ok])
+
+@pytest.mark.parametrize("dt", dtypes.all, ids=lambda d: d.name)
+def test_alu_differential(dt: DType):
+  """Every binary, unary and ternary op supported on dt, over all pairs of edge values, in one kernel."""
+  vals = edge_values(dt)
+  pairs = list(itertools.product(vals, vals))
+  with np.errstate(over="ignore"): a, b = np.array([p[0] for p in pairs], dt.np), np.array([p[1] for p in pairs], dt.np)
+  c = np.roll(a, 1)
+  bins, uns = [op for op in BINARY if supported(op, dt)], [op for op in UNARY if supported(op, dt)]
+  f = elementwise(len(a), [dt] * 3, lambda x, y, z: [alu(op, x, y) for op in bins] + [alu(op, x) for op in uns]
+                  + [alu("where", alu("cmplt", x, y), x, y), alu("mulacc", x, y, z)])
+  outs = run(f, a, b, c)
+  for op, got in zip(bins, outs): check(got, reference(op, dt, a, b), op, dt, (op, dt, a, b))
+  for op, got in zip(uns, outs[len(bins):]): check(got, reference(op, dt, a), op, dt, (op, dt, a))
+  check(outs[-2], np.where(a < b, a, b), "where", dt, ("where", dt))
+  check(outs[-1], reference("mulacc", dt, a, b, c), "mulacc", dt, ("mulacc", dt, a, b, c))
+
+@pytest.mark.parametrize("dt", dtypes.ints, ids=lambda d: d.name)
+def test_shifts(dt: DType):
+  vals = edge_values(dt)
+  pairs = list(itertools.product(vals, range(dt.bits)))  # amounts >= bits are undefined, as in C
+  a, b = np.array([p[0] for p in pairs], dt.np), np.array([p[1] for p in pairs], dt.np)
+  shl, shr = run(elementwise(len(a), [dt, dt], lambda x, y: [alu("shl", x, y), alu("shr", x, y)]), a, b)
+  np.testing.assert_array_equal(shl, np.left_shift(a, b))
+  np.testing.assert_array_equal(shr, np.right_shift(a, b))  # arithmetic for signed, logical for unsigned
+
+def cast_values(src: DType) -> list:
+  """Values whose conversion to every dtype is defined (float->int truncates toward zero; out of range is undefined)."""
+  if src.is_float: return [0.0, -0.0, 0.5, 1.0, 2.5, 3.75, 100.9, 127.0, -0.9]
+  return edge_values(src)
+
+@pytest.mark.parametrize("src", dtypes.all, ids=lambda d: d.name)
+def test_casts(src: DType):
+  a = np.array(cast_values(src), src.np)
+  same_width = [d for d in dtypes.all if d.itemsize == src.itemsize and d is not src and not d.is_bool and not src.is_bool]
+  outs = run(elementwise(len(a), [src], lambda x: [UOp("cast", d.mlir, (x,)) for d in dtypes.all]
+                         + [UOp("bitcast", d.mlir, (x,)) for d in same_width]), a)
+  with np.errstate(all="ignore"):
+    for d, got in zip(dtypes.all, outs): np.testing.assert_array_equal(got, a.astype(d.np), err_msg=f"cast {src.name} -> {d.name}")
+  for d, got in zip(same_width, outs[len(dtypes.all):]): np.testing.assert_array_equal(got, a.view(d.np), err_msg=f"bitcast {src.name} -> {d.name}")
+
+def test_float_special_casts():
+  """NaN, infinities and -0.0 between float widths and to bool (NaN is truthy, as in numpy)."""
+  for src in dtypes.floats:
+    with np.errstate(over="ignore"): a = np.array([math.nan, math.inf, -math.inf, -0.0, 0.0, 1e-30, 65504.0, 70000.0], src.np)
+    targets = list(dtypes.floats) + [dtypes.bool]
+    outs = run(elementwise(len(a), [src], lambda x: [UOp("cast", d.mlir, (x,)) for d in targets]), a)
+    with np.errstate(all="ignore"):
+      for d, got in zip(targets, outs):
+        want = a.astype(d.np)
+        np.testing.assert_array_equal(got, want, err_msg=f"{src.name} -> {d.name}")
+        if d.is_float: assert (np.signbit(got) == np.signbit(want)).all()
+
+def test_index_casts_and_reduce_identities():
+  """index <-> numbers, and each reduce op's identity on a range of length 0 (the loop never runs)."""
+  n = 5
+  r = UOp("range", IDX, (const(n),), attrs(axis=0, kind="loop"))
+  z = UOp("range", IDX, (const(0),), attrs(axis=1, kind="reduce"))
+  vals = [UOp("cast", d.mlir, (alu("sub", r, const(2)),)) for d in (dtypes.int8, dtypes.uint16, dtypes.float32, dtypes.bool)]
+  vals.append(UOp("cast", dtypes.int64.mlir, (UOp("cast", IDX, (UOp("cast", dtypes.uint8.mlir, (alu("sub", r, const(2)),)),)),)))
+  for op, dt in itertools.product(("add", "mul", "max", "min"), (dtypes.float32, dtypes.int16, dtypes.uint8, dtypes.bool)):
+    vals.append(UOp("reduce", dt.mlir, (UOp("cast", dt.mlir, (r,)), z), attrs(op=op)))
+  ends = [UOp("end", "!uop.token", (UOp("store", "!uop.token", (UOp("index", ptr_type(v.dtype), (UOp("buffer", memref_type(n, v.dtype), (), attrs(slot=k)), r)), v)), r))
+          for k, v in enumerate(vals)]
+  f = Func("k", [memref_type(n, v.dtype) for v in vals], [], [UOp("sink", "()", tuple(ends))], {"uop.kernel": None})
+  outs = [np.zeros(n, v.dtype.np) for v in vals]
+  CPU.compile(f)(*outs)
+  i = np.arange(n) - 2
+  for got, want in zip(outs, [i.astype(np.int8), i.astype(np.uint16), i.astype(np.float32), i != 0, i.astype(np.uint8).astype(np.int64)]):
+    np.testing.assert_array_equal(got, want)
+  ident = {"add": 0, "mul": 1, "max": {dtypes.float32: -np.inf, dtypes.int16: -32768, dtypes.uint8: 0, dtypes.bool: False},
+           "min": {dtypes.float32: np.inf, dtypes.int16: 32767, dtypes.uint8: 255, dtypes.bool: True}}
+  for (op, dt), got in zip(itertools.product(("add", "mul", "max", "min"), (dtypes.float32, dtypes.int16, dtypes.uint8, dtypes.bool)), outs[5:]):
+    want = ident[op] if op in ("add", "mul") else ident[op][dt]
+    np.testing.assert_array_equal(got, np.full(n, want, dt.np), err_msg=f"{op} {dt}")
+
+# ---------------------------------------------------------------- the device: cache, checks, allocator, registry
+def test_method_cache_and_argument_checks():
+  f = parse(BROADCAST)["k"]
+  p = CPU.compile(f)
+  assert CPU.compile(parse(BROADCAST.replace("@k(", "@other("))["other"]) is p  # same code, other name
+  with pytest.raises(TypeError, match="takes 4 buffers"): p(np.zeros(12, np.float32))
+  bufs = [np.zeros(12, np.float32), np.zeros(12, np.float32), np.zeros(4, np.float32), np.zeros(3, np.float32)]
+  with pytest.raises(ValueError, match="float32"): p(*bufs[:3], np.zeros(3, np.float64))
+  with pytest.raises(ValueError, match="at least 4"): p(bufs[0], bufs[1], np.zeros(3, np.float32), bufs[3])
+  with pytest.raises(ValueError, match="contiguous"): p(bufs[0], np.zeros(24, np.float32)[::2], bufs[2], bufs[3])
+  ro = np.zeros(12, np.float32); ro.flags.writeable = False
+  with pytest.raises(ValueError, match="read-only"): p(ro, *bufs[1:])
+  p(bufs[0], ro, bufs[2], bufs[3])  # read-only inputs are fine
+  # int8 and uint8 kernels lower to the same i8 text but are different programs (their checks differ)
+  k8, ku8 = (elementwise(4, [d], lambda x: [alu("max", x, x)]) for d in (dtypes.int8, dtypes.uint8))
+  assert CPU.compile(k8) is not CPU.compile(ku8)
+
+def test_unsupported_input_raises():
+  with pytest.raises(PassError, match="sqrt is not defined on int32"):
+    lower_kernel(elementwise(4, [dtypes.int32], lambda x: [alu("sqrt", x)]))
+  with pytest.raises(PassError, match="shl is not defined on float32"):
+    lower_kernel(elementwise(4, [dtypes.float32], lambda x: [alu("shl", x, x)]))
+  r = UOp("range", IDX, (const(4),), attrs(axis=0, kind="loop"))
+  buf = UOp("buffer", memref_type(4, dtypes.int32), (), attrs(slot=0))
+  st = UOp("store", "!uop.token", (UOp("index", ptr_type(dtypes.int32), (buf, r)), UOp("cast", "i32", (r,))))
+  with pytest.raises(PassError, match="outside the loop"):  # a store whose range no end closes
+    lower_kernel(Func("k", [buf.ty], [], [UOp("sink", "()", (st,))], {"uop.kernel": None}))
+
+def test_allocator():
+  al = Device["CPU"].allocator
+  a = al.alloc(1000, dtypes.float32)
+  assert a.dtype == np.float32 and a.size == 1000 and a.ctypes.data % 64 == 0 and a.flags.c_contiguous and a.flags.writeable
+  addr = a.ctypes.data
+  al.free(a)
+  b = al.alloc(500, dtypes.float64)  # same byte size: the pooled block comes back
+  assert b.ctypes.data == addr and b.dtype == np.float64
+  c = al.alloc(4, np.bool_)
+  assert c.dtype == np.bool_ and c.itemsize == 1
+  with pytest.raises(ValueError): al.alloc(-1, dtypes.int8)
+
+def test_device_registry(monkeypatch):
+  assert Device["cpu"] is Device["CPU:0"] is CPU and Device.DEFAULT == os.environ.get("DEVICE", "CPU").upper()
+  with pytest.raises(KeyError, match="unknown device"): Device["TPU"]
+  monkeypatch.setenv("DEVICE", "cuda")
+  assert _Device().DEFAULT == "CUDA"
