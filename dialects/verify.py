@@ -19,6 +19,7 @@ def _pairs(v, n, what):
   if len(v) != 2 * n: return f"{what} needs 2 values per dimension ({2 * n}), got {len(v)}"
 
 def _movement(name, ins, out, a):
+  """element type kept; reshape keeps the element count, the others the rank; permute `order` is a permutation and gives the result shape; expand broadcasts only size-1 dims; pad/shrink take (before, after)/(start, end) pairs per dim, in range, and give the result shape; flip axes are distinct and in range"""
   (_, s, e), (_, o, oe) = parse_type(ins[0]), parse_type(out)
   if e != oe: return f"element type changes from {e} to {oe}"
   if name == "reshape":
@@ -48,6 +49,7 @@ def _movement(name, ins, out, a):
     if s != o: return f"flip keeps the shape: {s} -> {o}"
 
 def _reduce_axis(name, ins, out, a):
+  """`op` is add|mul|max|min; `axes` distinct and in range; result shape is the input's with reduced dims set to 1"""
   (_, s, e), (_, o, oe) = parse_type(ins[0]), parse_type(out)
   if a["op"] not in REDUCE_OPS: return f"reduce op must be one of {', '.join(REDUCE_OPS)}, got {a['op']!r}"
   if any(not 0 <= x < len(s) for x in a["axes"]) or len(set(a["axes"])) != len(a["axes"]): return f"bad axes {list(a['axes'])} for rank {len(s)}"
@@ -55,27 +57,34 @@ def _reduce_axis(name, ins, out, a):
   if want != o or e != oe: return f"reduce of {s} over {list(a['axes'])} gives {want}x{e}, not {o}x{oe}"
 
 def _same_shape_i1(name, ins, out, a):
+  """result has the operands' shape and element type i1"""
   (k, s, _), (ko, o, oe) = parse_type(ins[0]), parse_type(out)
   if (k, s) != (ko, o) or oe != "i1": return f"result must have the operands' shape with element type i1, got {out}"
 
 def _same_shape(name, ins, out, a):
+  """result has the operand's shape (bitcast: and the same element width)"""
   (k, s, e), (ko, o, oe) = parse_type(ins[0]), parse_type(out)
   if (k, s) != (ko, o): return f"result must have the operand's shape, got {out} from {ins[0]}"
   if name == "bitcast":
     width = lambda t: 1 if t == "i1" else int(re.sub(r"\D", "", t) or 64)
     if width(e) != width(oe): return f"bitcast needs equal widths, got {e} and {oe}"
 
-def _where(name, ins, out, a): return _same_shape_i1(name, [ins[1]], ins[0], a)
+def _where(name, ins, out, a):
+  """condition has the result's shape and element type i1"""
+  return _same_shape_i1(name, [ins[1]], ins[0], a)
 
 def _index(name, ins, out, a):
+  """buffer is a flat static memref; the pointer's element is the buffer's"""
   if len(parse_type(ins[0])[1]) != 1: return f"buffer must be a flat static memref<N x T>, got {ins[0]}"
   if parse_type(ins[0])[2] != parse_type(out)[2]: return f"pointer element {parse_type(out)[2]} differs from buffer element {parse_type(ins[0])[2]}"
 
 def _vectorize(name, ins, out, a):
+  """result is vector<N x T> for N operands of type T"""
   want = f"vector<{len(ins)}x{ins[0]}>" if ins else "a vector"
   if out != want: return f"{len(ins)} lanes of {ins[0] if ins else '?'} make {want}, not {out}"
 
 def _gep(name, ins, out, a):
+  """source is a 1-d vector; `idx` lanes in range; result is the element (one lane) or vector<len(idx) x elem>"""
   k, s, e = parse_type(ins[0])
   if k != "vector" or len(s) != 1: return f"source must be a 1-d vector, got {ins[0]}"
   if not a["idx"] or any(not 0 <= i < s[0] for i in a["idx"]): return f"lanes {list(a['idx'])} out of range for {ins[0]}"
@@ -83,12 +92,15 @@ def _gep(name, ins, out, a):
   if out != want: return f"extracting {len(a['idx'])} lane(s) of {ins[0]} gives {want}, not {out}"
 
 def _reduce(name, ins, out, a):
+  """`op` is add|mul|max|min"""
   if a["op"] not in REDUCE_OPS: return f"reduce op must be one of {', '.join(REDUCE_OPS)}, got {a['op']!r}"
 
 def _range(name, ins, out, a):
+  """`kind` is loop|reduce|global|local"""
   if a["kind"] not in RANGE_KINDS: return f"range kind must be one of {', '.join(RANGE_KINDS)}, got {a['kind']!r}"
 
 def _const(name, ins, out, a):
+  """`value` is a scalar number whose type is the result's element type (signless for ui*); result is not a memref, pointer or token"""
   from mlir import ir
   v, (k, _, elem) = a["value"], parse_type(out)
   if k in ("memref", "ptr", "token"): return f"result must be a tensor, vector or scalar, got {out}"

@@ -57,15 +57,19 @@ def process(text: str, fname: str, pipeline: str, verify_each: bool, debuginfo: 
   with ctx:
     try: module = ir.Module.parse(text)
     except ir.MLIRError as e: return "", _diag(e, fname)
-    errs = verify_module(module.operation)
-    if errs: return "", "\n".join(_diag(Exception(f"{str(l)[4:-1]}: error: {m}"), fname) for l, m in errs)
+    problems = lambda: "\n".join(_diag(Exception(f"{str(l)[4:-1]}: error: {m}"), fname) for l, m in verify_module(module.operation))
+    if (err := problems()): return "", err
     if pipeline:
       try: run_pipeline(module, pipeline, verify_each)
       except PipelineError as e: return "", f"morok-opt: error: {e}"
       except ir.MLIRError as e: return "", _diag(e, fname)
+      if not verify_each:  # still say so when the result is invalid, but print it (generic form) for debugging
+        try: module.operation.verify()
+        except ir.MLIRError as e: err = _diag(e, fname)
+        err = err or problems()
     out = module.operation.get_asm(enable_debug_info=debuginfo)
     # Module.parse names every source "-": give locations the real file name
-    return (out.replace('loc("-":', f"loc({json.dumps(fname)}:") if debuginfo else out), None
+    return (out.replace('loc("-":', f"loc({json.dumps(fname)}:") if debuginfo else out), err or None
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(prog="morok-opt", description="Run morok-mlir and upstream MLIR passes on MLIR files.")
@@ -98,7 +102,7 @@ def main(argv=None) -> int:
   for first, chunk in _chunks(text, args.split_input_file):
     out, err = process("\n" * first + chunk, fname, args.pass_pipeline, args.verify_each, args.mlir_print_debuginfo)
     if err: print(err, file=sys.stderr); failed = True
-    else: outs.append(out)
+    if out: outs.append(out)
   result = "// -----\n".join(outs)
   if args.output == "-": sys.stdout.write(result)
   else:
