@@ -42,7 +42,7 @@ def const_text(v, elem: str) -> str:
 
 def _loc(u: UOp) -> str:
   if not u.loc: return ""
-  m = re.fullmatch(r"(.*):(\d+)(?::(\d+))?", u.loc)
+  m = re.fullmatch(r"(.*?):(\d+)(?::(\d+))?", u.loc)
   return f' loc("{m.group(1)}":{m.group(2)}:{m.group(3) or 0})' if m else f' loc("{u.loc}")'
 
 def _elem(ty: str) -> str:

@@ -26,6 +26,7 @@ import os, time
 from dataclasses import dataclass
 from .bridge import Func, module_text, import_module
 from .emit import normalize, graph_func
+from .diagnostics import format_mlir_error
 
 DEBUG = int(os.environ.get("DEBUG", "0"))
 PIPELINE = ["uop-rangeify", "uop-kernel-split"]
@@ -63,7 +64,7 @@ def lower_to_kernels(graph: Func) -> list[Func]:
     module = ir.Module.parse(text)
     for p in (PIPELINE if DEBUG >= 4 else [",".join(PIPELINE)]):
       try: run_pipeline(module, p)
-      except ir.MLIRError as e: raise CompileError(str(e).replace("Failure while executing pass pipeline:\n", "")) from None
+      except ir.MLIRError as e: raise CompileError(format_mlir_error(str(e))) from None
       if DEBUG >= 4: print(f"// ----- after {p}\n{module}")
     return import_module(module)
 

@@ -1,0 +1,44 @@
+"""The realize driver: DEBUG output, compile errors at the user's line, trivial outputs."""
+import os, subprocess, sys, textwrap
+import numpy as np, pytest
+from morok_mlir import Tensor
+from morok_mlir.realize import realize, new_buffer, CompileError
+from morok_mlir.uop import UOp, attrs, tensor_type
+from morok_mlir.dtype import dtypes
+
+def run_script(src: str, **env) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, "-c", textwrap.dedent(src)], capture_output=True, text=True, timeout=120,
+                        env={**os.environ, **{k: str(v) for k, v in env.items()}})
+
+SCRIPT = """
+  import numpy as np
+  from morok_mlir import Tensor
+  a = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+  print((a - a.max(axis=0, keepdim=True)).numpy().tolist())
+"""
+
+def test_debug2_prints_kernel_names_and_times():
+  p = run_script(SCRIPT, DEBUG=2)
+  assert p.returncode == 0, p.stderr
+  lines = [l for l in p.stdout.splitlines() if " us" in l]
+  assert len(lines) == 2 and lines[0].split()[0].startswith("r_") and lines[1].split()[0].startswith("E_")
+  assert "[[-3.0, -3.0, -3.0], [0.0, 0.0, 0.0]]" in p.stdout
+
+def test_debug4_prints_ir_after_each_pass():
+  p = run_script(SCRIPT, DEBUG=4)
+  assert p.returncode == 0, p.stderr
+  assert "// ----- after uop-rangeify" in p.stdout and "// ----- after uop-kernel-split" in p.stdout
+  assert '"uop.bufferize"' in p.stdout and "@schedule" in p.stdout
+
+def test_compile_error_names_user_line():
+  x = new_buffer(np.zeros(4, np.int32))
+  bad = UOp("threefry", tensor_type((4,), dtypes.int32), (x, x), loc="my_model.py:42:7")
+  with pytest.raises(CompileError, match=r"my_model\.py:42:7.*threefry"):
+    realize([bad])
+
+def test_trivial_outputs_need_no_kernel():
+  from morok_mlir.realize import GlobalCounters
+  GlobalCounters.reset()
+  e, b = Tensor(np.zeros((0, 3), np.float32)), Tensor(np.arange(3))
+  assert e.numpy().shape == (0, 3) and b.numpy().tolist() == [0, 1, 2]
+  assert GlobalCounters.kernel_count == 0
