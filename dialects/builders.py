@@ -61,7 +61,7 @@ def _infer(op: OpDef, bound: dict, ins: list[str]) -> str | None:
     return elem and f"!uop.ptr<{elem}>"
   return bound.get(rc)
 
-def build(name: str, *args, type=None, loc: ir.Location | None = None, **attrs):
+def build(name: str, /, *args, type=None, loc: ir.Location | None = None, **attrs):
   """Create uop.<name> at the current insertion point; returns its result Value (or the Operation if none)."""
   if name not in OPS: raise ValueError(f"unknown uop op {name!r}")
   op, ctx = OPS[name], _ctx()
