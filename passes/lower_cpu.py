@@ -77,6 +77,7 @@ class Frame:
     self.chain = (parent.chain | {rng}) if parent else frozenset()
 
 class Lowerer:
+  pass_name = "uop-lower-cpu"   # subclasses (uop-lower-gpu) override effect/reduce/value and this, for messages
   def __init__(self, f: Func):
     self.f, self.n = f, 0
     if len(f.roots) != 1 or f.roots[0].op != "sink" or f.results: raise PassError(f"kernel @{f.name} must end in one uop.sink and return nothing")
@@ -168,7 +169,7 @@ class Lowerer:
   # -- values
   def value(self, u: UOp) -> str:
     if (n := self.names.get(u)) is not None: return n
-    if u.op in UNSUPPORTED: raise PassError(f"uop-lower-cpu does not support {UNSUPPORTED[u.op]} yet (uop.{u.op})", u.loc)
+    if u.op in UNSUPPORTED: raise PassError(f"{self.pass_name} does not support {UNSUPPORTED[u.op]} yet (uop.{u.op})", u.loc)
     if u.op == "range":
       if u not in self.open: raise PassError(f"range axis={_axis(u)} is used outside the loop that closes it", u.loc)
       return self.open[u].iv
