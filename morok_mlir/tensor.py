@@ -51,7 +51,9 @@ def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 def _buf(arr: np.ndarray) -> UOp:
   u = new_buffer(arr)
   u.loc = _loc()  # buffers are unique, so setting their provenance after creation is safe
-  return u
+  # the buffer table stores 0-d arrays as 1-d
+  return u if u.shape == arr.shape else UOp("reshape", tensor_type(arr.shape, u.dtype), (u,), attrs(), u.loc)
+def _is_data(u: UOp) -> bool: return u.op == "buffer" or (u.op == "reshape" and u.src[0].op == "buffer")
 
 def _float(dt: DType) -> DType: return dt if dt.is_float else dtypes.default_float
 def _sum_acc(dt: DType) -> DType:
@@ -125,7 +127,7 @@ class Tensor:
     """Compute self and lst in one graph; afterwards each holds its result as an input buffer."""
     todo: dict[UOp, list[Tensor]] = {}
     for t in (self,) + lst:
-      if t.uop.op == "buffer": continue
+      if _is_data(t.uop): continue
       if t.numel() == 0: t.uop = _buf(np.empty(t.shape, t.dtype.np)); continue  # nothing to compute
       todo.setdefault(t.uop, []).append(t)
     if todo:
@@ -138,7 +140,9 @@ class Tensor:
         b = _buf(out)
         for t in ts: t.uop = b
     return self
-  def numpy(self) -> np.ndarray: return buffer_data(self.realize().uop).copy()
+  def numpy(self) -> np.ndarray:
+    u = self.realize().uop
+    return buffer_data(u if u.op == "buffer" else u.src[0]).reshape(self.shape).copy()
   def item(self):
     if self.numel() != 1: _err(ValueError, f"item() needs a tensor with one element, got shape {self.shape}")
     return self.numpy().item()
@@ -252,7 +256,7 @@ class Tensor:
     if all(p == (0, 0) for p in pads): return x
     ret = x._op("pad", tuple(s + b + a for s, (b, a) in zip(x.shape, pads)), padding=tuple(v for p in pads for v in p))
     if value == 0: return ret
-    return Tensor.ones(x.shape, dtype=dtypes.bool).pad(pads).where(ret, value)  # the padded region holds `value`
+    return Tensor.ones(x.shape, dtype=dtypes.bool).pad(pads).where(ret, Tensor(value, self.dtype))  # the padded region holds `value`
   def shrink(self, arg) -> Tensor:
     if len(arg) != self.ndim: _err(ValueError, f"shrink {tuple(arg)} needs one entry per dim of {self.shape}")
     arg = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for s, a in zip(self.shape, arg))
