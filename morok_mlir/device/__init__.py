@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib, os
 
 class _Device:
-  _impls = {"CPU": ("morok_mlir.device.cpu", "CPU")}
+  _impls = {"CPU": ("morok_mlir.device.cpu", "CPU"), "CUDA": ("morok_mlir.device.cuda", "CUDA")}
   def __init__(self): self.DEFAULT = self.canonicalize(os.environ.get("DEVICE", "CPU"))
   @staticmethod
   def canonicalize(name: str) -> str: return name.split(":")[0].upper()

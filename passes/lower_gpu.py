@@ -1,0 +1,175 @@
+"""uop-lower-gpu: kernel-level `uop` functions (docs/pipeline.md section 2) -> `gpu.module` / `gpu.func` + host launches.
+
+The scalar code is uop-lower-cpu's: `GPULowerer` subclasses its `Lowerer` and changes only where loops go.
+- The output ranges of a kernel (the `uop.end` after its store) become one flat global id, row-major with the last
+  axis fastest, so neighbouring threads touch neighbouring elements (coalesced). `local` threads per block,
+  `global` blocks; a `scf.if gid < N` guards the tail when `local` does not divide N.
+- GROUP (tinygrad's name): when the kernel has few outputs and a long reduction, each block computes one output;
+  its threads stride over the reduce ranges (coalesced again), then `gpu.all_reduce` combines the partials through
+  warp shuffles and shared memory, and thread 0 stores. Only 32/64-bit reductions: shuffles move 32-bit words.
+- Everything else (inner reduces, matmul's k loop) stays a `scf.for` inside the thread, exactly as on the CPU.
+- Buffers are marked `llvm.align = 16` (the runtime's allocations are 256-byte aligned) so the NVPTX back end may
+  merge neighbouring accesses into vector loads/stores.
+
+Public API: `lower_kernel(f, name) -> (text of one gpu.func, Launch)`, `lower_module(funcs) -> str` (one `gpu.module
+@kernels` with every kernel plus a host `@schedule` of `gpu.launch_func`s), the pass `uop-lower-gpu`."""
+from __future__ import annotations
+import math
+from dataclasses import dataclass
+from morok_mlir.bridge import Func, import_module, replace_module_body
+from morok_mlir.dtype import dtypes
+from morok_mlir.uop import UOp
+from .registry import register, PassError
+from .lower_cpu import Lowerer, Frame, IDENTITY, mem_type, sl, cls, _axis
+from . import index_math as im
+
+LOCAL_MAX = 256        # threads per block for elementwise kernels
+GROUP_MAX = 256        # threads per block that share one reduction
+GROUP_OUTPUTS = 16384  # GROUP only when there are at most this many outputs (else one thread per output is enough work)
+GROUP_MIN_REDUCE = 64  # ... and the reduction is at least this long
+ALL_REDUCE = {"add": dict(f="add", s="add", u="add"), "mul": dict(f="mul", s="mul", u="mul"),  # op -> dtype class -> gpu.all_reduce op
+              "max": dict(f="maximumf", s="maxsi", u="maxui"), "min": dict(f="minimumf", s="minsi", u="minui")}
+GPU_MATH = {"sqrt": "llvm.sqrt"}  # math.sqrt goes to libdevice's __nv_sqrtf = sqrt.approx; the LLVM intrinsic is sqrt.rn (IEEE, as on the CPU)
+
+@dataclass(frozen=True)
+class Launch:
+  name: str
+  global_size: tuple[int, int, int]   # blocks
+  local_size: tuple[int, int, int]    # threads per block
+  group: bool = False                 # one block per output, reductions across the block
+
+def _prod(xs) -> int: return math.prod(xs)
+def _size(r: UOp) -> int:
+  if (n := im.cval(r.src[0])) is None: raise PassError("uop-lower-gpu needs static range sizes (symbolic sizes are not supported yet)", r.loc)
+  return int(n)
+def _pow2_at_least(n: int) -> int: return 1 << max(n - 1, 0).bit_length()
+
+class GPULowerer(Lowerer):
+  pass_name = "uop-lower-gpu"
+  def __init__(self, f: Func):
+    super().__init__(f)
+    ends = [s for s in self.sink.src if s.op == "end"]
+    if len(ends) > 1: raise PassError(f"uop-lower-gpu maps one loop nest per kernel, @{f.name} has {len(ends)}", ends[1].loc)
+    self.end = ends[0] if ends else None
+    self.out_rngs = sorted(self.end.src[1:], key=_axis) if self.end else []
+    n = _prod(_size(r) for r in self.out_rngs)
+    top = [u for u in self.sink.toposort if u.op == "reduce" and self.ranges[u] <= set(self.out_rngs)]
+    red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
+    ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and u.dtype.bits in (32, 64) and u.dtype is not dtypes.index for u in top)
+    self.group = set(top) if top and ok and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
+    if self.group: self.local, self.glob = min(GROUP_MAX, max(32, _pow2_at_least(red))), n
+    else: self.local = min(n, LOCAL_MAX); self.glob = -(-n // self.local)
+    self.n_out, self.tid = n, None
+
+  def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group))
+
+  def flat_ivs(self, fr: Frame, rngs: list[UOp], lin: str):
+    """Bind each range to its digit of the row-major linear index lin (last range fastest)."""
+    stride = _prod(_size(r) for r in rngs)
+    for k, r in enumerate(rngs):
+      stride //= _size(r)
+      iv = lin if stride == 1 else self.line(fr, f"arith.divui {lin}, {self.const(stride, dtypes.index)} : index")
+      if k: iv = self.line(fr, f"arith.remui {iv}, {self.const(_size(r), dtypes.index)} : index")
+      self.open[r] = fr; self.place(r, fr, iv)
+
+  def close_flat(self, fr: Frame, rngs: list[UOp]) -> list[str]:
+    for u in fr.placed: del self.names[u]
+    for r in rngs: del self.open[r]
+    return fr.lines
+
+  def ids(self):
+    if self.tid is None:
+      self.tid = self.line(self.root, "gpu.thread_id x")
+      self.bid = self.line(self.root, "gpu.block_id x")
+
+  # -- the output loop nest -> global ids
+  def effect(self, u: UOp):
+    if u is self.end and u not in self.done:
+      self.done.add(u); self.ids()
+      fr = Frame(self.root, self.out_rngs[0]); fr.chain = frozenset(self.out_rngs)
+      guard = None
+      if self.group: lin = self.bid
+      else:
+        lin = self.line(self.root, "gpu.global_id x")
+        if self.glob * self.local != self.n_out: guard = self.line(self.root, f"arith.cmpi ult, {lin}, {self.const(self.n_out, dtypes.index)} : index")
+      self.flat_ivs(fr, self.out_rngs, lin)
+      self.effect(u.src[0])
+      lines = self.close_flat(fr, self.out_rngs)
+      self.root.lines.extend([f"scf.if {guard} {{", *("  " + l for l in lines), "}"] if guard else lines)
+    elif u.op == "store" and self.group and u not in self.done:
+      # every thread holds the reduced value; thread 0 writes it
+      idx, v = u.src
+      if idx.op == "index": self.address(idx); self.value(v)
+      fr = self.target(u)
+      t0 = self.line(fr, f"arith.cmpi eq, {self.tid}, {self.const(0, dtypes.index)} : index")
+      n = len(fr.lines)
+      super().effect(u)
+      fr.lines[n:] = [f"scf.if {t0} {{", *("  " + l for l in fr.lines[n:]), "}"]
+    else: super().effect(u)
+
+  # -- reductions across the block
+  def reduce(self, u: UOp) -> str:
+    if u not in self.group: return super().reduce(u)
+    self.ids()
+    op, dt, t = u.attrs["op"], u.dtype, sl(u.dtype)
+    fr, rngs = self.target(u), sorted(u.src[1:], key=_axis)
+    init = self.const(IDENTITY[op](dt), dt)
+    loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
+    j, acc, res = f"%i{self.n}", f"%acc{self.n}", f"%{self.n + 1}"; self.n += 2
+    self.flat_ivs(loop, rngs, j)
+    new = self.alu(op, (u, u.src[0]), [acc, self.value(u.src[0])], dt, loop, u)
+    body = self.close_flat(loop, rngs)
+    end, step = self.const(_prod(_size(r) for r in rngs), dtypes.index), self.const(self.local, dtypes.index)
+    fr.lines.extend([f"{res} = scf.for {j} = {self.tid} to {end} step {step} iter_args({acc} = {init}) -> ({t}) {{",
+                     *("  " + l for l in body), f"  scf.yield {new} : {t}", "}"])
+    return self.place(u, fr, self.line(fr, f"gpu.all_reduce {ALL_REDUCE[op][cls(dt)]} {res} uniform {{}} : ({t}) -> ({t})"))
+
+  def alu(self, op, srcs, names, dt, fr, u):
+    if op in GPU_MATH and dt.is_float: return self.line(fr, f'llvm.call_intrinsic "{GPU_MATH[op]}.{sl(dt)}"({names[0]}) : ({sl(dt)}) -> {sl(dt)}')
+    return super().alu(op, srcs, names, dt, fr, u)
+
+def lower_kernel(f: Func, name: str | None = None) -> tuple[str, Launch]:
+  """One kernel func (uop dialect, kernel level) -> (a `gpu.func ... kernel` over signless memrefs, its launch sizes)."""
+  lw = GPULowerer(f)
+  lw.effect(lw.sink)
+  name = name or f.name
+  args = ", ".join(f"%arg{i}: {mem_type(t)} {{llvm.align = 16 : i64}}" for i, t in enumerate(f.args))
+  body = "".join(f"      {l}\n" for l in lw.root.lines)
+  return (f"    gpu.func @{name}({args}) kernel attributes {{known_block_size = array<i32: {lw.local}, 1, 1>}} {{\n"
+          f"{body}      gpu.return\n    }}\n"), lw.launch(name)
+
+def gpu_module(kernels: list[str], name: str = "kernels") -> str: return f"  gpu.module @{name} {{\n{''.join(kernels)}  }}\n"
+
+def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func]) -> str:
+  """@schedule -> a host function of `gpu.launch_func`s, in schedule order (one stream: order is the dependency)."""
+  lines, consts = [], {}
+  def c(v: int) -> str:
+    if v not in consts: consts[v] = f"%c{v}"; lines.insert(0, f"    %c{v} = arith.constant {v} : index\n")
+    return consts[v]
+  for u in f.roots[0].toposort if f.roots else []:
+    if u.op != "kernel": continue
+    callee, slots = u.attrs.get("callee", ("", ""))[1], u.attrs.get("slots", ())
+    if callee not in launches: raise PassError(f"uop.kernel calls @{callee}, which is not a kernel of this module", u.loc)
+    if any(not 0 <= s < len(f.args) for s in slots) or [f.args[s] for s in slots] != kernels[callee].args:
+      raise PassError(f"uop.kernel slots {list(slots)} do not match the arguments of @{callee}", u.loc)
+    g, l = launches[callee].global_size, launches[callee].local_size
+    args = ", ".join(f"%arg{s} : {mem_type(f.args[s])}" for s in slots)
+    lines.append(f"    gpu.launch_func @kernels::@{callee} blocks in ({', '.join(c(x) for x in g)}) threads in ({', '.join(c(x) for x in l)}) args({args})\n")
+  params = ", ".join(f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args))
+  return f"  func.func @{f.name}({params}) {{\n{''.join(lines)}    return\n  }}\n"
+
+def lower_module(funcs: list[Func]) -> str:
+  kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
+  texts, launches, host = [], {}, []
+  for f in funcs:
+    if f.name in kernels: t, launches[f.name] = lower_kernel(f); texts.append(t)
+    elif "uop.schedule" not in f.attrs: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
+  host = [lower_schedule(f, launches, kernels) for f in funcs if "uop.schedule" in f.attrs]
+  return "module attributes {gpu.container_module} {\n" + (gpu_module(texts) if texts else "") + "".join(host) + "}\n"
+
+@register("uop-lower-gpu", "Kernels -> gpu.func in gpu.module @kernels (ids for output ranges, GROUP reductions via gpu.all_reduce); "
+          "@schedule -> gpu.launch_func", on_uops=False)
+def uop_lower_gpu(module_op):
+  from mlir import ir
+  replace_module_body(module_op, lower_module(import_module(module_op)))
+  with module_op.context: module_op.attributes["gpu.container_module"] = ir.UnitAttr.get()
