@@ -227,3 +227,7 @@ def test_pass_doc_lists_every_registered_pass():
   from morok_mlir.passes import PASSES
   text = (ROOT / "docs/passes.md").read_text()
   assert [p for p in PASSES if f"`{p}`" not in text] == []
+
+def test_roundtrip_lit_covers_every_op():
+  text = (ROOT / "test/lit/roundtrip/all-ops.mlir").read_text()
+  assert [n for n in OPS if not re.search(rf'// CHECK-NEXT: .*"uop\.{n}"', text)] == []

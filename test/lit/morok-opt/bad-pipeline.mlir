@@ -7,3 +7,7 @@
 // OPTION: error: pass 'uop-dce' has no option 'x'
 // BRACE: error: unbalanced brackets
 func.func @f() { return }
+// RUN: not morok-opt %s -p 'func.func(canonicalize{max-iterations=abc})' 2>&1 | FileCheck %s --check-prefix=VALUE
+// RUN: not morok-opt %s -p 'func.func(uop-cse)' 2>&1 | FileCheck %s --check-prefix=NESTED
+// VALUE: error: upstream pass 'func.func(canonicalize{max-iterations=abc})': failed to add `canonicalize` with options `max-iterations=abc`
+// NESTED: error: upstream pass 'func.func(uop-cse)': {{.*}}'uop-cse' does not refer to a registered pass
