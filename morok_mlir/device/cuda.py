@@ -1,0 +1,221 @@
+"""The CUDA device: kernel Func -> uop-lower-gpu -> gpu-lower-to-nvvm-pipeline -> PTX -> cuda-python driver API.
+
+Nothing here touches cuda-python or libcuda until the device is used (`import morok_mlir` and the CPU path never
+need them); rendering and PTX compilation work on any machine (`CUDA.compile_ptx(f, chip)`).
+
+Public API, shaped like the CPU device's:
+  CUDA.compile(f: Func) -> CUDAProgram      lower + PTX for this GPU's chip + cuModuleLoadData; the method cache is
+                                            keyed by (lowered text, argument dtypes, chip), one entry per GPU arch
+  program(*bufs, wait=False)                bufs are CUDABuffers (launch only) or numpy arrays (copied in, launched,
+                                            outputs copied back: what the realize driver passes today)
+  CUDA.allocator.alloc(size, dtype) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf); .copy(dst, src)
+  CUDA.synchronize()
+  available() -> (bool, reason)             cuda-python importable, cuInit works, at least one device
+Every failing driver call raises CUDAError naming the call (and the kernel, for loads and launches)."""
+from __future__ import annotations
+import ctypes, time
+from collections import OrderedDict
+from dataclasses import dataclass
+import numpy as np
+from ..bridge import Func
+from ..dtype import DType, dtypes, to_dtype
+from .cpu import _arg, stored_slots
+from .ptx import CHIPS, ptx_for
+
+class CUDAError(RuntimeError):
+  """A CUDA driver call failed; the message names the call, the kernel where there is one, and the driver's error."""
+class CUDAUnavailable(CUDAError):
+  """No usable CUDA: cuda-python is not installed, libcuda is missing, or there is no device."""
+
+_drv = None
+def driver():
+  """cuda-python's driver module, imported on first use."""
+  global _drv
+  if _drv is None:
+    try: from cuda.bindings import driver as d     # cuda-python >= 12.6
+    except ImportError:
+      try: from cuda import cuda as d              # older cuda-python
+      except ImportError as e: raise CUDAUnavailable("the CUDA device needs cuda-python: pip install 'morok-mlir[cuda]'") from e
+    _drv = d
+  return _drv
+
+def check(ret, what: str):
+  """cuda-python calls return (CUresult, *values): raise on an error, return the values."""
+  err, *vals = ret if isinstance(ret, tuple) else (ret,)
+  if int(err) != 0:
+    d = driver()
+    name, desc = (x[1].decode() if int(x[0]) == 0 and x[1] else "?" for x in (d.cuGetErrorName(err), d.cuGetErrorString(err)))
+    raise CUDAError(f"{what}: {name}: {desc}")
+  return vals[0] if len(vals) == 1 else tuple(vals)
+
+def available() -> tuple[bool, str]:
+  try:
+    d = driver()
+    check(d.cuInit(0), "cuInit")
+    if check(d.cuDeviceGetCount(), "cuDeviceGetCount") < 1: return False, "no CUDA device"
+  except Exception as e: return False, f"{type(e).__name__}: {e}"   # cuda-python raises its own types when libcuda is missing
+  return True, ""
+
+def chip_for(major: int, minor: int) -> str:
+  """The newest known chip this GPU runs: PTX is JIT-compiled forward (sm_80 PTX runs on sm_86, sm_89, ...)."""
+  cc = major * 10 + minor
+  ok = [c for c in CHIPS if not c.endswith("a") and int(c[3:]) <= cc]
+  if not ok: raise CUDAError(f"compute capability {major}.{minor} is older than every supported chip ({', '.join(CHIPS)})")
+  return max(ok, key=lambda c: int(c[3:]))
+
+# ---------------------------------------------------------------- memory
+@dataclass(eq=False)
+class CUDABuffer:
+  ptr: int          # device address (cuMemAlloc aligns to 256 bytes, the kernels assume 16)
+  size: int         # elements
+  dtype: DType
+  nbytes: int
+
+class CUDAAllocator:
+  """Device memory pooled by byte size (Morok's LRU allocator): freed blocks are kept for reuse, and when the device
+  runs out of memory the least recently freed ones are released and the allocation retried."""
+  POOL_LIMIT = 4 << 30
+  def __init__(self, dev: CUDADevice): self.dev, self.pool, self.pooled = dev, OrderedDict(), 0  # (nbytes, ptr) -> None, LRU order
+  def alloc(self, size: int, dtype) -> CUDABuffer:
+    dt = to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
+    if not isinstance(size, (int, np.integer)) or size < 0: raise ValueError(f"bad buffer size {size!r}")
+    nbytes = max(int(size) * dt.itemsize, 1)   # cuMemAlloc(0) is an error
+    for key in reversed(self.pool):
+      if key[0] == nbytes: del self.pool[key]; self.pooled -= nbytes; return CUDABuffer(key[1], int(size), dt, nbytes)
+    self.dev.init()
+    d = driver()
+    try: ptr = check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes})")
+    except CUDAError:
+      if not self.pool: raise
+      self.release(); ptr = check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes}) after emptying the pool")
+    return CUDABuffer(int(ptr), int(size), dt, nbytes)
+  def free(self, buf: CUDABuffer) -> None:
+    if self.pooled + buf.nbytes > self.POOL_LIMIT: self.release(self.pooled + buf.nbytes - self.POOL_LIMIT)
+    self.pool[(buf.nbytes, buf.ptr)] = None; self.pooled += buf.nbytes
+    buf.ptr = 0
+  def release(self, nbytes: int | None = None) -> None:
+    """Give pooled blocks back to the driver, least recently used first, until nbytes are freed (all by default)."""
+    while self.pool and (nbytes is None or nbytes > 0):
+      (n, ptr), _ = self.pool.popitem(last=False)
+      check(driver().cuMemFree(ptr), "cuMemFree"); self.pooled -= n
+      if nbytes is not None: nbytes -= n
+  def _host(self, arr: np.ndarray, buf: CUDABuffer, what: str):
+    if type(arr) is not np.ndarray or not arr.flags.c_contiguous or arr.nbytes != buf.size * buf.dtype.itemsize:
+      raise ValueError(f"{what}: need a C-contiguous array of {buf.size * buf.dtype.itemsize} bytes, got {getattr(arr, 'nbytes', arr)!r}")
+  def copyin(self, buf: CUDABuffer, arr: np.ndarray) -> None:
+    self._host(arr, buf, "copyin")
+    if arr.nbytes: self.dev.synchronize(); check(driver().cuMemcpyHtoD(buf.ptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD")
+  def copyout(self, arr: np.ndarray, buf: CUDABuffer) -> None:
+    self._host(arr, buf, "copyout")
+    if not arr.flags.writeable: raise ValueError("copyout: destination is read-only")
+    if arr.nbytes: self.dev.synchronize(); check(driver().cuMemcpyDtoH(arr.ctypes.data, buf.ptr, arr.nbytes), "cuMemcpyDtoH")
+  def copy(self, dst: CUDABuffer, src: CUDABuffer) -> None:
+    if dst.nbytes != src.nbytes: raise ValueError(f"copy: {src.nbytes} bytes into {dst.nbytes}")
+    check(driver().cuMemcpyDtoDAsync(dst.ptr, src.ptr, src.nbytes, self.dev.stream), "cuMemcpyDtoD")
+  def from_numpy(self, arr: np.ndarray) -> CUDABuffer:
+    arr = np.ascontiguousarray(arr); buf = self.alloc(arr.size, arr.dtype); self.copyin(buf, arr.reshape(-1)); return buf
+  def to_numpy(self, buf: CUDABuffer) -> np.ndarray:
+    out = np.empty(buf.size, buf.dtype.np); self.copyout(out, buf); return out
+
+# ---------------------------------------------------------------- compile and run
+@dataclass(frozen=True)
+class ProgramSpec:
+  name: str
+  src: str                              # upstream MLIR: a gpu.module with one gpu.func (the output of uop-lower-gpu)
+  args: tuple[tuple[int, DType], ...]   # (element count, dtype) per buffer argument
+  outs: tuple[int, ...]                 # arguments the kernel stores to
+  global_size: tuple[int, int, int]
+  local_size: tuple[int, int, int]
+
+@dataclass(frozen=True)
+class CompiledSpec:
+  spec: ProgramSpec
+  ptx: str
+  chip: str
+
+class CUDARenderer:
+  """uop-lower-gpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
+  def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
+    from morok_mlir.passes.lower_gpu import lower_kernel, gpu_module
+    text, launch = lower_kernel(f, name)
+    src = "module attributes {gpu.container_module} {\n" + gpu_module([text]) + "}\n"
+    return ProgramSpec(name, src, tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), launch.global_size, launch.local_size)
+
+class CUDACompiler:
+  def compile(self, spec: ProgramSpec, chip: str) -> CompiledSpec: return CompiledSpec(spec, ptx_for(spec.src, chip), chip)
+
+class CUDAProgram:
+  def __init__(self, dev: CUDADevice, c: CompiledSpec, label: str):
+    self.dev, self.spec, self.name, self.label = dev, c.spec, c.spec.name, label
+    d = driver()
+    self.module = check(d.cuModuleLoadData(c.ptx.encode() + b"\0"), f"loading kernel {label} (cuModuleLoadData, {c.chip})")
+    self.fn = check(d.cuModuleGetFunction(self.module, c.spec.name.encode()), f"kernel {label}: cuModuleGetFunction")
+    n = len(c.spec.args)
+    self._ptrs = (ctypes.c_void_p * max(n, 1))()   # kernel params: void*[] pointing at the pointer values
+    self._params = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(self._ptrs) + i * ctypes.sizeof(ctypes.c_void_p) for i in range(n)])
+  def launch_ptrs(self, *addrs: int) -> None:
+    self._ptrs[:len(addrs)] = addrs
+    (gx, gy, gz), (lx, ly, lz) = self.spec.global_size, self.spec.local_size
+    check(driver().cuLaunchKernel(self.fn, gx, gy, gz, lx, ly, lz, 0, self.dev.stream, ctypes.addressof(self._params), 0),
+          f"launching kernel {self.label}")
+  def __call__(self, *bufs, wait: bool = False) -> float | None:
+    """Run on CUDABuffers, or on numpy arrays (staged through device memory). With wait, returns seconds on the GPU."""
+    if len(bufs) != len(self.spec.args): raise TypeError(f"{self.label} takes {len(self.spec.args)} buffers, got {len(bufs)}")
+    host = [b for b in bufs if isinstance(b, np.ndarray)]
+    if host and len(host) != len(bufs): raise TypeError(f"{self.label}: pass all numpy arrays or all CUDABuffers")
+    for i, (b, (size, dt)) in enumerate(zip(bufs, self.spec.args)):
+      bdt = dtypes.from_np(b.dtype) if host else b.dtype
+      if bdt != dt or b.size < size: raise ValueError(f"{self.label}: buffer {i} must hold {size} {dt.name}, got {b.size} {bdt.name}")
+    alloc = self.dev.allocator
+    dbufs = [alloc.from_numpy(b.reshape(-1)[:size]) for b, (size, _) in zip(bufs, self.spec.args)] if host else list(bufs)
+    try:
+      t0 = time.perf_counter()
+      self.launch_ptrs(*[b.ptr for b in dbufs])
+      if wait or host: self.dev.synchronize(f"kernel {self.label}")
+      dt = time.perf_counter() - t0
+      for i in self.spec.outs if host else ():
+        out = alloc.to_numpy(dbufs[i])
+        bufs[i].reshape(-1)[:out.size] = out
+    finally:
+      for b in dbufs if host else (): alloc.free(b)
+    return dt if wait or host else None
+
+class CUDADevice:
+  name = "CUDA"
+  def __init__(self, ordinal: int = 0):
+    self.ordinal, self.ctx, self.stream, self.chip = ordinal, None, None, None
+    self.renderer, self.compiler, self.allocator = CUDARenderer(), CUDACompiler(), CUDAAllocator(self)
+    self.method_cache: dict[tuple, CUDAProgram] = {}
+    self.compile_ms: list[float] = []
+  def init(self) -> None:
+    """cuInit, the primary context of the device, a stream, and the chip to compile for. Raises CUDAUnavailable."""
+    if self.ctx is not None: return
+    d = driver()
+    try:
+      check(d.cuInit(0), "cuInit")
+      if self.ordinal >= check(d.cuDeviceGetCount(), "cuDeviceGetCount"): raise CUDAUnavailable(f"no CUDA device {self.ordinal}")
+    except CUDAUnavailable: raise
+    except Exception as e: raise CUDAUnavailable(f"{type(e).__name__}: {e}") from None   # e.g. no libcuda
+    dev = check(d.cuDeviceGet(self.ordinal), "cuDeviceGet")
+    A = d.CUdevice_attribute
+    cc = [check(d.cuDeviceGetAttribute(getattr(A, f"CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_{x}"), dev), "cuDeviceGetAttribute") for x in ("MAJOR", "MINOR")]
+    self.chip = chip_for(*cc)
+    ctx = check(d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    self.stream = check(d.cuStreamCreate(0), "cuStreamCreate")   # blocking: ordered with the legacy stream's copies
+    self.ctx = ctx
+  def synchronize(self, what: str = "stream") -> None:
+    if self.stream is not None: check(driver().cuStreamSynchronize(self.stream), f"{what} (cuStreamSynchronize)")
+  def compile_ptx(self, f: Func, chip: str = "sm_90") -> str:
+    """PTX for one kernel, without a GPU."""
+    return self.compiler.compile(self.renderer.render(f), chip).ptx
+  def compile(self, f: Func) -> CUDAProgram:
+    self.init()
+    spec = self.renderer.render(f)
+    if (p := self.method_cache.get(key := (spec.src, spec.args, self.chip))) is None:
+      t0 = time.perf_counter()
+      p = self.method_cache[key] = CUDAProgram(self, self.compiler.compile(spec, self.chip), f.name)
+      self.compile_ms.append((time.perf_counter() - t0) * 1e3)
+    return p
+
+CUDA = CUDADevice()

@@ -1,0 +1,152 @@
+"""uop-lower-gpu and the PTX pipeline without a GPU: every case runs the real passes (rangeify, kernel split,
+uop-lower-gpu, gpu-lower-to-nvvm-pipeline) and checks the launch sizes and the PTX."""
+import os, re, subprocess, sys
+import numpy as np
+import pytest
+from morok_mlir import Tensor
+from morok_mlir.emit import normalize, graph_func
+from morok_mlir.realize import lower_to_kernels
+from morok_mlir.passes.lower_gpu import lower_kernel, lower_module, GROUP_MAX, LOCAL_MAX
+from morok_mlir.passes.registry import PassError
+from morok_mlir.device import Device
+from morok_mlir.device.ptx import ptx_for, kernel_names, PTXError, CHIPS
+from morok_mlir.device.cuda import chip_for, CUDAError
+
+def R(*s, dt=np.float32, seed=0): return Tensor(np.random.default_rng(seed).random(s).astype(dt))
+def kernels(t: Tensor) -> list:
+  return [f for f in lower_to_kernels(graph_func(normalize([t.lazydata])[0])) if "uop.kernel" in f.attrs]
+
+CASES = {  # name: (tensor builder, expect a GROUP kernel)
+  "elementwise": (lambda: (R(64, 1024) * 2 + 1).exp().sqrt(), False),
+  "broadcast": (lambda: R(64, 1024) + R(1024), False),
+  "tail": (lambda: R(7, 1000).relu(), False),
+  "pad": (lambda: R(33, 65).pad(((1, 1), (2, 2))), False),
+  "rowsum": (lambda: R(64, 1024).sum(axis=1), True),
+  "fullsum": (lambda: R(1 << 16).sum(), True),
+  "colmax": (lambda: R(1024, 64).max(axis=0), True),
+  "mean_int": (lambda: Tensor(np.arange(4096, dtype=np.int32)).sum(), True),
+  "f64": (lambda: R(300, 70, dt=np.float64).sum(axis=1), True),
+  "i64max": (lambda: Tensor(np.arange(1000, dtype=np.int64)).max(), True),
+  "half_sum": (lambda: R(33, 7).half().sum(axis=0), False),        # accumulates in f32 over 33: too short for GROUP
+  "bool_any": (lambda: (R(64, 1024) > 0.5).any(axis=1), False),    # 8-bit: no shuffles
+  "softmax": (lambda: R(64, 1024).softmax(axis=1), False),
+  "matmul": (lambda: R(256, 256) @ R(256, 256), False),            # 65536 outputs: one thread each, k loop inside
+  "small_matmul": (lambda: R(16, 512) @ R(512, 16), True),
+  "argmax": (lambda: R(64, 1024).argmax(axis=1), True),
+}
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_ptx(name):
+  build, group = CASES[name]
+  ks = kernels(build())
+  ptx = ptx_for(lower_module(ks + []), "sm_90")
+  assert kernel_names(ptx) == [k.name for k in ks]
+  for k in ks:
+    body = ptx.split(f".entry {k.name}(")[1].split(".entry")[0]
+    _, l = lower_kernel(k)
+    assert re.search(r"ld\.global", body) and re.search(r"st\.global", body), k.name
+    assert f".maxntid {l.local_size[0]}, 1, 1" in body
+    assert (".shared" in body and "bar.sync" in body and "shfl.sync" in body) == l.group, k.name
+  assert any(lower_kernel(k)[1].group for k in ks) == group
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_launch_sizes(name):
+  for k in kernels(CASES[name][0]()):
+    text, l = lower_kernel(k)
+    outs = [int(m) for m in re.findall(r"memref<(\d+)x", text)[:1]]
+    (gx, gy, gz), (lx, ly, lz) = l.global_size, l.local_size
+    assert gy == gz == ly == lz == 1 and 1 <= lx <= max(GROUP_MAX, LOCAL_MAX) <= 1024
+    if l.group: assert lx % 32 == 0 and gx <= outs[0]       # one block per output (a store may cover fewer than the buffer)
+    else: assert gx * lx >= min(outs[0], 1) and (gx - 1) * lx < max(outs[0], 1)
+
+def test_chips():
+  ks = kernels(R(64, 1024).sum(axis=1))
+  text = lower_module(ks)
+  for chip, feat in CHIPS.items():
+    ptx = ptx_for(text, chip)
+    assert f".target {chip}" in ptx and f".version {feat[4]}.{feat[5:]}" in ptx
+  with pytest.raises(ValueError, match="unknown CUDA chip 'sm_100'"): ptx_for(text, "sm_100")
+  with pytest.raises(ValueError, match="unknown CUDA chip"): ptx_for(text, "sm_90; rm -rf")
+  with pytest.raises(PTXError): ptx_for("module {", "sm_80")
+  with pytest.raises(PTXError, match="one gpu.module"): ptx_for("module {}", "sm_80")
+
+def test_chip_for_gpu():
+  assert (chip_for(8, 0), chip_for(8, 6), chip_for(8, 9), chip_for(9, 0), chip_for(12, 0)) == ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90")
+  with pytest.raises(CUDAError): chip_for(6, 1)
+
+def test_device_renders_without_gpu():
+  (k,) = kernels(R(8, 8) + 1)
+  ptx = Device["CUDA"].compile_ptx(k, "sm_80")
+  assert kernel_names(ptx) == ["kernel"] and ".target sm_80" in ptx
+
+def test_symbolic_and_unsupported_raise():
+  from morok_mlir.bridge import Func
+  from morok_mlir.uop import UOp, attrs, TOKEN
+  n = UOp("define_var", "index", (), attrs(name="n"))
+  r = UOp("range", "index", (n,), attrs(axis=0, kind="loop"))
+  buf = UOp("buffer", "memref<8xf32>", (), attrs(slot=0))
+  st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, r)), UOp("const", "f32", (), attrs(value=1.0))))
+  f = Func("k", ["memref<8xf32>"], [], [UOp("sink", "()", (UOp("end", TOKEN, (st, r)),))], {"uop.kernel": None})
+  with pytest.raises(PassError, match="static range sizes"): lower_kernel(f)
+
+def test_import_needs_no_cuda():
+  code = ("import sys, morok_mlir; from morok_mlir.device import Device; d = Device['CUDA']; import morok_mlir.passes\n"
+          "assert not [m for m in sys.modules if m == 'cuda' or m.startswith('cuda.')], 'cuda imported'")
+  subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "DEVICE": "CPU"})
+
+class FakeDriver:
+  """Just enough of cuda-python's driver API, backed by host memory, to run the runtime's logic without a GPU."""
+  class CUdevice_attribute: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 0, 1
+  def __init__(self, capacity): self.mem, self.capacity, self.launches = {}, capacity, []
+  def _ok(self, *v): return (0, *v)
+  def cuInit(self, flags): return self._ok()
+  def cuDeviceGetCount(self): return self._ok(1)
+  def cuDeviceGet(self, i): return self._ok(i)
+  def cuDeviceGetAttribute(self, a, dev): return self._ok((8, 6)[a])
+  def cuDevicePrimaryCtxRetain(self, dev): return self._ok("ctx")
+  def cuCtxSetCurrent(self, ctx): return self._ok()
+  def cuStreamCreate(self, flags): return self._ok("stream")
+  def cuStreamSynchronize(self, s): return self._ok()
+  def cuGetErrorName(self, e): return self._ok({2: b"CUDA_ERROR_OUT_OF_MEMORY", 218: b"CUDA_ERROR_INVALID_PTX"}[e])
+  def cuGetErrorString(self, e): return self._ok(b"the driver said no")
+  def cuMemAlloc(self, n):
+    if sum(a.nbytes for a in self.mem.values()) + n > self.capacity: return (2, None)
+    a = np.zeros(n, np.uint8); self.mem[a.ctypes.data] = a; return self._ok(a.ctypes.data)
+  def cuMemFree(self, p): del self.mem[p]; return self._ok()
+  def _copy(self, dst, src, n): import ctypes; ctypes.memmove(dst, src, n); return self._ok()
+  def cuMemcpyHtoD(self, d, s, n): return self._copy(d, s, n)
+  def cuMemcpyDtoH(self, d, s, n): return self._copy(d, s, n)
+  def cuMemcpyDtoDAsync(self, d, s, n, stream): return self._copy(d, s, n)
+  def cuModuleLoadData(self, image): return self._ok("mod") if image.startswith(b"//") else (218, None)
+  def cuModuleGetFunction(self, mod, name): return self._ok(name)
+  def cuLaunchKernel(self, fn, gx, gy, gz, lx, ly, lz, shm, stream, params, extra):
+    import ctypes
+    n = len(self.launch_args)
+    ptrs = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+    self.launches.append((fn, (gx, gy, gz), (lx, ly, lz), [ctypes.c_void_p.from_address(ptrs[i]).value for i in range(n)]))
+    return self._ok()
+
+def test_cuda_runtime_with_fake_driver(monkeypatch):
+  from morok_mlir.device import cuda
+  fake = FakeDriver(capacity=10_000)
+  monkeypatch.setattr(cuda, "_drv", fake)
+  dev = cuda.CUDADevice()
+  a = dev.allocator.from_numpy(np.arange(1000, dtype=np.float32))       # 4000 bytes
+  assert dev.chip == "sm_86" and np.array_equal(dev.allocator.to_numpy(a), np.arange(1000, dtype=np.float32))
+  b = dev.allocator.alloc(1000, "float32"); dev.allocator.copy(b, a)
+  assert np.array_equal(dev.allocator.to_numpy(b), np.arange(1000, dtype=np.float32))
+  dev.allocator.free(b)
+  c = dev.allocator.alloc(1500, "float32")                               # 6000 more: the pooled block is released (LRU) to fit
+  assert len(fake.mem) == 2 and dev.allocator.pooled == 0
+  with pytest.raises(cuda.CUDAError, match=r"cuMemAlloc\(8000\): CUDA_ERROR_OUT_OF_MEMORY"): dev.allocator.alloc(2000, "float32")
+  for x in (a, c): dev.allocator.free(x)
+  (k,) = kernels(R(8, 8) + 1)
+  p = dev.compile(k)
+  assert dev.compile(k) is p and list(dev.method_cache)[0][2] == "sm_86"
+  x = np.ones(64, np.float32); out = np.zeros(64, np.float32)
+  fake.launch_args = [0, 0]
+  p(out, x)                                                              # numpy arrays: staged through device memory
+  fn, g, l, ptrs = fake.launches[-1]
+  assert fn == b"kernel" and g[0] * l[0] >= 64 and all(ptrs) and ptrs[0] != ptrs[1]
+  with pytest.raises(cuda.CUDAError, match="loading kernel bad.*CUDA_ERROR_INVALID_PTX: the driver said no"):
+    cuda.CUDAProgram(dev, cuda.CompiledSpec(p.spec, ".version 8.0", "sm_86"), "bad")
