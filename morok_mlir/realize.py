@@ -29,7 +29,7 @@ from .emit import normalize, graph_func
 from .diagnostics import format_mlir_error
 
 DEBUG = int(os.environ.get("DEBUG", "0"))
-PIPELINE = ["uop-rangeify", "uop-kernel-split"]
+PIPELINE = ["uop-rangeify", "uop-kernel-split", "uop-optimize"]
 
 class CompileError(RuntimeError):
   """A pass rejected the graph; the message carries MLIR's diagnostics at the user's file:line."""
@@ -107,7 +107,7 @@ def realize(outs: list[UOp]) -> list[np.ndarray]:
     GlobalCounters.compiled += len(sched.items)
     if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
   from .device import Device
-  alloc = Device[Device.DEFAULT].allocator
+  alloc = Device["CPU"].allocator  # every buffer here is a host numpy array; a CUDA program stages its own device copies
   bufs = [x.reshape(-1) for x in inputs] + [alloc.alloc(b.size, b.dtype) for b in sched.buffer_types[len(inputs):]]
   for it in sched.items:
     t0 = time.perf_counter()

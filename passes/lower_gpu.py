@@ -29,7 +29,9 @@ GROUP_OUTPUTS = 16384  # GROUP only when there are at most this many outputs (el
 GROUP_MIN_REDUCE = 64  # ... and the reduction is at least this long
 ALL_REDUCE = {"add": dict(f="add", s="add", u="add"), "mul": dict(f="mul", s="mul", u="mul"),  # op -> dtype class -> gpu.all_reduce op
               "max": dict(f="maximumf", s="maxsi", u="maxui"), "min": dict(f="minimumf", s="minsi", u="minui")}
-GPU_MATH = {"sqrt": "llvm.sqrt"}  # math.sqrt goes to libdevice's __nv_sqrtf = sqrt.approx; the LLVM intrinsic is sqrt.rn (IEEE, as on the CPU)
+GPU_MATH = {  # float op -> template: sqrt.rn (IEEE, as on the CPU; math.sqrt becomes libdevice's sqrt.approx), and the
+  # hardware ex2/lg2 through libdevice rather than the CPU's vectorizable polynomials
+  "sqrt": 'llvm.call_intrinsic "llvm.sqrt.{t}"({x}) : ({t}) -> {t}', "exp2": "math.exp2 {x} : {t}", "log2": "math.log2 {x} : {t}"}
 
 @dataclass(frozen=True)
 class Launch:
@@ -48,6 +50,7 @@ class GPULowerer(Lowerer):
   pass_name = "uop-lower-gpu"
   def __init__(self, f: Func):
     super().__init__(f)
+    self.par = None   # no CPU thread chunks (uop.threads): the grid is the parallelism
     ends = [s for s in self.sink.src if s.op == "end"]
     if len(ends) > 1: raise PassError(f"uop-lower-gpu maps one loop nest per kernel, @{f.name} has {len(ends)}", ends[1].loc)
     self.end = ends[0] if ends else None
@@ -124,9 +127,9 @@ class GPULowerer(Lowerer):
                      *("  " + l for l in body), f"  scf.yield {new} : {t}", "}"])
     return self.place(u, fr, self.line(fr, f"gpu.all_reduce {ALL_REDUCE[op][cls(dt)]} {res} uniform {{}} : ({t}) -> ({t})"))
 
-  def alu(self, op, srcs, names, dt, fr, u):
-    if op in GPU_MATH and dt.is_float: return self.line(fr, f'llvm.call_intrinsic "{GPU_MATH[op]}.{sl(dt)}"({names[0]}) : ({sl(dt)}) -> {sl(dt)}')
-    return super().alu(op, srcs, names, dt, fr, u)
+  def alu(self, op, srcs, names, dt, fr, u, *rest):
+    if op in GPU_MATH and dt.is_float: return self.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt)))
+    return super().alu(op, srcs, names, dt, fr, u, *rest)
 
 def lower_kernel(f: Func, name: str | None = None) -> tuple[str, Launch]:
   """One kernel func (uop dialect, kernel level) -> (a `gpu.func ... kernel` over signless memrefs, its launch sizes)."""
