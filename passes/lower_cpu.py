@@ -19,6 +19,12 @@ Semantics the table below pins down (numpy's where numpy defines one):
 - bool is `i1` in registers and one byte (0/1, like numpy's bool) in memory: buffers of `i1` are `memref<Nxi8>`,
   a load is `!= 0`, a store `extui`.
 
+Choices of uop-optimize (kernel func attributes) it honours: `uop.threads = N` (the outermost loop runs over the
+trailing arguments `%lo, %hi`, so the device can call chunks of it on N threads; `uop.grain` keeps chunk bounds
+multiples of it), `uop.fastmath` (reduce accumulators may reassociate and contract: LLVM then vectorizes and
+interleaves them), `uop.nontemporal` (stores bypass the cache: large outputs that are not read back soon).
+f32 exp2 and log2 are polynomials (vectorizable; libm calls are scalar): see `Poly` for their error bounds.
+
 Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel's func text) and
 `lower_module(funcs: list[Func]) -> str` (a whole kernel-level module). Unsupported input raises PassError."""
 from __future__ import annotations
@@ -68,6 +74,76 @@ def sl(dt: DType) -> str: return dt.signless  # register type (index stays index
 
 def _axis(r: UOp) -> int: return r.attrs.get("axis", 0)
 
+def _int_attr(f: Func, name: str, default: int = 0) -> int:
+  v = f.attrs.get(name)
+  return default if v is None else int(str(v).split(":")[0])
+
+def outer_range(f: Func) -> UOp | None:
+  """The outermost loop range of a kernel (the first axis its store's `end` closes), or None."""
+  ends = [u for u in f.roots[0].toposort if u.op == "end"] if f.roots else []
+  rngs = [r for e in ends for r in e.src[1:] if r.op == "range"]
+  return min(rngs, key=_axis, default=None)
+
+def parallel_info(f: Func) -> tuple[int, int, int] | None:
+  """(outer loop size, threads, chunk grain) of a kernel uop-optimize marked parallel, else None."""
+  if "uop.threads" not in f.attrs or (r := outer_range(f)) is None: return None
+  return (int(r.src[0].attrs["value"]), _int_attr(f, "uop.threads", 1), _int_attr(f, "uop.grain", 1))
+
+# ---------------------------------------------------------------- polynomial transcendentals (f32)
+POLY = ("exp2", "log2")
+class Poly:
+  """exp2 and log2 on f32 as arith/math ops LLVM vectorizes (math.exp2/log2 become scalar libm calls).
+  Cephes' coefficients, evaluated with FMA. Bounds (test/test_perf_poly.py checks them against float64 over the
+  whole range and the edge values): exp2 relative error <= 2 ulp for normal results (absolute <= 2^-149 below),
+  log2 relative error <= 2 ulp, absolute <= 2^-24 near 1; both propagate NaN; exp2(-inf) = 0, exp2(+inf) = inf,
+  exp2 overflows to inf above 128; log2(+-0) = -inf, log2(x < 0) = NaN, log2(inf) = inf; subnormals are exact
+  inputs (log2 rescales them)."""
+  EXP2 = (1.535336188319500e-4, 1.339887440266574e-3, 9.618437357674640e-3, 5.550332471162809e-2, 2.402264791363012e-1,
+          6.931472028550421e-1)
+  LOG = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
+         2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
+  def __init__(self, lw: Lowerer, fr: Frame): self.lw, self.fr = lw, fr
+  def L(self, text: str) -> str: return self.lw.line(self.fr, text)
+  def c(self, v, ty="f32") -> str: return self.lw.const(v, dtypes.float32 if ty == "f32" else dtypes.int32)
+  def op(self, name: str, *a, ty="f32") -> str: return self.L(f"{name} {', '.join(a)} : {ty}")
+  def horner(self, x: str, coefs) -> str:
+    p = self.c(coefs[0])
+    for k in coefs[1:]: p = self.op("math.fma", p, x, self.c(k))
+    return p
+  def sel(self, cond: str, a: str, b: str, ty="f32") -> str: return self.L(f"arith.select {cond}, {a}, {b} : {ty}")
+  def cmp(self, pred: str, a: str, b: str) -> str: return self.L(f"arith.cmpf {pred}, {a}, {b} : f32")
+  def exp2(self, x: str) -> str:
+    xc = self.op("arith.minimumf", self.op("arith.maximumf", x, self.c(-160.0)), self.c(130.0))
+    n = self.op("math.roundeven", xc)
+    f = self.op("arith.subf", xc, n)
+    r = self.op("math.fma", self.horner(f, self.EXP2), f, self.c(1.0))
+    ni = self.L(f"arith.fptosi {n} : f32 to i32")
+    h = self.op("arith.shrsi", ni, self.c(1, "i32"), ty="i32")   # 2^n as 2^h * 2^(n-h): both halves are normal floats
+    for e in (h, self.op("arith.subi", ni, h, ty="i32")):
+      bits = self.op("arith.shli", self.op("arith.addi", e, self.c(127, "i32"), ty="i32"), self.c(23, "i32"), ty="i32")
+      r = self.op("arith.mulf", r, self.L(f"arith.bitcast {bits} : i32 to f32"))
+    return self.sel(self.cmp("uno", x, x), x, r)
+  def log2(self, x: str) -> str:
+    small = self.cmp("olt", x, self.c(1.1754943508222875e-38))   # subnormal (and <= 0, fixed below): scale by 2^23
+    xs = self.sel(small, self.op("arith.mulf", x, self.c(8388608.0)), x)
+    bits = self.L(f"arith.bitcast {xs} : f32 to i32")
+    e = self.op("arith.subi", self.op("arith.shrui", bits, self.c(23, "i32"), ty="i32"),
+                self.sel(small, self.c(150, "i32"), self.c(127, "i32"), "i32"), ty="i32")
+    mb = self.op("arith.ori", self.op("arith.andi", bits, self.c(0x7fffff, "i32"), ty="i32"), self.c(0x3f800000, "i32"), ty="i32")
+    m = self.L(f"arith.bitcast {mb} : i32 to f32")                  # x = m * 2^e, m in [1, 2)
+    big = self.cmp("ogt", m, self.c(1.4142135623730951))
+    m = self.sel(big, self.op("arith.mulf", m, self.c(0.5)), m)      # m in [sqrt(1/2), sqrt(2)): z small around 0
+    e = self.op("arith.addi", e, self.L(f"arith.extui {big} : i1 to i32"), ty="i32")
+    z = self.op("arith.subf", m, self.c(1.0))
+    z2 = self.op("arith.mulf", z, z)
+    y = self.op("arith.mulf", self.op("arith.mulf", self.horner(z, self.LOG), z), z2)
+    ln = self.op("arith.addf", z, self.op("math.fma", z2, self.c(-0.5), y))
+    r = self.op("math.fma", ln, self.c(1.4426950408889634), self.L(f"arith.sitofp {e} : i32 to f32"))
+    inf = self.c(float("inf"))
+    r = self.sel(self.cmp("oeq", x, inf), inf, r)
+    r = self.sel(self.cmp("oeq", x, self.c(0.0)), self.c(float("-inf")), r)
+    return self.sel(self.cmp("ult", x, self.c(0.0)), self.c(float("nan")), r)   # ult: x < 0 or NaN
+
 # ---------------------------------------------------------------- the emitter
 class Frame:
   """A loop body being written: its lines go into the parent's when the loop closes."""
@@ -83,6 +159,9 @@ class Lowerer:
     if len(f.roots) != 1 or f.roots[0].op != "sink" or f.results: raise PassError(f"kernel @{f.name} must end in one uop.sink and return nothing")
     self.sink = f.roots[0]
     self.root = Frame(None)
+    self.par = outer_range(f) if "uop.threads" in f.attrs else None  # the range whose loop runs from %lo to %hi
+    self.fm = " fastmath<reassoc,contract>" if "uop.fastmath" in f.attrs else ""
+    self.nt = " {nontemporal = true}" if "uop.nontemporal" in f.attrs else ""
     self.names: dict[UOp, str] = {}      # values valid at the current point
     self.open: dict[UOp, Frame] = {}     # range -> the loop frame it is the counter of
     self.done: set[UOp] = set()          # side effects emitted
@@ -133,7 +212,8 @@ class Lowerer:
     for i, fr in reversed(list(enumerate(frames))):
       for u in fr.placed: del self.names[u]
       del self.open[fr.rng]
-      head = f"scf.for {fr.iv} = {c0} to {fr.end} step {c1}"
+      lo, hi = ("%lo", "%hi") if fr.rng is self.par else (c0, fr.end)
+      head = f"scf.for {fr.iv} = {lo} to {hi} step {c1}"
       if ty is None: text = [head + " {"] + ["  " + l for l in fr.lines] + ["}"]
       else:
         inner = frames[i + 1].res if i + 1 < len(frames) else yielded
@@ -158,7 +238,7 @@ class Lowerer:
       val = self.value(v)
       fr = self.target(u)
       if idx.dtype.is_bool: val = self.line(fr, f"arith.extui {val} : i1 to i8")
-      st = f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].ty)}"
+      st = f"memref.store {val}, {buf}[{i}]{self.nt} : {mem_type(idx.src[0].ty)}"
       fr.lines.extend([f"scf.if {gate} {{", "  " + st, "}"] if gate else [st])
     elif u.op == "after": self.value(u)
     else: raise PassError(f"uop.{u.op} cannot be lowered as a side effect", u.loc)
@@ -207,11 +287,11 @@ class Lowerer:
     frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
     if not frames: return self.place(u, fr, self.value(u.src[0]))  # a reduce over no ranges is its source
     v = self.value(u.src[0])
-    acc = self.alu(op, (u, u.src[0]), [frames[-1].acc, v], dt, frames[-1], u)
+    acc = self.alu(op, (u, u.src[0]), [frames[-1].acc, v], dt, frames[-1], u, self.fm if dt.is_float else "")
     self.close_loops(frames, sl(dt), acc, init)
     return self.place(u, fr, frames[0].res)
 
-  def alu(self, op: str, srcs: tuple[UOp, ...], names: list[str], dt: DType, fr: Frame, u: UOp) -> str:
+  def alu(self, op: str, srcs: tuple[UOp, ...], names: list[str], dt: DType, fr: Frame, u: UOp, fm: str = "") -> str:
     L = lambda text: self.line(fr, text)
     sdt = srcs[0].dtype if srcs else dt
     c, t = cls(sdt), sl(sdt)
@@ -229,7 +309,8 @@ class Lowerer:
       return L(f"{mop} {pred}, {names[0]}, {names[1]} : {t}")
     if op in ("idiv", "mod") and c in (S, U): return self.divide(op, srcs, names, sdt, fr)
     if op not in ALU or c not in ALU[op]: raise PassError(f"uop.{op} is not defined on {sdt.name}", u.loc)
-    return L(f"{ALU[op][c]} {', '.join(names)} : {t}")
+    if op in POLY and t == "f32": return getattr(Poly(self, fr), op)(names[0])
+    return L(f"{ALU[op][c]} {', '.join(names)}{fm if op in ('add', 'mul', 'max', 'min') else ''} : {t}")
 
   def divide(self, op: str, srcs, names: list[str], dt: DType, fr: Frame) -> str:
     """Integer idiv/mod without LLVM's undefined (trapping) cases: x/0 -> 0, x%0 -> 0, MIN/-1 -> -MIN (wraps), MIN%-1 -> 0."""
@@ -267,7 +348,7 @@ def lower_kernel(f: Func, name: str | None = None) -> str:
   """One kernel func (uop dialect, kernel level) -> a public func.func over signless memrefs (text)."""
   lw = Lowerer(f)
   lw.effect(lw.sink)
-  args = ", ".join(f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args))
+  args = ", ".join([f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else []))
   body = "".join(f"    {l}\n" for l in lw.root.lines)
   return f"  func.func @{name or f.name}({args}) {{\n{body}    return\n  }}\n"
 
@@ -281,8 +362,11 @@ def lower_schedule(f: Func, kernels: dict[str, Func]) -> str:
     if any(not 0 <= s < len(f.args) for s in slots): raise PassError(f"uop.kernel slots {list(slots)} out of range for {len(f.args)} buffers", u.loc)
     if [f.args[s] for s in slots] != k.args:
       raise PassError(f"uop.kernel passes ({', '.join(f.args[s] for s in slots)}) to @{callee}({', '.join(k.args)})", u.loc)
-    tys = ", ".join(mem_type(t) for t in k.args)
-    calls.append(f"    func.call @{callee}({', '.join(f'%arg{s}' for s in slots)}) : ({tys}) -> ()\n")
+    tys, ops = [mem_type(t) for t in k.args], [f"%arg{s}" for s in slots]
+    if (par := parallel_info(k)) is not None:  # the whole outer loop in one call
+      calls.append(f"    %lo{len(calls)} = arith.constant 0 : index\n    %hi{len(calls)} = arith.constant {par[0]} : index\n")
+      tys, ops = tys + ["index"] * 2, ops + [f"%lo{len(calls) - 1}", f"%hi{len(calls) - 1}"]
+    calls.append(f"    func.call @{callee}({', '.join(ops)}) : ({', '.join(tys)}) -> ()\n")
   args = ", ".join(f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args))
   return f"  func.func @{f.name}({args}) {{\n{''.join(calls)}    return\n  }}\n"
 
@@ -298,3 +382,5 @@ def lower_module(funcs: list[Func]) -> str:
 @register("uop-lower-cpu", "Kernels -> func.func with scf.for, memref, arith, math; @schedule -> func.call of the kernels", on_uops=False)
 def uop_lower_cpu(module_op):
   replace_module_body(module_op, lower_module(import_module(module_op)))
+
+from . import optimize  # noqa: F401  (registers uop-optimize, whose choices this pass honours)

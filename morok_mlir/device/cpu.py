@@ -13,16 +13,22 @@ The stages mirror Morok's device.rs: renderer (the uop-lower-cpu pass: Func -> P
 compiler (upstream passes: -> LLVM-dialect text, the CompiledSpec), runtime (text -> CPUProgram via the JIT).
 Buffers are passed with the bare-pointer memref convention, so a kernel is `void k(T0*, T1*, ...)`; the engine's
 packed wrapper `_mlir_<name>(void**)` is called through ctypes with a pre-built argument array.
-Bool buffers are numpy bool arrays (one byte, 0/1); the kernel reads and writes them as i8."""
+Bool buffers are numpy bool arrays (one byte, 0/1); the kernel reads and writes them as i8.
+
+Performance pieces: a kernel that uop-optimize marked parallel takes two trailing index arguments (the bounds of its
+outermost loop) and runs in THREADS chunks on a thread pool (ctypes releases the GIL); compiled kernels are kept on disk
+as shared objects (DiskCache), so a new process does not JIT them again; the allocator recycles buffers when their
+last array dies, so a repeated realize does not page-fault fresh memory."""
 from __future__ import annotations
-import ctypes, ctypes.util, re, threading, time
+import atexit, ctypes, ctypes.util, hashlib, mmap, os, re, subprocess, tempfile, threading, time, weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 import numpy as np
 from ..bridge import Func
 from ..dtype import DType, dtypes, to_dtype
 
-LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-math-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,"
-                 "convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
+LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
+                 "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
                  "reconcile-unrealized-casts)")
 _MEMREF = re.compile(r"memref<(\d+)x(\w+)>")
 # LLVM lowers f64->f16 (and f16 ops it widens to f64) to compiler-rt's __truncdfhf2, which libgcc_s (GCC >= 12)
@@ -31,12 +37,21 @@ try: ctypes.CDLL(ctypes.util.find_library("gcc_s") or "libgcc_s.so.1", mode=ctyp
 except OSError: pass
 _lock = threading.Lock()   # one MLIR context for all CPU compiles; MLIR contexts are not safe to share across threads
 
+def _cpu_flags() -> frozenset:
+  try: return frozenset(next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":", 1)[1].split())
+  except (OSError, StopIteration): return frozenset()
+CPU_FLAGS = _cpu_flags()
+# f32 lanes of the widest vector register: what uop-optimize vectorizes for and the micro-kernel tiles with
+VEC_WIDTH = 16 if "avx512f" in CPU_FLAGS else 8 if "avx" in CPU_FLAGS else 4
+THREADS = int(os.environ.get("MOROK_THREADS", 0)) or len(os.sched_getaffinity(0))
+
 @dataclass(frozen=True)
 class ProgramSpec:
   name: str                  # entry point in src
   src: str                   # upstream MLIR module text (the output of uop-lower-cpu)
   args: tuple[tuple[int, DType], ...]  # (element count, dtype) per buffer argument
   outs: tuple[int, ...]      # arguments the kernel stores to
+  par: tuple[int, int, int] | None = None  # (outer loop size, threads, chunk grain): the kernel takes (lo, hi) last
 
 @dataclass(frozen=True)
 class CompiledSpec:
@@ -56,10 +71,10 @@ def stored_slots(f: Func) -> set[int]:
 class CPURenderer:
   """uop-lower-cpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    from morok_mlir.passes.lower_cpu import lower_kernel
+    from morok_mlir.passes.lower_cpu import lower_kernel, parallel_info
     # noinline: the engine's packed wrapper would otherwise inline the body and LLVM would optimise it twice
     src = lower_kernel(f, name).replace(") {\n", ') attributes {passthrough = ["noinline"]} {\n', 1)
-    return ProgramSpec(name, "module {\n" + src + "}\n", tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))))
+    return ProgramSpec(name, "module {\n" + src + "}\n", tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), parallel_info(f))
 
 _ctx = None
 def _context():
@@ -78,24 +93,103 @@ class CPUCompiler:
       PassManager.parse(LLVM_PIPELINE).run(mod.operation)
       return CompiledSpec(spec.name, str(mod), spec)
 
+class DiskCache:
+  """Compiled kernels as shared objects in MOROK_CACHE_DIR (default ~/.cache/morok-mlir; MOROK_DISK_CACHE=0 turns it off).
+
+  The key hashes the kernel's lowered IR, the compiler's version and the CPU's features. `<key>.so` sits beside
+  `<key>.sum`, its sha256: a file whose digest does not match (truncated, corrupted, half-written) is rebuilt, never
+  loaded. Files are written under temporary names and renamed into place, so concurrent processes see whole files."""
+  VERSION = "morok-cpu-1"
+  def __init__(self):
+    self.enabled = os.environ.get("MOROK_DISK_CACHE", "1") != "0"
+    self.dir = os.environ.get("MOROK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "morok-mlir")
+    self.pending: list[threading.Thread] = []
+    atexit.register(self.flush)
+  def key(self, spec: ProgramSpec) -> str:
+    from importlib.metadata import version
+    salt = f"{self.VERSION}|{version('xtc-mlir-python-bindings')}|{','.join(sorted(CPU_FLAGS))}|"
+    return hashlib.sha256((salt + spec.src).encode()).hexdigest()[:40]
+  def get(self, key: str) -> str | None:
+    """Path of a verified shared object for key, or None."""
+    if not self.enabled: return None
+    so = os.path.join(self.dir, key + ".so")
+    try:
+      with open(so, "rb") as f: data = f.read()
+      with open(so[:-3] + ".sum") as f: want = f.read().strip()
+    except OSError: return None
+    return so if hashlib.sha256(data).hexdigest() == want else None
+  def put(self, key: str, engine) -> None:
+    """Store the engine's object code; linking runs on a background thread (a process waits for it at exit)."""
+    if not self.enabled: return
+    try:
+      os.makedirs(self.dir, exist_ok=True)
+      fd, obj = tempfile.mkstemp(".o", key, self.dir); os.close(fd)
+      with _lock: engine.dump_to_object_file(obj)
+    except OSError: return
+    t = threading.Thread(target=self._link, args=(key, obj), daemon=True); t.start()
+    self.pending.append(t)
+  def _link(self, key: str, obj: str) -> None:
+    so = os.path.join(self.dir, key + ".so")
+    tmp = f"{so}.{os.getpid()}.{threading.get_ident()}"
+    try:
+      if subprocess.run(["cc", "-shared", "-o", tmp, obj, "-lm"], capture_output=True).returncode: return
+      with open(tmp, "rb") as f: digest = hashlib.sha256(f.read()).hexdigest()
+      with open(tmp + ".sum", "w") as f: f.write(digest)
+      os.replace(tmp, so); os.replace(tmp + ".sum", so[:-3] + ".sum")
+    except OSError: pass
+    finally:
+      for p in (obj, tmp, tmp + ".sum"):
+        try: os.unlink(p)
+        except OSError: pass
+  def flush(self):
+    for t in self.pending: t.join()
+    self.pending.clear()
+
+_pool: ThreadPoolExecutor | None = None
+def _workers() -> ThreadPoolExecutor:
+  global _pool
+  if _pool is None: _pool = ThreadPoolExecutor(max(1, THREADS - 1), thread_name_prefix="morok-cpu")
+  return _pool
+
+def chunks(n: int, parts: int, grain: int) -> list[tuple[int, int]]:
+  """[0, n) in at most `parts` nonempty pieces whose inner bounds are multiples of grain."""
+  blocks = -(-n // grain)
+  cuts = [min(n, (blocks * i // parts) * grain) for i in range(parts + 1)]
+  return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
 class CPUProgram:
-  """A JIT-compiled kernel. Keeps its ExecutionEngine alive; not re-entrant (one argument array per program)."""
-  def __init__(self, c: CompiledSpec):
-    from mlir import ir
-    from mlir.execution_engine import ExecutionEngine
-    self.name, self.spec = c.name, c.spec
-    with _lock, _context():
-      self.engine = ExecutionEngine(ir.Module.parse(c.src), opt_level=3)
-      addr = self.engine.raw_lookup(c.name)   # the packed wrapper: void _mlir_<name>(void **args)
-    if not addr: raise RuntimeError(f"JIT lookup of {c.name} failed")
-    n = len(c.spec.args)
+  """A compiled kernel: a JIT engine (kept alive) or a shared object from the disk cache. Not re-entrant (one
+  argument array per program)."""
+  def __init__(self, c: CompiledSpec | None = None, spec: ProgramSpec | None = None, lib: str | None = None):
+    self.spec = spec = c.spec if c is not None else spec
+    self.name = spec.name
+    if lib is not None:
+      self.lib = ctypes.CDLL(lib)
+      addr = ctypes.cast(getattr(self.lib, f"_mlir_{spec.name}"), ctypes.c_void_p).value
+    else:
+      from mlir import ir
+      from mlir.execution_engine import ExecutionEngine
+      with _lock, _context():
+        self.engine = ExecutionEngine(ir.Module.parse(c.src), opt_level=3, enable_pic=True)
+        addr = self.engine.raw_lookup(c.name)   # the packed wrapper: void _mlir_<name>(void **args)
+    if not addr: raise RuntimeError(f"lookup of {spec.name} failed")
+    n = len(spec.args)
     self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
     self._ptrs = (ctypes.c_void_p * max(n, 1))()
-    self._packed = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(self._ptrs) + i * ctypes.sizeof(ctypes.c_void_p) for i in range(n)])
-    self._np = [(size, np.dtype(dt.np)) for size, dt in c.spec.args]
+    slot = lambda i: ctypes.addressof(self._ptrs) + i * ctypes.sizeof(ctypes.c_void_p)
+    self._np = [(size, np.dtype(dt.np)) for size, dt in spec.args]
+    if spec.par is None: self._packs = [(ctypes.c_void_p * max(n, 1))(*[slot(i) for i in range(n)])]
+    else:  # one argument pack per chunk: shared buffer pointers, its own (lo, hi)
+      size, threads, grain = spec.par
+      self._bounds = [(ctypes.c_int64 * 2)(lo, hi) for lo, hi in chunks(size, min(threads, THREADS), grain)]
+      self._packs = [(ctypes.c_void_p * (n + 2))(*[slot(i) for i in range(n)], ctypes.addressof(b), ctypes.addressof(b) + 8)
+                     for b in self._bounds]
   def call_ptrs(self, *addrs: int) -> None:
     self._ptrs[:len(addrs)] = addrs
-    self._fn(self._packed)
+    if len(self._packs) == 1: return self._fn(self._packs[0])
+    futs = [_workers().submit(self._fn, p) for p in self._packs[1:]]
+    self._fn(self._packs[0])
+    for f in futs: f.result()
   def __call__(self, *bufs: np.ndarray) -> None:
     if len(bufs) != len(self._np): raise TypeError(f"{self.name} takes {len(self._np)} buffers, got {len(bufs)}")
     for i, (b, (size, dt)) in enumerate(zip(bufs, self._np)):
@@ -108,37 +202,64 @@ class CPUProgram:
     self.call_ptrs(*[b.ctypes.data for b in bufs])
 
 class CPUAllocator:
-  """Aligned numpy arrays, pooled by byte size: reusing a buffer avoids fresh page faults on every realize."""
-  ALIGN, POOL_LIMIT = 64, 1 << 30
-  def __init__(self): self.pool: dict[int, list[np.ndarray]] = {}; self.pooled = 0
+  """64-byte-aligned arrays, pooled by byte size. A block returns to the pool on free() or when the last array
+  viewing it dies (arrays are made from a memoryview whose finalizer recycles the block), so realizing the same
+  graph again reuses its memory instead of page-faulting fresh pages. Large blocks ask for transparent huge pages."""
+  ALIGN, POOL_LIMIT, HUGE = 64, 1 << 30, 1 << 21
+  def __init__(self):
+    self.pool: dict[int, list] = {}; self.pooled = 0
+    self.live: dict[int, weakref.finalize] = {}   # data address -> the finalizer that recycles its block
+  def _block(self, nbytes: int):
+    if nbytes >= self.HUGE:
+      m = mmap.mmap(-1, nbytes)
+      try: m.madvise(mmap.MADV_HUGEPAGE)
+      except (AttributeError, OSError): pass
+      return m
+    raw = np.empty(nbytes + self.ALIGN, np.uint8)
+    off = -raw.ctypes.data % self.ALIGN
+    return raw[off:off + nbytes]
   def alloc(self, size: int, dtype) -> np.ndarray:
     dt = to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
     if not isinstance(size, (int, np.integer)) or size < 0: raise ValueError(f"bad buffer size {size!r}")
     nbytes = int(size) * dt.itemsize
-    if (free := self.pool.get(nbytes)):
-      raw = free.pop(); self.pooled -= nbytes
-    else:
-      block = np.empty(nbytes + self.ALIGN, np.uint8)
-      off = -block.ctypes.data % self.ALIGN
-      raw = block[off:off + nbytes]
-    return raw.view(dt.np)
+    if not nbytes: return np.empty(0, dt.np)
+    if (free := self.pool.get(nbytes)): block = free.pop(); self.pooled -= nbytes
+    else: block = self._block(nbytes)
+    mv = memoryview(block)
+    arr = np.frombuffer(mv, dt.np)
+    addr = arr.ctypes.data
+    self.live[addr] = weakref.finalize(mv, self._recycle, addr, block, nbytes)
+    return arr
+  def _recycle(self, addr: int, block, nbytes: int) -> None:
+    self.live.pop(addr, None)
+    if self.pooled + nbytes <= self.POOL_LIMIT:
+      self.pool.setdefault(nbytes, []).append(block); self.pooled += nbytes
   def free(self, arr: np.ndarray) -> None:
-    if arr.nbytes and self.pooled + arr.nbytes <= self.POOL_LIMIT and arr.flags.c_contiguous and arr.ctypes.data % self.ALIGN == 0:
-      self.pool.setdefault(arr.nbytes, []).append(arr.reshape(-1).view(np.uint8)); self.pooled += arr.nbytes
+    """Return arr's block now (the caller promises not to use arr again); arrays not from alloc are ignored."""
+    if (fin := self.live.get(arr.ctypes.data)) is not None and arr.nbytes: fin()
 
 class CPUDevice:
   name = "CPU"
   def __init__(self):
     self.renderer, self.compiler, self.runtime, self.allocator = CPURenderer(), CPUCompiler(), CPUProgram, CPUAllocator()
+    self.disk = DiskCache()
     self.method_cache: dict[tuple, CPUProgram] = {}
     self.compile_ms: list[float] = []   # per compiled kernel (cache misses), for DEBUG output and benchmarks
   def compile(self, f: Func) -> CPUProgram:
     spec = self.renderer.render(f)
     # the argument dtypes join the key: int8/uint8/bool buffers all lower to i8 memrefs, but the checks differ
-    if (p := self.method_cache.get(key := (spec.src, spec.args))) is None:
+    if (p := self.method_cache.get(key := (spec.src, spec.args, spec.par))) is None:
       t0 = time.perf_counter()
-      p = self.method_cache[key] = self.runtime(self.compiler.compile(spec))
+      p = self.method_cache[key] = self.build(spec)
       self.compile_ms.append((time.perf_counter() - t0) * 1e3)
+    return p
+  def build(self, spec: ProgramSpec) -> CPUProgram:
+    """From the disk cache when it holds a verified object for spec, else JIT (and store it there)."""
+    if (so := self.disk.get(key := self.disk.key(spec))) is not None:
+      try: return self.runtime(spec=spec, lib=so)
+      except (OSError, AttributeError, RuntimeError): pass  # unloadable: rebuild it
+    p = self.runtime(self.compiler.compile(spec))
+    self.disk.put(key, p.engine)
     return p
 
 CPU = CPUDevice()

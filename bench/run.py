@@ -1,0 +1,188 @@
+"""morok-mlir vs numpy vs PyTorch (eager) on the CPU, in one process, 2 threads each.
+
+  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead compile
+
+Each timing is the median of >= 7 runs after warm-up. numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
+setting that pins it to an older kernel); the machine's limits (copy bandwidth, fp32 FMA peak) are measured here too."""
+import os, sys, time, subprocess, statistics, platform, datetime
+os.environ.pop("OPENBLAS_CORETYPE", None)   # numpy must use the kernel a user's machine would pick
+THREADS = 2
+for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"): os.environ[v] = str(THREADS)
+os.environ.setdefault("MOROK_THREADS", str(THREADS))
+import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from morok_mlir import Tensor
+try:
+  import torch
+  torch.set_num_threads(THREADS)
+except ImportError: torch = None
+
+RUNS, WARM = 7, 2
+def timeit(fn, runs=RUNS, warm=WARM) -> float:
+  """Median seconds of fn() over runs calls, after warm calls."""
+  for _ in range(warm): fn()
+  ts = []
+  for _ in range(runs):
+    t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
+  return statistics.median(ts)
+
+# ---------------------------------------------------------------- machine limits
+def copy_bandwidth() -> float:
+  """GB/s (read + write) of a 2-thread copy of 2 x 64 MiB; numpy releases the GIL in copyto."""
+  import threading
+  src, dst = np.ones(1 << 25, np.float32), np.zeros(1 << 25, np.float32)
+  def run():
+    h = len(src) // THREADS
+    ts = [threading.Thread(target=np.copyto, args=(dst[i * h:(i + 1) * h], src[i * h:(i + 1) * h])) for i in range(THREADS)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+  return 2 * src.nbytes / timeit(run) / 1e9
+
+PEAK_MLIR = """module { func.func @peak(%n: index) attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = arith.constant dense<1.0000001> : vector<W>
+  %z = arith.constant dense<0.0> : vector<W>
+  %r:12 = scf.for %i = %c0 to %n step %c1 iter_args(%x0 = %z, %x1 = %z, %x2 = %z, %x3 = %z, %x4 = %z, %x5 = %z, %x6 = %z, %x7 = %z,
+      %x8 = %z, %x9 = %z, %x10 = %z, %x11 = %z) -> (vector<W>, vector<W>, vector<W>, vector<W>, vector<W>, vector<W>, vector<W>,
+      vector<W>, vector<W>, vector<W>, vector<W>, vector<W>) {
+    FMAS
+    scf.yield %y0, %y1, %y2, %y3, %y4, %y5, %y6, %y7, %y8, %y9, %y10, %y11 : vector<W>, vector<W>, vector<W>, vector<W>, vector<W>,
+      vector<W>, vector<W>, vector<W>, vector<W>, vector<W>, vector<W>, vector<W>
+  }
+  return } }"""
+def fma_peak() -> float:
+  """GFLOP/s of 12 independent vector FMA chains per thread at the CPU's native width, THREADS threads."""
+  import threading
+  from mlir import ir
+  from mlir.passmanager import PassManager
+  from mlir.execution_engine import ExecutionEngine
+  from morok_mlir.device.cpu import VEC_WIDTH
+  w = f"{VEC_WIDTH}xf32"
+  src = PEAK_MLIR.replace("FMAS", "\n    ".join(f"%y{i} = vector.fma %a, %x{i}, %a : vector<W>" for i in range(12))).replace("W", w)
+  with ir.Context():
+    m = ir.Module.parse(src)
+    PassManager.parse("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
+                      "convert-func-to-llvm,reconcile-unrealized-casts)").run(m.operation)
+    ee = ExecutionEngine(m, opt_level=3)
+    import ctypes
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_int64)(ee.raw_lookup("peak"))
+  n = 20_000_000
+  def run():
+    ts = [threading.Thread(target=fn, args=(n,)) for _ in range(THREADS)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+  return THREADS * n * 12 * VEC_WIDTH * 2 / timeit(run, runs=5, warm=1) / 1e9
+
+# ---------------------------------------------------------------- workloads
+R = np.random.default_rng(0)
+def rnd(*shape): return R.standard_normal(shape, dtype=np.float32)
+def tt(a): return torch.from_numpy(a) if torch is not None else None
+
+def w_ew():
+  a, b, c = rnd(1 << 24), rnd(1 << 24), rnd(1 << 24)
+  A, B, C = Tensor(a), Tensor(b), Tensor(c)
+  ta, tb, tc = tt(a), tt(b), tt(c)
+  return dict(name="a. elementwise exp(relu(a*b+c)*2-a) 16M", bytes=4 * 4 * a.size,
+    morok=lambda: ((A * B + C).relu() * 2 - A).exp().numpy(),
+    numpy=lambda: np.exp(np.maximum(a * b + c, 0) * 2 - a),
+    torch=lambda: torch.exp(torch.relu(ta * tb + tc) * 2 - ta), tol=1e-5)
+def w_sum():
+  a = rnd(1 << 24); A, ta = Tensor(a), tt(a)
+  return dict(name="b. sum 16M", bytes=4 * a.size, morok=lambda: A.sum().numpy(), numpy=lambda: a.sum(), torch=lambda: ta.sum(), tol=1e-3)
+def w_softmax():
+  a = rnd(4096, 4096); A, ta = Tensor(a), tt(a)
+  def np_softmax():
+    e = np.exp(a - a.max(1, keepdims=True)); return e / e.sum(1, keepdims=True)
+  return dict(name="c. softmax rows 4096x4096", bytes=2 * 4 * a.size, morok=lambda: A.softmax(1).numpy(), numpy=np_softmax,
+              torch=lambda: torch.softmax(ta, 1), tol=1e-5)
+def w_mm(n):
+  def f():
+    a, b = rnd(n, n), rnd(n, n); A, B, ta, tb = Tensor(a), Tensor(b), tt(a), tt(b)
+    return dict(name=f"d. matmul {n}^3", flops=2 * n ** 3, morok=lambda: (A @ B).numpy(), numpy=lambda: a @ b, torch=lambda: ta @ tb, tol=1e-3)
+  return f
+def w_conv():
+  x, w = rnd(8, 64, 56, 56), rnd(64, 64, 3, 3) * 0.05
+  X, W, tx, tw = Tensor(x), Tensor(w), tt(x), tt(w)
+  def np_conv():  # im2col with a strided view + one BLAS matmul
+    win = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
+    return np.tensordot(w, win, axes=([1, 2, 3], [1, 4, 5])).transpose(1, 0, 2, 3)
+  return dict(name="e. conv2d 8x64x56x56 * 64x64x3x3 p1", flops=2 * 8 * 64 * 56 * 56 * 64 * 9,
+    morok=lambda: X.conv2d(W, padding=1).numpy(), numpy=np_conv,
+    torch=lambda: torch.nn.functional.conv2d(tx, tw, padding=1), tol=1e-3)
+MLP_SHAPES = ((256, 784), (784, 512), (512,), (512, 10), (10,))
+def w_mlp():
+  x, w1, b1, w2, b2 = (rnd(*s) * (0.05 if i else 1) for i, s in enumerate(MLP_SHAPES))
+  ts = [tt(v) for v in (x, w1, b1, w2, b2)]
+  Ts = [Tensor(v) for v in (x, w1, b1, w2, b2)]
+  def np_mlp():
+    h = np.maximum(x @ w1 + b1, 0) @ w2 + b2
+    m = h - h.max(1, keepdims=True); return m - np.log(np.exp(m).sum(1, keepdims=True))
+  return dict(name="f. MLP 256x784 -> 512 -> 10", flops=2 * 256 * (784 * 512 + 512 * 10),
+    morok=lambda: mlp(*Ts).numpy(), numpy=np_mlp,
+    torch=lambda: torch.log_softmax(torch.relu(ts[0] @ ts[1] + ts[2]) @ ts[3] + ts[4], 1), tol=1e-4)
+def mlp(x, w1, b1, w2, b2): return ((x @ w1 + b1).relu() @ w2 + b2).log_softmax(axis=1)
+def w_overhead():
+  a = np.arange(3, dtype=np.float32); A, ta = Tensor(a), tt(a)
+  return dict(name="g. per-call overhead: 3-element add (us)", us=True, runs=1000,
+              morok=lambda: (A + A).numpy(), numpy=lambda: a + a, torch=lambda: ta + ta, tol=0)
+
+COMPILE_SRC = """import sys, time; t0 = time.perf_counter()
+sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r})
+import numpy as np
+from morok_mlir import Tensor
+from run import mlp, MLP_SHAPES
+Ts = [Tensor(np.ones(s, np.float32)) for s in MLP_SHAPES]
+t1 = time.perf_counter(); mlp(*Ts).numpy(); t2 = time.perf_counter()
+print(t2 - t1, t2 - t0)"""
+def compile_times() -> list[tuple[str, float, float]]:
+  """First realize of the MLP in a fresh process: with an empty disk cache, then again with the cache it left."""
+  import tempfile
+  root, bench = os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(os.path.abspath(__file__))
+  out = []
+  with tempfile.TemporaryDirectory() as d:
+    for label in ("cold (empty disk cache)", "warm disk cache"):
+      env = {**os.environ, "MOROK_CACHE_DIR": d}
+      r = subprocess.run([sys.executable, "-c", COMPILE_SRC.format(root=root, bench=bench)], env=env, capture_output=True, text=True)
+      if r.returncode: raise RuntimeError(r.stderr)
+      first, total = map(float, r.stdout.split())
+      out.append((label, first, total))
+  return out
+
+WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
+             "mlp": w_mlp, "overhead": w_overhead}
+
+def main(names):
+  load = os.getloadavg()
+  print(f"# morok-mlir CPU bench, {datetime.date.today()}, {platform.processor() or platform.machine()} "
+        f"({_cpu_name()}, {os.cpu_count()} cores), {THREADS} threads, load average {load[0]:.2f}")
+  print(f"numpy {np.__version__} (OpenBLAS, OPENBLAS_CORETYPE unset), torch {torch.__version__ if torch else 'not installed'}")
+  bw, peak = copy_bandwidth(), fma_peak()
+  print(f"machine limits measured now: copy bandwidth {bw:.1f} GB/s, fp32 FMA peak {peak:.0f} GFLOP/s\n")
+  hdr = f"| {'workload':<42} | {'morok ms':>9} | {'numpy ms':>9} | {'torch ms':>9} | {'morok rate':>12} | {'x numpy':>7} | {'x torch':>7} | {'% limit':>7} |"
+  print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
+  for n in names:
+    if n == "compile": continue
+    w = WORKLOADS[n]()
+    runs = w.get("runs", RUNS)
+    if w["tol"]:
+      ref, got = w["numpy"](), w["morok"]()
+      if not np.allclose(got, ref, rtol=w["tol"], atol=w["tol"]): print(f"  !! {n}: morok differs from numpy by {np.abs(got - ref).max()}")
+    t = {k: timeit(w[k], runs=runs) if w.get(k) and (k != "torch" or torch) else None for k in ("morok", "numpy", "torch")}
+    ms = lambda k: "-" if t[k] is None else f"{t[k] * (1e6 if w.get('us') else 1e3):9.2f}"
+    ratio = lambda k: "-" if t[k] is None else f"{t[k] / t['morok']:.2f}"
+    if "bytes" in w: rate, pct = f"{w['bytes'] / t['morok'] / 1e9:.1f} GB/s", f"{100 * w['bytes'] / t['morok'] / 1e9 / bw:.0f}%"
+    elif "flops" in w: rate, pct = f"{w['flops'] / t['morok'] / 1e9:.0f} GFLOP/s", f"{100 * w['flops'] / t['morok'] / 1e9 / peak:.0f}%"
+    else: rate, pct = "-", "-"
+    print(f"| {w['name']:<42} | {ms('morok'):>9} | {ms('numpy'):>9} | {ms('torch'):>9} | {rate:>12} | {ratio('numpy'):>7} | {ratio('torch'):>7} | {pct:>7} |", flush=True)
+  if "compile" in names:
+    print("\nh. compile time, first realize of the MLP (f) in a new process (s): first realize / whole process")
+    for label, first, total in compile_times(): print(f"  {label:<26} {first:6.3f} / {total:6.3f}")
+  print(f"\nratios are numpy or torch time / morok time (> 1: morok is faster); load average at the end {os.getloadavg()[0]:.2f}")
+
+def _cpu_name():
+  try: return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+  except (OSError, StopIteration): return "?"
+
+if __name__ == "__main__":
+  main(sys.argv[1:] or list(WORKLOADS) + ["compile"])

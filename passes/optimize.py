@@ -1,0 +1,66 @@
+"""uop-optimize: per-kernel CPU choices, written as attributes on each kernel func (uop-lower-cpu honours them).
+
+  uop.fastmath            float reduces may reassociate/contract (LLVM vectorizes and interleaves the accumulator)
+  uop.threads = N         the outermost loop is split in N chunks run on N threads (when the kernel does enough work)
+  uop.grain = G           chunk bounds are multiples of G
+  (uop-lower-cpu also honours uop.nontemporal, but it is not chosen: LLVM's loop vectorizer will not vectorize a
+  nontemporal store it cannot prove aligned, and the scalar loop runs 5x slower than the cached one)
+  uop.contraction = [MR, NR, KC]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
+                          loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
+                          ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
+
+Heuristics, no search. Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's)."""
+from __future__ import annotations
+from dataclasses import replace
+from math import prod
+from morok_mlir.bridge import Func
+from morok_mlir.uop import UOp
+from .registry import register, Option
+
+PAR_MIN_WORK = 1 << 16          # loop iterations x ops below which threads cost more than they save
+MM_MIN_FLOPS = 1 << 21          # contractions smaller than this stay plain loops
+
+def _size(r: UOp) -> int: return int(r.src[0].attrs["value"])
+def _rngs(u: UOp) -> set[UOp]: return {x for x in u.toposort if x.op == "range"}
+
+def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]] | None:
+  """(reduce, a, b, I, J, K) when the kernel's one store is f(reduce-add over K of a*b), a depending on loop ranges I
+  and K only, b on the other loop ranges J and K only. I and J keep the loop order (axis)."""
+  ends = [u for u in f.roots[0].toposort if u.op == "end"]
+  if len(ends) != 1 or ends[0].src[0].op != "store": return None
+  loops = sorted(ends[0].src[1:], key=lambda r: r.attrs["axis"])
+  reds = [u for u in ends[0].src[0].toposort if u.op == "reduce"]
+  if len(reds) != 1 or (red := reds[0]).attrs.get("op") != "add" or red.ty != "f32" or red.src[0].op != "mul": return None
+  K = sorted(red.src[1:], key=lambda r: r.attrs["axis"])
+  a, b = red.src[0].src
+  ra, rb = _rngs(a) - set(K), _rngs(b) - set(K)
+  if not ra or not rb or ra & rb: return None
+  if ra & set(loops) != ra or rb & set(loops) != rb: return None
+  if ra.isdisjoint({loops[0]}) and not rb.isdisjoint({loops[0]}): a, b, ra, rb = b, a, rb, ra  # a holds the first axis when it can
+  I = [r for r in loops if r in ra]
+  J = [r for r in loops if r not in ra]
+  return red, a, b, I, J, K
+
+def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
+  sink = f.roots[0]
+  nodes = sink.toposort
+  rngs = [u for u in nodes if u.op == "range"]
+  loops = [r for r in rngs if r.attrs.get("kind") == "loop"]
+  work = prod(_size(r) for r in rngs) * max(1, len(nodes) // 4)
+  attrs = dict(f.attrs)
+  if any(u.op == "reduce" and u.ty in ("f32", "f64", "f16") for u in nodes): attrs["uop.fastmath"] = None
+  if (c := contraction(f)) is not None and 2 * prod(_size(r) for r in rngs) >= MM_MIN_FLOPS:
+    mr, nr = (6, 2 * vec) if vec <= 8 else (8, 2 * vec)   # 12 (of 16 ymm) / 16 (of 32 zmm) accumulators
+    attrs["uop.contraction"] = f"array<i64: {mr}, {nr}, 256>"
+    if threads > 1: attrs["uop.threads"] = f"{threads} : i64"
+  elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(min(loops, key=lambda r: r.attrs["axis"])) >= threads:
+    attrs["uop.threads"] = f"{threads} : i64"
+  return replace(f, attrs=attrs)
+
+@register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, nontemporal stores, contraction tiles",
+          threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"))
+def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0) -> list[Func]:
+  if not threads or not vec:
+    from morok_mlir.device.cpu import THREADS, VEC_WIDTH
+    threads, vec = threads or THREADS, vec or VEC_WIDTH
+  return [optimize_kernel(f, threads, vec) if "uop.kernel" in f.attrs and f.roots and f.roots[0].op == "sink" else f for f in funcs]
