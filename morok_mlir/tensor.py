@@ -55,6 +55,12 @@ def _buf(arr: np.ndarray) -> UOp:
   return u if u.shape == arr.shape else UOp("reshape", tensor_type(arr.shape, u.dtype), (u,), attrs(), u.loc)
 def _is_data(u: UOp) -> bool: return u.op == "buffer" or (u.op == "reshape" and u.src[0].op == "buffer")
 
+def _dtype(x) -> DType:
+  try: dt = to_dtype(x)
+  except (AttributeError, TypeError): dt = None
+  if not isinstance(dt, DType) or dt == dtypes.index: _err(TypeError, f"{x!r} is not a dtype")
+  return dt
+
 def _float(dt: DType) -> DType: return dt if dt.is_float else dtypes.default_float
 def _sum_acc(dt: DType) -> DType:
   """tinygrad's accumulation dtype of sum: small ints widen to int32/uint32, half accumulates in float32."""
@@ -74,6 +80,12 @@ def _infer(data) -> DType:
   if all(d.is_bool for d in flat): return dtypes.bool
   return dtypes.default_float if any(d.is_float for d in flat) else dtypes.default_int
 
+def _opposite(r: Tensor, b: Tensor) -> Tensor:
+  """r is nonzero with the sign opposite to b's: where a truncating quotient/remainder needs the floor correction.
+  A constant divisor's sign is known here, which keeps `x // 4` and `x % 4` small."""
+  if (cv := b._const_value()) is None: return (r != 0) & ((r < 0) != (b < 0))
+  return r < 0 if cv > 0 else r > 0
+
 # bools have no arithmetic: add/max are or, mul/min are and (as tinygrad rewrites them)
 _BOOL_ALU = {"add": "or", "mul": "and", "max": "or", "min": "and"}
 _IDENTITY = {"add": lambda dt: 0, "mul": lambda dt: 1, "max": lambda dt: dt.min, "min": lambda dt: dt.max}
@@ -85,7 +97,7 @@ class Tensor:
   __hash__ = object.__hash__  # == is elementwise
 
   def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None):
-    dt = None if dtype is None else to_dtype(dtype)
+    dt = None if dtype is None else _dtype(dtype)
     self.device, self.requires_grad = device or "CPU", requires_grad
     if isinstance(data, UOp): self.uop = data if dt is None or data.dtype == dt else Tensor(data).cast(dt).uop
     elif isinstance(data, Tensor): self.uop = (data if dt is None else data.cast(dt)).uop
@@ -179,7 +191,7 @@ class Tensor:
   def arange(start, stop=None, step=1, dtype=None, **kw) -> Tensor:
     if stop is None: start, stop = 0, start
     if step == 0: _err(ValueError, "arange: step must be nonzero")
-    dt = to_dtype(dtype) if dtype else dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int
+    dt = _dtype(dtype) if dtype else dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int
     return Tensor(np.arange(start, stop, step, dtype=np.float64 if dt.is_float else np.int64).astype(dt.np), **kw)
   @staticmethod
   def eye(n: int, m: int | None = None, dtype=None, **kw) -> Tensor:
@@ -326,10 +338,10 @@ class Tensor:
 
   # ---- dtypes
   def cast(self, dtype) -> Tensor:
-    dt = to_dtype(dtype)
+    dt = _dtype(dtype)
     return self if dt == self.dtype else self._op("cast", self.shape, dt)
   def bitcast(self, dtype) -> Tensor:
-    dt = to_dtype(dtype)
+    dt = _dtype(dtype)
     if dt.itemsize != self.dtype.itemsize or dt.is_bool != self.dtype.is_bool: _err(TypeError, f"bitcast {self.dtype} -> {dt} needs equal item sizes")
     return self if dt == self.dtype else self._op("bitcast", self.shape, dt)
   def float(self) -> Tensor: return self.cast(dtypes.float32)
@@ -453,7 +465,7 @@ class Tensor:
       if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
       q, r = a._trunc_divmod(b)
       if rounding_mode == "trunc" or a.dtype.is_unsigned: return q
-      return ((r != 0) & ((r < 0) != (b < 0))).where(q - 1, q)
+      return _opposite(r, b).where(q - 1, q)
     dt = _float(a.dtype)
     a, b = a.cast(dt), b.cast(dt)
     if rounding_mode is None: return a._alu("fdiv", b)
@@ -461,7 +473,7 @@ class Tensor:
     # floor of a float quotient as numpy/Python do it: the exact quotient (a - fmod(a, b)) / b, corrected and rounded
     m = a._alu("mod", b)
     q = (a - m)._alu("fdiv", b)
-    q = ((m != 0) & ((b < 0) != (m < 0))).where(q - 1, q)
+    q = _opposite(m, b).where(q - 1, q)
     fq = q.floor()
     return (b == 0).where(a._alu("fdiv", b), (q - fq > 0.5).where(fq + 1, fq))
   def idiv(self, x, reverse=False) -> Tensor:
@@ -476,7 +488,7 @@ class Tensor:
     if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
     r = a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu("mod", b)
     if a.dtype.is_unsigned: return r
-    return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)  # fmod(a, 0) is already NaN
+    return _opposite(r, b).where(r + b, r)  # fmod(a, 0) is already NaN
   def fmod(self, x) -> Tensor:
     a, b = self._broadcasted(x)
     return a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu("mod", b)

@@ -89,7 +89,9 @@ def test_binary_mixed_dtypes(name, da, db):
   (dtypes.bool, lambda t: t & True, lambda a: a & True), (dtypes.uint8, lambda t: ~t, lambda a: ~a), (dtypes.int8, lambda t: ~t, lambda a: ~a),
   (dtypes.float32, lambda t: 3 - t, lambda a: np.float32(3) - a), (dtypes.int32, lambda t: t.div(-3, rounding_mode="trunc"), lambda a: np.trunc(a / -3).astype(np.int32)),
   (dtypes.float32, lambda t: t.div(0.75, rounding_mode="trunc"), lambda a: np.trunc(a / np.float32(0.75))),
-  (dtypes.float32, lambda t: t.div(0.75, rounding_mode="floor"), lambda a: np.floor_divide(a, np.float32(0.75)))])
+  (dtypes.float32, lambda t: t.div(0.75, rounding_mode="floor"), lambda a: np.floor_divide(a, np.float32(0.75))),
+  (dtypes.float32, lambda t: t % -1.5, lambda a: np.remainder(a, np.float32(-1.5))), (dtypes.int8, lambda t: t % 3, lambda a: a % np.int8(3))],
+  ids=lambda x: x.name if hasattr(x, "name") else "")
 def test_scalar_operand(dt, f, ref):
   a = data((5, 3), dt, seed=5, nonzero=True)
   check(f(Tensor(a)), ref(a))
