@@ -405,3 +405,17 @@ def test_repeated_graph_reuses_data():
   for k in range(3):
     x = np.full((2, 3), k, np.float32)
     check(Tensor(x) * 2 + 1, x * 2 + 1)
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_reduce_of_value_with_reduce(axis):
+  """A reduce over a value that itself uses a reduce along the same axis (the shape of softmax)."""
+  x = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+  m = Tensor(x) + Tensor(x).sum(axis, keepdim=True)
+  rm = x + x.sum(axis, keepdims=True)
+  check(m + m.sum(axis, keepdim=True), rm + rm.sum(axis, keepdims=True))
+
+def test_realized_data_survives_later_realize():
+  """An array that realize() returned must not be reused as the output memory of a later realize."""
+  x = (Tensor(np.ones(3, np.float32)) * 5).realize()
+  (Tensor(np.zeros(3, np.float32)) + 1).realize()
+  check(x, np.full(3, 5, np.float32))
