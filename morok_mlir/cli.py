@@ -24,19 +24,18 @@ def _chunks(text: str, split: bool):
 # MLIR's parser recurses once per nesting level and overflows the C stack (SIGSEGV) a few thousand levels deep, and
 # parses integer literals in quadratic time. Real IR stays far below these limits, so reject beyond them up front.
 MAX_NESTING, MAX_DIGITS = 256, 4096
-_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|->|>=|\d[\w.]*|[\w!#]<|[(\[{<]|[)\]}>]|\n')
+_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|->|>=|[\w!#]<|[(\[{<)\]}>]' + rf'|\d{{{MAX_DIGITS + 1},}}')
 
 def check_input(text: str) -> str | None:
   """'line:col: error: ...' if text nests deeper or has longer number literals than MLIR survives; else None."""
-  depth, line, bol = 0, 1, 0
+  where = lambda pos: f"{text.count(chr(10), 0, pos) + 1}:{pos - text.rfind(chr(10), 0, pos)}"
+  depth = 0
   for m in _TOKENS.finditer(text):
     t = m.group()
-    if t == "\n": line += 1; bol = m.end(); continue
-    where = f"{line}:{m.start() - bol + 1}"
-    if t[0].isdigit() and len(t) > MAX_DIGITS: return f"{where}: error: number literal of {len(t)} characters (at most {MAX_DIGITS})"
+    if t[0].isdigit(): return f"{where(m.start())}: error: number literal of {len(re.match(r'[0-9.]*', text[m.start():]).group())} characters (at most {MAX_DIGITS})"
     if t[-1] in "([{<" and (len(t) == 1 or t[-1] == "<"):
       depth += 1
-      if depth > MAX_NESTING: return f"{where}: error: nesting deeper than {MAX_NESTING} levels"
+      if depth > MAX_NESTING: return f"{where(m.start())}: error: nesting deeper than {MAX_NESTING} levels"
     elif t in ")]}>": depth = max(depth - 1, 0)
   return None
 
