@@ -13,7 +13,7 @@ _ids = itertools.count()
 
 def new_buffer(data: np.ndarray) -> UOp:
   """A graph input holding `data` (any shape; stored C-contiguous). The array is kept while the UOp lives."""
-  data = np.ascontiguousarray(data)
+  data = np.require(data, requirements="C")  # unlike ascontiguousarray, keeps 0-d arrays 0-d
   u = UOp("buffer", tensor_type(data.shape, dtypes.from_np(data.dtype)), (), attrs(id=(n := next(_ids))))
   _BUFFERS[n] = data
   weakref.finalize(u, _BUFFERS.pop, n, None)

@@ -42,3 +42,18 @@ def test_trivial_outputs_need_no_kernel():
   e, b = Tensor(np.zeros((0, 3), np.float32)), Tensor(np.arange(3))
   assert e.numpy().shape == (0, 3) and b.numpy().tolist() == [0, 1, 2]
   assert GlobalCounters.kernel_count == 0
+
+def test_allocator_blocks_live_as_long_as_their_arrays():
+  from morok_mlir.device import Device
+  alloc = Device["CPU"].allocator
+  x, y = alloc.alloc(3, "float32"), alloc.alloc(3, "float32")
+  assert x.ctypes.data != y.ctypes.data
+  v = x.reshape(1, 3); del x
+  z = alloc.alloc(3, "float32")
+  assert z.ctypes.data != v.ctypes.data  # a view keeps the block in use
+
+def test_reduce_of_value_with_reduce_uses_distinct_temporaries():
+  x = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+  m = Tensor(x) + Tensor(x).sum(0, keepdim=True)
+  rm = x + x.sum(0, keepdims=True)
+  np.testing.assert_allclose((m + m.sum(0, keepdim=True)).numpy(), rm + rm.sum(0, keepdims=True))
