@@ -96,8 +96,8 @@ def main(argv=None) -> int:
   try: text = data.decode("utf-8")
   except UnicodeDecodeError as e: print(f"{fname}: error: input is not UTF-8 text (byte {e.start})", file=sys.stderr); return 1
   if "\x00" in text: print(f"{fname}: error: input contains NUL bytes (binary data?)", file=sys.stderr); return 1
+  from morok_mlir.passes.pipeline import parse_pipeline, PipelineError  # outside the try: an import error is ours, not the user's
   try:
-    from morok_mlir.passes.pipeline import parse_pipeline, PipelineError
     parse_pipeline(args.pass_pipeline)  # reject a bad pipeline before reading any IR
   except PipelineError as e: print(f"morok-opt: error: {e}", file=sys.stderr); return 1
   outs, failed = [], False
