@@ -4,3 +4,4 @@ from . import dce, cse  # noqa: F401  (registration order: dce and cse first)
 from . import lower_cpu  # noqa: F401
 from . import lower_gpu  # noqa: F401
 from . import rangeify, kernel_split  # noqa: F401
+from . import simplify  # noqa: F401

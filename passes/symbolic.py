@@ -1,0 +1,365 @@
+"""Value semantics, value bounds (vmin/vmax) and the rule tables of `uop-simplify`.
+
+Every rule is a `Rule(name, pattern, rhs, guard)`. Guards and constant folding read values only through `SEM`
+(the semantics context): concretely it gives Python ints / numpy scalars; the prover (`prove.py`) swaps in a Z3
+context, so the *same* guard, rhs and folding code run on symbolic values and each rule is proven for all inputs.
+Guards therefore never branch on values: they combine conditions with `SEM.all`/`SEM.any`, not `and`/`or`."""
+from __future__ import annotations
+import contextlib, re, weakref
+import numpy as np
+from morok_mlir.uop import UOp, attrs
+from morok_mlir.dtype import DType, dtypes
+from .pattern import UPat, PatternMatcher, elem
+
+SINTS = frozenset(("i8", "i16", "i32", "i64", "index"))
+UINTS = frozenset(("ui8", "ui16", "ui32", "ui64"))
+INTS, FLOATS, BOOL = SINTS | UINTS, frozenset(("f16", "f32", "f64")), frozenset(("i1",))
+NUM, INTB = INTS | FLOATS, INTS | BOOL
+UNARY_ALU = ("neg", "exp2", "log2", "sin", "sqrt", "recip", "trunc")
+BINARY_ALU = ("add", "mul", "sub", "idiv", "fdiv", "mod", "pow", "max", "min", "and", "or", "xor", "shl", "shr")
+CMP_ALU = ("cmplt", "cmpne", "cmpeq")
+# the dtypes each ALU op is defined on (what folding and the prover cover)
+OP_DTYPES = {**{o: NUM for o in ("add", "mul", "sub", "max", "min", "neg", "cmplt", "mulacc")},
+             **{o: INTS for o in ("idiv", "mod", "shl", "shr")}, **{o: INTB for o in ("and", "or", "xor")},
+             **{o: FLOATS for o in ("fdiv", "pow", "exp2", "log2", "sin", "sqrt", "recip", "trunc")},
+             "cmpne": NUM | BOOL, "cmpeq": NUM | BOOL, "where": NUM | BOOL}
+
+def dt_of(name: str) -> DType: return dtypes.from_mlir(name)
+def bits(dt: DType) -> int: return dt.bits
+def retype(ty: str, e: str) -> str:
+  """ty with its element type replaced: retype('tensor<4xf32>', 'i1') == 'tensor<4xi1>'."""
+  return re.sub(r"[a-z0-9]+>$", e + ">", ty) if ty.endswith(">") else e
+
+# ---------------------------------------------------------------- concrete semantics domain
+class PyDom:
+  """Concrete values: ints in the dtype's canonical range (unsigned >= 0), numpy scalars of the dtype for floats.
+  Each primitive is a one-liner; the folding code below is written over these primitives only."""
+  def __init__(self, dt: DType):
+    self.dt, self.float = dt, dt.is_float
+    self.n = 64 if dt is dtypes.index else dt.bits
+    self.ones = 1 if dt.is_bool else (2 ** self.n - 1 if dt.is_unsigned else -1)
+  def arg(self, v): return self.dt.np(v) if self.float else int(v)
+  def out(self, v):
+    if self.float: return float(v)
+    if self.dt.is_bool: return bool(int(v) & 1)
+    v &= (1 << self.n) - 1
+    return v - (1 << self.n) if not self.dt.is_unsigned and v >> (self.n - 1) else v
+  def c(self, v): return self.arg(v)
+  ite = staticmethod(lambda c, t, f: t if c else f)
+  lt = staticmethod(lambda a, b: bool(a < b))
+  eq = staticmethod(lambda a, b: bool(a == b))
+  ne = staticmethod(lambda a, b: bool(a != b))
+  abs = staticmethod(abs)
+  udiv = staticmethod(lambda a, b: a // b)
+  urem = staticmethod(lambda a, b: a % b)
+  shl = staticmethod(lambda a, b: a << b)
+  shr = staticmethod(lambda a, b: a >> b)  # Python's >> on canonical values: arithmetic if signed, logical if unsigned
+  b = staticmethod(lambda c: bool(c))      # a Python/Z3 condition -> i1 value
+  truth = staticmethod(lambda v: bool(v))  # an i1 value -> condition
+  isnan = staticmethod(lambda a: bool(np.isnan(a)))
+  signbit = staticmethod(lambda a: bool(np.signbit(a)))
+  def nan(self): return self.dt.np(np.nan)
+  def sqrt(self, a): return np.sqrt(a)
+  def trunc(self, a): return np.trunc(a)
+  def exp2(self, a): return np.exp2(a)
+  def log2(self, a): return np.log2(a)
+  def sin(self, a): return np.sin(a)
+  def pow(self, a, b): return np.power(a, b)
+  def cast(self, v, src: DType):
+    """v (a value of dtype src, in src's domain) converted to self.dt."""
+    d = self.dt
+    if d.is_bool: return v != 0
+    if src.is_bool: return d.np(1 if v else 0) if d.is_float else int(bool(v))
+    if d.is_float: return d.np(src.np(v)) if src.is_float or src is not dtypes.index else d.np(np.int64(v))
+    return int(np.trunc(v)) if src.is_float else v  # ints: the caller wraps with out()
+  def bitcast(self, v, src: DType):
+    return np.array(v, src.np).view(self.dt.np)[()] if self.float else int(np.array(v, src.np).view(self.dt.np)[()])
+
+_PYDOMS: dict = {}
+def pydom(dt: DType) -> PyDom:
+  if (d := _PYDOMS.get(dt)) is None: d = _PYDOMS[dt] = PyDom(dt)
+  return d
+
+def _tdiv(o, a, b):  # truncating division from unsigned division of magnitudes (C semantics)
+  q = o.udiv(o.abs(a), o.abs(b))
+  return o.ite(o.lt(a, 0) == o.lt(b, 0), q, -q)
+def _fmax(o, a, b, is_max):  # NaN propagates; -0.0 < +0.0 (IEEE 754-2019 maximum/minimum, like arith.maximumf)
+  hi, lo = (a, b) if is_max else (b, a)
+  return o.ite(o.any(o.isnan(a), o.isnan(b)), o.nan(),
+               o.ite(o.lt(a, b), lo, o.ite(o.lt(b, a), hi, o.ite(o.signbit(a) == is_max, b, a))))
+
+INT_SEM = {"add": lambda o, a, b: a + b, "sub": lambda o, a, b: a - b, "mul": lambda o, a, b: a * b,
+           "and": lambda o, a, b: a & b, "or": lambda o, a, b: a | b, "xor": lambda o, a, b: a ^ b,
+           "shl": lambda o, a, b: o.shl(a, b), "shr": lambda o, a, b: o.shr(a, b), "idiv": _tdiv,
+           "mod": lambda o, a, b: o.ite(o.lt(a, 0), -o.urem(o.abs(a), o.abs(b)), o.urem(o.abs(a), o.abs(b))),
+           "max": lambda o, a, b: o.ite(o.lt(a, b), b, a), "min": lambda o, a, b: o.ite(o.lt(a, b), a, b),
+           "cmplt": lambda o, a, b: o.b(o.lt(a, b)), "cmpne": lambda o, a, b: o.b(o.ne(a, b)),
+           "cmpeq": lambda o, a, b: o.b(o.eq(a, b)), "neg": lambda o, a: -a,
+           "where": lambda o, c, a, b: o.ite(o.truth(c), a, b), "mulacc": lambda o, a, b, c: a * b + c}
+FLOAT_SEM = {"add": lambda o, a, b: a + b, "sub": lambda o, a, b: a - b, "mul": lambda o, a, b: a * b,
+             "fdiv": lambda o, a, b: a / b, "neg": lambda o, a: -a, "recip": lambda o, a: o.c(1.0) / a,
+             "max": lambda o, a, b: _fmax(o, a, b, True),
+             "min": lambda o, a, b: _fmax(o, a, b, False),
+             "cmplt": lambda o, a, b: o.b(o.lt(a, b)), "cmpne": lambda o, a, b: o.b(o.ne(a, b)),
+             "cmpeq": lambda o, a, b: o.b(o.eq(a, b)), "where": lambda o, c, a, b: o.ite(o.truth(c), a, b),
+             "sqrt": lambda o, a: o.sqrt(a), "trunc": lambda o, a: o.trunc(a), "exp2": lambda o, a: o.exp2(a),
+             "log2": lambda o, a: o.log2(a), "sin": lambda o, a: o.sin(a), "pow": lambda o, a, b: o.pow(a, b)}
+PyDom.any = staticmethod(lambda *c: any(c))
+
+def exec_alu(op: str, dt: DType, vals: list):
+  """op on values of operand dtype dt, in the current semantics context; the result is in the result's domain."""
+  o = SEM.dom(dt)
+  sem = FLOAT_SEM if dt.is_float else INT_SEM
+  if op == "where":
+    return o.out(sem["where"](o, vals[0], *(o.arg(v) for v in vals[1:])))
+  r = sem[op](o, *(o.arg(v) for v in vals))
+  return SEM.dom(dtypes.bool).out(r) if op in CMP_ALU else o.out(r)
+
+# ---------------------------------------------------------------- value bounds
+_BOUNDS: "weakref.WeakKeyDictionary[UOp, tuple[int, int]]" = weakref.WeakKeyDictionary()
+
+def _range_of(dt: DType) -> tuple[int, int]:
+  if dt.is_bool: return 0, 1
+  return int(np.iinfo(dt.np).min), int(np.iinfo(dt.np).max)
+
+def _bounds1(u: UOp) -> tuple[int, int]:
+  dt, b = u.dtype, lambda i: _BOUNDS[u.src[i]]
+  full = _range_of(dt)
+  op, r = u.op, None
+  if op == "const": v = int(u.attrs["value"]); r = (v, v)
+  elif op in CMP_ALU: return 0, 1
+  elif op == "range":
+    hi = b(0)[1]; r = (0, max(hi - 1, 0))
+  elif op == "special": r = (0, u.attrs["size"] - 1)
+  elif op == "define_var": r = (u.attrs["min"], u.attrs["max"])
+  elif op == "bind": r = b(0)
+  elif op == "add": (a0, a1), (b0, b1) = b(0), b(1); r = (a0 + b0, a1 + b1)
+  elif op == "sub": (a0, a1), (b0, b1) = b(0), b(1); r = (a0 - b1, a1 - b0)
+  elif op == "neg": a0, a1 = b(0); r = (-a1, -a0)
+  elif op in ("mul", "idiv"):
+    (a0, a1), (b0, b1) = b(0), b(1)
+    if op == "idiv" and not (b0 > 0 or b1 < 0): return full
+    f = (lambda x, y: x * y) if op == "mul" else (lambda x, y: abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1))
+    c = [f(x, y) for x in (a0, a1) for y in (b0, b1)]; r = (min(c), max(c))
+  elif op == "mod":
+    (a0, a1), (b0, b1) = b(0), b(1)
+    if b0 <= 0: return full
+    r = (0 if a0 >= 0 else max(a0, 1 - b1), 0 if a1 <= 0 else min(a1, b1 - 1))
+  elif op in ("max", "min"):
+    (a0, a1), (b0, b1) = b(0), b(1); f = max if op == "max" else min; r = (f(a0, b0), f(a1, b1))
+  elif op == "and" and b(0)[0] >= 0 and b(1)[0] >= 0: r = (0, min(b(0)[1], b(1)[1]))
+  elif op in ("shl", "shr") and b(1)[0] == b(1)[1] and 0 <= b(1)[0] < bits(dt):
+    (a0, a1), c = b(0), b(1)[0]; r = (a0 << c, a1 << c) if op == "shl" else (a0 >> c, a1 >> c)
+  elif op == "where": (a0, a1), (b0, b1) = b(1), b(2); r = (min(a0, b0), max(a1, b1))
+  elif op == "cast" and u.src[0].dtype is not None and not u.src[0].dtype.is_float and not dt.is_bool: r = b(0)
+  if r is None or r[0] < full[0] or r[1] > full[1]: return full  # may have wrapped: nothing known
+  return r
+
+def bounds(u: UOp) -> tuple[int, int] | None:
+  """(vmin, vmax) of an integer/index/bool value: every value u takes (after wraparound) lies in it."""
+  if (r := _BOUNDS.get(u)) is not None: return r
+  if u.dtype is None or u.dtype.is_float: return None
+  stack = [(u, False)]
+  while stack:
+    n, post = stack.pop()
+    if n in _BOUNDS: continue
+    if post: _BOUNDS[n] = _bounds1(n) if all(s in _BOUNDS for s in n.src) or n.op == "const" else _range_of(n.dtype); continue
+    stack.append((n, True))
+    stack.extend((s, False) for s in n.src if s not in _BOUNDS and s.dtype is not None and not s.dtype.is_float)
+  return _BOUNDS[u]
+def vmin(u: UOp) -> int: return bounds(u)[0]
+def vmax(u: UOp) -> int: return bounds(u)[1]
+
+# ---------------------------------------------------------------- semantics context
+class Concrete:
+  """The semantics context used when rewriting: guards see exact Python ints."""
+  dom = staticmethod(pydom)
+  def val(self, u: UOp):  # a const's value as an exact integer (guards do exact, unbounded arithmetic on these)
+    v = u.attrs["value"]; return int(v) if not isinstance(v, float) else v
+  def raw(self, u: UOp): return u.attrs["value"]
+  vmin, vmax = staticmethod(vmin), staticmethod(vmax)
+  all = staticmethod(lambda *c: all(c))
+  any = staticmethod(lambda *c: any(c))
+  def divides(self, a, b): return b % a == 0  # a, b > 0 (exact integers)
+  def dtmin(self, u: UOp) -> int: return _range_of(u.dtype)[0]
+  def dtmax(self, u: UOp) -> int: return _range_of(u.dtype)[1]
+  def foldable(self, op: str, dt: DType, vals: list) -> bool:
+    if op in ("idiv", "mod"): return int(vals[1]) != 0
+    if op in ("shl", "shr"): return 0 <= int(vals[1]) < bits(dt)
+    return not (op == "mulacc" and dt.is_float)  # no exact scalar fma in numpy
+  def cast_ok(self, v, src: DType, dst: DType) -> bool:
+    if src.is_float and not dst.is_float and not dst.is_bool:  # float -> int: undefined outside the range (and NaN)
+      lo, hi = _range_of(dst)
+      return bool(not np.isnan(v) and lo <= np.trunc(v) <= hi)
+    return dst is not dtypes.index or not src.is_float
+
+SEM = Concrete()
+
+@contextlib.contextmanager
+def semantics(ctx):
+  """Swap the semantics context (the prover runs rules under a Z3 one)."""
+  global SEM
+  old, SEM = SEM, ctx
+  try: yield ctx
+  finally: SEM = old
+
+# ---------------------------------------------------------------- building replacements
+def norm(v, e: str):
+  if not isinstance(v, (bool, int, float, np.generic)): return v  # symbolic (prover)
+  return bool(v) if e == "i1" else float(v) if e in FLOATS else int(v)
+def const_like(u: UOp, v) -> UOp: return UOp("const", u.ty, (), attrs(value=norm(v, elem(u))), u.loc)
+def alu(op: str, *src: UOp) -> UOp:
+  ty = retype(src[-1].ty, "i1") if op in CMP_ALU else src[-1].ty
+  return UOp(op, ty, tuple(src))
+
+def fold(r: UOp, **c: UOp) -> UOp:
+  srcs = r.src
+  dt = srcs[-1].dtype
+  return const_like(r, exec_alu(r.op, dt, [SEM.raw(s) for s in srcs]))
+
+class Rule:
+  """A rewrite: pattern (the root captured as `r` when it has no name), rhs(**captures) -> UOp, guard(**captures)
+  -> condition (built with SEM so the prover can run it symbolically)."""
+  def __init__(self, name: str, pat: UPat, rhs, guard=None, proof_dts=None):
+    if pat.name is None: pat.name = "r"
+    self.name, self.pat, self.rhs, self.guard, self.proof_dts = name, pat, rhs, guard, proof_dts
+  def __call__(self, **kw):
+    return self.rhs(**kw) if self.guard is None or self.guard(**kw) else None
+  def __repr__(self): return f"Rule({self.name})"
+
+V, C = UPat.var, UPat.cvar
+def P(op, *src, **kw) -> UPat: return UPat(op, src=src, **kw)
+def K(v, name=None, dtype=None) -> UPat: return UPat.const(v, name, dtype)
+x, y, z = V("x"), V("y"), V("z")
+xi, yi, xb, xf = V("x", INTS), V("y", INTS), V("x", BOOL), V("x", FLOATS)
+c1, c2, ci = C("c1", INTS), C("c2", INTS), C("c", INTS)
+def _same(r, x, **_): return x
+def _zero(r, **_): return const_like(r, 0)
+def nonneg(*us): return SEM.all(*(SEM.vmin(u) >= 0 for u in us))
+def in_range(u, *vals): return SEM.all(*(SEM.all(v >= SEM.dtmin(u), v <= SEM.dtmax(u)) for v in vals))
+
+def _fold_guard(r, **_):
+  dt = r.src[-1].dtype
+  if r.op == "cast": return SEM.cast_ok(SEM.raw(r.src[0]), r.src[0].dtype, r.dtype)
+  return SEM.foldable(r.op, dt, [SEM.val(s) if not dt.is_float else SEM.raw(s) for s in r.src])
+def _fold_cast(r, a):
+  src, dst = a.dtype, r.dtype
+  o = SEM.dom(dst)
+  v = SEM.dom(src).arg(SEM.raw(a))
+  return const_like(r, o.out(o.cast(v, src)))
+def _fold_bitcast(r, a):
+  o = SEM.dom(r.dtype)
+  return const_like(r, o.out(o.bitcast(SEM.dom(a.dtype).arg(SEM.raw(a)), a.dtype)))
+
+# lossless conversions: every value of the first dtype is exactly representable in the second
+def lossless(a: str, b: str) -> bool:
+  if a == b or a == "i1": return True
+  da, db = dt_of(a), dt_of(b)
+  if da.is_float: return db.is_float and db.itemsize >= da.itemsize
+  if db.is_float: return {2: 11, 4: 24, 8: 53}[db.itemsize] >= bits(da) - (0 if da.is_unsigned else 1)
+  if db.is_bool: return False
+  na, nb = 64 if a == "index" else bits(da), 64 if b == "index" else bits(db)
+  if da.is_unsigned: return nb > na or (nb == na and db.is_unsigned)
+  return not db.is_unsigned and nb >= na
+
+# Z3 cannot bit-blast a division by a *symbolic* divisor past 8 bits in reasonable time: these rules are proven for
+# every 8-bit dtype (all inputs), the other widths rest on the same width-independent argument
+DIV8 = ("i8", "ui8")
+RULES: list[Rule] = [
+  # ---- constant folding: one rule per arity, for every ALU op and dtype
+  Rule("fold-unary", P(UNARY_ALU, C("a")), fold, _fold_guard),
+  Rule("fold-binary", P(BINARY_ALU + CMP_ALU, C("a"), C("b")), fold, _fold_guard),
+  Rule("fold-ternary", P(("where", "mulacc"), C("a"), C("b"), C("c")), fold, _fold_guard),
+  Rule("fold-cast", P("cast", C("a")), _fold_cast, _fold_guard),
+  Rule("fold-bitcast", P("bitcast", C("a")), _fold_bitcast,
+       lambda r, a: SEM.all(a.dtype is not dtypes.index, r.dtype is not dtypes.index, a.dtype.itemsize == r.dtype.itemsize)),
+  # ---- identities (float ones only where exact for NaN, Inf and -0.0)
+  Rule("add-zero", P("add", xi, K(0)), _same),
+  Rule("add-negzero-float", P("add", xf, K(-0.0)), _same),
+  Rule("sub-zero", P("sub", V("x", NUM), K(0)), _same),
+  Rule("mul-one", P("mul", V("x", NUM), K(1)), _same),
+  Rule("mul-zero-int", P("mul", xi, K(0)), _zero),
+  Rule("mul-negone", P("mul", V("x", NUM), K(-1)), lambda r, x: alu("neg", x)),
+  Rule("sub-self-int", P("sub", xi, xi), _zero),
+  Rule("idiv-one", P("idiv", xi, K(1)), _same),
+  Rule("idiv-negone", P("idiv", V("x", SINTS), K(-1)), lambda r, x: alu("neg", x)),
+  Rule("fdiv-one", P("fdiv", xf, K(1.0)), _same),
+  Rule("mod-one", P("mod", xi, K(1)), _zero),
+  Rule("neg-neg", P("neg", P("neg", x)), _same),
+  Rule("and-self", P("and", V("x", INTB), V("x")), _same),
+  Rule("or-self", P("or", V("x", INTB), V("x")), _same),
+  Rule("xor-self", P("xor", V("x", INTB), V("x")), _zero),
+  Rule("and-zero", P("and", V("x", INTB), K(0)), _zero),
+  Rule("or-zero", P("or", V("x", INTB), K(0)), _same),
+  Rule("xor-zero", P("xor", V("x", INTB), K(0)), _same),
+  Rule("and-ones", P("and", V("x", INTB), C("c")), _same, lambda r, x, c: SEM.raw(c) == SEM.dom(c.dtype).ones),
+  Rule("or-ones", P("or", V("x", INTB), C("c")), lambda r, x, c: c, lambda r, x, c: SEM.raw(c) == SEM.dom(c.dtype).ones),
+  Rule("shl-zero", P("shl", xi, K(0)), _same),
+  Rule("shr-zero", P("shr", xi, K(0)), _same),
+  Rule("max-self", P("max", x, x), _same),
+  Rule("min-self", P("min", x, x), _same),
+  Rule("max-neginf", P("max", xf, K(float("-inf"))), _same),
+  Rule("min-posinf", P("min", xf, K(float("inf"))), _same),
+  Rule("cmplt-self", P("cmplt", x, x), lambda r, x: const_like(r, False)),
+  Rule("cmpne-self-int", P("cmpne", V("x", INTB), V("x")), lambda r, x: const_like(r, False)),
+  Rule("cmpeq-self-int", P("cmpeq", V("x", INTB), V("x")), lambda r, x: const_like(r, True)),
+  Rule("cmpne-false", P("cmpne", xb, K(False)), _same),
+  Rule("cmpeq-true", P("cmpeq", xb, K(True)), _same),
+  Rule("where-true", P("where", K(True), x, y), _same),
+  Rule("where-false", P("where", K(False), x, y), lambda r, x, y: y),
+  Rule("where-same", P("where", V("c"), x, x), _same),
+  Rule("where-bool", P("where", V("c"), K(True, dtype=BOOL), K(False)), lambda r, c: c),
+  Rule("trunc-trunc", P("trunc", P("trunc", x, name="t")), lambda r, x, t: t),
+  Rule("mulacc-int", P("mulacc", xi, y, z), lambda r, x, y, z: alu("add", alu("mul", x, y), z)),
+  Rule("add-neg", P("add", V("x", NUM), P("neg", y)), lambda r, x, y: alu("sub", x, y)),
+  Rule("sub-neg", P("sub", V("x", NUM), P("neg", y)), lambda r, x, y: alu("add", x, y)),
+  Rule("zero-sub-int", P("sub", K(0), yi), lambda r, y: alu("neg", y)),
+  Rule("add-neg-self-int", P("add", P("neg", xi), V("x")), _zero),
+  Rule("add-sub-cancel", P("sub", P("add", xi, y), V("y")), _same),
+  Rule("sub-add-cancel", P("add", P("sub", xi, y), V("y")), _same),
+  # ---- casts
+  Rule("cast-noop", P("cast", x), _same, lambda r, x: r.ty == x.ty),
+  Rule("cast-chain", P("cast", P("cast", x, name="m")), lambda r, x, m: r.replace(src=(x,)),
+       lambda r, x, m: lossless(elem(x), elem(m))),
+  Rule("bitcast-noop", P("bitcast", x), _same, lambda r, x: r.ty == x.ty),
+  # an int -> float -> int round trip keeps NaN payloads on hardware, but Z3 has a single NaN: not claimed
+  Rule("bitcast-chain", P("bitcast", P("bitcast", x, name="m")), lambda r, x, m: r.replace(src=(x,)),
+       lambda r, x, m: SEM.all(elem(m) not in FLOATS or elem(x) in FLOATS)),
+  # ---- integer reassociation: constants move outward and combine (combining offsets)
+  Rule("sub-const", P("sub", xi, ci), lambda r, x, c: alu("add", x, alu("neg", c))),
+  Rule("add-add-const", P("add", P("add", xi, c1), c2), lambda r, x, c1, c2: alu("add", x, alu("add", c1, c2))),
+  Rule("mul-mul-const", P("mul", P("mul", xi, c1), c2), lambda r, x, c1, c2: alu("mul", x, alu("mul", c1, c2))),
+  Rule("add-const-out", P("add", P("add", xi, ci, name="a"), y), lambda r, a, x, c, y: alu("add", alu("add", x, y), c),
+       lambda r, a, x, c, y: y.op != "const"),
+  Rule("add-self", P("add", xi, V("x")), lambda r, x: alu("mul", x, const_like(x, 2))),
+  Rule("mul-add-self", P("add", P("mul", xi, ci), V("x")), lambda r, x, c: alu("mul", x, alu("add", c, const_like(c, 1)))),
+  Rule("mul-add-mul", P("add", P("mul", xi, c1), P("mul", V("x"), c2)), lambda r, x, c1, c2: alu("mul", x, alu("add", c1, c2))),
+  # ---- bounds: comparisons, max/min, div/mod decided by vmin/vmax (uop.range values)
+  Rule("cmplt-true", P("cmplt", xi, yi), lambda r, x, y: const_like(r, True), lambda r, x, y: SEM.vmax(x) < SEM.vmin(y)),
+  Rule("cmplt-false", P("cmplt", xi, yi), lambda r, x, y: const_like(r, False), lambda r, x, y: SEM.vmin(x) >= SEM.vmax(y)),
+  Rule("max-bounds", P("max", xi, yi), _same, lambda r, x, y: SEM.vmin(x) >= SEM.vmax(y)),
+  Rule("min-bounds", P("min", xi, yi), _same, lambda r, x, y: SEM.vmax(x) <= SEM.vmin(y)),
+  Rule("idiv-small", P("idiv", xi, ci), _zero, lambda r, x, c: SEM.all(nonneg(x), SEM.vmax(x) < SEM.val(c))),
+  Rule("mod-small", P("mod", xi, ci), _same, lambda r, x, c: SEM.all(nonneg(x), SEM.vmax(x) < SEM.val(c))),
+  Rule("mul-idiv", P("idiv", P("mul", xi, ci), V("c")), _same,
+       lambda r, x, c: SEM.all(SEM.val(c) != 0, in_range(x, SEM.vmin(x) * SEM.val(c), SEM.vmax(x) * SEM.val(c))), proof_dts=DIV8),
+  Rule("mul-mod", P("mod", P("mul", xi, ci), V("c")), _zero,
+       lambda r, x, c: SEM.all(SEM.val(c) != 0, in_range(x, SEM.vmin(x) * SEM.val(c), SEM.vmax(x) * SEM.val(c))), proof_dts=DIV8),
+  Rule("muladd-idiv", P("idiv", P("add", P("mul", xi, ci), yi), V("c")), lambda r, x, c, y: alu("add", x, alu("idiv", y, c)),
+       lambda r, x, c, y: SEM.all(SEM.val(c) > 0, nonneg(x, y), in_range(x, SEM.vmax(x) * SEM.val(c) + SEM.vmax(y))), proof_dts=DIV8),
+  Rule("muladd-mod", P("mod", P("add", P("mul", xi, ci), yi), V("c")), lambda r, x, c, y: alu("mod", y, c),
+       lambda r, x, c, y: SEM.all(SEM.val(c) > 0, nonneg(x, y), in_range(x, SEM.vmax(x) * SEM.val(c) + SEM.vmax(y))), proof_dts=DIV8),
+  Rule("idiv-idiv", P("idiv", P("idiv", xi, c1), c2), lambda r, x, c1, c2: alu("idiv", x, alu("mul", c1, c2)),
+       lambda r, x, c1, c2: SEM.all(SEM.val(c1) > 0, SEM.val(c2) > 0, in_range(x, SEM.val(c1) * SEM.val(c2))), proof_dts=DIV8),
+  Rule("mod-mod", P("mod", P("mod", xi, c1), c2), lambda r, x, c1, c2: alu("mod", x, c2),
+       lambda r, x, c1, c2: SEM.all(SEM.val(c1) > 0, SEM.val(c2) > 0, SEM.divides(SEM.val(c2), SEM.val(c1))), proof_dts=DIV8),
+  Rule("mul-idiv-divides", P("idiv", P("mul", xi, c1), c2), lambda r, x, c1, c2: alu("mul", x, alu("idiv", c1, c2)),
+       lambda r, x, c1, c2: SEM.all(SEM.val(c2) > 0, SEM.val(c1) > 0, SEM.divides(SEM.val(c2), SEM.val(c1)),
+                                    in_range(x, SEM.vmin(x) * SEM.val(c1), SEM.vmax(x) * SEM.val(c1))), proof_dts=DIV8),
+  Rule("divmod-recombine", P("add", P("mul", P("idiv", xi, ci), V("c")), P("mod", V("x"), V("c"))), _same,
+       lambda r, x, c: SEM.val(c) != 0, proof_dts=DIV8),
+]
+
+RULE_BY_NAME = {r.name: r for r in RULES}
+def matcher(rules: list[Rule]) -> PatternMatcher: return PatternMatcher([(r.pat, r) for r in rules])
+SYMBOLIC = matcher(RULES)
