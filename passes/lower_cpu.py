@@ -29,9 +29,11 @@ Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel'
 `lower_module(funcs: list[Func]) -> str` (a whole kernel-level module). Unsupported input raises PassError."""
 from __future__ import annotations
 import re
+from math import prod
 from morok_mlir.bridge import Func, const_text, import_module, replace_module_body
 from morok_mlir.dtype import DType, dtypes
-from morok_mlir.uop import UOp, attrs
+from morok_mlir.uop import UOp, attrs, TOKEN
+from . import index_math as im
 from .registry import register, PassError
 
 # ---------------------------------------------------------------- tables
@@ -351,6 +353,124 @@ def lower_kernel(f: Func, name: str | None = None) -> str:
   args = ", ".join([f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else []))
   body = "".join(f"    {l}\n" for l in lw.root.lines)
   return f"  func.func @{name or f.name}({args}) {{\n{body}    return\n  }}\n"
+
+# ---------------------------------------------------------------- contractions: packed operands + register-tiled FMAs
+class Contraction:
+  """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC]` (see optimize.contraction: the store is
+  g(reduce-add over K of a*b), a indexed by loop ranges I and K, b by loop ranges J and K) as four phases, each a
+  function over the kernel's buffers plus three scratch buffers, each run on threads over its outer loop:
+    pack_a  Ap[M/MR][K][MR] = a    (rows past M are 0)      the operands' index math and gates run here, O(MK + KN)
+    pack_b  Bp[N/NR][K][NR] = b    (columns past N are 0)
+    mm      C[M][N] = Ap x Bp: for each NR-wide panel of Bp (the threaded loop), K in KC-deep slices (an L1-resident
+            slice of the panel), an MR x NR tile of vector accumulators carried through the k loop with vector.fma
+    epi     the original store, with the reduce replaced by a load of C[m][n]   (bias, relu, ... fuse here)"""
+  def __init__(self, f: Func, name: str):
+    from .optimize import contraction
+    self.f, self.name = f, name
+    red, a, b, I, J, K = contraction(f)
+    self.mr, self.nr, self.kc, self.mc, self.vw = (int(x) for x in re.findall(r"\d+", f.attrs["uop.contraction"].split(":", 1)[1]))
+    size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
+    self.M, self.N, self.K = (prod(size(rs)) for rs in (I, J, K))
+    self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
+    n = len(f.args)
+    self.scratch = [self.Mp * self.K, self.Np * self.K, self.Mp * self.Np]
+    self.args = list(f.args) + [f"memref<{x}xf32>" for x in self.scratch]
+    ap, bp, cp = (UOp("buffer", self.args[n + i], (), attrs(slot=n + i)) for i in range(3))
+    thr = {k: v for k, v in f.attrs.items() if k in ("uop.threads",)}
+    def rng(ax, sz): return UOp("range", "index", (im.const(sz),), attrs(axis=ax, kind="loop"))
+    def subst(x, rs, lin, total, n_valid):  # x with ranges rs unravelled from lin < total (clamped), 0 where lin >= n_valid
+      safe = UOp("min", "index", (lin, im.const(n_valid - 1))) if n_valid < total else lin
+      v = x.substitute(dict(zip(rs, im.unravel(safe, size(rs)))))
+      if safe is lin: return v
+      ok = UOp("cmplt", "i1", (lin, im.const(n_valid)))
+      return UOp("where", "f32", (ok, v, UOp("const", "f32", (), attrs(value=0.0))))
+    def pack(x, rs, npad, w, buf, ax_outer):
+      x = x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs})  # mentioned, not depended on
+      # a (rows x k, k-contiguous as a rule) in the packed order (panel, k, lane): 6 sequential read streams, contiguous
+      # stores; b (k x columns) with k outermost: sequential reads (a panel-major order would touch a page per element)
+      r_p, r_k, r_l = rng(ax_outer + (buf is bp), npad // w), rng(ax_outer + (buf is ap), self.K), rng(ax_outer + 2, w)
+      v = subst(x, K, r_k, self.K, self.K) if K else x
+      v = subst(v, rs, im.add(im.mul(r_p, im.const(w)), r_l), npad, prod(size(rs)))
+      idx = im.add(im.add(im.mul(r_p, im.const(self.K * w)), im.mul(r_k, im.const(w))), r_l)
+      st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, idx)), v))
+      return Func(f"{name}_pack", self.args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, r_p, r_k, r_l)),))], {"uop.kernel": None, **thr})
+    self.pack_a, self.pack_b = pack(a, I, self.Mp, self.mr, ap, 1000), pack(b, J, self.Np, self.nr, bp, 1000)
+    m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))
+    c = UOp("load", "f32", (UOp("index", "!uop.ptr<f32>", (cp, im.add(im.mul(m, im.const(self.Np)), nn))),))
+    self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c})], {"uop.kernel": None, **thr})
+
+  def phases(self) -> list[tuple[str, tuple[int, int, int] | None]]:
+    par = lambda f, g: parallel_info(f) and (parallel_info(f)[0], parallel_info(f)[1], g)
+    t = _int_attr(self.f, "uop.threads", 1)
+    return [(f"{self.name}_pack_a", par(self.pack_a, 1)), (f"{self.name}_pack_b", par(self.pack_b, 1)),
+            (f"{self.name}_mm", (self.Np // self.nr, t, 1) if t > 1 else None), (f"{self.name}_epi", par(self.epi, 1))]
+
+  def text(self) -> str:
+    return (lower_kernel(self.pack_a, f"{self.name}_pack_a") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
+            + self.mm() + lower_kernel(self.epi, f"{self.name}_epi"))
+
+  def mm(self) -> str:
+    mr, nr, kc, mc, vw = self.mr, self.nr, self.kc, self.mc, self.vw
+    nv, V = nr // vw, f"vector<{vw}xf32>"
+    t = _int_attr(self.f, "uop.threads", 1)
+    out, n = [], [0]
+    def L(text):
+      n[0] += 1; out.append(f"{'  ' * depth[0]}%v{n[0]} = {text}"); return f"%v{n[0]}"
+    depth = [2]
+    ci = lambda v: L(f"arith.constant {v} : index")
+    c0, c1 = ci(0), ci(1)
+    ck, ckc, cnp = ci(self.K), ci(kc), ci(self.Np)
+    zero = L(f"arith.constant dense<0.0> : {V}")
+    lo, hi = ("%lo", "%hi") if t > 1 else (c0, ci(self.Np // nr))
+    pa, pb, pc = (f"%arg{len(self.f.args) + i}" for i in range(3))
+    ta, tb, tc = (f"memref<{x}xf32>" for x in self.scratch)
+    # Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels
+    # (each KC x NR slice L1-resident while the MR-row tiles of the block pass over it)
+    out.append(f"    scf.for %kc = {c0} to {ck} step {ckc} {{"); depth[0] = 3
+    knext = L(f"arith.addi %kc, {ckc} : index")
+    kend = L(f"arith.minsi {knext}, {ck} : index")
+    first = L(f"arith.cmpi eq, %kc, {c0} : index")
+    out.append(f"      scf.for %ic = {c0} to {ci(self.Mp)} step {ci(mc)} {{"); depth[0] = 4
+    ib_lo = L(f"arith.divui %ic, {ci(mr)} : index")
+    ic_end = L(f"arith.addi %ic, {ci(mc)} : index")
+    ic_end = L(f"arith.minsi {ic_end}, {ci(self.Mp)} : index")
+    ib_hi = L(f"arith.divui {ic_end}, {ci(mr)} : index")
+    out.append(f"        scf.for %jb = {lo} to {hi} step {c1} {{"); depth[0] = 5
+    bbase = L(f"arith.muli %jb, {ci(self.K * nr)} : index")
+    jcol = L(f"arith.muli %jb, {ci(nr)} : index")
+    out.append(f"          scf.for %ib = {ib_lo} to {ib_hi} step {c1} {{"); depth[0] = 6
+    abase = L(f"arith.muli %ib, {ci(self.K * mr)} : index")
+    crow = L(f"arith.muli %ib, {ci(mr * self.Np)} : index")
+    crow = L(f"arith.addi {crow}, {jcol} : index")
+    offs = [[L(f"arith.addi {crow}, {ci(r * self.Np + v * vw)} : index") for v in range(nv)] for r in range(mr)]
+    loads = [L(f"vector.load {pc}[{o}] : {tc}, {V}") for row in offs for o in row]
+    init = [L(f"arith.select {first}, {zero}, {x} : {V}") for x in loads]
+    accs = [f"%acc{i}" for i in range(len(init))]
+    res = f"%res{n[0]}"
+    out.append(f"{'  ' * 6}{res}:{len(init)} = scf.for %k = %kc to {kend} step {c1} iter_args("
+               + ", ".join(f"{a} = {i}" for a, i in zip(accs, init)) + f") -> ({', '.join([V] * len(init))}) {{"); depth[0] = 7
+    add = lambda x, c: L(f"arith.addi {x}, {ci(c)} : index") if c else x
+    bo = L(f"arith.addi {bbase}, {L(f'arith.muli %k, {ci(nr)} : index')} : index")
+    bv = [L(f"vector.load {pb}[{add(bo, v * vw)}] : {tb}, {V}") for v in range(nv)]
+    ao = L(f"arith.addi {abase}, {L(f'arith.muli %k, {ci(mr)} : index')} : index")
+    new = []
+    for r in range(mr):
+      ar = L(f"memref.load {pa}[{add(ao, r)}] : {ta}")
+      av = L(f"vector.broadcast {ar} : f32 to {V}")
+      new += [L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") for v in range(nv)]
+    out.append(f"{'  ' * 7}scf.yield {', '.join(new)} : {', '.join([V] * len(new))}")
+    out.append(f"{'  ' * 6}}}")
+    for i, o in enumerate(o for row in offs for o in row): out.append(f"{'  ' * 6}vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
+    out += ["          }", "        }", "      }", "    }"]
+    args = ", ".join([f"%arg{i}: {mem_type(ty)}" for i, ty in enumerate(self.args)] + (["%lo: index", "%hi: index"] if t > 1 else []))
+    return f"  func.func @{self.name}_mm({args}) {{\n" + "\n".join(out) + "\n    return\n  }\n"
+
+def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int]]:
+  """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes)."""
+  if "uop.contraction" in f.attrs:
+    c = Contraction(f, name)
+    return c.text(), c.phases(), c.scratch
+  return lower_kernel(f, name), [(name, parallel_info(f))], []
 
 def lower_schedule(f: Func, kernels: dict[str, Func]) -> str:
   calls = []

@@ -23,6 +23,37 @@ MM_MIN_FLOPS = 1 << 21          # contractions smaller than this stay plain loop
 def _size(r: UOp) -> int: return int(r.src[0].attrs["value"])
 def _rngs(u: UOp) -> set[UOp]: return {x for x in u.toposort if x.op == "range"}
 
+_EVAL = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "max": max, "min": min,
+         "idiv": lambda a, b: 0 if b == 0 else abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),
+         "mod": lambda a, b: 0 if b == 0 else a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)),
+         "cmplt": lambda a, b: a < b, "cmpeq": lambda a, b: a == b, "cmpne": lambda a, b: a != b,
+         "and": lambda a, b: a and b, "or": lambda a, b: a or b, "where": lambda c, a, b: a if c else b}
+def _eval(u: UOp, env: dict, memo: dict):
+  if u in memo: return memo[u]
+  if u.op == "range": v = env[u]
+  elif u.op == "const": v = u.attrs["value"]
+  elif u.op in _EVAL: v = _EVAL[u.op](*(_eval(s, env, memo) for s in u.src))
+  else: raise KeyError(u.op)
+  memo[u] = v
+  return v
+
+def depends(x: UOp, r: UOp, rngs: list[UOp], trials: int = 6) -> bool:
+  """Whether x's value can change with range r: its index/bool subexpressions are evaluated at random points that
+  differ only in r (index math is not simplified here: (i*64+j)//64 mentions j but does not depend on it)."""
+  import random
+  rnd = random.Random(0)
+  exprs = [e for u in x.toposort for e in (u.src[1:] if u.op == "index" else u.src[:1] if u.op == "where" and u.ty not in ("index", "i1") else ())
+           if r in _rngs(e)]   # addresses, gates, selects: what a value can depend on
+  if any(u.ty not in ("index", "i1") and r in u.src for u in x.toposort): return True   # a range used as a value
+  for _ in range(trials):
+    env = {q: rnd.randrange(_size(q)) for q in rngs}
+    env2 = {**env, r: rnd.randrange(_size(r))}
+    try:
+      m1, m2 = {}, {}
+      if any(_eval(e, env, m1) != _eval(e, env2, m2) for e in exprs): return True
+    except KeyError: return True
+  return False
+
 def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]] | None:
   """(reduce, a, b, I, J, K) when the kernel's one store is f(reduce-add over K of a*b), a depending on loop ranges I
   and K only, b on the other loop ranges J and K only. I and J keep the loop order (axis)."""
@@ -33,7 +64,9 @@ def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]
   if len(reds) != 1 or (red := reds[0]).attrs.get("op") != "add" or red.ty != "f32" or red.src[0].op != "mul": return None
   K = sorted(red.src[1:], key=lambda r: r.attrs["axis"])
   a, b = red.src[0].src
-  ra, rb = _rngs(a) - set(K), _rngs(b) - set(K)
+  if set(K) & set(loops) or any(r.attrs.get("kind") != "loop" for r in loops): return None
+  every = loops + K
+  ra, rb = {r for r in loops if depends(a, r, every)}, {r for r in loops if depends(b, r, every)}
   if not ra or not rb or ra & rb: return None
   if ra & set(loops) != ra or rb & set(loops) != rb: return None
   if ra.isdisjoint({loops[0]}) and not rb.isdisjoint({loops[0]}): a, b, ra, rb = b, a, rb, ra  # a holds the first axis when it can
@@ -51,7 +84,7 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
   if any(u.op == "reduce" and u.ty in ("f32", "f64", "f16") for u in nodes): attrs["uop.fastmath"] = None
   if (c := contraction(f)) is not None and 2 * prod(_size(r) for r in rngs) >= MM_MIN_FLOPS:
     mr, nr = (6, 2 * vec) if vec <= 8 else (8, 2 * vec)   # 12 (of 16 ymm) / 16 (of 32 zmm) accumulators
-    attrs["uop.contraction"] = f"array<i64: {mr}, {nr}, 256>"
+    attrs["uop.contraction"] = f"array<i64: {mr}, {nr}, 256, {mr * 40}, {vec}>"
     if threads > 1: attrs["uop.threads"] = f"{threads} : i64"
   elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(min(loops, key=lambda r: r.attrs["axis"])) >= threads:
     attrs["uop.threads"] = f"{threads} : i64"

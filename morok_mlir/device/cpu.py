@@ -52,6 +52,8 @@ class ProgramSpec:
   args: tuple[tuple[int, DType], ...]  # (element count, dtype) per buffer argument
   outs: tuple[int, ...]      # arguments the kernel stores to
   par: tuple[int, int, int] | None = None  # (outer loop size, threads, chunk grain): the kernel takes (lo, hi) last
+  phases: tuple = ()         # ((entry, par), ...) run in order instead of `name` (a contraction's pack/mm/epilogue)
+  scratch: tuple[int, ...] = ()  # f32 element counts of scratch buffers passed after the kernel's buffers
 
 @dataclass(frozen=True)
 class CompiledSpec:
@@ -71,10 +73,13 @@ def stored_slots(f: Func) -> set[int]:
 class CPURenderer:
   """uop-lower-cpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    from morok_mlir.passes.lower_cpu import lower_kernel, parallel_info
+    from morok_mlir.passes.lower_cpu import lower_program
+    src, phases, scratch = lower_program(f, name)
     # noinline: the engine's packed wrapper would otherwise inline the body and LLVM would optimise it twice
-    src = lower_kernel(f, name).replace(") {\n", ') attributes {passthrough = ["noinline"]} {\n', 1)
-    return ProgramSpec(name, "module {\n" + src + "}\n", tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), parallel_info(f))
+    src = re.sub(r"(func\.func @\w+\(.*\)) \{\n", lambda m: m.group(1) + ' attributes {passthrough = ["noinline"]} {\n', src)
+    par = phases[0][1] if len(phases) == 1 else None
+    return ProgramSpec(name, "module {\n" + src + "}\n", tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), par,
+                       tuple(phases) if len(phases) > 1 else (), tuple(scratch))
 
 _ctx = None
 def _context():
@@ -163,33 +168,37 @@ class CPUProgram:
   def __init__(self, c: CompiledSpec | None = None, spec: ProgramSpec | None = None, lib: str | None = None):
     self.spec = spec = c.spec if c is not None else spec
     self.name = spec.name
+    entries = spec.phases or ((spec.name, spec.par),)
     if lib is not None:
       self.lib = ctypes.CDLL(lib)
-      addr = ctypes.cast(getattr(self.lib, f"_mlir_{spec.name}"), ctypes.c_void_p).value
+      addrs = [ctypes.cast(getattr(self.lib, f"_mlir_{e}"), ctypes.c_void_p).value for e, _ in entries]
     else:
       from mlir import ir
       from mlir.execution_engine import ExecutionEngine
       with _lock, _context():
         self.engine = ExecutionEngine(ir.Module.parse(c.src), opt_level=3, enable_pic=True)
-        addr = self.engine.raw_lookup(c.name)   # the packed wrapper: void _mlir_<name>(void **args)
-    if not addr: raise RuntimeError(f"lookup of {spec.name} failed")
-    n = len(spec.args)
-    self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
-    self._ptrs = (ctypes.c_void_p * max(n, 1))()
+        addrs = [self.engine.raw_lookup(e) for e, _ in entries]   # packed wrappers: void _mlir_<name>(void **args)
+    if not all(addrs): raise RuntimeError(f"lookup of {spec.name} failed")
+    n, ns = len(spec.args), len(spec.args) + len(spec.scratch)
+    self._scratch = [CPU.allocator.alloc(x, dtypes.float32) for x in spec.scratch] if spec.scratch else []
+    self._ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + [a.ctypes.data for a in self._scratch]))
     slot = lambda i: ctypes.addressof(self._ptrs) + i * ctypes.sizeof(ctypes.c_void_p)
     self._np = [(size, np.dtype(dt.np)) for size, dt in spec.args]
-    if spec.par is None: self._packs = [(ctypes.c_void_p * max(n, 1))(*[slot(i) for i in range(n)])]
-    else:  # one argument pack per chunk: shared buffer pointers, its own (lo, hi)
-      size, threads, grain = spec.par
-      self._bounds = [(ctypes.c_int64 * 2)(lo, hi) for lo, hi in chunks(size, min(threads, THREADS), grain)]
-      self._packs = [(ctypes.c_void_p * (n + 2))(*[slot(i) for i in range(n)], ctypes.addressof(b), ctypes.addressof(b) + 8)
-                     for b in self._bounds]
+    self._phases, self._keep = [], []   # (fn, [argument pack per chunk])
+    for addr, (_, par) in zip(addrs, entries):
+      fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
+      if par is None: self._phases.append((fn, [(ctypes.c_void_p * max(ns, 1))(*[slot(i) for i in range(ns)])])); continue
+      bounds = [(ctypes.c_int64 * 2)(lo, hi) for lo, hi in chunks(par[0], min(par[1], THREADS), par[2])]
+      self._phases.append((fn, [(ctypes.c_void_p * (ns + 2))(*[slot(i) for i in range(ns)], ctypes.addressof(b), ctypes.addressof(b) + 8)
+                                for b in bounds]))
+      self._keep += bounds   # the packs point into them
   def call_ptrs(self, *addrs: int) -> None:
     self._ptrs[:len(addrs)] = addrs
-    if len(self._packs) == 1: return self._fn(self._packs[0])
-    futs = [_workers().submit(self._fn, p) for p in self._packs[1:]]
-    self._fn(self._packs[0])
-    for f in futs: f.result()
+    for fn, packs in self._phases:
+      if len(packs) == 1: fn(packs[0]); continue
+      futs = [_workers().submit(fn, p) for p in packs[1:]]
+      fn(packs[0])
+      for f in futs: f.result()
   def __call__(self, *bufs: np.ndarray) -> None:
     if len(bufs) != len(self._np): raise TypeError(f"{self.name} takes {len(self._np)} buffers, got {len(bufs)}")
     for i, (b, (size, dt)) in enumerate(zip(bufs, self._np)):
@@ -228,7 +237,7 @@ class CPUAllocator:
     mv = memoryview(block)
     arr = np.frombuffer(mv, dt.np)
     addr = arr.ctypes.data
-    self.live[addr] = weakref.finalize(mv, self._recycle, addr, block, nbytes)
+    self.live[addr] = weakref.finalize(arr, self._recycle, addr, block, nbytes)  # numpy keeps its own view of mv, not mv
     return arr
   def _recycle(self, addr: int, block, nbytes: int) -> None:
     self.live.pop(addr, None)
@@ -248,7 +257,7 @@ class CPUDevice:
   def compile(self, f: Func) -> CPUProgram:
     spec = self.renderer.render(f)
     # the argument dtypes join the key: int8/uint8/bool buffers all lower to i8 memrefs, but the checks differ
-    if (p := self.method_cache.get(key := (spec.src, spec.args, spec.par))) is None:
+    if (p := self.method_cache.get(key := (spec.src, spec.args, spec.par, spec.phases))) is None:
       t0 = time.perf_counter()
       p = self.method_cache[key] = self.build(spec)
       self.compile_ms.append((time.perf_counter() - t0) * 1e3)
