@@ -46,7 +46,8 @@ def _loc(u: UOp) -> str:
   return f' loc("{m.group(1)}":{m.group(2)}:{m.group(3) or 0})' if m else f' loc("{u.loc}")'
 
 def _elem(ty: str) -> str:
-  m = re.search(r"x?([a-z0-9]+)>$", ty)
+  """Element type of a shaped type ('tensor<4xi32>' -> 'i32'), or ty itself for a scalar."""
+  m = re.search(r"[<x]([a-z]+\d*)>$", ty)
   return m.group(1) if m and ty.startswith(("tensor", "vector", "memref")) else ty
 
 def func_text(f: Func) -> str:
