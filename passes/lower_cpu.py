@@ -310,9 +310,33 @@ class Lowerer:
       mop, pred = CMP[op][c].split()
       return L(f"{mop} {pred}, {names[0]}, {names[1]} : {t}")
     if op in ("idiv", "mod") and c in (S, U): return self.divide(op, srcs, names, sdt, fr)
+    if op == "pow" and c in (S, U): return self.ipow(names[0], names[1], sdt, fr)
     if op not in ALU or c not in ALU[op]: raise PassError(f"uop.{op} is not defined on {sdt.name}", u.loc)
     if op in POLY and t == "f32": return getattr(Poly(self, fr), op)(names[0])
     return L(f"{ALU[op][c]} {', '.join(names)}{fm if op in ('add', 'mul', 'max', 'min') else ''} : {t}")
+
+  def ipow(self, a: str, e: str, dt: DType, fr: Frame) -> str:
+    """Integer a ** e by squaring over the exponent's bits (wraps like repeated multiplication). A negative exponent
+    gives the truncated 1 / a**-e: 1 for a == 1, +-1 for a == -1, else 0."""
+    L, t = (lambda text: self.line(fr, text)), sl(dt)
+    zero, one, idx = self.const(0, dt), self.const(1, dt), (lambda v: self.const(v, dtypes.index))
+    n = self.n; self.n += 10
+    i, r, b, x, res = (f"%pw{n}_{k}" for k in ("i", "r", "b", "x", "res"))
+    body = [f"%pw{n}_odd = arith.cmpi ne, %pw{n}_bit, {zero} : {t}",
+            f"%pw{n}_rb = arith.muli {r}, {b} : {t}", f"%pw{n}_r2 = arith.select %pw{n}_odd, %pw{n}_rb, {r} : {t}",
+            f"%pw{n}_b2 = arith.muli {b}, {b} : {t}", f"%pw{n}_x2 = arith.shrui {x}, {one} : {t}",
+            f"scf.yield %pw{n}_r2, %pw{n}_b2, %pw{n}_x2 : {t}, {t}, {t}"]
+    fr.lines += [f"{res}:3 = scf.for {i} = {idx(0)} to {idx(dt.bits)} step {idx(1)} iter_args({r} = {one}, {b} = {a}, {x} = {e}) -> ({t}, {t}, {t}) {{",
+                 f"  %pw{n}_bit = arith.andi {x}, {one} : {t}"] + ["  " + l for l in body] + ["}"]
+    out = f"{res}#0"
+    if dt.is_unsigned: return out
+    neg = L(f"arith.cmpi slt, {e}, {zero} : {t}")
+    odd = L(f"arith.cmpi ne, {L(f'arith.andi {e}, {one} : {t}')}, {zero} : {t}")
+    m1 = self.const(-1, dt)
+    sgn = L(f"arith.select {odd}, {m1}, {one} : {t}")
+    frac = L(f"arith.select {L(f'arith.cmpi eq, {a}, {m1} : {t}')}, {sgn}, {zero} : {t}")
+    frac = L(f"arith.select {L(f'arith.cmpi eq, {a}, {one} : {t}')}, {one}, {frac} : {t}")
+    return L(f"arith.select {neg}, {frac}, {out} : {t}")
 
   def divide(self, op: str, srcs, names: list[str], dt: DType, fr: Frame) -> str:
     """Integer idiv/mod without LLVM's undefined (trapping) cases: x/0 -> 0, x%0 -> 0, MIN/-1 -> -MIN (wraps), MIN%-1 -> 0."""

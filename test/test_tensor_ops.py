@@ -419,3 +419,8 @@ def test_realized_data_survives_later_realize():
   x = (Tensor(np.ones(3, np.float32)) * 5).realize()
   (Tensor(np.zeros(3, np.float32)) + 1).realize()
   check(x, np.full(3, 5, np.float32))
+
+def test_integer_pow_negative_exponent():
+  """Integer a ** -n is the truncated 1 / a**n (PyTorch raises; we define it): 1 for a == 1, +-1 for a == -1, else 0."""
+  a, b = np.array([1, -1, -1, 2, -3, 0, 7], np.int32), np.array([-3, -3, -2, -1, -2, 2, 0], np.int32)
+  check(Tensor(a) ** Tensor(b), np.array([1, -1, 1, 0, 0, 0, 1], np.int32))
