@@ -29,7 +29,7 @@ from .emit import normalize, graph_func
 from .diagnostics import format_mlir_error
 
 DEBUG = int(os.environ.get("DEBUG", "0"))
-PIPELINE = ["uop-rangeify", "uop-kernel-split", "uop-optimize"]
+PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-optimize"]
 
 class CompileError(RuntimeError):
   """A pass rejected the graph; the message carries MLIR's diagnostics at the user's file:line."""
