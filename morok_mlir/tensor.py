@@ -616,3 +616,43 @@ for _name, _fn in {"add": Tensor.add, "sub": Tensor.sub, "mul": Tensor.mul, "pow
   setattr(Tensor, f"__{_name}__", lambda self, x, f=_fn: f(self, x))
   setattr(Tensor, f"__r{_name}__", lambda self, x, f=_fn: f(self, x, True))
   setattr(Tensor, f"__i{_name}__", lambda self, x, f=_fn: self.assign(f(self, x)))
+
+# ---- convolution, tinygrad's formulation: sliding windows by movement ops only (repeat, shrink, reshape, permute),
+# then one multiply-reduce, which uop-optimize recognises as a contraction (packed operands, register-tiled FMAs)
+def _pool(self: Tensor, k_: tuple[int, ...], stride=1, dilation=1) -> Tensor:
+  """(..., *i_) -> (..., *o_, *k_): every k_ window at the given stride and dilation."""
+  n = len(k_)
+  s_, d_ = (stride,) * n if isinstance(stride, int) else tuple(stride), (dilation,) * n if isinstance(dilation, int) else tuple(dilation)
+  noop, i_ = [None] * (self.ndim - n), self.shape[-n:]
+  if any(d * (k - 1) + 1 > i for k, i, d in zip(k_, i_, d_)): _err(ValueError, f"kernel {k_} (dilation {d_}) is larger than the input {i_}")
+  o_ = [(i - d * (k - 1) - 1) // s + 1 for i, d, k, s in zip(i_, d_, k_, s_)]
+  f_ = [1 + int(o * s > i + d) for o, s, i, d in zip(o_, s_, i_, d_)]
+  reps = [-(-k * (i * f + d) // i) for k, i, d, f in zip(k_, i_, d_, f_)]
+  lead = list(self.shape[:-n])
+  x = self.reshape(*lead, *[v for i in i_ for v in (1, i)]).expand(*lead, *[v for r, i in zip(reps, i_) for v in (r, i)])
+  x = x.reshape(*lead, *[r * i for r, i in zip(reps, i_)])
+  x = x.shrink(tuple([(0, s) for s in lead] + [(0, k * (i * f + d)) for k, i, d, f in zip(k_, i_, d_, f_)]))
+  x = x.reshape(*lead, *[v for k, i, d, f in zip(k_, i_, d_, f_) for v in (k, i * f + d)])
+  x = x.shrink(tuple([(0, s) for s in lead] + [v for k, o, s in zip(k_, o_, s_) for v in ((0, k), (0, o * s))]))
+  x = x.reshape(*lead, *[v for k, o, s in zip(k_, o_, s_) for v in (k, o, s)])
+  x = x.shrink(tuple([(0, s) for s in lead] + [v for k, o in zip(k_, o_) for v in ((0, k), (0, o), (0, 1))]))
+  x = x.reshape(*lead, *[v for k, o in zip(k_, o_) for v in (k, o)])
+  return x.permute(*range(len(noop)), *[len(noop) + i * 2 + 1 for i in range(n)], *[len(noop) + i * 2 for i in range(n)])
+
+def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups=1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
+  """tinygrad's / PyTorch's conv2d (NCHW input, (cout, cin/groups, kh, kw) weight); padding: int, one per spatial dim,
+  or PyTorch's flat (left, right, top, bottom)."""
+  (bs, cin_), (cout, cin), HW = self.shape[:2], weight.shape[:2], weight.shape[2:]
+  if self.ndim != weight.ndim or groups * cin != cin_ or cout % groups:
+    _err(ValueError, f"input {self.shape} does not match weight {weight.shape} with groups={groups}")
+  pads = [padding] * 2 * len(HW) if isinstance(padding, int) else \
+    [p for p in padding for _ in range(2)][::-1] if len(padding) == len(HW) else list(padding)
+  x = (self.pad(pads) if any(pads) else self)._pool(HW, stride, dilation)   # (bs, groups*cin, *oyx, *HW)
+  rcout, oyx = cout // groups, x.shape[2:-len(HW)]
+  x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
+  x = x.permute(0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(HW))])
+  ret = (x * weight.reshape(1, groups, rcout, *[1] * len(oyx), cin, *HW)).sum([-1 - i for i in range(1 + len(oyx))], keepdim=True, dtype=dtype)
+  ret = ret.reshape(bs, cout, *oyx)
+  return ret if bias is None else ret.add(bias.reshape(1, -1, *[1] * len(HW)))
+
+Tensor._pool, Tensor.conv2d = _pool, conv2d

@@ -389,7 +389,7 @@ class Contraction:
             slice of the panel), an MR x NR tile of vector accumulators carried through the k loop with vector.fma
     epi     the original store, with the reduce replaced by a load of C[m][n]   (bias, relu, ... fuse here)"""
   def __init__(self, f: Func, name: str):
-    from .optimize import contraction
+    from .optimize import contraction, affine_simplify
     self.f, self.name = f, name
     red, a, b, I, J, K = contraction(f)
     self.mr, self.nr, self.kc, self.mc, self.vw = (int(x) for x in re.findall(r"\d+", f.attrs["uop.contraction"].split(":", 1)[1]))
@@ -401,24 +401,17 @@ class Contraction:
     self.args = list(f.args) + [f"memref<{x}xf32>" for x in self.scratch]
     ap, bp, cp = (UOp("buffer", self.args[n + i], (), attrs(slot=n + i)) for i in range(3))
     thr = {k: v for k, v in f.attrs.items() if k in ("uop.threads",)}
-    def rng(ax, sz): return UOp("range", "index", (im.const(sz),), attrs(axis=ax, kind="loop"))
-    def subst(x, rs, lin, total, n_valid):  # x with ranges rs unravelled from lin < total (clamped), 0 where lin >= n_valid
-      safe = UOp("min", "index", (lin, im.const(n_valid - 1))) if n_valid < total else lin
-      v = x.substitute(dict(zip(rs, im.unravel(safe, size(rs)))))
-      if safe is lin: return v
-      ok = UOp("cmplt", "i1", (lin, im.const(n_valid)))
-      return UOp("where", "f32", (ok, v, UOp("const", "f32", (), attrs(value=0.0))))
-    def pack(x, rs, npad, w, buf, ax_outer):
-      x = x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs})  # mentioned, not depended on
-      # a (rows x k, k-contiguous as a rule) in the packed order (panel, k, lane): 6 sequential read streams, contiguous
-      # stores; b (k x columns) with k outermost: sequential reads (a panel-major order would touch a page per element)
-      r_p, r_k, r_l = rng(ax_outer + (buf is bp), npad // w), rng(ax_outer + (buf is ap), self.K), rng(ax_outer + 2, w)
-      v = subst(x, K, r_k, self.K, self.K) if K else x
-      v = subst(v, rs, im.add(im.mul(r_p, im.const(w)), r_l), npad, prod(size(rs)))
-      idx = im.add(im.add(im.mul(r_p, im.const(self.K * w)), im.mul(r_k, im.const(w))), r_l)
-      st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, idx)), v))
-      return Func(f"{name}_pack", self.args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, r_p, r_k, r_l)),))], {"uop.kernel": None, **thr})
-    self.pack_a, self.pack_b = pack(a, I, self.Mp, self.mr, ap, 1000), pack(b, J, self.Np, self.nr, bp, 1000)
+    def pack(x, rs, w, buf, k_first):
+      # loops over the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first for a), so
+      # reads follow its layout; the packed position needs only lin // w and lin % w; rows past M/N are never read
+      x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
+      order = (K + rs) if k_first else (rs + K)
+      new = {r: UOp("range", "index", r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
+      lin, kl = im.linearize([new[r] for r in rs], size(rs)), im.linearize([new[r] for r in K], size(K))
+      idx = im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
+      st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, idx)), x.substitute(new)))
+      return Func(f"{name}_pack", self.args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, *new.values())),))], {"uop.kernel": None, **thr})
+    self.pack_a, self.pack_b = pack(a, I, self.mr, ap, False), pack(b, J, self.nr, bp, True)
     m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))
     c = UOp("load", "f32", (UOp("index", "!uop.ptr<f32>", (cp, im.add(im.mul(m, im.const(self.Np)), nn))),))
     self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c})], {"uop.kernel": None, **thr})
@@ -427,7 +420,7 @@ class Contraction:
     par = lambda f, g: parallel_info(f) and (parallel_info(f)[0], parallel_info(f)[1], g)
     t = _int_attr(self.f, "uop.threads", 1)
     return [(f"{self.name}_pack_a", par(self.pack_a, 1)), (f"{self.name}_pack_b", par(self.pack_b, 1)),
-            (f"{self.name}_mm", (self.Np // self.nr, t, 1) if t > 1 else None), (f"{self.name}_epi", par(self.epi, 1))]
+            (f"{self.name}_mm", (max(self.Np // self.nr, -(-self.Mp // self.mc)), t, 1) if t > 1 else None), (f"{self.name}_epi", par(self.epi, 1))]
 
   def text(self) -> str:
     return (lower_kernel(self.pack_a, f"{self.name}_pack_a") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
@@ -445,7 +438,9 @@ class Contraction:
     c0, c1 = ci(0), ci(1)
     ck, ckc, cnp = ci(self.K), ci(kc), ci(self.Np)
     zero = L(f"arith.constant dense<0.0> : {V}")
-    lo, hi = ("%lo", "%hi") if t > 1 else (c0, ci(self.Np // nr))
+    nb, mb = self.Np // nr, -(-self.Mp // mc)   # Bp panels, Ap row blocks: threads split the larger (each thread then
+    by_m = mb > nb                               # streams only its share of the big operand from memory)
+    lo, hi = ("%lo", "%hi") if t > 1 else (c0, ci(mb if by_m else nb))
     pa, pb, pc = (f"%arg{len(self.f.args) + i}" for i in range(3))
     ta, tb, tc = (f"memref<{x}xf32>" for x in self.scratch)
     # Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels
@@ -454,12 +449,14 @@ class Contraction:
     knext = L(f"arith.addi %kc, {ckc} : index")
     kend = L(f"arith.minsi {knext}, {ck} : index")
     first = L(f"arith.cmpi eq, %kc, {c0} : index")
-    out.append(f"      scf.for %ic = {c0} to {ci(self.Mp)} step {ci(mc)} {{"); depth[0] = 4
+    out.append(f"      scf.for %icb = {lo if by_m else c0} to {hi if by_m else ci(mb)} step {c1} {{"); depth[0] = 4
+    cmc = ci(mc)
+    out.append(f"        %ic = arith.muli %icb, {cmc} : index")
     ib_lo = L(f"arith.divui %ic, {ci(mr)} : index")
     ic_end = L(f"arith.addi %ic, {ci(mc)} : index")
     ic_end = L(f"arith.minsi {ic_end}, {ci(self.Mp)} : index")
     ib_hi = L(f"arith.divui {ic_end}, {ci(mr)} : index")
-    out.append(f"        scf.for %jb = {lo} to {hi} step {c1} {{"); depth[0] = 5
+    out.append(f"        scf.for %jb = {c0 if by_m else lo} to {ci(nb) if by_m else hi} step {c1} {{"); depth[0] = 5
     bbase = L(f"arith.muli %jb, {ci(self.K * nr)} : index")
     jcol = L(f"arith.muli %jb, {ci(nr)} : index")
     out.append(f"          scf.for %ib = {ib_lo} to {ib_hi} step {c1} {{"); depth[0] = 6
