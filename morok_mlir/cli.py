@@ -2,6 +2,7 @@
 prints the result. Every user error is a diagnostic and exit code 1, never an abort."""
 from __future__ import annotations
 import argparse, json, re, sys
+from morok_mlir.diagnostics import format_mlir_error
 
 def _list_passes() -> str:
   from morok_mlir.passes import PASSES
@@ -39,11 +40,7 @@ def check_input(text: str) -> str | None:
     elif t in ")]}>": depth = max(depth - 1, 0)
   return None
 
-def _diag(err: Exception, fname: str) -> str:
-  msg = str(err).replace('"-":', f"{fname}:")
-  msg = re.sub(r"^(Unable to parse module assembly|Failure while executing pass pipeline):\n", "", msg)
-  msg = re.sub(r"(?m)^(\s*)(error|note|warning): (\S+?:\d+:\d+): ", r"\1\3: \2: ", msg)  # mlir-opt's order
-  return msg.rstrip()
+def _diag(err: Exception, fname: str) -> str: return format_mlir_error(str(err), fname)
 
 _CTX = None
 

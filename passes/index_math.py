@@ -2,23 +2,14 @@
 build, so rangeify's output is small before uop-simplify runs. Bounds come from `uop.range` ends."""
 from __future__ import annotations
 from morok_mlir.uop import UOp, attrs
+from . import symbolic
 
 def const(v: int, ty: str = "index") -> UOp: return UOp("const", ty, (), attrs(value=int(v) if ty != "i1" else bool(v)))
 def cval(u: UOp): return u.attrs["value"] if u.op == "const" else None
 
 def bounds(u: UOp) -> tuple[int, int]:
-  """Inclusive [min, max] of an index expression (loose where unknown)."""
-  if u.op == "const": return int(u.attrs["value"]), int(u.attrs["value"])
-  if u.op == "range": return 0, max(int(cval(u.src[0]) or 1) - 1, 0)
-  if u.op in ("add", "sub", "mul"):
-    (a0, a1), (b0, b1) = bounds(u.src[0]), bounds(u.src[1])
-    if u.op == "add": return a0 + b0, a1 + b1
-    if u.op == "sub": return a0 - b1, a1 - b0
-    c = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]; return min(c), max(c)
-  if u.op in ("idiv", "mod") and (c := cval(u.src[1])) and c > 0:
-    a0, a1 = bounds(u.src[0])
-    if a0 >= 0: return (a0 // c, a1 // c) if u.op == "idiv" else ((a0, a1) if a1 < c else (0, c - 1))
-  return -(1 << 63), (1 << 63) - 1
+  """Inclusive [min, max] of an index expression: the simplifier's value bounds, one definition for all passes."""
+  return symbolic.bounds(u)
 
 def _bin(op, a: UOp, b: UOp) -> UOp: return UOp(op, "index", (a, b))
 
