@@ -38,18 +38,20 @@ def copy_bandwidth() -> float:
     for t in ts: t.join()
   return 2 * src.nbytes / timeit(run) / 1e9
 
-PEAK_MLIR = """module { func.func @peak(%n: index) attributes {llvm.emit_c_interface} {
+PEAK_MLIR = """module { func.func @peak(%n: index, %out: memref<64xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %a = arith.constant dense<1.0000001> : vector<W>
-  %z = arith.constant dense<0.0> : vector<W>
-  %r:12 = scf.for %i = %c0 to %n step %c1 iter_args(%x0 = %z, %x1 = %z, %x2 = %z, %x3 = %z, %x4 = %z, %x5 = %z, %x6 = %z, %x7 = %z,
-      %x8 = %z, %x9 = %z, %x10 = %z, %x11 = %z) -> (vector<W>, vector<W>, vector<W>, vector<W>, vector<W>, vector<W>, vector<W>,
+  INITS
+  %r:12 = scf.for %i = %c0 to %n step %c1 iter_args(%x0 = %z0, %x1 = %z1, %x2 = %z2, %x3 = %z3, %x4 = %z4, %x5 = %z5, %x6 = %z6,
+      %x7 = %z7, %x8 = %z8, %x9 = %z9, %x10 = %z10, %x11 = %z11) -> (vector<W>, vector<W>, vector<W>, vector<W>, vector<W>, vector<W>, vector<W>,
       vector<W>, vector<W>, vector<W>, vector<W>, vector<W>) {
     FMAS
     scf.yield %y0, %y1, %y2, %y3, %y4, %y5, %y6, %y7, %y8, %y9, %y10, %y11 : vector<W>, vector<W>, vector<W>, vector<W>, vector<W>,
       vector<W>, vector<W>, vector<W>, vector<W>, vector<W>, vector<W>, vector<W>
   }
+  %s = arith.addf %r#0, %r#11 : vector<W>
+  vector.store %s, %out[%c0] : memref<64xf32>, vector<W>
   return } }"""
 def fma_peak() -> float:
   """GFLOP/s of 12 independent vector FMA chains per thread at the CPU's native width, THREADS threads."""
@@ -59,17 +61,20 @@ def fma_peak() -> float:
   from mlir.execution_engine import ExecutionEngine
   from morok_mlir.device.cpu import VEC_WIDTH
   w = f"{VEC_WIDTH}xf32"
-  src = PEAK_MLIR.replace("FMAS", "\n    ".join(f"%y{i} = vector.fma %a, %x{i}, %a : vector<W>" for i in range(12))).replace("W", w)
+  src = PEAK_MLIR.replace("FMAS", "\n    ".join(f"%y{i} = vector.fma %a, %x{i}, %a : vector<W>" for i in range(12)))
+  src = src.replace("INITS", "\n  ".join(f"%z{i} = arith.constant dense<{i}.5> : vector<W>" for i in range(12))).replace("W", w)
   with ir.Context():
     m = ir.Module.parse(src)
     PassManager.parse("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,"
-                      "convert-func-to-llvm,reconcile-unrealized-casts)").run(m.operation)
+                      "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts)").run(m.operation)
     ee = ExecutionEngine(m, opt_level=3)
     import ctypes
-    fn = ctypes.CFUNCTYPE(None, ctypes.c_int64)(ee.raw_lookup("peak"))
-  n = 20_000_000
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(ee.raw_lookup("peak"))   # packed: void _mlir_peak(void **args)
+  n, outs = 20_000_000, [np.zeros(64, np.float32) for _ in range(THREADS)]
+  vals = [(ctypes.c_void_p * 2)(n, o.ctypes.data) for o in outs]
+  packs = [(ctypes.c_void_p * 2)(ctypes.addressof(v), ctypes.addressof(v) + 8) for v in vals]
   def run():
-    ts = [threading.Thread(target=fn, args=(n,)) for _ in range(THREADS)]
+    ts = [threading.Thread(target=fn, args=(p,)) for p in packs]
     for t in ts: t.start()
     for t in ts: t.join()
   return THREADS * n * 12 * VEC_WIDTH * 2 / timeit(run, runs=5, warm=1) / 1e9

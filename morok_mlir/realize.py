@@ -90,6 +90,7 @@ class GlobalCounters:
   def reset(cls): cls.kernel_count, cls.compiled, cls.time_sum_s = 0, 0, 0.0
 
 _schedule_cache: dict[tuple[UOp, ...], Schedule] = {}
+_alloc = None
 
 def realize(outs: list[UOp]) -> list[np.ndarray]:
   """Compute graph-level UOps; returns one array per UOp, with its shape and dtype."""
@@ -106,12 +107,16 @@ def realize(outs: list[UOp]) -> list[np.ndarray]:
     sched = _schedule_cache[key] = compile_schedule(graph_func(key))
     GlobalCounters.compiled += len(sched.items)
     if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
-  from .device import Device
-  alloc = Device["CPU"].allocator  # every buffer here is a host numpy array; a CUDA program stages its own device copies
+  global _alloc
+  if _alloc is None:
+    from .device import Device
+    _alloc = Device["CPU"].allocator  # every buffer here is a host numpy array; a CUDA program stages its own device copies
+  alloc = _alloc
   bufs = [x.reshape(-1) for x in inputs] + [alloc.alloc(b.size, b.dtype) for b in sched.buffer_types[len(inputs):]]
   for it in sched.items:
     t0 = time.perf_counter()
-    it.program(*[bufs[s] for s in it.slots])
+    if (fast := getattr(it.program, "call_arrays", None)) is not None: fast([bufs[s] for s in it.slots])  # ours: no re-checks
+    else: it.program(*[bufs[s] for s in it.slots])
     dt = time.perf_counter() - t0
     GlobalCounters.kernel_count += 1; GlobalCounters.time_sum_s += dt
     if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us")

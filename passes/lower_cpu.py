@@ -493,7 +493,9 @@ def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None
     return c.text(), c.phases(), c.scratch
   return lower_kernel(f, name), [(name, parallel_info(f))], []
 
-def lower_schedule(f: Func, kernels: dict[str, Func]) -> str:
+def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | None = None) -> str:
+  """@schedule -> func.call of each kernel's phases (see lower_program) in order."""
+  progs = progs or {n: ([(n, parallel_info(k))], []) for n, k in kernels.items()}
   calls = []
   for u in f.roots[0].toposort if f.roots else []:
     if u.op != "kernel": continue
@@ -503,20 +505,31 @@ def lower_schedule(f: Func, kernels: dict[str, Func]) -> str:
     if any(not 0 <= s < len(f.args) for s in slots): raise PassError(f"uop.kernel slots {list(slots)} out of range for {len(f.args)} buffers", u.loc)
     if [f.args[s] for s in slots] != k.args:
       raise PassError(f"uop.kernel passes ({', '.join(f.args[s] for s in slots)}) to @{callee}({', '.join(k.args)})", u.loc)
+    phases, scratch = progs[callee]
     tys, ops = [mem_type(t) for t in k.args], [f"%arg{s}" for s in slots]
-    if (par := parallel_info(k)) is not None:  # the whole outer loop in one call
-      calls.append(f"    %lo{len(calls)} = arith.constant 0 : index\n    %hi{len(calls)} = arith.constant {par[0]} : index\n")
-      tys, ops = tys + ["index"] * 2, ops + [f"%lo{len(calls) - 1}", f"%hi{len(calls) - 1}"]
-    calls.append(f"    func.call @{callee}({', '.join(ops)}) : ({', '.join(tys)}) -> ()\n")
+    for j, n in enumerate(scratch):  # a contraction's packed operands and tile buffer, for this call only
+      calls.append(f"    %s{len(calls)}_{j} = memref.alloc() {{alignment = 64 : i64}} : memref<{n}xf32>\n")
+    tys, ops = tys + [f"memref<{n}xf32>" for n in scratch], ops + [f"%s{len(calls) - len(scratch) + j}_{j}" for j in range(len(scratch))]
+    for entry, par in phases:
+      pt, po = tys, ops
+      if par is not None:  # the whole outer loop in one call
+        calls.append(f"    %lo{len(calls)} = arith.constant 0 : index\n    %hi{len(calls)} = arith.constant {par[0]} : index\n")
+        pt, po = tys + ["index"] * 2, ops + [f"%lo{len(calls) - 1}", f"%hi{len(calls) - 1}"]
+      calls.append(f"    func.call @{entry}({', '.join(po)}) : ({', '.join(pt)}) -> ()\n")
+    calls += [f"    memref.dealloc {o} : {t}\n" for o, t in zip(ops[len(k.args):], tys[len(k.args):])]
   args = ", ".join(f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args))
   return f"  func.func @{f.name}({args}) {{\n{''.join(calls)}    return\n  }}\n"
 
 def lower_module(funcs: list[Func]) -> str:
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
-  out = []
+  out, progs = [], {}
   for f in funcs:
-    if f.name in kernels: out.append(lower_kernel(f))
-    elif "uop.schedule" in f.attrs: out.append(lower_schedule(f, kernels))
+    if f.name in kernels:
+      text, phases, scratch = lower_program(f, f.name)
+      out.append(text); progs[f.name] = (phases, scratch)
+  for f in funcs:
+    if f.name in kernels: continue
+    elif "uop.schedule" in f.attrs: out.append(lower_schedule(f, kernels, progs))
     else: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
   return "module {\n" + "".join(out) + "}\n"
 

@@ -109,6 +109,7 @@ class DiskCache:
     self.enabled = os.environ.get("MOROK_DISK_CACHE", "1") != "0"
     self.dir = os.environ.get("MOROK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "morok-mlir")
     self.pending: list[threading.Thread] = []
+    self.hits = self.misses = 0     # verified loads / JIT compiles, for tests and DEBUG
     atexit.register(self.flush)
   def key(self, spec: ProgramSpec) -> str:
     from importlib.metadata import version
@@ -199,6 +200,9 @@ class CPUProgram:
       futs = [_workers().submit(fn, p) for p in packs[1:]]
       fn(packs[0])
       for f in futs: f.result()
+  def call_arrays(self, bufs: list[np.ndarray]) -> None:
+    """The realize driver's path: arrays it allocated or took from Tensors, already of the right dtype and size."""
+    self.call_ptrs(*[b.ctypes.data for b in bufs])
   def __call__(self, *bufs: np.ndarray) -> None:
     if len(bufs) != len(self._np): raise TypeError(f"{self.name} takes {len(self._np)} buffers, got {len(bufs)}")
     for i, (b, (size, dt)) in enumerate(zip(bufs, self._np)):
@@ -214,7 +218,7 @@ class CPUAllocator:
   """64-byte-aligned arrays, pooled by byte size. A block returns to the pool on free() or when the last array
   viewing it dies (arrays are made from a memoryview whose finalizer recycles the block), so realizing the same
   graph again reuses its memory instead of page-faulting fresh pages. Large blocks ask for transparent huge pages."""
-  ALIGN, POOL_LIMIT, HUGE = 64, 1 << 30, 1 << 21
+  ALIGN, POOL_LIMIT, HUGE, SMALL = 64, 1 << 30, 1 << 21, 1 << 16
   def __init__(self):
     self.pool: dict[int, list] = {}; self.pooled = 0
     self.live: dict[int, weakref.finalize] = {}   # data address -> the finalizer that recycles its block
@@ -232,6 +236,7 @@ class CPUAllocator:
     if not isinstance(size, (int, np.integer)) or size < 0: raise ValueError(f"bad buffer size {size!r}")
     nbytes = int(size) * dt.itemsize
     if not nbytes: return np.empty(0, dt.np)
+    if nbytes < self.SMALL and not self.pool.get(nbytes): return self._block(nbytes).view(dt.np)  # malloc is cheap here
     if (free := self.pool.get(nbytes)): block = free.pop(); self.pooled -= nbytes
     else: block = self._block(nbytes)
     mv = memoryview(block)
@@ -246,6 +251,8 @@ class CPUAllocator:
   def free(self, arr: np.ndarray) -> None:
     """Return arr's block now (the caller promises not to use arr again); arrays not from alloc are ignored."""
     if (fin := self.live.get(arr.ctypes.data)) is not None and arr.nbytes: fin()
+    elif 0 < arr.nbytes < self.SMALL and arr.flags.c_contiguous and arr.ctypes.data % self.ALIGN == 0 and self.pooled + arr.nbytes <= self.POOL_LIMIT:
+      self.pool.setdefault(arr.nbytes, []).append(arr.reshape(-1).view(np.uint8)); self.pooled += arr.nbytes
 
 class CPUDevice:
   name = "CPU"
@@ -265,9 +272,11 @@ class CPUDevice:
   def build(self, spec: ProgramSpec) -> CPUProgram:
     """From the disk cache when it holds a verified object for spec, else JIT (and store it there)."""
     if (so := self.disk.get(key := self.disk.key(spec))) is not None:
-      try: return self.runtime(spec=spec, lib=so)
+      try:
+        p = self.runtime(spec=spec, lib=so); self.disk.hits += 1
+        return p
       except (OSError, AttributeError, RuntimeError): pass  # unloadable: rebuild it
-    p = self.runtime(self.compiler.compile(spec))
+    p = self.runtime(self.compiler.compile(spec)); self.disk.misses += 1
     self.disk.put(key, p.engine)
     return p
 

@@ -1,0 +1,75 @@
+// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8}' | FileCheck %s
+// RUN: morok-opt %s -p 'uop-optimize{threads=1 vec=16}' | FileCheck %s --check-prefix=ONE
+
+module {
+  // a large elementwise kernel: its outer loop runs on 2 threads; no reduce, so no fastmath
+  // CHECK-LABEL: func.func private @ew
+  // CHECK-SAME: uop.threads = 2 : i64
+  // CHECK-NOT: uop.fastmath
+  // ONE-LABEL: func.func private @ew
+  // ONE-NOT: uop.threads
+  func.func private @ew(%arg0: memref<1048576xf32>, %arg1: memref<1048576xf32>) attributes {uop.kernel} {
+    %0 = "uop.const"() {value = 1048576 : index} : () -> index
+    %1 = "uop.range"(%0) {axis = 0 : i64, kind = "loop"} : (index) -> index
+    %2 = "uop.index"(%arg1, %1) : (memref<1048576xf32>, index) -> !uop.ptr<f32>
+    %3 = "uop.load"(%2) : (!uop.ptr<f32>) -> f32
+    %4 = "uop.exp2"(%3) : (f32) -> f32
+    %5 = "uop.index"(%arg0, %1) : (memref<1048576xf32>, index) -> !uop.ptr<f32>
+    %6 = "uop.store"(%5, %4) : (!uop.ptr<f32>, f32) -> !uop.token
+    %7 = "uop.end"(%6, %1) : (!uop.token, index) -> !uop.token
+    "uop.sink"(%7) : (!uop.token) -> ()
+    return
+  }
+  // a float row sum: the accumulator may reassociate
+  // CHECK-LABEL: func.func private @rowsum
+  // CHECK-SAME: uop.fastmath
+  // CHECK-NOT: uop.contraction
+  func.func private @rowsum(%arg0: memref<3xf32>, %arg1: memref<15xf32>) attributes {uop.kernel} {
+    %0 = "uop.const"() {value = 3 : index} : () -> index
+    %1 = "uop.range"(%0) {axis = 0 : i64, kind = "loop"} : (index) -> index
+    %2 = "uop.const"() {value = 5 : index} : () -> index
+    %3 = "uop.range"(%2) {axis = 1 : i64, kind = "reduce"} : (index) -> index
+    %4 = "uop.mul"(%1, %2) : (index, index) -> index
+    %5 = "uop.add"(%4, %3) : (index, index) -> index
+    %6 = "uop.index"(%arg1, %5) : (memref<15xf32>, index) -> !uop.ptr<f32>
+    %7 = "uop.load"(%6) : (!uop.ptr<f32>) -> f32
+    %8 = "uop.reduce"(%7, %3) {op = "add"} : (f32, index) -> f32
+    %9 = "uop.index"(%arg0, %1) : (memref<3xf32>, index) -> !uop.ptr<f32>
+    %10 = "uop.store"(%9, %8) : (!uop.ptr<f32>, f32) -> !uop.token
+    %11 = "uop.end"(%10, %1) : (!uop.token, index) -> !uop.token
+    "uop.sink"(%11) : (!uop.token) -> ()
+    return
+  }
+  // C[i,j] = sum_k A[(i*128+j)/128*128 + k] * B[k*128 + j]: A's index mentions j but does not depend on it (the
+  // dependence is evaluated, not read off the expression), so this is a contraction: a 6x16 tile at 8 lanes
+  // CHECK-LABEL: func.func private @mm
+  // CHECK-SAME: uop.contraction = array<i64: 6, 16, 256, 240, 8>
+  // CHECK-SAME: uop.fastmath
+  // CHECK-SAME: uop.threads = 2 : i64
+  // ONE-LABEL: func.func private @mm
+  // ONE-SAME: uop.contraction = array<i64: 8, 32, 256, 320, 16>
+  func.func private @mm(%arg0: memref<16384xf32>, %arg1: memref<16384xf32>, %arg2: memref<16384xf32>) attributes {uop.kernel} {
+    %0 = "uop.const"() {value = 128 : index} : () -> index
+    %1 = "uop.range"(%0) {axis = 0 : i64, kind = "loop"} : (index) -> index
+    %2 = "uop.range"(%0) {axis = 1 : i64, kind = "loop"} : (index) -> index
+    %3 = "uop.range"(%0) {axis = 2 : i64, kind = "reduce"} : (index) -> index
+    %4 = "uop.mul"(%1, %0) : (index, index) -> index
+    %5 = "uop.add"(%4, %2) : (index, index) -> index
+    %6 = "uop.idiv"(%5, %0) : (index, index) -> index
+    %7 = "uop.mul"(%6, %0) : (index, index) -> index
+    %8 = "uop.add"(%7, %3) : (index, index) -> index
+    %9 = "uop.index"(%arg1, %8) : (memref<16384xf32>, index) -> !uop.ptr<f32>
+    %10 = "uop.load"(%9) : (!uop.ptr<f32>) -> f32
+    %11 = "uop.mul"(%3, %0) : (index, index) -> index
+    %12 = "uop.add"(%11, %2) : (index, index) -> index
+    %13 = "uop.index"(%arg2, %12) : (memref<16384xf32>, index) -> !uop.ptr<f32>
+    %14 = "uop.load"(%13) : (!uop.ptr<f32>) -> f32
+    %15 = "uop.mul"(%10, %14) : (f32, f32) -> f32
+    %16 = "uop.reduce"(%15, %3) {op = "add"} : (f32, index) -> f32
+    %17 = "uop.index"(%arg0, %5) : (memref<16384xf32>, index) -> !uop.ptr<f32>
+    %18 = "uop.store"(%17, %16) : (!uop.ptr<f32>, f32) -> !uop.token
+    %19 = "uop.end"(%18, %1, %2) : (!uop.token, index, index) -> !uop.token
+    "uop.sink"(%19) : (!uop.token) -> ()
+    return
+  }
+}

@@ -1,0 +1,61 @@
+"""The CPU disk cache (device/cpu.py DiskCache): concurrent processes, a warm start without JIT, corrupted files."""
+import glob, hashlib, os, subprocess, sys, textwrap
+import pytest
+
+SCRIPT = textwrap.dedent("""
+  import sys, numpy as np
+  from morok_mlir import Tensor
+  from morok_mlir.device.cpu import CPU
+  a = np.arange(1, 5001, dtype=np.float32) / 1000; b = np.linspace(-1, 1, 5000, dtype=np.float32)
+  got = ((Tensor(a) * 1.2345 + Tensor(b)).exp() - Tensor(a).sum()).numpy()
+  want = np.exp(a * np.float32(1.2345) + b) - a.sum(dtype=np.float64)
+  assert np.allclose(got, want, rtol=1e-5), float(np.abs(got - want).max())
+  x = np.random.default_rng(0).standard_normal((96, 80), dtype=np.float32); w = np.ones((80, 112), np.float32) / 7
+  assert np.allclose((Tensor(x) @ Tensor(w)).relu().numpy(), np.maximum(x @ w, 0), rtol=1e-4, atol=1e-5)
+  print(CPU.disk.hits, CPU.disk.misses)
+""")
+
+def run(cache: str, n: int = 1) -> list[tuple[int, int]]:
+  env = {**os.environ, "MOROK_CACHE_DIR": cache, "MOROK_DISK_CACHE": "1"}
+  procs = [subprocess.Popen([sys.executable, "-c", SCRIPT], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
+  outs = []
+  for p in procs:
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    outs.append(tuple(map(int, out.split())))
+  return outs
+
+def entries(cache: str) -> list[str]:
+  files = sorted(os.listdir(cache))
+  assert all(f.endswith((".so", ".sum")) for f in files), files   # no temporaries left behind
+  for so in glob.glob(os.path.join(cache, "*.so")):
+    with open(so, "rb") as f, open(so[:-3] + ".sum") as g: assert hashlib.sha256(f.read()).hexdigest() == g.read().strip()
+  return files
+
+def test_concurrent_then_warm(tmp_path):
+  cache = str(tmp_path)
+  outs = run(cache, n=4)                      # four processes build and publish the same kernels at once
+  assert all(m > 0 for _, m in outs)
+  files = entries(cache)
+  assert files and len(files) % 2 == 0
+  (hits, misses), = run(cache)                # a new process loads them all, JITs nothing
+  assert misses == 0 and hits == len(files) // 2
+  assert entries(cache) == files
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "garbage-with-matching-sum", "missing-sum"])
+def test_corrupted_cache_is_rebuilt(tmp_path, damage):
+  cache = str(tmp_path)
+  run(cache)
+  for so in glob.glob(os.path.join(cache, "*.so")):
+    data = open(so, "rb").read()
+    bad = {"garbage": b"\x7fELF not really" * 50, "truncated": data[:len(data) // 2]}.get(damage, data)
+    if damage == "garbage-with-matching-sum":
+      bad = b"\x7fELF" + os.urandom(len(data))
+      with open(so[:-3] + ".sum", "w") as f: f.write(hashlib.sha256(bad).hexdigest())
+    with open(so, "wb") as f: f.write(bad)
+    if damage == "missing-sum": os.unlink(so[:-3] + ".sum")
+  (hits, misses), = run(cache)                # still correct (the script checks), every kernel rebuilt
+  assert hits == 0 and misses > 0
+  entries(cache)
+  (hits, misses), = run(cache)                # and the rebuilt files are good again
+  assert misses == 0 and hits > 0
