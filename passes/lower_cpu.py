@@ -486,10 +486,31 @@ class Contraction:
     args = ", ".join([f"%arg{i}: {mem_type(ty)}" for i, ty in enumerate(self.args)] + (["%lo: index", "%hi: index"] if t > 1 else []))
     return f"  func.func @{self.name}_mm({args}) {{\n" + "\n".join(out) + "\n    return\n  }\n"
 
+class SplitReduce:
+  """A kernel uop-optimize marked `uop.split_reduce = T` (one output, one f32 reduce over range r of size N) as two
+  phases: partial[t] = reduce over r in [t*N/T, (t+1)*N/T) (threaded over t), then the kernel's store with the reduce
+  replaced by the reduce over the T partials."""
+  def __init__(self, f: Func, name: str):
+    self.name, T = name, _int_attr(f, "uop.split_reduce")
+    red = next(u for u in f.roots[0].toposort if u.op == "reduce")
+    r, n = red.src[1], int(red.src[1].src[0].attrs["value"])
+    self.scratch, args = [T], list(f.args) + [f"memref<{T}xf32>"]
+    part = UOp("buffer", args[-1], (), attrs(slot=len(f.args)))
+    t, r2 = (UOp("range", "index", (im.const(sz),), attrs(axis=1000 + i, kind=k)) for i, (sz, k) in enumerate(((T, "loop"), (n // T, "reduce"))))
+    chunk = UOp("reduce", red.ty, (red.src[0].substitute({r: im.add(im.mul(t, im.const(n // T)), r2)}), r2), red.arg)
+    st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (part, t)), chunk))
+    opt = {k: v for k, v in f.attrs.items() if k in ("uop.threads", "uop.fastmath")}
+    self.partial = Func(f"{name}_part", args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, t)),))], {"uop.kernel": None, **opt})
+    t2 = UOp("range", "index", (im.const(T),), attrs(axis=1002, kind="reduce"))
+    total = UOp("reduce", red.ty, (UOp("load", "f32", (UOp("index", "!uop.ptr<f32>", (part, t2)),)), t2), red.arg)
+    self.final = Func(f"{name}_final", args, [], [f.roots[0].substitute({red: total})], {"uop.kernel": None})
+  def text(self) -> str: return lower_kernel(self.partial, f"{self.name}_part") + lower_kernel(self.final, f"{self.name}_final")
+  def phases(self): return [(f"{self.name}_part", parallel_info(self.partial)), (f"{self.name}_final", None)]
+
 def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int]]:
   """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes)."""
-  if "uop.contraction" in f.attrs:
-    c = Contraction(f, name)
+  if "uop.contraction" in f.attrs or "uop.split_reduce" in f.attrs:
+    c = (Contraction if "uop.contraction" in f.attrs else SplitReduce)(f, name)
     return c.text(), c.phases(), c.scratch
   return lower_kernel(f, name), [(name, parallel_info(f))], []
 

@@ -5,7 +5,9 @@
   uop.grain = G           chunk bounds are multiples of G
   (uop-lower-cpu also honours uop.nontemporal, but it is not chosen: LLVM's loop vectorizer will not vectorize a
   nontemporal store it cannot prove aligned, and the scalar loop runs 5x slower than the cached one)
-  uop.contraction = [MR, NR, KC]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
+  uop.split_reduce = T     a kernel with one output element and one big f32 reduce: T partial reduces over chunks
+                          (one per thread), then one over the partials (lower_cpu.SplitReduce)
+  uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
 
@@ -118,6 +120,14 @@ def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]
   J = [r for r in loops if r not in ra]
   return red, a, b, I, J, K
 
+SPLIT_MIN = 1 << 18             # elements a full reduction needs before it is split across threads
+def split_reduce(f: Func, threads: int) -> int | None:
+  """Parts to split the one reduce of a loop-less kernel into, when it is big enough and divides evenly."""
+  reds = [u for u in f.roots[0].toposort if u.op == "reduce"]
+  if len(reds) != 1 or reds[0].ty != "f32" or len(reds[0].src) != 2 or any(u.op == "end" for u in f.roots[0].toposort): return None
+  n = _size(reds[0].src[1])
+  return threads if n >= SPLIT_MIN and n % threads == 0 else None
+
 def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
   sink = f.roots[0]
   nodes = sink.toposort
@@ -130,6 +140,8 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
     mr, nr = (6, 2 * vec) if vec <= 8 else (8, 2 * vec)   # 12 (of 16 ymm) / 16 (of 32 zmm) accumulators
     attrs["uop.contraction"] = f"array<i64: {mr}, {nr}, 256, {mr * 40}, {vec}>"
     if threads > 1: attrs["uop.threads"] = f"{threads} : i64"
+  elif threads > 1 and not loops and (sr := split_reduce(f, threads)) is not None:
+    attrs["uop.split_reduce"], attrs["uop.threads"] = f"{sr} : i64", f"{threads} : i64"
   elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(min(loops, key=lambda r: r.attrs["axis"])) >= threads:
     attrs["uop.threads"] = f"{threads} : i64"
   return replace(f, attrs=attrs)

@@ -72,4 +72,22 @@ module {
     "uop.sink"(%19) : (!uop.token) -> ()
     return
   }
+  // a full reduction: split in one partial reduce per thread, then a reduce over the partials
+  // CHECK-LABEL: func.func private @total
+  // CHECK-SAME: uop.split_reduce = 2 : i64
+  // CHECK-SAME: uop.threads = 2 : i64
+  // ONE-LABEL: func.func private @total
+  // ONE-NOT: uop.split_reduce
+  func.func private @total(%arg0: memref<1xf32>, %arg1: memref<1048576xf32>) attributes {uop.kernel} {
+    %0 = "uop.const"() {value = 1048576 : index} : () -> index
+    %1 = "uop.range"(%0) {axis = 0 : i64, kind = "reduce"} : (index) -> index
+    %2 = "uop.index"(%arg1, %1) : (memref<1048576xf32>, index) -> !uop.ptr<f32>
+    %3 = "uop.load"(%2) : (!uop.ptr<f32>) -> f32
+    %4 = "uop.reduce"(%3, %1) {op = "add"} : (f32, index) -> f32
+    %5 = "uop.const"() {value = 0 : index} : () -> index
+    %6 = "uop.index"(%arg0, %5) : (memref<1xf32>, index) -> !uop.ptr<f32>
+    %7 = "uop.store"(%6, %4) : (!uop.ptr<f32>, f32) -> !uop.token
+    "uop.sink"(%7) : (!uop.token) -> ()
+    return
+  }
 }
