@@ -34,8 +34,8 @@ def entries(cache: str) -> list[str]:
 
 def test_concurrent_then_warm(tmp_path):
   cache = str(tmp_path)
-  outs = run(cache, n=4)                      # four processes build and publish the same kernels at once
-  assert all(m > 0 for _, m in outs)
+  outs = run(cache, n=4)                      # four processes build and publish the same kernels at once (each checks its results)
+  assert sum(m for _, m in outs) > 0          # (a late starter may already find them all published)
   files = entries(cache)
   assert files and len(files) % 2 == 0
   (hits, misses), = run(cache)                # a new process loads them all, JITs nothing
