@@ -389,7 +389,7 @@ class Contraction:
             slice of the panel), an MR x NR tile of vector accumulators carried through the k loop with vector.fma
     epi     the original store, with the reduce replaced by a load of C[m][n]   (bias, relu, ... fuse here)"""
   def __init__(self, f: Func, name: str):
-    from .optimize import contraction, affine_simplify, affine
+    from .optimize import contraction, affine_simplify
     self.f, self.name = f, name
     red, a, b, I, J, K = contraction(f)
     self.mr, self.nr, self.kc, self.mc, self.vw = (int(x) for x in re.findall(r"\d+", f.attrs["uop.contraction"].split(":", 1)[1]))
@@ -411,21 +411,19 @@ class Contraction:
       idx = im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
       st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, idx)), x.substitute(new)))
       return Func(f"{name}_pack", self.args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, *new.values())),))], {"uop.kernel": None, **thr})
-    def k_span(x) -> int:  # bytes one panel's reads spread over along K (from the affine addresses of x's loads)
-      memo = {}
-      forms = [affine(u.src[1], memo) for u in affine_simplify(x).toposort if u.op == "index"]
-      return max((sum(abs(c) * (int(r.src[0].attrs["value"]) - 1) * 4 for r, c in fm.items() if r in K) for fm in forms if fm), default=0)
-    # panel-major order unless a panel's reads would touch more pages than the TLB holds (a row-major k x n matrix)
-    self.pack_a, self.pack_b = pack(a, I, self.mr, ap, False), pack(b, J, self.nr, bp, k_span(b) > (2 << 20))
+    self.pack_a, self.pack_b = pack(a, I, self.mr, ap, False), pack(b, J, self.nr, bp, True)
     m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))
     c = UOp("load", "f32", (UOp("index", "!uop.ptr<f32>", (cp, im.add(im.mul(m, im.const(self.Np)), nn))),))
     self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c})], {"uop.kernel": None, **thr})
 
+  PAR_MIN = 1 << 18   # elements (packing, epilogue) or flops / 16 (mm) below which a phase runs on one thread
   def phases(self) -> list[tuple[str, tuple[int, int, int] | None]]:
-    par = lambda f, g: parallel_info(f) and (parallel_info(f)[0], parallel_info(f)[1], g)
     t = _int_attr(self.f, "uop.threads", 1)
-    return [(f"{self.name}_pack_a", par(self.pack_a, 1)), (f"{self.name}_pack_b", par(self.pack_b, 1)),
-            (f"{self.name}_mm", (max(self.Np // self.nr, -(-self.Mp // self.mc)), t, 1) if t > 1 else None), (f"{self.name}_epi", par(self.epi, 1))]
+    par = lambda f, work: (parallel_info(f)[0], t if work >= self.PAR_MIN else 1, 1) if t > 1 else None
+    nmm = max(self.Np // self.nr, -(-self.Mp // self.mc))
+    return [(f"{self.name}_pack_a", par(self.pack_a, self.M * self.K)), (f"{self.name}_pack_b", par(self.pack_b, self.N * self.K)),
+            (f"{self.name}_mm", (nmm, t if self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1) if t > 1 else None),
+            (f"{self.name}_epi", par(self.epi, self.M * self.N))]
 
   def text(self) -> str:
     return (lower_kernel(self.pack_a, f"{self.name}_pack_a") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
