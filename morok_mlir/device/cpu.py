@@ -21,7 +21,6 @@ as shared objects (DiskCache), so a new process does not JIT them again; the all
 last array dies, so a repeated realize does not page-fault fresh memory."""
 from __future__ import annotations
 import atexit, ctypes, ctypes.util, hashlib, mmap, os, re, subprocess, tempfile, threading, time, weakref
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 import numpy as np
 from ..bridge import Func
@@ -151,10 +150,41 @@ class DiskCache:
     for t in self.pending: t.join()
     self.pending.clear()
 
-_pool: ThreadPoolExecutor | None = None
-def _workers() -> ThreadPoolExecutor:
+class _Pool:
+  """THREADS-1 persistent workers, each handed its chunk with two locks (a few us; an executor's futures cost ~20).
+  One caller at a time: a second thread calling in meanwhile runs its chunks itself."""
+  def __init__(self, n: int):
+    self.busy, self.workers = threading.Lock(), []
+    for _ in range(n):
+      w = {"go": threading.Lock(), "done": threading.Lock(), "job": None, "err": None}
+      w["go"].acquire(); w["done"].acquire()
+      threading.Thread(target=self._loop, args=(w,), daemon=True, name="morok-cpu").start()
+      self.workers.append(w)
+  @staticmethod
+  def _loop(w):
+    while True:
+      w["go"].acquire()
+      try: w["job"][0](w["job"][1])
+      except BaseException as e: w["err"] = e
+      w["done"].release()
+  def run(self, fn, packs) -> None:
+    if not self.busy.acquire(blocking=False):
+      for p in packs: fn(p)
+      return
+    try:
+      ws = self.workers[:len(packs) - 1]
+      for w, p in zip(ws, packs[1:]): w["job"] = (fn, p); w["go"].release()
+      for p in packs[len(ws) + 1:]: fn(p)
+      fn(packs[0])
+      for w in ws:
+        w["done"].acquire()
+        if (e := w["err"]) is not None: w["err"] = None; raise e
+    finally: self.busy.release()
+
+_pool: _Pool | None = None
+def _workers() -> _Pool:
   global _pool
-  if _pool is None: _pool = ThreadPoolExecutor(max(1, THREADS - 1), thread_name_prefix="morok-cpu")
+  if _pool is None: _pool = _Pool(max(1, THREADS - 1))
   return _pool
 
 def chunks(n: int, parts: int, grain: int) -> list[tuple[int, int]]:
@@ -196,10 +226,8 @@ class CPUProgram:
   def call_ptrs(self, *addrs: int) -> None:
     self._ptrs[:len(addrs)] = addrs
     for fn, packs in self._phases:
-      if len(packs) == 1: fn(packs[0]); continue
-      futs = [_workers().submit(fn, p) for p in packs[1:]]
-      fn(packs[0])
-      for f in futs: f.result()
+      if len(packs) == 1: fn(packs[0])
+      else: _workers().run(fn, packs)
   def call_arrays(self, bufs: list[np.ndarray]) -> None:
     """The realize driver's path: arrays it allocated or took from Tensors, already of the right dtype and size."""
     self.call_ptrs(*[b.ctypes.data for b in bufs])
