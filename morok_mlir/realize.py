@@ -68,11 +68,11 @@ def lower_to_kernels(graph: Func) -> list[Func]:
       if DEBUG >= 4: print(f"// ----- after {p}\n{module}")
     return import_module(module)
 
-def compile_schedule(graph: Func) -> Schedule:
+def compile_schedule(graph: Func, device: str) -> Schedule:
   from .device import Device
   funcs = {f.name: f for f in lower_to_kernels(graph)}
   sched = funcs.pop("schedule")
-  dev = Device[Device.DEFAULT]
+  dev = Device[device]
   items = []
   for k in sched.roots[0].src:
     name = k.attrs["callee"][1]
@@ -89,11 +89,12 @@ class GlobalCounters:
   @classmethod
   def reset(cls): cls.kernel_count, cls.compiled, cls.time_sum_s = 0, 0, 0.0
 
-_schedule_cache: dict[tuple[UOp, ...], Schedule] = {}
+_schedule_cache: dict[tuple[str, tuple[UOp, ...]], Schedule] = {}
 _alloc = None
 
-def realize(outs: list[UOp]) -> list[np.ndarray]:
-  """Compute graph-level UOps; returns one array per UOp, with its shape and dtype."""
+def realize(outs: list[UOp], device: str | None = None) -> list[np.ndarray]:
+  """Compute graph-level UOps on `device` (Device.DEFAULT if None); returns one array per UOp, with its shape and
+  dtype. The schedule cache is keyed by device and graph structure."""
   results: list[np.ndarray | None] = [None] * len(outs)
   todo = []
   for i, o in enumerate(outs):
@@ -102,9 +103,12 @@ def realize(outs: list[UOp]) -> list[np.ndarray]:
     else: todo.append(i)
   if not todo: return results
   key, inputs = normalize([outs[i] for i in todo])
-  if (sched := _schedule_cache.get(key)) is None:
+  if device is None:
+    from .device import Device
+    device = Device.DEFAULT
+  if (sched := _schedule_cache.get((device, key))) is None:
     t0 = time.perf_counter()
-    sched = _schedule_cache[key] = compile_schedule(graph_func(key))
+    sched = _schedule_cache[(device, key)] = compile_schedule(graph_func(key), device)
     GlobalCounters.compiled += len(sched.items)
     if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
   global _alloc

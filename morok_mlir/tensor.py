@@ -22,6 +22,14 @@ def _loc() -> str:
   col = pos[i][2] if 0 <= i < len(pos) and pos[i][2] is not None else -1
   return f"{c.co_filename}:{f.f_lineno}:{col + 1}"
 
+def _device(name) -> str:
+  """A device name in canonical form (Device.DEFAULT for None); unknown names raise at the user's line."""
+  from .device import Device
+  if name is None: return Device.DEFAULT
+  try: Device[name]
+  except KeyError as e: _err(ValueError, str(e.args[0]))
+  return Device.canonicalize(name)
+
 def _err(exc: type, msg: str):
   raise exc(f"{_loc()}: {msg}")
 
@@ -98,7 +106,7 @@ class Tensor:
 
   def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None):
     dt = None if dtype is None else _dtype(dtype)
-    self.device, self.requires_grad = device or "CPU", requires_grad
+    self.device, self.requires_grad = _device(device), requires_grad
     if isinstance(data, UOp): self.uop = data if dt is None or data.dtype == dt else Tensor(data).cast(dt).uop
     elif isinstance(data, Tensor): self.uop = (data if dt is None else data.cast(dt)).uop
     elif isinstance(data, (bool, int, float, np.generic)):
@@ -144,7 +152,9 @@ class Tensor:
       todo.setdefault(t.uop, []).append(t)
     if todo:
       from .realize import realize as _realize
-      outs = _realize(list(todo))
+      devs = {ts[0].device for ts in todo.values()}
+      if len(devs) > 1: _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(devs))}): realize them separately")
+      outs = _realize(list(todo), device=devs.pop())
       for (u, ts), out in zip(todo.items(), outs):
         out = np.asarray(out)
         if out.shape != u.shape or out.dtype != u.dtype.np:
@@ -163,7 +173,10 @@ class Tensor:
 
   # ---- graph building
   def _op(self, _name: str, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
-    return Tensor(UOp(_name, tensor_type(tuple(shape), dtype or self.dtype), (self.uop,) + tuple(s.uop for s in src), attrs(**kw), _loc()))
+    if any(s.device != self.device for s in src):
+      _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({self.device, *(s.device for s in src)}))}")
+    return Tensor(UOp(_name, tensor_type(tuple(shape), dtype or self.dtype), (self.uop,) + tuple(s.uop for s in src), attrs(**kw), _loc()),
+                  device=self.device)
   def _alu(self, op: str, *src: Tensor, dtype: DType | None = None) -> Tensor:
     if self.dtype.is_bool and dtype is None: op = _BOOL_ALU.get(op, op)
     return self._op(op, self.shape, dtype, src)
@@ -268,7 +281,7 @@ class Tensor:
     if all(p == (0, 0) for p in pads): return x
     ret = x._op("pad", tuple(s + b + a for s, (b, a) in zip(x.shape, pads)), padding=tuple(v for p in pads for v in p))
     if value == 0: return ret
-    return Tensor.ones(x.shape, dtype=dtypes.bool).pad(pads).where(ret, Tensor(value, self.dtype))  # the padded region holds `value`
+    return Tensor.ones(x.shape, dtype=dtypes.bool, device=self.device).pad(pads).where(ret, Tensor(value, self.dtype, device=self.device))  # the padded region holds `value`
   def shrink(self, arg) -> Tensor:
     if len(arg) != self.ndim: _err(ValueError, f"shrink {tuple(arg)} needs one entry per dim of {self.shape}")
     arg = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for s, a in zip(self.shape, arg))
@@ -353,10 +366,13 @@ class Tensor:
   def contiguous(self) -> Tensor: return self._op("contiguous", self.shape)
   def detach(self) -> Tensor: return self._op("detach", self.shape)
   def clone(self) -> Tensor: return self.contiguous()
-  def to(self, device=None) -> Tensor: return self
+  def to(self, device=None) -> Tensor:
+    """The same values on another device (a `copy` in the graph); self when already there."""
+    if (dev := _device(device)) == self.device: return self
+    return Tensor(UOp("copy", self.uop.ty, (self.uop,), attrs(device=dev), _loc()), device=dev)
   def assign(self, x) -> Tensor:
     """Replace the value held by self (functional: tensors built from the old value keep it)."""
-    x = x if isinstance(x, Tensor) else Tensor(x, self.dtype)
+    x = x if isinstance(x, Tensor) else Tensor(x, self.dtype, device=self.device)
     if x.shape != self.shape: x = x._broadcast_to(self.shape) if x.ndim <= self.ndim else _err(ValueError, f"assign {x.shape} to {self.shape}")
     if x.dtype != self.dtype: _err(TypeError, f"assign {x.dtype} to a {self.dtype} tensor")
     self.uop = x.uop
@@ -370,7 +386,7 @@ class Tensor:
       # a Python scalar takes the tensor's dtype class; an int tensor with a float scalar becomes the default float
       ydt = x.dtype if x.dtype.is_float or (x.dtype.is_int and isinstance(y, (int, np.integer))) else dtypes.from_py(y)
       out = least_upper_dtype(x.dtype, ydt) if match_dtype else ydt
-      y = Tensor(_cv(_cv(y, ydt), out), out)
+      y = Tensor(_cv(_cv(y, ydt), out), out, device=x.device)
     if match_dtype and x.dtype != y.dtype:
       out = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(out), y.cast(out)
@@ -441,7 +457,7 @@ class Tensor:
     """self ? x : y, with x and y promoted together and everything broadcast."""
     if isinstance(x, Tensor): x, y = x._broadcasted(y)
     elif isinstance(y, Tensor): y, x = y._broadcasted(x)
-    else: x, y = Tensor(x)._broadcasted(y)
+    else: x, y = Tensor(x, device=self.device)._broadcasted(y)
     shape = _bshape(self.shape, x.shape, y.shape)
     c, x, y = self.cast(dtypes.bool)._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
     return c._op("where", shape, x.dtype, (x, y))

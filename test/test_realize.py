@@ -57,3 +57,15 @@ def test_reduce_of_value_with_reduce_uses_distinct_temporaries():
   m = Tensor(x) + Tensor(x).sum(0, keepdim=True)
   rm = x + x.sum(0, keepdims=True)
   np.testing.assert_allclose((m + m.sum(0, keepdim=True)).numpy(), rm + rm.sum(0, keepdims=True))
+
+def test_devices_on_tensors():
+  from morok_mlir import Device
+  a = Tensor([1.0, 2.0])
+  assert a.device == Device.DEFAULT == "CPU" and (a + 1).device == "CPU" and a.to("cpu:0") is a
+  with pytest.raises(ValueError, match=r"test_realize\.py:\d+.*unknown device"):
+    a.to("TPU")
+  if "CUDA" in Device.names:
+    c = a.to("CUDA")
+    assert c.device == "CUDA" and c.uop.op == "copy" and (c * 2).device == "CUDA"
+    with pytest.raises(RuntimeError, match=r"test_realize\.py:\d+.*one device"):
+      a + c
