@@ -2,7 +2,8 @@
 
   python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead compile
 
-Each timing is the median of >= 7 runs after warm-up. numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
+Each timing is the median of >= 7 runs after warm-up; morok's is `.realize()` (the result computed into its buffer,
+as numpy and torch return theirs; `.numpy()` would add a copy). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
 setting that pins it to an older kernel); the machine's limits (copy bandwidth, fp32 FMA peak) are measured here too."""
 import os, sys, time, subprocess, statistics, platform, datetime
 os.environ.pop("OPENBLAS_CORETYPE", None)   # numpy must use the kernel a user's machine would pick
@@ -18,13 +19,13 @@ try:
 except ImportError: torch = None
 
 RUNS, WARM = 7, 2
-def timeit(fn, runs=RUNS, warm=WARM) -> float:
-  """Median seconds of fn() over runs calls, after warm calls."""
+def timeit(fn, runs=RUNS, warm=WARM, best=False) -> float:
+  """Median (or best) seconds of fn() over runs calls, after warm calls."""
   for _ in range(warm): fn()
   ts = []
   for _ in range(runs):
     t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
-  return statistics.median(ts)
+  return min(ts) if best else statistics.median(ts)
 
 # ---------------------------------------------------------------- machine limits
 def copy_bandwidth() -> float:
@@ -36,7 +37,7 @@ def copy_bandwidth() -> float:
     ts = [threading.Thread(target=np.copyto, args=(dst[i * h:(i + 1) * h], src[i * h:(i + 1) * h])) for i in range(THREADS)]
     for t in ts: t.start()
     for t in ts: t.join()
-  return 2 * src.nbytes / timeit(run) / 1e9
+  return 2 * src.nbytes / timeit(run, runs=9, best=True) / 1e9   # a limit: the best run
 
 PEAK_MLIR = """module { func.func @peak(%n: index, %out: memref<64xf32>) {
   %c0 = arith.constant 0 : index
@@ -77,7 +78,7 @@ def fma_peak() -> float:
     ts = [threading.Thread(target=fn, args=(p,)) for p in packs]
     for t in ts: t.start()
     for t in ts: t.join()
-  return THREADS * n * 12 * VEC_WIDTH * 2 / timeit(run, runs=5, warm=1) / 1e9
+  return THREADS * n * 12 * VEC_WIDTH * 2 / timeit(run, runs=5, warm=1, best=True) / 1e9
 
 # ---------------------------------------------------------------- workloads
 R = np.random.default_rng(0)
@@ -89,22 +90,22 @@ def w_ew():
   A, B, C = Tensor(a), Tensor(b), Tensor(c)
   ta, tb, tc = tt(a), tt(b), tt(c)
   return dict(name="a. elementwise exp(relu(a*b+c)*2-a) 16M", bytes=4 * 4 * a.size,
-    morok=lambda: ((A * B + C).relu() * 2 - A).exp().numpy(),
+    morok=lambda: ((A * B + C).relu() * 2 - A).exp().realize(),
     numpy=lambda: np.exp(np.maximum(a * b + c, 0) * 2 - a),
     torch=lambda: torch.exp(torch.relu(ta * tb + tc) * 2 - ta), tol=1e-5)
 def w_sum():
   a = rnd(1 << 24); A, ta = Tensor(a), tt(a)
-  return dict(name="b. sum 16M", bytes=4 * a.size, morok=lambda: A.sum().numpy(), numpy=lambda: a.sum(), torch=lambda: ta.sum(), tol=1e-3)
+  return dict(name="b. sum 16M", bytes=4 * a.size, morok=lambda: A.sum().realize(), numpy=lambda: a.sum(), torch=lambda: ta.sum(), tol=1e-3)
 def w_softmax():
   a = rnd(4096, 4096); A, ta = Tensor(a), tt(a)
   def np_softmax():
     e = np.exp(a - a.max(1, keepdims=True)); return e / e.sum(1, keepdims=True)
-  return dict(name="c. softmax rows 4096x4096", bytes=2 * 4 * a.size, morok=lambda: A.softmax(1).numpy(), numpy=np_softmax,
+  return dict(name="c. softmax rows 4096x4096", bytes=2 * 4 * a.size, morok=lambda: A.softmax(1).realize(), numpy=np_softmax,
               torch=lambda: torch.softmax(ta, 1), tol=1e-5)
 def w_mm(n):
   def f():
     a, b = rnd(n, n), rnd(n, n); A, B, ta, tb = Tensor(a), Tensor(b), tt(a), tt(b)
-    return dict(name=f"d. matmul {n}^3", flops=2 * n ** 3, morok=lambda: (A @ B).numpy(), numpy=lambda: a @ b, torch=lambda: ta @ tb, tol=1e-3)
+    return dict(name=f"d. matmul {n}^3", flops=2 * n ** 3, morok=lambda: (A @ B).realize(), numpy=lambda: a @ b, torch=lambda: ta @ tb, tol=1e-3)
   return f
 def w_conv():
   x, w = rnd(8, 64, 56, 56), rnd(64, 64, 3, 3) * 0.05
@@ -113,7 +114,7 @@ def w_conv():
     win = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
     return np.tensordot(w, win, axes=([1, 2, 3], [1, 4, 5])).transpose(1, 0, 2, 3)
   return dict(name="e. conv2d 8x64x56x56 * 64x64x3x3 p1", flops=2 * 8 * 64 * 56 * 56 * 64 * 9,
-    morok=lambda: X.conv2d(W, padding=1).numpy(), numpy=np_conv,
+    morok=lambda: X.conv2d(W, padding=1).realize(), numpy=np_conv,
     torch=lambda: torch.nn.functional.conv2d(tx, tw, padding=1), tol=1e-3)
 MLP_SHAPES = ((256, 784), (784, 512), (512,), (512, 10), (10,))
 def w_mlp():
@@ -124,13 +125,13 @@ def w_mlp():
     h = np.maximum(x @ w1 + b1, 0) @ w2 + b2
     m = h - h.max(1, keepdims=True); return m - np.log(np.exp(m).sum(1, keepdims=True))
   return dict(name="f. MLP 256x784 -> 512 -> 10", flops=2 * 256 * (784 * 512 + 512 * 10),
-    morok=lambda: mlp(*Ts).numpy(), numpy=np_mlp,
+    morok=lambda: mlp(*Ts).realize(), numpy=np_mlp,
     torch=lambda: torch.log_softmax(torch.relu(ts[0] @ ts[1] + ts[2]) @ ts[3] + ts[4], 1), tol=1e-4)
 def mlp(x, w1, b1, w2, b2): return ((x @ w1 + b1).relu() @ w2 + b2).log_softmax(axis=1)
 def w_overhead():
   a = np.arange(3, dtype=np.float32); A, ta = Tensor(a), tt(a)
   return dict(name="g. per-call overhead: 3-element add (us)", us=True, runs=1000,
-              morok=lambda: (A + A).numpy(), numpy=lambda: a + a, torch=lambda: ta + ta, tol=0)
+              morok=lambda: (A + A).realize(), numpy=lambda: a + a, torch=lambda: ta + ta, tol=0)
 
 COMPILE_SRC = """import sys, time; t0 = time.perf_counter()
 sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r})
@@ -171,7 +172,7 @@ def main(names):
     w = WORKLOADS[n]()
     runs = w.get("runs", RUNS)
     if w["tol"]:
-      ref, got = w["numpy"](), w["morok"]()
+      ref, got = w["numpy"](), w["morok"]().numpy()
       if not np.allclose(got, ref, rtol=w["tol"], atol=w["tol"]): print(f"  !! {n}: morok differs from numpy by {np.abs(got - ref).max()}")
     t = {k: timeit(w[k], runs=runs) if w.get(k) and (k != "torch" or torch) else None for k in ("morok", "numpy", "torch")}
     ms = lambda k: "-" if t[k] is None else f"{t[k] * (1e6 if w.get('us') else 1e3):9.2f}"
