@@ -2,13 +2,15 @@
 
   python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead compile
 
-Each timing is the median of >= 7 runs after warm-up; morok's is `.realize()` (the result computed into its buffer,
+Each timing is the median of >= 7 runs after warm-up, the three libraries' runs interleaved; morok's is `.realize()` (the result computed into its buffer,
 as numpy and torch return theirs; `.numpy()` would add a copy). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
 setting that pins it to an older kernel); the machine's limits (copy bandwidth, fp32 FMA peak) are measured here too."""
 import os, sys, time, subprocess, statistics, platform, datetime
 os.environ.pop("OPENBLAS_CORETYPE", None)   # numpy must use the kernel a user's machine would pick
 THREADS = 2
 for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"): os.environ[v] = str(THREADS)
+# idle threads sleep instead of spinning: three libraries' pools share 2 cores in this process
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("MOROK_THREADS", str(THREADS))
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,6 +28,16 @@ def timeit(fn, runs=RUNS, warm=WARM, best=False) -> float:
   for _ in range(runs):
     t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
   return min(ts) if best else statistics.median(ts)
+
+def interleaved(fns: dict, runs: int) -> dict:
+  """Median seconds per function, the runs interleaved (a, b, c, a, b, c, ...) so load changes hit all alike."""
+  for f in fns.values():
+    for _ in range(WARM): f()
+  ts = {k: [] for k in fns}
+  for _ in range(runs):
+    for k, f in fns.items():
+      t0 = time.perf_counter(); f(); ts[k].append(time.perf_counter() - t0)
+  return {k: statistics.median(ts[k]) if k in ts else None for k in ("morok", "numpy", "torch")}
 
 # ---------------------------------------------------------------- machine limits
 def copy_bandwidth() -> float:
@@ -80,6 +92,52 @@ def fma_peak() -> float:
     for t in ts: t.join()
   return THREADS * n * 12 * VEC_WIDTH * 2 / timeit(run, runs=5, warm=1, best=True) / 1e9
 
+READ_MLIR = """module { func.func @rd(%a: memref<NxBf32>, %out: memref<64xf32>, %lo: index, %hi: index) {
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %z = arith.constant dense<0.0> : vector<Wxf32>
+  %r:4 = scf.for %i = %lo to %hi step %c4 iter_args(%x0 = %z, %x1 = %z, %x2 = %z, %x3 = %z) -> (vector<Wxf32>, vector<Wxf32>, vector<Wxf32>, vector<Wxf32>) {
+    %i1 = arith.addi %i, %c1 : index
+    %i2 = arith.addi %i1, %c1 : index
+    %i3 = arith.addi %i2, %c1 : index
+    %v0 = vector.load %a[%i, %c0] : memref<NxBf32>, vector<Wxf32>
+    %v1 = vector.load %a[%i1, %c0] : memref<NxBf32>, vector<Wxf32>
+    %v2 = vector.load %a[%i2, %c0] : memref<NxBf32>, vector<Wxf32>
+    %v3 = vector.load %a[%i3, %c0] : memref<NxBf32>, vector<Wxf32>
+    %y0 = arith.addf %x0, %v0 : vector<Wxf32>
+    %y1 = arith.addf %x1, %v1 : vector<Wxf32>
+    %y2 = arith.addf %x2, %v2 : vector<Wxf32>
+    %y3 = arith.addf %x3, %v3 : vector<Wxf32>
+    scf.yield %y0, %y1, %y2, %y3 : vector<Wxf32>, vector<Wxf32>, vector<Wxf32>, vector<Wxf32>
+  }
+  %s0 = arith.addf %r#0, %r#1 : vector<Wxf32>
+  %s1 = arith.addf %r#2, %r#3 : vector<Wxf32>
+  %s = arith.addf %s0, %s1 : vector<Wxf32>
+  vector.store %s, %out[%c0] : memref<64xf32>, vector<Wxf32>
+  return } }"""
+def read_bandwidth() -> float:
+  """GB/s of a 2-thread vector read (sum) of 64 MiB: the limit of read-only kernels (copy also writes)."""
+  import threading, ctypes
+  from mlir import ir
+  from mlir.passmanager import PassManager
+  from mlir.execution_engine import ExecutionEngine
+  from morok_mlir.device.cpu import VEC_WIDTH, LLVM_PIPELINE
+  n = (1 << 24) // VEC_WIDTH
+  src = READ_MLIR.replace("%c1 = ", "%c0 = arith.constant 0 : index\n  %c1 = ", 1).replace("NxB", f"{n}x{VEC_WIDTH}x").replace("W", str(VEC_WIDTH))
+  with ir.Context():
+    m = ir.Module.parse(src)
+    PassManager.parse(LLVM_PIPELINE).run(m.operation)
+    ee = ExecutionEngine(m, opt_level=3)
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(ee.raw_lookup("rd"))
+  a, outs = np.ones(1 << 24, np.float32), [np.zeros(64, np.float32) for _ in range(THREADS)]
+  vals = [(ctypes.c_void_p * 4)(a.ctypes.data, o.ctypes.data, t * n // THREADS, (t + 1) * n // THREADS) for t, o in enumerate(outs)]
+  packs = [(ctypes.c_void_p * 4)(*[ctypes.addressof(v) + 8 * i for i in range(4)]) for v in vals]
+  def run():
+    ts = [threading.Thread(target=fn, args=(p,)) for p in packs]
+    for t in ts: t.start()
+    for t in ts: t.join()
+  return a.nbytes / timeit(run, runs=9, best=True) / 1e9
+
 # ---------------------------------------------------------------- workloads
 R = np.random.default_rng(0)
 def rnd(*shape): return R.standard_normal(shape, dtype=np.float32)
@@ -95,7 +153,7 @@ def w_ew():
     torch=lambda: torch.exp(torch.relu(ta * tb + tc) * 2 - ta), tol=1e-5)
 def w_sum():
   a = rnd(1 << 24); A, ta = Tensor(a), tt(a)
-  return dict(name="b. sum 16M", bytes=4 * a.size, morok=lambda: A.sum().realize(), numpy=lambda: a.sum(), torch=lambda: ta.sum(), tol=1e-3)
+  return dict(name="b. sum 16M", bytes=4 * a.size, read_only=True, morok=lambda: A.sum().realize(), numpy=lambda: a.sum(), torch=lambda: ta.sum(), tol=1e-3)
 def w_softmax():
   a = rnd(4096, 4096); A, ta = Tensor(a), tt(a)
   def np_softmax():
@@ -163,8 +221,9 @@ def main(names):
   print(f"# morok-mlir CPU bench, {datetime.date.today()}, {platform.processor() or platform.machine()} "
         f"({_cpu_name()}, {os.cpu_count()} cores), {THREADS} threads, load average {load[0]:.2f}")
   print(f"numpy {np.__version__} (OpenBLAS, OPENBLAS_CORETYPE unset), torch {torch.__version__ if torch else 'not installed'}")
-  bw, peak = copy_bandwidth(), fma_peak()
-  print(f"machine limits measured now: copy bandwidth {bw:.1f} GB/s, fp32 FMA peak {peak:.0f} GFLOP/s\n")
+  bw, rbw, peak = copy_bandwidth(), read_bandwidth(), fma_peak()
+  print(f"machine limits measured now (best of 9, {THREADS} threads): copy bandwidth {bw:.1f} GB/s (read + write), "
+        f"read bandwidth {rbw:.1f} GB/s, fp32 FMA peak {peak:.0f} GFLOP/s\n")
   hdr = f"| {'workload':<42} | {'morok ms':>9} | {'numpy ms':>9} | {'torch ms':>9} | {'morok rate':>12} | {'x numpy':>7} | {'x torch':>7} | {'% limit':>7} |"
   print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
   for n in names:
@@ -174,10 +233,12 @@ def main(names):
     if w["tol"]:
       ref, got = w["numpy"](), w["morok"]().numpy()
       if not np.allclose(got, ref, rtol=w["tol"], atol=w["tol"]): print(f"  !! {n}: morok differs from numpy by {np.abs(got - ref).max()}")
-    t = {k: timeit(w[k], runs=runs) if w.get(k) and (k != "torch" or torch) else None for k in ("morok", "numpy", "torch")}
+    t = interleaved({k: w[k] for k in ("morok", "numpy", "torch") if w.get(k) and (k != "torch" or torch)}, runs)
     ms = lambda k: "-" if t[k] is None else f"{t[k] * (1e6 if w.get('us') else 1e3):9.2f}"
     ratio = lambda k: "-" if t[k] is None else f"{t[k] / t['morok']:.2f}"
-    if "bytes" in w: rate, pct = f"{w['bytes'] / t['morok'] / 1e9:.1f} GB/s", f"{100 * w['bytes'] / t['morok'] / 1e9 / bw:.0f}%"
+    if "bytes" in w:
+      lim = rbw if w.get("read_only") else bw
+      rate, pct = f"{w['bytes'] / t['morok'] / 1e9:.1f} GB/s", f"{100 * w['bytes'] / t['morok'] / 1e9 / lim:.0f}%"
     elif "flops" in w: rate, pct = f"{w['flops'] / t['morok'] / 1e9:.0f} GFLOP/s", f"{100 * w['flops'] / t['morok'] / 1e9 / peak:.0f}%"
     else: rate, pct = "-", "-"
     print(f"| {w['name']:<42} | {ms('morok'):>9} | {ms('numpy'):>9} | {ms('torch'):>9} | {rate:>12} | {ratio('numpy'):>7} | {ratio('torch'):>7} | {pct:>7} |", flush=True)
