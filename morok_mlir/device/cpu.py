@@ -100,7 +100,7 @@ class CPUCompiler:
 class DiskCache:
   """Compiled kernels as shared objects in MOROK_CACHE_DIR (default ~/.cache/morok-mlir; MOROK_DISK_CACHE=0 turns it off).
 
-  The key hashes the kernel's lowered IR, the compiler's version and the CPU's features. `<key>.so` sits beside
+  The key hashes the kernel's lowered IR, the compiler (MLIR version, our LLVM pipeline) and the CPU's features. `<key>.so` sits beside
   `<key>.sum`, its sha256: a file whose digest does not match (truncated, corrupted, half-written) is rebuilt, never
   loaded. Files are written under temporary names and renamed into place, so concurrent processes see whole files."""
   VERSION = "morok-cpu-1"
@@ -112,7 +112,7 @@ class DiskCache:
     atexit.register(self.flush)
   def key(self, spec: ProgramSpec) -> str:
     from importlib.metadata import version
-    salt = f"{self.VERSION}|{version('xtc-mlir-python-bindings')}|{','.join(sorted(CPU_FLAGS))}|"
+    salt = f"{self.VERSION}|{version('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
     return hashlib.sha256((salt + spec.src).encode()).hexdigest()[:40]
   def get(self, key: str) -> str | None:
     """Path of a verified shared object for key, or None."""
