@@ -180,7 +180,7 @@ class Concrete:
   vmin, vmax = staticmethod(vmin), staticmethod(vmax)
   all = staticmethod(lambda *c: all(c))
   any = staticmethod(lambda *c: any(c))
-  def divides(self, a, b): return b % a == 0  # a, b > 0 (exact integers)
+  def divides(self, a, b): return a != 0 and b % a == 0  # guards evaluate every condition: a may be 0
   def dtmin(self, u: UOp) -> int: return _range_of(u.dtype)[0]
   def dtmax(self, u: UOp) -> int: return _range_of(u.dtype)[1]
   def foldable(self, op: str, dt: DType, vals: list) -> bool:
@@ -219,10 +219,11 @@ def fold(r: UOp, **c: UOp) -> UOp:
 
 class Rule:
   """A rewrite: pattern (the root captured as `r` when it has no name), rhs(**captures) -> UOp, guard(**captures)
-  -> condition (built with SEM so the prover can run it symbolically)."""
-  def __init__(self, name: str, pat: UPat, rhs, guard=None, proof_dts=None):
+  -> condition (built with SEM so the prover can run it symbolically). proof="int": proven in integers plus no
+  overflow (prove.py) at every integer width; proof_dts limits a proof to some dtypes (tests of the prover)."""
+  def __init__(self, name: str, pat: UPat, rhs, guard=None, proof_dts=None, proof=None):
     if pat.name is None: pat.name = "r"
-    self.name, self.pat, self.rhs, self.guard, self.proof_dts = name, pat, rhs, guard, proof_dts
+    self.name, self.pat, self.rhs, self.guard, self.proof_dts, self.proof = name, pat, rhs, guard, proof_dts, proof
   def __call__(self, **kw):
     return self.rhs(**kw) if self.guard is None or self.guard(**kw) else None
   def __repr__(self): return f"Rule({self.name})"
@@ -262,9 +263,9 @@ def lossless(a: str, b: str) -> bool:
   if da.is_unsigned: return nb > na or (nb == na and db.is_unsigned)
   return not db.is_unsigned and nb >= na
 
-# Z3 cannot bit-blast a division by a *symbolic* divisor past 8 bits in reasonable time: these rules are proven for
-# every 8-bit dtype (all inputs), the other widths rest on the same width-independent argument
-DIV8 = ("i8", "ui8")
+# Z3 cannot bit-blast a division by a *symbolic* divisor past 8 bits in reasonable time: these rules are proven in
+# Z3's integers plus no overflow at each width (INT)
+INT = "int"
 RULES: list[Rule] = [
   # ---- constant folding: one rule per arity, for every ALU op and dtype
   Rule("fold-unary", P(UNARY_ALU, C("a")), fold, _fold_guard),
@@ -342,22 +343,22 @@ RULES: list[Rule] = [
   Rule("idiv-small", P("idiv", xi, ci), _zero, lambda r, x, c: SEM.all(nonneg(x), SEM.vmax(x) < SEM.val(c))),
   Rule("mod-small", P("mod", xi, ci), _same, lambda r, x, c: SEM.all(nonneg(x), SEM.vmax(x) < SEM.val(c))),
   Rule("mul-idiv", P("idiv", P("mul", xi, ci), V("c")), _same,
-       lambda r, x, c: SEM.all(SEM.val(c) != 0, in_range(x, SEM.vmin(x) * SEM.val(c), SEM.vmax(x) * SEM.val(c))), proof_dts=DIV8),
+       lambda r, x, c: SEM.all(SEM.val(c) != 0, in_range(x, SEM.vmin(x) * SEM.val(c), SEM.vmax(x) * SEM.val(c))), proof=INT),
   Rule("mul-mod", P("mod", P("mul", xi, ci), V("c")), _zero,
-       lambda r, x, c: SEM.all(SEM.val(c) != 0, in_range(x, SEM.vmin(x) * SEM.val(c), SEM.vmax(x) * SEM.val(c))), proof_dts=DIV8),
+       lambda r, x, c: SEM.all(SEM.val(c) != 0, in_range(x, SEM.vmin(x) * SEM.val(c), SEM.vmax(x) * SEM.val(c))), proof=INT),
   Rule("muladd-idiv", P("idiv", P("add", P("mul", xi, ci), yi), V("c")), lambda r, x, c, y: alu("add", x, alu("idiv", y, c)),
-       lambda r, x, c, y: SEM.all(SEM.val(c) > 0, nonneg(x, y), in_range(x, SEM.vmax(x) * SEM.val(c) + SEM.vmax(y))), proof_dts=DIV8),
+       lambda r, x, c, y: SEM.all(SEM.val(c) > 0, nonneg(x, y), in_range(x, SEM.vmax(x) * SEM.val(c) + SEM.vmax(y))), proof=INT),
   Rule("muladd-mod", P("mod", P("add", P("mul", xi, ci), yi), V("c")), lambda r, x, c, y: alu("mod", y, c),
-       lambda r, x, c, y: SEM.all(SEM.val(c) > 0, nonneg(x, y), in_range(x, SEM.vmax(x) * SEM.val(c) + SEM.vmax(y))), proof_dts=DIV8),
+       lambda r, x, c, y: SEM.all(SEM.val(c) > 0, nonneg(x, y), in_range(x, SEM.vmax(x) * SEM.val(c) + SEM.vmax(y))), proof=INT),
   Rule("idiv-idiv", P("idiv", P("idiv", xi, c1), c2), lambda r, x, c1, c2: alu("idiv", x, alu("mul", c1, c2)),
-       lambda r, x, c1, c2: SEM.all(SEM.val(c1) > 0, SEM.val(c2) > 0, in_range(x, SEM.val(c1) * SEM.val(c2))), proof_dts=DIV8),
+       lambda r, x, c1, c2: SEM.all(SEM.val(c1) > 0, SEM.val(c2) > 0, in_range(x, SEM.val(c1) * SEM.val(c2))), proof=INT),
   Rule("mod-mod", P("mod", P("mod", xi, c1), c2), lambda r, x, c1, c2: alu("mod", x, c2),
-       lambda r, x, c1, c2: SEM.all(SEM.val(c1) > 0, SEM.val(c2) > 0, SEM.divides(SEM.val(c2), SEM.val(c1))), proof_dts=DIV8),
+       lambda r, x, c1, c2: SEM.all(SEM.val(c1) > 0, SEM.val(c2) > 0, SEM.divides(SEM.val(c2), SEM.val(c1))), proof=INT),
   Rule("mul-idiv-divides", P("idiv", P("mul", xi, c1), c2), lambda r, x, c1, c2: alu("mul", x, alu("idiv", c1, c2)),
        lambda r, x, c1, c2: SEM.all(SEM.val(c2) > 0, SEM.val(c1) > 0, SEM.divides(SEM.val(c2), SEM.val(c1)),
-                                    in_range(x, SEM.vmin(x) * SEM.val(c1), SEM.vmax(x) * SEM.val(c1))), proof_dts=DIV8),
+                                    in_range(x, SEM.vmin(x) * SEM.val(c1), SEM.vmax(x) * SEM.val(c1))), proof=INT),
   Rule("divmod-recombine", P("add", P("mul", P("idiv", xi, ci), V("c")), P("mod", V("x"), V("c"))), _same,
-       lambda r, x, c: SEM.val(c) != 0, proof_dts=DIV8),
+       lambda r, x, c: SEM.val(c) != 0, proof=INT),
 ]
 
 RULE_BY_NAME = {r.name: r for r in RULES}
