@@ -7,16 +7,21 @@ semantics context (so constant folding executes the real folding code on symboli
 Equality of floats is SMT `=`: NaN equals NaN, +0.0 differs from -0.0, so rules unsound at NaN/Inf/-0.0 fail.
 Undefined behaviour, as in C and MLIR: division/remainder by zero, shifts by >= the width or < 0, float->int casts
 of NaN or out-of-range values. Transcendentals (exp2 log2 sin pow) are uninterpreted functions: their folded values
-are numpy's by definition; the proof shows they are applied to the right operands."""
+are numpy's by definition; the proof shows they are applied to the right operands.
+
+Rules marked `proof="int"` (division by a symbolic divisor: bit-blasting it past 8 bits does not finish) are proven
+at every integer width in two machine-checked steps, see `ISem`: in Z3's integers LHS == RHS under the guard, and
+no operand of a division, remainder, max or min leaves the dtype's range, so the values at the width are the same."""
 from __future__ import annotations
 import itertools, sys, time
 import z3
 from morok_mlir.uop import UOp, attrs
 from morok_mlir.dtype import DType, dtypes
 from .pattern import UPat, elem
-from .symbolic import (RULES, Rule, OP_DTYPES, CMP_ALU, FLOATS, PyDom, INT_SEM, semantics, dt_of, retype, lossless)
+from .symbolic import (RULES, Rule, OP_DTYPES, CMP_ALU, FLOATS, PyDom, INT_SEM, semantics, dt_of, retype, lossless, pydom)
 
 DTS = ("i1", "i8", "ui8", "i16", "i32", "ui32", "i64", "ui64", "index", "f16", "f32", "f64")
+IDTS = ("i8", "ui8", "i16", "ui16", "i32", "ui32", "i64", "ui64", "index")  # the widths of the integer method
 W = 136  # guards compute exactly in this width: products of two 64-bit bounds plus sums never overflow it
 RNE, RTZ = z3.RNE(), z3.RTZ()
 _FP = {"f16": z3.Float16(), "f32": z3.Float32(), "f64": z3.Float64()}
@@ -142,14 +147,17 @@ class ZSem:
   def dtmax(self, u): return z3.BitVecVal((1 << (width(elem(u)) - (1 if signed(elem(u)) else 0))) - 1, W)
   def all(self, *c): return z3.And(*[z3.BoolVal(x) if isinstance(x, bool) else x for x in c])
   def any(self, *c): return z3.Or(*[z3.BoolVal(x) if isinstance(x, bool) else x for x in c])
-  def divides(self, a, b):  # b == a*k for some k (a fresh variable: an existential in the assumptions)
+  def divides(self, a, b):  # a != 0 and b == a*k for some k (a fresh variable: an existential in the assumptions)
     k = z3.BitVec(f"k{next(self.fresh)}", W)
-    return z3.And(z3.ULE(k, 1 << 65), b == a * k)
+    return z3.And(a != 0, z3.ULE(k, 1 << 65), b == a * k)
   def foldable(self, op, dt, vals):
     if op in ("idiv", "mod"): return vals[1] != 0
     if op in ("shl", "shr"): return z3.And(vals[1] >= 0, vals[1] < width(dt.mlir))
     return not (op == "mulacc" and dt.is_float)
   def cast_ok(self, v, src: DType, dst: DType): return cast_defined(v, src.mlir, dst.mlir)
+  def goal(self, lhs: UOp, rhs: UOp, g):  # (assumptions, the LHS is defined, conclusion)
+    (l, ld), (r, rd) = self.enc(lhs), self.enc(rhs)
+    return z3.And(*self.facts, g), ld, z3.And(rd, l == r)
 
   def enc(self, u: UOp):
     """(term, defined) of u; placeholders are Z3 variables, ranges add 0 <= r < end to the facts."""
@@ -167,6 +175,83 @@ class ZSem:
       r = (t, z3.And(d, *[s[1] for s in subs]))
     self.memo[u] = r
     return r
+
+# ---------------------------------------------------------------- the integer method: Z3 integers, then no overflow
+# Every BV op is the integer op mod 2^n as SMT-LIB defines it (bvsdiv/bvsrem truncate, like C): add sub mul neg agree
+# with the integers mod 2^n on any operands, idiv mod max min on operands in the dtype's range (INT_MIN / -1 wraps
+# to INT_MIN, which is 2^(n-1) mod 2^n). So if every operand of those lies in range and every divisor is nonzero at
+# the width, by induction over the tree each node's value at the width is its integer value mod 2^n, and LHS == RHS
+# in the integers gives it at the width. Bounds are only taken of placeholders, whose integer value is their value.
+class NotInt(Exception): pass
+RING, LEAF = ("add", "sub", "mul", "neg"), ("var", "const")
+def tdiv(a, b): return z3.If(a >= 0, a / b, -((-a) / b))  # SMT's div is Euclidean: equal to C's for a >= 0
+ISPEC = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "neg": lambda a: -a,
+         "idiv": tdiv, "mod": lambda a, b: a - b * tdiv(a, b),  # C's a == b*(a/b) + a%b; Z3 reasons best with it
+         "max": lambda a, b: z3.If(a < b, b, a), "min": lambda a, b: z3.If(a < b, a, b)}
+def irange(e: str) -> tuple[int, int]:
+  n = width(e); return (-(1 << (n - 1)), (1 << (n - 1)) - 1) if signed(e) else (0, (1 << n) - 1)
+def topo(u: UOp, seen=None) -> list[UOp]:
+  seen = set() if seen is None else seen
+  if u in seen: return []
+  seen.add(u); return [n for s in u.src for n in topo(s, seen)] + [u]
+
+class ISem:
+  """The semantics context on unbounded integers: guards compute exactly, as `Concrete`'s do on Python ints.
+  wrap=True reduces every op's value mod 2^n: the values at the width, exactly (a search for counterexamples)."""
+  def __init__(self, wrap=False):
+    self.wrap, self.facts = wrap, []
+    self.memo: dict = {}
+    self.leaves: dict = {}
+    self.bnd: dict = {}
+    self.fresh = itertools.count()
+  def term(self, u: UOp):
+    if u in self.memo: return self.memo[u]
+    e = elem(u)
+    if e not in IDTS: raise NotInt(f"{e} is not an integer dtype")
+    if u.op in LEAF:
+      v = u.attrs.get("value")
+      if u.op == "const" and not isinstance(v, z3.ExprRef): t = z3.IntVal(pydom(dt_of(e)).out(int(v)))
+      else:
+        t = self.leaves[u] = z3.Int(u.attrs["name"] if u.op == "var" else v.decl().name())
+        lo, hi = irange(e); self.facts += [lo <= t, t <= hi]
+    elif u.op in ISPEC:
+      t = ISPEC[u.op](*[self.term(s) for s in u.src])
+      if self.wrap: t = self.wrapped(t, e)
+    else: raise NotInt(f"{u.op} has no integer semantics here")
+    self.memo[u] = t
+    return t
+  def wrapped(self, t, e: str): lo, hi = irange(e); return (t - lo) % (hi - lo + 1) + lo
+  def at_width(self, u: UOp):  # u's value at its width, given that its tree has the width's values (see above)
+    return self.term(u) if u.op in LEAF else self.wrapped(self.term(u), elem(u))
+  def val(self, u: UOp):
+    if u.op not in LEAF: raise NotInt(f"value of {u.op}: its integer value may differ from its value at the width")
+    return self.term(u)
+  raw = val
+  def _b(self, u: UOp):
+    if u.op == "const": return self.term(u), self.term(u)
+    if u.op != "var": raise NotInt(f"bounds of {u.op}: its integer value may differ from its value at the width")
+    if u not in self.bnd:
+      k = next(self.fresh); lo, hi = z3.Int(f"lo{k}"), z3.Int(f"hi{k}"); v = self.term(u)
+      self.facts += [self.dtmin(u) <= lo, lo <= v, v <= hi, hi <= self.dtmax(u)]
+      self.bnd[u] = (lo, hi)
+    return self.bnd[u]
+  def vmin(self, u): return self._b(u)[0]
+  def vmax(self, u): return self._b(u)[1]
+  def dtmin(self, u): return z3.IntVal(irange(elem(u))[0])
+  def dtmax(self, u): return z3.IntVal(irange(elem(u))[1])
+  all, any = ZSem.all, ZSem.any
+  def divides(self, a, b): return z3.And(a != 0, b == a * z3.Int(f"k{next(self.fresh)}"))
+
+  def goal(self, lhs: UOp, rhs: UOp, g):
+    """(assumptions, the LHS is defined, conclusion): each LHS idiv/mod/max/min whose subtree is defined at the width
+    has its operands in range (per node: none rests on a divisor that wrapped below it), and if the LHS is defined,
+    so is the RHS, the operands of its idiv/mod/max/min are in range, and LHS == RHS."""
+    def defined(u): return z3.And(*[self.at_width(m.src[1]) != 0 for m in topo(u) if m.op in ("idiv", "mod")])
+    def inrange(m): return z3.And(*[z3.And(irange(elem(s))[0] <= self.term(s), self.term(s) <= irange(elem(s))[1]) for s in m.src])
+    def safe(u): return z3.And(*[inrange(m) for m in topo(u) if m.op not in RING + LEAF])
+    l, r = self.term(lhs), self.term(rhs)
+    obl = [z3.Implies(defined(m), inrange(m)) for m in topo(lhs) if m.op not in RING + LEAF]
+    return z3.And(*self.facts, g), defined(lhs), z3.And(*obl, z3.Implies(defined(lhs), z3.And(defined(rhs), safe(rhs), l == r)))
 
 # ---------------------------------------------------------------- instances of a pattern
 def _ok(op: str, e: str) -> bool: return e in OP_DTYPES.get(op, ())
@@ -196,6 +281,10 @@ def gen(p: UPat, e: str, env: dict, fresh) -> list[tuple[UOp, dict]]:
         out += [(UOp(op, e, srcs), env1) for srcs, env1 in partial]
   return [(u, {**env1, p.name: u} if p.name else env1) for u, env1 in out]
 
+def _cex(m) -> str:
+  return "counterexample: " + ", ".join(f"{d.name()}={m[d]}" for d in sorted(m.decls(), key=str)
+                                        if d.arity() == 0 and not d.name().startswith(("lo", "hi", "k")))[:300]
+
 def _solve(goal) -> tuple[str, str]:
   """('proven'|'failed'|'unknown', detail) for: goal is valid."""
   try:
@@ -207,40 +296,72 @@ def _solve(goal) -> tuple[str, str]:
   s = z3.Solver(); s.set("timeout", 20000); s.add(z3.Not(goal))
   r = s.check()
   if r == z3.unsat: return "proven", ""
-  if r == z3.sat:
-    m = s.model()
-    return "failed", "counterexample: " + ", ".join(f"{d.name()}={m[d]}" for d in sorted(m.decls(), key=str) if not d.name().startswith(("lo", "hi", "k")))[:300]
+  if r == z3.sat: return "failed", _cex(s.model())
   return "unknown", f"z3: {s.reason_unknown()}"
+
+def _solver(*fs, ms=20000, s=None):  # a fresh one per query: a second check on one solver loses the nonlinear tactics
+  s = s or z3.Solver(); s.set("timeout", ms); s.add(*fs); return s
+
+def _refutes(rule: Rule, lhs: UOp, store: dict, ctx: ISem, m) -> str | None:
+  """The counterexample at the width that model m of ctx's placeholders gives, if it is one there."""
+  zs = ZSem()
+  pins = [zs.enc(u)[0] == zconst(m.eval(t, model_completion=True).as_long(), elem(u)) for u, t in ctx.leaves.items()]
+  h, d, c = _goal(zs, rule, lhs, store)
+  return _cex(s.model()) if (s := _solver(h, d, z3.Not(c), *pins)).check() == z3.sat else None
+
+def _solve_int(rule: Rule, lhs: UOp, store: dict) -> tuple[str, str]:
+  if (goal := _goal(ctx := ISem(), rule, lhs, store)) is None: return "n/a", ""
+  h, d, c = goal
+  # a guard that never holds claims nothing ('smt' finds models of these fast, nlsat slowly)
+  if (r := _solver(h, d, s=z3.Tactic("smt").solver()).check()) != z3.sat:
+    return ("n/a", "") if r == z3.unsat else ("unknown", "z3 (integers): no model of the guard found")
+  if (r := (s := _solver(h, z3.Not(c))).check()) == z3.unsat: return "proven", ""
+  if r == z3.unknown: return "unknown", f"z3 (integers): {s.reason_unknown()}"
+  # an integer model refutes the rule only if it does at the width: check it there (placeholders pinned: fast),
+  # else search the values at the width (the integers with every op wrapped mod 2^n) for one
+  if cex := _refutes(rule, lhs, store, ctx, m := s.model()): return "failed", cex
+  h, d, c = _goal(w := ISem(wrap=True), rule, lhs, store)
+  if (ws := _solver(h, d, z3.Not(c), ms=10000)).check() == z3.sat and (cex := _refutes(rule, lhs, store, w, ws.model())):
+    return "failed", cex
+  return "unknown", "an operand may leave the dtype's range (integer method), yet the rule holds at the width there: " + _cex(m)
+
+def _goal(ctx, rule: Rule, lhs: UOp, store: dict):
+  """The proof goal of one match under ctx; None where the guard or the rhs refuses the match."""
+  with semantics(ctx):
+    g = True if rule.guard is None else rule.guard(**store)
+    if g is False or (isinstance(g, z3.BoolRef) and z3.is_false(z3.simplify(g))): return None
+    if (rhs := rule.rhs(**store)) is None: return None
+    if rhs.ty != lhs.ty: raise TypeError(f"rhs type {rhs.ty} != lhs type {lhs.ty}")
+    return ctx.goal(lhs, rhs, z3.BoolVal(True) if g is True else g)
 
 def prove_instance(rule: Rule, lhs: UOp) -> tuple[str, str]:
   stores = rule.pat.match(lhs, {})
   if not stores: return "failed", f"pattern does not match its own instance {lhs!r}"
   verdicts = []
   for store in stores:
-    ctx = ZSem()
-    with semantics(ctx):
-      g = True if rule.guard is None else rule.guard(**store)
-      if g is False or (isinstance(g, z3.BoolRef) and z3.is_false(z3.simplify(g))): verdicts.append(("n/a", "")); continue
-      rhs = rule.rhs(**store)
-      if rhs is None: verdicts.append(("n/a", "")); continue
-      if rhs.ty != lhs.ty: return "failed", f"rhs type {rhs.ty} != lhs type {lhs.ty}"
-      (l, ld), (r, rd) = ctx.enc(lhs), ctx.enc(rhs)
-      g = z3.BoolVal(True) if g is True else g
-    verdicts.append(_solve(z3.Implies(z3.And(*ctx.facts, g, ld), z3.And(rd, l == r))))
+    try:
+      if rule.proof == "int": verdicts.append(_solve_int(rule, lhs, store))
+      elif (goal := _goal(ZSem(), rule, lhs, store)) is None: verdicts.append(("n/a", ""))
+      else: verdicts.append(_solve(z3.Implies(z3.And(goal[0], goal[1]), goal[2])))
+    except TypeError as ex: return "failed", str(ex)
+    except NotInt as ex: return "unknown", f"outside the integer method: {ex}"
   for v in verdicts:
     if v[0] in ("failed", "unknown"): return v
   return ("proven", "") if any(v[0] == "proven" for v in verdicts) else ("n/a", "")
 
-def prove_rule(rule: Rule, dts=None) -> tuple[str, str, int]:
-  """(verdict, why, number of instances proven) of one rule over every op and dtype it can match."""
-  fresh, n, dts = itertools.count(), 0, dts or rule.proof_dts or DTS
-  for e in dts:
+def proof_dts(rule: Rule) -> tuple[str, ...]: return rule.proof_dts or (IDTS if rule.proof == "int" else DTS)
+
+def prove_rule(rule: Rule, dts=None) -> tuple[str, str, int, list[str]]:
+  """(verdict, why, number of instances proven, their dtypes) of one rule over every op and dtype it can match."""
+  fresh, n, done = itertools.count(), 0, []
+  for e in dts or proof_dts(rule):
     for lhs, _ in gen(rule.pat, e, {}, fresh):
       # LHS types as the dialect has them: comparison results are i1, casts change type
       v, why = prove_instance(rule, lhs)
-      if v in ("failed", "unknown"): return v, f"{why} (instance: {describe(lhs)})", n
+      if v in ("failed", "unknown"): return v, f"{why} (instance: {describe(lhs)})", n, done
       n += v == "proven"
-  return ("proven", "", n) if n else ("failed", "no instance of the pattern could be built or the guard never holds", 0)
+      if v == "proven" and e not in done: done.append(e)
+  return ("proven", "", n, done) if n else ("failed", "no instance of the pattern could be built or the guard never holds", 0, [])
 
 def describe(u: UOp) -> str:
   if u.op == "var": return u.attrs["name"].split("_")[0] + ":" + u.ty
@@ -252,9 +373,9 @@ def main(argv=None) -> int:
   bad, t0 = 0, time.perf_counter()
   for rule in RULES:
     t = time.perf_counter()
-    v, why, n = prove_rule(rule)
+    v, why, n, done = prove_rule(rule)
     bad += v != "proven"
-    note = f"  (at {'/'.join(rule.proof_dts)} only)" if rule.proof_dts else ""
+    note = f"  ({'int + no-overflow' if rule.proof == 'int' else 'bit-vectors'}) at {' '.join(done)}" if rule.proof or rule.proof_dts else ""
     print(f"{rule.name:<22} {v:<8} {n:>4} instances {time.perf_counter() - t:6.2f}s{note}" + (f"  {why}" if why else ""), flush=True)
   print(f"{len(RULES) - bad}/{len(RULES)} rules proven in {time.perf_counter() - t0:.1f}s")
   return 1 if bad else 0
