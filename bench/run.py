@@ -2,7 +2,7 @@
 
   python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead compile
 
-Each timing is the median of >= 7 runs after warm-up, the three libraries' runs interleaved; morok's is `.realize()` (the result computed into its buffer,
+Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks()); morok's is `.realize()` (the result computed into its buffer,
 as numpy and torch return theirs; `.numpy()` would add a copy). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
 setting that pins it to an older kernel); the machine's limits (copy bandwidth, fp32 FMA peak) are measured here too."""
 import os, sys, time, subprocess, statistics, platform, datetime
@@ -22,22 +22,22 @@ except ImportError: torch = None
 
 RUNS, WARM = 7, 2
 def timeit(fn, runs=RUNS, warm=WARM, best=False) -> float:
-  """Median (or best) seconds of fn() over runs calls, after warm calls."""
-  for _ in range(warm): fn()
+  """Median (or best) seconds of fn() over runs calls, after >= warm calls and >= 0.2 s of them (caches, clocks)."""
+  t0, n = time.perf_counter(), 0
+  while n < warm or time.perf_counter() - t0 < 0.2: fn(); n += 1
   ts = []
   for _ in range(runs):
     t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
   return min(ts) if best else statistics.median(ts)
 
-def interleaved(fns: dict, runs: int) -> dict:
-  """Median seconds per function, the runs interleaved (a, b, c, a, b, c, ...) so load changes hit all alike."""
-  for f in fns.values():
-    for _ in range(WARM): f()
-  ts = {k: [] for k in fns}
-  for _ in range(runs):
-    for k, f in fns.items():
-      t0 = time.perf_counter(); f(); ts[k].append(time.perf_counter() - t0)
-  return {k: statistics.median(ts[k]) if k in ts else None for k in ("morok", "numpy", "torch")}
+def blocks(fns: dict, runs: int) -> dict:
+  """Median seconds per function, each timed in its own block after a pause: OpenBLAS's and OpenMP's workers spin
+  for tens of ms after a call, and would halve the speed of whichever library runs next on these 2 cores."""
+  out = {}
+  for k in ("morok", "numpy", "torch"):
+    if k in fns: time.sleep(0.3); out[k] = timeit(fns[k], runs=runs)
+    else: out[k] = None
+  return out
 
 # ---------------------------------------------------------------- machine limits
 def copy_bandwidth() -> float:
@@ -233,7 +233,7 @@ def main(names):
     if w["tol"]:
       ref, got = w["numpy"](), w["morok"]().numpy()
       if not np.allclose(got, ref, rtol=w["tol"], atol=w["tol"]): print(f"  !! {n}: morok differs from numpy by {np.abs(got - ref).max()}")
-    t = interleaved({k: w[k] for k in ("morok", "numpy", "torch") if w.get(k) and (k != "torch" or torch)}, runs)
+    t = blocks({k: w[k] for k in ("morok", "numpy", "torch") if w.get(k) and (k != "torch" or torch)}, runs)
     ms = lambda k: "-" if t[k] is None else f"{t[k] * (1e6 if w.get('us') else 1e3):9.2f}"
     ratio = lambda k: "-" if t[k] is None else f"{t[k] / t['morok']:.2f}"
     if "bytes" in w:
