@@ -1,0 +1,52 @@
+"""Contractions (uop-optimize's uop.contraction, lowered to packed operands + a register-tiled FMA micro-kernel) and
+the split full reduction, against numpy, on shapes that do not divide the tiles."""
+import numpy as np
+import pytest
+from morok_mlir.tensor import Tensor
+from morok_mlir import realize as R
+
+R_ = np.random.default_rng(0)
+def rnd(*s): return R_.standard_normal(s, dtype=np.float32)
+
+def phases(t: Tensor) -> list[str]:
+  """Entry points of the kernels that computed t (realizes it)."""
+  t.realize()
+  return [e for s in R._schedule_cache.values() for it in s.items for e, _ in (it.program.spec.phases or ())]
+
+@pytest.mark.parametrize("m,k,n", [(97, 131, 83), (256, 784, 10), (7, 1000, 301), (130, 64, 257)])
+def test_matmul_and_epilogue(m, k, n):
+  a, b, bias = rnd(m, k), rnd(k, n), rnd(n)
+  np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(((Tensor(a) @ Tensor(b)) + Tensor(bias)).relu().numpy(), np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose((Tensor(a.T.copy()).T @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)   # a transposed view
+
+def test_contraction_is_chosen():
+  a, b = rnd(128, 128), rnd(128, 128)
+  assert any(p.endswith("_mm") for p in phases(Tensor(a) @ Tensor(b)))
+
+def conv_ref(x, w, stride=1, padding=0, dilation=1, groups=1):
+  (n, c, h, wd), (co, ci, kh, kw) = x.shape, w.shape
+  xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding))).astype(np.float64)
+  oh, ow = (h + 2 * padding - dilation * (kh - 1) - 1) // stride + 1, (wd + 2 * padding - dilation * (kw - 1) - 1) // stride + 1
+  out = np.zeros((n, co, oh, ow))
+  g = co // groups
+  for o in range(co):
+    c0 = (o // g) * ci
+    for i in range(kh):
+      for j in range(kw):
+        win = xp[:, c0:c0 + ci, i * dilation:i * dilation + stride * oh:stride, j * dilation:j * dilation + stride * ow:stride]
+        out[:, o] += np.einsum("nchw,c->nhw", win, w[o, :, i, j])
+  return out.astype(np.float32)
+
+@pytest.mark.parametrize("xs,ws,kw", [((2, 16, 20, 18), (24, 16, 3, 3), dict(padding=1)), ((1, 8, 17, 17), (12, 4, 3, 3), dict(groups=2, stride=2)),
+                                      ((2, 6, 15, 13), (5, 6, 2, 3), dict(dilation=2, padding=2)), ((3, 32, 12, 12), (40, 32, 1, 1), {})])
+def test_conv2d(xs, ws, kw):
+  x, w, b = rnd(*xs), rnd(*ws) * 0.1, rnd(ws[0])
+  want = conv_ref(x, w, **{k: v for k, v in kw.items()}) + b.reshape(1, -1, 1, 1)
+  np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), Tensor(b), **kw).numpy(), want, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("op", ["sum", "max", "min", "mean"])
+def test_split_full_reduction(op):
+  x = rnd(1 << 20)
+  got, want = float(getattr(Tensor(x), op)().numpy()), float(getattr(x.astype(np.float64), op)())
+  assert abs(got - want) <= 1e-5 * max(1.0, np.abs(x).sum() if op == "sum" else abs(want))
