@@ -380,13 +380,14 @@ def lower_kernel(f: Func, name: str | None = None) -> str:
 
 # ---------------------------------------------------------------- contractions: packed operands + register-tiled FMAs
 class Contraction:
-  """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC]` (see optimize.contraction: the store is
+  """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC, MC, VW]` (see optimize.contraction: the store is
   g(reduce-add over K of a*b), a indexed by loop ranges I and K, b by loop ranges J and K) as four phases, each a
   function over the kernel's buffers plus three scratch buffers, each run on threads over its outer loop:
-    pack_a  Ap[M/MR][K][MR] = a    (rows past M are 0)      the operands' index math and gates run here, O(MK + KN)
-    pack_b  Bp[N/NR][K][NR] = b    (columns past N are 0)
-    mm      C[M][N] = Ap x Bp: for each NR-wide panel of Bp (the threaded loop), K in KC-deep slices (an L1-resident
-            slice of the panel), an MR x NR tile of vector accumulators carried through the k loop with vector.fma
+    pack_a  Ap[M/MR][K][MR] = a    the operands' index math (folded to affine form) and gates run here, O(MK + KN);
+    pack_b  Bp[N/NR][K][NR] = b    rows past M / columns past N are not written: they only reach C entries never read
+    mm      C[M][N] = Ap x Bp in Goto's order: KC-deep slices of K; MC-row blocks of Ap (L2); NR-wide panels of Bp
+            (their KC slice in L1); an MR x NR tile of VW-lane vector accumulators carried through the k loop with
+            vector.fma. Threads split the more numerous of the Ap blocks and the Bp panels.
     epi     the original store, with the reduce replaced by a load of C[m][n]   (bias, relu, ... fuse here)"""
   def __init__(self, f: Func, name: str):
     from .optimize import contraction, affine_simplify
@@ -403,7 +404,7 @@ class Contraction:
     thr = {k: v for k, v in f.attrs.items() if k in ("uop.threads",)}
     def pack(x, rs, w, buf, k_first):
       # loops over the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first for a), so
-      # reads follow its layout; the packed position needs only lin // w and lin % w; rows past M/N are never read
+      # reads follow its layout; the packed position needs only lin // w and lin % w
       x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
       order = (K + rs) if k_first else (rs + K)
       new = {r: UOp("range", "index", r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
