@@ -1,21 +1,47 @@
 """emit: the graph of UOps a realize() asks for -> the graph-level `uop` function (see docs/pipeline.md).
 
-Input buffers are numbered by first use, so two graphs of the same structure on different data give the same
+Input data enters a graph as `buffer` UOps made by `new_buffer`, each owning its array. Input buffers are numbered
+by first use, so two graphs of the same structure on different data give the same
 (hash-consed) UOps: that tuple is the schedule cache's key, found before any MLIR is built."""
 from __future__ import annotations
+import itertools, weakref
 import numpy as np
-from .uop import UOp, attrs
+from .uop import UOp, attrs, tensor_type
+from .dtype import dtypes
 from .bridge import Func
 
+# ---------------------------------------------------------------- input buffers
+_ids = itertools.count()
+
+def new_buffer(data: np.ndarray, loc: str | None = None) -> UOp:
+  """A graph input holding `data` (any shape; stored C-contiguous). The UOp owns the array (its id makes it
+  unique, so no other graph node shares it): the data lives exactly as long as graphs that use it."""
+  data = np.require(data, requirements="C")  # unlike ascontiguousarray, keeps 0-d arrays 0-d
+  u = UOp("buffer", tensor_type(data.shape, dtypes.from_np(data.dtype)), (), (("id", next(_ids)),), loc)
+  u.__dict__["data"] = data
+  return u
+
+def buffer_data(u: UOp) -> np.ndarray: return u.__dict__["data"]
+
+# ---------------------------------------------------------------- graph -> function
 def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[np.ndarray]]:
-  """Number the graph's input buffers by first use, so graphs of the same structure share one key."""
-  mapping, inputs = {}, []
-  for o in outs:
-    for u in o.toposort:
-      if u.op == "buffer" and u not in mapping and "id" in u.attrs:
-        mapping[u] = UOp("buffer", u.ty, (), attrs(slot=len(inputs)))
-        inputs.append(_data(u))
-  return tuple(o.substitute(mapping) for o in outs), inputs
+  """Number the graph's input buffers by first use, so graphs of the same structure share one key.
+  UOps are immutable, so the answer for the same output UOps is remembered (while they live): a hot loop that
+  rebuilds the same graph on the same tensors pays a dictionary lookup, not a graph walk."""
+  memo = _memo.setdefault(outs[0], {})
+  rest = tuple(id(o) for o in outs[1:])
+  hit = memo.get(rest)
+  if hit is None or any(r() is not o for r, o in zip(hit[0], outs[1:])):
+    mapping, bufs = {}, []
+    for o in outs:
+      for u in o.toposort:
+        if u.op == "buffer" and u not in mapping and "id" in u.attrs:
+          mapping[u] = UOp("buffer", u.ty, (), attrs(slot=len(bufs)))
+          bufs.append(u)
+    hit = memo[rest] = ([weakref.ref(o) for o in outs[1:]], tuple(o.substitute(mapping) for o in outs), bufs)
+  return hit[1], [_data(u) for u in hit[2]]
+
+_memo: "weakref.WeakKeyDictionary[UOp, dict]" = weakref.WeakKeyDictionary()
 
 def graph_func(key: tuple[UOp, ...]) -> Func:
   """One func.func whose arguments are the input buffers (slot = argument number) and whose results are key."""
@@ -25,6 +51,4 @@ def graph_func(key: tuple[UOp, ...]) -> Func:
       if u.op == "buffer": ins[u.attrs["slot"]] = u
   return Func("graph", [ins[i].ty for i in range(len(ins))], list(key))
 
-def _data(u: UOp) -> np.ndarray:
-  from .realize import buffer_data
-  return buffer_data(u)
+_data = buffer_data

@@ -22,12 +22,15 @@ def _loc() -> str:
   col = pos[i][2] if 0 <= i < len(pos) and pos[i][2] is not None else -1
   return f"{c.co_filename}:{f.f_lineno}:{col + 1}"
 
+_KNOWN_DEVICES: set[str] = set()
 def _device(name) -> str:
   """A device name in canonical form (Device.DEFAULT for None); unknown names raise at the user's line."""
   from .device import Device
   if name is None: return Device.DEFAULT
-  try: Device[name]
-  except KeyError as e: _err(ValueError, str(e.args[0]))
+  if name not in _KNOWN_DEVICES:
+    try: Device[name]
+    except KeyError as e: _err(ValueError, str(e.args[0]))
+    _KNOWN_DEVICES.add(name)
   return Device.canonicalize(name)
 
 def _err(exc: type, msg: str):
@@ -56,11 +59,9 @@ def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     out.append(big.pop() if big else 1)
   return tuple(out)
 
-def _buf(arr: np.ndarray) -> UOp:
-  u = new_buffer(arr)
-  u.loc = _loc()  # buffers are unique, so setting their provenance after creation is safe
-  # the buffer table stores 0-d arrays as 1-d
-  return u if u.shape == arr.shape else UOp("reshape", tensor_type(arr.shape, u.dtype), (u,), attrs(), u.loc)
+def _buf(arr: np.ndarray, loc: str | None = None) -> UOp:
+  return new_buffer(arr, loc or _loc())
+
 def _is_data(u: UOp) -> bool: return u.op == "buffer" or (u.op == "reshape" and u.src[0].op == "buffer")
 
 def _dtype(x) -> DType:
@@ -159,7 +160,7 @@ class Tensor:
         out = np.asarray(out)
         if out.shape != u.shape or out.dtype != u.dtype.np:
           raise RuntimeError(f"{u.loc}: realize returned {out.shape} {out.dtype} for {u.shape} {u.dtype}")
-        b = _buf(out)
+        b = _buf(out, u.loc)  # the realized value keeps the provenance of what computed it
         for t in ts: t.uop = b
     return self
   def numpy(self) -> np.ndarray:

@@ -1,7 +1,6 @@
 """UOp: the hash-consed node of the compute graph, as in tinygrad. Passes work on UOp DAGs; MLIR is their text form."""
 from __future__ import annotations
 import re, weakref
-from functools import cached_property
 from typing import Any
 from .dtype import DType, dtypes
 
@@ -11,6 +10,15 @@ def tensor_type(shape: tuple[int, ...], dtype: DType) -> str:
   return "tensor<" + "".join(f"{s}x" for s in shape) + dtype.mlir + ">"
 def memref_type(size: int, dtype: DType) -> str: return f"memref<{size}x{dtype.mlir}>"
 def ptr_type(dtype: DType) -> str: return f"!uop.ptr<{dtype.mlir}>"
+
+class cached_property:
+  """functools.cached_property without its per-access lock (3.11 takes an RLock on every first access): UOps are
+  immutable, so a racing double computation gives the same value."""
+  def __init__(self, fn): self.fn, self.name = fn, fn.__name__
+  def __get__(self, obj, cls=None):
+    if obj is None: return self
+    v = obj.__dict__[self.name] = self.fn(obj)
+    return v
 
 _SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)([a-z0-9]+)>")
 
