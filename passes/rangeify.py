@@ -20,8 +20,9 @@ REDUCE_IDENTITY = {"add": lambda d: False if d.is_bool else 0, "mul": lambda d: 
                    "max": lambda d: d.min, "min": lambda d: d.max}
 
 class Rangeifier:
-  def __init__(self, bufs: dict[int, UOp]):
+  def __init__(self, bufs: dict[int, UOp], force: frozenset = frozenset()):
     self.bufs = bufs                      # graph input slot -> kernel-level memref buffer
+    self.force = force                    # reduces known to be materialised: every use loads them
     self.axis = 0
     self.memo: dict[tuple, UOp] = {}
     self.loops: list[UOp] = []            # loop ranges of the value being built, outermost first
@@ -91,7 +92,8 @@ class Rangeifier:
       inner = self.value(s[0], tuple(cidx), im.and_(gate, valid))
       return UOp("where", u.dtype.mlir, (valid, inner, UOp("const", u.dtype.mlir, (), attrs(value=REDUCE_IDENTITY["add"](u.dtype)))), loc=u.loc)
     if op == "reduce_axis":
-      if not inline_root and (u in self.materialised or not self.inlinable(idx)): return self.load(self.bufferize(u), u, idx, gate)
+      if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx)):
+        return self.load(self.bufferize(u), u, idx, gate)
       rngs, cidx = [], []
       for d, n in enumerate(sh):
         if d in a["axes"] and n != 1:
@@ -120,7 +122,11 @@ def rangeify_func(f: Func) -> Func:
     if r.shape is None: raise PassError(f"uop-rangeify: @{f.name} must return tensors", r.loc)
   in_bufs = {i: UOp("buffer", memref_type(prod(_shape(t)), _dtype(t)), (), attrs(slot=i)) for i, t in enumerate(f.args)}
   outs = [UOp("buffer", memref_type(r.size, r.dtype), (), attrs(slot=len(f.args) + j)) for j, r in enumerate(f.results)]
-  rf = Rangeifier(in_bufs)
+  # Whether a reduce is materialised is found while walking its uses; a use met before the one that forces the
+  # buffer would have inlined (recomputed) it. So walk once to learn the set, then build with it fixed.
+  first = Rangeifier(in_bufs)
+  for b, r in zip(outs, f.results): first.store(b, r)
+  rf = Rangeifier(in_bufs, frozenset(first.materialised))
   stores = [rf.store(b, r) for b, r in zip(outs, f.results)]
   return Func(f.name, [b.ty for b in list(in_bufs.values()) + outs], [], [UOp("sink", "()", tuple(stores))],
               {"uop.num_inputs": f"{len(f.args)} : i64", "uop.num_outputs": f"{len(outs)} : i64"})

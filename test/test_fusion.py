@@ -51,3 +51,15 @@ def test_schedule_cache_reuses_compiled_schedule():
   out = f(Tensor(b), Tensor(a)).numpy()     # same structure, different buffers
   assert GlobalCounters.compiled == 0 and GlobalCounters.kernel_count == 1
   np.testing.assert_allclose(out, (b * a + 3).sum(0), rtol=1e-5)
+
+def test_materialised_reduce_is_never_also_recomputed():
+  # logits are needed both directly and inside log_softmax's max/sum, where they must be materialised: every use
+  # then loads them, whichever use the walk meets first (3 kernels, and the last has no contraction in it)
+  from morok_mlir.realize import _schedule_cache
+  x, w = rng.standard_normal((8, 12)).astype(np.float32), rng.standard_normal((12, 5)).astype(np.float32)
+  count, out = kernels(lambda x, w: (x @ w).log_softmax(axis=1), x, w)
+  ref = x @ w; ref = ref - ref.max(1, keepdims=True); ref = ref - np.log(np.exp(ref).sum(1, keepdims=True))
+  np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+  assert count == 2
+  last = list(_schedule_cache.values())[-1].items[-1].name
+  assert last.startswith("r_8_5_") and "_12" not in last, last  # no reduce over the contraction's k (12) in it
