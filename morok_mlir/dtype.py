@@ -3,8 +3,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class DType:
+  """One instance per dtype (the attributes of `dtypes`), so equality is identity: fast, and hashable by id."""
   priority: int    # order in tinygrad's promotion lattice
   itemsize: int
   name: str

@@ -12,26 +12,32 @@ from .realize import new_buffer, buffer_data
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _POS: dict = {}  # code object -> its instruction positions (for the column)
 
+_OURS: dict = {}  # code object -> is it this package's (checked once per code object, not per frame)
+
 def _loc() -> str:
   """file:line:col of the first stack frame outside this package (the user's line)."""
   f = sys._getframe(1)
-  while f is not None and f.f_code.co_filename.startswith(_PKG): f = f.f_back
+  while f is not None:
+    c = f.f_code
+    if (ours := _OURS.get(c)) is None: ours = _OURS[c] = c.co_filename.startswith(_PKG)
+    if not ours: break
+    f = f.f_back
   if f is None: return "<unknown>:0:0"
   if (pos := _POS.get(c := f.f_code)) is None: pos = _POS[c] = list(c.co_positions())
   i = f.f_lasti // 2
   col = pos[i][2] if 0 <= i < len(pos) and pos[i][2] is not None else -1
   return f"{c.co_filename}:{f.f_lineno}:{col + 1}"
 
-_KNOWN_DEVICES: set[str] = set()
+_KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
 def _device(name) -> str:
   """A device name in canonical form (Device.DEFAULT for None); unknown names raise at the user's line."""
+  if (dev := _KNOWN_DEVICES.get(name)) is not None: return dev
   from .device import Device
-  if name is None: return Device.DEFAULT
-  if name not in _KNOWN_DEVICES:
-    try: Device[name]
-    except KeyError as e: _err(ValueError, str(e.args[0]))
-    _KNOWN_DEVICES.add(name)
-  return Device.canonicalize(name)
+  if name is None: return Device.DEFAULT  # not remembered: the default may change (Device.DEFAULT = ...)
+  try: Device[name]
+  except KeyError as e: _err(ValueError, str(e.args[0]))
+  dev = _KNOWN_DEVICES[name] = Device.canonicalize(name)
+  return dev
 
 def _err(exc: type, msg: str):
   raise exc(f"{_loc()}: {msg}")
