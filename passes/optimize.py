@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from math import prod
 from morok_mlir.bridge import Func
-from morok_mlir.uop import UOp
+from morok_mlir.uop import UOp, attrs
 from .registry import register, Option
 
 PAR_MIN_WORK = 1 << 16          # loop iterations x ops below which threads cost more than they save
@@ -25,36 +25,28 @@ MM_MIN_FLOPS = 1 << 21          # contractions smaller than this stay plain loop
 def _size(r: UOp) -> int: return int(r.src[0].attrs["value"])
 def _rngs(u: UOp) -> set[UOp]: return {x for x in u.toposort if x.op == "range"}
 
-_EVAL = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "max": max, "min": min,
-         "idiv": lambda a, b: 0 if b == 0 else abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),
-         "mod": lambda a, b: 0 if b == 0 else a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)),
-         "cmplt": lambda a, b: a < b, "cmpeq": lambda a, b: a == b, "cmpne": lambda a, b: a != b,
-         "and": lambda a, b: a and b, "or": lambda a, b: a or b, "where": lambda c, a, b: a if c else b}
-def _eval(u: UOp, env: dict, memo: dict):
-  if u in memo: return memo[u]
-  if u.op == "range": v = env[u]
-  elif u.op == "const": v = u.attrs["value"]
-  elif u.op in _EVAL: v = _EVAL[u.op](*(_eval(s, env, memo) for s in u.src))
-  else: raise KeyError(u.op)
-  memo[u] = v
-  return v
-
-def depends(x: UOp, r: UOp, rngs: list[UOp], trials: int = 6) -> bool:
-  """Whether x's value can change with range r: its index/bool subexpressions are evaluated at random points that
-  differ only in r (index math is not simplified here: (i*64+j)//64 mentions j but does not depend on it)."""
-  import random
-  rnd = random.Random(0)
-  exprs = [e for u in x.toposort for e in (u.src[1:] if u.op == "index" else u.src[:1] if u.op == "where" and u.ty not in ("index", "i1") else ())
-           if r in _rngs(e)]   # addresses, gates, selects: what a value can depend on
+def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
+  """Whether x's value can change with range r, decided exactly: the addresses, gates and selects in x that mention
+  r are compared at two values of r (all else equal). Affine forms (after the bounds-checked folding below) answer
+  directly; otherwise Z3 looks for two values of r that differ (index math is 64-bit bit-vectors, as lowered).
+  An unknown answer counts as dependent: a missed contraction costs speed, a wrong one would cost correctness.
+  Mentioning is not depending: (i*64+j)//64 with j < 64 is i."""
   if any(u.ty not in ("index", "i1") and r in u.src for u in x.toposort): return True   # a range used as a value
-  for _ in range(trials):
-    env = {q: rnd.randrange(_size(q)) for q in rngs}
-    env2 = {**env, r: rnd.randrange(_size(r))}
-    try:
-      m1, m2 = {}, {}
-      if any(_eval(e, env, m1) != _eval(e, env2, m2) for e in exprs): return True
-    except KeyError: return True
-  return False
+  exprs = [e for u in x.toposort for e in (u.src[1:] if u.op == "index" else u.src[:1] if u.op == "where" and u.ty not in ("index", "i1") else ())
+           if r in _rngs(e)]
+  memo: dict = {}
+  forms = [affine(e, memo) for e in exprs]
+  if any(f is not None and f.get(r, 0) != 0 for f in forms): return True
+  # gates are comparisons of index math: rebuilt from affine parts, a range that only cancels out disappears
+  rest = [g for e, f in zip(exprs, forms) if f is None and r in _rngs(g := affine_simplify(e))]
+  if not rest: return False
+  import z3
+  from .prove import ZSem
+  twin = UOp("range", r.ty, r.src, attrs(axis=-1 - r.attrs["axis"], kind=r.attrs["kind"]))
+  ctx = ZSem()
+  differ = [ctx.enc(e)[0] != ctx.enc(e.substitute({r: twin}))[0] for e in rest]
+  s = z3.Solver(); s.set("timeout", 2000); s.add(*ctx.facts, z3.Or(*differ))
+  return s.check() != z3.unsat
 
 # ---------------------------------------------------------------- affine index forms (sound: bounds-checked)
 def affine(u: UOp, memo: dict) -> dict | None:

@@ -50,3 +50,22 @@ def test_split_full_reduction(op):
   x = rnd(1 << 20)
   got, want = float(getattr(Tensor(x), op)().numpy()), float(getattr(x.astype(np.float64), op)())
   assert abs(got - want) <= 1e-5 * max(1.0, np.abs(x).sum() if op == "sum" else abs(want))
+
+def test_depends_is_exact():
+  """The contraction test's dependence question has exact answers: a gate that flips at one value of a range out of
+  100 depends on it (random sampling would miss it), index math that only mentions a range does not."""
+  from morok_mlir.uop import UOp, attrs
+  from morok_mlir.passes import index_math as im
+  from morok_mlir.passes.optimize import depends
+  i, j = (UOp("range", "index", (im.const(100),), attrs(axis=a, kind="loop")) for a in (0, 1))
+  f = lambda v: UOp("const", "f32", (), attrs(value=v))
+  sel = lambda gate: UOp("where", "f32", (gate, f(1.0), f(0.0)))
+  lt = lambda a, b: UOp("cmplt", "i1", (a, b))
+  edge = sel(lt(j, im.const(1)))                                                    # affine gate, true only at j == 0
+  assert depends(edge, j, [i, j]) and not depends(edge, i, [i, j])
+  folded = sel(lt(UOp("idiv", "index", (UOp("add", "index", (UOp("mul", "index", (i, im.const(100))), j)), im.const(100))), im.const(3)))
+  assert depends(folded, i, [i, j]) and not depends(folded, j, [i, j])             # (i*100+j)//100 is i
+  prod_gate = sel(lt(UOp("mul", "index", (i, j)), im.const(1)))                     # not affine: Z3 answers
+  assert depends(prod_gate, j, [i, j]) and depends(prod_gate, i, [i, j])
+  const_prod = sel(lt(UOp("mul", "index", (UOp("mul", "index", (i, j)), im.const(0))), im.const(1)))
+  assert not depends(const_prod, j, [i, j])
