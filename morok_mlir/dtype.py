@@ -11,6 +11,7 @@ class DType:
   name: str
   np: type         # numpy scalar type
   mlir: str        # element type in the `uop` dialect (keeps signedness: ui8, i8, ...)
+  def __post_init__(self): object.__setattr__(self, "npdt", np.dtype(self.np))   # the np.dtype, for identity checks
   def __repr__(self): return f"dtypes.{self.name}"
   def vec(self, n: int) -> str: return f"vector<{n}x{self.mlir}>"
   @property

@@ -13,11 +13,11 @@ from .bridge import Func
 # ---------------------------------------------------------------- input buffers
 _ids = itertools.count()
 
-def new_buffer(data: np.ndarray, loc: str | None = None) -> UOp:
+def new_buffer(data: np.ndarray, loc: str | None = None, dtype=None) -> UOp:
   """A graph input holding `data` (any shape; stored C-contiguous). The UOp owns the array (its id makes it
   unique, so no other graph node shares it): the data lives exactly as long as graphs that use it."""
-  data = np.require(data, requirements="C")  # unlike ascontiguousarray, keeps 0-d arrays 0-d
-  u = UOp("buffer", tensor_type(data.shape, dtypes.from_np(data.dtype)), (), (("id", next(_ids)),), loc)
+  if not data.flags.c_contiguous: data = np.require(data, requirements="C")  # unlike ascontiguousarray, keeps 0-d arrays 0-d
+  u = UOp("buffer", tensor_type(data.shape, dtype or dtypes.from_np(data.dtype)), (), (("id", next(_ids)),), loc)
   u.__dict__["data"] = data
   return u
 
@@ -28,20 +28,18 @@ def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[np.ndarray]]:
   """Number the graph's input buffers by first use, so graphs of the same structure share one key.
   UOps are immutable, so the answer for the same output UOps is remembered (while they live): a hot loop that
   rebuilds the same graph on the same tensors pays a dictionary lookup, not a graph walk."""
-  memo = _memo.setdefault(outs[0], {})
+  memo = outs[0].__dict__.setdefault("_normalized", {})   # lives and dies with the UOp
   rest = tuple(id(o) for o in outs[1:])
   hit = memo.get(rest)
   if hit is None or any(r() is not o for r, o in zip(hit[0], outs[1:])):
     mapping, bufs = {}, []
     for o in outs:
       for u in o.toposort:
-        if u.op == "buffer" and u not in mapping and "id" in u.attrs:
-          mapping[u] = UOp("buffer", u.ty, (), attrs(slot=len(bufs)))
+        if "data" in u.__dict__ and u not in mapping:   # an input: a buffer that owns its array
+          mapping[u] = UOp("buffer", u.ty, (), (("slot", len(bufs)),))
           bufs.append(u)
     hit = memo[rest] = ([weakref.ref(o) for o in outs[1:]], tuple(o.substitute(mapping) for o in outs), bufs)
   return hit[1], [_data(u) for u in hit[2]]
-
-_memo: "weakref.WeakKeyDictionary[UOp, dict]" = weakref.WeakKeyDictionary()
 
 def graph_func(key: tuple[UOp, ...]) -> Func:
   """One func.func whose arguments are the input buffers (slot = argument number) and whose results are key."""

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 from .dtype import DType, dtypes, least_upper_dtype, to_dtype
 from .uop import UOp, attrs, tensor_type
-from .realize import new_buffer, buffer_data
+from .realize import new_buffer, buffer_data, realize as _realize
 
 # ---------------------------------------------------------------- provenance
 _PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -158,15 +158,14 @@ class Tensor:
       if t.numel() == 0: t.uop = _buf(np.empty(t.shape, t.dtype.np)); continue  # nothing to compute
       todo.setdefault(t.uop, []).append(t)
     if todo:
-      from .realize import realize as _realize
       devs = {ts[0].device for ts in todo.values()}
       if len(devs) > 1: _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(devs))}): realize them separately")
       outs = _realize(list(todo), device=devs.pop())
       for (u, ts), out in zip(todo.items(), outs):
-        out = np.asarray(out)
-        if out.shape != u.shape or out.dtype != u.dtype.np:
+        if type(out) is not np.ndarray: out = np.asarray(out)
+        if out.shape != u.shape or (out.dtype is not u.dtype.npdt and out.dtype != u.dtype.npdt):
           raise RuntimeError(f"{u.loc}: realize returned {out.shape} {out.dtype} for {u.shape} {u.dtype}")
-        b = _buf(out, u.loc)  # the realized value keeps the provenance of what computed it
+        b = new_buffer(out, u.loc, u.dtype)  # the realized value keeps the provenance of what computed it
         for t in ts: t.uop = b
     return self
   def numpy(self) -> np.ndarray:

@@ -6,8 +6,14 @@ from .dtype import DType, dtypes
 
 TOKEN, INDEX = "!uop.token", "index"
 
+_TENSOR_TYPES: dict[tuple, str] = {}
 def tensor_type(shape: tuple[int, ...], dtype: DType) -> str:
-  return "tensor<" + "".join(f"{s}x" for s in shape) + dtype.mlir + ">"
+  """The MLIR tensor type; the parsed form is remembered with it, so a UOp of this type never parses its string."""
+  if (t := _TENSOR_TYPES.get(k := (shape, dtype))) is None:
+    t = _TENSOR_TYPES[k] = "tensor<" + "".join(f"{s}x" for s in shape) + dtype.mlir + ">"
+    _PARSED[t] = ("tensor", tuple(int(s) for s in shape), dtype)
+  return t
+_PARSED: dict[str, tuple] = {}
 def memref_type(size: int, dtype: DType) -> str: return f"memref<{size}x{dtype.mlir}>"
 def ptr_type(dtype: DType) -> str: return f"!uop.ptr<{dtype.mlir}>"
 
@@ -22,20 +28,30 @@ class cached_property:
 
 _SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)([a-z0-9]+)>")
 
+def _parse_type(ty: str) -> tuple[str, tuple[int, ...] | None, DType | None]:
+  if (m := _SHAPED.fullmatch(ty)):
+    return m.group(1), tuple(int(x) for x in m.group(2).split("x")[:-1]), dtypes.from_mlir(m.group(3))
+  if ty == TOKEN: return "token", None, None
+  if ty.startswith("!uop.ptr<"): return "ptr", None, dtypes.from_mlir(ty[9:-1])
+  return "scalar", None, dtypes.from_mlir(ty)
+
+# the hash-consing table: a plain dict of weak references (WeakValueDictionary costs ~2x more per node built)
+_interned: dict[tuple, weakref.KeyedRef] = {}
+def _forget(r: weakref.KeyedRef) -> None:
+  if _interned.get(r.key) is r: del _interned[r.key]
+
 class UOp:
   """One operation: `op` is the `uop` dialect name, `ty` the MLIR type of its result, `arg` its attributes
   (a hashable value: int, str, tuple, or a tuple of (name, value) pairs). Equal (op, ty, src, arg) means the same
   object, so structural equality is identity and CSE is free. `loc` (the user's file:line) is not part of identity."""
   __slots__ = ("op", "ty", "src", "arg", "loc", "__weakref__", "__dict__")
-  _cache: "weakref.WeakValueDictionary[tuple, UOp]" = weakref.WeakValueDictionary()
-
   def __new__(cls, op: str, ty: str, src: tuple[UOp, ...] = (), arg: Any = None, loc: str | None = None):
     # repr keeps 0.0 and -0.0 (and 1 vs True) apart in constants, which == would merge
     key = (op, ty, tuple(id(s) for s in src), repr(arg) if op == "const" else arg)
-    if (u := UOp._cache.get(key)) is not None and u.src == src: return u
+    if (r := _interned.get(key)) is not None and (u := r()) is not None and u.src == src: return u
     u = super().__new__(cls)
     u.op, u.ty, u.src, u.arg, u.loc = op, ty, tuple(src), arg, loc
-    UOp._cache[key] = u
+    _interned[key] = weakref.KeyedRef(u, _forget, key)
     return u
   def __reduce__(self): return UOp, (self.op, self.ty, self.src, self.arg, self.loc)
   def __repr__(self): return f"UOp({self.op!r}, {self.ty!r}, {len(self.src)} srcs, arg={self.arg!r})"
@@ -47,11 +63,8 @@ class UOp:
   # ---- type helpers, parsed once from `ty`
   @cached_property
   def _parsed(self) -> tuple[str, tuple[int, ...] | None, DType | None]:
-    if (m := _SHAPED.fullmatch(self.ty)):
-      return m.group(1), tuple(int(x) for x in m.group(2).split("x")[:-1]), dtypes.from_mlir(m.group(3))
-    if self.ty == TOKEN: return "token", None, None
-    if self.ty.startswith("!uop.ptr<"): return "ptr", None, dtypes.from_mlir(self.ty[9:-1])
-    return "scalar", None, dtypes.from_mlir(self.ty)
+    if (p := _PARSED.get(self.ty)) is None: p = _PARSED[self.ty] = _parse_type(self.ty)
+    return p
   @property
   def kind(self) -> str: return self._parsed[0]
   @property

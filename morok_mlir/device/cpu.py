@@ -246,7 +246,7 @@ class CPUAllocator:
   """64-byte-aligned arrays, pooled by byte size. A block returns to the pool on free() or when the last array
   viewing it dies (arrays are made from a memoryview whose finalizer recycles the block), so realizing the same
   graph again reuses its memory instead of page-faulting fresh pages. Large blocks ask for transparent huge pages."""
-  ALIGN, POOL_LIMIT, HUGE, SMALL = 64, 1 << 30, 1 << 21, 1 << 16
+  ALIGN, POOL_LIMIT, HUGE, SMALL, TINY = 64, 1 << 30, 1 << 21, 1 << 16, 256
   def __init__(self):
     self.pool: dict[int, list] = {}; self.pooled = 0
     self.live: dict[int, weakref.finalize] = {}   # data address -> the finalizer that recycles its block
@@ -260,10 +260,11 @@ class CPUAllocator:
     off = -raw.ctypes.data % self.ALIGN
     return raw[off:off + nbytes]
   def alloc(self, size: int, dtype) -> np.ndarray:
-    dt = to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
+    dt = dtype if type(dtype) is DType else to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
     if not isinstance(size, (int, np.integer)) or size < 0: raise ValueError(f"bad buffer size {size!r}")
     nbytes = int(size) * dt.itemsize
     if not nbytes: return np.empty(0, dt.np)
+    if nbytes < self.TINY: return np.empty(size, dt.np)   # within a cache line or a few: alignment buys nothing
     if nbytes < self.SMALL and not self.pool.get(nbytes): return self._block(nbytes).view(dt.np)  # malloc is cheap here
     if (free := self.pool.get(nbytes)): block = free.pop(); self.pooled -= nbytes
     else: block = self._block(nbytes)
