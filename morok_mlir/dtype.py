@@ -85,14 +85,15 @@ _parents = {dtypes.bool: (dtypes.int8, dtypes.uint8), dtypes.int8: (dtypes.int16
             dtypes.uint32: (dtypes.int64, dtypes.uint64), dtypes.int64: (dtypes.float16,), dtypes.uint64: (dtypes.float16,),
             dtypes.float16: (dtypes.float32,), dtypes.float32: (dtypes.float64,), dtypes.float64: ()}
 
-def _ancestors(d: DType) -> set[DType]:
-  out = {d}
-  for p in _parents[d]: out |= _ancestors(p)
-  return out
+def _ancestors(d: DType) -> frozenset[DType]:
+  return frozenset({d}).union(*(_ancestors(p) for p in _parents[d]))
+_ANCESTORS = {d: _ancestors(d) for d in _parents}
 
+_LUB: dict[tuple[DType, ...], DType] = {}
 def least_upper_dtype(*ds: DType) -> DType:
-  common = set.intersection(*(_ancestors(d) for d in ds))
-  return min(common, key=lambda d: d.priority)
+  if (r := _LUB.get(ds)) is None:   # every op of the Tensor API asks: remember the answer
+    r = _LUB[ds] = min(frozenset.intersection(*(_ANCESTORS[d] for d in ds)), key=lambda d: d.priority)
+  return r
 
 def to_dtype(x) -> DType:
   if isinstance(x, DType): return x

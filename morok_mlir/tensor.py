@@ -181,8 +181,10 @@ class Tensor:
   def _op(self, _name: str, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
     if any(s.device != self.device for s in src):
       _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({self.device, *(s.device for s in src)}))}")
-    return Tensor(UOp(_name, tensor_type(tuple(shape), dtype or self.dtype), (self.uop,) + tuple(s.uop for s in src), attrs(**kw), _loc()),
-                  device=self.device)
+    t = object.__new__(Tensor)   # __init__'s checks hold by construction here
+    t.uop = UOp(_name, tensor_type(tuple(shape), dtype or self.dtype), (self.uop,) + tuple(s.uop for s in src), attrs(**kw) if kw else (), _loc())
+    t.device, t.requires_grad = self.device, None
+    return t
   def _alu(self, op: str, *src: Tensor, dtype: DType | None = None) -> Tensor:
     if self.dtype.is_bool and dtype is None: op = _BOOL_ALU.get(op, op)
     return self._op(op, self.shape, dtype, src)
@@ -397,7 +399,8 @@ class Tensor:
       out = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(out), y.cast(out)
     if reverse: x, y = y, x
-    shape = _bshape(x.shape, y.shape)
+    if (shape := x.shape) == y.shape: return x, y
+    shape = _bshape(shape, y.shape)
     return x._broadcast_to(shape), y._broadcast_to(shape)
   def _binop(self, op: str, y, reverse=False, dtype=None) -> Tensor:
     a, b = self._broadcasted(y, reverse)

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import replace
 from math import prod
 from morok_mlir.bridge import Func
-from morok_mlir.uop import UOp, attrs
+from morok_mlir.uop import UOp, attrs, TOKEN
 from .registry import register, Option
 
-PAR_MIN_WORK = 1 << 16          # loop iterations x ops below which threads cost more than they save
+PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 21          # contractions smaller than this stay plain loops
 
 def _size(r: UOp) -> int: return int(r.src[0].attrs["value"])
@@ -127,7 +127,11 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
   nodes = sink.toposort
   rngs = [u for u in nodes if u.op == "range"]
   loops = [r for r in rngs if r.attrs.get("kind") == "loop"]
-  work = prod(_size(r) for r in rngs) * max(1, len(nodes) // 4)
+  # iterations x values computed per iteration: the loop nest once, and each reduce once per iteration of the loops
+  # its value depends on (lowering hoists it out of the others; sibling reduces add, they do not nest)
+  body = sum(1 for u in nodes if u.ty not in ("index", "i1", TOKEN) and u.op != "const")
+  work = body * (prod(_size(r) for r in loops) + sum(prod(_size(r) for r in u.src[1:]) * prod(_size(r) for r in _rngs(u) if r in loops)
+                                                      for u in nodes if u.op == "reduce"))
   attrs = dict(f.attrs)
   if any(u.op == "reduce" and u.ty in ("f32", "f64", "f16") for u in nodes): attrs["uop.fastmath"] = None
   if (c := contraction(f)) is not None and 2 * prod(_size(r) for r in rngs) >= MM_MIN_FLOPS:
