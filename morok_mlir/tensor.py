@@ -1,7 +1,7 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import math, os, sys
+import functools, math, os, sys, threading
 from typing import Any, Sequence
 import numpy as np
 from .dtype import DType, dtypes, least_upper_dtype, to_dtype
@@ -14,8 +14,16 @@ _POS: dict = {}  # code object -> its instruction positions (for the column)
 
 _OURS: dict = {}  # code object -> is it this package's (checked once per code object, not per frame)
 
+class _Scope(threading.local):
+  loc: str | None = None   # the user's line of the Tensor API call in progress (set by the outermost public method)
+_scope = _Scope()
+
 def _loc() -> str:
-  """file:line:col of the first stack frame outside this package (the user's line)."""
+  """file:line:col of the user's line: the one the public Tensor method in progress was called from, else the
+  first stack frame outside this package."""
+  return _scope.loc or _walk_loc()
+
+def _walk_loc() -> str:
   f = sys._getframe(1)
   while f is not None:
     c = f.f_code
@@ -681,3 +689,21 @@ def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups=1, s
   return ret if bias is None else ret.add(bias.reshape(1, -1, *[1] * len(HW)))
 
 Tensor._pool, Tensor.conv2d = _pool, conv2d
+
+# ---------------------------------------------------------------- provenance scopes
+def _api(fn):
+  """The outermost public Tensor call finds the user's line once; the ops it builds inside reuse it. (Walking the
+  stack for every UOp materialises a Python frame object per level, ~4 us per op.)"""
+  @functools.wraps(fn)
+  def call(*args, **kw):
+    if _scope.loc is not None: return fn(*args, **kw)
+    _scope.loc = _walk_loc()
+    try: return fn(*args, **kw)
+    finally: _scope.loc = None
+  return call
+
+for _name, _v in list(Tensor.__dict__.items()):
+  if _name.startswith("_") and not (_name.startswith("__") and _name not in ("__hash__", "__init_subclass__", "__class_getitem__")): continue
+  if isinstance(_v, staticmethod): setattr(Tensor, _name, staticmethod(_api(_v.__func__)))
+  elif isinstance(_v, classmethod): setattr(Tensor, _name, classmethod(_api(_v.__func__)))
+  elif callable(_v) and not isinstance(_v, type): setattr(Tensor, _name, _api(_v))
