@@ -24,6 +24,21 @@ def test_contraction_is_chosen():
   a, b = rnd(128, 128), rnd(128, 128)
   assert any(p.endswith("_mm") for p in phases(Tensor(a) @ Tensor(b)))
 
+def test_a_read_in_place_or_packed():
+  """A row-major A is read where it is (no pack_a phase) unless its rows are a multiple of 1 KiB apart or it is a
+  computed operand; results are the same either way (the last tile's rows past M repeat row M-1)."""
+  R._schedule_cache.clear()
+  for (m, k), packed in {(97, 131): False, (64, 256): True}.items():
+    a, b = rnd(m, k), rnd(k, 160)
+    t = Tensor(a) @ Tensor(b)
+    assert any(p.endswith("_pack_a") for p in phases(t)) == packed, (m, k)
+    np.testing.assert_allclose(t.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    R._schedule_cache.clear()
+  a, b = rnd(97, 131), rnd(131, 160)
+  t = Tensor(a).relu() @ Tensor(b)   # relu(A) is computed while packing
+  assert any(p.endswith("_pack_a") for p in phases(t))
+  np.testing.assert_allclose(t.numpy(), np.maximum(a, 0) @ b, rtol=1e-4, atol=1e-4)
+
 def conv_ref(x, w, stride=1, padding=0, dilation=1, groups=1):
   (n, c, h, wd), (co, ci, kh, kw) = x.shape, w.shape
   xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding))).astype(np.float64)
