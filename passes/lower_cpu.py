@@ -586,4 +586,4 @@ def lower_module(funcs: list[Func]) -> str:
 def uop_lower_cpu(module_op):
   replace_module_body(module_op, lower_module(import_module(module_op)))
 
-from . import optimize  # noqa: F401  (registers uop-optimize, whose choices this pass honours)
+

@@ -144,7 +144,7 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
     attrs["uop.threads"] = f"{threads} : i64"
   return replace(f, attrs=attrs)
 
-@register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, nontemporal stores, contraction tiles",
+@register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles",
           threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"))
 def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0) -> list[Func]:
   if not threads or not vec:
