@@ -14,10 +14,11 @@ from .bridge import Func
 _ids = itertools.count()
 
 def new_buffer(data: np.ndarray, loc: str | None = None, dtype=None) -> UOp:
-  """A graph input holding `data` (any shape; stored C-contiguous). The UOp owns the array (its id makes it
-  unique, so no other graph node shares it): the data lives exactly as long as graphs that use it."""
+  """A graph input holding `data` (any shape; stored C-contiguous; made read-only). The UOp owns the array (its id
+  makes it unique, so no other graph node shares it): the data lives exactly as long as graphs that use it."""
   if not data.flags.c_contiguous: data = np.require(data, requirements="C")  # unlike ascontiguousarray, keeps 0-d arrays 0-d
   u = UOp("buffer", tensor_type(data.shape, dtype or dtypes.from_np(data.dtype)), (), (("id", next(_ids)),), loc)
+  data.flags.writeable = False   # contents never change: compiled programs may keep what they derive from them
   u.__dict__["data"] = data
   return u
 
@@ -25,6 +26,10 @@ def buffer_data(u: UOp) -> np.ndarray: return u.__dict__["data"]
 
 # ---------------------------------------------------------------- graph -> function
 def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[np.ndarray]]:
+  key, ins = normalize_inputs(outs)
+  return key, [_data(u) for u in ins]
+
+def normalize_inputs(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[UOp]]:
   """Number the graph's input buffers by first use, so graphs of the same structure share one key.
   UOps are immutable, so the answer for the same output UOps is remembered (while they live): a hot loop that
   rebuilds the same graph on the same tensors pays a dictionary lookup, not a graph walk."""
@@ -39,7 +44,7 @@ def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[np.ndarray]]:
           mapping[u] = UOp("buffer", u.ty, (), (("slot", len(bufs)),))
           bufs.append(u)
     hit = memo[rest] = ([weakref.ref(o) for o in outs[1:]], tuple(o.substitute(mapping) for o in outs), bufs)
-  return hit[1], [_data(u) for u in hit[2]]
+  return hit[1], hit[2]
 
 def graph_func(key: tuple[UOp, ...]) -> Func:
   """One func.func whose arguments are the input buffers (slot = argument number) and whose results are key."""

@@ -13,7 +13,7 @@ from .emit import new_buffer, buffer_data  # noqa: F401  (re-exported: graph inp
 import os, time
 from dataclasses import dataclass
 from .bridge import Func, module_text, import_module
-from .emit import normalize, graph_func
+from .emit import normalize_inputs, graph_func
 from .diagnostics import format_mlir_error
 
 DEBUG = int(os.environ.get("DEBUG", "0"))
@@ -28,8 +28,9 @@ class ScheduleItem:
   program: object          # callable(*np.ndarray)
   slots: tuple[int, ...]   # schedule buffers passed to the kernel, in argument order
   def __post_init__(self):
-    # our programs take the driver's arrays unchecked (right dtype and size by construction); others are called
-    self.run = getattr(self.program, "call_arrays", None) or (lambda bufs: self.program(*bufs))
+    # our programs take the driver's arrays unchecked (right dtype and size by construction) and, per argument, the
+    # input buffer UOp whose contents it holds (None for the schedule's own buffers); others are just called
+    self.run = getattr(self.program, "call_arrays", None) or (lambda bufs, inputs: self.program(*bufs))
 
 @dataclass
 class Schedule:
@@ -93,7 +94,7 @@ def realize(outs: list[UOp], device: str | None = None) -> list[np.ndarray]:
     elif o.op == "buffer" and "id" in o.attrs: results[i] = buffer_data(o).reshape(o.shape)
     else: todo.append(i)
   if not todo: return results
-  key, inputs = normalize([outs[i] for i in todo])
+  key, inputs = normalize_inputs([outs[i] for i in todo])
   if device is None:
     from .device import Device
     device = Device.DEFAULT
@@ -107,11 +108,11 @@ def realize(outs: list[UOp], device: str | None = None) -> list[np.ndarray]:
     from .device import Device
     _alloc = Device["CPU"].allocator  # every buffer here is a host numpy array; a CUDA program stages its own device copies
   alloc, n_in, n_out = _alloc, sched.n_in, sched.n_out
-  bufs = [x.reshape(-1) for x in inputs] + [alloc.alloc(b.size, b.dtype) for b in sched.buffer_types[n_in:]]
+  bufs = [buffer_data(u).reshape(-1) for u in inputs] + [alloc.alloc(b.size, b.dtype) for b in sched.buffer_types[n_in:]]
   dt_sum = 0.0
   for it in sched.items:
     t0 = time.perf_counter()
-    it.run([bufs[s] for s in it.slots])
+    it.run([bufs[s] for s in it.slots], [inputs[s] if s < n_in else None for s in it.slots])
     dt = time.perf_counter() - t0
     dt_sum += dt
     if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us")

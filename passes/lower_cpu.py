@@ -399,6 +399,9 @@ class Contraction:
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
     self.direct_a = self.in_place(a, I, K)
+    # B panels depend on b's one buffer alone (weights, typically): the runtime may keep them while that input lives
+    srcs = {u.src[0].src[0] for u in b.toposort if u.op == "load"}
+    self.b_slot = next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op == "buffer" else None
     self.scratch = [self.Mp * self.K if self.direct_a is None else 1, self.Np * self.K, self.Mp * self.Np]   # Ap, Bp, C
     self.args = list(f.args) + [f"memref<{x}xf32>" for x in self.scratch]
     ap, bp, cp = (UOp("buffer", self.args[n + i], (), attrs(slot=n + i)) for i in range(3))
@@ -442,6 +445,10 @@ class Contraction:
             (f"{self.name}_pack_b", par(self.pack_b, self.N * self.K)),
             (f"{self.name}_mm", (nmm, t if self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1) if t > 1 else None),
             (f"{self.name}_epi", par(self.epi, self.M * self.N))]
+
+  def reuse(self) -> list[tuple[int, int, int]]:
+    """(phase, argument, scratch) of pack_b when its panels are a function of one input buffer."""
+    return [] if self.b_slot is None else [(0 if self.direct_a is not None else 1, self.b_slot, 1)]
 
   def text(self) -> str:
     return ((lower_kernel(self.pack_a, f"{self.name}_pack_a") if self.direct_a is None else "") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
@@ -535,12 +542,12 @@ class SplitReduce:
   def text(self) -> str: return lower_kernel(self.partial, f"{self.name}_part") + lower_kernel(self.final, f"{self.name}_final")
   def phases(self): return [(f"{self.name}_part", parallel_info(self.partial)), (f"{self.name}_final", None)]
 
-def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int]]:
-  """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes)."""
-  if "uop.contraction" in f.attrs or "uop.split_reduce" in f.attrs:
-    c = (Contraction if "uop.contraction" in f.attrs else SplitReduce)(f, name)
-    return c.text(), c.phases(), c.scratch
-  return lower_kernel(f, name), [(name, parallel_info(f))], []
+def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int]]]:
+  """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes,
+  [(phase, argument, scratch)] phases whose result depends on one argument alone)."""
+  if "uop.contraction" in f.attrs: return (c := Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
+  if "uop.split_reduce" in f.attrs: return (c := SplitReduce(f, name)).text(), c.phases(), c.scratch, []
+  return lower_kernel(f, name), [(name, parallel_info(f))], [], []
 
 def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | None = None) -> str:
   """@schedule -> func.call of each kernel's phases (see lower_program) in order."""
@@ -574,7 +581,7 @@ def lower_module(funcs: list[Func]) -> str:
   out, progs = [], {}
   for f in funcs:
     if f.name in kernels:
-      text, phases, scratch = lower_program(f, f.name)
+      text, phases, scratch, _ = lower_program(f, f.name)
       out.append(text); progs[f.name] = (phases, scratch)
   for f in funcs:
     if f.name in kernels: continue

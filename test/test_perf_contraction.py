@@ -84,3 +84,40 @@ def test_depends_is_exact():
   assert depends(prod_gate, j, [i, j]) and depends(prod_gate, i, [i, j])
   const_prod = sel(lt(UOp("mul", "index", (UOp("mul", "index", (i, j)), im.const(0))), im.const(1)))
   assert not depends(const_prod, j, [i, j])
+
+def _mm_program(t: Tensor):
+  t.realize()
+  return next(it.program for s in R._schedule_cache.values() for it in s.items if it.program.spec.reuse)
+
+def test_packed_b_kept_per_input():
+  """pack_b runs once per input buffer: x @ W with the same W reuses its panels (new x each call), a different W packs
+  anew, the panels die with W, and a direct call of the program (no inputs) packs into its own scratch."""
+  import gc
+  R._schedule_cache.clear()
+  w1, w2 = rnd(200, 96), rnd(200, 96)
+  W1, W2 = Tensor(w1), Tensor(w2)
+  for _ in range(3):
+    x = rnd(64, 200)
+    np.testing.assert_allclose((Tensor(x) @ W1).numpy(), x @ w1, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose((Tensor(x) @ W2).numpy(), x @ w2, rtol=1e-4, atol=1e-4)
+  p = _mm_program(Tensor(x) @ W1)
+  assert {W1.uop, W2.uop} <= set(p._kept)
+  out = np.zeros(64 * 96, np.float32)
+  p(out, x.reshape(-1).copy(), w2.reshape(-1).copy())   # no inputs given: packs W2's copy into scratch
+  np.testing.assert_allclose(out.reshape(64, 96), x @ w2, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose((Tensor(x) @ W1).numpy(), x @ w1, rtol=1e-4, atol=1e-4)   # kept panels untouched
+  n = len(p._kept)
+  del W2; gc.collect()
+  assert len(p._kept) == n - 1
+  for _ in range(p.KEEP + 2): Tensor(x) @ Tensor(rnd(200, 96))   # graphs only: nothing realized, nothing kept
+  ws = [rnd(200, 96) for _ in range(p.KEEP + 2)]
+  Ws = [Tensor(w) for w in ws]
+  for w, W in zip(ws, Ws): np.testing.assert_allclose((Tensor(x) @ W).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+  assert len(p._kept) == p.KEEP   # bounded: the oldest are dropped
+
+def test_inputs_are_read_only():
+  t = Tensor(rnd(4, 4))
+  from morok_mlir.emit import buffer_data
+  with pytest.raises(ValueError): buffer_data(t.uop)[0, 0] = 1.0
+  r = (t + 1).realize()
+  assert not buffer_data(r.uop).flags.writeable

@@ -53,6 +53,8 @@ class ProgramSpec:
   par: tuple[int, int, int] | None = None  # (outer loop size, threads, chunk grain): the kernel takes (lo, hi) last
   phases: tuple = ()         # ((entry, par), ...) run in order instead of `name` (a contraction's pack/mm/epilogue)
   scratch: tuple[int, ...] = ()  # f32 element counts of scratch buffers passed after the kernel's buffers
+  reuse: tuple[tuple[int, int, int], ...] = ()  # (phase, argument, scratch): the phase fills that scratch buffer from
+                                                # that argument alone, so its result holds while the argument does
 
 @dataclass(frozen=True)
 class CompiledSpec:
@@ -73,12 +75,12 @@ class CPURenderer:
   """uop-lower-cpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
     from morok_mlir.passes.lower_cpu import lower_program
-    src, phases, scratch = lower_program(f, name)
+    src, phases, scratch, reuse = lower_program(f, name)
     # noinline: the engine's packed wrapper would otherwise inline the body and LLVM would optimise it twice
     src = re.sub(r"(func\.func @\w+\(.*\)) \{\n", lambda m: m.group(1) + ' attributes {passthrough = ["noinline"]} {\n', src)
     par = phases[0][1] if len(phases) == 1 else None
     return ProgramSpec(name, "module {\n" + src + "}\n", tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), par,
-                       tuple(phases) if len(phases) > 1 else (), tuple(scratch))
+                       tuple(phases) if len(phases) > 1 else (), tuple(scratch), tuple(reuse))
 
 _ctx = None
 def _context():
@@ -223,14 +225,32 @@ class CPUProgram:
       self._phases.append((fn, [(ctypes.c_void_p * (ns + 2))(*[slot(i) for i in range(ns)], ctypes.addressof(b), ctypes.addressof(b) + 8)
                                 for b in bounds]))
       self._keep += bounds   # the packs point into them
-  def call_ptrs(self, *addrs: int) -> None:
+    self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # input UOp -> {scratch: array it filled}
+  KEEP = 4                       # inputs whose reusable phase results a program keeps (oldest dropped first)
+  def call_ptrs(self, *addrs: int, skip: frozenset = frozenset()) -> None:
     self._ptrs[:len(addrs)] = addrs
-    for fn, packs in self._phases:
+    for i, (fn, packs) in enumerate(self._phases):
+      if i in skip: continue
       if len(packs) == 1: fn(packs[0])
       else: _workers().run(fn, packs)
-  def call_arrays(self, bufs: list[np.ndarray]) -> None:
-    """The realize driver's path: arrays it allocated or took from Tensors, already of the right dtype and size."""
-    self.call_ptrs(*[b.ctypes.data for b in bufs])
+  def call_arrays(self, bufs: list[np.ndarray], inputs: list | None = None) -> None:
+    """The realize driver's path: arrays it allocated or took from Tensors, already of the right dtype and size;
+    inputs[i] is the input UOp whose (immutable) contents bufs[i] holds, or None. A phase that only repacks an input
+    (a contraction's B panels: weights, typically) runs once per input and its result is kept while the input lives."""
+    if not self.spec.reuse: return self.call_ptrs(*[b.ctypes.data for b in bufs])
+    n, skip, fresh = len(bufs), set(), []
+    for phase, arg, s in self.spec.reuse:
+      u = inputs[arg] if inputs is not None else None
+      if u is None: out = self._scratch[s]
+      elif (out := self._kept.get(u, {}).get(s)) is not None: skip.add(phase)
+      else: out = CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32); fresh.append((u, s, out))
+      self._ptrs[n + s] = out.ctypes.data
+    try: self.call_ptrs(*[b.ctypes.data for b in bufs], skip=frozenset(skip))
+    finally:
+      for s, a in enumerate(self._scratch): self._ptrs[n + s] = a.ctypes.data   # no pointer outlives this call
+    for u, s, out in fresh:   # kept only once the call succeeded
+      if u not in self._kept and len(self._kept) >= self.KEEP: del self._kept[next(iter(self._kept))]
+      self._kept.setdefault(u, {})[s] = out
   def __call__(self, *bufs: np.ndarray) -> None:
     if len(bufs) != len(self._np): raise TypeError(f"{self.name} takes {len(self._np)} buffers, got {len(bufs)}")
     for i, (b, (size, dt)) in enumerate(zip(bufs, self._np)):
