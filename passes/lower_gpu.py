@@ -48,7 +48,7 @@ def _pow2_at_least(n: int) -> int: return 1 << max(n - 1, 0).bit_length()
 
 class GPULowerer(Lowerer):
   pass_name = "uop-lower-gpu"
-  def __init__(self, f: Func):
+  def __init__(self, f: Func, group_threads: int = GROUP_MAX):
     super().__init__(f)
     self.par = None   # no CPU thread chunks (uop.threads): the grid is the parallelism
     ends = [s for s in self.sink.src if s.op == "end"]
@@ -60,7 +60,7 @@ class GPULowerer(Lowerer):
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
     ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and u.dtype.bits in (32, 64) and u.dtype is not dtypes.index for u in top)
     self.group = set(top) if top and ok and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
-    if self.group: self.local, self.glob = min(GROUP_MAX, max(32, _pow2_at_least(red))), n
+    if self.group: self.local, self.glob = min(group_threads, max(32, _pow2_at_least(red))), n
     else: self.local = min(n, LOCAL_MAX); self.glob = -(-n // self.local)
     self.n_out, self.tid = n, None
 
@@ -131,9 +131,10 @@ class GPULowerer(Lowerer):
     if op in GPU_MATH and dt.is_float: return self.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt)))
     return super().alu(op, srcs, names, dt, fr, u, *rest)
 
-def lower_kernel(f: Func, name: str | None = None) -> tuple[str, Launch]:
-  """One kernel func (uop dialect, kernel level) -> (a `gpu.func ... kernel` over signless memrefs, its launch sizes)."""
-  lw = GPULowerer(f)
+def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MAX) -> tuple[str, Launch]:
+  """One kernel func (uop dialect, kernel level) -> (a `gpu.func ... kernel` over signless memrefs, its launch sizes).
+  group_threads: threads per block of GROUP kernels at most (the CPU emulator takes 1)."""
+  lw = GPULowerer(f, group_threads)
   lw.effect(lw.sink)
   name = name or f.name
   args = ", ".join(f"%arg{i}: {mem_type(t)} {{llvm.align = 16 : i64}}" for i, t in enumerate(f.args))
@@ -161,11 +162,11 @@ def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func
   params = ", ".join(f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args))
   return f"  func.func @{f.name}({params}) {{\n{''.join(lines)}    return\n  }}\n"
 
-def lower_module(funcs: list[Func]) -> str:
+def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX) -> str:
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
   texts, launches, host = [], {}, []
   for f in funcs:
-    if f.name in kernels: t, launches[f.name] = lower_kernel(f); texts.append(t)
+    if f.name in kernels: t, launches[f.name] = lower_kernel(f, group_threads=group_threads); texts.append(t)
     elif "uop.schedule" not in f.attrs: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
   host = [lower_schedule(f, launches, kernels) for f in funcs if "uop.schedule" in f.attrs]
   return "module attributes {gpu.container_module} {\n" + (gpu_module(texts) if texts else "") + "".join(host) + "}\n"

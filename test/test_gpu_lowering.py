@@ -35,6 +35,13 @@ CASES = {  # name: (tensor builder, expect a GROUP kernel)
   "argmax": (lambda: R(64, 1024).argmax(axis=1), True),
 }
 
+MORE = {  # further cases for the emulated runs
+  "where_flip": (lambda: Tensor.where(R(33, 40) > 0.5, R(33, 40).flip(1), 0.25), False),
+  "int_div": (lambda: Tensor(np.arange(-500, 500, dtype=np.int32)) // 7 + Tensor(np.arange(-500, 500, dtype=np.int32)) % -3, False),
+  "permute_pad": (lambda: R(5, 6, 7).permute(2, 0, 1).pad(((0, 1), (1, 0), (2, 2))) * 3, False),
+  "two_kernels": (lambda: (R(64, 130) - R(64, 130).max(axis=1, keepdim=True)).exp().sum(axis=0), True),
+}
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_ptx(name):
   build, group = CASES[name]
@@ -58,6 +65,16 @@ def test_launch_sizes(name):
     assert gy == gz == ly == lz == 1 and 1 <= lx <= max(GROUP_MAX, LOCAL_MAX) <= 1024
     if l.group: assert lx % 32 == 0 and gx <= outs[0]       # one block per output (a store may cover fewer than the buffer)
     else: assert gx * lx >= min(outs[0], 1) and (gx - 1) * lx < max(outs[0], 1)
+
+@pytest.mark.parametrize("name", list(CASES) + list(MORE))
+def test_emulated_on_cpu(name):
+  """The GPU lowering's index math, run: gpu.funcs executed on the CPU one thread per loop iteration (GROUP kernels
+  with one thread per block), against the CPU backend."""
+  from morok_mlir.device.gpu_emulator import emulate
+  t = {**CASES, **MORE}[name][0]()
+  got, want = emulate([t.lazydata])[0], t.numpy()
+  if want.dtype.kind == "f": np.testing.assert_allclose(got, want, rtol=1e-5 if want.dtype != np.float16 else 1e-3, atol=1e-6)  # sums: other order
+  else: np.testing.assert_array_equal(got, want)
 
 def test_chips():
   ks = kernels(R(64, 1024).sum(axis=1))
