@@ -24,6 +24,7 @@ from .lower_cpu import Lowerer, Frame, IDENTITY, mem_type, sl, cls, _axis
 from . import index_math as im
 
 LOCAL_MAX = 256        # threads per block for elementwise kernels
+UPCAST = 4             # outputs per thread of an elementwise kernel whose last axis it divides: 16-byte accesses
 GROUP_MAX = 256        # threads per block that share one reduction
 GROUP_OUTPUTS = 16384  # GROUP only when there are at most this many outputs (else one thread per output is enough work)
 GROUP_MIN_REDUCE = 64  # ... and the reduction is at least this long
@@ -39,6 +40,7 @@ class Launch:
   global_size: tuple[int, int, int]   # blocks
   local_size: tuple[int, int, int]    # threads per block
   group: bool = False                 # one block per output, reductions across the block
+  upcast: int = 1                     # consecutive outputs (of the last axis) per thread
 
 def _prod(xs) -> int: return math.prod(xs)
 def _size(r: UOp) -> int:
@@ -60,25 +62,46 @@ class GPULowerer(Lowerer):
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
     ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and u.dtype.bits in (32, 64) and u.dtype is not dtypes.index for u in top)
     self.group = set(top) if top and ok and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
+    # UPCAST (tinygrad's name): a thread of an elementwise kernel computes UPCAST neighbours along the last axis, so
+    # its loads and stores of contiguous operands are 16-byte vectors (the last range becomes digit * UPCAST + j: the
+    # back end sees the alignment in the address)
+    last = _size(self.out_rngs[-1]) if self.out_rngs else 0
+    self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not any(u.op == "reduce" for u in self.sink.toposort) else 1
     if self.group: self.local, self.glob = min(group_threads, max(32, _pow2_at_least(red))), n
-    else: self.local = min(n, LOCAL_MAX); self.glob = -(-n // self.local)
+    else: self.local = min(n // self.upcast, LOCAL_MAX); self.glob = -(-(n // self.upcast) // self.local)
     self.n_out, self.tid = n, None
 
-  def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group))
+  def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group), self.upcast)
 
-  def flat_ivs(self, fr: Frame, rngs: list[UOp], lin: str):
-    """Bind each range to its digit of the row-major linear index lin (last range fastest)."""
-    stride = _prod(_size(r) for r in rngs)
-    for k, r in enumerate(rngs):
-      stride //= _size(r)
+  def digits(self, fr: Frame, rngs: list[UOp], lin: str, upcast: int = 1) -> list[str]:
+    """Each range's digit of the row-major linear index lin (last range fastest); with upcast, lin counts groups of
+    `upcast` along the last range and the last digit is the group's first element."""
+    sizes = [_size(r) for r in rngs[:-1]] + [_size(rngs[-1]) // upcast] if rngs else []
+    stride, out = _prod(sizes), []
+    for k, size in enumerate(sizes):
+      stride //= size
       iv = lin if stride == 1 else self.line(fr, f"arith.divui {lin}, {self.const(stride, dtypes.index)} : index")
-      if k: iv = self.line(fr, f"arith.remui {iv}, {self.const(_size(r), dtypes.index)} : index")
+      out.append(self.line(fr, f"arith.remui {iv}, {self.const(size, dtypes.index)} : index") if k else iv)
+    if upcast > 1: out[-1] = self.line(fr, f"arith.muli {out[-1]}, {self.const(upcast, dtypes.index)} : index")
+    return out
+
+  def flat_ivs(self, fr: Frame, rngs: list[UOp], lin: str | list[str]):
+    """Bind each range to its digit of lin (a linear index, or digits already computed)."""
+    for r, iv in zip(rngs, self.digits(fr, rngs, lin) if isinstance(lin, str) else lin):
       self.open[r] = fr; self.place(r, fr, iv)
 
   def close_flat(self, fr: Frame, rngs: list[UOp]) -> list[str]:
     for u in fr.placed: del self.names[u]
     for r in rngs: del self.open[r]
     return fr.lines
+
+  def lane(self, x: UOp, j: int) -> UOp:
+    """x at lane j of an upcast thread (last output range + j), index math in affine form: lanes' addresses then
+    differ by constants only, which the back end merges into vector accesses."""
+    from .optimize import affine_simplify
+    if self.upcast == 1: return x
+    r = self.out_rngs[-1]
+    return affine_simplify(x.substitute({r: im.add(r, im.const(j))}) if j else x)
 
   def ids(self):
     if self.tid is None:
@@ -89,14 +112,18 @@ class GPULowerer(Lowerer):
   def effect(self, u: UOp):
     if u is self.end and u not in self.done:
       self.done.add(u); self.ids()
-      fr = Frame(self.root, self.out_rngs[0]); fr.chain = frozenset(self.out_rngs)
       guard = None
       if self.group: lin = self.bid
       else:
         lin = self.line(self.root, "gpu.global_id x")
-        if self.glob * self.local != self.n_out: guard = self.line(self.root, f"arith.cmpi ult, {lin}, {self.const(self.n_out, dtypes.index)} : index")
-      self.flat_ivs(fr, self.out_rngs, lin)
-      self.effect(u.src[0])
+        if self.glob * self.local * self.upcast != self.n_out:
+          guard = self.line(self.root, f"arith.cmpi ult, {lin}, {self.const(self.n_out // self.upcast, dtypes.index)} : index")
+      fr = Frame(self.root, self.out_rngs[0]); fr.chain = frozenset(self.out_rngs)
+      self.flat_ivs(fr, self.out_rngs, self.digits(fr, self.out_rngs, lin, self.upcast))
+      stores = [self.lane(u.src[0], j) for j in range(self.upcast)]
+      for st in stores:   # every lane's loads before any store: a store might alias them and keep them from merging
+        if st.op == "store" and st.src[0].op == "index": self.address(st.src[0]); self.value(st.src[1])
+      for st in stores: self.effect(st)
       lines = self.close_flat(fr, self.out_rngs)
       self.root.lines.extend([f"scf.if {guard} {{", *("  " + l for l in lines), "}"] if guard else lines)
     elif u.op == "store" and self.group and u not in self.done:

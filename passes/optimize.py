@@ -82,14 +82,15 @@ def _bounds(a: dict) -> tuple[int, int]:
   return lo, hi
 
 def affine_simplify(x: UOp) -> UOp:
-  """x with every index subexpression that has an affine form rebuilt as sum(coef * range) + const."""
+  """x with every index subexpression that has an affine form rebuilt as (sum(coef * range) by axis) + const: the
+  constant last, so forms that differ only in it share the rest (neighbouring addresses are base + c)."""
   from . import index_math as im
   memo, sub = {}, {}
   for u in x.toposort:
     if u.ty == "index" and u.op in ("idiv", "mod", "add", "sub", "mul") and (a := affine(u, memo)) is not None:
-      e = im.const(a.get(1, 0))
-      for k, v in sorted(((k, v) for k, v in a.items() if k != 1), key=lambda kv: kv[0].attrs["axis"]): e = im.add(im.mul(k, im.const(v)), e)
-      sub[u] = e
+      e = im.const(0)
+      for k, v in sorted(((k, v) for k, v in a.items() if k != 1), key=lambda kv: kv[0].attrs["axis"]): e = im.add(e, im.mul(k, im.const(v)))
+      sub[u] = im.add(e, im.const(a.get(1, 0)))
   return x.substitute(sub) if sub else x
 
 def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]] | None:

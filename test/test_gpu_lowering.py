@@ -1,6 +1,6 @@
 """uop-lower-gpu and the PTX pipeline without a GPU: every case runs the real passes (rangeify, kernel split,
 uop-lower-gpu, gpu-lower-to-nvvm-pipeline) and checks the launch sizes and the PTX."""
-import os, re, subprocess, sys
+import math, os, re, subprocess, sys
 import numpy as np
 import pytest
 from morok_mlir import Tensor
@@ -39,6 +39,8 @@ MORE = {  # further cases for the emulated runs
   "where_flip": (lambda: Tensor.where(R(33, 40) > 0.5, R(33, 40).flip(1), 0.25), False),
   "int_div": (lambda: Tensor(np.arange(-500, 500, dtype=np.int32)) // 7 + Tensor(np.arange(-500, 500, dtype=np.int32)) % -3, False),
   "permute_pad": (lambda: R(5, 6, 7).permute(2, 0, 1).pad(((0, 1), (1, 0), (2, 2))) * 3, False),
+  "pad_upcast": (lambda: R(30, 60).pad(((1, 1), (2, 2))) + 1, False),   # gated loads in every lane (64 columns)
+  "cast_upcast": (lambda: (R(16, 32) * 100).cast(np.int32) // 3, False),
   "two_kernels": (lambda: (R(64, 130) - R(64, 130).max(axis=1, keepdim=True)).exp().sum(axis=0), True),
 }
 
@@ -54,6 +56,8 @@ def test_ptx(name):
     assert re.search(r"ld\.global", body) and re.search(r"st\.global", body), k.name
     assert f".maxntid {l.local_size[0]}, 1, 1" in body
     assert (".shared" in body and "bar.sync" in body and "shfl.sync" in body) == l.group, k.name
+    if l.upcast > 1 and name in ("elementwise", "broadcast"):   # 4 lanes per thread: 16-byte loads and stores
+      assert re.search(r"ld\.global\.v4\.[bf]32", body) and re.search(r"st\.global\.v4\.[bf]32", body), k.name
   assert any(lower_kernel(k)[1].group for k in ks) == group
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -63,8 +67,10 @@ def test_launch_sizes(name):
     outs = [int(m) for m in re.findall(r"memref<(\d+)x", text)[:1]]
     (gx, gy, gz), (lx, ly, lz) = l.global_size, l.local_size
     assert gy == gz == ly == lz == 1 and 1 <= lx <= max(GROUP_MAX, LOCAL_MAX) <= 1024
-    if l.group: assert lx % 32 == 0 and gx <= outs[0]       # one block per output (a store may cover fewer than the buffer)
-    else: assert gx * lx >= min(outs[0], 1) and (gx - 1) * lx < max(outs[0], 1)
+    ends = [u for u in k.roots[0].toposort if u.op == "end"]
+    n = math.prod(int(r.src[0].attrs["value"]) for r in ends[0].src[1:]) if ends else 1
+    if l.group: assert lx % 32 == 0 and gx == n and l.upcast == 1   # one block per output
+    else: assert gx * lx * l.upcast >= n and (gx - 1) * lx * l.upcast < n and n % l.upcast == 0
 
 @pytest.mark.parametrize("name", list(CASES) + list(MORE))
 def test_emulated_on_cpu(name):
@@ -164,6 +170,6 @@ def test_cuda_runtime_with_fake_driver(monkeypatch):
   fake.launch_args = [0, 0]
   p(out, x)                                                              # numpy arrays: staged through device memory
   fn, g, l, ptrs = fake.launches[-1]
-  assert fn == b"kernel" and g[0] * l[0] >= 64 and all(ptrs) and ptrs[0] != ptrs[1]
+  assert fn == b"kernel" and g[0] * l[0] * 4 >= 64 and all(ptrs) and ptrs[0] != ptrs[1]   # 4 outputs per thread (UPCAST)
   with pytest.raises(cuda.CUDAError, match="loading kernel bad.*CUDA_ERROR_INVALID_PTX: the driver said no"):
     cuda.CUDAProgram(dev, cuda.CompiledSpec(p.spec, ".version 8.0", "sm_86"), "bad")

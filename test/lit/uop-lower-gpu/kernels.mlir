@@ -3,7 +3,7 @@
 // RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --chip sm_80 | FileCheck %s --check-prefixes=PTX,SM80
 
 // Row sums of a 64x1024 matrix (few outputs, long reduction: GROUP, one block per row) and a broadcast add + sqrt
-// (one thread per element).
+// (UPCAST: four neighbouring elements per thread, their addresses base + 0..3, so 16-byte loads and stores).
 // CHECK: module attributes {gpu.container_module}
 // CHECK: gpu.module @kernels
 // CHECK-LABEL: gpu.func @r_64_1024_k0(%arg0: memref<64xf32> {llvm.align = 16 : i64}, %arg1: memref<65536xf32> {llvm.align = 16 : i64}) kernel
@@ -19,11 +19,17 @@
 // CHECK-NEXT: memref.store %[[SUM]], %arg0[%[[BID]]] : memref<64xf32>
 // CHECK-LABEL: gpu.func @E_64_1024_k1(
 // CHECK: %[[GID:.*]] = gpu.global_id x
-// CHECK: arith.remui %[[GID]], %{{.*}} : index
+// CHECK: %[[D:.*]] = arith.remui %[[GID]], %c256 : index
+// CHECK: %[[COL:.*]] = arith.muli %[[D]], %c4 : index
+// CHECK: %[[BASE:.*]] = arith.addi %{{.*}}, %[[COL]] : index
+// CHECK: memref.load %arg1[%[[BASE]]]
 // CHECK: llvm.call_intrinsic "llvm.sqrt.f32"
+// CHECK: %[[L1:.*]] = arith.addi %[[BASE]], %c1 : index
+// CHECK: memref.load %arg1[%[[L1]]]
+// CHECK-COUNT-4: memref.store
 // CHECK: func.func @schedule(
 // CHECK: gpu.launch_func @kernels::@r_64_1024_k0 blocks in (%c64, %c1, %c1) threads in (%c256, %c1, %c1) args(%arg2 : memref<64xf32>, %arg0 : memref<65536xf32>)
-// CHECK: gpu.launch_func @kernels::@E_64_1024_k1 blocks in (%c256, %c1, %c1) threads in (%c256, %c1, %c1)
+// CHECK: gpu.launch_func @kernels::@E_64_1024_k1 blocks in (%c64, %c1, %c1) threads in (%c256, %c1, %c1)
 
 // SM90: .version 8.0
 // SM90: .target sm_90
@@ -41,9 +47,9 @@
 // PTX-LABEL: .visible .entry E_64_1024_k1(
 // PTX-NOT: .shared
 // PTX: mov.u32 %r{{[0-9]+}}, %ctaid.x;
-// PTX: ld.global.b32
+// PTX: ld.global.v4.b32
 // PTX: sqrt.rn.f32
-// PTX: st.global.b32
+// PTX: st.global.v4.b32
 func.func @graph(%a: tensor<64x1024xf32>, %b: tensor<1024xf32>) -> (tensor<64xf32>, tensor<64x1024xf32>) {
   %m = "uop.reduce_axis"(%a) {op = "add", axes = array<i64: 1>} : (tensor<64x1024xf32>) -> tensor<64x1xf32>
   %r = "uop.reshape"(%m) : (tensor<64x1xf32>) -> tensor<64xf32>
