@@ -8,8 +8,11 @@ The scalar code is uop-lower-cpu's: `GPULowerer` subclasses its `Lowerer` and ch
   its threads stride over the reduce ranges (coalesced again), then `gpu.all_reduce` combines the partials through
   warp shuffles and shared memory, and thread 0 stores. Only 32/64-bit reductions: shuffles move 32-bit words.
 - Everything else (inner reduces, matmul's k loop) stays a `scf.for` inside the thread, exactly as on the CPU.
-- Buffers are marked `llvm.align = 16` (the runtime's allocations are 256-byte aligned) so the NVPTX back end may
-  merge neighbouring accesses into vector loads/stores.
+- UPCAST (tinygrad's name): a thread of an elementwise kernel computes 4 neighbours along the last axis when it
+  divides it; the lanes' index math is in affine form, so their addresses are base + 0..3, and with the buffers marked
+  `llvm.align = 16` (the runtime's allocations are 256-byte aligned) the NVPTX back end emits 16-byte
+  `ld/st.global.v4` for contiguous operands (others stay scalar).
+- `morok_mlir.device.gpu_emulator` runs this pass's output on the CPU (one loop iteration per thread) to test it.
 
 Public API: `lower_kernel(f, name) -> (text of one gpu.func, Launch)`, `lower_module(funcs) -> str` (one `gpu.module
 @kernels` with every kernel plus a host `@schedule` of `gpu.launch_func`s), the pass `uop-lower-gpu`."""
