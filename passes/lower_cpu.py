@@ -379,6 +379,8 @@ def lower_kernel(f: Func, name: str | None = None) -> str:
   return f"  func.func @{name or f.name}({args}) {{\n{body}    return\n  }}\n"
 
 # ---------------------------------------------------------------- contractions: packed operands + register-tiled FMAs
+BLOCK_BYTES = 1 << 18   # a thread's packed A block when A is packed per block: half of a Zen 3 core's L2
+
 class Contraction:
   """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC, MC, VW]` (see optimize.contraction: the store is
   g(reduce-add over K of a*b), a indexed by loop ranges I and K, b by loop ranges J and K) as four phases, each a
@@ -388,7 +390,10 @@ class Contraction:
     mm      C[M][N] = Ap x Bp in Goto's order: KC-deep slices of K; MC-row blocks of Ap (L2); NR-wide panels of Bp
             (their KC slice in L1); an MR x NR tile of VW-lane vector accumulators carried through the k loop with
             vector.fma. Threads split the more numerous of the Ap blocks and the Bp panels.
-    epi     the original store, with the reduce replaced by a load of C[m][n]   (bias, relu, ... fuse here)"""
+    epi     the original store, with the reduce replaced by a load of C[m][n]   (bias, relu, ... fuse here)
+  Two variants of A: read in place (a row-major load, see in_place: no pack_a), or, when threads split A's row blocks
+  (more of them than B panels: convolutions, tall operands), packed per block inside mm: each thread packs its
+  MC-row block (all of K) into its own L2-sized buffer, picked by its chunk index, just before the tiles use it."""
   def __init__(self, f: Func, name: str):
     from .optimize import contraction, affine_simplify
     self.f, self.name = f, name
@@ -402,9 +407,16 @@ class Contraction:
     # B panels depend on b's one buffer alone (weights, typically): the runtime may keep them while that input lives
     srcs = {u.src[0].src[0] for u in b.toposort if u.op == "load"}
     self.b_slot = next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op == "buffer" else None
-    self.scratch = [self.Mp * self.K if self.direct_a is None else 1, self.Np * self.K, self.Mp * self.Np]   # Ap, Bp, C
+    # A packed per MC-row block inside mm, when threads split row blocks (more of them than B panels: convolutions,
+    # tall operands): each thread's block (all of K, ~256 KiB) stays in L2 from packing to use
+    t = _int_attr(f, "uop.threads", 1)
+    mc_blk = max(self.mr, min(self.mc, (BLOCK_BYTES // 4 // self.K) // self.mr * self.mr))
+    self.fused = self.direct_a is None and -(-self.Mp // mc_blk) > self.Np // self.nr
+    if self.fused: self.mc = mc_blk
+    self.scratch = [self.Mp * self.K if self.direct_a is None and not self.fused else 1, self.Np * self.K, self.Mp * self.Np]  # Ap, Bp, C
+    if self.fused: self.scratch += [self.mc * self.K] * t   # one A block per thread
     self.args = list(f.args) + [f"memref<{x}xf32>" for x in self.scratch]
-    ap, bp, cp = (UOp("buffer", self.args[n + i], (), attrs(slot=n + i)) for i in range(3))
+    ap, bp, cp = (UOp("buffer", self.args[n + i], (), attrs(slot=n + i)) for i in (3 if self.fused else 0, 1, 2))
     thr = {k: v for k, v in f.attrs.items() if k in ("uop.threads",)}
     def pack(x, rs, w, buf, k_first):
       # loops over the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first for a), so
@@ -416,7 +428,22 @@ class Contraction:
       idx = im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
       st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, idx)), x.substitute(new)))
       return Func(f"{name}_pack", self.args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, *new.values())),))], {"uop.kernel": None, **thr})
-    self.pack_a, self.pack_b = pack(a, I, self.mr, ap, False), pack(b, J, self.nr, bp, True)
+    def pack_block(x, rs, w, buf):
+      # per block: loops over panel p (from the caller's %lo to %hi), lane l, k; row p*w + l (clamped to the last:
+      # lanes past M repeat it, reaching only C's pad rows) at the block-local position (p mod P)*K*w + k*w + l
+      x = affine_simplify(x.substitute({r: im.const(0) for r in set(J) if r not in rs}))
+      n_rows, per = prod(size(rs)), self.mc // w
+      loop = lambda i, n: UOp("range", "index", (im.const(n),), attrs(axis=1000 + i, kind="loop"))
+      p, l, ks = loop(0, -(-n_rows // w)), loop(1, w), {r: loop(2 + i, s) for i, (r, s) in enumerate(zip(K, size(K)))}
+      row = UOp("min", "index", (im.add(im.mul(p, im.const(w)), l), im.const(n_rows - 1)))
+      kl = im.linearize([ks[r] for r in K], size(K))
+      idx = im.add(im.add(im.mul(im.mod(p, per), im.const(self.K * w)), im.mul(kl, im.const(w))), l)
+      val = affine_simplify(x.substitute({**dict(zip(rs, im.unravel(row, size(rs)))), **ks}))
+      st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, idx)), val))
+      return Func(f"{name}_pack", self.args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, p, l, *ks.values())),))],
+                  {"uop.kernel": None, "uop.threads": "1 : i64"})   # threads: takes the panel range (%lo, %hi)
+    self.pack_a = pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False)
+    self.pack_b = pack(b, J, self.nr, bp, True)
     m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))
     c = UOp("load", "f32", (UOp("index", "!uop.ptr<f32>", (cp, im.add(im.mul(m, im.const(self.Np)), nn))),))
     self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c})], {"uop.kernel": None, **thr})
@@ -441,14 +468,15 @@ class Contraction:
     t = _int_attr(self.f, "uop.threads", 1)
     par = lambda f, work: (parallel_info(f)[0], t if work >= self.PAR_MIN else 1, 1) if t > 1 else None
     nmm = max(self.Np // self.nr, -(-self.Mp // self.mc))
-    return [*([(f"{self.name}_pack_a", par(self.pack_a, self.M * self.K))] if self.direct_a is None else []),
+    mm_par = (nmm, t if self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1, *((1,) if self.fused else ())) if t > 1 else None
+    return [*([(f"{self.name}_pack_a", par(self.pack_a, self.M * self.K))] if self.direct_a is None and not self.fused else []),
             (f"{self.name}_pack_b", par(self.pack_b, self.N * self.K)),
-            (f"{self.name}_mm", (nmm, t if self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1) if t > 1 else None),
+            (f"{self.name}_mm", mm_par),
             (f"{self.name}_epi", par(self.epi, self.M * self.N))]
 
   def reuse(self) -> list[tuple[int, int, int]]:
     """(phase, argument, scratch) of pack_b when its panels are a function of one input buffer."""
-    return [] if self.b_slot is None else [(0 if self.direct_a is not None else 1, self.b_slot, 1)]
+    return [] if self.b_slot is None else [(0 if self.direct_a is not None or self.fused else 1, self.b_slot, 1)]
 
   def text(self) -> str:
     return ((lower_kernel(self.pack_a, f"{self.name}_pack_a") if self.direct_a is None else "") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
@@ -458,67 +486,93 @@ class Contraction:
     mr, nr, kc, mc, vw = self.mr, self.nr, self.kc, self.mc, self.vw
     nv, V = nr // vw, f"vector<{vw}xf32>"
     t = _int_attr(self.f, "uop.threads", 1)
-    out, n = [], [0]
+    out, n, depth = [], [0], [2]
     def L(text):
       n[0] += 1; out.append(f"{'  ' * depth[0]}%v{n[0]} = {text}"); return f"%v{n[0]}"
-    depth = [2]
+    def put(text, d=None):
+      if d is not None: depth[0] = d
+      out.append(f"{'  ' * depth[0]}{text}")
     ci = lambda v: L(f"arith.constant {v} : index")
     add = lambda x, c: L(f"arith.addi {x}, {ci(c)} : index") if c else x
     c0, c1 = ci(0), ci(1)
-    ck, ckc, cnp = ci(self.K), ci(kc), ci(self.Np)
+    ck, ckc = ci(self.K), ci(kc)
     zero = L(f"arith.constant dense<0.0> : {V}")
     nb, mb = self.Np // nr, -(-self.Mp // mc)   # Bp panels, Ap row blocks: threads split the larger (each thread then
     by_m = mb > nb                               # streams only its share of the big operand from memory)
     lo, hi = ("%lo", "%hi") if t > 1 else (c0, ci(mb if by_m else nb))
-    pa, pb, pc = (f"%arg{len(self.f.args) + i}" for i in range(3))
-    ta, tb, tc = (f"memref<{x}xf32>" for x in self.scratch)
-    # Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels
-    # (each KC x NR slice L1-resident while the MR-row tiles of the block pass over it)
-    out.append(f"    scf.for %kc = {c0} to {ck} step {ckc} {{"); depth[0] = 3
-    knext = L(f"arith.addi %kc, {ckc} : index")
-    kend = L(f"arith.minsi {knext}, {ck} : index")
-    first = L(f"arith.cmpi eq, %kc, {c0} : index")
-    out.append(f"      scf.for %icb = {lo if by_m else c0} to {hi if by_m else ci(mb)} step {c1} {{"); depth[0] = 4
-    cmc = ci(mc)
-    out.append(f"        %ic = arith.muli %icb, {cmc} : index")
-    ib_lo = L(f"arith.divui %ic, {ci(mr)} : index")
-    ic_end = L(f"arith.addi %ic, {ci(mc)} : index")
-    ic_end = L(f"arith.minsi {ic_end}, {ci(self.Mp)} : index")
-    ib_hi = L(f"arith.divui {ic_end}, {ci(mr)} : index")
-    out.append(f"        scf.for %jb = {c0 if by_m else lo} to {ci(nb) if by_m else hi} step {c1} {{"); depth[0] = 5
-    bbase = L(f"arith.muli %jb, {ci(self.K * nr)} : index")
-    jcol = L(f"arith.muli %jb, {ci(nr)} : index")
-    out.append(f"          scf.for %ib = {ib_lo} to {ib_hi} step {c1} {{"); depth[0] = 6
-    if self.direct_a is None: abase = L(f"arith.muli %ib, {ci(self.K * mr)} : index")
-    else:   # row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows)
-      slot, off, stride = self.direct_a
-      pa, ta = f"%arg{slot}", mem_type(self.args[slot])
-      row0 = L(f"arith.muli %ib, {ci(mr)} : index")
-      last = ci(self.M - 1)
-      rows = [L(f"arith.minsi {add(row0, r)}, {last} : index") for r in range(mr)]
-      rbase = [L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index") for x in rows]
-    crow = L(f"arith.muli %ib, {ci(mr * self.Np)} : index")
-    crow = L(f"arith.addi {crow}, {jcol} : index")
-    offs = [[L(f"arith.addi {crow}, {ci(r * self.Np + v * vw)} : index") for v in range(nv)] for r in range(mr)]
-    loads = [L(f"vector.load {pc}[{o}] : {tc}, {V}") for row in offs for o in row]
-    init = [L(f"arith.select {first}, {zero}, {x} : {V}") for x in loads]
-    accs = [f"%acc{i}" for i in range(len(init))]
-    res = f"%res{n[0]}"
-    out.append(f"{'  ' * 6}{res}:{len(init)} = scf.for %k = %kc to {kend} step {c1} iter_args("
-               + ", ".join(f"{a} = {i}" for a, i in zip(accs, init)) + f") -> ({', '.join([V] * len(init))}) {{"); depth[0] = 7
-    bo = L(f"arith.addi {bbase}, {L(f'arith.muli %k, {ci(nr)} : index')} : index")
-    bv = [L(f"vector.load {pb}[{add(bo, v * vw)}] : {tb}, {V}") for v in range(nv)]
-    if self.direct_a is None: ao = L(f"arith.addi {abase}, {L(f'arith.muli %k, {ci(mr)} : index')} : index")
-    new = []
-    for r in range(mr):
-      ar = L(f"memref.load {pa}[{add(ao, r) if self.direct_a is None else L(f'arith.addi {rbase[r]}, %k : index')}] : {ta}")
-      av = L(f"vector.broadcast {ar} : f32 to {V}")
-      new += [L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") for v in range(nv)]
-    out.append(f"{'  ' * 7}scf.yield {', '.join(new)} : {', '.join([V] * len(new))}")
-    out.append(f"{'  ' * 6}}}")
-    for i, o in enumerate(o for row in offs for o in row): out.append(f"{'  ' * 6}vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
-    out += ["          }", "        }", "      }", "    }"]
-    args = ", ".join([f"%arg{i}: {mem_type(ty)}" for i, ty in enumerate(self.args)] + (["%lo: index", "%hi: index"] if t > 1 else []))
+    nargs = len(self.f.args)
+    pa, pb, pc = (f"%arg{nargs + i}" for i in range(3))
+    ta, tb, tc = (f"memref<{x}xf32>" for x in self.scratch[:3])
+
+    def row_block():   # %ic .. the block's first and last MR-row panel
+      ic = L(f"arith.muli %icb, {ci(mc)} : index")
+      ic_end = L(f"arith.minsi {L(f'arith.addi {ic}, {ci(mc)} : index')}, {ci(self.Mp)} : index")
+      return L(f"arith.divui {ic}, {ci(mr)} : index"), L(f"arith.divui {ic_end}, {ci(mr)} : index")
+
+    def tile(ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base):
+      """for %ib in the block: the MR x NR tile of C at (%ib, %jb), accumulated over k in [%kc, kend)."""
+      bbase = L(f"arith.muli %jb, {ci(self.K * nr)} : index")
+      jcol = L(f"arith.muli %jb, {ci(nr)} : index")
+      put(f"scf.for %ib = {ib_lo} to {ib_hi} step {c1} {{"); depth[0] += 1
+      if self.direct_a is None: abase = a_base()
+      else:   # row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows)
+        slot, off, stride = self.direct_a
+        a_buf, a_ty = f"%arg{slot}", mem_type(self.args[slot])
+        row0, last = L(f"arith.muli %ib, {ci(mr)} : index"), ci(self.M - 1)
+        rows = [L(f"arith.minsi {add(row0, r)}, {last} : index") for r in range(mr)]
+        rbase = [L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index") for x in rows]
+      crow = L(f"arith.addi {L(f'arith.muli %ib, {ci(mr * self.Np)} : index')}, {jcol} : index")
+      offs = [[L(f"arith.addi {crow}, {ci(r * self.Np + v * vw)} : index") for v in range(nv)] for r in range(mr)]
+      loads = [L(f"vector.load {pc}[{o}] : {tc}, {V}") for row in offs for o in row]
+      init = [L(f"arith.select {first}, {zero}, {x} : {V}") for x in loads]
+      accs, res = [f"%acc{i}" for i in range(len(init))], f"%res{n[0]}"
+      put(f"{res}:{len(init)} = scf.for %k = %kc to {kend} step {c1} iter_args("
+          + ", ".join(f"{a} = {i}" for a, i in zip(accs, init)) + f") -> ({', '.join([V] * len(init))}) {{"); depth[0] += 1
+      bo = L(f"arith.addi {bbase}, {L(f'arith.muli %k, {ci(nr)} : index')} : index")
+      bv = [L(f"vector.load {pb}[{add(bo, v * vw)}] : {tb}, {V}") for v in range(nv)]
+      if self.direct_a is None: ao = L(f"arith.addi {abase}, {L(f'arith.muli %k, {ci(mr)} : index')} : index")
+      new = []
+      for r in range(mr):
+        ar = L(f"memref.load {a_buf}[{add(ao, r) if self.direct_a is None else L(f'arith.addi {rbase[r]}, %k : index')}] : {a_ty}")
+        av = L(f"vector.broadcast {ar} : f32 to {V}")
+        new += [L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") for v in range(nv)]
+      put(f"scf.yield {', '.join(new)} : {', '.join([V] * len(new))}"); depth[0] -= 1
+      put("}")
+      for i, o in enumerate(o for row in offs for o in row): put(f"vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
+      depth[0] -= 1; put("}")
+
+    def k_slice():   # %kc's slice end and whether it is the first (C starts from zero)
+      return L(f"arith.minsi {L(f'arith.addi %kc, {ckc} : index')}, {ck} : index"), L(f"arith.cmpi eq, %kc, {c0} : index")
+
+    if self.fused:
+      # Goto's order with A packed per block: each thread packs its MC-row block of A (all of K) into its own
+      # L2-sized buffer (picked by the chunk index %tid) right before the tiles use it; A never round-trips memory
+      blk = f"memref<{self.scratch[3]}xf32>"
+      bufs = [f"%arg{nargs + 3 + i}" for i in range(len(self.scratch) - 3)]
+      tid = "%tid" if t > 1 else c0
+      mine = bufs[0]
+      for i, b in enumerate(bufs[1:], 1): mine = L(f"arith.select {L(f'arith.cmpi eq, {tid}, {ci(i)} : index')}, {b}, {mine} : {blk}")
+      put(f"scf.for %icb = {lo} to {hi} step {c1} {{", 3)
+      ib_lo, ib_hi = row_block()
+      pass_args = [f"%arg{i}" for i in range(nargs + 3)] + [mine] + bufs[1:]
+      put(f"func.call @{self.name}_pack_a({', '.join(pass_args + [ib_lo, ib_hi])}) : ({', '.join([mem_type(a) for a in self.args] + ['index', 'index'])}) -> ()")
+      put(f"scf.for %kc = {c0} to {ck} step {ckc} {{"); depth[0] += 1
+      kend, first = k_slice()
+      put(f"scf.for %jb = {c0} to {ci(nb)} step {c1} {{"); depth[0] += 1
+      tile(ib_lo, ib_hi, kend, first, mine, blk, lambda: L(f"arith.muli {L(f'arith.subi %ib, {ib_lo} : index')}, {ci(self.K * mr)} : index"))
+      for d in (5, 4, 3): put("}", d)
+    else:
+      # Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels
+      # (each KC x NR slice L1-resident while the MR-row tiles of the block pass over it)
+      put(f"scf.for %kc = {c0} to {ck} step {ckc} {{", 3)
+      kend, first = k_slice()
+      put(f"scf.for %icb = {lo if by_m else c0} to {hi if by_m else ci(mb)} step {c1} {{"); depth[0] += 1
+      ib_lo, ib_hi = row_block()
+      put(f"scf.for %jb = {c0 if by_m else lo} to {ci(nb) if by_m else hi} step {c1} {{"); depth[0] += 1
+      tile(ib_lo, ib_hi, kend, first, pa, ta, lambda: L(f"arith.muli %ib, {ci(self.K * mr)} : index"))
+      for d in (5, 4, 3): put("}", d)
+    idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if self.fused else []) if t > 1 else []
+    args = ", ".join([f"%arg{i}: {mem_type(ty)}" for i, ty in enumerate(self.args)] + idx)
     return f"  func.func @{self.name}_mm({args}) {{\n" + "\n".join(out) + "\n    return\n  }\n"
 
 class SplitReduce:
@@ -568,9 +622,10 @@ def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | 
     tys, ops = tys + [f"memref<{n}xf32>" for n in scratch], ops + [f"%s{len(calls) - len(scratch) + j}_{j}" for j in range(len(scratch))]
     for entry, par in phases:
       pt, po = tys, ops
-      if par is not None:  # the whole outer loop in one call
+      if par is not None:  # the whole outer loop in one call (as chunk 0, for phases that take the chunk index)
         calls.append(f"    %lo{len(calls)} = arith.constant 0 : index\n    %hi{len(calls)} = arith.constant {par[0]} : index\n")
-        pt, po = tys + ["index"] * 2, ops + [f"%lo{len(calls) - 1}", f"%hi{len(calls) - 1}"]
+        bounds = [f"%lo{len(calls) - 1}", f"%hi{len(calls) - 1}"] + [f"%lo{len(calls) - 1}"] * (len(par) > 3 and par[3])
+        pt, po = tys + ["index"] * len(bounds), ops + bounds
       calls.append(f"    func.call @{entry}({', '.join(po)}) : ({', '.join(pt)}) -> ()\n")
     calls += [f"    memref.dealloc {o} : {t}\n" for o, t in zip(ops[len(k.args):], tys[len(k.args):])]
   args = ", ".join(f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args))

@@ -121,3 +121,25 @@ def test_inputs_are_read_only():
   with pytest.raises(ValueError): buffer_data(t.uop)[0, 0] = 1.0
   r = (t + 1).realize()
   assert not buffer_data(r.uop).flags.writeable
+
+@pytest.mark.parametrize("m,k,n", [(1027, 70, 16), (4000, 300, 24)])
+def test_a_packed_per_block(m, k, n):
+  """Tall computed A (more row blocks than B panels): each thread packs its MC-row block of A inside mm, into its own
+  buffer, right before using it (no pack_a phase; mm takes its chunk index). Also run as one whole-module JIT, where
+  the schedule calls mm as chunk 0."""
+  from morok_mlir.device.cpu import compile_module
+  from morok_mlir.emit import normalize, graph_func
+  from morok_mlir.realize import lower_to_kernels
+  R._schedule_cache.clear()
+  a, b = rnd(m, k), rnd(k, n)
+  t = Tensor(a).relu() @ Tensor(b)
+  ph = phases(t)
+  prog = next(it.program for s in R._schedule_cache.values() for it in s.items if it.program.spec.phases)
+  assert not any(p.endswith("_pack_a") for p in ph) and dict(prog.spec.phases)["kernel_mm"][3:] == (1,)
+  want = np.maximum(a, 0) @ b
+  np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-4)
+  t2 = Tensor(a).relu() @ Tensor(b)
+  funcs = lower_to_kernels(graph_func(normalize([t2.lazydata])[0]))
+  out = np.zeros(m * n, np.float32)
+  compile_module(funcs)(a.reshape(-1).copy(), b.reshape(-1).copy(), out)   # inputs by first use, then the output
+  np.testing.assert_allclose(out.reshape(m, n), want, rtol=1e-4, atol=1e-4)

@@ -50,7 +50,8 @@ class ProgramSpec:
   src: str                   # upstream MLIR module text (the output of uop-lower-cpu)
   args: tuple[tuple[int, DType], ...]  # (element count, dtype) per buffer argument
   outs: tuple[int, ...]      # arguments the kernel stores to
-  par: tuple[int, int, int] | None = None  # (outer loop size, threads, chunk grain): the kernel takes (lo, hi) last
+  par: tuple[int, int, int] | None = None  # (outer loop size, threads, chunk grain[, 1]): the kernel takes (lo, hi)
+                                           # last, and with a 4th element 1 also its chunk's index (0 .. threads-1)
   phases: tuple = ()         # ((entry, par), ...) run in order instead of `name` (a contraction's pack/mm/epilogue)
   scratch: tuple[int, ...] = ()  # f32 element counts of scratch buffers passed after the kernel's buffers
   reuse: tuple[tuple[int, int, int], ...] = ()  # (phase, argument, scratch): the phase fills that scratch buffer from
@@ -221,8 +222,9 @@ class CPUProgram:
     for addr, (_, par) in zip(addrs, entries):
       fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(addr)
       if par is None: self._phases.append((fn, [(ctypes.c_void_p * max(ns, 1))(*[slot(i) for i in range(ns)])])); continue
-      bounds = [(ctypes.c_int64 * 2)(lo, hi) for lo, hi in chunks(par[0], min(par[1], THREADS), par[2])]
-      self._phases.append((fn, [(ctypes.c_void_p * (ns + 2))(*[slot(i) for i in range(ns)], ctypes.addressof(b), ctypes.addressof(b) + 8)
+      # each chunk's (lo, hi, chunk index); a phase whose par has a 4th element 1 also takes the index (its buffers)
+      bounds = [(ctypes.c_int64 * 3)(lo, hi, i) for i, (lo, hi) in enumerate(chunks(par[0], min(par[1], THREADS), par[2]))]
+      self._phases.append((fn, [(ctypes.c_void_p * (ns + 3))(*[slot(i) for i in range(ns)], *(ctypes.addressof(b) + 8 * j for j in range(3)))
                                 for b in bounds]))
       self._keep += bounds   # the packs point into them
     self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # input UOp -> {scratch: array it filled}
