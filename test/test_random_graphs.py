@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from morok_mlir import Tensor, dtypes
 from morok_mlir.dtype import least_upper_dtype
+from morok_mlir.device.gpu_emulator import emulate   # (imports the passes: their recursion limit is set before tests)
 
 DTS = [dtypes.float32, dtypes.int32, dtypes.int8, dtypes.uint8, dtypes.bool]
 SHAPES = [(2, 3, 4), (3, 4), (4,), (3, 1)]
@@ -107,15 +108,28 @@ def compare(out, ref):
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * max(1.0, float(np.nanmax(np.abs(ref), initial=0))), equal_nan=True)
   else: np.testing.assert_array_equal(out, ref)
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.data())
-def test_random_graph(data):
+def random_graph(data) -> tuple[Tensor, np.ndarray]:
   pool = []
   for i in range(data.draw(st.integers(1, 3), label="inputs")):
     a = leaf(data.draw(st.sampled_from(SHAPES)), data.draw(st.sampled_from(DTS)), i)
     pool.append((Tensor(a), a))
   for _ in range(data.draw(st.integers(1, 6), label="steps")):
     pool.append(data.draw(step(pool)))
-  t, ref = pool[-1]
+  return pool[-1]
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@settings(max_examples=300, **SETTINGS)
+@given(st.data())
+def test_random_graph(data):
+  t, ref = random_graph(data)
   with np.errstate(all="ignore"): compare(t.numpy(), np.asarray(ref))
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@settings(max_examples=100, **SETTINGS)
+@given(st.data())
+def test_random_graph_gpu_lowering(data):
+  """The same graphs through uop-lower-gpu, run by the CPU emulator (one loop iteration per GPU thread)."""
+  t, ref = random_graph(data)
+  with np.errstate(all="ignore"): compare(emulate([t.lazydata])[0], np.asarray(ref))
