@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from morok_mlir import Tensor, dtypes
 from morok_mlir.dtype import least_upper_dtype
-from morok_mlir.device.gpu_emulator import emulate   # (imports the passes: their recursion limit is set before tests)
+from morok_mlir.device.gpu_emulator import emulate
+import morok_mlir.passes  # noqa: F401  (raises the recursion limit at import, not inside a hypothesis test)
 
 DTS = [dtypes.float32, dtypes.int32, dtypes.int8, dtypes.uint8, dtypes.bool]
 SHAPES = [(2, 3, 4), (3, 4), (4,), (3, 1)]
