@@ -22,7 +22,8 @@ Semantics the table below pins down (numpy's where numpy defines one):
 Choices of uop-optimize (kernel func attributes) it honours: `uop.threads = N` (the outermost loop runs over the
 trailing arguments `%lo, %hi`, so the device can call chunks of it on N threads; `uop.grain` keeps chunk bounds
 multiples of it), `uop.fastmath` (reduce accumulators may reassociate and contract: LLVM then vectorizes and
-interleaves them), `uop.nontemporal` (stores bypass the cache: large outputs that are not read back soon).
+interleaves them), `uop.nontemporal = VW` (VW lanes per iteration of the innermost loop, one nontemporal vector
+store: big outputs that are not read back soon).
 f32 exp2 and log2 are polynomials (vectorizable; libm calls are scalar): see `Poly` for their error bounds.
 
 Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel's func text) and
@@ -150,7 +151,7 @@ class Poly:
 class Frame:
   """A loop body being written: its lines go into the parent's when the loop closes."""
   def __init__(self, parent: Frame | None, rng: UOp | None = None):
-    self.parent, self.rng, self.lines, self.placed = parent, rng, [], []
+    self.parent, self.rng, self.lines, self.placed, self.step = parent, rng, [], [], 1
     self.depth = parent.depth + 1 if parent else 0
     self.chain = (parent.chain | {rng}) if parent else frozenset()
 
@@ -163,7 +164,7 @@ class Lowerer:
     self.root = Frame(None)
     self.par = outer_range(f) if "uop.threads" in f.attrs else None  # the range whose loop runs from %lo to %hi
     self.fm = " fastmath<reassoc,contract>" if "uop.fastmath" in f.attrs else ""
-    self.nt = " {nontemporal = true}" if "uop.nontemporal" in f.attrs else ""
+    self.lanes = _int_attr(f, "uop.nontemporal", 0) if "uop.nontemporal" in f.attrs else 0   # see store_lanes
     self.names: dict[UOp, str] = {}      # values valid at the current point
     self.open: dict[UOp, Frame] = {}     # range -> the loop frame it is the counter of
     self.done: set[UOp] = set()          # side effects emitted
@@ -215,7 +216,7 @@ class Lowerer:
       for u in fr.placed: del self.names[u]
       del self.open[fr.rng]
       lo, hi = ("%lo", "%hi") if fr.rng is self.par else (c0, fr.end)
-      head = f"scf.for {fr.iv} = {lo} to {hi} step {c1}"
+      head = f"scf.for {fr.iv} = {lo} to {hi} step {c1 if fr.step == 1 else self.const(fr.step, dtypes.index)}"
       if ty is None: text = [head + " {"] + ["  " + l for l in fr.lines] + ["}"]
       else:
         inner = frames[i + 1].res if i + 1 < len(frames) else yielded
@@ -236,14 +237,30 @@ class Lowerer:
     elif u.op == "store":
       idx, v = u.src
       if idx.op != "index": raise PassError("uop.store must store through a uop.index", u.loc)
+      if self.lanes: return self.store_lanes(u)
       buf, i, gate = self.address(idx)
       val = self.value(v)
       fr = self.target(u)
       if idx.dtype.is_bool: val = self.line(fr, f"arith.extui {val} : i1 to i8")
-      st = f"memref.store {val}, {buf}[{i}]{self.nt} : {mem_type(idx.src[0].ty)}"
+      st = f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].ty)}"
       fr.lines.extend([f"scf.if {gate} {{", "  " + st, "}"] if gate else [st])
     elif u.op == "after": self.value(u)
     else: raise PassError(f"uop.{u.op} cannot be lowered as a side effect", u.loc)
+
+  def store_lanes(self, u: UOp):
+    """uop.nontemporal = VW (optimize.streaming_store chose the kernel): the innermost loop steps VW; the store's value
+    is computed for lanes r .. r+VW-1 (index math in affine form, so the lanes' loads are base + 0..VW-1 and LLVM's
+    SLP vectorizer turns the VW isomorphic scalar chains into vector code), then one nontemporal vector store."""
+    from .optimize import affine_simplify
+    fr = self.target(u)
+    fr.step = self.lanes
+    lanes = [affine_simplify(u.substitute({fr.rng: im.add(fr.rng, im.const(j))}) if j else u) for j in range(self.lanes)]
+    vals = [self.value(st.src[1]) for st in lanes]
+    buf, i, _ = self.address(lanes[0].src[0])
+    vec = self.line(fr, f"vector.from_elements {', '.join(vals)} : vector<{self.lanes}xf32>")
+    # aligned: the address is a multiple of VW (streaming_store checks the index) in a buffer the runtime aligns
+    fr.lines.append(f"vector.store {vec}, {buf}[{i}] {{alignment = {4 * self.lanes} : i64, nontemporal = true}} : "
+                    f"{mem_type(u.src[0].src[0].ty)}, vector<{self.lanes}xf32>")
 
   def address(self, idx: UOp) -> tuple[str, str, str | None]:
     return self.value(idx.src[0]), self.value(idx.src[1]), self.value(idx.src[2]) if len(idx.src) > 2 else None

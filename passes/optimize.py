@@ -3,8 +3,9 @@
   uop.fastmath            float reduces may reassociate/contract (LLVM vectorizes and interleaves the accumulator)
   uop.threads = N         the outermost loop is split in N chunks run on N threads (when the kernel does enough work)
   uop.grain = G           chunk bounds are multiples of G
-  (uop-lower-cpu also honours uop.nontemporal, but it is not chosen: LLVM's loop vectorizer will not vectorize a
-  nontemporal store it cannot prove aligned, and the scalar loop runs 5x slower than the cached one)
+  uop.nontemporal = VW    a big f32 elementwise output: its innermost loop steps VW lanes, the lanes' values (scalar
+                          code LLVM's SLP vectorizer widens) go out in one vector store that bypasses the cache (no
+                          read-for-ownership of output lines that will not be read back soon)
   uop.split_reduce = T     a kernel with one output element and one big f32 reduce: T partial reduces over chunks
                           (one per thread), then one over the partials (lower_cpu.SplitReduce)
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
@@ -143,7 +144,24 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
     attrs["uop.split_reduce"], attrs["uop.threads"] = f"{sr} : i64", f"{threads} : i64"
   elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(min(loops, key=lambda r: r.attrs["axis"])) >= threads:
     attrs["uop.threads"] = f"{threads} : i64"
+  if (inner := streaming_store(f, vec)) is not None:
+    attrs["uop.nontemporal"] = f"{vec} : i64"
+    if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = f"{vec} : i64"   # chunks start on a lane group
   return replace(f, attrs=attrs)
+
+NT_MIN_BYTES = 1 << 25          # outputs at least this big (twice a typical L3 share) are streamed past the cache
+def streaming_store(f: Func, vec: int) -> UOp | None:
+  """The innermost loop range when the kernel is elementwise (no reduce) with one big f32 store whose address steps
+  by 1 with that range, which vec divides: such a store can go out as nontemporal vector stores."""
+  ends = [u for u in f.roots[0].src if u.op == "end"]
+  if len(ends) != 1 or len(f.roots[0].src) != 1 or (st := ends[0].src[0]).op != "store" or st.src[1].ty != "f32": return None
+  nodes = st.toposort
+  if any(u.op == "reduce" for u in nodes) or len(st.src[0].src) != 2: return None   # reduces; a gated store
+  inner = max(ends[0].src[1:], key=lambda r: r.attrs["axis"])
+  form = affine(st.src[0].src[1], {})
+  if form is None or form.get(inner) != 1 or _size(inner) % vec or 4 * prod(_size(r) for r in ends[0].src[1:]) < NT_MIN_BYTES: return None
+  if any(v % vec for k, v in form.items() if k is not inner): return None   # every lane group starts vec-aligned
+  return inner
 
 @register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles",
           threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"))

@@ -54,6 +54,7 @@ class ProgramSpec:
                                            # last, and with a 4th element 1 also its chunk's index (0 .. threads-1)
   phases: tuple = ()         # ((entry, par), ...) run in order instead of `name` (a contraction's pack/mm/epilogue)
   scratch: tuple[int, ...] = ()  # f32 element counts of scratch buffers passed after the kernel's buffers
+  align: int = 1             # byte alignment the outputs need (aligned nontemporal vector stores)
   reuse: tuple[tuple[int, int, int], ...] = ()  # (phase, argument, scratch): the phase fills that scratch buffer from
                                                 # that argument alone, so its result holds while the argument does
 
@@ -81,7 +82,8 @@ class CPURenderer:
     src = re.sub(r"(func\.func @\w+\(.*\)) \{\n", lambda m: m.group(1) + ' attributes {passthrough = ["noinline"]} {\n', src)
     par = phases[0][1] if len(phases) == 1 else None
     return ProgramSpec(name, "module {\n" + src + "}\n", tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), par,
-                       tuple(phases) if len(phases) > 1 else (), tuple(scratch), tuple(reuse))
+                       tuple(phases) if len(phases) > 1 else (), tuple(scratch),
+                       4 * int(f.attrs["uop.nontemporal"].split(":")[0]) if "uop.nontemporal" in f.attrs else 1, tuple(reuse))
 
 _ctx = None
 def _context():
@@ -262,6 +264,8 @@ class CPUProgram:
                          + ("" if b.flags.c_contiguous else " (not contiguous)"))
     for i in self.spec.outs:
       if not bufs[i].flags.writeable: raise ValueError(f"{self.name}: output buffer {i} is read-only")
+      if bufs[i].ctypes.data % self.spec.align:   # (CPU.allocator's arrays are 64-byte aligned)
+        raise ValueError(f"{self.name}: output buffer {i} must be {self.spec.align}-byte aligned (nontemporal stores)")
     self.call_ptrs(*[b.ctypes.data for b in bufs])
 
 class CPUAllocator:
@@ -341,5 +345,6 @@ def compile_module(funcs: list[Func]) -> CPUProgram:
   kernels = {f.name: f for f in funcs}
   outs = tuple(sorted({k.attrs["slots"][i] for r in sched[0].roots for k in r.toposort if k.op == "kernel"
                        for i in stored_slots(kernels[k.attrs["callee"][1]])}))
-  spec = ProgramSpec(sched[0].name, lower_module(funcs), tuple(_arg(t) for t in sched[0].args), outs)
+  align = 64 if any("uop.nontemporal" in f.attrs for f in funcs) else 1   # every stored buffer is checked
+  spec = ProgramSpec(sched[0].name, lower_module(funcs), tuple(_arg(t) for t in sched[0].args), outs, align=align)
   return CPUProgram(CPU.compiler.compile(spec))
