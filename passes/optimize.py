@@ -163,7 +163,7 @@ def streaming_store(f: Func, vec: int) -> UOp | None:
   if any(v % vec for k, v in form.items() if k is not inner): return None   # every lane group starts vec-aligned
   return inner
 
-@register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles",
+@register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles, nontemporal stores",
           threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"))
 def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0) -> list[Func]:
   if not threads or not vec:
