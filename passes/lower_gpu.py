@@ -8,10 +8,11 @@ The scalar code is uop-lower-cpu's: `GPULowerer` subclasses its `Lowerer` and ch
   its threads stride over the reduce ranges (coalesced again), then `gpu.all_reduce` combines the partials through
   warp shuffles and shared memory, and thread 0 stores. Only 32/64-bit reductions: shuffles move 32-bit words.
 - Everything else (inner reduces, matmul's k loop) stays a `scf.for` inside the thread, exactly as on the CPU.
-- UPCAST (tinygrad's name): a thread of an elementwise kernel computes 4 neighbours along the last axis when it
-  divides it; the lanes' index math is in affine form, so their addresses are base + 0..3, and with the buffers marked
-  `llvm.align = 16` (the runtime's allocations are 256-byte aligned) the NVPTX back end emits 16-byte
-  `ld/st.global.v4` for contiguous operands (others stay scalar).
+- UPCAST (tinygrad's name): a thread computes 4 neighbours along the last axis when it divides it; the lanes' index
+  math is in affine form, so their addresses are base + 0..3, and with the buffers marked `llvm.align = 16` (the
+  runtime's allocations are 256-byte aligned) the NVPTX back end emits 16-byte `ld/st.global.v4` for contiguous
+  operands (others stay scalar). The lanes' reduces run as one loop with 4 accumulators: a matmul thread loads
+  A[m, k] once for 4 outputs (register tiling along N; no shared-memory tiling yet).
 - `morok_mlir.device.gpu_emulator` runs this pass's output on the CPU (one loop iteration per thread) to test it.
 
 Public API: `lower_kernel(f, name) -> (text of one gpu.func, Launch)`, `lower_module(funcs) -> str` (one `gpu.module
@@ -65,11 +66,14 @@ class GPULowerer(Lowerer):
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
     ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and u.dtype.bits in (32, 64) and u.dtype is not dtypes.index for u in top)
     self.group = set(top) if top and ok and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
-    # UPCAST (tinygrad's name): a thread of an elementwise kernel computes UPCAST neighbours along the last axis, so
-    # its loads and stores of contiguous operands are 16-byte vectors (the last range becomes digit * UPCAST + j: the
-    # back end sees the alignment in the address)
+    # UPCAST (tinygrad's name): a thread computes UPCAST neighbours along the last axis, so its loads and stores of
+    # contiguous operands are 16-byte vectors (the last range becomes digit * UPCAST + j: the back end sees the
+    # alignment in the address), and the lanes' reduces share one loop (a matmul thread then loads A[m, k] once for 4
+    # outputs). Not with nested reduces.
     last = _size(self.out_rngs[-1]) if self.out_rngs else 0
-    self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not any(u.op == "reduce" for u in self.sink.toposort) else 1
+    nested = any(v.op == "reduce" for u in self.sink.toposort if u.op == "reduce" for v in u.src[0].toposort)
+    self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested else 1
+    self.lane_groups: dict[UOp, list[UOp]] = {}   # a reduce of one lane -> the same reduce of every lane
     if self.group: self.local, self.glob = min(group_threads, max(32, _pow2_at_least(red))), n
     else: self.local = min(n // self.upcast, LOCAL_MAX); self.glob = -(-(n // self.upcast) // self.local)
     self.n_out, self.tid = n, None
@@ -124,6 +128,9 @@ class GPULowerer(Lowerer):
       fr = Frame(self.root, self.out_rngs[0]); fr.chain = frozenset(self.out_rngs)
       self.flat_ivs(fr, self.out_rngs, self.digits(fr, self.out_rngs, lin, self.upcast))
       stores = [self.lane(u.src[0], j) for j in range(self.upcast)]
+      for ru in (x for x in stores[0].toposort if self.upcast > 1 and x.op == "reduce" and self.out_rngs[-1] in self.rs(x)):
+        group = [self.lane(ru, j) for j in range(self.upcast)]
+        if all(g in st.toposort for g, st in zip(group, stores)): self.lane_groups.update((g, group) for g in group)
       for st in stores:   # every lane's loads before any store: a store might alias them and keep them from merging
         if st.op == "store" and st.src[0].op == "index": self.address(st.src[0]); self.value(st.src[1])
       for st in stores: self.effect(st)
@@ -142,6 +149,7 @@ class GPULowerer(Lowerer):
 
   # -- reductions across the block
   def reduce(self, u: UOp) -> str:
+    if u in self.lane_groups: return self.reduce_lanes(self.lane_groups[u], u)
     if u not in self.group: return super().reduce(u)
     self.ids()
     op, dt, t = u.attrs["op"], u.dtype, sl(u.dtype)
@@ -156,6 +164,23 @@ class GPULowerer(Lowerer):
     fr.lines.extend([f"{res} = scf.for {j} = {self.tid} to {end} step {step} iter_args({acc} = {init}) -> ({t}) {{",
                      *("  " + l for l in body), f"  scf.yield {new} : {t}", "}"])
     return self.place(u, fr, self.line(fr, f"gpu.all_reduce {ALL_REDUCE[op][cls(dt)]} {res} uniform {{}} : ({t}) -> ({t})"))
+
+  def reduce_lanes(self, us: list[UOp], want: UOp) -> str:
+    """The same reduce of every upcast lane in one loop over its ranges (flattened), one accumulator per lane."""
+    op, dt, t = us[0].attrs["op"], us[0].dtype, sl(us[0].dtype)
+    fr, rngs = self.target(us[0]), sorted(us[0].src[1:], key=_axis)
+    init = self.const(IDENTITY[op](dt), dt)
+    loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
+    j, res, accs = f"%i{self.n}", f"%{self.n + 1}", [f"%acc{self.n}_{k}" for k in range(len(us))]; self.n += 2
+    self.flat_ivs(loop, rngs, j)
+    new = [self.alu(op, (u, u.src[0]), [acc, self.value(u.src[0])], dt, loop, u) for u, acc in zip(us, accs)]
+    body = self.close_flat(loop, rngs)
+    end, ts = self.const(_prod(_size(r) for r in rngs), dtypes.index), ", ".join([t] * len(us))
+    fr.lines.extend([f"{res}:{len(us)} = scf.for {j} = {self.const(0, dtypes.index)} to {end} step {self.const(1, dtypes.index)} "
+                     f"iter_args({', '.join(f'{a} = {init}' for a in accs)}) -> ({ts}) {{",
+                     *("  " + l for l in body), f"  scf.yield {', '.join(new)} : {ts}", "}"])
+    for k, u in enumerate(us): self.place(u, fr, f"{res}#{k}")
+    return self.names[want]
 
   def alu(self, op, srcs, names, dt, fr, u, *rest):
     if op in GPU_MATH and dt.is_float: return self.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt)))

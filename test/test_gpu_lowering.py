@@ -41,6 +41,8 @@ MORE = {  # further cases for the emulated runs
   "permute_pad": (lambda: R(5, 6, 7).permute(2, 0, 1).pad(((0, 1), (1, 0), (2, 2))) * 3, False),
   "pad_upcast": (lambda: R(30, 60).pad(((1, 1), (2, 2))) + 1, False),   # gated loads in every lane (64 columns)
   "cast_upcast": (lambda: (R(16, 32) * 100).cast(np.int32) // 3, False),
+  "colsum_upcast": (lambda: R(8, 64).sum(axis=0), False),             # short reduce: lanes share one loop
+  "conv_upcast": (lambda: R(2, 4, 10, 12).conv2d(R(8, 4, 3, 3), padding=1), False),   # three reduce ranges, flattened
   "two_kernels": (lambda: (R(64, 130) - R(64, 130).max(axis=1, keepdim=True)).exp().sum(axis=0), True),
 }
 
@@ -56,7 +58,7 @@ def test_ptx(name):
     assert re.search(r"ld\.global", body) and re.search(r"st\.global", body), k.name
     assert f".maxntid {l.local_size[0]}, 1, 1" in body
     assert (".shared" in body and "bar.sync" in body and "shfl.sync" in body) == l.group, k.name
-    if l.upcast > 1 and name in ("elementwise", "broadcast"):   # 4 lanes per thread: 16-byte loads and stores
+    if l.upcast > 1 and name in ("elementwise", "broadcast", "matmul"):   # 4 lanes per thread: 16-byte loads and stores
       assert re.search(r"ld\.global\.v4\.[bf]32", body) and re.search(r"st\.global\.v4\.[bf]32", body), k.name
   assert any(lower_kernel(k)[1].group for k in ks) == group
 
@@ -173,3 +175,10 @@ def test_cuda_runtime_with_fake_driver(monkeypatch):
   assert fn == b"kernel" and g[0] * l[0] * 4 >= 64 and all(ptrs) and ptrs[0] != ptrs[1]   # 4 outputs per thread (UPCAST)
   with pytest.raises(cuda.CUDAError, match="loading kernel bad.*CUDA_ERROR_INVALID_PTX: the driver said no"):
     cuda.CUDAProgram(dev, cuda.CompiledSpec(p.spec, ".version 8.0", "sm_86"), "bad")
+
+def test_upcast_lanes_share_one_reduce_loop():
+  """A one-thread-per-output matmul upcast by 4: the 4 lanes' reduces are one loop with 4 accumulators, A[m, k] is
+  loaded once for them, and B's 4 neighbours in one 16-byte load."""
+  (k,) = kernels(R(256, 256) @ R(256, 256))
+  text, l = lower_kernel(k)
+  assert l.upcast == 4 and text.count("scf.for") == 1 and ":4 = scf.for" in text and text.count("memref.load %arg1") == 1
