@@ -23,6 +23,7 @@ def new_buffer(data: np.ndarray, loc: str | None = None, dtype=None) -> UOp:
   return u
 
 def buffer_data(u: UOp) -> np.ndarray: return u.__dict__["data"]
+def is_input(u: UOp) -> bool: return "data" in u.__dict__   # a buffer that owns its array (made by new_buffer)
 
 # ---------------------------------------------------------------- graph -> function
 def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[np.ndarray]]:
@@ -40,7 +41,7 @@ def normalize_inputs(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[UOp]]:
     mapping, bufs = {}, []
     for o in outs:
       for u in o.toposort:
-        if "data" in u.__dict__ and u not in mapping:   # an input: a buffer that owns its array
+        if is_input(u) and u not in mapping:
           mapping[u] = UOp("buffer", u.ty, (), (("slot", len(bufs)),))
           bufs.append(u)
     hit = memo[rest] = ([weakref.ref(o) for o in outs[1:]], tuple(o.substitute(mapping) for o in outs), bufs)

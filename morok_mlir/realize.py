@@ -7,7 +7,7 @@ import numpy as np
 from .uop import UOp, attrs, tensor_type
 from .dtype import dtypes
 
-from .emit import new_buffer, buffer_data  # noqa: F401  (re-exported: graph inputs are made by emit)
+from .emit import new_buffer, buffer_data, is_input  # noqa: F401  (re-exported: graph inputs are made by emit)
 
 # ---------------------------------------------------------------- compile: graph -> schedule of compiled kernels
 import os, time
@@ -91,7 +91,7 @@ def realize(outs: list[UOp], device: str | None = None) -> list[np.ndarray]:
   todo = []
   for i, o in enumerate(outs):
     if o.size == 0: results[i] = np.empty(o.shape, o.dtype.np)
-    elif o.op == "buffer" and "id" in o.attrs: results[i] = buffer_data(o).reshape(o.shape)
+    elif is_input(o): results[i] = buffer_data(o).reshape(o.shape)
     else: todo.append(i)
   if not todo: return results
   key, inputs = normalize_inputs([outs[i] for i in todo])

@@ -164,7 +164,7 @@ class Lowerer:
     self.root = Frame(None)
     self.par = outer_range(f) if "uop.threads" in f.attrs else None  # the range whose loop runs from %lo to %hi
     self.fm = " fastmath<reassoc,contract>" if "uop.fastmath" in f.attrs else ""
-    self.lanes = _int_attr(f, "uop.nontemporal", 0) if "uop.nontemporal" in f.attrs else 0   # see store_lanes
+    self.lanes = _int_attr(f, "uop.nontemporal", 0)   # see store_lanes
     self.names: dict[UOp, str] = {}      # values valid at the current point
     self.open: dict[UOp, Frame] = {}     # range -> the loop frame it is the counter of
     self.done: set[UOp] = set()          # side effects emitted
@@ -251,10 +251,10 @@ class Lowerer:
     """uop.nontemporal = VW (optimize.streaming_store chose the kernel): the innermost loop steps VW; the store's value
     is computed for lanes r .. r+VW-1 (index math in affine form, so the lanes' loads are base + 0..VW-1 and LLVM's
     SLP vectorizer turns the VW isomorphic scalar chains into vector code), then one nontemporal vector store."""
-    from .optimize import affine_simplify
+    from .optimize import at_lane
     fr = self.target(u)
     fr.step = self.lanes
-    lanes = [affine_simplify(u.substitute({fr.rng: im.add(fr.rng, im.const(j))}) if j else u) for j in range(self.lanes)]
+    lanes = [at_lane(u, fr.rng, j) for j in range(self.lanes)]
     vals = [self.value(st.src[1]) for st in lanes]
     buf, i, _ = self.address(lanes[0].src[0])
     vec = self.line(fr, f"vector.from_elements {', '.join(vals)} : vector<{self.lanes}xf32>")
@@ -459,7 +459,7 @@ class Contraction:
       st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, idx)), val))
       return Func(f"{name}_pack", self.args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, p, l, *ks.values())),))],
                   {"uop.kernel": None, "uop.threads": "1 : i64"})   # threads: takes the panel range (%lo, %hi)
-    self.pack_a = pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False)
+    self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False)
     self.pack_b = pack(b, J, self.nr, bp, True)
     m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))
     c = UOp("load", "f32", (UOp("index", "!uop.ptr<f32>", (cp, im.add(im.mul(m, im.const(self.Np)), nn))),))
@@ -486,17 +486,17 @@ class Contraction:
     par = lambda f, work: (parallel_info(f)[0], t if work >= self.PAR_MIN else 1, 1) if t > 1 else None
     nmm = max(self.Np // self.nr, -(-self.Mp // self.mc))
     mm_par = (nmm, t if self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1, *((1,) if self.fused else ())) if t > 1 else None
-    return [*([(f"{self.name}_pack_a", par(self.pack_a, self.M * self.K))] if self.direct_a is None and not self.fused else []),
+    return [*([(f"{self.name}_pack_a", par(self.pack_a, self.M * self.K))] if self.pack_a is not None and not self.fused else []),
             (f"{self.name}_pack_b", par(self.pack_b, self.N * self.K)),
             (f"{self.name}_mm", mm_par),
             (f"{self.name}_epi", par(self.epi, self.M * self.N))]
 
   def reuse(self) -> list[tuple[int, int, int]]:
     """(phase, argument, scratch) of pack_b when its panels are a function of one input buffer."""
-    return [] if self.b_slot is None else [(0 if self.direct_a is not None or self.fused else 1, self.b_slot, 1)]
+    return [] if self.b_slot is None else [([e for e, _ in self.phases()].index(f"{self.name}_pack_b"), self.b_slot, 1)]
 
   def text(self) -> str:
-    return ((lower_kernel(self.pack_a, f"{self.name}_pack_a") if self.direct_a is None else "") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
+    return ((lower_kernel(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
             + self.mm() + lower_kernel(self.epi, f"{self.name}_epi"))
 
   def mm(self) -> str:

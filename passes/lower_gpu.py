@@ -103,12 +103,9 @@ class GPULowerer(Lowerer):
     return fr.lines
 
   def lane(self, x: UOp, j: int) -> UOp:
-    """x at lane j of an upcast thread (last output range + j), index math in affine form: lanes' addresses then
-    differ by constants only, which the back end merges into vector accesses."""
-    from .optimize import affine_simplify
-    if self.upcast == 1: return x
-    r = self.out_rngs[-1]
-    return affine_simplify(x.substitute({r: im.add(r, im.const(j))}) if j else x)
+    """x at lane j of an upcast thread (last output range + j)."""
+    from .optimize import at_lane
+    return x if self.upcast == 1 else at_lane(x, self.out_rngs[-1], j)
 
   def ids(self):
     if self.tid is None:

@@ -94,6 +94,12 @@ def affine_simplify(x: UOp) -> UOp:
       sub[u] = im.add(e, im.const(a.get(1, 0)))
   return x.substitute(sub) if sub else x
 
+def at_lane(x: UOp, r: UOp, j: int) -> UOp:
+  """x with range r advanced by j (lane j of a group of neighbours), index math in affine form: the lanes' addresses
+  then differ only in their constant, which LLVM's SLP vectorizer and the NVPTX back end merge into vector accesses."""
+  from . import index_math as im
+  return affine_simplify(x.substitute({r: im.add(r, im.const(j))}) if j else x)
+
 def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]] | None:
   """(reduce, a, b, I, J, K) when the kernel's one store is f(reduce-add over K of a*b), a depending on loop ranges I
   and K only, b on the other loop ranges J and K only. I and J keep the loop order (axis)."""

@@ -73,6 +73,11 @@ def stored_slots(f: Func) -> set[int]:
   return {u.src[0].src[0].attrs["slot"] for r in f.roots for u in r.toposort
           if u.op == "store" and u.src[0].op == "index" and u.src[0].src[0].op == "buffer"}
 
+def out_align(f: Func) -> int:
+  """Byte alignment a kernel's outputs need: its nontemporal vector stores are aligned to their width."""
+  from morok_mlir.passes.lower_cpu import _int_attr
+  return 4 * _int_attr(f, "uop.nontemporal", 0) or 1
+
 class CPURenderer:
   """uop-lower-cpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
@@ -83,7 +88,7 @@ class CPURenderer:
     par = phases[0][1] if len(phases) == 1 else None
     return ProgramSpec(name, "module {\n" + src + "}\n", tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), par,
                        tuple(phases) if len(phases) > 1 else (), tuple(scratch),
-                       4 * int(f.attrs["uop.nontemporal"].split(":")[0]) if "uop.nontemporal" in f.attrs else 1, tuple(reuse))
+                       out_align(f), tuple(reuse))
 
 _ctx = None
 def _context():
@@ -345,6 +350,6 @@ def compile_module(funcs: list[Func]) -> CPUProgram:
   kernels = {f.name: f for f in funcs}
   outs = tuple(sorted({k.attrs["slots"][i] for r in sched[0].roots for k in r.toposort if k.op == "kernel"
                        for i in stored_slots(kernels[k.attrs["callee"][1]])}))
-  align = 64 if any("uop.nontemporal" in f.attrs for f in funcs) else 1   # every stored buffer is checked
-  spec = ProgramSpec(sched[0].name, lower_module(funcs), tuple(_arg(t) for t in sched[0].args), outs, align=align)
+  spec = ProgramSpec(sched[0].name, lower_module(funcs), tuple(_arg(t) for t in sched[0].args), outs,
+                     align=max(out_align(f) for f in funcs))   # every stored buffer is checked against the strictest
   return CPUProgram(CPU.compiler.compile(spec))
