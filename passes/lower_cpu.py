@@ -62,6 +62,8 @@ CASTS = {(F, S): "arith.fptosi", (F, U): "arith.fptoui", (S, F): "arith.sitofp",
          (B, S): "arith.extui", (B, U): "arith.extui"}
 IDENTITY = {"add": lambda dt: dt.is_bool and False or (0.0 if dt.is_float else 0), "mul": lambda dt: dt.is_bool or (1.0 if dt.is_float else 1),
             "max": lambda dt: dt.min, "min": lambda dt: dt.max}
+# ops whose operands `value` does not lower first in operand order (they open loops, run effects or take addresses)
+_OWN_OPERANDS = frozenset(("range", "buffer", "after", "reduce", "load", "index"))
 UNSUPPORTED = {"bufferize": "a bufferize left in a kernel (run uop-kernel-split first)", "special": "GPU ids", "wmma": "tensor cores",
                "vectorize": "vectors", "gep": "vectors", "if": "if blocks", "endif": "if blocks", "barrier": "barriers",
                "define_var": "symbolic sizes", "bind": "symbolic sizes", "threefry": "threefry (decompose it first)"}
@@ -267,6 +269,23 @@ class Lowerer:
 
   # -- values
   def value(self, u: UOp) -> str:
+    """The SSA name of u's value, emitting it (and its operands, in operand order) where it is first needed."""
+    if (n := self.names.get(u)) is not None: return n
+    if u.op not in _OWN_OPERANDS:
+      # a chain of plain ops is lowered operands first from an explicit post-order (the order the recursion below
+      # would take), so each nested call finds its operands named: depth costs heap, not the C stack
+      for x in self._operands_first(u): self._value(x)
+    return self._value(u)
+  def _operands_first(self, u: UOp) -> list[UOp]:
+    order, seen, stack = [], set(), [(u, False)]
+    while stack:
+      x, post = stack.pop()
+      if post: order.append(x); continue
+      if x in seen or x in self.names: continue
+      seen.add(x); stack.append((x, True))
+      if x.op not in _OWN_OPERANDS: stack.extend((s, False) for s in reversed(x.src))
+    return order[:-1]
+  def _value(self, u: UOp) -> str:
     if (n := self.names.get(u)) is not None: return n
     if u.op in UNSUPPORTED: raise PassError(f"{self.pass_name} does not support {UNSUPPORTED[u.op]} yet (uop.{u.op})", u.loc)
     if u.op == "range":

@@ -46,11 +46,12 @@ class Rangeifier:
     self.loops = saved
     return out
 
-  def bufferize(self, node: UOp) -> UOp:
+  def bufferize(self, node: UOp):
+    """(generator, see `value`) The buffer node is materialised into, computed over fresh loops once."""
     if node not in self.materialised:
       saved = self.loops
       self.loops, idx = self.loop_ranges(node.shape)
-      val = self.value(node, tuple(idx), None, inline_root=True)
+      val = yield (node, tuple(idx), None, True)
       self.materialised[node] = UOp("bufferize", memref_type(node.size, node.dtype), (val, *self.loops), loc=node.loc)
       self.loops = saved
     return self.materialised[node]
@@ -60,8 +61,18 @@ class Rangeifier:
     return UOp("load", node.dtype.mlir, (UOp("index", ptr_type(node.dtype), src),), loc=node.loc)
 
   def value(self, node: UOp, idx: tuple, gate, inline_root=False) -> UOp:
-    key = (node, idx, gate, inline_root)
-    if (v := self.memo.get(key)) is None: v = self.memo[key] = self._value(node, idx, gate, inline_root)
+    """The value of node at idx. `_value` is a generator that yields (node, idx, gate, inline_root) for each operand
+    value it needs and is sent the answer: this loop runs them on an explicit stack, so a graph's depth costs heap
+    memory, never the C stack."""
+    if (v := self.memo.get(key := (node, idx, gate, inline_root))) is not None: return v
+    stack, v = [(key, self._value(*key))], None
+    while stack:
+      k, g = stack[-1]
+      try: req = g.send(v)
+      except StopIteration as e:
+        stack.pop(); v = self.memo[k] = e.value
+        continue
+      if (v := self.memo.get(req)) is None: stack.append((req, self._value(*req)))
     return v
 
   def _value(self, u: UOp, idx: tuple, gate, inline_root) -> UOp:
@@ -69,43 +80,45 @@ class Rangeifier:
     sh = s[0].shape if s and s[0].shape is not None else None
     if op == "buffer": return self.load(self.bufs[a["slot"]], u, idx, gate)
     if op == "const": return UOp("const", u.dtype.mlir, (), u.arg)
-    if op in ("contiguous", "copy") and not inline_root: return self.load(self.bufferize(u), u, idx, gate)
-    if op in ("contiguous", "copy", "detach"): return self.value(s[0], idx, gate)
+    if op in ("contiguous", "copy") and not inline_root: return self.load((yield from self.bufferize(u)), u, idx, gate)
+    if op in ("contiguous", "copy", "detach"): return (yield (s[0], idx, gate, False))
     # assign: the result is the new value; realize() rebinds the target to the buffer it is stored in
-    if op == "assign": return self.value(s[1], idx, gate)
-    if op == "reshape": return self.value(s[0], im.unravel(im.linearize(idx, u.shape), sh), gate)
+    if op == "assign": return (yield (s[1], idx, gate, False))
+    if op == "reshape": return (yield (s[0], im.unravel(im.linearize(idx, u.shape), sh), gate, False))
     if op == "permute":
       inv = [0] * len(a["order"])
       for i, p in enumerate(a["order"]): inv[p] = i
-      return self.value(s[0], tuple(idx[inv[d]] for d in range(len(sh))), gate)
-    if op == "expand": return self.value(s[0], tuple(im.const(0) if d == 1 else i for d, i in zip(sh, idx)), gate)
-    if op == "shrink": return self.value(s[0], tuple(im.add(i, im.const(a["bounds"][2 * d])) for d, i in enumerate(idx)), gate)
-    if op == "flip": return self.value(s[0], tuple(im.sub(im.const(sh[d] - 1), i) if d in a["axes"] else i for d, i in enumerate(idx)), gate)
+      return (yield (s[0], tuple(idx[inv[d]] for d in range(len(sh))), gate, False))
+    if op == "expand": return (yield (s[0], tuple(im.const(0) if d == 1 else i for d, i in zip(sh, idx)), gate, False))
+    if op == "shrink": return (yield (s[0], tuple(im.add(i, im.const(a["bounds"][2 * d])) for d, i in enumerate(idx)), gate, False))
+    if op == "flip": return (yield (s[0], tuple(im.sub(im.const(sh[d] - 1), i) if d in a["axes"] else i for d, i in enumerate(idx)), gate, False))
     if op == "pad":
       p, valid, cidx = a["padding"], None, []
       for d, i in enumerate(idx):
         lo, n = p[2 * d], sh[d]
         cidx.append(im.sub(i, im.const(lo)))
         valid = im.and_(valid, im.in_bounds(i, lo, lo + n))
-      if valid is None: return self.value(s[0], tuple(cidx), gate)
+      if valid is None: return (yield (s[0], tuple(cidx), gate, False))
       if valid is False: return UOp("const", u.dtype.mlir, (), attrs(value=REDUCE_IDENTITY["add"](u.dtype)))
-      inner = self.value(s[0], tuple(cidx), im.and_(gate, valid))
+      inner = (yield (s[0], tuple(cidx), im.and_(gate, valid), False))
       return UOp("where", u.dtype.mlir, (valid, inner, UOp("const", u.dtype.mlir, (), attrs(value=REDUCE_IDENTITY["add"](u.dtype)))), loc=u.loc)
     if op == "reduce_axis":
       if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx)):
-        return self.load(self.bufferize(u), u, idx, gate)
+        return self.load((yield from self.bufferize(u)), u, idx, gate)
       rngs, cidx = [], []
       for d, n in enumerate(sh):
         if d in a["axes"] and n != 1:
           rngs.append(self.new_range(n, "reduce")); cidx.append(rngs[-1])
         else: cidx.append(im.const(0) if d in a["axes"] else idx[d])
-      inner = self.value(s[0], tuple(cidx), gate)
+      inner = (yield (s[0], tuple(cidx), gate, False))
       if 0 in [sh[d] for d in a["axes"]]:  # empty reduction: the identity
         return UOp("const", u.dtype.mlir, (), attrs(value=REDUCE_IDENTITY[a["op"]](u.dtype)))
       return UOp("reduce", u.dtype.mlir, (inner, *rngs), attrs(op=a["op"]), loc=u.loc) if rngs else inner
     if op in ("define_var", "bind", "threefry"): raise PassError(f"uop-rangeify: '{op}' is not supported yet", u.loc)
     # elementwise: same index into every source
-    return UOp(op, u.dtype.mlir, tuple(self.value(x, idx, gate) for x in s), u.arg, u.loc)
+    vals = []
+    for x in s: vals.append((yield (x, idx, gate, False)))
+    return UOp(op, u.dtype.mlir, tuple(vals), u.arg, u.loc)
 
   def inlinable(self, idx) -> bool:
     """A reduce can stay inline when the loops its indices use are a prefix of the loop nest (no recompute)."""
