@@ -20,17 +20,20 @@ def split_func(f: Func) -> list[Func]:
   n_args = len(f.args)
   temps: dict[UOp, UOp] = {}                 # bufferize -> schedule buffer
   bodies: list[UOp] = []                     # kernel roots in schedule order (schedule-slot buffers)
-  for u in sink.toposort:
-    if u.op != "bufferize": continue
-    buf = UOp("buffer", u.ty, (), attrs(slot=n_args + len(temps)))
-    val, rngs = u.src[0].substitute(temps), u.src[1:]
+  new: dict[UOp, UOp] = {}                   # node -> node with every bufferize below it replaced by its buffer
+  for u in sink.toposort:                    # one bottom-up rebuild: sources come first, so each is final when met
+    if u.op != "bufferize":
+      src = tuple(new[s] for s in u.src)
+      new[u] = u if src == u.src else u.replace(src=src)
+      continue
+    buf = new[u] = temps[u] = UOp("buffer", u.ty, (), attrs(slot=n_args + len(temps)))
+    val, rngs = new[u.src[0]], u.src[1:]
     lin, stride = im.const(0), 1
     for r in reversed(rngs):
       lin = im.add(im.mul(r, im.const(stride)), lin); stride *= im.cval(r.src[0])
     st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<" + u.dtype.mlir + ">", (buf, lin)), val), loc=u.loc)
     bodies.append(UOp("end", TOKEN, (st, *rngs), loc=u.loc) if rngs else st)
-    temps[u] = buf
-  bodies += [s.substitute(temps) for s in sink.src]
+  bodies += [new[s] for s in sink.src]
   writer: dict[int, int] = {}                # schedule slot -> index of the kernel that writes it
   kernels, calls = [], []
   for k, body in enumerate(bodies):

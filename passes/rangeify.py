@@ -19,13 +19,21 @@ from . import index_math as im
 REDUCE_IDENTITY = {"add": lambda d: False if d.is_bool else 0, "mul": lambda d: True if d.is_bool else 1,
                    "max": lambda d: d.min, "min": lambda d: d.max}
 
+MOVEMENT = frozenset(("reshape", "permute", "expand", "shrink", "flip", "pad", "detach"))
+SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
+
 class Rangeifier:
-  def __init__(self, bufs: dict[int, UOp], force: frozenset = frozenset()):
+  def __init__(self, bufs: dict[int, UOp], force: frozenset = frozenset(), discover: bool = False, outputs: frozenset = frozenset()):
     self.bufs = bufs                      # graph input slot -> kernel-level memref buffer
-    self.force = force                    # reduces known to be materialised: every use loads them
+    self.force = force                    # nodes known to be materialised: every use loads them
     self.axis = 0
     self.memo: dict[tuple, UOp] = {}
     self.loops: list[UOp] = []            # loop ranges of the value being built, outermost first
+    self.root: UOp | None = None          # the node whose store or bufferize is being built
+    self.discover, self.outputs = discover, outputs   # whether `note` decides which shared values to store
+    self.first_root: dict[UOp, UOp | None] = {}       # graph node -> the first root whose kernel needed it
+    self.shared: set[UOp] = set()         # values several kernels need, stored once (see note)
+    self.cheap: set[UOp] = set()          # values several kernels need, recomputed by each
     self.materialised: dict[UOp, UOp] = {}
 
   def new_range(self, size: int, kind: str) -> UOp:
@@ -38,22 +46,22 @@ class Rangeifier:
 
   def store(self, buf: UOp, node: UOp) -> UOp:
     """Compute node over fresh loops and store it to buf; returns the closed (end) token."""
-    saved = self.loops
-    self.loops, idx = self.loop_ranges(node.shape)
+    saved = self.loops, self.root
+    (self.loops, idx), self.root = self.loop_ranges(node.shape), node
     val = self.value(node, tuple(idx), None)
     tok = UOp("store", TOKEN, (UOp("index", ptr_type(node.dtype), (buf, im.linearize(idx, node.shape))), val), loc=node.loc)
     out = UOp("end", TOKEN, (tok, *self.loops), loc=node.loc) if self.loops else tok
-    self.loops = saved
+    self.loops, self.root = saved
     return out
 
   def bufferize(self, node: UOp):
     """(generator, see `value`) The buffer node is materialised into, computed over fresh loops once."""
     if node not in self.materialised:
-      saved = self.loops
-      self.loops, idx = self.loop_ranges(node.shape)
+      saved = self.loops, self.root
+      (self.loops, idx), self.root = self.loop_ranges(node.shape), node
       val = yield (node, tuple(idx), None, True)
       self.materialised[node] = UOp("bufferize", memref_type(node.size, node.dtype), (val, *self.loops), loc=node.loc)
-      self.loops = saved
+      self.loops, self.root = saved
     return self.materialised[node]
 
   def load(self, buf: UOp, node: UOp, idx, gate) -> UOp:
@@ -64,6 +72,7 @@ class Rangeifier:
     """The value of node at idx. `_value` is a generator that yields (node, idx, gate, inline_root) for each operand
     value it needs and is sent the answer: this loop runs them on an explicit stack, so a graph's depth costs heap
     memory, never the C stack."""
+    self.note(node)
     if (v := self.memo.get(key := (node, idx, gate, inline_root))) is not None: return v
     stack, v = [(key, self._value(*key))], None
     while stack:
@@ -72,6 +81,7 @@ class Rangeifier:
       except StopIteration as e:
         stack.pop(); v = self.memo[k] = e.value
         continue
+      self.note(req[0])
       if (v := self.memo.get(req)) is None: stack.append((req, self._value(*req)))
     return v
 
@@ -80,6 +90,7 @@ class Rangeifier:
     sh = s[0].shape if s and s[0].shape is not None else None
     if op == "buffer": return self.load(self.bufs[a["slot"]], u, idx, gate)
     if op == "const": return UOp("const", u.dtype.mlir, (), u.arg)
+    if (u in self.force or u in self.shared) and not inline_root and op not in MOVEMENT: return self.load((yield from self.bufferize(u)), u, idx, gate)
     if op in ("contiguous", "copy") and not inline_root: return self.load((yield from self.bufferize(u)), u, idx, gate)
     if op in ("contiguous", "copy", "detach"): return (yield (s[0], idx, gate, False))
     # assign: the result is the new value; realize() rebinds the target to the buffer it is stored in
@@ -120,6 +131,21 @@ class Rangeifier:
     for x in s: vals.append((yield (x, idx, gate, False)))
     return UOp(op, u.dtype.mlir, tuple(vals), u.arg, u.loc)
 
+  def note(self, u: UOp) -> None:
+    """u's value is needed by the kernel of self.root. A value that a second kernel needs too is stored once instead
+    of recomputed when it costs SHARED_COST ops or more: otherwise a chain like `x = f(x, x.max(1), x.sum(0))` has
+    kernel k recompute every earlier x, and n steps cost O(n^2) ops to compile and to run."""
+    if (first := self.first_root.setdefault(u, self.root)) is self.root or not self.discover or u in self.cheap: return
+    if u.op in MOVEMENT or u.op in ("buffer", "const") or u in self.outputs or u in self.force or u in self.shared: return
+    n, seen, todo = 0, {u}, [u]
+    while todo and n < SHARED_COST:
+      x = todo.pop()
+      n += x.op not in MOVEMENT
+      for s in x.src:
+        if s not in seen and s.op not in ("buffer", "const") and s not in self.materialised and s not in self.shared:
+          seen.add(s); todo.append(s)
+    (self.shared if n >= SHARED_COST else self.cheap).add(u)
+
   def inlinable(self, idx) -> bool:
     """A reduce can stay inline when the loops its indices use are a prefix of the loop nest (no recompute)."""
     used = set()
@@ -135,11 +161,11 @@ def rangeify_func(f: Func) -> Func:
     if r.shape is None: raise PassError(f"uop-rangeify: @{f.name} must return tensors", r.loc)
   in_bufs = {i: UOp("buffer", memref_type(prod(_shape(t)), _dtype(t)), (), attrs(slot=i)) for i, t in enumerate(f.args)}
   outs = [UOp("buffer", memref_type(r.size, r.dtype), (), attrs(slot=len(f.args) + j)) for j, r in enumerate(f.results)]
-  # Whether a reduce is materialised is found while walking its uses; a use met before the one that forces the
+  # Whether a node is materialised is found while walking its uses; a use met before the one that forces the
   # buffer would have inlined (recomputed) it. So walk once to learn the set, then build with it fixed.
-  first = Rangeifier(in_bufs)
-  for b, r in zip(outs, f.results): first.store(b, r)
-  rf = Rangeifier(in_bufs, frozenset(first.materialised))
+  walk = Rangeifier(in_bufs, discover=True, outputs=frozenset(f.results))
+  for b, r in zip(outs, f.results): walk.store(b, r)
+  rf = Rangeifier(in_bufs, frozenset(walk.materialised))
   stores = [rf.store(b, r) for b, r in zip(outs, f.results)]
   return Func(f.name, [b.ty for b in list(in_bufs.values()) + outs], [], [UOp("sink", "()", tuple(stores))],
               {"uop.num_inputs": f"{len(f.args)} : i64", "uop.num_outputs": f"{len(outs)} : i64"})
