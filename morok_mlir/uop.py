@@ -1,6 +1,7 @@
 """UOp: the hash-consed node of the compute graph, as in tinygrad. Passes work on UOp DAGs; MLIR is their text form."""
 from __future__ import annotations
-import re, weakref
+import re, threading, weakref
+from _weakref import _remove_dead_weakref
 from typing import Any
 from .dtype import DType, dtypes
 
@@ -35,10 +36,13 @@ def _parse_type(ty: str) -> tuple[str, tuple[int, ...] | None, DType | None]:
   if ty.startswith("!uop.ptr<"): return "ptr", None, dtypes.from_mlir(ty[9:-1])
   return "scalar", None, dtypes.from_mlir(ty)
 
-# the hash-consing table: a plain dict of weak references (WeakValueDictionary costs ~2x more per node built)
+# the hash-consing table: a plain dict of weak references (WeakValueDictionary costs ~2x more per node built). Safe
+# from any number of threads: an entry is added with setdefault (one atomic step, so two threads never make two
+# UOps for one key), a dead one is removed only while it is still dead, and replacing one whose callback has not run
+# yet takes a lock
 _interned: dict[tuple, weakref.KeyedRef] = {}
-def _forget(r: weakref.KeyedRef) -> None:
-  if _interned.get(r.key) is r: del _interned[r.key]
+_replace_lock = threading.Lock()
+def _forget(r: weakref.KeyedRef) -> None: _remove_dead_weakref(_interned, r.key)
 
 class UOp:
   """One operation: `op` is the `uop` dialect name, `ty` the MLIR type of its result, `arg` its attributes
@@ -51,7 +55,10 @@ class UOp:
     if (r := _interned.get(key)) is not None and (u := r()) is not None and u.src == src: return u
     u = super().__new__(cls)
     u.op, u.ty, u.src, u.arg, u.loc = op, ty, tuple(src), arg, loc
-    _interned[key] = weakref.KeyedRef(u, _forget, key)
+    if (r := _interned.setdefault(key, ref := weakref.KeyedRef(u, _forget, key))) is not ref:   # another thread's, or dead
+      with _replace_lock:
+        if (r := _interned.get(key)) is not None and (v := r()) is not None and v.src == u.src: return v
+        _interned[key] = ref
     return u
   def __reduce__(self): return UOp, (self.op, self.ty, self.src, self.arg, self.loc)
   def __repr__(self): return f"UOp({self.op!r}, {self.ty!r}, {len(self.src)} srcs, arg={self.arg!r})"
