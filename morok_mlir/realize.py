@@ -1,8 +1,9 @@
 """The realize driver: graph-level UOps -> `uop` module -> passes -> kernels -> run.
 
-Input data enters the graph as `buffer` UOps made by `emit.new_buffer`."""
+Input data enters the graph as `buffer` UOps made by `emit.new_buffer`. realize() is safe from any number of Python
+threads: compiles are serialised (MLIR contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import itertools, weakref
+import itertools, threading, weakref
 import numpy as np
 from .uop import UOp, attrs, tensor_type
 from .dtype import dtypes
@@ -21,6 +22,8 @@ PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-optimize"]
 
 class CompileError(RuntimeError):
   """A pass rejected the graph; the message carries MLIR's diagnostics at the user's file:line."""
+
+_compile_lock = threading.RLock()   # one compile at a time: the MLIR contexts (ours, the devices') are not thread-safe
 
 @dataclass
 class ScheduleItem:
@@ -41,10 +44,12 @@ class Schedule:
 
 _ctx = None
 def mlir_context():
+  """The context the `uop` dialect is parsed in; use it holding _compile_lock."""
   global _ctx
-  if _ctx is None:
-    from .dialects import new_context
-    _ctx = new_context()
+  with _compile_lock:
+    if _ctx is None:
+      from .dialects import new_context
+      _ctx = new_context()
   return _ctx
 
 def lower_to_kernels(graph: Func) -> list[Func]:
@@ -52,7 +57,7 @@ def lower_to_kernels(graph: Func) -> list[Func]:
   from mlir import ir
   from .passes.pipeline import run_pipeline
   text = module_text([graph])
-  with mlir_context():
+  with _compile_lock, mlir_context():
     module = ir.Module.parse(text)
     for p in (PIPELINE if DEBUG >= 4 else [",".join(PIPELINE)]):
       try: run_pipeline(module, p)
@@ -98,11 +103,14 @@ def realize(outs: list[UOp], device: str | None = None) -> list[np.ndarray]:
   if device is None:
     from .device import Device
     device = Device.DEFAULT
-  if (sched := _schedule_cache.get((device, key))) is None:
-    t0 = time.perf_counter()
-    sched = _schedule_cache[(device, key)] = compile_schedule(graph_func(key), device)
-    GlobalCounters.compiled += len(sched.items)
-    if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
+  if (sched := _schedule_cache.get(ck := (device, key))) is None:
+    with _compile_lock:
+      if (sched := _schedule_cache.get(ck)) is None:   # another thread may have compiled it while this one waited
+        t0 = time.perf_counter()
+        sched = compile_schedule(graph_func(key), device)
+        _schedule_cache[ck] = sched
+        GlobalCounters.compiled += len(sched.items)
+        if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
   global _alloc
   if _alloc is None:
     from .device import Device

@@ -11,9 +11,11 @@ Public API, shaped like the CPU device's:
   CUDA.allocator.alloc(size, dtype) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf); .copy(dst, src)
   CUDA.synchronize()
   available() -> (bool, reason)             cuda-python importable, cuInit works, at least one device
-Every failing driver call raises CUDAError naming the call (and the kernel, for loads and launches)."""
+Every failing driver call raises CUDAError naming the call (and the kernel, for loads and launches). Threads may share
+the device: launches take their own parameter arrays, the pool and the method cache are locked, and each thread makes
+the device's context current before its first call."""
 from __future__ import annotations
-import ctypes, time
+import ctypes, threading, time
 from collections import OrderedDict
 from dataclasses import dataclass
 import numpy as np
@@ -75,13 +77,16 @@ class CUDAAllocator:
   """Device memory pooled by byte size (Morok's LRU allocator): freed blocks are kept for reuse, and when the device
   runs out of memory the least recently freed ones are released and the allocation retried."""
   POOL_LIMIT = 4 << 30
-  def __init__(self, dev: CUDADevice): self.dev, self.pool, self.pooled = dev, OrderedDict(), 0  # (nbytes, ptr) -> None, LRU order
+  def __init__(self, dev: CUDADevice):
+    self.dev, self.pool, self.pooled = dev, OrderedDict(), 0  # (nbytes, ptr) -> None, LRU order
+    self.lock = threading.RLock()
   def alloc(self, size: int, dtype) -> CUDABuffer:
     dt = to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
     if not isinstance(size, (int, np.integer)) or size < 0: raise ValueError(f"bad buffer size {size!r}")
     nbytes = max(int(size) * dt.itemsize, 1)   # cuMemAlloc(0) is an error
-    for key in reversed(self.pool):
-      if key[0] == nbytes: del self.pool[key]; self.pooled -= nbytes; return CUDABuffer(key[1], int(size), dt, nbytes)
+    with self.lock:
+      for key in reversed(self.pool):
+        if key[0] == nbytes: del self.pool[key]; self.pooled -= nbytes; return CUDABuffer(key[1], int(size), dt, nbytes)
     self.dev.init()
     d = driver()
     try: ptr = check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes})")
@@ -90,15 +95,17 @@ class CUDAAllocator:
       self.release(); ptr = check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes}) after emptying the pool")
     return CUDABuffer(int(ptr), int(size), dt, nbytes)
   def free(self, buf: CUDABuffer) -> None:
-    if self.pooled + buf.nbytes > self.POOL_LIMIT: self.release(self.pooled + buf.nbytes - self.POOL_LIMIT)
-    self.pool[(buf.nbytes, buf.ptr)] = None; self.pooled += buf.nbytes
-    buf.ptr = 0
+    with self.lock:
+      if self.pooled + buf.nbytes > self.POOL_LIMIT: self.release(self.pooled + buf.nbytes - self.POOL_LIMIT)
+      self.pool[(buf.nbytes, buf.ptr)] = None; self.pooled += buf.nbytes
+      buf.ptr = 0
   def release(self, nbytes: int | None = None) -> None:
     """Give pooled blocks back to the driver, least recently used first, until nbytes are freed (all by default)."""
-    while self.pool and (nbytes is None or nbytes > 0):
-      (n, ptr), _ = self.pool.popitem(last=False)
-      check(driver().cuMemFree(ptr), "cuMemFree"); self.pooled -= n
-      if nbytes is not None: nbytes -= n
+    with self.lock:
+      while self.pool and (nbytes is None or nbytes > 0):
+        (n, ptr), _ = self.pool.popitem(last=False)
+        check(driver().cuMemFree(ptr), "cuMemFree"); self.pooled -= n
+        if nbytes is not None: nbytes -= n
   def _host(self, arr: np.ndarray, buf: CUDABuffer, what: str):
     if type(arr) is not np.ndarray or not arr.flags.c_contiguous or arr.nbytes != buf.size * buf.dtype.itemsize:
       raise ValueError(f"{what}: need a C-contiguous array of {buf.size * buf.dtype.itemsize} bytes, got {getattr(arr, 'nbytes', arr)!r}")
@@ -150,14 +157,20 @@ class CUDAProgram:
     d = driver()
     self.module = check(d.cuModuleLoadData(c.ptx.encode() + b"\0"), f"loading kernel {label} (cuModuleLoadData, {c.chip})")
     self.fn = check(d.cuModuleGetFunction(self.module, c.spec.name.encode()), f"kernel {label}: cuModuleGetFunction")
-    n = len(c.spec.args)
-    self._ptrs = (ctypes.c_void_p * max(n, 1))()   # kernel params: void*[] pointing at the pointer values
-    self._params = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(self._ptrs) + i * ctypes.sizeof(ctypes.c_void_p) for i in range(n)])
+    self._free: list = []   # (pointer values, params pointing at them): one pair per concurrent launch
+  def _params(self):
+    n = len(self.spec.args)
+    ptrs = (ctypes.c_void_p * max(n, 1))()   # kernel params: void*[] pointing at the pointer values
+    return ptrs, (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(ptrs) + i * ctypes.sizeof(ctypes.c_void_p) for i in range(n)])
   def launch_ptrs(self, *addrs: int) -> None:
-    self._ptrs[:len(addrs)] = addrs
-    (gx, gy, gz), (lx, ly, lz) = self.spec.global_size, self.spec.local_size
-    check(driver().cuLaunchKernel(self.fn, gx, gy, gz, lx, ly, lz, 0, self.dev.stream, ctypes.addressof(self._params), 0),
-          f"launching kernel {self.label}")
+    try: ptrs, params = a = self._free.pop()
+    except IndexError: ptrs, params = a = self._params()
+    try:
+      ptrs[:len(addrs)] = addrs
+      (gx, gy, gz), (lx, ly, lz) = self.spec.global_size, self.spec.local_size
+      check(driver().cuLaunchKernel(self.fn, gx, gy, gz, lx, ly, lz, 0, self.dev.stream, ctypes.addressof(params), 0),
+            f"launching kernel {self.label}")   # (the driver copies the parameters before it returns)
+    finally: self._free.append(a)
   def __call__(self, *bufs, wait: bool = False) -> float | None:
     """Run on CUDABuffers, or on numpy arrays (staged through device memory). With wait, returns seconds on the GPU."""
     if len(bufs) != len(self.spec.args): raise TypeError(f"{self.label} takes {len(self.spec.args)} buffers, got {len(bufs)}")
@@ -166,6 +179,7 @@ class CUDAProgram:
     for i, (b, (size, dt)) in enumerate(zip(bufs, self.spec.args)):
       bdt = dtypes.from_np(b.dtype) if host else b.dtype
       if bdt != dt or b.size < size: raise ValueError(f"{self.label}: buffer {i} must hold {size} {dt.name}, got {b.size} {bdt.name}")
+    self.dev.current()
     alloc = self.dev.allocator
     dbufs = [alloc.from_numpy(b.reshape(-1)[:size]) for b, (size, _) in zip(bufs, self.spec.args)] if host else list(bufs)
     try:
@@ -186,9 +200,19 @@ class CUDADevice:
     self.ordinal, self.ctx, self.stream, self.chip = ordinal, None, None, None
     self.renderer, self.compiler, self.allocator = CUDARenderer(), CUDACompiler(), CUDAAllocator(self)
     self.method_cache: dict[tuple, CUDAProgram] = {}
+    self.lock, self._tls = threading.RLock(), threading.local()
     self.compile_ms: list[float] = []
+  def current(self) -> None:
+    """Make the device's context current in this thread (a context is current per thread; init made it so in its own)."""
+    if getattr(self._tls, "ctx", None) is not self.ctx or self.ctx is None:
+      self.init()
+      check(driver().cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+      self._tls.ctx = self.ctx
   def init(self) -> None:
     """cuInit, the primary context of the device, a stream, and the chip to compile for. Raises CUDAUnavailable."""
+    if self.ctx is not None: return
+    with self.lock: self._init()
+  def _init(self) -> None:
     if self.ctx is not None: return
     d = driver()
     try:
@@ -210,12 +234,13 @@ class CUDADevice:
     """PTX for one kernel, without a GPU."""
     return self.compiler.compile(self.renderer.render(f), chip).ptx
   def compile(self, f: Func) -> CUDAProgram:
-    self.init()
-    spec = self.renderer.render(f)
-    if (p := self.method_cache.get(key := (spec.src, spec.args, self.chip))) is None:
-      t0 = time.perf_counter()
-      p = self.method_cache[key] = CUDAProgram(self, self.compiler.compile(spec, self.chip), f.name)
-      self.compile_ms.append((time.perf_counter() - t0) * 1e3)
+    self.current()
+    with self.lock:
+      spec = self.renderer.render(f)
+      if (p := self.method_cache.get(key := (spec.src, spec.args, self.chip))) is None:
+        t0 = time.perf_counter()
+        p = self.method_cache[key] = CUDAProgram(self, self.compiler.compile(spec, self.chip), f.name)
+        self.compile_ms.append((time.perf_counter() - t0) * 1e3)
     return p
 
 CUDA = CUDADevice()

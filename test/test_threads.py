@@ -1,0 +1,126 @@
+"""realize() from many Python threads at once: shared programs (argument sets per call), the caches, the allocator's
+pool, the worker pool and the hash-consing table. The harness runs in a subprocess, so a crash is a failure, not the end
+of the test run."""
+import os, subprocess, sys, textwrap, threading, time
+import numpy as np
+import pytest
+from morok_mlir.uop import UOp
+from morok_mlir.device.cpu import CPUAllocator, _Pool
+
+HARNESS = textwrap.dedent("""
+  import sys, threading, numpy as np, faulthandler
+  faulthandler.enable()
+  from morok_mlir import Tensor
+  NT, ITERS = 4, int(sys.argv[1])
+  W = np.random.default_rng(99).standard_normal((96, 128), dtype=np.float32)
+  TW = Tensor(W)     # shared by every thread: its packed B panels are kept by the contraction program
+  errors, runs = [], [0]
+  def check(got, want, what, rtol=1e-5, atol=1e-6):
+    runs[0] += 1
+    if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=atol): errors.append(what)
+  def worker(t):
+    r = np.random.default_rng(t)
+    try:
+      for i in range(ITERS):
+        a = r.random((64, 96), dtype=np.float32)
+        check((Tensor(a) * 2 + 1).numpy(), a * 2 + 1, "elementwise")
+        b = a.reshape(96, 64)    # another schedule, the same flat kernel
+        check((Tensor(b) * 2 + 1).numpy(), b * 2 + 1, "elementwise, another shape")
+        check(Tensor(a).sum(1).numpy(), a.sum(1), "reduce", rtol=1e-4)
+        big = r.random((512, 520), dtype=np.float32)   # threaded over rows
+        check((Tensor(big) * 3 - Tensor(big).exp()).numpy(), big * 3 - np.exp(big), "threaded elementwise", rtol=1e-5)
+        x = r.standard_normal((128, 96), dtype=np.float32)
+        check((Tensor(x) @ TW).numpy(), x @ W, "matmul (contraction, kept B)", rtol=1e-4, atol=1e-4)
+        if i % 4 == t % 4:    # new kernels, compiled while the other threads run theirs
+          n = 1000 + 50 * t + i
+          c = np.arange(n, dtype=np.float32)
+          check((Tensor(c) * 3 - 1).numpy(), c * 3 - 1, f"new kernel {n}")
+    except Exception as e: errors.append(repr(e))
+  ts = [threading.Thread(target=worker, args=(t,)) for t in range(NT)]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  print("RESULT", runs[0], len(errors), sorted(set(errors))[:5])
+""")
+
+def test_threads_share_programs(tmp_path):
+  env = {**os.environ, "MOROK_CACHE_DIR": str(tmp_path), "MOROK_DISK_CACHE": "1", "MOROK_THREADS": "2"}
+  p = subprocess.run([sys.executable, "-c", HARNESS, "12"], env=env, capture_output=True, text=True, timeout=120)
+  out = [l for l in p.stdout.splitlines() if l.startswith("RESULT")]
+  assert p.returncode == 0 and out, f"crashed (rc {p.returncode}):\n{p.stderr[-3000:]}"
+  _, runs, wrong, what = out[0].split(" ", 3)
+  assert int(runs) == 4 * 12 * 5 + 12 and int(wrong) == 0, f"{wrong} of {runs} wrong: {what}"
+
+def test_hash_consing_one_uop_per_key():
+  # two threads building the same node at once must get the same object: equality of UOps is identity
+  old = sys.getswitchinterval()
+  sys.setswitchinterval(1e-6)
+  try:
+    n, got, go = 20000, [None] * 4, threading.Barrier(4)
+    def build(t):
+      go.wait()
+      got[t] = [UOp("const", "f32", (), 0.25 + i) for i in range(n)]   # kept alive: no entry dies meanwhile
+    ts = [threading.Thread(target=build, args=(t,)) for t in range(4)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+  finally: sys.setswitchinterval(old)
+  dups = sum(any(g[i] is not got[0][i] for g in got[1:]) for i in range(n))
+  assert dups == 0, f"{dups} keys got two distinct UOps"
+
+def test_pool_waits_for_its_workers():
+  # a call whose own chunk raises still waits for the chunks it handed out: a worker never outlives the call
+  pool, done = _Pool(2), []
+  def fn(i):
+    if i == 0: raise ValueError("caller's chunk")
+    time.sleep(0.05); done.append(i)
+  with pytest.raises(ValueError): pool.run(fn, [0, 1, 2])
+  assert sorted(done) == [1, 2]
+  out = []
+  pool.run(lambda i: (time.sleep(0.02 * i), out.append(i)), [0, 1, 2])   # and the next call waits for its own
+  assert sorted(out) == [0, 1, 2]
+
+def test_allocator_pool_from_threads():
+  a, old = CPUAllocator(), sys.getswitchinterval()
+  sys.setswitchinterval(1e-6)
+  try:
+    errors = []
+    def churn(t):
+      try:
+        for i in range(1500):
+          arrs = [a.alloc(n, np.float32) for n in (100, 3000, 20000, 100 + t)]
+          for j, x in enumerate(arrs): x[:] = 4 * t + j
+          for j, x in enumerate(arrs):
+            if not (x == 4 * t + j).all(): errors.append("a block handed out twice")
+          for x in arrs[::2]: a.free(x)
+          del arrs, x   # the others return through their finalizers
+      except Exception as e: errors.append(repr(e))
+    ts = [threading.Thread(target=churn, args=(t,)) for t in range(4)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+  finally: sys.setswitchinterval(old)
+  assert not errors, errors[:3]
+  assert a.pooled == sum(k * len(v) for k, v in a.pool.items())
+  assert not a.live
+
+def test_cuda_launches_from_threads(monkeypatch):
+  # each launch passes its own parameter array: a driver that reads them at launch sees every call's own pointers
+  import ctypes
+  from types import SimpleNamespace
+  from morok_mlir.device import cuda
+  seen = []
+  class Driver:
+    def cuLaunchKernel(self, fn, gx, gy, gz, lx, ly, lz, shm, stream, params, extra):
+      pp = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+      seen.append(tuple(ctypes.c_void_p.from_address(pp[i]).value for i in range(2)))
+      return (0,)
+  monkeypatch.setattr(cuda, "_drv", Driver())
+  p = cuda.CUDAProgram.__new__(cuda.CUDAProgram)   # no module to load: just the launch path
+  p.dev, p.fn, p.label, p._free = SimpleNamespace(stream=None), "k", "k", []
+  p.spec = SimpleNamespace(args=((1, None), (1, None)), global_size=(1, 1, 1), local_size=(1, 1, 1))
+  old = sys.getswitchinterval()
+  sys.setswitchinterval(1e-6)
+  try:
+    ts = [threading.Thread(target=lambda t=t: [p.launch_ptrs((2 * t + 1) << 20, (2 * t + 2) << 20) for _ in range(5000)]) for t in range(4)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+  finally: sys.setswitchinterval(old)
+  assert len(seen) == 20000 and set(seen) == {((2 * t + 1) << 20, (2 * t + 2) << 20) for t in range(4)}
