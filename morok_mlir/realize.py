@@ -4,6 +4,7 @@ Input data enters the graph as `buffer` UOps made by `emit.new_buffer`. realize(
 threads: compiles are serialised (MLIR contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
 import itertools, threading, weakref
+from collections import OrderedDict
 import numpy as np
 from .uop import UOp, attrs, tensor_type
 from .dtype import dtypes
@@ -22,6 +23,38 @@ PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-optimize"]
 
 class CompileError(RuntimeError):
   """A pass rejected the graph; the message carries MLIR's diagnostics at the user's file:line."""
+
+# in-memory caches (the schedule cache here, each device's method cache) hold at most this many entries and bytes
+MEM_CACHE_ENTRIES = int(os.environ.get("MOROK_MEM_CACHE_ENTRIES", 1024))
+MEM_CACHE_MB = float(os.environ.get("MOROK_MEM_CACHE_MB", 256))
+
+class LRU(OrderedDict):
+  """A dict that drops its least recently used entries past max_entries entries or max_bytes bytes (size(value) each).
+  A value's size may shrink after it is added (a program moves from its JIT engine to a shared object), never grow: the
+  sizes recorded when added are an upper bound, measured again only when their sum passes max_bytes. get() is
+  lock-free (a hit moves the entry to the end in one atomic step); adding takes a lock, so threads may share it."""
+  def __init__(self, size=lambda v: 0, max_entries: int | None = None, max_mb: float | None = None):
+    super().__init__()
+    self.size, self.lock, self.sizes, self.total = size, threading.Lock(), {}, 0
+    self.max_entries = MEM_CACHE_ENTRIES if max_entries is None else max_entries
+    self.max_bytes = int((MEM_CACHE_MB if max_mb is None else max_mb) * 2**20)
+  def get(self, k, default=None):
+    if (v := OrderedDict.get(self, k)) is None: return default
+    try: self.move_to_end(k)
+    except KeyError: pass   # evicted by another thread just now: v is still good
+    return v
+  def __setitem__(self, k, v) -> None:
+    with self.lock:
+      OrderedDict.__setitem__(self, k, v)
+      self.move_to_end(k)
+      self.total += (n := self.size(v)) - self.sizes.get(k, 0); self.sizes[k] = n
+      if self.total > self.max_bytes:   # measure again (list(): one atomic copy while hits reorder the dict)
+        self.sizes = {k: self.size(v) for k, v in list(self.items())}; self.total = sum(self.sizes.values())
+      while len(self) > self.max_entries or (self.total > self.max_bytes and len(self) > 1):
+        self.total -= self.sizes.pop(self.popitem(last=False)[0], 0)
+  def clear(self) -> None:
+    with self.lock: OrderedDict.clear(self); self.sizes, self.total = {}, 0
+  def nbytes(self) -> int: return sum(map(self.size, list(self.values())))   # measured now
 
 _compile_lock = threading.RLock()   # one compile at a time: the MLIR contexts (ours, the devices') are not thread-safe
 
@@ -42,14 +75,16 @@ class Schedule:
   n_in: int
   n_out: int
 
-_ctx = None
+_ctx, _ctx_uses = None, 0
 def mlir_context():
-  """The context the `uop` dialect is parsed in; use it holding _compile_lock."""
-  global _ctx
+  """The context the `uop` dialect is parsed in (use it holding _compile_lock). A context keeps every type and attribute
+  it ever uniqued (tens of KB per graph) until it dies, so a fresh one replaces it every 64 uses (17 ms)."""
+  global _ctx, _ctx_uses
   with _compile_lock:
-    if _ctx is None:
+    if _ctx is None or _ctx_uses >= 64:
       from .dialects import new_context
-      _ctx = new_context()
+      _ctx, _ctx_uses = new_context(), 0
+    _ctx_uses += 1
   return _ctx
 
 def lower_to_kernels(graph: Func) -> list[Func]:
@@ -77,6 +112,11 @@ def compile_schedule(graph: Func, device: str) -> Schedule:
     items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"]))
   return Schedule(items, [UOp("buffer", t) for t in sched.args], len(graph.args), len(graph.results))
 
+def schedule_nbytes(s: Schedule) -> int:
+  """What a cached schedule keeps alive: its programs (compiled code; shared ones counted in each schedule) and ~4 KB
+  of Python objects (the graph key, items, buffer types)."""
+  return 4096 + sum(getattr(it.program, "nbytes", 0) for it in s.items)
+
 # ---------------------------------------------------------------- realize
 class GlobalCounters:
   """Totals since the last reset (tinygrad's name): kernels run, kernels compiled, time in kernels."""
@@ -86,7 +126,8 @@ class GlobalCounters:
   @classmethod
   def reset(cls): cls.kernel_count, cls.compiled, cls.time_sum_s = 0, 0, 0.0
 
-_schedule_cache: dict[tuple[str, tuple[UOp, ...]], Schedule] = {}
+# the schedules own their programs: an evicted schedule frees the programs no other schedule or method cache holds
+_schedule_cache: dict[tuple[str, tuple[UOp, ...]], Schedule] = LRU(schedule_nbytes)
 _alloc = None
 
 def realize(outs: list[UOp], device: str | None = None) -> list[np.ndarray]:

@@ -1,6 +1,12 @@
-"""The CPU disk cache (device/cpu.py DiskCache): concurrent processes, a warm start without JIT, corrupted files."""
-import glob, hashlib, os, subprocess, sys, textwrap
+"""The CPU disk cache (device/cpu.py DiskCache): concurrent processes, a warm start without JIT, corrupted files, the size
+bound."""
+import glob, hashlib, os, subprocess, sys, textwrap, time
+import numpy as np
 import pytest
+from morok_mlir import Tensor
+from morok_mlir.device.cpu import CPUDevice, CPURenderer, DiskCache
+from morok_mlir.emit import normalize_inputs, graph_func
+from morok_mlir.realize import lower_to_kernels
 
 SCRIPT = textwrap.dedent("""
   import sys, numpy as np
@@ -59,3 +65,33 @@ def test_corrupted_cache_is_rebuilt(tmp_path, damage):
   entries(cache)
   (hits, misses), = run(cache)                # and the rebuilt files are good again
   assert misses == 0 and hits > 0
+
+def spec_of(t: Tensor):
+  key, _ = normalize_inputs([t.uop])
+  f, = [f for f in lower_to_kernels(graph_func(key)) if "uop.schedule" not in f.attrs]
+  return CPURenderer().render(f)
+
+def device(cache: str) -> CPUDevice:
+  dev = CPUDevice()
+  dev.disk.enabled, dev.disk.dir = True, cache
+  return dev
+
+# ---------------------------------------------------------------- the size bound
+def test_size_bound_keeps_recently_used(tmp_path, monkeypatch):
+  cache = str(tmp_path)
+  dev = device(cache)
+  specs = [spec_of(Tensor(np.ones(n, np.float32)) * 2) for n in range(1001, 1009)]
+  dev.build(specs[0]); dev.disk.flush()
+  size = sum(os.path.getsize(os.path.join(cache, f)) for f in os.listdir(cache))
+  dev.disk.max_bytes = int(3.5 * size)   # room for three entries
+  for i, s in enumerate(specs[1:]):
+    time.sleep(0.01)                     # distinct mtimes
+    assert dev.disk.get(dev.disk.key(specs[0])) is not None   # used again: the most recent
+    dev.build(s); dev.disk.flush()
+  files = os.listdir(cache)
+  assert sum(os.path.getsize(os.path.join(cache, f)) for f in files) <= dev.disk.max_bytes
+  kept = {f[:-3] for f in files if f.endswith(".so")}
+  assert kept == {dev.disk.key(s) for s in (specs[0], specs[-2], specs[-1])}, "the least recently used go first"
+  assert all(os.path.exists(os.path.join(cache, k + ".sum")) for k in kept)
+  monkeypatch.setenv("MOROK_CACHE_MAX_MB", "1.5")
+  assert DiskCache().max_bytes == int(1.5 * 2**20)

@@ -18,14 +18,17 @@ Bool buffers are numpy bool arrays (one byte, 0/1); the kernel reads and writes 
 
 Performance pieces: a kernel that uop-optimize marked parallel takes two trailing index arguments (the bounds of its
 outermost loop) and runs in THREADS chunks on a thread pool (ctypes releases the GIL); compiled kernels are kept on disk
-as shared objects (DiskCache), so a new process does not JIT them again; the allocator recycles buffers when their
-last array dies, so a repeated realize does not page-fault fresh memory."""
+as shared objects (DiskCache), so a new process does not JIT them again, and a JIT-compiled kernel moves onto its
+shared object once that is linked (an ExecutionEngine holds ~1 MB, a loaded object a few pages); the allocator recycles
+buffers when their last array dies, so a repeated realize does not page-fault fresh memory. The method cache is an LRU
+(realize.LRU: MOROK_MEM_CACHE_ENTRIES, MOROK_MEM_CACHE_MB)."""
 from __future__ import annotations
-import atexit, ctypes, ctypes.util, hashlib, mmap, os, re, subprocess, tempfile, threading, time, weakref
+import _ctypes, atexit, ctypes, ctypes.util, hashlib, itertools, mmap, os, re, shutil, subprocess, tempfile, threading, time, weakref
 from dataclasses import dataclass
 import numpy as np
 from ..bridge import Func
 from ..dtype import DType, dtypes, to_dtype
+from ..realize import LRU
 
 LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
                  "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
@@ -91,11 +94,14 @@ class CPURenderer:
                        tuple(phases) if len(phases) > 1 else (), tuple(scratch),
                        out_align(f), tuple(reuse))
 
-_ctx = None
+_ctx, _ctx_uses = None, 0
 def _context():
-  global _ctx
+  """The context upstream MLIR is parsed in (use it holding _lock). A context keeps every type and attribute it ever
+  uniqued (tens of KB per kernel) until it dies, so a fresh one replaces it every 128 uses (26 ms)."""
+  global _ctx, _ctx_uses
   from mlir import ir
-  if _ctx is None: _ctx = ir.Context()
+  if _ctx is None or _ctx_uses >= 128: _ctx, _ctx_uses = ir.Context(), 0
+  _ctx_uses += 1
   return _ctx
 
 class CPUCompiler:
@@ -108,56 +114,105 @@ class CPUCompiler:
       PassManager.parse(LLVM_PIPELINE).run(mod.operation)
       return CompiledSpec(spec.name, str(mod), spec)
 
+def _unlink(path: str) -> None:
+  try:
+    if os.path.isdir(path) and not os.path.islink(path): shutil.rmtree(path, ignore_errors=True)
+    else: os.unlink(path)
+  except OSError: pass
+
+_KEYED = re.compile(r"[0-9a-f]{40}[.\w]")
+
 class DiskCache:
-  """Compiled kernels as shared objects in MOROK_CACHE_DIR (default ~/.cache/morok-mlir; MOROK_DISK_CACHE=0 turns it off).
+  """Compiled kernels as shared objects in MOROK_CACHE_DIR (default ~/.cache/morok-mlir; MOROK_DISK_CACHE=0 turns it off),
+  at most MOROK_CACHE_MAX_MB megabytes (default 512): after every 1/16 of that written, the least recently used entries
+  (oldest .so mtime; a hit touches it) are deleted down to the limit, and temporaries an hour old with them.
 
   The key hashes the kernel's lowered IR, the compiler (MLIR version, our LLVM pipeline) and the CPU's features. `<key>.so` sits beside
   `<key>.sum`, its sha256: a file whose digest does not match (truncated, corrupted, half-written) is rebuilt, never
-  loaded. Files are written under temporary names and renamed into place, so concurrent processes see whole files."""
+  loaded. Files are written under temporary names and renamed into place, so concurrent processes see whole files.
+  Every JIT-compiled kernel is linked (on a background thread; a process waits for them at exit) and its program moves
+  onto the loaded object; with the cache off, in a private temporary directory, deleted once loaded."""
   VERSION = "morok-cpu-1"
   def __init__(self):
     self.enabled = os.environ.get("MOROK_DISK_CACHE", "1") != "0"
     self.dir = os.environ.get("MOROK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "morok-mlir")
+    self.max_bytes = int(float(os.environ.get("MOROK_CACHE_MAX_MB", 512)) * 2**20)
     self.pending: list[threading.Thread] = []
     self.hits = self.misses = 0     # verified loads / JIT compiles, for tests and DEBUG
-    self._lock = threading.Lock()
+    self.written, self._lock, self._ids, self._tmpdir = None, threading.Lock(), itertools.count(), None
     atexit.register(self.flush)
   def key(self, spec: ProgramSpec) -> str:
     from importlib.metadata import version
     salt = f"{self.VERSION}|{version('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
     return hashlib.sha256((salt + spec.src).encode()).hexdigest()[:40]
   def get(self, key: str) -> str | None:
-    """Path of a verified shared object for key, or None."""
+    """Path of a verified shared object for key (touched: most recently used), or None."""
     if not self.enabled: return None
     so = os.path.join(self.dir, key + ".so")
     try:
       with open(so, "rb") as f: data = f.read()
       with open(so[:-3] + ".sum") as f: want = f.read().strip()
     except OSError: return None
-    return so if hashlib.sha256(data).hexdigest() == want else None
-  def put(self, key: str, engine) -> None:
-    """Store the engine's object code; linking runs on a background thread (a process waits for it at exit)."""
-    if not self.enabled: return
+    if hashlib.sha256(data).hexdigest() != want: return None
+    try: os.utime(so)
+    except OSError: pass   # a read-only cache is still a cache
+    return so
+  def put(self, key: str, p: CPUProgram) -> None:
+    """Store the JIT-compiled program's object code, and move the program onto it once linked."""
     try:
-      os.makedirs(self.dir, exist_ok=True)
-      fd, obj = tempfile.mkstemp(".o", key, self.dir); os.close(fd)
-      with _lock: engine.dump_to_object_file(obj)
+      d = self.dir if self.enabled else self._private()
+      os.makedirs(d, exist_ok=True)
+      fd, obj = tempfile.mkstemp(".o", key, d); os.close(fd)
+      with _lock: p._code.engine.dump_to_object_file(obj)
     except OSError: return
-    t = threading.Thread(target=self._link, args=(key, obj), daemon=True); t.start()
+    t = threading.Thread(target=self._link, args=(key, obj, d, weakref.ref(p)), daemon=True); t.start()
     with self._lock: self.pending = [x for x in self.pending if x.is_alive()] + [t]
-  def _link(self, key: str, obj: str) -> None:
-    so = os.path.join(self.dir, key + ".so")
-    tmp = f"{so}.{os.getpid()}.{threading.get_ident()}"
+  def _private(self) -> str:
+    with self._lock:
+      if self._tmpdir is None:
+        self._tmpdir = tempfile.mkdtemp(prefix="morok-")
+        atexit.register(shutil.rmtree, self._tmpdir, True)
+    return self._tmpdir
+  def _link(self, key: str, obj: str, d: str, prog: weakref.ref) -> None:
+    so = os.path.join(d, key + ".so")
+    tmp = f"{so}.{os.getpid()}.{next(self._ids)}.tmp"   # unique: the loader takes an already loaded path for the same file
     try:
       if subprocess.run(["cc", "-shared", "-o", tmp, obj, "-lm"], capture_output=True).returncode: return
-      with open(tmp, "rb") as f: digest = hashlib.sha256(f.read()).hexdigest()
-      with open(tmp + ".sum", "w") as f: f.write(digest)
+      with open(tmp, "rb") as f: data = f.read()
+      with open(tmp + ".sum", "w") as f: f.write(hashlib.sha256(data).hexdigest())
+      if (p := prog()) is not None:
+        try: p._load(tmp)
+        except (OSError, AttributeError, RuntimeError): pass   # it keeps its engine
+      if not self.enabled: return
       os.replace(tmp, so); os.replace(tmp + ".sum", so[:-3] + ".sum")
+      with self._lock:   # (written is None until the first check of this process)
+        due = self.written is None or self.written + len(data) >= self.max_bytes // 16
+        self.written = 0 if due else self.written + len(data)
+      if due: self.prune()
     except OSError: pass
     finally:
       for p in (obj, tmp, tmp + ".sum"):
         try: os.unlink(p)
         except OSError: pass
+  def prune(self) -> None:
+    """Delete the least recently used entries until the cache holds at most max_bytes, and temporaries an hour old.
+    Only our files are touched (named by a key: 40 hex digits), whatever else shares the directory."""
+    try: names = os.listdir(self.dir)
+    except OSError: return
+    ents, total, now = [], 0, time.time()
+    for f in names:
+      if not _KEYED.match(f): continue
+      path = os.path.join(self.dir, f)
+      try: st = os.lstat(path)
+      except OSError: continue
+      if f.endswith(".so"):
+        try: n = st.st_size + os.lstat(path[:-3] + ".sum").st_size
+        except OSError: n = st.st_size
+        ents.append((st.st_mtime, path, n)); total += n
+      elif now - st.st_mtime > 3600 and not (f.endswith(".sum") and f[:-4] + ".so" in names): _unlink(path)
+    for _, path, n in sorted(ents):
+      if total <= self.max_bytes: break
+      _unlink(path); _unlink(path[:-3] + ".sum"); total -= n
   def flush(self):
     with self._lock: ts, self.pending = self.pending, []
     for t in ts: t.join()
@@ -211,17 +266,26 @@ def chunks(n: int, parts: int, grain: int) -> list[tuple[int, int]]:
   cuts = [min(n, (blocks * i // parts) * grain) for i in range(parts + 1)]
   return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
+ENGINE_BYTES = 1 << 20   # what an ExecutionEngine holds (its own LLJIT, target machine, code pages): ~1 MB, measured
+
 class _Code:
-  """Where a program's entry points live: a JIT engine or a shared object from the disk cache (kept alive here)."""
+  """Where a program's entry points live: a JIT engine, or a loaded shared object that is closed when the last user
+  (a program, or an argument set of a call in flight) lets go of it."""
+  handle = None
   def __init__(self, entries: list[str], engine=None, lib: str | None = None):
     if lib is not None:
-      self.lib = ctypes.CDLL(lib)
-      addrs = [ctypes.cast(getattr(self.lib, f"_mlir_{e}"), ctypes.c_void_p).value for e in entries]
+      h = ctypes.CDLL(lib)   # ctypes never closes it: __del__ does
+      self.handle, self.nbytes = h._handle, os.path.getsize(lib)
+      addrs = [ctypes.cast(getattr(h, f"_mlir_{e}"), ctypes.c_void_p).value for e in entries]
     else:
-      self.engine = engine
+      self.engine, self.nbytes = engine, ENGINE_BYTES
       addrs = [engine.raw_lookup(e) for e in entries]   # packed wrappers: void _mlir_<name>(void **args)
     if not all(addrs): raise RuntimeError(f"lookup of {entries} failed")
     self.fns = [ctypes.CFUNCTYPE(None, ctypes.c_void_p)(a) for a in addrs]
+  def __del__(self):
+    if self.handle is not None:
+      try: _ctypes.dlclose(self.handle)
+      except Exception: pass
 
 class _Args:
   """One call's argument arrays: the buffer pointers, each phase's packs (chunk bounds) and its scratch buffers."""
@@ -230,9 +294,10 @@ class _Args:
     self.code, self.ptrs, self.phases, self.scratch, self.keep = code, ptrs, phases, scratch, keep
 
 class CPUProgram:
-  """A compiled kernel: its code (a JIT engine or a shared object from the disk cache) and argument sets. Re-entrant:
-  a call takes an argument set from a free list and puts it back (one pop and one append, atomic under the GIL), so
-  threads never share one."""
+  """A compiled kernel: its code (a JIT engine, or a shared object from the disk cache, which a JIT-compiled program
+  moves onto once linked) and argument sets. Re-entrant: a call takes an argument set from a free list and puts it
+  back (one pop and one append, atomic under the GIL), so threads never share one; a set made for the engine is dropped
+  on return once the program has moved, and the engine is freed when the last such set goes."""
   def __init__(self, c: CompiledSpec | None = None, spec: ProgramSpec | None = None, lib: str | None = None):
     self.spec = spec = c.spec if c is not None else spec
     self.name = spec.name
@@ -248,6 +313,13 @@ class CPUProgram:
     self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # input UOp -> {scratch: array it filled}
     self._kept_lock = threading.Lock()
   KEEP = 4                       # inputs whose reusable phase results a program keeps (oldest dropped first)
+  @property
+  def nbytes(self) -> int:
+    """What the program holds: code, its lowered text, one argument set's scratch buffers."""
+    return self._code.nbytes + len(self.spec.src) + 4 * sum(self.spec.scratch)
+  def _load(self, lib: str) -> None:
+    """Move onto the shared object lib (the same code as the engine's): calls in flight finish on the engine."""
+    self._code, self._free = _Code([e for e, _ in self._entries], lib=lib), []
   def _argset(self) -> _Args:
     code, spec = self._code, self.spec
     n, ns = len(spec.args), len(spec.args) + len(spec.scratch)
@@ -278,7 +350,7 @@ class CPUProgram:
     finally:
       if scratch:
         for s in scratch: a.ptrs[len(addrs) + s] = a.scratch[s].ctypes.data   # no pointer outlives this call
-      self._free.append(a)
+      if a.code is self._code: self._free.append(a)
   def call_arrays(self, bufs: list[np.ndarray], inputs: list | None = None) -> None:
     """The realize driver's path: arrays it allocated or took from Tensors, already of the right dtype and size;
     inputs[i] is the input UOp whose (immutable) contents bufs[i] holds, or None. A phase that only repacks an input
@@ -363,7 +435,8 @@ class CPUDevice:
   def __init__(self):
     self.renderer, self.compiler, self.runtime, self.allocator = CPURenderer(), CPUCompiler(), CPUProgram, CPUAllocator()
     self.disk = DiskCache()
-    self.method_cache: dict[tuple, CPUProgram] = {}
+    # an evicted program lives on while a cached schedule holds it: the schedule cache is bounded in bytes of programs too
+    self.method_cache: LRU = LRU(lambda p: p.nbytes)
     self.lock = threading.RLock()       # one compile at a time (and the method cache's compound get-or-build)
     self.compile_ms: list[float] = []   # per compiled kernel (cache misses), for DEBUG output and benchmarks
   def compile(self, f: Func) -> CPUProgram:
@@ -383,7 +456,7 @@ class CPUDevice:
         return p
       except (OSError, AttributeError, RuntimeError): pass  # unloadable: rebuild it
     p = self.runtime(self.compiler.compile(spec)); self.disk.misses += 1
-    self.disk.put(key, p._code.engine)
+    self.disk.put(key, p)
     return p
 
 CPU = CPUDevice()

@@ -12,8 +12,8 @@ Public API, shaped like the CPU device's:
   CUDA.synchronize()
   available() -> (bool, reason)             cuda-python importable, cuInit works, at least one device
 Every failing driver call raises CUDAError naming the call (and the kernel, for loads and launches). Threads may share
-the device: launches take their own parameter arrays, the pool and the method cache are locked, and each thread makes
-the device's context current before its first call."""
+the device: launches take their own parameter arrays, the pool and the method cache (an LRU) are locked, and each
+thread makes the device's context current before its first call."""
 from __future__ import annotations
 import ctypes, threading, time
 from collections import OrderedDict
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from ..bridge import Func
 from ..dtype import DType, dtypes, to_dtype
+from ..realize import LRU
 from .cpu import _arg, stored_slots
 from .ptx import CHIPS, ptx_for
 
@@ -157,7 +158,11 @@ class CUDAProgram:
     d = driver()
     self.module = check(d.cuModuleLoadData(c.ptx.encode() + b"\0"), f"loading kernel {label} (cuModuleLoadData, {c.chip})")
     self.fn = check(d.cuModuleGetFunction(self.module, c.spec.name.encode()), f"kernel {label}: cuModuleGetFunction")
+    self.nbytes = len(c.ptx) + len(c.spec.src)   # the loaded module is of the order of its PTX
     self._free: list = []   # (pointer values, params pointing at them): one pair per concurrent launch
+  def __del__(self):   # evicted from every cache: its launches finish, then the module goes
+    try: self.dev.synchronize(); driver().cuModuleUnload(self.module)
+    except Exception: pass   # the driver is gone (interpreter exit) or never had it
   def _params(self):
     n = len(self.spec.args)
     ptrs = (ctypes.c_void_p * max(n, 1))()   # kernel params: void*[] pointing at the pointer values
@@ -199,7 +204,7 @@ class CUDADevice:
   def __init__(self, ordinal: int = 0):
     self.ordinal, self.ctx, self.stream, self.chip = ordinal, None, None, None
     self.renderer, self.compiler, self.allocator = CUDARenderer(), CUDACompiler(), CUDAAllocator(self)
-    self.method_cache: dict[tuple, CUDAProgram] = {}
+    self.method_cache: LRU = LRU(lambda p: p.nbytes)
     self.lock, self._tls = threading.RLock(), threading.local()
     self.compile_ms: list[float] = []
   def current(self) -> None:
