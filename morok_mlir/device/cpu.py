@@ -23,7 +23,7 @@ shared object once that is linked (an ExecutionEngine holds ~1 MB, a loaded obje
 buffers when their last array dies, so a repeated realize does not page-fault fresh memory. The method cache is an LRU
 (realize.LRU: MOROK_MEM_CACHE_ENTRIES, MOROK_MEM_CACHE_MB)."""
 from __future__ import annotations
-import _ctypes, atexit, ctypes, ctypes.util, hashlib, itertools, mmap, os, re, shutil, subprocess, tempfile, threading, time, weakref
+import _ctypes, atexit, ctypes, ctypes.util, hashlib, itertools, mmap, os, re, shutil, stat, subprocess, tempfile, threading, time, weakref
 from dataclasses import dataclass
 import numpy as np
 from ..bridge import Func
@@ -114,6 +114,15 @@ class CPUCompiler:
       PassManager.parse(LLVM_PIPELINE).run(mod.operation)
       return CompiledSpec(spec.name, str(mod), spec)
 
+def _read(path: str, limit: int = 1 << 26) -> bytes:
+  """A regular file's bytes; anything else (a directory, a FIFO, too big, unreadable) raises OSError."""
+  fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+  try:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit: raise OSError(f"{path}: not a cache file")
+    with open(fd, "rb", closefd=False) as f: return f.read()
+  finally: os.close(fd)
+
 def _unlink(path: str) -> None:
   try:
     if os.path.isdir(path) and not os.path.islink(path): shutil.rmtree(path, ignore_errors=True)
@@ -127,12 +136,14 @@ class DiskCache:
   at most MOROK_CACHE_MAX_MB megabytes (default 512): after every 1/16 of that written, the least recently used entries
   (oldest .so mtime; a hit touches it) are deleted down to the limit, and temporaries an hour old with them.
 
-  The key hashes the kernel's lowered IR, the compiler (MLIR version, our LLVM pipeline) and the CPU's features. `<key>.so` sits beside
-  `<key>.sum`, its sha256: a file whose digest does not match (truncated, corrupted, half-written) is rebuilt, never
-  loaded. Files are written under temporary names and renamed into place, so concurrent processes see whole files.
+  The key hashes the kernel's lowered IR, the compiler (MLIR version, our LLVM pipeline) and the CPU's features. `<key>.so`
+  sits beside `<key>.sum`, the sha256 of the key and the .so's bytes (read as bytes), so an entry proves it belongs to its
+  key: a damaged one of any kind (truncated, empty, garbage, swapped with another key's, a directory, unreadable, an
+  object that does not load or lacks the entry points) is rebuilt and replaced, never loaded and never an error. Files are
+  written under temporary names and renamed into place, so concurrent processes see whole files.
   Every JIT-compiled kernel is linked (on a background thread; a process waits for them at exit) and its program moves
   onto the loaded object; with the cache off, in a private temporary directory, deleted once loaded."""
-  VERSION = "morok-cpu-1"
+  VERSION = "morok-cpu-2"
   def __init__(self):
     self.enabled = os.environ.get("MOROK_DISK_CACHE", "1") != "0"
     self.dir = os.environ.get("MOROK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "morok-mlir")
@@ -145,15 +156,15 @@ class DiskCache:
     from importlib.metadata import version
     salt = f"{self.VERSION}|{version('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
     return hashlib.sha256((salt + spec.src).encode()).hexdigest()[:40]
+  @staticmethod
+  def digest(key: str, data: bytes) -> bytes: return hashlib.sha256(key.encode() + b"\0" + data).hexdigest().encode()
   def get(self, key: str) -> str | None:
     """Path of a verified shared object for key (touched: most recently used), or None."""
     if not self.enabled: return None
     so = os.path.join(self.dir, key + ".so")
     try:
-      with open(so, "rb") as f: data = f.read()
-      with open(so[:-3] + ".sum") as f: want = f.read().strip()
-    except OSError: return None
-    if hashlib.sha256(data).hexdigest() != want: return None
+      if _read(so[:-3] + ".sum", 4096).strip() != self.digest(key, _read(so)): return None
+    except (OSError, ValueError): return None
     try: os.utime(so)
     except OSError: pass   # a read-only cache is still a cache
     return so
@@ -179,11 +190,13 @@ class DiskCache:
     try:
       if subprocess.run(["cc", "-shared", "-o", tmp, obj, "-lm"], capture_output=True).returncode: return
       with open(tmp, "rb") as f: data = f.read()
-      with open(tmp + ".sum", "w") as f: f.write(hashlib.sha256(data).hexdigest())
+      with open(tmp + ".sum", "wb") as f: f.write(self.digest(key, data))
       if (p := prog()) is not None:
         try: p._load(tmp)
         except (OSError, AttributeError, RuntimeError): pass   # it keeps its engine
       if not self.enabled: return
+      for dst in (so, so[:-3] + ".sum"):   # a directory where an entry belongs is damage too
+        if os.path.isdir(dst) and not os.path.islink(dst): shutil.rmtree(dst, ignore_errors=True)
       os.replace(tmp, so); os.replace(tmp + ".sum", so[:-3] + ".sum")
       with self._lock:   # (written is None until the first check of this process)
         due = self.written is None or self.written + len(data) >= self.max_bytes // 16
@@ -454,7 +467,7 @@ class CPUDevice:
       try:
         p = self.runtime(spec=spec, lib=so); self.disk.hits += 1
         return p
-      except (OSError, AttributeError, RuntimeError): pass  # unloadable: rebuild it
+      except (OSError, AttributeError, RuntimeError, ValueError): pass  # unloadable, or lacks an entry point: rebuild it
     p = self.runtime(self.compiler.compile(spec)); self.disk.misses += 1
     self.disk.put(key, p)
     return p
