@@ -130,6 +130,17 @@ class GlobalCounters:
 _schedule_cache: dict[tuple[str, tuple[UOp, ...]], Schedule] = LRU(schedule_nbytes)
 _alloc = None
 
+def _alloc_error(e: Exception, sched: Schedule, outs: list[UOp]) -> MemoryError:
+  """A failed allocation of the schedule's buffers (outputs first) as a MemoryError at the user's line, naming the
+  buffer of the size that failed (the allocator's MemoryError says it) or the largest."""
+  bts = sched.buffer_types[sched.n_in:]
+  sizes = [b.size * b.dtype.itemsize for b in bts]
+  j = sizes.index(e.nbytes) if getattr(e, "nbytes", None) in sizes else sizes.index(max(sizes))
+  what = f"the {outs[j].dtype.name}{list(outs[j].shape)} result" if j < len(outs) else f"an intermediate {bts[j].dtype.name}[{bts[j].size}] buffer"
+  loc = outs[j].loc if j < len(outs) and outs[j].loc else next((o.loc for o in outs if o.loc), None)
+  why = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
+  return MemoryError(f"{loc + ': ' if loc else ''}cannot allocate {sizes[j]} bytes for {what} ({why})")
+
 def realize(outs: list[UOp], device: str | None = None) -> list[np.ndarray]:
   """Compute graph-level UOps on `device` (Device.DEFAULT if None); returns one array per UOp, with its shape and
   dtype. The schedule cache is keyed by device and graph structure."""
@@ -157,7 +168,8 @@ def realize(outs: list[UOp], device: str | None = None) -> list[np.ndarray]:
     from .device import Device
     _alloc = Device["CPU"].allocator  # every buffer here is a host numpy array; a CUDA program stages its own device copies
   alloc, n_in, n_out = _alloc, sched.n_in, sched.n_out
-  bufs = [buffer_data(u).reshape(-1) for u in inputs] + [alloc.alloc(b.size, b.dtype) for b in sched.buffer_types[n_in:]]
+  try: bufs = [buffer_data(u).reshape(-1) for u in inputs] + [alloc.alloc(b.size, b.dtype) for b in sched.buffer_types[n_in:]]
+  except (MemoryError, OSError) as e: raise _alloc_error(e, sched, [outs[i] for i in todo]) from None
   dt_sum = 0.0
   for it in sched.items:
     t0 = time.perf_counter()

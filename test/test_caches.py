@@ -1,6 +1,10 @@
 """The in-memory caches are bounded (realize.LRU: the schedule cache, the CPU method cache), evicted programs free their
 code, and a JIT-compiled kernel does not keep its ~1 MB ExecutionEngine: it moves onto its shared object."""
 import os, subprocess, sys, textwrap, threading
+import numpy as np
+import pytest
+from morok_mlir import Tensor
+from morok_mlir.device.cpu import CPU
 from morok_mlir.realize import LRU
 
 SCRIPT = textwrap.dedent("""
@@ -66,3 +70,12 @@ def test_lru_from_threads():
     for t in ts: t.join()
   finally: sys.setswitchinterval(old)
   assert not errors and len(c) <= 50
+
+def test_failed_allocation_is_memory_error_at_users_line(monkeypatch):
+  with pytest.raises(MemoryError) as e: CPU.allocator.alloc(2**48, np.float32)   # 1 PiB: more than any address space
+  assert e.value.nbytes == 2**50 and f"cannot allocate {2**50} bytes" in str(e.value)
+  def refuse(size, dtype): raise OSError(12, "Cannot allocate memory")   # what mmap says
+  monkeypatch.setattr(CPU.allocator, "alloc", refuse)
+  t = Tensor(np.ones((30, 100), np.float32)) * 2; line = sys._getframe().f_lineno
+  with pytest.raises(MemoryError, match=rf"test_caches.py:{line}\b.*: cannot allocate 12000 bytes for the float32\[30, 100\] result \(Cannot"):
+    t.numpy()

@@ -399,13 +399,19 @@ class CPUAllocator:
   viewing it dies (arrays are made from a memoryview whose finalizer recycles the block), so realizing the same
   graph again reuses its memory instead of page-faulting fresh pages. Large blocks ask for transparent huge pages.
   The pool is shared by threads under a lock (reentrant: a finalizer may run inside alloc); arrays under TINY bytes
-  never touch it."""
+  never touch it. An allocation the system refuses is a MemoryError with .nbytes and the system's .reason."""
   ALIGN, POOL_LIMIT, HUGE, SMALL, TINY = 64, 1 << 30, 1 << 21, 1 << 16, 256
   def __init__(self):
     self.pool: dict[int, list] = {}; self.pooled = 0
     self.live: dict[int, weakref.finalize] = {}   # data address -> the finalizer that recycles its block
     self.lock = threading.RLock()
   def _block(self, nbytes: int):
+    try: return self._new_block(nbytes)
+    except (OSError, MemoryError, ValueError, OverflowError) as e:
+      err = MemoryError(f"cannot allocate {nbytes} bytes ({getattr(e, 'strerror', None) or e})")
+      err.nbytes, err.reason = nbytes, getattr(e, "strerror", None) or str(e)
+      raise err from None
+  def _new_block(self, nbytes: int):
     if nbytes >= self.HUGE:
       m = mmap.mmap(-1, nbytes)
       try: m.madvise(mmap.MADV_HUGEPAGE)
