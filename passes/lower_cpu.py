@@ -176,9 +176,16 @@ class Lowerer:
 
   # -- placement
   def rs(self, u: UOp) -> frozenset:
-    """The open ranges u depends on: those of its sources, plus itself for a range, minus those a reduce/end closes."""
-    for x in u.toposort if u not in self.ranges else ():
+    """The open ranges u depends on: those of its sources, plus itself for a range, minus those a reduce/end closes.
+    Only nodes not seen yet are walked (nodes built later, such as upcast lanes, reuse what is known below them)."""
+    if (known := self.ranges.get(u)) is not None: return known
+    stack = [(u, False)]
+    while stack:
+      x, post = stack.pop()
       if x in self.ranges: continue
+      if not post:
+        stack.append((x, True)); stack.extend((s, False) for s in x.src if s not in self.ranges)
+        continue
       rs = frozenset().union(*(self.ranges[s] for s in x.src))
       if x.op == "range": rs |= {x}
       if x.op in ("reduce", "end"):

@@ -1,7 +1,6 @@
 """The pass registry. MLIR cannot register Python passes by name, so we keep our own table and split a pipeline
 string between our passes and upstream ones (see `pipeline.py`)."""
 from __future__ import annotations
-import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -21,9 +20,6 @@ class PassInfo:
 
 PASSES: dict[str, PassInfo] = {}
 
-# Passes recurse along the graph's depth (a chain of 10k elementwise ops is a real model's loop). Python 3.11+
-# keeps pure-Python recursion off the C stack, so a high limit is safe.
-sys.setrecursionlimit(max(sys.getrecursionlimit(), 200_000))
 
 class PassError(Exception):
   """A pass could not do its work; loc is the user's file:line of the offending op."""
