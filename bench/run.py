@@ -199,18 +199,32 @@ def mlp(x, w1, b1, w2, b2): return ((x @ w1 + b1).relu() @ w2 + b2).log_softmax(
 Ts = [Tensor(np.ones(s, np.float32)) for s in {shapes!r}]
 t1 = time.perf_counter(); mlp(*Ts).numpy(); t2 = time.perf_counter()
 print(t2 - t1, t2 - t0)"""
+# n steps of a reduce-fed update: 2n kernels, each needing the x of the step before
+CHAIN_SRC = """import sys, time
+sys.path.insert(0, {root!r})
+import numpy as np
+from morok_mlir import Tensor
+x = Tensor(np.ones((8, 8), np.float32))
+for _ in range({n}): x = x - x.max(1, keepdim=True) * 0.5 + x.sum(0, keepdim=True) * 0.001
+t1 = time.perf_counter(); x.numpy(); print(time.perf_counter() - t1, 0)"""
+def fresh_process(src: str, cache_dir: str) -> tuple[float, float]:
+  """The two numbers src prints, run in a new process with the disk cache in cache_dir."""
+  r = subprocess.run([sys.executable, "-c", src], env={**os.environ, "MOROK_CACHE_DIR": cache_dir}, capture_output=True, text=True)
+  if r.returncode: raise RuntimeError(r.stderr)
+  a, b = map(float, r.stdout.split())
+  return a, b
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def compile_times() -> list[tuple[str, float, float]]:
   """First realize of the MLP in a fresh process: with an empty disk cache, then again with the cache it left."""
   import tempfile
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  out = []
   with tempfile.TemporaryDirectory() as d:
-    for label in ("cold (empty disk cache)", "warm disk cache"):
-      env = {**os.environ, "MOROK_CACHE_DIR": d}
-      r = subprocess.run([sys.executable, "-c", COMPILE_SRC.format(root=root, shapes=MLP_SHAPES)], env=env, capture_output=True, text=True)
-      if r.returncode: raise RuntimeError(r.stderr)
-      first, total = map(float, r.stdout.split())
-      out.append((label, first, total))
+    return [(label, *fresh_process(COMPILE_SRC.format(root=ROOT, shapes=MLP_SHAPES), d)) for label in ("cold (empty disk cache)", "warm disk cache")]
+def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float]]:
+  """Realize of the n-step chain in a fresh process with an empty disk cache, against n (compile time is linear in n)."""
+  import tempfile
+  out = []
+  for n in ns:
+    with tempfile.TemporaryDirectory() as d: out.append((n, fresh_process(CHAIN_SRC.format(root=ROOT, n=n), d)[0]))
   return out
 
 WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
@@ -245,6 +259,9 @@ def main(names):
   if "compile" in names:
     print("\nh. compile time, first realize of the MLP (f) in a new process (s): first realize / whole process")
     for label, first, total in compile_times(): print(f"  {label:<26} {first:6.3f} / {total:6.3f}")
+    print("\ni. compile time against graph size: n steps of x = x - x.max(1)*0.5 + x.sum(0)*0.001 on 8x8 (2n kernels), "
+          "first realize in a new process, empty disk cache (s)")
+    for n, t in chain_compile_times(): print(f"  n = {n:<4} {t:6.2f}")
   print(f"\nratios are numpy or torch time / morok time (> 1: morok is faster); load average at the end {os.getloadavg()[0]:.2f}")
 
 def _cpu_name():

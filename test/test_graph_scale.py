@@ -1,0 +1,54 @@
+"""Deep, wide and long graphs: depth costs heap memory, never the C stack, and compile work grows linearly with the graph.
+
+These guard against regressions that only show at scale: a recursive walk that overflows the C stack (a segfault), a
+pass that substitutes over the whole graph per kernel, a fusion choice that recomputes a growing prefix in every kernel."""
+import os, subprocess, sys
+import numpy as np
+import pytest
+from morok_mlir import Tensor
+from morok_mlir.emit import normalize_inputs, graph_func
+from morok_mlir.realize import lower_to_kernels
+
+def _chain(x: Tensor, n: int) -> Tensor:
+  for _ in range(n): x = x - x.max(1, keepdim=True) * 0.5 + x.sum(0, keepdim=True) * 0.001
+  return x
+
+def _kernels(t: Tensor):
+  return [f for f in lower_to_kernels(graph_func(normalize_inputs([t.uop])[0])) if f.name != "schedule"]
+
+def test_chain_of_reduces_compiles_linearly():
+  """Kernel k used to inline every earlier step of the chain (O(n^2) ops in all), and kernel-split substituted over the
+  whole graph once per kernel. Now each step's x is stored once, so the ops per kernel stay bounded and the kernels of
+  every step after the first few are the same IR (the method cache compiles each once)."""
+  x = Tensor(np.random.default_rng(0).random((8, 8), dtype=np.float32))
+  small, big = _kernels(_chain(x, 10)), _kernels(_chain(x, 40))
+  ops = lambda ks: sum(len(f.roots[0].toposort) for f in ks)
+  assert len(big) <= 4.5 * len(small)
+  assert ops(big) <= 4.5 * ops(small), (ops(small), ops(big))
+  assert max(len(f.roots[0].toposort) for f in big) <= max(len(f.roots[0].toposort) for f in small)
+
+def test_chain_of_reduces_values():
+  rng = np.random.default_rng(1)
+  a = rng.random((8, 8), dtype=np.float32)
+  x, ref = Tensor(a), a.astype(np.float64)
+  for _ in range(30): ref = ref - ref.max(1, keepdims=True) * 0.5 + ref.sum(0, keepdims=True) * 0.001
+  np.testing.assert_allclose(_chain(x, 30).numpy(), ref, rtol=1e-5, atol=1e-5)
+
+def test_shared_value_stored_once_not_for_cheap_values():
+  """A cheap value two kernels need is recomputed by each (fusion), not stored: softmax stays one kernel."""
+  x = Tensor(np.random.default_rng(2).random((4, 16), dtype=np.float32))
+  assert len(_kernels(x.softmax(1))) == 1
+  assert len(_kernels(x - x.max(1, keepdim=True))) == 1
+
+@pytest.mark.parametrize("lower,n", [("uop-lower-cpu", 20_000), ("uop-lower-gpu", 5_000)])
+def test_morok_opt_deep_file(tmp_path, lower, n):
+  """A chain of n ops through the whole pipeline: the passes used to overflow the C stack (SIGSEGV), and the GPU
+  lowering toposorted the whole chain below every upcast lane it built (O(n^2))."""
+  lines = ["func.func @graph(%arg0: tensor<64xf32>) -> tensor<64xf32> {", '  %c = "uop.const"() {value = 1.5 : f32} : () -> tensor<64xf32>']
+  lines += [f'  %v{i} = "uop.{"add" if i % 2 else "mul"}"({f"%v{i - 1}" if i else "%arg0"}, %c) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>'
+            for i in range(n)]
+  (tmp_path / "deep.mlir").write_text("\n".join(lines + [f"  return %v{n - 1} : tensor<64xf32>", "}"]) + "\n")
+  r = subprocess.run([sys.executable, "-m", "morok_mlir.cli", str(tmp_path / "deep.mlir"), "-p",
+                      f"uop-rangeify,uop-simplify,uop-kernel-split,uop-optimize,{lower}"], capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert r.stdout.count("arith.mulf") >= n // 2
