@@ -63,10 +63,12 @@ class dtypes:
 
   @staticmethod
   def from_np(t) -> DType:
-    t = np.dtype(t).type
-    for d in dtypes.all:
-      if d.np is t: return d
-    raise TypeError(f"unsupported numpy dtype {np.dtype(t)}")
+    """The dtype of a numpy dtype, by kind and size: np.longlong is int64 and '>f4' is float32 (new_buffer makes the
+    bytes native). Complex, object, str, datetime, structured and longdouble are not supported."""
+    t = np.dtype(t)
+    if (d := _NP.get((t.kind, t.itemsize))) is None or t.fields is not None or t.shape:
+      raise TypeError(f"unsupported numpy dtype {t} (supported: {', '.join(d.name for d in dtypes.all)})")
+    return d
   @staticmethod
   def from_mlir(s: str) -> DType:
     for d in dtypes.all + (dtypes.index,):
@@ -78,6 +80,8 @@ class dtypes:
     if isinstance(x, (int, np.integer)): return dtypes.default_int if not isinstance(x, np.integer) else dtypes.from_np(type(x))
     if isinstance(x, (float, np.floating)): return dtypes.default_float if not isinstance(x, np.floating) else dtypes.from_np(type(x))
     raise TypeError(f"cannot infer a dtype for {type(x).__name__}")
+
+_NP = {(d.npdt.kind, d.itemsize): d for d in dtypes.all}
 
 # tinygrad's promotion lattice: the least upper bound of two dtypes
 _parents = {dtypes.bool: (dtypes.int8, dtypes.uint8), dtypes.int8: (dtypes.int16,), dtypes.uint8: (dtypes.int16, dtypes.uint16),

@@ -13,11 +13,19 @@ from .bridge import Func
 # ---------------------------------------------------------------- input buffers
 _ids = itertools.count()
 
-def new_buffer(data: np.ndarray, loc: str | None = None, dtype=None) -> UOp:
-  """A graph input holding `data` (any shape; stored C-contiguous; made read-only). The UOp owns the array (its id
-  makes it unique, so no other graph node shares it): the data lives exactly as long as graphs that use it."""
-  if not data.flags.c_contiguous: data = np.require(data, requirements="C")  # unlike ascontiguousarray, keeps 0-d arrays 0-d
-  u = UOp("buffer", tensor_type(data.shape, dtype or dtypes.from_np(data.dtype)), (), (("id", next(_ids)),), loc)
+def new_buffer(data: np.ndarray, loc: str | None = None, dtype=None, copy: bool = False) -> UOp:
+  """A graph input holding `data` (any shape): every array enters a graph here. It is stored C-contiguous in native byte
+  order (kernels read raw memory: big-endian bytes would be other numbers) and made read-only; copy=True copies it
+  even when it is already so (a user's array, which the user may change later). The UOp owns the array (its id makes
+  it unique, so no other graph node shares it): the data lives exactly as long as graphs that use it.
+  dtype: the array's dtype when the caller knows it (realized outputs); else it is checked here, and numpy dtypes
+  that are not supported (complex, object, str, datetime, structured, longdouble) raise TypeError at loc."""
+  if dtype is None:
+    try: dtype = dtypes.from_np(data.dtype)
+    except TypeError as e: raise TypeError(f"{loc or '<unknown>:0:0'}: cannot make a tensor from an array of {e}") from None
+  if copy or data.dtype is not dtype.npdt and data.dtype != dtype.npdt or not data.flags.c_contiguous:
+    data = np.array(data, dtype=dtype.npdt, order="C")   # native order, C-contiguous, 0-d arrays stay 0-d
+  u = UOp("buffer", tensor_type(data.shape, dtype), (), (("id", next(_ids)),), loc)
   data.flags.writeable = False   # contents never change: compiled programs may keep what they derive from them
   u.__dict__["data"] = data
   return u

@@ -56,12 +56,55 @@ def _argfix(*x) -> tuple:
   return tuple(x[0]) if x and isinstance(x[0], (tuple, list)) else x
 
 def _cv(v, dt: DType):
-  """A Python value as a constant of dtype dt (integers wrap at the dtype's width, as a cast would)."""
-  if dt.is_float: return float(np.array(v, dtype=np.float64).astype(dt.np))
+  """A Python or numpy scalar as a constant of dtype dt. Integers wrap at the dtype's width (a cast, as in PyTorch), but
+  a Python int must be a 64-bit integer of dt's signedness (PyTorch's "Overflow when unpacking long"); a float given to
+  an integer dtype must be finite and in its range (as torch.full checks): no other value is silently changed."""
+  if dt.is_float:   # through float64, as numpy converts a Python int
+    try: return float(v) if dt is dtypes.float64 else float(dt.np(float(v)))
+    except OverflowError: _err(OverflowError, f"{v} is out of range for {dt}")
   if dt.is_bool: return bool(v)
-  if isinstance(v, float) and not math.isfinite(v): _err(ValueError, f"cannot convert {v} to {dt}")
+  if isinstance(v, (float, np.floating)):
+    if not math.isfinite(v): _err(ValueError, f"cannot convert {v} to {dt}")
+    if not dt.min <= math.trunc(v) <= dt.max: _err(OverflowError, f"{v} is out of range for {dt}")
+  elif not isinstance(v, np.integer) and not -(1 << 63) <= v < 1 << (64 if dt.is_unsigned else 63):
+    _err(OverflowError, f"Python int {v} is out of range for {dt} (it does not fit a 64-bit {'un' * dt.is_unsigned}signed integer)")
   v, m = int(v) & ((1 << dt.bits) - 1), 1 << dt.bits
   return v - m if not dt.is_unsigned and v >= m >> 1 else v
+
+def _fit_default(v, dt: DType):
+  """A Python int of a tensor whose dtype was inferred (the default int) must fit it: wrapping would be a silent change."""
+  if not dt.min <= v <= dt.max:
+    _err(OverflowError, f"{v} does not fit {dt}, the default int dtype: pass one that holds it (e.g. dtype=dtypes.int64)")
+
+def _from_list(data, dt: DType, inferred: bool) -> np.ndarray:
+  """A (nested) list of Python/numpy scalars and arrays as an array of dtype dt, with _cv's rules for every value."""
+  floats = dt.is_float or not inferred and any(isinstance(x, (float, np.floating)) or isinstance(x, np.ndarray) and x.dtype.kind == "f"
+                                               for x in _flat(data))   # an inferred int dtype means no floats
+  wide = None
+  try:
+    if floats: arr = np.array(data, dtype=np.float64)
+    else:
+      try: arr = np.array(data, dtype=np.int64)
+      except OverflowError: arr, wide = np.array(data, dtype=object), dtypes.uint64 if dt.is_unsigned else dtypes.int64
+  except ValueError as e: _err(ValueError, f"cannot make a tensor from a ragged list ({e})")
+  except OverflowError as e: _err(OverflowError, f"cannot make a tensor from this list ({e})")
+  if wide is not None:   # Python ints past int64: each one checked, then wrapped as a cast does
+    if not all(isinstance(x, (int, np.integer)) for x in arr.flat): _err(ValueError, "cannot make a tensor from a ragged list")
+    if inferred: _fit_default(max(arr.flat, key=abs), dt)
+    arr = np.array([_cv(x, wide) for x in arr.flat], wide.np).reshape(arr.shape)
+  if floats and not (dt.is_float or dt.is_bool) and arr.size:
+    if not np.isfinite(arr).all(): _err(ValueError, f"cannot convert {arr[~np.isfinite(arr)].flat[0]} to {dt}")
+    if not dt.min <= np.trunc(arr.min()) <= np.trunc(arr.max()) <= dt.max:
+      _err(OverflowError, f"values in [{arr.min()}, {arr.max()}] are out of range for {dt}")
+  if inferred and arr.size and dt.is_int: _fit_default(int(arr.min()), dt), _fit_default(int(arr.max()), dt)
+  return arr.astype(dt.np)
+
+def _flat(data):
+  """The leaves of a nested list (in no particular order)."""
+  stack = [data]
+  while stack:
+    if isinstance(x := stack.pop(), (list, tuple)): stack.extend(x)
+    else: yield x
 
 def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   """numpy broadcasting of shapes."""
@@ -93,15 +136,15 @@ def _sum_acc(dt: DType) -> DType:
 
 def _infer(data) -> DType:
   """tinygrad's dtype of a Python (nested) list: all bools -> bool, any float -> float32, else int32."""
-  flat, stack = [], [data]
-  while stack:
-    x = stack.pop()
-    if isinstance(x, (list, tuple)): stack.extend(x)
-    elif isinstance(x, Tensor): flat.append(x.dtype)
-    else: flat.append(dtypes.from_py(x))
+  flat = [x.dtype if isinstance(x, Tensor) else _scalar_dtype(x, "a list holding ") for x in _flat(data)]
   if not flat: return dtypes.default_float
   if all(d.is_bool for d in flat): return dtypes.bool
   return dtypes.default_float if any(d.is_float for d in flat) else dtypes.default_int
+
+def _scalar_dtype(x, what: str = "") -> DType:
+  try: return dtypes.from_py(x)
+  except TypeError: _err(TypeError, f"cannot make a tensor from {what}{type(x).__name__} (supported: bool, int, float and numpy's "
+                                    f"{', '.join(d.name for d in dtypes.all)})")
 
 def _opposite(r: Tensor, b: Tensor) -> Tensor:
   """r is nonzero with the sign opposite to b's: where a truncating quotient/remainder needs the floor correction.
@@ -125,15 +168,20 @@ class Tensor:
     if isinstance(data, UOp): self.uop = data if dt is None or data.dtype == dt else Tensor(data).cast(dt).uop
     elif isinstance(data, Tensor): self.uop = (data if dt is None else data.cast(dt)).uop
     elif isinstance(data, (bool, int, float, np.generic)):
-      dt = dt or dtypes.from_py(data)
-      self.uop = UOp("const", tensor_type((), dt), (), attrs(value=_cv(data.item() if isinstance(data, np.generic) else data, dt)), _loc())
+      if dt is None or isinstance(data, np.generic):   # a numpy scalar may be complex, str, ...
+        sdt = _scalar_dtype(data)
+        if dt is None and type(data) is int: _fit_default(data, sdt)
+        dt = dt or sdt
+      self.uop = UOp("const", tensor_type((), dt), (), attrs(value=_cv(data, dt)), _loc())
     elif isinstance(data, (list, tuple)):
-      dt = dt or _infer(data)
-      try: arr = np.array([x.numpy() if isinstance(x, Tensor) else x for x in data] if data else data, dtype=np.float64 if dt.is_float else None)
-      except ValueError as e: _err(ValueError, f"cannot make a tensor from a ragged list ({e})")
-      self.uop = _buf(arr.astype(dt.np))
-    elif isinstance(data, np.ndarray):
-      self.uop = _buf(np.array(data, dtype=None if dt is None else dt.np, copy=True))
+      inferred, dt = dt is None, dt or _infer(data)
+      self.uop = _buf(_from_list([x.numpy() if isinstance(x, Tensor) else x for x in data], dt, inferred))
+    elif isinstance(data, np.ndarray):  # new_buffer copies: the user may change the array later
+      if dt is None or data.dtype == dt.npdt: self.uop = new_buffer(data, _loc(), copy=True)
+      else:
+        try: dtypes.from_np(data.dtype)
+        except TypeError as e: _err(TypeError, f"cannot make a tensor from an array of {e}")
+        self.uop = _buf(data.astype(dt.np))
     elif data is None: self.uop = _buf(np.empty((0,), dtype=(dt or dtypes.default_float).np))
     else: _err(TypeError, f"cannot make a tensor from {type(data).__name__}")
 

@@ -1,0 +1,115 @@
+"""How data enters a Tensor: every supported dtype in both byte orders and every memory layout, through a few ops
+against numpy; lists, tuples, scalars, assign, round trips; unsupported numpy dtypes."""
+import sys
+import numpy as np
+import pytest
+from morok_mlir import Tensor, dtypes
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+NATIVE = "<" if sys.byteorder == "little" else ">"
+
+def base(dt, shape=(4, 6), seed=0) -> np.ndarray:
+  r = np.random.default_rng(seed)
+  if dt.is_bool: return r.random(shape) < 0.5
+  if dt.is_float: return r.uniform(-8, 8, shape).astype(dt.np)
+  return r.integers(max(dt.min, -100), min(dt.max, 100), shape, endpoint=True).astype(dt.np)
+
+LAYOUTS = {  # name -> a view (or copy) of x in that layout
+  "c": lambda x: np.ascontiguousarray(x), "fortran": lambda x: np.asfortranarray(x), "transposed": lambda x: x.T,
+  "strided": lambda x: np.repeat(x, 2, axis=1)[:, ::2], "negative": lambda x: x[::-1, ::-2], "0d": lambda x: x[1, 2, ...],
+  "readonly": lambda x: _readonly(x.copy()), "broadcast": lambda x: np.broadcast_to(x[:1], x.shape),
+}
+def _readonly(x):
+  x.flags.writeable = False
+  return x
+
+def orders(dt) -> list[str]: return ["|"] if dt.itemsize == 1 else ["<", ">"]
+CASES = [(dt, bo, lay) for dt in dtypes.all for bo in orders(dt) for lay in LAYOUTS]
+
+def close(out, ref, dt, rtol=None):
+  ref = np.asarray(ref)
+  assert out.shape == ref.shape and out.dtype == ref.dtype.newbyteorder("="), (out.shape, out.dtype, ref.shape, ref.dtype)
+  if dt.is_float: np.testing.assert_allclose(out, ref, rtol=rtol or {2: 1e-2, 4: 1e-6, 8: 1e-12}[dt.itemsize])
+  else: np.testing.assert_array_equal(out, ref)
+
+@pytest.mark.parametrize("dt,bo,layout", CASES, ids=[f"{d.name}-{'native' if b in '|' + NATIVE else 'swapped'}-{l}" for d, b, l in CASES])
+def test_byte_order_and_layout(dt, bo, layout):
+  x = LAYOUTS[layout](base(dt).astype(dt.npdt.newbyteorder(bo)))
+  nat = x.astype(dt.np)   # the same numbers, native
+  t = Tensor(x)
+  assert t.dtype == dt and t.shape == x.shape and x.dtype.byteorder in "|" + bo
+  close(t.numpy(), nat, dt)
+  close((t + t).numpy(), nat + nat, dt)
+  close(t.cast(dtypes.float32).mul(2).numpy(), nat.astype(np.float32) * 2, dtypes.float32)
+  close(t.sum().numpy(), np.sum(nat, dtype=t.sum().dtype.np), dt, rtol=1e-2 if dt == dtypes.float16 else 1e-5)
+  close(t.max().numpy(), nat.max(), dt)
+  if x.ndim: close(t.flip(0)[..., 1:].numpy(), nat[::-1, ..., 1:], dt)
+  close(Tensor(x, dtype=dtypes.float64).numpy(), nat.astype(np.float64), dtypes.float64)   # converted on the way in
+  close(Tensor(t.numpy()).numpy(), nat, dt)   # round trip
+
+@pytest.mark.parametrize("dt", dtypes.all, ids=lambda d: d.name)
+def test_lists_tuples_scalars(dt):
+  x = base(dt, (2, 3))
+  for data in (x.tolist(), tuple(tuple(r) for r in x.tolist()), [list(r) for r in x], [x[0], x[1]]):
+    close(Tensor(data, dtype=dt).numpy(), x, dt)
+  for s in (x[1, 2], x[1, 2].item(), x.astype(x.dtype.newbyteorder(">" if dt.itemsize > 1 else "|"))[1, 2]):
+    t = Tensor(s)
+    assert t.dtype == (dt if isinstance(s, np.generic) else dtypes.from_py(s)), (s, t.dtype)
+    assert t.item() == t.dtype.np(s)   # a Python float is the default float32
+  assert Tensor(x[1, 2]).uop.op == "const" and Tensor(np.asarray(x[1, 2])).uop.op == "buffer"   # a 0-d array is data
+
+def test_issue_example():
+  assert Tensor(np.array([1., 2., 3.], dtype=">f4")).sum().item() == 6.0
+  assert Tensor(np.array([1, 2, 3], dtype=">i8")).sum().item() == 6
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_users_array_is_copied_and_stays_writable(layout):
+  b = base(dtypes.float32).astype(">f4")
+  x = LAYOUTS[layout](b)
+  before = x.astype(np.float32)
+  t = Tensor(x)
+  if x.flags.writeable: x[...] = 0   # changing the user's array (or a view's base) later does not change the tensor
+  b[...] = 0
+  np.testing.assert_array_equal(t.numpy(), before)
+  assert x.flags.writeable == (layout not in ("readonly", "broadcast"))   # and it is still the user's to change
+
+def test_assign_and_ops_with_arrays():
+  t = Tensor(np.zeros(3, np.float32))
+  t.assign(np.array([1, 2, 3], ">f4"))
+  np.testing.assert_array_equal(t.numpy(), [1, 2, 3])
+  t.assign(np.array([4, 5, 6], ">f8"))   # converted to the tensor's dtype
+  np.testing.assert_array_equal(t.numpy(), [4, 5, 6])
+  u = Tensor(np.arange(6, dtype=">i2").reshape(2, 3)[:, ::-1])
+  np.testing.assert_array_equal((u * 2 + Tensor(np.array([1, 1, 1], ">i2"))).numpy(), np.arange(6).reshape(2, 3)[:, ::-1] * 2 + 1)
+
+def test_other_int_spellings():
+  for t in (np.longlong, np.ulonglong, np.intc, np.uintc, np.int_, np.uint, np.byte, np.short, np.half, np.single, np.double):
+    x = np.arange(4).astype(t)
+    out = Tensor(x).numpy()
+    assert out.dtype == x.dtype and (out == x).all(), t
+
+# ---------------------------------------------------------------- unsupported numpy dtypes: TypeError at the user's line
+UNSUPPORTED = [np.array([1 + 2j]), np.array([1 + 2j], np.complex64), np.array([1, "a"], dtype=object), np.array(["a"]), np.array([b"a"]),
+               np.array(["2020-01-01"], "datetime64[D]"), np.array([1], "timedelta64[s]"), np.zeros(2, [("a", "i4"), ("b", "f4")]),
+               np.zeros(2, np.longdouble), np.zeros(2, "V4")]
+
+def raises_here(exc, fn, match=None):
+  """fn is a one-line lambda: the error must name this file and the lambda's line, and not be an internal error."""
+  with pytest.raises(exc, match=match) as e: fn()
+  assert f"{__file__}:{fn.__code__.co_firstlineno}:" in str(e.value) and "internal error" not in str(e.value), str(e.value)
+
+@pytest.mark.parametrize("x", UNSUPPORTED, ids=lambda x: str(x.dtype))
+def test_unsupported_numpy_dtypes(x):
+  raises_here(TypeError, lambda: Tensor(x), "unsupported numpy dtype")
+  raises_here(TypeError, lambda: Tensor(x, dtype=dtypes.float32), "unsupported numpy dtype")
+  if isinstance(x[0], np.generic): raises_here(TypeError, lambda: Tensor(x[0]))   # the numpy scalar (an object array holds Python's)
+  raises_here(TypeError, lambda: Tensor(x[:1].reshape(())))  # a 0-d array
+  raises_here(TypeError, lambda: Tensor(np.zeros(2, np.float32)).assign(x[:1].repeat(2)))
+
+def test_unsupported_python_values():
+  raises_here(TypeError, lambda: Tensor([1 + 2j]), "complex")
+  raises_here(TypeError, lambda: Tensor([1, None]), "NoneType")
+  raises_here(TypeError, lambda: Tensor(["a"]))
+  raises_here(TypeError, lambda: Tensor(1 + 2j))
+  raises_here(TypeError, lambda: Tensor(np.str_("a")))
+  raises_here(TypeError, lambda: Tensor(np.datetime64("2020")))
