@@ -39,9 +39,10 @@ def _walk_loc() -> str:
 _KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
 def _device(name) -> str:
   """A device name in canonical form (Device.DEFAULT for None); unknown names raise at the user's line."""
-  if (dev := _KNOWN_DEVICES.get(name)) is not None: return dev
+  if type(name) is str and (dev := _KNOWN_DEVICES.get(name)) is not None: return dev
   from .device import Device
   if name is None: return Device.DEFAULT  # not remembered: the default may change (Device.DEFAULT = ...)
+  if not isinstance(name, str): _err(TypeError, f"a device is a name such as 'CPU', got {type(name).__name__}")
   try: Device[name]
   except KeyError as e: _err(ValueError, str(e.args[0]))
   dev = _KNOWN_DEVICES[name] = Device.canonicalize(name)
@@ -105,6 +106,16 @@ def _flat(data):
   while stack:
     if isinstance(x := stack.pop(), (list, tuple)): stack.extend(x)
     else: yield x
+
+MAX_NUMEL = 1 << 62   # index math (passes/index_math.py) is 64-bit: linear indices, strides and pad offsets stay below 2^63
+def _shape(shape, what: str = "shape") -> tuple[int, ...]:
+  """A shape as a tuple of ints, checked up front: every dim a non-negative int, the element count what index math holds."""
+  if bad := [s for s in shape if not isinstance(s, (int, np.integer)) or isinstance(s, (bool, np.bool_))]:
+    _err(TypeError, f"{what} {tuple(shape)} must hold ints, got {type(bad[0]).__name__}")
+  shape = tuple(int(s) for s in shape)
+  if any(s < 0 for s in shape): _err(ValueError, f"{what} {shape} has a negative dimension")
+  if (n := _prod(shape)) >= MAX_NUMEL: _err(ValueError, f"{what} {shape} has {n} elements, more than index math supports ({MAX_NUMEL})")
+  return shape
 
 def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   """numpy broadcasting of shapes."""
@@ -253,8 +264,7 @@ class Tensor:
   # ---- creation
   @staticmethod
   def full(shape, fill_value, dtype=None, **kw) -> Tensor:
-    shape = _argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    if any(not isinstance(s, int) or s < 0 for s in shape): _err(ValueError, f"invalid shape {shape}")
+    shape = _shape(_argfix(shape) if isinstance(shape, (tuple, list)) else (shape,))
     return Tensor(fill_value, dtype, **kw).reshape((1,) * len(shape)).expand(shape)
   @staticmethod
   def zeros(*shape, dtype=None, **kw) -> Tensor: return Tensor.full(_argfix(*shape), 0.0, dtype or dtypes.default_float, **kw)
@@ -267,14 +277,20 @@ class Tensor:
   @staticmethod
   def arange(start, stop=None, step=1, dtype=None, **kw) -> Tensor:
     if stop is None: start, stop = 0, start
+    if any(not isinstance(x, (int, float, np.integer, np.floating)) or isinstance(x, (bool, np.bool_)) for x in (start, stop, step)):
+      _err(TypeError, f"arange takes int or float bounds, got ({start!r}, {stop!r}, {step!r})")
     if step == 0: _err(ValueError, "arange: step must be nonzero")
-    dt = _dtype(dtype) if dtype else dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int
+    if not all(math.isfinite(x) for x in (start, stop, step)): _err(ValueError, f"arange: bounds must be finite, got ({start}, {stop}, {step})")
+    fl = any(isinstance(x, (float, np.floating)) for x in (start, stop, step))
+    dt = _dtype(dtype) if dtype else dtypes.default_float if fl else dtypes.default_int
+    n, = _shape((max(0, math.ceil((stop - start) / step) if fl else -((int(start) - int(stop)) // int(step))),), "arange size")
+    if n and dt.is_int and not (dt.min <= start <= dt.max and dt.min <= start + (n - 1) * step <= dt.max):
+      _err(OverflowError, f"arange({start}, {stop}, {step}) has values out of range for {dt}" + " (pass dtype=dtypes.int64)" * (dtype is None))
     return Tensor(np.arange(start, stop, step, dtype=np.float64 if dt.is_float else np.int64).astype(dt.np), **kw)
   @staticmethod
   def eye(n: int, m: int | None = None, dtype=None, **kw) -> Tensor:
     """The identity as pure movement (tinygrad's trick): ones (n,1) padded to rows of n+1, flattened, cut to n*n."""
-    m = n if m is None else m
-    if n < 0 or m < 0: _err(ValueError, f"eye: negative size ({n}, {m})")
+    n, m = _shape((n, n if m is None else m), "eye size")
     k = max(n, m)
     x = Tensor.ones(k, 1, dtype=dtype or dtypes.default_float, **kw).pad(((0, 0), (0, k))).flatten().shrink(((0, k * k),)).reshape(k, k)
     return x.shrink(((0, n), (0, m)))
@@ -284,16 +300,20 @@ class Tensor:
     _rng = np.random.default_rng(seed)
   @staticmethod
   def rand(*shape, dtype=None, **kw) -> Tensor:
-    return Tensor(np.asarray(_rng.random(_argfix(*shape))), dtype or dtypes.default_float, **kw)
+    return Tensor(np.asarray(_rng.random(_shape(_argfix(*shape)))), dtype or dtypes.default_float, **kw)
   @staticmethod
   def randn(*shape, dtype=None, **kw) -> Tensor:
-    return Tensor(np.asarray(_rng.standard_normal(_argfix(*shape))), dtype or dtypes.default_float, **kw)
+    return Tensor(np.asarray(_rng.standard_normal(_shape(_argfix(*shape)))), dtype or dtypes.default_float, **kw)
   @staticmethod
   def uniform(*shape, low=0.0, high=1.0, dtype=None, **kw) -> Tensor:
-    return Tensor(np.asarray(_rng.uniform(low, high, _argfix(*shape))), dtype or dtypes.default_float, **kw)
+    return Tensor(np.asarray(_rng.uniform(low, high, _shape(_argfix(*shape)))), dtype or dtypes.default_float, **kw)
   @staticmethod
   def randint(*shape, low=0, high=10, dtype=dtypes.int32, **kw) -> Tensor:
-    return Tensor(np.asarray(_rng.integers(low, high, _argfix(*shape))), dtype, **kw)
+    dt = _dtype(dtype)
+    if not (isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer)) and dt.is_int):
+      _err(TypeError, f"randint needs int bounds and an int dtype, got {low!r}, {high!r}, {dt}")
+    if not dt.min <= low < high <= dt.max + 1: _err(ValueError, f"randint: [{low}, {high}) is empty or out of range for {dt}")
+    return Tensor(np.asarray(_rng.integers(low, high, _shape(_argfix(*shape)))), dt, **kw)
 
   # ---- movement
   def _dim(self, d: int, extra: int = 0) -> int:
@@ -315,6 +335,7 @@ class Tensor:
     if self.shape == shape: return self
     if len(shape) < self.ndim or any(s != 1 and s != t for s, t in zip(self.shape[::-1], shape[::-1])):
       _err(ValueError, f"cannot broadcast {self.shape} to {shape}")
+    shape = _shape(shape)   # the only movement op besides pad that makes more elements
     x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape)
     return x if x.shape == shape else x._op("expand", shape)
   def expand(self, shape, *args) -> Tensor:
@@ -332,18 +353,21 @@ class Tensor:
     """padding: (before, after) or None per dim, or PyTorch's flat (left, right, top, bottom, ...) starting at the last dim.
     Negative padding cuts, as in PyTorch."""
     if mode != "constant": _err(NotImplementedError, f"pad mode {mode!r} is not supported (only 'constant')")
+    if not isinstance(padding, (tuple, list)): _err(TypeError, f"padding must be a tuple or list, got {type(padding).__name__}")
     if all(isinstance(p, (int, np.integer)) for p in padding):
       if len(padding) % 2 or len(padding) > 2 * self.ndim: _err(ValueError, f"flat padding {tuple(padding)} must have an even length <= {2 * self.ndim}")
       pads = ((0, 0),) * (self.ndim - len(padding) // 2) + tuple(zip(padding[-2::-2], padding[::-2]))
     else:
       if len(padding) != self.ndim: _err(ValueError, f"padding {tuple(padding)} needs one entry per dim of {self.shape}")
-      pads = tuple((0, 0) if p is None else tuple(p) for p in padding)
+      pads = tuple((0, 0) if p is None else tuple(p) if isinstance(p, (tuple, list)) else (p,) for p in padding)
     if any(len(p) != 2 for p in pads): _err(ValueError, f"invalid padding {tuple(padding)}")
+    if any(not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) for p in pads for v in p):
+      _err(TypeError, f"padding {tuple(padding)} must hold ints")
     if any(s + b + a < 0 for s, (b, a) in zip(self.shape, pads)): _err(ValueError, f"padding {pads} cuts more than {self.shape}")
     x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for s, (b, a) in zip(self.shape, pads)))
     pads = tuple((max(b, 0), max(a, 0)) for b, a in pads)
     if all(p == (0, 0) for p in pads): return x
-    ret = x._op("pad", tuple(s + b + a for s, (b, a) in zip(x.shape, pads)), padding=tuple(v for p in pads for v in p))
+    ret = x._op("pad", _shape(tuple(s + b + a for s, (b, a) in zip(x.shape, pads))), padding=tuple(v for p in pads for v in p))
     if value == 0: return ret
     return Tensor.ones(x.shape, dtype=dtypes.bool, device=self.device).pad(pads).where(ret, Tensor(value, self.dtype, device=self.device))  # the padded region holds `value`
   def shrink(self, arg) -> Tensor:
@@ -720,14 +744,34 @@ def _pool(self: Tensor, k_: tuple[int, ...], stride=1, dilation=1) -> Tensor:
   x = x.reshape(*lead, *[v for k, o in zip(k_, o_) for v in (k, o)])
   return x.permute(*range(len(noop)), *[len(noop) + i * 2 + 1 for i in range(n)], *[len(noop) + i * 2 for i in range(n)])
 
+def _ints(v, n: int, name: str, least: int, counts: tuple[int, ...] = (1,)) -> tuple[int, ...]:
+  """A conv argument as n ints >= least (an int stands for all n), checked as PyTorch checks it."""
+  vs = (v,) if isinstance(v, (int, np.integer)) else tuple(v) if isinstance(v, (tuple, list)) else None
+  if vs is None or any(not isinstance(x, (int, np.integer)) or isinstance(x, (bool, np.bool_)) for x in vs):
+    _err(TypeError, f"{name} must be an int or a tuple of ints, got {v!r}")
+  if len(vs) != 1 and len(vs) not in [c * n for c in counts]:
+    _err(ValueError, f"expected {name} to be a single integer value or a list of {' or '.join(str(c * n) for c in counts)} values to match "
+                     f"the convolution dimensions, but got {name}={list(vs)}")
+  if any(x < least for x in vs): _err(ValueError, f"{name} must be {'positive' if least else 'non-negative'}, got {name}={v}")
+  return tuple(int(x) for x in vs) * (n if len(vs) == 1 else 1)
+
 def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups=1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
   """tinygrad's / PyTorch's conv2d (NCHW input, (cout, cin/groups, kh, kw) weight); padding: int, one per spatial dim,
-  or PyTorch's flat (left, right, top, bottom)."""
+  or PyTorch's flat (left, right, top, bottom). Arguments are checked as PyTorch checks them: groups, stride and dilation
+  positive, padding non-negative, one value or one per spatial dim."""
+  if not isinstance(weight, Tensor) or not (bias is None or isinstance(bias, Tensor)):
+    _err(TypeError, "conv2d takes a weight Tensor and an optional bias Tensor")
+  if weight.ndim < 3 or self.ndim != weight.ndim:
+    _err(ValueError, f"conv2d needs an input and a weight of equal rank >= 3 (batch, channels, spatial dims), got {self.shape} and {weight.shape}")
   (bs, cin_), (cout, cin), HW = self.shape[:2], weight.shape[:2], weight.shape[2:]
-  if self.ndim != weight.ndim or groups * cin != cin_ or cout % groups:
+  groups, = _ints(groups, 1, "groups", 1)
+  stride, dilation = _ints(stride, len(HW), "stride", 1), _ints(dilation, len(HW), "dilation", 1)
+  pads = _ints(padding, len(HW), "padding", 0, (1, 2))
+  if groups * cin != cin_ or cout % groups:
     _err(ValueError, f"input {self.shape} does not match weight {weight.shape} with groups={groups}")
-  pads = [padding] * 2 * len(HW) if isinstance(padding, int) else \
-    [p for p in padding for _ in range(2)][::-1] if len(padding) == len(HW) else list(padding)
+  if bias is not None and bias.shape != (cout,):
+    _err(ValueError, f"bias {bias.shape} does not match the {cout} output channels of weight {weight.shape}")
+  pads = [p for p in pads for _ in range(2)][::-1] if len(pads) == len(HW) else list(pads)
   x = (self.pad(pads) if any(pads) else self)._pool(HW, stride, dilation)   # (bs, groups*cin, *oyx, *HW)
   rcout, oyx = cout // groups, x.shape[2:-len(HW)]
   x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)

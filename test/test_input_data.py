@@ -1,5 +1,6 @@
 """How data enters a Tensor: every supported dtype in both byte orders and every memory layout, through a few ops
-against numpy; lists, tuples, scalars, assign, round trips; unsupported numpy dtypes."""
+against numpy; lists, tuples, scalars, assign, round trips; unsupported numpy dtypes; and a list of hostile Tensor API
+calls, each of which must raise a Python exception naming the caller's line or give numpy's answer."""
 import sys
 import numpy as np
 import pytest
@@ -113,3 +114,130 @@ def test_unsupported_python_values():
   raises_here(TypeError, lambda: Tensor(1 + 2j))
   raises_here(TypeError, lambda: Tensor(np.str_("a")))
   raises_here(TypeError, lambda: Tensor(np.datetime64("2020")))
+
+# ---------------------------------------------------------------- hostile calls
+t = Tensor(np.zeros((2, 3), np.float32))
+x4 = Tensor(np.ones((1, 1, 5, 5), np.float32))
+w3 = Tensor(np.ones((1, 1, 3, 3), np.float32))
+NAN_INF = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 3.7, -3.7], np.float32)
+def nan_inf_as(dt) -> np.ndarray:
+  with np.errstate(invalid="ignore"): return NAN_INF.astype(dt)
+HOSTILE = [  # (call, the exception it raises, or numpy's answer); one call per line: the error must name that line
+  # Python ints a dtype cannot hold, and values that would change
+  (lambda: Tensor([2 ** 70]), OverflowError),
+  (lambda: Tensor([2 ** 40]), OverflowError),
+  (lambda: Tensor(2 ** 40), OverflowError),
+  (lambda: Tensor(2 ** 64, dtype="int64"), OverflowError),
+  (lambda: Tensor(2 ** 63, dtype="int64"), OverflowError),
+  (lambda: Tensor([2 ** 64], dtype="uint64"), OverflowError),
+  (lambda: Tensor([1, 2]) + 2 ** 100, OverflowError),
+  (lambda: 2 ** 100 * Tensor([1, 2]), OverflowError),
+  (lambda: Tensor([1, 2]) << 2 ** 70, OverflowError),
+  (lambda: Tensor([1], dtype="int64") + 2 ** 63, OverflowError),
+  (lambda: Tensor([True]).where(2 ** 100, 0), OverflowError),
+  (lambda: Tensor.full((2,), 2 ** 100), OverflowError),
+  (lambda: Tensor(2 ** 1030, dtype="float32"), OverflowError),
+  (lambda: Tensor(1e30, dtype="int32"), OverflowError),
+  (lambda: Tensor([1e30], dtype="int64"), OverflowError),
+  (lambda: Tensor(float("nan"), dtype="int32"), ValueError),
+  (lambda: Tensor([1.0, float("inf")], dtype="int16"), ValueError),
+  (lambda: Tensor.arange(2 ** 31 - 2, 2 ** 31 + 2), OverflowError),
+  (lambda: Tensor.arange(2 ** 70), ValueError),
+  (lambda: Tensor.arange(0, float("inf")), ValueError),
+  (lambda: Tensor.arange("a"), TypeError),
+  # values that fit: wrapped (as PyTorch casts them) or exact
+  (lambda: Tensor([300, -1], dtype="uint8"), np.array([44, 255], np.uint8)),
+  (lambda: Tensor([2 ** 63, 2 ** 64 - 1], dtype="uint64"), np.array([2 ** 63, 2 ** 64 - 1], np.uint64)),
+  (lambda: Tensor([1], dtype="uint64") + (2 ** 64 - 2), np.array([2 ** 64 - 1], np.uint64)),
+  (lambda: Tensor.arange(2 ** 31 - 2, 2 ** 31 + 2, dtype="int64"), np.arange(2 ** 31 - 2, 2 ** 31 + 2)),
+  # shapes
+  (lambda: Tensor.zeros(2 ** 63 - 1), ValueError),
+  (lambda: Tensor.zeros(2 ** 40, 2 ** 40), ValueError),
+  (lambda: Tensor.ones(2 ** 31, 2 ** 31), ValueError),
+  (lambda: Tensor.zeros(-1), ValueError),
+  (lambda: Tensor.zeros(3, -2), ValueError),
+  (lambda: Tensor.zeros(2.0), TypeError),
+  (lambda: Tensor.zeros(True), TypeError),
+  (lambda: Tensor.zeros("3"), TypeError),
+  (lambda: Tensor.full((2.5,), 1), TypeError),
+  (lambda: Tensor.rand(-1), ValueError),
+  (lambda: Tensor.randn(2 ** 40, 2 ** 40), ValueError),
+  (lambda: Tensor.randint(3, low=0, high=2 ** 70), ValueError),
+  (lambda: Tensor.randint(3, low=5, high=5), ValueError),
+  (lambda: Tensor.eye(-1), ValueError),
+  (lambda: Tensor.eye(2.5), TypeError),
+  (lambda: Tensor([1.0]).expand(-2), ValueError),
+  (lambda: Tensor([[1.0]]).expand(2 ** 40, 2 ** 40), ValueError),
+  (lambda: Tensor.ones(2 ** 40, 1) + Tensor.ones(1, 2 ** 40), ValueError),
+  (lambda: t.pad(((0, 2 ** 62), (0, 0))), ValueError),
+  (lambda: t.pad(((0, 2 ** 40), (0, 2 ** 40))), ValueError),
+  (lambda: t.pad(((0, 1.5), None)), TypeError),
+  (lambda: t.pad(3), TypeError),
+  (lambda: t.pad(((-5, 0), None)), ValueError),
+  (lambda: t.reshape(-2, -3), ValueError),
+  (lambda: t.reshape(7), ValueError),
+  (lambda: t.shrink(((0, 5), None)), ValueError),
+  (lambda: Tensor.zeros(0, 3).sum(1), np.zeros(0, np.float32)),
+  (lambda: Tensor.zeros(0, 3).sum(0), np.zeros(3, np.float32)),
+  (lambda: Tensor.zeros(0).prod(), np.float32(1)),
+  (lambda: Tensor([]), np.zeros(0, np.float32)),
+  (lambda: Tensor([[]]), np.zeros((1, 0), np.float32)),
+  # axes
+  (lambda: t.sum(5), IndexError),
+  (lambda: t.sum(1.0), TypeError),
+  (lambda: t.softmax(4), IndexError),
+  (lambda: t.permute(0, 0), ValueError),
+  (lambda: t.flip(3), IndexError),
+  (lambda: t.transpose(0, 5), IndexError),
+  (lambda: t.unsqueeze(5), IndexError),
+  (lambda: t.argmax(7), IndexError),
+  (lambda: t[2 ** 70], IndexError),
+  (lambda: t[1.5], TypeError),
+  # dtypes and devices
+  (lambda: Tensor([1], dtype="complex64"), TypeError),
+  (lambda: t.cast("foo"), TypeError),
+  (lambda: t.cast(np.complex64), TypeError),
+  (lambda: t.cast(dtypes.index), TypeError),
+  (lambda: Tensor.zeros(2, dtype=str), TypeError),
+  (lambda: t.bitcast(dtypes.float16), TypeError),
+  (lambda: Tensor([1], device="TPU"), ValueError),
+  (lambda: t.to(5), TypeError),
+  (lambda: Tensor([1], device=["CPU"]), TypeError),
+  (lambda: Tensor({1: 2}), TypeError),
+  (lambda: Tensor.zeros(0).item(), ValueError),
+  # NaN and infinities cast to ints: numpy's answer (x86's "integer indefinite" for what does not fit)
+  (lambda: Tensor(NAN_INF).cast(dtypes.int32), nan_inf_as(np.int32)),
+  (lambda: Tensor(NAN_INF).cast(dtypes.int64), nan_inf_as(np.int64)),
+  (lambda: Tensor(NAN_INF).cast(dtypes.int8), nan_inf_as(np.int8)),
+  (lambda: Tensor(NAN_INF).cast(dtypes.bool), nan_inf_as(np.bool_)),
+  # conv2d arguments, checked as PyTorch checks them
+  (lambda: x4.conv2d(w3, dilation=0), ValueError),
+  (lambda: x4.conv2d(w3, stride=0), ValueError),
+  (lambda: x4.conv2d(w3, stride=(1, -1)), ValueError),
+  (lambda: x4.conv2d(w3, groups=0), ValueError),
+  (lambda: x4.conv2d(w3, padding=-1), ValueError),
+  (lambda: x4.conv2d(w3, stride=(1, 1, 1)), ValueError),
+  (lambda: x4.conv2d(w3, padding=(1, 1, 1)), ValueError),
+  (lambda: x4.conv2d(w3, dilation=1.5), TypeError),
+  (lambda: x4.conv2d(w3, padding="same"), TypeError),
+  (lambda: x4.conv2d(w3, bias=Tensor.ones(2)), ValueError),
+  (lambda: x4.conv2d(np.ones((1, 1, 3, 3))), TypeError),
+  (lambda: Tensor.ones(5, 5).conv2d(Tensor.ones(3, 3)), ValueError),
+  (lambda: x4.conv2d(Tensor.ones(2, 1, 3, 3), groups=2), ValueError),
+  (lambda: x4.conv2d(w3, dilation=2, stride=(2, 1), padding=(1, 0)), None),   # valid: compared with a direct loop below
+]
+
+def _conv_ref():
+  x, w = np.ones((5, 5), np.float32), np.ones((3, 3), np.float32)
+  xp = np.pad(x, ((1, 1), (0, 0)))
+  return np.array([[sum(xp[i * 2 + 2 * a, j + 2 * b] * w[a, b] for a in range(3) for b in range(3)) for j in range(1)] for i in range(2)],
+                  np.float32)[None, None]
+
+@pytest.mark.parametrize("fn,want", HOSTILE, ids=[f"line{fn.__code__.co_firstlineno}" for fn, _ in HOSTILE])
+def test_hostile_calls(fn, want):
+  if isinstance(want, type) and issubclass(want, Exception): return raises_here(want, fn)
+  out = fn()
+  ref = _conv_ref() if want is None else np.asarray(want)
+  got = out.numpy()
+  assert got.shape == ref.shape and got.dtype == ref.dtype, (got.shape, got.dtype, ref.shape, ref.dtype)
+  np.testing.assert_array_equal(got, ref)
