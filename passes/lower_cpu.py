@@ -22,8 +22,9 @@ Semantics the table below pins down (numpy's where numpy defines one):
 Choices of uop-optimize (kernel func attributes) it honours: `uop.threads = N` (the outermost loop runs over the
 trailing arguments `%lo, %hi`, so the device can call chunks of it on N threads; `uop.grain` keeps chunk bounds
 multiples of it), `uop.fastmath` (reduce accumulators may reassociate and contract: LLVM then vectorizes and
-interleaves them), `uop.nontemporal = VW` (VW lanes per iteration of the innermost loop, one nontemporal vector
-store: big outputs that are not read back soon).
+interleaves them), `uop.reduce_block = B` (a float add reduce over more than B terms runs as nested loops with an
+accumulator per block: optimize.blocked), `uop.nontemporal = VW` (VW lanes per iteration of the innermost loop, one
+nontemporal vector store: big outputs that are not read back soon).
 f32 exp2 and log2 are polynomials (vectorizable; libm calls are scalar): see `Poly` for their error bounds.
 
 Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel's func text) and
@@ -167,6 +168,7 @@ class Lowerer:
     self.par = outer_range(f) if "uop.threads" in f.attrs else None  # the range whose loop runs from %lo to %hi
     self.fm = " fastmath<reassoc,contract>" if "uop.fastmath" in f.attrs else ""
     self.lanes = _int_attr(f, "uop.nontemporal", 0)   # see store_lanes
+    self.block = _int_attr(f, "uop.reduce_block", 0)   # float add reduces longer than this accumulate in blocks
     self.names: dict[UOp, str] = {}      # values valid at the current point
     self.open: dict[UOp, Frame] = {}     # range -> the loop frame it is the counter of
     self.done: set[UOp] = set()          # side effects emitted
@@ -328,6 +330,9 @@ class Lowerer:
     if op not in IDENTITY: raise PassError(f"reduce op must be add|mul|max|min, got {op!r}", u.loc)
     if cls(dt) not in ALU[op]: raise PassError(f"reduce {op} is not defined on {dt.name}", u.loc)
     fr = self.target(u)
+    if self.block and op == "add" and dt.is_float and None not in (n := [im.cval(r.src[0]) for r in u.src[1:]]) and prod(n) > self.block:
+      from .optimize import blocked
+      return self.place(u, fr, self.value(blocked(u, self.block)))
     init = self.const(IDENTITY[op](dt), dt)
     frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
     if not frames: return self.place(u, fr, self.value(u.src[0]))  # a reduce over no ranges is its source
@@ -631,7 +636,7 @@ class SplitReduce:
     t, r2 = (UOp("range", "index", (im.const(sz),), attrs(axis=1000 + i, kind=k)) for i, (sz, k) in enumerate(((T, "loop"), (n // T, "reduce"))))
     chunk = UOp("reduce", red.ty, (red.src[0].substitute({r: im.add(im.mul(t, im.const(n // T)), r2)}), r2), red.arg)
     st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (part, t)), chunk))
-    opt = {k: v for k, v in f.attrs.items() if k in ("uop.threads", "uop.fastmath")}
+    opt = {k: v for k, v in f.attrs.items() if k in ("uop.threads", "uop.fastmath", "uop.reduce_block")}
     self.partial = Func(f"{name}_part", args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, t)),))], {"uop.kernel": None, **opt})
     t2 = UOp("range", "index", (im.const(T),), attrs(axis=1002, kind="reduce"))
     total = UOp("reduce", red.ty, (UOp("load", "f32", (UOp("index", "!uop.ptr<f32>", (part, t2)),)), t2), red.arg)

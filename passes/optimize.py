@@ -8,12 +8,16 @@
                           read-for-ownership of output lines that will not be read back soon)
   uop.split_reduce = T     a kernel with one output element and one big f32 reduce: T partial reduces over chunks
                           (one per thread), then one over the partials (lower_cpu.SplitReduce)
+  uop.reduce_block = B    float add reduces longer than B terms accumulate in blocks (see `blocked`): each accumulator
+                          sums at most about B terms, so the rounding error grows like B + N/B, not N (f32 sums of
+                          2^31 ones reach 2^31; one accumulator per vector lane stops at 2^24 each)
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
 
 Heuristics, no search. Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's)."""
 from __future__ import annotations
+import itertools
 from dataclasses import replace
 from math import prod
 from morok_mlir.bridge import Func
@@ -122,6 +126,39 @@ def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]
   J = [r for r in loops if r not in ra]
   return red, a, b, I, J, K
 
+REDUCE_BLOCK = 1 << 12          # terms per float accumulator: long enough that a block's vector loop and its horizontal
+                                # sum cost ~1% over one long loop, short enough that blocks add up exactly to 2^31 and more
+def long_sums(f: Func, block: int) -> bool:
+  """Whether the kernel has a float add reduce over more than `block` terms."""
+  return any(u.op == "reduce" and u.attrs.get("op") == "add" and u.dtype.is_float and prod(_size(r) for r in u.src[1:]) > block
+             for u in f.roots[0].toposort)
+
+def blocked(red: UOp, block: int, outer: int = 32) -> UOp:
+  """A float add reduce as nested reduces (done by uop-lower-cpu where a kernel has `uop.reduce_block`). The innermost
+  ranges whose sizes multiply to at most `block` form one level: one accumulator per iteration of the ranges outside
+  it, the vector loop LLVM makes of it. The next range r, too long to join the level, runs in blocks r = ro*b + ri with
+  ri joining the level (b*level <= block terms per accumulator) and a tail for the last r % b terms. Everything outside
+  sums partial sums, in levels of at most `outer` terms (a shallow tree: these loops are short and scalar), so the
+  error of N terms grows like block/lanes + outer*log_outer(N/block), not N. Fresh ranges take r's axis (the loop
+  nest keeps its order) and a kind unique within this rewrite."""
+  from . import index_math as im
+  fresh = itertools.count()
+  def rng(n: int, r: UOp) -> UOp: return UOp("range", "index", (im.const(n),), attrs(axis=r.attrs["axis"], kind=f"block{next(fresh)}"))
+  def red_(v: UOp, *rs: UOp) -> UOp: return UOp("reduce", red.ty, (v, *rs), red.arg, red.loc) if rs else v
+  def bsum(v: UOp, rs: list[UOp], blk: int) -> UOp:
+    j, p = len(rs), 1
+    while j and p * _size(rs[j - 1]) <= blk: j -= 1; p *= _size(rs[j])
+    if not j: return red_(v, *rs)
+    r, level, b = rs[j - 1], rs[j:], blk // p
+    if b == 1: return bsum(red_(v, *level), rs[:j], outer)   # the level is a block: r runs over level sums
+    (q, t), ro, ri = divmod(_size(r), b), None, rng(b, r)
+    if q > 1: ro = rng(q, r)
+    out = red_(v.substitute({r: im.add(im.mul(ro, im.const(b)), ri) if ro is not None else ri}), ri, *level)
+    if ro is not None: out = bsum(out, [ro], outer)
+    if t: out = UOp("add", red.ty, (out, red_(v.substitute({r: im.add(rt := rng(t, r), im.const(q * b))}), rt, *level)), None, red.loc)
+    return bsum(out, rs[:j - 1], outer)
+  return bsum(red.src[0], sorted(red.src[1:], key=lambda r: r.attrs["axis"]), block)
+
 SPLIT_MIN = 1 << 18             # elements a full reduction needs before it is split across threads
 def split_reduce(f: Func, threads: int) -> int | None:
   """Parts to split the one reduce of a loop-less kernel into, when it is big enough and divides evenly."""
@@ -146,10 +183,12 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
     mr, nr = (6, 2 * vec) if vec <= 8 else (8, 2 * vec)   # 12 (of 16 ymm) / 16 (of 32 zmm) accumulators
     attrs["uop.contraction"] = f"array<i64: {mr}, {nr}, 256, {mr * 40}, {vec}>"
     if threads > 1: attrs["uop.threads"] = f"{threads} : i64"
-  elif threads > 1 and not loops and (sr := split_reduce(f, threads)) is not None:
-    attrs["uop.split_reduce"], attrs["uop.threads"] = f"{sr} : i64", f"{threads} : i64"
-  elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(min(loops, key=lambda r: r.attrs["axis"])) >= threads:
-    attrs["uop.threads"] = f"{threads} : i64"
+  else:
+    if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = f"{REDUCE_BLOCK} : i64"
+    if threads > 1 and not loops and (sr := split_reduce(f, threads)) is not None:
+      attrs["uop.split_reduce"], attrs["uop.threads"] = f"{sr} : i64", f"{threads} : i64"
+    elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(min(loops, key=lambda r: r.attrs["axis"])) >= threads:
+      attrs["uop.threads"] = f"{threads} : i64"
   if (inner := streaming_store(f, vec)) is not None:
     attrs["uop.nontemporal"] = f"{vec} : i64"
     if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = f"{vec} : i64"   # chunks start on a lane group
