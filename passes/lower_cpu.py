@@ -12,7 +12,8 @@ out of bounds (an empty buffer gives the constant 0).
 Semantics the table below pins down (numpy's where numpy defines one):
 - integer ops wrap; `idiv` truncates, `mod` has the dividend's sign; x/0 and x%0 give 0, INT_MIN/-1 wraps
   (guards keep LLVM's undefined cases, which trap on x86, out of the code; constant divisors need none)
-- `shr` is arithmetic on signed types, logical on unsigned; shift amounts outside [0, bits) are undefined
+- `shr` is arithmetic on signed types, logical on unsigned; an amount outside [0, bits) (negative ones too) shifts
+  every bit out, as in numpy: `shl` gives 0, `shr` 0 or the sign fill
 - float max/min propagate NaN (`arith.maximumf`), `cmpne` is unordered (true for NaN), `mod` on floats is fmod
 - casts: float->int truncates toward zero (undefined out of range, as in C), int/float->bool is `!= 0`,
   bool->number is 0/1, int widening follows the source's signedness
@@ -358,6 +359,7 @@ class Lowerer:
       mop, pred = CMP[op][c].split()
       return L(f"{mop} {pred}, {names[0]}, {names[1]} : {t}")
     if op in ("idiv", "mod") and c in (S, U): return self.divide(op, srcs, names, sdt, fr)
+    if op in ("shl", "shr") and c in (S, U): return self.shift(op, srcs, names, sdt, fr)
     if op == "pow" and c in (S, U): return self.ipow(names[0], names[1], sdt, fr)
     if op not in ALU or c not in ALU[op]: raise PassError(f"uop.{op} is not defined on {sdt.name}", u.loc)
     if op in POLY and t == "f32": return getattr(Poly(self, fr), op)(names[0])
@@ -402,6 +404,17 @@ class Lowerer:
     if op == "mod": return q  # x % 1 is already the 0 we want for both bad divisors
     if signed: q = L(f"arith.select {ism1}, {L(f'arith.subi {zero}, {a} : {t}')}, {q} : {t}")
     return L(f"arith.select {isz}, {zero}, {q} : {t}")
+
+  def shift(self, op: str, srcs, names: list[str], dt: DType, fr: Frame) -> str:
+    """Shifts as numpy defines them for every amount: one outside [0, bits) (a negative one too, read as unsigned) shifts
+    every bit out, so shl gives 0 and shr 0 or the sign fill (LLVM's shift by >= bits is poison). A constant amount in
+    range needs no guard."""
+    L, t, (a, b), d = (lambda text: self.line(fr, text)), sl(dt), names, srcs[1]
+    mop = ALU[op][cls(dt)]
+    if d.op == "const" and 0 <= d.attrs["value"] < dt.bits: return L(f"{mop} {a}, {b} : {t}")
+    ok = L(f"arith.cmpi ult, {b}, {self.const(dt.bits, dt)} : {t}")
+    if op == "shr" and not dt.is_unsigned: return L(f"arith.shrsi {a}, {L(f'arith.select {ok}, {b}, {self.const(dt.bits - 1, dt)} : {t}')} : {t}")
+    return L(f"arith.select {ok}, {L(f'{mop} {a}, {b} : {t}')}, {self.const(0, dt)} : {t}")   # select: the poison is not chosen
 
   def cast(self, x: str, s: DType, d: DType, fr: Frame) -> str:
     L = lambda text: self.line(fr, text)
