@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from .bridge import Func, module_text, import_module
 from .emit import normalize_inputs, graph_func
 from .diagnostics import format_mlir_error
+from .dialects.ops import MOVEMENT
+
+CUT_NEVER = frozenset(MOVEMENT) | {"buffer", "const"}
 
 DEBUG = int(os.environ.get("DEBUG", "0"))
 PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-optimize"]
@@ -141,9 +144,36 @@ def _alloc_error(e: Exception, sched: Schedule, outs: list[UOp]) -> MemoryError:
   why = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
   return MemoryError(f"{loc + ': ' if loc else ''}cannot allocate {sizes[j]} bytes for {what} ({why})")
 
-def realize(outs: list[UOp], device: str | None = None) -> list[np.ndarray]:
+# One kernel's compile time and memory grow with its ops and its arguments; a graph deeper or wider than this is realized
+# in pieces (as tinygrad realizes long chains), each a small graph: pieces of one structure share one compiled schedule.
+MAX_DEPTH, MAX_INPUTS = 2048, 256
+
+def cut_deep(outs: list[UOp], device: str) -> list[UOp] | None:
+  """outs rebuilt with the nodes at every MAX_DEPTH levels, or past MAX_INPUTS input buffers below them, realized
+  first (nodes no bigger than the graph's inputs and outputs, not movement ops: a cut never materialises a broadcast);
+  None when the graph is within both limits."""
+  order = list(dict.fromkeys(u for o in outs for u in o.toposort))
+  depth: dict[UOp, int] = {}
+  for u in order: depth[u] = 1 + max((depth[s] for s in u.src), default=-1)
+  ins = [u for u in order if is_input(u)]
+  if max(depth.values()) < MAX_DEPTH and len(ins) <= MAX_INPUTS: return None
+  big = max(u.size for u in ins + outs)
+  new: dict[UOp, UOp] = {}
+  below: dict[UOp, frozenset] = {}   # input buffers under each node since the last cut
+  for u in order:
+    src = tuple(new[s] for s in u.src)
+    n = u if src == u.src else u.replace(src=src)
+    d = 1 + max((depth[s] for s in u.src), default=-1)
+    b = frozenset((n,)) if is_input(n) else below[u.src[0]] if len(u.src) == 1 else frozenset().union(*(below[s] for s in u.src))
+    if (d >= MAX_DEPTH or len(b) > MAX_INPUTS) and n.op not in CUT_NEVER and 0 < n.size <= big:
+      n = new_buffer(realize([n], device, cut=False)[0], n.loc, n.dtype)
+      d, b = 0, frozenset((n,))
+    new[u], depth[u], below[u] = n, d, b
+  return [new[o] for o in outs]
+
+def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> list[np.ndarray]:
   """Compute graph-level UOps on `device` (Device.DEFAULT if None); returns one array per UOp, with its shape and
-  dtype. The schedule cache is keyed by device and graph structure."""
+  dtype. The schedule cache is keyed by device and graph structure. cut=False: the graph is not split (cut_deep)."""
   results: list[np.ndarray | None] = [None] * len(outs)
   todo = []
   for i, o in enumerate(outs):
@@ -156,6 +186,9 @@ def realize(outs: list[UOp], device: str | None = None) -> list[np.ndarray]:
     from .device import Device
     device = Device.DEFAULT
   if (sched := _schedule_cache.get(ck := (device, key))) is None:
+    if cut and (pieces := cut_deep([outs[i] for i in todo], device)) is not None:
+      for i, r in zip(todo, realize(pieces, device, cut=False)): results[i] = r
+      return results
     with _compile_lock:
       if (sched := _schedule_cache.get(ck)) is None:   # another thread may have compiled it while this one waited
         t0 = time.perf_counter()

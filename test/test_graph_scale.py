@@ -40,6 +40,41 @@ def test_shared_value_stored_once_not_for_cheap_values():
   assert len(_kernels(x.softmax(1))) == 1
   assert len(_kernels(x - x.max(1, keepdim=True))) == 1
 
+def test_deep_chain_100k():
+  """100,000 chained ops (the C stack overflowed at ~18,000): realized in pieces of MAX_DEPTH levels, which share one
+  compiled schedule."""
+  x = Tensor(np.arange(4, dtype=np.float32))
+  for _ in range(100_000): x = x + 1
+  np.testing.assert_array_equal(x.numpy(), np.arange(4, dtype=np.float32) + 100_000)
+
+def test_deep_chain_mixed_with_reduces():
+  rng = np.random.default_rng(3)
+  a = rng.random((3, 5), dtype=np.float32)
+  x, ref = Tensor(a), a.astype(np.float64)
+  for i in range(1500):
+    if i % 300 == 299: x, ref = x - x.mean(1, keepdim=True), ref - ref.mean(1, keepdims=True)
+    else: x, ref = x * 0.999 + 0.01, ref * 0.999 + 0.01
+  np.testing.assert_allclose(x.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("shape", ["chain", "tree"])
+def test_wide_graph(shape):
+  """2,000 input buffers in one expression: realized in pieces of at most MAX_INPUTS inputs (a 3,000-argument kernel
+  took LLVM minutes)."""
+  arrs = [np.full(3, i, np.float32) for i in range(2000)]
+  ts = [Tensor(a) for a in arrs]
+  if shape == "chain":
+    acc = ts[0]
+    for t in ts[1:]: acc = acc + t
+  else:
+    while len(ts) > 1: ts = [ts[i] + ts[i + 1] if i + 1 < len(ts) else ts[i] for i in range(0, len(ts), 2)]
+    acc = ts[0]
+  np.testing.assert_array_equal(acc.numpy(), np.full(3, sum(range(2000)), np.float32))
+
+def test_many_outputs():
+  ts = [Tensor(np.full(2, i, np.float32)) * 2 for i in range(300)]
+  Tensor.realize(*ts)
+  assert [t.numpy()[0] for t in ts] == [2.0 * i for i in range(300)]
+
 @pytest.mark.parametrize("lower,n", [("uop-lower-cpu", 20_000), ("uop-lower-gpu", 5_000)])
 def test_morok_opt_deep_file(tmp_path, lower, n):
   """A chain of n ops through the whole pipeline: the passes used to overflow the C stack (SIGSEGV), and the GPU
