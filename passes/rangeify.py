@@ -13,13 +13,14 @@ from math import prod
 from morok_mlir.uop import UOp, attrs, memref_type, ptr_type, TOKEN
 from morok_mlir.bridge import Func
 from morok_mlir.dtype import dtypes
+from morok_mlir.dialects.ops import MOVEMENT
 from .registry import register, PassError
 from . import index_math as im
 
 REDUCE_IDENTITY = {"add": lambda d: False if d.is_bool else 0, "mul": lambda d: True if d.is_bool else 1,
                    "max": lambda d: d.min, "min": lambda d: d.max}
 
-MOVEMENT = frozenset(("reshape", "permute", "expand", "shrink", "flip", "pad", "detach"))
+VIEWS = frozenset(MOVEMENT) | {"detach"}   # ops that only re-index their source: never stored, never counted as work
 SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
 
 class Rangeifier:
@@ -90,7 +91,7 @@ class Rangeifier:
     sh = s[0].shape if s and s[0].shape is not None else None
     if op == "buffer": return self.load(self.bufs[a["slot"]], u, idx, gate)
     if op == "const": return UOp("const", u.dtype.mlir, (), u.arg)
-    if (u in self.force or u in self.shared) and not inline_root and op not in MOVEMENT: return self.load((yield from self.bufferize(u)), u, idx, gate)
+    if (u in self.force or u in self.shared) and not inline_root and op not in VIEWS: return self.load((yield from self.bufferize(u)), u, idx, gate)
     if op in ("contiguous", "copy") and not inline_root: return self.load((yield from self.bufferize(u)), u, idx, gate)
     if op in ("contiguous", "copy", "detach"): return (yield (s[0], idx, gate, False))
     # assign: the result is the new value; realize() rebinds the target to the buffer it is stored in
@@ -136,11 +137,11 @@ class Rangeifier:
     of recomputed when it costs SHARED_COST ops or more: otherwise a chain like `x = f(x, x.max(1), x.sum(0))` has
     kernel k recompute every earlier x, and n steps cost O(n^2) ops to compile and to run."""
     if (first := self.first_root.setdefault(u, self.root)) is self.root or not self.discover or u in self.cheap: return
-    if u.op in MOVEMENT or u.op in ("buffer", "const") or u in self.outputs or u in self.force or u in self.shared: return
+    if u.op in VIEWS or u.op in ("buffer", "const") or u in self.outputs or u in self.force or u in self.shared: return
     n, seen, todo = 0, {u}, [u]
     while todo and n < SHARED_COST:
       x = todo.pop()
-      n += x.op not in MOVEMENT
+      n += x.op not in VIEWS
       for s in x.src:
         if s not in seen and s.op not in ("buffer", "const") and s not in self.materialised and s not in self.shared:
           seen.add(s); todo.append(s)
