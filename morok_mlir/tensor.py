@@ -521,16 +521,25 @@ class Tensor:
     return a._alu("pow", b)
 
   # ---- comparisons (bool results; written so that NaN compares false, as in numpy)
+  def _outside(self, x) -> int:
+    """+1 / -1 when x is a Python or numpy int above / below what self's integer dtype holds, else 0. Such a scalar
+    would wrap on conversion (int8 256 -> 0), so comparisons with it are answered exactly, as numpy 2 does."""
+    if type(x) is bool or isinstance(x, np.bool_) or not isinstance(x, (int, np.integer)) or not self.dtype.is_int: return 0
+    return 1 if x > self.dtype.max else -1 if x < self.dtype.min else 0
+  def _known(self, value: bool) -> Tensor: return Tensor.full(self.shape, value, dtype=dtypes.bool, device=self.device)
   def _cmp(self, op, x, reverse=False) -> Tensor:
+    if (side := self._outside(x)): return self._known(op == "cmpne" or (op == "cmplt" and (side > 0) != reverse))
     a, b = self._broadcasted(x, reverse)
     if op == "cmplt" and a.dtype.is_bool: return a.logical_not()._alu("and", b)  # False < True, whatever i1's signedness
     return a._alu(op, b, dtype=dtypes.bool)
   def __lt__(self, x) -> Tensor: return self._cmp("cmplt", x)
   def __gt__(self, x) -> Tensor: return self._cmp("cmplt", x, True)
   def __le__(self, x) -> Tensor:
+    if (side := self._outside(x)): return self._known(side > 0)
     a, b = self._broadcasted(x)
     return (a < b) | (a == b) if a.dtype.is_float else (b < a).logical_not()
   def __ge__(self, x) -> Tensor:
+    if (side := self._outside(x)): return self._known(side < 0)
     a, b = self._broadcasted(x)
     return b <= a
   def __eq__(self, x) -> Tensor: return self._cmp("cmpeq", x)  # type: ignore[override]

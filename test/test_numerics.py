@@ -86,3 +86,19 @@ def test_shift_every_amount_gpu_lowering(dt):
   shl, shr = emulate([(Tensor(A) << Tensor(B)).uop, (Tensor(A) >> Tensor(B)).uop])
   np.testing.assert_array_equal(shl, np.left_shift(A, B))
   np.testing.assert_array_equal(shr, np.right_shift(A, B))
+
+# ---- comparisons with an int scalar the dtype cannot hold: exact (numpy 2), not after wrapping (int8 256 -> 0)
+CMPS = {"lt": lambda x, y: x < y, "gt": lambda x, y: x > y, "le": lambda x, y: x <= y, "ge": lambda x, y: x >= y,
+        "eq": lambda x, y: x == y, "ne": lambda x, y: x != y}
+
+@pytest.mark.parametrize("dt", ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"])
+def test_compare_with_out_of_range_int(dt):
+  info = np.iinfo(dt)
+  a = np.array([info.min, 0, 1, info.max], dt)
+  t = Tensor(a)
+  for v in (int(info.min) - 1, int(info.max) + 1, -2**63, 2**64 - 1, 300, -300, np.int64(-1000)):
+    for name, f in CMPS.items():
+      try: ref = f(a, v)
+      except OverflowError: continue
+      np.testing.assert_array_equal(f(t, v).numpy(), ref, err_msg=f"{dt} {name} {v!r}")
+      if type(v) is int: np.testing.assert_array_equal(f(v, t).numpy(), f(v, a), err_msg=f"{v!r} {name} {dt}")
