@@ -2,7 +2,7 @@
 (test/test_dialect.py checks the committed file is current)."""
 from __future__ import annotations
 from .ops import OPS, OpDef, parse_sig, example_module
-from .verify import CHECKS
+from .verify import CHECKS, TYPE_RULE
 
 CONSTRAINT = {"tensor": "any `tensor<...>`", "memref": "any `memref<...>`", "index": "`index`", "i1": "`i1`",
               "token": "`!uop.token`", "any": "any type"}
@@ -54,8 +54,11 @@ the op's location:
 
 | op | checked by `verify.py` |
 |---|---|
+| every op | {type_rule} |
 {checks}
 | every op with `ints` attributes | the attribute is `array<i64: ...>` (IRDL admits any dense array) |
+| every op with `int` attributes | the attribute is an integer (IRDL admits `true`) |
+| `func.func` holding uop ops | its argument and result types follow the rule for every op (uop passes also check every function they import, and refuse declarations) |
 
 Ops without side effects (all but {effects}) are erased by `uop-dce` when unused and
 merged by `uop-cse` when identical; upstream `dce`/`cse` do not touch them (no traits).
@@ -65,7 +68,7 @@ def render() -> str:
   from morok_mlir.passes.dce import SIDE_EFFECTS
   checks = "\n".join(f"| {', '.join(f'`{n}`' for n in names)} | {doc.replace('|', chr(92) + '|')} |" for doc, names in _group_checks().items())
   effects = ", ".join(f"`{n}`" for n in sorted(SIDE_EFFECTS))
-  out = [HEADER.format(n=len(OPS), checks=checks, effects=effects)]
+  out = [HEADER.format(n=len(OPS), checks=checks, effects=effects, type_rule=TYPE_RULE)]
   for level, title in (("graph", "Graph-level ops"), ("kernel", "Kernel-level ops")):
     out.append(f"## {title}\n")
     out += [op_section(o) for o in OPS.values() if o.level == level]

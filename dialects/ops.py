@@ -20,6 +20,7 @@ class OpDef:
   attrs: dict = field(default_factory=dict)
   doc: str = ""
   example: str = ""
+  example_args: tuple = ()  # argument types of the example's function after its operands' (a buffer's slot names one)
 
 _T = "a:T, b:T"
 BINARY = {"add": "a + b", "mul": "a * b", "sub": "a - b", "idiv": "integer division, truncating toward zero",
@@ -37,7 +38,7 @@ def _t(shape="4", dt="f32"): return f"tensor<{shape}x{dt}>"
 _ops: list[OpDef] = [
   OpDef("buffer", "graph", "", "r:any", {"slot": "int"},
         "An input buffer of the graph, numbered by slot (graph functions usually take inputs as arguments instead).",
-        f'%0 = "uop.buffer"() {{slot = 0 : i64}} : () -> {_t()}'),
+        f'%0 = "uop.buffer"() {{slot = 0 : i64}} : () -> {_t()}', (_t(),)),
   OpDef("const", "graph", "", "r:T", {"value": "value"},
         "A constant. With a tensor result the scalar `value` is splat to the whole shape.",
         f'%0 = "uop.const"() {{value = 1.0 : f32}} : () -> {_t()}'),
@@ -151,5 +152,5 @@ def example_module(op: OpDef) -> str:
   tys = _split_types(ins)
   body = op.example
   for i in reversed(range(len(tys))): body = re.sub(rf"%{i}\b", f"%arg{i}", body)
-  args = ", ".join(f"%arg{i}: {t}" for i, t in enumerate(tys))
+  args = ", ".join(f"%arg{i}: {t}" for i, t in enumerate(tys + list(op.example_args)))
   return f"func.func @{op.name}_example({args}) {{\n  {body}\n  return\n}}\n"

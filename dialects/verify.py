@@ -1,11 +1,19 @@
 """What IRDL cannot express, checked in Python: shapes of movement ops and reductions, i1 results of comparisons,
 attribute values. Runs after parsing and after every pass; each problem is (location, message)."""
 from __future__ import annotations
-import re
+import functools, re
 from math import prod
+from morok_mlir.dtype import dtypes
 
-_SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)([a-z0-9]+)>")
-_DYNAMIC = re.compile(r"(tensor|memref|vector)<[^>]*[?*\[]")
+_SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)(\w+)>")
+_DYNAMIC = re.compile(r"(tensor|memref|vector)<(?:[\d?]+x|\[\d+\]x)*[?*\[]")  # a ?, * or [4] (scalable) dim
+ITEMSIZE = {d.mlir: d.itemsize for d in dtypes.all + (dtypes.index,)}  # the element types every pass handles
+ELEMENTS = ", ".join(ITEMSIZE)
+# No buffer can be larger than a 64-bit machine's user address space (2^47 bytes on x86-64 and AArch64); below it
+# element counts and byte offsets also fit the int64 index arithmetic of the lowerings.
+MAX_BYTES = 1 << 47
+TYPE_RULE = (f"operand and result types are scalars of {', '.join(f'`{e}`' for e in ITEMSIZE)} (the dtype table's element types), "
+             "static `tensor`, `memref` and 1-d `vector` types of them of at most 2^47 bytes, `!uop.ptr<T>` of one, or `!uop.token`")
 REDUCE_OPS = ("add", "mul", "max", "min")
 RANGE_KINDS = ("loop", "reduce", "global", "local")
 
@@ -14,6 +22,21 @@ def parse_type(ty: str):
   if (m := _SHAPED.fullmatch(ty)): return m.group(1), tuple(int(x) for x in m.group(2).split("x")[:-1]), m.group(3)
   if ty.startswith("!uop.ptr<"): return "ptr", (), ty[9:-1]
   return ("token" if ty == "!uop.token" else "scalar"), (), ty
+
+@functools.lru_cache(maxsize=4096)  # a program has few distinct types; the verifier runs after every pass
+def type_problem(ty: str) -> str | None:
+  """Why a uop value cannot have type ty, or None."""
+  if ty in ITEMSIZE or ty == "!uop.token": return None
+  if ty.startswith("!uop.ptr<"): return None if ty[9:-1] in ITEMSIZE else f"pointer to {ty[9:-1]}: the element type must be one of {ELEMENTS}"
+  if not (m := _SHAPED.fullmatch(ty)):
+    if _DYNAMIC.search(ty): return f"needs static shapes, got {ty}"
+    if re.fullmatch(r"(tensor|memref|vector)<.*>", ty):
+      return f"unsupported type {ty}: shapes are static, element types one of {ELEMENTS}, no layout, encoding or memory space"
+    return f"unsupported type {ty}: uop values are scalars of {ELEMENTS}, tensors, memrefs and vectors of them, !uop.ptr<T> or !uop.token"
+  kind, dims, elem = m.group(1), [int(x) for x in m.group(2).split("x")[:-1]], m.group(3)
+  if elem not in ITEMSIZE: return f"element type {elem} of {ty} is not supported (supported: {ELEMENTS})"
+  if kind == "vector" and len(dims) != 1: return f"vectors have one dimension (lanes), got {ty}"
+  if (n := prod(dims)) * ITEMSIZE[elem] > MAX_BYTES: return f"{ty} has {n} elements of {ITEMSIZE[elem]} bytes: more than 2^47 bytes"
 
 def _pairs(v, n, what):
   if len(v) != 2 * n: return f"{what} needs 2 values per dimension ({2 * n}), got {len(v)}"
@@ -107,10 +130,23 @@ def _const(name, ins, out, a):
   if not isinstance(v, (ir.FloatAttr, ir.IntegerAttr, ir.BoolAttr)): return f"value must be a scalar number, got {v}"
   if str(v.type) != (elem[1:] if elem.startswith("ui") else elem): return f"value of type {v.type} for a result of element type {elem}"
 
+def _fn_args(op) -> list[str] | None:
+  """Argument types of the func.func around op, or None outside one."""
+  f = op.parent
+  while f is not None and f.operation.name != "func.func": f = f.operation.parent
+  return [str(x.type) for x in f.regions[0].blocks[0].arguments] if f is not None and len(f.regions[0].blocks) else None
+
+def _buffer(name, ins, out, a):
+  """`slot` names an argument of the enclosing func.func, whose type is the result's"""
+  slot, args = a["slot"], a["@fn_args"]
+  if args is None: return "must be inside a func.func: its slot names one of the function's arguments"
+  if not 0 <= slot < len(args): return f"slot {slot} out of range: the function has {len(args)} argument(s)"
+  if args[slot] != out: return f"result type {out} differs from the type {args[slot]} of argument {slot}"
+
 CHECKS = {**{m: _movement for m in ("reshape", "permute", "expand", "pad", "shrink", "flip")},
           "reduce_axis": _reduce_axis, "cmplt": _same_shape_i1, "cmpne": _same_shape_i1, "cmpeq": _same_shape_i1,
           "cast": _same_shape, "bitcast": _same_shape, "where": _where, "index": _index, "reduce": _reduce,
-          "range": _range, "const": _const, "vectorize": _vectorize, "gep": _gep}
+          "range": _range, "const": _const, "vectorize": _vectorize, "gep": _gep, "buffer": _buffer}
 
 def _attr_value(attr):
   from mlir import ir
@@ -125,23 +161,40 @@ def check_op(op) -> str | None:
   from mlir import ir
   from .ops import OPS
   name = op.name[4:]
-  if (chk := CHECKS.get(name)) is None and name not in OPS: return None
-  for k, kind in OPS[name].attrs.items():  # IRDL's `#builtin.dense_array` also admits i32/f32/i1 arrays
+  if name not in OPS: return None
+  ins, outs = [str(o.type) for o in op.operands], [str(r.type) for r in op.results]
+  if (err := next(filter(None, map(type_problem, ins + outs)), None)): return err
+  for k, kind in OPS[name].attrs.items():  # IRDL's `#builtin.dense_array` also admits i32/f32/i1 arrays, `#builtin.integer` true
     if kind == "ints" and k in op.attributes and not isinstance(op.attributes[k], ir.DenseI64ArrayAttr):
       return f"attribute '{k}' must be an array<i64: ...>, got {op.attributes[k]}"
-  if chk is None: return None
-  ins, outs = [str(o.type) for o in op.operands], [str(r.type) for r in op.results]
-  if (dyn := next((t for t in ins + outs if _DYNAMIC.search(t)), None)): return f"needs static shapes, got {dyn}"
+    if kind == "int" and k in op.attributes and not isinstance(op.attributes[k], ir.IntegerAttr):
+      return f"attribute '{k}' must be an integer, got {op.attributes[k]}"
+  if (chk := CHECKS.get(name)) is None: return None
   a = {k: v if k == "value" else _attr_value(v) for k, v in op.attributes.items()}
+  if name == "buffer": a["@fn_args"] = _fn_args(op)
   try: return chk(name, ins, outs[0] if outs else "()", a)
   except Exception as e: return f"cannot be checked ({type(e).__name__}: {e})"  # a gap in a check must not crash the caller
 
+def signature_problem(fop) -> str | None:
+  """Problem with a func.func that uop passes import (a body; argument and result types as for uop values), or None."""
+  from mlir import ir
+  name = ir.StringAttr(fop.attributes["sym_name"]).value
+  if not len(fop.regions[0].blocks): return f"'func.func' op @{name} is a declaration: uop passes need a body"
+  ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
+  for what, types in (("argument", ftype.inputs), ("result", ftype.results)):
+    for i, t in enumerate(types):
+      if (msg := type_problem(str(t))): return f"'func.func' op @{name} {what} {i}: {msg}"
+  return None
+
 def verify_module(module_op) -> list:
-  """(location, message) for every uop op that IRDL accepts but our checks reject. Iterative: deep nesting is no
-  reason for a RecursionError."""
+  """(location, message) for every uop op that IRDL accepts but our checks reject, and for the signature of every function
+  that holds one. Iterative: deep nesting is no reason for a RecursionError."""
   errs, stack = [], [module_op]
   while stack:  # pre-order, in document order
     o = stack.pop().operation
     if o.name.startswith("uop.") and (msg := check_op(o)): errs.append((o.location, f"'{o.name}' op {msg}"))
-    stack += reversed([c for r in o.regions for b in r.blocks for c in b.operations])
+    body = [c for r in o.regions for b in r.blocks for c in b.operations]
+    if o.name == "func.func" and any(c.operation.name.startswith("uop.") for c in body) and (msg := signature_problem(o)):
+      errs.append((o.location, msg))
+    stack += reversed(body)
   return errs

@@ -48,12 +48,18 @@ def parse_pipeline(text: str) -> list[tuple[PassInfo, dict] | str]:
     else: out.append(el)
   return out
 
-def _python_pass(info: PassInfo, opts: dict, verify: bool):
+def _python_pass(info: PassInfo, opts: dict, verify: bool, func_locs: dict):
   from morok_mlir.bridge import import_module, module_text, replace_module_body, IRImportError
-  from morok_mlir.dialects.verify import verify_module
+  from morok_mlir.dialects.verify import verify_module, signature_problem
   def run(op, pass_):
+    if not func_locs:  # the first of our passes sees the functions where the input had them: rebuilt ones lose their place
+      func_locs.update((ir.StringAttr(f.operation.attributes["sym_name"]).value, f.operation.location)
+                       for f in op.regions[0].blocks[0].operations if f.operation.name == "func.func")
     try:
-      if info.on_uops: replace_module_body(op, module_text(info.run(import_module(op), **opts)))
+      if info.on_uops:  # every function is imported as a uop graph: one the import cannot represent is the user's error
+        for f in op.regions[0].blocks[0].operations:
+          if f.operation.name == "func.func" and (msg := signature_problem(f.operation)): raise PassError(msg, f.operation.location)
+        replace_module_body(op, module_text(info.run(import_module(op), **opts)))
       else: info.run(op, **opts)
       errs = verify_module(op) if verify else []
     except (PassError, IRImportError) as e:
@@ -61,24 +67,27 @@ def _python_pass(info: PassInfo, opts: dict, verify: bool):
     except Exception as e:  # a bug of ours must not become an abort inside MLIR
       errs = [(None, f"internal error in {info.name}: {type(e).__name__}: {e}")]
     for loc, msg in errs:
-      _location(loc, op.context).emit_error(f"{info.name}: {msg}" if not msg.startswith(info.name) else msg)
+      _location(loc, op, msg, func_locs).emit_error(f"{info.name}: {msg}" if not msg.startswith(info.name) else msg)
     if errs: pass_.signal_pass_failure()
   return run
 
-def _location(loc, ctx) -> ir.Location:
+def _location(loc, module_op, msg: str, func_locs: dict) -> ir.Location:
+  """Where to report a pass's error. One without a location is reported where the input had the function it names
+  (`@f`), else at the module: an error with no place in the file is no help."""
   if isinstance(loc, ir.Location): return loc
-  if loc and (m := re.fullmatch(r"(.*):(\d+):(\d+)", loc)): return ir.Location.file(m.group(1), int(m.group(2)), int(m.group(3)), ctx)
-  return ir.Location.unknown(ctx)
+  if loc and (m := re.fullmatch(r"(.*):(\d+):(\d+)", loc)): return ir.Location.file(m.group(1), int(m.group(2)), int(m.group(3)), module_op.context)
+  return next((func_locs[n] for n in re.findall(r"@([\w.$\-]+)", msg) if n in func_locs), module_op.location)
 
 def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True) -> PassManager:
   with ctx:
     pm = PassManager("builtin.module")
     pm.enable_verifier(verify_each)
+    func_locs: dict = {}
     for el in parse_pipeline(pipeline):
       if isinstance(el, str):
         try: pm.add(el)
         except ValueError as e: raise PipelineError(f"upstream pass '{el}': {str(e).strip()}") from None
-      else: pm.add(_python_pass(el[0], el[1], verify_each), name=el[0].name)
+      else: pm.add(_python_pass(el[0], el[1], verify_each, func_locs), name=el[0].name)
   return pm
 
 def run_pipeline(module: ir.Module, pipeline: str, verify_each: bool = True) -> None:

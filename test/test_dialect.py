@@ -98,8 +98,12 @@ VERIFY_BAD = [
   ("permute", "%a: tensor<2x3xf32>", '%0 = "uop.permute"(%a) {order = array<f32: 1.0, 0.0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>', "array<i64"),
   ("permute", "%a: tensor<?x3xf32>", '%0 = "uop.permute"(%a) {order = array<i64: 1, 0>} : (tensor<?x3xf32>) -> tensor<3x?xf32>', "static shapes"),
   ("reshape", "%a: tensor<4xf32>", '%0 = "uop.reshape"(%a) : (tensor<4xf32>) -> tensor<?xf32>', "static shapes"),
+  ("buffer", "%a: tensor<4xf32>", '%0 = "uop.buffer"() {slot = 99999 : i64} : () -> tensor<4xf32>', "slot 99999 out of range: the function has 1"),
+  ("buffer", "%a: tensor<4xf32>", '%0 = "uop.buffer"() {slot = -1 : i64} : () -> tensor<4xf32>', "slot -1 out of range"),
+  ("buffer", "", '%0 = "uop.buffer"() {slot = 0 : i64} : () -> tensor<4xf32>', "has 0 argument(s)"),
+  ("buffer", "%a: tensor<4xf32>", '%0 = "uop.buffer"() {slot = 0 : i64} : () -> tensor<8xf32>', "differs from the type tensor<4xf32> of argument 0"),
+  ("buffer", "%a: tensor<4xf32>", '%0 = "uop.buffer"() {slot = true} : () -> tensor<4xf32>', "'slot' must be an integer"),
 ]
-
 @pytest.mark.parametrize("name,args,body,want", VERIFY_BAD, ids=[f"{v[0]}-{v[3][:20]}" for v in VERIFY_BAD])
 def test_verify_rejects(ctx, name, args, body, want):
   msg = problems(ctx, F.format(args=args, body=body))
@@ -107,6 +111,28 @@ def test_verify_rejects(ctx, name, args, body, want):
 
 def test_every_verify_check_has_a_bad_case():
   assert set(CHECKS) <= {v[0] for v in VERIFY_BAD}
+
+# every op: element types from the dtype table, static shapes, 1-d vectors, at most 2^47 bytes (passes assume all of it)
+TYPE_BAD = [("tensor<4xbf16>", "element type bf16"), ("tensor<4xi3>", "element type i3"), ("i128", "unsupported type i128"),
+            ("tensor<4xf8E4M3FN>", "element type f8E4M3FN"), ("f8E5M2", "unsupported type f8E5M2"), ("tensor<4xsi32>", "element type si32"),
+            ("tensor<4xui3>", "element type ui3"), ("tensor<4xtf32>", "element type tf32"), ("tensor<4xcomplex<f32>>", "unsupported type"),
+            ("tensor<4xvector<4xf32>>", "unsupported type"), ("tensor<?x4xf32>", "static shapes"), ("tensor<*xf32>", "static shapes"),
+            ("vector<[4]xf32>", "static shapes"), ('tensor<4xf32, "enc">', "no layout, encoding"), ("memref<4xf32, 3>", "memory space"),
+            ("memref<4xf32, strided<[2]>>", "no layout"), ("vector<2x4xf32>", "one dimension"), ("tuple<f32>", "unsupported type"),
+            ("tensor<99999999999x99999999999xf32>", "more than 2^47 bytes"), ("tensor<4611686018427387904xf32>", "more than 2^47 bytes"),
+            ("none", "unsupported type none"), ("!uop.ptr<bf16>", "pointer to bf16"), ("!uop.ptr<tensor<4xf32>>", "pointer to tensor")]
+
+@pytest.mark.parametrize("ty,want", TYPE_BAD, ids=[t for t, _ in TYPE_BAD])
+def test_verify_rejects_types(ctx, ty, want):
+  msg = problems(ctx, F.format(args=f"%a: {ty}", body=f'%0 = "uop.detach"(%a) : ({ty}) -> {ty}'))
+  assert "'uop.detach' op" in msg and want in msg, msg
+  if want.startswith("element type"): assert "(supported: i1, i8, i16, i32, i64, ui8, ui16, ui32, ui64, f16, f32, f64, index)" in msg
+
+def test_verify_accepts_every_dtype(ctx):
+  from morok_mlir.dtype import dtypes
+  for d in dtypes.all + (dtypes.index,):
+    for ty in (d.mlir, f"tensor<2x3x{d.mlir}>", f"tensor<{d.mlir}>", f"tensor<0x4x{d.mlir}>", f"memref<6x{d.mlir}>", d.vec(4), f"!uop.ptr<{d.mlir}>"):
+      assert problems(ctx, F.format(args=f"%a: {ty}", body=f'%0 = "uop.detach"(%a) : ({ty}) -> {ty}')) == "", ty
 
 def test_verify_walk_is_iterative(ctx):
   """300 nested modules: deeper than Python's recursion limit allows a recursive walk (limit 1000, 3 frames per level)."""

@@ -5,7 +5,7 @@
 
 // CHECK-LABEL: func.func @buffer_example
 // CHECK-NEXT: %0 = "uop.buffer"() {slot = 0 : i64} : () -> tensor<4xf32>
-func.func @buffer_example() {
+func.func @buffer_example(%arg0: tensor<4xf32>) {
   %0 = "uop.buffer"() {slot = 0 : i64} : () -> tensor<4xf32>
   return
 }
