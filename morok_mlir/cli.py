@@ -2,6 +2,7 @@
 prints the result. Every user error is a diagnostic and exit code 1, never an abort."""
 from __future__ import annotations
 import argparse, json, re, sys
+import numpy as np
 from morok_mlir.diagnostics import format_mlir_error
 
 def _list_passes() -> str:
@@ -22,22 +23,112 @@ def _chunks(text: str, split: bool):
     out.append((line, part)); line += part.count("\n") + 1
   return out
 
-# MLIR's parser recurses once per nesting level and overflows the C stack (SIGSEGV) a few thousand levels deep, and
-# parses integer literals in quadratic time. Real IR stays far below these limits, so reject beyond them up front.
-MAX_NESTING, MAX_DIGITS = 256, 4096
-_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|->|>=|[\w!#]<|[(\[{<)\]}>]' + rf'|\d{{{MAX_DIGITS + 1},}}')
+# Limits that keep MLIR's parser (and printer) inside the stack and linear time; each was measured on these wheels by
+# feeding ir.Module.parse one construct at growing sizes (the numbers in the comments). Real IR stays far below them.
+MAX_INPUT = 64 << 20     # bytes of one input: more is refused before it is read (`morok-opt /dev/zero` ate memory)
+MAX_NESTING = 256        # ( [ { < levels: the parser recurses per level; 10k levels of [ or ({ overflow the stack (SIGSEGV)
+MAX_DIGITS = 4096        # digits of one decimal or hex literal: quadratic (10k decimal digits 1.3 s, 1M hex digits > 40 s),
+                         # and 20k digits after a float's '.' abort in APFloat
+MAX_RANK = 256           # dims of one shape: `1x1x...` is re-lexed once per dim (quadratic: 4096 dims cost 5.6 us per byte)
+MAX_INT_BITS = 256       # width of an integer type: each dense element takes width bits (1000 elements of i16777215: 37 s)
+MAX_AFFINE = 1024        # tokens of one affine map, set or affine-op subscript: a unary minus recurses (30k: SIGSEGV), a
+                         # floordiv chain nests (300k: SIGSEGV), distinct dims and terms simplify in quadratic time
+MAX_PRINTED = 64 << 20   # printed size of attribute and type aliases: `#a1 = [#a0, #a0]` doubles per line when printed
+LIMITS_DOC = (f"Input limits: {MAX_INPUT >> 20} MiB, nesting {MAX_NESTING}, {MAX_DIGITS} digits per number, {MAX_RANK} dims per "
+              f"shape, i{MAX_INT_BITS}, {MAX_AFFINE} tokens per affine map, aliases printing to {MAX_PRINTED >> 20} MiB.")
+
+_SKIP = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|->|>=')  # strings, comments and arrows hold no brackets
+# Every scan below runs at C speed (bytes.translate/find, numpy, regexes with a literal first character): Python loops
+# over 64 MiB of brackets or digits would take minutes, and a regex tried at every digit of a run is quadratic.
+_DEPTH = np.zeros(256, np.int8)
+_DEPTH[list(b"([{<")], _DEPTH[list(b")]}>")] = 1, -1
+_DIGITS, _HEX, _DIMS = (bytes(to if c in chars else 32 for c in range(256)) for chars, to in
+                        ((b"0123456789", 100), (b"0123456789abcdefABCDEF", 104), (b"0123456789x", 100)))
+_HEXLIT, _SHAPE = re.compile(rb"0x([0-9a-fA-F]{%d,})" % (MAX_DIGITS + 1)), re.compile(rb"(?<!\d)(?:\d++x){%d}" % (MAX_RANK + 1))
+_WIDE_INT = re.compile(rb"i(\d{3,})")
+_AFFINE = re.compile(rb"affine_map<|affine_set<|encoding<|affine\.\w+")
+_AFFINE_WHAT = {b"affine_map<": "affine map", b"affine_set<": "integer set", b"encoding<": "encoding map"}
+_AFFINE_TOKEN = re.compile(r"[(\[{<)\]}>:]|[\w$.%#@^!]+|[-+*=]")
+_ALIAS_DEF = re.compile(rb"(?:^|\n)[ \t]*[#!][\w$.\-]+[ \t]*=")
+_ALIAS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|^[ \t]*([#!][\w$.\-]+)[ \t]*=|[#!][\w$.\-]+', re.M)
+_IDENT = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$.%@#^!-")
+
+def _too_deep(b: bytes) -> int | None:
+  """Position of the first bracket nested deeper than MAX_NESTING (closers never take the depth below 0)."""
+  a, depth, step = np.frombuffer(b, np.uint8), 0, 1 << 20
+  c, m = np.empty(step, np.int32), np.empty(step, np.int32)
+  for i in range(0, len(a), step):
+    x = _DEPTH[a[i:i + step]]; n = len(x); cn, mn = c[:n], m[:n]
+    np.cumsum(x, dtype=np.int32, out=cn); cn += depth
+    np.minimum.accumulate(cn, out=mn); np.minimum(mn, 0, out=mn); np.subtract(cn, mn, out=cn)  # the running sum clamped at 0
+    if cn.max() > MAX_NESTING: return i + int(np.argmax(cn > MAX_NESTING))
+    depth = int(cn[-1])
+  return None
+
+def _long_runs(t: bytes, needle: bytes):
+  """(start, end) of each run of t that contains needle (a run of one class character)."""
+  i = 0
+  while (i := t.find(needle, i)) >= 0:
+    start, end = t.rfind(b" ", 0, i) + 1, t.find(b" ", i)
+    yield start, (len(t) if end < 0 else end)
+    i = len(t) if end < 0 else end
+
+def _affine_end(s: str, pos: int, op: str | None) -> tuple[int, bool]:
+  """(end, too long) of the affine map/set at s[pos] == '<', or of the operands of affine op `op` from pos: up to its ':',
+  '{' or the next statement's '=' (affine.parallel's bounds follow its '=')."""
+  depth, stops = 0, () if op is None else (":", "{") if op == "affine.parallel" else (":", "{", "=")
+  for n, m in enumerate(_AFFINE_TOKEN.finditer(s, pos)):
+    if n >= MAX_AFFINE: return m.start(), True
+    t = m.group()
+    if depth == 0 and t in stops: return m.start(), False
+    depth += (t in ("(", "[", "{", "<")) - (t in (")", "]", "}", ">"))
+    if depth < 0 or (depth == 0 and op is None and t == ">"): return m.end(), False
+  return len(s), False
+
+def _alias_overflow(text: str) -> tuple[int, str, int] | None:
+  """(position, name, size) of the first alias whose printed expansion passes MAX_PRINTED. A definition is taken to run to
+  the next one, so the last one also counts the uses in the operations after it: an over-estimate, never an under-."""
+  size, cur, start, extra = {}, None, 0, 0
+  for m in _ALIAS.finditer(text):
+    if m.group(1):
+      if cur and (n := m.start() - start + extra) > MAX_PRINTED: return start, cur, n
+      if cur: size[cur] = n
+      cur, start, extra = m.group(1), m.start(), 0
+    elif m.group()[0] in "#!" and (k := size.get(m.group())): extra += k - len(m.group())
+  if cur and (n := len(text) - start + extra) > MAX_PRINTED: return start, cur, n
+  return None
 
 def check_input(text: str) -> str | None:
-  """'line:col: error: ...' if text nests deeper or has longer number literals than MLIR survives; else None."""
-  where = lambda pos: f"{text.count(chr(10), 0, pos) + 1}:{pos - text.rfind(chr(10), 0, pos)}"
-  depth = 0
-  for m in _TOKENS.finditer(text):
-    t = m.group()
-    if t[0].isdigit(): return f"{where(m.start())}: error: number literal of {len(re.match(r'[0-9.]*', text[m.start():]).group())} characters (at most {MAX_DIGITS})"
-    if t[-1] in "([{<" and (len(t) == 1 or t[-1] == "<"):
-      depth += 1
-      if depth > MAX_NESTING: return f"{where(m.start())}: error: nesting deeper than {MAX_NESTING} levels"
-    elif t in ")]}>": depth = max(depth - 1, 0)
+  """'line:col: error: ...' if text holds a construct MLIR's parser cannot take in bounded stack and time; else None."""
+  def err(pos: int, msg: str, stripped: bool = True) -> str:
+    if stripped:  # position in text of position pos of s, the text without _SKIP's matches
+      for m in _SKIP.finditer(text):
+        if m.start() > pos: break
+        pos += m.end() - m.start()
+    return f"{text.count(chr(10), 0, pos) + 1}:{pos - text.rfind(chr(10), 0, pos)}: error: {msg}"
+  s = _SKIP.sub("", text)
+  b = s.encode("ascii", "replace")  # one byte per character
+  if (p := _too_deep(b)) is not None: return err(p, f"nesting deeper than {MAX_NESTING} levels")
+  if (run := next(_long_runs(b.translate(_DIGITS), b"d" * (MAX_DIGITS + 1)), None)):
+    return err(run[0], f"number literal of {len(re.match(r'[0-9.]*', s[run[0]:]).group())} characters (at most {MAX_DIGITS})")
+  for st, en in _long_runs(b.translate(_HEX), b"h" * (MAX_DIGITS + 1)):
+    if (m := _HEXLIT.search(b, max(st - 2, 0), en)):
+      return err(m.start(), f"hexadecimal literal of {len(m.group(1))} digits (at most {MAX_DIGITS})")
+  for st, en in _long_runs(b.translate(_DIMS), b"d" * (2 * MAX_RANK + 2)):  # a shape of more dims has a run this long
+    if (m := _SHAPE.search(b, st, en)): return err(m.start(), f"shape with more than {MAX_RANK} dimensions")
+  for m in _WIDE_INT.finditer(b):
+    i = m.start() - (m.start() > 0 and b[m.start() - 1] in b"su")  # si512, ui512
+    before = b[max(i - 2, 0):i].rjust(2)
+    if int(m.group(1)) > MAX_INT_BITS and (before[1] not in _IDENT or (before[1] == 120 and before[0] in b"0123456789?]")):  # `4xi512`
+      return err(i, f"integer type {b[i:m.end()].decode()} is wider than {MAX_INT_BITS} bits")
+  scanned = 0
+  for m in _AFFINE.finditer(b):
+    attr = m.group() in _AFFINE_WHAT
+    if m.start() < scanned or (not attr and m.start() and b[m.start() - 1] in _IDENT): continue  # measured, or a longer name
+    scanned, long = _affine_end(s, m.end() - attr, None if attr else m.group().decode())
+    if long: return err(m.start(), f"{_AFFINE_WHAT.get(m.group(), 'affine expression')} longer than {MAX_AFFINE} tokens")
+  if _ALIAS_DEF.search(b) and (a := _alias_overflow(text)):
+    return err(a[0], f"alias {a[1]} prints as at least {a[2]} characters (at most {MAX_PRINTED >> 20} MiB): aliases nest exponentially", False)
   return None
 
 def _diag(err: Exception, fname: str) -> str: return format_mlir_error(str(err), fname)
@@ -70,8 +161,18 @@ def process(text: str, fname: str, pipeline: str, verify_each: bool, debuginfo: 
     # Module.parse names every source "-": give locations the real file name
     return (out.replace('loc("-":', f"loc({json.dumps(fname)}:") if debuginfo else out), err or None
 
+class _ArgError(Exception): pass
+
+class _Parser(argparse.ArgumentParser):
+  def error(self, message): raise _ArgError(message)  # argparse exits 2; every morok-opt error exits 1
+
+def _read(path: str) -> bytes:
+  """At most MAX_INPUT + 1 bytes: `morok-opt /dev/zero` must not read until memory runs out."""
+  if path == "-": return sys.stdin.buffer.read(MAX_INPUT + 1)
+  with open(path, "rb") as f: return f.read(MAX_INPUT + 1)
+
 def main(argv=None) -> int:
-  ap = argparse.ArgumentParser(prog="morok-opt", description="Run morok-mlir and upstream MLIR passes on MLIR files.")
+  ap = _Parser(prog="morok-opt", description="Run morok-mlir and upstream MLIR passes on MLIR files.", epilog=LIMITS_DOC)
   ap.add_argument("input", nargs="?", default="-", help="input file, or - for stdin")
   ap.add_argument("-o", dest="output", default="-", help="output file")
   ap.add_argument("-p", "--pass-pipeline", default="", help="comma-separated passes, ours and upstream")
@@ -81,15 +182,16 @@ def main(argv=None) -> int:
   ap.add_argument("--verify-each", dest="verify_each", action="store_true", default=True, help="verify after every pass (default)")
   ap.add_argument("--no-verify-each", dest="verify_each", action="store_false")
   ap.add_argument("--verify-rules", action="store_true", help="prove every rewrite rule with Z3 and print the verdicts")
-  args = ap.parse_args(argv)
+  try: args = ap.parse_args(argv)
+  except _ArgError as e: print(f"{ap.format_usage()}morok-opt: error: {e}", file=sys.stderr); return 1
   if args.list_passes: print(_list_passes()); return 0
   if args.verify_rules:
     from morok_mlir.passes.prove import main as prove_main
     return prove_main()
-  try:
-    data = sys.stdin.buffer.read() if args.input == "-" else open(args.input, "rb").read()
-  except OSError as e: print(f"morok-opt: error: cannot read {args.input}: {e.strerror}", file=sys.stderr); return 1
+  try: data = _read(args.input)
+  except OSError as e: print(f"morok-opt: error: cannot read {args.input}: {e.strerror or e}", file=sys.stderr); return 1
   fname = "<stdin>" if args.input == "-" else args.input
+  if len(data) > MAX_INPUT: print(f"{fname}: error: input larger than {MAX_INPUT >> 20} MiB (the limit of morok-opt)", file=sys.stderr); return 1
   try: text = data.decode("utf-8")
   except UnicodeDecodeError as e: print(f"{fname}: error: input is not UTF-8 text (byte {e.start})", file=sys.stderr); return 1
   if "\x00" in text: print(f"{fname}: error: input contains NUL bytes (binary data?)", file=sys.stderr); return 1
