@@ -15,7 +15,8 @@ def _kernel_name(root: UOp, n: int) -> str:
   red = [str(im.cval(r.src[0])) for r in nodes if r.op == "range" and r.attrs["kind"] == "reduce"]
   return ("r_" if red else "E_") + "_".join(sizes + red or ["1"]) + f"_k{n}"
 
-def split_func(f: Func) -> list[Func]:
+def split_func(f: Func, prefix: str = "") -> list[Func]:
+  """The kernels of one graph function and its schedule; prefix keeps the names of several graphs in one module apart."""
   sink = f.roots[0]
   n_args = len(f.args)
   temps: dict[UOp, UOp] = {}                 # bufferize -> schedule buffer
@@ -41,20 +42,18 @@ def split_func(f: Func) -> list[Func]:
     stored = [s.src[0].src[0] for s in body.toposort if s.op == "store"]
     order = stored + [b for b in bufs if b not in stored]
     remap = {b: UOp("buffer", b.ty, (), attrs(slot=i)) for i, b in enumerate(order)}
-    name = _kernel_name(body, k)
+    name = prefix + _kernel_name(body, k)
     kernels.append(Func(name, [b.ty for b in order], [], [UOp("sink", "()", (body.substitute(remap),))], {"uop.kernel": None},
                         visibility="private"))
     deps = tuple(dict.fromkeys(calls[writer[b.attrs["slot"]]] for b in order if b not in stored and b.attrs["slot"] in writer))
     calls.append(UOp("kernel", TOKEN, deps, attrs(callee=("@sym", name), slots=tuple(b.attrs["slot"] for b in order))))
     for b in stored: writer[b.attrs["slot"]] = k
   sched_args = f.args + [t.ty for t in temps.values()]
-  sched = Func("schedule", sched_args, [], [UOp("sink", "()", tuple(calls))],
+  sched = Func(prefix + "schedule", sched_args, [], [UOp("sink", "()", tuple(calls))],
                {"uop.schedule": None, **{k: v for k, v in f.attrs.items() if k.startswith("uop.num_")}})
   return kernels + [sched]
 
 @register("uop-kernel-split", "Split at store/bufferize boundaries into kernels and a @schedule")
 def uop_kernel_split(funcs: list[Func]) -> list[Func]:
-  out = []
-  for f in funcs:
-    out += split_func(f) if f.roots and f.roots[0].op == "sink" and "uop.num_inputs" in f.attrs and "uop.kernel" not in f.attrs else [f]
-  return out
+  graphs = [f for f in funcs if f.roots and f.roots[0].op == "sink" and "uop.num_inputs" in f.attrs and "uop.kernel" not in f.attrs]
+  return [k for f in funcs for k in (split_func(f, f"{f.name}_" if len(graphs) > 1 else "") if f in graphs else [f])]

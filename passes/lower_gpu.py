@@ -75,7 +75,7 @@ class GPULowerer(Lowerer):
     self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested else 1
     self.lane_groups: dict[UOp, list[UOp]] = {}   # a reduce of one lane -> the same reduce of every lane
     if self.group: self.local, self.glob = min(group_threads, max(32, _pow2_at_least(red))), n
-    else: self.local = min(n // self.upcast, LOCAL_MAX); self.glob = -(-(n // self.upcast) // self.local)
+    else: self.local = max(1, min(n // self.upcast, LOCAL_MAX)); self.glob = max(1, -(-(n // self.upcast) // self.local))  # empty: one idle thread
     self.n_out, self.tid = n, None
 
   def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group), self.upcast)
@@ -114,6 +114,7 @@ class GPULowerer(Lowerer):
 
   # -- the output loop nest -> global ids
   def effect(self, u: UOp):
+    if u is self.end and not self.n_out: self.done.add(u); return   # an empty output: the kernel stores nothing
     if u is self.end and u not in self.done:
       self.done.add(u); self.ids()
       guard = None

@@ -301,25 +301,15 @@ EDGE = {"rank-0": _fn("tensor<f32>"), "one": _fn("tensor<1xf32>"), "bool": _fn("
 PIPELINES = ["", "uop-rangeify", "uop-simplify", "uop-rangeify,uop-kernel-split", "uop-rangeify,uop-kernel-split,uop-optimize",
              "uop-rangeify,uop-simplify,uop-kernel-split,uop-optimize,uop-lower-cpu", "uop-rangeify,uop-kernel-split,uop-lower-gpu",
              "uop-dce", "uop-cse"]
-KNOWN = {("empty", "uop-rangeify,uop-kernel-split,uop-lower-gpu"): "uop-lower-gpu divides by a zero thread count on an empty tensor",
-         **{("two-functions", p): "uop-kernel-split names the kernels of two graphs alike (redefinition of @E_4_k0)"
-            for p in PIPELINES if "kernel-split" in p}}
 LOCATED = re.compile(r"\S+\.mlir:[1-9]\d*:\d+: error: ")
 
 @pytest.mark.parametrize("pipeline", PIPELINES, ids=[p.split(",")[-1] or "parse" for p in PIPELINES])
 def test_hostile_types_through_passes(tmp_path, pipeline):
-  cases = {**{k: (v, 1) for k, v in HOSTILE.items()}, **{k: (v, None) for k, v in EDGE.items() if (k, pipeline) not in KNOWN}}
+  cases = {**{k: (v, 1) for k, v in HOSTILE.items()}, **{k: (v, None) for k, v in EDGE.items()}}
   res = run_batch(tmp_path, [(t.encode(), ["-p", pipeline] if pipeline else []) for t, _ in cases.values()])
   for (name, (text, want)), (rc, err) in zip(cases.items(), res):
     assert rc == (want if want is not None else rc) and (rc == 0 or LOCATED.match(err)) and "internal error" not in err, (name, rc, err)
     if want: assert re.match(r"\S+\.mlir:[12]:\d+: error: '(uop\.\w+|func\.func)' op ", err), (name, err)  # from verify.py, at the op
-
-@pytest.mark.parametrize("case,pipeline", list(KNOWN), ids=[f"{c}-{p.split(',')[-1]}" for c, p in KNOWN])
-def test_known_pass_bugs(tmp_path, case, pipeline):
-  f = tmp_path / "c.mlir"; f.write_text(EDGE[case])
-  r = opt(str(f), "-p", pipeline)
-  if b"internal error" in r.stderr: pytest.xfail(KNOWN[case, pipeline])
-  assert r.returncode in (0, 1) and (r.returncode == 0 or LOCATED.match(r.stderr.decode())), r.stderr
 
 def test_deep_graph(tmp_path):
   """A 20,000-op chain: parsed, verified and compiled without recursion (rangeify segfaulted on it)."""
