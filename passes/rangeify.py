@@ -4,8 +4,9 @@ For each result of a graph function we open one `loop` range per dimension (size
 value at those indices, walking the graph: movement ops only transform the index expressions (no copies), pad
 gates loads and selects 0 outside, expand indexes 0, reduce_axis opens `reduce` ranges and becomes `uop.reduce`.
 
-What gets materialised (`uop.bufferize`): `contiguous`, and a reduce_axis whose result is broadcast along a
-loop that is *outer* to the loops it depends on (inlining it there would recompute it per outer iteration).
+What gets materialised (`uop.bufferize`): `contiguous`, a reduce_axis whose result is broadcast along a
+loop that is *outer* to the loops it depends on (inlining it there would recompute it per outer iteration), and a
+value that a second kernel needs when it costs SHARED_COST ops or more (`Rangeifier.note`).
 A reduce that depends only on a prefix of the loop nest stays inline: the CPU lowering computes it once per
 iteration of that prefix, so `x - x.max(1, keepdim=True)` and softmax are one kernel each."""
 from __future__ import annotations
@@ -136,7 +137,7 @@ class Rangeifier:
     """u's value is needed by the kernel of self.root. A value that a second kernel needs too is stored once instead
     of recomputed when it costs SHARED_COST ops or more: otherwise a chain like `x = f(x, x.max(1), x.sum(0))` has
     kernel k recompute every earlier x, and n steps cost O(n^2) ops to compile and to run."""
-    if (first := self.first_root.setdefault(u, self.root)) is self.root or not self.discover or u in self.cheap: return
+    if not self.discover or self.first_root.setdefault(u, self.root) is self.root or u in self.cheap: return
     if u.op in VIEWS or u.op in ("buffer", "const") or u in self.outputs or u in self.force or u in self.shared: return
     n, seen, todo = 0, {u}, [u]
     while todo and n < SHARED_COST:
