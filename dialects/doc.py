@@ -1,7 +1,7 @@
 """The dialect reference, generated from the op table: `python -m morok_mlir.dialects.doc > docs/dialect.md`
 (test/test_dialect.py checks the committed file is current)."""
 from __future__ import annotations
-from .ops import OPS, OpDef, parse_sig, example_module
+from .ops import OPS, OpDef, SIDE_EFFECTS, parse_sig, example_module
 from .verify import CHECKS, TYPE_RULE
 
 CONSTRAINT = {"tensor": "any `tensor<...>`", "memref": "any `memref<...>`", "index": "`index`", "i1": "`i1`",
@@ -65,9 +65,8 @@ merged by `uop-cse` when identical; upstream `dce`/`cse` do not touch them (no t
 """
 
 def render() -> str:
-  from morok_mlir.passes.dce import SIDE_EFFECTS
   checks = "\n".join(f"| {', '.join(f'`{n}`' for n in names)} | {doc.replace('|', chr(92) + '|')} |" for doc, names in _group_checks().items())
-  effects = ", ".join(f"`{n}`" for n in sorted(SIDE_EFFECTS))
+  effects = ", ".join(f"`uop.{n}`" for n in sorted(SIDE_EFFECTS))
   out = [HEADER.format(n=len(OPS), checks=checks, effects=effects, type_rule=TYPE_RULE)]
   for level, title in (("graph", "Graph-level ops"), ("kernel", "Kernel-level ops")):
     out.append(f"## {title}\n")

@@ -31,6 +31,13 @@ COMPARE = {"cmplt": "a < b", "cmpne": "a != b (true for NaN)", "cmpeq": "a == b"
 UNARY = {"neg": "-a", "exp2": "2 ** a", "log2": "log2(a)", "sin": "sin(a)", "sqrt": "sqrt(a)", "recip": "1 / a",
          "trunc": "round toward zero (floats)"}
 MOVEMENT = ("reshape", "permute", "expand", "pad", "shrink", "flip")
+# traits (IRDL ops carry none, so our passes read them here)
+COMMUTATIVE = frozenset(("add", "mul", "and", "or", "xor", "max", "min", "cmpne", "cmpeq"))   # operands match in either order
+SIDE_EFFECTS = frozenset(("store", "sink", "end", "kernel", "assign", "barrier", "if", "endif", "copy"))   # never dead, never merged
+# the start value of each reduce op, a Python value of the dtype's kind (bool, float or int)
+REDUCE_IDENTITY = {"add": lambda dt: False if dt.is_bool else 0.0 if dt.is_float else 0,
+                   "mul": lambda dt: True if dt.is_bool else 1.0 if dt.is_float else 1,
+                   "max": lambda dt: dt.min, "min": lambda dt: dt.max}
 GRAPH_ALU = tuple(BINARY) + tuple(COMPARE) + tuple(UNARY) + ("where", "mulacc", "cast", "bitcast")
 
 def _t(shape="4", dt="f32"): return f"tensor<{shape}x{dt}>"

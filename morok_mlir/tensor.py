@@ -6,6 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 from .dtype import DType, dtypes, least_upper_dtype, to_dtype
 from .uop import UOp, attrs, tensor_type
+from .dialects.ops import REDUCE_IDENTITY
 from .realize import new_buffer, buffer_data, realize as _realize
 
 # ---------------------------------------------------------------- provenance
@@ -165,7 +166,6 @@ def _opposite(r: Tensor, b: Tensor) -> Tensor:
 
 # bools have no arithmetic: add/max are or, mul/min are and (as tinygrad rewrites them)
 _BOOL_ALU = {"add": "or", "mul": "and", "max": "or", "min": "and"}
-_IDENTITY = {"add": lambda dt: 0, "mul": lambda dt: 1, "max": lambda dt: dt.min, "min": lambda dt: dt.max}
 _rng = np.random.default_rng(0)
 
 # ---------------------------------------------------------------- Tensor
@@ -659,7 +659,7 @@ class Tensor:
     out = kept if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
     if self.dtype.is_bool and op != "add": return self.cast(dtypes.uint8)._reduce(op, axis, keepdim).cast(dtypes.bool)  # no i1 ordering
     if not axes: return self.reshape(out)
-    if 0 in self.shape and 0 not in kept: return Tensor.full(out, _IDENTITY[op](self.dtype), self.dtype)  # empty reduce
+    if 0 in self.shape and 0 not in kept: return Tensor.full(out, REDUCE_IDENTITY[op](self.dtype), self.dtype)  # empty reduce
     return self._op("reduce_axis", kept, op=op, axes=axes).reshape(out)
   def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
     ret = self.cast(dtype or _sum_acc(self.dtype))._reduce("add", axis, keepdim)

@@ -1,7 +1,8 @@
 """uop-dce: erase side-effect-free uop ops whose results are unused (IRDL ops have no traits for upstream DCE)."""
+from morok_mlir.dialects.ops import SIDE_EFFECTS as _EFFECTS
 from .registry import register
 
-SIDE_EFFECTS = {"uop.store", "uop.sink", "uop.end", "uop.kernel", "uop.assign", "uop.barrier", "uop.if", "uop.endif", "uop.copy"}
+SIDE_EFFECTS = frozenset("uop." + n for n in _EFFECTS)   # MLIR op names
 
 def dead(op) -> bool:
   return op.name.startswith("uop.") and op.name not in SIDE_EFFECTS and all(not list(r.uses) for r in op.results)

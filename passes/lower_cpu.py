@@ -36,6 +36,7 @@ from math import prod
 from morok_mlir.bridge import Func, const_text, import_module, replace_module_body
 from morok_mlir.dtype import DType, dtypes
 from morok_mlir.uop import UOp, attrs, TOKEN
+from morok_mlir.dialects.ops import REDUCE_IDENTITY
 from . import index_math as im
 from .registry import register, PassError
 
@@ -62,8 +63,6 @@ CMP = {"cmplt": _t("arith.cmpf olt", "arith.cmpi slt", "arith.cmpi ult", "arith.
 # (source class, destination class) -> cast op; None: decided by width below
 CASTS = {(F, S): "arith.fptosi", (F, U): "arith.fptoui", (S, F): "arith.sitofp", (U, F): "arith.uitofp", (B, F): "arith.uitofp",
          (B, S): "arith.extui", (B, U): "arith.extui"}
-IDENTITY = {"add": lambda dt: dt.is_bool and False or (0.0 if dt.is_float else 0), "mul": lambda dt: dt.is_bool or (1.0 if dt.is_float else 1),
-            "max": lambda dt: dt.min, "min": lambda dt: dt.max}
 # ops whose operands `value` does not lower first in operand order (they open loops, run effects or take addresses)
 _OWN_OPERANDS = frozenset(("range", "buffer", "after", "reduce", "load", "index"))
 UNSUPPORTED = {"bufferize": "a bufferize left in a kernel (run uop-kernel-split first)", "special": "GPU ids", "wmma": "tensor cores",
@@ -328,13 +327,13 @@ class Lowerer:
 
   def reduce(self, u: UOp) -> str:
     op, dt = u.attrs.get("op"), u.dtype
-    if op not in IDENTITY: raise PassError(f"reduce op must be add|mul|max|min, got {op!r}", u.loc)
+    if op not in REDUCE_IDENTITY: raise PassError(f"reduce op must be add|mul|max|min, got {op!r}", u.loc)
     if cls(dt) not in ALU[op]: raise PassError(f"reduce {op} is not defined on {dt.name}", u.loc)
     fr = self.target(u)
     if self.block and op == "add" and dt.is_float and None not in (n := [im.cval(r.src[0]) for r in u.src[1:]]) and prod(n) > self.block:
       from .optimize import blocked
       return self.place(u, fr, self.value(blocked(u, self.block)))
-    init = self.const(IDENTITY[op](dt), dt)
+    init = self.const(REDUCE_IDENTITY[op](dt), dt)
     frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
     if not frames: return self.place(u, fr, self.value(u.src[0]))  # a reduce over no ranges is its source
     v = self.value(u.src[0])

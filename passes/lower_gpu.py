@@ -24,7 +24,8 @@ from morok_mlir.bridge import Func, import_module, replace_module_body
 from morok_mlir.dtype import dtypes
 from morok_mlir.uop import UOp
 from .registry import register, PassError
-from .lower_cpu import Lowerer, Frame, IDENTITY, mem_type, sl, cls, _axis
+from morok_mlir.dialects.ops import REDUCE_IDENTITY
+from .lower_cpu import Lowerer, Frame, mem_type, sl, cls, _axis
 from . import index_math as im
 
 LOCAL_MAX = 256        # threads per block for elementwise kernels
@@ -152,7 +153,7 @@ class GPULowerer(Lowerer):
     self.ids()
     op, dt, t = u.attrs["op"], u.dtype, sl(u.dtype)
     fr, rngs = self.target(u), sorted(u.src[1:], key=_axis)
-    init = self.const(IDENTITY[op](dt), dt)
+    init = self.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
     j, acc, res = f"%i{self.n}", f"%acc{self.n}", f"%{self.n + 1}"; self.n += 2
     self.flat_ivs(loop, rngs, j)
@@ -167,7 +168,7 @@ class GPULowerer(Lowerer):
     """The same reduce of every upcast lane in one loop over its ranges (flattened), one accumulator per lane."""
     op, dt, t = us[0].attrs["op"], us[0].dtype, sl(us[0].dtype)
     fr, rngs = self.target(us[0]), sorted(us[0].src[1:], key=_axis)
-    init = self.const(IDENTITY[op](dt), dt)
+    init = self.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
     j, res, accs = f"%i{self.n}", f"%{self.n + 1}", [f"%acc{self.n}_{k}" for k in range(len(us))]; self.n += 2
     self.flat_ivs(loop, rngs, j)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable
 from morok_mlir.uop import UOp
+from morok_mlir.dialects.ops import COMMUTATIVE
 
-COMMUTATIVE = frozenset(("add", "mul", "and", "or", "xor", "max", "min", "cmpne", "cmpeq"))
 
 def elem(u: UOp) -> str:
   """Element type name of u's type ('f32' for tensor<2xf32> and f32)."""

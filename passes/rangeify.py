@@ -14,12 +14,10 @@ from math import prod
 from morok_mlir.uop import UOp, attrs, memref_type, ptr_type, TOKEN
 from morok_mlir.bridge import Func
 from morok_mlir.dtype import dtypes
-from morok_mlir.dialects.ops import MOVEMENT
+from morok_mlir.dialects.ops import MOVEMENT, REDUCE_IDENTITY
 from .registry import register, PassError
 from . import index_math as im
 
-REDUCE_IDENTITY = {"add": lambda d: False if d.is_bool else 0, "mul": lambda d: True if d.is_bool else 1,
-                   "max": lambda d: d.min, "min": lambda d: d.max}
 
 VIEWS = frozenset(MOVEMENT) | {"detach"}   # ops that only re-index their source: never stored, never counted as work
 SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
