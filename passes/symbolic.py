@@ -9,15 +9,14 @@ import contextlib, re, weakref
 import numpy as np
 from morok_mlir.uop import UOp, attrs
 from morok_mlir.dtype import DType, dtypes
+from morok_mlir.dialects.ops import UNARY, BINARY, COMPARE
 from .pattern import UPat, PatternMatcher, elem
 
 SINTS = frozenset(("i8", "i16", "i32", "i64", "index"))
 UINTS = frozenset(("ui8", "ui16", "ui32", "ui64"))
 INTS, FLOATS, BOOL = SINTS | UINTS, frozenset(("f16", "f32", "f64")), frozenset(("i1",))
 NUM, INTB = INTS | FLOATS, INTS | BOOL
-UNARY_ALU = ("neg", "exp2", "log2", "sin", "sqrt", "recip", "trunc")
-BINARY_ALU = ("add", "mul", "sub", "idiv", "fdiv", "mod", "pow", "max", "min", "and", "or", "xor", "shl", "shr")
-CMP_ALU = ("cmplt", "cmpne", "cmpeq")
+UNARY_ALU, BINARY_ALU, CMP_ALU = tuple(UNARY), tuple(BINARY), tuple(COMPARE)   # the op table's families
 # the dtypes each ALU op is defined on (what folding and the prover cover)
 OP_DTYPES = {**{o: NUM for o in ("add", "mul", "sub", "max", "min", "neg", "cmplt", "mulacc")},
              **{o: INTS for o in ("idiv", "mod", "shl", "shr")}, **{o: INTB for o in ("and", "or", "xor")},
