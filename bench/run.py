@@ -72,7 +72,7 @@ def fma_peak() -> float:
   from mlir import ir
   from mlir.passmanager import PassManager
   from mlir.execution_engine import ExecutionEngine
-  from morok_mlir.device.cpu import VEC_WIDTH
+  from morok_mlir.host import VEC_WIDTH
   w = f"{VEC_WIDTH}xf32"
   src = PEAK_MLIR.replace("FMAS", "\n    ".join(f"%y{i} = vector.fma %a, %x{i}, %a : vector<W>" for i in range(12)))
   src = src.replace("INITS", "\n  ".join(f"%z{i} = arith.constant dense<{i}.5> : vector<W>" for i in range(12))).replace("W", w)
@@ -121,7 +121,8 @@ def read_bandwidth() -> float:
   from mlir import ir
   from mlir.passmanager import PassManager
   from mlir.execution_engine import ExecutionEngine
-  from morok_mlir.device.cpu import VEC_WIDTH, LLVM_PIPELINE
+  from morok_mlir.host import VEC_WIDTH
+  from morok_mlir.device.cpu import LLVM_PIPELINE
   n = (1 << 24) // VEC_WIDTH
   src = READ_MLIR.replace("%c1 = ", "%c0 = arith.constant 0 : index\n  %c1 = ", 1).replace("NxB", f"{n}x{VEC_WIDTH}x").replace("W", str(VEC_WIDTH))
   with ir.Context():

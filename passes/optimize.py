@@ -22,6 +22,7 @@ from dataclasses import replace
 from math import prod
 from morok_mlir.bridge import Func
 from morok_mlir.uop import UOp, attrs, TOKEN
+from morok_mlir.host import THREADS, VEC_WIDTH
 from .registry import register, Option
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
@@ -212,6 +213,5 @@ def streaming_store(f: Func, vec: int) -> UOp | None:
           threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"))
 def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0) -> list[Func]:
   if not threads or not vec:
-    from morok_mlir.device.cpu import THREADS, VEC_WIDTH
     threads, vec = threads or THREADS, vec or VEC_WIDTH
   return [optimize_kernel(f, threads, vec) if "uop.kernel" in f.attrs and f.roots and f.roots[0].op == "sink" else f for f in funcs]

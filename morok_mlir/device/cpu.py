@@ -29,6 +29,7 @@ import numpy as np
 from ..bridge import Func
 from ..dtype import DType, dtypes, to_dtype
 from ..realize import LRU
+from ..host import CPU_FLAGS, VEC_WIDTH, THREADS
 
 LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
                  "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
@@ -40,13 +41,6 @@ try: ctypes.CDLL(ctypes.util.find_library("gcc_s") or "libgcc_s.so.1", mode=ctyp
 except OSError: pass
 _lock = threading.Lock()   # one MLIR context for all CPU compiles; MLIR contexts are not safe to share across threads
 
-def _cpu_flags() -> frozenset:
-  try: return frozenset(next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":", 1)[1].split())
-  except (OSError, StopIteration): return frozenset()
-CPU_FLAGS = _cpu_flags()
-# f32 lanes of the widest vector register: what uop-optimize vectorizes for and the micro-kernel tiles with
-VEC_WIDTH = 16 if "avx512f" in CPU_FLAGS else 8 if "avx" in CPU_FLAGS else 4
-THREADS = int(os.environ.get("MOROK_THREADS", 0)) or len(os.sched_getaffinity(0))
 
 @dataclass(frozen=True)
 class ProgramSpec:
