@@ -78,3 +78,52 @@ def and_(a, b):
   if a is None: return b
   if b is None: return a
   return UOp("and", "i1", (a, b))
+
+# ---------------------------------------------------------------- affine index forms (sound: bounds-checked)
+def affine(u: UOp, memo: dict) -> dict | None:
+  """u as {range: coef, 1: const} when it is affine in the ranges. idiv/mod by a constant c fold only where the
+  bounds prove it: x = c*q + r term by term; with 0 <= r < c and x >= 0, x // c = q and x % c = r (what reshape and
+  repeat chains build)."""
+  if u in memo: return memo[u]
+  r = None
+  if u.op == "const" and u.ty == "index": r = {1: int(u.attrs["value"])}
+  elif u.op == "range": r = {u: 1}
+  elif u.op in ("add", "sub", "mul") and u.ty == "index":
+    a, b = affine(u.src[0], memo), affine(u.src[1], memo)
+    if a is not None and b is not None:
+      if u.op == "mul":
+        if set(a) <= {1}: a, b = b, a
+        if set(b) <= {1}: r = {k: v * b.get(1, 0) for k, v in a.items()}
+      else:
+        r = dict(a)
+        for k, v in b.items(): r[k] = r.get(k, 0) + (v if u.op == "add" else -v)
+  elif u.op in ("idiv", "mod") and u.ty == "index" and u.src[1].op == "const" and (c := int(u.src[1].attrs["value"])) > 0:
+    a = affine(u.src[0], memo)
+    if a is not None and _form_bounds(a)[0] >= 0:
+      q, rem = {k: v // c for k, v in a.items()}, {k: v % c for k, v in a.items()}   # v = c*(v//c) + v%c, term by term
+      lo, hi = _form_bounds(rem)
+      if lo >= 0 and hi < c: r = q if u.op == "idiv" else rem
+  memo[u] = None if r is None else {k: v for k, v in r.items() if v or k == 1}
+  return memo[u]
+
+def _form_bounds(a: dict) -> tuple[int, int]:
+  lo = hi = a.get(1, 0)
+  for k, v in a.items():
+    if k != 1: lo, hi = lo + min(0, v * (int(k.src[0].attrs["value"]) - 1)), hi + max(0, v * (int(k.src[0].attrs["value"]) - 1))
+  return lo, hi
+
+def affine_simplify(x: UOp) -> UOp:
+  """x with every index subexpression that has an affine form rebuilt as (sum(coef * range) by axis) + const: the
+  constant last, so forms that differ only in it share the rest (neighbouring addresses are base + c)."""
+  memo, sub = {}, {}
+  for u in x.toposort:
+    if u.ty == "index" and u.op in ("idiv", "mod", "add", "sub", "mul") and (a := affine(u, memo)) is not None:
+      e = const(0)
+      for k, v in sorted(((k, v) for k, v in a.items() if k != 1), key=lambda kv: kv[0].attrs["axis"]): e = add(e, mul(k, const(v)))
+      sub[u] = add(e, const(a.get(1, 0)))
+  return x.substitute(sub) if sub else x
+
+def at_lane(x: UOp, r: UOp, j: int) -> UOp:
+  """x with range r advanced by j (lane j of a group of neighbours), index math in affine form: the lanes' addresses
+  then differ only in their constant, which LLVM's SLP vectorizer and the NVPTX back end merge into vector accesses."""
+  return affine_simplify(x.substitute({r: add(r, const(j))}) if j else x)

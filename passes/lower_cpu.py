@@ -38,6 +38,7 @@ from morok_mlir.dtype import DType, dtypes
 from morok_mlir.uop import UOp, attrs, TOKEN
 from morok_mlir.dialects.ops import REDUCE_IDENTITY
 from . import index_math as im
+from .index_math import affine, affine_simplify, at_lane
 from .registry import register, PassError
 
 # ---------------------------------------------------------------- tables
@@ -262,7 +263,6 @@ class Lowerer:
     """uop.nontemporal = VW (optimize.streaming_store chose the kernel): the innermost loop steps VW; the store's value
     is computed for lanes r .. r+VW-1 (index math in affine form, so the lanes' loads are base + 0..VW-1 and LLVM's
     SLP vectorizer turns the VW isomorphic scalar chains into vector code), then one nontemporal vector store."""
-    from .optimize import at_lane
     fr = self.target(u)
     fr.step = self.lanes
     lanes = [at_lane(u, fr.rng, j) for j in range(self.lanes)]
@@ -455,7 +455,7 @@ class Contraction:
   (more of them than B panels: convolutions, tall operands), packed per block inside mm: each thread packs its
   MC-row block (all of K) into its own L2-sized buffer, picked by its chunk index, just before the tiles use it."""
   def __init__(self, f: Func, name: str):
-    from .optimize import contraction, affine_simplify
+    from .optimize import contraction
     self.f, self.name = f, name
     red, a, b, I, J, K = contraction(f)
     self.mr, self.nr, self.kc, self.mc, self.vw = (int(x) for x in re.findall(r"\d+", f.attrs["uop.contraction"].split(":", 1)[1]))
@@ -513,7 +513,6 @@ class Contraction:
     """(buffer slot, offset, row stride) when a is an ungated f32 load at offset + row*stride + k, one row range and
     one k range: the micro-kernel then reads A's rows where they are (each row a sequential stream in k) instead of
     copying A into MR-row panels first."""
-    from .optimize import affine
     if a.op != "load" or a.ty != "f32" or len(I) != 1 or len(K) != 1: return None
     idx = a.src[0]
     if idx.op != "index" or len(idx.src) != 2 or idx.src[0].op != "buffer": return None

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from morok_mlir.bridge import Func, import_module, replace_module_body
 from morok_mlir.dtype import dtypes
 from morok_mlir.uop import UOp
-from .registry import register, PassError
 from morok_mlir.dialects.ops import REDUCE_IDENTITY
+from .registry import register, PassError
 from .lower_cpu import Lowerer, Frame, mem_type, sl, cls, _axis
 from . import index_math as im
+from .index_math import at_lane
 
 LOCAL_MAX = 256        # threads per block for elementwise kernels
 UPCAST = 4             # outputs per thread of an elementwise kernel whose last axis it divides: 16-byte accesses
@@ -105,7 +106,6 @@ class GPULowerer(Lowerer):
 
   def lane(self, x: UOp, j: int) -> UOp:
     """x at lane j of an upcast thread (last output range + j)."""
-    from .optimize import at_lane
     return x if self.upcast == 1 else at_lane(x, self.out_rngs[-1], j)
 
   def ids(self):
