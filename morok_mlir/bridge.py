@@ -12,7 +12,7 @@ class Func:
   args: list[str]                   # argument MLIR types
   results: list[UOp]                # func.return operands
   roots: list[UOp] = field(default_factory=list)  # result-less ops that must be kept (uop.sink)
-  attrs: dict = field(default_factory=dict)       # function attributes: name -> MLIR attribute text
+  attrs: dict = field(default_factory=dict)       # function attributes: name -> Python value (None: a unit flag; see _py_attr)
   arg_attrs: list[dict] | None = None
   visibility: str | None = None
   def all_roots(self) -> list[UOp]: return self.results + self.roots
@@ -30,6 +30,7 @@ def attr_text(v, ty_hint: str | None = None) -> str:
   """A Python attribute value as MLIR attribute text."""
   if isinstance(v, bool): return "true" if v else "false"
   if isinstance(v, tuple) and v and v[0] == "@sym": return "@" + v[1]
+  if isinstance(v, tuple) and v and v[0] == "@raw": return v[1]
   if isinstance(v, tuple): return "array<i64" + (": " + ", ".join(str(int(x)) for x in v) if v else "") + ">"
   if isinstance(v, int): return f"{v} : i64"
   if isinstance(v, str): return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -72,7 +73,7 @@ def func_text(f: Func) -> str:
     sig = f"({', '.join(s.ty for s in u.src)}) -> " + ("()" if u.op == "sink" else u.ty)
     lines.append(f'    {res}"uop.{u.op}"({ins})' + (f" {{{atext}}}" if atext else "") + f" : {sig}{_loc(u)}")
   ret = "    return" + (" " + ", ".join(names[r] for r in f.results) + " : " + ", ".join(r.ty for r in f.results) if f.results else "")
-  fattrs = (" attributes {" + ", ".join(f"{k} = {v}" if v is not None else k for k, v in f.attrs.items()) + "}") if f.attrs else ""
+  fattrs = (" attributes {" + ", ".join(k if v is None else f"{k} = {attr_text(v)}" for k, v in f.attrs.items()) + "}") if f.attrs else ""
   vis = f"{f.visibility} " if f.visibility else ""
   rtys = (" -> (" + ", ".join(r.ty for r in f.results) + ")") if f.results else ""
   return f"  func.func {vis}@{f.name}({', '.join(args)}){rtys}{fattrs} {{\n" + "\n".join(lines + [ret]) + "\n  }\n"
@@ -92,6 +93,14 @@ def _py_attr(a: ir.Attribute):
   if isinstance(a, ir.FlatSymbolRefAttr): return ("@sym", a.value)
   if isinstance(a, ir.TypeAttr): return ("@type", str(a.value))
   return ("@raw", str(a))
+
+def _func_attr(a: ir.Attribute):
+  """A function attribute as the Python value attr_text prints back unchanged: None for a unit flag, int for an i64,
+  a tuple for array<i64>, str, bool; anything else is kept as its text."""
+  if isinstance(a, ir.UnitAttr): return None
+  if isinstance(a, ir.IntegerAttr) and not isinstance(a, ir.BoolAttr) and str(a.type) != "i64": return ("@raw", str(a))
+  v = _py_attr(a)
+  return v if isinstance(v, (bool, int, str)) or (isinstance(v, tuple) and v[:1] not in (("@type",),)) else ("@raw", str(a))
 
 def _unsigned_fix(v, ty: str):
   """IntegerAttr.value reads the bits as signed; constants of unsigned types are kept as their unsigned value."""
@@ -117,7 +126,7 @@ def import_func(fop) -> Func:
   for i, a in enumerate(body.arguments): vals[a] = UOp("buffer", args[i], (), mkattrs(slot=i))
   f = Func(ir.StringAttr(fop.attributes["sym_name"]).value, args, [])
   for k, v in fop.attributes.items():
-    if k not in ("sym_name", "function_type", "sym_visibility", "arg_attrs", "res_attrs"): f.attrs[k] = str(v)
+    if k not in ("sym_name", "function_type", "sym_visibility", "arg_attrs", "res_attrs"): f.attrs[k] = _func_attr(v)
   if "sym_visibility" in fop.attributes: f.visibility = ir.StringAttr(fop.attributes["sym_visibility"]).value
   if "arg_attrs" in fop.attributes:
     f.arg_attrs = [_dict_items(ir.DictAttr(d)) for d in ir.ArrayAttr(fop.attributes["arg_attrs"])]

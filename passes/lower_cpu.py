@@ -33,7 +33,7 @@ Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel'
 from __future__ import annotations
 import re
 from math import prod
-from morok_mlir.bridge import Func, const_text, import_module, replace_module_body
+from morok_mlir.bridge import Func, attr_text, const_text, import_module, replace_module_body
 from morok_mlir.dtype import DType, dtypes
 from morok_mlir.uop import UOp, attrs, TOKEN
 from morok_mlir.dialects.ops import REDUCE_IDENTITY
@@ -82,8 +82,8 @@ def sl(dt: DType) -> str: return dt.signless  # register type (index stays index
 def _axis(r: UOp) -> int: return r.attrs.get("axis", 0)
 
 def _int_attr(f: Func, name: str, default: int = 0) -> int:
-  v = f.attrs.get(name)
-  return default if v is None else int(str(v).split(":")[0])
+  if type(v := f.attrs.get(name, default)) is not int: raise PassError(f"@{f.name}: attribute {name} must be an i64 integer, got {'unit' if v is None else attr_text(v)}")
+  return v
 
 def outer_range(f: Func) -> UOp | None:
   """The outermost loop range of a kernel (the first axis its store's `end` closes), or None."""
@@ -457,8 +457,11 @@ class Contraction:
   def __init__(self, f: Func, name: str):
     from .optimize import contraction
     self.f, self.name = f, name
-    red, a, b, I, J, K = contraction(f)
-    self.mr, self.nr, self.kc, self.mc, self.vw = (int(x) for x in re.findall(r"\d+", f.attrs["uop.contraction"].split(":", 1)[1]))
+    if (found := contraction(f)) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
+    red, a, b, I, J, K = found
+    if not (isinstance(c := f.attrs["uop.contraction"], tuple) and len(c) == 5 and all(type(x) is int and x > 0 for x in c)):
+      raise PassError(f"@{f.name}: uop.contraction must be array<i64: MR, NR, KC, MC, VW> of positive sizes, got {'unit' if c is None else attr_text(c)}")
+    self.mr, self.nr, self.kc, self.mc, self.vw = c
     size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
     self.M, self.N, self.K = (prod(size(rs)) for rs in (I, J, K))
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
@@ -501,7 +504,7 @@ class Contraction:
       val = affine_simplify(x.substitute({**dict(zip(rs, im.unravel(row, size(rs)))), **ks}))
       st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, idx)), val))
       return Func(f"{name}_pack", self.args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, p, l, *ks.values())),))],
-                  {"uop.kernel": None, "uop.threads": "1 : i64"})   # threads: takes the panel range (%lo, %hi)
+                  {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
     self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False)
     self.pack_b = pack(b, J, self.nr, bp, True)
     m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))

@@ -132,17 +132,17 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
   if any(u.op == "reduce" and u.ty in ("f32", "f64", "f16") for u in nodes): attrs["uop.fastmath"] = None
   if (c := contraction(f)) is not None and 2 * prod(_size(r) for r in rngs) >= MM_MIN_FLOPS:
     mr, nr = (6, 2 * vec) if vec <= 8 else (8, 2 * vec)   # 12 (of 16 ymm) / 16 (of 32 zmm) accumulators
-    attrs["uop.contraction"] = f"array<i64: {mr}, {nr}, 256, {mr * 40}, {vec}>"
-    if threads > 1: attrs["uop.threads"] = f"{threads} : i64"
+    attrs["uop.contraction"] = (mr, nr, 256, mr * 40, vec)
+    if threads > 1: attrs["uop.threads"] = threads
   else:
-    if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = f"{REDUCE_BLOCK} : i64"
+    if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = REDUCE_BLOCK
     if threads > 1 and not loops and (sr := split_reduce(f, threads)) is not None:
-      attrs["uop.split_reduce"], attrs["uop.threads"] = f"{sr} : i64", f"{threads} : i64"
+      attrs["uop.split_reduce"], attrs["uop.threads"] = sr, threads
     elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(min(loops, key=lambda r: r.attrs["axis"])) >= threads:
-      attrs["uop.threads"] = f"{threads} : i64"
+      attrs["uop.threads"] = threads
   if (inner := streaming_store(f, vec)) is not None:
-    attrs["uop.nontemporal"] = f"{vec} : i64"
-    if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = f"{vec} : i64"   # chunks start on a lane group
+    attrs["uop.nontemporal"] = vec
+    if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = vec   # chunks start on a lane group
   return replace(f, attrs=attrs)
 
 NT_MIN_BYTES = 1 << 25          # outputs at least this big (twice a typical L3 share) are streamed past the cache

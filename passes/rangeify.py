@@ -168,7 +168,7 @@ def rangeify_func(f: Func) -> Func:
   rf = Rangeifier(in_bufs, frozenset(walk.materialised))
   stores = [rf.store(b, r) for b, r in zip(outs, f.results)]
   return Func(f.name, [b.ty for b in list(in_bufs.values()) + outs], [], [UOp("sink", "()", tuple(stores))],
-              {"uop.num_inputs": f"{len(f.args)} : i64", "uop.num_outputs": f"{len(outs)} : i64"})
+              {"uop.num_inputs": len(f.args), "uop.num_outputs": len(outs)})
 
 def _shape(t: str): return UOp("buffer", t).shape
 def _dtype(t: str): return UOp("buffer", t).dtype

@@ -72,9 +72,9 @@ def stored_slots(f: Func) -> set[int]:
           if u.op == "store" and u.src[0].op == "index" and u.src[0].src[0].op == "buffer"}
 
 def out_align(f: Func) -> int:
-  """Byte alignment a kernel's outputs need: its nontemporal vector stores are aligned to their width."""
-  from morok_mlir.passes.lower_cpu import _int_attr
-  return 4 * _int_attr(f, "uop.nontemporal", 0) or 1
+  """Byte alignment a kernel's outputs need: its nontemporal vector stores are aligned to their width (uop-lower-cpu
+  has checked the attribute is an integer)."""
+  return 4 * f.attrs.get("uop.nontemporal", 0) or 1
 
 class CPURenderer:
   """uop-lower-cpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""

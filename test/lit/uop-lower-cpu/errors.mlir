@@ -26,3 +26,51 @@ func.func private @k(%arg0: memref<5xf32>) attributes {uop.kernel} {
   "uop.sink"(%t) : (!uop.token) -> ()
   return
 }
+
+// -----
+
+// kernel choices are typed attributes; a malformed one is refused at the function, not an internal error
+// CHECK: errors.mlir:[[@LINE+1]]:{{[0-9]+}}: error: uop-lower-cpu: @k: attribute uop.threads must be an i64 integer, got "x"
+func.func private @k(%arg0: memref<4xf32>, %arg1: memref<4xf32>) attributes {uop.kernel, uop.threads = "x"} {
+  %c = "uop.const"() {value = 4 : index} : () -> index
+  %r = "uop.range"(%c) {axis = 0 : i64, kind = "loop"} : (index) -> index
+  %p = "uop.index"(%arg1, %r) : (memref<4xf32>, index) -> !uop.ptr<f32>
+  %v = "uop.load"(%p) : (!uop.ptr<f32>) -> f32
+  %q = "uop.index"(%arg0, %r) : (memref<4xf32>, index) -> !uop.ptr<f32>
+  %s = "uop.store"(%q, %v) : (!uop.ptr<f32>, f32) -> !uop.token
+  %e = "uop.end"(%s, %r) : (!uop.token, index) -> !uop.token
+  "uop.sink"(%e) : (!uop.token) -> ()
+  return
+}
+
+// -----
+
+// kernel choices are typed attributes; a malformed one is refused at the function, not an internal error
+// CHECK: errors.mlir:[[@LINE+1]]:{{[0-9]+}}: error: uop-lower-cpu: @k: attribute uop.nontemporal must be an i64 integer, got 2.500000e+00 : f32
+func.func private @k(%arg0: memref<4xf32>, %arg1: memref<4xf32>) attributes {uop.kernel, uop.nontemporal = 2.5 : f32} {
+  %c = "uop.const"() {value = 4 : index} : () -> index
+  %r = "uop.range"(%c) {axis = 0 : i64, kind = "loop"} : (index) -> index
+  %p = "uop.index"(%arg1, %r) : (memref<4xf32>, index) -> !uop.ptr<f32>
+  %v = "uop.load"(%p) : (!uop.ptr<f32>) -> f32
+  %q = "uop.index"(%arg0, %r) : (memref<4xf32>, index) -> !uop.ptr<f32>
+  %s = "uop.store"(%q, %v) : (!uop.ptr<f32>, f32) -> !uop.token
+  %e = "uop.end"(%s, %r) : (!uop.token, index) -> !uop.token
+  "uop.sink"(%e) : (!uop.token) -> ()
+  return
+}
+
+// -----
+
+// kernel choices are typed attributes; a malformed one is refused at the function, not an internal error
+// CHECK: errors.mlir:[[@LINE+1]]:{{[0-9]+}}: error: uop-lower-cpu: @k: uop.contraction on a kernel that is not a contraction
+func.func private @k(%arg0: memref<4xf32>, %arg1: memref<4xf32>) attributes {uop.kernel, uop.contraction = array<i64: 6, 16>} {
+  %c = "uop.const"() {value = 4 : index} : () -> index
+  %r = "uop.range"(%c) {axis = 0 : i64, kind = "loop"} : (index) -> index
+  %p = "uop.index"(%arg1, %r) : (memref<4xf32>, index) -> !uop.ptr<f32>
+  %v = "uop.load"(%p) : (!uop.ptr<f32>) -> f32
+  %q = "uop.index"(%arg0, %r) : (memref<4xf32>, index) -> !uop.ptr<f32>
+  %s = "uop.store"(%q, %v) : (!uop.ptr<f32>, f32) -> !uop.token
+  %e = "uop.end"(%s, %r) : (!uop.token, index) -> !uop.token
+  "uop.sink"(%e) : (!uop.token) -> ()
+  return
+}
