@@ -9,8 +9,17 @@ from morok_mlir.realize import lower_to_kernels
 from morok_mlir.passes.lower_gpu import lower_kernel, lower_module, GROUP_MAX, LOCAL_MAX
 from morok_mlir.passes.registry import PassError
 from morok_mlir.device import Device
-from morok_mlir.device.ptx import ptx_for, kernel_names, PTXError, CHIPS
+from morok_mlir.device.ptx import ptx_for as _ptx_for, ptxas, kernel_names, PTXError, CHIPS
 from morok_mlir.device.cuda import chip_for, CUDAError
+
+def ptx_for(text: str, chip: str = "sm_90") -> str:
+  """Every PTX these tests make is also assembled by NVIDIA's ptxas, as the driver would: an error or a spilled
+  register fails the test."""
+  ptx = _ptx_for(text, chip)
+  info = ptxas(ptx, chip)
+  assert sorted(info) == sorted(kernel_names(ptx)), (chip, info)
+  for k, v in info.items(): assert v["spill_stores"] == v["spill_loads"] == 0, (chip, k, v)
+  return ptx
 
 def R(*s, dt=np.float32, seed=0): return Tensor(np.random.default_rng(seed).random(s).astype(dt))
 def kernels(t: Tensor) -> list:
@@ -46,11 +55,12 @@ MORE = {  # further cases for the emulated runs
   "two_kernels": (lambda: (R(64, 130) - R(64, 130).max(axis=1, keepdim=True)).exp().sum(axis=0), True),
 }
 
+@pytest.mark.parametrize("chip", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_ptx(name):
+def test_ptx(name, chip):
   build, group = CASES[name]
   ks = kernels(build())
-  ptx = ptx_for(lower_module(ks + []), "sm_90")
+  ptx = ptx_for(lower_module(ks + []), chip)
   assert kernel_names(ptx) == [k.name for k in ks]
   for k in ks:
     body = ptx.split(f".entry {k.name}(")[1].split(".entry")[0]
@@ -102,7 +112,10 @@ def test_chip_for_gpu():
 def test_device_renders_without_gpu():
   (k,) = kernels(R(8, 8) + 1)
   ptx = Device["CUDA"].compile_ptx(k, "sm_80")
-  assert kernel_names(ptx) == ["kernel"] and ".target sm_80" in ptx
+  assert kernel_names(ptx) == ["kernel"] and ".target sm_80" in ptx and ptxas(ptx, "sm_80")["kernel"]["spill_stores"] == 0
+
+def test_ptxas_rejects_bad_ptx():
+  with pytest.raises(PTXError, match="ptxas -arch=sm_90"): ptxas(".version 8.0\n.target sm_90\n.address_size 64\nnot ptx", "sm_90")
 
 def test_symbolic_and_unsupported_raise():
   from morok_mlir.bridge import Func

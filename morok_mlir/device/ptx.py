@@ -3,12 +3,13 @@ gpu.module to PTX text inside a `gpu.binary`; we read it from the binary's objec
 
   ptx_for(module_text, chip="sm_90") -> str      the PTX of the module's only gpu.module
   ptx_modules(module_text, chip) -> {name: ptx}
+  ptxas(ptx, chip) -> {kernel: {registers, stack, spill_stores, spill_loads}}   assembled by NVIDIA's ptxas (tests)
   python -m morok_mlir.device.ptx [--chip sm_90] [file]   prints the PTX of a module (stdin by default)
 
 The chip is checked against CHIPS before MLIR sees it: the NVPTX back end aborts the process on a chip whose PTX
 version it was not given (`+ptxNN`), so an unknown chip must be a Python error."""
 from __future__ import annotations
-import re, sys, threading
+import os, re, subprocess, sys, tempfile, threading
 
 # chip -> the lowest PTX ISA that supports it (CUDA 10.0 .. 12.0 drivers load these)
 CHIPS = {"sm_70": "+ptx60", "sm_72": "+ptx61", "sm_75": "+ptx63", "sm_80": "+ptx70", "sm_86": "+ptx71", "sm_87": "+ptx74",
@@ -55,16 +56,42 @@ def ptx_for(module_text: str, chip: str = "sm_90", opt: int = 3) -> str:
 
 def kernel_names(ptx: str) -> list[str]: return re.findall(r"^\.visible \.entry (\w+)\(", ptx, re.M)
 
+_PTXAS_INFO = re.compile(r"Compiling entry function '(\w+)'.*?(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
+                         r".*?Used (\d+) registers", re.S)
+
+def ptxas_path() -> str | None:
+  """NVIDIA's PTX assembler from the nvidia-cuda-nvcc-cu12 wheel (a test dependency), or None."""
+  try: import nvidia.cuda_nvcc as nvcc
+  except ImportError: return None
+  return next((p for d in nvcc.__path__ if os.access(p := os.path.join(d, "bin", "ptxas"), os.X_OK)), None)
+
+def ptxas(ptx: str, chip: str) -> dict[str, dict[str, int]]:
+  """Assemble ptx for chip with `ptxas -v` (what the driver's JIT would do on a GPU): per kernel, its registers,
+  stack frame and spilled bytes. An error of the assembler is a PTXError with its message."""
+  check_chip(chip)
+  if (exe := ptxas_path()) is None: raise PTXError("ptxas not found: pip install nvidia-cuda-nvcc-cu12")
+  with tempfile.TemporaryDirectory() as d:
+    src = os.path.join(d, "k.ptx")
+    with open(src, "w") as f: f.write(ptx)
+    r = subprocess.run([exe, f"-arch={chip}", "-v", src, "-o", os.path.join(d, "k.cubin")], capture_output=True, text=True)
+  if r.returncode: raise PTXError(f"ptxas -arch={chip}: {r.stderr.strip()}")
+  return {m[0]: {"stack": int(m[1]), "spill_stores": int(m[2]), "spill_loads": int(m[3]), "registers": int(m[4])}
+          for m in _PTXAS_INFO.findall(r.stdout + r.stderr)}
+
 def main(argv: list[str] | None = None) -> int:
   import argparse
   ap = argparse.ArgumentParser(prog="python -m morok_mlir.device.ptx", description="Print the PTX of an MLIR module with a gpu.module")
   ap.add_argument("file", nargs="?", default="-")
   ap.add_argument("--chip", default="sm_90", help=f"one of {', '.join(CHIPS)}")
   ap.add_argument("-O", dest="opt", type=int, default=3)
+  ap.add_argument("--ptxas", action="store_true", help="also assemble it with ptxas; an error or a spill fails")
   a = ap.parse_args(argv)
   try:
     text = sys.stdin.read() if a.file == "-" else open(a.file).read()
-    sys.stdout.write("".join(ptx_modules(text, a.chip, a.opt).values()))
+    ptx = "".join(ptx_modules(text, a.chip, a.opt).values())
+    sys.stdout.write(ptx)
+    if a.ptxas and (spilled := [k for k, v in ptxas(ptx, a.chip).items() if v["spill_stores"] or v["spill_loads"]]):
+      raise PTXError(f"ptxas -arch={a.chip}: registers spilled in {', '.join(spilled)}")
   except (OSError, ValueError, PTXError) as e:
     print(f"error: {e}", file=sys.stderr); return 1
   return 0

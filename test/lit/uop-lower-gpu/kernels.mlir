@@ -1,6 +1,6 @@
 // RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | FileCheck %s
-// RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --chip sm_90 | FileCheck %s --check-prefixes=PTX,SM90
-// RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --chip sm_80 | FileCheck %s --check-prefixes=PTX,SM80
+// RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --ptxas --chip sm_90 | FileCheck %s --check-prefixes=PTX,SM90
+// RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --ptxas --chip sm_80 | FileCheck %s --check-prefixes=PTX,SM80
 
 // Row sums of a 64x1024 matrix (few outputs, long reduction: GROUP, one block per row) and a broadcast add + sqrt
 // (UPCAST: four neighbouring elements per thread, their addresses base + 0..3, so 16-byte loads and stores).

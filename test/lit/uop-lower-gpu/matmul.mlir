@@ -1,5 +1,5 @@
 // RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | FileCheck %s
-// RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --chip sm_90 | FileCheck %s --check-prefix=PTX
+// RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --ptxas --chip sm_90 | FileCheck %s --check-prefix=PTX
 
 // A 100x300 @ 300x70 matmul: 7000 outputs (<= 16384) with k = 300 (>= 64) is a GROUP kernel, one block per output.
 // A 7x1000 relu: 4 elements per thread (UPCAST), 1750 threads in blocks of 256 leave a partial last block, so it is
