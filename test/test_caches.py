@@ -1,11 +1,11 @@
-"""The in-memory caches are bounded (realize.LRU: the schedule cache, the CPU method cache), evicted programs free their
+"""The in-memory caches are bounded (lru.LRU: the schedule cache, the CPU method cache), evicted programs free their
 code, and a JIT-compiled kernel does not keep its ~1 MB ExecutionEngine: it moves onto its shared object."""
 import os, subprocess, sys, textwrap, threading
 import numpy as np
 import pytest
 from morok_mlir import Tensor
 from morok_mlir.device.cpu import CPU
-from morok_mlir.realize import LRU
+from morok_mlir.lru import LRU
 
 SCRIPT = textwrap.dedent("""
   import gc, os, numpy as np

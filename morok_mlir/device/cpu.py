@@ -21,14 +21,14 @@ outermost loop) and runs in THREADS chunks on a thread pool (ctypes releases the
 as shared objects (DiskCache), so a new process does not JIT them again, and a JIT-compiled kernel moves onto its
 shared object once that is linked (an ExecutionEngine holds ~1 MB, a loaded object a few pages); the allocator recycles
 buffers when their last array dies, so a repeated realize does not page-fault fresh memory. The method cache is an LRU
-(realize.LRU: MOROK_MEM_CACHE_ENTRIES, MOROK_MEM_CACHE_MB)."""
+(lru.LRU: MOROK_MEM_CACHE_ENTRIES, MOROK_MEM_CACHE_MB)."""
 from __future__ import annotations
 import _ctypes, atexit, ctypes, ctypes.util, hashlib, itertools, mmap, os, re, shutil, stat, subprocess, tempfile, threading, time, weakref
 from dataclasses import dataclass
 import numpy as np
 from ..bridge import Func
 from ..dtype import DType, dtypes, to_dtype
-from ..realize import LRU
+from ..lru import LRU
 from ..host import CPU_FLAGS, VEC_WIDTH, THREADS
 
 LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from ..bridge import Func
 from ..dtype import DType, dtypes, to_dtype
-from ..realize import LRU
+from ..lru import LRU
 from .cpu import _arg, stored_slots
 from .ptx import CHIPS, ptx_for
 
