@@ -27,7 +27,8 @@ def _fmt_float(v: float, ty: str) -> str:
   return repr(float(v))
 
 def attr_text(v, ty_hint: str | None = None) -> str:
-  """A Python attribute value as MLIR attribute text."""
+  """A Python attribute value as MLIR attribute text (None: a unit flag)."""
+  if v is None: return "unit"
   if isinstance(v, bool): return "true" if v else "false"
   if isinstance(v, tuple) and v and v[0] == "@sym": return "@" + v[1]
   if isinstance(v, tuple) and v and v[0] == "@raw": return v[1]

@@ -39,6 +39,7 @@ from morok_mlir.uop import UOp, attrs, TOKEN
 from morok_mlir.dialects.ops import REDUCE_IDENTITY
 from . import index_math as im
 from .index_math import affine, affine_simplify, at_lane
+from .optimize import blocked, contraction
 from .registry import register, PassError
 
 # ---------------------------------------------------------------- tables
@@ -82,7 +83,7 @@ def sl(dt: DType) -> str: return dt.signless  # register type (index stays index
 def _axis(r: UOp) -> int: return r.attrs.get("axis", 0)
 
 def _int_attr(f: Func, name: str, default: int = 0) -> int:
-  if type(v := f.attrs.get(name, default)) is not int: raise PassError(f"@{f.name}: attribute {name} must be an i64 integer, got {'unit' if v is None else attr_text(v)}")
+  if type(v := f.attrs.get(name, default)) is not int: raise PassError(f"@{f.name}: attribute {name} must be an i64 integer, got {attr_text(v)}")
   return v
 
 def outer_range(f: Func) -> UOp | None:
@@ -331,7 +332,6 @@ class Lowerer:
     if cls(dt) not in ALU[op]: raise PassError(f"reduce {op} is not defined on {dt.name}", u.loc)
     fr = self.target(u)
     if self.block and op == "add" and dt.is_float and None not in (n := [im.cval(r.src[0]) for r in u.src[1:]]) and prod(n) > self.block:
-      from .optimize import blocked
       return self.place(u, fr, self.value(blocked(u, self.block)))
     init = self.const(REDUCE_IDENTITY[op](dt), dt)
     frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
@@ -455,12 +455,11 @@ class Contraction:
   (more of them than B panels: convolutions, tall operands), packed per block inside mm: each thread packs its
   MC-row block (all of K) into its own L2-sized buffer, picked by its chunk index, just before the tiles use it."""
   def __init__(self, f: Func, name: str):
-    from .optimize import contraction
     self.f, self.name = f, name
     if (found := contraction(f)) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
     red, a, b, I, J, K = found
     if not (isinstance(c := f.attrs["uop.contraction"], tuple) and len(c) == 5 and all(type(x) is int and x > 0 for x in c)):
-      raise PassError(f"@{f.name}: uop.contraction must be array<i64: MR, NR, KC, MC, VW> of positive sizes, got {'unit' if c is None else attr_text(c)}")
+      raise PassError(f"@{f.name}: uop.contraction must be array<i64: MR, NR, KC, MC, VW> of positive sizes, got {attr_text(c)}")
     self.mr, self.nr, self.kc, self.mc, self.vw = c
     size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
     self.M, self.N, self.K = (prod(size(rs)) for rs in (I, J, K))

@@ -24,6 +24,7 @@ from morok_mlir.bridge import Func
 from morok_mlir.uop import UOp, attrs, TOKEN
 from morok_mlir.host import THREADS, VEC_WIDTH
 from .registry import register, Option
+from . import index_math as im
 from .index_math import affine, affine_simplify
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
@@ -92,7 +93,6 @@ def blocked(red: UOp, block: int, outer: int = 32) -> UOp:
   sums partial sums, in levels of at most `outer` terms (a shallow tree: these loops are short and scalar), so the
   error of N terms grows like block/lanes + outer*log_outer(N/block), not N. Fresh ranges take r's axis (the loop
   nest keeps its order) and a kind unique within this rewrite."""
-  from . import index_math as im
   fresh = itertools.count()
   def rng(n: int, r: UOp) -> UOp: return UOp("range", "index", (im.const(n),), attrs(axis=r.attrs["axis"], kind=f"block{next(fresh)}"))
   def red_(v: UOp, *rs: UOp) -> UOp: return UOp("reduce", red.ty, (v, *rs), red.arg, red.loc) if rs else v
