@@ -9,6 +9,7 @@ Attributes: name -> kind, one of str, int, ints (dense i64 array), type, sym (sy
 """
 from __future__ import annotations
 import re
+from enum import StrEnum
 from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
@@ -135,6 +136,13 @@ _ops: list[OpDef] = [
         '%1 = "uop.barrier"(%0) : (!uop.token) -> !uop.token'),
 ]
 OPS: dict[str, OpDef] = {o.name: o for o in _ops}
+# the op names as an enum (tinygrad's Ops): a member is its dialect name (`Ops.ADD == "add"`, hashes like it), so MLIR
+# text and tables keyed by name need no conversion, and passes compare ops by identity (`u.op is Ops.ADD`)
+Ops = StrEnum("Ops", {o.name.upper(): o.name for o in _ops})
+# the families and traits above as sets of members
+MOVEMENT, COMMUTATIVE, SIDE_EFFECTS, GRAPH_ALU = (frozenset(map(Ops, names)) for names in (MOVEMENT, COMMUTATIVE, SIDE_EFFECTS, GRAPH_ALU))
+UNARY_ALU, BINARY_ALU, CMP_ALU = (frozenset(map(Ops, names)) for names in (UNARY, BINARY, COMPARE))
+REDUCE_IDENTITY = {Ops(k): v for k, v in REDUCE_IDENTITY.items()}
 
 def parse_sig(sig: str) -> list[tuple[str, str, str]]:
   """'a:T, b:index*' -> [(name, constraint, variadicity)]"""

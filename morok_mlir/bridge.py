@@ -4,18 +4,51 @@ from __future__ import annotations
 import math, re
 from dataclasses import dataclass, field
 from mlir import ir
-from .uop import UOp, attrs as mkattrs
+from .uop import UOp, SHAPE_ATTR, attrs as mkattrs
+from .dtype import DType, PtrDType, VecDType, dtypes
+from .dialects.ops import Ops
 
 @dataclass
 class Func:
   name: str
-  args: list[str]                   # argument MLIR types
+  args: list[UOp]                   # the arguments as `buffer` UOps (slot = argument number)
   results: list[UOp]                # func.return operands
   roots: list[UOp] = field(default_factory=list)  # result-less ops that must be kept (uop.sink)
   attrs: dict = field(default_factory=dict)       # function attributes: name -> Python value (None: a unit flag; see _py_attr)
   arg_attrs: list[dict] | None = None
   visibility: str | None = None
   def all_roots(self) -> list[UOp]: return self.results + self.roots
+
+# ---------------------------------------------------------------- types: the one place MLIR type text is made and read
+def arg_buffer(slot: int, dtype: DType, shape: tuple | None = None) -> UOp:
+  """Function argument `slot`: a tensor (shape given) or a buffer (a sized pointer dtype)."""
+  return UOp(Ops.BUFFER, dtype, (), mkattrs(slot=slot) if shape is None else mkattrs(slot=slot, shape=tuple(shape)))
+
+_TYPE_TEXT: dict[tuple, str] = {}
+def type_text(dtype: DType, shape: tuple | None = None) -> str:
+  """The MLIR type of a value: tensor<...> with a shape, memref<N x T> / !uop.ptr<T> for pointers, vector<N x T>,
+  !uop.token for void, else the scalar element type. A symbolic dimension prints as `?`."""
+  if (t := _TYPE_TEXT.get(k := (dtype, shape))) is None:
+    b = dtype.base.mlir
+    if shape is not None: t = "tensor<" + "".join(f"{d}x" if isinstance(d, int) else "?x" for d in shape) + b + ">"
+    elif isinstance(dtype, PtrDType): t = f"!uop.ptr<{b}>" if dtype.size is None else f"memref<{dtype.size}x{b}>"
+    elif isinstance(dtype, VecDType): t = f"vector<{dtype.count}x{b}>"
+    else: t = "!uop.token" if dtype is dtypes.void else b
+    _TYPE_TEXT[k] = t
+  return t
+def ty(u: UOp) -> str: return type_text(u.dtype, u.shape)
+
+_SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)([a-z0-9]+)>")
+def parse_type(t: str) -> tuple[DType, tuple[int, ...] | None]:
+  """MLIR type text -> (dtype, shape); the inverse of type_text (TypeError for a type the dialect does not use)."""
+  if (m := _SHAPED.fullmatch(t)):
+    kind, dims, e = m.group(1), tuple(int(x) for x in m.group(2).split("x")[:-1]), dtypes.from_mlir(m.group(3))
+    if kind == "tensor": return e, dims
+    if len(dims) != 1: raise TypeError(f"{t}: only 1-d {kind}s are used")
+    return (e.ptr(dims[0]) if kind == "memref" else e.vec(dims[0])), None
+  if t == "!uop.token": return dtypes.void, None
+  if t.startswith("!uop.ptr<") and t.endswith(">"): return dtypes.from_mlir(t[9:-1]).ptr(), None
+  return dtypes.from_mlir(t), None
 
 # ---------------------------------------------------------------- export
 def _fmt_float(v: float, ty: str) -> str:
@@ -47,15 +80,10 @@ def _loc(u: UOp) -> str:
   m = re.fullmatch(r"(.*?):(\d+)(?::(\d+))?", u.loc)
   return f' loc("{m.group(1)}":{m.group(2)}:{m.group(3) or 0})' if m else f' loc("{u.loc}")'
 
-def _elem(ty: str) -> str:
-  """Element type of a shaped type ('tensor<4xi32>' -> 'i32'), or ty itself for a scalar."""
-  m = re.search(r"[<x]([a-z]+\d*)>$", ty)
-  return m.group(1) if m and ty.startswith(("tensor", "vector", "memref")) else ty
-
 def func_text(f: Func) -> str:
   names: dict[UOp, str] = {}
   lines: list[str] = []
-  args = [f"%arg{i}: {t}" + (" {" + ", ".join(f"{k} = {v}" for k, v in f.arg_attrs[i].items()) + "}" if f.arg_attrs and f.arg_attrs[i] else "")
+  args = [f"%arg{i}: {ty(t)}" + (" {" + ", ".join(f"{k} = {v}" for k, v in f.arg_attrs[i].items()) + "}" if f.arg_attrs and f.arg_attrs[i] else "")
           for i, t in enumerate(f.args)]
   order: list[UOp] = []
   seen: set[UOp] = set()
@@ -63,20 +91,21 @@ def func_text(f: Func) -> str:
     for u in r.toposort:
       if u not in seen: seen.add(u); order.append(u)
   for u in order:
-    if u.op == "buffer" and u.attrs.get("slot") is not None and u.attrs["slot"] < len(f.args) and f.args[u.attrs["slot"]] == u.ty:
+    if u.op is Ops.BUFFER and u.attrs.get("slot") is not None and u.attrs["slot"] < len(f.args) and f.args[u.attrs["slot"]] is u:
       names[u] = f"%arg{u.attrs['slot']}"; continue
     a = dict(u.attrs)
-    if u.op == "const": a["value"] = ("@raw", const_text(a["value"], _elem(u.ty)))
+    a.pop("shape", None)   # in the result type
+    if u.op is Ops.CONST: a["value"] = ("@raw", const_text(a["value"], u.dtype.base.mlir))
     atext = ", ".join(f"{k} = {v[1] if isinstance(v, tuple) and v and v[0] == '@raw' else attr_text(v)}" for k, v in sorted(a.items()))
-    res = "" if u.op == "sink" else f"%{len(names)} = "
+    res = "" if u.op is Ops.SINK else f"%{len(names)} = "
     if res: names[u] = f"%{len(names)}"
     ins = ", ".join(names[s] for s in u.src)
-    sig = f"({', '.join(s.ty for s in u.src)}) -> " + ("()" if u.op == "sink" else u.ty)
+    sig = f"({', '.join(ty(s) for s in u.src)}) -> " + ("()" if u.op is Ops.SINK else ty(u))
     lines.append(f'    {res}"uop.{u.op}"({ins})' + (f" {{{atext}}}" if atext else "") + f" : {sig}{_loc(u)}")
-  ret = "    return" + (" " + ", ".join(names[r] for r in f.results) + " : " + ", ".join(r.ty for r in f.results) if f.results else "")
+  ret = "    return" + (" " + ", ".join(names[r] for r in f.results) + " : " + ", ".join(ty(r) for r in f.results) if f.results else "")
   fattrs = (" attributes {" + ", ".join(k if v is None else f"{k} = {attr_text(v)}" for k, v in f.attrs.items()) + "}") if f.attrs else ""
   vis = f"{f.visibility} " if f.visibility else ""
-  rtys = (" -> (" + ", ".join(r.ty for r in f.results) + ")") if f.results else ""
+  rtys = (" -> (" + ", ".join(ty(r) for r in f.results) + ")") if f.results else ""
   return f"  func.func {vis}@{f.name}({', '.join(args)}){rtys}{fattrs} {{\n" + "\n".join(lines + [ret]) + "\n  }\n"
 
 def module_text(funcs: list[Func]) -> str: return "module {\n" + "".join(func_text(f) for f in funcs) + "}\n"
@@ -115,6 +144,8 @@ def loc_of(op) -> str | None:
   m = _LOC.search(str(op.location))
   return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else None
 
+_OP_NAMES = frozenset(Ops)
+
 class IRImportError(Exception):
   def __init__(self, msg: str, loc: str | None = None): super().__init__(msg); self.loc = loc
 
@@ -122,9 +153,9 @@ def import_func(fop) -> Func:
   """A func.func operation -> Func of UOp DAGs."""
   body = fop.regions[0].blocks[0]
   ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
-  args = [str(t) for t in ftype.inputs]
-  vals: dict = {}
-  for i, a in enumerate(body.arguments): vals[a] = UOp("buffer", args[i], (), mkattrs(slot=i))
+  try: args = [arg_buffer(i, *parse_type(str(t))) for i, t in enumerate(ftype.inputs)]
+  except TypeError as e: raise IRImportError(f"@{ir.StringAttr(fop.attributes['sym_name']).value}: {e}", loc_of(fop)) from None
+  vals: dict = dict(zip(body.arguments, args))
   f = Func(ir.StringAttr(fop.attributes["sym_name"]).value, args, [])
   for k, v in fop.attributes.items():
     if k not in ("sym_name", "function_type", "sym_visibility", "arg_attrs", "res_attrs"): f.attrs[k] = _func_attr(v)
@@ -136,13 +167,17 @@ def import_func(fop) -> Func:
     if name == "func.return":
       f.results = [vals[o] for o in op.operands]; continue
     if not name.startswith("uop."): raise IRImportError(f"expected only uop ops in @{f.name}, got {name}", loc_of(op))
-    opname = name[4:]
+    if (opname := name[4:]) not in _OP_NAMES: raise IRImportError(f"unknown op {name}", loc_of(op))
+    rty = str(op.results[0].type) if len(op.results) else "none"
+    try: dtype, shape = parse_type(rty) if len(op.results) else (dtypes.void, None)
+    except TypeError as e: raise IRImportError(f"{name}: {e}", loc_of(op)) from None
     a = {}
     for k, attr in op.attributes.items():
       v = _py_attr(attr)
-      a[k] = _unsigned_fix(v, str(op.results[0].type)) if opname == "const" else v
-    ty = str(op.results[0].type) if len(op.results) else "()"
-    u = UOp(opname, ty, tuple(vals[o] for o in op.operands), mkattrs(**a), loc_of(op))
+      a[k] = _unsigned_fix(v, rty) if opname == "const" else Ops(v) if k == "op" and isinstance(v, str) and v in _OP_NAMES else v
+    if (o := Ops(opname)) in SHAPE_ATTR and shape is not None: a["shape"] = shape
+    u = UOp(o, dtype, tuple(vals[x] for x in op.operands), mkattrs(**a), loc_of(op))
+    if u.shape != shape: raise IRImportError(f"{name}: result type {rty} does not match its operands", loc_of(op))
     if len(op.results): vals[op.results[0]] = u
     else: f.roots.append(u)
   return f

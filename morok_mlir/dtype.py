@@ -13,7 +13,15 @@ class DType:
   mlir: str        # element type in the `uop` dialect (keeps signedness: ui8, i8, ...)
   def __post_init__(self): object.__setattr__(self, "npdt", np.dtype(self.np))   # the np.dtype, for identity checks
   def __repr__(self): return f"dtypes.{self.name}"
-  def vec(self, n: int) -> str: return f"vector<{n}x{self.mlir}>"
+  @property
+  def base(self) -> DType: return self   # the element type (of a pointer or vector: what it points to / holds)
+  def ptr(self, size: int | None = None) -> PtrDType:
+    """A buffer of `size` elements (MLIR memref<size x T>), or with size None an address of one (!uop.ptr<T>)."""
+    if (p := _DERIVED.get(k := ("ptr", self, size))) is None: p = _DERIVED[k] = PtrDType(-1, self.itemsize, f"{self.name}*", self.np, self.mlir, self, size)
+    return p
+  def vec(self, n: int) -> VecDType:
+    if (v := _DERIVED.get(k := ("vec", self, n))) is None: v = _DERIVED[k] = VecDType(-1, self.itemsize * n, f"{self.name}{n}", self.np, self.mlir, self, n)
+    return v
   @property
   def is_float(self) -> bool: return self in dtypes.floats
   @property
@@ -37,6 +45,24 @@ class DType:
     if self.is_float: return float("inf")
     return True if self.is_bool else int(np.iinfo(self.np).max)
 
+_DERIVED: dict[tuple, DType] = {}   # pointer and vector dtypes, one instance each
+
+@dataclass(frozen=True, eq=False)
+class PtrDType(DType):
+  _base: DType = None
+  size: int | None = None
+  @property
+  def base(self) -> DType: return self._base
+  def __repr__(self): return f"{self._base!r}.ptr({'' if self.size is None else self.size})"
+
+@dataclass(frozen=True, eq=False)
+class VecDType(DType):
+  _base: DType = None
+  count: int = 1
+  @property
+  def base(self) -> DType: return self._base
+  def __repr__(self): return f"{self._base!r}.vec({self.count})"
+
 class dtypes:
   bool = DType(0, 1, "bool", np.bool_, "i1")
   int8 = DType(1, 1, "int8", np.int8, "i8")
@@ -51,6 +77,7 @@ class dtypes:
   float32 = DType(11, 4, "float32", np.float32, "f32")
   float64 = DType(12, 8, "float64", np.float64, "f64")
   index = DType(-1, 8, "index", np.int64, "index")  # loop counters and addresses inside kernels
+  void = DType(-1, 0, "void", np.void, "none")      # no value: the ordering token of stores, kernels and sinks
   # aliases (tinygrad/PyTorch spellings)
   half, float, double, int, long, char, uchar, short = float16, float32, float64, int32, int64, int8, uint8, int16
   default_float = float32

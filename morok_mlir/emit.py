@@ -6,9 +6,10 @@ by first use, so two graphs of the same structure on different data give the sam
 from __future__ import annotations
 import itertools, weakref
 import numpy as np
-from .uop import UOp, attrs, tensor_type
+from .uop import UOp, attrs
 from .dtype import dtypes
 from .bridge import Func
+from .dialects.ops import Ops
 
 # ---------------------------------------------------------------- input buffers
 _ids = itertools.count()
@@ -25,7 +26,7 @@ def new_buffer(data: np.ndarray, loc: str | None = None, dtype=None, copy: bool 
     except TypeError as e: raise TypeError(f"{loc or '<unknown>:0:0'}: cannot make a tensor from an array of {e}") from None
   if copy or data.dtype is not dtype.npdt and data.dtype != dtype.npdt or not data.flags.c_contiguous:
     data = np.array(data, dtype=dtype.npdt, order="C")   # native order, C-contiguous, 0-d arrays stay 0-d
-  u = UOp("buffer", tensor_type(data.shape, dtype), (), (("id", next(_ids)),), loc)
+  u = UOp(Ops.BUFFER, dtype, (), attrs(id=next(_ids), shape=data.shape), loc)
   data.flags.writeable = False   # contents never change: compiled programs may keep what they derive from them
   u.__dict__["data"] = data
   return u
@@ -50,7 +51,7 @@ def normalize_inputs(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[UOp]]:
     for o in outs:
       for u in o.toposort:
         if is_input(u) and u not in mapping:
-          mapping[u] = UOp("buffer", u.ty, (), (("slot", len(bufs)),))
+          mapping[u] = UOp(Ops.BUFFER, u.dtype, (), attrs(shape=u.shape, slot=len(bufs)))
           bufs.append(u)
     hit = memo[rest] = ([weakref.ref(o) for o in outs[1:]], tuple(o.substitute(mapping) for o in outs), bufs)
   return hit[1], hit[2]
@@ -60,7 +61,7 @@ def graph_func(key: tuple[UOp, ...]) -> Func:
   ins: dict[int, UOp] = {}
   for o in key:
     for u in o.toposort:
-      if u.op == "buffer": ins[u.attrs["slot"]] = u
-  return Func("graph", [ins[i].ty for i in range(len(ins))], list(key))
+      if u.op is Ops.BUFFER: ins[u.attrs["slot"]] = u
+  return Func("graph", [ins[i] for i in range(len(ins))], list(key))
 
 _data = buffer_data

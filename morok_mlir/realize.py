@@ -5,7 +5,7 @@ threads: compiles are serialised (MLIR contexts are not thread-safe), running a 
 from __future__ import annotations
 import threading
 import numpy as np
-from .uop import UOp, attrs, tensor_type
+from .uop import UOp, attrs
 from .dtype import dtypes
 
 from .emit import new_buffer, buffer_data, is_input  # noqa: F401  (re-exported: graph inputs are made by emit)
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from .bridge import Func, module_text, import_module
 from .emit import normalize_inputs, graph_func
 from .diagnostics import format_mlir_error
-from .dialects.ops import MOVEMENT
+from .dialects.ops import MOVEMENT, Ops
 from .lru import LRU
 
-CUT_NEVER = frozenset(MOVEMENT) | {"buffer", "const"}
+CUT_NEVER = MOVEMENT | {Ops.BUFFER, Ops.CONST}
 
 DEBUG = int(os.environ.get("DEBUG", "0"))
 PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-optimize"]
@@ -42,7 +42,7 @@ class ScheduleItem:
 @dataclass
 class Schedule:
   items: list[ScheduleItem]
-  buffer_types: list[UOp]  # one memref-typed UOp per schedule buffer: inputs, outputs, intermediates
+  buffer_types: list[UOp]  # one buffer UOp (a sized pointer dtype) per schedule buffer: inputs, outputs, intermediates
   n_in: int
   n_out: int
 
@@ -81,7 +81,7 @@ def compile_schedule(graph: Func, device: str) -> Schedule:
     name = k.attrs["callee"][1]
     if DEBUG >= 3: print(module_text([funcs[name]]))
     items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"]))
-  return Schedule(items, [UOp("buffer", t) for t in sched.args], len(graph.args), len(graph.results))
+  return Schedule(items, sched.args, len(graph.args), len(graph.results))
 
 def schedule_nbytes(s: Schedule) -> int:
   """What a cached schedule keeps alive: its programs (compiled code; shared ones counted in each schedule) and ~4 KB
@@ -107,7 +107,7 @@ def _alloc_error(e: Exception, sched: Schedule, outs: list[UOp]) -> MemoryError:
   bts = sched.buffer_types[sched.n_in:]
   sizes = [b.size * b.dtype.itemsize for b in bts]
   j = sizes.index(e.nbytes) if getattr(e, "nbytes", None) in sizes else sizes.index(max(sizes))
-  what = f"the {outs[j].dtype.name}{list(outs[j].shape)} result" if j < len(outs) else f"an intermediate {bts[j].dtype.name}[{bts[j].size}] buffer"
+  what = f"the {outs[j].dtype.name}{list(outs[j].shape)} result" if j < len(outs) else f"an intermediate {bts[j].dtype.base.name}[{bts[j].size}] buffer"
   loc = outs[j].loc if j < len(outs) and outs[j].loc else next((o.loc for o in outs if o.loc), None)
   why = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
   return MemoryError(f"{loc + ': ' if loc else ''}cannot allocate {sizes[j]} bytes for {what} ({why})")
@@ -169,7 +169,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
     from .device import Device
     _alloc = Device["CPU"].allocator  # every buffer here is a host numpy array; a CUDA program stages its own device copies
   alloc, n_in, n_out = _alloc, sched.n_in, sched.n_out
-  try: bufs = [buffer_data(u).reshape(-1) for u in inputs] + [alloc.alloc(b.size, b.dtype) for b in sched.buffer_types[n_in:]]
+  try: bufs = [buffer_data(u).reshape(-1) for u in inputs] + [alloc.alloc(b.size, b.dtype.base) for b in sched.buffer_types[n_in:]]
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, [outs[i] for i in todo]) from None
   dt_sum = 0.0
   for it in sched.items:

@@ -5,8 +5,8 @@ import functools, math, os, sys, threading
 from typing import Any, Sequence
 import numpy as np
 from .dtype import DType, dtypes, least_upper_dtype, to_dtype
-from .uop import UOp, attrs, tensor_type
-from .dialects.ops import REDUCE_IDENTITY
+from .uop import UOp, SHAPE_ATTR, attrs
+from .dialects.ops import Ops, REDUCE_IDENTITY
 from .realize import new_buffer, buffer_data, realize as _realize
 
 # ---------------------------------------------------------------- provenance
@@ -131,7 +131,7 @@ def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 def _buf(arr: np.ndarray, loc: str | None = None) -> UOp:
   return new_buffer(arr, loc or _loc())
 
-def _is_data(u: UOp) -> bool: return u.op == "buffer" or (u.op == "reshape" and u.src[0].op == "buffer")
+def _is_data(u: UOp) -> bool: return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 def _dtype(x) -> DType:
   try: dt = to_dtype(x)
@@ -165,7 +165,7 @@ def _opposite(r: Tensor, b: Tensor) -> Tensor:
   return r < 0 if cv > 0 else r > 0
 
 # bools have no arithmetic: add/max are or, mul/min are and (as tinygrad rewrites them)
-_BOOL_ALU = {"add": "or", "mul": "and", "max": "or", "min": "and"}
+_BOOL_ALU = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND, Ops.MAX: Ops.OR, Ops.MIN: Ops.AND}
 _rng = np.random.default_rng(0)
 
 # ---------------------------------------------------------------- Tensor
@@ -183,7 +183,7 @@ class Tensor:
         sdt = _scalar_dtype(data)
         if dt is None and type(data) is int: _fit_default(data, sdt)
         dt = dt or sdt
-      self.uop = UOp("const", tensor_type((), dt), (), attrs(value=_cv(data, dt)), _loc())
+      self.uop = UOp(Ops.CONST, dt, (), attrs(value=_cv(data, dt), shape=()), _loc())
     elif isinstance(data, (list, tuple)):
       inferred, dt = dt is None, dt or _infer(data)
       self.uop = _buf(_from_list([x.numpy() if isinstance(x, Tensor) else x for x in data], dt, inferred))
@@ -237,7 +237,7 @@ class Tensor:
     return self
   def numpy(self) -> np.ndarray:
     u = self.realize().uop
-    return buffer_data(u if u.op == "buffer" else u.src[0]).reshape(self.shape).copy()
+    return buffer_data(u if u.op is Ops.BUFFER else u.src[0]).reshape(self.shape).copy()
   def item(self):
     if self.numel() != 1: _err(ValueError, f"item() needs a tensor with one element, got shape {self.shape}")
     return self.numpy().item()
@@ -245,21 +245,22 @@ class Tensor:
   def data(self) -> np.ndarray: return self.numpy()
 
   # ---- graph building
-  def _op(self, _name: str, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
+  def _op(self, _op: Ops, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
     if any(s.device != self.device for s in src):
       _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({self.device, *(s.device for s in src)}))}")
     t = object.__new__(Tensor)   # __init__'s checks hold by construction here
-    t.uop = UOp(_name, tensor_type(tuple(shape), dtype or self.dtype), (self.uop,) + tuple(s.uop for s in src), attrs(**kw) if kw else (), _loc())
+    if _op in SHAPE_ATTR: kw["shape"] = tuple(shape)   # the others' shapes follow from their sources
+    t.uop = UOp(_op, dtype or self.dtype, (self.uop,) + tuple(s.uop for s in src), attrs(**kw) if kw else (), _loc())
     t.device, t.requires_grad = self.device, None
     return t
-  def _alu(self, op: str, *src: Tensor, dtype: DType | None = None) -> Tensor:
+  def _alu(self, op: Ops, *src: Tensor, dtype: DType | None = None) -> Tensor:
     if self.dtype.is_bool and dtype is None: op = _BOOL_ALU.get(op, op)
     return self._op(op, self.shape, dtype, src)
   def _const_value(self):
     """The scalar this tensor is known to hold everywhere (a const seen through reshape/expand), else None."""
     u = self.uop
-    while u.op in ("reshape", "expand"): u = u.src[0]
-    return u.attrs["value"] if u.op == "const" else None
+    while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
+    return u.attrs["value"] if u.op is Ops.CONST else None
 
   # ---- creation
   @staticmethod
@@ -329,7 +330,7 @@ class Tensor:
       if rest == 0 or self.numel() % rest: _err(ValueError, f"shape {shape} is invalid for input of size {self.numel()}")
       shape = tuple(self.numel() // rest if s == -1 else int(s) for s in shape)
     if _prod(shape) != self.numel(): _err(ValueError, f"shape {shape} is invalid for input of size {self.numel()}")
-    return self if shape == self.shape else self._op("reshape", shape)
+    return self if shape == self.shape else self._op(Ops.RESHAPE, shape)
   view = reshape
   def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
     if self.shape == shape: return self
@@ -337,7 +338,7 @@ class Tensor:
       _err(ValueError, f"cannot broadcast {self.shape} to {shape}")
     shape = _shape(shape)   # the only movement op besides pad that makes more elements
     x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape)
-    return x if x.shape == shape else x._op("expand", shape)
+    return x if x.shape == shape else x._op(Ops.EXPAND, shape)
   def expand(self, shape, *args) -> Tensor:
     shape = _argfix(shape, *args)
     if len(shape) < self.ndim: _err(ValueError, f"cannot expand {self.shape} to {shape}: fewer dimensions")
@@ -348,7 +349,7 @@ class Tensor:
   def permute(self, order, *args) -> Tensor:
     order = tuple(self._dim(o) for o in _argfix(order, *args))
     if sorted(order) != list(range(self.ndim)): _err(ValueError, f"{order} is not a permutation of the {self.ndim} dims of {self.shape}")
-    return self if order == tuple(range(self.ndim)) else self._op("permute", tuple(self.shape[o] for o in order), order=order)
+    return self if order == tuple(range(self.ndim)) else self._op(Ops.PERMUTE, tuple(self.shape[o] for o in order), order=order)
   def pad(self, padding, mode: str = "constant", value=0.0) -> Tensor:
     """padding: (before, after) or None per dim, or PyTorch's flat (left, right, top, bottom, ...) starting at the last dim.
     Negative padding cuts, as in PyTorch."""
@@ -367,7 +368,7 @@ class Tensor:
     x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for s, (b, a) in zip(self.shape, pads)))
     pads = tuple((max(b, 0), max(a, 0)) for b, a in pads)
     if all(p == (0, 0) for p in pads): return x
-    ret = x._op("pad", _shape(tuple(s + b + a for s, (b, a) in zip(x.shape, pads))), padding=tuple(v for p in pads for v in p))
+    ret = x._op(Ops.PAD, _shape(tuple(s + b + a for s, (b, a) in zip(x.shape, pads))), padding=tuple(v for p in pads for v in p))
     if value == 0: return ret
     return Tensor.ones(x.shape, dtype=dtypes.bool, device=self.device).pad(pads).where(ret, Tensor(value, self.dtype, device=self.device))  # the padded region holds `value`
   def shrink(self, arg) -> Tensor:
@@ -375,12 +376,12 @@ class Tensor:
     arg = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for s, a in zip(self.shape, arg))
     if any(not (0 <= b <= e <= s) for s, (b, e) in zip(self.shape, arg)): _err(ValueError, f"invalid shrink {arg} of {self.shape}")
     if all(a == (0, s) for s, a in zip(self.shape, arg)): return self
-    return self._op("shrink", tuple(e - b for b, e in arg), bounds=tuple(v for a in arg for v in a))
+    return self._op(Ops.SHRINK, tuple(e - b for b, e in arg), bounds=tuple(v for a in arg for v in a))
   def flip(self, axis, *args) -> Tensor:
     axes = tuple(self._dim(a) for a in _argfix(axis, *args))
     if len(set(axes)) != len(axes): _err(ValueError, f"dim appears multiple times in {axes}")
     axes = tuple(sorted(a for a in axes if self.shape[a] > 1))  # flipping a size-0/1 dim is a no-op
-    return self._op("flip", self.shape, axes=axes) if axes else self
+    return self._op(Ops.FLIP, self.shape, axes=axes) if axes else self
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
     order = list(range(self.ndim))
     order[self._dim(dim0)], order[self._dim(dim1)] = order[self._dim(dim1)], order[self._dim(dim0)]
@@ -440,24 +441,24 @@ class Tensor:
   # ---- dtypes
   def cast(self, dtype) -> Tensor:
     dt = _dtype(dtype)
-    return self if dt == self.dtype else self._op("cast", self.shape, dt)
+    return self if dt == self.dtype else self._op(Ops.CAST, self.shape, dt)
   def bitcast(self, dtype) -> Tensor:
     dt = _dtype(dtype)
     if dt.itemsize != self.dtype.itemsize or dt.is_bool != self.dtype.is_bool: _err(TypeError, f"bitcast {self.dtype} -> {dt} needs equal item sizes")
-    return self if dt == self.dtype else self._op("bitcast", self.shape, dt)
+    return self if dt == self.dtype else self._op(Ops.BITCAST, self.shape, dt)
   def float(self) -> Tensor: return self.cast(dtypes.float32)
   def half(self) -> Tensor: return self.cast(dtypes.float16)
   def double(self) -> Tensor: return self.cast(dtypes.float64)
   def int(self) -> Tensor: return self.cast(dtypes.int32)
   def long(self) -> Tensor: return self.cast(dtypes.int64)
   def bool(self) -> Tensor: return self.cast(dtypes.bool)
-  def contiguous(self) -> Tensor: return self._op("contiguous", self.shape)
-  def detach(self) -> Tensor: return self._op("detach", self.shape)
+  def contiguous(self) -> Tensor: return self._op(Ops.CONTIGUOUS, self.shape)
+  def detach(self) -> Tensor: return self._op(Ops.DETACH, self.shape)
   def clone(self) -> Tensor: return self.contiguous()
   def to(self, device=None) -> Tensor:
     """The same values on another device (a `copy` in the graph); self when already there."""
     if (dev := _device(device)) == self.device: return self
-    return Tensor(UOp("copy", self.uop.ty, (self.uop,), attrs(device=dev), _loc()), device=dev)
+    return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), attrs(device=dev), _loc()), device=dev)
   def assign(self, x) -> Tensor:
     """Replace the value held by self (functional: tensors built from the old value keep it)."""
     x = x if isinstance(x, Tensor) else Tensor(x, self.dtype, device=self.device)
@@ -489,23 +490,23 @@ class Tensor:
     if not all(ok(t.dtype) for t in (self,) + others): _err(TypeError, f"{what} is not supported for {', '.join(str(t.dtype) for t in (self,) + others)}")
 
   # ---- elementwise: primitives
-  def add(self, x, reverse=False) -> Tensor: return self._binop("add", x, reverse)
-  def mul(self, x, reverse=False) -> Tensor: return self._binop("mul", x, reverse)
+  def add(self, x, reverse=False) -> Tensor: return self._binop(Ops.ADD, x, reverse)
+  def mul(self, x, reverse=False) -> Tensor: return self._binop(Ops.MUL, x, reverse)
   def sub(self, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
     if a.dtype.is_bool: _err(TypeError, "subtraction with bool tensors is not supported; use ^ or logical_not")
-    return a._alu("sub", b)
-  def maximum(self, x) -> Tensor: return self._binop("max", x)
-  def minimum(self, x) -> Tensor: return self._binop("min", x)
-  def neg(self) -> Tensor: return self.logical_not() if self.dtype.is_bool else self._alu("neg")
-  def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._binop("cmpne", True, dtype=dtypes.bool)
+    return a._alu(Ops.SUB, b)
+  def maximum(self, x) -> Tensor: return self._binop(Ops.MAX, x)
+  def minimum(self, x) -> Tensor: return self._binop(Ops.MIN, x)
+  def neg(self) -> Tensor: return self.logical_not() if self.dtype.is_bool else self._alu(Ops.NEG)
+  def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._binop(Ops.CMPNE, True, dtype=dtypes.bool)
   def _bitwise(self, op, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
     a._need(lambda d: d.is_int or d.is_bool, f"bitwise {op}")
     return a._alu(op, b)
-  def bitwise_and(self, x, reverse=False) -> Tensor: return self._bitwise("and", x, reverse)
-  def bitwise_or(self, x, reverse=False) -> Tensor: return self._bitwise("or", x, reverse)
-  def bitwise_xor(self, x, reverse=False) -> Tensor: return self._bitwise("xor", x, reverse)
+  def bitwise_and(self, x, reverse=False) -> Tensor: return self._bitwise(Ops.AND, x, reverse)
+  def bitwise_or(self, x, reverse=False) -> Tensor: return self._bitwise(Ops.OR, x, reverse)
+  def bitwise_xor(self, x, reverse=False) -> Tensor: return self._bitwise(Ops.XOR, x, reverse)
   def bitwise_not(self) -> Tensor:
     self._need(lambda d: d.is_int or d.is_bool, "bitwise not")
     return self.logical_not() if self.dtype.is_bool else self ^ -1
@@ -513,12 +514,12 @@ class Tensor:
     a, b = self._broadcasted(x, reverse)
     a._need(lambda d: d.is_int, f"shift {op}")
     return a._alu(op, b)
-  def lshift(self, x, reverse=False) -> Tensor: return self._shift("shl", x, reverse)
-  def rshift(self, x, reverse=False) -> Tensor: return self._shift("shr", x, reverse)
+  def lshift(self, x, reverse=False) -> Tensor: return self._shift(Ops.SHL, x, reverse)
+  def rshift(self, x, reverse=False) -> Tensor: return self._shift(Ops.SHR, x, reverse)
   def pow(self, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
     if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
-    return a._alu("pow", b)
+    return a._alu(Ops.POW, b)
 
   # ---- comparisons (bool results; written so that NaN compares false, as in numpy)
   def _outside(self, x) -> int:
@@ -528,12 +529,12 @@ class Tensor:
     return 1 if x > self.dtype.max else -1 if x < self.dtype.min else 0
   def _known(self, value: bool) -> Tensor: return Tensor.full(self.shape, value, dtype=dtypes.bool, device=self.device)
   def _cmp(self, op, x, reverse=False) -> Tensor:
-    if (side := self._outside(x)): return self._known(op == "cmpne" or (op == "cmplt" and (side > 0) != reverse))
+    if (side := self._outside(x)): return self._known(op is Ops.CMPNE or (op is Ops.CMPLT and (side > 0) != reverse))
     a, b = self._broadcasted(x, reverse)
-    if op == "cmplt" and a.dtype.is_bool: return a.logical_not()._alu("and", b)  # False < True, whatever i1's signedness
+    if op is Ops.CMPLT and a.dtype.is_bool: return a.logical_not()._alu(Ops.AND, b)  # False < True, whatever i1's signedness
     return a._alu(op, b, dtype=dtypes.bool)
-  def __lt__(self, x) -> Tensor: return self._cmp("cmplt", x)
-  def __gt__(self, x) -> Tensor: return self._cmp("cmplt", x, True)
+  def __lt__(self, x) -> Tensor: return self._cmp(Ops.CMPLT, x)
+  def __gt__(self, x) -> Tensor: return self._cmp(Ops.CMPLT, x, True)
   def __le__(self, x) -> Tensor:
     if (side := self._outside(x)): return self._known(side > 0)
     a, b = self._broadcasted(x)
@@ -542,8 +543,8 @@ class Tensor:
     if (side := self._outside(x)): return self._known(side < 0)
     a, b = self._broadcasted(x)
     return b <= a
-  def __eq__(self, x) -> Tensor: return self._cmp("cmpeq", x)  # type: ignore[override]
-  def __ne__(self, x) -> Tensor: return self._cmp("cmpne", x)  # type: ignore[override]
+  def __eq__(self, x) -> Tensor: return self._cmp(Ops.CMPEQ, x)  # type: ignore[override]
+  def __ne__(self, x) -> Tensor: return self._cmp(Ops.CMPNE, x)  # type: ignore[override]
   def eq(self, x) -> Tensor: return self == x
   def ne(self, x) -> Tensor: return self != x
   def lt(self, x) -> Tensor: return self < x
@@ -558,17 +559,17 @@ class Tensor:
     else: x, y = Tensor(x, device=self.device)._broadcasted(y)
     shape = _bshape(self.shape, x.shape, y.shape)
     c, x, y = self.cast(dtypes.bool)._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
-    return c._op("where", shape, x.dtype, (x, y))
+    return c._op(Ops.WHERE, shape, x.dtype, (x, y))
 
   # ---- division
   def _trunc_divmod(self, b: Tensor) -> tuple[Tensor, Tensor]:
     """Truncating integer quotient and remainder. Division by 0 gives 0 (as numpy) and MIN // -1 wraps; the divisor
     is made safe so that no kernel ever divides by 0 or overflows (both trap on CPUs), unless it is a safe constant."""
     a, cv = self, b._const_value()
-    if cv is not None and cv != 0 and not (cv == -1 and not a.dtype.is_unsigned): return a._alu("idiv", b), a._alu("mod", b)
+    if cv is not None and cv != 0 and not (cv == -1 and not a.dtype.is_unsigned): return a._alu(Ops.IDIV, b), a._alu(Ops.MOD, b)
     bad = (b == 0) if a.dtype.is_unsigned else (b == 0) | (b == -1)
     bs = bad.where(1, b)
-    q, r = a._alu("idiv", bs), a._alu("mod", bs)
+    q, r = a._alu(Ops.IDIV, bs), a._alu(Ops.MOD, bs)
     if not a.dtype.is_unsigned: q = (b == -1).where(-a, q)
     return (b == 0).where(0, q), r
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
@@ -582,14 +583,14 @@ class Tensor:
       return _opposite(r, b).where(q - 1, q)
     dt = _float(a.dtype)
     a, b = a.cast(dt), b.cast(dt)
-    if rounding_mode is None: return a._alu("fdiv", b)
-    if rounding_mode == "trunc": return a._alu("fdiv", b).trunc()
+    if rounding_mode is None: return a._alu(Ops.FDIV, b)
+    if rounding_mode == "trunc": return a._alu(Ops.FDIV, b).trunc()
     # floor of a float quotient as numpy/Python do it: the exact quotient (a - fmod(a, b)) / b, corrected and rounded
-    m = a._alu("mod", b)
-    q = (a - m)._alu("fdiv", b)
+    m = a._alu(Ops.MOD, b)
+    q = (a - m)._alu(Ops.FDIV, b)
     q = _opposite(m, b).where(q - 1, q)
     fq = q.floor()
-    return (b == 0).where(a._alu("fdiv", b), (q - fq > 0.5).where(fq + 1, fq))
+    return (b == 0).where(a._alu(Ops.FDIV, b), (q - fq > 0.5).where(fq + 1, fq))
   def idiv(self, x, reverse=False) -> Tensor:
     """Integer division truncating toward zero (tinygrad's idiv)."""
     a, b = self._broadcasted(x, reverse)
@@ -600,27 +601,27 @@ class Tensor:
     """Remainder with the sign of the divisor (Python/numpy/PyTorch), from the truncating mod plus a correction."""
     a, b = self._broadcasted(x, reverse)
     if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
-    r = a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu("mod", b)
+    r = a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu(Ops.MOD, b)
     if a.dtype.is_unsigned: return r
     return _opposite(r, b).where(r + b, r)  # fmod(a, 0) is already NaN
   def fmod(self, x) -> Tensor:
     a, b = self._broadcasted(x)
-    return a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu("mod", b)
+    return a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu(Ops.MOD, b)
 
   # ---- elementwise: float functions (ints are cast to the default float first)
   def _fl(self) -> Tensor: return self.cast(_float(self.dtype))
-  def exp2(self) -> Tensor: return self._fl()._alu("exp2")
-  def log2(self) -> Tensor: return self._fl()._alu("log2")
-  def sin(self) -> Tensor: return self._fl()._alu("sin")
-  def sqrt(self) -> Tensor: return self._fl()._alu("sqrt")
-  def reciprocal(self) -> Tensor: return self._fl()._alu("recip")
+  def exp2(self) -> Tensor: return self._fl()._alu(Ops.EXP2)
+  def log2(self) -> Tensor: return self._fl()._alu(Ops.LOG2)
+  def sin(self) -> Tensor: return self._fl()._alu(Ops.SIN)
+  def sqrt(self) -> Tensor: return self._fl()._alu(Ops.SQRT)
+  def reciprocal(self) -> Tensor: return self._fl()._alu(Ops.RECIP)
   def exp(self) -> Tensor: return (self._fl() * (1 / math.log(2))).exp2()
   def log(self) -> Tensor: return self.log2() * math.log(2)
   def cos(self) -> Tensor: return ((math.pi / 2) - self._fl()).sin()
   def tan(self) -> Tensor: return self.sin() / self.cos()
   def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
   def square(self) -> Tensor: return self * self
-  def trunc(self) -> Tensor: return self._alu("trunc") if self.dtype.is_float else self
+  def trunc(self) -> Tensor: return self._alu(Ops.TRUNC) if self.dtype.is_float else self
   def floor(self) -> Tensor:
     if not self.dtype.is_float: return self
     return ((b := self.trunc()) > self).where(b - 1, b)
@@ -653,20 +654,20 @@ class Tensor:
     axes = tuple(self._dim(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
     if len(set(axes)) != len(axes): _err(ValueError, f"dim appears multiple times in {tuple(axis)}")
     return tuple(sorted(a for a in axes if self.ndim))  # a 0-d tensor accepts axis 0/-1 and reduces nothing
-  def _reduce(self, op: str, axis=None, keepdim=False) -> Tensor:
+  def _reduce(self, op: Ops, axis=None, keepdim=False) -> Tensor:
     axes = self._axes(axis)
     kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
     out = kept if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
-    if self.dtype.is_bool and op != "add": return self.cast(dtypes.uint8)._reduce(op, axis, keepdim).cast(dtypes.bool)  # no i1 ordering
+    if self.dtype.is_bool and op is not Ops.ADD: return self.cast(dtypes.uint8)._reduce(op, axis, keepdim).cast(dtypes.bool)  # no i1 ordering
     if not axes: return self.reshape(out)
     if 0 in self.shape and 0 not in kept: return Tensor.full(out, REDUCE_IDENTITY[op](self.dtype), self.dtype)  # empty reduce
-    return self._op("reduce_axis", kept, op=op, axes=axes).reshape(out)
+    return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes).reshape(out)
   def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
-    ret = self.cast(dtype or _sum_acc(self.dtype))._reduce("add", axis, keepdim)
+    ret = self.cast(dtype or _sum_acc(self.dtype))._reduce(Ops.ADD, axis, keepdim)
     return ret.cast(self.dtype) if dtype is None and self.dtype == dtypes.float16 else ret
-  def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor: return self.cast(dtype or self.dtype)._reduce("mul", axis, keepdim)
-  def max(self, axis=None, keepdim=False) -> Tensor: return self._reduce("max", axis, keepdim)
-  def min(self, axis=None, keepdim=False) -> Tensor: return self._reduce("min", axis, keepdim)
+  def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor: return self.cast(dtype or self.dtype)._reduce(Ops.MUL, axis, keepdim)
+  def max(self, axis=None, keepdim=False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
+  def min(self, axis=None, keepdim=False) -> Tensor: return self._reduce(Ops.MIN, axis, keepdim)
   def any(self, axis=None, keepdim=False) -> Tensor: return self.bool().max(axis, keepdim)
   def all(self, axis=None, keepdim=False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
   def mean(self, axis=None, keepdim=False) -> Tensor:

@@ -1,22 +1,10 @@
 """UOp: the hash-consed node of the compute graph, as in tinygrad. Passes work on UOp DAGs; MLIR is their text form."""
 from __future__ import annotations
-import re, threading, weakref
+import threading, weakref
 from _weakref import _remove_dead_weakref
 from typing import Any
-from .dtype import DType, dtypes
-
-TOKEN, INDEX = "!uop.token", "index"
-
-_TENSOR_TYPES: dict[tuple, str] = {}
-def tensor_type(shape: tuple[int, ...], dtype: DType) -> str:
-  """The MLIR tensor type; the parsed form is remembered with it, so a UOp of this type never parses its string."""
-  if (t := _TENSOR_TYPES.get(k := (shape, dtype))) is None:
-    t = _TENSOR_TYPES[k] = "tensor<" + "".join(f"{s}x" for s in shape) + dtype.mlir + ">"
-    _PARSED[t] = ("tensor", tuple(int(s) for s in shape), dtype)
-  return t
-_PARSED: dict[str, tuple] = {}
-def memref_type(size: int, dtype: DType) -> str: return f"memref<{size}x{dtype.mlir}>"
-def ptr_type(dtype: DType) -> str: return f"!uop.ptr<{dtype.mlir}>"
+from .dtype import DType, PtrDType, dtypes
+from .dialects.ops import Ops, GRAPH_ALU
 
 class cached_property:
   """functools.cached_property without its per-access lock (3.11 takes an RLock on every first access): UOps are
@@ -27,14 +15,19 @@ class cached_property:
     v = obj.__dict__[self.name] = self.fn(obj)
     return v
 
-_SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)([a-z0-9]+)>")
-
-def _parse_type(ty: str) -> tuple[str, tuple[int, ...] | None, DType | None]:
-  if (m := _SHAPED.fullmatch(ty)):
-    return m.group(1), tuple(int(x) for x in m.group(2).split("x")[:-1]), dtypes.from_mlir(m.group(3))
-  if ty == TOKEN: return "token", None, None
-  if ty.startswith("!uop.ptr<"): return "ptr", None, dtypes.from_mlir(ty[9:-1])
-  return "scalar", None, dtypes.from_mlir(ty)
+def _pairs(a: tuple) -> list[tuple[int, int]]: return [(a[i], a[i + 1]) for i in range(0, len(a), 2)]
+def _src0(u: UOp): return u.src[0].shape
+# the shape of a graph-level value per op, from its sources and attributes (tinygrad's `_shape`); ops whose shape no
+# source gives (buffer, const, reshape, expand) carry it as the `shape` attribute; kernel-level values have none (None)
+SHAPE_ATTR = frozenset((Ops.BUFFER, Ops.CONST, Ops.RESHAPE, Ops.EXPAND))
+SHAPE_RULES = {
+  **{o: _src0 for o in GRAPH_ALU | {Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.THREEFRY, Ops.FLIP}},
+  **{o: lambda u: u.attrs.get("shape") for o in SHAPE_ATTR},
+  Ops.PERMUTE: lambda u: tuple(u.src[0].shape[i] for i in u.attrs["order"]),
+  Ops.PAD: lambda u: tuple(s + b + a for s, (b, a) in zip(u.src[0].shape, _pairs(u.attrs["padding"]))),
+  Ops.SHRINK: lambda u: tuple(e - b for b, e in _pairs(u.attrs["bounds"])),
+  Ops.REDUCE_AXIS: lambda u: tuple(1 if i in u.attrs["axes"] else s for i, s in enumerate(u.src[0].shape)),
+}
 
 # the hash-consing table: a plain dict of weak references (WeakValueDictionary costs ~2x more per node built). Safe
 # from any number of threads: an entry is added with setdefault (one atomic step, so two threads never make two
@@ -45,43 +38,45 @@ _replace_lock = threading.Lock()
 def _forget(r: weakref.KeyedRef) -> None: _remove_dead_weakref(_interned, r.key)
 
 class UOp:
-  """One operation: `op` is the `uop` dialect name, `ty` the MLIR type of its result, `arg` its attributes
-  (a hashable value: int, str, tuple, or a tuple of (name, value) pairs). Equal (op, ty, src, arg) means the same
-  object, so structural equality is identity and CSE is free. `loc` (the user's file:line) is not part of identity."""
-  __slots__ = ("op", "ty", "src", "arg", "loc", "__weakref__", "__dict__")
-  def __new__(cls, op: str, ty: str, src: tuple[UOp, ...] = (), arg: Any = None, loc: str | None = None):
+  """One operation: `op` its Ops member, `dtype` its result's element type (a pointer dtype for a buffer, void for an
+  ordering token), `arg` its attributes (a hashable value: int, str, tuple, or a tuple of (name, value) pairs).
+  A graph-level value's `shape` is computed from its sources (SHAPE_RULES). Equal (op, dtype, src, arg) means the
+  same object, so structural equality is identity and CSE is free. `loc` (the user's file:line) is not part of identity."""
+  __slots__ = ("op", "dtype", "src", "arg", "loc", "__weakref__", "__dict__")
+  def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None, loc: str | None = None):
+    assert op.__class__ is Ops and isinstance(dtype, DType), (op, dtype)
     # repr keeps 0.0 and -0.0 (and 1 vs True) apart in constants, which == would merge
-    key = (op, ty, tuple(id(s) for s in src), repr(arg) if op == "const" else arg)
+    key = (op, dtype, tuple(id(s) for s in src), repr(arg) if op is Ops.CONST else arg)
     if (r := _interned.get(key)) is not None and (u := r()) is not None and u.src == src: return u
     u = super().__new__(cls)
-    u.op, u.ty, u.src, u.arg, u.loc = op, ty, tuple(src), arg, loc
+    u.op, u.dtype, u.src, u.arg, u.loc = op, dtype, tuple(src), arg, loc
     if (r := _interned.setdefault(key, ref := weakref.KeyedRef(u, _forget, key))) is not ref:   # another thread's, or dead
       with _replace_lock:
         if (r := _interned.get(key)) is not None and (v := r()) is not None and v.src == u.src: return v
         _interned[key] = ref
     return u
-  def __reduce__(self): return UOp, (self.op, self.ty, self.src, self.arg, self.loc)
-  def __repr__(self): return f"UOp({self.op!r}, {self.ty!r}, {len(self.src)} srcs, arg={self.arg!r})"
+  def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg, self.loc)
+  def __repr__(self): return f"UOp({self.op}, {self.dtype!r}, {len(self.src)} srcs, arg={self.arg!r})"
 
   def replace(self, **kw) -> UOp:
-    f = dict(op=self.op, ty=self.ty, src=self.src, arg=self.arg, loc=self.loc) | kw
-    return UOp(f["op"], f["ty"], f["src"], f["arg"], f["loc"])
+    f = dict(op=self.op, dtype=self.dtype, src=self.src, arg=self.arg, loc=self.loc) | kw
+    return UOp(f["op"], f["dtype"], f["src"], f["arg"], f["loc"])
 
-  # ---- type helpers, parsed once from `ty`
+  # ---- shape
   @cached_property
-  def _parsed(self) -> tuple[str, tuple[int, ...] | None, DType | None]:
-    if (p := _PARSED.get(self.ty)) is None: p = _PARSED[self.ty] = _parse_type(self.ty)
-    return p
-  @property
-  def kind(self) -> str: return self._parsed[0]
-  @property
-  def shape(self) -> tuple[int, ...] | None: return self._parsed[1]
-  @property
-  def dtype(self) -> DType | None: return self._parsed[2]
+  def shape(self) -> tuple | None:
+    """Each dimension an int (or a symbolic index UOp); None for a kernel-level scalar, pointer or token."""
+    # the rules read src[0]'s shape only: compute down that chain iteratively first (graphs can be deep)
+    chain, u = [], self
+    while u.src and "shape" not in (s := u.src[0]).__dict__: chain.append(s); u = s
+    for u in reversed(chain): u.__dict__["shape"] = None if (rule := SHAPE_RULES.get(u.op)) is None else rule(u)
+    return None if (rule := SHAPE_RULES.get(self.op)) is None else rule(self)
   @property
   def size(self) -> int:
+    """Elements: of the shape, of a sized buffer, 1 for a scalar."""
+    if (sh := self.shape) is None: return self.dtype.size if isinstance(self.dtype, PtrDType) and self.dtype.size is not None else 1
     n = 1
-    for s in self.shape or (): n *= s
+    for s in sh: n *= s
     return n
 
   # ---- graph helpers

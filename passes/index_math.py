@@ -2,47 +2,49 @@
 build, so rangeify's output is small before uop-simplify runs. Bounds come from `uop.range` ends."""
 from __future__ import annotations
 from morok_mlir.uop import UOp, attrs
+from morok_mlir.dtype import DType, dtypes
 from . import symbolic
+from morok_mlir.dialects.ops import Ops
 
-def const(v: int, ty: str = "index") -> UOp: return UOp("const", ty, (), attrs(value=int(v) if ty != "i1" else bool(v)))
-def cval(u: UOp): return u.attrs["value"] if u.op == "const" else None
+def const(v: int, dtype: DType = dtypes.index) -> UOp: return UOp(Ops.CONST, dtype, (), attrs(value=bool(v) if dtype.is_bool else int(v)))
+def cval(u: UOp): return u.attrs["value"] if u.op is Ops.CONST else None
 
 def bounds(u: UOp) -> tuple[int, int]:
   """Inclusive [min, max] of an index expression: the simplifier's value bounds, one definition for all passes."""
   return symbolic.bounds(u)
 
-def _bin(op, a: UOp, b: UOp) -> UOp: return UOp(op, "index", (a, b))
+def _bin(op: Ops, a: UOp, b: UOp) -> UOp: return UOp(op, dtypes.index, (a, b))
 
 def add(a: UOp, b: UOp) -> UOp:
   if cval(a) == 0: return b
   if cval(b) == 0: return a
   if cval(a) is not None and cval(b) is not None: return const(cval(a) + cval(b))
-  if b.op == "const" and a.op == "add" and cval(a.src[1]) is not None: return add(a.src[0], const(cval(a.src[1]) + cval(b)))
-  return _bin("add", a, b)
+  if b.op is Ops.CONST and a.op is Ops.ADD and cval(a.src[1]) is not None: return add(a.src[0], const(cval(a.src[1]) + cval(b)))
+  return _bin(Ops.ADD, a, b)
 
 def sub(a: UOp, b: UOp) -> UOp:
   if cval(b) is not None: return add(a, const(-cval(b)))
-  return _bin("sub", a, b)
+  return _bin(Ops.SUB, a, b)
 
 def mul(a: UOp, b: UOp) -> UOp:
   if cval(a) == 0 or cval(b) == 0: return const(0)
   if cval(b) == 1: return a
   if cval(a) == 1: return b
   if cval(a) is not None and cval(b) is not None: return const(cval(a) * cval(b))
-  return _bin("mul", a, b)
+  return _bin(Ops.MUL, a, b)
 
 def idiv(a: UOp, c: int) -> UOp:
   lo, hi = bounds(a)
   if c == 1: return a
   if lo >= 0 and hi < c: return const(0)
   if cval(a) is not None: return const(int(cval(a) / c))
-  return _bin("idiv", a, const(c))
+  return _bin(Ops.IDIV, a, const(c))
 
 def mod(a: UOp, c: int) -> UOp:
   lo, hi = bounds(a)
   if c == 1: return const(0)
   if lo >= 0 and hi < c: return a
-  return _bin("mod", a, const(c))
+  return _bin(Ops.MOD, a, const(c))
 
 def linearize(idx, shape) -> UOp:
   out, stride = const(0), 1
@@ -67,8 +69,8 @@ def in_bounds(i: UOp, lo: int, hi: int):
   a, b = bounds(i)
   if a >= hi or b < lo: return False
   conds = []
-  if a < lo: conds.append(UOp("cmplt", "i1", (const(lo - 1), i)))
-  if b >= hi: conds.append(UOp("cmplt", "i1", (i, const(hi))))
+  if a < lo: conds.append(UOp(Ops.CMPLT, dtypes.bool, (const(lo - 1), i)))
+  if b >= hi: conds.append(UOp(Ops.CMPLT, dtypes.bool, (i, const(hi))))
   out = None
   for c in conds: out = and_(out, c)
   return out
@@ -77,7 +79,7 @@ def and_(a, b):
   if a is False or b is False: return False
   if a is None: return b
   if b is None: return a
-  return UOp("and", "i1", (a, b))
+  return UOp(Ops.AND, dtypes.bool, (a, b))
 
 # ---------------------------------------------------------------- affine index forms (sound: bounds-checked)
 def affine(u: UOp, memo: dict) -> dict | None:
@@ -86,23 +88,23 @@ def affine(u: UOp, memo: dict) -> dict | None:
   repeat chains build)."""
   if u in memo: return memo[u]
   r = None
-  if u.op == "const" and u.ty == "index": r = {1: int(u.attrs["value"])}
-  elif u.op == "range": r = {u: 1}
-  elif u.op in ("add", "sub", "mul") and u.ty == "index":
+  if u.op is Ops.CONST and u.dtype is dtypes.index: r = {1: int(u.attrs["value"])}
+  elif u.op is Ops.RANGE: r = {u: 1}
+  elif u.op in (Ops.ADD, Ops.SUB, Ops.MUL) and u.dtype is dtypes.index:
     a, b = affine(u.src[0], memo), affine(u.src[1], memo)
     if a is not None and b is not None:
-      if u.op == "mul":
+      if u.op is Ops.MUL:
         if set(a) <= {1}: a, b = b, a
         if set(b) <= {1}: r = {k: v * b.get(1, 0) for k, v in a.items()}
       else:
         r = dict(a)
-        for k, v in b.items(): r[k] = r.get(k, 0) + (v if u.op == "add" else -v)
-  elif u.op in ("idiv", "mod") and u.ty == "index" and u.src[1].op == "const" and (c := int(u.src[1].attrs["value"])) > 0:
+        for k, v in b.items(): r[k] = r.get(k, 0) + (v if u.op is Ops.ADD else -v)
+  elif u.op in (Ops.IDIV, Ops.MOD) and u.dtype is dtypes.index and u.src[1].op is Ops.CONST and (c := int(u.src[1].attrs["value"])) > 0:
     a = affine(u.src[0], memo)
     if a is not None and _form_bounds(a)[0] >= 0:
       q, rem = {k: v // c for k, v in a.items()}, {k: v % c for k, v in a.items()}   # v = c*(v//c) + v%c, term by term
       lo, hi = _form_bounds(rem)
-      if lo >= 0 and hi < c: r = q if u.op == "idiv" else rem
+      if lo >= 0 and hi < c: r = q if u.op is Ops.IDIV else rem
   memo[u] = None if r is None else {k: v for k, v in r.items() if v or k == 1}
   return memo[u]
 
@@ -117,7 +119,7 @@ def affine_simplify(x: UOp) -> UOp:
   constant last, so forms that differ only in it share the rest (neighbouring addresses are base + c)."""
   memo, sub = {}, {}
   for u in x.toposort:
-    if u.ty == "index" and u.op in ("idiv", "mod", "add", "sub", "mul") and (a := affine(u, memo)) is not None:
+    if u.dtype is dtypes.index and u.op in (Ops.IDIV, Ops.MOD, Ops.ADD, Ops.SUB, Ops.MUL) and (a := affine(u, memo)) is not None:
       e = const(0)
       for k, v in sorted(((k, v) for k, v in a.items() if k != 1), key=lambda kv: kv[0].attrs["axis"]): e = add(e, mul(k, const(v)))
       sub[u] = add(e, const(a.get(1, 0)))

@@ -3,16 +3,18 @@
 Each bufferize becomes an intermediate buffer (a schedule argument after the inputs and outputs) written by its
 own kernel; its consumers load from that buffer and wait for that kernel (`uop.kernel` operands)."""
 from __future__ import annotations
-from morok_mlir.uop import UOp, attrs, TOKEN
-from morok_mlir.bridge import Func
+from morok_mlir.uop import UOp, attrs
+from morok_mlir.dtype import dtypes
+from morok_mlir.bridge import Func, arg_buffer
 from .registry import register
 from . import index_math as im
+from morok_mlir.dialects.ops import Ops
 
 def _kernel_name(root: UOp, n: int) -> str:
   """tinygrad-style: E_ for elementwise, r_ with a reduce; then the loop sizes."""
   nodes = root.toposort
-  sizes = [str(im.cval(r.src[0])) for r in nodes if r.op == "range" and r.attrs["kind"] == "loop"]
-  red = [str(im.cval(r.src[0])) for r in nodes if r.op == "range" and r.attrs["kind"] == "reduce"]
+  sizes = [str(im.cval(r.src[0])) for r in nodes if r.op is Ops.RANGE and r.attrs["kind"] == "loop"]
+  red = [str(im.cval(r.src[0])) for r in nodes if r.op is Ops.RANGE and r.attrs["kind"] == "reduce"]
   return ("r_" if red else "E_") + "_".join(sizes + red or ["1"]) + f"_k{n}"
 
 def split_func(f: Func, prefix: str = "") -> list[Func]:
@@ -23,37 +25,37 @@ def split_func(f: Func, prefix: str = "") -> list[Func]:
   bodies: list[UOp] = []                     # kernel roots in schedule order (schedule-slot buffers)
   new: dict[UOp, UOp] = {}                   # node -> node with every bufferize below it replaced by its buffer
   for u in sink.toposort:                    # one bottom-up rebuild: sources come first, so each is final when met
-    if u.op != "bufferize":
+    if u.op is not Ops.BUFFERIZE:
       src = tuple(new[s] for s in u.src)
       new[u] = u if src == u.src else u.replace(src=src)
       continue
-    buf = new[u] = temps[u] = UOp("buffer", u.ty, (), attrs(slot=n_args + len(temps)))
+    buf = new[u] = temps[u] = arg_buffer(n_args + len(temps), u.dtype)
     val, rngs = new[u.src[0]], u.src[1:]
     lin, stride = im.const(0), 1
     for r in reversed(rngs):
       lin = im.add(im.mul(r, im.const(stride)), lin); stride *= im.cval(r.src[0])
-    st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<" + u.dtype.mlir + ">", (buf, lin)), val), loc=u.loc)
-    bodies.append(UOp("end", TOKEN, (st, *rngs), loc=u.loc) if rngs else st)
+    st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, u.dtype.base.ptr(), (buf, lin)), val), loc=u.loc)
+    bodies.append(UOp(Ops.END, dtypes.void, (st, *rngs), loc=u.loc) if rngs else st)
   bodies += [new[s] for s in sink.src]
   writer: dict[int, int] = {}                # schedule slot -> index of the kernel that writes it
   kernels, calls = [], []
   for k, body in enumerate(bodies):
-    bufs = [u for u in body.toposort if u.op == "buffer"]
-    stored = [s.src[0].src[0] for s in body.toposort if s.op == "store"]
+    bufs = [u for u in body.toposort if u.op is Ops.BUFFER]
+    stored = [s.src[0].src[0] for s in body.toposort if s.op is Ops.STORE]
     order = stored + [b for b in bufs if b not in stored]
-    remap = {b: UOp("buffer", b.ty, (), attrs(slot=i)) for i, b in enumerate(order)}
+    remap = {b: arg_buffer(i, b.dtype) for i, b in enumerate(order)}
     name = prefix + _kernel_name(body, k)
-    kernels.append(Func(name, [b.ty for b in order], [], [UOp("sink", "()", (body.substitute(remap),))], {"uop.kernel": None},
+    kernels.append(Func(name, [remap[b] for b in order], [], [UOp(Ops.SINK, dtypes.void, (body.substitute(remap),))], {"uop.kernel": None},
                         visibility="private"))
     deps = tuple(dict.fromkeys(calls[writer[b.attrs["slot"]]] for b in order if b not in stored and b.attrs["slot"] in writer))
-    calls.append(UOp("kernel", TOKEN, deps, attrs(callee=("@sym", name), slots=tuple(b.attrs["slot"] for b in order))))
+    calls.append(UOp(Ops.KERNEL, dtypes.void, deps, attrs(callee=("@sym", name), slots=tuple(b.attrs["slot"] for b in order))))
     for b in stored: writer[b.attrs["slot"]] = k
-  sched_args = f.args + [t.ty for t in temps.values()]
-  sched = Func(prefix + "schedule", sched_args, [], [UOp("sink", "()", tuple(calls))],
+  sched_args = f.args + list(temps.values())
+  sched = Func(prefix + "schedule", sched_args, [], [UOp(Ops.SINK, dtypes.void, tuple(calls))],
                {"uop.schedule": None, **{k: v for k, v in f.attrs.items() if k.startswith("uop.num_")}})
   return kernels + [sched]
 
 @register("uop-kernel-split", "Split at store/bufferize boundaries into kernels and a @schedule")
 def uop_kernel_split(funcs: list[Func]) -> list[Func]:
-  graphs = [f for f in funcs if f.roots and f.roots[0].op == "sink" and "uop.num_inputs" in f.attrs and "uop.kernel" not in f.attrs]
+  graphs = [f for f in funcs if f.roots and f.roots[0].op is Ops.SINK and "uop.num_inputs" in f.attrs and "uop.kernel" not in f.attrs]
   return [k for f in funcs for k in (split_func(f, f"{f.name}_" if len(graphs) > 1 else "") if f in graphs else [f])]

@@ -33,10 +33,10 @@ Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel'
 from __future__ import annotations
 import re
 from math import prod
-from morok_mlir.bridge import Func, attr_text, const_text, import_module, replace_module_body
-from morok_mlir.dtype import DType, dtypes
-from morok_mlir.uop import UOp, attrs, TOKEN
-from morok_mlir.dialects.ops import REDUCE_IDENTITY
+from morok_mlir.bridge import Func, arg_buffer, attr_text, const_text, import_module, replace_module_body, type_text
+from morok_mlir.dtype import DType, PtrDType, dtypes
+from morok_mlir.uop import UOp, attrs
+from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from . import index_math as im
 from .index_math import affine, affine_simplify, at_lane
 from .optimize import blocked, contraction
@@ -66,17 +66,15 @@ CMP = {"cmplt": _t("arith.cmpf olt", "arith.cmpi slt", "arith.cmpi ult", "arith.
 CASTS = {(F, S): "arith.fptosi", (F, U): "arith.fptoui", (S, F): "arith.sitofp", (U, F): "arith.uitofp", (B, F): "arith.uitofp",
          (B, S): "arith.extui", (B, U): "arith.extui"}
 # ops whose operands `value` does not lower first in operand order (they open loops, run effects or take addresses)
-_OWN_OPERANDS = frozenset(("range", "buffer", "after", "reduce", "load", "index"))
+_OWN_OPERANDS = frozenset((Ops.RANGE, Ops.BUFFER, Ops.AFTER, Ops.REDUCE, Ops.LOAD, Ops.INDEX))
 UNSUPPORTED = {"bufferize": "a bufferize left in a kernel (run uop-kernel-split first)", "special": "GPU ids", "wmma": "tensor cores",
                "vectorize": "vectors", "gep": "vectors", "if": "if blocks", "endif": "if blocks", "barrier": "barriers",
                "define_var": "symbolic sizes", "bind": "symbolic sizes", "threefry": "threefry (decompose it first)"}
 
-def mem_type(ty: str) -> str:
-  """The uop memref type in memory: signless, bool as bytes."""
-  m = re.fullmatch(r"memref<(\d+)x(\w+)>", ty)
-  if not m: raise PassError(f"kernel arguments must be flat static memrefs, got {ty}")
-  dt = dtypes.from_mlir(m.group(2))
-  return f"memref<{m.group(1)}x{'i8' if dt.is_bool else dt.signless}>"
+def mem_type(dt: DType) -> str:
+  """The memref type of a buffer in memory: signless, bool as bytes."""
+  if not isinstance(dt, PtrDType) or dt.size is None: raise PassError(f"kernel arguments must be flat static memrefs, got {dt}")
+  return f"memref<{dt.size}x{'i8' if dt.base.is_bool else dt.base.signless}>"
 
 def sl(dt: DType) -> str: return dt.signless  # register type (index stays index, bool i1)
 
@@ -88,8 +86,8 @@ def _int_attr(f: Func, name: str, default: int = 0) -> int:
 
 def outer_range(f: Func) -> UOp | None:
   """The outermost loop range of a kernel (the first axis its store's `end` closes), or None."""
-  ends = [u for u in f.roots[0].toposort if u.op == "end"] if f.roots else []
-  rngs = [r for e in ends for r in e.src[1:] if r.op == "range"]
+  ends = [u for u in f.roots[0].toposort if u.op is Ops.END] if f.roots else []
+  rngs = [r for e in ends for r in e.src[1:] if r.op is Ops.RANGE]
   return min(rngs, key=_axis, default=None)
 
 def parallel_info(f: Func) -> tuple[int, int, int] | None:
@@ -164,7 +162,7 @@ class Lowerer:
   pass_name = "uop-lower-cpu"   # subclasses (uop-lower-gpu) override effect/reduce/value and this, for messages
   def __init__(self, f: Func):
     self.f, self.n = f, 0
-    if len(f.roots) != 1 or f.roots[0].op != "sink" or f.results: raise PassError(f"kernel @{f.name} must end in one uop.sink and return nothing")
+    if len(f.roots) != 1 or f.roots[0].op is not Ops.SINK or f.results: raise PassError(f"kernel @{f.name} must end in one uop.sink and return nothing")
     self.sink = f.roots[0]
     self.root = Frame(None)
     self.par = outer_range(f) if "uop.threads" in f.attrs else None  # the range whose loop runs from %lo to %hi
@@ -176,7 +174,7 @@ class Lowerer:
     self.done: set[UOp] = set()          # side effects emitted
     self.ranges: dict[UOp, frozenset] = {}
     self.rs(self.sink)
-    for i, t in enumerate(f.args): self.names[UOp("buffer", t, (), attrs(slot=i))] = f"%arg{i}"
+    for i, t in enumerate(f.args): self.names[t] = f"%arg{i}"
 
   # -- placement
   def rs(self, u: UOp) -> frozenset:
@@ -191,9 +189,9 @@ class Lowerer:
         stack.append((x, True)); stack.extend((s, False) for s in x.src if s not in self.ranges)
         continue
       rs = frozenset().union(*(self.ranges[s] for s in x.src))
-      if x.op == "range": rs |= {x}
-      if x.op in ("reduce", "end"):
-        if any(r.op != "range" for r in x.src[1:]): raise PassError(f"uop.{x.op} closes a non-range", x.loc)
+      if x.op is Ops.RANGE: rs |= {x}
+      if x.op in (Ops.REDUCE, Ops.END):
+        if any(r.op is not Ops.RANGE for r in x.src[1:]): raise PassError(f"uop.{x.op} closes a non-range", x.loc)
         rs -= set(x.src[1:])
       self.ranges[x] = rs
     return self.ranges[u]
@@ -210,7 +208,7 @@ class Lowerer:
   def place(self, u: UOp, fr: Frame, name: str) -> str:
     self.names[u] = name; fr.placed.append(u)
     return name
-  def const(self, v, dt: DType) -> str: return self.value(UOp("const", dt.mlir, (), attrs(value=v)))
+  def const(self, v, dt: DType) -> str: return self.value(UOp(Ops.CONST, dt, (), attrs(value=v)))
 
   def open_loops(self, parent: Frame, rngs: list[UOp], inits: list[str] | None = None) -> list[Frame]:
     """Nested loops over rngs (sorted by axis) under parent; with inits, each carries one accumulator."""
@@ -241,23 +239,23 @@ class Lowerer:
   def effect(self, u: UOp):
     if u in self.done: return
     self.done.add(u)
-    if u.op == "sink":
+    if u.op is Ops.SINK:
       for s in u.src: self.effect(s)
-    elif u.op == "end":
+    elif u.op is Ops.END:
       frames = self.open_loops(self.target(u), list(u.src[1:]))
       self.effect(u.src[0])
       self.close_loops(frames)
-    elif u.op == "store":
+    elif u.op is Ops.STORE:
       idx, v = u.src
-      if idx.op != "index": raise PassError("uop.store must store through a uop.index", u.loc)
+      if idx.op is not Ops.INDEX: raise PassError("uop.store must store through a uop.index", u.loc)
       if self.lanes: return self.store_lanes(u)
       buf, i, gate = self.address(idx)
       val = self.value(v)
       fr = self.target(u)
-      if idx.dtype.is_bool: val = self.line(fr, f"arith.extui {val} : i1 to i8")
-      st = f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].ty)}"
+      if idx.dtype.base.is_bool: val = self.line(fr, f"arith.extui {val} : i1 to i8")
+      st = f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].dtype)}"
       fr.lines.extend([f"scf.if {gate} {{", "  " + st, "}"] if gate else [st])
-    elif u.op == "after": self.value(u)
+    elif u.op is Ops.AFTER: self.value(u)
     else: raise PassError(f"uop.{u.op} cannot be lowered as a side effect", u.loc)
 
   def store_lanes(self, u: UOp):
@@ -272,7 +270,7 @@ class Lowerer:
     vec = self.line(fr, f"vector.from_elements {', '.join(vals)} : vector<{self.lanes}xf32>")
     # aligned: the address is a multiple of VW (streaming_store checks the index) in a buffer the runtime aligns
     fr.lines.append(f"vector.store {vec}, {buf}[{i}] {{alignment = {4 * self.lanes} : i64, nontemporal = true}} : "
-                    f"{mem_type(u.src[0].src[0].ty)}, vector<{self.lanes}xf32>")
+                    f"{mem_type(u.src[0].src[0].dtype)}, vector<{self.lanes}xf32>")
 
   def address(self, idx: UOp) -> tuple[str, str, str | None]:
     return self.value(idx.src[0]), self.value(idx.src[1]), self.value(idx.src[2]) if len(idx.src) > 2 else None
@@ -298,29 +296,29 @@ class Lowerer:
   def _value(self, u: UOp) -> str:
     if (n := self.names.get(u)) is not None: return n
     if u.op in UNSUPPORTED: raise PassError(f"{self.pass_name} does not support {UNSUPPORTED[u.op]} yet (uop.{u.op})", u.loc)
-    if u.op == "range":
+    if u.op is Ops.RANGE:
       if u not in self.open: raise PassError(f"range axis={_axis(u)} is used outside the loop that closes it", u.loc)
       return self.open[u].iv
-    if u.op == "buffer": raise PassError(f"buffer slot {u.attrs.get('slot')} is not an argument of @{self.f.name}", u.loc)
-    if u.op == "after":
+    if u.op is Ops.BUFFER: raise PassError(f"buffer slot {u.attrs.get('slot')} is not an argument of @{self.f.name}", u.loc)
+    if u.op is Ops.AFTER:
       for d in u.src[1:]: self.effect(d)
       return self.value(u.src[0])
-    if u.op == "reduce": return self.reduce(u)
-    srcs = [self.value(s) for s in u.src] if u.op not in ("load", "index") else []
+    if u.op is Ops.REDUCE: return self.reduce(u)
+    srcs = [self.value(s) for s in u.src] if u.op not in (Ops.LOAD, Ops.INDEX) else []
     fr = self.target(u)
-    if u.op == "const": return self.place(u, fr, self.line(fr, f"arith.constant {const_text(u.attrs['value'], u.ty)}"))
-    if u.op == "load": return self.place(u, fr, self.load(u, fr))
-    if u.op == "index": raise PassError("uop.index used as a value (only loads and stores take addresses)", u.loc)
+    if u.op is Ops.CONST: return self.place(u, fr, self.line(fr, f"arith.constant {const_text(u.attrs['value'], u.dtype.mlir)}"))
+    if u.op is Ops.LOAD: return self.place(u, fr, self.load(u, fr))
+    if u.op is Ops.INDEX: raise PassError("uop.index used as a value (only loads and stores take addresses)", u.loc)
     return self.place(u, fr, self.alu(u.op, u.src, srcs, u.dtype, fr, u))
 
   def load(self, u: UOp, fr: Frame) -> str:
     idx = u.src[0]
-    if idx.op != "index": raise PassError("uop.load must load through a uop.index", u.loc)
+    if idx.op is not Ops.INDEX: raise PassError("uop.load must load through a uop.index", u.loc)
     buf, i, gate = self.address(idx)
-    mt, dt = mem_type(idx.src[0].ty), u.dtype
+    mt, dt = mem_type(idx.src[0].dtype), u.dtype
     if gate is not None:
       zero = self.const(False if dt.is_bool else 0.0 if dt.is_float else 0, dt)
-      if idx.src[0].shape == (0,): return zero  # no element to read: every executed load is gated off
+      if idx.src[0].size == 0: return zero  # no element to read: every executed load is gated off
       i = self.line(fr, f"arith.select {gate}, {i}, {self.const(0, dtypes.index)} : index")
     v = self.line(fr, f"memref.load {buf}[{i}] : {mt}")
     if dt.is_bool: v = self.line(fr, f"arith.cmpi ne, {v}, {self.const(0, dtypes.int8)} : i8")
@@ -331,7 +329,7 @@ class Lowerer:
     if op not in REDUCE_IDENTITY: raise PassError(f"reduce op must be add|mul|max|min, got {op!r}", u.loc)
     if cls(dt) not in ALU[op]: raise PassError(f"reduce {op} is not defined on {dt.name}", u.loc)
     fr = self.target(u)
-    if self.block and op == "add" and dt.is_float and None not in (n := [im.cval(r.src[0]) for r in u.src[1:]]) and prod(n) > self.block:
+    if self.block and op is Ops.ADD and dt.is_float and None not in (n := [im.cval(r.src[0]) for r in u.src[1:]]) and prod(n) > self.block:
       return self.place(u, fr, self.value(blocked(u, self.block)))
     init = self.const(REDUCE_IDENTITY[op](dt), dt)
     frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
@@ -345,21 +343,21 @@ class Lowerer:
     L = lambda text: self.line(fr, text)
     sdt = srcs[0].dtype if srcs else dt
     c, t = cls(sdt), sl(sdt)
-    if op == "cast": return self.cast(names[0], sdt, dt, fr)
-    if op == "bitcast": return names[0] if sl(sdt) == sl(dt) else L(f"arith.bitcast {names[0]} : {sl(sdt)} to {sl(dt)}")
-    if op == "where": return L(f"arith.select {names[0]}, {names[1]}, {names[2]} : {sl(dt)}")
-    if op == "neg":  # on bool: logical not, as in tinygrad
+    if op is Ops.CAST: return self.cast(names[0], sdt, dt, fr)
+    if op is Ops.BITCAST: return names[0] if sl(sdt) == sl(dt) else L(f"arith.bitcast {names[0]} : {sl(sdt)} to {sl(dt)}")
+    if op is Ops.WHERE: return L(f"arith.select {names[0]}, {names[1]}, {names[2]} : {sl(dt)}")
+    if op is Ops.NEG:  # on bool: logical not, as in tinygrad
       if c == B: return L(f"arith.xori {names[0]}, {self.const(True, sdt)} : i1")
       return L(f"arith.negf {names[0]} : {t}") if c == F else L(f"arith.subi {self.const(0, sdt)}, {names[0]} : {t}")
-    if op == "recip" and c == F: return L(f"arith.divf {self.const(1.0, sdt)}, {names[0]} : {t}")
-    if op == "trunc" and c != F: return names[0]
-    if op == "mulacc" and c != F: return self.alu("add", srcs, [self.alu("mul", srcs, names[:2], dt, fr, u), names[2]], dt, fr, u)
+    if op is Ops.RECIP and c == F: return L(f"arith.divf {self.const(1.0, sdt)}, {names[0]} : {t}")
+    if op is Ops.TRUNC and c != F: return names[0]
+    if op is Ops.MULACC and c != F: return self.alu(Ops.ADD, srcs, [self.alu(Ops.MUL, srcs, names[:2], dt, fr, u), names[2]], dt, fr, u)
     if op in CMP and c in CMP[op]:
       mop, pred = CMP[op][c].split()
       return L(f"{mop} {pred}, {names[0]}, {names[1]} : {t}")
-    if op in ("idiv", "mod") and c in (S, U): return self.divide(op, srcs, names, sdt, fr)
-    if op in ("shl", "shr") and c in (S, U): return self.shift(op, srcs, names, sdt, fr)
-    if op == "pow" and c in (S, U): return self.ipow(names[0], names[1], sdt, fr)
+    if op in (Ops.IDIV, Ops.MOD) and c in (S, U): return self.divide(op, srcs, names, sdt, fr)
+    if op in (Ops.SHL, Ops.SHR) and c in (S, U): return self.shift(op, srcs, names, sdt, fr)
+    if op is Ops.POW and c in (S, U): return self.ipow(names[0], names[1], sdt, fr)
     if op not in ALU or c not in ALU[op]: raise PassError(f"uop.{op} is not defined on {sdt.name}", u.loc)
     if op in POLY and t == "f32": return getattr(Poly(self, fr), op)(names[0])
     return L(f"{ALU[op][c]} {', '.join(names)}{fm if op in ('add', 'mul', 'max', 'min') else ''} : {t}")
@@ -393,14 +391,14 @@ class Lowerer:
     mop = ALU[op][cls(dt)]
     a, b = names
     d = srcs[1]
-    if d.op == "const" and d.attrs["value"] != 0 and not (signed and d.attrs["value"] == -1): return L(f"{mop} {a}, {b} : {t}")
+    if d.op is Ops.CONST and d.attrs["value"] != 0 and not (signed and d.attrs["value"] == -1): return L(f"{mop} {a}, {b} : {t}")
     zero, one = self.const(0, dt), self.const(1, dt)
     isz = bad = L(f"arith.cmpi eq, {b}, {zero} : {t}")
     if signed:
       ism1 = L(f"arith.cmpi eq, {b}, {self.const(-1, dt)} : {t}")
       bad = L(f"arith.ori {isz}, {ism1} : i1")
     q = L(f"{mop} {a}, {L(f'arith.select {bad}, {one}, {b} : {t}')} : {t}")
-    if op == "mod": return q  # x % 1 is already the 0 we want for both bad divisors
+    if op is Ops.MOD: return q  # x % 1 is already the 0 we want for both bad divisors
     if signed: q = L(f"arith.select {ism1}, {L(f'arith.subi {zero}, {a} : {t}')}, {q} : {t}")
     return L(f"arith.select {isz}, {zero}, {q} : {t}")
 
@@ -410,9 +408,9 @@ class Lowerer:
     range needs no guard."""
     L, t, (a, b), d = (lambda text: self.line(fr, text)), sl(dt), names, srcs[1]
     mop = ALU[op][cls(dt)]
-    if d.op == "const" and 0 <= d.attrs["value"] < dt.bits: return L(f"{mop} {a}, {b} : {t}")
+    if d.op is Ops.CONST and 0 <= d.attrs["value"] < dt.bits: return L(f"{mop} {a}, {b} : {t}")
     ok = L(f"arith.cmpi ult, {b}, {self.const(dt.bits, dt)} : {t}")
-    if op == "shr" and not dt.is_unsigned: return L(f"arith.shrsi {a}, {L(f'arith.select {ok}, {b}, {self.const(dt.bits - 1, dt)} : {t}')} : {t}")
+    if op is Ops.SHR and not dt.is_unsigned: return L(f"arith.shrsi {a}, {L(f'arith.select {ok}, {b}, {self.const(dt.bits - 1, dt)} : {t}')} : {t}")
     return L(f"arith.select {ok}, {L(f'{mop} {a}, {b} : {t}')}, {self.const(0, dt)} : {t}")   # select: the poison is not chosen
 
   def cast(self, x: str, s: DType, d: DType, fr: Frame) -> str:
@@ -434,7 +432,7 @@ def lower_kernel(f: Func, name: str | None = None) -> str:
   """One kernel func (uop dialect, kernel level) -> a public func.func over signless memrefs (text)."""
   lw = Lowerer(f)
   lw.effect(lw.sink)
-  args = ", ".join([f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else []))
+  args = ", ".join([f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else []))
   body = "".join(f"    {l}\n" for l in lw.root.lines)
   return f"  func.func @{name or f.name}({args}) {{\n{body}    return\n  }}\n"
 
@@ -467,8 +465,8 @@ class Contraction:
     n = len(f.args)
     self.direct_a = self.in_place(a, I, K)
     # B panels depend on b's one buffer alone (weights, typically): the runtime may keep them while that input lives
-    srcs = {u.src[0].src[0] for u in b.toposort if u.op == "load"}
-    self.b_slot = next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op == "buffer" else None
+    srcs = {u.src[0].src[0] for u in b.toposort if u.op is Ops.LOAD}
+    self.b_slot = next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER else None
     # A packed per MC-row block inside mm, when threads split row blocks (more of them than B panels: convolutions,
     # tall operands): each thread's block (all of K, ~256 KiB) stays in L2 from packing to use
     t = _int_attr(f, "uop.threads", 1)
@@ -477,37 +475,37 @@ class Contraction:
     if self.fused: self.mc = mc_blk
     self.scratch = [self.Mp * self.K if self.direct_a is None and not self.fused else 1, self.Np * self.K, self.Mp * self.Np]  # Ap, Bp, C
     if self.fused: self.scratch += [self.mc * self.K] * t   # one A block per thread
-    self.args = list(f.args) + [f"memref<{x}xf32>" for x in self.scratch]
-    ap, bp, cp = (UOp("buffer", self.args[n + i], (), attrs(slot=n + i)) for i in (3 if self.fused else 0, 1, 2))
+    self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
+    ap, bp, cp = (self.args[n + i] for i in (3 if self.fused else 0, 1, 2))
     thr = {k: v for k, v in f.attrs.items() if k in ("uop.threads",)}
     def pack(x, rs, w, buf, k_first):
       # loops over the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first for a), so
       # reads follow its layout; the packed position needs only lin // w and lin % w
       x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
       order = (K + rs) if k_first else (rs + K)
-      new = {r: UOp("range", "index", r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
+      new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
       lin, kl = im.linearize([new[r] for r in rs], size(rs)), im.linearize([new[r] for r in K], size(K))
       idx = im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
-      st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, idx)), x.substitute(new)))
-      return Func(f"{name}_pack", self.args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, *new.values())),))], {"uop.kernel": None, **thr})
+      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
+      return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *new.values())),))], {"uop.kernel": None, **thr})
     def pack_block(x, rs, w, buf):
       # per block: loops over panel p (from the caller's %lo to %hi), lane l, k; row p*w + l (clamped to the last:
       # lanes past M repeat it, reaching only C's pad rows) at the block-local position (p mod P)*K*w + k*w + l
       x = affine_simplify(x.substitute({r: im.const(0) for r in set(J) if r not in rs}))
       n_rows, per = prod(size(rs)), self.mc // w
-      loop = lambda i, n: UOp("range", "index", (im.const(n),), attrs(axis=1000 + i, kind="loop"))
+      loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
       p, l, ks = loop(0, -(-n_rows // w)), loop(1, w), {r: loop(2 + i, s) for i, (r, s) in enumerate(zip(K, size(K)))}
-      row = UOp("min", "index", (im.add(im.mul(p, im.const(w)), l), im.const(n_rows - 1)))
+      row = UOp(Ops.MIN, dtypes.index, (im.add(im.mul(p, im.const(w)), l), im.const(n_rows - 1)))
       kl = im.linearize([ks[r] for r in K], size(K))
       idx = im.add(im.add(im.mul(im.mod(p, per), im.const(self.K * w)), im.mul(kl, im.const(w))), l)
       val = affine_simplify(x.substitute({**dict(zip(rs, im.unravel(row, size(rs)))), **ks}))
-      st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, idx)), val))
-      return Func(f"{name}_pack", self.args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, p, l, *ks.values())),))],
+      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
+      return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, l, *ks.values())),))],
                   {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
     self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False)
     self.pack_b = pack(b, J, self.nr, bp, True)
     m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))
-    c = UOp("load", "f32", (UOp("index", "!uop.ptr<f32>", (cp, im.add(im.mul(m, im.const(self.Np)), nn))),))
+    c = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.add(im.mul(m, im.const(self.Np)), nn))),))
     self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c})], {"uop.kernel": None, **thr})
 
   @staticmethod
@@ -515,9 +513,9 @@ class Contraction:
     """(buffer slot, offset, row stride) when a is an ungated f32 load at offset + row*stride + k, one row range and
     one k range: the micro-kernel then reads A's rows where they are (each row a sequential stream in k) instead of
     copying A into MR-row panels first."""
-    if a.op != "load" or a.ty != "f32" or len(I) != 1 or len(K) != 1: return None
+    if a.op is not Ops.LOAD or a.dtype is not dtypes.float32 or len(I) != 1 or len(K) != 1: return None
     idx = a.src[0]
-    if idx.op != "index" or len(idx.src) != 2 or idx.src[0].op != "buffer": return None
+    if idx.op is not Ops.INDEX or len(idx.src) != 2 or idx.src[0].op is not Ops.BUFFER: return None
     form = affine(idx.src[1], {})
     if form is None or set(form) - {1, I[0], K[0]} or form.get(K[0]) != 1 or form.get(I[0], 0) <= 0: return None
     # rows a multiple of 1 KiB apart share cache sets: the tile's 6 streams then evict each other (2048^3: 7% slower)
@@ -578,7 +576,7 @@ class Contraction:
       if self.direct_a is None: abase = a_base()
       else:   # row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows)
         slot, off, stride = self.direct_a
-        a_buf, a_ty = f"%arg{slot}", mem_type(self.args[slot])
+        a_buf, a_ty = f"%arg{slot}", mem_type(self.args[slot].dtype)
         row0, last = L(f"arith.muli %ib, {ci(mr)} : index"), ci(self.M - 1)
         rows = [L(f"arith.minsi {add(row0, r)}, {last} : index") for r in range(mr)]
         rbase = [L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index") for x in rows]
@@ -616,7 +614,7 @@ class Contraction:
       put(f"scf.for %icb = {lo} to {hi} step {c1} {{", 3)
       ib_lo, ib_hi = row_block()
       pass_args = [f"%arg{i}" for i in range(nargs + 3)] + [mine] + bufs[1:]
-      put(f"func.call @{self.name}_pack_a({', '.join(pass_args + [ib_lo, ib_hi])}) : ({', '.join([mem_type(a) for a in self.args] + ['index', 'index'])}) -> ()")
+      put(f"func.call @{self.name}_pack_a({', '.join(pass_args + [ib_lo, ib_hi])}) : ({', '.join([mem_type(a.dtype) for a in self.args] + ['index', 'index'])}) -> ()")
       put(f"scf.for %kc = {c0} to {ck} step {ckc} {{"); depth[0] += 1
       kend, first = k_slice()
       put(f"scf.for %jb = {c0} to {ci(nb)} step {c1} {{"); depth[0] += 1
@@ -633,7 +631,7 @@ class Contraction:
       tile(ib_lo, ib_hi, kend, first, pa, ta, lambda: L(f"arith.muli %ib, {ci(self.K * mr)} : index"))
       for d in (5, 4, 3): put("}", d)
     idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if self.fused else []) if t > 1 else []
-    args = ", ".join([f"%arg{i}: {mem_type(ty)}" for i, ty in enumerate(self.args)] + idx)
+    args = ", ".join([f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(self.args)] + idx)
     return f"  func.func @{self.name}_mm({args}) {{\n" + "\n".join(out) + "\n    return\n  }\n"
 
 class SplitReduce:
@@ -642,17 +640,17 @@ class SplitReduce:
   replaced by the reduce over the T partials."""
   def __init__(self, f: Func, name: str):
     self.name, T = name, _int_attr(f, "uop.split_reduce")
-    red = next(u for u in f.roots[0].toposort if u.op == "reduce")
+    red = next(u for u in f.roots[0].toposort if u.op is Ops.REDUCE)
     r, n = red.src[1], int(red.src[1].src[0].attrs["value"])
-    self.scratch, args = [T], list(f.args) + [f"memref<{T}xf32>"]
-    part = UOp("buffer", args[-1], (), attrs(slot=len(f.args)))
-    t, r2 = (UOp("range", "index", (im.const(sz),), attrs(axis=1000 + i, kind=k)) for i, (sz, k) in enumerate(((T, "loop"), (n // T, "reduce"))))
-    chunk = UOp("reduce", red.ty, (red.src[0].substitute({r: im.add(im.mul(t, im.const(n // T)), r2)}), r2), red.arg)
-    st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (part, t)), chunk))
+    self.scratch, args = [T], list(f.args) + [arg_buffer(len(f.args), dtypes.float32.ptr(T))]
+    part = args[-1]
+    t, r2 = (UOp(Ops.RANGE, dtypes.index, (im.const(sz),), attrs(axis=1000 + i, kind=k)) for i, (sz, k) in enumerate(((T, "loop"), (n // T, "reduce"))))
+    chunk = UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({r: im.add(im.mul(t, im.const(n // T)), r2)}), r2), red.arg)
+    st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (part, t)), chunk))
     opt = {k: v for k, v in f.attrs.items() if k in ("uop.threads", "uop.fastmath", "uop.reduce_block")}
-    self.partial = Func(f"{name}_part", args, [], [UOp("sink", "()", (UOp("end", TOKEN, (st, t)),))], {"uop.kernel": None, **opt})
-    t2 = UOp("range", "index", (im.const(T),), attrs(axis=1002, kind="reduce"))
-    total = UOp("reduce", red.ty, (UOp("load", "f32", (UOp("index", "!uop.ptr<f32>", (part, t2)),)), t2), red.arg)
+    self.partial = Func(f"{name}_part", args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, t)),))], {"uop.kernel": None, **opt})
+    t2 = UOp(Ops.RANGE, dtypes.index, (im.const(T),), attrs(axis=1002, kind="reduce"))
+    total = UOp(Ops.REDUCE, red.dtype, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (part, t2)),)), t2), red.arg)
     self.final = Func(f"{name}_final", args, [], [f.roots[0].substitute({red: total})], {"uop.kernel": None})
   def text(self) -> str: return lower_kernel(self.partial, f"{self.name}_part") + lower_kernel(self.final, f"{self.name}_final")
   def phases(self): return [(f"{self.name}_part", parallel_info(self.partial)), (f"{self.name}_final", None)]
@@ -669,15 +667,16 @@ def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | 
   progs = progs or {n: ([(n, parallel_info(k))], []) for n, k in kernels.items()}
   calls = []
   for u in f.roots[0].toposort if f.roots else []:
-    if u.op != "kernel": continue
+    if u.op is not Ops.KERNEL: continue
     callee, slots = u.attrs.get("callee", ("", ""))[1], u.attrs.get("slots", ())
     if callee not in kernels: raise PassError(f"uop.kernel calls @{callee}, which is not a kernel of this module", u.loc)
     k = kernels[callee]
     if any(not 0 <= s < len(f.args) for s in slots): raise PassError(f"uop.kernel slots {list(slots)} out of range for {len(f.args)} buffers", u.loc)
-    if [f.args[s] for s in slots] != k.args:
-      raise PassError(f"uop.kernel passes ({', '.join(f.args[s] for s in slots)}) to @{callee}({', '.join(k.args)})", u.loc)
+    if [f.args[s].dtype for s in slots] != [a.dtype for a in k.args]:
+      raise PassError(f"uop.kernel passes ({', '.join(type_text(f.args[s].dtype) for s in slots)}) to @{callee}"
+                      f"({', '.join(type_text(a.dtype) for a in k.args)})", u.loc)
     phases, scratch = progs[callee]
-    tys, ops = [mem_type(t) for t in k.args], [f"%arg{s}" for s in slots]
+    tys, ops = [mem_type(t.dtype) for t in k.args], [f"%arg{s}" for s in slots]
     for j, n in enumerate(scratch):  # a contraction's packed operands and tile buffer, for this call only
       calls.append(f"    %s{len(calls)}_{j} = memref.alloc() {{alignment = 64 : i64}} : memref<{n}xf32>\n")
     tys, ops = tys + [f"memref<{n}xf32>" for n in scratch], ops + [f"%s{len(calls) - len(scratch) + j}_{j}" for j in range(len(scratch))]
@@ -689,7 +688,7 @@ def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | 
         pt, po = tys + ["index"] * len(bounds), ops + bounds
       calls.append(f"    func.call @{entry}({', '.join(po)}) : ({', '.join(pt)}) -> ()\n")
     calls += [f"    memref.dealloc {o} : {t}\n" for o, t in zip(ops[len(k.args):], tys[len(k.args):])]
-  args = ", ".join(f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args))
+  args = ", ".join(f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args))
   return f"  func.func @{f.name}({args}) {{\n{''.join(calls)}    return\n  }}\n"
 
 def lower_module(funcs: list[Func]) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from morok_mlir.bridge import Func, import_module, replace_module_body
 from morok_mlir.dtype import dtypes
 from morok_mlir.uop import UOp
-from morok_mlir.dialects.ops import REDUCE_IDENTITY
+from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from .registry import register, PassError
 from .lower_cpu import Lowerer, Frame, mem_type, sl, cls, _axis
 from . import index_math as im
@@ -59,12 +59,12 @@ class GPULowerer(Lowerer):
   def __init__(self, f: Func, group_threads: int = GROUP_MAX):
     super().__init__(f)
     self.par = None   # no CPU thread chunks (uop.threads): the grid is the parallelism
-    ends = [s for s in self.sink.src if s.op == "end"]
+    ends = [s for s in self.sink.src if s.op is Ops.END]
     if len(ends) > 1: raise PassError(f"uop-lower-gpu maps one loop nest per kernel, @{f.name} has {len(ends)}", ends[1].loc)
     self.end = ends[0] if ends else None
     self.out_rngs = sorted(self.end.src[1:], key=_axis) if self.end else []
     n = _prod(_size(r) for r in self.out_rngs)
-    top = [u for u in self.sink.toposort if u.op == "reduce" and self.ranges[u] <= set(self.out_rngs)]
+    top = [u for u in self.sink.toposort if u.op is Ops.REDUCE and self.ranges[u] <= set(self.out_rngs)]
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
     ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and u.dtype.bits in (32, 64) and u.dtype is not dtypes.index for u in top)
     self.group = set(top) if top and ok and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
@@ -73,7 +73,7 @@ class GPULowerer(Lowerer):
     # alignment in the address), and the lanes' reduces share one loop (a matmul thread then loads A[m, k] once for 4
     # outputs). Not with nested reduces.
     last = _size(self.out_rngs[-1]) if self.out_rngs else 0
-    nested = any(v.op == "reduce" for u in self.sink.toposort if u.op == "reduce" for v in u.src[0].toposort)
+    nested = any(v.op is Ops.REDUCE for u in self.sink.toposort if u.op is Ops.REDUCE for v in u.src[0].toposort)
     self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested else 1
     self.lane_groups: dict[UOp, list[UOp]] = {}   # a reduce of one lane -> the same reduce of every lane
     if self.group: self.local, self.glob = min(group_threads, max(32, _pow2_at_least(red))), n
@@ -127,18 +127,18 @@ class GPULowerer(Lowerer):
       fr = Frame(self.root, self.out_rngs[0]); fr.chain = frozenset(self.out_rngs)
       self.flat_ivs(fr, self.out_rngs, self.digits(fr, self.out_rngs, lin, self.upcast))
       stores = [self.lane(u.src[0], j) for j in range(self.upcast)]
-      for ru in (x for x in stores[0].toposort if self.upcast > 1 and x.op == "reduce" and self.out_rngs[-1] in self.rs(x)):
+      for ru in (x for x in stores[0].toposort if self.upcast > 1 and x.op is Ops.REDUCE and self.out_rngs[-1] in self.rs(x)):
         group = [self.lane(ru, j) for j in range(self.upcast)]
         if all(g in st.toposort for g, st in zip(group, stores)): self.lane_groups.update((g, group) for g in group)
       for st in stores:   # every lane's loads before any store: a store might alias them and keep them from merging
-        if st.op == "store" and st.src[0].op == "index": self.address(st.src[0]); self.value(st.src[1])
+        if st.op is Ops.STORE and st.src[0].op is Ops.INDEX: self.address(st.src[0]); self.value(st.src[1])
       for st in stores: self.effect(st)
       lines = self.close_flat(fr, self.out_rngs)
       self.root.lines.extend([f"scf.if {guard} {{", *("  " + l for l in lines), "}"] if guard else lines)
-    elif u.op == "store" and self.group and u not in self.done:
+    elif u.op is Ops.STORE and self.group and u not in self.done:
       # every thread holds the reduced value; thread 0 writes it
       idx, v = u.src
-      if idx.op == "index": self.address(idx); self.value(v)
+      if idx.op is Ops.INDEX: self.address(idx); self.value(v)
       fr = self.target(u)
       t0 = self.line(fr, f"arith.cmpi eq, {self.tid}, {self.const(0, dtypes.index)} : index")
       n = len(fr.lines)
@@ -191,7 +191,7 @@ def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MA
   lw = GPULowerer(f, group_threads)
   lw.effect(lw.sink)
   name = name or f.name
-  args = ", ".join(f"%arg{i}: {mem_type(t)} {{llvm.align = 16 : i64}}" for i, t in enumerate(f.args))
+  args = ", ".join(f"%arg{i}: {mem_type(t.dtype)} {{llvm.align = 16 : i64}}" for i, t in enumerate(f.args))
   body = "".join(f"      {l}\n" for l in lw.root.lines)
   return (f"    gpu.func @{name}({args}) kernel attributes {{known_block_size = array<i32: {lw.local}, 1, 1>}} {{\n"
           f"{body}      gpu.return\n    }}\n"), lw.launch(name)
@@ -205,15 +205,15 @@ def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func
     if v not in consts: consts[v] = f"%c{v}"; lines.insert(0, f"    %c{v} = arith.constant {v} : index\n")
     return consts[v]
   for u in f.roots[0].toposort if f.roots else []:
-    if u.op != "kernel": continue
+    if u.op is not Ops.KERNEL: continue
     callee, slots = u.attrs.get("callee", ("", ""))[1], u.attrs.get("slots", ())
     if callee not in launches: raise PassError(f"uop.kernel calls @{callee}, which is not a kernel of this module", u.loc)
-    if any(not 0 <= s < len(f.args) for s in slots) or [f.args[s] for s in slots] != kernels[callee].args:
+    if any(not 0 <= s < len(f.args) for s in slots) or [f.args[s].dtype for s in slots] != [a.dtype for a in kernels[callee].args]:
       raise PassError(f"uop.kernel slots {list(slots)} do not match the arguments of @{callee}", u.loc)
     g, l = launches[callee].global_size, launches[callee].local_size
-    args = ", ".join(f"%arg{s} : {mem_type(f.args[s])}" for s in slots)
+    args = ", ".join(f"%arg{s} : {mem_type(f.args[s].dtype)}" for s in slots)
     lines.append(f"    gpu.launch_func @kernels::@{callee} blocks in ({', '.join(c(x) for x in g)}) threads in ({', '.join(c(x) for x in l)}) args({args})\n")
-  params = ", ".join(f"%arg{i}: {mem_type(t)}" for i, t in enumerate(f.args))
+  params = ", ".join(f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args))
   return f"  func.func @{f.name}({params}) {{\n{''.join(lines)}    return\n  }}\n"
 
 def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX) -> str:

@@ -21,17 +21,19 @@ import itertools
 from dataclasses import replace
 from math import prod
 from morok_mlir.bridge import Func
-from morok_mlir.uop import UOp, attrs, TOKEN
+from morok_mlir.uop import UOp, attrs
+from morok_mlir.dtype import dtypes
 from morok_mlir.host import THREADS, VEC_WIDTH
 from .registry import register, Option
 from . import index_math as im
 from .index_math import affine, affine_simplify
+from morok_mlir.dialects.ops import Ops
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 21          # contractions smaller than this stay plain loops
 
 def _size(r: UOp) -> int: return int(r.src[0].attrs["value"])
-def _rngs(u: UOp) -> set[UOp]: return {x for x in u.toposort if x.op == "range"}
+def _rngs(u: UOp) -> set[UOp]: return {x for x in u.toposort if x.op is Ops.RANGE}
 
 def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
   """Whether x's value can change with range r, decided exactly: the addresses, gates and selects in x that mention
@@ -39,8 +41,8 @@ def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
   directly; otherwise Z3 looks for two values of r that differ (index math is 64-bit bit-vectors, as lowered).
   An unknown answer counts as dependent: a missed contraction costs speed, a wrong one would cost correctness.
   Mentioning is not depending: (i*64+j)//64 with j < 64 is i."""
-  if any(u.ty not in ("index", "i1") and r in u.src for u in x.toposort): return True   # a range used as a value
-  exprs = [e for u in x.toposort for e in (u.src[1:] if u.op == "index" else u.src[:1] if u.op == "where" and u.ty not in ("index", "i1") else ())
+  if any(u.dtype not in (dtypes.index, dtypes.bool) and r in u.src for u in x.toposort): return True   # a range used as a value
+  exprs = [e for u in x.toposort for e in (u.src[1:] if u.op is Ops.INDEX else u.src[:1] if u.op is Ops.WHERE and u.dtype not in (dtypes.index, dtypes.bool) else ())
            if r in _rngs(e)]
   memo: dict = {}
   forms = [affine(e, memo) for e in exprs]
@@ -50,7 +52,7 @@ def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
   if not rest: return False
   import z3
   from .prove import ZSem
-  twin = UOp("range", r.ty, r.src, attrs(axis=-1 - r.attrs["axis"], kind=r.attrs["kind"]))
+  twin = UOp(Ops.RANGE, r.dtype, r.src, attrs(axis=-1 - r.attrs["axis"], kind=r.attrs["kind"]))
   ctx = ZSem()
   differ = [ctx.enc(e)[0] != ctx.enc(e.substitute({r: twin}))[0] for e in rest]
   s = z3.Solver(); s.set("timeout", 2000); s.add(*ctx.facts, z3.Or(*differ))
@@ -59,11 +61,11 @@ def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
 def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]] | None:
   """(reduce, a, b, I, J, K) when the kernel's one store is f(reduce-add over K of a*b), a depending on loop ranges I
   and K only, b on the other loop ranges J and K only. I and J keep the loop order (axis)."""
-  ends = [u for u in f.roots[0].toposort if u.op == "end"]
-  if len(ends) != 1 or ends[0].src[0].op != "store": return None
+  ends = [u for u in f.roots[0].toposort if u.op is Ops.END]
+  if len(ends) != 1 or ends[0].src[0].op is not Ops.STORE: return None
   loops = sorted(ends[0].src[1:], key=lambda r: r.attrs["axis"])
-  reds = [u for u in ends[0].src[0].toposort if u.op == "reduce"]
-  if len(reds) != 1 or (red := reds[0]).attrs.get("op") != "add" or red.ty != "f32" or red.src[0].op != "mul": return None
+  reds = [u for u in ends[0].src[0].toposort if u.op is Ops.REDUCE]
+  if len(reds) != 1 or (red := reds[0]).attrs.get("op") != "add" or red.dtype is not dtypes.float32 or red.src[0].op is not Ops.MUL: return None
   K = sorted(red.src[1:], key=lambda r: r.attrs["axis"])
   a, b = red.src[0].src
   if set(K) & set(loops) or any(r.attrs.get("kind") != "loop" for r in loops): return None
@@ -82,7 +84,7 @@ REDUCE_BLOCK = 1 << 12          # terms per float accumulator: long enough that 
                                 # sum cost ~1% over one long loop, short enough that blocks add up exactly to 2^31 and more
 def long_sums(f: Func, block: int) -> bool:
   """Whether the kernel has a float add reduce over more than `block` terms."""
-  return any(u.op == "reduce" and u.attrs.get("op") == "add" and u.dtype.is_float and prod(_size(r) for r in u.src[1:]) > block
+  return any(u.op is Ops.REDUCE and u.attrs.get("op") == "add" and u.dtype.is_float and prod(_size(r) for r in u.src[1:]) > block
              for u in f.roots[0].toposort)
 
 def blocked(red: UOp, block: int, outer: int = 32) -> UOp:
@@ -94,8 +96,8 @@ def blocked(red: UOp, block: int, outer: int = 32) -> UOp:
   error of N terms grows like block/lanes + outer*log_outer(N/block), not N. Fresh ranges take r's axis (the loop
   nest keeps its order) and a kind unique within this rewrite."""
   fresh = itertools.count()
-  def rng(n: int, r: UOp) -> UOp: return UOp("range", "index", (im.const(n),), attrs(axis=r.attrs["axis"], kind=f"block{next(fresh)}"))
-  def red_(v: UOp, *rs: UOp) -> UOp: return UOp("reduce", red.ty, (v, *rs), red.arg, red.loc) if rs else v
+  def rng(n: int, r: UOp) -> UOp: return UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=r.attrs["axis"], kind=f"block{next(fresh)}"))
+  def red_(v: UOp, *rs: UOp) -> UOp: return UOp(Ops.REDUCE, red.dtype, (v, *rs), red.arg, red.loc) if rs else v
   def bsum(v: UOp, rs: list[UOp], blk: int) -> UOp:
     j, p = len(rs), 1
     while j and p * _size(rs[j - 1]) <= blk: j -= 1; p *= _size(rs[j])
@@ -106,30 +108,30 @@ def blocked(red: UOp, block: int, outer: int = 32) -> UOp:
     if q > 1: ro = rng(q, r)
     out = red_(v.substitute({r: im.add(im.mul(ro, im.const(b)), ri) if ro is not None else ri}), ri, *level)
     if ro is not None: out = bsum(out, [ro], outer)
-    if t: out = UOp("add", red.ty, (out, red_(v.substitute({r: im.add(rt := rng(t, r), im.const(q * b))}), rt, *level)), None, red.loc)
+    if t: out = UOp(Ops.ADD, red.dtype, (out, red_(v.substitute({r: im.add(rt := rng(t, r), im.const(q * b))}), rt, *level)), None, red.loc)
     return bsum(out, rs[:j - 1], outer)
   return bsum(red.src[0], sorted(red.src[1:], key=lambda r: r.attrs["axis"]), block)
 
 SPLIT_MIN = 1 << 18             # elements a full reduction needs before it is split across threads
 def split_reduce(f: Func, threads: int) -> int | None:
   """Parts to split the one reduce of a loop-less kernel into, when it is big enough and divides evenly."""
-  reds = [u for u in f.roots[0].toposort if u.op == "reduce"]
-  if len(reds) != 1 or reds[0].ty != "f32" or len(reds[0].src) != 2 or any(u.op == "end" for u in f.roots[0].toposort): return None
+  reds = [u for u in f.roots[0].toposort if u.op is Ops.REDUCE]
+  if len(reds) != 1 or reds[0].dtype is not dtypes.float32 or len(reds[0].src) != 2 or any(u.op is Ops.END for u in f.roots[0].toposort): return None
   n = _size(reds[0].src[1])
   return threads if n >= SPLIT_MIN and n % threads == 0 else None
 
 def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
   sink = f.roots[0]
   nodes = sink.toposort
-  rngs = [u for u in nodes if u.op == "range"]
+  rngs = [u for u in nodes if u.op is Ops.RANGE]
   loops = [r for r in rngs if r.attrs.get("kind") == "loop"]
   # iterations x values computed per iteration: the loop nest once, and each reduce once per iteration of the loops
   # its value depends on (lowering hoists it out of the others; sibling reduces add, they do not nest)
-  body = sum(1 for u in nodes if u.ty not in ("index", "i1", TOKEN) and u.op != "const")
+  body = sum(1 for u in nodes if u.dtype not in (dtypes.index, dtypes.bool, dtypes.void) and u.op is not Ops.CONST)
   work = body * (prod(_size(r) for r in loops) + sum(prod(_size(r) for r in u.src[1:]) * prod(_size(r) for r in _rngs(u) if r in loops)
-                                                      for u in nodes if u.op == "reduce"))
+                                                      for u in nodes if u.op is Ops.REDUCE))
   attrs = dict(f.attrs)
-  if any(u.op == "reduce" and u.ty in ("f32", "f64", "f16") for u in nodes): attrs["uop.fastmath"] = None
+  if any(u.op is Ops.REDUCE and u.dtype.is_float for u in nodes): attrs["uop.fastmath"] = None
   if (c := contraction(f)) is not None and 2 * prod(_size(r) for r in rngs) >= MM_MIN_FLOPS:
     mr, nr = (6, 2 * vec) if vec <= 8 else (8, 2 * vec)   # 12 (of 16 ymm) / 16 (of 32 zmm) accumulators
     attrs["uop.contraction"] = (mr, nr, 256, mr * 40, vec)
@@ -149,10 +151,10 @@ NT_MIN_BYTES = 1 << 25          # outputs at least this big (twice a typical L3 
 def streaming_store(f: Func, vec: int) -> UOp | None:
   """The innermost loop range when the kernel is elementwise (no reduce) with one big f32 store whose address steps
   by 1 with that range, which vec divides: such a store can go out as nontemporal vector stores."""
-  ends = [u for u in f.roots[0].src if u.op == "end"]
-  if len(ends) != 1 or len(f.roots[0].src) != 1 or (st := ends[0].src[0]).op != "store" or st.src[1].ty != "f32": return None
+  ends = [u for u in f.roots[0].src if u.op is Ops.END]
+  if len(ends) != 1 or len(f.roots[0].src) != 1 or (st := ends[0].src[0]).op is not Ops.STORE or st.src[1].dtype is not dtypes.float32: return None
   nodes = st.toposort
-  if any(u.op == "reduce" for u in nodes) or len(st.src[0].src) != 2: return None   # reduces; a gated store
+  if any(u.op is Ops.REDUCE for u in nodes) or len(st.src[0].src) != 2: return None   # reduces; a gated store
   inner = max(ends[0].src[1:], key=lambda r: r.attrs["axis"])
   form = affine(st.src[0].src[1], {})
   if form is None or form.get(inner) != 1 or _size(inner) % vec or 4 * prod(_size(r) for r in ends[0].src[1:]) < NT_MIN_BYTES: return None
@@ -164,4 +166,4 @@ def streaming_store(f: Func, vec: int) -> UOp | None:
 def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0) -> list[Func]:
   if not threads or not vec:
     threads, vec = threads or THREADS, vec or VEC_WIDTH
-  return [optimize_kernel(f, threads, vec) if "uop.kernel" in f.attrs and f.roots and f.roots[0].op == "sink" else f for f in funcs]
+  return [optimize_kernel(f, threads, vec) if "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK else f for f in funcs]

@@ -2,8 +2,8 @@
 
   from morok_mlir.passes.pattern import UPat, PatternMatcher, graph_rewrite
   pm = PatternMatcher([
-    (UPat("add", src=(UPat.var("x"), UPat.const(0))), lambda x: x),            # x+0 -> x (either operand order)
-    (UPat("mul", src=(UPat.var("x"), UPat.cvar("c")), name="m"), lambda m, x, c: None if c.attrs["value"] != 2 else ...),
+    (UPat(Ops.ADD, src=(UPat.var("x"), UPat.const(0))), lambda x: x),            # x+0 -> x (either operand order)
+    (UPat(Ops.MUL, src=(UPat.var("x"), UPat.cvar("c")), name="m"), lambda m, x, c: None if c.attrs["value"] != 2 else ...),
   ])
   new_root = graph_rewrite(root, pm)
 
@@ -17,13 +17,12 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable
 from morok_mlir.uop import UOp
-from morok_mlir.dialects.ops import COMMUTATIVE
+from morok_mlir.dialects.ops import Ops, COMMUTATIVE
 
 
 def elem(u: UOp) -> str:
-  """Element type name of u's type ('f32' for tensor<2xf32> and f32)."""
-  d = u.dtype
-  return d.mlir if d is not None else u.ty
+  """Element type name of u's dtype ('f32' for a float32 tensor, scalar or buffer)."""
+  return u.dtype.base.mlir
 
 def _same_value(a, b) -> bool:
   # constants compare by exact value: 0.0 and -0.0 differ, NaN equals NaN, True == 1 for i1
@@ -47,11 +46,11 @@ class UPat:
   @staticmethod
   def cvar(name: str | None = None, dtype: Iterable[str] | None = None) -> UPat:
     """Any constant, bound to name (read its value with `.attrs['value']`)."""
-    return UPat("const", name=name, dtype=dtype, value=lambda v: True)
+    return UPat(Ops.CONST, name=name, dtype=dtype, value=lambda v: True)
   @staticmethod
   def const(v, name: str | None = None, dtype: Iterable[str] | None = None) -> UPat:
     """A constant equal to v (exactly: -0.0 is not 0.0; for integers 0 also matches False, 1 True)."""
-    return UPat("const", name=name, dtype=dtype, value=lambda x: _same_value(x, v), lit=v)
+    return UPat(Ops.CONST, name=name, dtype=dtype, value=lambda x: _same_value(x, v), lit=v)
   def __repr__(self):
     return f"UPat({self.op!r}, name={self.name!r}" + (f", src={self.src!r}" if self.src else "") + ")"
 
@@ -59,7 +58,7 @@ class UPat:
     """All ways u matches (commutation can give several), each a dict of captures extending store."""
     if self.op is not None and u.op not in self.op: return []
     if self.dtype is not None and elem(u) not in self.dtype: return []
-    if self.value is not None and (u.op != "const" or not self.value(u.attrs.get("value"))): return []
+    if self.value is not None and (u.op is not Ops.CONST or not self.value(u.attrs.get("value"))): return []
     if self.name is not None:
       if (prev := store.get(self.name)) is not None and prev is not u: return []
       store = {**store, self.name: u}

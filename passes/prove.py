@@ -18,7 +18,8 @@ import z3
 from morok_mlir.uop import UOp, attrs
 from morok_mlir.dtype import DType, dtypes
 from .pattern import UPat, elem
-from .symbolic import (RULES, Rule, OP_DTYPES, CMP_ALU, FLOATS, PyDom, INT_SEM, semantics, dt_of, retype, lossless, pydom)
+from .symbolic import (RULES, Rule, OP_DTYPES, CMP_ALU, FLOATS, PyDom, INT_SEM, semantics, dt_of, lossless, pydom)
+from morok_mlir.dialects.ops import Ops
 
 DTS = ("i1", "i8", "ui8", "i16", "i32", "ui32", "i64", "ui64", "index", "f16", "f32", "f64")
 IDTS = ("i8", "ui8", "i16", "ui16", "i32", "ui32", "i64", "ui64", "index")  # the widths of the integer method
@@ -95,9 +96,9 @@ class ZDom:
 def spec(op: str, e: str, a: list, out: str):
   """(term, defined) for op on operand terms a of element type e; out is the result's element type."""
   T = z3.BoolVal(True)
-  if op == "cast": return z3_cast(a[0], e, out), cast_defined(a[0], e, out)
-  if op == "bitcast": return z3_bitcast(a[0], e, out), T
-  if op == "where": return z3.If(a[0] == 1, a[1], a[2]), T
+  if op is Ops.CAST: return z3_cast(a[0], e, out), cast_defined(a[0], e, out)
+  if op is Ops.BITCAST: return z3_bitcast(a[0], e, out), T
+  if op is Ops.WHERE: return z3.If(a[0] == 1, a[1], a[2]), T
   if e in _FP:
     x = a[0]; y = a[1] if len(a) > 1 else None
     nan = z3.Or(z3.fpIsNaN(x), z3.fpIsNaN(y)) if y is not None else None
@@ -134,7 +135,7 @@ class ZSem:
   def val(self, u: UOp):
     return self.raw(u) if elem(u) in _FP else widen(self.raw(u), elem(u))
   def _b(self, u: UOp):
-    if u.op == "const": return self.val(u), self.val(u)
+    if u.op is Ops.CONST: return self.val(u), self.val(u)
     if u not in self.bnd:  # sound bounds: any lo <= value <= hi within the dtype's range (what vmin/vmax promise)
       k = next(self.fresh); lo, hi = z3.BitVec(f"lo{k}", W), z3.BitVec(f"hi{k}", W)
       v = widen(self.enc(u)[0], elem(u))
@@ -151,9 +152,9 @@ class ZSem:
     k = z3.BitVec(f"k{next(self.fresh)}", W)
     return z3.And(a != 0, z3.ULE(k, 1 << 65), b == a * k)
   def foldable(self, op, dt, vals):
-    if op in ("idiv", "mod"): return vals[1] != 0
-    if op in ("shl", "shr"): return z3.And(vals[1] >= 0, vals[1] < width(dt.mlir))
-    return not (op == "mulacc" and dt.is_float)
+    if op in (Ops.IDIV, Ops.MOD): return vals[1] != 0
+    if op in (Ops.SHL, Ops.SHR): return z3.And(vals[1] >= 0, vals[1] < width(dt.mlir))
+    return not (op is Ops.MULACC and dt.is_float)
   def cast_ok(self, v, src: DType, dst: DType): return cast_defined(v, src.mlir, dst.mlir)
   def goal(self, lhs: UOp, rhs: UOp, g):  # (assumptions, the LHS is defined, conclusion)
     (l, ld), (r, rd) = self.enc(lhs), self.enc(rhs)
@@ -163,9 +164,9 @@ class ZSem:
     """(term, defined) of u; placeholders are Z3 variables, ranges add 0 <= r < end to the facts."""
     if u in self.memo: return self.memo[u]
     e = elem(u)
-    if u.op == "var": r = (z3.Const(u.attrs["name"], sort(e)), z3.BoolVal(True))
-    elif u.op == "const": r = (self.raw(u), z3.BoolVal(True))
-    elif u.op == "range":
+    if u.op is Ops.DEFINE_VAR: r = (z3.Const(u.attrs["name"], sort(e)), z3.BoolVal(True))
+    elif u.op is Ops.CONST: r = (self.raw(u), z3.BoolVal(True))
+    elif u.op is Ops.RANGE:
       end, d = self.enc(u.src[0]); v = z3.BitVec(f"r{next(self.fresh)}", 64)
       self.facts += [v >= 0, v < end]
       r = (v, d)
@@ -183,7 +184,7 @@ class ZSem:
 # the width, by induction over the tree each node's value at the width is its integer value mod 2^n, and LHS == RHS
 # in the integers gives it at the width. Bounds are only taken of placeholders, whose integer value is their value.
 class NotInt(Exception): pass
-RING, LEAF = ("add", "sub", "mul", "neg"), ("var", "const")
+RING, LEAF = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG), (Ops.DEFINE_VAR, Ops.CONST)
 def tdiv(a, b): return z3.If(a >= 0, a / b, -((-a) / b))  # SMT's div is Euclidean: equal to C's for a >= 0
 ISPEC = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "neg": lambda a: -a,
          "idiv": tdiv, "mod": lambda a, b: a - b * tdiv(a, b),  # C's a == b*(a/b) + a%b; Z3 reasons best with it
@@ -210,9 +211,9 @@ class ISem:
     if e not in IDTS: raise NotInt(f"{e} is not an integer dtype")
     if u.op in LEAF:
       v = u.attrs.get("value")
-      if u.op == "const" and not isinstance(v, z3.ExprRef): t = z3.IntVal(pydom(dt_of(e)).out(int(v)))
+      if u.op is Ops.CONST and not isinstance(v, z3.ExprRef): t = z3.IntVal(pydom(dt_of(e)).out(int(v)))
       else:
-        t = self.leaves[u] = z3.Int(u.attrs["name"] if u.op == "var" else v.decl().name())
+        t = self.leaves[u] = z3.Int(u.attrs["name"] if u.op is Ops.DEFINE_VAR else v.decl().name())
         lo, hi = irange(e); self.facts += [lo <= t, t <= hi]
     elif u.op in ISPEC:
       t = ISPEC[u.op](*[self.term(s) for s in u.src])
@@ -228,8 +229,8 @@ class ISem:
     return self.term(u)
   raw = val
   def _b(self, u: UOp):
-    if u.op == "const": return self.term(u), self.term(u)
-    if u.op != "var": raise NotInt(f"bounds of {u.op}: its integer value may differ from its value at the width")
+    if u.op is Ops.CONST: return self.term(u), self.term(u)
+    if u.op is not Ops.DEFINE_VAR: raise NotInt(f"bounds of {u.op}: its integer value may differ from its value at the width")
     if u not in self.bnd:
       k = next(self.fresh); lo, hi = z3.Int(f"lo{k}"), z3.Int(f"hi{k}"); v = self.term(u)
       self.facts += [self.dtmin(u) <= lo, lo <= v, v <= hi, hi <= self.dtmax(u)]
@@ -246,7 +247,7 @@ class ISem:
     """(assumptions, the LHS is defined, conclusion): each LHS idiv/mod/max/min whose subtree is defined at the width
     has its operands in range (per node: none rests on a divisor that wrapped below it), and if the LHS is defined,
     so is the RHS, the operands of its idiv/mod/max/min are in range, and LHS == RHS."""
-    def defined(u): return z3.And(*[self.at_width(m.src[1]) != 0 for m in topo(u) if m.op in ("idiv", "mod")])
+    def defined(u): return z3.And(*[self.at_width(m.src[1]) != 0 for m in topo(u) if m.op in (Ops.IDIV, Ops.MOD)])
     def inrange(m): return z3.And(*[z3.And(irange(elem(s))[0] <= self.term(s), self.term(s) <= irange(elem(s))[1]) for s in m.src])
     def safe(u): return z3.And(*[inrange(m) for m in topo(u) if m.op not in RING + LEAF])
     l, r = self.term(lhs), self.term(rhs)
@@ -261,24 +262,24 @@ def gen(p: UPat, e: str, env: dict, fresh) -> list[tuple[UOp, dict]]:
   if p.dtype is not None and e not in p.dtype: return []
   if p.name is not None and p.name in env: return [(env[p.name], env)] if elem(env[p.name]) == e else []
   out = []
-  if p.op is None: out = [(UOp("var", e, (), attrs(name=f"{p.name or 'v'}{next(fresh)}_{e}")), env)]
+  if p.op is None: out = [(UOp(Ops.DEFINE_VAR, dt_of(e), (), attrs(name=f"{p.name or 'v'}{next(fresh)}_{e}")), env)]
   elif p.op == ("const",):
     if p.lit is not None:
-      if e in _FP or not isinstance(p.lit, float): out = [(UOp("const", e, (), attrs(value=p.lit)), env)]
-    else: out = [(UOp("const", e, (), attrs(value=z3.Const(f"c{next(fresh)}_{e}", sort(e)))), env)]
+      if e in _FP or not isinstance(p.lit, float): out = [(UOp(Ops.CONST, dt_of(e), (), attrs(value=p.lit)), env)]
+    else: out = [(UOp(Ops.CONST, dt_of(e), (), attrs(value=z3.Const(f"c{next(fresh)}_{e}", sort(e)))), env)]
   else:
     for op in p.op:
       if op in CMP_ALU: kids = [[t] * 2 for t in DTS if _ok(op, t)] if e == "i1" else []
-      elif op == "where": kids = [["i1", e, e]] if _ok(op, e) else []
-      elif op == "cast": kids = [[t] for t in DTS]
-      elif op == "bitcast": kids = [[t] for t in DTS if t != "index" and e != "index" and width(t) == width(e)]
-      elif op == "range": kids = [["index"]] if e == "index" else []
+      elif op is Ops.WHERE: kids = [["i1", e, e]] if _ok(op, e) else []
+      elif op is Ops.CAST: kids = [[t] for t in DTS]
+      elif op is Ops.BITCAST: kids = [[t] for t in DTS if t != "index" and e != "index" and width(t) == width(e)]
+      elif op is Ops.RANGE: kids = [["index"]] if e == "index" else []
       else: kids = [[e] * len(p.src)] if _ok(op, e) else []
       for ks in kids:
         partial = [((), env)]
         for sp, k in zip(p.src, ks):
           partial = [(srcs + (s,), env2) for srcs, env1 in partial for s, env2 in gen(sp, k, env1, fresh)]
-        out += [(UOp(op, e, srcs), env1) for srcs, env1 in partial]
+        out += [(UOp(op, dt_of(e), srcs), env1) for srcs, env1 in partial]
   return [(u, {**env1, p.name: u} if p.name else env1) for u, env1 in out]
 
 def _cex(m) -> str:
@@ -331,7 +332,7 @@ def _goal(ctx, rule: Rule, lhs: UOp, store: dict):
     g = True if rule.guard is None else rule.guard(**store)
     if g is False or (isinstance(g, z3.BoolRef) and z3.is_false(z3.simplify(g))): return None
     if (rhs := rule.rhs(**store)) is None: return None
-    if rhs.ty != lhs.ty: raise TypeError(f"rhs type {rhs.ty} != lhs type {lhs.ty}")
+    if rhs.dtype != lhs.dtype: raise TypeError(f"rhs type {rhs.dtype} != lhs type {lhs.dtype}")
     return ctx.goal(lhs, rhs, z3.BoolVal(True) if g is True else g)
 
 def prove_instance(rule: Rule, lhs: UOp) -> tuple[str, str]:
@@ -364,9 +365,9 @@ def prove_rule(rule: Rule, dts=None) -> tuple[str, str, int, list[str]]:
   return ("proven", "", n, done) if n else ("failed", "no instance of the pattern could be built or the guard never holds", 0, [])
 
 def describe(u: UOp) -> str:
-  if u.op == "var": return u.attrs["name"].split("_")[0] + ":" + u.ty
-  if u.op == "const": return f"{u.attrs['value']}:{u.ty}"
-  return f"{u.op}(" + ", ".join(describe(s) for s in u.src) + f"):{u.ty}"
+  if u.op is Ops.DEFINE_VAR: return u.attrs["name"].split("_")[0] + ":" + elem(u)
+  if u.op is Ops.CONST: return f"{u.attrs['value']}:{elem(u)}"
+  return f"{u.op}(" + ", ".join(describe(s) for s in u.src) + f"):{elem(u)}"
 
 def main(argv=None) -> int:
   """`morok-opt --verify-rules`: prove every rule; print one verdict line each; exit 1 if any is not proven."""

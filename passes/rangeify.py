@@ -10,16 +10,15 @@ value that a second kernel needs when it costs SHARED_COST ops or more (`Rangeif
 A reduce that depends only on a prefix of the loop nest stays inline: the CPU lowering computes it once per
 iteration of that prefix, so `x - x.max(1, keepdim=True)` and softmax are one kernel each."""
 from __future__ import annotations
-from math import prod
-from morok_mlir.uop import UOp, attrs, memref_type, ptr_type, TOKEN
-from morok_mlir.bridge import Func
+from morok_mlir.uop import UOp, attrs
+from morok_mlir.bridge import Func, arg_buffer
 from morok_mlir.dtype import dtypes
-from morok_mlir.dialects.ops import MOVEMENT, REDUCE_IDENTITY
+from morok_mlir.dialects.ops import Ops, MOVEMENT, REDUCE_IDENTITY
 from .registry import register, PassError
 from . import index_math as im
 
 
-VIEWS = frozenset(MOVEMENT) | {"detach"}   # ops that only re-index their source: never stored, never counted as work
+VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work
 SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
 
 class Rangeifier:
@@ -38,7 +37,7 @@ class Rangeifier:
 
   def new_range(self, size: int, kind: str) -> UOp:
     self.axis += 1
-    return UOp("range", "index", (im.const(size),), attrs(axis=self.axis - 1, kind=kind))
+    return UOp(Ops.RANGE, dtypes.index, (im.const(size),), attrs(axis=self.axis - 1, kind=kind))
 
   def loop_ranges(self, shape) -> tuple[list[UOp], list[UOp]]:
     rngs = [self.new_range(s, "loop") if s != 1 else None for s in shape]
@@ -49,8 +48,8 @@ class Rangeifier:
     saved = self.loops, self.root
     (self.loops, idx), self.root = self.loop_ranges(node.shape), node
     val = self.value(node, tuple(idx), None)
-    tok = UOp("store", TOKEN, (UOp("index", ptr_type(node.dtype), (buf, im.linearize(idx, node.shape))), val), loc=node.loc)
-    out = UOp("end", TOKEN, (tok, *self.loops), loc=node.loc) if self.loops else tok
+    tok = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize(idx, node.shape))), val), loc=node.loc)
+    out = UOp(Ops.END, dtypes.void, (tok, *self.loops), loc=node.loc) if self.loops else tok
     self.loops, self.root = saved
     return out
 
@@ -60,13 +59,13 @@ class Rangeifier:
       saved = self.loops, self.root
       (self.loops, idx), self.root = self.loop_ranges(node.shape), node
       val = yield (node, tuple(idx), None, True)
-      self.materialised[node] = UOp("bufferize", memref_type(node.size, node.dtype), (val, *self.loops), loc=node.loc)
+      self.materialised[node] = UOp(Ops.BUFFERIZE, node.dtype.ptr(node.size), (val, *self.loops), loc=node.loc)
       self.loops, self.root = saved
     return self.materialised[node]
 
   def load(self, buf: UOp, node: UOp, idx, gate) -> UOp:
     src = (buf, im.linearize(idx, node.shape)) + ((gate,) if gate is not None else ())
-    return UOp("load", node.dtype.mlir, (UOp("index", ptr_type(node.dtype), src),), loc=node.loc)
+    return UOp(Ops.LOAD, node.dtype, (UOp(Ops.INDEX, node.dtype.ptr(), src),), loc=node.loc)
 
   def value(self, node: UOp, idx: tuple, gate, inline_root=False) -> UOp:
     """The value of node at idx. `_value` is a generator that yields (node, idx, gate, inline_root) for each operand
@@ -88,32 +87,32 @@ class Rangeifier:
   def _value(self, u: UOp, idx: tuple, gate, inline_root) -> UOp:
     op, a, s = u.op, u.attrs, u.src
     sh = s[0].shape if s and s[0].shape is not None else None
-    if op == "buffer": return self.load(self.bufs[a["slot"]], u, idx, gate)
-    if op == "const": return UOp("const", u.dtype.mlir, (), u.arg)
+    if op is Ops.BUFFER: return self.load(self.bufs[a["slot"]], u, idx, gate)
+    if op is Ops.CONST: return UOp(Ops.CONST, u.dtype, (), attrs(value=a["value"]))
     if (u in self.force or u in self.shared) and not inline_root and op not in VIEWS: return self.load((yield from self.bufferize(u)), u, idx, gate)
-    if op in ("contiguous", "copy") and not inline_root: return self.load((yield from self.bufferize(u)), u, idx, gate)
-    if op in ("contiguous", "copy", "detach"): return (yield (s[0], idx, gate, False))
+    if op in (Ops.CONTIGUOUS, Ops.COPY) and not inline_root: return self.load((yield from self.bufferize(u)), u, idx, gate)
+    if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH): return (yield (s[0], idx, gate, False))
     # assign: the result is the new value; realize() rebinds the target to the buffer it is stored in
-    if op == "assign": return (yield (s[1], idx, gate, False))
-    if op == "reshape": return (yield (s[0], im.unravel(im.linearize(idx, u.shape), sh), gate, False))
-    if op == "permute":
+    if op is Ops.ASSIGN: return (yield (s[1], idx, gate, False))
+    if op is Ops.RESHAPE: return (yield (s[0], im.unravel(im.linearize(idx, u.shape), sh), gate, False))
+    if op is Ops.PERMUTE:
       inv = [0] * len(a["order"])
       for i, p in enumerate(a["order"]): inv[p] = i
       return (yield (s[0], tuple(idx[inv[d]] for d in range(len(sh))), gate, False))
-    if op == "expand": return (yield (s[0], tuple(im.const(0) if d == 1 else i for d, i in zip(sh, idx)), gate, False))
-    if op == "shrink": return (yield (s[0], tuple(im.add(i, im.const(a["bounds"][2 * d])) for d, i in enumerate(idx)), gate, False))
-    if op == "flip": return (yield (s[0], tuple(im.sub(im.const(sh[d] - 1), i) if d in a["axes"] else i for d, i in enumerate(idx)), gate, False))
-    if op == "pad":
+    if op is Ops.EXPAND: return (yield (s[0], tuple(im.const(0) if d == 1 else i for d, i in zip(sh, idx)), gate, False))
+    if op is Ops.SHRINK: return (yield (s[0], tuple(im.add(i, im.const(a["bounds"][2 * d])) for d, i in enumerate(idx)), gate, False))
+    if op is Ops.FLIP: return (yield (s[0], tuple(im.sub(im.const(sh[d] - 1), i) if d in a["axes"] else i for d, i in enumerate(idx)), gate, False))
+    if op is Ops.PAD:
       p, valid, cidx = a["padding"], None, []
       for d, i in enumerate(idx):
         lo, n = p[2 * d], sh[d]
         cidx.append(im.sub(i, im.const(lo)))
         valid = im.and_(valid, im.in_bounds(i, lo, lo + n))
       if valid is None: return (yield (s[0], tuple(cidx), gate, False))
-      if valid is False: return UOp("const", u.dtype.mlir, (), attrs(value=REDUCE_IDENTITY["add"](u.dtype)))
+      if valid is False: return UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[Ops.ADD](u.dtype)))
       inner = (yield (s[0], tuple(cidx), im.and_(gate, valid), False))
-      return UOp("where", u.dtype.mlir, (valid, inner, UOp("const", u.dtype.mlir, (), attrs(value=REDUCE_IDENTITY["add"](u.dtype)))), loc=u.loc)
-    if op == "reduce_axis":
+      return UOp(Ops.WHERE, u.dtype, (valid, inner, UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[Ops.ADD](u.dtype)))), loc=u.loc)
+    if op is Ops.REDUCE_AXIS:
       if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx)):
         return self.load((yield from self.bufferize(u)), u, idx, gate)
       rngs, cidx = [], []
@@ -123,33 +122,33 @@ class Rangeifier:
         else: cidx.append(im.const(0) if d in a["axes"] else idx[d])
       inner = (yield (s[0], tuple(cidx), gate, False))
       if 0 in [sh[d] for d in a["axes"]]:  # empty reduction: the identity
-        return UOp("const", u.dtype.mlir, (), attrs(value=REDUCE_IDENTITY[a["op"]](u.dtype)))
-      return UOp("reduce", u.dtype.mlir, (inner, *rngs), attrs(op=a["op"]), loc=u.loc) if rngs else inner
-    if op in ("define_var", "bind", "threefry"): raise PassError(f"uop-rangeify: '{op}' is not supported yet", u.loc)
+        return UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[a["op"]](u.dtype)))
+      return UOp(Ops.REDUCE, u.dtype, (inner, *rngs), attrs(op=a["op"]), loc=u.loc) if rngs else inner
+    if op in (Ops.DEFINE_VAR, Ops.BIND, Ops.THREEFRY): raise PassError(f"uop-rangeify: '{op}' is not supported yet", u.loc)
     # elementwise: same index into every source
     vals = []
     for x in s: vals.append((yield (x, idx, gate, False)))
-    return UOp(op, u.dtype.mlir, tuple(vals), u.arg, u.loc)
+    return UOp(op, u.dtype, tuple(vals), u.arg, u.loc)
 
   def note(self, u: UOp) -> None:
     """u's value is needed by the kernel of self.root. A value that a second kernel needs too is stored once instead
     of recomputed when it costs SHARED_COST ops or more: otherwise a chain like `x = f(x, x.max(1), x.sum(0))` has
     kernel k recompute every earlier x, and n steps cost O(n^2) ops to compile and to run."""
     if not self.discover or self.first_root.setdefault(u, self.root) is self.root or u in self.cheap: return
-    if u.op in VIEWS or u.op in ("buffer", "const") or u in self.outputs or u in self.force or u in self.shared: return
+    if u.op in VIEWS or u.op in (Ops.BUFFER, Ops.CONST) or u in self.outputs or u in self.force or u in self.shared: return
     n, seen, todo = 0, {u}, [u]
     while todo and n < SHARED_COST:
       x = todo.pop()
       n += x.op not in VIEWS
       for s in x.src:
-        if s not in seen and s.op not in ("buffer", "const") and s not in self.materialised and s not in self.shared:
+        if s not in seen and s.op not in (Ops.BUFFER, Ops.CONST) and s not in self.materialised and s not in self.shared:
           seen.add(s); todo.append(s)
     (self.shared if n >= SHARED_COST else self.cheap).add(u)
 
   def inlinable(self, idx) -> bool:
     """A reduce can stay inline when the loops its indices use are a prefix of the loop nest (no recompute)."""
     used = set()
-    for i in idx: used |= {r for r in i.toposort if r.op == "range"}
+    for i in idx: used |= {r for r in i.toposort if r.op is Ops.RANGE}
     loops = [r for r in self.loops]
     if not used <= set(loops): return False  # depends on an enclosing reduce's counter: recomputed each step
     depth = max((loops.index(r) for r in used if r in loops), default=-1)
@@ -159,20 +158,17 @@ def rangeify_func(f: Func) -> Func:
   """Graph-level function -> one function over flat buffers: args are the inputs then the outputs."""
   for r in f.results:
     if r.shape is None: raise PassError(f"uop-rangeify: @{f.name} must return tensors", r.loc)
-  in_bufs = {i: UOp("buffer", memref_type(prod(_shape(t)), _dtype(t)), (), attrs(slot=i)) for i, t in enumerate(f.args)}
-  outs = [UOp("buffer", memref_type(r.size, r.dtype), (), attrs(slot=len(f.args) + j)) for j, r in enumerate(f.results)]
+  in_bufs = {i: arg_buffer(i, t.dtype.ptr(t.size)) for i, t in enumerate(f.args)}
+  outs = [arg_buffer(len(f.args) + j, r.dtype.ptr(r.size)) for j, r in enumerate(f.results)]
   # Whether a node is materialised is found while walking its uses; a use met before the one that forces the
   # buffer would have inlined (recomputed) it. So walk once to learn the set, then build with it fixed.
   walk = Rangeifier(in_bufs, discover=True, outputs=frozenset(f.results))
   for b, r in zip(outs, f.results): walk.store(b, r)
   rf = Rangeifier(in_bufs, frozenset(walk.materialised))
   stores = [rf.store(b, r) for b, r in zip(outs, f.results)]
-  return Func(f.name, [b.ty for b in list(in_bufs.values()) + outs], [], [UOp("sink", "()", tuple(stores))],
+  return Func(f.name, list(in_bufs.values()) + outs, [], [UOp(Ops.SINK, dtypes.void, tuple(stores))],
               {"uop.num_inputs": len(f.args), "uop.num_outputs": len(outs)})
-
-def _shape(t: str): return UOp("buffer", t).shape
-def _dtype(t: str): return UOp("buffer", t).dtype
 
 @register("uop-rangeify", "Movement ops -> index arithmetic over loop ranges; mark what is materialised (bufferize)")
 def uop_rangeify(funcs: list[Func]) -> list[Func]:
-  return [rangeify_func(f) if f.args is not None and all(t.startswith("tensor<") for t in f.args) and f.results else f for f in funcs]
+  return [rangeify_func(f) if f.args is not None and all(t.shape is not None for t in f.args) and f.results else f for f in funcs]

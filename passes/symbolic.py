@@ -5,18 +5,17 @@ Every rule is a `Rule(name, pattern, rhs, guard)`. Guards and constant folding r
 context, so the *same* guard, rhs and folding code run on symbolic values and each rule is proven for all inputs.
 Guards therefore never branch on values: they combine conditions with `SEM.all`/`SEM.any`, not `and`/`or`."""
 from __future__ import annotations
-import contextlib, re, weakref
+import contextlib, weakref
 import numpy as np
 from morok_mlir.uop import UOp, attrs
 from morok_mlir.dtype import DType, dtypes
-from morok_mlir.dialects.ops import UNARY, BINARY, COMPARE
+from morok_mlir.dialects.ops import Ops, BINARY_ALU, CMP_ALU, UNARY_ALU
 from .pattern import UPat, PatternMatcher, elem
 
 SINTS = frozenset(("i8", "i16", "i32", "i64", "index"))
 UINTS = frozenset(("ui8", "ui16", "ui32", "ui64"))
 INTS, FLOATS, BOOL = SINTS | UINTS, frozenset(("f16", "f32", "f64")), frozenset(("i1",))
 NUM, INTB = INTS | FLOATS, INTS | BOOL
-UNARY_ALU, BINARY_ALU, CMP_ALU = tuple(UNARY), tuple(BINARY), tuple(COMPARE)   # the op table's families
 # the dtypes each ALU op is defined on (what folding and the prover cover)
 OP_DTYPES = {**{o: NUM for o in ("add", "mul", "sub", "max", "min", "neg", "cmplt", "mulacc")},
              **{o: INTS for o in ("idiv", "mod", "shl", "shr")}, **{o: INTB for o in ("and", "or", "xor")},
@@ -25,9 +24,6 @@ OP_DTYPES = {**{o: NUM for o in ("add", "mul", "sub", "max", "min", "neg", "cmpl
 
 def dt_of(name: str) -> DType: return dtypes.from_mlir(name)
 def bits(dt: DType) -> int: return dt.bits
-def retype(ty: str, e: str) -> str:
-  """ty with its element type replaced: retype('tensor<4xf32>', 'i1') == 'tensor<4xi1>'."""
-  return re.sub(r"[a-z0-9]+>$", e + ">", ty) if ty.endswith(">") else e
 
 # ---------------------------------------------------------------- concrete semantics domain
 class PyDom:
@@ -109,13 +105,15 @@ def exec_alu(op: str, dt: DType, vals: list):
   """op on values of operand dtype dt, in the current semantics context; the result is in the result's domain."""
   o = SEM.dom(dt)
   sem = FLOAT_SEM if dt.is_float else INT_SEM
-  if op == "where":
+  if op is Ops.WHERE:
     return o.out(sem["where"](o, vals[0], *(o.arg(v) for v in vals[1:])))
   r = sem[op](o, *(o.arg(v) for v in vals))
   return SEM.dom(dtypes.bool).out(r) if op in CMP_ALU else o.out(r)
 
 # ---------------------------------------------------------------- value bounds
 _BOUNDS: "weakref.WeakKeyDictionary[UOp, tuple[int, int]]" = weakref.WeakKeyDictionary()
+
+_BOUNDED = frozenset(dtypes.ints + (dtypes.bool, dtypes.index))   # the dtypes with value bounds
 
 def _range_of(dt: DType) -> tuple[int, int]:
   if dt.is_bool: return 0, 1
@@ -125,46 +123,46 @@ def _bounds1(u: UOp) -> tuple[int, int]:
   dt, b = u.dtype, lambda i: _BOUNDS[u.src[i]]
   full = _range_of(dt)
   op, r = u.op, None
-  if op == "const": v = int(u.attrs["value"]); r = (v, v)
+  if op is Ops.CONST: v = int(u.attrs["value"]); r = (v, v)
   elif op in CMP_ALU: return 0, 1
-  elif op == "range":
+  elif op is Ops.RANGE:
     hi = b(0)[1]; r = (0, max(hi - 1, 0))
-  elif op == "special": r = (0, u.attrs["size"] - 1)
-  elif op == "define_var": r = (u.attrs["min"], u.attrs["max"])
-  elif op == "bind": r = b(0)
-  elif op == "add": (a0, a1), (b0, b1) = b(0), b(1); r = (a0 + b0, a1 + b1)
-  elif op == "sub": (a0, a1), (b0, b1) = b(0), b(1); r = (a0 - b1, a1 - b0)
-  elif op == "neg": a0, a1 = b(0); r = (-a1, -a0)
-  elif op in ("mul", "idiv"):
+  elif op is Ops.SPECIAL: r = (0, u.attrs["size"] - 1)
+  elif op is Ops.DEFINE_VAR: r = (u.attrs["min"], u.attrs["max"])
+  elif op is Ops.BIND: r = b(0)
+  elif op is Ops.ADD: (a0, a1), (b0, b1) = b(0), b(1); r = (a0 + b0, a1 + b1)
+  elif op is Ops.SUB: (a0, a1), (b0, b1) = b(0), b(1); r = (a0 - b1, a1 - b0)
+  elif op is Ops.NEG: a0, a1 = b(0); r = (-a1, -a0)
+  elif op in (Ops.MUL, Ops.IDIV):
     (a0, a1), (b0, b1) = b(0), b(1)
-    if op == "idiv" and not (b0 > 0 or b1 < 0): return full
-    f = (lambda x, y: x * y) if op == "mul" else (lambda x, y: abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1))
+    if op is Ops.IDIV and not (b0 > 0 or b1 < 0): return full
+    f = (lambda x, y: x * y) if op is Ops.MUL else (lambda x, y: abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1))
     c = [f(x, y) for x in (a0, a1) for y in (b0, b1)]; r = (min(c), max(c))
-  elif op == "mod":
+  elif op is Ops.MOD:
     (a0, a1), (b0, b1) = b(0), b(1)
     if b0 <= 0: return full
     r = (0 if a0 >= 0 else max(a0, 1 - b1), 0 if a1 <= 0 else min(a1, b1 - 1))
-  elif op in ("max", "min"):
-    (a0, a1), (b0, b1) = b(0), b(1); f = max if op == "max" else min; r = (f(a0, b0), f(a1, b1))
-  elif op == "and" and b(0)[0] >= 0 and b(1)[0] >= 0: r = (0, min(b(0)[1], b(1)[1]))
-  elif op in ("shl", "shr") and b(1)[0] == b(1)[1] and 0 <= b(1)[0] < bits(dt):
-    (a0, a1), c = b(0), b(1)[0]; r = (a0 << c, a1 << c) if op == "shl" else (a0 >> c, a1 >> c)
-  elif op == "where": (a0, a1), (b0, b1) = b(1), b(2); r = (min(a0, b0), max(a1, b1))
-  elif op == "cast" and u.src[0].dtype is not None and not u.src[0].dtype.is_float and not dt.is_bool: r = b(0)
+  elif op in (Ops.MAX, Ops.MIN):
+    (a0, a1), (b0, b1) = b(0), b(1); f = max if op is Ops.MAX else min; r = (f(a0, b0), f(a1, b1))
+  elif op is Ops.AND and b(0)[0] >= 0 and b(1)[0] >= 0: r = (0, min(b(0)[1], b(1)[1]))
+  elif op in (Ops.SHL, Ops.SHR) and b(1)[0] == b(1)[1] and 0 <= b(1)[0] < bits(dt):
+    (a0, a1), c = b(0), b(1)[0]; r = (a0 << c, a1 << c) if op is Ops.SHL else (a0 >> c, a1 >> c)
+  elif op is Ops.WHERE: (a0, a1), (b0, b1) = b(1), b(2); r = (min(a0, b0), max(a1, b1))
+  elif op is Ops.CAST and u.src[0].dtype is not None and not u.src[0].dtype.is_float and not dt.is_bool: r = b(0)
   if r is None or r[0] < full[0] or r[1] > full[1]: return full  # may have wrapped: nothing known
   return r
 
 def bounds(u: UOp) -> tuple[int, int] | None:
   """(vmin, vmax) of an integer/index/bool value: every value u takes (after wraparound) lies in it."""
   if (r := _BOUNDS.get(u)) is not None: return r
-  if u.dtype is None or u.dtype.is_float: return None
+  if u.dtype not in _BOUNDED: return None
   stack = [(u, False)]
   while stack:
     n, post = stack.pop()
     if n in _BOUNDS: continue
-    if post: _BOUNDS[n] = _bounds1(n) if all(s in _BOUNDS for s in n.src) or n.op == "const" else _range_of(n.dtype); continue
+    if post: _BOUNDS[n] = _bounds1(n) if all(s in _BOUNDS for s in n.src) or n.op is Ops.CONST else _range_of(n.dtype); continue
     stack.append((n, True))
-    stack.extend((s, False) for s in n.src if s not in _BOUNDS and s.dtype is not None and not s.dtype.is_float)
+    stack.extend((s, False) for s in n.src if s not in _BOUNDS and s.dtype in _BOUNDED)
   return _BOUNDS[u]
 def vmin(u: UOp) -> int: return bounds(u)[0]
 def vmax(u: UOp) -> int: return bounds(u)[1]
@@ -183,9 +181,9 @@ class Concrete:
   def dtmin(self, u: UOp) -> int: return _range_of(u.dtype)[0]
   def dtmax(self, u: UOp) -> int: return _range_of(u.dtype)[1]
   def foldable(self, op: str, dt: DType, vals: list) -> bool:
-    if op in ("idiv", "mod"): return int(vals[1]) != 0
-    if op in ("shl", "shr"): return 0 <= int(vals[1]) < bits(dt)
-    return not (op == "mulacc" and dt.is_float)  # no exact scalar fma in numpy
+    if op in (Ops.IDIV, Ops.MOD): return int(vals[1]) != 0
+    if op in (Ops.SHL, Ops.SHR): return 0 <= int(vals[1]) < bits(dt)
+    return not (op is Ops.MULACC and dt.is_float)  # no exact scalar fma in numpy
   def cast_ok(self, v, src: DType, dst: DType) -> bool:
     if src.is_float and not dst.is_float and not dst.is_bool:  # float -> int: undefined outside the range (and NaN)
       lo, hi = _range_of(dst)
@@ -206,10 +204,10 @@ def semantics(ctx):
 def norm(v, e: str):
   if not isinstance(v, (bool, int, float, np.generic)): return v  # symbolic (prover)
   return bool(v) if e == "i1" else float(v) if e in FLOATS else int(v)
-def const_like(u: UOp, v) -> UOp: return UOp("const", u.ty, (), attrs(value=norm(v, elem(u))), u.loc)
-def alu(op: str, *src: UOp) -> UOp:
-  ty = retype(src[-1].ty, "i1") if op in CMP_ALU else src[-1].ty
-  return UOp(op, ty, tuple(src))
+def const_like(u: UOp, v) -> UOp:
+  a = attrs(value=norm(v, elem(u))) if u.shape is None else attrs(value=norm(v, elem(u)), shape=u.shape)
+  return UOp(Ops.CONST, u.dtype, (), a, u.loc)
+def alu(op: Ops, *src: UOp) -> UOp: return UOp(op, dtypes.bool if op in CMP_ALU else src[-1].dtype, tuple(src))
 
 def fold(r: UOp, **c: UOp) -> UOp:
   srcs = r.src
@@ -240,7 +238,7 @@ def in_range(u, *vals): return SEM.all(*(SEM.all(v >= SEM.dtmin(u), v <= SEM.dtm
 
 def _fold_guard(r, **_):
   dt = r.src[-1].dtype
-  if r.op == "cast": return SEM.cast_ok(SEM.raw(r.src[0]), r.src[0].dtype, r.dtype)
+  if r.op is Ops.CAST: return SEM.cast_ok(SEM.raw(r.src[0]), r.src[0].dtype, r.dtype)
   return SEM.foldable(r.op, dt, [SEM.val(s) if not dt.is_float else SEM.raw(s) for s in r.src])
 def _fold_cast(r, a):
   src, dst = a.dtype, r.dtype
@@ -268,95 +266,95 @@ INT = "int"
 RULES: list[Rule] = [
   # ---- constant folding: one rule per arity, for every ALU op and dtype
   Rule("fold-unary", P(UNARY_ALU, C("a")), fold, _fold_guard),
-  Rule("fold-binary", P(BINARY_ALU + CMP_ALU, C("a"), C("b")), fold, _fold_guard),
-  Rule("fold-ternary", P(("where", "mulacc"), C("a"), C("b"), C("c")), fold, _fold_guard),
-  Rule("fold-cast", P("cast", C("a")), _fold_cast, _fold_guard),
-  Rule("fold-bitcast", P("bitcast", C("a")), _fold_bitcast,
+  Rule("fold-binary", P(BINARY_ALU | CMP_ALU, C("a"), C("b")), fold, _fold_guard),
+  Rule("fold-ternary", P((Ops.WHERE, Ops.MULACC), C("a"), C("b"), C("c")), fold, _fold_guard),
+  Rule("fold-cast", P(Ops.CAST, C("a")), _fold_cast, _fold_guard),
+  Rule("fold-bitcast", P(Ops.BITCAST, C("a")), _fold_bitcast,
        lambda r, a: SEM.all(a.dtype is not dtypes.index, r.dtype is not dtypes.index, a.dtype.itemsize == r.dtype.itemsize)),
   # ---- identities (float ones only where exact for NaN, Inf and -0.0)
-  Rule("add-zero", P("add", xi, K(0)), _same),
-  Rule("add-negzero-float", P("add", xf, K(-0.0)), _same),
-  Rule("sub-zero", P("sub", V("x", NUM), K(0)), _same),
-  Rule("mul-one", P("mul", V("x", NUM), K(1)), _same),
-  Rule("mul-zero-int", P("mul", xi, K(0)), _zero),
-  Rule("mul-negone", P("mul", V("x", NUM), K(-1)), lambda r, x: alu("neg", x)),
-  Rule("sub-self-int", P("sub", xi, xi), _zero),
-  Rule("idiv-one", P("idiv", xi, K(1)), _same),
-  Rule("idiv-negone", P("idiv", V("x", SINTS), K(-1)), lambda r, x: alu("neg", x)),
-  Rule("fdiv-one", P("fdiv", xf, K(1.0)), _same),
-  Rule("mod-one", P("mod", xi, K(1)), _zero),
-  Rule("neg-neg", P("neg", P("neg", x)), _same),
-  Rule("and-self", P("and", V("x", INTB), V("x")), _same),
-  Rule("or-self", P("or", V("x", INTB), V("x")), _same),
-  Rule("xor-self", P("xor", V("x", INTB), V("x")), _zero),
-  Rule("and-zero", P("and", V("x", INTB), K(0)), _zero),
-  Rule("or-zero", P("or", V("x", INTB), K(0)), _same),
-  Rule("xor-zero", P("xor", V("x", INTB), K(0)), _same),
-  Rule("and-ones", P("and", V("x", INTB), C("c")), _same, lambda r, x, c: SEM.raw(c) == SEM.dom(c.dtype).ones),
-  Rule("or-ones", P("or", V("x", INTB), C("c")), lambda r, x, c: c, lambda r, x, c: SEM.raw(c) == SEM.dom(c.dtype).ones),
-  Rule("shl-zero", P("shl", xi, K(0)), _same),
-  Rule("shr-zero", P("shr", xi, K(0)), _same),
-  Rule("max-self", P("max", x, x), _same),
-  Rule("min-self", P("min", x, x), _same),
-  Rule("max-neginf", P("max", xf, K(float("-inf"))), _same),
-  Rule("min-posinf", P("min", xf, K(float("inf"))), _same),
-  Rule("cmplt-self", P("cmplt", x, x), lambda r, x: const_like(r, False)),
-  Rule("cmpne-self-int", P("cmpne", V("x", INTB), V("x")), lambda r, x: const_like(r, False)),
-  Rule("cmpeq-self-int", P("cmpeq", V("x", INTB), V("x")), lambda r, x: const_like(r, True)),
-  Rule("cmpne-false", P("cmpne", xb, K(False)), _same),
-  Rule("cmpeq-true", P("cmpeq", xb, K(True)), _same),
-  Rule("where-true", P("where", K(True), x, y), _same),
-  Rule("where-false", P("where", K(False), x, y), lambda r, x, y: y),
-  Rule("where-same", P("where", V("c"), x, x), _same),
-  Rule("where-bool", P("where", V("c"), K(True, dtype=BOOL), K(False)), lambda r, c: c),
-  Rule("trunc-trunc", P("trunc", P("trunc", x, name="t")), lambda r, x, t: t),
-  Rule("mulacc-int", P("mulacc", xi, y, z), lambda r, x, y, z: alu("add", alu("mul", x, y), z)),
-  Rule("add-neg", P("add", V("x", NUM), P("neg", y)), lambda r, x, y: alu("sub", x, y)),
-  Rule("sub-neg", P("sub", V("x", NUM), P("neg", y)), lambda r, x, y: alu("add", x, y)),
-  Rule("zero-sub-int", P("sub", K(0), yi), lambda r, y: alu("neg", y)),
-  Rule("add-neg-self-int", P("add", P("neg", xi), V("x")), _zero),
-  Rule("add-sub-cancel", P("sub", P("add", xi, y), V("y")), _same),
-  Rule("sub-add-cancel", P("add", P("sub", xi, y), V("y")), _same),
+  Rule("add-zero", P(Ops.ADD, xi, K(0)), _same),
+  Rule("add-negzero-float", P(Ops.ADD, xf, K(-0.0)), _same),
+  Rule("sub-zero", P(Ops.SUB, V("x", NUM), K(0)), _same),
+  Rule("mul-one", P(Ops.MUL, V("x", NUM), K(1)), _same),
+  Rule("mul-zero-int", P(Ops.MUL, xi, K(0)), _zero),
+  Rule("mul-negone", P(Ops.MUL, V("x", NUM), K(-1)), lambda r, x: alu(Ops.NEG, x)),
+  Rule("sub-self-int", P(Ops.SUB, xi, xi), _zero),
+  Rule("idiv-one", P(Ops.IDIV, xi, K(1)), _same),
+  Rule("idiv-negone", P(Ops.IDIV, V("x", SINTS), K(-1)), lambda r, x: alu(Ops.NEG, x)),
+  Rule("fdiv-one", P(Ops.FDIV, xf, K(1.0)), _same),
+  Rule("mod-one", P(Ops.MOD, xi, K(1)), _zero),
+  Rule("neg-neg", P(Ops.NEG, P(Ops.NEG, x)), _same),
+  Rule("and-self", P(Ops.AND, V("x", INTB), V("x")), _same),
+  Rule("or-self", P(Ops.OR, V("x", INTB), V("x")), _same),
+  Rule("xor-self", P(Ops.XOR, V("x", INTB), V("x")), _zero),
+  Rule("and-zero", P(Ops.AND, V("x", INTB), K(0)), _zero),
+  Rule("or-zero", P(Ops.OR, V("x", INTB), K(0)), _same),
+  Rule("xor-zero", P(Ops.XOR, V("x", INTB), K(0)), _same),
+  Rule("and-ones", P(Ops.AND, V("x", INTB), C("c")), _same, lambda r, x, c: SEM.raw(c) == SEM.dom(c.dtype).ones),
+  Rule("or-ones", P(Ops.OR, V("x", INTB), C("c")), lambda r, x, c: c, lambda r, x, c: SEM.raw(c) == SEM.dom(c.dtype).ones),
+  Rule("shl-zero", P(Ops.SHL, xi, K(0)), _same),
+  Rule("shr-zero", P(Ops.SHR, xi, K(0)), _same),
+  Rule("max-self", P(Ops.MAX, x, x), _same),
+  Rule("min-self", P(Ops.MIN, x, x), _same),
+  Rule("max-neginf", P(Ops.MAX, xf, K(float("-inf"))), _same),
+  Rule("min-posinf", P(Ops.MIN, xf, K(float("inf"))), _same),
+  Rule("cmplt-self", P(Ops.CMPLT, x, x), lambda r, x: const_like(r, False)),
+  Rule("cmpne-self-int", P(Ops.CMPNE, V("x", INTB), V("x")), lambda r, x: const_like(r, False)),
+  Rule("cmpeq-self-int", P(Ops.CMPEQ, V("x", INTB), V("x")), lambda r, x: const_like(r, True)),
+  Rule("cmpne-false", P(Ops.CMPNE, xb, K(False)), _same),
+  Rule("cmpeq-true", P(Ops.CMPEQ, xb, K(True)), _same),
+  Rule("where-true", P(Ops.WHERE, K(True), x, y), _same),
+  Rule("where-false", P(Ops.WHERE, K(False), x, y), lambda r, x, y: y),
+  Rule("where-same", P(Ops.WHERE, V("c"), x, x), _same),
+  Rule("where-bool", P(Ops.WHERE, V("c"), K(True, dtype=BOOL), K(False)), lambda r, c: c),
+  Rule("trunc-trunc", P(Ops.TRUNC, P(Ops.TRUNC, x, name="t")), lambda r, x, t: t),
+  Rule("mulacc-int", P(Ops.MULACC, xi, y, z), lambda r, x, y, z: alu(Ops.ADD, alu(Ops.MUL, x, y), z)),
+  Rule("add-neg", P(Ops.ADD, V("x", NUM), P(Ops.NEG, y)), lambda r, x, y: alu(Ops.SUB, x, y)),
+  Rule("sub-neg", P(Ops.SUB, V("x", NUM), P(Ops.NEG, y)), lambda r, x, y: alu(Ops.ADD, x, y)),
+  Rule("zero-sub-int", P(Ops.SUB, K(0), yi), lambda r, y: alu(Ops.NEG, y)),
+  Rule("add-neg-self-int", P(Ops.ADD, P(Ops.NEG, xi), V("x")), _zero),
+  Rule("add-sub-cancel", P(Ops.SUB, P(Ops.ADD, xi, y), V("y")), _same),
+  Rule("sub-add-cancel", P(Ops.ADD, P(Ops.SUB, xi, y), V("y")), _same),
   # ---- casts
-  Rule("cast-noop", P("cast", x), _same, lambda r, x: r.ty == x.ty),
-  Rule("cast-chain", P("cast", P("cast", x, name="m")), lambda r, x, m: r.replace(src=(x,)),
+  Rule("cast-noop", P(Ops.CAST, x), _same, lambda r, x: r.dtype == x.dtype),
+  Rule("cast-chain", P(Ops.CAST, P(Ops.CAST, x, name="m")), lambda r, x, m: r.replace(src=(x,)),
        lambda r, x, m: lossless(elem(x), elem(m))),
-  Rule("bitcast-noop", P("bitcast", x), _same, lambda r, x: r.ty == x.ty),
+  Rule("bitcast-noop", P(Ops.BITCAST, x), _same, lambda r, x: r.dtype == x.dtype),
   # an int -> float -> int round trip keeps NaN payloads on hardware, but Z3 has a single NaN: not claimed
-  Rule("bitcast-chain", P("bitcast", P("bitcast", x, name="m")), lambda r, x, m: r.replace(src=(x,)),
+  Rule("bitcast-chain", P(Ops.BITCAST, P(Ops.BITCAST, x, name="m")), lambda r, x, m: r.replace(src=(x,)),
        lambda r, x, m: SEM.all(elem(m) not in FLOATS or elem(x) in FLOATS)),
   # ---- integer reassociation: constants move outward and combine (combining offsets)
-  Rule("sub-const", P("sub", xi, ci), lambda r, x, c: alu("add", x, alu("neg", c))),
-  Rule("add-add-const", P("add", P("add", xi, c1), c2), lambda r, x, c1, c2: alu("add", x, alu("add", c1, c2))),
-  Rule("mul-mul-const", P("mul", P("mul", xi, c1), c2), lambda r, x, c1, c2: alu("mul", x, alu("mul", c1, c2))),
-  Rule("add-const-out", P("add", P("add", xi, ci, name="a"), y), lambda r, a, x, c, y: alu("add", alu("add", x, y), c),
-       lambda r, a, x, c, y: y.op != "const"),
-  Rule("add-self", P("add", xi, V("x")), lambda r, x: alu("mul", x, const_like(x, 2))),
-  Rule("mul-add-self", P("add", P("mul", xi, ci), V("x")), lambda r, x, c: alu("mul", x, alu("add", c, const_like(c, 1)))),
-  Rule("mul-add-mul", P("add", P("mul", xi, c1), P("mul", V("x"), c2)), lambda r, x, c1, c2: alu("mul", x, alu("add", c1, c2))),
+  Rule("sub-const", P(Ops.SUB, xi, ci), lambda r, x, c: alu(Ops.ADD, x, alu(Ops.NEG, c))),
+  Rule("add-add-const", P(Ops.ADD, P(Ops.ADD, xi, c1), c2), lambda r, x, c1, c2: alu(Ops.ADD, x, alu(Ops.ADD, c1, c2))),
+  Rule("mul-mul-const", P(Ops.MUL, P(Ops.MUL, xi, c1), c2), lambda r, x, c1, c2: alu(Ops.MUL, x, alu(Ops.MUL, c1, c2))),
+  Rule("add-const-out", P(Ops.ADD, P(Ops.ADD, xi, ci, name="a"), y), lambda r, a, x, c, y: alu(Ops.ADD, alu(Ops.ADD, x, y), c),
+       lambda r, a, x, c, y: y.op is not Ops.CONST),
+  Rule("add-self", P(Ops.ADD, xi, V("x")), lambda r, x: alu(Ops.MUL, x, const_like(x, 2))),
+  Rule("mul-add-self", P(Ops.ADD, P(Ops.MUL, xi, ci), V("x")), lambda r, x, c: alu(Ops.MUL, x, alu(Ops.ADD, c, const_like(c, 1)))),
+  Rule("mul-add-mul", P(Ops.ADD, P(Ops.MUL, xi, c1), P(Ops.MUL, V("x"), c2)), lambda r, x, c1, c2: alu(Ops.MUL, x, alu(Ops.ADD, c1, c2))),
   # ---- bounds: comparisons, max/min, div/mod decided by vmin/vmax (uop.range values)
-  Rule("cmplt-true", P("cmplt", xi, yi), lambda r, x, y: const_like(r, True), lambda r, x, y: SEM.vmax(x) < SEM.vmin(y)),
-  Rule("cmplt-false", P("cmplt", xi, yi), lambda r, x, y: const_like(r, False), lambda r, x, y: SEM.vmin(x) >= SEM.vmax(y)),
-  Rule("max-bounds", P("max", xi, yi), _same, lambda r, x, y: SEM.vmin(x) >= SEM.vmax(y)),
-  Rule("min-bounds", P("min", xi, yi), _same, lambda r, x, y: SEM.vmax(x) <= SEM.vmin(y)),
-  Rule("idiv-small", P("idiv", xi, ci), _zero, lambda r, x, c: SEM.all(nonneg(x), SEM.vmax(x) < SEM.val(c))),
-  Rule("mod-small", P("mod", xi, ci), _same, lambda r, x, c: SEM.all(nonneg(x), SEM.vmax(x) < SEM.val(c))),
-  Rule("mul-idiv", P("idiv", P("mul", xi, ci), V("c")), _same,
+  Rule("cmplt-true", P(Ops.CMPLT, xi, yi), lambda r, x, y: const_like(r, True), lambda r, x, y: SEM.vmax(x) < SEM.vmin(y)),
+  Rule("cmplt-false", P(Ops.CMPLT, xi, yi), lambda r, x, y: const_like(r, False), lambda r, x, y: SEM.vmin(x) >= SEM.vmax(y)),
+  Rule("max-bounds", P(Ops.MAX, xi, yi), _same, lambda r, x, y: SEM.vmin(x) >= SEM.vmax(y)),
+  Rule("min-bounds", P(Ops.MIN, xi, yi), _same, lambda r, x, y: SEM.vmax(x) <= SEM.vmin(y)),
+  Rule("idiv-small", P(Ops.IDIV, xi, ci), _zero, lambda r, x, c: SEM.all(nonneg(x), SEM.vmax(x) < SEM.val(c))),
+  Rule("mod-small", P(Ops.MOD, xi, ci), _same, lambda r, x, c: SEM.all(nonneg(x), SEM.vmax(x) < SEM.val(c))),
+  Rule("mul-idiv", P(Ops.IDIV, P(Ops.MUL, xi, ci), V("c")), _same,
        lambda r, x, c: SEM.all(SEM.val(c) != 0, in_range(x, SEM.vmin(x) * SEM.val(c), SEM.vmax(x) * SEM.val(c))), proof=INT),
-  Rule("mul-mod", P("mod", P("mul", xi, ci), V("c")), _zero,
+  Rule("mul-mod", P(Ops.MOD, P(Ops.MUL, xi, ci), V("c")), _zero,
        lambda r, x, c: SEM.all(SEM.val(c) != 0, in_range(x, SEM.vmin(x) * SEM.val(c), SEM.vmax(x) * SEM.val(c))), proof=INT),
-  Rule("muladd-idiv", P("idiv", P("add", P("mul", xi, ci), yi), V("c")), lambda r, x, c, y: alu("add", x, alu("idiv", y, c)),
+  Rule("muladd-idiv", P(Ops.IDIV, P(Ops.ADD, P(Ops.MUL, xi, ci), yi), V("c")), lambda r, x, c, y: alu(Ops.ADD, x, alu(Ops.IDIV, y, c)),
        lambda r, x, c, y: SEM.all(SEM.val(c) > 0, nonneg(x, y), in_range(x, SEM.vmax(x) * SEM.val(c) + SEM.vmax(y))), proof=INT),
-  Rule("muladd-mod", P("mod", P("add", P("mul", xi, ci), yi), V("c")), lambda r, x, c, y: alu("mod", y, c),
+  Rule("muladd-mod", P(Ops.MOD, P(Ops.ADD, P(Ops.MUL, xi, ci), yi), V("c")), lambda r, x, c, y: alu(Ops.MOD, y, c),
        lambda r, x, c, y: SEM.all(SEM.val(c) > 0, nonneg(x, y), in_range(x, SEM.vmax(x) * SEM.val(c) + SEM.vmax(y))), proof=INT),
-  Rule("idiv-idiv", P("idiv", P("idiv", xi, c1), c2), lambda r, x, c1, c2: alu("idiv", x, alu("mul", c1, c2)),
+  Rule("idiv-idiv", P(Ops.IDIV, P(Ops.IDIV, xi, c1), c2), lambda r, x, c1, c2: alu(Ops.IDIV, x, alu(Ops.MUL, c1, c2)),
        lambda r, x, c1, c2: SEM.all(SEM.val(c1) > 0, SEM.val(c2) > 0, in_range(x, SEM.val(c1) * SEM.val(c2))), proof=INT),
-  Rule("mod-mod", P("mod", P("mod", xi, c1), c2), lambda r, x, c1, c2: alu("mod", x, c2),
+  Rule("mod-mod", P(Ops.MOD, P(Ops.MOD, xi, c1), c2), lambda r, x, c1, c2: alu(Ops.MOD, x, c2),
        lambda r, x, c1, c2: SEM.all(SEM.val(c1) > 0, SEM.val(c2) > 0, SEM.divides(SEM.val(c2), SEM.val(c1))), proof=INT),
-  Rule("mul-idiv-divides", P("idiv", P("mul", xi, c1), c2), lambda r, x, c1, c2: alu("mul", x, alu("idiv", c1, c2)),
+  Rule("mul-idiv-divides", P(Ops.IDIV, P(Ops.MUL, xi, c1), c2), lambda r, x, c1, c2: alu(Ops.MUL, x, alu(Ops.IDIV, c1, c2)),
        lambda r, x, c1, c2: SEM.all(SEM.val(c2) > 0, SEM.val(c1) > 0, SEM.divides(SEM.val(c2), SEM.val(c1)),
                                     in_range(x, SEM.vmin(x) * SEM.val(c1), SEM.vmax(x) * SEM.val(c1))), proof=INT),
-  Rule("divmod-recombine", P("add", P("mul", P("idiv", xi, ci), V("c")), P("mod", V("x"), V("c"))), _same,
+  Rule("divmod-recombine", P(Ops.ADD, P(Ops.MUL, P(Ops.IDIV, xi, ci), V("c")), P(Ops.MOD, V("x"), V("c"))), _same,
        lambda r, x, c: SEM.val(c) != 0, proof=INT),
 ]
 

@@ -7,11 +7,13 @@ from mlir import ir
 from morok_mlir.bridge import Func, import_module
 from morok_mlir.dialects import new_context
 from morok_mlir.dtype import dtypes, DType
-from morok_mlir.uop import UOp, attrs, memref_type, ptr_type
+from morok_mlir.uop import UOp, attrs
+from morok_mlir.bridge import arg_buffer
 from morok_mlir.device import Device, _Device
 from morok_mlir.device.cpu import CPU, compile_module
 from morok_mlir.passes import PassError
 from morok_mlir.passes.lower_cpu import lower_kernel
+from morok_mlir.dialects.ops import Ops
 
 def parse(text: str) -> dict[str, Func]:
   with new_context(): return {f.name: f for f in import_module(ir.Module.parse(text))}
@@ -157,30 +159,31 @@ def test_two_kernel_schedule():
   out2, tmp2 = np.zeros(6, np.float32), np.zeros(6, np.float32)  # and kernel by kernel, as the realize driver does
   bufs = [a, out2, tmp2]
   for k in funcs["schedule"].roots[0].src[0].toposort:
-    if k.op == "kernel": CPU.compile(funcs[k.attrs["callee"][1]])(*[bufs[s] for s in k.attrs["slots"]])
+    if k.op is Ops.KERNEL: CPU.compile(funcs[k.attrs["callee"][1]])(*[bufs[s] for s in k.attrs["slots"]])
   np.testing.assert_array_equal(out2, want)
 
 # ---------------------------------------------------------------- kernels built from UOps
-IDX = "index"
-def const(v, dt: DType | str = IDX): return UOp("const", dt if isinstance(dt, str) else dt.mlir, (), attrs(value=v))
+IDX = dtypes.index
+def const(v, dt: DType = IDX): return UOp(Ops.CONST, dt, (), attrs(value=v))
 def alu(op, *src):
-  ty = "i1" if op in ("cmplt", "cmpne", "cmpeq") else src[1].ty if op == "where" else src[0].ty
-  return UOp(op, ty, src)
+  dt = dtypes.bool if op in ("cmplt", "cmpne", "cmpeq") else src[1].dtype if op == "where" else src[0].dtype
+  return UOp(Ops(op), dt, src)
 
 def elementwise(n: int, in_dts: list[DType], body) -> Func:
   """A kernel over one loop of n: inputs are slots 0..k-1, then one output per value body(loads) returns."""
-  r = UOp("range", IDX, (const(n),), attrs(axis=0, kind="loop"))
-  ins = [UOp("buffer", memref_type(n, dt), (), attrs(slot=i)) for i, dt in enumerate(in_dts)]
-  loads = [UOp("load", dt.mlir, (UOp("index", ptr_type(dt), (b, r)),)) for b, dt in zip(ins, in_dts)]
+  r = UOp(Ops.RANGE, IDX, (const(n),), attrs(axis=0, kind="loop"))
+  ins = [arg_buffer(i, dt.ptr(n)) for i, dt in enumerate(in_dts)]
+  loads = [UOp(Ops.LOAD, dt, (UOp(Ops.INDEX, dt.ptr(), (b, r)),)) for b, dt in zip(ins, in_dts)]
   vals = body(*loads)
-  ends = []
+  ends, outs = [], []
   for k, v in enumerate(vals):
-    out = UOp("buffer", memref_type(n, v.dtype), (), attrs(slot=len(ins) + k))
-    ends.append(UOp("end", "!uop.token", (UOp("store", "!uop.token", (UOp("index", ptr_type(v.dtype), (out, r)), v)), r)))
-  return Func("k", [b.ty for b in ins] + [memref_type(n, v.dtype) for v in vals], [], [UOp("sink", "()", tuple(ends))], {"uop.kernel": None})
+    out = arg_buffer(len(ins) + k, v.dtype.ptr(n))
+    outs.append(out)
+    ends.append(UOp(Ops.END, dtypes.void, (UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, v.dtype.ptr(), (out, r)), v)), r)))
+  return Func("k", ins + outs, [], [UOp(Ops.SINK, dtypes.void, tuple(ends))], {"uop.kernel": None})
 
 def run(f: Func, *inputs):
-  outs = [np.zeros(len(inputs[0]), dtypes.from_mlir(t.split("x")[-1][:-1]).np) for t in f.args[len(inputs):]]
+  outs = [np.zeros(len(inputs[0]), t.dtype.base.np) for t in f.args[len(inputs):]]
   CPU.compile(f)(*inputs, *outs)
   return outs
 
@@ -273,8 +276,8 @@ def cast_values(src: DType) -> list:
 def test_casts(src: DType):
   a = np.array(cast_values(src), src.np)
   same_width = [d for d in dtypes.all if d.itemsize == src.itemsize and d is not src and not d.is_bool and not src.is_bool]
-  outs = run(elementwise(len(a), [src], lambda x: [UOp("cast", d.mlir, (x,)) for d in dtypes.all]
-                         + [UOp("bitcast", d.mlir, (x,)) for d in same_width]), a)
+  outs = run(elementwise(len(a), [src], lambda x: [UOp(Ops.CAST, d, (x,)) for d in dtypes.all]
+                         + [UOp(Ops.BITCAST, d, (x,)) for d in same_width]), a)
   with np.errstate(all="ignore"):
     for d, got in zip(dtypes.all, outs): np.testing.assert_array_equal(got, a.astype(d.np), err_msg=f"cast {src.name} -> {d.name}")
   for d, got in zip(same_width, outs[len(dtypes.all):]): np.testing.assert_array_equal(got, a.view(d.np), err_msg=f"bitcast {src.name} -> {d.name}")
@@ -284,7 +287,7 @@ def test_float_special_casts():
   for src in dtypes.floats:
     with np.errstate(over="ignore"): a = np.array([math.nan, math.inf, -math.inf, -0.0, 0.0, 1e-30, 65504.0, 70000.0], src.np)
     targets = list(dtypes.floats) + [dtypes.bool]
-    outs = run(elementwise(len(a), [src], lambda x: [UOp("cast", d.mlir, (x,)) for d in targets]), a)
+    outs = run(elementwise(len(a), [src], lambda x: [UOp(Ops.CAST, d, (x,)) for d in targets]), a)
     with np.errstate(all="ignore"):
       for d, got in zip(targets, outs):
         want = a.astype(d.np)
@@ -294,15 +297,15 @@ def test_float_special_casts():
 def test_index_casts_and_reduce_identities():
   """index <-> numbers, and each reduce op's identity on a range of length 0 (the loop never runs)."""
   n = 5
-  r = UOp("range", IDX, (const(n),), attrs(axis=0, kind="loop"))
-  z = UOp("range", IDX, (const(0),), attrs(axis=1, kind="reduce"))
-  vals = [UOp("cast", d.mlir, (alu("sub", r, const(2)),)) for d in (dtypes.int8, dtypes.uint16, dtypes.float32, dtypes.bool)]
-  vals.append(UOp("cast", dtypes.int64.mlir, (UOp("cast", IDX, (UOp("cast", dtypes.uint8.mlir, (alu("sub", r, const(2)),)),)),)))
+  r = UOp(Ops.RANGE, IDX, (const(n),), attrs(axis=0, kind="loop"))
+  z = UOp(Ops.RANGE, IDX, (const(0),), attrs(axis=1, kind="reduce"))
+  vals = [UOp(Ops.CAST, d, (alu("sub", r, const(2)),)) for d in (dtypes.int8, dtypes.uint16, dtypes.float32, dtypes.bool)]
+  vals.append(UOp(Ops.CAST, dtypes.int64, (UOp(Ops.CAST, IDX, (UOp(Ops.CAST, dtypes.uint8, (alu("sub", r, const(2)),)),)),)))
   for op, dt in itertools.product(("add", "mul", "max", "min"), (dtypes.float32, dtypes.int16, dtypes.uint8, dtypes.bool)):
-    vals.append(UOp("reduce", dt.mlir, (UOp("cast", dt.mlir, (r,)), z), attrs(op=op)))
-  ends = [UOp("end", "!uop.token", (UOp("store", "!uop.token", (UOp("index", ptr_type(v.dtype), (UOp("buffer", memref_type(n, v.dtype), (), attrs(slot=k)), r)), v)), r))
+    vals.append(UOp(Ops.REDUCE, dt, (UOp(Ops.CAST, dt, (r,)), z), attrs(op=Ops(op))))
+  ends = [UOp(Ops.END, dtypes.void, (UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, v.dtype.ptr(), (arg_buffer(k, v.dtype.ptr(n)), r)), v)), r))
           for k, v in enumerate(vals)]
-  f = Func("k", [memref_type(n, v.dtype) for v in vals], [], [UOp("sink", "()", tuple(ends))], {"uop.kernel": None})
+  f = Func("k", [arg_buffer(k, v.dtype.ptr(n)) for k, v in enumerate(vals)], [], [UOp(Ops.SINK, dtypes.void, tuple(ends))], {"uop.kernel": None})
   outs = [np.zeros(n, v.dtype.np) for v in vals]
   CPU.compile(f)(*outs)
   i = np.arange(n) - 2
@@ -336,11 +339,11 @@ def test_unsupported_input_raises():
     lower_kernel(elementwise(4, [dtypes.int32], lambda x: [alu("sqrt", x)]))
   with pytest.raises(PassError, match="shl is not defined on float32"):
     lower_kernel(elementwise(4, [dtypes.float32], lambda x: [alu("shl", x, x)]))
-  r = UOp("range", IDX, (const(4),), attrs(axis=0, kind="loop"))
-  buf = UOp("buffer", memref_type(4, dtypes.int32), (), attrs(slot=0))
-  st = UOp("store", "!uop.token", (UOp("index", ptr_type(dtypes.int32), (buf, r)), UOp("cast", "i32", (r,))))
+  r = UOp(Ops.RANGE, IDX, (const(4),), attrs(axis=0, kind="loop"))
+  buf = arg_buffer(0, dtypes.int32.ptr(4))
+  st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.int32.ptr(), (buf, r)), UOp(Ops.CAST, dtypes.int32, (r,))))
   with pytest.raises(PassError, match="outside the loop"):  # a store whose range no end closes
-    lower_kernel(Func("k", [buf.ty], [], [UOp("sink", "()", (st,))], {"uop.kernel": None}))
+    lower_kernel(Func("k", [buf], [], [UOp(Ops.SINK, dtypes.void, (st,))], {"uop.kernel": None}))
 
 def test_allocator():
   al = Device["CPU"].allocator

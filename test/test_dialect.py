@@ -131,7 +131,7 @@ def test_verify_rejects_types(ctx, ty, want):
 def test_verify_accepts_every_dtype(ctx):
   from morok_mlir.dtype import dtypes
   for d in dtypes.all + (dtypes.index,):
-    for ty in (d.mlir, f"tensor<2x3x{d.mlir}>", f"tensor<{d.mlir}>", f"tensor<0x4x{d.mlir}>", f"memref<6x{d.mlir}>", d.vec(4), f"!uop.ptr<{d.mlir}>"):
+    for ty in (d.mlir, f"tensor<2x3x{d.mlir}>", f"tensor<{d.mlir}>", f"tensor<0x4x{d.mlir}>", f"memref<6x{d.mlir}>", f"vector<4x{d.mlir}>", f"!uop.ptr<{d.mlir}>"):
       assert problems(ctx, F.format(args=f"%a: {ty}", body=f'%0 = "uop.detach"(%a) : ({ty}) -> {ty}')) == "", ty
 
 def test_verify_walk_is_iterative(ctx):

@@ -1,3 +1,4 @@
+from morok_mlir.dtype import dtypes
 """uop-lower-gpu and the PTX pipeline without a GPU: every case runs the real passes (rangeify, kernel split,
 uop-lower-gpu, gpu-lower-to-nvvm-pipeline) and checks the launch sizes and the PTX."""
 import math, os, re, subprocess, sys
@@ -11,6 +12,7 @@ from morok_mlir.passes.registry import PassError
 from morok_mlir.device import Device
 from morok_mlir.device.ptx import ptx_for as _ptx_for, ptxas, kernel_names, PTXError, CHIPS
 from morok_mlir.device.cuda import chip_for, CUDAError
+from morok_mlir.dialects.ops import Ops
 
 def ptx_for(text: str, chip: str = "sm_90") -> str:
   """Every PTX these tests make is also assembled by NVIDIA's ptxas, as the driver would: an error or a spilled
@@ -79,7 +81,7 @@ def test_launch_sizes(name):
     outs = [int(m) for m in re.findall(r"memref<(\d+)x", text)[:1]]
     (gx, gy, gz), (lx, ly, lz) = l.global_size, l.local_size
     assert gy == gz == ly == lz == 1 and 1 <= lx <= max(GROUP_MAX, LOCAL_MAX) <= 1024
-    ends = [u for u in k.roots[0].toposort if u.op == "end"]
+    ends = [u for u in k.roots[0].toposort if u.op is Ops.END]
     n = math.prod(int(r.src[0].attrs["value"]) for r in ends[0].src[1:]) if ends else 1
     if l.group: assert lx % 32 == 0 and gx == n and l.upcast == 1   # one block per output
     else: assert gx * lx * l.upcast >= n and (gx - 1) * lx * l.upcast < n and n % l.upcast == 0
@@ -119,12 +121,12 @@ def test_ptxas_rejects_bad_ptx():
 
 def test_symbolic_and_unsupported_raise():
   from morok_mlir.bridge import Func
-  from morok_mlir.uop import UOp, attrs, TOKEN
-  n = UOp("define_var", "index", (), attrs(name="n"))
-  r = UOp("range", "index", (n,), attrs(axis=0, kind="loop"))
-  buf = UOp("buffer", "memref<8xf32>", (), attrs(slot=0))
-  st = UOp("store", TOKEN, (UOp("index", "!uop.ptr<f32>", (buf, r)), UOp("const", "f32", (), attrs(value=1.0))))
-  f = Func("k", ["memref<8xf32>"], [], [UOp("sink", "()", (UOp("end", TOKEN, (st, r)),))], {"uop.kernel": None})
+  from morok_mlir.uop import UOp, attrs
+  n = UOp(Ops.DEFINE_VAR, dtypes.index, (), attrs(name="n"))
+  r = UOp(Ops.RANGE, dtypes.index, (n,), attrs(axis=0, kind="loop"))
+  buf = UOp(Ops.BUFFER, dtypes.float32.ptr(8), (), attrs(slot=0))
+  st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, r)), UOp(Ops.CONST, dtypes.float32, (), attrs(value=1.0))))
+  f = Func("k", [buf], [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, r)),))], {"uop.kernel": None})
   with pytest.raises(PassError, match="static range sizes"): lower_kernel(f)
 
 def test_import_needs_no_cuda():

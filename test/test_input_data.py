@@ -5,6 +5,7 @@ import sys
 import numpy as np
 import pytest
 from morok_mlir import Tensor, dtypes
+from morok_mlir.dialects.ops import Ops
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 NATIVE = "<" if sys.byteorder == "little" else ">"
@@ -57,7 +58,7 @@ def test_lists_tuples_scalars(dt):
     t = Tensor(s)
     assert t.dtype == (dt if isinstance(s, np.generic) else dtypes.from_py(s)), (s, t.dtype)
     assert t.item() == t.dtype.np(s)   # a Python float is the default float32
-  assert Tensor(x[1, 2]).uop.op == "const" and Tensor(np.asarray(x[1, 2])).uop.op == "buffer"   # a 0-d array is data
+  assert Tensor(x[1, 2]).uop.op is Ops.CONST and Tensor(np.asarray(x[1, 2])).uop.op is Ops.BUFFER   # a 0-d array is data
 
 def test_issue_example():
   assert Tensor(np.array([1., 2., 3.], dtype=">f4")).sum().item() == 6.0

@@ -1,9 +1,11 @@
+from morok_mlir.dtype import dtypes
 """Contractions (uop-optimize's uop.contraction, lowered to packed operands + a register-tiled FMA micro-kernel) and
 the split full reduction, against numpy, on shapes that do not divide the tiles."""
 import numpy as np
 import pytest
 from morok_mlir.tensor import Tensor
 from morok_mlir import realize as R
+from morok_mlir.dialects.ops import Ops
 
 R_ = np.random.default_rng(0)
 def rnd(*s): return R_.standard_normal(s, dtype=np.float32)
@@ -72,17 +74,17 @@ def test_depends_is_exact():
   from morok_mlir.uop import UOp, attrs
   from morok_mlir.passes import index_math as im
   from morok_mlir.passes.optimize import depends
-  i, j = (UOp("range", "index", (im.const(100),), attrs(axis=a, kind="loop")) for a in (0, 1))
-  f = lambda v: UOp("const", "f32", (), attrs(value=v))
-  sel = lambda gate: UOp("where", "f32", (gate, f(1.0), f(0.0)))
-  lt = lambda a, b: UOp("cmplt", "i1", (a, b))
+  i, j = (UOp(Ops.RANGE, dtypes.index, (im.const(100),), attrs(axis=a, kind="loop")) for a in (0, 1))
+  f = lambda v: UOp(Ops.CONST, dtypes.float32, (), attrs(value=v))
+  sel = lambda gate: UOp(Ops.WHERE, dtypes.float32, (gate, f(1.0), f(0.0)))
+  lt = lambda a, b: UOp(Ops.CMPLT, dtypes.bool, (a, b))
   edge = sel(lt(j, im.const(1)))                                                    # affine gate, true only at j == 0
   assert depends(edge, j, [i, j]) and not depends(edge, i, [i, j])
-  folded = sel(lt(UOp("idiv", "index", (UOp("add", "index", (UOp("mul", "index", (i, im.const(100))), j)), im.const(100))), im.const(3)))
+  folded = sel(lt(UOp(Ops.IDIV, dtypes.index, (UOp(Ops.ADD, dtypes.index, (UOp(Ops.MUL, dtypes.index, (i, im.const(100))), j)), im.const(100))), im.const(3)))
   assert depends(folded, i, [i, j]) and not depends(folded, j, [i, j])             # (i*100+j)//100 is i
-  prod_gate = sel(lt(UOp("mul", "index", (i, j)), im.const(1)))                     # not affine: Z3 answers
+  prod_gate = sel(lt(UOp(Ops.MUL, dtypes.index, (i, j)), im.const(1)))                     # not affine: Z3 answers
   assert depends(prod_gate, j, [i, j]) and depends(prod_gate, i, [i, j])
-  const_prod = sel(lt(UOp("mul", "index", (UOp("mul", "index", (i, j)), im.const(0))), im.const(1)))
+  const_prod = sel(lt(UOp(Ops.MUL, dtypes.index, (UOp(Ops.MUL, dtypes.index, (i, j)), im.const(0))), im.const(1)))
   assert not depends(const_prod, j, [i, j])
 
 def _mm_program(t: Tensor):

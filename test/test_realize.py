@@ -3,8 +3,9 @@ import os, subprocess, sys, textwrap
 import numpy as np, pytest
 from morok_mlir import Tensor
 from morok_mlir.realize import realize, new_buffer, CompileError
-from morok_mlir.uop import UOp, attrs, tensor_type
+from morok_mlir.uop import UOp, attrs
 from morok_mlir.dtype import dtypes
+from morok_mlir.dialects.ops import Ops
 
 def run_script(src: str, **env) -> subprocess.CompletedProcess:
   return subprocess.run([sys.executable, "-c", textwrap.dedent(src)], capture_output=True, text=True, timeout=120,
@@ -32,7 +33,7 @@ def test_debug4_prints_ir_after_each_pass():
 
 def test_compile_error_names_user_line():
   x = new_buffer(np.zeros(4, np.int32))
-  bad = UOp("threefry", tensor_type((4,), dtypes.int32), (x, x), loc="my_model.py:42:7")
+  bad = UOp(Ops.THREEFRY, dtypes.int32, (x, x), loc="my_model.py:42:7")
   with pytest.raises(CompileError, match=r"my_model\.py:42:7.*threefry"):
     realize([bad])
 
@@ -66,6 +67,6 @@ def test_devices_on_tensors():
     a.to("TPU")
   if "CUDA" in Device.names:
     c = a.to("CUDA")
-    assert c.device == "CUDA" and c.uop.op == "copy" and (c * 2).device == "CUDA"
+    assert c.device == "CUDA" and c.uop.op is Ops.COPY and (c * 2).device == "CUDA"
     with pytest.raises(RuntimeError, match=r"test_realize\.py:\d+.*one device"):
       a + c

@@ -1,3 +1,4 @@
+from morok_mlir.dtype import dtypes
 """Every rule of uop-simplify is proven by Z3 for every op and dtype its pattern matches; wrong rules are refused."""
 import pytest
 from morok_mlir.uop import UOp, attrs
@@ -6,6 +7,7 @@ from morok_mlir.passes.symbolic import RULES, Rule, FLOATS, INTS, alu, const_lik
 from morok_mlir.passes.simplify import simplify
 import morok_mlir.passes.symbolic as sym
 from morok_mlir.passes.prove import prove_rule, IDTS
+from morok_mlir.dialects.ops import Ops
 
 def test_rule_count(): assert len(RULES) >= 60 and len({r.name for r in RULES}) == len(RULES)
 
@@ -20,23 +22,23 @@ P, V, C = lambda op, *s: UPat(op, src=s), UPat.var, UPat.cvar
 S = lambda: sym.SEM
 x, y, c, c1, c2 = V("x", INTS), V("y", INTS), C("c", INTS), C("c1", INTS), C("c2", INTS)
 WRONG = [
-  Rule("add-zero-float", P("add", V("x", FLOATS), UPat.const(0.0)), lambda r, x: x),           # -0.0 + 0.0 = +0.0
-  Rule("mul-zero-float", P("mul", V("x", FLOATS), UPat.const(0.0)), lambda r, x: r.src[1]),        # NaN*0, inf*0
-  Rule("mul-idiv-unguarded", P("idiv", P("mul", x, c), V("c")), lambda r, x, c: x,
+  Rule("add-zero-float", P(Ops.ADD, V("x", FLOATS), UPat.const(0.0)), lambda r, x: x),           # -0.0 + 0.0 = +0.0
+  Rule("mul-zero-float", P(Ops.MUL, V("x", FLOATS), UPat.const(0.0)), lambda r, x: r.src[1]),        # NaN*0, inf*0
+  Rule("mul-idiv-unguarded", P(Ops.IDIV, P(Ops.MUL, x, c), V("c")), lambda r, x, c: x,
        lambda r, x, c: S().val(c) != 0, proof_dts=("i8",)),                                       # x*c may wrap
-  Rule("idiv2-is-shr", P("idiv", x, c), lambda r, x, c: alu("shr", x, const_like(c, 1)),
+  Rule("idiv2-is-shr", P(Ops.IDIV, x, c), lambda r, x, c: alu(Ops.SHR, x, const_like(c, 1)),
        lambda r, x, c: S().val(c) == 2, proof_dts=("i8",)),                                       # -1 // 2 == 0, -1 >> 1 == -1
   # the integer method (counterexamples are checked at the width before they are reported)
-  Rule("mul-idiv-unguarded-i32", P("idiv", P("mul", x, c), V("c")), lambda r, x, c: x,
+  Rule("mul-idiv-unguarded-i32", P(Ops.IDIV, P(Ops.MUL, x, c), V("c")), lambda r, x, c: x,
        lambda r, x, c: S().val(c) != 0, proof="int", proof_dts=("i32",)),                         # x*c may wrap
-  Rule("mod-mod-not-divides", P("mod", P("mod", x, c1), c2), lambda r, x, c1, c2: alu("mod", x, c2),
+  Rule("mod-mod-not-divides", P(Ops.MOD, P(Ops.MOD, x, c1), c2), lambda r, x, c1, c2: alu(Ops.MOD, x, c2),
        lambda r, x, c1, c2: S().all(S().val(c1) > 0, S().val(c2) > 0), proof="int", proof_dts=("i64",)),  # (5%3)%2
-  Rule("muladd-idiv-negative", P("idiv", P("add", P("mul", x, c), y), V("c")), lambda r, x, c, y: alu("add", x, alu("idiv", y, c)),
+  Rule("muladd-idiv-negative", P(Ops.IDIV, P(Ops.ADD, P(Ops.MUL, x, c), y), V("c")), lambda r, x, c, y: alu(Ops.ADD, x, alu(Ops.IDIV, y, c)),
        lambda r, x, c, y: S().all(S().val(c) > 0, in_range(x, S().vmin(x) * S().val(c) + S().vmin(y), S().vmax(x) * S().val(c) + S().vmax(y))),
        proof="int", proof_dts=("index",)),                                                        # (2*1 - 1)/2 = 0, 1 + -1/2 = 1
-  Rule("idiv-idiv-wraps", P("idiv", P("idiv", x, c1), c2), lambda r, x, c1, c2: alu("idiv", x, alu("mul", c1, c2)),
+  Rule("idiv-idiv-wraps", P(Ops.IDIV, P(Ops.IDIV, x, c1), c2), lambda r, x, c1, c2: alu(Ops.IDIV, x, alu(Ops.MUL, c1, c2)),
        lambda r, x, c1, c2: S().all(S().val(c1) > 0, S().val(c2) > 0), proof="int", proof_dts=("ui32", "i64")),  # c1*c2 wraps
-  Rule("divmod-sub", P("sub", P("mul", P("idiv", x, c), V("c")), P("mod", V("x"), V("c"))), lambda r, x, c: x,
+  Rule("divmod-sub", P(Ops.SUB, P(Ops.MUL, P(Ops.IDIV, x, c), V("c")), P(Ops.MOD, V("x"), V("c"))), lambda r, x, c: x,
        lambda r, x, c: S().val(c) != 0, proof="int", proof_dts=("i16",)),
 ]
 
@@ -46,16 +48,16 @@ def test_wrong_rule_rejected(rule):
   assert verdict == "failed" and "counterexample" in why, (verdict, why)
 
 def test_int_method_claims_nothing_vacuous_or_outside_it():
-  never = Rule("idiv-never", P("idiv", x, c), lambda r, x, c: x, lambda r, x, c: S().all(S().val(c) > 0, S().val(c) < 0), proof="int")
+  never = Rule("idiv-never", P(Ops.IDIV, x, c), lambda r, x, c: x, lambda r, x, c: S().all(S().val(c) > 0, S().val(c) < 0), proof="int")
   assert prove_rule(never)[0] == "failed"  # a guard that never holds proves nothing
-  shr = Rule("shr-int", P("shr", x, c), lambda r, x, c: x, lambda r, x, c: S().val(c) == 0, proof="int", proof_dts=("i32",))
+  shr = Rule("shr-int", P(Ops.SHR, x, c), lambda r, x, c: x, lambda r, x, c: S().val(c) == 0, proof="int", proof_dts=("i32",))
   verdict, why, _, _ = prove_rule(shr)
   assert verdict == "unknown" and "outside the integer method" in why
 
 def test_guards_total_on_zero_divisors():  # guards evaluate every condition: divides(0, c) must not raise
-  k = lambda v: UOp("const", "index", (), attrs(value=v))
-  r = UOp("range", "index", (k(10),), attrs(axis=0, kind="loop"))
-  for e in (UOp("mod", "index", (UOp("mod", "index", (r, k(6))), k(0))), UOp("idiv", "index", (UOp("mul", "index", (r, k(6))), k(0)))):
+  k = lambda v: UOp(Ops.CONST, dtypes.index, (), attrs(value=v))
+  r = UOp(Ops.RANGE, dtypes.index, (k(10),), attrs(axis=0, kind="loop"))
+  for e in (UOp(Ops.MOD, dtypes.index, (UOp(Ops.MOD, dtypes.index, (r, k(6))), k(0))), UOp(Ops.IDIV, dtypes.index, (UOp(Ops.MUL, dtypes.index, (r, k(6))), k(0)))):
     assert simplify([e]) == [e]
 
 def test_verify_rules_cli(capsys, monkeypatch):

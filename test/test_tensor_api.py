@@ -6,6 +6,7 @@ import pytest
 import morok_mlir.realize
 from morok_mlir import Tensor, dtypes
 from morok_mlir.dtype import least_upper_dtype
+from morok_mlir.dialects.ops import Ops
 
 @pytest.fixture(autouse=True)
 def no_compute(monkeypatch):
@@ -38,13 +39,13 @@ def test_creation_explicit_dtype():
 
 def test_scalar_is_const():
   t = Tensor(2.5)
-  assert t.uop.op == "const" and t.uop.attrs["value"] == 2.5 and t.shape == ()
+  assert t.uop.op is Ops.CONST and t.uop.attrs["value"] == 2.5 and t.shape == ()
 
 def test_full_is_small_graph():
   t = Tensor.full((3, 4), 7)
   assert ops(t) == ["const", "reshape", "expand"] and t.dtype == dtypes.int32 and t.shape == (3, 4)
   assert Tensor.zeros(2, 3).dtype == dtypes.float32 and Tensor.ones((2, 3), dtype=dtypes.int8).dtype == dtypes.int8
-  assert Tensor.full((), 1.0).uop.op == "const"
+  assert Tensor.full((), 1.0).uop.op is Ops.CONST
 
 def test_like():
   a = Tensor(np.zeros((2, 3), np.int16))
@@ -71,13 +72,13 @@ def test_input_is_copied():
 def test_binary_graph_broadcast():
   a, b = Tensor(np.zeros((3, 4), np.float32)), Tensor(np.zeros(4, np.float32))
   c = a + b
-  assert c.shape == (3, 4) and c.uop.op == "add"
-  assert [s.op for s in c.uop.src] == ["buffer", "expand"] and c.uop.src[1].src[0].op == "reshape"
+  assert c.shape == (3, 4) and c.uop.op is Ops.ADD
+  assert [s.op for s in c.uop.src] == ["buffer", "expand"] and c.uop.src[1].src[0].op is Ops.RESHAPE
 
 def test_scalar_operand_is_expanded_const():
   c = Tensor(np.zeros((3, 4), np.float32)) * 2
   e = c.uop.src[1]
-  assert e.op == "expand" and e.src[0].op == "reshape" and e.src[0].src[0].op == "const" and e.src[0].src[0].shape == ()
+  assert e.op is Ops.EXPAND and e.src[0].op is Ops.RESHAPE and e.src[0].src[0].op is Ops.CONST and e.src[0].src[0].shape == ()
 
 @pytest.mark.parametrize("op,prim", [(lambda a, b: a + b, "add"), (lambda a, b: a * b, "mul"), (lambda a, b: a - b, "sub"),
                                      (lambda a, b: a / b, "fdiv"), (lambda a, b: a.maximum(b), "max"), (lambda a, b: a ** b, "pow"),
@@ -88,7 +89,7 @@ def test_binary_primitive(op, prim):
 
 def test_bool_arithmetic_is_logic():
   a, b = Tensor([True, False]), Tensor([False, False])
-  assert (a + b).uop.op == "or" and (a * b).uop.op == "and" and a.maximum(b).uop.op == "or" and (a + b).dtype == dtypes.bool
+  assert (a + b).uop.op is Ops.OR and (a * b).uop.op is Ops.AND and a.maximum(b).uop.op is Ops.OR and (a + b).dtype == dtypes.bool
 
 @pytest.mark.parametrize("name,prims", [("exp", {"exp2", "mul"}), ("log", {"log2", "mul"}), ("cos", {"sin", "sub"}),
                                         ("sqrt", {"sqrt"}), ("rsqrt", {"sqrt", "recip"}), ("sigmoid", {"exp2", "recip"}),
@@ -153,7 +154,7 @@ def test_division_dtypes():
 
 def test_scalar_constant_wraps():
   c = (Tensor(np.zeros(2, np.int8)) + 300).uop.src[1]
-  while c.op != "const": c = c.src[0]
+  while c.op is not Ops.CONST: c = c.src[0]
   assert c.attrs["value"] == 44 and c.dtype == dtypes.int8
 
 # ---------------------------------------------------------------- reductions
@@ -167,7 +168,7 @@ def test_sum_dtype(dt, acc):
 
 def test_half_sum_accumulates_in_float():
   t = Tensor(np.zeros(8, np.float16)).sum()
-  red = [u for u in t.uop.toposort if u.op == "reduce_axis"][0]
+  red = [u for u in t.uop.toposort if u.op is Ops.REDUCE_AXIS][0]
   assert red.dtype == dtypes.float32 and t.dtype == dtypes.float16
 
 @pytest.mark.parametrize("axis,keepdim,shape", [(None, False, ()), (None, True, (1, 1, 1)), (0, False, (3, 4)), (-1, False, (2, 3)),
@@ -178,7 +179,7 @@ def test_reduce_shapes(axis, keepdim, shape):
 
 def test_reduce_graph_keeps_dims():
   t = Tensor(np.zeros((2, 3), np.float32)).sum(1)
-  assert t.uop.op == "reshape" and t.uop.src[0].op == "reduce_axis" and t.uop.src[0].shape == (2, 1)
+  assert t.uop.op is Ops.RESHAPE and t.uop.src[0].op is Ops.REDUCE_AXIS and t.uop.src[0].shape == (2, 1)
   assert t.uop.src[0].attrs == {"op": "add", "axes": (1,)}
 
 def test_empty_reduce_is_identity():
@@ -196,8 +197,8 @@ def test_softmax_subtracts_max():
 def test_matmul_shapes(sa, sb, out):
   c = Tensor(np.zeros(sa, np.float32)) @ Tensor(np.zeros(sb, np.float32))
   assert c.shape == out
-  red = [u for u in c.uop.toposort if u.op == "reduce_axis"][0]
-  assert red.attrs["op"] == "add" and red.attrs["axes"] == (len(red.shape) - 1,) and red.src[0].op == "mul"
+  red = [u for u in c.uop.toposort if u.op is Ops.REDUCE_AXIS][0]
+  assert red.attrs["op"] == "add" and red.attrs["axes"] == (len(red.shape) - 1,) and red.src[0].op is Ops.MUL
 
 def test_matmul_dtype():
   assert (Tensor(np.zeros((2, 2), np.int8)) @ Tensor(np.zeros((2, 2), np.int8))).dtype == dtypes.int8
@@ -237,8 +238,8 @@ def test_properties():
   t = Tensor(np.zeros((2, 3), np.int16))
   assert (t.ndim, t.numel(), t.size(), t.size(-1), len(t), t.element_size(), t.nbytes()) == (2, 6, (2, 3), 3, 2, 2, 12)
   assert "int16" in repr(t) and "(2, 3)" in repr(t)
-  assert t.cast(dtypes.float32).uop.op == "cast" and t.cast(dtypes.int16) is t and t.bitcast(dtypes.uint16).uop.op == "bitcast"
-  assert t.detach().uop.op == "detach" and t.contiguous().uop.op == "contiguous"
+  assert t.cast(dtypes.float32).uop.op is Ops.CAST and t.cast(dtypes.int16) is t and t.bitcast(dtypes.uint16).uop.op is Ops.BITCAST
+  assert t.detach().uop.op is Ops.DETACH and t.contiguous().uop.op is Ops.CONTIGUOUS
 
 def test_assign_replaces_value():
   t = Tensor(np.zeros(3, np.float32))
@@ -246,7 +247,7 @@ def test_assign_replaces_value():
   t.assign(Tensor(np.ones(3, np.float32)))
   assert t.uop is not old
   t += 1
-  assert t.uop.op == "add"
+  assert t.uop.op is Ops.ADD
 
 def test_provenance_on_every_node():
   a = Tensor(np.zeros((2, 3), np.float32)); line = test_provenance_on_every_node.__code__.co_firstlineno + 1
@@ -254,7 +255,7 @@ def test_provenance_on_every_node():
   for u in b.uop.toposort:
     assert u.loc is not None and "morok_mlir" not in u.loc.rsplit("/", 1)[0], (u, u.loc)
     # constant-only subgraphs are hash-consed across the program: they keep the line that made them first
-    if any(s.op == "buffer" for s in u.toposort): assert u.loc.startswith(f"{__file__}:") and int(u.loc.split(":")[-2]) in (line, line_b), (u, u.loc)
+    if any(s.op is Ops.BUFFER for s in u.toposort): assert u.loc.startswith(f"{__file__}:") and int(u.loc.split(":")[-2]) in (line, line_b), (u, u.loc)
 
 def test_hash_and_eq():
   t = Tensor([1, 2])

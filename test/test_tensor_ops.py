@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from morok_mlir import Tensor, dtypes
 from morok_mlir.dtype import least_upper_dtype
+from morok_mlir.dialects.ops import Ops
 
 ALL, INTS, FLOATS, SINTS = dtypes.all, dtypes.ints, dtypes.floats, dtypes.sints
 NUMS = INTS + FLOATS
@@ -379,11 +380,11 @@ def test_realize_item_tolist():
   assert b.item() == 20.0 and isinstance(b.item(), float)
   assert (a + 1).tolist() == [[2.0, 3.0], [4.0, 5.0]]
   c = (a + 1).realize()
-  assert c.uop.op == "buffer"
+  assert c.uop.op is Ops.BUFFER
   check(c * 2, np.array([[4, 6], [8, 10]], np.float32))
   x, y = a + 1, a * 3
   x.realize(y)
-  assert x.uop.op == y.uop.op == "buffer"
+  assert x.uop.op == y.uop.op is Ops.BUFFER
   check(y, np.array([[3, 6], [9, 12]], np.float32))
   n = a.numpy(); n[0, 0] = 100
   assert a.numpy()[0, 0] == 1  # numpy() hands out a copy

@@ -1,3 +1,4 @@
+from morok_mlir.dtype import dtypes
 """realize() from many Python threads at once: shared programs (argument sets per call), the caches, the allocator's
 pool, the worker pool and the hash-consing table. The harness runs in a subprocess, so a crash is a failure, not the end
 of the test run."""
@@ -6,6 +7,7 @@ import numpy as np
 import pytest
 from morok_mlir.uop import UOp
 from morok_mlir.device.cpu import CPUAllocator, _Pool
+from morok_mlir.dialects.ops import Ops
 
 HARNESS = textwrap.dedent("""
   import sys, threading, numpy as np, faulthandler
@@ -58,7 +60,7 @@ def test_hash_consing_one_uop_per_key():
     n, got, go = 20000, [None] * 4, threading.Barrier(4)
     def build(t):
       go.wait()
-      got[t] = [UOp("const", "f32", (), 0.25 + i) for i in range(n)]   # kept alive: no entry dies meanwhile
+      got[t] = [UOp(Ops.CONST, dtypes.float32, (), 0.25 + i) for i in range(n)]   # kept alive: no entry dies meanwhile
     ts = [threading.Thread(target=build, args=(t,)) for t in range(4)]
     for t in ts: t.start()
     for t in ts: t.join()

@@ -27,14 +27,15 @@ import _ctypes, atexit, ctypes, ctypes.util, hashlib, itertools, mmap, os, re, s
 from dataclasses import dataclass
 import numpy as np
 from ..bridge import Func
-from ..dtype import DType, dtypes, to_dtype
+from ..dtype import DType, PtrDType, dtypes, to_dtype
+from ..uop import UOp
 from ..lru import LRU
 from ..host import CPU_FLAGS, VEC_WIDTH, THREADS
+from ..dialects.ops import Ops
 
 LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
                  "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
                  "reconcile-unrealized-casts)")
-_MEMREF = re.compile(r"memref<(\d+)x(\w+)>")
 # LLVM lowers f64->f16 (and f16 ops it widens to f64) to compiler-rt's __truncdfhf2, which libgcc_s (GCC >= 12)
 # exports; loading it globally lets the JIT's process-symbol lookup find it
 try: ctypes.CDLL(ctypes.util.find_library("gcc_s") or "libgcc_s.so.1", mode=ctypes.RTLD_GLOBAL)
@@ -62,14 +63,15 @@ class CompiledSpec:
   src: str                   # LLVM-dialect module text
   spec: ProgramSpec
 
-def _arg(ty: str) -> tuple[int, DType]:
-  if not (m := _MEMREF.fullmatch(ty)): raise TypeError(f"kernel arguments must be flat static memrefs, got {ty}")
-  return int(m.group(1)), dtypes.from_mlir(m.group(2))
+def _arg(u: UOp) -> tuple[int, DType]:
+  """(elements, element dtype) of a kernel argument: a buffer UOp with a sized pointer dtype."""
+  if not isinstance(u.dtype, PtrDType) or u.dtype.size is None: raise TypeError(f"kernel arguments must be flat static buffers, got {u.dtype}")
+  return u.dtype.size, u.dtype.base
 
 def stored_slots(f: Func) -> set[int]:
   """Arguments a kernel stores to."""
   return {u.src[0].src[0].attrs["slot"] for r in f.roots for u in r.toposort
-          if u.op == "store" and u.src[0].op == "index" and u.src[0].src[0].op == "buffer"}
+          if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.BUFFER}
 
 def out_align(f: Func) -> int:
   """Byte alignment a kernel's outputs need: its nontemporal vector stores are aligned to their width (uop-lower-cpu
@@ -480,7 +482,7 @@ def compile_module(funcs: list[Func]) -> CPUProgram:
   sched = [f for f in funcs if "uop.schedule" in f.attrs]
   if len(sched) != 1: raise ValueError(f"expected one @schedule function, got {len(sched)}")
   kernels = {f.name: f for f in funcs}
-  outs = tuple(sorted({k.attrs["slots"][i] for r in sched[0].roots for k in r.toposort if k.op == "kernel"
+  outs = tuple(sorted({k.attrs["slots"][i] for r in sched[0].roots for k in r.toposort if k.op is Ops.KERNEL
                        for i in stored_slots(kernels[k.attrs["callee"][1]])}))
   spec = ProgramSpec(sched[0].name, lower_module(funcs), tuple(_arg(t) for t in sched[0].args), outs,
                      align=max(out_align(f) for f in funcs))   # every stored buffer is checked against the strictest
