@@ -4,7 +4,8 @@ import threading, weakref
 from _weakref import _remove_dead_weakref
 from typing import Any
 from .dtype import DType, PtrDType, dtypes
-from .dialects.ops import Ops, GRAPH_ALU
+from .dialects.ops import Op, Ops, GRAPH_ALU
+from .mixin import OpMixin, _cv
 
 class cached_property:
   """functools.cached_property without its per-access lock (3.11 takes an RLock on every first access): UOps are
@@ -37,14 +38,14 @@ _interned: dict[tuple, weakref.KeyedRef] = {}
 _replace_lock = threading.Lock()
 def _forget(r: weakref.KeyedRef) -> None: _remove_dead_weakref(_interned, r.key)
 
-class UOp:
+class UOp(OpMixin):
   """One operation: `op` its Ops member, `dtype` its result's element type (a pointer dtype for a buffer, void for an
   ordering token), `arg` its attributes (a hashable value: int, str, tuple, or a tuple of (name, value) pairs).
   A graph-level value's `shape` is computed from its sources (SHAPE_RULES). Equal (op, dtype, src, arg) means the
   same object, so structural equality is identity and CSE is free. `loc` (the user's file:line) is not part of identity."""
   __slots__ = ("op", "dtype", "src", "arg", "loc", "__weakref__", "__dict__")
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None, loc: str | None = None):
-    assert op.__class__ is Ops and isinstance(dtype, DType), (op, dtype)
+    assert op.__class__ is Op and isinstance(dtype, DType), (op, dtype)
     # repr keeps 0.0 and -0.0 (and 1 vs True) apart in constants, which == would merge
     key = (op, dtype, tuple(id(s) for s in src), repr(arg) if op is Ops.CONST else arg)
     if (r := _interned.get(key)) is not None and (u := r()) is not None and u.src == src: return u
@@ -61,6 +62,16 @@ class UOp:
   def replace(self, **kw) -> UOp:
     f = dict(op=self.op, dtype=self.dtype, src=self.src, arg=self.arg, loc=self.loc) | kw
     return UOp(f["op"], f["dtype"], f["src"], f["arg"], f["loc"])
+
+  # ---- OpMixin's primitives: graph-level op methods build UOps directly (used by rewrite rules, gradients, importers)
+  @property
+  def _node(self) -> UOp: return self
+  def _op(self, _op: Ops, shape: tuple, dtype: DType | None = None, src: tuple[UOp, ...] = (), **kw) -> UOp:
+    if _op in SHAPE_ATTR: kw["shape"] = tuple(shape)
+    return UOp(_op, dtype or self.dtype, (self,) + tuple(src), attrs(**kw) if kw else (), self.loc)
+  def _const(self, value, dtype: DType | None = None) -> UOp:
+    dt = dtype or dtypes.from_py(value)
+    return UOp(Ops.CONST, dt, (), attrs(value=_cv(value, dt), shape=()), self.loc)
 
   # ---- shape
   @cached_property
@@ -101,8 +112,9 @@ class UOp:
       new[u] = u if src == u.src else u.replace(src=src)
     return new[self]
 
-  @property
+  @cached_property
   def attrs(self) -> dict[str, Any]:
+    """The attributes as a dict (read-only by convention: computed once per node)."""
     return dict(self.arg) if isinstance(self.arg, tuple) and all(isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) for a in self.arg) else {}
 
 def attrs(**kw) -> tuple:

@@ -27,8 +27,8 @@ def test_no_type_text_read_outside_the_boundary():
 
 def test_uops_carry_typed_values():
   from morok_mlir import Tensor
-  from morok_mlir.dialects.ops import Ops
+  from morok_mlir.dialects.ops import Op, Ops
   from morok_mlir.dtype import dtypes
   u = (Tensor.ones(2, 3) + 1).sum(1).uop
   assert u.op is Ops.RESHAPE and u.shape == (2,) and u.dtype is dtypes.float32
-  assert all(x.op.__class__ is Ops for x in u.toposort)
+  assert all(x.op.__class__ is Op for x in u.toposort)

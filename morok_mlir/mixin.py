@@ -1,0 +1,513 @@
+"""Op methods shared by Tensor and UOp (tinygrad's mixins): broadcasting, dtype promotion, shape checks and the ops
+composed from the primitives, written once. A class using OpMixin provides `shape`, `dtype`, `_node` (its graph UOp),
+`_op(op, shape, dtype, src, **attrs)` (one primitive node of the same class) and `_const(value, dtype)` (a 0-d constant).
+Comparisons are the named methods lt/gt/le/ge/eq/ne: Tensor maps its operators to them, a UOp keeps identity equality
+(UOps are hash-consed dictionary keys)."""
+from __future__ import annotations
+import math
+from typing import Self
+import numpy as np
+from .dtype import DType, dtypes, least_upper_dtype, to_dtype
+from .dialects.ops import Ops, REDUCE_IDENTITY
+from .provenance import error as _err
+
+# ---------------------------------------------------------------- helpers
+def _prod(xs) -> int: return math.prod(xs)
+def _argfix(*x) -> tuple:
+  return tuple(x[0]) if x and isinstance(x[0], (tuple, list)) else x
+def _cv(v, dt: DType):
+  """A Python or numpy scalar as a constant of dtype dt. Integers wrap at the dtype's width (a cast, as in PyTorch), but
+  a Python int must be a 64-bit integer of dt's signedness (PyTorch's "Overflow when unpacking long"); a float given to
+  an integer dtype must be finite and in its range (as torch.full checks): no other value is silently changed."""
+  if dt.is_float:   # through float64, as numpy converts a Python int
+    try: return float(v) if dt is dtypes.float64 else float(dt.np(float(v)))
+    except OverflowError: _err(OverflowError, f"{v} is out of range for {dt}")
+  if dt.is_bool: return bool(v)
+  if isinstance(v, (float, np.floating)):
+    if not math.isfinite(v): _err(ValueError, f"cannot convert {v} to {dt}")
+    if not dt.min <= math.trunc(v) <= dt.max: _err(OverflowError, f"{v} is out of range for {dt}")
+  elif not isinstance(v, np.integer) and not -(1 << 63) <= v < 1 << (64 if dt.is_unsigned else 63):
+    _err(OverflowError, f"Python int {v} is out of range for {dt} (it does not fit a 64-bit {'un' * dt.is_unsigned}signed integer)")
+  v, m = int(v) & ((1 << dt.bits) - 1), 1 << dt.bits
+  return v - m if not dt.is_unsigned and v >= m >> 1 else v
+MAX_NUMEL = 1 << 62   # index math (passes/index_math.py) is 64-bit: linear indices, strides and pad offsets stay below 2^63
+def _shape(shape, what: str = "shape") -> tuple[int, ...]:
+  """A shape as a tuple of ints, checked up front: every dim a non-negative int, the element count what index math holds."""
+  if bad := [s for s in shape if not isinstance(s, (int, np.integer)) or isinstance(s, (bool, np.bool_))]:
+    _err(TypeError, f"{what} {tuple(shape)} must hold ints, got {type(bad[0]).__name__}")
+  shape = tuple(int(s) for s in shape)
+  if any(s < 0 for s in shape): _err(ValueError, f"{what} {shape} has a negative dimension")
+  if (n := _prod(shape)) >= MAX_NUMEL: _err(ValueError, f"{what} {shape} has {n} elements, more than index math supports ({MAX_NUMEL})")
+  return shape
+def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+  """numpy broadcasting of shapes."""
+  nd = max(len(s) for s in shapes)
+  out = []
+  for dims in zip(*((1,) * (nd - len(s)) + tuple(s) for s in shapes)):
+    if len(big := {d for d in dims if d != 1}) > 1:
+      _err(ValueError, f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
+    out.append(big.pop() if big else 1)
+  return tuple(out)
+def _dtype(x) -> DType:
+  try: dt = to_dtype(x)
+  except (AttributeError, TypeError): dt = None
+  if not isinstance(dt, DType) or dt == dtypes.index: _err(TypeError, f"{x!r} is not a dtype")
+  return dt
+def _float(dt: DType) -> DType: return dt if dt.is_float else dtypes.default_float
+def _sum_acc(dt: DType) -> DType:
+  """tinygrad's accumulation dtype of sum: small ints widen to int32/uint32, half accumulates in float32."""
+  if dt.is_unsigned: return least_upper_dtype(dt, dtypes.uint32)
+  if dt.is_int or dt.is_bool: return least_upper_dtype(dt, dtypes.int32)
+  return least_upper_dtype(dt, dtypes.float32)
+def _opposite(r: OpMixin, b: OpMixin) -> OpMixin:
+  """r is nonzero with the sign opposite to b's: where a truncating quotient/remainder needs the floor correction.
+  A constant divisor's sign is known here, which keeps `x // 4` and `x % 4` small."""
+  if (cv := b._const_value()) is None: return r.ne(0) & r.lt(0).ne(b.lt(0))
+  return r.lt(0) if cv > 0 else r.gt(0)
+# bools have no arithmetic: add/max are or, mul/min are and (as tinygrad rewrites them)
+_BOOL_ALU = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND, Ops.MAX: Ops.OR, Ops.MIN: Ops.AND}
+
+class OpMixin:
+  __slots__ = ()
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> int: return _prod(self.shape)
+  def _full(self, shape, value, dtype: DType) -> Self: return self._const(value, dtype).reshape((1,) * len(shape)).expand(shape)
+
+  # ---- dtypes, broadcasting and elementwise ops
+  def _alu(self, op: Ops, *src: Self, dtype: DType | None = None) -> Self:
+    if self.dtype.is_bool and dtype is None: op = _BOOL_ALU.get(op, op)
+    return self._op(op, self.shape, dtype, src)
+  def _const_value(self):
+    """The scalar this tensor is known to hold everywhere (a const seen through reshape/expand), else None."""
+    u = self._node
+    while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
+    return u.attrs["value"] if u.op is Ops.CONST else None
+  def cast(self, dtype) -> Self:
+    dt = _dtype(dtype)
+    return self if dt == self.dtype else self._op(Ops.CAST, self.shape, dt)
+  def bitcast(self, dtype) -> Self:
+    dt = _dtype(dtype)
+    if dt.itemsize != self.dtype.itemsize or dt.is_bool != self.dtype.is_bool: _err(TypeError, f"bitcast {self.dtype} -> {dt} needs equal item sizes")
+    return self if dt == self.dtype else self._op(Ops.BITCAST, self.shape, dt)
+  def float(self) -> Self: return self.cast(dtypes.float32)
+  def half(self) -> Self: return self.cast(dtypes.float16)
+  def double(self) -> Self: return self.cast(dtypes.float64)
+  def int(self) -> Self: return self.cast(dtypes.int32)
+  def long(self) -> Self: return self.cast(dtypes.int64)
+  def bool(self) -> Self: return self.cast(dtypes.bool)
+  def contiguous(self) -> Self: return self._op(Ops.CONTIGUOUS, self.shape)
+  def detach(self) -> Self: return self._op(Ops.DETACH, self.shape)
+  def clone(self) -> Self: return self.contiguous()
+  def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True) -> tuple[Self, Self]:
+    x = self
+    if not isinstance(y, OpMixin):
+      if not isinstance(y, (bool, int, float, np.generic)): _err(TypeError, f"unsupported operand type {type(y).__name__}")
+      # a Python scalar takes the tensor's dtype class; an int tensor with a float scalar becomes the default float
+      ydt = x.dtype if x.dtype.is_float or (x.dtype.is_int and isinstance(y, (int, np.integer))) else dtypes.from_py(y)
+      out = least_upper_dtype(x.dtype, ydt) if match_dtype else ydt
+      y = x._const(_cv(_cv(y, ydt), out), out)
+    if match_dtype and x.dtype != y.dtype:
+      out = least_upper_dtype(x.dtype, y.dtype)
+      x, y = x.cast(out), y.cast(out)
+    if reverse: x, y = y, x
+    if (shape := x.shape) == y.shape: return x, y
+    shape = _bshape(shape, y.shape)
+    return x._broadcast_to(shape), y._broadcast_to(shape)
+  def _binop(self, op: str, y, reverse=False, dtype=None) -> Self:
+    a, b = self._broadcasted(y, reverse)
+    return a._alu(op, b, dtype=dtype)
+  def _need(self, ok, what: str, *others: Self):
+    if not all(ok(t.dtype) for t in (self,) + others): _err(TypeError, f"{what} is not supported for {', '.join(str(t.dtype) for t in (self,) + others)}")
+  def add(self, x, reverse=False) -> Self: return self._binop(Ops.ADD, x, reverse)
+  def mul(self, x, reverse=False) -> Self: return self._binop(Ops.MUL, x, reverse)
+  def sub(self, x, reverse=False) -> Self:
+    a, b = self._broadcasted(x, reverse)
+    if a.dtype.is_bool: _err(TypeError, "subtraction with bool tensors is not supported; use ^ or logical_not")
+    return a._alu(Ops.SUB, b)
+  def maximum(self, x) -> Self: return self._binop(Ops.MAX, x)
+  def minimum(self, x) -> Self: return self._binop(Ops.MIN, x)
+  def neg(self) -> Self: return self.logical_not() if self.dtype.is_bool else self._alu(Ops.NEG)
+  def logical_not(self) -> Self: return self.cast(dtypes.bool)._binop(Ops.CMPNE, True, dtype=dtypes.bool)
+  def _bitwise(self, op, x, reverse=False) -> Self:
+    a, b = self._broadcasted(x, reverse)
+    a._need(lambda d: d.is_int or d.is_bool, f"bitwise {op}")
+    return a._alu(op, b)
+  def bitwise_and(self, x, reverse=False) -> Self: return self._bitwise(Ops.AND, x, reverse)
+  def bitwise_or(self, x, reverse=False) -> Self: return self._bitwise(Ops.OR, x, reverse)
+  def bitwise_xor(self, x, reverse=False) -> Self: return self._bitwise(Ops.XOR, x, reverse)
+  def bitwise_not(self) -> Self:
+    self._need(lambda d: d.is_int or d.is_bool, "bitwise not")
+    return self.logical_not() if self.dtype.is_bool else self ^ -1
+  def _shift(self, op, x, reverse=False) -> Self:
+    a, b = self._broadcasted(x, reverse)
+    a._need(lambda d: d.is_int, f"shift {op}")
+    return a._alu(op, b)
+  def lshift(self, x, reverse=False) -> Self: return self._shift(Ops.SHL, x, reverse)
+  def rshift(self, x, reverse=False) -> Self: return self._shift(Ops.SHR, x, reverse)
+  def pow(self, x, reverse=False) -> Self:
+    a, b = self._broadcasted(x, reverse)
+    if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+    return a._alu(Ops.POW, b)
+  def _outside(self, x) -> int:
+    """+1 / -1 when x is a Python or numpy int above / below what self's integer dtype holds, else 0. Such a scalar
+    would wrap on conversion (int8 256 -> 0), so comparisons with it are answered exactly, as numpy 2 does."""
+    if type(x) is bool or isinstance(x, np.bool_) or not isinstance(x, (int, np.integer)) or not self.dtype.is_int: return 0
+    return 1 if x > self.dtype.max else -1 if x < self.dtype.min else 0
+  def _known(self, value: bool) -> Self: return self._full(self.shape, value, dtypes.bool)
+  def _cmp(self, op, x, reverse=False) -> Self:
+    if (side := self._outside(x)): return self._known(op is Ops.CMPNE or (op is Ops.CMPLT and (side > 0) != reverse))
+    a, b = self._broadcasted(x, reverse)
+    if op is Ops.CMPLT and a.dtype.is_bool: return a.logical_not()._alu(Ops.AND, b)  # False < True, whatever i1's signedness
+    return a._alu(op, b, dtype=dtypes.bool)
+  def lt(self, x) -> Self: return self._cmp(Ops.CMPLT, x)
+  def gt(self, x) -> Self: return self._cmp(Ops.CMPLT, x, True)
+  def le(self, x) -> Self:
+    if (side := self._outside(x)): return self._known(side > 0)
+    a, b = self._broadcasted(x)
+    return a.lt(b) | a.eq(b) if a.dtype.is_float else b.lt(a).logical_not()
+  def ge(self, x) -> Self:
+    if (side := self._outside(x)): return self._known(side < 0)
+    a, b = self._broadcasted(x)
+    return b.le(a)
+  def eq(self, x) -> Self: return self._cmp(Ops.CMPEQ, x)
+  def ne(self, x) -> Self: return self._cmp(Ops.CMPNE, x)
+  def where(self, x, y) -> Self:
+    """self ? x : y, with x and y promoted together and everything broadcast."""
+    if isinstance(x, OpMixin): x, y = x._broadcasted(y)
+    elif isinstance(y, OpMixin): y, x = y._broadcasted(x)
+    else: x, y = self._const(x)._broadcasted(y)
+    shape = _bshape(self.shape, x.shape, y.shape)
+    c, x, y = self.cast(dtypes.bool)._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+    return c._op(Ops.WHERE, shape, x.dtype, (x, y))
+  def _trunc_divmod(self, b: Self) -> tuple[Self, Self]:
+    """Truncating integer quotient and remainder. Division by 0 gives 0 (as numpy) and MIN // -1 wraps; the divisor
+    is made safe so that no kernel ever divides by 0 or overflows (both trap on CPUs), unless it is a safe constant."""
+    a, cv = self, b._const_value()
+    if cv is not None and cv != 0 and not (cv == -1 and not a.dtype.is_unsigned): return a._alu(Ops.IDIV, b), a._alu(Ops.MOD, b)
+    bad = b.eq(0) if a.dtype.is_unsigned else b.eq(0) | b.eq(-1)
+    bs = bad.where(1, b)
+    q, r = a._alu(Ops.IDIV, bs), a._alu(Ops.MOD, bs)
+    if not a.dtype.is_unsigned: q = b.eq(-1).where(-a, q)
+    return b.eq(0).where(0, q), r
+  def div(self, x, reverse=False, rounding_mode: str | None = None) -> Self:
+    """True division (float result); rounding_mode "trunc" or "floor" rounds the quotient (ints stay ints)."""
+    a, b = self._broadcasted(x, reverse)
+    if rounding_mode not in (None, "trunc", "floor"): _err(ValueError, f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
+    if rounding_mode is not None and (a.dtype.is_int or a.dtype.is_bool):
+      if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+      q, r = a._trunc_divmod(b)
+      if rounding_mode == "trunc" or a.dtype.is_unsigned: return q
+      return _opposite(r, b).where(q - 1, q)
+    dt = _float(a.dtype)
+    a, b = a.cast(dt), b.cast(dt)
+    if rounding_mode is None: return a._alu(Ops.FDIV, b)
+    if rounding_mode == "trunc": return a._alu(Ops.FDIV, b).trunc()
+    # floor of a float quotient as numpy/Python do it: the exact quotient (a - fmod(a, b)) / b, corrected and rounded
+    m = a._alu(Ops.MOD, b)
+    q = (a - m)._alu(Ops.FDIV, b)
+    q = _opposite(m, b).where(q - 1, q)
+    fq = q.floor()
+    return b.eq(0).where(a._alu(Ops.FDIV, b), (q - fq).gt(0.5).where(fq + 1, fq))
+  def idiv(self, x, reverse=False) -> Self:
+    """Integer division truncating toward zero (tinygrad's idiv)."""
+    a, b = self._broadcasted(x, reverse)
+    a._need(lambda d: d.is_int, "idiv")
+    return a._trunc_divmod(b)[0]
+  def floordiv(self, x, reverse=False) -> Self: return self.div(x, reverse, "floor")
+  def mod(self, x, reverse=False) -> Self:
+    """Remainder with the sign of the divisor (Python/numpy/PyTorch), from the truncating mod plus a correction."""
+    a, b = self._broadcasted(x, reverse)
+    if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+    r = a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu(Ops.MOD, b)
+    if a.dtype.is_unsigned: return r
+    return _opposite(r, b).where(r + b, r)  # fmod(a, 0) is already NaN
+  def fmod(self, x) -> Self:
+    a, b = self._broadcasted(x)
+    return a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu(Ops.MOD, b)
+  def _fl(self) -> Self: return self.cast(_float(self.dtype))
+  def exp2(self) -> Self: return self._fl()._alu(Ops.EXP2)
+  def log2(self) -> Self: return self._fl()._alu(Ops.LOG2)
+  def sin(self) -> Self: return self._fl()._alu(Ops.SIN)
+  def sqrt(self) -> Self: return self._fl()._alu(Ops.SQRT)
+  def reciprocal(self) -> Self: return self._fl()._alu(Ops.RECIP)
+  def exp(self) -> Self: return (self._fl() * (1 / math.log(2))).exp2()
+  def log(self) -> Self: return self.log2() * math.log(2)
+  def cos(self) -> Self: return ((math.pi / 2) - self._fl()).sin()
+  def tan(self) -> Self: return self.sin() / self.cos()
+  def rsqrt(self) -> Self: return self.sqrt().reciprocal()
+  def square(self) -> Self: return self * self
+  def trunc(self) -> Self: return self._alu(Ops.TRUNC) if self.dtype.is_float else self
+  def floor(self) -> Self:
+    if not self.dtype.is_float: return self
+    return (b := self.trunc()).gt(self).where(b - 1, b)
+  def ceil(self) -> Self:
+    if not self.dtype.is_float: return self
+    return (b := self.trunc()).lt(self).where(b + 1, b)
+  def round(self) -> Self:
+    """Round half to even (numpy/PyTorch); x - floor(x) is exact, so no x + 0.5 rounding error."""
+    if not self.dtype.is_float: return self
+    f = self.floor()
+    d, even = self - f, ((f * 0.5).floor() * 2).eq(f)
+    return d.gt(0.5).where(f + 1, d.lt(0.5).where(f, even.where(f, f + 1)))
+  def abs(self) -> Self: return self if self.dtype.is_unsigned or self.dtype.is_bool else self.lt(0).where(-self, self)
+  def sign(self) -> Self: return self.lt(0).where(-1, self.gt(0).where(1, self))
+  def relu(self) -> Self: return self.maximum(0)
+  def sigmoid(self) -> Self: return (1 + (self._fl() * (-1 / math.log(2))).exp2()).reciprocal()
+  def tanh(self) -> Self: return 2.0 * (2.0 * self._fl()).sigmoid() - 1.0
+  def clip(self, min_=None, max_=None) -> Self:
+    if min_ is None and max_ is None: _err(ValueError, "clip needs min_ or max_")
+    x = self if min_ is None else self.maximum(min_)
+    return x if max_ is None else x.minimum(max_)
+  clamp = clip
+  def lerp(self, end, weight) -> Self: return self + (end - self) * weight
+  def isnan(self) -> Self: return self.ne(self)
+  def isinf(self) -> Self: return self.eq(math.inf) | self.eq(-math.inf)
+  def __neg__(self) -> Self: return self.neg()
+  def __invert__(self) -> Self: return self.bitwise_not()
+  def __abs__(self) -> Self: return self.abs()
+
+  # ---- movement
+  def _dim(self, d: int, extra: int = 0) -> int:
+    n = self.ndim + extra
+    if not isinstance(d, (int, np.integer)): _err(TypeError, f"dimension must be an int, got {type(d).__name__}")
+    if not (-max(n, 1) <= d < max(n, 1)): _err(IndexError, f"dimension out of range (expected to be in range of [{-max(n, 1)}, {max(n, 1) - 1}], but got {d})")
+    return d + n if d < 0 else d
+  def reshape(self, shape, *args) -> Self:
+    shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(_argfix(shape, *args)))
+    if any(not isinstance(s, (int, np.integer)) or s < -1 for s in shape) or shape.count(-1) > 1: _err(ValueError, f"invalid shape {shape}")
+    if -1 in shape:
+      rest = _prod(s for s in shape if s != -1)
+      if rest == 0 or self.numel() % rest: _err(ValueError, f"shape {shape} is invalid for input of size {self.numel()}")
+      shape = tuple(self.numel() // rest if s == -1 else int(s) for s in shape)
+    if _prod(shape) != self.numel(): _err(ValueError, f"shape {shape} is invalid for input of size {self.numel()}")
+    return self if shape == self.shape else self._op(Ops.RESHAPE, shape)
+  view = reshape
+  def _broadcast_to(self, shape: tuple[int, ...]) -> Self:
+    if self.shape == shape: return self
+    if len(shape) < self.ndim or any(s != 1 and s != t for s, t in zip(self.shape[::-1], shape[::-1])):
+      _err(ValueError, f"cannot broadcast {self.shape} to {shape}")
+    shape = _shape(shape)   # the only movement op besides pad that makes more elements
+    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape)
+    return x if x.shape == shape else x._op(Ops.EXPAND, shape)
+  def expand(self, shape, *args) -> Self:
+    shape = _argfix(shape, *args)
+    if len(shape) < self.ndim: _err(ValueError, f"cannot expand {self.shape} to {shape}: fewer dimensions")
+    old = (None,) * (len(shape) - self.ndim) + self.shape
+    return self._broadcast_to(tuple(o if s == -1 and o is not None else s for o, s in zip(old, shape)))
+  def broadcast_to(self, shape) -> Self: return self.expand(shape)
+  def expand_as(self, other: Self) -> Self: return self.expand(other.shape)
+  def permute(self, order, *args) -> Self:
+    order = tuple(self._dim(o) for o in _argfix(order, *args))
+    if sorted(order) != list(range(self.ndim)): _err(ValueError, f"{order} is not a permutation of the {self.ndim} dims of {self.shape}")
+    return self if order == tuple(range(self.ndim)) else self._op(Ops.PERMUTE, tuple(self.shape[o] for o in order), order=order)
+  def pad(self, padding, mode: str = "constant", value=0.0) -> Self:
+    """padding: (before, after) or None per dim, or PyTorch's flat (left, right, top, bottom, ...) starting at the last dim.
+    Negative padding cuts, as in PyTorch."""
+    if mode != "constant": _err(NotImplementedError, f"pad mode {mode!r} is not supported (only 'constant')")
+    if not isinstance(padding, (tuple, list)): _err(TypeError, f"padding must be a tuple or list, got {type(padding).__name__}")
+    if all(isinstance(p, (int, np.integer)) for p in padding):
+      if len(padding) % 2 or len(padding) > 2 * self.ndim: _err(ValueError, f"flat padding {tuple(padding)} must have an even length <= {2 * self.ndim}")
+      pads = ((0, 0),) * (self.ndim - len(padding) // 2) + tuple(zip(padding[-2::-2], padding[::-2]))
+    else:
+      if len(padding) != self.ndim: _err(ValueError, f"padding {tuple(padding)} needs one entry per dim of {self.shape}")
+      pads = tuple((0, 0) if p is None else tuple(p) if isinstance(p, (tuple, list)) else (p,) for p in padding)
+    if any(len(p) != 2 for p in pads): _err(ValueError, f"invalid padding {tuple(padding)}")
+    if any(not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) for p in pads for v in p):
+      _err(TypeError, f"padding {tuple(padding)} must hold ints")
+    if any(s + b + a < 0 for s, (b, a) in zip(self.shape, pads)): _err(ValueError, f"padding {pads} cuts more than {self.shape}")
+    x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for s, (b, a) in zip(self.shape, pads)))
+    pads = tuple((max(b, 0), max(a, 0)) for b, a in pads)
+    if all(p == (0, 0) for p in pads): return x
+    ret = x._op(Ops.PAD, _shape(tuple(s + b + a for s, (b, a) in zip(x.shape, pads))), padding=tuple(v for p in pads for v in p))
+    if value == 0: return ret
+    return self._full(x.shape, True, dtypes.bool).pad(pads).where(ret, self._const(value, self.dtype))  # the padded region holds `value`
+  def shrink(self, arg) -> Self:
+    if len(arg) != self.ndim: _err(ValueError, f"shrink {tuple(arg)} needs one entry per dim of {self.shape}")
+    arg = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for s, a in zip(self.shape, arg))
+    if any(not (0 <= b <= e <= s) for s, (b, e) in zip(self.shape, arg)): _err(ValueError, f"invalid shrink {arg} of {self.shape}")
+    if all(a == (0, s) for s, a in zip(self.shape, arg)): return self
+    return self._op(Ops.SHRINK, tuple(e - b for b, e in arg), bounds=tuple(v for a in arg for v in a))
+  def flip(self, axis, *args) -> Self:
+    axes = tuple(self._dim(a) for a in _argfix(axis, *args))
+    if len(set(axes)) != len(axes): _err(ValueError, f"dim appears multiple times in {axes}")
+    axes = tuple(sorted(a for a in axes if self.shape[a] > 1))  # flipping a size-0/1 dim is a no-op
+    return self._op(Ops.FLIP, self.shape, axes=axes) if axes else self
+  def transpose(self, dim0: int = 1, dim1: int = 0) -> Self:
+    order = list(range(self.ndim))
+    order[self._dim(dim0)], order[self._dim(dim1)] = order[self._dim(dim1)], order[self._dim(dim0)]
+    return self.permute(order)
+  @property
+  def T(self) -> Self: return self.permute(tuple(range(self.ndim))[::-1])
+  def squeeze(self, dim: int | None = None) -> Self:
+    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    if self.ndim == 0: self._dim(dim); return self
+    d = self._dim(dim)
+    return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
+  def unsqueeze(self, dim: int) -> Self:
+    d = self._dim(dim, extra=1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
+    if self.ndim == 0: return self.reshape(1)
+    s, e = self._dim(start_dim), self._dim(end_dim)
+    return self.reshape(self.shape[:s] + (_prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+  def unflatten(self, dim: int, sizes) -> Self:
+    d = self._dim(dim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+  def __getitem__(self, idx) -> Self:
+    """Basic indexing: ints, slices (any step, negative included), None and Ellipsis."""
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    for i in idx:
+      if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))) or isinstance(i, (bool, np.bool_)):
+        _err(TypeError, f"unsupported index {i!r} (ints, slices, None and ... are supported)")
+    if sum(i is Ellipsis for i in idx) > 1: _err(IndexError, "an index can only have a single ellipsis ('...')")
+    used = sum(i is not None and i is not Ellipsis for i in idx)
+    if used > self.ndim: _err(IndexError, f"too many indices for tensor of dimension {self.ndim}")
+    e = idx.index(Ellipsis) if Ellipsis in idx else len(idx)
+    idx = idx[:e] + (slice(None),) * (self.ndim - used) + idx[e + 1:]
+    bounds, flips, steps, out, d = [], [], [], [], 0
+    for i in idx:
+      if i is None: out.append(1); continue
+      s = self.shape[d]
+      if isinstance(i, slice):
+        start, stop, step = i.indices(s) if i.step != 0 else _err(ValueError, "slice step cannot be zero")
+        n = len(range(start, stop, step))
+        lo, hi = (start, start + (n - 1) * step + 1) if step > 0 else (start + (n - 1) * step, start + 1)
+        bounds.append((lo, hi) if n else (0, 0)); steps.append(abs(step) if n > 1 else 1); out.append(n)
+        if step < 0 and n > 1: flips.append(d)
+      else:
+        if not -s <= i < s: _err(IndexError, f"index {i} is out of bounds for dimension {d} with size {s}")
+        bounds.append((i % s, i % s + 1)); steps.append(1)
+      d += 1
+    x = self.shrink(bounds).flip(flips) if flips else self.shrink(bounds)
+    for d, st in enumerate(steps):  # stride: pad to a multiple of st, split the dim into (n, st), keep column 0
+      if st == 1: continue
+      n = -(-x.shape[d] // st)
+      x = x.pad(tuple((0, n * st - x.shape[d]) if j == d else None for j in range(x.ndim)))
+      x = x.reshape(x.shape[:d] + (n, st) + x.shape[d + 1:]).shrink(tuple((0, 1) if j == d + 1 else None for j in range(x.ndim + 1)))
+      x = x.reshape(x.shape[:d] + (n,) + x.shape[d + 2:])
+    return x.reshape(tuple(out))
+
+  # ---- reductions and matmul
+  def _axes(self, axis) -> tuple[int, ...]:
+    if axis is None: return tuple(range(self.ndim))
+    axes = tuple(self._dim(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if len(set(axes)) != len(axes): _err(ValueError, f"dim appears multiple times in {tuple(axis)}")
+    return tuple(sorted(a for a in axes if self.ndim))  # a 0-d tensor accepts axis 0/-1 and reduces nothing
+  def _reduce(self, op: Ops, axis=None, keepdim=False) -> Self:
+    axes = self._axes(axis)
+    kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+    out = kept if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
+    if self.dtype.is_bool and op is not Ops.ADD: return self.cast(dtypes.uint8)._reduce(op, axis, keepdim).cast(dtypes.bool)  # no i1 ordering
+    if not axes: return self.reshape(out)
+    if 0 in self.shape and 0 not in kept: return self._full(out, REDUCE_IDENTITY[op](self.dtype), self.dtype)  # empty reduce
+    return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes).reshape(out)
+  def sum(self, axis=None, keepdim=False, dtype=None) -> Self:
+    ret = self.cast(dtype or _sum_acc(self.dtype))._reduce(Ops.ADD, axis, keepdim)
+    return ret.cast(self.dtype) if dtype is None and self.dtype == dtypes.float16 else ret
+  def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(dtype or self.dtype)._reduce(Ops.MUL, axis, keepdim)
+  def max(self, axis=None, keepdim=False) -> Self: return self._reduce(Ops.MAX, axis, keepdim)
+  def min(self, axis=None, keepdim=False) -> Self: return self._reduce(Ops.MIN, axis, keepdim)
+  def any(self, axis=None, keepdim=False) -> Self: return self.bool().max(axis, keepdim)
+  def all(self, axis=None, keepdim=False) -> Self: return self.logical_not().any(axis, keepdim).logical_not()
+  def mean(self, axis=None, keepdim=False) -> Self:
+    out = self.dtype if self.dtype.is_float else dtypes.float32
+    n = _prod(self.shape[a] for a in self._axes(axis))
+    return self.cast(_sum_acc(self.dtype)).sum(axis, keepdim).div(n).cast(out)
+  def var(self, axis=None, keepdim=False, correction=1) -> Self:
+    n = _prod(self.shape[a] for a in self._axes(axis))
+    return (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim).div(max(0, n - correction))
+  def std(self, axis=None, keepdim=False, correction=1) -> Self: return self.var(axis, keepdim, correction).sqrt()
+  def _softmax(self, axis, dtype=None):
+    x = self.cast(dtype) if dtype is not None else self
+    m = x - x.max(axis, keepdim=True)  # subtract the max: exp never overflows
+    e = m.exp()
+    return m, e, e.sum(axis, keepdim=True)
+  def softmax(self, axis=-1, dtype=None) -> Self:
+    _, e, ss = self._softmax(axis, dtype)
+    return e / ss
+  def log_softmax(self, axis=-1, dtype=None) -> Self:
+    m, _, ss = self._softmax(axis, dtype)
+    return m - ss.log()
+  def logsumexp(self, axis=None, keepdim=False) -> Self:
+    m = self.max(axis, keepdim=True)
+    return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(self.max(axis, keepdim).shape)
+  def dot(self, w: Self, dtype=None) -> Self:
+    x, dx, dw = self, self.ndim, w.ndim
+    if not (dx > 0 and dw > 0): _err(ValueError, f"both tensors need to be at least 1D, got {dx}D and {dw}D")
+    if x.shape[-1] != w.shape[axis_w := -min(w.ndim, 2)]: _err(ValueError, f"cannot matmul {x.shape} and {w.shape}: {x.shape[-1]} != {w.shape[axis_w]}")
+    x = x.reshape(*x.shape[0:-1], *[1] * min(dx - 1, dw - 1, 1), x.shape[-1])
+    w = w.reshape(*w.shape[0:-2], *[1] * min(dx - 1, dw - 1, 1), *w.shape[axis_w:]).transpose(-1, axis_w)
+    return (x * w).sum(-1, dtype=dtype).cast(least_upper_dtype(x.dtype, w.dtype) if dtype is None else dtype)
+  def matmul(self, x: Self, reverse=False, dtype=None) -> Self:
+    return x.dot(self, dtype) if reverse else self.dot(x, dtype)
+  def __matmul__(self, x) -> Self: return self.matmul(x)
+  def __rmatmul__(self, x) -> Self: return self.matmul(x, True)
+
+# ---- convolution, tinygrad's formulation: sliding windows by movement ops only (repeat, shrink, reshape, permute),
+# then one multiply-reduce, which uop-optimize recognises as a contraction (packed operands, register-tiled FMAs)
+def _pool(self: OpMixin, k_: tuple[int, ...], stride=1, dilation=1) -> OpMixin:
+  """(..., *i_) -> (..., *o_, *k_): every k_ window at the given stride and dilation."""
+  n = len(k_)
+  s_, d_ = (stride,) * n if isinstance(stride, int) else tuple(stride), (dilation,) * n if isinstance(dilation, int) else tuple(dilation)
+  noop, i_ = [None] * (self.ndim - n), self.shape[-n:]
+  if any(d * (k - 1) + 1 > i for k, i, d in zip(k_, i_, d_)): _err(ValueError, f"kernel {k_} (dilation {d_}) is larger than the input {i_}")
+  o_ = [(i - d * (k - 1) - 1) // s + 1 for i, d, k, s in zip(i_, d_, k_, s_)]
+  f_ = [1 + int(o * s > i + d) for o, s, i, d in zip(o_, s_, i_, d_)]
+  reps = [-(-k * (i * f + d) // i) for k, i, d, f in zip(k_, i_, d_, f_)]
+  lead = list(self.shape[:-n])
+  x = self.reshape(*lead, *[v for i in i_ for v in (1, i)]).expand(*lead, *[v for r, i in zip(reps, i_) for v in (r, i)])
+  x = x.reshape(*lead, *[r * i for r, i in zip(reps, i_)])
+  x = x.shrink(tuple([(0, s) for s in lead] + [(0, k * (i * f + d)) for k, i, d, f in zip(k_, i_, d_, f_)]))
+  x = x.reshape(*lead, *[v for k, i, d, f in zip(k_, i_, d_, f_) for v in (k, i * f + d)])
+  x = x.shrink(tuple([(0, s) for s in lead] + [v for k, o, s in zip(k_, o_, s_) for v in ((0, k), (0, o * s))]))
+  x = x.reshape(*lead, *[v for k, o, s in zip(k_, o_, s_) for v in (k, o, s)])
+  x = x.shrink(tuple([(0, s) for s in lead] + [v for k, o in zip(k_, o_) for v in ((0, k), (0, o), (0, 1))]))
+  x = x.reshape(*lead, *[v for k, o in zip(k_, o_) for v in (k, o)])
+  return x.permute(*range(len(noop)), *[len(noop) + i * 2 + 1 for i in range(n)], *[len(noop) + i * 2 for i in range(n)])
+
+def _ints(v, n: int, name: str, least: int, counts: tuple[int, ...] = (1,)) -> tuple[int, ...]:
+  """A conv argument as n ints >= least (an int stands for all n), checked as PyTorch checks it."""
+  vs = (v,) if isinstance(v, (int, np.integer)) else tuple(v) if isinstance(v, (tuple, list)) else None
+  if vs is None or any(not isinstance(x, (int, np.integer)) or isinstance(x, (bool, np.bool_)) for x in vs):
+    _err(TypeError, f"{name} must be an int or a tuple of ints, got {v!r}")
+  if len(vs) != 1 and len(vs) not in [c * n for c in counts]:
+    _err(ValueError, f"expected {name} to be a single integer value or a list of {' or '.join(str(c * n) for c in counts)} values to match "
+                     f"the convolution dimensions, but got {name}={list(vs)}")
+  if any(x < least for x in vs): _err(ValueError, f"{name} must be {'positive' if least else 'non-negative'}, got {name}={v}")
+  return tuple(int(x) for x in vs) * (n if len(vs) == 1 else 1)
+
+def conv2d(self: OpMixin, weight: OpMixin, bias: OpMixin | None = None, groups=1, stride=1, dilation=1, padding=0, dtype=None) -> OpMixin:
+  """tinygrad's / PyTorch's conv2d (NCHW input, (cout, cin/groups, kh, kw) weight); padding: int, one per spatial dim,
+  or PyTorch's flat (left, right, top, bottom). Arguments are checked as PyTorch checks them: groups, stride and dilation
+  positive, padding non-negative, one value or one per spatial dim."""
+  if not isinstance(weight, OpMixin) or not (bias is None or isinstance(bias, OpMixin)):
+    _err(TypeError, "conv2d takes a weight Tensor and an optional bias Tensor")
+  if weight.ndim < 3 or self.ndim != weight.ndim:
+    _err(ValueError, f"conv2d needs an input and a weight of equal rank >= 3 (batch, channels, spatial dims), got {self.shape} and {weight.shape}")
+  (bs, cin_), (cout, cin), HW = self.shape[:2], weight.shape[:2], weight.shape[2:]
+  groups, = _ints(groups, 1, "groups", 1)
+  stride, dilation = _ints(stride, len(HW), "stride", 1), _ints(dilation, len(HW), "dilation", 1)
+  pads = _ints(padding, len(HW), "padding", 0, (1, 2))
+  if groups * cin != cin_ or cout % groups:
+    _err(ValueError, f"input {self.shape} does not match weight {weight.shape} with groups={groups}")
+  if bias is not None and bias.shape != (cout,):
+    _err(ValueError, f"bias {bias.shape} does not match the {cout} output channels of weight {weight.shape}")
+  pads = [p for p in pads for _ in range(2)][::-1] if len(pads) == len(HW) else list(pads)
+  x = (self.pad(pads) if any(pads) else self)._pool(HW, stride, dilation)   # (bs, groups*cin, *oyx, *HW)
+  rcout, oyx = cout // groups, x.shape[2:-len(HW)]
+  x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
+  x = x.permute(0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(HW))])
+  ret = (x * weight.reshape(1, groups, rcout, *[1] * len(oyx), cin, *HW)).sum([-1 - i for i in range(1 + len(oyx))], keepdim=True, dtype=dtype)
+  ret = ret.reshape(bs, cout, *oyx)
+  return ret if bias is None else ret.add(bias.reshape(1, -1, *[1] * len(HW)))
+
+OpMixin._pool, OpMixin.conv2d = _pool, conv2d
+
+# binary operators and their reflected forms (Tensor adds the in-place ones)
+BINARY_OPS = {"add": OpMixin.add, "sub": OpMixin.sub, "mul": OpMixin.mul, "pow": OpMixin.pow, "floordiv": OpMixin.floordiv, "mod": OpMixin.mod,
+              "and": OpMixin.bitwise_and, "or": OpMixin.bitwise_or, "xor": OpMixin.bitwise_xor, "lshift": OpMixin.lshift,
+              "rshift": OpMixin.rshift, "truediv": OpMixin.div}
+for _name, _fn in BINARY_OPS.items():
+  setattr(OpMixin, f"__{_name}__", lambda self, x, f=_fn: f(self, x))
+  setattr(OpMixin, f"__r{_name}__", lambda self, x, f=_fn: f(self, x, True))

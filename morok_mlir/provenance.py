@@ -1,0 +1,34 @@
+"""Provenance: the user's file:line:col that every graph node and every error names. The outermost public Tensor call
+finds it once (a `scope`); code outside a scope walks the stack to the first frame outside this package."""
+from __future__ import annotations
+import os, sys, threading
+
+_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_POS: dict = {}   # code object -> its instruction positions (for the column)
+_OURS: dict = {}  # code object -> is it this package's (checked once per code object, not per frame)
+
+class _Scope(threading.local):
+  loc: str | None = None   # the user's line of the Tensor API call in progress (set by the outermost public method)
+scope = _Scope()
+
+def user_loc() -> str:
+  """file:line:col of the user's line: the one the public Tensor method in progress was called from, else the
+  first stack frame outside this package."""
+  return scope.loc or walk_loc()
+
+def walk_loc() -> str:
+  f = sys._getframe(1)
+  while f is not None:
+    c = f.f_code
+    if (ours := _OURS.get(c)) is None: ours = _OURS[c] = c.co_filename.startswith(_PKG)
+    if not ours: break
+    f = f.f_back
+  if f is None: return "<unknown>:0:0"
+  if (pos := _POS.get(c := f.f_code)) is None: pos = _POS[c] = list(c.co_positions())
+  i = f.f_lasti // 2
+  col = pos[i][2] if 0 <= i < len(pos) and pos[i][2] is not None else -1
+  return f"{c.co_filename}:{f.f_lineno}:{col + 1}"
+
+def error(exc: type, msg: str):
+  """Raise exc with msg at the user's line."""
+  raise exc(f"{user_loc()}: {msg}")
