@@ -4,6 +4,8 @@ from __future__ import annotations
 import functools, re
 from math import prod
 from morok_mlir.dtype import dtypes
+from morok_mlir.uop import UOp, attrs
+from .ops import Ops
 
 _SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)(\w+)>")
 _DYNAMIC = re.compile(r"(tensor|memref|vector)<(?:[\d?]+x|\[\d+\]x)*[?*\[]")  # a ?, * or [4] (scalable) dim
@@ -38,6 +40,11 @@ def type_problem(ty: str) -> str | None:
   if kind == "vector" and len(dims) != 1: return f"vectors have one dimension (lanes), got {ty}"
   if (n := prod(dims)) * ITEMSIZE[elem] > MAX_BYTES: return f"{ty} has {n} elements of {ITEMSIZE[elem]} bytes: more than 2^47 bytes"
 
+def _derived(name: str, s: tuple, a: dict) -> tuple:
+  """The result shape the core's shape rules (uop.SHAPE_RULES) give op `name` on a source of shape s: one definition."""
+  src = UOp(Ops.BUFFER, dtypes.float32, (), attrs(slot=0, shape=tuple(s)))   # shapes do not depend on the element type
+  return UOp(Ops(name), dtypes.float32, (src,), attrs(**{k: tuple(v) for k, v in a.items() if isinstance(v, tuple)})).shape
+
 def _pairs(v, n, what):
   if len(v) != 2 * n: return f"{what} needs 2 values per dimension ({2 * n}), got {len(v)}"
 
@@ -51,22 +58,20 @@ def _movement(name, ins, out, a):
   if name == "permute":
     p = a["order"]
     if sorted(p) != list(range(len(s))): return f"order {list(p)} is not a permutation of {len(s)} axes"
-    if tuple(s[i] for i in p) != o: return f"permute of {s} by {list(p)} gives {tuple(s[i] for i in p)}, not {o}"
+    if (want := _derived(name, s, a)) != o: return f"permute of {s} by {list(p)} gives {want}, not {o}"
   if name == "expand":
     if any(x != y and x != 1 for x, y in zip(s, o)): return f"cannot expand {s} to {o} (only size-1 dims broadcast)"
   if name == "pad":
     if (err := _pairs(a["padding"], len(s), "padding")): return err
     p = a["padding"]
     if any(x < 0 for x in p): return "padding must be non-negative"
-    want = tuple(d + p[2 * i] + p[2 * i + 1] for i, d in enumerate(s))
-    if want != o: return f"pad of {s} by {list(p)} gives {want}, not {o}"
+    if (want := _derived(name, s, a)) != o: return f"pad of {s} by {list(p)} gives {want}, not {o}"
   if name == "shrink":
     if (err := _pairs(a["bounds"], len(s), "bounds")): return err
     b = a["bounds"]
     for i, d in enumerate(s):
       if not 0 <= b[2 * i] <= b[2 * i + 1] <= d: return f"bounds ({b[2 * i]}, {b[2 * i + 1]}) out of range for dim {i} of size {d}"
-    want = tuple(b[2 * i + 1] - b[2 * i] for i in range(len(s)))
-    if want != o: return f"shrink of {s} by {list(b)} gives {want}, not {o}"
+    if (want := _derived(name, s, a)) != o: return f"shrink of {s} by {list(b)} gives {want}, not {o}"
   if name == "flip":
     if any(not 0 <= x < len(s) for x in a["axes"]) or len(set(a["axes"])) != len(a["axes"]): return f"bad flip axes {list(a['axes'])} for rank {len(s)}"
     if s != o: return f"flip keeps the shape: {s} -> {o}"
@@ -76,8 +81,7 @@ def _reduce_axis(name, ins, out, a):
   (_, s, e), (_, o, oe) = parse_type(ins[0]), parse_type(out)
   if a["op"] not in REDUCE_OPS: return f"reduce op must be one of {', '.join(REDUCE_OPS)}, got {a['op']!r}"
   if any(not 0 <= x < len(s) for x in a["axes"]) or len(set(a["axes"])) != len(a["axes"]): return f"bad axes {list(a['axes'])} for rank {len(s)}"
-  want = tuple(1 if i in a["axes"] else d for i, d in enumerate(s))
-  if want != o or e != oe: return f"reduce of {s} over {list(a['axes'])} gives {want}x{e}, not {o}x{oe}"
+  if (want := _derived(name, s, a)) != o or e != oe: return f"reduce of {s} over {list(a['axes'])} gives {want}x{e}, not {o}x{oe}"
 
 def _same_shape_i1(name, ins, out, a):
   """result has the operands' shape and element type i1"""

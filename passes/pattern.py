@@ -9,7 +9,7 @@
 
 A pattern names an op (a str, a tuple of op names for a family, or None for any op), optional operand sub-patterns,
 an optional capture `name` (a repeated name must bind the same UOp: UOps are hash-consed, so this is identity),
-a dtype constraint (a set of element-type names, e.g. {"i32", "index"}) and, for constants, a value predicate.
+a dtype constraint (a set of dtypes, e.g. {dtypes.int32, dtypes.index}) and, for constants, a value predicate.
 Operands of commutative ops (add mul and or xor max min cmpne cmpeq) match in either order.
 A rule is (pattern, fn); fn gets the captures as keyword arguments and returns the replacement UOp, or None for
 "no match" -- the one convention everywhere (MLIR's native drivers use the opposite; we never expose those)."""
@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable
 from morok_mlir.uop import UOp
+from morok_mlir.dtype import DType
 from morok_mlir.dialects.ops import Ops, COMMUTATIVE
 
 
@@ -34,7 +35,7 @@ def _same_value(a, b) -> bool:
 class UPat:
   __slots__ = ("op", "src", "name", "dtype", "value", "any_len", "lit")
   def __init__(self, op: str | tuple[str, ...] | None = None, src: tuple[UPat, ...] | None = None, name: str | None = None,
-               dtype: Iterable[str] | None = None, value: Callable | None = None, any_len: bool = False, lit=None):
+               dtype: Iterable[DType] | None = None, value: Callable | None = None, any_len: bool = False, lit=None):
     self.op = (op,) if isinstance(op, str) else (tuple(op) if op is not None else None)
     self.src, self.name, self.any_len = (tuple(src) if src is not None else None), name, any_len
     self.dtype = frozenset(dtype) if dtype is not None else None
@@ -42,13 +43,13 @@ class UPat:
     self.lit = lit      # the literal of UPat.const(v) (the prover instantiates it)
 
   @staticmethod
-  def var(name: str | None = None, dtype: Iterable[str] | None = None) -> UPat: return UPat(None, name=name, dtype=dtype)
+  def var(name: str | None = None, dtype: Iterable[DType] | None = None) -> UPat: return UPat(None, name=name, dtype=dtype)
   @staticmethod
-  def cvar(name: str | None = None, dtype: Iterable[str] | None = None) -> UPat:
+  def cvar(name: str | None = None, dtype: Iterable[DType] | None = None) -> UPat:
     """Any constant, bound to name (read its value with `.attrs['value']`)."""
     return UPat(Ops.CONST, name=name, dtype=dtype, value=lambda v: True)
   @staticmethod
-  def const(v, name: str | None = None, dtype: Iterable[str] | None = None) -> UPat:
+  def const(v, name: str | None = None, dtype: Iterable[DType] | None = None) -> UPat:
     """A constant equal to v (exactly: -0.0 is not 0.0; for integers 0 also matches False, 1 True)."""
     return UPat(Ops.CONST, name=name, dtype=dtype, value=lambda x: _same_value(x, v), lit=v)
   def __repr__(self):
@@ -57,7 +58,7 @@ class UPat:
   def match(self, u: UOp, store: dict) -> list[dict]:
     """All ways u matches (commutation can give several), each a dict of captures extending store."""
     if self.op is not None and u.op not in self.op: return []
-    if self.dtype is not None and elem(u) not in self.dtype: return []
+    if self.dtype is not None and u.dtype not in self.dtype: return []
     if self.value is not None and (u.op is not Ops.CONST or not self.value(u.attrs.get("value"))): return []
     if self.name is not None:
       if (prev := store.get(self.name)) is not None and prev is not u: return []

@@ -255,11 +255,11 @@ class ISem:
     return z3.And(*self.facts, g), defined(lhs), z3.And(*obl, z3.Implies(defined(lhs), z3.And(defined(rhs), safe(rhs), l == r)))
 
 # ---------------------------------------------------------------- instances of a pattern
-def _ok(op: str, e: str) -> bool: return e in OP_DTYPES.get(op, ())
+def _ok(op: str, e: str) -> bool: return dt_of(e) in OP_DTYPES.get(op, ())
 
 def gen(p: UPat, e: str, env: dict, fresh) -> list[tuple[UOp, dict]]:
   """Every LHS instance of pattern p with element type e (a repeated name reuses its placeholder)."""
-  if p.dtype is not None and e not in p.dtype: return []
+  if p.dtype is not None and dt_of(e) not in p.dtype: return []
   if p.name is not None and p.name in env: return [(env[p.name], env)] if elem(env[p.name]) == e else []
   out = []
   if p.op is None: out = [(UOp(Ops.DEFINE_VAR, dt_of(e), (), attrs(name=f"{p.name or 'v'}{next(fresh)}_{e}")), env)]

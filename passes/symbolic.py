@@ -12,9 +12,9 @@ from morok_mlir.dtype import DType, dtypes
 from morok_mlir.dialects.ops import Ops, BINARY_ALU, CMP_ALU, UNARY_ALU
 from .pattern import UPat, PatternMatcher, elem
 
-SINTS = frozenset(("i8", "i16", "i32", "i64", "index"))
-UINTS = frozenset(("ui8", "ui16", "ui32", "ui64"))
-INTS, FLOATS, BOOL = SINTS | UINTS, frozenset(("f16", "f32", "f64")), frozenset(("i1",))
+# dtype families (pattern constraints and the dtypes each op is defined on)
+SINTS, UINTS = frozenset(dtypes.sints + (dtypes.index,)), frozenset(dtypes.uints)
+INTS, FLOATS, BOOL = SINTS | UINTS, frozenset(dtypes.floats), frozenset((dtypes.bool,))
 NUM, INTB = INTS | FLOATS, INTS | BOOL
 # the dtypes each ALU op is defined on (what folding and the prover cover)
 OP_DTYPES = {**{o: NUM for o in ("add", "mul", "sub", "max", "min", "neg", "cmplt", "mulacc")},
@@ -203,7 +203,7 @@ def semantics(ctx):
 # ---------------------------------------------------------------- building replacements
 def norm(v, e: str):
   if not isinstance(v, (bool, int, float, np.generic)): return v  # symbolic (prover)
-  return bool(v) if e == "i1" else float(v) if e in FLOATS else int(v)
+  return bool(v) if e == "i1" else float(v) if dt_of(e) in FLOATS else int(v)
 def const_like(u: UOp, v) -> UOp:
   a = attrs(value=norm(v, elem(u))) if u.shape is None else attrs(value=norm(v, elem(u)), shape=u.shape)
   return UOp(Ops.CONST, u.dtype, (), a, u.loc)
@@ -322,7 +322,7 @@ RULES: list[Rule] = [
   Rule("bitcast-noop", P(Ops.BITCAST, x), _same, lambda r, x: r.dtype == x.dtype),
   # an int -> float -> int round trip keeps NaN payloads on hardware, but Z3 has a single NaN: not claimed
   Rule("bitcast-chain", P(Ops.BITCAST, P(Ops.BITCAST, x, name="m")), lambda r, x, m: r.replace(src=(x,)),
-       lambda r, x, m: SEM.all(elem(m) not in FLOATS or elem(x) in FLOATS)),
+       lambda r, x, m: SEM.all(m.dtype not in FLOATS or x.dtype in FLOATS)),
   # ---- integer reassociation: constants move outward and combine (combining offsets)
   Rule("sub-const", P(Ops.SUB, xi, ci), lambda r, x, c: alu(Ops.ADD, x, alu(Ops.NEG, c))),
   Rule("add-add-const", P(Ops.ADD, P(Ops.ADD, xi, c1), c2), lambda r, x, c1, c2: alu(Ops.ADD, x, alu(Ops.ADD, c1, c2))),

@@ -24,8 +24,8 @@ def test_const_matchers_and_dtypes():
   assert UPat.const(float("nan")).match(c(float("nan"), dtypes.float32), {}) != []
   assert UPat.cvar("k").match(c(7), {})[0]["k"].attrs["value"] == 7
   assert UPat.cvar("k").match(x, {}) == []
-  assert UPat.var("v", dtype={"f32"}).match(x, {}) == []
-  assert UPat.var("v", dtype={"i32"}).match(x, {}) == [{"v": x}]
+  assert UPat.var("v", dtype={dtypes.float32}).match(x, {}) == []
+  assert UPat.var("v", dtype={dtypes.int32}).match(x, {}) == [{"v": x}]
 
 def test_family_dispatch_and_no_match_convention():
   seen = []
