@@ -6,7 +6,8 @@ Public API (what the realize driver uses):
   program(*bufs: np.ndarray)                run it; buffers are checked (count, dtype, size, contiguity, writable
                                             outputs) and a bad one raises ValueError/TypeError before any native code
   program.call_ptrs(*addrs: int)            the unchecked fast path on raw data pointers (~1 us); programs are re-entrant
-  CPU.allocator.alloc(size, dtype) / free   64-byte-aligned contiguous numpy arrays, pooled by byte size
+  CPU.allocator.alloc(size, dtype) / free   64-byte-aligned contiguous numpy arrays, pooled by byte size; copyin, copyout,
+                                            copy, offset, ptr, as_numpy: the interface every allocator has
   compile_module(funcs) -> CPUProgram       a whole kernel-level module, called through its lowered @schedule
 
 The stages mirror Morok's device.rs: renderer (the uop-lower-cpu pass: Func -> ProgramSpec with upstream MLIR),
@@ -444,6 +445,25 @@ class CPUAllocator:
       with self.lock:
         if self.pooled + arr.nbytes <= self.POOL_LIMIT:
           self.pool.setdefault(arr.nbytes, []).append(arr.reshape(-1).view(np.uint8)); self.pooled += arr.nbytes
+  # the interface every allocator has (device/buffer.py); here a handle is the flat array itself
+  @staticmethod
+  def ptr(arr: np.ndarray) -> int: return arr.ctypes.data
+  @staticmethod
+  def as_numpy(arr: np.ndarray) -> np.ndarray: return arr
+  @staticmethod
+  def offset(arr: np.ndarray, nbytes: int, size: int, dtype: DType) -> np.ndarray:
+    return arr.reshape(-1).view(np.uint8)[nbytes:nbytes + size * dtype.itemsize].view(dtype.np)
+  @staticmethod
+  def copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst and src are flat and C-contiguous (handles are); of one dtype, or of one byte size."""
+    if dst.dtype != src.dtype: dst, src = dst.view(np.uint8), src.view(np.uint8)
+    if dst.nbytes != src.nbytes: raise ValueError(f"copy: {src.nbytes} bytes into {dst.nbytes}")
+    np.copyto(dst, src)
+  copyin = copyout = copy   # (dst, src) all three: host memory is host memory
+  def from_numpy(self, arr: np.ndarray) -> np.ndarray:
+    out = self.alloc(arr.size, arr.dtype); out[:] = arr.reshape(-1); return out
+  @staticmethod
+  def to_numpy(arr: np.ndarray) -> np.ndarray: return arr.copy()
 
 class CPUDevice:
   name = "CPU"

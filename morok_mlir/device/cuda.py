@@ -8,14 +8,16 @@ Public API, shaped like the CPU device's:
                                             keyed by (lowered text, argument dtypes, chip), one entry per GPU arch
   program(*bufs, wait=False)                bufs are CUDABuffers (launch only) or numpy arrays (copied in, launched,
                                             outputs copied back: what the realize driver passes today)
-  CUDA.allocator.alloc(size, dtype) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf); .copy(dst, src)
+  CUDA.allocator.alloc(size, dtype) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf); .copy(dst, src);
+                                            .offset, .ptr: the interface every allocator has; a block goes back to the
+                                            pool at free() or when its CUDABuffer dies
   CUDA.synchronize()
   available() -> (bool, reason)             cuda-python importable, cuInit works, at least one device
 Every failing driver call raises CUDAError naming the call (and the kernel, for loads and launches). Threads may share
 the device: launches take their own parameter arrays, the pool and the method cache (an LRU) are locked, and each
 thread makes the device's context current before its first call."""
 from __future__ import annotations
-import ctypes, threading, time
+import ctypes, threading, time, weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 import numpy as np
@@ -76,29 +78,41 @@ class CUDABuffer:
 
 class CUDAAllocator:
   """Device memory pooled by byte size (Morok's LRU allocator): freed blocks are kept for reuse, and when the device
-  runs out of memory the least recently freed ones are released and the allocation retried."""
+  runs out of memory the least recently freed ones are released and the allocation retried. A block is freed by free()
+  or when the CUDABuffer alloc returned dies, whichever comes first (views made by offset() own nothing)."""
   POOL_LIMIT = 4 << 30
   def __init__(self, dev: CUDADevice):
     self.dev, self.pool, self.pooled = dev, OrderedDict(), 0  # (nbytes, ptr) -> None, LRU order
+    self.live: dict[int, weakref.finalize] = {}   # ptr -> the finalizer that pools the block when its CUDABuffer dies
     self.lock = threading.RLock()
   def alloc(self, size: int, dtype) -> CUDABuffer:
     dt = to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
     if not isinstance(size, (int, np.integer)) or size < 0: raise ValueError(f"bad buffer size {size!r}")
     nbytes = max(int(size) * dt.itemsize, 1)   # cuMemAlloc(0) is an error
+    ptr = None
     with self.lock:
       for key in reversed(self.pool):
-        if key[0] == nbytes: del self.pool[key]; self.pooled -= nbytes; return CUDABuffer(key[1], int(size), dt, nbytes)
-    self.dev.init()
-    d = driver()
-    try: ptr = check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes})")
-    except CUDAError:
-      if not self.pool: raise
-      self.release(); ptr = check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes}) after emptying the pool")
-    return CUDABuffer(int(ptr), int(size), dt, nbytes)
-  def free(self, buf: CUDABuffer) -> None:
+        if key[0] == nbytes: del self.pool[key]; self.pooled -= nbytes; ptr = key[1]; break
+    if ptr is None:
+      self.dev.init()
+      d = driver()
+      try: ptr = int(check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes})"))
+      except CUDAError:
+        if not self.pool: raise
+        self.release(); ptr = int(check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes}) after emptying the pool"))
+    buf = CUDABuffer(ptr, int(size), dt, nbytes)
+    fin = self.live[ptr] = weakref.finalize(buf, self._recycle, nbytes, ptr)
+    fin.atexit = False   # at exit the driver frees everything itself
+    return buf
+  def _recycle(self, nbytes: int, ptr: int) -> None:
     with self.lock:
-      if self.pooled + buf.nbytes > self.POOL_LIMIT: self.release(self.pooled + buf.nbytes - self.POOL_LIMIT)
-      self.pool[(buf.nbytes, buf.ptr)] = None; self.pooled += buf.nbytes
+      self.live.pop(ptr, None)
+      if self.pooled + nbytes > self.POOL_LIMIT: self.release(self.pooled + nbytes - self.POOL_LIMIT)
+      self.pool[(nbytes, ptr)] = None; self.pooled += nbytes
+  def free(self, buf: CUDABuffer) -> None:
+    """Return buf's block now (the caller promises not to use buf again); a view or an already freed buffer is ignored."""
+    with self.lock:
+      if (fin := self.live.get(buf.ptr)) is not None and (p := fin.peek()) is not None and p[0] is buf: fin()
       buf.ptr = 0
   def release(self, nbytes: int | None = None) -> None:
     """Give pooled blocks back to the driver, least recently used first, until nbytes are freed (all by default)."""
@@ -120,6 +134,11 @@ class CUDAAllocator:
   def copy(self, dst: CUDABuffer, src: CUDABuffer) -> None:
     if dst.nbytes != src.nbytes: raise ValueError(f"copy: {src.nbytes} bytes into {dst.nbytes}")
     check(driver().cuMemcpyDtoDAsync(dst.ptr, src.ptr, src.nbytes, self.dev.stream), "cuMemcpyDtoD")
+  @staticmethod
+  def ptr(buf: CUDABuffer) -> int: return buf.ptr
+  @staticmethod
+  def offset(buf: CUDABuffer, nbytes: int, size: int, dtype: DType) -> CUDABuffer:
+    return CUDABuffer(buf.ptr + nbytes, size, dtype, size * dtype.itemsize)
   def from_numpy(self, arr: np.ndarray) -> CUDABuffer:
     arr = np.ascontiguousarray(arr); buf = self.alloc(arr.size, arr.dtype); self.copyin(buf, arr.reshape(-1)); return buf
   def to_numpy(self, buf: CUDABuffer) -> np.ndarray:
