@@ -3,7 +3,7 @@
 
   Device["CPU"]      the device (implementations are imported on first use); "cpu" and "CPU:0" name the same one
   Device.DEFAULT     "CPU", or the env var DEVICE
-  dev.compile(f: Func) -> program(*np.ndarray)
+  dev.compile(f: Func) -> program: program.call_buffers(bufs: list[Buffer], inputs) runs it on allocated Buffers
   dev.allocator                   alloc/free/copyin/copyout/copy/offset/ptr of the device's memory (see buffer.py)
   Buffer(device, size, dtype)     memory on a device (device/buffer.py)"""
 from __future__ import annotations

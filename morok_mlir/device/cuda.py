@@ -6,8 +6,8 @@ need them); rendering and PTX compilation work on any machine (`CUDA.compile_ptx
 Public API, shaped like the CPU device's:
   CUDA.compile(f: Func) -> CUDAProgram      lower + PTX for this GPU's chip + cuModuleLoadData; the method cache is
                                             keyed by (lowered text, argument dtypes, chip), one entry per GPU arch
-  program(*bufs, wait=False)                bufs are CUDABuffers (launch only) or numpy arrays (copied in, launched,
-                                            outputs copied back: what the realize driver passes today)
+  program(*bufs, wait=False)                launch on CUDABuffers (checked); program.call_buffers(bufs, inputs): the
+                                            realize driver's path on allocated Buffers (device/buffer.py), no host copies
   CUDA.allocator.alloc(size, dtype) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf); .copy(dst, src);
                                             .offset, .ptr: the interface every allocator has; a block goes back to the
                                             pool at free() or when its CUDABuffer dies
@@ -195,28 +195,22 @@ class CUDAProgram:
       check(driver().cuLaunchKernel(self.fn, gx, gy, gz, lx, ly, lz, 0, self.dev.stream, ctypes.addressof(params), 0),
             f"launching kernel {self.label}")   # (the driver copies the parameters before it returns)
     finally: self._free.append(a)
-  def __call__(self, *bufs, wait: bool = False) -> float | None:
-    """Run on CUDABuffers, or on numpy arrays (staged through device memory). With wait, returns seconds on the GPU."""
-    if len(bufs) != len(self.spec.args): raise TypeError(f"{self.label} takes {len(self.spec.args)} buffers, got {len(bufs)}")
-    host = [b for b in bufs if isinstance(b, np.ndarray)]
-    if host and len(host) != len(bufs): raise TypeError(f"{self.label}: pass all numpy arrays or all CUDABuffers")
-    for i, (b, (size, dt)) in enumerate(zip(bufs, self.spec.args)):
-      bdt = dtypes.from_np(b.dtype) if host else b.dtype
-      if bdt != dt or b.size < size: raise ValueError(f"{self.label}: buffer {i} must hold {size} {dt.name}, got {b.size} {bdt.name}")
+  def call_buffers(self, bufs: list, inputs: list | None = None) -> None:
+    """The realize driver's path: allocated CUDA Buffers of the right dtype and size; launches and returns (the stream
+    orders what follows; a copy to the host waits for it)."""
     self.dev.current()
-    alloc = self.dev.allocator
-    dbufs = [alloc.from_numpy(b.reshape(-1)[:size]) for b, (size, _) in zip(bufs, self.spec.args)] if host else list(bufs)
-    try:
-      t0 = time.perf_counter()
-      self.launch_ptrs(*[b.ptr for b in dbufs])
-      if wait or host: self.dev.synchronize(f"kernel {self.label}")
-      dt = time.perf_counter() - t0
-      for i in self.spec.outs if host else ():
-        out = alloc.to_numpy(dbufs[i])
-        bufs[i].reshape(-1)[:out.size] = out
-    finally:
-      for b in dbufs if host else (): alloc.free(b)
-    return dt if wait or host else None
+    self.launch_ptrs(*[b.ptr for b in bufs])
+  def __call__(self, *bufs: CUDABuffer, wait: bool = False) -> float | None:
+    """Launch on CUDABuffers. With wait, returns seconds until the GPU is done."""
+    if len(bufs) != len(self.spec.args): raise TypeError(f"{self.label} takes {len(self.spec.args)} buffers, got {len(bufs)}")
+    for i, (b, (size, dt)) in enumerate(zip(bufs, self.spec.args)):
+      if type(b) is not CUDABuffer: raise TypeError(f"{self.label}: buffer {i} is a {type(b).__name__}, not a CUDABuffer")
+      if b.dtype != dt or b.size < size: raise ValueError(f"{self.label}: buffer {i} must hold {size} {dt.name}, got {b.size} {b.dtype.name}")
+    self.dev.current()
+    t0 = time.perf_counter()
+    self.launch_ptrs(*[b.ptr for b in bufs])
+    if wait: self.dev.synchronize(f"kernel {self.label}")
+    return time.perf_counter() - t0 if wait else None
 
 class CUDADevice:
   name = "CUDA"
