@@ -160,6 +160,29 @@ def test_memory_back_to_the_pool_fake_cuda(fake_cuda):
   del v; gc.collect()                      # the view held its base
   assert p not in dev.allocator.live
 
+def test_realize_on_cuda_from_threads(fake_cuda):
+  """Threads realizing chains on one shared input: each gets its own result, and the input crosses to the device at
+  most once per thread racing to copy it first (one copy is kept)."""
+  import sys, threading
+  dev, fake = fake_cuda
+  a = np.arange(4096, dtype=np.float32)
+  y = Tensor(a + 1).to("CUDA")
+  errors, old = [], sys.getswitchinterval()
+  def work(t):
+    try:
+      for i in range(20):
+        r = ((y + t) * 2).realize()
+        if not np.array_equal(r.numpy(), (a + 1 + t) * 2): errors.append((t, i))
+    except Exception as e: errors.append(repr(e))
+  sys.setswitchinterval(1e-6)
+  try:
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+  finally: sys.setswitchinterval(old)
+  assert not errors, errors[:3]
+  assert 1 <= fake.copies["HtoD"] <= 4 and fake.copies["DtoH"] == 80
+
 # ---------------------------------------------------------------- on a GPU
 @gpu
 def test_memory_roundtrip():
