@@ -1,7 +1,7 @@
 """emit: the graph of UOps a realize() asks for -> the graph-level `uop` function (see docs/pipeline.md).
 
-Input data enters a graph as `buffer` UOps made by `new_buffer`, each owning its array. Input buffers are numbered
-by first use, so two graphs of the same structure on different data give the same
+Input data enters a graph as `buffer` UOps made by `new_buffer`, each owning its Buffer (device/buffer.py). Input buffers
+are numbered by first use, so two graphs of the same structure on different data give the same
 (hash-consed) UOps: that tuple is the schedule cache's key, found before any MLIR is built."""
 from __future__ import annotations
 import itertools, weakref
@@ -10,17 +10,24 @@ from .uop import UOp, attrs
 from .dtype import dtypes
 from .bridge import Func
 from .dialects.ops import Ops
+from .device.buffer import Buffer
 
 # ---------------------------------------------------------------- input buffers
 _ids = itertools.count()
 
-def new_buffer(data: np.ndarray, loc: str | None = None, dtype=None, copy: bool = False) -> UOp:
-  """A graph input holding `data` (any shape): every array enters a graph here. It is stored C-contiguous in native byte
+def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, copy: bool = False, shape=None) -> UOp:
+  """A graph input holding `data`: an array (any shape) or a Buffer on any device (a realized value, of `shape`).
+  An array enters as a CPU Buffer over its memory. It is stored C-contiguous in native byte
   order (kernels read raw memory: big-endian bytes would be other numbers) and made read-only; copy=True copies it
   even when it is already so (a user's array, which the user may change later). The UOp owns the array (its id makes
   it unique, so no other graph node shares it): the data lives exactly as long as graphs that use it.
-  dtype: the array's dtype when the caller knows it (realized outputs); else it is checked here, and numpy dtypes
+  dtype: the array's dtype when the caller knows it; else it is checked here, and numpy dtypes
   that are not supported (complex, object, str, datetime, structured, longdouble) raise TypeError at loc."""
+  if type(data) is Buffer:
+    u = UOp(Ops.BUFFER, data.dtype, (), attrs(id=next(_ids), shape=tuple(shape)), loc)
+    if data.device == "CPU": data.as_numpy().flags.writeable = False   # contents never change (see below)
+    u.__dict__["buffer"] = data
+    return u
   if dtype is None:
     try: dtype = dtypes.from_np(data.dtype)
     except TypeError as e: raise TypeError(f"{loc or '<unknown>:0:0'}: cannot make a tensor from an array of {e}") from None
@@ -28,14 +35,14 @@ def new_buffer(data: np.ndarray, loc: str | None = None, dtype=None, copy: bool 
     data = np.array(data, dtype=dtype.npdt, order="C")   # native order, C-contiguous, 0-d arrays stay 0-d
   u = UOp(Ops.BUFFER, dtype, (), attrs(id=next(_ids), shape=data.shape), loc)
   data.flags.writeable = False   # contents never change: compiled programs may keep what they derive from them
-  u.__dict__["data"] = data
+  u.__dict__["buffer"] = Buffer("CPU", data.size, dtype).allocate(data.reshape(-1))   # (a view: no copy)
   return u
 
-def buffer_data(u: UOp) -> np.ndarray: return u.__dict__["data"]
-def is_input(u: UOp) -> bool: return "data" in u.__dict__   # a buffer that owns its array (made by new_buffer)
+def buffer_data(u: UOp) -> Buffer: return u.__dict__["buffer"]
+def is_input(u: UOp) -> bool: return "buffer" in u.__dict__   # a buffer that owns its Buffer (made by new_buffer)
 
 # ---------------------------------------------------------------- graph -> function
-def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[np.ndarray]]:
+def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[Buffer]]:
   key, ins = normalize_inputs(outs)
   return key, [_data(u) for u in ins]
 

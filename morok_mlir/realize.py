@@ -1,10 +1,10 @@
 """The realize driver: graph-level UOps -> `uop` module -> passes -> kernels -> run.
 
-Input data enters the graph as `buffer` UOps made by `emit.new_buffer`. realize() is safe from any number of Python
-threads: compiles are serialised (MLIR contexts are not thread-safe), running a cached schedule takes no lock."""
+Input data enters the graph as `buffer` UOps made by `emit.new_buffer`, each holding a Buffer on some device; a schedule
+runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
+contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import threading
-import numpy as np
+import threading, weakref
 from .uop import UOp, attrs
 from .dtype import dtypes
 
@@ -18,6 +18,8 @@ from .emit import normalize_inputs, graph_func
 from .diagnostics import format_mlir_error
 from .dialects.ops import MOVEMENT, Ops
 from .lru import LRU
+from .device import Device
+from .device.buffer import Buffer
 
 CUT_NEVER = MOVEMENT | {Ops.BUFFER, Ops.CONST}
 
@@ -32,12 +34,11 @@ _compile_lock = threading.RLock()   # one compile at a time: the MLIR contexts (
 @dataclass
 class ScheduleItem:
   name: str
-  program: object          # callable(*np.ndarray)
+  program: object          # the device's program: call_buffers(bufs, inputs)
   slots: tuple[int, ...]   # schedule buffers passed to the kernel, in argument order
-  def __post_init__(self):
-    # our programs take the driver's arrays unchecked (right dtype and size by construction) and, per argument, the
-    # input buffer UOp whose contents it holds (None for the schedule's own buffers); others are just called
-    self.run = getattr(self.program, "call_arrays", None) or (lambda bufs, inputs: self.program(*bufs))
+  # a program takes the driver's Buffers unchecked (right device, dtype and size by construction) and, per argument,
+  # the input buffer UOp whose contents it holds (None for the schedule's own buffers)
+  def __post_init__(self): self.run = self.program.call_buffers
 
 @dataclass
 class Schedule:
@@ -72,7 +73,6 @@ def lower_to_kernels(graph: Func) -> list[Func]:
     return import_module(module)
 
 def compile_schedule(graph: Func, device: str) -> Schedule:
-  from .device import Device
   funcs = {f.name: f for f in lower_to_kernels(graph)}
   sched = funcs.pop("schedule")
   dev = Device[device]
@@ -99,7 +99,6 @@ class GlobalCounters:
 
 # the schedules own their programs: an evicted schedule frees the programs no other schedule or method cache holds
 _schedule_cache: dict[tuple[str, tuple[UOp, ...]], Schedule] = LRU(schedule_nbytes)
-_alloc = None
 
 def _alloc_error(e: Exception, sched: Schedule, outs: list[UOp]) -> MemoryError:
   """A failed allocation of the schedule's buffers (outputs first) as a MemoryError at the user's line, naming the
@@ -134,25 +133,38 @@ def cut_deep(outs: list[UOp], device: str) -> list[UOp] | None:
     d = 1 + max((depth[s] for s in u.src), default=-1)
     b = frozenset((n,)) if is_input(n) else below[u.src[0]] if len(u.src) == 1 else frozenset().union(*(below[s] for s in u.src))
     if (d >= MAX_DEPTH or len(b) > MAX_INPUTS) and n.op not in CUT_NEVER and 0 < n.size <= big:
-      n = new_buffer(realize([n], device, cut=False)[0], n.loc, n.dtype)
+      n = new_buffer(realize([n], device, cut=False)[0], n.loc, shape=n.shape)
       d, b = 0, frozenset((n,))
     new[u], depth[u], below[u] = n, d, b
   return [new[o] for o in outs]
 
-def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> list[np.ndarray]:
-  """Compute graph-level UOps on `device` (Device.DEFAULT if None); returns one array per UOp, with its shape and
-  dtype. The schedule cache is keyed by device and graph structure. cut=False: the graph is not split (cut_deep)."""
-  results: list[np.ndarray | None] = [None] * len(outs)
+# an input's copy on another device, made the first time a schedule there reads it and kept while the input lives: input
+# contents never change, so the copy stays right (Tensor(np).to("CUDA") crosses to the GPU once, however often it is used)
+_copies: weakref.WeakKeyDictionary[Buffer, dict[str, Buffer]] = weakref.WeakKeyDictionary()
+_copies_lock = threading.Lock()
+
+def on_device(b: Buffer, device: str) -> Buffer:
+  """b, or its (cached) copy on device."""
+  if b.device == device: return b
+  with _copies_lock: c = _copies.get(b, {}).get(device)
+  if c is None:
+    c = b.copy_to(device)
+    with _copies_lock: c = _copies.setdefault(b, {}).setdefault(device, c)
+  return c
+
+def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> list[Buffer]:
+  """Compute graph-level UOps on `device` (Device.DEFAULT if None); returns one flat Buffer per UOp, on device (a UOp
+  that is already an input buffer gives its own Buffer, wherever it is). Inputs on other devices are copied to device
+  once. The schedule cache is keyed by device and graph structure. cut=False: the graph is not split (cut_deep)."""
+  device = Device[device or Device.DEFAULT].name
+  results: list[Buffer | None] = [None] * len(outs)
   todo = []
   for i, o in enumerate(outs):
-    if o.size == 0: results[i] = np.empty(o.shape, o.dtype.np)
-    elif is_input(o): results[i] = buffer_data(o).reshape(o.shape)
+    if o.size == 0: results[i] = Buffer(device, 0, o.dtype).allocate()
+    elif is_input(o): results[i] = buffer_data(o)
     else: todo.append(i)
   if not todo: return results
   key, inputs = normalize_inputs([outs[i] for i in todo])
-  if device is None:
-    from .device import Device
-    device = Device.DEFAULT
   if (sched := _schedule_cache.get(ck := (device, key))) is None:
     if cut and (pieces := cut_deep([outs[i] for i in todo], device)) is not None:
       for i, r in zip(todo, realize(pieces, device, cut=False)): results[i] = r
@@ -164,12 +176,10 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
         _schedule_cache[ck] = sched
         GlobalCounters.compiled += len(sched.items)
         if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
-  global _alloc
-  if _alloc is None:
-    from .device import Device
-    _alloc = Device["CPU"].allocator  # every buffer here is a host numpy array; a CUDA program stages its own device copies
-  alloc, n_in, n_out = _alloc, sched.n_in, sched.n_out
-  try: bufs = [buffer_data(u).reshape(-1) for u in inputs] + [alloc.alloc(b.size, b.dtype.base) for b in sched.buffer_types[n_in:]]
+  n_in, n_out = sched.n_in, sched.n_out
+  try:
+    bufs = [b if (b := buffer_data(u)).device == device else on_device(b, device) for u in inputs]
+    bufs += [Buffer(device, b.size, b.dtype.base).allocate() for b in sched.buffer_types[n_in:]]
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, [outs[i] for i in todo]) from None
   dt_sum = 0.0
   for it in sched.items:
@@ -179,6 +189,6 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
     dt_sum += dt
     if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us")
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
-  for j, i in enumerate(todo): results[i] = bufs[n_in + j].reshape(outs[i].shape)
-  for b in bufs[n_in + n_out:]: alloc.free(b)
+  for j, i in enumerate(todo): results[i] = bufs[n_in + j]
+  for b in bufs[n_in + n_out:]: b.deallocate()
   return results

@@ -146,15 +146,13 @@ class Tensor(OpMixin):
       if len(devs) > 1: _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(devs))}): realize them separately")
       outs = _realize(list(todo), device=devs.pop())
       for (u, ts), out in zip(todo.items(), outs):
-        if type(out) is not np.ndarray: out = np.asarray(out)
-        if out.shape != u.shape or (out.dtype is not u.dtype.npdt and out.dtype != u.dtype.npdt):
-          raise RuntimeError(f"{u.loc}: realize returned {out.shape} {out.dtype} for {u.shape} {u.dtype}")
-        b = new_buffer(out, u.loc, u.dtype)  # the realized value keeps the provenance of what computed it
+        if out.size != u.size or out.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
+        b = new_buffer(out, u.loc, shape=u.shape)  # the realized value keeps the provenance of what computed it
         for t in ts: t.uop = b
     return self
   def numpy(self) -> np.ndarray:
     u = self.realize().uop
-    return buffer_data(u if u.op is Ops.BUFFER else u.src[0]).reshape(self.shape).copy()
+    return buffer_data(u if u.op is Ops.BUFFER else u.src[0]).copyout().reshape(self.shape)
   def item(self):
     if self.numel() != 1: _err(ValueError, f"item() needs a tensor with one element, got shape {self.shape}")
     return self.numpy().item()

@@ -1,13 +1,190 @@
-"""The CUDA device on a GPU: memory, copies, launches, errors, and the Tensor differential suite against numpy.
-Skipped, with the reason, where cuda-python, libcuda or a GPU is missing (PTX generation is tested without one in
+"""The CUDA device: its runtime on a fake driver (host memory; kernels run by the CPU emulator of GPU kernels), and on
+a GPU: memory, copies, launches, errors, and the Tensor differential suite against numpy. The GPU tests are skipped,
+with the reason, where cuda-python, libcuda or a GPU is missing (PTX generation is tested without one in
 test_gpu_lowering.py). The whole Tensor suite runs on CUDA with `DEVICE=CUDA pytest test/test_tensor_ops.py`."""
+import ctypes, functools, gc, itertools
 import numpy as np
 import pytest
+from morok_mlir import Tensor
+from morok_mlir.device import cuda, Device
+from morok_mlir.device.buffer import Buffer
 from morok_mlir.device.cuda import available, CUDA, CUDAError, CUDAProgram, CompiledSpec
 
 OK, WHY = available()
-pytestmark = pytest.mark.skipif(not OK, reason=f"no CUDA GPU: {WHY}")
+gpu = pytest.mark.skipif(not OK, reason=f"no CUDA GPU: {WHY}")
 
+# ---------------------------------------------------------------- a fake driver: no GPU needed
+class FakeDriver:
+  """Just enough of cuda-python's driver API, backed by host memory, to run the runtime's logic without a GPU. It counts
+  copies by direction; a kernel whose "PTX" is `// fake <n>` (see FakeCompiler) runs through the CPU emulator."""
+  class CUdevice_attribute: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 0, 1
+  def __init__(self, capacity=1 << 30):
+    self.mem, self.capacity, self.launches, self.specs, self.programs = {}, capacity, [], {}, {}
+    self.copies = {"HtoD": 0, "DtoH": 0, "DtoD": 0}
+  def _ok(self, *v): return (0, *v)
+  def cuInit(self, flags): return self._ok()
+  def cuDeviceGetCount(self): return self._ok(1)
+  def cuDeviceGet(self, i): return self._ok(i)
+  def cuDeviceGetAttribute(self, a, dev): return self._ok((8, 6)[a])
+  def cuDevicePrimaryCtxRetain(self, dev): return self._ok("ctx")
+  def cuCtxSetCurrent(self, ctx): return self._ok()
+  def cuStreamCreate(self, flags): return self._ok("stream")
+  def cuStreamSynchronize(self, s): return self._ok()
+  def cuGetErrorName(self, e): return self._ok({2: b"CUDA_ERROR_OUT_OF_MEMORY", 218: b"CUDA_ERROR_INVALID_PTX"}[e])
+  def cuGetErrorString(self, e): return self._ok(b"the driver said no")
+  def cuMemAlloc(self, n):
+    if sum(a.nbytes for a in self.mem.values()) + n > self.capacity: return (2, None)
+    a = np.zeros(n, np.uint8); self.mem[a.ctypes.data] = a; return self._ok(a.ctypes.data)
+  def cuMemFree(self, p): del self.mem[p]; return self._ok()
+  def _copy(self, kind, dst, src, n): self.copies[kind] += 1; ctypes.memmove(dst, src, n); return self._ok()
+  def cuMemcpyHtoD(self, d, s, n): return self._copy("HtoD", d, s, n)
+  def cuMemcpyDtoH(self, d, s, n): return self._copy("DtoH", d, s, n)
+  def cuMemcpyDtoDAsync(self, d, s, n, stream): return self._copy("DtoD", d, s, n)
+  def cuModuleLoadData(self, image): return self._ok(image[:-1].decode()) if image.startswith(b"//") else (218, None)
+  def cuModuleGetFunction(self, mod, name): return self._ok((mod, name))
+  def cuModuleUnload(self, mod): return self._ok()
+  def cuLaunchKernel(self, fn, gx, gy, gz, lx, ly, lz, shm, stream, params, extra):
+    spec = self.specs.get(fn[0])
+    n = len(spec.args) if spec else len(self.launch_args)
+    ptrs = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+    addrs = [ctypes.c_void_p.from_address(ptrs[i]).value for i in range(n)]
+    self.launches.append((fn[1], (gx, gy, gz), (lx, ly, lz), addrs))
+    if spec is not None:
+      from morok_mlir.device.gpu_emulator import kernel_program
+      if (p := self.programs.get(fn[0])) is None: p = self.programs[fn[0]] = kernel_program(spec)
+      p.call_ptrs(*addrs)
+    return self._ok()
+
+class FakeCompiler:
+  """Registers the kernel with the fake driver instead of making PTX (which only a GPU could run)."""
+  ids = itertools.count()
+  def __init__(self, fake: FakeDriver): self.fake = fake
+  def compile(self, spec, chip):
+    self.fake.specs[name := f"// fake {next(self.ids)}"] = spec
+    return CompiledSpec(spec, name, chip)
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+  """A fresh CUDA device on a FakeDriver that runs kernels, as Device["CUDA"], with fresh schedule and copy caches."""
+  from morok_mlir import realize
+  from morok_mlir.lru import LRU
+  from morok_mlir.passes import lower_gpu
+  fake = FakeDriver()
+  monkeypatch.setattr(cuda, "_drv", fake)
+  dev = cuda.CUDADevice()
+  dev.compiler = FakeCompiler(fake)
+  monkeypatch.setattr(cuda, "CUDA", dev)
+  monkeypatch.setattr(Device, "_found", {})
+  monkeypatch.setattr(realize, "_schedule_cache", LRU(realize.schedule_nbytes))
+  monkeypatch.setattr(realize, "_copies", type(realize._copies)())
+  # the emulator runs one GPU thread at a time: a reduce shared by a block's threads must have one thread per block
+  monkeypatch.setattr(lower_gpu, "lower_kernel", functools.partial(lower_gpu.lower_kernel, group_threads=1))
+  return dev, fake
+
+def test_cuda_runtime_with_fake_driver(monkeypatch):
+  fake = FakeDriver(capacity=10_000)
+  monkeypatch.setattr(cuda, "_drv", fake)
+  dev = cuda.CUDADevice()
+  a = dev.allocator.from_numpy(np.arange(1000, dtype=np.float32))       # 4000 bytes
+  assert dev.chip == "sm_86" and np.array_equal(dev.allocator.to_numpy(a), np.arange(1000, dtype=np.float32))
+  b = dev.allocator.alloc(1000, "float32"); dev.allocator.copy(b, a)
+  assert np.array_equal(dev.allocator.to_numpy(b), np.arange(1000, dtype=np.float32))
+  dev.allocator.free(b)
+  c = dev.allocator.alloc(1500, "float32")                               # 6000 more: the pooled block is released (LRU) to fit
+  assert len(fake.mem) == 2 and dev.allocator.pooled == 0
+  with pytest.raises(cuda.CUDAError, match=r"cuMemAlloc\(8000\): CUDA_ERROR_OUT_OF_MEMORY"): dev.allocator.alloc(2000, "float32")
+  for x in (a, c): dev.allocator.free(x)
+  (k,), _ = _kernels(Tensor(np.ones((8, 8), np.float32)) + 1)
+  p = dev.compile(k)
+  assert dev.compile(k) is p and list(dev.method_cache)[0][2] == "sm_86"
+  x, out = dev.allocator.from_numpy(np.ones(64, np.float32)), dev.allocator.alloc(64, "float32")
+  fake.launch_args = [0, 0]
+  p(out, x)
+  fn, g, l, ptrs = fake.launches[-1]
+  assert fn == b"kernel" and g[0] * l[0] * 4 >= 64 and ptrs == [out.ptr, x.ptr]   # 4 outputs per thread (UPCAST)
+  with pytest.raises(TypeError, match="not a CUDABuffer"): p(np.zeros(64, np.float32), x)
+  with pytest.raises(cuda.CUDAError, match="loading kernel bad.*CUDA_ERROR_INVALID_PTX: the driver said no"):
+    cuda.CUDAProgram(dev, cuda.CompiledSpec(p.spec, ".version 8.0", "sm_86"), "bad")
+
+def test_tensors_stay_on_the_gpu(fake_cuda):
+  """Three chained realizes on CUDA: the input crosses to the device once, the result comes back once, and nothing
+  in between touches the host."""
+  dev, fake = fake_cuda
+  a = np.arange(-500, 500, dtype=np.float32).reshape(10, 100)
+  x = Tensor(a).to("CUDA")
+  y = (x + 1).realize()
+  z = (y * 2).realize()
+  w = (z - 3).realize()
+  assert fake.copies == {"HtoD": 1, "DtoH": 0, "DtoD": 0} and len(fake.launches) >= 3
+  assert all(t.uop.__dict__["buffer"].device == "CUDA" for t in (y, z, w))
+  np.testing.assert_array_equal(w.numpy(), (a + 1) * 2 - 3)
+  assert fake.copies == {"HtoD": 1, "DtoH": 1, "DtoD": 0}
+  np.testing.assert_array_equal((x * 3).numpy(), a * 3)    # the input's device copy is kept: no second host->device
+  np.testing.assert_array_equal(w.to("CPU").numpy(), (a + 1) * 2 - 3)
+  assert fake.copies == {"HtoD": 1, "DtoH": 3, "DtoD": 0}   # each .numpy(), and .to("CPU"): device->host
+  np.testing.assert_allclose((y.sum(axis=1) + z.max()).numpy(), (a + 1).sum(axis=1) + ((a + 1) * 2).max(), rtol=1e-6)
+
+def test_buffers_on_fake_cuda(fake_cuda):
+  dev, fake = fake_cuda
+  a = np.arange(100, dtype=np.float32)
+  b = Buffer("cuda", 100, "float32")
+  assert b.device == "CUDA" and not b.is_allocated and b.nbytes == 400
+  b.copyin(a)
+  assert b.is_allocated and b.ptr in fake.mem and np.array_equal(b.numpy(), a)
+  v = b.view(10, np.dtype("float32"), 40)                       # bytes 40..80: elements 10..19
+  assert v.ptr == b.ptr + 40 and np.array_equal(v.copyout(), a[10:20])
+  v.copyin(np.zeros(10, np.float32))
+  assert np.array_equal(b.numpy()[8:22], np.r_[8, 9, [0] * 10, 20, 21])
+  with pytest.raises(TypeError, match="not host memory"): b.as_numpy()
+  h = b.copy_to("CPU")
+  assert h.device == "CPU" and np.array_equal(h.as_numpy(), b.numpy())
+  d = h.copy_to("CUDA")
+  assert np.array_equal(d.numpy(), h.as_numpy()) and d.ptr != b.ptr
+
+def test_memory_back_to_the_pool_fake_cuda(fake_cuda):
+  """A realized tensor's device memory goes back to the allocator's pool when the last tensor using it dies."""
+  dev, fake = fake_cuda
+  x = Tensor(np.ones(1000, np.float32)).to("CUDA")
+  y = (x + 1).realize()
+  ptr = y.uop.__dict__["buffer"].ptr
+  assert ptr in dev.allocator.live and (4000, ptr) not in dev.allocator.pool
+  z = Tensor(y.uop, device="CUDA")          # a second tensor on the same buffer keeps it
+  del y; gc.collect()
+  assert ptr in dev.allocator.live
+  del z; gc.collect()
+  assert ptr not in dev.allocator.live and (4000, ptr) in dev.allocator.pool
+  assert (x + 2).realize().uop.__dict__["buffer"].ptr == ptr   # and is handed out again
+  v = Buffer("CUDA", 1000, "float32").allocate().view(10, np.dtype("float32"), 0)
+  p = v.base.ptr
+  assert p in dev.allocator.live
+  del v; gc.collect()                      # the view held its base
+  assert p not in dev.allocator.live
+
+def test_realize_on_cuda_from_threads(fake_cuda):
+  """Threads realizing chains on one shared input: each gets its own result, and the input crosses to the device at
+  most once per thread racing to copy it first (one copy is kept)."""
+  import sys, threading
+  dev, fake = fake_cuda
+  a = np.arange(4096, dtype=np.float32)
+  y = Tensor(a + 1).to("CUDA")
+  errors, old = [], sys.getswitchinterval()
+  def work(t):
+    try:
+      for i in range(20):
+        r = ((y + t) * 2).realize()
+        if not np.array_equal(r.numpy(), (a + 1 + t) * 2): errors.append((t, i))
+    except Exception as e: errors.append(repr(e))
+  sys.setswitchinterval(1e-6)
+  try:
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+  finally: sys.setswitchinterval(old)
+  assert not errors, errors[:3]
+  assert 1 <= fake.copies["HtoD"] <= 4 and fake.copies["DtoH"] == 80
+
+# ---------------------------------------------------------------- on a GPU
+@gpu
 def test_memory_roundtrip():
   a = np.arange(1000, dtype=np.float32)
   buf = CUDA.allocator.from_numpy(a)
@@ -27,6 +204,7 @@ def _kernels(t):
   key, inputs = normalize([t.lazydata])
   return [f for f in lower_to_kernels(graph_func(key)) if "uop.kernel" in f.attrs], inputs
 
+@gpu
 def test_program_on_device_buffers():
   from morok_mlir import Tensor
   a = np.random.default_rng(0).random((64, 1024), dtype=np.float32)
@@ -39,6 +217,7 @@ def test_program_on_device_buffers():
   with pytest.raises(TypeError): p(out)
   with pytest.raises(ValueError): p(inp, out)
 
+@gpu
 def test_errors_name_the_kernel():
   from morok_mlir import Tensor
   (k,), _ = _kernels(Tensor(np.ones(8, np.float32)) + 1)
@@ -59,6 +238,7 @@ CASES = {  # name: (tensor op, numpy op, input shapes)
   "argmax": (lambda a: a.argmax(axis=1), lambda a: a.argmax(axis=1), [(64, 1024)]),
 }
 
+@gpu
 @pytest.mark.parametrize("name", list(CASES))
 def test_differential(name, monkeypatch):
   from morok_mlir import Tensor

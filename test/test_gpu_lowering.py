@@ -134,63 +134,6 @@ def test_import_needs_no_cuda():
           "assert not [m for m in sys.modules if m == 'cuda' or m.startswith('cuda.')], 'cuda imported'")
   subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "DEVICE": "CPU"})
 
-class FakeDriver:
-  """Just enough of cuda-python's driver API, backed by host memory, to run the runtime's logic without a GPU."""
-  class CUdevice_attribute: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 0, 1
-  def __init__(self, capacity): self.mem, self.capacity, self.launches = {}, capacity, []
-  def _ok(self, *v): return (0, *v)
-  def cuInit(self, flags): return self._ok()
-  def cuDeviceGetCount(self): return self._ok(1)
-  def cuDeviceGet(self, i): return self._ok(i)
-  def cuDeviceGetAttribute(self, a, dev): return self._ok((8, 6)[a])
-  def cuDevicePrimaryCtxRetain(self, dev): return self._ok("ctx")
-  def cuCtxSetCurrent(self, ctx): return self._ok()
-  def cuStreamCreate(self, flags): return self._ok("stream")
-  def cuStreamSynchronize(self, s): return self._ok()
-  def cuGetErrorName(self, e): return self._ok({2: b"CUDA_ERROR_OUT_OF_MEMORY", 218: b"CUDA_ERROR_INVALID_PTX"}[e])
-  def cuGetErrorString(self, e): return self._ok(b"the driver said no")
-  def cuMemAlloc(self, n):
-    if sum(a.nbytes for a in self.mem.values()) + n > self.capacity: return (2, None)
-    a = np.zeros(n, np.uint8); self.mem[a.ctypes.data] = a; return self._ok(a.ctypes.data)
-  def cuMemFree(self, p): del self.mem[p]; return self._ok()
-  def _copy(self, dst, src, n): import ctypes; ctypes.memmove(dst, src, n); return self._ok()
-  def cuMemcpyHtoD(self, d, s, n): return self._copy(d, s, n)
-  def cuMemcpyDtoH(self, d, s, n): return self._copy(d, s, n)
-  def cuMemcpyDtoDAsync(self, d, s, n, stream): return self._copy(d, s, n)
-  def cuModuleLoadData(self, image): return self._ok("mod") if image.startswith(b"//") else (218, None)
-  def cuModuleGetFunction(self, mod, name): return self._ok(name)
-  def cuLaunchKernel(self, fn, gx, gy, gz, lx, ly, lz, shm, stream, params, extra):
-    import ctypes
-    n = len(self.launch_args)
-    ptrs = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
-    self.launches.append((fn, (gx, gy, gz), (lx, ly, lz), [ctypes.c_void_p.from_address(ptrs[i]).value for i in range(n)]))
-    return self._ok()
-
-def test_cuda_runtime_with_fake_driver(monkeypatch):
-  from morok_mlir.device import cuda
-  fake = FakeDriver(capacity=10_000)
-  monkeypatch.setattr(cuda, "_drv", fake)
-  dev = cuda.CUDADevice()
-  a = dev.allocator.from_numpy(np.arange(1000, dtype=np.float32))       # 4000 bytes
-  assert dev.chip == "sm_86" and np.array_equal(dev.allocator.to_numpy(a), np.arange(1000, dtype=np.float32))
-  b = dev.allocator.alloc(1000, "float32"); dev.allocator.copy(b, a)
-  assert np.array_equal(dev.allocator.to_numpy(b), np.arange(1000, dtype=np.float32))
-  dev.allocator.free(b)
-  c = dev.allocator.alloc(1500, "float32")                               # 6000 more: the pooled block is released (LRU) to fit
-  assert len(fake.mem) == 2 and dev.allocator.pooled == 0
-  with pytest.raises(cuda.CUDAError, match=r"cuMemAlloc\(8000\): CUDA_ERROR_OUT_OF_MEMORY"): dev.allocator.alloc(2000, "float32")
-  for x in (a, c): dev.allocator.free(x)
-  (k,) = kernels(R(8, 8) + 1)
-  p = dev.compile(k)
-  assert dev.compile(k) is p and list(dev.method_cache)[0][2] == "sm_86"
-  x = np.ones(64, np.float32); out = np.zeros(64, np.float32)
-  fake.launch_args = [0, 0]
-  p(out, x)                                                              # numpy arrays: staged through device memory
-  fn, g, l, ptrs = fake.launches[-1]
-  assert fn == b"kernel" and g[0] * l[0] * 4 >= 64 and all(ptrs) and ptrs[0] != ptrs[1]   # 4 outputs per thread (UPCAST)
-  with pytest.raises(cuda.CUDAError, match="loading kernel bad.*CUDA_ERROR_INVALID_PTX: the driver said no"):
-    cuda.CUDAProgram(dev, cuda.CompiledSpec(p.spec, ".version 8.0", "sm_86"), "bad")
-
 def test_upcast_lanes_share_one_reduce_loop():
   """A one-thread-per-output matmul upcast by 4: the 4 lanes' reduces are one loop with 4 accumulators, A[m, k] is
   loaded once for them, and B's 4 neighbours in one 16-byte load."""

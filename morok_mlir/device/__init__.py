@@ -3,21 +3,25 @@
 
   Device["CPU"]      the device (implementations are imported on first use); "cpu" and "CPU:0" name the same one
   Device.DEFAULT     "CPU", or the env var DEVICE
-  dev.compile(f: Func) -> program(*np.ndarray);  dev.allocator.alloc(size, dtype) / .free(arr)"""
+  dev.compile(f: Func) -> program: program.call_buffers(bufs: list[Buffer], inputs) runs it on allocated Buffers
+  dev.allocator                   alloc/free/copyin/copyout/copy/offset/ptr of the device's memory (see buffer.py)
+  Buffer(device, size, dtype)     memory on a device (device/buffer.py)"""
 from __future__ import annotations
 import importlib, os
 
 class _Device:
   _impls = {"CPU": ("morok_mlir.device.cpu", "CPU"), "CUDA": ("morok_mlir.device.cuda", "CUDA")}
-  def __init__(self): self.DEFAULT = self.canonicalize(os.environ.get("DEVICE", "CPU"))
+  def __init__(self): self.DEFAULT, self._found = self.canonicalize(os.environ.get("DEVICE", "CPU")), {}
   @staticmethod
   def canonicalize(name: str) -> str: return name.split(":")[0].upper()
   @property
   def names(self) -> list[str]: return list(self._impls)
   def __getitem__(self, name: str):
+    if (d := self._found.get(name)) is not None: return d   # every Buffer looks its device up: keep that a dict hit
     key = self.canonicalize(name)
     if key not in self._impls: raise KeyError(f"unknown device {name!r} (devices: {', '.join(self._impls)})")
     mod, attr = self._impls[key]
-    return getattr(importlib.import_module(mod), attr)
+    d = self._found[name] = getattr(importlib.import_module(mod), attr)
+    return d
 
 Device = _Device()

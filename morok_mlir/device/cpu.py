@@ -6,7 +6,9 @@ Public API (what the realize driver uses):
   program(*bufs: np.ndarray)                run it; buffers are checked (count, dtype, size, contiguity, writable
                                             outputs) and a bad one raises ValueError/TypeError before any native code
   program.call_ptrs(*addrs: int)            the unchecked fast path on raw data pointers (~1 us); programs are re-entrant
-  CPU.allocator.alloc(size, dtype) / free   64-byte-aligned contiguous numpy arrays, pooled by byte size
+  program.call_buffers(bufs, inputs)        the realize driver's path, on allocated Buffers (device/buffer.py)
+  CPU.allocator.alloc(size, dtype) / free   64-byte-aligned contiguous numpy arrays, pooled by byte size; copyin, copyout,
+                                            copy, offset, ptr, as_numpy: the interface every allocator has
   compile_module(funcs) -> CPUProgram       a whole kernel-level module, called through its lowered @schedule
 
 The stages mirror Morok's device.rs: renderer (the uop-lower-cpu pass: Func -> ProgramSpec with upstream MLIR),
@@ -360,11 +362,11 @@ class CPUProgram:
       if scratch:
         for s in scratch: a.ptrs[len(addrs) + s] = a.scratch[s].ctypes.data   # no pointer outlives this call
       if a.code is self._code: self._free.append(a)
-  def call_arrays(self, bufs: list[np.ndarray], inputs: list | None = None) -> None:
-    """The realize driver's path: arrays it allocated or took from Tensors, already of the right dtype and size;
-    inputs[i] is the input UOp whose (immutable) contents bufs[i] holds, or None. A phase that only repacks an input
-    (a contraction's B panels: weights, typically) runs once per input and its result is kept while the input lives."""
-    if not self.spec.reuse: return self.call_ptrs(*[b.ctypes.data for b in bufs])
+  def call_buffers(self, bufs: list, inputs: list | None = None) -> None:
+    """The realize driver's path: allocated CPU Buffers, already of the right dtype and size; inputs[i] is the input
+    UOp whose (immutable) contents bufs[i] holds, or None. A phase that only repacks an input (a contraction's B
+    panels: weights, typically) runs once per input and its result is kept while the input lives."""
+    if not self.spec.reuse: return self.call_ptrs(*[b.ptr for b in bufs])
     skip, fresh, use = set(), [], {}
     for phase, arg, s in self.spec.reuse:
       if (u := inputs[arg] if inputs is not None else None) is None: continue
@@ -372,7 +374,7 @@ class CPUProgram:
       if out is not None: skip.add(phase)
       else: out = CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32); fresh.append((u, s, out))
       use[s] = out
-    self.call_ptrs(*[b.ctypes.data for b in bufs], skip=frozenset(skip), scratch=use)
+    self.call_ptrs(*[b.ptr for b in bufs], skip=frozenset(skip), scratch=use)
     with self._kept_lock:
       for u, s, out in fresh:   # kept only once the call succeeded
         if u not in self._kept and len(self._kept) >= self.KEEP: del self._kept[next(iter(self._kept))]
@@ -444,6 +446,25 @@ class CPUAllocator:
       with self.lock:
         if self.pooled + arr.nbytes <= self.POOL_LIMIT:
           self.pool.setdefault(arr.nbytes, []).append(arr.reshape(-1).view(np.uint8)); self.pooled += arr.nbytes
+  # the interface every allocator has (device/buffer.py); here a handle is the flat array itself
+  @staticmethod
+  def ptr(arr: np.ndarray) -> int: return arr.ctypes.data
+  @staticmethod
+  def as_numpy(arr: np.ndarray) -> np.ndarray: return arr
+  @staticmethod
+  def offset(arr: np.ndarray, nbytes: int, size: int, dtype: DType) -> np.ndarray:
+    return arr.reshape(-1).view(np.uint8)[nbytes:nbytes + size * dtype.itemsize].view(dtype.np)
+  @staticmethod
+  def copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """dst and src are flat and C-contiguous (handles are); of one dtype, or of one byte size."""
+    if dst.dtype != src.dtype: dst, src = dst.view(np.uint8), src.view(np.uint8)
+    if dst.nbytes != src.nbytes: raise ValueError(f"copy: {src.nbytes} bytes into {dst.nbytes}")
+    np.copyto(dst, src)
+  copyin = copyout = copy   # (dst, src) all three: host memory is host memory
+  def from_numpy(self, arr: np.ndarray) -> np.ndarray:
+    out = self.alloc(arr.size, arr.dtype); out[:] = arr.reshape(-1); return out
+  @staticmethod
+  def to_numpy(arr: np.ndarray) -> np.ndarray: return arr.copy()
 
 class CPUDevice:
   name = "CPU"

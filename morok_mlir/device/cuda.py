@@ -6,16 +6,18 @@ need them); rendering and PTX compilation work on any machine (`CUDA.compile_ptx
 Public API, shaped like the CPU device's:
   CUDA.compile(f: Func) -> CUDAProgram      lower + PTX for this GPU's chip + cuModuleLoadData; the method cache is
                                             keyed by (lowered text, argument dtypes, chip), one entry per GPU arch
-  program(*bufs, wait=False)                bufs are CUDABuffers (launch only) or numpy arrays (copied in, launched,
-                                            outputs copied back: what the realize driver passes today)
-  CUDA.allocator.alloc(size, dtype) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf); .copy(dst, src)
+  program(*bufs, wait=False)                launch on CUDABuffers (checked); program.call_buffers(bufs, inputs): the
+                                            realize driver's path on allocated Buffers (device/buffer.py), no host copies
+  CUDA.allocator.alloc(size, dtype) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf); .copy(dst, src);
+                                            .offset, .ptr: the interface every allocator has; a block goes back to the
+                                            pool at free() or when its CUDABuffer dies
   CUDA.synchronize()
   available() -> (bool, reason)             cuda-python importable, cuInit works, at least one device
 Every failing driver call raises CUDAError naming the call (and the kernel, for loads and launches). Threads may share
 the device: launches take their own parameter arrays, the pool and the method cache (an LRU) are locked, and each
 thread makes the device's context current before its first call."""
 from __future__ import annotations
-import ctypes, threading, time
+import ctypes, threading, time, weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 import numpy as np
@@ -76,29 +78,41 @@ class CUDABuffer:
 
 class CUDAAllocator:
   """Device memory pooled by byte size (Morok's LRU allocator): freed blocks are kept for reuse, and when the device
-  runs out of memory the least recently freed ones are released and the allocation retried."""
+  runs out of memory the least recently freed ones are released and the allocation retried. A block is freed by free()
+  or when the CUDABuffer alloc returned dies, whichever comes first (views made by offset() own nothing)."""
   POOL_LIMIT = 4 << 30
   def __init__(self, dev: CUDADevice):
     self.dev, self.pool, self.pooled = dev, OrderedDict(), 0  # (nbytes, ptr) -> None, LRU order
+    self.live: dict[int, weakref.finalize] = {}   # ptr -> the finalizer that pools the block when its CUDABuffer dies
     self.lock = threading.RLock()
   def alloc(self, size: int, dtype) -> CUDABuffer:
     dt = to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
     if not isinstance(size, (int, np.integer)) or size < 0: raise ValueError(f"bad buffer size {size!r}")
     nbytes = max(int(size) * dt.itemsize, 1)   # cuMemAlloc(0) is an error
+    ptr = None
     with self.lock:
       for key in reversed(self.pool):
-        if key[0] == nbytes: del self.pool[key]; self.pooled -= nbytes; return CUDABuffer(key[1], int(size), dt, nbytes)
-    self.dev.init()
-    d = driver()
-    try: ptr = check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes})")
-    except CUDAError:
-      if not self.pool: raise
-      self.release(); ptr = check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes}) after emptying the pool")
-    return CUDABuffer(int(ptr), int(size), dt, nbytes)
-  def free(self, buf: CUDABuffer) -> None:
+        if key[0] == nbytes: del self.pool[key]; self.pooled -= nbytes; ptr = key[1]; break
+    if ptr is None:
+      self.dev.init()
+      d = driver()
+      try: ptr = int(check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes})"))
+      except CUDAError:
+        if not self.pool: raise
+        self.release(); ptr = int(check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes}) after emptying the pool"))
+    buf = CUDABuffer(ptr, int(size), dt, nbytes)
+    fin = self.live[ptr] = weakref.finalize(buf, self._recycle, nbytes, ptr)
+    fin.atexit = False   # at exit the driver frees everything itself
+    return buf
+  def _recycle(self, nbytes: int, ptr: int) -> None:
     with self.lock:
-      if self.pooled + buf.nbytes > self.POOL_LIMIT: self.release(self.pooled + buf.nbytes - self.POOL_LIMIT)
-      self.pool[(buf.nbytes, buf.ptr)] = None; self.pooled += buf.nbytes
+      self.live.pop(ptr, None)
+      if self.pooled + nbytes > self.POOL_LIMIT: self.release(self.pooled + nbytes - self.POOL_LIMIT)
+      self.pool[(nbytes, ptr)] = None; self.pooled += nbytes
+  def free(self, buf: CUDABuffer) -> None:
+    """Return buf's block now (the caller promises not to use buf again); a view or an already freed buffer is ignored."""
+    with self.lock:
+      if (fin := self.live.get(buf.ptr)) is not None and (p := fin.peek()) is not None and p[0] is buf: fin()
       buf.ptr = 0
   def release(self, nbytes: int | None = None) -> None:
     """Give pooled blocks back to the driver, least recently used first, until nbytes are freed (all by default)."""
@@ -120,6 +134,11 @@ class CUDAAllocator:
   def copy(self, dst: CUDABuffer, src: CUDABuffer) -> None:
     if dst.nbytes != src.nbytes: raise ValueError(f"copy: {src.nbytes} bytes into {dst.nbytes}")
     check(driver().cuMemcpyDtoDAsync(dst.ptr, src.ptr, src.nbytes, self.dev.stream), "cuMemcpyDtoD")
+  @staticmethod
+  def ptr(buf: CUDABuffer) -> int: return buf.ptr
+  @staticmethod
+  def offset(buf: CUDABuffer, nbytes: int, size: int, dtype: DType) -> CUDABuffer:
+    return CUDABuffer(buf.ptr + nbytes, size, dtype, size * dtype.itemsize)
   def from_numpy(self, arr: np.ndarray) -> CUDABuffer:
     arr = np.ascontiguousarray(arr); buf = self.alloc(arr.size, arr.dtype); self.copyin(buf, arr.reshape(-1)); return buf
   def to_numpy(self, buf: CUDABuffer) -> np.ndarray:
@@ -176,28 +195,22 @@ class CUDAProgram:
       check(driver().cuLaunchKernel(self.fn, gx, gy, gz, lx, ly, lz, 0, self.dev.stream, ctypes.addressof(params), 0),
             f"launching kernel {self.label}")   # (the driver copies the parameters before it returns)
     finally: self._free.append(a)
-  def __call__(self, *bufs, wait: bool = False) -> float | None:
-    """Run on CUDABuffers, or on numpy arrays (staged through device memory). With wait, returns seconds on the GPU."""
-    if len(bufs) != len(self.spec.args): raise TypeError(f"{self.label} takes {len(self.spec.args)} buffers, got {len(bufs)}")
-    host = [b for b in bufs if isinstance(b, np.ndarray)]
-    if host and len(host) != len(bufs): raise TypeError(f"{self.label}: pass all numpy arrays or all CUDABuffers")
-    for i, (b, (size, dt)) in enumerate(zip(bufs, self.spec.args)):
-      bdt = dtypes.from_np(b.dtype) if host else b.dtype
-      if bdt != dt or b.size < size: raise ValueError(f"{self.label}: buffer {i} must hold {size} {dt.name}, got {b.size} {bdt.name}")
+  def call_buffers(self, bufs: list, inputs: list | None = None) -> None:
+    """The realize driver's path: allocated CUDA Buffers of the right dtype and size; launches and returns (the stream
+    orders what follows; a copy to the host waits for it)."""
     self.dev.current()
-    alloc = self.dev.allocator
-    dbufs = [alloc.from_numpy(b.reshape(-1)[:size]) for b, (size, _) in zip(bufs, self.spec.args)] if host else list(bufs)
-    try:
-      t0 = time.perf_counter()
-      self.launch_ptrs(*[b.ptr for b in dbufs])
-      if wait or host: self.dev.synchronize(f"kernel {self.label}")
-      dt = time.perf_counter() - t0
-      for i in self.spec.outs if host else ():
-        out = alloc.to_numpy(dbufs[i])
-        bufs[i].reshape(-1)[:out.size] = out
-    finally:
-      for b in dbufs if host else (): alloc.free(b)
-    return dt if wait or host else None
+    self.launch_ptrs(*[b.ptr for b in bufs])
+  def __call__(self, *bufs: CUDABuffer, wait: bool = False) -> float | None:
+    """Launch on CUDABuffers. With wait, returns seconds until the GPU is done."""
+    if len(bufs) != len(self.spec.args): raise TypeError(f"{self.label} takes {len(self.spec.args)} buffers, got {len(bufs)}")
+    for i, (b, (size, dt)) in enumerate(zip(bufs, self.spec.args)):
+      if type(b) is not CUDABuffer: raise TypeError(f"{self.label}: buffer {i} is a {type(b).__name__}, not a CUDABuffer")
+      if b.dtype != dt or b.size < size: raise ValueError(f"{self.label}: buffer {i} must hold {size} {dt.name}, got {b.size} {b.dtype.name}")
+    self.dev.current()
+    t0 = time.perf_counter()
+    self.launch_ptrs(*[b.ptr for b in bufs])
+    if wait: self.dev.synchronize(f"kernel {self.label}")
+    return time.perf_counter() - t0 if wait else None
 
 class CUDADevice:
   name = "CUDA"

@@ -6,7 +6,10 @@ from the loop counter: thread = i % local, block = i // local, global = i. Threa
 GROUP kernels are lowered with one thread per block (`group_threads=1`), where `gpu.all_reduce` of one value is that
 value; what this does not test is the combine across threads, which only the GPU itself can.
 
-  emulate(outs) -> [np.ndarray]   realize graph-level UOps through uop-lower-gpu, on the CPU"""
+  emulate(outs) -> [np.ndarray]   realize graph-level UOps through uop-lower-gpu, on the CPU
+  kernel_program(spec) -> CPUProgram
+                                  one CUDA kernel (its ProgramSpec) as a CPU program on the same buffer pointers,
+                                  running every thread of its launch: what a fake CUDA driver launches"""
 from __future__ import annotations
 import itertools, re
 import numpy as np
@@ -56,7 +59,28 @@ def emulate(outs: list[UOp]) -> list[np.ndarray]:
   text = cpu_text(lower_module(funcs, group_threads=1))
   args = tuple(_arg(t) for t in sched.args)
   prog = CPUProgram(CPUCompiler().compile(ProgramSpec("schedule", text, args, ())))
-  bufs = [np.ascontiguousarray(buffer_data(u)).reshape(-1) for u in inputs]
+  bufs = [buffer_data(u).numpy() for u in inputs]
   bufs += [np.zeros(size, dt.np) for size, dt in args[len(inputs):]]
-  prog.call_arrays(bufs)
+  prog.call_ptrs(*[b.ctypes.data for b in bufs])
   return [bufs[len(inputs) + i].reshape(o.shape) for i, o in enumerate(outs)]
+
+def kernel_program(spec) -> CPUProgram:
+  """A CUDA ProgramSpec's kernel (lowered with group_threads=1 where it reduces across threads) run on the CPU over its
+  1-D launch; call it with call_ptrs(*buffer addresses)."""
+  (g, *gyz), (l, *lyz) = spec.global_size, spec.local_size
+  if gyz != [1, 1] or lyz != [1, 1]: raise ValueError(f"1-D launches only, got {spec.global_size} x {spec.local_size}")
+  from ..passes.lower_cpu import mem_type
+  tys = [mem_type(dt.ptr(size)) for size, dt in spec.args]
+  text = cpu_text(spec.src).rstrip()[:-1] + f"""  func.func @emu({', '.join(f'%a{i}: {t}' for i, t in enumerate(tys))}) {{
+    %n = arith.constant {g * l} : index
+    %l = arith.constant {l} : index
+    %z = arith.constant 0 : index
+    %o = arith.constant 1 : index
+    scf.for %i = %z to %n step %o {{
+      func.call @{spec.name}({', '.join(f'%a{i}' for i in range(len(tys)))}, %i, %l) : ({', '.join(tys)}, index, index) -> ()
+    }}
+    return
+  }}
+}}
+"""
+  return CPUProgram(CPUCompiler().compile(ProgramSpec("emu", text, spec.args, ())))

@@ -1,0 +1,77 @@
+"""Buffer on the CPU: lazy allocation, copies, views, zero-copy host access, memory back to the pool, threads. The same
+on a fake CUDA driver is in test_cuda.py."""
+import gc, sys, threading
+import numpy as np, pytest
+from morok_mlir import Tensor, dtypes
+from morok_mlir.device import Device
+from morok_mlir.device.buffer import Buffer
+from morok_mlir.emit import new_buffer, buffer_data
+
+def test_lazy_allocation_and_copies():
+  b = Buffer("cpu", 6, dtypes.int32)
+  assert b.device == "CPU" and b.nbytes == 24 and not b.is_allocated and b.ptr == 0
+  b.copyin(np.arange(6, dtype=np.int32).reshape(2, 3))
+  assert b.is_allocated and b.ptr == b.as_numpy().ctypes.data
+  out = b.copyout()
+  assert out.tolist() == list(range(6)) and not np.shares_memory(out, b.as_numpy())
+  assert np.shares_memory(b.numpy(), b.as_numpy())               # host memory: numpy() is the memory itself
+  into = np.zeros(6, np.int32)
+  assert b.copyout(into) is into and into.tolist() == list(range(6))
+  with pytest.raises(ValueError, match="24 bytes"): b.copyin(np.zeros(5, np.int32))
+  with pytest.raises(ValueError, match="24 bytes"): b.copyout(np.zeros(7, np.int32))
+
+def test_views_share_memory_at_byte_offsets():
+  b = Buffer("CPU", 8, dtypes.float32).allocate()
+  b.copyin(np.arange(8, dtype=np.float32))
+  v = b.view(4, dtypes.float32, 8)                              # bytes 8..24: elements 2..5
+  assert v.is_allocated and v.base is b and v.ptr == b.ptr + 8 and v.numpy().tolist() == [2, 3, 4, 5]
+  w = v.view(2, dtypes.int32, 4)                                # a view of a view is a view of the base, at 12
+  assert w.base is b and w.offset == 12 and w.numpy().view(np.float32).tolist() == [3, 4]
+  v.copyin(np.zeros(4, np.float32))
+  assert b.numpy().tolist() == [0, 1, 0, 0, 0, 0, 6, 7]
+  lazy = Buffer("CPU", 4, dtypes.uint8).view(2, dtypes.uint8, 1)
+  assert not lazy.is_allocated and lazy.allocate().base.is_allocated
+  with pytest.raises(ValueError, match="outside"): b.view(8, dtypes.float32, 4)
+
+def test_copy_to_the_same_device():
+  b = Buffer("CPU", 3, dtypes.float64).copyin(np.array([1.0, 2.0, 3.0]))
+  c = b.copy_to("CPU")
+  assert c is not b and c.numpy().tolist() == [1, 2, 3] and not np.shares_memory(c.numpy(), b.numpy())
+
+def test_graph_inputs_are_buffers_without_copies():
+  a = np.arange(12, dtype=np.float32)
+  u = new_buffer(a)
+  assert buffer_data(u).ptr == a.ctypes.data and not a.flags.writeable   # a native C-contiguous array is used in place
+  assert buffer_data(new_buffer(np.arange(3, dtype=">i4"))).numpy().tolist() == [0, 1, 2]   # made native
+  t = (Tensor(np.ones(4, np.float32)) + 1).realize()
+  b = buffer_data(t.uop)
+  assert b.device == "CPU" and not b.numpy().flags.writeable and np.shares_memory(b.numpy(), b.as_numpy())
+  out = t.numpy()
+  assert out.flags.writeable and out.tolist() == [2, 2, 2, 2] and not np.shares_memory(out, b.numpy())
+
+def test_memory_back_to_the_pool_cpu():
+  """A realized tensor's block goes back to the allocator's pool when the last tensor using it dies."""
+  alloc = Device["CPU"].allocator
+  n = alloc.SMALL // 4                                          # big enough to be pooled
+  x = Tensor(np.ones(n, np.float32))
+  y = (x + 1).realize()
+  ptr = buffer_data(y.uop).ptr
+  assert ptr in alloc.live
+  z = Tensor(y.uop)                                             # a second tensor on the same buffer keeps it
+  del y; gc.collect()
+  assert ptr in alloc.live
+  del z; gc.collect()
+  assert ptr not in alloc.live and any(blk.ctypes.data == ptr for blk in alloc.pool.get(alloc.SMALL, []))
+  assert buffer_data((x + 2).realize().uop).ptr == ptr        # and is handed out again
+
+def test_lazy_allocate_from_threads():
+  old = sys.getswitchinterval()
+  sys.setswitchinterval(1e-6)
+  try:
+    for _ in range(200):
+      b, ptrs = Buffer("CPU", 20000, dtypes.float32), []
+      ts = [threading.Thread(target=lambda: ptrs.append(b.allocate().ptr)) for _ in range(4)]
+      for t in ts: t.start()
+      for t in ts: t.join()
+      assert len(set(ptrs)) == 1 and ptrs[0] == b.ptr
+  finally: sys.setswitchinterval(old)
