@@ -5,8 +5,8 @@ Everything is checked in Python before MLIR sees it (the wheels abort on misuse)
 from __future__ import annotations
 import keyword, re
 from mlir import ir
-from .ops import OPS, COMPARE, OpDef, parse_sig
-from .verify import check_op
+from morok_mlir.dialects.ops import OPS, COMPARE, OpDef, parse_sig
+from morok_mlir.dialects.verify import check_op
 
 # constraint -> predicate on a type's text (a capital variable accepts anything: unification is checked separately)
 _KIND = {"tensor": lambda t: t.startswith("tensor<"), "memref": lambda t: t.startswith("memref<"),

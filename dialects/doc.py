@@ -1,8 +1,8 @@
 """The dialect reference, generated from the op table: `python -m morok_mlir.dialects.doc > docs/dialect.md`
 (test/test_dialect.py checks the committed file is current)."""
 from __future__ import annotations
-from .ops import OPS, OpDef, SIDE_EFFECTS, parse_sig, example_module
-from .verify import CHECKS, TYPE_RULE
+from morok_mlir.dialects.ops import OPS, OpDef, SIDE_EFFECTS, parse_sig, example_module
+from morok_mlir.dialects.verify import CHECKS, TYPE_RULE
 
 CONSTRAINT = {"tensor": "any `tensor<...>`", "memref": "any `memref<...>`", "index": "`index`", "i1": "`i1`",
               "token": "`!uop.token`", "any": "any type"}

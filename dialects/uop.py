@@ -3,7 +3,7 @@ from __future__ import annotations
 import re, sys, types
 from mlir import ir
 from mlir.dialects import irdl
-from .ops import OPS, OpDef, parse_sig
+from morok_mlir.dialects.ops import OPS, OpDef, parse_sig
 
 _ATTR_BASE = {"str": '"#builtin.string"', "int": '"#builtin.integer"', "ints": '"#builtin.dense_array"',
               "type": '"#builtin.type"', "sym": '"#builtin.symbol_ref"'}

@@ -3,9 +3,9 @@ attribute values. Runs after parsing and after every pass; each problem is (loca
 from __future__ import annotations
 import functools, re
 from math import prod
-from morok_mlir.dtype import dtypes
-from morok_mlir.uop import UOp, attrs
-from .ops import Ops
+from morok_mlir.core.dtype import dtypes
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.dialects.ops import Ops
 
 _SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)(\w+)>")
 _DYNAMIC = re.compile(r"(tensor|memref|vector)<(?:[\d?]+x|\[\d+\]x)*[?*\[]")  # a ?, * or [4] (scalable) dim
@@ -163,7 +163,7 @@ def _attr_value(attr):
 def check_op(op) -> str | None:
   """Problem with one uop operation, or None."""
   from mlir import ir
-  from .ops import OPS
+  from morok_mlir.dialects.ops import OPS
   name = op.name[4:]
   if name not in OPS: return None
   ins, outs = [str(o.type) for o in op.operands], [str(r.type) for r in op.results]

@@ -1,4 +1,4 @@
 """morok-mlir: a tinygrad-style ML compiler whose IR is MLIR."""
-from .dtype import dtypes, DType
-from .tensor import Tensor
-from .device import Device
+from morok_mlir.core.dtype import dtypes, DType
+from morok_mlir.tensor import Tensor
+from morok_mlir.device import Device

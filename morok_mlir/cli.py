@@ -186,7 +186,7 @@ def main(argv=None) -> int:
   except _ArgError as e: print(f"{ap.format_usage()}morok-opt: error: {e}", file=sys.stderr); return 1
   if args.list_passes: print(_list_passes()); return 0
   if args.verify_rules:
-    from morok_mlir.passes.prove import main as prove_main
+    from morok_mlir.core.prove import main as prove_main
     return prove_main()
   try: data = _read(args.input)
   except OSError as e: print(f"morok-opt: error: cannot read {args.input}: {e.strerror or e}", file=sys.stderr); return 1

@@ -5,21 +5,21 @@ runs on Buffers of its own device. realize() is safe from any number of Python t
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
 import threading, weakref
-from .uop import UOp, attrs
-from .dtype import dtypes
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.dtype import dtypes
 
-from .emit import new_buffer, buffer_data, is_input  # noqa: F401  (re-exported: graph inputs are made by emit)
+from morok_mlir.ir.emit import new_buffer, buffer_data, is_input  # noqa: F401  (re-exported: graph inputs are made by emit)
 
 # ---------------------------------------------------------------- compile: graph -> schedule of compiled kernels
 import os, time
 from dataclasses import dataclass
-from .bridge import Func, module_text, import_module
-from .emit import normalize_inputs, graph_func
-from .diagnostics import format_mlir_error
-from .dialects.ops import MOVEMENT, Ops
-from .lru import LRU
-from .device import Device
-from .device.buffer import Buffer
+from morok_mlir.ir.bridge import Func, module_text, import_module
+from morok_mlir.ir.emit import normalize_inputs, graph_func
+from morok_mlir.diagnostics import format_mlir_error
+from morok_mlir.dialects.ops import MOVEMENT, Ops
+from morok_mlir.lru import LRU
+from morok_mlir.device import Device
+from morok_mlir.device.buffer import Buffer
 
 CUT_NEVER = MOVEMENT | {Ops.BUFFER, Ops.CONST}
 
@@ -54,7 +54,7 @@ def mlir_context():
   global _ctx, _ctx_uses
   with _compile_lock:
     if _ctx is None or _ctx_uses >= 64:
-      from .dialects import new_context
+      from morok_mlir.dialects import new_context
       _ctx, _ctx_uses = new_context(), 0
     _ctx_uses += 1
   return _ctx
@@ -62,7 +62,7 @@ def mlir_context():
 def lower_to_kernels(graph: Func) -> list[Func]:
   """Emit the graph as a `uop` module and run our passes over it inside MLIR's PassManager."""
   from mlir import ir
-  from .passes.pipeline import run_pipeline
+  from morok_mlir.passes.pipeline import run_pipeline
   text = module_text([graph])
   with _compile_lock, mlir_context():
     module = ir.Module.parse(text)

@@ -4,18 +4,18 @@ from __future__ import annotations
 import functools, math
 from typing import Any
 import numpy as np
-from .dtype import DType, dtypes
-from .uop import UOp, SHAPE_ATTR, attrs
-from .dialects.ops import Ops
-from .mixin import OpMixin, BINARY_OPS, _argfix, _cv, _dtype, _prod, _shape, _err
-from .provenance import scope as _scope, user_loc as _loc, walk_loc as _walk_loc
-from .realize import new_buffer, buffer_data, realize as _realize
+from morok_mlir.core.dtype import DType, dtypes
+from morok_mlir.core.uop import UOp, SHAPE_ATTR, attrs
+from morok_mlir.dialects.ops import Ops
+from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _cv, _dtype, _prod, _shape, _err
+from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc as _walk_loc
+from morok_mlir.realize import new_buffer, buffer_data, realize as _realize
 
 _KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
 def _device(name) -> str:
   """A device name in canonical form (Device.DEFAULT for None); unknown names raise at the user's line."""
   if type(name) is str and (dev := _KNOWN_DEVICES.get(name)) is not None: return dev
-  from .device import Device
+  from morok_mlir.device import Device
   if name is None: return Device.DEFAULT  # not remembered: the default may change (Device.DEFAULT = ...)
   if not isinstance(name, str): _err(TypeError, f"a device is a name such as 'CPU', got {type(name).__name__}")
   try: Device[name]

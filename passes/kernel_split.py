@@ -3,11 +3,11 @@
 Each bufferize becomes an intermediate buffer (a schedule argument after the inputs and outputs) written by its
 own kernel; its consumers load from that buffer and wait for that kernel (`uop.kernel` operands)."""
 from __future__ import annotations
-from morok_mlir.uop import UOp, attrs
-from morok_mlir.dtype import dtypes
-from morok_mlir.bridge import Func, arg_buffer
-from .registry import register
-from . import index_math as im
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.dtype import dtypes
+from morok_mlir.ir.bridge import Func, arg_buffer
+from morok_mlir.passes.registry import register
+from morok_mlir.core import index_math as im
 from morok_mlir.dialects.ops import Ops
 
 def _kernel_name(root: UOp, n: int) -> str:

@@ -20,13 +20,13 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 from math import prod
-from morok_mlir.bridge import Func
-from morok_mlir.uop import UOp, attrs
-from morok_mlir.dtype import dtypes
+from morok_mlir.ir.bridge import Func
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.dtype import dtypes
 from morok_mlir.host import THREADS, VEC_WIDTH
-from .registry import register, Option
-from . import index_math as im
-from .index_math import affine, affine_simplify
+from morok_mlir.passes.registry import register, Option
+from morok_mlir.core import index_math as im
+from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import Ops
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
@@ -51,7 +51,7 @@ def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
   rest = [g for e, f in zip(exprs, forms) if f is None and r in _rngs(g := affine_simplify(e))]
   if not rest: return False
   import z3
-  from .prove import ZSem
+  from morok_mlir.core.prove import ZSem
   twin = UOp(Ops.RANGE, r.dtype, r.src, attrs(axis=-1 - r.attrs["axis"], kind=r.attrs["kind"]))
   ctx = ZSem()
   differ = [ctx.enc(e)[0] != ctx.enc(e.substitute({r: twin}))[0] for e in rest]

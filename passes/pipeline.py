@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from mlir import ir
 from mlir.passmanager import PassManager
-from .registry import PASSES, PassError, PassInfo
+from morok_mlir.passes.registry import PASSES, PassError, PassInfo
 
 class PipelineError(ValueError): pass
 
@@ -49,7 +49,7 @@ def parse_pipeline(text: str) -> list[tuple[PassInfo, dict] | str]:
   return out
 
 def _python_pass(info: PassInfo, opts: dict, verify: bool, func_locs: dict):
-  from morok_mlir.bridge import import_module, module_text, replace_module_body, IRImportError
+  from morok_mlir.ir.bridge import import_module, module_text, replace_module_body, IRImportError
   from morok_mlir.dialects.verify import verify_module, signature_problem
   def run(op, pass_):
     if not func_locs:  # the first of our passes sees the functions where the input had them: rebuilt ones lose their place

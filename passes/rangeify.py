@@ -10,12 +10,12 @@ value that a second kernel needs when it costs SHARED_COST ops or more (`Rangeif
 A reduce that depends only on a prefix of the loop nest stays inline: the CPU lowering computes it once per
 iteration of that prefix, so `x - x.max(1, keepdim=True)` and softmax are one kernel each."""
 from __future__ import annotations
-from morok_mlir.uop import UOp, attrs
-from morok_mlir.bridge import Func, arg_buffer
-from morok_mlir.dtype import dtypes
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.ir.bridge import Func, arg_buffer
+from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import Ops, MOVEMENT, REDUCE_IDENTITY
-from .registry import register, PassError
-from . import index_math as im
+from morok_mlir.passes.registry import register, PassError
+from morok_mlir.core import index_math as im
 
 
 VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work

@@ -1,11 +1,11 @@
 """uop-simplify: the Z3-proven rules of `symbolic.py` (constant folding, identities, index algebra over ranges),
 applied bottom-up to a fixpoint over every func of a module, graph level and kernel level alike."""
 from __future__ import annotations
-from morok_mlir.bridge import Func
-from morok_mlir.uop import UOp
-from .pattern import PatternMatcher, graph_rewrite
-from .registry import register
-from .symbolic import SYMBOLIC
+from morok_mlir.ir.bridge import Func
+from morok_mlir.core.uop import UOp
+from morok_mlir.core.pattern import PatternMatcher, graph_rewrite
+from morok_mlir.passes.registry import register
+from morok_mlir.core.symbolic import SYMBOLIC
 
 def simplify(roots: list[UOp], pm: PatternMatcher = SYMBOLIC) -> list[UOp]:
   memo: dict[UOp, UOp] = {}  # shared: a node reachable from several roots is rewritten once

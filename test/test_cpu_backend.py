@@ -4,15 +4,15 @@ import itertools, math, os
 import numpy as np
 import pytest
 from mlir import ir
-from morok_mlir.bridge import Func, import_module
+from morok_mlir.ir.bridge import Func, import_module
 from morok_mlir.dialects import new_context
-from morok_mlir.dtype import dtypes, DType
-from morok_mlir.uop import UOp, attrs
-from morok_mlir.bridge import arg_buffer
+from morok_mlir.core.dtype import dtypes, DType
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.ir.bridge import arg_buffer
 from morok_mlir.device import Device, _Device
 from morok_mlir.device.cpu import CPU, compile_module
 from morok_mlir.passes import PassError
-from morok_mlir.passes.lower_cpu import lower_kernel
+from morok_mlir.codegen.lower_cpu import lower_kernel
 from morok_mlir.dialects.ops import Ops
 
 def parse(text: str) -> dict[str, Func]:

@@ -68,7 +68,7 @@ def fake_cuda(monkeypatch):
   """A fresh CUDA device on a FakeDriver that runs kernels, as Device["CUDA"], with fresh schedule and copy caches."""
   from morok_mlir import realize
   from morok_mlir.lru import LRU
-  from morok_mlir.passes import lower_gpu
+  from morok_mlir.codegen import lower_gpu
   fake = FakeDriver()
   monkeypatch.setattr(cuda, "_drv", fake)
   dev = cuda.CUDADevice()
@@ -199,7 +199,7 @@ def test_memory_roundtrip():
   with pytest.raises(ValueError): CUDA.allocator.copyin(buf, np.zeros(3, np.float32))
 
 def _kernels(t):
-  from morok_mlir.emit import normalize, graph_func
+  from morok_mlir.ir.emit import normalize, graph_func
   from morok_mlir.realize import lower_to_kernels
   key, inputs = normalize([t.lazydata])
   return [f for f in lower_to_kernels(graph_func(key)) if "uop.kernel" in f.attrs], inputs

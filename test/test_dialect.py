@@ -129,7 +129,7 @@ def test_verify_rejects_types(ctx, ty, want):
   if want.startswith("element type"): assert "(supported: i1, i8, i16, i32, i64, ui8, ui16, ui32, ui64, f16, f32, f64, index)" in msg
 
 def test_verify_accepts_every_dtype(ctx):
-  from morok_mlir.dtype import dtypes
+  from morok_mlir.core.dtype import dtypes
   for d in dtypes.all + (dtypes.index,):
     for ty in (d.mlir, f"tensor<2x3x{d.mlir}>", f"tensor<{d.mlir}>", f"tensor<0x4x{d.mlir}>", f"memref<6x{d.mlir}>", f"vector<4x{d.mlir}>", f"!uop.ptr<{d.mlir}>"):
       assert problems(ctx, F.format(args=f"%a: {ty}", body=f'%0 = "uop.detach"(%a) : ({ty}) -> {ty}')) == "", ty

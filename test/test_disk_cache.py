@@ -4,7 +4,7 @@ import glob, hashlib, os, shutil, subprocess, sys, textwrap, time
 import numpy as np
 from morok_mlir import Tensor
 from morok_mlir.device.cpu import CPUDevice, CPURenderer, DiskCache
-from morok_mlir.emit import normalize_inputs, graph_func
+from morok_mlir.ir.emit import normalize_inputs, graph_func
 from morok_mlir.realize import lower_to_kernels
 
 SCRIPT = textwrap.dedent("""

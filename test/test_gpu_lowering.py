@@ -1,13 +1,13 @@
-from morok_mlir.dtype import dtypes
+from morok_mlir.core.dtype import dtypes
 """uop-lower-gpu and the PTX pipeline without a GPU: every case runs the real passes (rangeify, kernel split,
 uop-lower-gpu, gpu-lower-to-nvvm-pipeline) and checks the launch sizes and the PTX."""
 import math, os, re, subprocess, sys
 import numpy as np
 import pytest
 from morok_mlir import Tensor
-from morok_mlir.emit import normalize, graph_func
+from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.realize import lower_to_kernels
-from morok_mlir.passes.lower_gpu import lower_kernel, lower_module, GROUP_MAX, LOCAL_MAX
+from morok_mlir.codegen.lower_gpu import lower_kernel, lower_module, GROUP_MAX, LOCAL_MAX
 from morok_mlir.passes.registry import PassError
 from morok_mlir.device import Device
 from morok_mlir.device.ptx import ptx_for as _ptx_for, ptxas, kernel_names, PTXError, CHIPS
@@ -120,8 +120,8 @@ def test_ptxas_rejects_bad_ptx():
   with pytest.raises(PTXError, match="ptxas -arch=sm_90"): ptxas(".version 8.0\n.target sm_90\n.address_size 64\nnot ptx", "sm_90")
 
 def test_symbolic_and_unsupported_raise():
-  from morok_mlir.bridge import Func
-  from morok_mlir.uop import UOp, attrs
+  from morok_mlir.ir.bridge import Func
+  from morok_mlir.core.uop import UOp, attrs
   n = UOp(Ops.DEFINE_VAR, dtypes.index, (), attrs(name="n"))
   r = UOp(Ops.RANGE, dtypes.index, (n,), attrs(axis=0, kind="loop"))
   buf = UOp(Ops.BUFFER, dtypes.float32.ptr(8), (), attrs(slot=0))

@@ -6,7 +6,7 @@ import os, subprocess, sys
 import numpy as np
 import pytest
 from morok_mlir import Tensor
-from morok_mlir.emit import normalize_inputs, graph_func
+from morok_mlir.ir.emit import normalize_inputs, graph_func
 from morok_mlir.realize import lower_to_kernels
 
 def _chain(x: Tensor, n: int) -> Tensor:

@@ -2,7 +2,7 @@
 import ast, pathlib, re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BOUNDARY = {"morok_mlir/bridge.py", "morok_mlir/emit.py"}   # plus dialects/: the dialect itself
+BOUNDARY = {"morok_mlir/ir/bridge.py", "morok_mlir/ir/emit.py"}   # plus dialects/: the dialect itself
 TYPE_TEXT = re.compile(r"(tensor|memref|vector)<")
 
 def sources():
@@ -28,7 +28,7 @@ def test_no_type_text_read_outside_the_boundary():
 def test_uops_carry_typed_values():
   from morok_mlir import Tensor
   from morok_mlir.dialects.ops import Op, Ops
-  from morok_mlir.dtype import dtypes
+  from morok_mlir.core.dtype import dtypes
   u = (Tensor.ones(2, 3) + 1).sum(1).uop
   assert u.op is Ops.RESHAPE and u.shape == (2,) and u.dtype is dtypes.float32
   assert all(x.op.__class__ is Op for x in u.toposort)

@@ -1,9 +1,9 @@
 """The op methods are written once (OpMixin) and shared by Tensor and UOp: the same call builds the same graph."""
 import numpy as np, pytest
 from morok_mlir import Tensor
-from morok_mlir.uop import UOp
+from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops
-from morok_mlir.dtype import dtypes
+from morok_mlir.core.dtype import dtypes
 
 CALLS = {
   "add-broadcast": lambda x, y: x + y.reshape(1, 4),

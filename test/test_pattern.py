@@ -1,9 +1,9 @@
-from morok_mlir.dtype import dtypes
+from morok_mlir.core.dtype import dtypes
 """The rewrite DSL: matching semantics, dispatch, graph_rewrite, and its speed."""
 import time
-from morok_mlir.uop import UOp, attrs
-from morok_mlir.passes.pattern import UPat, PatternMatcher, graph_rewrite
-from morok_mlir.passes.symbolic import SYMBOLIC
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.pattern import UPat, PatternMatcher, graph_rewrite
+from morok_mlir.core.symbolic import SYMBOLIC
 from morok_mlir.dialects.ops import Ops
 
 def c(v, ty=dtypes.int32): return UOp(Ops.CONST, ty, (), attrs(value=v))

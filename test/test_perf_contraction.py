@@ -1,4 +1,4 @@
-from morok_mlir.dtype import dtypes
+from morok_mlir.core.dtype import dtypes
 """Contractions (uop-optimize's uop.contraction, lowered to packed operands + a register-tiled FMA micro-kernel) and
 the split full reduction, against numpy, on shapes that do not divide the tiles."""
 import numpy as np
@@ -71,8 +71,8 @@ def test_split_full_reduction(op):
 def test_depends_is_exact():
   """The contraction test's dependence question has exact answers: a gate that flips at one value of a range out of
   100 depends on it (random sampling would miss it), index math that only mentions a range does not."""
-  from morok_mlir.uop import UOp, attrs
-  from morok_mlir.passes import index_math as im
+  from morok_mlir.core.uop import UOp, attrs
+  from morok_mlir.core import index_math as im
   from morok_mlir.passes.optimize import depends
   i, j = (UOp(Ops.RANGE, dtypes.index, (im.const(100),), attrs(axis=a, kind="loop")) for a in (0, 1))
   f = lambda v: UOp(Ops.CONST, dtypes.float32, (), attrs(value=v))
@@ -119,7 +119,7 @@ def test_packed_b_kept_per_input():
 
 def test_inputs_are_read_only():
   t = Tensor(rnd(4, 4))
-  from morok_mlir.emit import buffer_data
+  from morok_mlir.ir.emit import buffer_data
   with pytest.raises(ValueError): buffer_data(t.uop).numpy()[0] = 1.0
   r = (t + 1).realize()
   assert not buffer_data(r.uop).numpy().flags.writeable
@@ -130,7 +130,7 @@ def test_a_packed_per_block(m, k, n):
   buffer, right before using it (no pack_a phase; mm takes its chunk index). Also run as one whole-module JIT, where
   the schedule calls mm as chunk 0."""
   from morok_mlir.device.cpu import compile_module
-  from morok_mlir.emit import normalize, graph_func
+  from morok_mlir.ir.emit import normalize, graph_func
   from morok_mlir.realize import lower_to_kernels
   R._schedule_cache.clear()
   a, b = rnd(m, k), rnd(k, n)

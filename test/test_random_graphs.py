@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from morok_mlir import Tensor, dtypes
-from morok_mlir.dtype import least_upper_dtype
+from morok_mlir.core.dtype import least_upper_dtype
 from morok_mlir.device.gpu_emulator import emulate
 import morok_mlir.passes  # noqa: F401  (raises the recursion limit at import, not inside a hypothesis test)
 

@@ -3,8 +3,8 @@ import os, subprocess, sys, textwrap
 import numpy as np, pytest
 from morok_mlir import Tensor
 from morok_mlir.realize import realize, new_buffer, CompileError
-from morok_mlir.uop import UOp, attrs
-from morok_mlir.dtype import dtypes
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import Ops
 
 def run_script(src: str, **env) -> subprocess.CompletedProcess:

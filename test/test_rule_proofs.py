@@ -1,12 +1,12 @@
-from morok_mlir.dtype import dtypes
+from morok_mlir.core.dtype import dtypes
 """Every rule of uop-simplify is proven by Z3 for every op and dtype its pattern matches; wrong rules are refused."""
 import pytest
-from morok_mlir.uop import UOp, attrs
-from morok_mlir.passes.pattern import UPat
-from morok_mlir.passes.symbolic import RULES, Rule, FLOATS, INTS, alu, const_like, in_range
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.pattern import UPat
+from morok_mlir.core.symbolic import RULES, Rule, FLOATS, INTS, alu, const_like, in_range
 from morok_mlir.passes.simplify import simplify
-import morok_mlir.passes.symbolic as sym
-from morok_mlir.passes.prove import prove_rule, IDTS
+import morok_mlir.core.symbolic as sym
+from morok_mlir.core.prove import prove_rule, IDTS
 from morok_mlir.dialects.ops import Ops
 
 def test_rule_count(): assert len(RULES) >= 60 and len({r.name for r in RULES}) == len(RULES)
@@ -61,7 +61,7 @@ def test_guards_total_on_zero_divisors():  # guards evaluate every condition: di
     assert simplify([e]) == [e]
 
 def test_verify_rules_cli(capsys, monkeypatch):
-  import morok_mlir.passes.prove as prove
+  import morok_mlir.core.prove as prove
   div = [r for r in RULES if r.proof == "int"]
   assert len(div) == 8
   monkeypatch.setattr(prove, "RULES", RULES[:3] + div + WRONG[:1])

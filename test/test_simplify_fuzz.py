@@ -2,11 +2,11 @@
 (ranges as bit-vectors constrained to [0, end)) and evaluated equal on samples."""
 import random, z3
 from hypothesis import given, settings, HealthCheck, strategies as st
-from morok_mlir.uop import UOp, attrs
+from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.passes.simplify import simplify
-from morok_mlir.passes.symbolic import exec_alu
-from morok_mlir.passes.prove import ZSem
-from morok_mlir.dtype import dtypes
+from morok_mlir.core.symbolic import exec_alu
+from morok_mlir.core.prove import ZSem
+from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import Ops
 
 def c(v): return UOp(Ops.CONST, dtypes.index, (), attrs(value=v))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import morok_mlir.realize
 from morok_mlir import Tensor, dtypes
-from morok_mlir.dtype import least_upper_dtype
+from morok_mlir.core.dtype import least_upper_dtype
 from morok_mlir.dialects.ops import Ops
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ import math, warnings
 import numpy as np
 import pytest
 from morok_mlir import Tensor, dtypes
-from morok_mlir.dtype import least_upper_dtype
+from morok_mlir.core.dtype import least_upper_dtype
 from morok_mlir.dialects.ops import Ops
 
 ALL, INTS, FLOATS, SINTS = dtypes.all, dtypes.ints, dtypes.floats, dtypes.sints

@@ -1,11 +1,11 @@
-from morok_mlir.dtype import dtypes
+from morok_mlir.core.dtype import dtypes
 """realize() from many Python threads at once: shared programs (argument sets per call), the caches, the allocator's
 pool, the worker pool and the hash-consing table. The harness runs in a subprocess, so a crash is a failure, not the end
 of the test run."""
 import os, subprocess, sys, textwrap, threading, time
 import numpy as np
 import pytest
-from morok_mlir.uop import UOp
+from morok_mlir.core.uop import UOp
 from morok_mlir.device.cpu import CPUAllocator, _Pool
 from morok_mlir.dialects.ops import Ops
 

@@ -17,8 +17,8 @@ last numpy array over it are gone. Buffers are safe to share between threads; th
 from __future__ import annotations
 import threading
 import numpy as np
-from ..dtype import DType, to_dtype
-from . import Device
+from morok_mlir.core.dtype import DType, to_dtype
+from morok_mlir.device import Device
 
 _lock = threading.Lock()   # a lazy allocate() from two threads allocates once
 

@@ -28,12 +28,12 @@ from __future__ import annotations
 import _ctypes, atexit, ctypes, ctypes.util, hashlib, itertools, mmap, os, re, shutil, stat, subprocess, tempfile, threading, time, weakref
 from dataclasses import dataclass
 import numpy as np
-from ..bridge import Func
-from ..dtype import DType, PtrDType, dtypes, to_dtype
-from ..uop import UOp
-from ..lru import LRU
-from ..host import CPU_FLAGS, VEC_WIDTH, THREADS
-from ..dialects.ops import Ops
+from morok_mlir.ir.bridge import Func
+from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
+from morok_mlir.core.uop import UOp
+from morok_mlir.lru import LRU
+from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS
+from morok_mlir.dialects.ops import Ops
 
 LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
                  "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
@@ -83,7 +83,7 @@ def out_align(f: Func) -> int:
 class CPURenderer:
   """uop-lower-cpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    from morok_mlir.passes.lower_cpu import lower_program
+    from morok_mlir.codegen.lower_cpu import lower_program
     src, phases, scratch, reuse = lower_program(f, name)
     # noinline: the engine's packed wrapper would otherwise inline the body and LLVM would optimise it twice
     src = re.sub(r"(func\.func @\w+\(.*\)) \{\n", lambda m: m.group(1) + ' attributes {passthrough = ["noinline"]} {\n', src)
@@ -499,7 +499,7 @@ CPU = CPUDevice()
 
 def compile_module(funcs: list[Func]) -> CPUProgram:
   """A whole kernel-level module (kernels + @schedule) as one JIT module; the program runs the schedule."""
-  from morok_mlir.passes.lower_cpu import lower_module
+  from morok_mlir.codegen.lower_cpu import lower_module
   sched = [f for f in funcs if "uop.schedule" in f.attrs]
   if len(sched) != 1: raise ValueError(f"expected one @schedule function, got {len(sched)}")
   kernels = {f.name: f for f in funcs}

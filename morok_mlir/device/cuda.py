@@ -21,11 +21,11 @@ import ctypes, threading, time, weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 import numpy as np
-from ..bridge import Func
-from ..dtype import DType, dtypes, to_dtype
-from ..lru import LRU
-from .cpu import _arg, stored_slots
-from .ptx import CHIPS, ptx_for
+from morok_mlir.ir.bridge import Func
+from morok_mlir.core.dtype import DType, dtypes, to_dtype
+from morok_mlir.lru import LRU
+from morok_mlir.device.cpu import _arg, stored_slots
+from morok_mlir.device.ptx import CHIPS, ptx_for
 
 class CUDAError(RuntimeError):
   """A CUDA driver call failed; the message names the call, the kernel where there is one, and the driver's error."""
@@ -163,7 +163,7 @@ class CompiledSpec:
 class CUDARenderer:
   """uop-lower-gpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    from morok_mlir.passes.lower_gpu import lower_kernel, gpu_module
+    from morok_mlir.codegen.lower_gpu import lower_kernel, gpu_module
     text, launch = lower_kernel(f, name)
     src = "module attributes {gpu.container_module} {\n" + gpu_module([text]) + "}\n"
     return ProgramSpec(name, src, tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), launch.global_size, launch.local_size)

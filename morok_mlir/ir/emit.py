@@ -6,11 +6,11 @@ are numbered by first use, so two graphs of the same structure on different data
 from __future__ import annotations
 import itertools, weakref
 import numpy as np
-from .uop import UOp, attrs
-from .dtype import dtypes
-from .bridge import Func
-from .dialects.ops import Ops
-from .device.buffer import Buffer
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.dtype import dtypes
+from morok_mlir.ir.bridge import Func
+from morok_mlir.dialects.ops import Ops
+from morok_mlir.device.buffer import Buffer
 
 # ---------------------------------------------------------------- input buffers
 _ids = itertools.count()

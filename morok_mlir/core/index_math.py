@@ -1,9 +1,9 @@
 """Smart constructors for index arithmetic on `index` UOps: they fold constants and drop trivial terms as they
 build, so rangeify's output is small before uop-simplify runs. Bounds come from `uop.range` ends."""
 from __future__ import annotations
-from morok_mlir.uop import UOp, attrs
-from morok_mlir.dtype import DType, dtypes
-from . import symbolic
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.dtype import DType, dtypes
+from morok_mlir.core import symbolic
 from morok_mlir.dialects.ops import Ops
 
 def const(v: int, dtype: DType = dtypes.index) -> UOp: return UOp(Ops.CONST, dtype, (), attrs(value=bool(v) if dtype.is_bool else int(v)))

@@ -7,10 +7,10 @@ Guards therefore never branch on values: they combine conditions with `SEM.all`/
 from __future__ import annotations
 import contextlib, weakref
 import numpy as np
-from morok_mlir.uop import UOp, attrs
-from morok_mlir.dtype import DType, dtypes
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.dialects.ops import Ops, BINARY_ALU, CMP_ALU, UNARY_ALU
-from .pattern import UPat, PatternMatcher, elem
+from morok_mlir.core.pattern import UPat, PatternMatcher, elem
 
 # dtype families (pattern constraints and the dtypes each op is defined on)
 SINTS, UINTS = frozenset(dtypes.sints + (dtypes.index,)), frozenset(dtypes.uints)

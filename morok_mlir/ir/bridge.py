@@ -4,9 +4,9 @@ from __future__ import annotations
 import math, re
 from dataclasses import dataclass, field
 from mlir import ir
-from .uop import UOp, SHAPE_ATTR, attrs as mkattrs
-from .dtype import DType, PtrDType, VecDType, dtypes
-from .dialects.ops import Ops
+from morok_mlir.core.uop import UOp, SHAPE_ATTR, attrs as mkattrs
+from morok_mlir.core.dtype import DType, PtrDType, VecDType, dtypes
+from morok_mlir.dialects.ops import Ops
 
 @dataclass
 class Func:

@@ -1,6 +1,6 @@
 """The rewrite-rule DSL: UPat patterns over UOps, a PatternMatcher compiled to dispatch by op name, graph_rewrite.
 
-  from morok_mlir.passes.pattern import UPat, PatternMatcher, graph_rewrite
+  from morok_mlir.core.pattern import UPat, PatternMatcher, graph_rewrite
   pm = PatternMatcher([
     (UPat(Ops.ADD, src=(UPat.var("x"), UPat.const(0))), lambda x: x),            # x+0 -> x (either operand order)
     (UPat(Ops.MUL, src=(UPat.var("x"), UPat.cvar("c")), name="m"), lambda m, x, c: None if c.attrs["value"] != 2 else ...),
@@ -16,8 +16,8 @@ A rule is (pattern, fn); fn gets the captures as keyword arguments and returns t
 from __future__ import annotations
 import math
 from typing import Callable, Iterable
-from morok_mlir.uop import UOp
-from morok_mlir.dtype import DType
+from morok_mlir.core.uop import UOp
+from morok_mlir.core.dtype import DType
 from morok_mlir.dialects.ops import Ops, COMMUTATIVE
 
 

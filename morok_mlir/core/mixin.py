@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 from typing import Self
 import numpy as np
-from .dtype import DType, dtypes, least_upper_dtype, to_dtype
-from .dialects.ops import Ops, REDUCE_IDENTITY
-from .provenance import error as _err
+from morok_mlir.core.dtype import DType, dtypes, least_upper_dtype, to_dtype
+from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
+from morok_mlir.core.provenance import error as _err
 
 # ---------------------------------------------------------------- helpers
 def _prod(xs) -> int: return math.prod(xs)

@@ -3,9 +3,9 @@ from __future__ import annotations
 import threading, weakref
 from _weakref import _remove_dead_weakref
 from typing import Any
-from .dtype import DType, PtrDType, dtypes
-from .dialects.ops import Op, Ops, GRAPH_ALU
-from .mixin import OpMixin, _cv
+from morok_mlir.core.dtype import DType, PtrDType, dtypes
+from morok_mlir.dialects.ops import Op, Ops, GRAPH_ALU
+from morok_mlir.core.mixin import OpMixin, _cv
 
 class cached_property:
   """functools.cached_property without its per-access lock (3.11 takes an RLock on every first access): UOps are

@@ -20,14 +20,14 @@ Public API: `lower_kernel(f, name) -> (text of one gpu.func, Launch)`, `lower_mo
 from __future__ import annotations
 import math
 from dataclasses import dataclass
-from morok_mlir.bridge import Func, import_module, replace_module_body
-from morok_mlir.dtype import dtypes
-from morok_mlir.uop import UOp
+from morok_mlir.ir.bridge import Func, import_module, replace_module_body
+from morok_mlir.core.dtype import dtypes
+from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
-from .registry import register, PassError
-from .lower_cpu import Lowerer, Frame, mem_type, sl, cls, _axis
-from . import index_math as im
-from .index_math import at_lane
+from morok_mlir.passes.registry import register, PassError
+from morok_mlir.codegen.lower_cpu import Lowerer, Frame, mem_type, sl, cls, _axis
+from morok_mlir.core import index_math as im
+from morok_mlir.core.index_math import at_lane
 
 LOCAL_MAX = 256        # threads per block for elementwise kernels
 UPCAST = 4             # outputs per thread of an elementwise kernel whose last axis it divides: 16-byte accesses

@@ -15,10 +15,10 @@ no operand of a division, remainder, max or min leaves the dtype's range, so the
 from __future__ import annotations
 import itertools, sys, time
 import z3
-from morok_mlir.uop import UOp, attrs
-from morok_mlir.dtype import DType, dtypes
-from .pattern import UPat, elem
-from .symbolic import (RULES, Rule, OP_DTYPES, CMP_ALU, FLOATS, PyDom, INT_SEM, semantics, dt_of, lossless, pydom)
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.dtype import DType, dtypes
+from morok_mlir.core.pattern import UPat, elem
+from morok_mlir.core.symbolic import (RULES, Rule, OP_DTYPES, CMP_ALU, FLOATS, PyDom, INT_SEM, semantics, dt_of, lossless, pydom)
 from morok_mlir.dialects.ops import Ops
 
 DTS = ("i1", "i8", "ui8", "i16", "i32", "ui32", "i64", "ui64", "index", "f16", "f32", "f64")

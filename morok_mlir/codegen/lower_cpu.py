@@ -33,14 +33,14 @@ Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel'
 from __future__ import annotations
 import re
 from math import prod
-from morok_mlir.bridge import Func, arg_buffer, attr_text, const_text, import_module, replace_module_body, type_text
-from morok_mlir.dtype import DType, PtrDType, dtypes
-from morok_mlir.uop import UOp, attrs
+from morok_mlir.ir.bridge import Func, arg_buffer, attr_text, const_text, import_module, replace_module_body, type_text
+from morok_mlir.core.dtype import DType, PtrDType, dtypes
+from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
-from . import index_math as im
-from .index_math import affine, affine_simplify, at_lane
-from .optimize import blocked, contraction
-from .registry import register, PassError
+from morok_mlir.core import index_math as im
+from morok_mlir.core.index_math import affine, affine_simplify, at_lane
+from morok_mlir.passes.optimize import blocked, contraction
+from morok_mlir.passes.registry import register, PassError
 
 # ---------------------------------------------------------------- tables
 # dtype class: f(loat) s(igned int, and index) u(nsigned) b(ool)
