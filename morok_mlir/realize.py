@@ -5,7 +5,7 @@ threads: compiles are serialised (MLIR contexts are not thread-safe), running a 
 from __future__ import annotations
 import threading
 import numpy as np
-from .uop import UOp, attrs
+from .uop import UOp, attrs, sym_val
 from .dtype import dtypes
 
 from .emit import new_buffer, buffer_data, is_input  # noqa: F401  (re-exported: graph inputs are made by emit)
@@ -14,7 +14,7 @@ from .emit import new_buffer, buffer_data, is_input  # noqa: F401  (re-exported:
 import os, time
 from dataclasses import dataclass
 from .bridge import Func, module_text, import_module
-from .emit import normalize_inputs, graph_func
+from .emit import normalize_vars, graph_func
 from .diagnostics import format_mlir_error
 from .dialects.ops import MOVEMENT, Ops
 from .lru import LRU
@@ -81,7 +81,8 @@ def compile_schedule(graph: Func, device: str) -> Schedule:
     name = k.attrs["callee"][1]
     if DEBUG >= 3: print(module_text([funcs[name]]))
     items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"]))
-  return Schedule(items, sched.args, len(graph.args), len(graph.results))
+  # inputs: the graph's, then (with symbolic sizes) the int64 buffer of the variables' values (uop-rangeify)
+  return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results))
 
 def schedule_nbytes(s: Schedule) -> int:
   """What a cached schedule keeps alive: its programs (compiled code; shared ones counted in each schedule) and ~4 KB
@@ -125,7 +126,7 @@ def cut_deep(outs: list[UOp], device: str) -> list[UOp] | None:
   for u in order: depth[u] = 1 + max((depth[s] for s in u.src), default=-1)
   ins = [u for u in order if is_input(u)]
   if max(depth.values()) < MAX_DEPTH and len(ins) <= MAX_INPUTS: return None
-  big = max(u.size for u in ins + outs)
+  big = max(sym_val(u.size) for u in ins + outs)
   new: dict[UOp, UOp] = {}
   below: dict[UOp, frozenset] = {}   # input buffers under each node since the last cut
   for u in order:
@@ -133,7 +134,7 @@ def cut_deep(outs: list[UOp], device: str) -> list[UOp] | None:
     n = u if src == u.src else u.replace(src=src)
     d = 1 + max((depth[s] for s in u.src), default=-1)
     b = frozenset((n,)) if is_input(n) else below[u.src[0]] if len(u.src) == 1 else frozenset().union(*(below[s] for s in u.src))
-    if (d >= MAX_DEPTH or len(b) > MAX_INPUTS) and n.op not in CUT_NEVER and 0 < n.size <= big:
+    if (d >= MAX_DEPTH or len(b) > MAX_INPUTS) and n.op not in CUT_NEVER and 0 < sym_val(n.size) <= big:
       n = new_buffer(realize([n], device, cut=False)[0], n.loc, n.dtype)
       d, b = 0, frozenset((n,))
     new[u], depth[u], below[u] = n, d, b
@@ -149,7 +150,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
     elif is_input(o): results[i] = buffer_data(o).reshape(o.shape)
     else: todo.append(i)
   if not todo: return results
-  key, inputs = normalize_inputs([outs[i] for i in todo])
+  key, inputs, vals = normalize_vars([outs[i] for i in todo])
   if device is None:
     from .device import Device
     device = Device.DEFAULT
@@ -169,7 +170,9 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
     from .device import Device
     _alloc = Device["CPU"].allocator  # every buffer here is a host numpy array; a CUDA program stages its own device copies
   alloc, n_in, n_out = _alloc, sched.n_in, sched.n_out
-  try: bufs = [buffer_data(u).reshape(-1) for u in inputs] + [alloc.alloc(b.size, b.dtype.base) for b in sched.buffer_types[n_in:]]
+  ins = [buffer_data(u).reshape(-1) for u in inputs]
+  if vals: ins, inputs = ins + [np.array(vals, np.int64)], inputs + [None]   # symbolic sizes' values: one more input
+  try: bufs = ins + [alloc.alloc(b.size, b.dtype.base) for b in sched.buffer_types[n_in:]]
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, [outs[i] for i in todo]) from None
   dt_sum = 0.0
   for it in sched.items:
@@ -179,6 +182,10 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
     dt_sum += dt
     if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us")
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
-  for j, i in enumerate(todo): results[i] = bufs[n_in + j].reshape(outs[i].shape)
+  for j, i in enumerate(todo):
+    if not vals: results[i] = bufs[n_in + j].reshape(outs[i].shape)
+    else:   # a symbolic output's buffer holds its variables' max size: the result is its first elements
+      shape = tuple(sym_val(d) for d in outs[i].shape)
+      results[i] = bufs[n_in + j][:sym_val(outs[i].size)].reshape(shape)
   for b in bufs[n_in + n_out:]: alloc.free(b)
   return results
