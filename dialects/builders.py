@@ -70,7 +70,7 @@ def build(name: str, /, *args, type=None, loc: ir.Location | None = None, **attr
     raise ValueError(f"uop.{name} takes operands ({op.operands}), got {len(args)}")
   operands, bound, seg = [], {}, []
   for (oname, c, var), a in zip(sig, list(args) + [None] * (len(sig) - len(args))):
-    vals = list(a) if var == "variadic" else [] if a is None and var == "optional" else [a]
+    vals = list(a or ()) if var == "variadic" else [] if a is None and var == "optional" else [a]
     for v in vals:
       if not isinstance(v, ir.Value): raise ValueError(f"uop.{name}: operand '{oname}' must be an ir.Value, got {v!r}")
       t, m = str(v.type), _PTR.fullmatch(c)

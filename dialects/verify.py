@@ -7,21 +7,23 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 
-_SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)(\w+)>")
+_SHAPED = re.compile(r"(tensor|memref|vector)<((?:(?:\d+|\?)x)*)(\w+)>")
 _DYNAMIC = re.compile(r"(tensor|memref|vector)<(?:[\d?]+x|\[\d+\]x)*[?*\[]")  # a ?, * or [4] (scalable) dim
+DYN = -(1 << 63)   # a symbolic entry of a pad/shrink attribute (MLIR's ShapedType::kDynamic); its value is an operand
 ITEMSIZE = {d.mlir: d.itemsize for d in dtypes.all + (dtypes.index,)}  # the element types every pass handles
 ELEMENTS = ", ".join(ITEMSIZE)
 # No buffer can be larger than a 64-bit machine's user address space (2^47 bytes on x86-64 and AArch64); below it
 # element counts and byte offsets also fit the int64 index arithmetic of the lowerings.
 MAX_BYTES = 1 << 47
 TYPE_RULE = (f"operand and result types are scalars of {', '.join(f'`{e}`' for e in ITEMSIZE)} (the dtype table's element types), "
-             "static `tensor`, `memref` and 1-d `vector` types of them of at most 2^47 bytes, `!uop.ptr<T>` of one, or `!uop.token`")
+             "`tensor` types (symbolic `?` dims allowed), static `memref` and 1-d `vector` types of them of at most 2^47 bytes, "
+             "`!uop.ptr<T>` of one, or `!uop.token`")
 REDUCE_OPS = ("add", "mul", "max", "min")
 RANGE_KINDS = ("loop", "reduce", "global", "local")
 
 def parse_type(ty: str):
-  """'tensor<2x3xf32>' -> ('tensor', (2, 3), 'f32'); 'f32' -> ('scalar', (), 'f32')."""
-  if (m := _SHAPED.fullmatch(ty)): return m.group(1), tuple(int(x) for x in m.group(2).split("x")[:-1]), m.group(3)
+  """'tensor<2x3xf32>' -> ('tensor', (2, 3), 'f32'); 'f32' -> ('scalar', (), 'f32'). A `?` dim is None."""
+  if (m := _SHAPED.fullmatch(ty)): return m.group(1), tuple(None if x == "?" else int(x) for x in m.group(2).split("x")[:-1]), m.group(3)
   if ty.startswith("!uop.ptr<"): return "ptr", (), ty[9:-1]
   return ("token" if ty == "!uop.token" else "scalar"), (), ty
 
@@ -35,7 +37,8 @@ def type_problem(ty: str) -> str | None:
     if re.fullmatch(r"(tensor|memref|vector)<.*>", ty):
       return f"unsupported type {ty}: shapes are static, element types one of {ELEMENTS}, no layout, encoding or memory space"
     return f"unsupported type {ty}: uop values are scalars of {ELEMENTS}, tensors, memrefs and vectors of them, !uop.ptr<T> or !uop.token"
-  kind, dims, elem = m.group(1), [int(x) for x in m.group(2).split("x")[:-1]], m.group(3)
+  kind, dims, elem = m.group(1), [int(x) for x in m.group(2).split("x")[:-1] if x != "?"], m.group(3)
+  if kind != "tensor" and "?" in m.group(2): return f"needs static shapes, got {ty}"
   if elem not in ITEMSIZE: return f"element type {elem} of {ty} is not supported (supported: {ELEMENTS})"
   if kind == "vector" and len(dims) != 1: return f"vectors have one dimension (lanes), got {ty}"
   if (n := prod(dims)) * ITEMSIZE[elem] > MAX_BYTES: return f"{ty} has {n} elements of {ITEMSIZE[elem]} bytes: more than 2^47 bytes"
@@ -52,6 +55,9 @@ def _movement(name, ins, out, a):
   """element type kept; reshape keeps the element count, the others the rank; permute `order` is a permutation and gives the result shape; expand broadcasts only size-1 dims; pad/shrink take (before, after)/(start, end) pairs per dim, in range, and give the result shape; flip axes are distinct and in range"""
   (_, s, e), (_, o, oe) = parse_type(ins[0]), parse_type(out)
   if e != oe: return f"element type changes from {e} to {oe}"
+  want_dyn = sum(d is None for d in o) if name in ("reshape", "expand") else sum(x == DYN for x in a.get("padding", a.get("bounds", ())))
+  if len(ins) - 1 != want_dyn: return f"needs static shapes or an index operand per symbolic size: {want_dyn} symbolic, {len(ins) - 1} operand(s)"
+  if None in s + o or DYN in a.get("padding", a.get("bounds", ())): return _symbolic_movement(name, s, o, a)
   if name == "reshape":
     return None if prod(s) == prod(o) else f"reshape from {s} to {o} changes the element count ({prod(s)} vs {prod(o)})"
   if name != "reshape" and len(s) != len(o): return f"{name} keeps the rank: {s} -> {o}"
@@ -75,6 +81,12 @@ def _movement(name, ins, out, a):
   if name == "flip":
     if any(not 0 <= x < len(s) for x in a["axes"]) or len(set(a["axes"])) != len(a["axes"]): return f"bad flip axes {list(a['axes'])} for rank {len(s)}"
     if s != o: return f"flip keeps the shape: {s} -> {o}"
+
+def _symbolic_movement(name, s, o, a):
+  """Symbolic sizes (`?`, DYN) are checked where they are known: the rank, and permute's order."""
+  if name != "reshape" and len(s) != len(o): return f"{name} keeps the rank: {s} -> {o}"
+  if name == "permute" and sorted(a["order"]) != list(range(len(s))): return f"order {list(a['order'])} is not a permutation of {len(s)} axes"
+  if name in ("pad", "shrink"): return _pairs(a["padding" if name == "pad" else "bounds"], len(s), "padding" if name == "pad" else "bounds")
 
 def _reduce_axis(name, ins, out, a):
   """`op` is add|mul|max|min; `axes` distinct and in range; result shape is the input's with reduced dims set to 1"""
@@ -131,6 +143,7 @@ def _const(name, ins, out, a):
   from mlir import ir
   v, (k, _, elem) = a["value"], parse_type(out)
   if k in ("memref", "ptr", "token"): return f"result must be a tensor, vector or scalar, got {out}"
+  if None in parse_type(out)[1]: return f"a constant has a static shape, got {out}"
   if not isinstance(v, (ir.FloatAttr, ir.IntegerAttr, ir.BoolAttr)): return f"value must be a scalar number, got {v}"
   if str(v.type) != (elem[1:] if elem.startswith("ui") else elem): return f"value of type {v.type} for a result of element type {elem}"
 
@@ -160,6 +173,16 @@ def _attr_value(attr):
     if isinstance(attr, cls): return attr.value
   return attr
 
+SYM_SOURCES = ("reshape", "expand", "pad", "shrink")   # ops whose `?` sizes are their index operands
+def _symbolic_problem(op, name, ins, outs) -> str | None:
+  """A symbolic (`?`) dim follows from operands: from an op that makes it (SYM_SOURCES, with the size as an index operand),
+  never from a function argument (graph inputs are static)."""
+  from mlir import ir
+  if (arg := next((t for o, t in zip(op.operands, ins) if "?" in t and isinstance(o.owner, ir.Block)), None)):
+    return f"needs static shapes, got {arg}"
+  if name not in SYM_SOURCES and (res := next((t for t in outs if "?" in t), None)) and not any("?" in t for t in ins):
+    return f"needs static shapes, got {res}"
+
 def check_op(op) -> str | None:
   """Problem with one uop operation, or None."""
   from mlir import ir
@@ -168,6 +191,7 @@ def check_op(op) -> str | None:
   if name not in OPS: return None
   ins, outs = [str(o.type) for o in op.operands], [str(r.type) for r in op.results]
   if (err := next(filter(None, map(type_problem, ins + outs)), None)): return err
+  if (err := _symbolic_problem(op, name, ins, outs)): return err
   for k, kind in OPS[name].attrs.items():  # IRDL's `#builtin.dense_array` also admits i32/f32/i1 arrays, `#builtin.integer` true
     if kind == "ints" and k in op.attributes and not isinstance(op.attributes[k], ir.DenseI64ArrayAttr):
       return f"attribute '{k}' must be an array<i64: ...>, got {op.attributes[k]}"

@@ -5,7 +5,8 @@ runs on Buffers of its own device. realize() is safe from any number of Python t
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
 import threading, weakref
-from morok_mlir.core.uop import UOp, attrs
+import numpy as np
+from morok_mlir.core.uop import UOp, attrs, sym_val
 from morok_mlir.core.dtype import dtypes
 
 from morok_mlir.ir.emit import new_buffer, buffer_data, is_input  # noqa: F401  (re-exported: graph inputs are made by emit)
@@ -14,7 +15,7 @@ from morok_mlir.ir.emit import new_buffer, buffer_data, is_input  # noqa: F401  
 import os, time
 from dataclasses import dataclass
 from morok_mlir.ir.bridge import Func, module_text, import_module
-from morok_mlir.ir.emit import normalize_inputs, graph_func
+from morok_mlir.ir.emit import normalize_vars, graph_func
 from morok_mlir.diagnostics import format_mlir_error
 from morok_mlir.dialects.ops import MOVEMENT, Ops
 from morok_mlir.lru import LRU
@@ -81,7 +82,8 @@ def compile_schedule(graph: Func, device: str) -> Schedule:
     name = k.attrs["callee"][1]
     if DEBUG >= 3: print(module_text([funcs[name]]))
     items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"]))
-  return Schedule(items, sched.args, len(graph.args), len(graph.results))
+  # inputs: the graph's, then (with symbolic sizes) the int64 buffer of the variables' values (uop-rangeify)
+  return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results))
 
 def schedule_nbytes(s: Schedule) -> int:
   """What a cached schedule keeps alive: its programs (compiled code; shared ones counted in each schedule) and ~4 KB
@@ -124,7 +126,7 @@ def cut_deep(outs: list[UOp], device: str) -> list[UOp] | None:
   for u in order: depth[u] = 1 + max((depth[s] for s in u.src), default=-1)
   ins = [u for u in order if is_input(u)]
   if max(depth.values()) < MAX_DEPTH and len(ins) <= MAX_INPUTS: return None
-  big = max(u.size for u in ins + outs)
+  big = max(sym_val(u.size) for u in ins + outs)
   new: dict[UOp, UOp] = {}
   below: dict[UOp, frozenset] = {}   # input buffers under each node since the last cut
   for u in order:
@@ -132,8 +134,8 @@ def cut_deep(outs: list[UOp], device: str) -> list[UOp] | None:
     n = u if src == u.src else u.replace(src=src)
     d = 1 + max((depth[s] for s in u.src), default=-1)
     b = frozenset((n,)) if is_input(n) else below[u.src[0]] if len(u.src) == 1 else frozenset().union(*(below[s] for s in u.src))
-    if (d >= MAX_DEPTH or len(b) > MAX_INPUTS) and n.op not in CUT_NEVER and 0 < n.size <= big:
-      n = new_buffer(realize([n], device, cut=False)[0], n.loc, shape=n.shape)
+    if (d >= MAX_DEPTH or len(b) > MAX_INPUTS) and n.op not in CUT_NEVER and 0 < sym_val(n.size) <= big:
+      n = new_buffer(realize([n], device, cut=False)[0], n.loc, shape=tuple(sym_val(d) for d in n.shape))
       d, b = 0, frozenset((n,))
     new[u], depth[u], below[u] = n, d, b
   return [new[o] for o in outs]
@@ -164,7 +166,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
     elif is_input(o): results[i] = buffer_data(o)
     else: todo.append(i)
   if not todo: return results
-  key, inputs = normalize_inputs([outs[i] for i in todo])
+  key, inputs, vals = normalize_vars([outs[i] for i in todo])
   if (sched := _schedule_cache.get(ck := (device, key))) is None:
     if cut and (pieces := cut_deep([outs[i] for i in todo], device)) is not None:
       for i, r in zip(todo, realize(pieces, device, cut=False)): results[i] = r
@@ -177,8 +179,10 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
         GlobalCounters.compiled += len(sched.items)
         if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
   n_in, n_out = sched.n_in, sched.n_out
+  if vals: inputs = inputs + [None]   # symbolic sizes' values: one more input
   try:
-    bufs = [b if (b := buffer_data(u)).device == device else on_device(b, device) for u in inputs]
+    bufs = [b if (b := buffer_data(u)).device == device else on_device(b, device) for u in inputs if u is not None]
+    if vals: bufs.append(Buffer(device, len(vals), dtypes.int64).copyin(np.array(vals, np.int64)))
     bufs += [Buffer(device, b.size, b.dtype.base).allocate() for b in sched.buffer_types[n_in:]]
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, [outs[i] for i in todo]) from None
   dt_sum = 0.0
@@ -189,6 +193,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
     dt_sum += dt
     if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us")
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
-  for j, i in enumerate(todo): results[i] = bufs[n_in + j]
+  for j, i in enumerate(todo):   # a symbolic output's buffer holds its variables' max size: the result is its first elements
+    results[i] = bufs[n_in + j] if not vals else bufs[n_in + j].view(sym_val(outs[i].size), outs[i].dtype, 0)
   for b in bufs[n_in + n_out:]: b.deallocate()
   return results

@@ -5,7 +5,7 @@ import functools, math
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp, SHAPE_ATTR, attrs
+from morok_mlir.core.uop import UOp, SHAPE_ATTR, SYM_ATTR, attrs, split_sym, sym_val
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _cv, _dtype, _prod, _shape, _err
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc as _walk_loc
@@ -146,8 +146,8 @@ class Tensor(OpMixin):
       if len(devs) > 1: _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(devs))}): realize them separately")
       outs = _realize(list(todo), device=devs.pop())
       for (u, ts), out in zip(todo.items(), outs):
-        if out.size != u.size or out.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
-        b = new_buffer(out, u.loc, shape=u.shape)  # the realized value keeps the provenance of what computed it
+        if out.size != sym_val(u.size) or out.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
+        b = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it
         for t in ts: t.uop = b
     return self
   def numpy(self) -> np.ndarray:
@@ -168,7 +168,9 @@ class Tensor(OpMixin):
       _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({self.device, *(s.device for s in src)}))}")
     t = object.__new__(Tensor)   # __init__'s checks hold by construction here
     if _op in SHAPE_ATTR: kw["shape"] = tuple(shape)   # the others' shapes follow from their sources
-    t.uop = UOp(_op, dtype or self.dtype, (self.uop,) + tuple(s.uop for s in src), attrs(**kw) if kw else (), _loc())
+    dyn = ()   # symbolic sizes are sources after the tensor operand (see uop.SYM_ATTR)
+    if (name := SYM_ATTR.get(_op)) is not None: kw[name], dyn = split_sym(kw[name])
+    t.uop = UOp(_op, dtype or self.dtype, (self.uop,) + tuple(s.uop for s in src) + dyn, attrs(**kw) if kw else (), _loc())
     t.device, t.requires_grad = self.device, None
     return t
 

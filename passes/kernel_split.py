@@ -11,10 +11,11 @@ from morok_mlir.core import index_math as im
 from morok_mlir.dialects.ops import Ops
 
 def _kernel_name(root: UOp, n: int) -> str:
-  """tinygrad-style: E_ for elementwise, r_ with a reduce; then the loop sizes."""
+  """tinygrad-style: E_ for elementwise, r_ with a reduce; then the loop sizes (`n` for a symbolic one)."""
   nodes = root.toposort
-  sizes = [str(im.cval(r.src[0])) for r in nodes if r.op is Ops.RANGE and r.attrs["kind"] == "loop"]
-  red = [str(im.cval(r.src[0])) for r in nodes if r.op is Ops.RANGE and r.attrs["kind"] == "reduce"]
+  size = lambda r: "n" if (c := im.cval(r.src[0])) is None else str(c)
+  sizes = [size(r) for r in nodes if r.op is Ops.RANGE and r.attrs["kind"] == "loop"]
+  red = [size(r) for r in nodes if r.op is Ops.RANGE and r.attrs["kind"] == "reduce"]
   return ("r_" if red else "E_") + "_".join(sizes + red or ["1"]) + f"_k{n}"
 
 def split_func(f: Func, prefix: str = "") -> list[Func]:
@@ -33,7 +34,7 @@ def split_func(f: Func, prefix: str = "") -> list[Func]:
     val, rngs = new[u.src[0]], u.src[1:]
     lin, stride = im.const(0), 1
     for r in reversed(rngs):
-      lin = im.add(im.mul(r, im.const(stride)), lin); stride *= im.cval(r.src[0])
+      lin = im.add(im.mul(r, im.sint(stride)), lin); stride = im.smul(stride, im.rsize(r))
     st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, u.dtype.base.ptr(), (buf, lin)), val), loc=u.loc)
     bodies.append(UOp(Ops.END, dtypes.void, (st, *rngs), loc=u.loc) if rngs else st)
   bodies += [new[s] for s in sink.src]

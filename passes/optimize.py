@@ -125,13 +125,15 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
   nodes = sink.toposort
   rngs = [u for u in nodes if u.op is Ops.RANGE]
   loops = [r for r in rngs if r.attrs.get("kind") == "loop"]
+  attrs = dict(f.attrs)
+  if any(u.op is Ops.REDUCE and u.dtype.is_float for u in nodes): attrs["uop.fastmath"] = None
+  # a loop that runs to a symbolic size: threads, tiles, blocks and vector lanes are chosen for static sizes, so plain loops
+  if any(im.cval(r.src[0]) is None for r in rngs): return replace(f, attrs=attrs)
   # iterations x values computed per iteration: the loop nest once, and each reduce once per iteration of the loops
   # its value depends on (lowering hoists it out of the others; sibling reduces add, they do not nest)
   body = sum(1 for u in nodes if u.dtype not in (dtypes.index, dtypes.bool, dtypes.void) and u.op is not Ops.CONST)
   work = body * (prod(_size(r) for r in loops) + sum(prod(_size(r) for r in u.src[1:]) * prod(_size(r) for r in _rngs(u) if r in loops)
                                                       for u in nodes if u.op is Ops.REDUCE))
-  attrs = dict(f.attrs)
-  if any(u.op is Ops.REDUCE and u.dtype.is_float for u in nodes): attrs["uop.fastmath"] = None
   if (c := contraction(f)) is not None and 2 * prod(_size(r) for r in rngs) >= MM_MIN_FLOPS:
     mr, nr = (6, 2 * vec) if vec <= 8 else (8, 2 * vec)   # 12 (of 16 ymm) / 16 (of 32 zmm) accumulators
     attrs["uop.contraction"] = (mr, nr, 256, mr * 40, vec)

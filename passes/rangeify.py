@@ -8,10 +8,16 @@ What gets materialised (`uop.bufferize`): `contiguous`, a reduce_axis whose resu
 loop that is *outer* to the loops it depends on (inlining it there would recompute it per outer iteration), and a
 value that a second kernel needs when it costs SHARED_COST ops or more (`Rangeifier.note`).
 A reduce that depends only on a prefix of the loop nest stays inline: the CPU lowering computes it once per
-iteration of that prefix, so `x - x.max(1, keepdim=True)` and softmax are one kernel each."""
+iteration of that prefix, so `x - x.max(1, keepdim=True)` and softmax are one kernel each.
+
+Symbolic sizes: the function's define_vars (sorted by emit.var_order) are read from one more input, an int64 buffer of
+their values (after the graph's inputs), each clamped to its [min, max] so index math keeps its bounds and no value can
+reach past a buffer. Loops run to those values; a buffer whose size depends on a variable (an output, a bufferize) is
+allocated for the variable's max (its memref has the max size), and realize() returns the outputs' leading elements."""
 from __future__ import annotations
-from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.uop import UOp, attrs, sym_attr
 from morok_mlir.ir.bridge import Func, arg_buffer
+from morok_mlir.ir.emit import var_order
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import Ops, MOVEMENT, REDUCE_IDENTITY
 from morok_mlir.passes.registry import register, PassError
@@ -35,9 +41,9 @@ class Rangeifier:
     self.cheap: set[UOp] = set()          # values several kernels need, recomputed by each
     self.materialised: dict[UOp, UOp] = {}
 
-  def new_range(self, size: int, kind: str) -> UOp:
+  def new_range(self, size, kind: str) -> UOp:
     self.axis += 1
-    return UOp(Ops.RANGE, dtypes.index, (im.const(size),), attrs(axis=self.axis - 1, kind=kind))
+    return UOp(Ops.RANGE, dtypes.index, (im.sint(size),), attrs(axis=self.axis - 1, kind=kind))
 
   def loop_ranges(self, shape) -> tuple[list[UOp], list[UOp]]:
     rngs = [self.new_range(s, "loop") if s != 1 else None for s in shape]
@@ -59,7 +65,7 @@ class Rangeifier:
       saved = self.loops, self.root
       (self.loops, idx), self.root = self.loop_ranges(node.shape), node
       val = yield (node, tuple(idx), None, True)
-      self.materialised[node] = UOp(Ops.BUFFERIZE, node.dtype.ptr(node.size), (val, *self.loops), loc=node.loc)
+      self.materialised[node] = UOp(Ops.BUFFERIZE, node.dtype.ptr(im.smax(node.size)), (val, *self.loops), loc=node.loc)
       self.loops, self.root = saved
     return self.materialised[node]
 
@@ -100,14 +106,15 @@ class Rangeifier:
       for i, p in enumerate(a["order"]): inv[p] = i
       return (yield (s[0], tuple(idx[inv[d]] for d in range(len(sh))), gate, False))
     if op is Ops.EXPAND: return (yield (s[0], tuple(im.const(0) if d == 1 else i for d, i in zip(sh, idx)), gate, False))
-    if op is Ops.SHRINK: return (yield (s[0], tuple(im.add(i, im.const(a["bounds"][2 * d])) for d, i in enumerate(idx)), gate, False))
-    if op is Ops.FLIP: return (yield (s[0], tuple(im.sub(im.const(sh[d] - 1), i) if d in a["axes"] else i for d, i in enumerate(idx)), gate, False))
+    if op is Ops.SHRINK: return (yield (s[0], tuple(im.add(i, im.sint(b)) for i, b in zip(idx, sym_attr(u, "bounds")[::2])), gate, False))
+    if op is Ops.FLIP:
+      return (yield (s[0], tuple(im.sub(im.sub(im.sint(sh[d]), im.const(1)), i) if d in a["axes"] else i for d, i in enumerate(idx)), gate, False))
     if op is Ops.PAD:
-      p, valid, cidx = a["padding"], None, []
+      p, valid, cidx = sym_attr(u, "padding"), None, []
       for d, i in enumerate(idx):
         lo, n = p[2 * d], sh[d]
-        cidx.append(im.sub(i, im.const(lo)))
-        valid = im.and_(valid, im.in_bounds(i, lo, lo + n))
+        cidx.append(im.sub(i, im.sint(lo)))
+        valid = im.and_(valid, im.in_bounds(i, lo, im.add(im.sint(lo), im.sint(n)) if isinstance(lo, UOp) or isinstance(n, UOp) else lo + n))
       if valid is None: return (yield (s[0], tuple(cidx), gate, False))
       if valid is False: return UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[Ops.ADD](u.dtype)))
       inner = (yield (s[0], tuple(cidx), im.and_(gate, valid), False))
@@ -154,12 +161,25 @@ class Rangeifier:
     depth = max((loops.index(r) for r in used if r in loops), default=-1)
     return all(r in used for r in loops[:depth + 1])
 
+def var_loads(dvs: list[UOp], buf: UOp) -> dict[UOp, UOp]:
+  """Each define_var -> its value read from buf (int64, one per variable), clamped to [min, max]."""
+  load = lambda k: UOp(Ops.CAST, dtypes.index, (UOp(Ops.LOAD, dtypes.int64, (UOp(Ops.INDEX, dtypes.int64.ptr(), (buf, im.const(k))),)),))
+  return {v: UOp(Ops.MIN, dtypes.index, (UOp(Ops.MAX, dtypes.index, (load(k), im.const(v.attrs["min"]))), im.const(v.attrs["max"])))
+          for k, v in enumerate(dvs)}
+
 def rangeify_func(f: Func) -> Func:
-  """Graph-level function -> one function over flat buffers: args are the inputs then the outputs."""
+  """Graph-level function -> one function over flat buffers: args are the inputs, the variables' values (when the graph
+  has symbolic sizes), then the outputs."""
   for r in f.results:
     if r.shape is None: raise PassError(f"uop-rangeify: @{f.name} must return tensors", r.loc)
   in_bufs = {i: arg_buffer(i, t.dtype.ptr(t.size)) for i, t in enumerate(f.args)}
-  outs = [arg_buffer(len(f.args) + j, r.dtype.ptr(r.size)) for j, r in enumerate(f.results)]
+  if dvs := sorted({u for r in f.results for u in r.toposort if u.op is Ops.DEFINE_VAR}, key=var_order):
+    if (bad := next((u for r in f.results for u in r.toposort if u.op is Ops.BIND), None)) is not None:
+      raise PassError("uop-rangeify: a bind left in the graph (realize unbinds sizes: their values are inputs)", bad.loc)
+    in_bufs[len(f.args)] = arg_buffer(len(f.args), dtypes.int64.ptr(len(dvs)))
+    vmap = var_loads(dvs, in_bufs[len(f.args)])
+    f = Func(f.name, f.args, [r.substitute(vmap) for r in f.results], f.roots, f.attrs)
+  outs = [arg_buffer(len(in_bufs) + j, r.dtype.ptr(im.smax(r.size))) for j, r in enumerate(f.results)]
   # Whether a node is materialised is found while walking its uses; a use met before the one that forces the
   # buffer would have inlined (recomputed) it. So walk once to learn the set, then build with it fixed.
   walk = Rangeifier(in_bufs, discover=True, outputs=frozenset(f.results))
@@ -167,7 +187,7 @@ def rangeify_func(f: Func) -> Func:
   rf = Rangeifier(in_bufs, frozenset(walk.materialised))
   stores = [rf.store(b, r) for b, r in zip(outs, f.results)]
   return Func(f.name, list(in_bufs.values()) + outs, [], [UOp(Ops.SINK, dtypes.void, tuple(stores))],
-              {"uop.num_inputs": len(f.args), "uop.num_outputs": len(outs)})
+              {"uop.num_inputs": len(in_bufs), "uop.num_outputs": len(outs)})
 
 @register("uop-rangeify", "Movement ops -> index arithmetic over loop ranges; mark what is materialised (bufferize)")
 def uop_rangeify(funcs: list[Func]) -> list[Func]:

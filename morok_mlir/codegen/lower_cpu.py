@@ -655,9 +655,15 @@ class SplitReduce:
   def text(self) -> str: return lower_kernel(self.partial, f"{self.name}_part") + lower_kernel(self.final, f"{self.name}_final")
   def phases(self): return [(f"{self.name}_part", parallel_info(self.partial)), (f"{self.name}_final", None)]
 
+STATIC_ONLY = ("uop.contraction", "uop.split_reduce", "uop.threads", "uop.nontemporal")   # choices made for static loop sizes
+
 def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int]]]:
   """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes,
-  [(phase, argument, scratch)] phases whose result depends on one argument alone)."""
+  [(phase, argument, scratch)] phases whose result depends on one argument alone). A loop may run to a symbolic size
+  (its end read at run time) only in a kernel without the choices in STATIC_ONLY."""
+  if (k := next((a for a in STATIC_ONLY if a in f.attrs), None)) and f.roots and any(
+      u.op is Ops.RANGE and im.cval(u.src[0]) is None for u in f.roots[0].toposort):
+    raise PassError(f"@{f.name}: {k} needs static range sizes (a loop here runs to a symbolic size)")
   if "uop.contraction" in f.attrs: return (c := Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
   if "uop.split_reduce" in f.attrs: return (c := SplitReduce(f, name)).text(), c.phases(), c.scratch, []
   return lower_kernel(f, name), [(name, parallel_info(f))], [], []

@@ -1,5 +1,6 @@
 """Smart constructors for index arithmetic on `index` UOps: they fold constants and drop trivial terms as they
-build, so rangeify's output is small before uop-simplify runs. Bounds come from `uop.range` ends."""
+build, so rangeify's output is small before uop-simplify runs. Bounds come from `uop.range` ends.
+A size (a shape's dim, a divisor, a stride) is an int or, when it is symbolic, an index UOp (see uop.SYM_ATTR)."""
 from __future__ import annotations
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import DType, dtypes
@@ -8,6 +9,10 @@ from morok_mlir.dialects.ops import Ops
 
 def const(v: int, dtype: DType = dtypes.index) -> UOp: return UOp(Ops.CONST, dtype, (), attrs(value=bool(v) if dtype.is_bool else int(v)))
 def cval(u: UOp): return u.attrs["value"] if u.op is Ops.CONST else None
+def sint(x) -> UOp: return x if isinstance(x, UOp) else const(x)
+def smax(x) -> int:
+  """The largest value of a size: what a buffer of that size is allocated for."""
+  return x if not isinstance(x, UOp) else bounds(x)[1]
 
 def bounds(u: UOp) -> tuple[int, int]:
   """Inclusive [min, max] of an index expression: the simplifier's value bounds, one definition for all passes."""
@@ -33,44 +38,53 @@ def mul(a: UOp, b: UOp) -> UOp:
   if cval(a) is not None and cval(b) is not None: return const(cval(a) * cval(b))
   return _bin(Ops.MUL, a, b)
 
-def idiv(a: UOp, c: int) -> UOp:
+def idiv(a: UOp, c) -> UOp:
+  """a // c for a >= 0 and a size c (index math divides only non-negative values)."""
   lo, hi = bounds(a)
+  if isinstance(c, UOp): return a if cval(c) == 1 else const(0) if lo >= 0 and hi < bounds(c)[0] else _bin(Ops.IDIV, a, c)
   if c == 1: return a
   if lo >= 0 and hi < c: return const(0)
   if cval(a) is not None: return const(int(cval(a) / c))
   return _bin(Ops.IDIV, a, const(c))
 
-def mod(a: UOp, c: int) -> UOp:
+def mod(a: UOp, c) -> UOp:
   lo, hi = bounds(a)
+  if isinstance(c, UOp): return a if lo >= 0 and hi < bounds(c)[0] else _bin(Ops.MOD, a, c)
   if c == 1: return const(0)
   if lo >= 0 and hi < c: return a
   return _bin(Ops.MOD, a, const(c))
 
+def rsize(r: UOp):
+  """A range's size: an int, or its end when symbolic."""
+  return r.src[0] if (c := cval(r.src[0])) is None else c
+def smul(a, b): return a * b if not isinstance(a, UOp) and not isinstance(b, UOp) else mul(sint(a), sint(b))
+
 def linearize(idx, shape) -> UOp:
   out, stride = const(0), 1
   for i, s in reversed(list(zip(idx, shape))):
-    if s != 1: out = add(mul(i, const(stride)), out) if cval(out) != 0 else mul(i, const(stride))
-    stride *= s
+    if s != 1: out = add(mul(i, sint(stride)), out) if cval(out) != 0 else mul(i, sint(stride))
+    stride = smul(stride, s)
   return out
 
 def unravel(lin: UOp, shape) -> tuple[UOp, ...]:
   if 0 in shape: return tuple(const(0) for _ in shape)  # nothing is ever indexed
-  out, stride = [], 1
+  out, strides, stride = [], [], 1
   for s in reversed(shape):
-    out.append(const(0) if s == 1 else mod(idiv(lin, stride), s) if stride * s < 1 << 62 else idiv(lin, stride))
-    stride *= s
+    out.append(const(0) if s == 1 else mod(idiv(lin, stride), s) if smax(stride) * smax(s) < 1 << 62 else idiv(lin, stride))
+    strides.append(stride)
+    stride = smul(stride, s)
   # the outermost dim needs no mod: lin < prod(shape)
   res = list(reversed(out))
-  if shape and shape[0] != 1: res[0] = idiv(lin, stride // shape[0])
+  if shape and shape[0] != 1: res[0] = idiv(lin, strides[-1])
   return tuple(res)
 
-def in_bounds(i: UOp, lo: int, hi: int):
-  """i in [lo, hi) as an i1 UOp, None if always true, False if never."""
-  a, b = bounds(i)
-  if a >= hi or b < lo: return False
+def in_bounds(i: UOp, lo, hi):
+  """i in [lo, hi) as an i1 UOp, None if always true, False if never (lo, hi sizes)."""
+  (a, b), (lo0, lo1), (hi0, hi1) = bounds(i), bounds(sint(lo)), bounds(sint(hi))
+  if a >= hi1 or b < lo0: return False
   conds = []
-  if a < lo: conds.append(UOp(Ops.CMPLT, dtypes.bool, (const(lo - 1), i)))
-  if b >= hi: conds.append(UOp(Ops.CMPLT, dtypes.bool, (i, const(hi))))
+  if a < lo1: conds.append(UOp(Ops.CMPLT, dtypes.bool, (sub(sint(lo), const(1)), i)))
+  if b >= hi0: conds.append(UOp(Ops.CMPLT, dtypes.bool, (i, sint(hi))))
   out = None
   for c in conds: out = and_(out, c)
   return out
@@ -111,7 +125,7 @@ def affine(u: UOp, memo: dict) -> dict | None:
 def _form_bounds(a: dict) -> tuple[int, int]:
   lo = hi = a.get(1, 0)
   for k, v in a.items():
-    if k != 1: lo, hi = lo + min(0, v * (int(k.src[0].attrs["value"]) - 1)), hi + max(0, v * (int(k.src[0].attrs["value"]) - 1))
+    if k != 1: lo, hi = lo + min(0, v * (smax(k.src[0]) - 1)), hi + max(0, v * (smax(k.src[0]) - 1))
   return lo, hi
 
 def affine_simplify(x: UOp) -> UOp:

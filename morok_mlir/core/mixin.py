@@ -10,9 +10,10 @@ import numpy as np
 from morok_mlir.core.dtype import DType, dtypes, least_upper_dtype, to_dtype
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core.provenance import error as _err
+from morok_mlir.core import uop as U   # symbolic sizes are UOps (uop imports this module: names are read at call time)
 
 # ---------------------------------------------------------------- helpers
-def _prod(xs) -> int: return math.prod(xs)
+def _prod(xs): return U.sprod(xs)   # an int, or an index UOp when a size is symbolic
 def _argfix(*x) -> tuple:
   return tuple(x[0]) if x and isinstance(x[0], (tuple, list)) else x
 def _cv(v, dt: DType):
@@ -30,14 +31,24 @@ def _cv(v, dt: DType):
     _err(OverflowError, f"Python int {v} is out of range for {dt} (it does not fit a 64-bit {'un' * dt.is_unsigned}signed integer)")
   v, m = int(v) & ((1 << dt.bits) - 1), 1 << dt.bits
   return v - m if not dt.is_unsigned and v >= m >> 1 else v
-MAX_NUMEL = 1 << 62   # index math (passes/index_math.py) is 64-bit: linear indices, strides and pad offsets stay below 2^63
-def _shape(shape, what: str = "shape") -> tuple[int, ...]:
-  """A shape as a tuple of ints, checked up front: every dim a non-negative int, the element count what index math holds."""
-  if bad := [s for s in shape if not isinstance(s, (int, np.integer)) or isinstance(s, (bool, np.bool_))]:
+MAX_NUMEL = 1 << 62   # index math (core/index_math.py) is 64-bit: linear indices, strides and pad offsets stay below 2^63
+def _sz(s, what: str = "size"):
+  """A size: an int, or a symbolic index UOp whose variables are all bound (Variable(...).bind(value))."""
+  if isinstance(s, U.UOp):
+    try: U.sym_val(s)
+    except (TypeError, KeyError): _err(TypeError, f"{what} {s!r} is not a bound size: use a Variable's .bind(value)")
+    return s
+  if not isinstance(s, (int, np.integer)) or isinstance(s, (bool, np.bool_)): _err(TypeError, f"{what} must be an int, got {type(s).__name__}")
+  return int(s)
+
+def _shape(shape, what: str = "shape") -> tuple:
+  """A shape as a tuple of sizes (ints or bound symbolic UOps), checked up front: every dim non-negative (its bound value
+  for a symbolic one), the element count what index math holds."""
+  if bad := [s for s in shape if not isinstance(s, (int, np.integer, U.UOp)) or isinstance(s, (bool, np.bool_))]:
     _err(TypeError, f"{what} {tuple(shape)} must hold ints, got {type(bad[0]).__name__}")
-  shape = tuple(int(s) for s in shape)
-  if any(s < 0 for s in shape): _err(ValueError, f"{what} {shape} has a negative dimension")
-  if (n := _prod(shape)) >= MAX_NUMEL: _err(ValueError, f"{what} {shape} has {n} elements, more than index math supports ({MAX_NUMEL})")
+  shape = tuple(_sz(s, what) for s in shape)
+  if any(U.sym_val(s) < 0 for s in shape): _err(ValueError, f"{what} {shape} has a negative dimension")
+  if (n := U.sym_val(_prod(shape))) >= MAX_NUMEL: _err(ValueError, f"{what} {shape} has {n} elements, more than index math supports ({MAX_NUMEL})")
   return shape
 def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   """numpy broadcasting of shapes."""
@@ -275,12 +286,15 @@ class OpMixin:
     return d + n if d < 0 else d
   def reshape(self, shape, *args) -> Self:
     shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(_argfix(shape, *args)))
-    if any(not isinstance(s, (int, np.integer)) or s < -1 for s in shape) or shape.count(-1) > 1: _err(ValueError, f"invalid shape {shape}")
+    if any(not isinstance(s, (int, np.integer, U.UOp)) or not isinstance(s, U.UOp) and s < -1 for s in shape) or shape.count(-1) > 1:
+      _err(ValueError, f"invalid shape {shape}")
+    shape = tuple(_sz(s) if isinstance(s, U.UOp) else int(s) for s in shape)
+    n = U.sym_val(self.numel())   # a symbolic size is checked at its bound value
     if -1 in shape:
       rest = _prod(s for s in shape if s != -1)
-      if rest == 0 or self.numel() % rest: _err(ValueError, f"shape {shape} is invalid for input of size {self.numel()}")
-      shape = tuple(self.numel() // rest if s == -1 else int(s) for s in shape)
-    if _prod(shape) != self.numel(): _err(ValueError, f"shape {shape} is invalid for input of size {self.numel()}")
+      if U.sym_val(rest) == 0 or n % U.sym_val(rest): _err(ValueError, f"shape {shape} is invalid for input of size {n}")
+      shape = tuple(U.salu(Ops.IDIV, self.numel(), rest) if s == -1 else s for s in shape)
+    if U.sym_val(_prod(shape)) != n: _err(ValueError, f"shape {shape} is invalid for input of size {n}")
     return self if shape == self.shape else self._op(Ops.RESHAPE, shape)
   view = reshape
   def _broadcast_to(self, shape: tuple[int, ...]) -> Self:
@@ -315,23 +329,25 @@ class OpMixin:
     if any(len(p) != 2 for p in pads): _err(ValueError, f"invalid padding {tuple(padding)}")
     if any(not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) for p in pads for v in p):
       _err(TypeError, f"padding {tuple(padding)} must hold ints")
-    if any(s + b + a < 0 for s, (b, a) in zip(self.shape, pads)): _err(ValueError, f"padding {pads} cuts more than {self.shape}")
-    x = self.shrink(tuple((-min(b, 0), s + min(a, 0)) for s, (b, a) in zip(self.shape, pads)))
+    if any(U.sym_val(s) + b + a < 0 for s, (b, a) in zip(self.shape, pads)): _err(ValueError, f"padding {pads} cuts more than {self.shape}")
+    x = self.shrink(tuple((-min(b, 0), U.sadd(s, min(a, 0))) for s, (b, a) in zip(self.shape, pads)))
     pads = tuple((max(b, 0), max(a, 0)) for b, a in pads)
     if all(p == (0, 0) for p in pads): return x
-    ret = x._op(Ops.PAD, _shape(tuple(s + b + a for s, (b, a) in zip(x.shape, pads))), padding=tuple(v for p in pads for v in p))
+    ret = x._op(Ops.PAD, _shape(tuple(U.sadd(s, b + a) for s, (b, a) in zip(x.shape, pads))), padding=tuple(v for p in pads for v in p))
     if value == 0: return ret
     return self._full(x.shape, True, dtypes.bool).pad(pads).where(ret, self._const(value, self.dtype))  # the padded region holds `value`
   def shrink(self, arg) -> Self:
     if len(arg) != self.ndim: _err(ValueError, f"shrink {tuple(arg)} needs one entry per dim of {self.shape}")
-    arg = tuple((0, s) if a is None else (int(a[0]), int(a[1])) for s, a in zip(self.shape, arg))
-    if any(not (0 <= b <= e <= s) for s, (b, e) in zip(self.shape, arg)): _err(ValueError, f"invalid shrink {arg} of {self.shape}")
+    bnd = lambda x: _sz(x, "shrink bound") if isinstance(x, U.UOp) else int(x)
+    arg = tuple((0, s) if a is None else (bnd(a[0]), bnd(a[1])) for s, a in zip(self.shape, arg))
+    if any(not (0 <= U.sym_val(b) <= U.sym_val(e) <= U.sym_val(s)) for s, (b, e) in zip(self.shape, arg)):
+      _err(ValueError, f"invalid shrink {arg} of {self.shape}")
     if all(a == (0, s) for s, a in zip(self.shape, arg)): return self
-    return self._op(Ops.SHRINK, tuple(e - b for b, e in arg), bounds=tuple(v for a in arg for v in a))
+    return self._op(Ops.SHRINK, tuple(U.ssub(e, b) for b, e in arg), bounds=tuple(v for a in arg for v in a))
   def flip(self, axis, *args) -> Self:
     axes = tuple(self._dim(a) for a in _argfix(axis, *args))
     if len(set(axes)) != len(axes): _err(ValueError, f"dim appears multiple times in {axes}")
-    axes = tuple(sorted(a for a in axes if self.shape[a] > 1))  # flipping a size-0/1 dim is a no-op
+    axes = tuple(sorted(a for a in axes if isinstance(self.shape[a], U.UOp) or self.shape[a] > 1))  # flipping a size-0/1 dim is a no-op
     return self._op(Ops.FLIP, self.shape, axes=axes) if axes else self
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Self:
     order = list(range(self.ndim))

@@ -3,7 +3,7 @@ finds it once (a `scope`); code outside a scope walks the stack to the first fra
 from __future__ import annotations
 import os, sys, threading
 
-_PKG = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # morok_mlir/
 _POS: dict = {}   # code object -> its instruction positions (for the column)
 _OURS: dict = {}  # code object -> is it this package's (checked once per code object, not per frame)
 

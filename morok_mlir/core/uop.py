@@ -1,11 +1,13 @@
 """UOp: the hash-consed node of the compute graph, as in tinygrad. Passes work on UOp DAGs; MLIR is their text form."""
 from __future__ import annotations
-import threading, weakref
+import operator, threading, weakref
+import numpy as np
 from _weakref import _remove_dead_weakref
 from typing import Any
 from morok_mlir.core.dtype import DType, PtrDType, dtypes
 from morok_mlir.dialects.ops import Op, Ops, GRAPH_ALU
 from morok_mlir.core.mixin import OpMixin, _cv
+from morok_mlir.core.provenance import error as _err
 
 class cached_property:
   """functools.cached_property without its per-access lock (3.11 takes an RLock on every first access): UOps are
@@ -18,15 +20,63 @@ class cached_property:
 
 def _pairs(a: tuple) -> list[tuple[int, int]]: return [(a[i], a[i + 1]) for i in range(0, len(a), 2)]
 def _src0(u: UOp): return u.src[0].shape
+
+# ---- symbolic sizes: a dimension (or a shrink/pad bound) is an int or an index UOp of define_var/bind and arithmetic.
+# An int-array attribute holds DYN (MLIR's ShapedType::kDynamic) for each symbolic entry, whose UOp is a trailing source
+# (after the tensor operand), in order: so toposort, substitute and the MLIR text (`?` dims, `index` operands) see it.
+DYN = -(1 << 63)
+SYM_ATTR = {Ops.RESHAPE: "shape", Ops.EXPAND: "shape", Ops.SHRINK: "bounds", Ops.PAD: "padding"}
+def split_sym(v: tuple) -> tuple[tuple, tuple]:
+  """An attribute tuple with UOp entries -> (the tuple with DYN in their place, the UOps)."""
+  return tuple(DYN if isinstance(x, UOp) else x for x in v), tuple(x for x in v if isinstance(x, UOp))
+def sym_attr(u: UOp, name: str) -> tuple:
+  """Attribute `name` of u with its DYN entries filled from u's trailing sources."""
+  v = u.attrs[name]
+  if len(u.src) < 2: return v
+  dyn = iter(u.src[1:])
+  return tuple(next(dyn) if x == DYN else x for x in v)
+
+def as_index(x) -> UOp: return x if isinstance(x, UOp) else UOp(Ops.CONST, dtypes.index, (), attrs(value=int(x)))
+SYM_PY = {Ops.ADD: operator.add, Ops.SUB: operator.sub, Ops.MUL: operator.mul, Ops.IDIV: operator.floordiv, Ops.MOD: operator.mod,
+          Ops.MAX: max, Ops.MIN: min}
+def salu(op: Ops, a, b):
+  """Index arithmetic on sizes (int or UOp): ints fold, adding 0 and multiplying by 1 are dropped."""
+  if not isinstance(a, UOp) and not isinstance(b, UOp): return SYM_PY[op](a, b)
+  if op in (Ops.ADD, Ops.SUB) and not isinstance(b, UOp) and b == 0: return a
+  if op is Ops.ADD and not isinstance(a, UOp) and a == 0: return b
+  if op is Ops.MUL and not isinstance(b, UOp) and b == 1: return a
+  if op is Ops.MUL and not isinstance(a, UOp) and a == 1: return b
+  return UOp(op, dtypes.index, (as_index(a), as_index(b)), ())
+def sadd(a, b): return salu(Ops.ADD, a, b)
+def ssub(a, b): return salu(Ops.SUB, a, b)
+def smul(a, b): return salu(Ops.MUL, a, b)
+def sprod(xs):
+  out = 1
+  for x in xs: out = smul(out, x)
+  return out
+def sym_val(x, env: dict | None = None) -> int:
+  """The value of a size: binds give theirs, a define_var its value in env."""
+  if not isinstance(x, UOp): return x
+  if x.op is Ops.CONST: return x.attrs["value"]
+  if x.op is Ops.BIND: return sym_val(x.src[1])
+  if x.op is Ops.DEFINE_VAR: return env[x]
+  return SYM_PY[x.op](*(sym_val(s, env) for s in x.src))
+
+def Variable(name: str, min: int, max: int) -> UOp:
+  """A symbolic size in [min, max] (tinygrad's Variable): `.bind(value)` gives a size usable as a tensor dimension."""
+  if not isinstance(name, str) or not all(isinstance(x, int) and not isinstance(x, bool) for x in (min, max)) or not 0 <= min <= max:
+    _err(ValueError, f"Variable needs a name and int bounds 0 <= min <= max, got ({name!r}, {min!r}, {max!r})")
+  return UOp(Ops.DEFINE_VAR, dtypes.index, (), attrs(max=max, min=min, name=name))
 # the shape of a graph-level value per op, from its sources and attributes (tinygrad's `_shape`); ops whose shape no
 # source gives (buffer, const, reshape, expand) carry it as the `shape` attribute; kernel-level values have none (None)
 SHAPE_ATTR = frozenset((Ops.BUFFER, Ops.CONST, Ops.RESHAPE, Ops.EXPAND))
 SHAPE_RULES = {
   **{o: _src0 for o in GRAPH_ALU | {Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.THREEFRY, Ops.FLIP}},
   **{o: lambda u: u.attrs.get("shape") for o in SHAPE_ATTR},
+  **{o: lambda u: sym_attr(u, "shape") for o in (Ops.RESHAPE, Ops.EXPAND)},
   Ops.PERMUTE: lambda u: tuple(u.src[0].shape[i] for i in u.attrs["order"]),
-  Ops.PAD: lambda u: tuple(s + b + a for s, (b, a) in zip(u.src[0].shape, _pairs(u.attrs["padding"]))),
-  Ops.SHRINK: lambda u: tuple(e - b for b, e in _pairs(u.attrs["bounds"])),
+  Ops.PAD: lambda u: tuple(sadd(sadd(s, b), a) for s, (b, a) in zip(u.src[0].shape, _pairs(sym_attr(u, "padding")))),
+  Ops.SHRINK: lambda u: tuple(ssub(e, b) for b, e in _pairs(sym_attr(u, "bounds"))),
   Ops.REDUCE_AXIS: lambda u: tuple(1 if i in u.attrs["axes"] else s for i, s in enumerate(u.src[0].shape)),
 }
 
@@ -57,7 +107,17 @@ class UOp(OpMixin):
         _interned[key] = ref
     return u
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg, self.loc)
-  def __repr__(self): return f"UOp({self.op}, {self.dtype!r}, {len(self.src)} srcs, arg={self.arg!r})"
+  def __repr__(self):
+    if self.op is Ops.DEFINE_VAR: return "Variable({name!r}, {min}, {max})".format(**self.attrs)
+    if self.op is Ops.BIND: return f"{self.src[0]!r}.bind({sym_val(self)})"
+    return f"UOp({self.op}, {self.dtype!r}, {len(self.src)} srcs, arg={self.arg!r})"
+  def bind(self, value: int) -> UOp:
+    """This define_var bound to value (checked to lie in [min, max]): a size whose value travels apart from the graph."""
+    if self.op is not Ops.DEFINE_VAR: _err(TypeError, f"only a Variable can be bound, not a {self.op}")
+    a = self.attrs
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not a["min"] <= value <= a["max"]:
+      _err(ValueError, f"{a['name']} = {value!r} is outside [{a['min']}, {a['max']}]")
+    return UOp(Ops.BIND, dtypes.index, (self, as_index(int(value))), ())
 
   def replace(self, **kw) -> UOp:
     f = dict(op=self.op, dtype=self.dtype, src=self.src, arg=self.arg, loc=self.loc) | kw
@@ -68,7 +128,9 @@ class UOp(OpMixin):
   def _node(self) -> UOp: return self
   def _op(self, _op: Ops, shape: tuple, dtype: DType | None = None, src: tuple[UOp, ...] = (), **kw) -> UOp:
     if _op in SHAPE_ATTR: kw["shape"] = tuple(shape)
-    return UOp(_op, dtype or self.dtype, (self,) + tuple(src), attrs(**kw) if kw else (), self.loc)
+    dyn = ()   # symbolic sizes are sources after the operands (SYM_ATTR)
+    if (name := SYM_ATTR.get(_op)) is not None: kw[name], dyn = split_sym(kw[name])
+    return UOp(_op, dtype or self.dtype, (self,) + tuple(src) + dyn, attrs(**kw) if kw else (), self.loc)
   def _const(self, value, dtype: DType | None = None) -> UOp:
     dt = dtype or dtypes.from_py(value)
     return UOp(Ops.CONST, dt, (), attrs(value=_cv(value, dt), shape=()), self.loc)
@@ -83,11 +145,13 @@ class UOp(OpMixin):
     for u in reversed(chain): u.__dict__["shape"] = None if (rule := SHAPE_RULES.get(u.op)) is None else rule(u)
     return None if (rule := SHAPE_RULES.get(self.op)) is None else rule(self)
   @property
-  def size(self) -> int:
-    """Elements: of the shape, of a sized buffer, 1 for a scalar."""
+  def size(self):
+    """Elements: of the shape (an index UOp when it is symbolic), of a sized buffer, 1 for a scalar."""
     if (sh := self.shape) is None: return self.dtype.size if isinstance(self.dtype, PtrDType) and self.dtype.size is not None else 1
     n = 1
-    for s in sh: n *= s
+    for s in sh:
+      if isinstance(s, UOp): return sprod(sh)
+      n *= s
     return n
 
   # ---- graph helpers

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math, re
 from dataclasses import dataclass, field
 from mlir import ir
-from morok_mlir.core.uop import UOp, SHAPE_ATTR, attrs as mkattrs
+from morok_mlir.core.uop import UOp, SHAPE_ATTR, DYN, attrs as mkattrs
 from morok_mlir.core.dtype import DType, PtrDType, VecDType, dtypes
 from morok_mlir.dialects.ops import Ops
 
@@ -27,7 +27,8 @@ def arg_buffer(slot: int, dtype: DType, shape: tuple | None = None) -> UOp:
 _TYPE_TEXT: dict[tuple, str] = {}
 def type_text(dtype: DType, shape: tuple | None = None) -> str:
   """The MLIR type of a value: tensor<...> with a shape, memref<N x T> / !uop.ptr<T> for pointers, vector<N x T>,
-  !uop.token for void, else the scalar element type. A symbolic dimension prints as `?`."""
+  !uop.token for void, else the scalar element type. A symbolic dimension prints as `?` (its value is an operand of the
+  op that makes the shape: see uop.SYM_ATTR)."""
   if (t := _TYPE_TEXT.get(k := (dtype, shape))) is None:
     b = dtype.base.mlir
     if shape is not None: t = "tensor<" + "".join(f"{d}x" if isinstance(d, int) else "?x" for d in shape) + b + ">"
@@ -38,12 +39,14 @@ def type_text(dtype: DType, shape: tuple | None = None) -> str:
   return t
 def ty(u: UOp) -> str: return type_text(u.dtype, u.shape)
 
-_SHAPED = re.compile(r"(tensor|memref|vector)<((?:\d+x)*)([a-z0-9]+)>")
+_SHAPED = re.compile(r"(tensor|memref|vector)<((?:(?:\d+|\?)x)*)([a-z0-9]+)>")
 def parse_type(t: str) -> tuple[DType, tuple[int, ...] | None]:
-  """MLIR type text -> (dtype, shape); the inverse of type_text (TypeError for a type the dialect does not use)."""
+  """MLIR type text -> (dtype, shape); the inverse of type_text (TypeError for a type the dialect does not use).
+  A `?` tensor dimension is uop.DYN."""
   if (m := _SHAPED.fullmatch(t)):
-    kind, dims, e = m.group(1), tuple(int(x) for x in m.group(2).split("x")[:-1]), dtypes.from_mlir(m.group(3))
+    kind, dims, e = m.group(1), tuple(DYN if x == "?" else int(x) for x in m.group(2).split("x")[:-1]), dtypes.from_mlir(m.group(3))
     if kind == "tensor": return e, dims
+    if DYN in dims: raise TypeError(f"{t}: only tensors have symbolic dimensions")
     if len(dims) != 1: raise TypeError(f"{t}: only 1-d {kind}s are used")
     return (e.ptr(dims[0]) if kind == "memref" else e.vec(dims[0])), None
   if t == "!uop.token": return dtypes.void, None
@@ -153,7 +156,9 @@ def import_func(fop) -> Func:
   """A func.func operation -> Func of UOp DAGs."""
   body = fop.regions[0].blocks[0]
   ftype = ir.FunctionType(ir.TypeAttr(fop.attributes["function_type"]).value)
-  try: args = [arg_buffer(i, *parse_type(str(t))) for i, t in enumerate(ftype.inputs)]
+  try:
+    args = [arg_buffer(i, *parse_type(str(t))) for i, t in enumerate(ftype.inputs)]
+    if any(DYN in (a.attrs.get("shape") or ()) for a in args): raise TypeError("graph inputs have static shapes")
   except TypeError as e: raise IRImportError(f"@{ir.StringAttr(fop.attributes['sym_name']).value}: {e}", loc_of(fop)) from None
   vals: dict = dict(zip(body.arguments, args))
   f = Func(ir.StringAttr(fop.attributes["sym_name"]).value, args, [])
@@ -177,7 +182,8 @@ def import_func(fop) -> Func:
       a[k] = _unsigned_fix(v, rty) if opname == "const" else Ops(v) if k == "op" and isinstance(v, str) and v in _OP_NAMES else v
     if (o := Ops(opname)) in SHAPE_ATTR and shape is not None: a["shape"] = shape
     u = UOp(o, dtype, tuple(vals[x] for x in op.operands), mkattrs(**a), loc_of(op))
-    if u.shape != shape: raise IRImportError(f"{name}: result type {rty} does not match its operands", loc_of(op))
+    if (u.shape if u.shape is None else tuple(d if isinstance(d, int) else DYN for d in u.shape)) != shape:
+      raise IRImportError(f"{name}: result type {rty} does not match its operands", loc_of(op))
     if len(op.results): vals[op.results[0]] = u
     else: f.roots.append(u)
   return f

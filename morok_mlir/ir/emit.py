@@ -47,21 +47,35 @@ def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[Buffer]]:
   return key, [_data(u) for u in ins]
 
 def normalize_inputs(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[UOp]]:
-  """Number the graph's input buffers by first use, so graphs of the same structure share one key.
+  """(key, input buffers) of normalize_vars."""
+  key, ins, _ = normalize_vars(outs)
+  return key, ins
+
+def var_order(v: UOp) -> tuple: return v.attrs["name"], v.attrs["min"], v.attrs["max"]
+
+def normalize_vars(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[UOp], tuple[int, ...]]:
+  """Number the graph's input buffers by first use and unbind its symbolic sizes (each `bind` becomes its define_var,
+  tinygrad's unbind), so graphs of the same structure share one key whatever their sizes' values; returns the key, the
+  input buffers and the variables' values in var_order (what the compiled schedule takes at run time).
   UOps are immutable, so the answer for the same output UOps is remembered (while they live): a hot loop that
   rebuilds the same graph on the same tensors pays a dictionary lookup, not a graph walk."""
   memo = outs[0].__dict__.setdefault("_normalized", {})   # lives and dies with the UOp
   rest = tuple(id(o) for o in outs[1:])
   hit = memo.get(rest)
   if hit is None or any(r() is not o for r, o in zip(hit[0], outs[1:])):
-    mapping, bufs = {}, []
+    mapping, bufs, vals = {}, [], {}
     for o in outs:
       for u in o.toposort:
         if is_input(u) and u not in mapping:
           mapping[u] = UOp(Ops.BUFFER, u.dtype, (), attrs(shape=u.shape, slot=len(bufs)))
           bufs.append(u)
-    hit = memo[rest] = ([weakref.ref(o) for o in outs[1:]], tuple(o.substitute(mapping) for o in outs), bufs)
-  return hit[1], hit[2]
+        elif u.op is Ops.BIND:
+          if vals.setdefault(u.src[0], v := u.src[1].attrs["value"]) != v:
+            raise ValueError(f"{u.loc or '<unknown>:0'}: {u.src[0]!r} is bound to both {vals[u.src[0]]} and {v} in one graph")
+          mapping[u] = u.src[0]
+    hit = memo[rest] = ([weakref.ref(o) for o in outs[1:]], tuple(o.substitute(mapping) for o in outs), bufs,
+                        tuple(vals[v] for v in sorted(vals, key=var_order)))
+  return hit[1], hit[2], hit[3]
 
 def graph_func(key: tuple[UOp, ...]) -> Func:
   """One func.func whose arguments are the input buffers (slot = argument number) and whose results are key."""

@@ -74,3 +74,21 @@ func.func private @k(%arg0: memref<4xf32>, %arg1: memref<4xf32>) attributes {uop
   "uop.sink"(%e) : (!uop.token) -> ()
   return
 }
+
+// -----
+
+// a loop to a size read at run time is a plain loop: chunks for threads need its static size
+// CHECK: errors.mlir:[[@LINE+1]]:{{[0-9]+}}: error: uop-lower-cpu: @k: uop.threads needs static range sizes (a loop here runs to a symbolic size)
+func.func private @k(%arg0: memref<8xf32>, %arg1: memref<1xi64>) attributes {uop.kernel, uop.threads = 4 : i64} {
+  %c0 = "uop.const"() {value = 0 : index} : () -> index
+  %p0 = "uop.index"(%arg1, %c0) : (memref<1xi64>, index) -> !uop.ptr<i64>
+  %v = "uop.load"(%p0) : (!uop.ptr<i64>) -> i64
+  %n = "uop.cast"(%v) : (i64) -> index
+  %i = "uop.range"(%n) {axis = 0 : i64, kind = "loop"} : (index) -> index
+  %p = "uop.index"(%arg0, %i) : (memref<8xf32>, index) -> !uop.ptr<f32>
+  %one = "uop.const"() {value = 1.0 : f32} : () -> f32
+  %t = "uop.store"(%p, %one) : (!uop.ptr<f32>, f32) -> !uop.token
+  %e = "uop.end"(%t, %i) : (!uop.token, index) -> !uop.token
+  "uop.sink"(%e) : (!uop.token) -> ()
+  return
+}
