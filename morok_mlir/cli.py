@@ -3,7 +3,7 @@ prints the result. Every user error is a diagnostic and exit code 1, never an ab
 from __future__ import annotations
 import argparse, json, re, sys
 import numpy as np
-from morok_mlir.diagnostics import format_mlir_error
+from morok_mlir.ir.diagnostics import format_mlir_error
 
 def _list_passes() -> str:
   from morok_mlir.passes import PASSES

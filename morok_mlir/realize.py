@@ -1,36 +1,52 @@
 """The realize driver: graph-level UOps -> `uop` module -> passes -> kernels -> run.
 
-Input data enters the graph as `buffer` UOps made by `emit.new_buffer`, each holding a Buffer on some device; a schedule
+Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding a Buffer on some device; a schedule
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import threading, weakref
+import itertools, os, threading, time, weakref
+from dataclasses import dataclass
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
 from morok_mlir.core.dtype import dtypes
-
-from morok_mlir.ir.emit import new_buffer, buffer_data, is_input  # noqa: F401  (re-exported: graph inputs are made by emit)
-
-# ---------------------------------------------------------------- compile: graph -> schedule of compiled kernels
-import os, time
-from dataclasses import dataclass
-from morok_mlir.ir.bridge import Func, module_text, import_module
-from morok_mlir.ir.emit import normalize_vars, graph_func
-from morok_mlir.diagnostics import format_mlir_error
 from morok_mlir.dialects.ops import MOVEMENT, Ops
+from morok_mlir.ir.bridge import Func, module_text
+from morok_mlir.ir.emit import buffer_data, is_input, normalize, graph_func
+from morok_mlir.passes.pipeline import compile_lock, lower_to_kernels
 from morok_mlir.lru import LRU
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
 
+# ---------------------------------------------------------------- input buffers: where data enters a graph
+_ids = itertools.count()
+
+def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, copy: bool = False, shape=None) -> UOp:
+  """A graph input holding `data`: an array (any shape) or a Buffer on any device (a realized value, of `shape`).
+  An array enters as a CPU Buffer over its memory. It is stored C-contiguous in native byte
+  order (kernels read raw memory: big-endian bytes would be other numbers) and made read-only; copy=True copies it
+  even when it is already so (a user's array, which the user may change later). The UOp owns the array (its id makes
+  it unique, so no other graph node shares it): the data lives exactly as long as graphs that use it.
+  dtype: the array's dtype when the caller knows it; else it is checked here, and numpy dtypes
+  that are not supported (complex, object, str, datetime, structured, longdouble) raise TypeError at loc."""
+  if type(data) is Buffer:
+    u = UOp(Ops.BUFFER, data.dtype, (), attrs(id=next(_ids), shape=tuple(shape)), loc)
+    if data.device == "CPU": data.as_numpy().flags.writeable = False   # contents never change (see below)
+    u.__dict__["buffer"] = data
+    return u
+  if dtype is None:
+    try: dtype = dtypes.from_np(data.dtype)
+    except TypeError as e: raise TypeError(f"{loc or '<unknown>:0:0'}: cannot make a tensor from an array of {e}") from None
+  if copy or data.dtype is not dtype.npdt and data.dtype != dtype.npdt or not data.flags.c_contiguous:
+    data = np.array(data, dtype=dtype.npdt, order="C")   # native order, C-contiguous, 0-d arrays stay 0-d
+  u = UOp(Ops.BUFFER, dtype, (), attrs(id=next(_ids), shape=data.shape), loc)
+  data.flags.writeable = False   # contents never change: compiled programs may keep what they derive from them
+  u.__dict__["buffer"] = Buffer("CPU", data.size, dtype).allocate(data.reshape(-1))   # (a view: no copy)
+  return u
+
+# ---------------------------------------------------------------- compile: graph -> schedule of compiled kernels
 CUT_NEVER = MOVEMENT | {Ops.BUFFER, Ops.CONST}
 
 DEBUG = int(os.environ.get("DEBUG", "0"))
-PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-optimize"]
-
-class CompileError(RuntimeError):
-  """A pass rejected the graph; the message carries MLIR's diagnostics at the user's file:line."""
-
-_compile_lock = threading.RLock()   # one compile at a time: the MLIR contexts (ours, the devices') are not thread-safe
 
 @dataclass
 class ScheduleItem:
@@ -48,33 +64,9 @@ class Schedule:
   n_in: int
   n_out: int
 
-_ctx, _ctx_uses = None, 0
-def mlir_context():
-  """The context the `uop` dialect is parsed in (use it holding _compile_lock). A context keeps every type and attribute
-  it ever uniqued (tens of KB per graph) until it dies, so a fresh one replaces it every 64 uses (17 ms)."""
-  global _ctx, _ctx_uses
-  with _compile_lock:
-    if _ctx is None or _ctx_uses >= 64:
-      from morok_mlir.dialects import new_context
-      _ctx, _ctx_uses = new_context(), 0
-    _ctx_uses += 1
-  return _ctx
-
-def lower_to_kernels(graph: Func) -> list[Func]:
-  """Emit the graph as a `uop` module and run our passes over it inside MLIR's PassManager."""
-  from mlir import ir
-  from morok_mlir.passes.pipeline import run_pipeline
-  text = module_text([graph])
-  with _compile_lock, mlir_context():
-    module = ir.Module.parse(text)
-    for p in (PIPELINE if DEBUG >= 4 else [",".join(PIPELINE)]):
-      try: run_pipeline(module, p)
-      except ir.MLIRError as e: raise CompileError(format_mlir_error(str(e))) from None
-      if DEBUG >= 4: print(f"// ----- after {p}\n{module}")
-    return import_module(module)
 
 def compile_schedule(graph: Func, device: str) -> Schedule:
-  funcs = {f.name: f for f in lower_to_kernels(graph)}
+  funcs = {f.name: f for f in lower_to_kernels(graph, DEBUG)}
   sched = funcs.pop("schedule")
   dev = Device[device]
   items = []
@@ -166,12 +158,12 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
     elif is_input(o): results[i] = buffer_data(o)
     else: todo.append(i)
   if not todo: return results
-  key, inputs, vals = normalize_vars([outs[i] for i in todo])
+  key, inputs, vals = normalize([outs[i] for i in todo])
   if (sched := _schedule_cache.get(ck := (device, key))) is None:
     if cut and (pieces := cut_deep([outs[i] for i in todo], device)) is not None:
       for i, r in zip(todo, realize(pieces, device, cut=False)): results[i] = r
       return results
-    with _compile_lock:
+    with compile_lock:
       if (sched := _schedule_cache.get(ck)) is None:   # another thread may have compiled it while this one waited
         t0 = time.perf_counter()
         sched = compile_schedule(graph_func(key), device)

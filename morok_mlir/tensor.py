@@ -1,15 +1,16 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import functools, math
+import functools, math, sys
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, SHAPE_ATTR, SYM_ATTR, attrs, split_sym, sym_val
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _cv, _dtype, _prod, _shape, _err
-from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc as _walk_loc
-from morok_mlir.realize import new_buffer, buffer_data, realize as _realize
+from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
+from morok_mlir.ir.emit import buffer_data
+from morok_mlir.realize import new_buffer, realize as _realize
 
 _KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
 def _device(name) -> str:
@@ -273,10 +274,10 @@ def _api(fn):
   stack for every UOp materialises a Python frame object per level, ~4 us per op.)"""
   @functools.wraps(fn)
   def call(*args, **kw):
-    if _scope.loc is not None: return fn(*args, **kw)
-    _scope.loc = _walk_loc()
+    if _scope.frame is not None: return fn(*args, **kw)
+    _scope.frame = sys._getframe(1)
     try: return fn(*args, **kw)
-    finally: _scope.loc = None
+    finally: _scope.frame = _scope.loc = None
   return call
 
 for _name, _v in list({k: v for c in reversed(Tensor.__mro__[:-1]) for k, v in vars(c).items()}.items()):   # OpMixin's too

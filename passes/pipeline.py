@@ -4,9 +4,13 @@
 is a Python callback and each upstream element is added as MLIR parses it. Everything is validated before MLIR sees
 it: unknown names and bad options raise PipelineError instead of reaching MLIR's asserts."""
 from __future__ import annotations
-import re
+import re, threading
 from mlir import ir
 from mlir.passmanager import PassManager
+from morok_mlir.ir.bridge import Func, import_module, module_text, replace_module_body, IRImportError
+from morok_mlir.ir.diagnostics import format_mlir_error
+from morok_mlir.dialects import new_context
+from morok_mlir.dialects.verify import verify_module, signature_problem
 from morok_mlir.passes.registry import PASSES, PassError, PassInfo
 
 class PipelineError(ValueError): pass
@@ -49,8 +53,6 @@ def parse_pipeline(text: str) -> list[tuple[PassInfo, dict] | str]:
   return out
 
 def _python_pass(info: PassInfo, opts: dict, verify: bool, func_locs: dict):
-  from morok_mlir.ir.bridge import import_module, module_text, replace_module_body, IRImportError
-  from morok_mlir.dialects.verify import verify_module, signature_problem
   def run(op, pass_):
     if not func_locs:  # the first of our passes sees the functions where the input had them: rebuilt ones lose their place
       func_locs.update((ir.StringAttr(f.operation.attributes["sym_name"]).value, f.operation.location)
@@ -93,3 +95,34 @@ def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True)
 def run_pipeline(module: ir.Module, pipeline: str, verify_each: bool = True) -> None:
   """Run pipeline on module in place; raises PipelineError (bad pipeline) or ir.MLIRError (a pass failed)."""
   build_pass_manager(pipeline, module.context, verify_each).run(module.operation)
+
+# ---------------------------------------------------------------- the graph pipeline of realize()
+PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-optimize"]
+
+class CompileError(RuntimeError):
+  """A pass rejected the graph; the message carries MLIR's diagnostics at the user's file:line."""
+
+compile_lock = threading.RLock()   # one compile at a time: the MLIR contexts (ours, the devices') are not thread-safe
+
+_ctx, _ctx_uses = None, 0
+def mlir_context():
+  """The context the `uop` dialect is parsed in (use it holding compile_lock). A context keeps every type and attribute
+  it ever uniqued (tens of KB per graph) until it dies, so a fresh one replaces it every 64 uses (17 ms)."""
+  global _ctx, _ctx_uses
+  with compile_lock:
+    if _ctx is None or _ctx_uses >= 64:
+      _ctx, _ctx_uses = new_context(), 0
+    _ctx_uses += 1
+  return _ctx
+
+def lower_to_kernels(graph: Func, debug: int = 0) -> list[Func]:
+  """A graph function -> its kernels and @schedule: printed as a `uop` module, the PIPELINE run inside MLIR's
+  PassManager, imported back. debug >= 4 runs the passes one by one and prints the IR after each."""
+  text = module_text([graph])
+  with compile_lock, mlir_context():
+    module = ir.Module.parse(text)
+    for p in (PIPELINE if debug >= 4 else [",".join(PIPELINE)]):
+      try: run_pipeline(module, p)
+      except ir.MLIRError as e: raise CompileError(format_mlir_error(str(e))) from None
+      if debug >= 4: print(f"// ----- after {p}\n{module}")
+    return import_module(module)

@@ -5,7 +5,8 @@ import numpy as np, pytest
 from morok_mlir import Tensor, dtypes
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
-from morok_mlir.ir.emit import new_buffer, buffer_data
+from morok_mlir.ir.emit import buffer_data
+from morok_mlir.realize import new_buffer
 
 def test_lazy_allocation_and_copies():
   b = Buffer("cpu", 6, dtypes.int32)

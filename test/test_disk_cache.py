@@ -4,8 +4,8 @@ import glob, hashlib, os, shutil, subprocess, sys, textwrap, time
 import numpy as np
 from morok_mlir import Tensor
 from morok_mlir.device.cpu import CPUDevice, CPURenderer, DiskCache
-from morok_mlir.ir.emit import normalize_inputs, graph_func
-from morok_mlir.realize import lower_to_kernels
+from morok_mlir.ir.emit import normalize, graph_func
+from morok_mlir.passes.pipeline import lower_to_kernels
 
 SCRIPT = textwrap.dedent("""
   import sys, numpy as np
@@ -49,7 +49,7 @@ def test_concurrent_then_warm(tmp_path):
 
 # ---------------------------------------------------------------- damage, in process: each kind is rebuilt, never an error
 def spec_of(t: Tensor):
-  key, _ = normalize_inputs([t.uop])
+  key = normalize([t.uop])[0]
   f, = [f for f in lower_to_kernels(graph_func(key)) if "uop.schedule" not in f.attrs]
   return CPURenderer().render(f)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from morok_mlir import Tensor
 from morok_mlir.ir.emit import normalize, graph_func
-from morok_mlir.realize import lower_to_kernels
+from morok_mlir.passes.pipeline import lower_to_kernels
 from morok_mlir.codegen.lower_gpu import lower_kernel, lower_module, GROUP_MAX, LOCAL_MAX
 from morok_mlir.passes.registry import PassError
 from morok_mlir.device import Device

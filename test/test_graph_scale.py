@@ -6,15 +6,15 @@ import os, subprocess, sys
 import numpy as np
 import pytest
 from morok_mlir import Tensor
-from morok_mlir.ir.emit import normalize_inputs, graph_func
-from morok_mlir.realize import lower_to_kernels
+from morok_mlir.ir.emit import normalize, graph_func
+from morok_mlir.passes.pipeline import lower_to_kernels
 
 def _chain(x: Tensor, n: int) -> Tensor:
   for _ in range(n): x = x - x.max(1, keepdim=True) * 0.5 + x.sum(0, keepdim=True) * 0.001
   return x
 
 def _kernels(t: Tensor):
-  return [f for f in lower_to_kernels(graph_func(normalize_inputs([t.uop])[0])) if f.name != "schedule"]
+  return [f for f in lower_to_kernels(graph_func(normalize([t.uop])[0])) if f.name != "schedule"]
 
 def test_chain_of_reduces_compiles_linearly():
   """Kernel k used to inline every earlier step of the chain (O(n^2) ops in all), and kernel-split substituted over the

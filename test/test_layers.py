@@ -32,3 +32,31 @@ def test_uops_carry_typed_values():
   u = (Tensor.ones(2, 3) + 1).sum(1).uop
   assert u.op is Ops.RESHAPE and u.shape == (2,) and u.dtype is dtypes.float32
   assert all(x.op.__class__ is Op for x in u.toposort)
+
+LAYERS = ["core", "ir", "passes", "codegen", "device", "driver", "front"]   # a module imports from its layer and those before
+def layer(mod: str) -> str:
+  for prefix, name in (("morok_mlir.core", "core"), ("morok_mlir.dialects.ops", "core"), ("morok_mlir.lru", "core"), ("morok_mlir.host", "core"),
+                       ("morok_mlir.ir", "ir"), ("morok_mlir.dialects", "ir"), ("morok_mlir.passes.registry", "ir"),
+                       ("morok_mlir.passes.pipeline", "ir"), ("morok_mlir.passes", "passes"), ("morok_mlir.codegen", "codegen"),
+                       ("morok_mlir.device", "device"), ("morok_mlir.realize", "driver")):
+    if mod == prefix or mod.startswith(prefix + "."): return name
+  return "front"
+
+def module_of(path: pathlib.Path) -> str:
+  rel = path.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+  return rel if rel.startswith("morok_mlir") else "morok_mlir." + rel
+
+def test_imports_only_go_down():
+  """core -> MLIR boundary -> passes -> codegen -> device runtimes -> realize driver -> front end: a module never
+  imports from a later layer (the pass index, passes/__init__.py, lists the code generators it registers)."""
+  bad = []
+  for folder in ("morok_mlir", "passes", "dialects"):
+    for p in sorted((ROOT / folder).rglob("*.py")):
+      src = module_of(p)
+      if src == "morok_mlir.passes": continue
+      for n in ast.walk(ast.parse(p.read_text())):
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("morok_mlir"):
+          for a in n.names:
+            tgt = f"{n.module}.{a.name}" if layer(f"{n.module}.{a.name}") != "front" else n.module
+            if LAYERS.index(layer(tgt)) > LAYERS.index(layer(src)): bad.append(f"{p.relative_to(ROOT)}:{n.lineno}: {layer(src)} imports {tgt} ({layer(tgt)})")
+  assert not bad, "imports that go up a layer:\n" + "\n".join(bad)

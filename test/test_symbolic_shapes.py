@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 from morok_mlir import Tensor, Variable
 from morok_mlir.core.uop import UOp, sym_val
 from morok_mlir.dialects.ops import Ops
-from morok_mlir.ir.emit import normalize_vars, graph_func
+from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.realize import GlobalCounters
 
 X = np.random.default_rng(0).standard_normal((64, 16)).astype(np.float32)
@@ -20,10 +20,10 @@ def test_ten_values_one_compile():
 
 def test_cache_key_has_no_value():
   v, x = Variable("n", 1, 64), Tensor(X)
-  (k1, _, v1), (k2, _, v2) = (normalize_vars([x.shrink(((0, v.bind(k)), None)).uop]) for k in (3, 7))
+  (k1, _, v1), (k2, _, v2) = (normalize([x.shrink(((0, v.bind(k)), None)).uop]) for k in (3, 7))
   assert k1 == k2 and (v1, v2) == ((3,), (7,))
   assert not any(u.op is Ops.BIND for u in k1[0].toposort)
-  assert normalize_vars([(x + 1).uop])[2] == ()   # no symbolic size: no values
+  assert normalize([(x + 1).uop])[2] == ()   # no symbolic size: no values
 
 def test_shape_shows_bound_var():
   v = Variable("n", 1, 64)
@@ -91,10 +91,10 @@ def test_one_var_two_values_in_a_graph():
 def test_graph_mlir_roundtrip():
   from mlir import ir
   from morok_mlir.ir.bridge import module_text, import_module
-  from morok_mlir.realize import mlir_context, _compile_lock
+  from morok_mlir.passes.pipeline import mlir_context, compile_lock as _compile_lock
   v, x = Variable("n", 1, 64), Tensor(X)
   t = (x.shrink(((0, v.bind(5)), None)) + 1).pad(((0, 1), None)).reshape(-1).uop
-  key = normalize_vars([t])[0]
+  key = normalize([t])[0]
   text = module_text([graph_func(key)])
   assert "tensor<?xf32>" in text and '"uop.define_var"()' in text
   with _compile_lock, mlir_context():

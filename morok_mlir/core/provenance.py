@@ -8,16 +8,21 @@ _POS: dict = {}   # code object -> its instruction positions (for the column)
 _OURS: dict = {}  # code object -> is it this package's (checked once per code object, not per frame)
 
 class _Scope(threading.local):
-  loc: str | None = None   # the user's line of the Tensor API call in progress (set by the outermost public method)
+  frame = None             # the frame the outermost public Tensor call in progress was made from (set by its wrapper)
+  loc: str | None = None   # its file:line:col, worked out on first use: most calls never need it
 scope = _Scope()
 
 def user_loc() -> str:
   """file:line:col of the user's line: the one the public Tensor method in progress was called from, else the
   first stack frame outside this package."""
-  return scope.loc or walk_loc()
+  if (loc := scope.loc) is not None: return loc
+  if (f := scope.frame) is not None:
+    scope.loc = loc = walk_loc(f)
+    return loc
+  return walk_loc(sys._getframe(1))
 
-def walk_loc() -> str:
-  f = sys._getframe(1)
+def walk_loc(f) -> str:
+  """file:line:col of the first frame outside this package, from frame f outward."""
   while f is not None:
     c = f.f_code
     if (ours := _OURS.get(c)) is None: ours = _OURS[c] = c.co_filename.startswith(_PKG)

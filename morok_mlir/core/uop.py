@@ -1,6 +1,6 @@
 """UOp: the hash-consed node of the compute graph, as in tinygrad. Passes work on UOp DAGs; MLIR is their text form."""
 from __future__ import annotations
-import operator, threading, weakref
+import math, operator, threading, weakref
 import numpy as np
 from _weakref import _remove_dead_weakref
 from typing import Any
@@ -51,6 +51,8 @@ def sadd(a, b): return salu(Ops.ADD, a, b)
 def ssub(a, b): return salu(Ops.SUB, a, b)
 def smul(a, b): return salu(Ops.MUL, a, b)
 def sprod(xs):
+  xs = tuple(xs)
+  if not any(isinstance(x, UOp) for x in xs): return math.prod(xs)
   out = 1
   for x in xs: out = smul(out, x)
   return out
@@ -144,7 +146,7 @@ class UOp(OpMixin):
     while u.src and "shape" not in (s := u.src[0]).__dict__: chain.append(s); u = s
     for u in reversed(chain): u.__dict__["shape"] = None if (rule := SHAPE_RULES.get(u.op)) is None else rule(u)
     return None if (rule := SHAPE_RULES.get(self.op)) is None else rule(self)
-  @property
+  @cached_property
   def size(self):
     """Elements: of the shape (an index UOp when it is symbolic), of a sized buffer, 1 for a scalar."""
     if (sh := self.shape) is None: return self.dtype.size if isinstance(self.dtype, PtrDType) and self.dtype.size is not None else 1

@@ -50,10 +50,10 @@ def cpu_text(gpu_text: str) -> str:
 
 def emulate(outs: list[UOp]) -> list[np.ndarray]:
   """Graph-level UOps computed by the GPU lowering, run on the CPU (see the module docstring)."""
-  from morok_mlir.ir.emit import normalize_inputs, graph_func, buffer_data
-  from morok_mlir.realize import lower_to_kernels
+  from morok_mlir.ir.emit import normalize, graph_func, buffer_data
+  from morok_mlir.passes.pipeline import lower_to_kernels
   from morok_mlir.codegen.lower_gpu import lower_module
-  key, inputs = normalize_inputs(outs)
+  key, inputs, _ = normalize(outs)
   funcs = lower_to_kernels(graph_func(key))
   sched = next(f for f in funcs if f.name == "schedule")
   text = cpu_text(lower_module(funcs, group_threads=1))

@@ -10,50 +10,15 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.ir.bridge import Func
 from morok_mlir.dialects.ops import Ops
-from morok_mlir.device.buffer import Buffer
 
-# ---------------------------------------------------------------- input buffers
-_ids = itertools.count()
-
-def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, copy: bool = False, shape=None) -> UOp:
-  """A graph input holding `data`: an array (any shape) or a Buffer on any device (a realized value, of `shape`).
-  An array enters as a CPU Buffer over its memory. It is stored C-contiguous in native byte
-  order (kernels read raw memory: big-endian bytes would be other numbers) and made read-only; copy=True copies it
-  even when it is already so (a user's array, which the user may change later). The UOp owns the array (its id makes
-  it unique, so no other graph node shares it): the data lives exactly as long as graphs that use it.
-  dtype: the array's dtype when the caller knows it; else it is checked here, and numpy dtypes
-  that are not supported (complex, object, str, datetime, structured, longdouble) raise TypeError at loc."""
-  if type(data) is Buffer:
-    u = UOp(Ops.BUFFER, data.dtype, (), attrs(id=next(_ids), shape=tuple(shape)), loc)
-    if data.device == "CPU": data.as_numpy().flags.writeable = False   # contents never change (see below)
-    u.__dict__["buffer"] = data
-    return u
-  if dtype is None:
-    try: dtype = dtypes.from_np(data.dtype)
-    except TypeError as e: raise TypeError(f"{loc or '<unknown>:0:0'}: cannot make a tensor from an array of {e}") from None
-  if copy or data.dtype is not dtype.npdt and data.dtype != dtype.npdt or not data.flags.c_contiguous:
-    data = np.array(data, dtype=dtype.npdt, order="C")   # native order, C-contiguous, 0-d arrays stay 0-d
-  u = UOp(Ops.BUFFER, dtype, (), attrs(id=next(_ids), shape=data.shape), loc)
-  data.flags.writeable = False   # contents never change: compiled programs may keep what they derive from them
-  u.__dict__["buffer"] = Buffer("CPU", data.size, dtype).allocate(data.reshape(-1))   # (a view: no copy)
-  return u
-
+# ---------------------------------------------------------------- input buffers (made by realize.new_buffer)
 def buffer_data(u: UOp) -> Buffer: return u.__dict__["buffer"]
 def is_input(u: UOp) -> bool: return "buffer" in u.__dict__   # a buffer that owns its Buffer (made by new_buffer)
 
 # ---------------------------------------------------------------- graph -> function
-def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[Buffer]]:
-  key, ins = normalize_inputs(outs)
-  return key, [_data(u) for u in ins]
-
-def normalize_inputs(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[UOp]]:
-  """(key, input buffers) of normalize_vars."""
-  key, ins, _ = normalize_vars(outs)
-  return key, ins
-
 def var_order(v: UOp) -> tuple: return v.attrs["name"], v.attrs["min"], v.attrs["max"]
 
-def normalize_vars(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[UOp], tuple[int, ...]]:
+def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[UOp], tuple[int, ...]]:
   """Number the graph's input buffers by first use and unbind its symbolic sizes (each `bind` becomes its define_var,
   tinygrad's unbind), so graphs of the same structure share one key whatever their sizes' values; returns the key, the
   input buffers and the variables' values in var_order (what the compiled schedule takes at run time).
@@ -85,4 +50,3 @@ def graph_func(key: tuple[UOp, ...]) -> Func:
       if u.op is Ops.BUFFER: ins[u.attrs["slot"]] = u
   return Func("graph", [ins[i] for i in range(len(ins))], list(key))
 
-_data = buffer_data
