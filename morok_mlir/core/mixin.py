@@ -44,6 +44,7 @@ def _sz(s, what: str = "size"):
 def _shape(shape, what: str = "shape") -> tuple:
   """A shape as a tuple of sizes (ints or bound symbolic UOps), checked up front: every dim non-negative (its bound value
   for a symbolic one), the element count what index math holds."""
+  if all(type(s) is int and s >= 0 for s in shape) and math.prod(shape) < MAX_NUMEL: return tuple(shape)   # the common case
   if bad := [s for s in shape if not isinstance(s, (int, np.integer, U.UOp)) or isinstance(s, (bool, np.bool_))]:
     _err(TypeError, f"{what} {tuple(shape)} must hold ints, got {type(bad[0]).__name__}")
   shape = tuple(_sz(s, what) for s in shape)
@@ -286,6 +287,8 @@ class OpMixin:
     return d + n if d < 0 else d
   def reshape(self, shape, *args) -> Self:
     shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(_argfix(shape, *args)))
+    if all(type(s) is int and s >= 0 for s in shape) and type(n := self.numel()) is int and math.prod(shape) == n:   # the common case
+      return self if shape == self.shape else self._op(Ops.RESHAPE, shape)
     if any(not isinstance(s, (int, np.integer, U.UOp)) or not isinstance(s, U.UOp) and s < -1 for s in shape) or shape.count(-1) > 1:
       _err(ValueError, f"invalid shape {shape}")
     shape = tuple(_sz(s) if isinstance(s, U.UOp) else int(s) for s in shape)

@@ -28,6 +28,7 @@ DYN = -(1 << 63)
 SYM_ATTR = {Ops.RESHAPE: "shape", Ops.EXPAND: "shape", Ops.SHRINK: "bounds", Ops.PAD: "padding"}
 def split_sym(v: tuple) -> tuple[tuple, tuple]:
   """An attribute tuple with UOp entries -> (the tuple with DYN in their place, the UOps)."""
+  if not any(isinstance(x, UOp) for x in v): return v, ()
   return tuple(DYN if isinstance(x, UOp) else x for x in v), tuple(x for x in v if isinstance(x, UOp))
 def sym_attr(u: UOp, name: str) -> tuple:
   """Attribute `name` of u with its DYN entries filled from u's trailing sources."""
