@@ -5,7 +5,7 @@ import functools, re
 from math import prod
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.uop import UOp, attrs
-from morok_mlir.dialects.ops import Ops
+from morok_mlir.dialects.ops import OPS, Ops
 
 _SHAPED = re.compile(r"(tensor|memref|vector)<((?:(?:\d+|\?)x)*)(\w+)>")
 _DYNAMIC = re.compile(r"(tensor|memref|vector)<(?:[\d?]+x|\[\d+\]x)*[?*\[]")  # a ?, * or [4] (scalable) dim
@@ -186,7 +186,6 @@ def _symbolic_problem(op, name, ins, outs) -> str | None:
 def check_op(op) -> str | None:
   """Problem with one uop operation, or None."""
   from mlir import ir
-  from morok_mlir.dialects.ops import OPS
   name = op.name[4:]
   if name not in OPS: return None
   ins, outs = [str(o.type) for o in op.operands], [str(r.type) for r in op.results]

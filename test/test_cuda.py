@@ -78,7 +78,7 @@ def fake_cuda(monkeypatch):
   monkeypatch.setattr(realize, "_schedule_cache", LRU(realize.schedule_nbytes))
   monkeypatch.setattr(realize, "_copies", type(realize._copies)())
   # the emulator runs one GPU thread at a time: a reduce shared by a block's threads must have one thread per block
-  monkeypatch.setattr(lower_gpu, "lower_kernel", functools.partial(lower_gpu.lower_kernel, group_threads=1))
+  monkeypatch.setattr(cuda, "lower_kernel", functools.partial(lower_gpu.lower_kernel, group_threads=1))
   return dev, fake
 
 def test_cuda_runtime_with_fake_driver(monkeypatch):

@@ -29,6 +29,7 @@ import _ctypes, atexit, ctypes, ctypes.util, hashlib, itertools, mmap, os, re, s
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.ir.bridge import Func
+from morok_mlir.codegen.lower_cpu import lower_module, lower_program
 from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
 from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU
@@ -83,7 +84,6 @@ def out_align(f: Func) -> int:
 class CPURenderer:
   """uop-lower-cpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    from morok_mlir.codegen.lower_cpu import lower_program
     src, phases, scratch, reuse = lower_program(f, name)
     # noinline: the engine's packed wrapper would otherwise inline the body and LLVM would optimise it twice
     src = re.sub(r"(func\.func @\w+\(.*\)) \{\n", lambda m: m.group(1) + ' attributes {passthrough = ["noinline"]} {\n', src)
@@ -499,7 +499,6 @@ CPU = CPUDevice()
 
 def compile_module(funcs: list[Func]) -> CPUProgram:
   """A whole kernel-level module (kernels + @schedule) as one JIT module; the program runs the schedule."""
-  from morok_mlir.codegen.lower_cpu import lower_module
   sched = [f for f in funcs if "uop.schedule" in f.attrs]
   if len(sched) != 1: raise ValueError(f"expected one @schedule function, got {len(sched)}")
   kernels = {f.name: f for f in funcs}

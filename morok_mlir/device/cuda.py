@@ -22,6 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.ir.bridge import Func
+from morok_mlir.codegen.lower_gpu import lower_kernel, gpu_module
 from morok_mlir.core.dtype import DType, dtypes, to_dtype
 from morok_mlir.lru import LRU
 from morok_mlir.device.cpu import _arg, stored_slots
@@ -163,7 +164,6 @@ class CompiledSpec:
 class CUDARenderer:
   """uop-lower-gpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    from morok_mlir.codegen.lower_gpu import lower_kernel, gpu_module
     text, launch = lower_kernel(f, name)
     src = "module attributes {gpu.container_module} {\n" + gpu_module([text]) + "}\n"
     return ProgramSpec(name, src, tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), launch.global_size, launch.local_size)

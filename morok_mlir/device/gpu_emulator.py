@@ -13,6 +13,10 @@ value; what this does not test is the combine across threads, which only the GPU
 from __future__ import annotations
 import itertools, re
 import numpy as np
+from morok_mlir.ir.emit import normalize, graph_func, buffer_data
+from morok_mlir.passes.pipeline import lower_to_kernels
+from morok_mlir.codegen.lower_gpu import lower_module
+from morok_mlir.codegen.lower_cpu import mem_type
 from morok_mlir.core.uop import UOp
 from morok_mlir.device.cpu import CPUCompiler, CPUProgram, ProgramSpec, _arg
 
@@ -50,9 +54,6 @@ def cpu_text(gpu_text: str) -> str:
 
 def emulate(outs: list[UOp]) -> list[np.ndarray]:
   """Graph-level UOps computed by the GPU lowering, run on the CPU (see the module docstring)."""
-  from morok_mlir.ir.emit import normalize, graph_func, buffer_data
-  from morok_mlir.passes.pipeline import lower_to_kernels
-  from morok_mlir.codegen.lower_gpu import lower_module
   key, inputs, _ = normalize(outs)
   funcs = lower_to_kernels(graph_func(key))
   sched = next(f for f in funcs if f.name == "schedule")
@@ -69,7 +70,6 @@ def kernel_program(spec) -> CPUProgram:
   1-D launch; call it with call_ptrs(*buffer addresses)."""
   (g, *gyz), (l, *lyz) = spec.global_size, spec.local_size
   if gyz != [1, 1] or lyz != [1, 1]: raise ValueError(f"1-D launches only, got {spec.global_size} x {spec.local_size}")
-  from morok_mlir.codegen.lower_cpu import mem_type
   tys = [mem_type(dt.ptr(size)) for size, dt in spec.args]
   text = cpu_text(spec.src).rstrip()[:-1] + f"""  func.func @emu({', '.join(f'%a{i}: {t}' for i, t in enumerate(tys))}) {{
     %n = arith.constant {g * l} : index
