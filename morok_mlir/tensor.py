@@ -228,6 +228,53 @@ class Tensor(OpMixin):
       _err(TypeError, f"randint needs int bounds and an int dtype, got {low!r}, {high!r}, {dt}")
     if not dt.min <= low < high <= dt.max + 1: _err(ValueError, f"randint: [{low}, {high}) is empty or out of range for {dt}")
     return Tensor(np.asarray(_rng.integers(low, high, _shape(_argfix(*shape)))), dt, **kw)
+  @staticmethod
+  def linspace(start, stop, steps: int, dtype=None, **kw) -> Tensor:
+    """steps values from start to stop, both included (PyTorch's linspace; float unless dtype says otherwise)."""
+    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 0: _err(ValueError, f"linspace: steps must be an int >= 0, got {steps!r}")
+    if not all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x) for x in (start, stop)):
+      _err(TypeError, f"linspace takes finite int or float bounds, got ({start!r}, {stop!r})")
+    return Tensor(np.linspace(start, stop, int(steps), dtype=np.float64), _dtype(dtype) if dtype else dtypes.default_float, **kw)
+  @staticmethod
+  def normal(*shape, mean=0.0, std=1.0, dtype=None, **kw) -> Tensor:
+    return Tensor(np.asarray(_rng.normal(mean, std, _shape(_argfix(*shape)))), dtype or dtypes.default_float, **kw)
+  @staticmethod
+  def randperm(n: int, dtype=dtypes.int32, **kw) -> Tensor:
+    """A random permutation of 0..n-1 (from the seeded generator of manual_seed)."""
+    n, = _shape((n,), "randperm size")
+    return Tensor(_rng.permutation(n), _dtype(dtype), **kw)
+  # tinygrad's weight initialisations: the fan-in is the product of the dims after the first
+  @staticmethod
+  def scaled_uniform(*shape, **kw) -> Tensor:
+    shape = _shape(_argfix(*shape))
+    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw) * (math.prod(shape) ** -0.5 if math.prod(shape) else 1.0)
+  @staticmethod
+  def glorot_uniform(*shape, **kw) -> Tensor:
+    shape = _shape(_argfix(*shape))
+    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw) * math.sqrt(6 / max(1, shape[0] + math.prod(shape[1:])))
+  @staticmethod
+  def kaiming_uniform(*shape, a: float = 0.01, **kw) -> Tensor:
+    shape = _shape(_argfix(*shape))
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(max(1, math.prod(shape[1:])))
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kw)
+  @staticmethod
+  def kaiming_normal(*shape, a: float = 0.01, **kw) -> Tensor:
+    shape = _shape(_argfix(*shape))
+    return Tensor.normal(*shape, std=math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(max(1, math.prod(shape[1:]))), **kw)
+  def empty_like(self, **kw) -> Tensor: return Tensor.empty(self.shape, dtype=kw.pop("dtype", self.dtype), device=kw.pop("device", self.device), **kw)
+  def rand_like(self, **kw) -> Tensor:
+    return Tensor.rand(self.shape, dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), device=kw.pop("device", self.device), **kw)
+  def randn_like(self, **kw) -> Tensor:
+    return Tensor.randn(self.shape, dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), device=kw.pop("device", self.device), **kw)
+  def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+    """num_samples class indices (int32) drawn per row of self's non-negative weights (1-d or 2-d), from the seeded
+    generator of manual_seed: the weights are realized and sampled on the host (threefry on the device comes later)."""
+    if self.ndim not in (1, 2): _err(ValueError, f"multinomial needs a 1-d or 2-d tensor of weights, got {self.shape}")
+    w = self.cast(dtypes.float64).numpy().reshape(-1, self.shape[-1])
+    if (w < 0).any() or not np.isfinite(w).all() or (w.sum(1) <= 0).any(): _err(ValueError, "multinomial: weights must be finite, >= 0, and not all 0")
+    if not replacement and num_samples > (w > 0).sum(1).min(): _err(ValueError, f"multinomial: cannot draw {num_samples} samples without replacement")
+    out = np.stack([_rng.choice(w.shape[1], num_samples, replace=replacement, p=r / r.sum()) for r in w]).astype(np.int32)
+    return Tensor(out.reshape(self.shape[:-1] + (num_samples,)), device=self.device)
 
   # ---- devices
   def to(self, device=None) -> Tensor:
