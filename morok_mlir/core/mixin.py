@@ -350,6 +350,7 @@ class OpMixin:
   def flip(self, axis, *args) -> Self:
     axes = tuple(self._dim(a) for a in _argfix(axis, *args))
     if len(set(axes)) != len(axes): _err(ValueError, f"dim appears multiple times in {axes}")
+    if self.ndim == 0: return self   # a 0-d tensor accepts dim 0/-1, as in PyTorch
     axes = tuple(sorted(a for a in axes if isinstance(self.shape[a], U.UOp) or self.shape[a] > 1))  # flipping a size-0/1 dim is a no-op
     return self._op(Ops.FLIP, self.shape, axes=axes) if axes else self
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Self:
