@@ -1,6 +1,6 @@
 """morok-mlir vs numpy vs PyTorch (eager) on the CPU, in one process, 2 threads each.
 
-  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead compile
+  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather compile
 
 Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks()); morok's is `.realize()` (the result computed into its buffer,
 as numpy and torch return theirs; `.numpy()` would add a copy). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
@@ -187,6 +187,13 @@ def w_mlp():
     morok=lambda: mlp(*Ts).realize(), numpy=np_mlp,
     torch=lambda: torch.log_softmax(torch.relu(ts[0] @ ts[1] + ts[2]) @ ts[3] + ts[4], 1), tol=1e-4)
 def mlp(x, w1, b1, w2, b2): return ((x @ w1 + b1).relu() @ w2 + b2).log_softmax(axis=1)
+def w_gather():
+  tab, ids = rnd(30522, 384), np.random.default_rng(0).integers(0, 30522, (32, 128)).astype(np.int32)
+  T, I, tt_, ti = Tensor(tab), Tensor(ids), tt(tab), tt(ids.astype(np.int64))
+  out = 4 * 32 * 128 * 384
+  return dict(name="j. embedding gather 30522x384[32x128]", bytes=2 * out,
+              morok=lambda: T.gather(0, I.reshape(-1, 1).expand(-1, 384)).reshape(32, 128, 384).realize(),
+              numpy=lambda: np.take(tab, ids, axis=0), torch=lambda: torch.nn.functional.embedding(ti, tt_), tol=0)
 def w_overhead():
   a = np.arange(3, dtype=np.float32); A, ta = Tensor(a), tt(a)
   return dict(name="g. per-call overhead: 3-element add (us)", us=True, runs=1000,
@@ -229,7 +236,7 @@ def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float]]:
   return out
 
 WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
-             "mlp": w_mlp, "overhead": w_overhead}
+             "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather}
 
 def main(names):
   load = os.getloadavg()

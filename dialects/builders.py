@@ -55,6 +55,7 @@ def _attr(op: str, name: str, kind: str, v, result_ty: str | None) -> ir.Attribu
 def _infer(op: OpDef, bound: dict, ins: list[str]) -> str | None:
   (_, rc, _), = parse_sig(op.results)
   if op.name in COMPARE: return re.sub(r"(<(?:\d+x)*)[^<>]+>$", r"\1i1>", ins[0]) if ins[0].endswith(">") else "i1"
+  if op.name == "gather": return re.sub(r"(<(?:\d+x)*)[^<>]+>$", lambda m: m.group(1) + re.sub(r"^.*x|^tensor<|>$", "", ins[0]) + ">", ins[1])
   if rc in ("index", "token"): return {"index": "index", "token": "!uop.token"}[rc]
   if (m := _PTR.fullmatch(rc)):
     elem = bound.get(m.group(1)) or next((re.sub(r"^memref<(?:\d+x)*(.*)>$", r"\1", t) for t in ins if t.startswith("memref<")), None)

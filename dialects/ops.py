@@ -78,6 +78,11 @@ _ops: list[OpDef] = [
         f'%1 = "uop.shrink"(%0) {{bounds = array<i64: 1, 3>}} : ({_t()}) -> {_t("2")}'),
   OpDef("flip", "graph", "a:tensor", "r:tensor", {"axes": "ints"}, "Reverse the listed axes.",
         f'%1 = "uop.flip"(%0) {{axes = array<i64: 0>}} : ({_t()}) -> {_t()}'),
+  OpDef("gather", "graph", "a:tensor, idx:tensor", "r:tensor", {"axis": "int"},
+        "r[i] = a[i with dim `axis` replaced by idx[i]]: idx has the result's shape and an integer element type, a's rank, and no "
+        "dim larger than a's but `axis`. Each element reads through an index loaded from idx (O(result) reads); an index outside "
+        "[0, a.shape[axis]) gives 0 (the load is gated: nothing outside the buffer is read).",
+        f'%2 = "uop.gather"(%0, %1) {{axis = 0 : i64}} : ({_t("5x3")}, {_t("2x3", "i32")}) -> {_t("2x3")}'),
   OpDef("reduce_axis", "graph", "a:tensor", "r:tensor", {"op": "str", "axes": "ints"},
         "Reduce `axes` with op add|mul|max|min; reduced dims stay with size 1 (keepdim).",
         f'%1 = "uop.reduce_axis"(%0) {{op = "add", axes = array<i64: 1>}} : ({_t("2x3")}) -> {_t("2x1")}'),

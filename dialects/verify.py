@@ -160,7 +160,17 @@ def _buffer(name, ins, out, a):
   if not 0 <= slot < len(args): return f"slot {slot} out of range: the function has {len(args)} argument(s)"
   if args[slot] != out: return f"result type {out} differs from the type {args[slot]} of argument {slot}"
 
-CHECKS = {**{m: _movement for m in ("reshape", "permute", "expand", "pad", "shrink", "flip")},
+def _gather(name, ins, out, a):
+  """idx has an integer element type and the source's rank, `axis` in range, no dim of idx larger than the source's but
+  `axis`'s; the result has idx's shape and the source's element type"""
+  (_, s, e), (_, i, ie), (_, o, oe) = parse_type(ins[0]), parse_type(ins[1]), parse_type(out)
+  if ie not in ("i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64", "index"): return f"indices must be integers, got {ins[1]}"
+  if len(i) != len(s) or not 0 <= a["axis"] < len(s): return f"gather of rank {len(s)} along axis {a['axis']} with indices {ins[1]}"
+  if any(d != a["axis"] and x is not None and y is not None and x > y for d, (x, y) in enumerate(zip(i, s))):
+    return f"indices {ins[1]} are larger than the source {ins[0]} outside axis {a['axis']}"
+  if (o, oe) != (i, e): return f"gather gives the indices' shape with the source's element type ({i}x{e}), not {out}"
+
+CHECKS = {"gather": _gather, **{m: _movement for m in ("reshape", "permute", "expand", "pad", "shrink", "flip")},
           "reduce_axis": _reduce_axis, "cmplt": _same_shape_i1, "cmpne": _same_shape_i1, "cmpeq": _same_shape_i1,
           "cast": _same_shape, "bitcast": _same_shape, "where": _where, "index": _index, "reduce": _reduce,
           "range": _range, "const": _const, "vectorize": _vectorize, "gep": _gep, "buffer": _buffer}

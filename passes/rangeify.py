@@ -119,6 +119,14 @@ class Rangeifier:
       if valid is False: return UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[Ops.ADD](u.dtype)))
       inner = (yield (s[0], tuple(cidx), im.and_(gate, valid), False))
       return UOp(Ops.WHERE, u.dtype, (valid, inner, UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[Ops.ADD](u.dtype)))), loc=u.loc)
+    if op is Ops.GATHER:   # a data-dependent index: element idx of the indices, cast to index, replaces dim `axis`
+      ax = a["axis"]
+      i = (yield (s[1], idx, gate, False))
+      i = i if s[1].dtype is dtypes.index else UOp(Ops.CAST, dtypes.index, (i,), loc=u.loc)
+      if (valid := im.in_bounds(i, 0, sh[ax])) is False: return UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[Ops.ADD](u.dtype)))
+      inner = (yield (s[0], idx[:ax] + (i,) + idx[ax + 1:], im.and_(gate, valid), False))
+      if valid is None: return inner
+      return UOp(Ops.WHERE, u.dtype, (valid, inner, UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[Ops.ADD](u.dtype)))), loc=u.loc)
     if op is Ops.REDUCE_AXIS:
       if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx)):
         return self.load((yield from self.bufferize(u)), u, idx, gate)

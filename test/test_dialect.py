@@ -103,6 +103,14 @@ VERIFY_BAD = [
   ("buffer", "", '%0 = "uop.buffer"() {slot = 0 : i64} : () -> tensor<4xf32>', "has 0 argument(s)"),
   ("buffer", "%a: tensor<4xf32>", '%0 = "uop.buffer"() {slot = 0 : i64} : () -> tensor<8xf32>', "differs from the type tensor<4xf32> of argument 0"),
   ("buffer", "%a: tensor<4xf32>", '%0 = "uop.buffer"() {slot = true} : () -> tensor<4xf32>', "'slot' must be an integer"),
+  ("gather", "%a: tensor<5x3xf32>, %i: tensor<2x3xf32>", '%0 = "uop.gather"(%a, %i) {axis = 0 : i64} : (tensor<5x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>',
+   "indices must be integers"),
+  ("gather", "%a: tensor<5x3xf32>, %i: tensor<2x4xi32>", '%0 = "uop.gather"(%a, %i) {axis = 0 : i64} : (tensor<5x3xf32>, tensor<2x4xi32>) -> tensor<2x4xf32>',
+   "larger than the source"),
+  ("gather", "%a: tensor<5x3xf32>, %i: tensor<2x3xi32>", '%0 = "uop.gather"(%a, %i) {axis = 2 : i64} : (tensor<5x3xf32>, tensor<2x3xi32>) -> tensor<2x3xf32>',
+   "along axis 2"),
+  ("gather", "%a: tensor<5x3xf32>, %i: tensor<2x3xi32>", '%0 = "uop.gather"(%a, %i) {axis = 0 : i64} : (tensor<5x3xf32>, tensor<2x3xi32>) -> tensor<2x3xi32>',
+   "source's element type"),
 ]
 @pytest.mark.parametrize("name,args,body,want", VERIFY_BAD, ids=[f"{v[0]}-{v[3][:20]}" for v in VERIFY_BAD])
 def test_verify_rejects(ctx, name, args, body, want):

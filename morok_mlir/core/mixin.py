@@ -581,6 +581,19 @@ class OpMixin:
       x = pb.cat(x, pa, dim=d)
     return x
 
+  def gather(self, dim: int, index: Self) -> Self:
+    """out[i] = self[i with dim `dim` replaced by index[i]] (PyTorch's gather): index has self's rank and an integer dtype,
+    no dim larger than self's but `dim`. O(out) reads through the loaded indices; an index outside [0, self.shape[dim])
+    gives 0, as in tinygrad: the load is gated and never reads outside the buffer (PyTorch raises instead)."""
+    if not isinstance(index, OpMixin) or not (index.dtype.is_int or index.dtype is dtypes.index):
+      _err(TypeError, f"gather needs an integer index tensor, got {getattr(index, 'dtype', type(index).__name__)}")
+    d = self._dim(dim)
+    if index.ndim != self.ndim: _err(ValueError, f"gather: index {index.shape} needs the rank of {self.shape}")
+    if any(not isinstance(s, int) for s in self.shape + index.shape): _err(TypeError, "gather needs static sizes")
+    if any(j != d and x > y for j, (x, y) in enumerate(zip(index.shape, self.shape))):
+      _err(ValueError, f"gather: index {index.shape} is larger than {self.shape} outside dim {d}")
+    return self._op(Ops.GATHER, index.shape, self.dtype, (index,), axis=d)
+
   # ---- reductions and matmul
   def _axes(self, axis) -> tuple[int, ...]:
     if axis is None: return tuple(range(self.ndim))

@@ -77,6 +77,7 @@ SHAPE_RULES = {
   **{o: _src0 for o in GRAPH_ALU | {Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.THREEFRY, Ops.FLIP}},
   **{o: lambda u: u.attrs.get("shape") for o in SHAPE_ATTR},
   **{o: lambda u: sym_attr(u, "shape") for o in (Ops.RESHAPE, Ops.EXPAND)},
+  Ops.GATHER: lambda u: u.src[1].shape,
   Ops.PERMUTE: lambda u: tuple(u.src[0].shape[i] for i in u.attrs["order"]),
   Ops.PAD: lambda u: tuple(sadd(sadd(s, b), a) for s, (b, a) in zip(u.src[0].shape, _pairs(sym_attr(u, "padding")))),
   Ops.SHRINK: lambda u: tuple(ssub(e, b) for b, e in _pairs(sym_attr(u, "bounds"))),
