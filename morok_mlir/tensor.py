@@ -265,6 +265,10 @@ class Tensor(OpMixin):
   def argmin(self, axis=None, keepdim=False) -> Tensor:
     return (-self if self.dtype.is_float else ~self).argmax(axis, keepdim)  # ~ reverses the order of ints and bools
 
+  def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """isclose everywhere, as a Python bool (it realizes)."""
+    return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
 # in-place operators rebind the tensor, as in tinygrad
 for _name, _fn in BINARY_OPS.items(): setattr(Tensor, f"__i{_name}__", lambda self, x, f=_fn: self.assign(f(self, x)))
 
