@@ -1,6 +1,6 @@
-"""Differential tests of the math functions and activations against float64 numpy references (closed forms;
+"""Differential tests of the math functions, activations and losses against float64 numpy references (closed forms;
 math.erf for erf): edge cases (0, -0, tiny, large, inf, NaN), empty and transposed inputs, float16/32/64; and the
-kernel counts of activations (they fuse into their producer)."""
+kernel counts of activations and losses (they fuse into their producer)."""
 import math
 import numpy as np
 import pytest
@@ -190,6 +190,91 @@ def test_bool_bitwise():
   assert (A & Tensor(i)).dtype is dtypes.int16 and ((A & Tensor(i)).numpy() == (a & i)).all()   # bool promotes to int
   with pytest.raises(TypeError): Tensor(np.ones(4, np.float32)) & A
 
+# ---------------------------------------------------------------- losses
+def log_softmax(x, axis): return x - np.log(np.exp(x - x.max(axis, keepdims=True)).sum(axis, keepdims=True)) - x.max(axis, keepdims=True)
+def reduce(l, reduction): return l.mean() if reduction == "mean" else l.sum() if reduction == "sum" else l
+rng = np.random.default_rng(6)
+LOGITS = rng.standard_normal((8, 5)).astype(np.float32) * 3
+TARGET = rng.integers(0, 5, 8).astype(np.int32)
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("ls", [0.0, 0.1])
+def test_cross_entropy(reduction, ls):
+  lp = log_softmax(LOGITS.astype(np.float64), 1)
+  ref = -(1 - ls) * lp[np.arange(8), TARGET] - ls * lp.mean(1)
+  out = Tensor(LOGITS).cross_entropy(Tensor(TARGET), reduction=reduction, label_smoothing=ls)
+  np.testing.assert_allclose(out.numpy(), reduce(ref, reduction), rtol=1e-5, atol=1e-6)
+  probs = np.random.default_rng(7).dirichlet(np.ones(5), 8).astype(np.float32)
+  ref = -((probs * (1 - ls) + ls / 5) * lp).sum(1)
+  np.testing.assert_allclose(Tensor(LOGITS).cross_entropy(Tensor(probs), reduction, ls).numpy(), reduce(ref, reduction), rtol=1e-5, atol=1e-6)
+
+def test_cross_entropy_spatial_and_edges():
+  x = rng.standard_normal((2, 4, 3)).astype(np.float32)   # (N, C, d): classes at dim 1
+  y = rng.integers(0, 4, (2, 3)).astype(np.int64)
+  lp = log_softmax(x.astype(np.float64), 1)
+  ref = -np.take_along_axis(lp, y[:, None], 1)[:, 0]
+  np.testing.assert_allclose(Tensor(x).cross_entropy(Tensor(y), reduction="none").numpy(), ref, rtol=1e-5)
+  big = np.array([[1e4, 0, -1e4], [-np.inf, 2, 1]], np.float32)   # a -inf logit of another class is no NaN
+  ref = [0, -log_softmax(big[1:2].astype(np.float64), 1)[0, 1]]
+  np.testing.assert_allclose(Tensor(big).cross_entropy(Tensor(np.array([0, 1])), reduction="none").numpy(), ref, rtol=1e-5)
+  with pytest.raises(ValueError, match="label_smoothing"): Tensor(LOGITS).cross_entropy(Tensor(TARGET), label_smoothing=1.5)
+  with pytest.raises(ValueError, match="reduction"): Tensor(LOGITS).cross_entropy(Tensor(TARGET), reduction="avg")
+  with pytest.raises(ValueError, match="neither"): Tensor(LOGITS).cross_entropy(Tensor(TARGET[:4]))
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("ignore_index,ls", [(-1, 0.0), (2, 0.0), (2, 0.2), (-1, 0.3)])
+def test_sparse_categorical_crossentropy(reduction, ignore_index, ls):
+  x = rng.standard_normal((2, 6, 4)).astype(np.float32)   # classes last
+  y = np.array([[0, 1, 2, 3, 2, 1], [3, 2, 2, 0, 1, -1]], np.int32)
+  lp = log_softmax(x.astype(np.float64), -1)
+  mask = (y != ignore_index) if ignore_index != -1 else np.ones_like(y, bool)
+  picked = np.where((y >= 0)[..., None], np.take_along_axis(lp, np.maximum(y, 0)[..., None], -1), 0)[..., 0] * mask
+  un = (1 - ls) * picked + ls * lp.mean(-1) * mask
+  ref = -(un.sum() / mask.sum()) if reduction == "mean" else -un.sum() if reduction == "sum" else -un
+  out = Tensor(x).sparse_categorical_crossentropy(Tensor(y), ignore_index=ignore_index, label_smoothing=ls, reduction=reduction)
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted,ignore_index", [(False, None), (True, None), (False, 1), (True, 3)])
+def test_nll_loss(reduction, weighted, ignore_index):
+  lp = log_softmax(LOGITS.astype(np.float64), 1)
+  w = np.array([0.5, 1, 2, 0.25, 3], np.float32)
+  wy = (w[TARGET] if weighted else np.ones(8)) * (TARGET != ignore_index if ignore_index is not None else 1)
+  nll = -lp[np.arange(8), TARGET] * wy
+  ref = nll.sum() / wy.sum() if reduction == "mean" else reduce(nll, reduction)
+  out = Tensor(lp.astype(np.float32)).nll_loss(Tensor(TARGET), Tensor(w) if weighted else None, ignore_index, reduction)
+  np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_crossentropy(reduction):
+  p = np.array([0, 1, 0.5, 1e-6, 0.999, 0.3, 0, 1], np.float32)
+  y = np.array([0, 1, 1, 0, 1, 0.25, 1, 0], np.float32)   # p = 0 or 1 against the other label: the log clamps at -100
+  p64 = p.astype(np.float64)
+  with np.errstate(all="ignore"): ref = -(y * np.maximum(np.log(p64), -100) + (1 - y) * np.maximum(np.log1p(-p64), -100))
+  np.testing.assert_allclose(Tensor(p).binary_crossentropy(Tensor(y), reduction).numpy(), reduce(ref, reduction), rtol=1e-5, atol=1e-6)
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("pos_weight", [None, 2.5])
+def test_binary_crossentropy_logits(reduction, pos_weight):
+  x = np.array([[-200, -20, -1, 0], [1, 20, 200, 3]], np.float32)   # large logits: no overflow through logsigmoid
+  y = np.array([[0, 1, 1, 0], [1, 0, 1, 0.5]], np.float32)
+  pw = np.array([1, pos_weight or 1, 2, 0.5], np.float32)
+  x64 = x.astype(np.float64)
+  ref = -((pw if pos_weight else 1) * y * logsig(x64) + (1 - y) * logsig(-x64))
+  out = Tensor(x).binary_crossentropy_logits(Tensor(y), reduction, Tensor(pw) if pos_weight else None)
+  np.testing.assert_allclose(out.numpy(), reduce(ref, reduction), rtol=1e-5, atol=1e-6)
+
+def test_one_hot_arange_from_movement():
+  for n in (1, 2, 3, 5, 8, 13, 64, 100):
+    np.testing.assert_array_equal(Tensor(np.zeros(1, np.float32))._arange(n).numpy(), np.arange(n))
+  y = np.array([0, 4, 2, 7, -1], np.int32)   # outside [0, n): no class
+  np.testing.assert_array_equal(Tensor(y)._one_hot(5, -1).numpy(), y[:, None] == np.arange(5))
+
+def test_uop_builds_the_same_loss_graph():
+  x, y = Tensor(LOGITS), Tensor(TARGET)
+  t = x.cross_entropy(y, label_smoothing=0.1) + x.erf().gelu().logaddexp(x).sum()
+  assert (x.uop.cross_entropy(y.uop, label_smoothing=0.1) + x.uop.erf().gelu().logaddexp(x.uop).sum()) is t.uop
+
 # ---------------------------------------------------------------- kernel counts
 def kernels(fn, *arrays):
   ts = [Tensor(a) for a in arrays]
@@ -197,7 +282,7 @@ def kernels(fn, *arrays):
   out = fn(*ts).numpy()
   return GlobalCounters.kernel_count, out
 
-X, W = np.random.default_rng(6).standard_normal((16, 32)).astype(np.float32), np.random.default_rng(7).standard_normal((32, 24)).astype(np.float32)
+X, W = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal((32, 24)).astype(np.float32)
 
 @pytest.mark.parametrize("act", ["gelu", "silu", "mish", "elu", "erf", "logsigmoid", "hardswish", "atan"])
 def test_activation_fuses_into_matmul(act):
@@ -211,3 +296,10 @@ def test_elementwise_chain_with_activations_is_one_kernel():
   n, out = kernels(lambda a, b: (a * b + 1).gelu().softplus().leaky_relu().logaddexp(a).tanh(), X, X.T.copy().T)
   assert n == 1
   assert np.isfinite(out).all()
+
+def test_cross_entropy_kernels():
+  n, out = kernels(lambda x, y: x.cross_entropy(y), LOGITS, TARGET)
+  assert n <= 2, n
+  n2, _ = kernels(lambda x, y: x.cross_entropy(y, label_smoothing=0.1), LOGITS, TARGET)
+  n3, _ = kernels(lambda x, y: x.sparse_categorical_crossentropy(y), LOGITS, TARGET)
+  assert n2 <= 2 and n3 <= 2, (n2, n3)

@@ -407,6 +407,81 @@ class OpMixin:
     """-softplus(-x), as min(x, 0) - log1p(exp(-|x|)): exact in both tails."""
     return self.minimum(0) - (-self.abs()).exp()._log1p()
 
+  def _arange(self, n: int) -> Self:
+    """0..n-1 (int32) from constants and movement only, so a UOp builds it as a Tensor does: the sum of its binary
+    digits, digit k the pattern [0]*2^k + [1]*2^k tiled to n. It is elementwise, so it fuses into whatever uses it."""
+    if not isinstance(n, int): _err(TypeError, f"a class count must be an int, got {n!r}")
+    ret = self._full((n,), 0, dtypes.int32)
+    for k in range(max(n - 1, 0).bit_length()):
+      p, r = 1 << k, -(-n // (2 << k))
+      digit = self._full((1,), p, dtypes.int32).pad(((1, 0),)).reshape(2, 1).expand(2, p).reshape(1, 2 * p)
+      ret = ret + digit.expand(r, 2 * p).reshape(r * 2 * p).shrink(((0, n),))
+    return ret
+  def _one_hot(self, n: int, dim: int) -> Self:
+    """Class indices (self) as a bool one-hot with n classes at dim of the result; indices outside [0, n) are all False."""
+    d = self._dim(dim, extra=1)
+    return self.unsqueeze(d).eq(self._arange(n).reshape((n,) + (1,) * (self.ndim - d)))
+  def _do_reduction(self, reduction: str) -> Self:
+    if reduction not in ("mean", "sum", "none"): _err(ValueError, f"reduction must be one of 'mean', 'sum', 'none', got {reduction!r}")
+    return self.mean() if reduction == "mean" else self.sum() if reduction == "sum" else self
+  def _target(self, Y, what: str):
+    if not isinstance(Y, OpMixin): _err(TypeError, f"{what} takes a target tensor, got {type(Y).__name__}")
+    return Y
+  def _smoothing(self, label_smoothing):
+    if not 0.0 <= label_smoothing <= 1.0: _err(ValueError, f"label_smoothing must be in [0.0, 1.0], got {label_smoothing}")
+  def _smoothed_pick(self, oh: Self, ax: int, ls: float) -> Self:
+    """(1 - ls) * self[class] + ls * self.mean(ax) as one reduction: self weighted by the smoothed one-hot. Without
+    smoothing it selects (a -inf log-probability of another class gives no NaN)."""
+    if not ls: return oh.where(self, 0).sum(ax)
+    return (self * oh.where(1 - ls + ls / self.shape[ax], ls / self.shape[ax])).sum(ax)
+  def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0) -> Self:
+    """Logits (N, C, ...) against class indices (N, ...) or probabilities shaped as self (PyTorch's rule); classes at dim 1."""
+    Y = self._target(Y, "cross_entropy")
+    self._smoothing(label_smoothing)
+    ax = 1 if self.ndim > 1 else 0
+    lp = self.log_softmax(axis=ax)
+    if Y.shape == self.shape and Y.dtype.is_float:   # probabilities
+      ret = -(lp * (Y * (1 - label_smoothing) + label_smoothing / self.shape[ax] if label_smoothing else Y)).sum(ax)
+    else:
+      if Y.dtype.is_float or Y.shape != self.shape[:ax] + self.shape[ax + 1:]:
+        _err(ValueError, f"cross_entropy: target {Y.shape} {Y.dtype} is neither class indices for {self.shape} nor probabilities shaped as it")
+      ret = -lp._smoothed_pick(Y._one_hot(self.shape[ax], ax), ax, label_smoothing)
+    return ret._do_reduction(reduction)
+  def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean") -> Self:
+    """tinygrad's: logits (..., C) against class indices (...); targets equal to ignore_index add nothing, and the mean
+    is over the others (ignore_index=-1 keeps every target in the mean)."""
+    Y = self._target(Y, "sparse_categorical_crossentropy")
+    self._smoothing(label_smoothing)
+    if reduction not in ("mean", "sum", "none"): _err(ValueError, f"reduction must be one of 'mean', 'sum', 'none', got {reduction!r}")
+    if Y.shape != self.shape[:-1]: _err(ValueError, f"sparse_categorical_crossentropy: target {Y.shape} does not match logits {self.shape}")
+    mask = Y.ne(ignore_index) if ignore_index != -1 else Y._known(True)
+    unreduced = self.log_softmax(-1)._smoothed_pick(Y._one_hot(self.shape[-1], -1), -1, label_smoothing)
+    if ignore_index != -1: unreduced = mask.where(unreduced, 0)
+    if reduction == "mean": return -(unreduced.sum() / mask.sum())
+    return -(unreduced.sum() if reduction == "sum" else unreduced)
+  def nll_loss(self, Y, weight=None, ignore_index: int | None = None, reduction: str = "mean") -> Self:
+    """Log-probabilities (N, C, ...) against class indices (N, ...), weight (C,) per class; "mean" divides by the sum
+    of the weights of the targets counted (PyTorch's). A target outside [0, C) adds 0 (PyTorch raises)."""
+    Y = self._target(Y, "nll_loss")
+    ax = 1 if self.ndim > 1 else 0
+    if reduction not in ("mean", "sum", "none"): _err(ValueError, f"reduction must be one of 'mean', 'sum', 'none', got {reduction!r}")
+    if Y.dtype.is_float or Y.shape != self.shape[:ax] + self.shape[ax + 1:]:
+      _err(ValueError, f"nll_loss: target {Y.shape} {Y.dtype} does not fit {self.shape}")
+    oh = Y._one_hot(C := self.shape[ax], ax)
+    w = Y._full(Y.shape, 1, self.dtype) if weight is None else oh.where(weight.reshape((C,) + (1,) * (self.ndim - ax - 1)), 0).sum(ax)
+    if ignore_index is not None: w = Y.ne(ignore_index).where(w, 0)
+    nll = -oh.where(self, 0).sum(ax) * w
+    return nll.sum() / w.sum() if reduction == "mean" else nll._do_reduction(reduction)
+  def binary_crossentropy(self, Y, reduction: str = "mean") -> Self:
+    """Probabilities against targets; each log is clamped at -100 (PyTorch's), so p = 0 or 1 gives no inf or NaN."""
+    Y = self._target(Y, "binary_crossentropy")
+    return (-Y * self.log().maximum(-100) - (1 - Y) * (1 - self).log().maximum(-100))._do_reduction(reduction)
+  def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None) -> Self:
+    """Logits against targets, through logsigmoid (no overflow); pos_weight scales the positive term (tinygrad's)."""
+    Y = self._target(Y, "binary_crossentropy_logits")
+    pos = Y * self.logsigmoid()
+    return (-((pos if pos_weight is None else pos_weight * pos) + (1 - Y) * (-self).logsigmoid()))._do_reduction(reduction)
+
   # ---- movement
   def _dim(self, d: int, extra: int = 0) -> int:
     n = self.ndim + extra
