@@ -9,7 +9,7 @@ from morok_mlir.realize import GlobalCounters
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 FLOATS = (dtypes.float16, dtypes.float32, dtypes.float64)
-# exact formulas: a few ulps; the float32 polynomials (erf, atan, asin, acos) are as accurate in float64, not more
+# exact formulas: a few ulps; erf's float32 approximation is as accurate in float64, not more
 TOL = {dtypes.float16: (4e-3, 1e-3), dtypes.float32: (1e-5, 1e-6), dtypes.float64: (1e-12, 1e-14)}
 POLY_TOL = {dtypes.float16: (4e-3, 1e-3), dtypes.float32: (2e-6, 5e-7), dtypes.float64: (2e-7, 5e-7)}
 
@@ -29,9 +29,9 @@ logsig = lambda x: -np.logaddexp(0, -x)
 elu = lambda x, a=1.0: np.where(x > 0, x, a * np.expm1(x))
 erf = np.vectorize(math.erf, otypes=[np.float64])
 UNARY = {  # name: (op, float64 reference, domain, polynomial accuracy)
-  "atan": (lambda x: x.atan(), np.arctan, "all", True),
-  "asin": (lambda x: x.asin(), np.arcsin, "unit", True),
-  "acos": (lambda x: x.acos(), np.arccos, "unit", True),
+  "atan": (lambda x: x.atan(), np.arctan, "all", False),
+  "asin": (lambda x: x.asin(), np.arcsin, "unit", False),
+  "acos": (lambda x: x.acos(), np.arccos, "unit", False),
   "sinh": (lambda x: x.sinh(), np.sinh, "all", False),
   "cosh": (lambda x: x.cosh(), np.cosh, "all", False),
   "asinh": (lambda x: x.asinh(), np.arcsinh, "all", False),

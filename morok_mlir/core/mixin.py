@@ -292,8 +292,7 @@ class OpMixin:
   def __abs__(self) -> Self: return self.abs()
 
   # ---- math, activations and losses
-  # Composites of the primitives. Polynomial approximations (erf, atan and asin/acos on it) are float32-accurate (about
-  # 1e-7 relative, erf 1.5e-7 absolute): float64 inputs get that accuracy too, not float64's.
+  # Composites of the primitives. erf's approximation is float32-accurate (1.5e-7 absolute), also for float64 inputs.
   def _log1p(self) -> Self:
     """log(1 + x) without losing a small x (Goldberg): log(u) * x / (u - 1) cancels the rounding of u = 1 + x."""
     u = self + 1
@@ -310,14 +309,22 @@ class OpMixin:
   def _signed(self, r: Self) -> Self: return self.lt(0).where(-r, r)   # r (computed on |self|) with self's sign
   @_f32
   def atan(self) -> Self:
-    """Cephes atanf: |x| reduced to [0, tan(pi/8)] by atan(x) = pi/4 + atan((x-1)/(x+1)) or pi/2 + atan(-1/x), then a
-    polynomial; no x*x of the input, so large |x| and inf give +-pi/2."""
-    a = self.abs()
-    big, mid = a.gt(2.414213562373095), a.gt(0.4142135623730950)
+    """Cephes atanf (float32) and atan (float64): |x| reduced by atan(x) = pi/4 + atan((x-1)/(x+1)) or pi/2 + atan(-1/x),
+    then a polynomial, or for float64 a rational function plus the rounding of pi/2; no x*x of the input, so large |x|
+    and inf give +-pi/2."""
+    a, f64 = self.abs(), self.dtype is dtypes.float64
+    c = lambda v: a._const(v, a.dtype)   # typed: a where of two Python floats is float32
+    big, mid = a.gt(2.414213562373095), a.gt(0.66 if f64 else 0.4142135623730950)
     xr = big.where(-a.reciprocal(), mid.where((a - 1) / (a + 1), a))
     z = xr * xr
-    r = z._poly([8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1]) * z * xr + xr
-    return self._signed(r + big.where(math.pi / 2, mid.where(math.pi / 4, 0.0)))
+    if f64:
+      p = z._poly([-8.750608600031904122785e-1, -1.615753718733365076637e1, -7.500855792314704667340e1, -1.228866684490136173410e2,
+                   -6.485021904942025371773e1])
+      q = z._poly([1.0, 2.485846490142306297962e1, 1.650270098316988542046e2, 4.328810604912902668951e2, 4.853903996359136964868e2,
+                   1.945506571482613964425e2])
+      r = xr * (z * p / q) + xr + big.where(c(6.123233995736765886130e-17), mid.where(c(3.061616997868382943065e-17), 0.0))
+    else: r = z._poly([8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1]) * z * xr + xr
+    return self._signed(r + big.where(c(math.pi / 2), mid.where(c(math.pi / 4), 0.0)))
   @_f32
   def asin(self) -> Self: return (self / ((1 - self) * (1 + self)).sqrt()).atan()   # 1 - x*x would cancel near |x| = 1
   @_f32
@@ -433,7 +440,7 @@ class OpMixin:
     """(1 - ls) * self[class] + ls * self.mean(ax) as one reduction: self weighted by the smoothed one-hot. Without
     smoothing it selects (a -inf log-probability of another class gives no NaN)."""
     if not ls: return oh.where(self, 0).sum(ax)
-    return (self * oh.where(1 - ls + ls / self.shape[ax], ls / self.shape[ax])).sum(ax)
+    return (self * oh.where(self._const(1 - ls + ls / self.shape[ax], self.dtype), ls / self.shape[ax])).sum(ax)
   def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0) -> Self:
     """Logits (N, C, ...) against class indices (N, ...) or probabilities shaped as self (PyTorch's rule); classes at dim 1."""
     Y = self._target(Y, "cross_entropy")
