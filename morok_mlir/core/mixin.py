@@ -415,8 +415,8 @@ class OpMixin:
     return self.minimum(0) - (-self.abs()).exp()._log1p()
 
   def _arange(self, n: int) -> Self:
-    """0..n-1 (int32) from constants and movement only, so a UOp builds it as a Tensor does: the sum of its binary
-    digits, digit k the pattern [0]*2^k + [1]*2^k tiled to n. It is elementwise, so it fuses into whatever uses it."""
+    """0..n-1 (int32) from constants and movement only, for a UOp, which holds no data (Tensor uses a buffer): the sum
+    of its binary digits, digit k the pattern [0]*2^k + [1]*2^k tiled to n. Elementwise, it fuses into its user."""
     if not isinstance(n, int): _err(TypeError, f"a class count must be an int, got {n!r}")
     ret = self._full((n,), 0, dtypes.int32)
     for k in range(max(n - 1, 0).bit_length()):
