@@ -425,3 +425,8 @@ def test_integer_pow_negative_exponent():
   """Integer a ** -n is the truncated 1 / a**n (PyTorch raises; we define it): 1 for a == 1, +-1 for a == -1, else 0."""
   a, b = np.array([1, -1, -1, 2, -3, 0, 7], np.int32), np.array([-3, -3, -2, -1, -2, 2, 0], np.int32)
   check(Tensor(a) ** Tensor(b), np.array([1, -1, 1, 0, 0, 0, 1], np.int32))
+
+def test_float64_constants_in_exponent_form():
+  # repr(1e-08) has no point, which MLIR's float literal needs
+  x = np.array([1.0, 2.0])
+  check(Tensor(x) * 1e-08 + 1e16, x * 1e-08 + 1e16)

@@ -4,7 +4,7 @@ composed from the primitives, written once. A class using OpMixin provides `shap
 Comparisons are the named methods lt/gt/le/ge/eq/ne: Tensor maps its operators to them, a UOp keeps identity equality
 (UOps are hash-consed dictionary keys)."""
 from __future__ import annotations
-import math
+import functools, math
 from typing import Self
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes, least_upper_dtype, to_dtype
@@ -82,6 +82,15 @@ def _opposite(r: OpMixin, b: OpMixin) -> OpMixin:
   return r.lt(0) if cv > 0 else r.gt(0)
 # bools have no arithmetic: add/max are or, mul/min are and (as tinygrad rewrites them)
 _BOOL_ALU = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND, Ops.MAX: Ops.OR, Ops.MIN: Ops.AND}
+
+def _f32(fn):
+  """Float composites run in float32 at least (PyTorch's opmath): their polynomials and cancellations would lose most of
+  float16's 11 bits. The result is rounded once to the input's float dtype."""
+  @functools.wraps(fn)
+  def f(self, *a, **kw):
+    x = self._fl()
+    return fn(x.float(), *a, **kw).cast(x.dtype) if x.dtype.itemsize < 4 else fn(x, *a, **kw)
+  return f
 
 class OpMixin:
   __slots__ = ()
@@ -278,10 +287,217 @@ class OpMixin:
   clamp = clip
   def lerp(self, end, weight) -> Self: return self + (end - self) * weight
   def isnan(self) -> Self: return self.ne(self)
-  def isinf(self) -> Self: return self.eq(math.inf) | self.eq(-math.inf)
+  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Self:
+    if not self.dtype.is_float or not (detect_positive or detect_negative): return self._known(False)
+    if not detect_negative: return self.eq(math.inf)
+    return self.eq(-math.inf) if not detect_positive else self.eq(math.inf) | self.eq(-math.inf)
   def __neg__(self) -> Self: return self.neg()
   def __invert__(self) -> Self: return self.bitwise_not()
   def __abs__(self) -> Self: return self.abs()
+
+  # ---- math, activations and losses
+  # Composites of the primitives, written to keep float accuracy where the naive formula cancels or overflows.
+  def _log1p(self) -> Self:
+    """log(1 + x) without losing a small x (Goldberg): log(u) * x / (u - 1) cancels the rounding of u = 1 + x."""
+    u = self + 1
+    return u.eq(1).where(self, u.eq(math.inf).where(u, u.log() * (self / (u - 1))))
+  def _expm1(self) -> Self:
+    """exp(x) - 1 without cancelling a small x (Kahan): (u - 1) * x / log(u) with u = exp(x)."""
+    u = self.exp()
+    return u.eq(1).where(self, (u - 1).eq(-1).where(-1.0, u.eq(math.inf).where(u, (u - 1) * (self / u.log()))))
+  def _poly(self, coeffs) -> Self:
+    """Horner: coeffs from the highest power down."""
+    ret = self._full(self.shape, coeffs[0], self.dtype)
+    for c in coeffs[1:]: ret = ret * self + c
+    return ret
+  def _signed(self, r: Self) -> Self: return self.lt(0).where(-r, r)   # r (computed on |self|) with self's sign
+  @_f32
+  def atan(self) -> Self:
+    """Cephes atanf (float32) and atan (float64): |x| reduced by atan(x) = pi/4 + atan((x-1)/(x+1)) or pi/2 + atan(-1/x),
+    then a polynomial, or for float64 a rational function plus the rounding of pi/2; no x*x of the input, so large |x|
+    and inf give +-pi/2."""
+    a, f64 = self.abs(), self.dtype is dtypes.float64
+    c = lambda v: a._const(v, a.dtype)   # typed: a where of two Python floats is float32
+    big, mid = a.gt(2.414213562373095), a.gt(0.66 if f64 else 0.4142135623730950)
+    xr = big.where(-a.reciprocal(), mid.where((a - 1) / (a + 1), a))
+    z = xr * xr
+    if f64:
+      p = z._poly([-8.750608600031904122785e-1, -1.615753718733365076637e1, -7.500855792314704667340e1, -1.228866684490136173410e2,
+                   -6.485021904942025371773e1])
+      q = z._poly([1.0, 2.485846490142306297962e1, 1.650270098316988542046e2, 4.328810604912902668951e2, 4.853903996359136964868e2,
+                   1.945506571482613964425e2])
+      r = xr * (z * p / q) + xr + big.where(c(6.123233995736765886130e-17), mid.where(c(3.061616997868382943065e-17), 0.0))
+    else: r = z._poly([8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1]) * z * xr + xr
+    return self._signed(r + big.where(c(math.pi / 2), mid.where(c(math.pi / 4), 0.0)))
+  @_f32
+  def asin(self) -> Self: return (self / ((1 - self) * (1 + self)).sqrt()).atan()   # 1 - x*x would cancel near |x| = 1
+  @_f32
+  def acos(self) -> Self: return ((1 - self) / (1 + self)).sqrt().atan() * 2   # small near x = 1, where pi/2 - asin cancels
+  @_f32
+  def sinh(self) -> Self: return (self._expm1() - (-self)._expm1()) * 0.5
+  @_f32
+  def cosh(self) -> Self: return (self.exp() + (-self).exp()) * 0.5
+  @_f32
+  def asinh(self) -> Self:
+    """log1p(a + a^2 / (1 + sqrt(1 + a^2))) on a = |x| (no cancellation for negative x), log(2a) once a^2 would overflow."""
+    a = self.abs()
+    r = a.gt(2 ** 28).where(a.log() + math.log(2), (a + a * a / (1 + (1 + a * a).sqrt()))._log1p())
+    return self._signed(r)
+  @_f32
+  def acosh(self) -> Self:
+    t = self - 1   # log1p(t + sqrt(t * (t + 2))): exact near x = 1
+    return self.lt(1).where(math.nan, self.gt(2 ** 28).where(self.log() + math.log(2), (t + (t * (t + 2)).sqrt())._log1p()))
+  @_f32
+  def atanh(self) -> Self: return (self * 2 / (1 - self))._log1p() * 0.5
+  @_f32
+  def erf(self) -> Self:
+    """Taylor series below |x| = 0.5 (relative accuracy near 0), Abramowitz-Stegun 7.1.26 above (1.5e-7 absolute).
+    float64: the Taylor series below 2 (34 terms), 1 - erfc from erfc's continued fraction above (40 terms): an ulp or two."""
+    a = self.abs()
+    if self.dtype is dtypes.float64:
+      s = self * (self * self)._poly([(-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(33, -1, -1)]) * (2 / math.sqrt(math.pi))
+      t = a
+      for k in range(40, 0, -1): t = a + (k / 2) / t
+      return a.lt(2).where(s, self._signed(1 - (-a * a).exp() / (t * math.sqrt(math.pi))))
+    small = self * (self * self)._poly([1 / 9360, -1 / 1320, 1 / 216, -1 / 42, 1 / 10, -1 / 3, 1]) * (2 / math.sqrt(math.pi))
+    t = (1 + 0.3275911 * a).reciprocal()
+    big = 1 - t * t._poly([1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592]) * (-a * a).exp()
+    return a.lt(0.5).where(small, self._signed(big))
+  def copysign(self, other) -> Self:
+    """|self| with the sign bit of other (as numpy/PyTorch: -0.0 and NaN's sign count), in a float dtype."""
+    a, b = self._broadcasted(other)
+    dt = _float(a.dtype)
+    it = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[dt.itemsize]
+    a, b = a.cast(dt).bitcast(it), b.cast(dt).bitcast(it)
+    return ((a & it.max) | (b & it.min)).bitcast(dt)
+  def logaddexp(self, other) -> Self:
+    """log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); a == b (infinities included) is max + log 2."""
+    a, b = self._broadcasted(other)
+    dt = _float(a.dtype)
+    a, b = a.cast(least_upper_dtype(dt, dtypes.float32)), b.cast(least_upper_dtype(dt, dtypes.float32))
+    m = a.maximum(b)
+    return a.eq(b).where(m + math.log(2), m + (-(a - b).abs()).exp()._log1p()).cast(dt)
+  def isfinite(self) -> Self: return self.abs().lt(math.inf) if self.dtype.is_float else self._known(True)
+  def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Self:
+    """|a - b| <= atol + rtol * |b| or a == b (PyTorch's; infinities are close only to themselves). Ints and bools
+    compare in the default float."""
+    if rtol < 0 or atol < 0: _err(ValueError, f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
+    a, b = self._broadcasted(other)
+    close = a.eq(b)
+    if not a.dtype.is_float: a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
+    if equal_nan: close = close | (a.isnan() & b.isnan())
+    d = (a - b).abs()
+    return close | (d.isfinite() & d.le(atol + rtol * b.abs()))
+
+  @_f32
+  def gelu(self, approximate: str = "tanh") -> Self:
+    """tinygrad's gelu: the tanh approximation, written x * sigmoid(2z) (= 0.5x(1 + tanh z), no cancellation);
+    approximate="none" is the exact x * Phi(x) (PyTorch's default)."""
+    if approximate == "none": return self * 0.5 * (1 + (self * (1 / math.sqrt(2))).erf())
+    if approximate != "tanh": _err(ValueError, f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
+    return self * (self * (1 + 0.044715 * self * self) * (2 * math.sqrt(2 / math.pi))).sigmoid()
+  @_f32
+  def quick_gelu(self) -> Self: return self * (self * 1.702).sigmoid()
+  @_f32
+  def swish(self) -> Self: return self * self.sigmoid()
+  def silu(self) -> Self: return self.swish()
+  @_f32
+  def elu(self, alpha=1.0) -> Self: return self.gt(0).where(self, alpha * self._expm1())
+  @_f32
+  def celu(self, alpha=1.0) -> Self: return self.maximum(0) + (alpha * (self / alpha)._expm1()).minimum(0)
+  def selu(self, alpha=1.6732632423543772, gamma=1.0507009873554805) -> Self: return gamma * self.elu(alpha)
+  def leaky_relu(self, neg_slope=0.01) -> Self: return self.lt(0).where(neg_slope * self, self)
+  def relu6(self) -> Self: return self.relu().minimum(6)
+  def hardtanh(self, min_val=-1, max_val=1) -> Self: return self.clip(min_val, max_val)
+  def hardsigmoid(self, alpha=1 / 6, beta=0.5) -> Self: return (alpha * self + beta).relu().minimum(1)
+  def hardswish(self) -> Self: return self * (self + 3).relu6() * (1 / 6)
+  @_f32
+  def softplus(self, beta=1.0, threshold=20.0) -> Self:
+    """log(1 + exp(beta x)) / beta, and x itself once beta x > threshold (PyTorch's)."""
+    bx = self * beta
+    return bx.gt(threshold).where(self, bx.exp()._log1p() * (1 / beta))
+  def softsign(self) -> Self: return self / (1 + self.abs())
+  @_f32
+  def mish(self) -> Self: return self * self.softplus().tanh()
+  @_f32
+  def logsigmoid(self) -> Self:
+    """-softplus(-x), as min(x, 0) - log1p(exp(-|x|)): exact in both tails."""
+    return self.minimum(0) - (-self.abs()).exp()._log1p()
+
+  def _arange(self, n: int) -> Self:
+    """0..n-1 (int32) from constants and movement only, for a UOp, which holds no data (Tensor uses a buffer): the sum
+    of its binary digits, digit k the pattern [0]*2^k + [1]*2^k tiled to n. Elementwise, it fuses into its user."""
+    if not isinstance(n, int): _err(TypeError, f"a class count must be an int, got {n!r}")
+    ret = self._full((n,), 0, dtypes.int32)
+    for k in range(max(n - 1, 0).bit_length()):
+      p, r = 1 << k, -(-n // (2 << k))
+      digit = self._full((1,), p, dtypes.int32).pad(((1, 0),)).reshape(2, 1).expand(2, p).reshape(1, 2 * p)
+      ret = ret + digit.expand(r, 2 * p).reshape(r * 2 * p).shrink(((0, n),))
+    return ret
+  def _one_hot(self, n: int, dim: int) -> Self:
+    """Class indices (self) as a bool one-hot with n classes at dim of the result; indices outside [0, n) are all False."""
+    d = self._dim(dim, extra=1)
+    return self.unsqueeze(d).eq(self._arange(n).reshape((n,) + (1,) * (self.ndim - d)))
+  def _do_reduction(self, reduction: str) -> Self:
+    if reduction not in ("mean", "sum", "none"): _err(ValueError, f"reduction must be one of 'mean', 'sum', 'none', got {reduction!r}")
+    return self.mean() if reduction == "mean" else self.sum() if reduction == "sum" else self
+  def _target(self, Y, what: str):
+    if not isinstance(Y, OpMixin): _err(TypeError, f"{what} takes a target tensor, got {type(Y).__name__}")
+    return Y
+  def _smoothing(self, label_smoothing):
+    if not 0.0 <= label_smoothing <= 1.0: _err(ValueError, f"label_smoothing must be in [0.0, 1.0], got {label_smoothing}")
+  def _smoothed_pick(self, oh: Self, ax: int, ls: float) -> Self:
+    """(1 - ls) * self[class] + ls * self.mean(ax) as one reduction: self weighted by the smoothed one-hot. Without
+    smoothing it selects (a -inf log-probability of another class gives no NaN)."""
+    if not ls: return oh.where(self, 0).sum(ax)
+    return (self * oh.where(self._const(1 - ls + ls / self.shape[ax], self.dtype), ls / self.shape[ax])).sum(ax)
+  def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0) -> Self:
+    """Logits (N, C, ...) against class indices (N, ...) or probabilities shaped as self (PyTorch's rule); classes at dim 1."""
+    Y = self._target(Y, "cross_entropy")
+    self._smoothing(label_smoothing)
+    ax = 1 if self.ndim > 1 else 0
+    lp = self.log_softmax(axis=ax)
+    if Y.shape == self.shape and Y.dtype.is_float:   # probabilities
+      ret = -(lp * (Y * (1 - label_smoothing) + label_smoothing / self.shape[ax] if label_smoothing else Y)).sum(ax)
+    else:
+      if Y.dtype.is_float or Y.shape != self.shape[:ax] + self.shape[ax + 1:]:
+        _err(ValueError, f"cross_entropy: target {Y.shape} {Y.dtype} is neither class indices for {self.shape} nor probabilities shaped as it")
+      ret = -lp._smoothed_pick(Y._one_hot(self.shape[ax], ax), ax, label_smoothing)
+    return ret._do_reduction(reduction)
+  def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean") -> Self:
+    """tinygrad's: logits (..., C) against class indices (...); targets equal to ignore_index add nothing, and the mean
+    is over the others (ignore_index=-1 keeps every target in the mean)."""
+    Y = self._target(Y, "sparse_categorical_crossentropy")
+    self._smoothing(label_smoothing)
+    if reduction not in ("mean", "sum", "none"): _err(ValueError, f"reduction must be one of 'mean', 'sum', 'none', got {reduction!r}")
+    if Y.shape != self.shape[:-1]: _err(ValueError, f"sparse_categorical_crossentropy: target {Y.shape} does not match logits {self.shape}")
+    mask = Y.ne(ignore_index) if ignore_index != -1 else Y._known(True)
+    unreduced = self.log_softmax(-1)._smoothed_pick(Y._one_hot(self.shape[-1], -1), -1, label_smoothing)
+    if ignore_index != -1: unreduced = mask.where(unreduced, 0)
+    if reduction == "mean": return -(unreduced.sum() / mask.sum())
+    return -(unreduced.sum() if reduction == "sum" else unreduced)
+  def nll_loss(self, Y, weight=None, ignore_index: int | None = None, reduction: str = "mean") -> Self:
+    """Log-probabilities (N, C, ...) against class indices (N, ...), weight (C,) per class; "mean" divides by the sum
+    of the weights of the targets counted (PyTorch's). A target outside [0, C) adds 0 (PyTorch raises)."""
+    Y = self._target(Y, "nll_loss")
+    ax = 1 if self.ndim > 1 else 0
+    if reduction not in ("mean", "sum", "none"): _err(ValueError, f"reduction must be one of 'mean', 'sum', 'none', got {reduction!r}")
+    if Y.dtype.is_float or Y.shape != self.shape[:ax] + self.shape[ax + 1:]:
+      _err(ValueError, f"nll_loss: target {Y.shape} {Y.dtype} does not fit {self.shape}")
+    oh = Y._one_hot(C := self.shape[ax], ax)
+    w = Y._full(Y.shape, 1, self.dtype) if weight is None else oh.where(weight.reshape((C,) + (1,) * (self.ndim - ax - 1)), 0).sum(ax)
+    if ignore_index is not None: w = Y.ne(ignore_index).where(w, 0)
+    nll = -oh.where(self, 0).sum(ax) * w
+    return nll.sum() / w.sum() if reduction == "mean" else nll._do_reduction(reduction)
+  def binary_crossentropy(self, Y, reduction: str = "mean") -> Self:
+    """Probabilities against targets; each log is clamped at -100 (PyTorch's), so p = 0 or 1 gives no inf or NaN."""
+    Y = self._target(Y, "binary_crossentropy")
+    return (-Y * self.log().maximum(-100) - (1 - Y) * (1 - self).log().maximum(-100))._do_reduction(reduction)
+  def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None) -> Self:
+    """Logits against targets, through logsigmoid (no overflow); pos_weight scales the positive term (tinygrad's)."""
+    Y = self._target(Y, "binary_crossentropy_logits")
+    pos = Y * self.logsigmoid()
+    return (-((pos if pos_weight is None else pos_weight * pos) + (1 - Y) * (-self).logsigmoid()))._do_reduction(reduction)
 
   # ---- movement
   def _dim(self, d: int, extra: int = 0) -> int:
@@ -616,7 +832,11 @@ class OpMixin:
   def min(self, axis=None, keepdim=False) -> Self: return self._reduce(Ops.MIN, axis, keepdim)
   def any(self, axis=None, keepdim=False) -> Self: return self.bool().max(axis, keepdim)
   def all(self, axis=None, keepdim=False) -> Self: return self.logical_not().any(axis, keepdim).logical_not()
-  def mean(self, axis=None, keepdim=False) -> Self:
+  def mean(self, axis=None, keepdim=False, dtype=None) -> Self:
+    """dtype: cast the input to this float dtype first (PyTorch's mean(dtype=))."""
+    if dtype is not None:
+      if not (dt := _dtype(dtype)).is_float: _err(TypeError, f"mean(): dtype must be a floating point dtype, got {dt}")
+      return self.cast(dt).mean(axis, keepdim)
     out = self.dtype if self.dtype.is_float else dtypes.float32
     n = _prod(self.shape[a] for a in self._axes(axis))
     return self.cast(_sum_acc(self.dtype)).sum(axis, keepdim).div(n).cast(out)
@@ -624,6 +844,13 @@ class OpMixin:
     n = _prod(self.shape[a] for a in self._axes(axis))
     return (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim).div(max(0, n - correction))
   def std(self, axis=None, keepdim=False, correction=1) -> Self: return self.var(axis, keepdim, correction).sqrt()
+  def var_mean(self, axis=None, keepdim=False, correction=1) -> tuple[Self, Self]:
+    """(var, mean), the mean being the node var subtracts (one graph, no second mean)."""
+    v = self.var(axis, keepdim, correction)
+    return v, self.mean(axis, keepdim=True).reshape(v.shape)
+  def std_mean(self, axis=None, keepdim=False, correction=1) -> tuple[Self, Self]:
+    v, m = self.var_mean(axis, keepdim, correction)
+    return v.sqrt(), m
   def _softmax(self, axis, dtype=None):
     x = self.cast(dtype) if dtype is not None else self
     m = x - x.max(axis, keepdim=True)  # subtract the max: exp never overflows

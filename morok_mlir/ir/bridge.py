@@ -60,7 +60,8 @@ def _fmt_float(v: float, ty: str) -> str:
     np_t = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[ty]
     bits = np.array(v, dtype=np_t).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(np_t).itemsize]).item()
     return f"{hex(bits)}"
-  return repr(float(v))
+  s = repr(float(v))   # MLIR's float literal needs a point: 1e-08 -> 1.0e-08
+  return s.replace("e", ".0e") if "e" in s and "." not in s else s
 
 def attr_text(v, ty_hint: str | None = None) -> str:
   """A Python attribute value as MLIR attribute text (None: a unit flag)."""
