@@ -312,6 +312,44 @@ class Tensor(OpMixin):
   def argmin(self, axis=None, keepdim=False) -> Tensor:
     return (-self if self.dtype.is_float else ~self).argmax(axis, keepdim)  # ~ reverses the order of ints and bools
 
+  # ---- indexing with tensors (data-dependent: Tensor only)
+  def __getitem__(self, idx) -> Tensor:
+    """numpy indexing: basic indices (ints, slices, None, ...; OpMixin's) with at most one integer array index (a
+    Tensor, list or numpy array, negative entries counting from the end), read through gather: O(result). An array index
+    outside the dim gives 0 (numpy raises, but the indices are data: they are not read here). A bool mask index selects
+    (masked_select's rules), which realizes the mask: the result's shape depends on its data."""
+    tup = idx if isinstance(idx, tuple) else (idx,)
+    adv = [k for k, i in enumerate(tup) if isinstance(i, (Tensor, list, np.ndarray))]
+    if not adv: return OpMixin.__getitem__(self, idx)
+    if len(adv) > 1: _err(IndexError, "only one tensor, list or array index is supported (with any basic indices)")
+    k, t = adv[0], tup[adv[0]]
+    if not isinstance(t, Tensor): t = Tensor(t if np.size(t) else np.zeros(np.shape(t), np.int64), device=self.device)   # [] indexes nothing
+    if t.dtype.is_bool:
+      if len(tup) != 1: _err(IndexError, "a bool mask index must be the only index")
+      return self.masked_select(t)
+    if not t.dtype.is_int: _err(IndexError, f"tensors used as indices must be integer or bool, got {t.dtype}")
+    # the dim the array index takes, after the basic indices before it (None adds a dim, an int removes one)
+    pos = sum(1 for i in tup[:k] if i is not None and i is not Ellipsis) if Ellipsis not in tup[:k] else \
+          self.ndim - sum(1 for i in tup[k + 1:] if i is not None and i is not Ellipsis) - 1
+    x = OpMixin.__getitem__(self, tup[:k] + (slice(None),) + tup[k + 1:])   # basic indices first; dim `pos` kept whole
+    d = pos - sum(1 for i in tup[:k] if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))) + \
+        sum(1 for i in tup[:k] if i is None)
+    n, flat = x.shape[d], t.reshape(-1)
+    flat = flat.lt(0).where(flat + n, flat)
+    ix = flat.reshape((1,) * d + (flat.shape[0],) + (1,) * (x.ndim - d - 1)).expand(x.shape[:d] + flat.shape + x.shape[d + 1:])
+    ret = x.gather(d, ix).reshape(x.shape[:d] + t.shape + x.shape[d + 1:])
+    # numpy: with an int index apart from the array index (a slice, None or ... between), both are advanced and the
+    # result's indexed dims come first
+    ints = [j for j, i in enumerate(tup) if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))] + [k]
+    if max(ints) - min(ints) + 1 == len(ints) or d == 0: return ret
+    return ret.permute(*range(d, d + t.ndim), *range(d), *range(d + t.ndim, ret.ndim))
+  def masked_select(self, mask: Tensor) -> Tensor:
+    """The elements where mask (broadcast to self) is True, flattened: the mask is realized, as in PyTorch (the
+    result's size is data)."""
+    if not isinstance(mask, Tensor) or not mask.dtype.is_bool: _err(TypeError, "masked_select needs a bool mask tensor")
+    m = mask._broadcast_to(self.shape).numpy().reshape(-1)
+    pos = np.flatnonzero(m).astype(np.int32)
+    return self.reshape(-1).gather(0, Tensor(pos, device=self.device))
   def _arange(self, n: int) -> Tensor:
     """0..n-1 as data: a one-hot against it is ~10x faster than against OpMixin's arange from movement ops."""
     if not isinstance(n, int): _err(TypeError, f"a class count must be an int, got {n!r}")

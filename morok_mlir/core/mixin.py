@@ -438,6 +438,16 @@ class OpMixin:
     """Class indices (self) as a bool one-hot with n classes at dim of the result; indices outside [0, n) are all False."""
     d = self._dim(dim, extra=1)
     return self.unsqueeze(d).eq(self._arange(n).reshape((n,) + (1,) * (self.ndim - d)))
+  def one_hot(self, num_classes: int = -1) -> Self:
+    """Integer class indices -> int32 one-hot on a new last dim (tinygrad/PyTorch); num_classes=-1 takes max + 1, which
+    realizes the indices on a Tensor. An index outside [0, num_classes) gives an all-zero row (PyTorch raises)."""
+    if not (self.dtype.is_int or self.dtype is dtypes.index): _err(TypeError, f"one_hot needs integer class indices, got {self.dtype}")
+    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    return self._one_hot(num_classes, -1).cast(dtypes.int32)
+  def masked_fill(self, mask, value) -> Self:
+    """value where mask is True, self elsewhere (mask broadcasts to self's shape, as in PyTorch)."""
+    if not isinstance(mask, OpMixin) or not mask.dtype.is_bool: _err(TypeError, f"masked_fill needs a bool mask, got {getattr(mask, 'dtype', mask)!r}")
+    return mask._broadcast_to(self.shape).where(self._const(_cv(value, self.dtype), self.dtype), self)
   def _do_reduction(self, reduction: str) -> Self:
     if reduction not in ("mean", "sum", "none"): _err(ValueError, f"reduction must be one of 'mean', 'sum', 'none', got {reduction!r}")
     return self.mean() if reduction == "mean" else self.sum() if reduction == "sum" else self
