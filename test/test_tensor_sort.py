@@ -111,6 +111,15 @@ def test_sort_stable(dt, descending, n=13):
   close(v, np.take_along_axis(x, ref_i, -1))
   assert i.dtype == np.int32
 
+def test_sort_is_one_kernel_per_network_step():
+  """13 elements pad to 16: 4 stages of 1..4 compare-exchange steps, each one kernel on the (key, index) pairs."""
+  x = data((3, 13), F32)
+  v, i = Tensor(x).sort()
+  GlobalCounters.reset()
+  Tensor.realize(v, i)
+  assert GlobalCounters.kernel_count <= 10 + 2   # the steps, the index arange, the final split into values and indices
+  np.testing.assert_array_equal(i.numpy(), np.argsort(x, -1, kind="stable"))
+
 @pytest.mark.parametrize("n", [1, 2, 8])
 def test_sort_lengths(n):
   x = data((2, n), F32, seed=n)
