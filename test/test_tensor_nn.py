@@ -91,6 +91,10 @@ def test_pool_edge_cases():
   np.testing.assert_array_equal(Tensor(i).max_pool2d((2, 2), padding=1).numpy(), pool_ref(i, (2, 2), p=1)[0].astype(np.int32))
   ties, ind = Tensor(np.zeros((1, 4, 4), np.float32)).max_pool2d((2, 2), stride=1, return_indices=True)
   np.testing.assert_array_equal(ind.numpy()[0], [[0, 1, 2], [4, 5, 6], [8, 9, 10]])   # the first of equal maxima
+  out, ind = Tensor(np.float32([[[1, np.nan, 3, 4], [5, 6, 7, 8]]])).max_pool2d((2, 2), return_indices=True)
+  np.testing.assert_array_equal(out.numpy(), [[[np.nan, 8]]]); np.testing.assert_array_equal(ind.numpy(), [[[1, 7]]])   # NaN is the max
+  ind = Tensor(np.full((1, 2, 2), -np.inf, np.float32)).max_pool2d((2, 2), padding=1, return_indices=True)[1]
+  np.testing.assert_array_equal(ind.numpy(), [[[0, 1], [2, 3]]])   # -inf inputs win over the -inf padding
 
 def test_pool_errors():
   x = Tensor(rnd(1, 1, 4, 4))
