@@ -93,6 +93,7 @@ class Tensor(OpMixin):
   shared with UOp; what is Tensor's own is here: data, devices, realization, creation and the user's line."""
   __slots__ = ("uop", "device", "requires_grad")
   __hash__ = object.__hash__  # == is elementwise
+  training = False   # dropout (and attention's dropout_p) act only while True, as tinygrad's Tensor.training
 
   def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None):
     dt = None if dtype is None else _dtype(dtype)
@@ -262,6 +263,7 @@ class Tensor(OpMixin):
     shape = _shape(_argfix(*shape))
     return Tensor.normal(*shape, std=math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(max(1, math.prod(shape[1:]))), **kw)
   def empty_like(self, **kw) -> Tensor: return Tensor.empty(self.shape, dtype=kw.pop("dtype", self.dtype), device=kw.pop("device", self.device), **kw)
+  def _rand_like(self) -> Tensor: return Tensor.rand(self.shape, device=self.device)   # dropout's masks
   def rand_like(self, **kw) -> Tensor:
     return Tensor.rand(self.shape, dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), device=kw.pop("device", self.device), **kw)
   def randn_like(self, **kw) -> Tensor:

@@ -993,6 +993,249 @@ class OpMixin:
   def __matmul__(self, x) -> Self: return self.matmul(x)
   def __rmatmul__(self, x) -> Self: return self.matmul(x, True)
 
+  # ---- functional nn: compositions of the ops above, tinygrad's names and signatures (PyTorch's where tinygrad follows it)
+  def _arange(self, n: int) -> Self:
+    """0..n-1 (int32) from constants and movement only, so a UOp builds it as a Tensor does: the sum of its binary
+    digits, digit k the pattern [0]*2^k + [1]*2^k tiled to n. It is elementwise, so it fuses into whatever uses it."""
+    ret = self._full((n,), 0, dtypes.int32)
+    for k in range(max(n - 1, 0).bit_length()):
+      p, r = 1 << k, -(-n // (2 << k))
+      digit = self._full((1,), p, dtypes.int32).pad(((1, 0),)).reshape(2, 1).expand(2, p).reshape(1, 2 * p)
+      ret = ret + digit.expand(r, 2 * p).reshape(r * 2 * p).shrink(((0, n),))
+    return ret
+  def _pool_args(self, kernel_size, stride, dilation, padding, what: str, half: bool):
+    """Kernel, stride (the kernel's by default), dilation and flat padding (last dim first, as pad takes it) of a pool
+    over the last len(kernel_size) dims, checked as PyTorch checks them: padding at most half the (effective) kernel."""
+    n = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
+    k_ = _ints(kernel_size, n, "kernel_size", 1)
+    s_, d_ = _ints(k_ if stride is None else stride, n, "stride", 1), _ints(dilation, n, "dilation", 1)
+    p_ = _ints(padding, n, "padding", 0, (1, 2))
+    if self.ndim < n: _err(ValueError, f"{what} with a {n}-d kernel needs an input with at least {n} dims, got {self.shape}")
+    for i in range(n): self._static(self.ndim - n + i, what)
+    pads = [p for p in p_ for _ in range(2)][::-1] if len(p_) == n else list(p_)
+    for i, (k, d) in enumerate(zip(k_, d_)):
+      if max(pads[2 * (n - 1 - i)], pads[2 * (n - 1 - i) + 1]) > (k // 2 if half else (d * (k - 1) + 1) // 2):
+        _err(ValueError, f"{what}: pad should be at most half of {'kernel' if half else 'effective kernel'} size, but got padding={padding}, "
+                         f"kernel_size={kernel_size}" + f" and dilation={dilation}" * (not half))
+    return k_, s_, d_, pads
+  def _ceil_pads(self, pads: list[int], k_, s_, d_) -> list[int]:
+    """Extra padding after each dim for ceil_mode (tinygrad's): room for a last partial window, unless it would start
+    in the padding after the input (PyTorch's rule)."""
+    pads, n = list(pads), len(k_)
+    for j, (i, k, s, d) in enumerate(zip(self.shape[-n:][::-1], k_[::-1], s_[::-1], d_[::-1])):
+      pb, pa, e = pads[2 * j], pads[2 * j + 1], d * (k - 1) + 1
+      o = -(-(i + pb + pa - e) // s) + 1
+      pads[2 * j + 1] += s * (o - 1) + e - (i + pb + pa) - max(s * (o - 1) - (pb + i - 1), 0)
+    return pads
+  def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True) -> Self:
+    """Mean of each window over the last len(kernel_size) dims. count_include_pad counts the zero padding (not the
+    extra room of ceil_mode, as PyTorch); without it each window is divided by its number of input elements."""
+    k_, s_, d_, pads = self._pool_args(kernel_size, stride, dilation, padding, "avg_pool2d", True)
+    axis = tuple(range(-len(k_), 0))
+    cpads = self._ceil_pads(pads, k_, s_, d_) if ceil_mode else pads
+    pool = lambda x, p: x.pad(p)._pool(k_, s_, d_)
+    if not count_include_pad: return pool(self, cpads).sum(axis) / pool(self._full(self.shape, 1, self.dtype), cpads).sum(axis)
+    if not ceil_mode: return pool(self, pads).mean(axis)
+    ones = self._full(self.pad(pads).shape, 1, self.dtype)
+    return pool(self, cpads).sum(axis) / pool(ones, [c - p for c, p in zip(cpads, pads)]).sum(axis)
+  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, return_indices=False):
+    """Max of each window over the last len(kernel_size) dims, padding with -inf (the dtype's min for ints).
+    return_indices also gives PyTorch's indices (int64): each max's flat position in the input's spatial plane, the first
+    one on ties (a descending arange masked by the maxima, then max, as tinygrad's argmax)."""
+    k_, s_, d_, pads = self._pool_args(kernel_size, stride, dilation, padding, "max_pool2d", False)
+    axis = tuple(range(-len(k_), 0))
+    if ceil_mode: pads = self._ceil_pads(pads, k_, s_, d_)
+    pooled = self.pad(pads, value=self.dtype.min)._pool(k_, s_, d_)
+    out = pooled.max(axis)
+    if not return_indices: return out
+    sp = self.shape[-len(k_):]
+    n = _prod(sp)
+    idx = (n - self._arange(n).cast(dtypes.int64)).reshape(sp).pad(pads)._pool(k_, s_, d_)
+    m = pooled.eq(out.reshape(out.shape + (1,) * len(k_)))
+    if self.dtype.is_float: m = m | pooled.isnan()   # a NaN is the max: the index points at one
+    return out, n - (m.where(idx, 0)).max(axis)
+  def max_unpool2d(self, indices: Self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None) -> Self:
+    """The inverse of max_pool2d: each value put at its index of the output's spatial plane, zeros elsewhere. The
+    output size is max_pool2d's input size unless output_size (its trailing dims) says otherwise. Indices become a
+    one-hot against an arange of the output plane (in * out elements per channel: for pooling sizes)."""
+    if not isinstance(indices, OpMixin): _err(TypeError, f"max_unpool2d takes a Tensor of indices, got {type(indices).__name__}")
+    if indices.shape != self.shape: _err(ValueError, f"max_unpool2d: indices {indices.shape} must have the shape of the input {self.shape}")
+    if indices.dtype.is_float or indices.dtype.is_bool: _err(TypeError, f"max_unpool2d: indices must be integers, got {indices.dtype}")
+    k_, s_, d_, pads = self._pool_args(kernel_size, stride, dilation, padding, "max_unpool2d", False)
+    n, sp = len(k_), self.shape[-len(k_):]
+    if output_size is None:
+      output_size = tuple((i - 1) * s - pads[2 * j] - pads[2 * j + 1] + d * (k - 1) + 1
+                          for j, (i, k, s, d) in enumerate(zip(sp[::-1], k_[::-1], s_[::-1], d_[::-1])))[::-1]
+    else:
+      if not isinstance(output_size, (tuple, list)) or len(output_size) < n:
+        _err(ValueError, f"output_size must give the last {n} dims, got {output_size!r}")
+      output_size = _shape(tuple(output_size)[-n:], "output_size")
+    lead, nin, nout = self.shape[:-n], _prod(sp), _prod(output_size)
+    oh = indices.reshape(*lead, nin, 1).eq(self._arange(nout).reshape(1, nout))
+    x = self.reshape(*lead, nin, 1)
+    # max, not sum: overlapping windows may pick one element twice, and PyTorch writes it once
+    return oh.any(-2).where(oh.where(x, self.dtype.min).max(-2), 0).cast(self.dtype).reshape(*lead, *output_size)
+  def conv_transpose2d(self, weight: Self, bias: Self | None = None, groups=1, stride=1, dilation=1, padding=0, output_padding=0) -> Self:
+    """tinygrad's / PyTorch's transposed convolution ((cin, cout/groups, *k) weight, any number of spatial dims): the
+    input strided by zero insertion (reshape, pad, reshape), then conv2d with the flipped, transposed weight and
+    padding d*(k-1) - padding (cut where negative)."""
+    if not isinstance(weight, OpMixin) or not (bias is None or isinstance(bias, OpMixin)):
+      _err(TypeError, "conv_transpose2d takes a weight Tensor and an optional bias Tensor")
+    if weight.ndim < 3 or self.ndim != weight.ndim:
+      _err(ValueError, f"conv_transpose2d needs an input and a weight of equal rank >= 3 (batch, channels, spatial dims), "
+                       f"got {self.shape} and {weight.shape}")
+    HW, n = weight.shape[2:], weight.ndim - 2
+    groups, = _ints(groups, 1, "groups", 1)
+    s_, d_, op_ = _ints(stride, n, "stride", 1), _ints(dilation, n, "dilation", 1), _ints(output_padding, n, "output_padding", 0)
+    p_ = _ints(padding, n, "padding", 0, (1, 2))
+    p_ = tuple(zip(p_, p_)) if len(p_) == n else tuple((p_[2 * (n - 1 - i)], p_[2 * (n - 1 - i) + 1]) for i in range(n))
+    if any(o >= s and o >= d for o, s, d in zip(op_, s_, d_)):
+      _err(ValueError, f"output padding must be smaller than either stride or dilation, got output_padding={output_padding}, "
+                       f"stride={stride}, dilation={dilation}")
+    if self.shape[1] != weight.shape[0] or weight.shape[0] % groups:
+      _err(ValueError, f"input {self.shape} does not match weight {weight.shape} with groups={groups}")
+    sp = [self._static(2 + i, "conv_transpose2d") for i in range(n)]
+    if any((o := (i - 1) * s - pb - pa + d * (k - 1) + op + 1) <= 0 for i, s, (pb, pa), d, k, op in zip(sp, s_, p_, d_, HW, op_)):
+      _err(ValueError, f"conv_transpose2d: the output of input {self.shape} with weight {weight.shape} and padding={padding} would be empty")
+    w = weight.reshape(groups, weight.shape[0] // groups, *weight.shape[1:]).transpose(1, 2).flip(*range(3, weight.ndim + 1))
+    w, x = w.reshape(groups * weight.shape[1], weight.shape[0] // groups, *HW), self
+    if any(s > 1 for s in s_):   # (k) -> (k, 1) -> pad (k, s) -> (k*s) -> cut the trailing s-1 zeros
+      x = x.reshape(*x.shape[:2], *[v for k in sp for v in (k, 1)]).pad((None, None, *[v for s in s_ for v in (None, (0, s - 1))]))
+      x = x.reshape(*x.shape[:2], *[k * s for k, s in zip(sp, s_)]).shrink((None, None, *[(0, k * s - s + 1) for k, s in zip(sp, s_)]))
+    x = x.pad((None, None, *[((k - 1) * d - pb, (k - 1) * d - pa + op) for k, d, (pb, pa), op in zip(HW, d_, p_, op_)]))
+    return x.conv2d(w, bias, groups=groups, dilation=d_)
+  def interpolate(self, size, mode: str = "linear", align_corners: bool = False) -> Self:
+    """Resize the last len(size) dims (tinygrad's; PyTorch's index rules). linear (also named bilinear / trilinear for 2 /
+    3 dims) blends the two neighbours of each source position, nearest picks floor(j*in/out), nearest-exact
+    floor((j+0.5)*in/out). Source positions are exact integer arithmetic on aranges; the neighbours are picked by a
+    one-hot (out, in) mask and a max over in, which is exact for any value but costs out*in per element: it suits
+    image-sized resizes, not a general gather."""
+    modes = {"linear": None, "bilinear": 2, "trilinear": 3, "nearest": None, "nearest-exact": None}
+    if mode not in modes: _err(ValueError, f"interpolate: mode must be one of {', '.join(modes)}, got {mode!r}")
+    if not isinstance(size, (tuple, list)) or not 0 < len(size) <= self.ndim or not all(_isint(s) and s > 0 for s in size):
+      _err(ValueError, f"interpolate: size must be a tuple of 1 to {self.ndim} positive ints, got {size!r}")
+    if modes[mode] is not None and len(size) != modes[mode]:
+      _err(ValueError, f"interpolate: {mode} resizes {modes[mode]} dims, got size={tuple(size)}")
+    if align_corners and mode.startswith("nearest"):
+      _err(ValueError, "align_corners option can only be set with the interpolating modes: linear | bilinear | trilinear")
+    x = self
+    for d in range(self.ndim - len(size), self.ndim):
+      nin, nout = x._static(d, "interpolate"), int(size[d - self.ndim])
+      if nin == nout: continue
+      j, k = self._arange(nout), self._arange(nin)
+      if 4 * nin * nout >= 1 << 31: j, k = j.cast(dtypes.int64), k.cast(dtypes.int64)
+      # the source position of output j is num/den: lo = num // den, and p = num/den - lo the weight of lo's neighbour
+      if mode == "nearest": num, den = j * nin, nout
+      elif mode == "nearest-exact": num, den = (j * 2 + 1) * nin, 2 * nout
+      elif align_corners: num, den = j * (nin - 1), max(nout - 1, 1)
+      else: num, den = ((j * 2 + 1) * nin - nout).maximum(0), 2 * nout
+      lo = num.idiv(den)
+      pick = lambda i: x._pick(d, k.reshape(1, nin).eq(i.reshape(nout, 1)))
+      if mode.startswith("nearest"): x = pick(lo); continue
+      p = ((num - lo * den).cast(dtypes.float32) / den).reshape((nout,) + (1,) * (self.ndim - 1 - d))
+      x0, x1 = pick(lo)._fl(), pick((lo + 1).minimum(nin - 1))._fl()
+      x = (x0 * (1 - p) + x1 * p).cast(self.dtype)
+    return x
+  def _pick(self, d: int, oh: Self) -> Self:
+    """Along dim d, output j takes the element k where the bool mask oh (out, in) is set (exactly one k per j)."""
+    x = self.unsqueeze(d)
+    oh = oh.reshape(oh.shape + (1,) * (self.ndim - 1 - d))
+    return oh.where(x, self.dtype.min).max(d + 1)
+  @staticmethod
+  def einsum(formula: str, *operands, dtype=None):
+    """tinygrad's einsum: each operand permuted to sorted letter order and broadcast over all letters, multiplied,
+    summed over the letters not in the output. "..." stands for the leading dims; a letter repeated in one operand
+    takes its diagonal; without "->" the output is the letters used once, sorted (numpy's rule)."""
+    xs = tuple(operands[0]) if len(operands) == 1 and isinstance(operands[0], (tuple, list)) else operands
+    if not isinstance(formula, str): _err(TypeError, f"einsum takes a formula string, got {type(formula).__name__}")
+    if not xs or not all(isinstance(x, OpMixin) for x in xs): _err(TypeError, "einsum takes tensors after the formula")
+    formula = formula.replace(" ", "")
+    lhs, arrow, out = formula.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(xs): _err(ValueError, f"einsum: the formula has {len(inputs)} operands, got {len(xs)} tensors")
+    if "..." in formula:
+      free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in formula]
+      nell = [x.ndim - (len(s) - 3) for s, x in zip(inputs, xs) if "..." in s]
+      if any(e < 0 for e in nell) or max(nell, default=0) > len(free): _err(ValueError, f"einsum: '...' does not fit the operands of {formula!r}")
+      inputs = [s.replace("...", "".join(free[len(free) - (x.ndim - len(s) + 3):])) if "..." in s else s for s, x in zip(inputs, xs)]
+      ell = "".join(free[len(free) - max(nell, default=0):])
+      used = "".join(inputs)
+      out = out.replace("...", ell) if arrow else ell + "".join(sorted(c for c in set(used) if used.count(c) == 1 and c not in ell))
+    elif not arrow: out = "".join(sorted(c for c in set(lhs) if lhs.count(c) == 1 and c.isalpha()))
+    if bad := [c for c in "".join(inputs) + out if not c.isalpha()]: _err(ValueError, f"einsum: invalid subscript {bad[0]!r} in {formula!r}")
+    if len(set(out)) != len(out) or set(out) - set("".join(inputs)):
+      _err(ValueError, f"einsum: output subscripts {out!r} must be distinct letters of the operands")
+    sizes, ys = {}, []
+    for s, x in zip(inputs, xs):
+      if len(s) != x.ndim: _err(ValueError, f"einsum: subscripts {s!r} do not match the {x.ndim} dims of operand {x.shape}")
+      while len(set(s)) < len(s):   # a repeated letter: its two dims moved last, then the diagonal (rows padded by one)
+        c = next(c for c in s if s.count(c) > 1)
+        i, j = s.index(c), s.index(c, s.index(c) + 1)
+        if x.shape[i] != x.shape[j]: _err(ValueError, f"einsum: subscript {c!r} has sizes {x.shape[i]} and {x.shape[j]} in one operand")
+        rest, k = [a for a in range(x.ndim) if a not in (i, j)], x._static(i, "einsum")
+        x = x.permute(*rest, i, j).flatten(-2).pad((0, k)).reshape(*[x.shape[a] for a in rest], k, k + 1).shrink((*[None] * len(rest), None, (0, 1)))
+        x, s = x.reshape(x.shape[:-1]), "".join(s[a] for a in rest) + c
+      for c, n in zip(s, x.shape):
+        if sizes.setdefault(c, n) != n: _err(ValueError, f"einsum: subscript {c!r} has sizes {sizes[c]} and {n}")
+      ys.append((s, x))
+    letters = sorted(sizes)
+    full = tuple(sizes[c] for c in letters)
+    prod = None
+    for s, x in ys:
+      order = sorted(range(len(s)), key=lambda a: s[a])
+      x = x.permute(order).reshape(tuple(sizes[c] if c in s else 1 for c in letters)).expand(full)
+      prod = x if prod is None else prod * x
+    ret = prod.sum(tuple(i for i, c in enumerate(letters) if c not in out), dtype=dtype)
+    kept = [c for c in letters if c in out]
+    return ret.permute(tuple(kept.index(c) for c in out))
+  def scaled_dot_product_attention(self, key: Self, value: Self, attn_mask: Self | None = None, dropout_p: float = 0.0,
+                                   is_causal: bool = False) -> Self:
+    """softmax(q k^T / sqrt(E) + mask) v (tinygrad's): a bool mask keeps where True, a float one is added; is_causal
+    masks key j > query i (top-left aligned, as PyTorch). Dropout acts as dropout() does: only while Tensor.training
+    (tinygrad's rule; PyTorch's function applies dropout_p always)."""
+    if not isinstance(key, OpMixin) or not isinstance(value, OpMixin) or not (attn_mask is None or isinstance(attn_mask, OpMixin)):
+      _err(TypeError, "scaled_dot_product_attention takes key, value (and attn_mask) Tensors")
+    if self.ndim < 2 or key.ndim < 2 or value.ndim < 2: _err(ValueError, f"scaled_dot_product_attention needs (..., L, E) tensors, got {self.shape}")
+    qk = self.matmul(key.transpose(-2, -1), dtype=least_upper_dtype(self.dtype, key.dtype, dtypes.float32)) / math.sqrt(self._static(-1, "attention"))
+    if is_causal:
+      if attn_mask is not None: _err(ValueError, "scaled_dot_product_attention: set attn_mask or is_causal, not both")
+      attn_mask = qk._tri(*qk.shape[-2:], 1).logical_not()
+    if attn_mask is not None: qk = qk + (attn_mask.where(0, -math.inf) if attn_mask.dtype.is_bool else attn_mask)
+    # the softmax's division after the product with value: the row sums then fuse into that contraction (3 kernels, not 4)
+    e = (qk := qk.cast(self.dtype)).sub(qk.max(-1, keepdim=True)).exp()
+    return (e.dropout(dropout_p) @ value) / e.sum(-1, keepdim=True)
+  def layernorm(self, axis=-1, eps: float = 1e-5) -> Self:
+    """Normalized over axis to mean 0 and variance 1 (biased), without the affine part (tinygrad's)."""
+    y = self - self.mean(axis, keepdim=True)
+    return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
+  def batchnorm(self, weight: Self | None, bias: Self | None, mean: Self, invstd: Self, axis=1) -> Self:
+    """(x - mean) * weight * invstd + bias with the statistics laid along axis (tinygrad's: invstd given, not var)."""
+    axes = self._axes(axis)
+    shape = tuple(s if a in axes else 1 for a, s in enumerate(self.shape))
+    for name, t in (("weight", weight), ("bias", bias), ("mean", mean), ("invstd", invstd)):
+      if t is not None and (not isinstance(t, OpMixin) or _prod(t.shape) != _prod(shape)):
+        _err(ValueError, f"batchnorm: {name} must be a Tensor of {_prod(shape)} elements for axis {axis} of {self.shape}, "
+                         f"got {getattr(t, 'shape', t)}")
+    x = self - mean.reshape(shape)
+    if weight is not None: x = x * weight.reshape(shape)
+    ret = x * invstd.reshape(shape)
+    return ret + bias.reshape(shape) if bias is not None else ret
+  def linear(self, weight: Self, bias: Self | None = None) -> Self:
+    """self @ weight + bias with weight (in, out), as tinygrad (PyTorch's F.linear takes (out, in)); a 1-d weight scales."""
+    if not isinstance(weight, OpMixin) or not (bias is None or isinstance(bias, OpMixin)):
+      _err(TypeError, "linear takes a weight Tensor and an optional bias Tensor")
+    x = self * weight if weight.ndim == 1 else self.dot(weight)
+    return x + bias if bias is not None else x
+  def _rand_like(self) -> Self:
+    _err(NotImplementedError, "random numbers come from Tensor's seeded generator (Tensor.manual_seed): a UOp graph cannot draw them")
+  def dropout(self, p: float = 0.5) -> Self:
+    """Zero each element with probability p and scale the rest by 1/(1-p) while Tensor.training; the identity otherwise."""
+    if not isinstance(p, (int, float, np.integer, np.floating)) or not 0 <= p <= 1:
+      _err(ValueError, f"dropout probability has to be between 0 and 1, but got {p!r}")
+    if not getattr(type(self), "training", False) or p == 0: return self
+    if p == 1: return self._full(self.shape, 0, self.dtype)
+    return self._rand_like().ge(p).where(self, 0) / (1.0 - p)
+
 # ---- convolution, tinygrad's formulation: sliding windows by movement ops only (repeat, shrink, reshape, permute),
 # then one multiply-reduce, which uop-optimize recognises as a contraction (packed operands, register-tiled FMAs)
 def _pool(self: OpMixin, k_: tuple[int, ...], stride=1, dilation=1) -> OpMixin:
