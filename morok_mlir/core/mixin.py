@@ -924,9 +924,6 @@ class OpMixin:
     hit = self.eq(v) | self.isnan() if self.dtype.is_float else self.eq(v)
     idx = self._arange(self.shape[d]).reshape(tuple(s if i == d else 1 for i, s in enumerate(self.shape)))
     return v, hit.where(idx, 0)._cumalu(d, Ops.MAX)
-  def _arange(self, n: int) -> Self:
-    """0..n-1 as default ints, as a cumsum of ones: movement and reduces only, so a UOp builds it as a Tensor does."""
-    return self._full((n,), 1, dtypes.default_int)._cumalu(0, Ops.ADD) - 1
   def sort(self, dim: int = -1, descending: bool = False) -> tuple[Self, Self]:
     """Sorted values and their original indices along dim: a bitonic network, O(n log^2 n). Stable (equal keys keep
     their order, also descending, as PyTorch's stable sort), NaN last ascending and first descending (NaN is largest).
@@ -994,15 +991,6 @@ class OpMixin:
   def __rmatmul__(self, x) -> Self: return self.matmul(x, True)
 
   # ---- functional nn: compositions of the ops above, tinygrad's names and signatures (PyTorch's where tinygrad follows it)
-  def _arange(self, n: int) -> Self:
-    """0..n-1 (int32) from constants and movement only, so a UOp builds it as a Tensor does: the sum of its binary
-    digits, digit k the pattern [0]*2^k + [1]*2^k tiled to n. It is elementwise, so it fuses into whatever uses it."""
-    ret = self._full((n,), 0, dtypes.int32)
-    for k in range(max(n - 1, 0).bit_length()):
-      p, r = 1 << k, -(-n // (2 << k))
-      digit = self._full((1,), p, dtypes.int32).pad(((1, 0),)).reshape(2, 1).expand(2, p).reshape(1, 2 * p)
-      ret = ret + digit.expand(r, 2 * p).reshape(r * 2 * p).shrink(((0, n),))
-    return ret
   def _pool_args(self, kernel_size, stride, dilation, padding, what: str, half: bool):
     """Kernel, stride (the kernel's by default), dilation and flat padding (last dim first, as pad takes it) of a pool
     over the last len(kernel_size) dims, checked as PyTorch checks them: padding at most half the (effective) kernel."""
