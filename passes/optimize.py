@@ -134,7 +134,7 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
   body = sum(1 for u in nodes if u.dtype not in (dtypes.index, dtypes.bool, dtypes.void) and u.op is not Ops.CONST)
   work = body * (prod(_size(r) for r in loops) + sum(prod(_size(r) for r in u.src[1:]) * prod(_size(r) for r in _rngs(u) if r in loops)
                                                       for u in nodes if u.op is Ops.REDUCE))
-  if (c := contraction(f)) is not None and 2 * prod(_size(r) for r in rngs) >= MM_MIN_FLOPS:
+  if 2 * prod(_size(r) for r in rngs) >= MM_MIN_FLOPS and (c := contraction(f)) is not None:   # size first: contraction asks Z3
     mr, nr = (6, 2 * vec) if vec <= 8 else (8, 2 * vec)   # 12 (of 16 ymm) / 16 (of 32 zmm) accumulators
     attrs["uop.contraction"] = (mr, nr, 256, mr * 40, vec)
     if threads > 1: attrs["uop.threads"] = threads
