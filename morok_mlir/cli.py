@@ -1,7 +1,7 @@
 """morok-opt: an mlir-opt for the `uop` dialect. Reads MLIR, runs a pipeline mixing our passes and upstream ones,
 prints the result. Every user error is a diagnostic and exit code 1, never an abort."""
 from __future__ import annotations
-import argparse, json, re, sys
+import argparse, json, os, re, sys
 import numpy as np
 from morok_mlir.ir.diagnostics import format_mlir_error
 
@@ -172,6 +172,13 @@ def _read(path: str) -> bytes:
   with open(path, "rb") as f: return f.read(MAX_INPUT + 1)
 
 def main(argv=None) -> int:
+  """morok-opt. A reader that stops early (`| head`) ends it quietly, as it ends other Unix tools."""
+  try: return _run(argv)
+  except BrokenPipeError:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the interpreter's last flush must not fail again
+    return 1
+
+def _run(argv=None) -> int:
   ap = _Parser(prog="morok-opt", description="Run morok-mlir and upstream MLIR passes on MLIR files.", epilog=LIMITS_DOC)
   ap.add_argument("input", nargs="?", default="-", help="input file, or - for stdin")
   ap.add_argument("-o", dest="output", default="-", help="output file")

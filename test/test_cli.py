@@ -320,3 +320,11 @@ def test_deep_graph(tmp_path):
   assert opt(str(f)).returncode == 0
   r = opt(str(f), "-p", PIPELINES[5])
   assert r.returncode == 0 and b"scf.for" in r.stdout, r.stderr[-500:]
+
+def test_reader_that_stops_early_ends_it_quietly():
+  """`morok-opt --list-passes | head -0`: the closed pipe ends it with status 1 and no traceback."""
+  r, w = os.pipe()
+  os.close(r)   # the reader is gone before anything is written
+  p = subprocess.run([sys.executable, "-m", "morok_mlir.cli", "--list-passes"], stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
+  os.close(w)
+  assert "Traceback" not in p.stderr and p.returncode == 1, p.stderr
