@@ -2,14 +2,13 @@
 build, so rangeify's output is small before uop-simplify runs. Bounds come from `uop.range` ends.
 A size (a shape's dim, a divisor, a stride) is an int or, when it is symbolic, an index UOp (see uop.SYM_ATTR)."""
 from __future__ import annotations
-from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.uop import UOp, as_index as sint, attrs   # sint: a size as an index UOp
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core import symbolic
 from morok_mlir.dialects.ops import Ops
 
 def const(v: int, dtype: DType = dtypes.index) -> UOp: return UOp(Ops.CONST, dtype, (), attrs(value=bool(v) if dtype.is_bool else int(v)))
 def cval(u: UOp): return u.attrs["value"] if u.op is Ops.CONST else None
-def sint(x) -> UOp: return x if isinstance(x, UOp) else const(x)
 def smax(x) -> int:
   """The largest value of a size: what a buffer of that size is allocated for."""
   return x if not isinstance(x, UOp) else bounds(x)[1]
