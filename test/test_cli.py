@@ -270,7 +270,7 @@ def test_input_checks_are_linear():
       assert check_input(text) is None
       ts.append(time.perf_counter() - t)
     return min(ts)
-  for make in (lambda k: ("9" * (256 * k) + " ") * 64, lambda k: "()" * (32000 * k), lambda k: ("[" * 200 + "]" * 200) * (80 * k),
+  for make in (lambda k: ("9" * (64 * k) + " ") * 256, lambda k: "()" * (32000 * k), lambda k: ("[" * 200 + "]" * 200) * (80 * k),
                lambda k: (A("d0 + " * 500 + "d0") + "\n") * (8 * k)):
     small, big = best(make(16)), best(make(64))
     assert big < 8 * small + 0.02, (make(1)[:50], small, big)
