@@ -10,7 +10,7 @@ from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _cv, _dtype, _prod, _shape, _err
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
 from morok_mlir.ir.emit import buffer_data
-from morok_mlir.realize import new_buffer, realize as _realize
+from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
 
 _KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
 def _device(name) -> str:
@@ -230,8 +230,8 @@ class Tensor(OpMixin):
     """64 random bits (uint64) per element of shape: threefry of counters drawn .. drawn + n - 1 under the seed."""
     n = _prod(shape)
     if n >= 1 << 31: _err(ValueError, f"random tensors of 2^31 or more elements are not supported, got {shape}")
-    with _RNG.lock: key, start, _RNG.drawn = _RNG.seed, _RNG.drawn, (_RNG.drawn + n) % (1 << 64)
-    k, c0 = (Tensor(np.array(v, np.uint64), device=device) for v in (key, start))
+    kc = Tensor(Tensor._counter_input(n), device=device)
+    k, c0 = kc[0], kc[1]
     # the counter is the flat index, summed from one arange per dim (data, read at a loop counter: affine loads the
     # kernel vectorizes; an arange from movement ops costs index math per binary digit, one split into blocks a gather)
     ctr, stride = c0.reshape((1,) * len(shape)), n
@@ -241,6 +241,13 @@ class Tensor(OpMixin):
         tuple(size if j == d else 1 for j in range(len(shape)))) * stride
     ctr = ctr.expand(shape)
     return ctr._op(Ops.THREEFRY, shape, dtypes.uint64, (k.reshape((1,) * len(shape)).expand(shape),))
+  @staticmethod
+  def _counter_input(n: int) -> UOp:
+    """The generator's (key, first counter) as a uint64 input buffer, n values drawn (a TinyJit replay draws anew)."""
+    with _RNG.lock: key, start, _RNG.drawn = _RNG.seed, _RNG.drawn, (_RNG.drawn + n) % (1 << 64)
+    u = new_buffer(np.array([key, start], np.uint64), _loc())
+    if (rec := _capture.rec) is not None: rec.random(u, n)
+    return u
   @staticmethod
   def rand(*shape, dtype=None, device=None, requires_grad=None, contiguous=None) -> Tensor:
     """Uniform in [0, 1): the top mantissa-many random bits under the exponent of 1.0, minus 1 (exact: never 1.0)."""
