@@ -119,7 +119,7 @@ class _Plan:
         if b in table: return (kind, *table[b]) if kind == "out" else (kind, table[b])
       return ("const", u)
     p.execs = [_Exec(e.sched, e.device, [where(u) for u in e.srcs], e.shapes, e.locs) for e in rec.execs]
-    p.rebinds = [(t, rec.made.get(id(_buffer(u1)))) for t, _, u1 in state]
+    p.rebinds = [(t, rec.made.get(id(_buffer(u1)))) for t, _, u1 in state]   # (tensor, (exec, output))
     if any(kj is None for _, kj in p.rebinds): return None
     p.ret = ret
     p.ret_src = {id(t): where(t.uop) for t in _leaves(ret) if isinstance(t, Tensor)}
@@ -127,28 +127,30 @@ class _Plan:
 
   def replay(self, args: list[Tensor]):
     if any(t.uop.op is not Ops.BUFFER for t in self.state): Tensor.realize(*[t for t in self.state if t.uop.op is not Ops.BUFFER])
-    start = [t.uop for t in self.state]
-    rngs = [Tensor._counter_input(n) for n in self.rng]
-    made: dict[tuple[int, int], UOp] = {}
-    def resolve(src) -> UOp:
-      kind = src[0]
-      if kind == "arg": return args[src[1]].uop
-      if kind == "out": return made[(src[1], src[2])]
-      if kind == "rng": return rngs[src[1]]
-      if kind == "state": return start[src[1]]
-      return src[1]
-    for k, e in enumerate(self.execs):
-      inputs = [resolve(s) for s in e.srcs]
-      bufs = R.run_schedule(e.sched, e.device, inputs)
-      for j in range(e.sched.n_out): made[(k, j)] = R.new_buffer(bufs[e.sched.n_in + j], e.locs[j], shape=e.shapes[j])
-    for t, kj in self.rebinds: t.uop = made[kj]
-    return _rebuild(self.ret, lambda t: _tensor(resolve(self.ret_src[id(t)]), t))
+    live = {"arg": [buffer_data(t.uop) for t in args], "state": [buffer_data(t.uop) for t in self.state],
+            "rng": [buffer_data(Tensor._counter_input(n)) for n in self.rng]}
+    made: list[list[Buffer]] = []
+    def resolve(src) -> Buffer:
+      return made[src[1]][src[2]] if src[0] == "out" else buffer_data(src[1]) if src[0] == "const" else live[src[0]][src[1]]
+    for e in self.execs:
+      # only constants keep their UOp: what a program derives from them (packed weights) stays valid across replays
+      ins = [b if (b := resolve(s)).device == e.device else R.on_device(b, e.device) for s in e.srcs]
+      bufs = R.run_buffers(e.sched, e.device, ins, [s[1] if s[0] == "const" else None for s in e.srcs])
+      made.append(bufs[e.sched.n_in:])
+    uops: dict = {}
+    def uop(src) -> UOp:   # a buffer UOp for each output a tensor holds, made once
+      if src[0] == "rng": return R.new_buffer(live["rng"][src[1]], None, shape=(2,))
+      if src[0] != "out": return src[1] if src[0] == "const" else {"arg": args, "state": self.state}[src[0]][src[1]].uop
+      if (u := uops.get(src)) is None: u = uops[src] = R.new_buffer(made[src[1]][src[2]], self.execs[src[1]].locs[src[2]], shape=self.execs[src[1]].shapes[src[2]])
+      return u
+    for t, (k, j) in self.rebinds: t.uop = uop(("out", k, j))
+    return _rebuild(self.ret, lambda t: _tensor(uop(self.ret_src[id(t)]), t))
 
 def _tensor(u: UOp, like: Tensor) -> Tensor:
-  """A fresh Tensor holding buffer u with like's shape (a realized buffer UOp has it already, one viewed is reshaped)."""
+  """A fresh Tensor holding buffer u (of like's shape: the recorded call returned like realized, a buffer UOp)."""
   t = object.__new__(Tensor)
   t.uop, t.device, t.requires_grad = u, like.device, None
-  return t if u.shape == like.shape else t.reshape(like.shape)
+  return t
 
 def _rebuild(x, f):
   if isinstance(x, Tensor): return f(x)

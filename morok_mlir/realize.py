@@ -180,11 +180,17 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
 def run_schedule(sched: Schedule, device: str, inputs: list[UOp | None], vals=(), outs: list[UOp] = ()) -> list[Buffer]:
   """Run a compiled schedule on the buffers of `inputs` (graph input UOps; None: the symbolic sizes' values, `vals`) and
   fresh buffers for its outputs and intermediates; returns the inputs' and outputs' buffers (intermediates are freed)."""
-  n_in, n_out = sched.n_in, sched.n_out
   try:
     bufs = [b if (b := buffer_data(u)).device == device else on_device(b, device) for u in inputs if u is not None]
     if vals: bufs.append(Buffer(device, len(vals), dtypes.int64).copyin(np.array(vals, np.int64)))
-    bufs += [Buffer(device, b.size, b.dtype.base).allocate() for b in sched.buffer_types[n_in:]]
+  except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
+  return run_buffers(sched, device, bufs, inputs, outs)
+
+def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[UOp | None], outs: list[UOp] = ()) -> list[Buffer]:
+  """run_schedule on input Buffers already on device; inputs[i]: the UOp whose immutable contents bufs[i] holds (a
+  program may keep what it derives from them, e.g. packed weights), or None."""
+  n_in, n_out = sched.n_in, sched.n_out
+  try: bufs = bufs + [Buffer(device, b.size, b.dtype.base).allocate() for b in sched.buffer_types[n_in:]]
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
   dt_sum = 0.0
   for it in sched.items:
