@@ -3,3 +3,4 @@ from morok_mlir.core.dtype import dtypes, DType
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.uop import Variable
 from morok_mlir.device import Device
+no_grad = Tensor.test   # PyTorch's torch.no_grad(): a context manager and decorator

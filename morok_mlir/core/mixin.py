@@ -832,7 +832,8 @@ class OpMixin:
     out = kept if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
     if self.dtype.is_bool and op is not Ops.ADD: return self.cast(dtypes.uint8)._reduce(op, axis, keepdim).cast(dtypes.bool)  # no i1 ordering
     if not axes: return self.reshape(out)
-    if 0 in self.shape and 0 not in kept: return self._full(out, REDUCE_IDENTITY[op](self.dtype), self.dtype)  # empty reduce
+    if 0 in self.shape and 0 not in kept:   # empty reduce: the identity, from self's (empty) elements so that gradients reach self
+      return self.reshape(-1).pad(((0, 1),), value=REDUCE_IDENTITY[op](self.dtype)).reshape((1,) * len(out)).expand(out)
     return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes).reshape(out)
   def sum(self, axis=None, keepdim=False, dtype=None) -> Self:
     ret = self.cast(dtype or _sum_acc(self.dtype))._reduce(Ops.ADD, axis, keepdim)
