@@ -114,7 +114,7 @@ def test_binary_crossentropy(): fd_check(lambda x: x.binary_crossentropy_logits(
 def test_gather(dim):
   idx = np.random.default_rng(5).integers(0, A.shape[dim], (2, 3) if dim == 0 else (3, 3))
   fd_check(lambda x: x.gather(dim, Tensor(idx.astype(np.int32))), A)
-def test_gather_repeated_and_out_of_range():
+def test_gather_repeated_and_out_of_range():   # the gradient is a scatter-add
   x = Tensor(A, requires_grad=True)
   idx = np.array([[0, 0, 3, 9], [1, 1, 1, -1], [2, 2, 0, 0]], np.int32)   # 9 and -1 are outside the axis: read 0, get 0
   x.gather(1, Tensor(idx)).sum().backward()
@@ -341,3 +341,24 @@ def test_mlp_step_kernels():
     dz = (p - y) / 16; da = dz @ w2_.T; dh = da * (h > 0)
     ref = [w1_ - 0.5 * x.T @ dh, b1_ - 0.5 * dh.sum(0), w2_ - 0.5 * a.T @ dz, b2_ - 0.5 * dz.sum(0)]
   for p, r in zip(params, ref): np.testing.assert_allclose(p.numpy(), r, rtol=1e-4, atol=1e-5)
+
+# ---- scatter
+IDX = np.array([[0, 2, 2, 1], [1, 1, 0, 0]], np.int32)   # duplicates along dim 0's target rows
+@pytest.mark.parametrize("reduce", ["sum", "amax", "amin", "mean"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(reduce, include_self):
+  fd_check(lambda a, s: a.scatter_reduce(0, Tensor(IDX), s, reduce, include_self=include_self), A, rnd(2, 4, seed=7))
+def test_scatter_add_and_store():
+  fd_check(lambda a, s: a.scatter(1, Tensor(np.array([[0, 3], [1, 1], [2, 0]], np.int32)), s, reduce="add"), A, rnd(3, 2, seed=8))
+  a, s = Tensor(A, requires_grad=True), Tensor(rnd(1, 4, seed=9), requires_grad=True)
+  (a.scatter(0, Tensor(np.array([[2, 0, 1, 2]], np.int32)), s) * Tensor(B)).sum().backward()
+  ref = B.copy(); ref[[2, 0, 1, 2], [0, 1, 2, 3]] = 0   # overwritten elements take no gradient
+  np.testing.assert_allclose(a.grad.numpy(), ref)
+  np.testing.assert_allclose(s.grad.numpy(), B[[2, 0, 1, 2], [0, 1, 2, 3]][None])
+def test_scatter_max_ties():
+  a, s = Tensor([[1.0, 5.0]], requires_grad=True), Tensor([[1.0, 2.0], [1.0, 5.0]], requires_grad=True)
+  a.scatter_reduce(0, Tensor([[0, 0], [0, 0]]), s, "amax").sum().backward()
+  np.testing.assert_allclose(a.grad.numpy(), [[1 / 3, 0.5]]); np.testing.assert_allclose(s.grad.numpy(), [[1 / 3, 0], [1 / 3, 0.5]])
+def test_scatter_prod_has_no_gradient():
+  a = Tensor(A, requires_grad=True)
+  with pytest.raises(RuntimeError, match="no gradient for scatter"): a.scatter(0, Tensor(IDX[:, :1]), 2.0, reduce="multiply").sum().backward()

@@ -25,14 +25,20 @@ def _reduce_grad(ctx: UOp, ret: UOp) -> tuple:
       return (bc(ctx) * nz.eq(0).where(bc(ret) / zero.where(1, x), (nz.eq(1) & zero).where(rest, 0)),)
 
 def _gather_grad(ctx: UOp, ret: UOp) -> tuple:
-  """The gradient of a gather is a scatter-add: each index's gradient summed into its row, written as a one-hot product
-  (O(index elements x rows)); rows no index names, and indices outside the axis, get 0."""
+  """The gradient of a gather is a scatter-add of ctx into zeros: O(source + index); indices outside the axis add nothing."""
   x, idx, d = ret.src[0], ret.src[1], ret.attrs["axis"]
-  n = x.shape[d]
-  oh = idx.reshape(idx.shape + (1,)).eq(idx._arange(n).cast(idx.dtype).reshape((1,) * idx.ndim + (n,)))
-  g = (ctx.reshape(ctx.shape + (1,)) * oh.cast(ctx.dtype)).sum(d, keepdim=True).cast(ctx.dtype)   # (..., 1 at d, ..., n)
-  g = g.permute(*range(d), idx.ndim, *range(d + 1, idx.ndim), d).reshape(idx.shape[:d] + (n,) + idx.shape[d + 1:])
-  return (g.pad(tuple((0, 0) if j == d else (0, s - t) for j, (s, t) in enumerate(zip(x.shape, idx.shape)))), None)
+  return x._full(x.shape, 0, ctx.dtype)._scatter(d, idx, ctx, "add"), None
+
+def _scatter_grad(ctx: UOp, ret: UOp) -> tuple | None:
+  """store: the overwritten elements of a take no gradient, each src element its target's (PyTorch's, duplicates
+  included); add: both take ctx; max/min: the elements equal to the result share its gradient equally (PyTorch's amax)."""
+  a, idx, src, d, op = *ret.src, ret.attrs["axis"], ret.attrs["op"]
+  if op == "store": return a._full(a.shape, False, dtypes.bool)._scatter(d, idx, True, "store").where(0, ctx), None, ctx.gather(d, idx)
+  if op == "add": return ctx, None, ctx.gather(d, idx)
+  if op not in ("max", "min"): return None
+  ma, ms = a.eq(ret).cast(ctx.dtype), src.eq(ret.gather(d, idx)).cast(ctx.dtype)
+  share = ctx / ma._scatter(d, idx, ms, "add")
+  return ma * share, None, ms * share.gather(d, idx)
 
 def _max_grad(ctx: UOp, a: UOp, b: UOp, ab: UOp, ba: UOp) -> tuple:
   """max/min: the gradient goes to the operand that wins, half to each on a tie (tinygrad's); ab: a wins, ba: b wins."""
@@ -66,6 +72,7 @@ pm_gradient = PatternMatcher([
   (UPat((Ops.TRUNC, Ops.BITCAST)), lambda ctx: (None,)),
   (UPat(Ops.REDUCE_AXIS, name="ret"), _reduce_grad),
   (UPat(Ops.GATHER, name="ret"), _gather_grad),
+  (UPat(Ops.SCATTER, name="ret"), _scatter_grad),
   (UPat(Ops.RESHAPE, name="ret"), lambda ctx, ret: (ctx.reshape(ret.src[0].shape),)),
   (UPat(Ops.EXPAND, name="ret"), lambda ctx, ret: (ctx.sum(tuple(i for i, (si, so) in enumerate(zip(ret.src[0].shape, ret.shape))
                                                                  if si != so), keepdim=True).cast(ctx.dtype),)),

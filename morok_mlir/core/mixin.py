@@ -857,7 +857,8 @@ class OpMixin:
     out = base._scatter(d, index, src, op)
     if reduce != "mean": return out
     n = self._full(self.shape, int(include_self), dtypes.int32)._scatter(d, index, 1, "add")
-    q = out.div(n.cast(self.dtype)) if self.dtype.is_float else out.floordiv(n.maximum(1).cast(self.dtype))
+    m = n.maximum(1).cast(self.dtype)   # 0 only where the where below keeps self: no 0/0, in values or in gradients
+    q = out.div(m) if self.dtype.is_float else out.floordiv(m)
     return q if include_self else n.eq(0).where(self, q)
 
   # ---- reductions and matmul
