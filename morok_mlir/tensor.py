@@ -252,9 +252,10 @@ class Tensor(OpMixin):
     if (name := SYM_ATTR.get(_op)) is not None: kw[name], dyn = split_sym(kw[name])
     t.uop = UOp(_op, dtype or self.dtype, (self.uop,) + tuple(s.uop for s in src) + dyn, attrs(**kw) if kw else (), _loc())
     t.device, t.grad = self.device, None
-    rg = [x._requires_grad for x in (self,) + tuple(src)]
-    t._requires_grad = True if True in rg else None if None in rg else False
-    if Tensor.no_grad: t._requires_grad, t.uop = False, t.uop if True not in rg else UOp(Ops.DETACH, t.uop.dtype, (t.uop,), (), t.uop.loc)
+    rg = self._requires_grad   # True if a source requires grad, else None if one is unset, else False (tinygrad's)
+    if src: rg = True if True in (rgs := [rg, *(x._requires_grad for x in src)]) else None if None in rgs else False
+    t._requires_grad = rg
+    if Tensor.no_grad: t._requires_grad, t.uop = False, t.uop if rg is not True else UOp(Ops.DETACH, t.uop.dtype, (t.uop,), (), t.uop.loc)
     return t
 
   # ---- creation

@@ -362,3 +362,11 @@ def test_scatter_max_ties():
 def test_scatter_prod_has_no_gradient():
   a = Tensor(A, requires_grad=True)
   with pytest.raises(RuntimeError, match="no gradient for scatter"): a.scatter(0, Tensor(IDX[:, :1]), 2.0, reduce="multiply").sum().backward()
+
+def test_backward_through_gpu_lowering():
+  """A backward graph (matmul, relu, softmax, gather's scatter-add) through uop-lower-gpu, emulated on the CPU."""
+  from morok_mlir.device.gpu_emulator import emulate
+  x, w = Tensor(rnd(4, 6).astype(np.float32), requires_grad=True), Tensor(rnd(6, 5, seed=3).astype(np.float32), requires_grad=True)
+  loss = (x @ w).relu().log_softmax(1).gather(1, Tensor(np.array([[0], [4], [2], [2]], np.int32))).sum()
+  gx, gw = loss.gradient(x, w)
+  for got, g in zip(emulate([gx.lazydata, gw.lazydata]), (gx, gw)): np.testing.assert_allclose(got, g.numpy(), rtol=1e-5, atol=1e-6)
