@@ -92,9 +92,9 @@ _rng = np.random.default_rng(0)
 _leaves: dict[int, weakref.ref] = {}
 # a realized tensor that requires grad keeps the graph it came from, so a backward through it reaches its inputs
 _realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
-def _graph(u: UOp) -> UOp:
-  """u with realized values that require grad replaced by the graphs they came from (again inside those)."""
-  while m := {v: g for v in u.toposort if (g := _realized.get(v)) is not None}: u = u.substitute(m)
+def _graph(u: UOp, keep=frozenset()) -> UOp:
+  """u with realized values that require grad (but those in keep) replaced by the graphs they came from, again inside those."""
+  while m := {v: g for v in u.toposort if v not in keep and (g := _realized.get(v)) is not None}: u = u.substitute(m)
   return u
 
 # ---------------------------------------------------------------- Tensor
@@ -164,7 +164,7 @@ class Tensor(OpMixin):
       _err(RuntimeError, f"gradient must be a Tensor of shape {self.shape}, got {getattr(gradient, 'shape', type(gradient).__name__)}")
     if not (self.dtype.is_float and all(t.dtype.is_float for t in targets)):
       _err(RuntimeError, f"only float tensors have gradients, got {self.dtype} and {', '.join(str(t.dtype) for t in targets)}")
-    grads = compute_gradient(_graph(self.uop), gradient.cast(self.dtype).uop, {t.uop for t in targets})
+    grads = compute_gradient(_graph(self.uop, tu := {t.uop for t in targets}), gradient.cast(self.dtype).uop, tu)
     ret = []
     for t in targets:
       if (g := grads.get(t.uop)) is None:

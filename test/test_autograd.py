@@ -273,6 +273,7 @@ def test_backward_after_realize():
   assert loss.item() == 15
   loss.backward()
   assert x.grad.tolist() == [6, 12]
+  assert loss.gradient(h)[0].tolist() == [3, 3] and loss.gradient(x)[0].tolist() == [6, 12]
 def test_only_reached_leaves_get_grad():
   x, z = Tensor([1.0], requires_grad=True), Tensor([1.0], requires_grad=True)
   (x * 2).sum().backward()
@@ -370,3 +371,11 @@ def test_backward_through_gpu_lowering():
   loss = (x @ w).relu().log_softmax(1).gather(1, Tensor(np.array([[0], [4], [2], [2]], np.int32))).sum()
   gx, gw = loss.gradient(x, w)
   for got, g in zip(emulate([gx.lazydata, gw.lazydata]), (gx, gw)): np.testing.assert_allclose(got, g.numpy(), rtol=1e-5, atol=1e-6)
+
+def test_symbolic_sizes():
+  from morok_mlir import Variable
+  v = Variable("n", 1, 64)
+  x, y = Tensor(A, requires_grad=True), Tensor(rnd(37, 2), requires_grad=True)
+  (x.shrink(((0, v.bind(2)), None)).exp().sum() + (y.reshape(v.bind(37), 2) ** 2).sum(0).max()).backward()
+  np.testing.assert_allclose(x.grad.numpy(), np.exp(A) * (np.arange(3) < 2)[:, None])
+  yn = (y.numpy() ** 2).sum(0); np.testing.assert_allclose(y.grad.numpy(), 2 * y.numpy() * (yn == yn.max()))
