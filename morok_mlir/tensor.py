@@ -152,7 +152,8 @@ class Tensor(OpMixin):
     return self
   def detach(self) -> Tensor:
     """The same value, cut from the gradient graph."""
-    return Tensor(self.uop if self.uop.op is Ops.DETACH else UOp(Ops.DETACH, self.dtype, (self.uop,), (), _loc()), device=self.device, requires_grad=False)
+    u = self.uop if self.uop.op is Ops.DETACH else UOp(Ops.DETACH, self.dtype, (self.uop,), (), _loc())
+    return Tensor(u, device=self.device, requires_grad=False)
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """The gradients of self with respect to targets, as lazy tensors (tinygrad's: .grad is not touched). gradient: the
     seed, of self's shape (1 for a scalar). A target self does not depend on raises unless materialize_grads (zeros)."""

@@ -81,7 +81,8 @@ def test_load_state_dict():
   assert b.l1.bias.tolist() == [1, 2, 3]
   raises_here(ValueError, lambda: load_state_dict(b, {**sd, "l1.bias": Tensor([1.0])}), "shape mismatch")
 def test_safetensors_roundtrip(tmp_path):
-  ts = {"a": Tensor(rnd(2, 3)), "b": Tensor(np.arange(5, dtype=np.int32)), "c": Tensor(rnd(4).astype(np.float16)), "e": Tensor(np.zeros((0, 2), np.float32))}
+  ts = {"a": Tensor(rnd(2, 3)), "b": Tensor(np.arange(5, dtype=np.int32)), "c": Tensor(rnd(4).astype(np.float16)),
+        "e": Tensor(np.zeros((0, 2), np.float32))}
   safe_save(ts, fn := str(tmp_path / "m.safetensors"), {"note": "x"})
   back = safe_load(fn)
   assert set(back) == set(ts)
@@ -119,7 +120,8 @@ def adam_ref(lr, b1=0.9, b2=0.999, eps=1e-8, wd=0.0, steps=4):
     m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
     p = p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
   return p
-@pytest.mark.parametrize("kw", [{}, {"momentum": 0.9}, {"momentum": 0.9, "nesterov": True}, {"momentum": 0.5, "weight_decay": 0.1}, {"weight_decay": 0.3}])
+@pytest.mark.parametrize("kw", [{}, {"momentum": 0.9}, {"momentum": 0.9, "nesterov": True}, {"momentum": 0.5, "weight_decay": 0.1},
+                                {"weight_decay": 0.3}])
 def test_sgd(kw):
   ref = sgd_ref(0.1, kw.get("momentum", 0.0), kw.get("weight_decay", 0.0), kw.get("nesterov", False))
   np.testing.assert_allclose(run(lambda ps: SGD(ps, lr=0.1, **kw)), ref, rtol=1e-6, atol=1e-6)

@@ -78,7 +78,8 @@ pm_gradient = PatternMatcher([
                                                                  if si != so), keepdim=True).cast(ctx.dtype),)),
   (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (ctx.permute(_argsort(ret.attrs["order"])),)),
   (UPat(Ops.FLIP, name="ret"), lambda ctx, ret: (ctx.flip(ret.attrs["axes"]),)),
-  (UPat(Ops.PAD, name="ret"), lambda ctx, ret: (ctx.shrink(tuple((b, sadd(b, s)) for s, (b, _) in zip(ret.src[0].shape, _pairs(sym_attr(ret, "padding"))))),)),
+  (UPat(Ops.PAD, name="ret"), lambda ctx, ret: (ctx.shrink(tuple((b, sadd(b, s)) for s, (b, _) in
+                                                                 zip(ret.src[0].shape, _pairs(sym_attr(ret, "padding"))))),)),
   (UPat(Ops.SHRINK, name="ret"), lambda ctx, ret: (ctx._op(Ops.PAD, ret.src[0].shape, padding=tuple(
     v for s, (b, e) in zip(ret.src[0].shape, _pairs(sym_attr(ret, "bounds"))) for v in (b, ssub(s, e)))),)),
   (UPat((Ops.CONTIGUOUS, Ops.COPY)), lambda ctx: (ctx,)),

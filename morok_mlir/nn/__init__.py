@@ -45,7 +45,8 @@ class Embedding:
     self.vocab_sz, self.embed_sz = vocab_size, embed_size
     self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
   def __call__(self, idx: Tensor) -> Tensor:
-    if not isinstance(idx, Tensor) or not idx.dtype.is_int: _err(TypeError, f"Embedding takes an integer Tensor of ids, got {getattr(idx, 'dtype', idx)!r}")
+    if not isinstance(idx, Tensor) or not idx.dtype.is_int:
+      _err(TypeError, f"Embedding takes an integer Tensor of ids, got {getattr(idx, 'dtype', idx)!r}")
     return self.weight[idx]
 
 class BatchNorm:
