@@ -22,6 +22,7 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import Ops, MOVEMENT, REDUCE_IDENTITY
 from morok_mlir.passes.registry import register, PassError
 from morok_mlir.core import index_math as im
+from morok_mlir.core.threefry import threefry2x32
 
 
 VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work
@@ -171,7 +172,10 @@ class Rangeifier:
       if 0 in [sh[d] for d in a["axes"]]:  # empty reduction: the identity
         return UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[a["op"]](u.dtype)))
       return UOp(Ops.REDUCE, u.dtype, (inner, *rngs), attrs(op=a["op"]), loc=u.loc) if rngs else inner
-    if op in (Ops.DEFINE_VAR, Ops.BIND, Ops.THREEFRY): raise PassError(f"uop-rangeify: '{op}' is not supported yet", u.loc)
+    if op in (Ops.DEFINE_VAR, Ops.BIND): raise PassError(f"uop-rangeify: '{op}' is not supported yet", u.loc)
+    if op is Ops.THREEFRY:
+      if any(x.dtype is not dtypes.uint64 for x in (u, *s)): raise PassError("uop-rangeify: threefry works on uint64 counters and keys", u.loc)
+      return threefry2x32((yield (s[0], idx, gate, False)), (yield (s[1], idx, gate, False)))
     # elementwise: same index into every source
     vals = []
     for x in s: vals.append((yield (x, idx, gate, False)))

@@ -379,3 +379,14 @@ def test_symbolic_sizes():
   (x.shrink(((0, v.bind(2)), None)).exp().sum() + (y.reshape(v.bind(37), 2) ** 2).sum(0).max()).backward()
   np.testing.assert_allclose(x.grad.numpy(), np.exp(A) * (np.arange(3) < 2)[:, None])
   yn = (y.numpy() ** 2).sum(0); np.testing.assert_allclose(y.grad.numpy(), 2 * y.numpy() * (yn == yn.max()))
+
+def test_leaves_are_data():
+  w = Tensor.rand(3, requires_grad=True)   # a lazy random tensor becomes data when it becomes a leaf
+  loss = (w * 2).sum()
+  w.numpy()                                # so realizing it later changes nothing under the loss
+  loss.backward()
+  assert w.grad.tolist() == [2, 2, 2]
+  x = Tensor([1.0], requires_grad=True)
+  y = (x * 3).requires_grad_()             # requires grad through x: stays a graph and takes a grad too
+  (y * y).sum().backward()
+  assert y.grad.tolist() == [6] and x.grad.tolist() == [18]

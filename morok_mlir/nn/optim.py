@@ -7,6 +7,7 @@ from morok_mlir.tensor import Tensor
 
 class Optimizer:
   def __init__(self, params: list[Tensor], lr: float):
+    Tensor.realize(*params)   # lazy parameters (random initialisations) become data in one call, before they become leaves
     for x in params:   # a float parameter given to an optimizer requires grad unless it was set not to; others are buffers
       if x.requires_grad is None and x.dtype.is_float: x.requires_grad = True
     self.params: list[Tensor] = list({id(x): x for x in params if x.requires_grad}.values())
