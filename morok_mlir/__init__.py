@@ -4,3 +4,4 @@ from morok_mlir.tensor import Tensor
 from morok_mlir.core.uop import Variable
 from morok_mlir.device import Device
 from morok_mlir.jit import TinyJit
+no_grad = Tensor.test   # PyTorch's torch.no_grad(): a context manager and decorator

@@ -1,7 +1,7 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import functools, math, sys, threading
+import contextlib, functools, math, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
@@ -9,6 +9,7 @@ from morok_mlir.core.uop import UOp, SHAPE_ATTR, SYM_ATTR, attrs, split_sym, sym
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _cv, _dtype, _prod, _shape, _err
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
+from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.ir.emit import buffer_data
 from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
 
@@ -90,17 +91,27 @@ class _RNG:   # the device generator's state: the seed (threefry key) and the nu
   seed, drawn, lock = 0, 0, threading.Lock()
 _MANTISSA = {dtypes.float16: 10, dtypes.float32: 23, dtypes.float64: 52}   # explicit mantissa bits per float dtype
 
+# tensors the user marked requires_grad=True (by id; weak: a tensor nobody holds takes no gradient), which backward fills
+_leaves: dict[int, weakref.ref] = {}
+# a realized tensor that requires grad keeps the graph it came from, so a backward through it reaches its inputs
+_realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+def _graph(u: UOp, keep=frozenset()) -> UOp:
+  """u with realized values that require grad (but those in keep) replaced by the graphs they came from, again inside those."""
+  while m := {v: g for v in u.toposort if v not in keep and (g := _realized.get(v)) is not None}: u = u.substitute(m)
+  return u
+
 # ---------------------------------------------------------------- Tensor
 class Tensor(OpMixin):
   """A lazy tensor: its graph UOp, its device. The op methods (elementwise, movement, reductions) are OpMixin's,
   shared with UOp; what is Tensor's own is here: data, devices, realization, creation and the user's line."""
-  __slots__ = ("uop", "device", "requires_grad")
+  __slots__ = ("uop", "device", "_requires_grad", "grad", "__weakref__")
   __hash__ = object.__hash__  # == is elementwise
   training = False   # dropout (and attention's dropout_p) act only while True, as tinygrad's Tensor.training
+  no_grad = False    # while True, ops record no gradient path: their results are detached (tinygrad's Tensor.no_grad)
 
   def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None):
     dt = None if dtype is None else _dtype(dtype)
-    self.device, self.requires_grad = _device(device), requires_grad
+    self.device, self._requires_grad, self.grad = _device(device), None, None
     if isinstance(data, UOp): self.uop = data if dt is None or data.dtype == dt else Tensor(data).cast(dt).uop
     elif isinstance(data, Tensor): self.uop = (data if dt is None else data.cast(dt)).uop
     elif isinstance(data, (bool, int, float, np.generic)):
@@ -120,6 +131,75 @@ class Tensor(OpMixin):
         self.uop = _buf(data.astype(dt.np))
     elif data is None: self.uop = _buf(np.empty((0,), dtype=(dt or dtypes.default_float).np))
     else: _err(TypeError, f"cannot make a tensor from {type(data).__name__}")
+    if requires_grad is not None: self.requires_grad = requires_grad
+
+  # ---- autograd (tinygrad's Tensor.gradient and Tensor.backward; gradients are lazy graphs, see core/gradient.py)
+  @property
+  def requires_grad(self) -> bool | None:
+    """True: gradients flow to this tensor and backward() fills its .grad; False: none do; None: unset (tinygrad's).
+    An op's result requires grad when one of its sources does."""
+    return self._requires_grad
+  @requires_grad.setter
+  def requires_grad(self, v: bool | None):
+    if v is not None and not isinstance(v, (bool, np.bool_)): _err(TypeError, f"requires_grad must be a bool or None, got {type(v).__name__}")
+    if v and not self.dtype.is_float: _err(RuntimeError, f"only tensors of floating point dtype can require gradients, got {self.dtype}")
+    if v and id(self) not in _leaves:
+      # a leaf is data: its own node (constants are hash-consed: two zeros(3) are one UOp), which no later realize replaces
+      # under the graphs built from it. A tensor that requires grad through its sources stays a graph (tinygrad's).
+      if self._requires_grad is not True and not _is_data(self.uop):
+        if (cv := self._const_value()) is not None and all(isinstance(s, int) for s in self.shape):
+          self.uop = _buf(np.full(self.shape, cv, self.dtype.np))
+        else: self.realize()
+      _leaves[id(self)] = weakref.ref(self, lambda r, k=id(self): _leaves.pop(k, None) if _leaves.get(k) is r else None)
+    self._requires_grad = None if v is None else bool(v)
+  def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    self.requires_grad = requires_grad
+    return self
+  def detach(self) -> Tensor:
+    """The same value, cut from the gradient graph."""
+    u = self.uop if self.uop.op is Ops.DETACH else UOp(Ops.DETACH, self.dtype, (self.uop,), (), _loc())
+    return Tensor(u, device=self.device, requires_grad=False)
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
+    """The gradients of self with respect to targets, as lazy tensors (tinygrad's: .grad is not touched). gradient: the
+    seed, of self's shape (1 for a scalar). A target self does not depend on raises unless materialize_grads (zeros)."""
+    if not all(isinstance(t, Tensor) for t in targets): _err(TypeError, "gradient() takes Tensors as targets")
+    if gradient is None:
+      if self.shape != (): _err(RuntimeError, f"grad can be implicitly created only for scalar outputs, got shape {self.shape}: pass gradient=")
+      gradient = Tensor(1.0, self.dtype, device=self.device)
+    elif not isinstance(gradient, Tensor) or gradient.shape != self.shape:
+      _err(RuntimeError, f"gradient must be a Tensor of shape {self.shape}, got {getattr(gradient, 'shape', type(gradient).__name__)}")
+    if not (self.dtype.is_float and all(t.dtype.is_float for t in targets)):
+      _err(RuntimeError, f"only float tensors have gradients, got {self.dtype} and {', '.join(str(t.dtype) for t in targets)}")
+    grads = compute_gradient(_graph(self.uop, tu := {t.uop for t in targets}), gradient.cast(self.dtype).uop, tu)
+    ret = []
+    for t in targets:
+      if (g := grads.get(t.uop)) is None:
+        if not materialize_grads: _err(RuntimeError, f"a target {t.shape} {t.dtype} is not part of the graph of this tensor")
+        g = Tensor.zeros(t.shape, dtype=t.dtype, device=t.device).uop
+      ret.append(Tensor(g, device=t.device))
+    return ret
+  def backward(self, gradient: Tensor | None = None) -> Tensor:
+    """Accumulate d self / d t into t.grad for every tensor t marked requires_grad=True that self depends on."""
+    root = _graph(self.uop)
+    in_graph = set(root.toposort)
+    leaves = [t for r in list(_leaves.values()) if (t := r()) is not None and t._requires_grad and t.uop in in_graph]
+    if self._requires_grad is False or not leaves:
+      _err(RuntimeError, "backward() of a tensor that does not require grad: no tensor it depends on has requires_grad=True")
+    for t, g in zip(leaves, self.gradient(*leaves, gradient=gradient, materialize_grads=True)):
+      if t.grad is None: t.grad = g
+      else: t.grad.assign(t.grad + g)
+    return self
+
+  class train(contextlib.ContextDecorator):
+    """Sets Tensor.training (dropout acts) inside the block: `with Tensor.train():`, or as a decorator."""
+    def __init__(self, mode: bool = True): self.mode = mode
+    def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode
+    def __exit__(self, *exc): Tensor.training = self.prev
+  class test(contextlib.ContextDecorator):
+    """Sets Tensor.no_grad inside the block (tinygrad's name; morok_mlir.no_grad() is PyTorch's)."""
+    def __init__(self, mode: bool = True): self.mode = mode
+    def __enter__(self): self.prev, Tensor.no_grad = Tensor.no_grad, self.mode
+    def __exit__(self, *exc): Tensor.no_grad = self.prev
 
   # ---- properties
   @property
@@ -153,6 +233,7 @@ class Tensor(OpMixin):
       for (u, ts), out in zip(todo.items(), outs):
         if out.size != sym_val(u.size) or out.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
         b = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it
+        if any(t._requires_grad and id(t) not in _leaves for t in ts): _realized[b] = u
         for t in ts: t.uop = b
     return self
   def numpy(self) -> np.ndarray:
@@ -167,7 +248,7 @@ class Tensor(OpMixin):
   # ---- graph building (OpMixin's primitives)
   @property
   def _node(self) -> UOp: return self.uop
-  def _const(self, value, dtype: DType | None = None) -> Tensor: return Tensor(value, dtype, device=self.device)
+  def _const(self, value, dtype: DType | None = None) -> Tensor: return Tensor(value, dtype, device=self.device, requires_grad=False)
   def _op(self, _op: Ops, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
     if src and any(s.device != self.device for s in src):
       _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({self.device, *(s.device for s in src)}))}")
@@ -176,7 +257,11 @@ class Tensor(OpMixin):
     dyn = ()   # symbolic sizes are sources after the tensor operand (see uop.SYM_ATTR)
     if (name := SYM_ATTR.get(_op)) is not None: kw[name], dyn = split_sym(kw[name])
     t.uop = UOp(_op, dtype or self.dtype, (self.uop,) + tuple(s.uop for s in src) + dyn, attrs(**kw) if kw else (), _loc())
-    t.device, t.requires_grad = self.device, None
+    t.device, t.grad = self.device, None
+    rg = self._requires_grad   # True if a source requires grad, else None if one is unset, else False (tinygrad's)
+    if src: rg = True if True in (rgs := [rg, *(x._requires_grad for x in src)]) else None if None in rgs else False
+    t._requires_grad = rg
+    if Tensor.no_grad: t._requires_grad, t.uop = False, t.uop if rg is not True else UOp(Ops.DETACH, t.uop.dtype, (t.uop,), (), t.uop.loc)
     return t
 
   # ---- creation
@@ -332,7 +417,9 @@ class Tensor(OpMixin):
   def to(self, device=None) -> Tensor:
     """The same values on another device (a `copy` in the graph); self when already there."""
     if (dev := _device(device)) == self.device: return self
-    return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), attrs(device=dev), _loc()), device=dev)
+    ret = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), attrs(device=dev), _loc()), device=dev)
+    ret._requires_grad = self._requires_grad
+    return ret
   def assign(self, x) -> Tensor:
     """Replace the value held by self (functional: tensors built from the old value keep it)."""
     x = x if isinstance(x, Tensor) else Tensor(x, self.dtype, device=self.device)
@@ -424,6 +511,18 @@ def _api(fn):
     try: return fn(*args, **kw)
     finally: _scope.frame = _scope.loc = None
   return call
+
+def _creation(fn):
+  """A creation function's requires_grad applies to the tensor it returns (a leaf), not to the ones it is built from."""
+  @functools.wraps(fn)
+  def make(*args, requires_grad: bool | None = None, **kw):
+    ret = fn(*args, **kw)
+    return ret if requires_grad is None else ret.requires_grad_(requires_grad)
+  return make
+for _name in ("full", "zeros", "ones", "empty", "arange", "eye", "rand", "randn", "uniform", "randint", "linspace", "normal", "randperm",
+              "scaled_uniform", "glorot_uniform", "kaiming_uniform", "kaiming_normal"):
+  setattr(Tensor, _name, staticmethod(_creation(vars(Tensor)[_name].__func__)))
+for _name in ("full_like", "zeros_like", "ones_like", "empty_like", "rand_like", "randn_like"): setattr(Tensor, _name, _creation(vars(Tensor)[_name]))
 
 for _name, _v in list({k: v for c in reversed(Tensor.__mro__[:-1]) for k, v in vars(c).items()}.items()):   # OpMixin's too
   if _name.startswith("_") and not (_name.startswith("__") and _name not in ("__hash__", "__init_subclass__", "__class_getitem__")): continue

@@ -857,7 +857,8 @@ class OpMixin:
     out = base._scatter(d, index, src, op)
     if reduce != "mean": return out
     n = self._full(self.shape, int(include_self), dtypes.int32)._scatter(d, index, 1, "add")
-    q = out.div(n.cast(self.dtype)) if self.dtype.is_float else out.floordiv(n.maximum(1).cast(self.dtype))
+    m = n.maximum(1).cast(self.dtype)   # 0 only where the where below keeps self: no 0/0, in values or in gradients
+    q = out.div(m) if self.dtype.is_float else out.floordiv(m)
     return q if include_self else n.eq(0).where(self, q)
 
   # ---- reductions and matmul
@@ -872,7 +873,8 @@ class OpMixin:
     out = kept if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
     if self.dtype.is_bool and op is not Ops.ADD: return self.cast(dtypes.uint8)._reduce(op, axis, keepdim).cast(dtypes.bool)  # no i1 ordering
     if not axes: return self.reshape(out)
-    if 0 in self.shape and 0 not in kept: return self._full(out, REDUCE_IDENTITY[op](self.dtype), self.dtype)  # empty reduce
+    if 0 in self.shape and 0 not in kept:   # empty reduce: the identity, from self's (empty) elements so that gradients reach self
+      return self.reshape(-1).pad(((0, 1),), value=REDUCE_IDENTITY[op](self.dtype)).reshape((1,) * len(out)).expand(out)
     return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes).reshape(out)
   def sum(self, axis=None, keepdim=False, dtype=None) -> Self:
     ret = self.cast(dtype or _sum_acc(self.dtype))._reduce(Ops.ADD, axis, keepdim)

@@ -1,0 +1,77 @@
+"""Layers with tinygrad's layouts and initialisations: plain classes holding Tensors (get_parameters finds them)."""
+from __future__ import annotations
+import math
+from morok_mlir.core.dtype import dtypes
+from morok_mlir.core.provenance import error as _err
+from morok_mlir.tensor import Tensor
+
+def _tuple(x, n: int) -> tuple[int, ...]: return (x,) * n if isinstance(x, int) else tuple(x)
+
+class Linear:
+  """y = x @ weight.T + bias, weight (out_features, in_features), both uniform in +-1/sqrt(in_features)."""
+  def __init__(self, in_features: int, out_features: int, bias: bool = True):
+    bound = 1 / math.sqrt(in_features)
+    self.weight = Tensor.uniform(out_features, in_features, low=-bound, high=bound)
+    self.bias = Tensor.uniform(out_features, low=-bound, high=bound) if bias else None
+  def __call__(self, x: Tensor) -> Tensor: return x.linear(self.weight.transpose(), self.bias)
+
+class Conv2d:
+  """weight (out_channels, in_channels / groups, *kernel_size), weight and bias uniform in +-1/sqrt(fan_in)."""
+  def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1, bias: bool = True):
+    self.kernel_size = _tuple(kernel_size, 2)
+    self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+    scale = 1 / math.sqrt(in_channels * math.prod(self.kernel_size))
+    self.weight = Tensor.uniform(out_channels, in_channels // groups, *self.kernel_size, low=-scale, high=scale)
+    self.bias = Tensor.uniform(out_channels, low=-scale, high=scale) if bias else None
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding)
+
+class LayerNorm:
+  """Normalized over the last len(normalized_shape) dims, then scaled by weight (ones) and shifted by bias (zeros)."""
+  def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True):
+    self.normalized_shape = _tuple(normalized_shape, 1)
+    self.axis, self.eps, self.elementwise_affine = tuple(-1 - i for i in range(len(self.normalized_shape))), eps, elementwise_affine
+    self.weight = Tensor.ones(*self.normalized_shape) if elementwise_affine else None
+    self.bias = Tensor.zeros(*self.normalized_shape) if elementwise_affine else None
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.shape[-len(self.normalized_shape):] != self.normalized_shape:
+      _err(ValueError, f"LayerNorm{self.normalized_shape} cannot normalize an input of shape {x.shape}")
+    x = x.layernorm(eps=self.eps, axis=self.axis)
+    return x * self.weight + self.bias if self.elementwise_affine else x
+
+class Embedding:
+  """Rows of weight (vocab_size, embed_size, glorot uniform) picked by integer ids: a gather, O(ids x embed_size)."""
+  def __init__(self, vocab_size: int, embed_size: int):
+    self.vocab_sz, self.embed_sz = vocab_size, embed_size
+    self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
+  def __call__(self, idx: Tensor) -> Tensor:
+    if not isinstance(idx, Tensor) or not idx.dtype.is_int:
+      _err(TypeError, f"Embedding takes an integer Tensor of ids, got {getattr(idx, 'dtype', idx)!r}")
+    return self.weight[idx]
+
+class BatchNorm:
+  """Batch statistics over every dim but 1 while Tensor.training (running statistics updated with momentum, the
+  variance unbiased), the running statistics otherwise (tinygrad's BatchNorm)."""
+  def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1):
+    self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
+    self.weight: Tensor | None = Tensor.ones(sz) if affine else None
+    self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
+    self.num_batches_tracked = Tensor.zeros(1, dtype=dtypes.int32, requires_grad=False)
+    if track_running_stats: self.running_mean, self.running_var = Tensor.zeros(sz, requires_grad=False), Tensor.ones(sz, requires_grad=False)
+  def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    shape_mask = [1, -1, *([1] * (x.ndim - 2))]
+    if self.track_running_stats and not Tensor.training: return self.running_mean, self.running_var
+    batch_mean = x.mean(axis=(axes := tuple(a for a in range(x.ndim) if a != 1)))
+    y = x - batch_mean.detach().reshape(shape_mask)   # d(var)/d(mean) = 0
+    return batch_mean, (y * y).mean(axis=axes)
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 2: _err(ValueError, f"BatchNorm needs an input with a channel dim 1, got shape {x.shape}")
+    batch_mean, batch_var = self.calc_stats(x)
+    if self.track_running_stats and Tensor.training:
+      n = x.numel() // x.shape[1]
+      rm, rv = self.running_mean, self.running_var
+      rm.assign(((1 - self.momentum) * rm + self.momentum * batch_mean.detach()).cast(rm.dtype))
+      rv.assign(((1 - self.momentum) * rv + self.momentum * n / max(n - 1, 1) * batch_var.detach()).cast(rv.dtype))
+      self.num_batches_tracked += 1
+    return x.batchnorm(self.weight, self.bias, batch_mean, batch_var.add(self.eps).rsqrt())
+BatchNorm2d = BatchNorm
