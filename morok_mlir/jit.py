@@ -1,12 +1,12 @@
-"""TinyJit (tinygrad's name and semantics): a function of Tensors is run normally on its first call, recorded on its
-second (every schedule it realizes, with where each input buffer came from), then replayed: later calls run the
-recorded kernels on the new arguments' buffers without calling the function, building graphs or looking up caches.
+"""TinyJit (tinygrad's name and semantics): a function of Tensors runs normally while it is recorded (every schedule it
+realizes, with where each input buffer came from); once two calls in a row ran the same schedules, later calls replay
+the recorded kernels on the new arguments' buffers without calling the function, building graphs or looking up caches.
 
 What a replay reproduces: the schedules realized in the function (Tensor.realize, .numpy(), an optimizer's step), in
 order; the tensors they rebound (parameters and optimizer state realized inside: their new values, as fresh buffers);
 random numbers drawn inside (new counters each call); the returned tensors (fresh each call). What it cannot: host
-work (a .numpy() result used in Python, a branch on data), which is why a function whose schedules differ between the
-first two calls is never replayed (it runs normally every time). Arguments must keep their shapes, dtypes, devices and
+work (a .numpy() result used in Python, a branch on data), which is why a function whose schedules keep changing
+between calls is never replayed (it runs normally every time). Arguments must keep their shapes, dtypes, devices and
 non-tensor values; a call that changes one raises JitError."""
 from __future__ import annotations
 import functools, gc, threading
@@ -53,13 +53,14 @@ def _buffer(u: UOp) -> Buffer | None:
 class TinyJit:
   """@TinyJit on a function whose Tensor arguments (positional or keyword) change between calls and whose work is
   realizing tensors. See the module docstring for what a replay reproduces."""
+  MAX_TRIES = 5
   def __init__(self, fxn):
     self.fxn, self.cnt, self.lock = fxn, 0, threading.Lock()
-    self.sig, self.first, self.plan, self.replayable = None, None, None, True
+    self.sig, self.last, self.plan, self.replayable = None, None, None, True
     functools.update_wrapper(self, fxn)
   def __get__(self, obj, objtype=None): return self if obj is None else functools.partial(self.__call__, obj)
   def reset(self):
-    with self.lock: self.cnt, self.sig, self.first, self.plan, self.replayable = 0, None, None, None, True
+    with self.lock: self.cnt, self.sig, self.last, self.plan, self.replayable = 0, None, None, None, True
 
   def __call__(self, *args, **kwargs):
     flat = list(args) + [kwargs[k] for k in sorted(kwargs)] if kwargs else args
@@ -73,23 +74,26 @@ class TinyJit:
                        "replays one shape, dtype and device per tensor and the same other arguments (reset() it, or use another TinyJit)")
       cnt, plan = self.cnt, self.plan
       self.cnt += 1
-    if cnt >= 2 and plan is not None: return plan.replay(tensors)
-    if cnt >= 2 or not self.replayable: return self.fxn(*args, **kwargs)
+    if plan is not None: return plan.replay(tensors)
+    if not self.replayable: return self.fxn(*args, **kwargs)
     rec = _Recorder()
     # the tensors that exist before the call: those it rebinds are its state (parameters, optimizer moments)
-    before = [(t, t.uop) for t in gc.get_objects() if type(t) is Tensor] if cnt == 1 else []
+    before = [(t, t.uop) for t in gc.get_objects() if type(t) is Tensor] if cnt >= 1 else []
     R.capture.rec = rec
     try:
       ret = self.fxn(*args, **kwargs)
       outs = [x for x in _leaves(ret) if isinstance(x, Tensor)]
       if outs: Tensor.realize(*outs)
     finally: R.capture.rec = None
+    # a call is replayed once two calls in a row ran the same schedules (a first step often differs: lazy initial
+    # state); one that never settles within MAX_TRIES calls runs normally from then on
     trace = [id(e.sched) for e in rec.execs]
     with self.lock:
-      if cnt == 0: self.first = trace
-      elif trace != self.first or any(None in e.srcs for e in rec.execs): self.replayable = False   # None: symbolic sizes' values
-      else: self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0])
-      if cnt == 1 and self.plan is None: self.replayable = False
+      if any(None in e.srcs for e in rec.execs): self.replayable = False   # None: symbolic sizes' values
+      elif trace == self.last and self.plan is None:
+        self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0])
+      self.last = trace
+      if self.plan is None and cnt + 1 >= self.MAX_TRIES: self.replayable = False
     return ret
 
 def _key(x):
