@@ -83,6 +83,12 @@ _ops: list[OpDef] = [
         "dim larger than a's but `axis`. Each element reads through an index loaded from idx (O(result) reads); an index outside "
         "[0, a.shape[axis]) gives 0 (the load is gated: nothing outside the buffer is read).",
         f'%2 = "uop.gather"(%0, %1) {{axis = 0 : i64}} : ({_t("5x3")}, {_t("2x3", "i32")}) -> {_t("2x3")}'),
+  OpDef("scatter", "graph", "a:T, idx:tensor, src:tensor", "r:T", {"axis": "int", "op": "str"},
+        "a with, for every position i of idx, r[i with dim `axis` replaced by idx[i]] = src[i] (op `store`), or combined with it "
+        "by op add|mul|max|min. idx and src share a shape of a's rank, no dim larger than a's but `axis`; idx has an integer "
+        "element type, src a's. Positions are visited in row-major order of idx, so with duplicate indices the last store "
+        "wins and a combining op folds every one in. An index outside [0, a.shape[axis]) writes nothing. O(a + idx) work.",
+        f'%3 = "uop.scatter"(%0, %1, %2) {{axis = 0 : i64, op = "add"}} : ({_t("5x3")}, {_t("2x3", "i32")}, {_t("2x3")}) -> {_t("5x3")}'),
   OpDef("reduce_axis", "graph", "a:tensor", "r:tensor", {"op": "str", "axes": "ints"},
         "Reduce `axes` with op add|mul|max|min; reduced dims stay with size 1 (keepdim).",
         f'%1 = "uop.reduce_axis"(%0) {{op = "add", axes = array<i64: 1>}} : ({_t("2x3")}) -> {_t("2x1")}'),
@@ -104,7 +110,8 @@ _ops: list[OpDef] = [
         '"uop.sink"(%0, %1) : (!uop.token, !uop.token) -> ()'),
   # --- kernel level (after rangeify)
   OpDef("range", "kernel", "end:index", "r:index", {"axis": "int", "kind": "str"},
-        "A loop counter over [0, end); kind is loop|reduce|global|local. Closed by reduce or end.",
+        "A loop counter over [0, end); kind is loop|reduce|serial|global|local (a serial loop runs in order on one thread: its "
+        "iterations may write the same element). Closed by reduce or end.",
         '%1 = "uop.range"(%0) {axis = 0 : i64, kind = "loop"} : (index) -> index'),
   OpDef("index", "kernel", "buf:memref, idx:index, gate:i1?", "r:ptr<T>", {},
         "Address of element idx of a flat buffer; with a gate, loads through it yield 0 where the gate is false.",

@@ -19,7 +19,8 @@ TYPE_RULE = (f"operand and result types are scalars of {', '.join(f'`{e}`' for e
              "`tensor` types (symbolic `?` dims allowed), static `memref` and 1-d `vector` types of them of at most 2^47 bytes, "
              "`!uop.ptr<T>` of one, or `!uop.token`")
 REDUCE_OPS = ("add", "mul", "max", "min")
-RANGE_KINDS = ("loop", "reduce", "global", "local")
+SCATTER_OPS = ("store",) + REDUCE_OPS
+RANGE_KINDS = ("loop", "reduce", "serial", "global", "local")
 
 def parse_type(ty: str):
   """'tensor<2x3xf32>' -> ('tensor', (2, 3), 'f32'); 'f32' -> ('scalar', (), 'f32'). A `?` dim is None."""
@@ -135,7 +136,7 @@ def _reduce(name, ins, out, a):
   if a["op"] not in REDUCE_OPS: return f"reduce op must be one of {', '.join(REDUCE_OPS)}, got {a['op']!r}"
 
 def _range(name, ins, out, a):
-  """`kind` is loop|reduce|global|local"""
+  """`kind` is loop|reduce|serial|global|local"""
   if a["kind"] not in RANGE_KINDS: return f"range kind must be one of {', '.join(RANGE_KINDS)}, got {a['kind']!r}"
 
 def _const(name, ins, out, a):
@@ -160,17 +161,29 @@ def _buffer(name, ins, out, a):
   if not 0 <= slot < len(args): return f"slot {slot} out of range: the function has {len(args)} argument(s)"
   if args[slot] != out: return f"result type {out} differs from the type {args[slot]} of argument {slot}"
 
+_INT = ("i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64", "index")
+def _indexing(src: str, idx: str, axis: int) -> str | None:
+  """idx indexes src along axis: an integer element type, src's rank, axis in range, no dim larger than src's but axis's"""
+  (_, s, _), (_, i, ie) = parse_type(src), parse_type(idx)
+  if ie not in _INT: return f"indices must be integers, got {idx}"
+  if len(i) != len(s) or not 0 <= axis < len(s): return f"indexing of rank {len(s)} along axis {axis} with indices {idx}"
+  if any(d != axis and x is not None and y is not None and x > y for d, (x, y) in enumerate(zip(i, s))):
+    return f"indices {idx} are larger than the source {src} outside axis {axis}"
+
 def _gather(name, ins, out, a):
-  """idx has an integer element type and the source's rank, `axis` in range, no dim of idx larger than the source's but
-  `axis`'s; the result has idx's shape and the source's element type"""
-  (_, s, e), (_, i, ie), (_, o, oe) = parse_type(ins[0]), parse_type(ins[1]), parse_type(out)
-  if ie not in ("i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64", "index"): return f"indices must be integers, got {ins[1]}"
-  if len(i) != len(s) or not 0 <= a["axis"] < len(s): return f"gather of rank {len(s)} along axis {a['axis']} with indices {ins[1]}"
-  if any(d != a["axis"] and x is not None and y is not None and x > y for d, (x, y) in enumerate(zip(i, s))):
-    return f"indices {ins[1]} are larger than the source {ins[0]} outside axis {a['axis']}"
+  """see _indexing; the result has idx's shape and the source's element type"""
+  if (bad := _indexing(ins[0], ins[1], a["axis"])): return bad
+  (_, _, e), (_, i, _), (_, o, oe) = parse_type(ins[0]), parse_type(ins[1]), parse_type(out)
   if (o, oe) != (i, e): return f"gather gives the indices' shape with the source's element type ({i}x{e}), not {out}"
 
-CHECKS = {"gather": _gather, **{m: _movement for m in ("reshape", "permute", "expand", "pad", "shrink", "flip")},
+def _scatter(name, ins, out, a):
+  """see _indexing; src has idx's shape and the target's element type; op is store|add|mul|max|min"""
+  if a["op"] not in SCATTER_OPS: return f"scatter op must be one of {', '.join(SCATTER_OPS)}, got {a['op']!r}"
+  if (bad := _indexing(ins[0], ins[1], a["axis"])): return bad
+  (_, _, e), (_, i, _), (_, v, ve) = parse_type(ins[0]), parse_type(ins[1]), parse_type(ins[2])
+  if (v, ve) != (i, e): return f"scatter takes values of the indices' shape and the target's element type ({i}x{e}), not {ins[2]}"
+
+CHECKS = {"gather": _gather, "scatter": _scatter, **{m: _movement for m in ("reshape", "permute", "expand", "pad", "shrink", "flip")},
           "reduce_axis": _reduce_axis, "cmplt": _same_shape_i1, "cmpne": _same_shape_i1, "cmpeq": _same_shape_i1,
           "cast": _same_shape, "bitcast": _same_shape, "where": _where, "index": _index, "reduce": _reduce,
           "range": _range, "const": _const, "vectorize": _vectorize, "gep": _gep, "buffer": _buffer}

@@ -1,4 +1,4 @@
-"""uop-kernel-split: one kernel per store and per `bufferize`, plus a `@schedule` that runs them in order.
+"""uop-kernel-split: one kernel per store, per `bufferize` and per store an `after` waits for, plus a `@schedule` that runs them in order.
 
 Each bufferize becomes an intermediate buffer (a schedule argument after the inputs and outputs) written by its
 own kernel; its consumers load from that buffer and wait for that kernel (`uop.kernel` operands)."""
@@ -14,7 +14,7 @@ def _kernel_name(root: UOp, n: int) -> str:
   """tinygrad-style: E_ for elementwise, r_ with a reduce; then the loop sizes (`n` for a symbolic one)."""
   nodes = root.toposort
   size = lambda r: "n" if (c := im.cval(r.src[0])) is None else str(c)
-  sizes = [size(r) for r in nodes if r.op is Ops.RANGE and r.attrs["kind"] == "loop"]
+  sizes = [size(r) for r in nodes if r.op is Ops.RANGE and r.attrs["kind"] in ("loop", "serial")]
   red = [size(r) for r in nodes if r.op is Ops.RANGE and r.attrs["kind"] == "reduce"]
   return ("r_" if red else "E_") + "_".join(sizes + red or ["1"]) + f"_k{n}"
 
@@ -26,6 +26,10 @@ def split_func(f: Func, prefix: str = "") -> list[Func]:
   bodies: list[UOp] = []                     # kernel roots in schedule order (schedule-slot buffers)
   new: dict[UOp, UOp] = {}                   # node -> node with every bufferize below it replaced by its buffer
   for u in sink.toposort:                    # one bottom-up rebuild: sources come first, so each is final when met
+    if u.op is Ops.AFTER:                    # a buffer once the stores into it are done: each store is a kernel
+      new[u] = new[u.src[0]]
+      bodies.extend(new[d] for d in u.src[1:])
+      continue
     if u.op is not Ops.BUFFERIZE:
       src = tuple(new[s] for s in u.src)
       new[u] = u if src == u.src else u.replace(src=src)
@@ -37,7 +41,7 @@ def split_func(f: Func, prefix: str = "") -> list[Func]:
       lin = im.add(im.mul(r, im.sint(stride)), lin); stride = im.smul(stride, im.rsize(r))
     st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, u.dtype.base.ptr(), (buf, lin)), val), loc=u.loc)
     bodies.append(UOp(Ops.END, dtypes.void, (st, *rngs), loc=u.loc) if rngs else st)
-  bodies += [new[s] for s in sink.src]
+  bodies = list(dict.fromkeys(bodies + [new[s] for s in sink.src]))   # an output updated in place was met as an `after`
   writer: dict[int, int] = {}                # schedule slot -> index of the kernel that writes it
   kernels, calls = [], []
   for k, body in enumerate(bodies):
@@ -48,7 +52,8 @@ def split_func(f: Func, prefix: str = "") -> list[Func]:
     name = prefix + _kernel_name(body, k)
     kernels.append(Func(name, [remap[b] for b in order], [], [UOp(Ops.SINK, dtypes.void, (body.substitute(remap),))], {"uop.kernel": None},
                         visibility="private"))
-    deps = tuple(dict.fromkeys(calls[writer[b.attrs["slot"]]] for b in order if b not in stored and b.attrs["slot"] in writer))
+    # after the last writer of every buffer it reads or writes (a kernel may update a buffer in place: scatter)
+    deps = tuple(dict.fromkeys(calls[writer[b.attrs["slot"]]] for b in order if b.attrs["slot"] in writer))
     calls.append(UOp(Ops.KERNEL, dtypes.void, deps, attrs(callee=("@sym", name), slots=tuple(b.attrs["slot"] for b in order))))
     for b in stored: writer[b.attrs["slot"]] = k
   sched_args = f.args + list(temps.values())

@@ -142,7 +142,8 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
     if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = REDUCE_BLOCK
     if threads > 1 and not loops and (sr := split_reduce(f, threads)) is not None:
       attrs["uop.split_reduce"], attrs["uop.threads"] = sr, threads
-    elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(min(loops, key=lambda r: r.attrs["axis"])) >= threads:
+    elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(outer := min(loops, key=lambda r: r.attrs["axis"])) >= threads and \
+        not any(r.attrs["kind"] == "serial" and r.attrs["axis"] < outer.attrs["axis"] for r in rngs):   # a serial loop runs on one thread
       attrs["uop.threads"] = threads
   if (inner := streaming_store(f, vec)) is not None:
     attrs["uop.nontemporal"] = vec

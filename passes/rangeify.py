@@ -50,14 +50,26 @@ class Rangeifier:
     return [r for r in rngs if r is not None], [r if r is not None else im.const(0) for r in rngs]
 
   def store(self, buf: UOp, node: UOp) -> UOp:
-    """Compute node over fresh loops and store it to buf; returns the closed (end) token."""
+    """Compute node over fresh loops and store it to buf; returns the closed (end) token. A scatter not stored yet is
+    updated in place in buf (its target is stored there first), so no copy follows it."""
     saved = self.loops, self.root
     (self.loops, idx), self.root = self.loop_ranges(node.shape), node
-    val = self.value(node, tuple(idx), None)
+    inplace = node.op is Ops.SCATTER and node not in self.materialised
+    val = self.value(node, tuple(idx), None, inplace)
     tok = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize(idx, node.shape))), val), loc=node.loc)
     out = UOp(Ops.END, dtypes.void, (tok, *self.loops), loc=node.loc) if self.loops else tok
+    if inplace:
+      self.materialised[node] = done = self.run(self.scatter(node, UOp(Ops.AFTER, buf.dtype, (buf, out), loc=node.loc)))
+      if done.op is Ops.AFTER and done.src[0].op is Ops.AFTER: out = done.src[1]
     self.loops, self.root = saved
     return out
+
+  def run(self, gen):
+    """Drive a generator of value requests (see `value`) to its result."""
+    v = None
+    try:
+      while True: v = self.value(*gen.send(v))
+    except StopIteration as e: return e.value
 
   def bufferize(self, node: UOp):
     """(generator, see `value`) The buffer node is materialised into, computed over fresh loops once."""
@@ -65,9 +77,29 @@ class Rangeifier:
       saved = self.loops, self.root
       (self.loops, idx), self.root = self.loop_ranges(node.shape), node
       val = yield (node, tuple(idx), None, True)
-      self.materialised[node] = UOp(Ops.BUFFERIZE, node.dtype.ptr(im.smax(node.size)), (val, *self.loops), loc=node.loc)
+      buf = UOp(Ops.BUFFERIZE, node.dtype.ptr(im.smax(node.size)), (val, *self.loops), loc=node.loc)
+      self.materialised[node] = (yield from self.scatter(node, buf)) if node.op is Ops.SCATTER else buf
       self.loops, self.root = saved
     return self.materialised[node]
+
+  def scatter(self, node: UOp, buf: UOp):
+    """(generator) buf (holding node's target) after node's updates: a loop nest over the indices that stores each value,
+    or combines it with what is there, at its data-dependent position; gated, so an index outside the axis writes
+    nothing. The loops run in the indices' row-major order; the indexed axis is a `serial` loop: two values can meet in
+    one element only along it, so the loops outside it may still run on threads."""
+    ax, op, ish = node.attrs["axis"], node.attrs["op"], node.src[1].shape
+    if 0 in ish: return buf
+    rngs = [self.new_range(n, "serial" if d == ax else "loop") if n != 1 else None for d, n in enumerate(ish)]
+    self.loops, idx = [r for r in rngs if r is not None], tuple(r if r is not None else im.const(0) for r in rngs)
+    i = (yield (node.src[1], idx, None, False))
+    i = i if node.src[1].dtype is dtypes.index else UOp(Ops.CAST, dtypes.index, (i,), loc=node.loc)
+    if (valid := im.in_bounds(i, 0, node.shape[ax])) is False: return buf
+    v = (yield (node.src[2], idx, None, False))
+    at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize(idx[:ax] + (i,) + idx[ax + 1:], node.shape)) + ((valid,) if valid is not None else ()))
+    if op != "store": v = UOp(Ops(op), node.dtype, (UOp(Ops.LOAD, node.dtype, (at,), loc=node.loc), v), loc=node.loc)
+    st = UOp(Ops.STORE, dtypes.void, (at, v), loc=node.loc)
+    return UOp(Ops.AFTER, buf.dtype, (buf, UOp(Ops.END, dtypes.void, (st, *self.loops), loc=node.loc) if self.loops else st), loc=node.loc)
+
 
   def load(self, buf: UOp, node: UOp, idx, gate) -> UOp:
     src = (buf, im.linearize(idx, node.shape)) + ((gate,) if gate is not None else ())
@@ -96,8 +128,8 @@ class Rangeifier:
     if op is Ops.BUFFER: return self.load(self.bufs[a["slot"]], u, idx, gate)
     if op is Ops.CONST: return UOp(Ops.CONST, u.dtype, (), attrs(value=a["value"]))
     if (u in self.force or u in self.shared) and not inline_root and op not in VIEWS: return self.load((yield from self.bufferize(u)), u, idx, gate)
-    if op in (Ops.CONTIGUOUS, Ops.COPY) and not inline_root: return self.load((yield from self.bufferize(u)), u, idx, gate)
-    if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH): return (yield (s[0], idx, gate, False))
+    if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.SCATTER) and not inline_root: return self.load((yield from self.bufferize(u)), u, idx, gate)
+    if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.SCATTER): return (yield (s[0], idx, gate, False))   # scatter: its target
     # assign: the result is the new value; realize() rebinds the target to the buffer it is stored in
     if op is Ops.ASSIGN: return (yield (s[1], idx, gate, False))
     if op is Ops.RESHAPE: return (yield (s[0], im.unravel(im.linearize(idx, u.shape), sh), gate, False))

@@ -111,6 +111,14 @@ VERIFY_BAD = [
    "along axis 2"),
   ("gather", "%a: tensor<5x3xf32>, %i: tensor<2x3xi32>", '%0 = "uop.gather"(%a, %i) {axis = 0 : i64} : (tensor<5x3xf32>, tensor<2x3xi32>) -> tensor<2x3xi32>',
    "source's element type"),
+  ("scatter", "%a: tensor<5x3xf32>, %i: tensor<2x3xi32>, %v: tensor<2x3xf32>",
+   '%0 = "uop.scatter"(%a, %i, %v) {axis = 0 : i64, op = "xor"} : (tensor<5x3xf32>, tensor<2x3xi32>, tensor<2x3xf32>) -> tensor<5x3xf32>', "op must be one of"),
+  ("scatter", "%a: tensor<5x3xf32>, %i: tensor<2x3xf32>, %v: tensor<2x3xf32>",
+   '%0 = "uop.scatter"(%a, %i, %v) {axis = 0 : i64, op = "add"} : (tensor<5x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>', "indices must be integers"),
+  ("scatter", "%a: tensor<5x3xf32>, %i: tensor<2x3xi32>, %v: tensor<2x2xf32>",
+   '%0 = "uop.scatter"(%a, %i, %v) {axis = 0 : i64, op = "add"} : (tensor<5x3xf32>, tensor<2x3xi32>, tensor<2x2xf32>) -> tensor<5x3xf32>', "values of the indices' shape"),
+  ("scatter", "%a: tensor<5x3xf32>, %i: tensor<2x4xi32>, %v: tensor<2x4xf32>",
+   '%0 = "uop.scatter"(%a, %i, %v) {axis = 0 : i64, op = "add"} : (tensor<5x3xf32>, tensor<2x4xi32>, tensor<2x4xf32>) -> tensor<5x3xf32>', "larger than the source"),
 ]
 @pytest.mark.parametrize("name,args,body,want", VERIFY_BAD, ids=[f"{v[0]}-{v[3][:20]}" for v in VERIFY_BAD])
 def test_verify_rejects(ctx, name, args, body, want):

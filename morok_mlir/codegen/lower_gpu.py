@@ -62,7 +62,9 @@ class GPULowerer(Lowerer):
     ends = [s for s in self.sink.src if s.op is Ops.END]
     if len(ends) > 1: raise PassError(f"uop-lower-gpu maps one loop nest per kernel, @{f.name} has {len(ends)}", ends[1].loc)
     self.end = ends[0] if ends else None
-    self.out_rngs = sorted(self.end.src[1:], key=_axis) if self.end else []
+    # serial ranges (a scatter's indexed axis: iterations may write one element) stay loops inside each thread
+    rngs = sorted(self.end.src[1:], key=_axis) if self.end else []
+    self.out_rngs, self.serial = [r for r in rngs if r.attrs["kind"] != "serial"], [r for r in rngs if r.attrs["kind"] == "serial"]
     n = _prod(_size(r) for r in self.out_rngs)
     top = [u for u in self.sink.toposort if u.op is Ops.REDUCE and self.ranges[u] <= set(self.out_rngs)]
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
@@ -74,7 +76,7 @@ class GPULowerer(Lowerer):
     # outputs). Not with nested reduces.
     last = _size(self.out_rngs[-1]) if self.out_rngs else 0
     nested = any(v.op is Ops.REDUCE for u in self.sink.toposort if u.op is Ops.REDUCE for v in u.src[0].toposort)
-    self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested else 1
+    self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested and not self.serial else 1
     self.lane_groups: dict[UOp, list[UOp]] = {}   # a reduce of one lane -> the same reduce of every lane
     if self.group: self.local, self.glob = min(group_threads, max(32, _pow2_at_least(red))), n
     else: self.local = max(1, min(n // self.upcast, LOCAL_MAX)); self.glob = max(1, -(-(n // self.upcast) // self.local))  # empty: one idle thread
@@ -124,15 +126,17 @@ class GPULowerer(Lowerer):
         lin = self.line(self.root, "gpu.global_id x")
         if self.glob * self.local * self.upcast != self.n_out:
           guard = self.line(self.root, f"arith.cmpi ult, {lin}, {self.const(self.n_out // self.upcast, dtypes.index)} : index")
-      fr = Frame(self.root, self.out_rngs[0]); fr.chain = frozenset(self.out_rngs)
+      fr = Frame(self.root, self.out_rngs[0] if self.out_rngs else None); fr.chain = frozenset(self.out_rngs)
       self.flat_ivs(fr, self.out_rngs, self.digits(fr, self.out_rngs, lin, self.upcast))
       stores = [self.lane(u.src[0], j) for j in range(self.upcast)]
       for ru in (x for x in stores[0].toposort if self.upcast > 1 and x.op is Ops.REDUCE and self.out_rngs[-1] in self.rs(x)):
         group = [self.lane(ru, j) for j in range(self.upcast)]
         if all(g in st.toposort for g, st in zip(group, stores)): self.lane_groups.update((g, group) for g in group)
+      inner = self.open_loops(fr, self.serial)
       for st in stores:   # every lane's loads before any store: a store might alias them and keep them from merging
         if st.op is Ops.STORE and st.src[0].op is Ops.INDEX: self.address(st.src[0]); self.value(st.src[1])
       for st in stores: self.effect(st)
+      self.close_loops(inner)
       lines = self.close_flat(fr, self.out_rngs)
       self.root.lines.extend([f"scf.if {guard} {{", *("  " + l for l in lines), "}"] if guard else lines)
     elif u.op is Ops.STORE and self.group and u not in self.done:

@@ -74,7 +74,7 @@ def Variable(name: str, min: int, max: int) -> UOp:
 # source gives (buffer, const, reshape, expand) carry it as the `shape` attribute; kernel-level values have none (None)
 SHAPE_ATTR = frozenset((Ops.BUFFER, Ops.CONST, Ops.RESHAPE, Ops.EXPAND))
 SHAPE_RULES = {
-  **{o: _src0 for o in GRAPH_ALU | {Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.THREEFRY, Ops.FLIP}},
+  **{o: _src0 for o in GRAPH_ALU | {Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.THREEFRY, Ops.FLIP, Ops.SCATTER}},
   **{o: lambda u: u.attrs.get("shape") for o in SHAPE_ATTR},
   **{o: lambda u: sym_attr(u, "shape") for o in (Ops.RESHAPE, Ops.EXPAND)},
   Ops.GATHER: lambda u: u.src[1].shape,

@@ -262,6 +262,13 @@ func.func @gather_example(%arg0: tensor<5x3xf32>, %arg1: tensor<2x3xi32>) {
   return
 }
 
+// CHECK-LABEL: func.func @scatter_example
+// CHECK-NEXT: %0 = "uop.scatter"(%arg0, %arg1, %arg2) {axis = 0 : i64, op = "add"} : (tensor<5x3xf32>, tensor<2x3xi32>, tensor<2x3xf32>) -> tensor<5x3xf32>
+func.func @scatter_example(%arg0: tensor<5x3xf32>, %arg1: tensor<2x3xi32>, %arg2: tensor<2x3xf32>) {
+  %3 = "uop.scatter"(%arg0, %arg1, %arg2) {axis = 0 : i64, op = "add"} : (tensor<5x3xf32>, tensor<2x3xi32>, tensor<2x3xf32>) -> tensor<5x3xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @reduce_axis_example
 // CHECK-NEXT: %0 = "uop.reduce_axis"(%arg0) {axes = array<i64: 1>, op = "add"} : (tensor<2x3xf32>) -> tensor<2x1xf32>
 func.func @reduce_axis_example(%arg0: tensor<2x3xf32>) {
