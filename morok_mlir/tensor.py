@@ -90,9 +90,10 @@ _rng = np.random.default_rng(0)
 # A view (PyTorch's: what basic indexing, reshape, permute, shrink and expand return) remembers its base (weakly: a base
 # nobody holds needs no write), the base's shape and how to move a value of its shape back into the base's (0 outside),
 # followed by its base's own view: a write to the view also writes every base still held, through temporaries too.
+def _argsort(order) -> tuple[int, ...]: return tuple(int(i) for i in np.argsort(order))   # the inverse permutation
 _VIEWS = {Ops.RESHAPE: "shape", Ops.PERMUTE: "order", Ops.SHRINK: "bounds", Ops.EXPAND: "shape"}
 _UNVIEW = {Ops.RESHAPE: lambda shape, arg, v: v.reshape(shape),
-           Ops.PERMUTE: lambda shape, arg, v: v.permute(tuple(int(i) for i in np.argsort(arg))),
+           Ops.PERMUTE: lambda shape, arg, v: v.permute(_argsort(arg)),
            Ops.SHRINK: lambda shape, arg, v: v.pad(tuple((lo, s - hi) for s, lo, hi in zip(shape, arg[::2], arg[1::2]))),
            "index": lambda shape, arg, v: v._basic_put(shape, arg)}
 
@@ -307,13 +308,16 @@ class Tensor(OpMixin):
     if x.shape != self.shape: x = x._broadcast_to(self.shape) if x.ndim <= self.ndim else _err(ValueError, f"assign {x.shape} to {self.shape}")
     if x.dtype != self.dtype: _err(TypeError, f"assign {x.dtype} to a {self.dtype} tensor")
     return self._write(x, None)
+  def _chain(self) -> list[tuple]:
+    """The steps (base, its shape, how, arg) from self up to the last base of its view chain still held."""
+    chain, link = [], self._view
+    while link is not None: chain.append(link[:4]); link = link[4]
+    return chain[:max((k + 1 for k, (ref, *_) in enumerate(chain) if ref() is not None), default=0)]
   def _write(self, v: Tensor, mask: Tensor | None) -> Tensor:
     """self's elements where mask holds (all of them for None) become v's, and so do the elements of the bases self is
     a view of (PyTorch's view semantics), each base written where its view's mask lands. Graphs are immutable: views
     taken from a base before the write keep the old values (unless they are written through themselves)."""
-    chain, link = [], self._view
-    while link is not None: chain.append(link[:4]); link = link[4]
-    chain = chain[:max((k + 1 for k, (ref, *_) in enumerate(chain) if ref() is not None), default=0)]   # up to the last base held
+    chain = self._chain()
     for _, shape, how, _ in chain:   # checked before anything is written
       if how is Ops.EXPAND:
         _err(RuntimeError, f"cannot write to a view expanded from {shape}: several of its elements are one element of a base that is "
@@ -375,7 +379,17 @@ class Tensor(OpMixin):
       out = _basic_plan(self.shape, basic)[3]
       self._write(self._value(v, out)._basic_put(self.shape, basic), self._full(out, True, dtypes.bool)._basic_put(self.shape, basic))
       return
-    _err(NotImplementedError, "setitem with index arrays or masks needs scatter")
+    x, lin, order = self._linear(basic, *adv)   # x: self[basic] with the indexed dims in front, merged into dim 0
+    if x.shape[0] == 0: return   # every entry is outside an empty dim: nothing is written
+    val = self._value(v, tuple((adv[2] + x.shape[1:])[o] for o in order)).permute(_argsort(order)).reshape(lin.shape)
+    sub = _basic_plan(self.shape, basic)[3]   # self[basic]'s shape; perm puts its indexed dims in front
+    perm = adv[0] + [d for d in range(len(sub)) if d not in adv[0]]
+    put = lambda t: t.reshape(tuple(sub[d] for d in perm)).permute(_argsort(perm))._basic_put(self.shape, basic)
+    # self[basic] is rewritten whole (exact for self; no mask when that is all of self); the bases still held get only
+    # the scattered elements (self's other values may be older than theirs)
+    if self._chain(): mask = put(x._full(x.shape, False, dtypes.bool).scatter(0, lin, True))
+    else: mask = None if all(i == slice(None) for i in basic) else self._full(sub, True, dtypes.bool)._basic_put(self.shape, basic)
+    self._write(put(x.scatter(0, lin, val)), mask)
   def _value(self, v, shape: tuple[int, ...]) -> Tensor:
     """A setitem's value as a Tensor of self's dtype and device broadcast to shape (leading 1-dims beyond it dropped)."""
     v = v.cast(self.dtype) if isinstance(v, Tensor) else Tensor(v, self.dtype, device=self.device)

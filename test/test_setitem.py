@@ -1,4 +1,4 @@
-"""numpy's indexing, read (__getitem__) and written (__setitem__), differential against numpy: random index tuples of ints,
+"""numpy's indexing, read (__getitem__) and written (__setitem__: movement and a mask, or scatter), differential against numpy: random index tuples of ints,
 slices, None, ..., integer arrays and bool masks over a few shapes (kernels compile once per graph: shapes are reused),
 views writing their bases, kernel counts and the errors."""
 import sys
@@ -80,6 +80,21 @@ def test_basic_setitem_matches_numpy(case, scalar):
   t[ix] = v if scalar else Tensor(v)
   same(t.numpy(), a)
 
+@settings(max_examples=50, **SETTINGS)
+@given(cases(), st.booleans())
+def test_setitem_matches_numpy(case, scalar):
+  """Index arrays write through one scatter; repeated positions: the last in index order wins, as numpy does."""
+  shape, dt, layout, ix = case
+  a, t = source(shape, dt, layout)
+  try: n = a[np_index(ix)].shape
+  except IndexError:
+    with pytest.raises(IndexError): t[ix] = 1
+    return
+  v = np.asarray(7.5).astype(dt) if scalar else (np.arange(int(np.prod(n))).reshape(n) * 3 - 5).astype(dt)
+  a[np_index(ix)] = v
+  t[ix] = v if scalar else Tensor(v)
+  same(t.numpy(), a)
+
 # numpy's placement of the indexed dims: in place when the advanced indices (ints too) are adjacent, else first
 I2 = np.array([[0, 1], [1, 0]])
 PLACEMENT = [([0, 1], slice(None), [1, 2]), (slice(None), [0, 1], [1, 2]), (0, slice(None), [1, 2]), (I2, None, slice(1, 3), I2),
@@ -142,6 +157,22 @@ def test_writes_through_views_reach_the_base():
   same(x.numpy(), want)
   same(y.numpy(), want_y)       # a view is rebound by a write through itself
   same(w.numpy(), want.reshape(3, 8)[1])
+
+def test_array_setitem_repeats_outside_and_views():
+  a = np.arange(12, dtype=np.float32).reshape(3, 4)
+  t = Tensor(a)
+  t[[0, 2, 0], [1, 1, 1]] = Tensor(np.array([10, 20, 30], np.float32))   # (0, 1) twice: the last write wins
+  t[Tensor(np.array([5, -1])), 0] = -7                                    # 5 is outside: writes nothing
+  want = a.copy(); want[[0, 2, 0], [1, 1, 1]] = [10, 20, 30]; want[-1, 0] = -7
+  same(t.numpy(), want)
+  x, b = Tensor(a), a.copy()
+  m = a[:, 0] > 3
+  x[:, 0][m] = 0; b[:, 0][m] = 0                  # PyTorch's x[:, 0][mask] = 0: a write through a view
+  x[1][Tensor(np.array([3, 0]))] += 100; b[1][[3, 0]] += 100
+  same(x.numpy(), b)
+  e = Tensor(np.zeros((2, 0), np.float32))
+  e[:, [1]] = 5                                   # an empty dim: every entry is outside
+  assert e.numpy().shape == (2, 0)
 
 def test_views_taken_before_a_write_keep_the_old_values():
   x = Tensor(np.zeros((2, 3), np.float32))
