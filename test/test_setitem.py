@@ -208,3 +208,14 @@ def test_index_errors_name_the_line():
   with pytest.raises(TypeError, match="unsupported index"): t[1.5, [0]]
   with pytest.raises(ValueError, match="cannot assign a value of shape"): t[0] = np.ones(3)
   with pytest.raises(IndexError, match="too many indices"): t[0, 0, 0] = 1
+
+def test_indexing_through_the_gpu_lowering():
+  from morok_mlir.device.gpu_emulator import emulate
+  a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+  got, = emulate([Tensor(a)[[1, 0], :, Tensor(np.array([3, -1]))].uop])
+  same(got, a[[1, 0], :, [3, -1]])
+  t, want = Tensor(a), a.copy()
+  t[:, 1:, ::2] = 7.0; want[:, 1:, ::2] = 7
+  t[0, [2, 0]] = -1.0; want[0, [2, 0]] = -1
+  got, = emulate([t.uop])
+  same(got, want)
