@@ -372,8 +372,15 @@ class Tensor(OpMixin):
     value, broadcast to x[idx]'s shape and cast to x's dtype. Basic indices place v with movement ops and a mask (one fused
     kernel, no scatter). If x is a view (basic indexing, reshape, permute, shrink) of a tensor still held, that base is
     written too, so `x[0][1] = 5` and `x[:, 0][mask] = 0` write x; other views taken before the write keep the old
-    values (graphs are immutable). Writing to an expanded view raises. Index arrays write through scatter: of repeated
-    positions the last in index order wins, an entry outside its dim writes nothing."""
+    values (graphs are immutable). Writing to an expanded view raises. `x[mask] = value` (one bool Tensor, one value) is
+    a where, the mask is not realized. Other index arrays and masks write through scatter: of repeated positions the
+    last in index order wins, an entry outside its dim writes nothing."""
+    m = idx[0] if isinstance(idx, tuple) and len(idx) == 1 else idx
+    if isinstance(m, Tensor) and m.dtype.is_bool and m.ndim and (v.numel() if isinstance(v, Tensor) else np.size(v)) == 1:
+      # x[mask] = one value: a where over the mask, which stays lazy (no realize, one kernel)
+      if m.shape != self.shape[:m.ndim]: self._advanced((m.numpy(),))   # numpy's error for a mask of the wrong shape
+      m = m.reshape(m.shape + (1,) * (self.ndim - m.ndim))._broadcast_to(self.shape)
+      return self._write(self._value(v, ()).reshape((1,) * self.ndim)._broadcast_to(self.shape), m)
     basic, adv = self._advanced(idx if isinstance(idx, tuple) else (idx,))
     if adv is None:
       out = _basic_plan(self.shape, basic)[3]

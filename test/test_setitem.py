@@ -174,6 +174,17 @@ def test_array_setitem_repeats_outside_and_views():
   e[:, [1]] = 5                                   # an empty dim: every entry is outside
   assert e.numpy().shape == (2, 0)
 
+def test_mask_setitem_of_one_value_is_a_lazy_where():
+  a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+  t, want = Tensor(a), a.copy()
+  GlobalCounters.reset()
+  t[t % 3 == 0] = -1; want[a % 3 == 0] = -1
+  t[Tensor(np.array([[True, False, True], [False, False, True]]))] = Tensor([7]); want[[[True, False, True], [False, False, True]]] = 7
+  assert GlobalCounters.kernel_count == 0   # the masks are not realized
+  same(t.numpy(), want)
+  assert GlobalCounters.kernel_count == 1
+  with pytest.raises(IndexError, match="boolean index did not match"): t[Tensor(np.ones(3, np.bool_))] = 1
+
 def test_views_taken_before_a_write_keep_the_old_values():
   x = Tensor(np.zeros((2, 3), np.float32))
   old, y = x[0], x[1]
