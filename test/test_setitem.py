@@ -1,6 +1,6 @@
-"""numpy's indexing, read (__getitem__) and written (__setitem__: movement and a mask, or scatter), differential against numpy: random index tuples of ints,
-slices, None, ..., integer arrays and bool masks over a few shapes (kernels compile once per graph: shapes are reused),
-views writing their bases, kernel counts and the errors."""
+"""numpy's indexing, read (__getitem__) and written (__setitem__: movement and a mask, or scatter), differential against
+numpy: random index tuples of ints, slices, None, ..., integer arrays and bool masks over a few shapes (kernels compile
+once per graph: shapes are reused), views writing their bases, kernel counts and the errors."""
 import sys
 import numpy as np, pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
