@@ -33,7 +33,7 @@ UNARY = {"neg": "-a", "exp2": "2 ** a", "log2": "log2(a)", "sin": "sin(a)", "sqr
 MOVEMENT = ("reshape", "permute", "expand", "pad", "shrink", "flip")
 # traits (IRDL ops carry none, so our passes read them here)
 COMMUTATIVE = frozenset(("add", "mul", "and", "or", "xor", "max", "min", "cmpne", "cmpeq"))   # operands match in either order
-SIDE_EFFECTS = frozenset(("store", "sink", "end", "kernel", "assign", "barrier", "if", "endif", "copy"))   # never dead, never merged
+SIDE_EFFECTS = frozenset(("store", "sink", "group", "end", "kernel", "assign", "barrier", "if", "endif", "copy"))   # never dead, never merged
 # the start value of each reduce op, a Python value of the dtype's kind (bool, float or int)
 REDUCE_IDENTITY = {"add": lambda dt: False if dt.is_bool else 0.0 if dt.is_float else 0,
                    "mul": lambda dt: True if dt.is_bool else 1.0 if dt.is_float else 1,
@@ -123,6 +123,8 @@ _ops: list[OpDef] = [
   OpDef("reduce", "kernel", "src:T, ranges:index*", "r:T", {"op": "str"},
         "Accumulate src over the given ranges with op add|mul|max|min, closing them.",
         '%2 = "uop.reduce"(%0, %1) {op = "add"} : (f32, index) -> f32'),
+  OpDef("group", "kernel", "srcs:token*", "r:token", {}, "Several effects as one: the stores of one loop nest (a kernel with several outputs).",
+        '%2 = "uop.group"(%0, %1) : (!uop.token, !uop.token) -> !uop.token'),
   OpDef("end", "kernel", "src:token, ranges:index*", "r:token", {}, "Close loop ranges after a store.",
         '%2 = "uop.end"(%0, %1) : (!uop.token, index) -> !uop.token'),
   OpDef("bufferize", "kernel", "src:T, ranges:index*", "r:memref", {},

@@ -183,7 +183,11 @@ def _scatter(name, ins, out, a):
   (_, _, e), (_, i, _), (_, v, ve) = parse_type(ins[0]), parse_type(ins[1]), parse_type(ins[2])
   if (v, ve) != (i, e): return f"scatter takes values of the indices' shape and the target's element type ({i}x{e}), not {ins[2]}"
 
-CHECKS = {"gather": _gather, "scatter": _scatter, **{m: _movement for m in ("reshape", "permute", "expand", "pad", "shrink", "flip")},
+def _threefry(name, ins, out, a):
+  """operands and result are uint64 (two 32-bit words each: counter and key)"""
+  if any(parse_type(t)[2] != "ui64" for t in ins + [out]): return f"threefry works on ui64 counters and keys, got {', '.join(ins)} -> {out}"
+
+CHECKS = {"gather": _gather, "scatter": _scatter, "threefry": _threefry, **{m: _movement for m in ("reshape", "permute", "expand", "pad", "shrink", "flip")},
           "reduce_axis": _reduce_axis, "cmplt": _same_shape_i1, "cmpne": _same_shape_i1, "cmpeq": _same_shape_i1,
           "cast": _same_shape, "bitcast": _same_shape, "where": _where, "index": _index, "reduce": _reduce,
           "range": _range, "const": _const, "vectorize": _vectorize, "gep": _gep, "buffer": _buffer}

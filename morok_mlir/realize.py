@@ -170,13 +170,28 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
         _schedule_cache[ck] = sched
         GlobalCounters.compiled += len(sched.items)
         if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
-  n_in, n_out = sched.n_in, sched.n_out
   if vals: inputs = inputs + [None]   # symbolic sizes' values: one more input
+  bufs = run_schedule(sched, device, inputs, vals, [outs[i] for i in todo])
+  if (rec := capture.rec) is not None: rec.schedule(sched, device, inputs, bufs, [outs[i] for i in todo])
+  for j, i in enumerate(todo):   # a symbolic output's buffer holds its variables' max size: the result is its first elements
+    results[i] = bufs[sched.n_in + j] if not vals else bufs[sched.n_in + j].view(sym_val(outs[i].size), outs[i].dtype, 0)
+  return results
+
+def run_schedule(sched: Schedule, device: str, inputs: list[UOp | None], vals=(), outs: list[UOp] = ()) -> list[Buffer]:
+  """Run a compiled schedule on the buffers of `inputs` (graph input UOps; None: the symbolic sizes' values, `vals`) and
+  fresh buffers for its outputs and intermediates; returns the inputs' and outputs' buffers (intermediates are freed)."""
   try:
     bufs = [b if (b := buffer_data(u)).device == device else on_device(b, device) for u in inputs if u is not None]
     if vals: bufs.append(Buffer(device, len(vals), dtypes.int64).copyin(np.array(vals, np.int64)))
-    bufs += [Buffer(device, b.size, b.dtype.base).allocate() for b in sched.buffer_types[n_in:]]
-  except (MemoryError, OSError) as e: raise _alloc_error(e, sched, [outs[i] for i in todo]) from None
+  except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
+  return run_buffers(sched, device, bufs, inputs, outs)
+
+def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[UOp | None], outs: list[UOp] = ()) -> list[Buffer]:
+  """run_schedule on input Buffers already on device; inputs[i]: the UOp whose immutable contents bufs[i] holds (a
+  program may keep what it derives from them, e.g. packed weights), or None."""
+  n_in, n_out = sched.n_in, sched.n_out
+  try: bufs = bufs + [Buffer(device, b.size, b.dtype.base).allocate() for b in sched.buffer_types[n_in:]]
+  except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
   dt_sum = 0.0
   for it in sched.items:
     t0 = time.perf_counter()
@@ -185,7 +200,9 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
     dt_sum += dt
     if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us")
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
-  for j, i in enumerate(todo):   # a symbolic output's buffer holds its variables' max size: the result is its first elements
-    results[i] = bufs[n_in + j] if not vals else bufs[n_in + j].view(sym_val(outs[i].size), outs[i].dtype, 0)
   for b in bufs[n_in + n_out:]: b.deallocate()
-  return results
+  return bufs[:n_in + n_out]
+
+class _Capture(threading.local):
+  rec = None   # a TinyJit recording the schedules this thread runs (morok_mlir.jit)
+capture = _Capture()

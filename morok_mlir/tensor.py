@@ -1,7 +1,7 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import functools, math, sys, weakref
+import functools, math, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
@@ -10,7 +10,7 @@ from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _cv, _dtype, _isint, _prod, _shape, _err
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
 from morok_mlir.ir.emit import buffer_data
-from morok_mlir.realize import new_buffer, realize as _realize
+from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
 
 _KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
 def _device(name) -> str:
@@ -85,7 +85,10 @@ def _scalar_dtype(x, what: str = "") -> DType:
                                     f"{', '.join(d.name for d in dtypes.all)})")
 
 
-_rng = np.random.default_rng(0)
+_rng = np.random.default_rng(0)   # the host generator: randperm, multinomial
+class _RNG:   # the device generator's state: the seed (threefry key) and the number of values drawn (the next counter)
+  seed, drawn, lock = 0, 0, threading.Lock()
+_MANTISSA = {dtypes.float16: 10, dtypes.float32: 23, dtypes.float64: 52}   # explicit mantissa bits per float dtype
 
 # A view (PyTorch's: what basic indexing, reshape, permute, shrink and expand return) remembers its base (weakly: a base
 # nobody holds needs no write), the base's shape and how to move a value of its shape back into the base's (0 outside),
@@ -220,7 +223,10 @@ class Tensor(OpMixin):
     n, = _shape((max(0, math.ceil((stop - start) / step) if fl else -((int(start) - int(stop)) // int(step))),), "arange size")
     if n and dt.is_int and not (dt.min <= start <= dt.max and dt.min <= start + (n - 1) * step <= dt.max):
       _err(OverflowError, f"arange({start}, {stop}, {step}) has values out of range for {dt}" + " (pass dtype=dtypes.int64)" * (dtype is None))
-    return Tensor(np.arange(start, stop, step, dtype=np.float64 if dt.is_float else np.int64).astype(dt.np), **kw)
+    # an int range in dt's bounds is made in dt directly (a wide array and a cast cost 3x the time and memory)
+    if dt.is_int and not fl: arr = np.arange(int(start), int(start) + n * int(step), int(step), dtype=dt.np)
+    else: arr = np.arange(start, stop, step, dtype=np.float64 if dt.is_float else np.int64).astype(dt.np)
+    return Tensor(_buf(arr), **kw)
   @staticmethod
   def eye(n: int, m: int | None = None, dtype=None, **kw) -> Tensor:
     """The identity as pure movement (tinygrad's trick): ones (n,1) padded to rows of n+1, flattened, cut to n*n."""
@@ -228,26 +234,70 @@ class Tensor(OpMixin):
     k = max(n, m)
     x = Tensor.ones(k, 1, dtype=dtype or dtypes.default_float, **kw).pad(((0, 0), (0, k))).flatten().shrink(((0, k * k),)).reshape(k, k)
     return x.shrink(((0, n), (0, m)))
+  # ---- random numbers: threefry2x32 of a counter per element under the seed's key, computed in the kernel that uses
+  # them (tinygrad's scheme). The key and the first counter enter as data, so every call reuses the compiled kernels;
+  # one counter for all devices, so a seed gives the same numbers on the CPU and on CUDA.
   @staticmethod
   def manual_seed(seed: int = 0):
+    """Restart the generator: the device's threefry stream and the host generator (randperm, multinomial)."""
     global _rng
-    _rng = np.random.default_rng(seed)
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool): _err(TypeError, f"manual_seed takes an int, got {seed!r}")
+    with _RNG.lock: _RNG.seed, _RNG.drawn = int(seed) % (1 << 64), 0
+    _rng = np.random.default_rng(int(seed) % (1 << 64))
   @staticmethod
-  def rand(*shape, dtype=None, **kw) -> Tensor:
-    return Tensor(np.asarray(_rng.random(_shape(_argfix(*shape)))), dtype or dtypes.default_float, **kw)
+  def _random_bits(shape: tuple[int, ...], device: str) -> Tensor:
+    """64 random bits (uint64) per element of shape: threefry of counters drawn .. drawn + n - 1 under the seed."""
+    n = _prod(shape)
+    if n >= 1 << 31: _err(ValueError, f"random tensors of 2^31 or more elements are not supported, got {shape}")
+    kc = Tensor(Tensor._counter_input(n), device=device)
+    k, c0 = kc[0], kc[1]
+    # the counter is the flat index, summed from one arange per dim (data, read at a loop counter: affine loads the
+    # kernel vectorizes; an arange from movement ops costs index math per binary digit, one split into blocks a gather)
+    ctr, stride = c0.reshape((1,) * len(shape)), n
+    for d, size in enumerate(shape):
+      stride //= size
+      if size > 1: ctr = ctr + Tensor.arange(size, dtype=dtypes.uint32, device=device).cast(dtypes.uint64).reshape(
+        tuple(size if j == d else 1 for j in range(len(shape)))) * stride
+    ctr = ctr.expand(shape)
+    return ctr._op(Ops.THREEFRY, shape, dtypes.uint64, (k.reshape((1,) * len(shape)).expand(shape),))
   @staticmethod
-  def randn(*shape, dtype=None, **kw) -> Tensor:
-    return Tensor(np.asarray(_rng.standard_normal(_shape(_argfix(*shape)))), dtype or dtypes.default_float, **kw)
+  def _counter_input(n: int) -> UOp:
+    """The generator's (key, first counter) as a uint64 input buffer, n values drawn (a TinyJit replay draws anew)."""
+    with _RNG.lock: key, start, _RNG.drawn = _RNG.seed, _RNG.drawn, (_RNG.drawn + n) % (1 << 64)
+    u = new_buffer(np.array([key, start], np.uint64), _loc())
+    if (rec := _capture.rec) is not None: rec.random(u, n)
+    return u
   @staticmethod
-  def uniform(*shape, low=0.0, high=1.0, dtype=None, **kw) -> Tensor:
-    return Tensor(np.asarray(_rng.uniform(low, high, _shape(_argfix(*shape)))), dtype or dtypes.default_float, **kw)
+  def rand(*shape, dtype=None, device=None, requires_grad=None, contiguous=None) -> Tensor:
+    """Uniform in [0, 1): the top mantissa-many random bits under the exponent of 1.0, minus 1 (exact: never 1.0)."""
+    shape, dt = _shape(_argfix(*shape)), _dtype(dtype) if dtype is not None else dtypes.default_float
+    if not dt.is_float: _err(TypeError, f"rand makes floats, got dtype {dt}")
+    if _prod(shape) == 0: return Tensor.zeros(shape, dtype=dt, device=device, requires_grad=requires_grad)
+    u = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[dt.itemsize]
+    one, mant = int(np.array(1, dt.np).view(u.np)), _MANTISSA.get(dt, 52 if dt.itemsize == 8 else 23)
+    bits = Tensor._random_bits(shape, _device(device)).rshift(64 - mant).cast(u).bitwise_or(one)
+    return Tensor(bits.bitcast(dt) - 1, requires_grad=requires_grad)
   @staticmethod
-  def randint(*shape, low=0, high=10, dtype=dtypes.int32, **kw) -> Tensor:
+  def randn(*shape, dtype=None, device=None, requires_grad=None, **kw) -> Tensor:
+    """Standard normal by Box-Muller over two uniforms, in float32 at least."""
+    shape, dt = _shape(_argfix(*shape)), _dtype(dtype) if dtype is not None else dtypes.default_float
+    u = Tensor.rand((2,) + shape, dtype=dtypes.float64 if dt is dtypes.float64 else dtypes.float32, device=device)
+    z = (u[0] * (2 * math.pi)).cos() * ((1 - u[1]).log() * -2).sqrt()
+    return Tensor(z.cast(dt), requires_grad=requires_grad)
+  @staticmethod
+  def uniform(*shape, low=0.0, high=1.0, dtype=None, requires_grad=None, **kw) -> Tensor:
+    return Tensor(Tensor.rand(*shape, dtype=dtype, **kw) * (high - low) + low, requires_grad=requires_grad)
+  @staticmethod
+  def randint(*shape, low=0, high=10, dtype=dtypes.int32, device=None, requires_grad=None) -> Tensor:
+    """Integers in [low, high): 64 random bits modulo the range (bias below range / 2^64)."""
     dt = _dtype(dtype)
     if not (isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer)) and dt.is_int):
       _err(TypeError, f"randint needs int bounds and an int dtype, got {low!r}, {high!r}, {dt}")
     if not dt.min <= low < high <= dt.max + 1: _err(ValueError, f"randint: [{low}, {high}) is empty or out of range for {dt}")
-    return Tensor(np.asarray(_rng.integers(low, high, _shape(_argfix(*shape)))), dt, **kw)
+    shape = _shape(_argfix(*shape))
+    if _prod(shape) == 0: return Tensor.zeros(shape, dtype=dt, device=device, requires_grad=requires_grad)
+    r = Tensor._random_bits(shape, _device(device)).mod(int(high) - int(low))
+    return Tensor((r.cast(dtypes.int64) + int(low)).cast(dt) if low else r.cast(dt), requires_grad=requires_grad)
   @staticmethod
   def linspace(start, stop, steps: int, dtype=None, **kw) -> Tensor:
     """steps values from start to stop, both included (PyTorch's linspace; float unless dtype says otherwise)."""
@@ -256,8 +306,8 @@ class Tensor(OpMixin):
       _err(TypeError, f"linspace takes finite int or float bounds, got ({start!r}, {stop!r})")
     return Tensor(np.linspace(start, stop, int(steps), dtype=np.float64), _dtype(dtype) if dtype else dtypes.default_float, **kw)
   @staticmethod
-  def normal(*shape, mean=0.0, std=1.0, dtype=None, **kw) -> Tensor:
-    return Tensor(np.asarray(_rng.normal(mean, std, _shape(_argfix(*shape)))), dtype or dtypes.default_float, **kw)
+  def normal(*shape, mean=0.0, std=1.0, dtype=None, requires_grad=None, **kw) -> Tensor:
+    return Tensor(Tensor.randn(*shape, dtype=dtype, **kw) * std + mean, requires_grad=requires_grad)
   @staticmethod
   def randperm(n: int, dtype=dtypes.int32, **kw) -> Tensor:
     """A random permutation of 0..n-1 (from the seeded generator of manual_seed)."""
@@ -289,7 +339,7 @@ class Tensor(OpMixin):
     return Tensor.randn(self.shape, dtype=kw.pop("dtype", self.dtype if self.dtype.is_float else None), device=kw.pop("device", self.device), **kw)
   def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
     """num_samples class indices (int32) drawn per row of self's non-negative weights (1-d or 2-d), from the seeded
-    generator of manual_seed: the weights are realized and sampled on the host (threefry on the device comes later)."""
+    generator of manual_seed: the weights are realized and sampled on the host."""
     if self.ndim not in (1, 2): _err(ValueError, f"multinomial needs a 1-d or 2-d tensor of weights, got {self.shape}")
     w = self.cast(dtypes.float64).numpy().reshape(-1, self.shape[-1])
     if (w < 0).any() or not np.isfinite(w).all() or (w.sum(1) <= 0).any(): _err(ValueError, "multinomial: weights must be finite, >= 0, and not all 0")

@@ -22,6 +22,7 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import Ops, MOVEMENT, REDUCE_IDENTITY
 from morok_mlir.passes.registry import register, PassError
 from morok_mlir.core import index_math as im
+from morok_mlir.core.threefry import threefry2x32
 
 
 VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work
@@ -63,6 +64,37 @@ class Rangeifier:
       if done.op is Ops.AFTER and done.src[0].op is Ops.AFTER: out = done.src[1]
     self.loops, self.root = saved
     return out
+
+  def store_outputs(self, bufs: list[UOp], nodes: list[UOp]) -> list[UOp]:
+    """A store per output, but outputs of one static shape whose values need no reduce share one loop nest: a kernel
+    with several stores (a `group`), where what they share is computed once and what they read is read once (an
+    optimizer step, a backward pass). A reduce keeps its own kernel: uop-optimize tiles a contraction alone."""
+    groups: dict = {}
+    for k, (b, n) in enumerate(zip(bufs, nodes)):
+      joins = all(isinstance(d, int) for d in n.shape) and n.op is not Ops.SCATTER and self.elementwise(n)
+      groups.setdefault(n.shape if joins else k, []).append((b, n))
+    return [self.store(*g[0]) if len(g) == 1 else self.store_group(g) for g in groups.values()]
+
+  def store_group(self, group: list[tuple[UOp, UOp]]) -> UOp:
+    saved, shape = (self.loops, self.root), group[0][1].shape
+    (self.loops, idx), self.root = self.loop_ranges(shape), group[0][1]
+    lin = im.linearize(idx, shape)
+    sts = tuple(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, n.dtype.ptr(), (b, lin)), self.value(n, tuple(idx), None)), loc=n.loc) for b, n in group)
+    tok = UOp(Ops.GROUP, dtypes.void, sts, loc=group[0][1].loc)
+    out = UOp(Ops.END, dtypes.void, (tok, *self.loops), loc=tok.loc) if self.loops else tok
+    self.loops, self.root = saved
+    return out
+
+  def elementwise(self, node: UOp) -> bool:
+    """Whether node's value at an index needs no reduce or scatter, down to the values that are loaded from buffers."""
+    seen, todo = {node}, [node]
+    while todo:
+      x = todo.pop()
+      if x is not node and (x in self.force or x.op in (Ops.BUFFER, Ops.CONST)): continue
+      if x.op in (Ops.REDUCE_AXIS, Ops.SCATTER): return False
+      for y in x.src:
+        if y not in seen: seen.add(y); todo.append(y)
+    return True
 
   def run(self, gen):
     """Drive a generator of value requests (see `value`) to its result."""
@@ -171,7 +203,10 @@ class Rangeifier:
       if 0 in [sh[d] for d in a["axes"]]:  # empty reduction: the identity
         return UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[a["op"]](u.dtype)))
       return UOp(Ops.REDUCE, u.dtype, (inner, *rngs), attrs(op=a["op"]), loc=u.loc) if rngs else inner
-    if op in (Ops.DEFINE_VAR, Ops.BIND, Ops.THREEFRY): raise PassError(f"uop-rangeify: '{op}' is not supported yet", u.loc)
+    if op in (Ops.DEFINE_VAR, Ops.BIND): raise PassError(f"uop-rangeify: '{op}' is not supported yet", u.loc)
+    if op is Ops.THREEFRY:
+      if any(x.dtype is not dtypes.uint64 for x in (u, *s)): raise PassError("uop-rangeify: threefry works on uint64 counters and keys", u.loc)
+      return threefry2x32((yield (s[0], idx, gate, False)), (yield (s[1], idx, gate, False)))
     # elementwise: same index into every source
     vals = []
     for x in s: vals.append((yield (x, idx, gate, False)))
@@ -225,7 +260,7 @@ def rangeify_func(f: Func) -> Func:
   walk = Rangeifier(in_bufs, discover=True, outputs=frozenset(f.results))
   for b, r in zip(outs, f.results): walk.store(b, r)
   rf = Rangeifier(in_bufs, frozenset(walk.materialised))
-  stores = [rf.store(b, r) for b, r in zip(outs, f.results)]
+  stores = rf.store_outputs(outs, f.results)
   return Func(f.name, list(in_bufs.values()) + outs, [], [UOp(Ops.SINK, dtypes.void, tuple(stores))],
               {"uop.num_inputs": len(in_bufs), "uop.num_outputs": len(outs)})
 

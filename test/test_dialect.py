@@ -113,6 +113,7 @@ VERIFY_BAD = [
    "source's element type"),
   ("scatter", "%a: tensor<5x3xf32>, %i: tensor<2x3xi32>, %v: tensor<2x3xf32>",
    '%0 = "uop.scatter"(%a, %i, %v) {axis = 0 : i64, op = "xor"} : (tensor<5x3xf32>, tensor<2x3xi32>, tensor<2x3xf32>) -> tensor<5x3xf32>', "op must be one of"),
+  ("threefry", "%a: tensor<4xi64>", '%0 = "uop.threefry"(%a, %a) : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>', "works on ui64"),
   ("scatter", "%a: tensor<5x3xf32>, %i: tensor<2x3xf32>, %v: tensor<2x3xf32>",
    '%0 = "uop.scatter"(%a, %i, %v) {axis = 0 : i64, op = "add"} : (tensor<5x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>', "indices must be integers"),
   ("scatter", "%a: tensor<5x3xf32>, %i: tensor<2x3xi32>, %v: tensor<2x2xf32>",

@@ -239,7 +239,7 @@ class Lowerer:
   def effect(self, u: UOp):
     if u in self.done: return
     self.done.add(u)
-    if u.op is Ops.SINK:
+    if u.op in (Ops.SINK, Ops.GROUP):
       for s in u.src: self.effect(s)
     elif u.op is Ops.END:
       frames = self.open_loops(self.target(u), list(u.src[1:]))

@@ -128,10 +128,13 @@ class GPULowerer(Lowerer):
           guard = self.line(self.root, f"arith.cmpi ult, {lin}, {self.const(self.n_out // self.upcast, dtypes.index)} : index")
       fr = Frame(self.root, self.out_rngs[0] if self.out_rngs else None); fr.chain = frozenset(self.out_rngs)
       self.flat_ivs(fr, self.out_rngs, self.digits(fr, self.out_rngs, lin, self.upcast))
-      stores = [self.lane(u.src[0], j) for j in range(self.upcast)]
-      for ru in (x for x in stores[0].toposort if self.upcast > 1 and x.op is Ops.REDUCE and self.out_rngs[-1] in self.rs(x)):
-        group = [self.lane(ru, j) for j in range(self.upcast)]
-        if all(g in st.toposort for g, st in zip(group, stores)): self.lane_groups.update((g, group) for g in group)
+      stores = []
+      for st0 in (u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],)):   # a kernel with several outputs: each store's lanes
+        lanes = [self.lane(st0, j) for j in range(self.upcast)]
+        for ru in (x for x in lanes[0].toposort if self.upcast > 1 and x.op is Ops.REDUCE and self.out_rngs[-1] in self.rs(x)):
+          group = [self.lane(ru, j) for j in range(self.upcast)]
+          if all(g in st.toposort for g, st in zip(group, lanes)): self.lane_groups.update((g, group) for g in group)
+        stores += lanes
       inner = self.open_loops(fr, self.serial)
       for st in stores:   # every lane's loads before any store: a store might alias them and keep them from merging
         if st.op is Ops.STORE and st.src[0].op is Ops.INDEX: self.address(st.src[0]); self.value(st.src[1])

@@ -367,6 +367,13 @@ func.func @reduce_example(%arg0: f32, %arg1: index) {
   return
 }
 
+// CHECK-LABEL: func.func @group_example
+// CHECK-NEXT: %0 = "uop.group"(%arg0, %arg1) : (!uop.token, !uop.token) -> !uop.token
+func.func @group_example(%arg0: !uop.token, %arg1: !uop.token) {
+  %2 = "uop.group"(%arg0, %arg1) : (!uop.token, !uop.token) -> !uop.token
+  return
+}
+
 // CHECK-LABEL: func.func @end_example
 // CHECK-NEXT: %0 = "uop.end"(%arg0, %arg1) : (!uop.token, index) -> !uop.token
 func.func @end_example(%arg0: !uop.token, %arg1: index) {

@@ -1,0 +1,96 @@
+"""TinyJit: replay with new data, state and random numbers carried across replays, errors for changed arguments, and
+no replay for a function whose kernels change between calls."""
+import sys
+import numpy as np
+import pytest
+from morok_mlir import Tensor
+from morok_mlir.jit import TinyJit, JitError
+from morok_mlir.realize import GlobalCounters
+
+def rnd(*s, seed=0): return np.random.default_rng(seed).standard_normal(s).astype(np.float32)
+
+def test_replays_with_new_data_without_compiling():
+  @TinyJit
+  def f(a, b): return (a @ b).relu() + 1
+  for i in range(6):
+    a, b = rnd(4, 8, seed=i), rnd(8, 3, seed=10 + i)
+    GlobalCounters.reset()
+    out = f(Tensor(a), Tensor(b))
+    np.testing.assert_allclose(out.numpy(), np.maximum(a @ b, 0) + 1, rtol=1e-5, atol=1e-6)
+    if i >= 2: assert f.plan is not None and GlobalCounters.compiled == 0
+
+def test_outputs_are_fresh_and_structures_come_back():
+  @TinyJit
+  def f(x, scale=2.0): return {"y": x * scale, "pair": (x + 1, x.sum())}, "tag", x
+  outs = []
+  for i in range(4):
+    x = rnd(5, seed=i)
+    d, tag, same = f(Tensor(x), scale=2.0)
+    assert tag == "tag"
+    np.testing.assert_array_equal(same.numpy(), x)
+    outs.append((x, d))
+  for x, d in outs:   # an earlier call's outputs keep their values
+    np.testing.assert_allclose(d["y"].numpy(), x * 2, rtol=1e-6)
+    np.testing.assert_allclose(d["pair"][0].numpy(), x + 1, rtol=1e-6)
+    np.testing.assert_allclose(d["pair"][1].numpy(), x.sum(), rtol=1e-5)
+
+def test_changed_arguments_raise_at_the_callers_line():
+  @TinyJit
+  def f(x, k=1): return x * k
+  for _ in range(3): f(Tensor(rnd(3, 4)))
+  line = sys._getframe().f_lineno + 1
+  with pytest.raises(JitError, match=rf"test_jit.py:{line}:\d+: TinyJit: the arguments changed"): f(Tensor(rnd(4, 4)))
+  with pytest.raises(JitError, match="int32"): f(Tensor(np.ones((3, 4), np.int32)))
+  with pytest.raises(JitError, match="changed"): f(Tensor(rnd(3, 4)), k=2)
+  f.reset()
+  np.testing.assert_array_equal(f(Tensor(np.ones((4, 4), np.float32)), k=3).numpy(), np.full((4, 4), 3, np.float32))
+
+def test_state_realized_inside_carries_across_replays():
+  """An update step: w and its momentum are tensors outside the function, realized inside; each replay continues from
+  the values the previous one left."""
+  def run(jit: bool, steps=6):
+    w, m = Tensor(rnd(8, 4, seed=1)), Tensor(np.zeros((8, 4), np.float32))
+    def step(x):
+      g = x.T @ (x @ w)
+      m.assign(m * 0.9 + g)
+      w.assign(w - 0.01 * m)
+      Tensor.realize(w, m)
+      return (x @ w).sum()
+    f = TinyJit(step) if jit else step
+    losses = [f(Tensor(rnd(16, 8, seed=100 + i))).item() for i in range(steps)]
+    return losses, w.numpy(), m.numpy()
+  (l1, w1, m1), (l2, w2, m2) = run(False), run(True)
+  np.testing.assert_allclose(l2, l1, rtol=1e-5)
+  np.testing.assert_allclose(w2, w1, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(m2, m1, rtol=1e-5, atol=1e-6)
+
+def test_random_numbers_drawn_inside_are_new_each_replay():
+  @TinyJit
+  def f(x): return x + Tensor.rand(*x.shape)
+  Tensor.manual_seed(7)
+  got = [f(Tensor(np.zeros(64, np.float32))).numpy() for _ in range(5)]
+  Tensor.manual_seed(7)
+  want = [Tensor.rand(64).numpy() for _ in range(5)]
+  for g, w in zip(got, want): np.testing.assert_array_equal(g, w)
+  assert len({g.tobytes() for g in got}) == 5
+
+def test_kernels_that_change_between_calls_are_not_replayed():
+  calls = []
+  @TinyJit
+  def f(x):
+    calls.append(1)
+    return x * 2 if len(calls) % 2 else x.exp()
+  for i in range(5):
+    x = rnd(6, seed=i)
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), x * 2 if i % 2 == 0 else np.exp(x), rtol=1e-6)
+  assert len(calls) == 5 and f.plan is None
+
+def test_methods_and_lazy_arguments():
+  class Model:
+    def __init__(self): self.w = Tensor(rnd(3, 3, seed=3))
+    @TinyJit
+    def __call__(self, x): return (x @ self.w).tanh()
+  m = Model()
+  for i in range(4):
+    x = rnd(2, 3, seed=i)
+    np.testing.assert_allclose(m(Tensor(x) * 1.0).numpy(), np.tanh(x @ m.w.numpy()), rtol=1e-5, atol=1e-6)
