@@ -500,18 +500,21 @@ class Tensor(OpMixin):
     sizes, R = [x.shape[d] for d in dims], tuple(x.shape[d] for d in rest)
     S = _prod(sizes)
     idt = dtypes.int64 if 2 * S >= 2 ** 31 or any(isinstance(a, Tensor) and a.dtype.itemsize == 8 for a in arrs) else dtypes.int32
-    lin, ok, stride = None, None, S
+    host, lin, ok, stride = None, None, None, S
     for a, s in zip(arrs, sizes):
       stride //= s if s else 1
-      if isinstance(a, np.ndarray):   # known entries: normalized here; one outside its dim pushes the sum below 0
-        a = a.astype(np.int64)
-        a = np.where(a < 0, a + s, a)
-        a = Tensor(np.where((a >= 0) & (a < s), a, -S // max(stride, 1) - 1).astype(idt.np), device=self.device)
-      else:
-        a = a.cast(idt)
-        a = a.lt(0).where(a + s, a)
-        if len(arrs) > 1: ok = a.ge(0) & a.lt(s) if ok is None else ok & a.ge(0) & a.lt(s)
+      if isinstance(a, np.ndarray):   # known entries, summed here: one outside its dim takes the sum to <= -S - stride
+        a = np.where(a < 0, a.astype(np.int64) + s, a.astype(np.int64))
+        a = np.where((a >= 0) & (a < s), a, -S // max(stride, 1) - 1) * stride
+        host = a if host is None else host + a
+        continue
+      a = a.cast(idt)
+      a = a.lt(0).where(a + s, a)
+      if len(arrs) > 1: ok = a.ge(0) & a.lt(s) if ok is None else ok & a.ge(0) & a.lt(s)
       lin = a * stride if lin is None else lin + a * stride
+    if host is not None:   # clipped to -S - 1 (fits idt): below 0 still with the other terms (< S) added
+      host = Tensor(np.maximum(host, -S - 1).astype(idt.np), device=self.device)
+      lin = host if lin is None else lin + host
     if ok is not None: lin = ok.where(lin, -1)
     n = _prod(shape)
     lin = lin._broadcast_to(shape).reshape((n,) + (1,) * len(R)).expand((n,) + R)
