@@ -190,8 +190,11 @@ def test_views_taken_before_a_write_keep_the_old_values():
   old, y = x[0], x[1]
   x[0] = 1                      # graphs are immutable: `old` was read before
   y[2] = 9                      # writes x[1, 2] only: x[0] keeps its 1
-  same(x.numpy(), np.array([[1, 1, 1], [0, 0, 9]], np.float32))
+  x[1, 0] = 4
+  y[[1, 1]] = 6                 # through scatter: x[1, 1] only, x[1, 0] keeps its 4
+  same(x.numpy(), np.array([[1, 1, 1], [4, 6, 9]], np.float32))
   same(old.numpy(), np.zeros(3, np.float32))
+  same(y.numpy(), np.array([0, 6, 9], np.float32))   # y was taken before x[1, 0] = 4
 
 def test_writing_an_expanded_view_raises():
   b = Tensor(np.ones(3, np.float32))
