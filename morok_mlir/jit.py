@@ -153,7 +153,7 @@ class _Plan:
 def _tensor(u: UOp, like: Tensor) -> Tensor:
   """A fresh Tensor holding buffer u (of like's shape: the recorded call returned like realized, a buffer UOp)."""
   t = object.__new__(Tensor)
-  t.uop, t.device, t._requires_grad, t.grad = u, like.device, None, None
+  t.uop, t.device, t._requires_grad, t.grad, t._view = u, like.device, None, None, None
   return t
 
 def _rebuild(x, f):

@@ -7,7 +7,7 @@ import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, SHAPE_ATTR, SYM_ATTR, attrs, split_sym, sym_val
 from morok_mlir.dialects.ops import Ops
-from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _cv, _dtype, _prod, _shape, _err
+from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _cv, _dtype, _isint, _prod, _shape, _err
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.ir.emit import buffer_data
@@ -100,18 +100,36 @@ def _graph(u: UOp, keep=frozenset()) -> UOp:
   while m := {v: g for v in u.toposort if v not in keep and (g := _realized.get(v)) is not None}: u = u.substitute(m)
   return u
 
+# A view (PyTorch's: what basic indexing, reshape, permute, shrink and expand return) remembers its base (weakly: a base
+# nobody holds needs no write), the base's shape and how to move a value of its shape back into the base's (0 outside),
+# followed by its base's own view: a write to the view also writes every base still held, through temporaries too.
+def _argsort(order) -> tuple[int, ...]: return tuple(int(i) for i in np.argsort(order))   # the inverse permutation
+_VIEWS = {Ops.RESHAPE: "shape", Ops.PERMUTE: "order", Ops.SHRINK: "bounds", Ops.EXPAND: "shape"}
+_UNVIEW = {Ops.RESHAPE: lambda shape, arg, v: v.reshape(shape),
+           Ops.PERMUTE: lambda shape, arg, v: v.permute(_argsort(arg)),
+           Ops.SHRINK: lambda shape, arg, v: v.pad(tuple((lo, s - hi) for s, lo, hi in zip(shape, arg[::2], arg[1::2]))),
+           "index": lambda shape, arg, v: v._basic_put(shape, arg)}
+
+def _index_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+  """The broadcast shape of index arrays (numpy's IndexError when they do not broadcast)."""
+  nd = max(map(len, shapes), default=0)
+  out = [{d for d in dims if d != 1} for dims in zip(*((1,) * (nd - len(s)) + tuple(s) for s in shapes))]
+  if any(len(o) > 1 for o in out):
+    _err(IndexError, f"shape mismatch: indexing arrays could not be broadcast together with shapes {' '.join(str(tuple(s)) for s in shapes)}")
+  return tuple(o.pop() if o else 1 for o in out)
+
 # ---------------------------------------------------------------- Tensor
 class Tensor(OpMixin):
   """A lazy tensor: its graph UOp, its device. The op methods (elementwise, movement, reductions) are OpMixin's,
   shared with UOp; what is Tensor's own is here: data, devices, realization, creation and the user's line."""
-  __slots__ = ("uop", "device", "_requires_grad", "grad", "__weakref__")
+  __slots__ = ("uop", "device", "_requires_grad", "grad", "_view", "__weakref__")
   __hash__ = object.__hash__  # == is elementwise
   training = False   # dropout (and attention's dropout_p) act only while True, as tinygrad's Tensor.training
   no_grad = False    # while True, ops record no gradient path: their results are detached (tinygrad's Tensor.no_grad)
 
   def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None):
     dt = None if dtype is None else _dtype(dtype)
-    self.device, self._requires_grad, self.grad = _device(device), None, None
+    self.device, self._requires_grad, self.grad, self._view = _device(device), None, None, None
     if isinstance(data, UOp): self.uop = data if dt is None or data.dtype == dt else Tensor(data).cast(dt).uop
     elif isinstance(data, Tensor): self.uop = (data if dt is None else data.cast(dt)).uop
     elif isinstance(data, (bool, int, float, np.generic)):
@@ -254,6 +272,7 @@ class Tensor(OpMixin):
       _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({self.device, *(s.device for s in src)}))}")
     t = object.__new__(Tensor)   # __init__'s checks hold by construction here
     if _op in SHAPE_ATTR: kw["shape"] = tuple(shape)   # the others' shapes follow from their sources
+    t._view = (weakref.ref(self), self.shape, _op, kw[_VIEWS[_op]], self._view) if _op in _VIEWS else None
     dyn = ()   # symbolic sizes are sources after the tensor operand (see uop.SYM_ATTR)
     if (name := SYM_ATTR.get(_op)) is not None: kw[name], dyn = split_sym(kw[name])
     t.uop = UOp(_op, dtype or self.dtype, (self.uop,) + tuple(s.uop for s in src) + dyn, attrs(**kw) if kw else (), _loc())
@@ -425,7 +444,27 @@ class Tensor(OpMixin):
     x = x if isinstance(x, Tensor) else Tensor(x, self.dtype, device=self.device)
     if x.shape != self.shape: x = x._broadcast_to(self.shape) if x.ndim <= self.ndim else _err(ValueError, f"assign {x.shape} to {self.shape}")
     if x.dtype != self.dtype: _err(TypeError, f"assign {x.dtype} to a {self.dtype} tensor")
-    self.uop = x.uop
+    return self._write(x, None)
+  def _chain(self) -> list[tuple]:
+    """The steps (base, its shape, how, arg) from self up to the last base of its view chain still held."""
+    chain, link = [], self._view
+    while link is not None: chain.append(link[:4]); link = link[4]
+    return chain[:max((k + 1 for k, (ref, *_) in enumerate(chain) if ref() is not None), default=0)]
+  def _write(self, v: Tensor, mask: Tensor | None) -> Tensor:
+    """self's elements where mask holds (all of them for None) become v's, and so do the elements of the bases self is
+    a view of (PyTorch's view semantics), each base written where its view's mask lands. Graphs are immutable: views
+    taken from a base before the write keep the old values (unless they are written through themselves)."""
+    chain = self._chain()
+    for _, shape, how, _ in chain:   # checked before anything is written
+      if how is Ops.EXPAND:
+        _err(RuntimeError, f"cannot write to a view expanded from {shape}: several of its elements are one element of a base that is "
+                           "still held (PyTorch raises too); write to a .contiguous() copy")
+      if any(not isinstance(d, int) for d in shape): _err(TypeError, f"cannot write through a view of a tensor of symbolic shape {shape}")
+    self.uop = v.uop if mask is None else mask.where(v, self).uop
+    for ref, shape, how, arg in chain:
+      if mask is None: mask = v._full(v.shape, True, dtypes.bool)
+      v, mask = _UNVIEW[how](shape, arg, v), _UNVIEW[how](shape, arg, mask)
+      if (b := ref()) is not None: b.uop = mask.where(v, b).uop
     return self
 
   # ---- comparisons: operators (OpMixin's named methods; NaN compares false, as in numpy)
@@ -453,35 +492,122 @@ class Tensor(OpMixin):
 
   # ---- indexing with tensors (data-dependent: Tensor only)
   def __getitem__(self, idx) -> Tensor:
-    """numpy indexing: basic indices (ints, slices, None, ...; OpMixin's) with at most one integer array index (a
-    Tensor, list or numpy array, negative entries counting from the end), read through gather: O(result). An array index
-    outside the dim gives 0 (numpy raises, but the indices are data: they are not read here). A bool mask index selects
-    (masked_select's rules), which realizes the mask: the result's shape depends on its data."""
-    tup = idx if isinstance(idx, tuple) else (idx,)
-    adv = [k for k, i in enumerate(tup) if isinstance(i, (Tensor, list, np.ndarray))]
-    if not adv: return OpMixin.__getitem__(self, idx)
-    if len(adv) > 1: _err(IndexError, "only one tensor, list or array index is supported (with any basic indices)")
-    k, t = adv[0], tup[adv[0]]
-    if not isinstance(t, Tensor): t = Tensor(t if np.size(t) else np.zeros(np.shape(t), np.int64), device=self.device)   # [] indexes nothing
-    if t.dtype.is_bool:
-      if len(tup) != 1: _err(IndexError, "a bool mask index must be the only index")
-      return self.masked_select(t)
-    if not t.dtype.is_int: _err(IndexError, f"tensors used as indices must be integer or bool, got {t.dtype}")
-    # the dim the array index takes, after the basic indices before it (None adds a dim, an int removes one)
-    pos = sum(1 for i in tup[:k] if i is not None and i is not Ellipsis) if Ellipsis not in tup[:k] else \
-          self.ndim - sum(1 for i in tup[k + 1:] if i is not None and i is not Ellipsis) - 1
-    x = OpMixin.__getitem__(self, tup[:k] + (slice(None),) + tup[k + 1:])   # basic indices first; dim `pos` kept whole
-    d = pos - sum(1 for i in tup[:k] if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))) + \
-        sum(1 for i in tup[:k] if i is None)
-    n, flat = x.shape[d], t.reshape(-1)
-    flat = flat.lt(0).where(flat + n, flat)
-    ix = flat.reshape((1,) * d + (flat.shape[0],) + (1,) * (x.ndim - d - 1)).expand(x.shape[:d] + flat.shape + x.shape[d + 1:])
-    ret = x.gather(d, ix).reshape(x.shape[:d] + t.shape + x.shape[d + 1:])
-    # numpy: with an int index apart from the array index (a slice, None or ... between), both are advanced and the
-    # result's indexed dims come first
-    ints = [j for j, i in enumerate(tup) if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))] + [k]
-    if max(ints) - min(ints) + 1 == len(ints) or d == 0: return ret
-    return ret.permute(*range(d, d + t.ndim), *range(d), *range(d + t.ndim, ret.ndim))
+    """numpy indexing. Basic indices (ints, slices, None, ...) give a view (OpMixin's movement; a write to it writes self
+    too). Index arrays (Tensors, lists, numpy arrays; negative entries count from the end) and bool masks (their nonzero
+    positions: a Tensor mask is realized, the result's shape is data) combine with them as in numpy, read by one gather
+    over the linear index into the indexed dims: O(result). An array entry outside its dim gives 0 (numpy raises, but a
+    Tensor's entries are data: they are not read here)."""
+    basic, adv = self._advanced(idx if isinstance(idx, tuple) else (idx,))
+    if adv is None:
+      if (ret := OpMixin.__getitem__(self, basic)) is not self: ret._view = (weakref.ref(self), self.shape, "index", basic, self._view)
+      return ret
+    x, lin, order = self._linear(basic, *adv)
+    ret = x.gather(0, lin) if x.shape[0] else x._full(lin.shape, 0, self.dtype)   # an empty dim: every entry is outside
+    return ret.reshape(adv[2] + x.shape[1:]).permute(order)
+  def __setitem__(self, idx, v):
+    """x[idx] = v (PyTorch's, in place: x is rebound to the new graph, the object stays): v, a Tensor or Python/numpy
+    value, broadcast to x[idx]'s shape and cast to x's dtype. Basic indices place v with movement ops and a mask (one fused
+    kernel, no scatter). If x is a view (basic indexing, reshape, permute, shrink) of a tensor still held, that base is
+    written too, so `x[0][1] = 5` and `x[:, 0][mask] = 0` write x; other views taken before the write keep the old
+    values (graphs are immutable). Writing to an expanded view raises. `x[mask] = value` (one bool Tensor, one value) is
+    a where, the mask is not realized. Other index arrays and masks write through scatter: of repeated positions the
+    last in index order wins, an entry outside its dim writes nothing."""
+    m = idx[0] if isinstance(idx, tuple) and len(idx) == 1 else idx
+    if isinstance(m, Tensor) and m.dtype.is_bool and m.ndim and (v.numel() if isinstance(v, Tensor) else np.size(v)) == 1:
+      # x[mask] = one value: a where over the mask, which stays lazy (no realize, one kernel)
+      if m.shape != self.shape[:m.ndim]: self._advanced((m.numpy(),))   # numpy's error for a mask of the wrong shape
+      m = m.reshape(m.shape + (1,) * (self.ndim - m.ndim))._broadcast_to(self.shape)
+      return self._write(self._value(v, ()).reshape((1,) * self.ndim)._broadcast_to(self.shape), m)
+    basic, adv = self._advanced(idx if isinstance(idx, tuple) else (idx,))
+    if adv is None:
+      out = _basic_plan(self.shape, basic)[3]
+      self._write(self._value(v, out)._basic_put(self.shape, basic), self._full(out, True, dtypes.bool)._basic_put(self.shape, basic))
+      return
+    x, lin, order = self._linear(basic, *adv)   # x: self[basic] with the indexed dims in front, merged into dim 0
+    if x.shape[0] == 0: return   # every entry is outside an empty dim: nothing is written
+    val = self._value(v, tuple((adv[2] + x.shape[1:])[o] for o in order)).permute(_argsort(order)).reshape(lin.shape)
+    sub = _basic_plan(self.shape, basic)[3]   # self[basic]'s shape; perm puts its indexed dims in front
+    perm = adv[0] + [d for d in range(len(sub)) if d not in adv[0]]
+    put = lambda t: t.reshape(tuple(sub[d] for d in perm)).permute(_argsort(perm))._basic_put(self.shape, basic)
+    # self[basic] is rewritten whole (exact for self; no mask when that is all of self); the bases still held get only
+    # the scattered elements (self's other values may be older than theirs)
+    if self._chain(): mask = put(x._full(x.shape, False, dtypes.bool).scatter(0, lin, True))
+    else: mask = None if all(i == slice(None) for i in basic) else self._full(sub, True, dtypes.bool)._basic_put(self.shape, basic)
+    self._write(put(x.scatter(0, lin, val)), mask)
+  def _value(self, v, shape: tuple[int, ...]) -> Tensor:
+    """A setitem's value as a Tensor of self's dtype and device broadcast to shape (leading 1-dims beyond it dropped)."""
+    v = v.cast(self.dtype) if isinstance(v, Tensor) else Tensor(v, self.dtype, device=self.device)
+    while v.ndim > len(shape) and v.shape[0] == 1: v = v.reshape(v.shape[1:])
+    if v.ndim > len(shape) or any(s != 1 and s != t for s, t in zip(v.shape[::-1], shape[::-1])):
+      _err(ValueError, f"cannot assign a value of shape {v.shape} to an index of shape {tuple(shape)}")
+    return v._broadcast_to(tuple(shape))
+  def _advanced(self, tup: tuple):
+    """numpy's advanced indexing taken apart: the basic index of self that keeps each indexed dim whole, and (the dims of
+    self[basic] the index arrays index, the arrays, their broadcast shape, where the result's dims of the arrays go), or
+    None when tup holds no array. Ints stay basic (they shrink) but count as advanced for placement, as in numpy."""
+    ents = []   # (kind, index): "b" basic, "a" integer array (Tensor or numpy), "m" bool mask (numpy, 0-d for a bool)
+    for i in tup:
+      if isinstance(i, Tensor):
+        if i.dtype.is_int: ents.append(("a", i)); continue
+        if not i.dtype.is_bool: _err(IndexError, f"tensors used as indices must be integer or bool, got {i.dtype}")
+        i = i.numpy()   # a mask's positions are data: realized, as in numpy and PyTorch
+      if isinstance(i, (list, tuple, np.ndarray, bool, np.bool_)):
+        try: a = np.asarray(i)
+        except ValueError: _err(IndexError, f"an index array must not be ragged: {i!r}")
+        if a.size == 0 and a.dtype.kind == "f": a = a.astype(np.int64)   # [] indexes nothing
+        if a.dtype.kind not in "biu": _err(IndexError, f"arrays used as indices must be integer or bool, got {a.dtype}")
+        ents.append(("m", a) if a.dtype.kind == "b" else ("a", a) if a.ndim else ("b", int(a)))
+      else: ents.append(("b", i))
+    if all(k == "b" for k, _ in ents): return tuple(i for _, i in ents), None
+    if sum(i is Ellipsis for _, i in ents) > 1: _err(IndexError, "an index can only have a single ellipsis ('...')")
+    used = sum(i.ndim if k == "m" else i is not None and i is not Ellipsis for k, i in ents)
+    if used > self.ndim: _err(IndexError, f"too many indices for tensor of dimension {self.ndim}")
+    adv = [j for j, (k, i) in enumerate(ents) if k != "b" or _isint(i)]
+    basic, arrs, dims, nd, sd, ins = [], [], [], 0, 0, 0   # nd: dims of self[basic] so far, sd: dims of self
+    for j, (k, i) in enumerate(ents):
+      if j == adv[0]: ins = nd
+      if k == "a": basic.append(slice(None)); arrs.append(i); dims.append(nd); nd, sd = nd + 1, sd + 1
+      elif k == "m" and i.ndim == 0:   # numpy: True is a new dim indexed by [0], False one indexed by []
+        basic.append(None); arrs.append(np.zeros(int(i), np.int64)); dims.append(nd); nd += 1
+      elif k == "m":
+        if bad := [d for d in range(i.ndim) if i.shape[d] != self.shape[sd + d]]:
+          _err(IndexError, f"boolean index did not match indexed tensor along dim {sd + bad[0]}; size of dim is "
+                           f"{self.shape[sd + bad[0]]} but size of corresponding boolean dim is {i.shape[bad[0]]}")
+        basic += [slice(None)] * i.ndim; arrs += list(np.nonzero(i)); dims += range(nd, nd + i.ndim); nd, sd = nd + i.ndim, sd + i.ndim
+      elif i is Ellipsis: basic += [slice(None)] * (self.ndim - used); nd, sd = nd + self.ndim - used, sd + self.ndim - used
+      else: basic.append(i); nd, sd = nd + (not _isint(i)), sd + (i is not None)   # (others: the basic plan names them)
+    shape = _index_shape([tuple(a.shape) for a in arrs])
+    return tuple(basic), (dims, arrs, shape, ins if adv == list(range(adv[0], adv[-1] + 1)) else 0)
+  def _linear(self, basic: tuple, dims: list[int], arrs: list, shape: tuple[int, ...], ins: int):
+    """(self[basic] with the indexed dims permuted to the front and merged into dim 0, the linear index into that
+    dim broadcast over the others (outside [0, dim 0) where any entry is outside its dim), the permutation that puts the
+    result's array dims in numpy's place)."""
+    x = OpMixin.__getitem__(self, basic)
+    rest = [d for d in range(x.ndim) if d not in dims]
+    sizes, R = [x.shape[d] for d in dims], tuple(x.shape[d] for d in rest)
+    S = _prod(sizes)
+    idt = dtypes.int64 if 2 * S >= 2 ** 31 or any(isinstance(a, Tensor) and a.dtype.itemsize == 8 for a in arrs) else dtypes.int32
+    host, lin, ok, stride = None, None, None, S
+    for a, s in zip(arrs, sizes):
+      stride //= s if s else 1
+      if isinstance(a, np.ndarray):   # known entries, summed here: one outside its dim takes the sum to <= -S - stride
+        a = np.where(a < 0, a.astype(np.int64) + s, a.astype(np.int64))
+        a = np.where((a >= 0) & (a < s), a, -S // max(stride, 1) - 1) * stride
+        host = a if host is None else host + a
+        continue
+      a = a.cast(idt)
+      a = a.lt(0).where(a + s, a)
+      if len(arrs) > 1: ok = a.ge(0) & a.lt(s) if ok is None else ok & a.ge(0) & a.lt(s)
+      lin = a * stride if lin is None else lin + a * stride
+    if host is not None:   # clipped to -S - 1 (fits idt): below 0 still with the other terms (< S) added
+      host = Tensor(np.maximum(host, -S - 1).astype(idt.np), device=self.device)
+      lin = host if lin is None else lin + host
+    if ok is not None: lin = ok.where(lin, -1)
+    n = _prod(shape)
+    lin = lin._broadcast_to(shape).reshape((n,) + (1,) * len(R)).expand((n,) + R)
+    nb = len(shape)
+    order = (*range(nb, nb + ins), *range(nb), *range(nb + ins, nb + len(R)))
+    return x.permute(dims + rest).reshape((S,) + R), lin, order
   def masked_select(self, mask: Tensor) -> Tensor:
     """The elements where mask (broadcast to self) is True, flattened: the mask is realized, as in PyTorch (the
     result's size is data)."""

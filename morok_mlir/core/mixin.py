@@ -93,6 +93,33 @@ def _f32(fn):
     return fn(x.float(), *a, **kw).cast(x.dtype) if x.dtype.itemsize < 4 else fn(x, *a, **kw)
   return f
 
+def _basic_plan(shape: tuple, idx: tuple) -> tuple[list, list, list, list]:
+  """numpy's basic indexing (ints, slices of any step, None, ...) as movement: per dim its shrink bounds and
+  stride, the dims to flip, and the result's shape. OpMixin.__getitem__ applies it, _basic_put undoes it."""
+  for i in idx:
+    if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))) or isinstance(i, (bool, np.bool_)):
+      _err(TypeError, f"unsupported index {i!r} (ints, slices, None, ..., and on a Tensor integer or bool arrays are supported)")
+  if sum(i is Ellipsis for i in idx) > 1: _err(IndexError, "an index can only have a single ellipsis ('...')")
+  used = sum(i is not None and i is not Ellipsis for i in idx)
+  if used > len(shape): _err(IndexError, f"too many indices for tensor of dimension {len(shape)}")
+  e = idx.index(Ellipsis) if Ellipsis in idx else len(idx)
+  idx = idx[:e] + (slice(None),) * (len(shape) - used) + idx[e + 1:]
+  bounds, flips, steps, out, d = [], [], [], [], 0
+  for i in idx:
+    if i is None: out.append(1); continue
+    s = shape[d]
+    if isinstance(i, slice):
+      start, stop, step = i.indices(s) if i.step != 0 else _err(ValueError, "slice step cannot be zero")
+      n = len(range(start, stop, step))
+      lo, hi = (start, start + (n - 1) * step + 1) if step > 0 else (start + (n - 1) * step, start + 1)
+      bounds.append((lo, hi) if n else (0, 0)); steps.append(abs(step) if n > 1 else 1); out.append(n)
+      if step < 0 and n > 1: flips.append(d)
+    else:
+      if not -s <= i < s: _err(IndexError, f"index {i} is out of bounds for dimension {d} with size {s}")
+      bounds.append((i % s, i % s + 1)); steps.append(1)
+    d += 1
+  return bounds, flips, steps, out
+
 class OpMixin:
   __slots__ = ()
   @property
@@ -609,29 +636,7 @@ class OpMixin:
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
   def __getitem__(self, idx) -> Self:
     """Basic indexing: ints, slices (any step, negative included), None and Ellipsis."""
-    idx = idx if isinstance(idx, tuple) else (idx,)
-    for i in idx:
-      if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))) or isinstance(i, (bool, np.bool_)):
-        _err(TypeError, f"unsupported index {i!r} (ints, slices, None and ... are supported)")
-    if sum(i is Ellipsis for i in idx) > 1: _err(IndexError, "an index can only have a single ellipsis ('...')")
-    used = sum(i is not None and i is not Ellipsis for i in idx)
-    if used > self.ndim: _err(IndexError, f"too many indices for tensor of dimension {self.ndim}")
-    e = idx.index(Ellipsis) if Ellipsis in idx else len(idx)
-    idx = idx[:e] + (slice(None),) * (self.ndim - used) + idx[e + 1:]
-    bounds, flips, steps, out, d = [], [], [], [], 0
-    for i in idx:
-      if i is None: out.append(1); continue
-      s = self.shape[d]
-      if isinstance(i, slice):
-        start, stop, step = i.indices(s) if i.step != 0 else _err(ValueError, "slice step cannot be zero")
-        n = len(range(start, stop, step))
-        lo, hi = (start, start + (n - 1) * step + 1) if step > 0 else (start + (n - 1) * step, start + 1)
-        bounds.append((lo, hi) if n else (0, 0)); steps.append(abs(step) if n > 1 else 1); out.append(n)
-        if step < 0 and n > 1: flips.append(d)
-      else:
-        if not -s <= i < s: _err(IndexError, f"index {i} is out of bounds for dimension {d} with size {s}")
-        bounds.append((i % s, i % s + 1)); steps.append(1)
-      d += 1
+    bounds, flips, steps, out = _basic_plan(self.shape, idx if isinstance(idx, tuple) else (idx,))
     x = self.shrink(bounds).flip(flips) if flips else self.shrink(bounds)
     for d, st in enumerate(steps):  # stride: pad to a multiple of st, split the dim into (n, st), keep column 0
       if st == 1: continue
@@ -640,6 +645,19 @@ class OpMixin:
       x = x.reshape(x.shape[:d] + (n, st) + x.shape[d + 1:]).shrink(tuple((0, 1) if j == d + 1 else None for j in range(x.ndim + 1)))
       x = x.reshape(x.shape[:d] + (n,) + x.shape[d + 2:])
     return x.reshape(tuple(out))
+  def _basic_put(self, shape: tuple, idx: tuple) -> Self:
+    """self (shaped as x[idx] for an x of shape `shape`) moved to where x[idx] reads it, 0 (False) elsewhere: the movement
+    of __getitem__ undone, movement ops only (a setitem's value and mask)."""
+    bounds, flips, steps, _ = _basic_plan(shape, idx)
+    v = self.reshape(tuple(-(-(hi - lo) // st) for (lo, hi), st in zip(bounds, steps)))
+    for d, st in enumerate(steps):  # each kept element back to the front of its stride of st
+      if st == 1: continue
+      n, keep = v.shape[d], bounds[d][1] - bounds[d][0]
+      v = v.reshape(v.shape[:d] + (n, 1) + v.shape[d + 1:]).pad(tuple((0, st - 1) if j == d + 1 else None for j in range(v.ndim + 1)))
+      v = v.reshape(v.shape[:d] + (n * st,) + v.shape[d + 2:])
+      v = v.shrink(tuple((0, keep) if j == d else None for j in range(v.ndim)))
+    if flips: v = v.flip(flips)
+    return v.pad(tuple((lo, s - hi) for (lo, hi), s in zip(bounds, shape)))
 
   # ---- joining, splitting and layout: compositions of movement ops only (tinygrad's way), no data-dependent loads
   def _static(self, d: int, what: str) -> int:
