@@ -75,3 +75,56 @@ class BatchNorm:
       self.num_batches_tracked += 1
     return x.batchnorm(self.weight, self.bias, batch_mean, batch_var.add(self.eps).rsqrt())
 BatchNorm2d = BatchNorm
+BatchNorm1d = BatchNorm
+
+def Conv1d(in_channels: int, out_channels: int, kernel_size: int, stride=1, padding=0, dilation=1, groups: int = 1, bias: bool = True) -> Conv2d:
+  """A Conv2d with a 1-d kernel: (N, C, L) inputs (tinygrad's)."""
+  return Conv2d(in_channels, out_channels, (kernel_size,) if isinstance(kernel_size, int) else kernel_size, stride, padding, dilation, groups, bias)
+
+class ConvTranspose2d:
+  """weight (in_channels, out_channels / groups, *kernel_size), uniform in +-1/sqrt(in_channels * prod(kernel_size))."""
+  def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, dilation=1, groups: int = 1,
+               bias: bool = True):
+    self.kernel_size = _tuple(kernel_size, 2)
+    self.stride, self.padding, self.output_padding, self.dilation, self.groups = stride, padding, output_padding, dilation, groups
+    scale = 1 / math.sqrt(in_channels * math.prod(self.kernel_size))
+    self.weight = Tensor.uniform(in_channels, out_channels // groups, *self.kernel_size, low=-scale, high=scale)
+    self.bias = Tensor.uniform(out_channels, low=-scale, high=scale) if bias else None
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding,
+                              output_padding=self.output_padding)
+
+def _affine(x: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+  """x scaled and shifted per channel (dim 1)."""
+  if weight is None: return x
+  shape = (1, -1) + (1,) * (x.ndim - 2)
+  return x * weight.reshape(shape) + bias.reshape(shape)
+
+class GroupNorm:
+  """Each sample's channels in num_groups groups, each group normalized over its channels and positions, then an
+  affine per channel (weight ones, bias zeros)."""
+  def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
+    if num_channels % num_groups: _err(ValueError, f"GroupNorm: {num_channels} channels do not split into {num_groups} groups")
+    self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+    self.weight, self.bias = (Tensor.ones(num_channels), Tensor.zeros(num_channels)) if affine else (None, None)
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 2 or x.shape[1] != self.num_channels: _err(ValueError, f"GroupNorm of {self.num_channels} channels got shape {x.shape}")
+    return _affine(x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps).reshape(x.shape), self.weight, self.bias)
+
+class InstanceNorm:
+  """Each sample's channels normalized over their positions, then an affine per channel (PyTorch's affine=False default
+  is tinygrad's affine=True here, as tinygrad)."""
+  def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
+    self.num_features, self.eps = num_features, eps
+    self.weight, self.bias = (Tensor.ones(num_features), Tensor.zeros(num_features)) if affine else (None, None)
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 3 or x.shape[1] != self.num_features: _err(ValueError, f"InstanceNorm of {self.num_features} features got shape {x.shape}")
+    return _affine(x.reshape(x.shape[0], x.shape[1], -1).layernorm(eps=self.eps).reshape(x.shape), self.weight, self.bias)
+
+class RMSNorm:
+  """x / sqrt(mean(x^2 over the last dim) + eps), times weight (ones)."""
+  def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
+    self.eps, self.weight = eps, Tensor.ones(dim) if elementwise_affine else None
+  def __call__(self, x: Tensor) -> Tensor:
+    y = x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
+    return y * self.weight if self.weight is not None else y
