@@ -1,6 +1,6 @@
 """morok-mlir vs numpy vs PyTorch (eager) on the CPU, in one process, 2 threads each.
 
-  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather compile
+  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather train compile
 
 Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks()); morok's is `.realize()` (the result computed into its buffer,
 as numpy and torch return theirs; `.numpy()` would add a copy). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
@@ -187,6 +187,35 @@ def w_mlp():
     morok=lambda: mlp(*Ts).realize(), numpy=np_mlp,
     torch=lambda: torch.log_softmax(torch.relu(ts[0] @ ts[1] + ts[2]) @ ts[3] + ts[4], 1), tol=1e-4)
 def mlp(x, w1, b1, w2, b2): return ((x @ w1 + b1).relu() @ w2 + b2).log_softmax(axis=1)
+def w_train():
+  """One SGD step of the MLP (f) on a cross-entropy loss: forward, backward and the update of the four parameters.
+  morok: the lazy backward and update realized in one call; numpy: the backward written out; torch: autograd."""
+  x, *ws = (rnd(*s) * (0.05 if i else 1) for i, s in enumerate(MLP_SHAPES))
+  y, lr = np.random.default_rng(1).integers(0, 10, 256), 0.01
+  X, Y, P = Tensor(x), Tensor(y.astype(np.int32)), [Tensor(w, requires_grad=True) for w in ws]
+  def morok_step():
+    for p in P: p.grad = None
+    ((X @ P[0] + P[1]).relu() @ P[2] + P[3]).cross_entropy(Y).backward()
+    with Tensor.test():
+      for p in P: p.assign(p - lr * p.grad)
+    return Tensor.realize(*P)   # the first parameter, all realized
+  nw, oh = [w.copy() for w in ws], np.eye(10, dtype=np.float32)[y]
+  def np_step():
+    w1, b1, w2, b2 = nw
+    h = x @ w1 + b1; a = np.maximum(h, 0); z = a @ w2 + b2
+    e = np.exp(z - z.max(1, keepdims=True)); dz = (e / e.sum(1, keepdims=True) - oh) / len(x)
+    dh = (dz @ w2.T) * (h > 0)
+    for w, g in zip(nw, (x.T @ dh, dh.sum(0), a.T @ dz, dz.sum(0))): w -= lr * g
+    return w1
+  tw = [torch.tensor(w, requires_grad=True) for w in ws] if torch is not None else None
+  tx, ty = tt(x), torch.from_numpy(y) if torch is not None else None
+  def torch_step():
+    loss = torch.nn.functional.cross_entropy(torch.relu(tx @ tw[0] + tw[1]) @ tw[2] + tw[3], ty)
+    with torch.no_grad():
+      for w, g in zip(tw, torch.autograd.grad(loss, tw)): w -= lr * g
+    return tw[0]
+  return dict(name="k. MLP (f) SGD step: fwd + bwd + update", flops=3 * 2 * 256 * (784 * 512 + 512 * 10),
+              morok=morok_step, numpy=np_step, torch=torch_step, tol=1e-4)
 def w_gather():
   tab, ids = rnd(30522, 384), np.random.default_rng(0).integers(0, 30522, (32, 128)).astype(np.int32)
   T, I, tt_, ti = Tensor(tab), Tensor(ids), tt(tab), tt(ids.astype(np.int64))
@@ -236,7 +265,7 @@ def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float]]:
   return out
 
 WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
-             "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather}
+             "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather, "train": w_train}
 
 def main(names):
   load = os.getloadavg()

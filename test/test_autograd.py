@@ -390,3 +390,10 @@ def test_leaves_are_data():
   y = (x * 3).requires_grad_()             # requires grad through x: stays a graph and takes a grad too
   (y * y).sum().backward()
   assert y.grad.tolist() == [6] and x.grad.tolist() == [18]
+
+def test_every_graph_op_has_a_rule():
+  """A graph op added to the table needs a gradient rule (None for sources that take none), or to be a leaf here."""
+  from morok_mlir.dialects.ops import OPS
+  from morok_mlir.core.gradient import pm_gradient
+  leaves = {"buffer", "const", "define_var", "bind", "detach"}   # no sources to differentiate, or the gradient stops
+  assert [n for n, o in OPS.items() if o.level == "graph" and n not in leaves and n not in pm_gradient.by_op] == []

@@ -1,7 +1,7 @@
 """Layers with tinygrad's layouts and initialisations: plain classes holding Tensors (get_parameters finds them)."""
 from __future__ import annotations
 import math
-from morok_mlir.core.dtype import dtypes
+import numpy as np
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.tensor import Tensor
 
@@ -56,8 +56,9 @@ class BatchNorm:
     self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
     self.weight: Tensor | None = Tensor.ones(sz) if affine else None
     self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
-    self.num_batches_tracked = Tensor.zeros(1, dtype=dtypes.int32, requires_grad=False)
-    if track_running_stats: self.running_mean, self.running_var = Tensor.zeros(sz, requires_grad=False), Tensor.ones(sz, requires_grad=False)
+    # the statistics are data from the start, so every training step's graph has one structure (for a TinyJit too)
+    self.num_batches_tracked = Tensor(np.zeros(1, np.int32), requires_grad=False)
+    if track_running_stats: self.running_mean, self.running_var = (Tensor(np.full(sz, v, np.float32), requires_grad=False) for v in (0.0, 1.0))
   def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
     shape_mask = [1, -1, *([1] * (x.ndim - 2))]
     if self.track_running_stats and not Tensor.training: return self.running_mean, self.running_var

@@ -1,9 +1,16 @@
 """Optimizers (tinygrad's nn/optim.py): step() builds every parameter's and every state tensor's update as one lazy
 graph (under Tensor.no_grad) and realizes them all in one call, so a training step is one schedule."""
 from __future__ import annotations
+import numpy as np
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.tensor import Tensor
+
+def _state(t: Tensor, value: float, dtype=None) -> Tensor:
+  """Optimizer state shaped as t, filled with value, as data from the start: every step's graph then has one structure
+  (a constant first step would compile a step of its own, and a TinyJit would see two different steps)."""
+  dt = dtype or t.dtype
+  return Tensor(np.full(t.shape, value, dt.np), device=t.device, requires_grad=False)
 
 class Optimizer:
   def __init__(self, params: list[Tensor], lr: float):
@@ -36,7 +43,7 @@ class SGD(Optimizer):
   def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
     super().__init__(params, lr)
     self.momentum, self.wd, self.nesterov = momentum, weight_decay, nesterov
-    self.b = [Tensor.zeros(*t.shape, dtype=t.dtype, device=t.device, requires_grad=False) for t in self.params] if momentum else []
+    self.b = [_state(t, 0.0) for t in self.params] if momentum else []
   def _step(self, idx: list[int], grads: list[Tensor]) -> list[Tensor]:
     for i, g in zip(idx, grads):
       t = self.params[i]
@@ -53,9 +60,8 @@ class LAMB(Optimizer):
   def __init__(self, params: list[Tensor], lr=0.001, b1=0.9, b2=0.999, eps=1e-6, weight_decay=0.0, adam=False):
     super().__init__(params, lr)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
-    self.b1_t, self.b2_t = (Tensor.ones(1, dtype=dtypes.float32, device=self.device, requires_grad=False) for _ in (b1, b2))
-    self.m = [Tensor.zeros(*t.shape, dtype=dtypes.float32, device=t.device, requires_grad=False) for t in self.params]
-    self.v = [Tensor.zeros(*t.shape, dtype=dtypes.float32, device=t.device, requires_grad=False) for t in self.params]
+    self.b1_t, self.b2_t = (_state(self.lr, 1.0) for _ in (b1, b2))
+    self.m, self.v = ([_state(t, 0.0, dtypes.float32) for t in self.params] for _ in range(2))
   def _step(self, idx: list[int], grads: list[Tensor]) -> list[Tensor]:
     self.b1_t.assign(self.b1_t * self.b1)
     self.b2_t.assign(self.b2_t * self.b2)
