@@ -830,25 +830,22 @@ class OpMixin:
     """out[i] = self[i with dim `dim` replaced by index[i]] (PyTorch's gather): index has self's rank and an integer dtype,
     no dim larger than self's but `dim`. O(out) reads through the loaded indices; an index outside [0, self.shape[dim])
     gives 0, as in tinygrad: the load is gated and never reads outside the buffer (PyTorch raises instead)."""
+    return self._op(Ops.GATHER, index.shape, self.dtype, (index,), axis=self._indexed_dim("gather", dim, index))
+  def _indexed_dim(self, what: str, dim: int, index) -> int:
+    """dim, checked for indexing self along it with index (PyTorch's rules for gather and scatter)."""
     if not isinstance(index, OpMixin) or not (index.dtype.is_int or index.dtype is dtypes.index):
-      _err(TypeError, f"gather needs an integer index tensor, got {getattr(index, 'dtype', type(index).__name__)}")
+      _err(TypeError, f"{what} needs an integer index tensor, got {getattr(index, 'dtype', type(index).__name__)}")
     d = self._dim(dim)
-    if index.ndim != self.ndim: _err(ValueError, f"gather: index {index.shape} needs the rank of {self.shape}")
-    if any(not isinstance(s, int) for s in self.shape + index.shape): _err(TypeError, "gather needs static sizes")
+    if index.ndim != self.ndim: _err(ValueError, f"{what}: index {index.shape} needs the rank of {self.shape}")
+    if any(not isinstance(s, int) for s in self.shape + index.shape): _err(TypeError, f"{what} needs static sizes")
     if any(j != d and x > y for j, (x, y) in enumerate(zip(index.shape, self.shape))):
-      _err(ValueError, f"gather: index {index.shape} is larger than {self.shape} outside dim {d}")
-    return self._op(Ops.GATHER, index.shape, self.dtype, (index,), axis=d)
+      _err(ValueError, f"{what}: index {index.shape} is larger than {self.shape} outside dim {d}")
+    return d
 
   def _scatter(self, dim: int, index: Self, src, op: str) -> Self:
     """The scatter primitive after PyTorch's checks: src (a scalar, or a tensor at least index's size in every dim, of
     which index's leading block is used) cast to self's dtype."""
-    if not isinstance(index, OpMixin) or not (index.dtype.is_int or index.dtype is dtypes.index):
-      _err(TypeError, f"scatter needs an integer index tensor, got {getattr(index, 'dtype', type(index).__name__)}")
-    d = self._dim(dim)
-    if index.ndim != self.ndim: _err(ValueError, f"scatter: index {index.shape} needs the rank of {self.shape}")
-    if any(not isinstance(s, int) for s in self.shape + index.shape): _err(TypeError, "scatter needs static sizes")
-    if any(j != d and x > y for j, (x, y) in enumerate(zip(index.shape, self.shape))):
-      _err(ValueError, f"scatter: index {index.shape} is larger than {self.shape} outside dim {d}")
+    d = self._indexed_dim("scatter", dim, index)
     if isinstance(src, OpMixin):
       if src.ndim != self.ndim or any(x > y for x, y in zip(index.shape, src.shape)):
         _err(ValueError, f"scatter: src {src.shape} must have self's rank and be at least index {index.shape} in every dim")
