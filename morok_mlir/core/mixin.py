@@ -70,8 +70,9 @@ def _dtype(x) -> DType:
   if not isinstance(dt, DType) or dt == dtypes.index: _err(TypeError, f"{x!r} is not a dtype")
   return dt
 def _float(dt: DType) -> DType: return dt if dt.is_float else dtypes.default_float
+def _narrow_float(dt: DType) -> bool: return dt.is_float and dt.itemsize < 4   # float16, bfloat16: opmath is float32
 def _sum_acc(dt: DType) -> DType:
-  """tinygrad's accumulation dtype of sum: small ints widen to int32/uint32, half accumulates in float32."""
+  """tinygrad's accumulation dtype of sum: small ints widen to int32/uint32, half and bfloat16 accumulate in float32."""
   if dt.is_unsigned: return least_upper_dtype(dt, dtypes.uint32)
   if dt.is_int or dt.is_bool: return least_upper_dtype(dt, dtypes.int32)
   return least_upper_dtype(dt, dtypes.float32)
@@ -85,11 +86,11 @@ _BOOL_ALU = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND, Ops.MAX: Ops.OR, Ops.MIN: Ops.AN
 
 def _f32(fn):
   """Float composites run in float32 at least (PyTorch's opmath): their polynomials and cancellations would lose most of
-  float16's 11 bits. The result is rounded once to the input's float dtype."""
+  float16's 11 bits (bfloat16's 8). The result is rounded once to the input's float dtype."""
   @functools.wraps(fn)
   def f(self, *a, **kw):
     x = self._fl()
-    return fn(x.float(), *a, **kw).cast(x.dtype) if x.dtype.itemsize < 4 else fn(x, *a, **kw)
+    return fn(x.float(), *a, **kw).cast(x.dtype) if _narrow_float(x.dtype) else fn(x, *a, **kw)
   return f
 
 class OpMixin:
@@ -836,7 +837,7 @@ class OpMixin:
     return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes).reshape(out)
   def sum(self, axis=None, keepdim=False, dtype=None) -> Self:
     ret = self.cast(dtype or _sum_acc(self.dtype))._reduce(Ops.ADD, axis, keepdim)
-    return ret.cast(self.dtype) if dtype is None and self.dtype == dtypes.float16 else ret
+    return ret.cast(self.dtype) if dtype is None and _narrow_float(self.dtype) else ret
   def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(dtype or self.dtype)._reduce(Ops.MUL, axis, keepdim)
   def max(self, axis=None, keepdim=False) -> Self: return self._reduce(Ops.MAX, axis, keepdim)
   def min(self, axis=None, keepdim=False) -> Self: return self._reduce(Ops.MIN, axis, keepdim)
@@ -908,7 +909,7 @@ class OpMixin:
   def cumsum(self, axis: int = 0) -> Self:
     """Running sum along axis in the dtype sum accumulates in (small ints widen to int32, as sum), O(n * 256) work."""
     ret = self.cast(_sum_acc(self.dtype))._cumalu(axis, Ops.ADD)
-    return ret.cast(self.dtype) if self.dtype == dtypes.float16 else ret
+    return ret.cast(self.dtype) if _narrow_float(self.dtype) else ret
   def cumprod(self, axis: int) -> Self:
     """Running product by the same block structure as cumsum (exact for zeros and negatives); bools become int32."""
     return (self.cast(dtypes.int32) if self.dtype.is_bool else self)._cumalu(axis, Ops.MUL)
@@ -984,7 +985,9 @@ class OpMixin:
     if x.shape[-1] != w.shape[axis_w := -min(w.ndim, 2)]: _err(ValueError, f"cannot matmul {x.shape} and {w.shape}: {x.shape[-1]} != {w.shape[axis_w]}")
     x = x.reshape(*x.shape[0:-1], *[1] * min(dx - 1, dw - 1, 1), x.shape[-1])
     w = w.reshape(*w.shape[0:-2], *[1] * min(dx - 1, dw - 1, 1), *w.shape[axis_w:]).transpose(-1, axis_w)
-    return (x * w).sum(-1, dtype=dtype).cast(least_upper_dtype(x.dtype, w.dtype) if dtype is None else dtype)
+    out = least_upper_dtype(x.dtype, w.dtype) if dtype is None else _dtype(dtype)
+    if _narrow_float(out) and dtype is None: x, w = x.float(), w.float()   # exact products, summed in float32 (PyTorch)
+    return (x * w).sum(-1, dtype=dtype).cast(out)
   def matmul(self, x: Self, reverse=False, dtype=None) -> Self:
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
   def __matmul__(self, x) -> Self: return self.matmul(x)

@@ -253,8 +253,8 @@ def _fold_bitcast(r, a):
 def lossless(a: str, b: str) -> bool:
   if a == b or a == "i1": return True
   da, db = dt_of(a), dt_of(b)
-  if da.is_float: return db.is_float and db.itemsize >= da.itemsize
-  if db.is_float: return {2: 11, 4: 24, 8: 53}[db.itemsize] >= bits(da) - (0 if da.is_unsigned else 1)
+  if da.is_float: return db.is_float and all(x <= y for x, y in zip(da.fbits, db.fbits))   # float16 and bfloat16 hold different values
+  if db.is_float: return db.fbits[1] >= bits(da) - (0 if da.is_unsigned else 1)
   if db.is_bool: return False
   na, nb = 64 if a == "index" else bits(da), 64 if b == "index" else bits(db)
   if da.is_unsigned: return nb > na or (nb == na and db.is_unsigned)
