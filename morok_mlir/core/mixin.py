@@ -257,9 +257,15 @@ class OpMixin:
   def sin(self) -> Self: return self._fl()._alu(Ops.SIN)
   def sqrt(self) -> Self: return self._fl()._alu(Ops.SQRT)
   def reciprocal(self) -> Self: return self._fl()._alu(Ops.RECIP)
-  def exp(self) -> Self: return (self._fl() * (1 / math.log(2))).exp2()
+  # composites of two primitives still run in float32 for float16/bfloat16: x / ln 2 rounded to bfloat16's 8 bits
+  # would put an error of |x| * 2^-9 into exp's exponent
+  @_f32
+  def exp(self) -> Self: return (self * (1 / math.log(2))).exp2()
+  @_f32
   def log(self) -> Self: return self.log2() * math.log(2)
-  def cos(self) -> Self: return ((math.pi / 2) - self._fl()).sin()
+  @_f32
+  def cos(self) -> Self: return ((math.pi / 2) - self).sin()
+  @_f32
   def tan(self) -> Self: return self.sin() / self.cos()
   def rsqrt(self) -> Self: return self.sqrt().reciprocal()
   def square(self) -> Self: return self * self
@@ -279,8 +285,10 @@ class OpMixin:
   def abs(self) -> Self: return self if self.dtype.is_unsigned or self.dtype.is_bool else self.lt(0).where(-self, self)
   def sign(self) -> Self: return self.lt(0).where(-1, self.gt(0).where(1, self))
   def relu(self) -> Self: return self.maximum(0)
-  def sigmoid(self) -> Self: return (1 + (self._fl() * (-1 / math.log(2))).exp2()).reciprocal()
-  def tanh(self) -> Self: return 2.0 * (2.0 * self._fl()).sigmoid() - 1.0
+  @_f32
+  def sigmoid(self) -> Self: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal()
+  @_f32
+  def tanh(self) -> Self: return 2.0 * (2.0 * self).sigmoid() - 1.0
   def clip(self, min_=None, max_=None) -> Self:
     if min_ is None and max_ is None: _err(ValueError, "clip needs min_ or max_")
     x = self if min_ is None else self.maximum(min_)
@@ -864,15 +872,18 @@ class OpMixin:
     return v.sqrt(), m
   def _softmax(self, axis, dtype=None):
     x = self.cast(dtype) if dtype is not None else self
+    if _narrow_float(x.dtype): x = x.float()   # float16/bfloat16 run in float32, rounded once at the end (PyTorch)
     m = x - x.max(axis, keepdim=True)  # subtract the max: exp never overflows
     e = m.exp()
     return m, e, e.sum(axis, keepdim=True)
+  def _narrowed(self, r: Self, dtype) -> Self:
+    return r.cast(dt) if _narrow_float(dt := self.dtype if dtype is None else _dtype(dtype)) else r
   def softmax(self, axis=-1, dtype=None) -> Self:
     _, e, ss = self._softmax(axis, dtype)
-    return e / ss
+    return self._narrowed(e / ss, dtype)
   def log_softmax(self, axis=-1, dtype=None) -> Self:
     m, _, ss = self._softmax(axis, dtype)
-    return m - ss.log()
+    return self._narrowed(m - ss.log(), dtype)
   def logsumexp(self, axis=None, keepdim=False) -> Self:
     m = self.max(axis, keepdim=True)
     return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(self.max(axis, keepdim).shape)
