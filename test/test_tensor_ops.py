@@ -28,7 +28,8 @@ def check(t: Tensor, ref, rtol=None, atol=0.0):
   assert out.shape == ref.shape, (out.shape, ref.shape)
   assert out.dtype == ref.dtype, (out.dtype, ref.dtype)
   if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16.npdt:   # ml_dtypes' bfloat16 has numpy kind 'V'
-    np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64), rtol=rtol if rtol is not None else TOL[t.dtype], atol=atol, equal_nan=True)
+    np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64), rtol=rtol if rtol is not None else TOL[t.dtype], atol=atol,
+                               equal_nan=True)
   else: np.testing.assert_array_equal(out, ref)
 
 def ids(dts): return [d.name for d in dts]

@@ -107,7 +107,8 @@ COMPUTE = {dtypes.bfloat16: dtypes.float32}
 class Bf16:
   """bfloat16 <-> float32 in integer ops: bf16 is the top half of an f32, so widening is a shift; narrowing rounds to
   nearest even by adding 0x7fff plus the lowest kept bit (a carry into the exponent is the correct round up, and
-  inf stays inf), NaN becomes the quiet NaN of its sign. Vectorizes, and is what ml_dtypes and PyTorch compute."""
+  inf stays inf); a NaN keeps its sign and top payload bits and is made quiet (rounding could carry it to inf).
+  Vectorizes, and rounds numbers as ml_dtypes and PyTorch do."""
   @staticmethod
   def widen(L, c, x: str) -> str:
     i = L(f"arith.extui {L(f'arith.bitcast {x} : bf16 to i16')} : i16 to i32")

@@ -66,8 +66,8 @@ class GPULowerer(Lowerer):
     n = _prod(_size(r) for r in self.out_rngs)
     top = [u for u in self.sink.toposort if u.op is Ops.REDUCE and self.ranges[u] <= set(self.out_rngs)]
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
-    ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64) and u.dtype is not dtypes.index
-             for u in top)
+    ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
+             and u.dtype is not dtypes.index for u in top)   # bf16 accumulates in f32: 32-bit shuffles
     self.group = set(top) if top and ok and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
     # UPCAST (tinygrad's name): a thread computes UPCAST neighbours along the last axis, so its loads and stores of
     # contiguous operands are 16-byte vectors (the last range becomes digit * UPCAST + j: the back end sees the

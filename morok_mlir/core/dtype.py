@@ -102,9 +102,9 @@ class dtypes:
   def from_np(t) -> DType:
     """The dtype of a numpy dtype, by kind and size: np.longlong is int64 and '>f4' is float32 (new_buffer makes the
     bytes native). Complex, object, str, datetime, structured and longdouble are not supported. ml_dtypes' bfloat16
-    has numpy kind 'V' (as a raw void of 2 bytes): it is known by the dtype itself."""
+    has numpy kind 'V' (as a raw void of 2 bytes): it is known by the dtype itself, in either byte order."""
     t = np.dtype(t)
-    if (d := _NP.get(t if t.kind == "V" else (t.kind, t.itemsize))) is None or t.fields is not None or t.shape:
+    if (d := _NP.get(t.newbyteorder("=") if t.kind == "V" else (t.kind, t.itemsize))) is None or t.fields is not None or t.shape:
       raise TypeError(f"unsupported numpy dtype {t} (supported: {', '.join(d.name for d in dtypes.all)})")
     return d
   @staticmethod
