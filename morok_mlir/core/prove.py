@@ -1,7 +1,7 @@
 """The Z3 prover of the rewrite rules in `symbolic.py`: every rule, for every op and dtype its pattern can match.
 
 For each instance the pattern is built with placeholders (Z3 variables: bit-vectors at the dtype's width for
-integers, index (64) and bools (1), Z3 floating point for f16/f32/f64), the rule's guard and rhs run under the Z3
+integers, index (64) and bools (1), Z3 floating point for f16/bf16/f32/f64), the rule's guard and rhs run under the Z3
 semantics context (so constant folding executes the real folding code on symbolic values), and Z3 must show:
   assumptions (value bounds, guard, the LHS is defined) => the RHS is defined and LHS == RHS.
 Equality of floats is SMT `=`: NaN equals NaN, +0.0 differs from -0.0, so rules unsound at NaN/Inf/-0.0 fail.
