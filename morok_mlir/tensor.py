@@ -89,7 +89,6 @@ def _scalar_dtype(x, what: str = "") -> DType:
 _rng = np.random.default_rng(0)   # the host generator: randperm, multinomial
 class _RNG:   # the device generator's state: the seed (threefry key) and the number of values drawn (the next counter)
   seed, drawn, lock = 0, 0, threading.Lock()
-_MANTISSA = {dtypes.float16: 10, dtypes.float32: 23, dtypes.float64: 52}   # explicit mantissa bits per float dtype
 
 # tensors the user marked requires_grad=True (by id; weak: a tensor nobody holds takes no gradient), which backward fills
 _leaves: dict[int, weakref.ref] = {}
@@ -359,7 +358,7 @@ class Tensor(OpMixin):
     if not dt.is_float: _err(TypeError, f"rand makes floats, got dtype {dt}")
     if _prod(shape) == 0: return Tensor.zeros(shape, dtype=dt, device=device, requires_grad=requires_grad)
     u = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[dt.itemsize]
-    one, mant = int(np.array(1, dt.np).view(u.np)), _MANTISSA.get(dt, 52 if dt.itemsize == 8 else 23)
+    one, mant = int(np.array(1, dt.np).view(u.np)), dt.finfo.nmant
     bits = Tensor._random_bits(shape, _device(device)).rshift(64 - mant).cast(u).bitwise_or(one)
     return Tensor(bits.bitcast(dt) - 1, requires_grad=requires_grad)
   @staticmethod

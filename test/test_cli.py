@@ -284,18 +284,18 @@ def _fn(ty: str, op: str = "add", n: int = 2) -> str:
   return f'func.func @f({args}) -> {ty} {{\n  %0 = "uop.{op}"({names}) : ({", ".join([ty] * n)}) -> {ty}\n  return %0 : {ty}\n}}\n'
 BUF = 'func.func @f(%a: tensor<4xf32>) -> {1} {{\n  %0 = "uop.buffer"() {{slot = {0} : i64}} : () -> {1}\n  return %0 : {1}\n}}\n'
 HOSTILE = {
-  **{f"elem-{e}": _fn(f"tensor<4x{e}>") for e in ("bf16", "i3", "i128", "f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "tf32", "f80", "f128",
+  **{f"elem-{e}": _fn(f"tensor<4x{e}>") for e in ("i3", "i128", "f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "tf32", "f80", "f128",
                                                     "si32", "ui3", "i0", "complex<f32>", "vector<4xf32>", "!uop.token")},
-  **{f"scalar-{e}": _fn(e) for e in ("bf16", "i128", "f8E4M3FN", "complex<f32>", "none")},
+  **{f"scalar-{e}": _fn(e) for e in ("tf32", "i128", "f8E4M3FN", "complex<f32>", "none")},
   "dynamic": _fn("tensor<?x4xf32>"), "dynamic-1": _fn("tensor<?xf32>", "neg", 1), "unranked": _fn("tensor<*xf32>"),
   "scalable": _fn("vector<[4]xf32>"), "vector-2d": _fn("vector<2x4xf32>"), "encoding": _fn('tensor<4xf32, "enc">'),
   "memref-space": _fn("memref<4xf32, 3>"), "memref-strided": _fn("memref<4xf32, strided<[2]>>"), "tuple": _fn("tuple<f32>"),
   "huge": _fn("tensor<99999999999x99999999999xf32>"), "huge-bytes": _fn("tensor<4611686018427387904xf32>"),
-  "ptr-bf16": _fn("!uop.ptr<bf16>", "detach", 1),
+  "ptr-tf32": _fn("!uop.ptr<tf32>", "detach", 1),
   "slot-99999": BUF.format(99999, "tensor<4xf32>"), "slot-negative": BUF.format(-1, "tensor<4xf32>"),
   "slot-type": BUF.format(0, "tensor<8xf32>"), "slot-no-args": BUF.format(0, "tensor<4xf32>").replace("%a: tensor<4xf32>", ""),
-  "unused-arg-bf16": 'func.func @f(%a: tensor<4xbf16>) {\n  %0 = "uop.const"() {value = 1.0 : f32} : () -> tensor<4xf32>\n  return\n}\n',
-  "result-bf16": 'func.func @f(%a: tensor<4xbf16>) -> tensor<4xbf16> {\n  "uop.sink"() : () -> ()\n  return %a : tensor<4xbf16>\n}\n',
+  "unused-arg-tf32": 'func.func @f(%a: tensor<4xtf32>) {\n  %0 = "uop.const"() {value = 1.0 : f32} : () -> tensor<4xf32>\n  return\n}\n',
+  "result-tf32": 'func.func @f(%a: tensor<4xtf32>) -> tensor<4xtf32> {\n  "uop.sink"() : () -> ()\n  return %a : tensor<4xtf32>\n}\n',
 }
 # valid but odd: each pass takes them (exit 0) or refuses them with a located diagnostic (exit 1)
 EDGE = {"rank-0": _fn("tensor<f32>"), "one": _fn("tensor<1xf32>"), "bool": _fn("tensor<4xi1>", "and"), "index": _fn("tensor<4xindex>"),
@@ -303,7 +303,7 @@ EDGE = {"rank-0": _fn("tensor<f32>"), "one": _fn("tensor<1xf32>"), "bool": _fn("
         "2^47-bytes": _fn("tensor<35184372088832xf32>"), "scalar": _fn("f32"), "vector": _fn("vector<4xf32>"), "memref": _fn("memref<4xf32>"),
         "rank-256": _fn("tensor<" + "1x" * 256 + "f32>"), "shl-float": _fn("tensor<4xf32>", "shl"), "sin-int": _fn("tensor<4xi32>", "sin", 1),
         "threefry": _fn("tensor<4xui64>", "threefry"), "declaration": "func.func private @ext(tensor<4xf32>) -> tensor<4xf32>\n",
-        "unused-bf16-no-uop": "func.func @f(%a: tensor<4xbf16>) {\n  return\n}\n",
+        "unused-tf32-no-uop": "func.func @f(%a: tensor<4xtf32>) {\n  return\n}\n",
         "upstream-op": ADD.replace('"uop.add"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>', "arith.addf %a, %a : tensor<4xf32>"),
         "slot-ok": BUF.format(0, "tensor<4xf32>"), "empty": _fn("tensor<0x4xf32>"),
         "two-functions": _fn("tensor<4xf32>") + _fn("tensor<4xf32>").replace("@f", "@g")}

@@ -9,7 +9,7 @@ from morok_mlir.dialects.ops import Ops
 
 ALL, INTS, FLOATS, SINTS = dtypes.all, dtypes.ints, dtypes.floats, dtypes.sints
 NUMS = INTS + FLOATS
-TOL = {dtypes.float16: 1e-2, dtypes.float32: 2e-6, dtypes.float64: 1e-12}
+TOL = {dtypes.float16: 1e-2, dtypes.bfloat16: 2e-2, dtypes.float32: 2e-6, dtypes.float64: 1e-12}
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 def data(shape, dt, lo=-10, hi=10, seed=0, nonzero=False, full=False):
@@ -27,7 +27,9 @@ def check(t: Tensor, ref, rtol=None, atol=0.0):
   out, ref = t.numpy(), np.asarray(ref)
   assert out.shape == ref.shape, (out.shape, ref.shape)
   assert out.dtype == ref.dtype, (out.dtype, ref.dtype)
-  if out.dtype.kind == "f": np.testing.assert_allclose(out, ref, rtol=rtol if rtol is not None else TOL[t.dtype], atol=atol, equal_nan=True)
+  if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16.npdt:   # ml_dtypes' bfloat16 has numpy kind 'V'
+    np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64), rtol=rtol if rtol is not None else TOL[t.dtype], atol=atol,
+                               equal_nan=True)
   else: np.testing.assert_array_equal(out, ref)
 
 def ids(dts): return [d.name for d in dts]
@@ -134,9 +136,9 @@ def test_unary(name, dt):
   a = _round_data(dt) if name in ("round", "floor", "ceil", "trunc") and dt.is_float else \
       data((4, 5), dt, seed=7, full=name in ("neg", "abs", "sign", "bitwise_not", "square", "relu"), **kw)
   if name in FLOAT_FNS:
-    r = ref(a.astype(fdt(dt).np))
-    check(f(Tensor(a)), r.astype(fdt(dt).np), rtol={dtypes.float16: 1e-2, dtypes.float64: 1e-7}.get(fdt(dt), 1e-5),
-          atol=1e-2 if dt == dtypes.float16 else 1e-6)
+    r = ref(a.astype(np.float32 if dt == dtypes.bfloat16 else fdt(dt).np))   # numpy's bfloat16 ufuncs would round every step
+    check(f(Tensor(a)), r.astype(fdt(dt).np), rtol={dtypes.float16: 1e-2, dtypes.bfloat16: 1e-2, dtypes.float64: 1e-7}.get(fdt(dt), 1e-5),
+          atol=1e-2 if dt in (dtypes.float16, dtypes.bfloat16) else 1e-6)
   else: check(f(Tensor(a)), ref(a))
 
 def test_where_and_clip():
@@ -239,9 +241,10 @@ AXES = [None, 0, -1, (0, 2), 1]
 @pytest.mark.parametrize("keepdim", [False, True])
 def test_sum_max_min(dt, keepdim):
   a = data((2, 3, 4), dt, seed=16, full=True) if dt.is_int else data((2, 3, 4), dt, seed=16)
-  acc = {dtypes.float16: dtypes.float32}.get(dt, least_upper_dtype(dt, dtypes.uint32 if dt.is_unsigned else dtypes.int32 if not dt.is_float else dt))
+  narrow = dt in (dtypes.float16, dtypes.bfloat16)   # accumulate in float32, rounded once
+  acc = dtypes.float32 if narrow else least_upper_dtype(dt, dtypes.uint32 if dt.is_unsigned else dtypes.int32 if not dt.is_float else dt)
   for ax in AXES:
-    check(Tensor(a).sum(ax, keepdim=keepdim), np.sum(a, ax, dtype=acc.np, keepdims=keepdim).astype(dt.np if dt == dtypes.float16 else acc.np),
+    check(Tensor(a).sum(ax, keepdim=keepdim), np.sum(a, ax, dtype=acc.np, keepdims=keepdim).astype(dt.np if narrow else acc.np),
           rtol=1e-5 if dt == dtypes.float32 else None)
     check(Tensor(a).max(ax, keepdim=keepdim), np.max(a, ax, keepdims=keepdim))
     check(Tensor(a).min(ax, keepdim=keepdim), np.min(a, ax, keepdims=keepdim))

@@ -17,6 +17,11 @@ Semantics the table below pins down (numpy's where numpy defines one):
 - float max/min propagate NaN (`arith.maximumf`), `cmpne` is unordered (true for NaN), `mod` on floats is fmod
 - casts: float->int truncates toward zero (undefined out of range, as in C), int/float->bool is `!= 0`,
   bool->number is 0/1, int widening follows the source's signedness
+- a dtype in COMPUTE is a storage type: its values are loaded, stored and selected as they are, but every op on them
+  runs in the compute type and its result is rounded back (bfloat16 in float32, as PyTorch's CPU kernels; reduces
+  accumulate in the compute type and round once). Casts to it go through the compute type (f64 -> f32 -> bf16, as
+  ml_dtypes and PyTorch round), the rounding is to nearest even in integer ops (`Bf16`: subnormals kept, NaN stays
+  NaN), so it is the same on every target and no target's flushing conversion instruction is used
 - bool is `i1` in registers and one byte (0/1, like numpy's bool) in memory: buffers of `i1` are `memref<Nxi8>`,
   a load is `!= 0`, a store `extui`.
 
@@ -94,6 +99,28 @@ def parallel_info(f: Func) -> tuple[int, int, int] | None:
   """(outer loop size, threads, chunk grain) of a kernel uop-optimize marked parallel, else None."""
   if "uop.threads" not in f.attrs or (r := outer_range(f)) is None: return None
   return (int(r.src[0].attrs["value"]), _int_attr(f, "uop.threads", 1), _int_attr(f, "uop.grain", 1))
+
+# storage dtype -> the dtype its ops compute in (LLVM has no bf16 arithmetic on most targets; where it has, it flushes
+# subnormals or rounds per target, so bf16 is widened here, computed, and rounded back by Bf16)
+COMPUTE = {dtypes.bfloat16: dtypes.float32}
+
+class Bf16:
+  """bfloat16 <-> float32 in integer ops: bf16 is the top half of an f32, so widening is a shift; narrowing rounds to
+  nearest even by adding 0x7fff plus the lowest kept bit (a carry into the exponent is the correct round up, and
+  inf stays inf); a NaN keeps its sign and top payload bits and is made quiet (rounding could carry it to inf).
+  Vectorizes, and rounds numbers as ml_dtypes and PyTorch do."""
+  @staticmethod
+  def widen(L, c, x: str) -> str:
+    i = L(f"arith.extui {L(f'arith.bitcast {x} : bf16 to i16')} : i16 to i32")
+    return L(f"arith.bitcast {L(f'arith.shli {i}, {c(16)} : i32')} : i32 to f32")
+  @staticmethod
+  def narrow(L, c, x: str) -> str:
+    op = lambda name, a, b: L(f"arith.{name} {a}, {b} : i32")
+    b = L(f"arith.bitcast {x} : f32 to i32")
+    hi = op("shrui", b, c(16))
+    r = op("shrui", op("addi", b, op("addi", op("andi", hi, c(1)), c(0x7fff))), c(16))
+    r = L(f"arith.select {L(f'arith.cmpf uno, {x}, {x} : f32')}, {op('ori', hi, c(0x40))}, {r} : i32")
+    return L(f"arith.bitcast {L(f'arith.trunci {r} : i32 to i16')} : i16 to bf16")
 
 # ---------------------------------------------------------------- polynomial transcendentals (f32)
 POLY = ("exp2", "log2")
@@ -331,27 +358,38 @@ class Lowerer:
     fr = self.target(u)
     if self.block and op is Ops.ADD and dt.is_float and None not in (n := [im.cval(r.src[0]) for r in u.src[1:]]) and prod(n) > self.block:
       return self.place(u, fr, self.value(blocked(u, self.block)))
-    init = self.const(REDUCE_IDENTITY[op](dt), dt)
+    cdt = COMPUTE.get(dt, dt)   # the accumulator's dtype: rounded to dt once, after the loop
+    init = self.const(REDUCE_IDENTITY[op](cdt), cdt)
     frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
     if not frames: return self.place(u, fr, self.value(u.src[0]))  # a reduce over no ranges is its source
-    v = self.value(u.src[0])
-    acc = self.alu(op, (u, u.src[0]), [frames[-1].acc, v], dt, frames[-1], u, self.fm if dt.is_float else "")
-    self.close_loops(frames, sl(dt), acc, init)
-    return self.place(u, fr, frames[0].res)
+    v = self.cast(self.value(u.src[0]), dt, cdt, frames[-1])
+    acc = self.scalar_alu(op, cdt, [frames[-1].acc, v], cdt, frames[-1], u, self.fm if dt.is_float else "")
+    self.close_loops(frames, sl(cdt), acc, init)
+    return self.place(u, fr, self.cast(frames[0].res, cdt, dt, fr))
 
   def alu(self, op: str, srcs: tuple[UOp, ...], names: list[str], dt: DType, fr: Frame, u: UOp, fm: str = "") -> str:
-    L = lambda text: self.line(fr, text)
+    """op on operands srcs (named names) with result dtype dt. Casts, bitcasts and selects move values as they are;
+    every other op on a storage dtype (COMPUTE) widens its operands, runs in the compute dtype and rounds back."""
     sdt = srcs[0].dtype if srcs else dt
-    c, t = cls(sdt), sl(sdt)
     if op is Ops.CAST: return self.cast(names[0], sdt, dt, fr)
-    if op is Ops.BITCAST: return names[0] if sl(sdt) == sl(dt) else L(f"arith.bitcast {names[0]} : {sl(sdt)} to {sl(dt)}")
-    if op is Ops.WHERE: return L(f"arith.select {names[0]}, {names[1]}, {names[2]} : {sl(dt)}")
+    if op is Ops.BITCAST: return names[0] if sl(sdt) == sl(dt) else self.line(fr, f"arith.bitcast {names[0]} : {sl(sdt)} to {sl(dt)}")
+    if op is Ops.WHERE: return self.line(fr, f"arith.select {names[0]}, {names[1]}, {names[2]} : {sl(dt)}")
+    if (cdt := COMPUTE.get(sdt)) is None: return self.scalar_alu(op, srcs, names, dt, fr, u, fm)
+    r = self.scalar_alu(op, cdt, [self.cast(n, sdt, cdt, fr) for n in names], COMPUTE.get(dt, dt), fr, u, fm)
+    return self.cast(r, cdt, dt, fr) if dt is sdt else r
+
+  def scalar_alu(self, op: str, srcs: tuple[UOp, ...] | DType, names: list[str], dt: DType, fr: Frame, u: UOp, fm: str = "") -> str:
+    """op on operands of one register type (srcs: the operand UOps, or only their dtype when no operand is a constant
+    the op looks at), result dtype dt."""
+    L = lambda text: self.line(fr, text)
+    sdt = srcs if isinstance(srcs, DType) else srcs[0].dtype if srcs else dt
+    c, t = cls(sdt), sl(sdt)
     if op is Ops.NEG:  # on bool: logical not, as in tinygrad
       if c == B: return L(f"arith.xori {names[0]}, {self.const(True, sdt)} : i1")
       return L(f"arith.negf {names[0]} : {t}") if c == F else L(f"arith.subi {self.const(0, sdt)}, {names[0]} : {t}")
     if op is Ops.RECIP and c == F: return L(f"arith.divf {self.const(1.0, sdt)}, {names[0]} : {t}")
     if op is Ops.TRUNC and c != F: return names[0]
-    if op is Ops.MULACC and c != F: return self.alu(Ops.ADD, srcs, [self.alu(Ops.MUL, srcs, names[:2], dt, fr, u), names[2]], dt, fr, u)
+    if op is Ops.MULACC and c != F: return self.scalar_alu(Ops.ADD, sdt, [self.scalar_alu(Ops.MUL, sdt, names[:2], dt, fr, u), names[2]], dt, fr, u)
     if op in CMP and c in CMP[op]:
       mop, pred = CMP[op][c].split()
       return L(f"{mop} {pred}, {names[0]}, {names[1]} : {t}")
@@ -415,6 +453,10 @@ class Lowerer:
 
   def cast(self, x: str, s: DType, d: DType, fr: Frame) -> str:
     L = lambda text: self.line(fr, text)
+    if sl(s) == sl(d): return x
+    c = lambda v: self.const(v, dtypes.int32)
+    if (w := COMPUTE.get(s)) is not None: x, s = Bf16.widen(L, c, x), w   # exact: then on from the compute dtype
+    if (w := COMPUTE.get(d)) is not None: return Bf16.narrow(L, c, self.cast(x, s, w, fr))
     if sl(s) == sl(d): return x
     if s is dtypes.index: x, s = L(f"arith.index_cast {x} : index to i64"), dtypes.int64
     if d is dtypes.index: return L(f"arith.index_cast {self.cast(x, s, dtypes.int64, fr)} : i64 to index")

@@ -25,7 +25,7 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.passes.registry import register, PassError
-from morok_mlir.codegen.lower_cpu import Lowerer, Frame, mem_type, sl, cls, _axis
+from morok_mlir.codegen.lower_cpu import COMPUTE, Lowerer, Frame, mem_type, sl, cls, _axis
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
 
@@ -68,7 +68,8 @@ class GPULowerer(Lowerer):
     n = _prod(_size(r) for r in self.out_rngs)
     top = [u for u in self.sink.toposort if u.op is Ops.REDUCE and self.ranges[u] <= set(self.out_rngs)]
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
-    ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and u.dtype.bits in (32, 64) and u.dtype is not dtypes.index for u in top)
+    ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
+             and u.dtype is not dtypes.index for u in top)   # bf16 accumulates in f32: 32-bit shuffles
     self.group = set(top) if top and ok and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
     # UPCAST (tinygrad's name): a thread computes UPCAST neighbours along the last axis, so its loads and stores of
     # contiguous operands are 16-byte vectors (the last range becomes digit * UPCAST + j: the back end sees the
@@ -158,39 +159,41 @@ class GPULowerer(Lowerer):
     if u in self.lane_groups: return self.reduce_lanes(self.lane_groups[u], u)
     if u not in self.group: return super().reduce(u)
     self.ids()
-    op, dt, t = u.attrs["op"], u.dtype, sl(u.dtype)
-    fr, rngs = self.target(u), sorted(u.src[1:], key=_axis)
+    op, sdt = u.attrs["op"], u.dtype
+    dt = COMPUTE.get(sdt, sdt)
+    fr, rngs, t = self.target(u), sorted(u.src[1:], key=_axis), sl(dt)
     init = self.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
     j, acc, res = f"%i{self.n}", f"%acc{self.n}", f"%{self.n + 1}"; self.n += 2
     self.flat_ivs(loop, rngs, j)
-    new = self.alu(op, (u, u.src[0]), [acc, self.value(u.src[0])], dt, loop, u)
+    new = self.scalar_alu(op, dt, [acc, self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u)
     body = self.close_flat(loop, rngs)
     end, step = self.const(_prod(_size(r) for r in rngs), dtypes.index), self.const(self.local, dtypes.index)
     fr.lines.extend([f"{res} = scf.for {j} = {self.tid} to {end} step {step} iter_args({acc} = {init}) -> ({t}) {{",
                      *("  " + l for l in body), f"  scf.yield {new} : {t}", "}"])
-    return self.place(u, fr, self.line(fr, f"gpu.all_reduce {ALL_REDUCE[op][cls(dt)]} {res} uniform {{}} : ({t}) -> ({t})"))
+    return self.place(u, fr, self.cast(self.line(fr, f"gpu.all_reduce {ALL_REDUCE[op][cls(dt)]} {res} uniform {{}} : ({t}) -> ({t})"), dt, sdt, fr))
 
   def reduce_lanes(self, us: list[UOp], want: UOp) -> str:
     """The same reduce of every upcast lane in one loop over its ranges (flattened), one accumulator per lane."""
-    op, dt, t = us[0].attrs["op"], us[0].dtype, sl(us[0].dtype)
-    fr, rngs = self.target(us[0]), sorted(us[0].src[1:], key=_axis)
+    op, sdt = us[0].attrs["op"], us[0].dtype
+    dt = COMPUTE.get(sdt, sdt)   # accumulate in the compute dtype, round once (as uop-lower-cpu)
+    fr, rngs, t = self.target(us[0]), sorted(us[0].src[1:], key=_axis), sl(dt)
     init = self.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
     j, res, accs = f"%i{self.n}", f"%{self.n + 1}", [f"%acc{self.n}_{k}" for k in range(len(us))]; self.n += 2
     self.flat_ivs(loop, rngs, j)
-    new = [self.alu(op, (u, u.src[0]), [acc, self.value(u.src[0])], dt, loop, u) for u, acc in zip(us, accs)]
+    new = [self.scalar_alu(op, dt, [acc, self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u) for u, acc in zip(us, accs)]
     body = self.close_flat(loop, rngs)
     end, ts = self.const(_prod(_size(r) for r in rngs), dtypes.index), ", ".join([t] * len(us))
     fr.lines.extend([f"{res}:{len(us)} = scf.for {j} = {self.const(0, dtypes.index)} to {end} step {self.const(1, dtypes.index)} "
                      f"iter_args({', '.join(f'{a} = {init}' for a in accs)}) -> ({ts}) {{",
                      *("  " + l for l in body), f"  scf.yield {', '.join(new)} : {ts}", "}"])
-    for k, u in enumerate(us): self.place(u, fr, f"{res}#{k}")
+    for k, u in enumerate(us): self.place(u, fr, self.cast(f"{res}#{k}", dt, sdt, fr))
     return self.names[want]
 
-  def alu(self, op, srcs, names, dt, fr, u, *rest):
+  def scalar_alu(self, op, srcs, names, dt, fr, u, *rest):
     if op in GPU_MATH and dt.is_float: return self.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt)))
-    return super().alu(op, srcs, names, dt, fr, u, *rest)
+    return super().scalar_alu(op, srcs, names, dt, fr, u, *rest)
 
 def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MAX) -> tuple[str, Launch]:
   """One kernel func (uop dialect, kernel level) -> (a `gpu.func ... kernel` over signless memrefs, its launch sizes).

@@ -1,7 +1,7 @@
 """Data types: tinygrad's names and promotion lattice, with their MLIR and numpy spellings."""
 from __future__ import annotations
 from dataclasses import dataclass
-import numpy as np
+import ml_dtypes, numpy as np
 
 @dataclass(frozen=True, eq=False)
 class DType:
@@ -36,6 +36,14 @@ class DType:
   def signless(self) -> str:
     """The element type arith/memref use: MLIR's arith ops want signless integers."""
     return self.mlir.lstrip("u") if self.is_unsigned else self.mlir
+  @property
+  def finfo(self):
+    """numpy's finfo of a float dtype (ml_dtypes' for bfloat16, which numpy does not know)."""
+    return ml_dtypes.finfo(self.np)
+  @property
+  def fbits(self) -> tuple[int, int]:
+    """(exponent bits, significand bits with the implicit one) of a float dtype: what conversions between them keep."""
+    return self.finfo.nexp, self.finfo.nmant + 1
   @property
   def min(self):
     if self.is_float: return -float("inf")
@@ -74,26 +82,29 @@ class dtypes:
   int64 = DType(7, 8, "int64", np.int64, "i64")
   uint64 = DType(8, 8, "uint64", np.uint64, "ui64")
   float16 = DType(9, 2, "float16", np.float16, "f16")
+  bfloat16 = DType(10, 2, "bfloat16", ml_dtypes.bfloat16, "bf16")   # numpy interop through ml_dtypes, as JAX's
   float32 = DType(11, 4, "float32", np.float32, "f32")
   float64 = DType(12, 8, "float64", np.float64, "f64")
   index = DType(-1, 8, "index", np.int64, "index")  # loop counters and addresses inside kernels
   void = DType(-1, 0, "void", np.void, "none")      # no value: the ordering token of stores, kernels and sinks
   # aliases (tinygrad/PyTorch spellings)
-  half, float, double, int, long, char, uchar, short = float16, float32, float64, int32, int64, int8, uint8, int16
+  half, float, double, int, long, char, uchar, short, ushort = float16, float32, float64, int32, int64, int8, uint8, int16, uint16
+  bf16 = bfloat16
   default_float = float32
   default_int = int32
   sints = (int8, int16, int32, int64)
   uints = (uint8, uint16, uint32, uint64)
   ints = sints + uints
-  floats = (float16, float32, float64)
+  floats = (float16, bfloat16, float32, float64)
   all = (bool,) + ints + floats
 
   @staticmethod
   def from_np(t) -> DType:
     """The dtype of a numpy dtype, by kind and size: np.longlong is int64 and '>f4' is float32 (new_buffer makes the
-    bytes native). Complex, object, str, datetime, structured and longdouble are not supported."""
+    bytes native). Complex, object, str, datetime, structured and longdouble are not supported. ml_dtypes' bfloat16
+    has numpy kind 'V' (as a raw void of 2 bytes): it is known by the dtype itself, in either byte order."""
     t = np.dtype(t)
-    if (d := _NP.get((t.kind, t.itemsize))) is None or t.fields is not None or t.shape:
+    if (d := _NP.get(t.newbyteorder("=") if t.kind == "V" else (t.kind, t.itemsize))) is None or t.fields is not None or t.shape:
       raise TypeError(f"unsupported numpy dtype {t} (supported: {', '.join(d.name for d in dtypes.all)})")
     return d
   @staticmethod
@@ -105,16 +116,18 @@ class dtypes:
   def from_py(x) -> DType:
     if isinstance(x, (bool, np.bool_)): return dtypes.bool
     if isinstance(x, (int, np.integer)): return dtypes.default_int if not isinstance(x, np.integer) else dtypes.from_np(type(x))
+    if isinstance(x, ml_dtypes.bfloat16): return dtypes.bfloat16
     if isinstance(x, (float, np.floating)): return dtypes.default_float if not isinstance(x, np.floating) else dtypes.from_np(type(x))
     raise TypeError(f"cannot infer a dtype for {type(x).__name__}")
 
-_NP = {(d.npdt.kind, d.itemsize): d for d in dtypes.all}
+_NP = {d.npdt if d.npdt.kind == "V" else (d.npdt.kind, d.itemsize): d for d in dtypes.all}
 
 # tinygrad's promotion lattice: the least upper bound of two dtypes
 _parents = {dtypes.bool: (dtypes.int8, dtypes.uint8), dtypes.int8: (dtypes.int16,), dtypes.uint8: (dtypes.int16, dtypes.uint16),
             dtypes.int16: (dtypes.int32,), dtypes.uint16: (dtypes.int32, dtypes.uint32), dtypes.int32: (dtypes.int64,),
-            dtypes.uint32: (dtypes.int64, dtypes.uint64), dtypes.int64: (dtypes.float16,), dtypes.uint64: (dtypes.float16,),
-            dtypes.float16: (dtypes.float32,), dtypes.float32: (dtypes.float64,), dtypes.float64: ()}
+            dtypes.uint32: (dtypes.int64, dtypes.uint64), dtypes.int64: (dtypes.float16, dtypes.bfloat16),
+            dtypes.uint64: (dtypes.float16, dtypes.bfloat16), dtypes.float16: (dtypes.float32,), dtypes.bfloat16: (dtypes.float32,),
+            dtypes.float32: (dtypes.float64,), dtypes.float64: ()}
 
 def _ancestors(d: DType) -> frozenset[DType]:
   return frozenset({d}).union(*(_ancestors(p) for p in _parents[d]))

@@ -70,8 +70,9 @@ def _dtype(x) -> DType:
   if not isinstance(dt, DType) or dt == dtypes.index: _err(TypeError, f"{x!r} is not a dtype")
   return dt
 def _float(dt: DType) -> DType: return dt if dt.is_float else dtypes.default_float
+def _narrow_float(dt: DType) -> bool: return dt.is_float and dt.itemsize < 4   # float16, bfloat16: opmath is float32
 def _sum_acc(dt: DType) -> DType:
-  """tinygrad's accumulation dtype of sum: small ints widen to int32/uint32, half accumulates in float32."""
+  """tinygrad's accumulation dtype of sum: small ints widen to int32/uint32, half and bfloat16 accumulate in float32."""
   if dt.is_unsigned: return least_upper_dtype(dt, dtypes.uint32)
   if dt.is_int or dt.is_bool: return least_upper_dtype(dt, dtypes.int32)
   return least_upper_dtype(dt, dtypes.float32)
@@ -86,11 +87,11 @@ _SCATTER_REDUCE = {"sum": "add", "prod": "mul", "mean": "add", "amax": "max", "a
 
 def _f32(fn):
   """Float composites run in float32 at least (PyTorch's opmath): their polynomials and cancellations would lose most of
-  float16's 11 bits. The result is rounded once to the input's float dtype."""
+  float16's 11 bits (bfloat16's 8). The result is rounded once to the input's float dtype."""
   @functools.wraps(fn)
   def f(self, *a, **kw):
     x = self._fl()
-    return fn(x.float(), *a, **kw).cast(x.dtype) if x.dtype.itemsize < 4 else fn(x, *a, **kw)
+    return fn(x.float(), *a, **kw).cast(x.dtype) if _narrow_float(x.dtype) else fn(x, *a, **kw)
   return f
 
 def _basic_plan(shape: tuple, idx: tuple) -> tuple[list, list, list, list]:
@@ -284,9 +285,15 @@ class OpMixin:
   def sin(self) -> Self: return self._fl()._alu(Ops.SIN)
   def sqrt(self) -> Self: return self._fl()._alu(Ops.SQRT)
   def reciprocal(self) -> Self: return self._fl()._alu(Ops.RECIP)
-  def exp(self) -> Self: return (self._fl() * (1 / math.log(2))).exp2()
+  # composites of two primitives still run in float32 for float16/bfloat16: x / ln 2 rounded to bfloat16's 8 bits
+  # would put an error of |x| * 2^-9 into exp's exponent
+  @_f32
+  def exp(self) -> Self: return (self * (1 / math.log(2))).exp2()
+  @_f32
   def log(self) -> Self: return self.log2() * math.log(2)
-  def cos(self) -> Self: return ((math.pi / 2) - self._fl()).sin()
+  @_f32
+  def cos(self) -> Self: return ((math.pi / 2) - self).sin()
+  @_f32
   def tan(self) -> Self: return self.sin() / self.cos()
   def rsqrt(self) -> Self: return self.sqrt().reciprocal()
   def square(self) -> Self: return self * self
@@ -306,8 +313,10 @@ class OpMixin:
   def abs(self) -> Self: return self if self.dtype.is_unsigned or self.dtype.is_bool else self.lt(0).where(-self, self)
   def sign(self) -> Self: return self.lt(0).where(-1, self.gt(0).where(1, self))
   def relu(self) -> Self: return self.maximum(0)
-  def sigmoid(self) -> Self: return (1 + (self._fl() * (-1 / math.log(2))).exp2()).reciprocal()
-  def tanh(self) -> Self: return 2.0 * (2.0 * self._fl()).sigmoid() - 1.0
+  @_f32
+  def sigmoid(self) -> Self: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal()
+  @_f32
+  def tanh(self) -> Self: return 2.0 * (2.0 * self).sigmoid() - 1.0
   def clip(self, min_=None, max_=None) -> Self:
     if min_ is None and max_ is None: _err(ValueError, "clip needs min_ or max_")
     x = self if min_ is None else self.maximum(min_)
@@ -893,7 +902,7 @@ class OpMixin:
     return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes).reshape(out)
   def sum(self, axis=None, keepdim=False, dtype=None) -> Self:
     ret = self.cast(dtype or _sum_acc(self.dtype))._reduce(Ops.ADD, axis, keepdim)
-    return ret.cast(self.dtype) if dtype is None and self.dtype == dtypes.float16 else ret
+    return ret.cast(self.dtype) if dtype is None and _narrow_float(self.dtype) else ret
   def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(dtype or self.dtype)._reduce(Ops.MUL, axis, keepdim)
   def max(self, axis=None, keepdim=False) -> Self: return self._reduce(Ops.MAX, axis, keepdim)
   def min(self, axis=None, keepdim=False) -> Self: return self._reduce(Ops.MIN, axis, keepdim)
@@ -920,15 +929,18 @@ class OpMixin:
     return v.sqrt(), m
   def _softmax(self, axis, dtype=None):
     x = self.cast(dtype) if dtype is not None else self
+    if _narrow_float(x.dtype): x = x.float()   # float16/bfloat16 run in float32, rounded once at the end (PyTorch)
     m = x - x.max(axis, keepdim=True)  # subtract the max: exp never overflows
     e = m.exp()
     return m, e, e.sum(axis, keepdim=True)
+  def _narrowed(self, r: Self, dtype) -> Self:
+    return r.cast(dt) if _narrow_float(dt := self.dtype if dtype is None else _dtype(dtype)) else r
   def softmax(self, axis=-1, dtype=None) -> Self:
     _, e, ss = self._softmax(axis, dtype)
-    return e / ss
+    return self._narrowed(e / ss, dtype)
   def log_softmax(self, axis=-1, dtype=None) -> Self:
     m, _, ss = self._softmax(axis, dtype)
-    return m - ss.log()
+    return self._narrowed(m - ss.log(), dtype)
   def logsumexp(self, axis=None, keepdim=False) -> Self:
     m = self.max(axis, keepdim=True)
     return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(self.max(axis, keepdim).shape)
@@ -965,7 +977,7 @@ class OpMixin:
   def cumsum(self, axis: int = 0) -> Self:
     """Running sum along axis in the dtype sum accumulates in (small ints widen to int32, as sum), O(n * 256) work."""
     ret = self.cast(_sum_acc(self.dtype))._cumalu(axis, Ops.ADD)
-    return ret.cast(self.dtype) if self.dtype == dtypes.float16 else ret
+    return ret.cast(self.dtype) if _narrow_float(self.dtype) else ret
   def cumprod(self, axis: int) -> Self:
     """Running product by the same block structure as cumsum (exact for zeros and negatives); bools become int32."""
     return (self.cast(dtypes.int32) if self.dtype.is_bool else self)._cumalu(axis, Ops.MUL)
@@ -1041,7 +1053,9 @@ class OpMixin:
     if x.shape[-1] != w.shape[axis_w := -min(w.ndim, 2)]: _err(ValueError, f"cannot matmul {x.shape} and {w.shape}: {x.shape[-1]} != {w.shape[axis_w]}")
     x = x.reshape(*x.shape[0:-1], *[1] * min(dx - 1, dw - 1, 1), x.shape[-1])
     w = w.reshape(*w.shape[0:-2], *[1] * min(dx - 1, dw - 1, 1), *w.shape[axis_w:]).transpose(-1, axis_w)
-    return (x * w).sum(-1, dtype=dtype).cast(least_upper_dtype(x.dtype, w.dtype) if dtype is None else dtype)
+    out = least_upper_dtype(x.dtype, w.dtype) if dtype is None else _dtype(dtype)
+    if _narrow_float(out) and dtype is None: x, w = x.float(), w.float()   # exact products, summed in float32 (PyTorch)
+    return (x * w).sum(-1, dtype=dtype).cast(out)
   def matmul(self, x: Self, reverse=False, dtype=None) -> Self:
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
   def __matmul__(self, x) -> Self: return self.matmul(x)

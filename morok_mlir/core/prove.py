@@ -1,7 +1,7 @@
 """The Z3 prover of the rewrite rules in `symbolic.py`: every rule, for every op and dtype its pattern can match.
 
 For each instance the pattern is built with placeholders (Z3 variables: bit-vectors at the dtype's width for
-integers, index (64) and bools (1), Z3 floating point for f16/f32/f64), the rule's guard and rhs run under the Z3
+integers, index (64) and bools (1), Z3 floating point for f16/bf16/f32/f64), the rule's guard and rhs run under the Z3
 semantics context (so constant folding executes the real folding code on symbolic values), and Z3 must show:
   assumptions (value bounds, guard, the LHS is defined) => the RHS is defined and LHS == RHS.
 Equality of floats is SMT `=`: NaN equals NaN, +0.0 differs from -0.0, so rules unsound at NaN/Inf/-0.0 fail.
@@ -21,11 +21,12 @@ from morok_mlir.core.pattern import UPat, elem
 from morok_mlir.core.symbolic import (RULES, Rule, OP_DTYPES, CMP_ALU, FLOATS, PyDom, INT_SEM, semantics, dt_of, lossless, pydom)
 from morok_mlir.dialects.ops import Ops
 
-DTS = ("i1", "i8", "ui8", "i16", "i32", "ui32", "i64", "ui64", "index", "f16", "f32", "f64")
+DTS = ("i1", "i8", "ui8", "i16", "i32", "ui32", "i64", "ui64", "index", "f16", "bf16", "f32", "f64")
 IDTS = ("i8", "ui8", "i16", "ui16", "i32", "ui32", "i64", "ui64", "index")  # the widths of the integer method
 W = 136  # guards compute exactly in this width: products of two 64-bit bounds plus sums never overflow it
 RNE, RTZ = z3.RNE(), z3.RTZ()
-_FP = {"f16": z3.Float16(), "f32": z3.Float32(), "f64": z3.Float64()}
+# bfloat16 ops run in float32 and round once: for + - * / sqrt that equals rounding the exact result (24 >= 2 * 8 + 2 bits)
+_FP = {"f16": z3.Float16(), "bf16": z3.FPSort(8, 8), "f32": z3.Float32(), "f64": z3.Float64()}
 
 def width(e: str) -> int: return 64 if e == "index" else dt_of(e).bits
 def sort(e: str): return _FP[e] if e in _FP else z3.BitVecSort(width(e))
@@ -44,6 +45,7 @@ def z3_cast(v, src: str, dst: str):
   """The value conversion `cast` (spec): float->int truncates, ->bool is != 0, bool-> is 0/1, floats round to nearest."""
   if dst == "i1": return bv1(z3.Not(z3.fpIsZero(v)) if src in _FP else v != 0)
   if src == "i1": return z3.If(v == 1, zconst(1, dst), zconst(0, dst))
+  if dst == "bf16" and src != "f32": v, src = z3_cast(v, src, "f32"), "f32"   # every conversion to bfloat16 goes through float32
   if dst in _FP:
     if src in _FP: return z3.fpFPToFP(RNE, v, _FP[dst])
     return (z3.fpSignedToFP if signed(src) else z3.fpUnsignedToFP)(RNE, v, _FP[dst])

@@ -57,9 +57,10 @@ def parse_type(t: str) -> tuple[DType, tuple[int, ...] | None]:
 def _fmt_float(v: float, ty: str) -> str:
   if math.isnan(v) or math.isinf(v):  # hex bit patterns: MLIR has no literal for these
     import numpy as np
-    np_t = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[ty]
+    np_t = dtypes.from_mlir(ty).np
     bits = np.array(v, dtype=np_t).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(np_t).itemsize]).item()
     return f"{hex(bits)}"
+  if ty == "bf16": v = float(dtypes.bfloat16.np(v))  # rounded through float32 as every cast to bfloat16 is (ml_dtypes, PyTorch)
   s = repr(float(v))   # MLIR's float literal needs a point: 1e-08 -> 1.0e-08
   return s.replace("e", ".0e") if "e" in s and "." not in s else s
 

@@ -2,10 +2,10 @@
 // runs, naming what is supported: never an internal error inside a pass.
 // RUN: not morok-opt %s --split-input-file -p uop-rangeify,uop-simplify,uop-kernel-split,uop-optimize,uop-lower-cpu 2>&1 | FileCheck %s
 
-// CHECK: types.mlir:[[@LINE+2]]:8: error: 'uop.add' op element type bf16 of tensor<4xbf16> is not supported (supported: i1, i8, i16, i32, i64, ui8, ui16, ui32, ui64, f16, f32, f64, index)
-func.func @f(%a: tensor<4xbf16>) -> tensor<4xbf16> {
-  %0 = "uop.add"(%a, %a) : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>
-  return %0 : tensor<4xbf16>
+// CHECK: types.mlir:[[@LINE+2]]:8: error: 'uop.add' op element type tf32 of tensor<4xtf32> is not supported (supported: i1, i8, i16, i32, i64, ui8, ui16, ui32, ui64, f16, bf16, f32, f64, index)
+func.func @f(%a: tensor<4xtf32>) -> tensor<4xtf32> {
+  %0 = "uop.add"(%a, %a) : (tensor<4xtf32>, tensor<4xtf32>) -> tensor<4xtf32>
+  return %0 : tensor<4xtf32>
 }
 
 // -----
@@ -60,7 +60,7 @@ func.func @f(%a: tensor<4xf32>, %b: tensor<4xi3>) -> tensor<4xf32> {
 // -----
 
 // A function without uop ops is only refused by a pass that imports it as a uop graph.
-// CHECK: types.mlir:[[@LINE+1]]:1: error: uop-rangeify: 'func.func' op @f argument 0: element type bf16 of tensor<4xbf16> is not supported
-func.func @f(%a: tensor<4xbf16>) -> tensor<4xbf16> {
-  return %a : tensor<4xbf16>
+// CHECK: types.mlir:[[@LINE+1]]:1: error: uop-rangeify: 'func.func' op @f argument 0: element type tf32 of tensor<4xtf32> is not supported
+func.func @f(%a: tensor<4xtf32>) -> tensor<4xtf32> {
+  return %a : tensor<4xtf32>
 }
