@@ -272,6 +272,9 @@ class Tensor(OpMixin):
     """num_samples class indices (int32) drawn per row of self's non-negative weights (1-d or 2-d), from the seeded
     generator of manual_seed: the weights are realized and sampled on the host (threefry on the device comes later)."""
     if self.ndim not in (1, 2): _err(ValueError, f"multinomial needs a 1-d or 2-d tensor of weights, got {self.shape}")
+    if not isinstance(num_samples, (int, np.integer)) or isinstance(num_samples, bool) or num_samples <= 0:
+      _err(ValueError, f"multinomial: cannot sample {num_samples!r} samples (a positive int)")
+    if self.ndim == 2 and self.shape[0] == 0: return Tensor(np.zeros((0, num_samples), np.int32), device=self.device)   # no rows
     w = self.cast(dtypes.float64).numpy().reshape(-1, self.shape[-1])
     if (w < 0).any() or not np.isfinite(w).all() or (w.sum(1) <= 0).any(): _err(ValueError, "multinomial: weights must be finite, >= 0, and not all 0")
     if not replacement and num_samples > (w > 0).sum(1).min(): _err(ValueError, f"multinomial: cannot draw {num_samples} samples without replacement")

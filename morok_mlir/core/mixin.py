@@ -276,7 +276,7 @@ class OpMixin:
     d, even = self - f, ((f * 0.5).floor() * 2).eq(f)
     return d.gt(0.5).where(f + 1, d.lt(0.5).where(f, even.where(f, f + 1)))
   def abs(self) -> Self: return self if self.dtype.is_unsigned or self.dtype.is_bool else self.lt(0).where(-self, self)
-  def sign(self) -> Self: return self.lt(0).where(-1, self.gt(0).where(1, self))
+  def sign(self) -> Self: return self if self.dtype.is_bool else self.lt(0).where(-1, self.gt(0).where(1, self))
   def relu(self) -> Self: return self.maximum(0)
   def sigmoid(self) -> Self: return (1 + (self._fl() * (-1 / math.log(2))).exp2()).reciprocal()
   def tanh(self) -> Self: return 2.0 * (2.0 * self._fl()).sigmoid() - 1.0
@@ -365,14 +365,14 @@ class OpMixin:
     return a.lt(0.5).where(small, self._signed(big))
   def copysign(self, other) -> Self:
     """|self| with the sign bit of other (as numpy/PyTorch: -0.0 and NaN's sign count), in a float dtype."""
-    a, b = self._broadcasted(other)
+    a, b = self._fl()._broadcasted(other)   # float first: a negative scalar would wrap to an unsigned self's dtype
     dt = _float(a.dtype)
     it = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[dt.itemsize]
     a, b = a.cast(dt).bitcast(it), b.cast(dt).bitcast(it)
     return ((a & it.max) | (b & it.min)).bitcast(dt)
   def logaddexp(self, other) -> Self:
     """log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); a == b (infinities included) is max + log 2."""
-    a, b = self._broadcasted(other)
+    a, b = self._fl()._broadcasted(other)
     dt = _float(a.dtype)
     a, b = a.cast(least_upper_dtype(dt, dtypes.float32)), b.cast(least_upper_dtype(dt, dtypes.float32))
     m = a.maximum(b)
@@ -586,8 +586,10 @@ class OpMixin:
     axes = tuple(sorted(a for a in axes if isinstance(self.shape[a], U.UOp) or self.shape[a] > 1))  # flipping a size-0/1 dim is a no-op
     return self._op(Ops.FLIP, self.shape, axes=axes) if axes else self
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Self:
+    d0, d1 = self._dim(dim0), self._dim(dim1)
+    if self.ndim == 0: return self   # a 0-d tensor accepts dims 0/-1, as in PyTorch
     order = list(range(self.ndim))
-    order[self._dim(dim0)], order[self._dim(dim1)] = order[self._dim(dim1)], order[self._dim(dim0)]
+    order[d0], order[d1] = order[d1], order[d0]
     return self.permute(order)
   @property
   def T(self) -> Self: return self.permute(tuple(range(self.ndim))[::-1])
@@ -818,6 +820,7 @@ class OpMixin:
     if any(not isinstance(s, int) for s in self.shape + index.shape): _err(TypeError, "gather needs static sizes")
     if any(j != d and x > y for j, (x, y) in enumerate(zip(index.shape, self.shape))):
       _err(ValueError, f"gather: index {index.shape} is larger than {self.shape} outside dim {d}")
+    if self.ndim == 0: return self.reshape(1).gather(0, index.reshape(1)).reshape(())
     return self._op(Ops.GATHER, index.shape, self.dtype, (index,), axis=d)
 
   # ---- reductions and matmul
@@ -838,9 +841,17 @@ class OpMixin:
     ret = self.cast(dtype or _sum_acc(self.dtype))._reduce(Ops.ADD, axis, keepdim)
     return ret.cast(self.dtype) if dtype is None and self.dtype == dtypes.float16 else ret
   def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(dtype or self.dtype)._reduce(Ops.MUL, axis, keepdim)
-  def max(self, axis=None, keepdim=False) -> Self: return self._reduce(Ops.MAX, axis, keepdim)
-  def min(self, axis=None, keepdim=False) -> Self: return self._reduce(Ops.MIN, axis, keepdim)
-  def any(self, axis=None, keepdim=False) -> Self: return self.bool().max(axis, keepdim)
+  def _nonempty(self, axis, what: str):
+    """max/min have no identity: reducing an empty dim raises, as in PyTorch (numpy too), instead of giving -inf/inf."""
+    if axis is None and self.ndim and 0 in self.shape: _err(ValueError, f"{what}() of an empty tensor {self.shape}: give the dim to reduce")
+    if bad := [a for a in self._axes(axis) if self.shape[a] == 0]: _err(IndexError, f"{what}(): expected reduction dim {bad[0]} to have non-zero size")
+  def max(self, axis=None, keepdim=False) -> Self:
+    self._nonempty(axis, "max")
+    return self._reduce(Ops.MAX, axis, keepdim)
+  def min(self, axis=None, keepdim=False) -> Self:
+    self._nonempty(axis, "min")
+    return self._reduce(Ops.MIN, axis, keepdim)
+  def any(self, axis=None, keepdim=False) -> Self: return self.bool()._reduce(Ops.MAX, axis, keepdim)
   def all(self, axis=None, keepdim=False) -> Self: return self.logical_not().any(axis, keepdim).logical_not()
   def mean(self, axis=None, keepdim=False, dtype=None) -> Self:
     """dtype: cast the input to this float dtype first (PyTorch's mean(dtype=))."""
@@ -862,8 +873,8 @@ class OpMixin:
     v, m = self.var_mean(axis, keepdim, correction)
     return v.sqrt(), m
   def _softmax(self, axis, dtype=None):
-    x = self.cast(dtype) if dtype is not None else self
-    m = x - x.max(axis, keepdim=True)  # subtract the max: exp never overflows
+    x = self.cast(dtype) if dtype is not None else self._fl()   # in float: an unsigned x - max would wrap
+    m = x - x._reduce(Ops.MAX, axis, keepdim=True)  # subtract the max: exp never overflows (an empty dim has no max to raise on)
     e = m.exp()
     return m, e, e.sum(axis, keepdim=True)
   def softmax(self, axis=-1, dtype=None) -> Self:
@@ -873,8 +884,12 @@ class OpMixin:
     m, _, ss = self._softmax(axis, dtype)
     return m - ss.log()
   def logsumexp(self, axis=None, keepdim=False) -> Self:
-    m = self.max(axis, keepdim=True)
-    return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(self.max(axis, keepdim).shape)
+    """log(sum(exp(x))) shifted by the max; an infinite max shifts by 0 (x - inf would be NaN), an empty dim gives -inf."""
+    x = self._fl()
+    m = x._reduce(Ops.MAX, axis, keepdim=True)
+    m = m.isinf().where(0.0, m)
+    ret = (x - m).exp().sum(axis, keepdim).log()
+    return ret + m.reshape(ret.shape)
 
   # ---- cumulative and ordering
   def _scan(self, op, block: int = 256) -> Self:
@@ -933,6 +948,7 @@ class OpMixin:
     if self.ndim == 0: self._dim(dim); return self, self._full((), 0, dtypes.default_int)
     d = self._dim(dim)
     n = self._static(d, "sort")
+    if 0 in self.shape: return self, self._full(self.shape, 0, dtypes.default_int)   # nothing to order
     x, dt = self.transpose(d, -1), self.dtype
     if n > 1 << 24 and dt.is_float and dt.itemsize <= 4: _err(ValueError, f"sort of {n} elements: indices past 2^24 do not fit float32 exactly")
     # keys and indices travel as one (..., n, 2) tensor of a dtype that holds both exactly: one kernel per network stage
@@ -1062,7 +1078,7 @@ class OpMixin:
     oh = indices.reshape(*lead, nin, 1).eq(self._arange(nout).reshape(1, nout))
     x = self.reshape(*lead, nin, 1)
     # max, not sum: overlapping windows may pick one element twice, and PyTorch writes it once
-    return oh.any(-2).where(oh.where(x, self.dtype.min).max(-2), 0).cast(self.dtype).reshape(*lead, *output_size)
+    return oh.any(-2).where(oh.where(x, self.dtype.min)._reduce(Ops.MAX, -2), 0).cast(self.dtype).reshape(*lead, *output_size)
   def conv_transpose2d(self, weight: Self, bias: Self | None = None, groups=1, stride=1, dilation=1, padding=0, output_padding=0) -> Self:
     """tinygrad's / PyTorch's transposed convolution ((cin, cout/groups, *k) weight, any number of spatial dims): the
     input strided by zero insertion (reshape, pad, reshape), then conv2d with the flipped, transposed weight and
@@ -1109,6 +1125,7 @@ class OpMixin:
     x = self
     for d in range(self.ndim - len(size), self.ndim):
       nin, nout = x._static(d, "interpolate"), int(size[d - self.ndim])
+      if nin == 0: _err(ValueError, f"interpolate: cannot resize dim {d} of input {self.shape}, which is empty, to {nout}")
       if nin == nout: continue
       j, k = self._arange(nout), self._arange(nin)
       if 4 * nin * nout >= 1 << 31: j, k = j.cast(dtypes.int64), k.cast(dtypes.int64)
@@ -1163,15 +1180,16 @@ class OpMixin:
         rest, k = [a for a in range(x.ndim) if a not in (i, j)], x._static(i, "einsum")
         x = x.permute(*rest, i, j).flatten(-2).pad((0, k)).reshape(*[x.shape[a] for a in rest], k, k + 1).shrink((*[None] * len(rest), None, (0, 1)))
         x, s = x.reshape(x.shape[:-1]), "".join(s[a] for a in rest) + c
-      for c, n in zip(s, x.shape):
-        if sizes.setdefault(c, n) != n: _err(ValueError, f"einsum: subscript {c!r} has sizes {sizes[c]} and {n}")
+      for c, n in zip(s, x.shape):   # a size-1 dim broadcasts against the letter's size elsewhere (numpy, PyTorch)
+        if (m := sizes.setdefault(c, n)) != n and 1 not in (m, n): _err(ValueError, f"einsum: subscript {c!r} has sizes {m} and {n}")
+        if m == 1: sizes[c] = n
       ys.append((s, x))
     letters = sorted(sizes)
     full = tuple(sizes[c] for c in letters)
     prod = None
     for s, x in ys:
       order = sorted(range(len(s)), key=lambda a: s[a])
-      x = x.permute(order).reshape(tuple(sizes[c] if c in s else 1 for c in letters)).expand(full)
+      x = x.permute(order).reshape(tuple(x.shape[s.index(c)] if c in s else 1 for c in letters)).expand(full)
       prod = x if prod is None else prod * x
     ret = prod.sum(tuple(i for i, c in enumerate(letters) if c not in out), dtype=dtype)
     kept = [c for c in letters if c in out]
@@ -1189,9 +1207,12 @@ class OpMixin:
       if attn_mask is not None: _err(ValueError, "scaled_dot_product_attention: set attn_mask or is_causal, not both")
       attn_mask = qk._tri(*qk.shape[-2:], 1).logical_not()
     if attn_mask is not None: qk = qk + (attn_mask.where(0, -math.inf) if attn_mask.dtype.is_bool else attn_mask)
-    # the softmax's division after the product with value: the row sums then fuse into that contraction (3 kernels, not 4)
-    e = (qk := qk.cast(self.dtype)).sub(qk.max(-1, keepdim=True)).exp()
-    return (e.dropout(dropout_p) @ value) / e.sum(-1, keepdim=True)
+    # the softmax's division after the product with value: the row sums then fuse into that contraction (3 kernels, not 4).
+    # A row with every key masked (or no key) gives 0, as PyTorch's safe softmax: its max shifts by 0, its sum divides as 1.
+    m = (qk := qk.cast(self.dtype))._reduce(Ops.MAX, -1, keepdim=True)
+    e = qk.sub(m.eq(-math.inf).where(0.0, m)).exp()
+    ss = e.sum(-1, keepdim=True)
+    return (e.dropout(dropout_p) @ value) / ss.eq(0).where(1.0, ss)
   def layernorm(self, axis=-1, eps: float = 1e-5) -> Self:
     """Normalized over axis to mean 0 and variance 1 (biased), without the affine part (tinygrad's)."""
     y = self - self.mean(axis, keepdim=True)
