@@ -86,6 +86,14 @@ EE = np.zeros((2, 0, 3), np.float32)   # an empty dim that is not the one operat
 def test_empty_other_dim(name, f, ref):
   check(f(Tensor(EE)), ref(EE))
 
+def test_cat_skips_1d_empty():
+  """PyTorch's cat skips a (0,) tensor among tensors of another rank; its dtype still takes part in the promotion."""
+  a, z = np.arange(6, dtype=np.int32).reshape(2, 3), np.zeros(0, np.float32)
+  check(Tensor(z).cat(Tensor(a), dim=1), a.astype(np.float32))
+  check(Tensor.cat(Tensor(a), Tensor(z), Tensor(a)), np.concatenate([a, a]).astype(np.float32))
+  check(Tensor(z).cat(Tensor(z)), np.zeros(0, np.float32))
+  check(Tensor(np.zeros((2, 0), np.float32)).cat(Tensor(a), dim=1), a.astype(np.float32))
+
 # ---------------------------------------------------------------- 0-d tensors
 @pytest.mark.parametrize("name,f,ref", [
   ("sum", lambda x: x.sum(0), S), ("max", lambda x: x.max(-1), S), ("argmax", lambda x: x.argmax(0), 0), ("cumsum", lambda x: x.cumsum(0), S),

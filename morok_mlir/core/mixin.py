@@ -649,9 +649,12 @@ class OpMixin:
     return s
   def cat(self, *args: Self, dim: int = 0) -> Self:
     """PyTorch's cat: each input padded into the output's extent along dim, then merged by where (exact for -0.0 and NaN).
-    Also callable as Tensor.cat(a, b) or Tensor.cat([a, b])."""
+    Also callable as Tensor.cat(a, b) or Tensor.cat([a, b]). A 1-d empty tensor among tensors of another rank is skipped
+    (PyTorch's rule), its dtype still promoted with the others'."""
     ts = (*self, *args) if isinstance(self, (list, tuple)) else (self, *args)
     if not ts or not all(isinstance(t, OpMixin) for t in ts): _err(TypeError, "cat expects a non-empty sequence of tensors")
+    dt = least_upper_dtype(*(t.dtype for t in ts))
+    if any(t.ndim != 1 for t in ts): ts = tuple(t for t in ts if t.shape != (0,))
     x = ts[0]
     d = x._dim(dim)
     for i, t in enumerate(ts[1:], 1):
@@ -659,8 +662,8 @@ class OpMixin:
       if bad := [j for j, (a, b) in enumerate(zip(x.shape, t.shape)) if j != d and a != b]:
         _err(ValueError, f"cat: sizes of tensors must match except in dimension {d}: expected size {x.shape[bad[0]]} but got size "
                          f"{t.shape[bad[0]]} for tensor {i} in dimension {bad[0]}")
-    if len(ts) == 1: return x
-    dt, sizes = least_upper_dtype(*(t.dtype for t in ts)), [t._static(d, "cat") for t in ts]
+    if len(ts) == 1: return x.cast(dt)
+    sizes = [t._static(d, "cat") for t in ts]
     total, ret, off = sum(sizes), None, 0
     for t, n in zip(ts, sizes):
       if n:
