@@ -94,6 +94,13 @@ def test_cat_skips_1d_empty():
   check(Tensor(z).cat(Tensor(z)), np.zeros(0, np.float32))
   check(Tensor(np.zeros((2, 0), np.float32)).cat(Tensor(a), dim=1), a.astype(np.float32))
 
+def test_conv_transpose_empty_output():
+  """An output size of exactly 0 is an empty result (PyTorch); a negative one or an empty input plane raises."""
+  x, w = Tensor(np.ones((2, 4, 5, 1), np.float32)), Tensor(np.ones((4, 2, 2, 2), np.float32))
+  check(x.conv_transpose2d(w, groups=2, stride=2, dilation=(2, 1), padding=(2, 1), output_padding=(1, 0)), np.zeros((2, 4, 8, 0), np.float32))
+  raises_at(ValueError, lambda: x.conv_transpose2d(w, padding=(3, 3)), match="negative size")
+  raises_at(ValueError, lambda: Tensor(np.ones((2, 4, 0, 3), np.float32)).conv_transpose2d(w), match="empty spatial")
+
 # ---------------------------------------------------------------- 0-d tensors
 @pytest.mark.parametrize("name,f,ref", [
   ("sum", lambda x: x.sum(0), S), ("max", lambda x: x.max(-1), S), ("argmax", lambda x: x.argmax(0), 0), ("cumsum", lambda x: x.cumsum(0), S),

@@ -1102,8 +1102,11 @@ class OpMixin:
     if self.shape[1] != weight.shape[0] or weight.shape[0] % groups:
       _err(ValueError, f"input {self.shape} does not match weight {weight.shape} with groups={groups}")
     sp = [self._static(2 + i, "conv_transpose2d") for i in range(n)]
-    if any((o := (i - 1) * s - pb - pa + d * (k - 1) + op + 1) <= 0 for i, s, (pb, pa), d, k, op in zip(sp, s_, p_, d_, HW, op_)):
-      _err(ValueError, f"conv_transpose2d: the output of input {self.shape} with weight {weight.shape} and padding={padding} would be empty")
+    if 0 in sp: _err(ValueError, f"conv_transpose2d: input {self.shape} has an empty spatial dim")
+    o_ = tuple((i - 1) * s - pb - pa + d * (k - 1) + op + 1 for i, s, (pb, pa), d, k, op in zip(sp, s_, p_, d_, HW, op_))
+    if any(o < 0 for o in o_):
+      _err(ValueError, f"conv_transpose2d: the output of input {self.shape} with weight {weight.shape} and padding={padding} would have a negative size")
+    if 0 in o_: return self._full((self.shape[0], weight.shape[1] * groups, *o_), 0, least_upper_dtype(self.dtype, weight.dtype))   # as PyTorch
     w = weight.reshape(groups, weight.shape[0] // groups, *weight.shape[1:]).transpose(1, 2).flip(*range(3, weight.ndim + 1))
     w, x = w.reshape(groups * weight.shape[1], weight.shape[0] // groups, *HW), self
     if any(s > 1 for s in s_):   # (k) -> (k, 1) -> pad (k, s) -> (k*s) -> cut the trailing s-1 zeros
