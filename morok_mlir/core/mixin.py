@@ -880,12 +880,15 @@ class OpMixin:
     m = x - x._reduce(Ops.MAX, axis, keepdim=True)  # subtract the max: exp never overflows (an empty dim has no max to raise on)
     e = m.exp()
     return m, e, e.sum(axis, keepdim=True)
+  @_f32
   def softmax(self, axis=-1, dtype=None) -> Self:
     _, e, ss = self._softmax(axis, dtype)
     return e / ss
+  @_f32
   def log_softmax(self, axis=-1, dtype=None) -> Self:
     m, _, ss = self._softmax(axis, dtype)
     return m - ss.log()
+  @_f32
   def logsumexp(self, axis=None, keepdim=False) -> Self:
     """log(sum(exp(x))) shifted by the max; an infinite max shifts by 0 (x - inf would be NaN), an empty dim gives -inf."""
     x = self._fl()
