@@ -933,6 +933,7 @@ class OpMixin:
   def cumprod(self, axis: int) -> Self:
     """Running product by the same block structure as cumsum (exact for zeros and negatives); bools become int32."""
     return (self.cast(dtypes.int32) if self.dtype.is_bool else self)._cumalu(axis, Ops.MUL)
+  @_f32
   def logcumsumexp(self, axis: int = 0) -> Self:
     """log(cumsum(exp(x))), each block shifted by its max so that exp never overflows."""
     return self._fl()._cumalu(axis, "lse")
@@ -1222,6 +1223,7 @@ class OpMixin:
     e = qk.sub(m.eq(-math.inf).where(0.0, m)).exp()
     ss = e.sum(-1, keepdim=True)
     return (e.dropout(dropout_p) @ value) / ss.eq(0).where(1.0, ss)
+  @_f32
   def layernorm(self, axis=-1, eps: float = 1e-5) -> Self:
     """Normalized over axis to mean 0 and variance 1 (biased), without the affine part (tinygrad's)."""
     y = self - self.mean(axis, keepdim=True)
