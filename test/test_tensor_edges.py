@@ -216,6 +216,18 @@ def test_half_softmax_rounds_once(op):
   assert out.dtype == np.float16
   assert np.all(np.abs(out - ref) <= np.spacing(np.abs(ref).astype(np.float16)).astype(np.float64)), op
 
+TINY = np.array([5.6e-8, -3e-6, 1e-4, -0.02, -0.999999, 0.9999, -0.0, 0.0, 20, -inf, nan], np.float32)
+@pytest.mark.parametrize("op,ref", [("tanh", np.tanh), ("atanh", np.arctanh), ("asinh", np.arcsinh), ("atan", np.arctan)], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float16], ids=lambda d: d.name)
+def test_odd_functions_small_and_near_one(op, ref, dt):
+  """Relative accuracy near 0 and near |x| = 1, -0.0 kept: tanh(5.6e-8) was 1.2e-7 (2 sigmoid(2x) - 1 cancels), atanh(-0.999999)
+  was 0.4% off (log1p of an argument near -1), atanh/asinh/atan(-0.0) gave +0.0."""
+  x = TINY.astype(dt.np)
+  with np.errstate(all="ignore"): r = ref(x.astype(np.float64))
+  out = getattr(Tensor(x), op)().numpy()
+  np.testing.assert_allclose(out.astype(np.float64), r, rtol=4e-7 if dt == dtypes.float32 else 1e-3, atol=0, equal_nan=True)
+  assert (np.signbit(out) == np.signbit(r))[~np.isnan(r)].all()
+
 def test_unsigned_with_negative_scalar():
   """copysign/logaddexp take a float view first: a -1 given to a uint8 tensor must not wrap to 255."""
   check(Tensor(U8).copysign(-1), np.copysign(U8.astype(np.float32), -1))

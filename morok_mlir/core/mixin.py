@@ -279,7 +279,12 @@ class OpMixin:
   def sign(self) -> Self: return self if self.dtype.is_bool else self.lt(0).where(-1, self.gt(0).where(1, self))
   def relu(self) -> Self: return self.maximum(0)
   def sigmoid(self) -> Self: return (1 + (self._fl() * (-1 / math.log(2))).exp2()).reciprocal()
-  def tanh(self) -> Self: return 2.0 * (2.0 * self._fl()).sigmoid() - 1.0
+  @_f32
+  def tanh(self) -> Self:
+    """-expm1(-2a) / (expm1(-2a) + 2) on a = |x|: accurate near 0, where 2 sigmoid(2x) - 1 cancels (tanh(1e-7) was 1.2e-7),
+    and exactly 1 once exp(-2a) underflows."""
+    e = (self.abs() * -2)._expm1()
+    return self._signed(-e / (e + 2))
   def clip(self, min_=None, max_=None) -> Self:
     if min_ is None and max_ is None: _err(ValueError, "clip needs min_ or max_")
     x = self if min_ is None else self.maximum(min_)
@@ -310,7 +315,7 @@ class OpMixin:
     ret = self._full(self.shape, coeffs[0], self.dtype)
     for c in coeffs[1:]: ret = ret * self + c
     return ret
-  def _signed(self, r: Self) -> Self: return self.lt(0).where(-r, r)   # r (computed on |self|) with self's sign
+  def _signed(self, r: Self) -> Self: return self.lt(0).where(-r, self.eq(0).where(self, r))   # r (of |self|) with self's sign, -0.0 kept
   @_f32
   def atan(self) -> Self:
     """Cephes atanf (float32) and atan (float64): |x| reduced by atan(x) = pi/4 + atan((x-1)/(x+1)) or pi/2 + atan(-1/x),
@@ -348,7 +353,10 @@ class OpMixin:
     t = self - 1   # log1p(t + sqrt(t * (t + 2))): exact near x = 1
     return self.lt(1).where(math.nan, self.gt(2 ** 28).where(self.log() + math.log(2), (t + (t * (t + 2)).sqrt())._log1p()))
   @_f32
-  def atanh(self) -> Self: return (self * 2 / (1 - self))._log1p() * 0.5
+  def atanh(self) -> Self:
+    """0.5 log1p(2a / (1 - a)) on a = |x|: for x near -1 the argument of log1p would be near -1, where it cancels."""
+    a = self.abs()
+    return self._signed((a * 2 / (1 - a))._log1p() * 0.5)
   @_f32
   def erf(self) -> Self:
     """Taylor series below |x| = 0.5 (relative accuracy near 0), Abramowitz-Stegun 7.1.26 above (1.5e-7 absolute).
