@@ -256,6 +256,14 @@ def test_attention_fully_masked_row():
   check(out, np.stack([v.mean(0), np.zeros(2, np.float32)]))
   check(Tensor(q).scaled_dot_product_attention(Tensor(k[:0]), Tensor(v[:0])), np.zeros((2, 2), np.float32))
 
+def test_attention_int_inputs():
+  """int q, k, v: the scores stay float (they were cast back to int, truncating them before the softmax)."""
+  x = np.arange(6, dtype=np.int32).reshape(2, 3)
+  f = x.astype(np.float64)
+  s = f @ f.T / math.sqrt(3)
+  e = np.exp(s - s.max(1, keepdims=True))
+  check(Tensor(x).scaled_dot_product_attention(Tensor(x), Tensor(x)), (e / e.sum(1, keepdims=True) @ f).astype(np.float32))
+
 # ---------------------------------------------------------------- non-contiguous inputs
 A = np.arange(60, dtype=np.float32).reshape(3, 4, 5) % 7 - 3   # ties, signs
 VIEWS = {"permute": lambda t: t.permute(2, 0, 1), "flip": lambda t: t.flip(1), "stride": lambda t: t[:, ::-2, 1:],

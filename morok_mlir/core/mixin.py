@@ -1231,7 +1231,7 @@ class OpMixin:
     if attn_mask is not None: qk = qk + (attn_mask.where(0, -math.inf) if attn_mask.dtype.is_bool else attn_mask)
     # the softmax's division after the product with value: the row sums then fuse into that contraction (3 kernels, not 4).
     # A row with every key masked (or no key) gives 0, as PyTorch's safe softmax: its max shifts by 0, its sum divides as 1.
-    m = (qk := qk.cast(self.dtype))._reduce(Ops.MAX, -1, keepdim=True)
+    m = (qk := qk.cast(_float(self.dtype)))._reduce(Ops.MAX, -1, keepdim=True)   # int inputs: the scores stay float
     e = qk.sub(m.eq(-math.inf).where(0.0, m)).exp()
     ss = e.sum(-1, keepdim=True)
     return (e.dropout(dropout_p) @ value) / ss.eq(0).where(1.0, ss)
