@@ -7,7 +7,7 @@ import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, SHAPE_ATTR, SYM_ATTR, attrs, split_sym, sym_val
 from morok_mlir.dialects.ops import Ops
-from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _cv, _dtype, _prod, _shape, _err
+from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _bshape, _cv, _dtype, _prod, _shape, _err
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
 from morok_mlir.ir.emit import buffer_data
 from morok_mlir.realize import new_buffer, realize as _realize
@@ -349,12 +349,12 @@ class Tensor(OpMixin):
     if max(ints) - min(ints) + 1 == len(ints) or d == 0: return ret
     return ret.permute(*range(d, d + t.ndim), *range(d), *range(d + t.ndim, ret.ndim))
   def masked_select(self, mask: Tensor) -> Tensor:
-    """The elements where mask (broadcast to self) is True, flattened: the mask is realized, as in PyTorch (the
+    """The elements where mask (broadcast with self) is True, flattened: the mask is realized, as in PyTorch (the
     result's size is data)."""
     if not isinstance(mask, Tensor) or not mask.dtype.is_bool: _err(TypeError, "masked_select needs a bool mask tensor")
-    m = mask._broadcast_to(self.shape).numpy().reshape(-1)
-    pos = np.flatnonzero(m).astype(np.int32)
-    return self.reshape(-1).gather(0, Tensor(pos, device=self.device))
+    x = self.expand(_bshape(self.shape, mask.shape))
+    pos = np.flatnonzero(mask._broadcast_to(x.shape).numpy().reshape(-1)).astype(np.int32)
+    return x.reshape(-1).gather(0, Tensor(pos, device=self.device))
   def _arange(self, n: int) -> Tensor:
     """0..n-1 as data: a one-hot against it is ~10x faster than against OpMixin's arange from movement ops."""
     if not isinstance(n, int): _err(TypeError, f"a class count must be an int, got {n!r}")

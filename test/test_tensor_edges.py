@@ -243,6 +243,13 @@ def test_einsum_size1_broadcasts(f, shapes):
   ops = [np.arange(math.prod(s), dtype=np.float32).reshape(s) - 2 for s in shapes]
   check(Tensor.einsum(f, *map(Tensor, ops)), np.einsum(f, *ops))
 
+def test_masked_ops_broadcast_both_ways():
+  """PyTorch's masked_fill and masked_select broadcast the mask and the tensor together (a larger mask raised)."""
+  a, m = X[0], np.arange(12).reshape(3, 4) % 3 == 0
+  check(Tensor(a).masked_fill(Tensor(m), 9.0), np.where(m, np.float32(9), a))
+  check(Tensor(a).masked_select(Tensor(m)), np.broadcast_to(a, m.shape)[m])
+  check(Tensor(X).masked_select(Tensor(m[0])), X[np.broadcast_to(m[0], X.shape)])
+
 def test_multinomial_corners():
   assert Tensor(np.ones((0, 3), np.float32)).multinomial(2).numpy().shape == (0, 2)
   raises_at(ValueError, lambda: Tensor(np.ones(3, np.float32)).multinomial(-1))

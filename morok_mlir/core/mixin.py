@@ -457,9 +457,10 @@ class OpMixin:
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     return self._one_hot(num_classes, -1).cast(dtypes.int32)
   def masked_fill(self, mask, value) -> Self:
-    """value where mask is True, self elsewhere (mask broadcasts to self's shape, as in PyTorch)."""
+    """value where mask is True, self elsewhere (mask and self broadcast together, as in PyTorch)."""
     if not isinstance(mask, OpMixin) or not mask.dtype.is_bool: _err(TypeError, f"masked_fill needs a bool mask, got {getattr(mask, 'dtype', mask)!r}")
-    return mask._broadcast_to(self.shape).where(self._const(_cv(value, self.dtype), self.dtype), self)
+    shape = _bshape(self.shape, mask.shape)
+    return mask._broadcast_to(shape).where(self._const(_cv(value, self.dtype), self.dtype), self._broadcast_to(shape))
   def _do_reduction(self, reduction: str) -> Self:
     if reduction not in ("mean", "sum", "none"): _err(ValueError, f"reduction must be one of 'mean', 'sum', 'none', got {reduction!r}")
     return self.mean() if reduction == "mean" else self.sum() if reduction == "sum" else self
