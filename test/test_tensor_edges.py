@@ -250,6 +250,17 @@ def test_masked_ops_broadcast_both_ways():
   check(Tensor(a).masked_select(Tensor(m)), np.broadcast_to(a, m.shape)[m])
   check(Tensor(X).masked_select(Tensor(m[0])), X[np.broadcast_to(m[0], X.shape)])
 
+NP_MODE = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+@pytest.mark.parametrize("pads", [(1, -2), (-1, 2), (-1, 1), (2, -1)], ids=str)
+@pytest.mark.parametrize("mode", NP_MODE)
+def test_pad_mode_negative_and_positive(mode, pads):
+  """PyTorch: a negative pad cuts after reflect/replicate padding of the other side (reflect (1, -2) of [a, b, c] is [b, a];
+  it raised, cutting first), before circular padding."""
+  a, (b, e) = np.arange(1, 4, dtype=np.float32).reshape(1, 3) * np.float32(1.5), pads
+  cut = lambda x: x[:, -min(b, 0):x.shape[1] + min(e, 0)]
+  grow = lambda x: np.pad(x, ((0, 0), (max(b, 0), max(e, 0))), NP_MODE[mode])
+  check(Tensor(a).pad(pads, mode=mode), grow(cut(a)) if mode == "circular" else cut(grow(a)))
+
 def test_multinomial_corners():
   assert Tensor(np.ones((0, 3), np.float32)).multinomial(2).numpy().shape == (0, 2)
   raises_at(ValueError, lambda: Tensor(np.ones(3, np.float32)).multinomial(-1))

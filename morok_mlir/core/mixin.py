@@ -807,8 +807,11 @@ class OpMixin:
     return self._tri(*self._mat("tril"), _diag(diagonal) + 1).where(self._const(0, self.dtype), self)
   def _pad_mode(self, pads: tuple[tuple[int, int], ...], mode: str) -> Self:
     """reflect / replicate / circular padding (PyTorch's), dim by dim: the pieces before and after are shrinks (flipped
-    for reflect, expanded for replicate) joined by cat. Negative pads cut first, as for constant padding."""
-    x = self.shrink(tuple((-min(b, 0), U.sadd(s, min(a, 0))) for s, (b, a) in zip(self.shape, pads)))
+    for reflect, expanded for replicate) joined by cat. As in PyTorch, negative pads cut after reflect and replicate padding
+    (out[j] = self[f(j - before)] along each dim: reflect (1, -2) of [a, b, c] is [b, a]) but before circular padding
+    (circular (1, -1) of [a, b, c] is [b, a, b])."""
+    cut = lambda t: t.shrink(tuple((-min(b, 0), U.sadd(s, min(a, 0))) for s, (b, a) in zip(t.shape, pads)))
+    x = cut(self) if mode == "circular" else self
     for d, (b, a) in enumerate((max(b, 0), max(a, 0)) for b, a in pads):
       if b == a == 0: continue
       n = x._static(d, f"{mode} padding")
@@ -823,7 +826,7 @@ class OpMixin:
       elif mode == "replicate": pb, pa = grow(piece(0, 1), b), grow(piece(n - 1, n), a)
       else: pb, pa = piece(n - b, n), piece(0, a)
       x = pb.cat(x, pa, dim=d)
-    return x
+    return x if mode == "circular" else cut(x)
 
   def gather(self, dim: int, index: Self) -> Self:
     """out[i] = self[i with dim `dim` replaced by index[i]] (PyTorch's gather): index has self's rank and an integer dtype,
