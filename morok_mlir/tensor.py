@@ -7,7 +7,7 @@ import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, SHAPE_ATTR, SYM_ATTR, attrs, split_sym, sym_val
 from morok_mlir.dialects.ops import Ops
-from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _cv, _dtype, _isint, _prod, _shape, _err
+from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.ir.emit import buffer_data
@@ -425,6 +425,9 @@ class Tensor(OpMixin):
     """num_samples class indices (int32) drawn per row of self's non-negative weights (1-d or 2-d), from the seeded
     generator of manual_seed: the weights are realized and sampled on the host."""
     if self.ndim not in (1, 2): _err(ValueError, f"multinomial needs a 1-d or 2-d tensor of weights, got {self.shape}")
+    if not isinstance(num_samples, (int, np.integer)) or isinstance(num_samples, bool) or num_samples <= 0:
+      _err(ValueError, f"multinomial: cannot sample {num_samples!r} samples (a positive int)")
+    if self.ndim == 2 and self.shape[0] == 0: return Tensor(np.zeros((0, num_samples), np.int32), device=self.device)   # no rows
     w = self.cast(dtypes.float64).numpy().reshape(-1, self.shape[-1])
     if (w < 0).any() or not np.isfinite(w).all() or (w.sum(1) <= 0).any(): _err(ValueError, "multinomial: weights must be finite, >= 0, and not all 0")
     if not replacement and num_samples > (w > 0).sum(1).min(): _err(ValueError, f"multinomial: cannot draw {num_samples} samples without replacement")
@@ -608,12 +611,12 @@ class Tensor(OpMixin):
     order = (*range(nb, nb + ins), *range(nb), *range(nb + ins, nb + len(R)))
     return x.permute(dims + rest).reshape((S,) + R), lin, order
   def masked_select(self, mask: Tensor) -> Tensor:
-    """The elements where mask (broadcast to self) is True, flattened: the mask is realized, as in PyTorch (the
+    """The elements where mask (broadcast with self) is True, flattened: the mask is realized, as in PyTorch (the
     result's size is data)."""
     if not isinstance(mask, Tensor) or not mask.dtype.is_bool: _err(TypeError, "masked_select needs a bool mask tensor")
-    m = mask._broadcast_to(self.shape).numpy().reshape(-1)
-    pos = np.flatnonzero(m).astype(np.int32)
-    return self.reshape(-1).gather(0, Tensor(pos, device=self.device))
+    x = self.expand(_bshape(self.shape, mask.shape))
+    pos = np.flatnonzero(mask._broadcast_to(x.shape).numpy().reshape(-1)).astype(np.int32)
+    return x.reshape(-1).gather(0, Tensor(pos, device=self.device))
   def _arange(self, n: int) -> Tensor:
     """0..n-1 as data: a one-hot against it is ~10x faster than against OpMixin's arange from movement ops."""
     if not isinstance(n, int): _err(TypeError, f"a class count must be an int, got {n!r}")

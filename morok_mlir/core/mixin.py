@@ -311,12 +311,20 @@ class OpMixin:
     d, even = self - f, ((f * 0.5).floor() * 2).eq(f)
     return d.gt(0.5).where(f + 1, d.lt(0.5).where(f, even.where(f, f + 1)))
   def abs(self) -> Self: return self if self.dtype.is_unsigned or self.dtype.is_bool else self.lt(0).where(-self, self)
-  def sign(self) -> Self: return self.lt(0).where(-1, self.gt(0).where(1, self))
+  def sign(self) -> Self: return self if self.dtype.is_bool else self.lt(0).where(-1, self.gt(0).where(1, self))
   def relu(self) -> Self: return self.maximum(0)
   @_f32
   def sigmoid(self) -> Self: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal()
   @_f32
-  def tanh(self) -> Self: return 2.0 * (2.0 * self).sigmoid() - 1.0
+  def tanh(self) -> Self:
+    """Cephes tanhf / tanh: 1 - 2 / (exp(2a) + 1) on a = |x| >= 0.625, an odd polynomial (float64: rational) below, where
+    that form (and 2 sigmoid(2x) - 1) cancels: tanh(5.6e-8) gave 1.2e-7."""
+    a, z = self.abs(), self * self
+    if self.dtype is dtypes.float64:
+      pq = z._poly([-9.64399179425052238628e-1, -9.92877231001918586564e1, -1.61468768441708447952e3]) / \
+           z._poly([1.0, 1.12811678491632931402e2, 2.23548839060100448583e3, 4.84406305325125486048e3])
+    else: pq = z._poly([-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1])
+    return self._signed(a.lt(0.625).where(a + a * z * pq, 1 - 2 / ((a * 2).exp() + 1)))
   def clip(self, min_=None, max_=None) -> Self:
     if min_ is None and max_ is None: _err(ValueError, "clip needs min_ or max_")
     x = self if min_ is None else self.maximum(min_)
@@ -347,7 +355,7 @@ class OpMixin:
     ret = self._full(self.shape, coeffs[0], self.dtype)
     for c in coeffs[1:]: ret = ret * self + c
     return ret
-  def _signed(self, r: Self) -> Self: return self.lt(0).where(-r, r)   # r (computed on |self|) with self's sign
+  def _signed(self, r: Self) -> Self: return self.lt(0).where(-r, self.eq(0).where(self, r))   # r (of |self|) with self's sign, -0.0 kept
   @_f32
   def atan(self) -> Self:
     """Cephes atanf (float32) and atan (float64): |x| reduced by atan(x) = pi/4 + atan((x-1)/(x+1)) or pi/2 + atan(-1/x),
@@ -385,7 +393,10 @@ class OpMixin:
     t = self - 1   # log1p(t + sqrt(t * (t + 2))): exact near x = 1
     return self.lt(1).where(math.nan, self.gt(2 ** 28).where(self.log() + math.log(2), (t + (t * (t + 2)).sqrt())._log1p()))
   @_f32
-  def atanh(self) -> Self: return (self * 2 / (1 - self))._log1p() * 0.5
+  def atanh(self) -> Self:
+    """0.5 log1p(2a / (1 - a)) on a = |x|: for x near -1 the argument of log1p would be near -1, where it cancels."""
+    a = self.abs()
+    return self._signed((a * 2 / (1 - a))._log1p() * 0.5)
   @_f32
   def erf(self) -> Self:
     """Taylor series below |x| = 0.5 (relative accuracy near 0), Abramowitz-Stegun 7.1.26 above (1.5e-7 absolute).
@@ -402,14 +413,14 @@ class OpMixin:
     return a.lt(0.5).where(small, self._signed(big))
   def copysign(self, other) -> Self:
     """|self| with the sign bit of other (as numpy/PyTorch: -0.0 and NaN's sign count), in a float dtype."""
-    a, b = self._broadcasted(other)
+    a, b = self._fl()._broadcasted(other)   # float first: a negative scalar would wrap to an unsigned self's dtype
     dt = _float(a.dtype)
     it = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[dt.itemsize]
     a, b = a.cast(dt).bitcast(it), b.cast(dt).bitcast(it)
     return ((a & it.max) | (b & it.min)).bitcast(dt)
   def logaddexp(self, other) -> Self:
     """log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); a == b (infinities included) is max + log 2."""
-    a, b = self._broadcasted(other)
+    a, b = self._fl()._broadcasted(other)
     dt = _float(a.dtype)
     a, b = a.cast(least_upper_dtype(dt, dtypes.float32)), b.cast(least_upper_dtype(dt, dtypes.float32))
     m = a.maximum(b)
@@ -482,9 +493,10 @@ class OpMixin:
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     return self._one_hot(num_classes, -1).cast(dtypes.int32)
   def masked_fill(self, mask, value) -> Self:
-    """value where mask is True, self elsewhere (mask broadcasts to self's shape, as in PyTorch)."""
+    """value where mask is True, self elsewhere (mask and self broadcast together, as in PyTorch)."""
     if not isinstance(mask, OpMixin) or not mask.dtype.is_bool: _err(TypeError, f"masked_fill needs a bool mask, got {getattr(mask, 'dtype', mask)!r}")
-    return mask._broadcast_to(self.shape).where(self._const(_cv(value, self.dtype), self.dtype), self)
+    shape = _bshape(self.shape, mask.shape)
+    return mask._broadcast_to(shape).where(self._const(_cv(value, self.dtype), self.dtype), self._broadcast_to(shape))
   def _do_reduction(self, reduction: str) -> Self:
     if reduction not in ("mean", "sum", "none"): _err(ValueError, f"reduction must be one of 'mean', 'sum', 'none', got {reduction!r}")
     return self.mean() if reduction == "mean" else self.sum() if reduction == "sum" else self
@@ -623,8 +635,10 @@ class OpMixin:
     axes = tuple(sorted(a for a in axes if isinstance(self.shape[a], U.UOp) or self.shape[a] > 1))  # flipping a size-0/1 dim is a no-op
     return self._op(Ops.FLIP, self.shape, axes=axes) if axes else self
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Self:
+    d0, d1 = self._dim(dim0), self._dim(dim1)
+    if self.ndim == 0: return self   # a 0-d tensor accepts dims 0/-1, as in PyTorch
     order = list(range(self.ndim))
-    order[self._dim(dim0)], order[self._dim(dim1)] = order[self._dim(dim1)], order[self._dim(dim0)]
+    order[d0], order[d1] = order[d1], order[d0]
     return self.permute(order)
   @property
   def T(self) -> Self: return self.permute(tuple(range(self.ndim))[::-1])
@@ -675,9 +689,12 @@ class OpMixin:
     return s
   def cat(self, *args: Self, dim: int = 0) -> Self:
     """PyTorch's cat: each input padded into the output's extent along dim, then merged by where (exact for -0.0 and NaN).
-    Also callable as Tensor.cat(a, b) or Tensor.cat([a, b])."""
+    Also callable as Tensor.cat(a, b) or Tensor.cat([a, b]). A 1-d empty tensor among tensors of another rank is skipped
+    (PyTorch's rule), its dtype still promoted with the others'."""
     ts = (*self, *args) if isinstance(self, (list, tuple)) else (self, *args)
     if not ts or not all(isinstance(t, OpMixin) for t in ts): _err(TypeError, "cat expects a non-empty sequence of tensors")
+    dt = least_upper_dtype(*(t.dtype for t in ts))
+    if any(t.ndim != 1 for t in ts): ts = tuple(t for t in ts if t.shape != (0,))
     x = ts[0]
     d = x._dim(dim)
     for i, t in enumerate(ts[1:], 1):
@@ -685,8 +702,8 @@ class OpMixin:
       if bad := [j for j, (a, b) in enumerate(zip(x.shape, t.shape)) if j != d and a != b]:
         _err(ValueError, f"cat: sizes of tensors must match except in dimension {d}: expected size {x.shape[bad[0]]} but got size "
                          f"{t.shape[bad[0]]} for tensor {i} in dimension {bad[0]}")
-    if len(ts) == 1: return x
-    dt, sizes = least_upper_dtype(*(t.dtype for t in ts)), [t._static(d, "cat") for t in ts]
+    if len(ts) == 1: return x.cast(dt)
+    sizes = [t._static(d, "cat") for t in ts]
     total, ret, off = sum(sizes), None, 0
     for t, n in zip(ts, sizes):
       if n:
@@ -817,8 +834,11 @@ class OpMixin:
     return self._tri(*self._mat("tril"), _diag(diagonal) + 1).where(self._const(0, self.dtype), self)
   def _pad_mode(self, pads: tuple[tuple[int, int], ...], mode: str) -> Self:
     """reflect / replicate / circular padding (PyTorch's), dim by dim: the pieces before and after are shrinks (flipped
-    for reflect, expanded for replicate) joined by cat. Negative pads cut first, as for constant padding."""
-    x = self.shrink(tuple((-min(b, 0), U.sadd(s, min(a, 0))) for s, (b, a) in zip(self.shape, pads)))
+    for reflect, expanded for replicate) joined by cat. As in PyTorch, negative pads cut after reflect and replicate padding
+    (out[j] = self[f(j - before)] along each dim: reflect (1, -2) of [a, b, c] is [b, a]) but before circular padding
+    (circular (1, -1) of [a, b, c] is [b, a, b])."""
+    cut = lambda t: t.shrink(tuple((-min(b, 0), U.sadd(s, min(a, 0))) for s, (b, a) in zip(t.shape, pads)))
+    x = cut(self) if mode == "circular" else self
     for d, (b, a) in enumerate((max(b, 0), max(a, 0)) for b, a in pads):
       if b == a == 0: continue
       n = x._static(d, f"{mode} padding")
@@ -833,13 +853,15 @@ class OpMixin:
       elif mode == "replicate": pb, pa = grow(piece(0, 1), b), grow(piece(n - 1, n), a)
       else: pb, pa = piece(n - b, n), piece(0, a)
       x = pb.cat(x, pa, dim=d)
-    return x
+    return x if mode == "circular" else cut(x)
 
   def gather(self, dim: int, index: Self) -> Self:
     """out[i] = self[i with dim `dim` replaced by index[i]] (PyTorch's gather): index has self's rank and an integer dtype,
     no dim larger than self's but `dim`. O(out) reads through the loaded indices; an index outside [0, self.shape[dim])
     gives 0, as in tinygrad: the load is gated and never reads outside the buffer (PyTorch raises instead)."""
-    return self._op(Ops.GATHER, index.shape, self.dtype, (index,), axis=self._indexed_dim("gather", dim, index))
+    d = self._indexed_dim("gather", dim, index)
+    if self.ndim == 0: return self.reshape(1).gather(0, index.reshape(1)).reshape(())
+    return self._op(Ops.GATHER, index.shape, self.dtype, (index,), axis=d)
   def _indexed_dim(self, what: str, dim: int, index) -> int:
     """dim, checked for indexing self along it with index (PyTorch's rules for gather and scatter)."""
     if not isinstance(index, OpMixin) or not (index.dtype.is_int or index.dtype is dtypes.index):
@@ -904,9 +926,17 @@ class OpMixin:
     ret = self.cast(dtype or _sum_acc(self.dtype))._reduce(Ops.ADD, axis, keepdim)
     return ret.cast(self.dtype) if dtype is None and _narrow_float(self.dtype) else ret
   def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(dtype or self.dtype)._reduce(Ops.MUL, axis, keepdim)
-  def max(self, axis=None, keepdim=False) -> Self: return self._reduce(Ops.MAX, axis, keepdim)
-  def min(self, axis=None, keepdim=False) -> Self: return self._reduce(Ops.MIN, axis, keepdim)
-  def any(self, axis=None, keepdim=False) -> Self: return self.bool().max(axis, keepdim)
+  def _nonempty(self, axis, what: str):
+    """max/min have no identity: reducing an empty dim raises, as in PyTorch (numpy too), instead of giving -inf/inf."""
+    if axis is None and self.ndim and 0 in self.shape: _err(ValueError, f"{what}() of an empty tensor {self.shape}: give the dim to reduce")
+    if bad := [a for a in self._axes(axis) if self.shape[a] == 0]: _err(IndexError, f"{what}(): expected reduction dim {bad[0]} to have non-zero size")
+  def max(self, axis=None, keepdim=False) -> Self:
+    self._nonempty(axis, "max")
+    return self._reduce(Ops.MAX, axis, keepdim)
+  def min(self, axis=None, keepdim=False) -> Self:
+    self._nonempty(axis, "min")
+    return self._reduce(Ops.MIN, axis, keepdim)
+  def any(self, axis=None, keepdim=False) -> Self: return self.bool()._reduce(Ops.MAX, axis, keepdim)
   def all(self, axis=None, keepdim=False) -> Self: return self.logical_not().any(axis, keepdim).logical_not()
   def mean(self, axis=None, keepdim=False, dtype=None) -> Self:
     """dtype: cast the input to this float dtype first (PyTorch's mean(dtype=))."""
@@ -928,9 +958,9 @@ class OpMixin:
     v, m = self.var_mean(axis, keepdim, correction)
     return v.sqrt(), m
   def _softmax(self, axis, dtype=None):
-    x = self.cast(dtype) if dtype is not None else self
+    x = self.cast(dtype) if dtype is not None else self._fl()   # in float: an unsigned x - max would wrap
     if _narrow_float(x.dtype): x = x.float()   # float16/bfloat16 run in float32, rounded once at the end (PyTorch)
-    m = x - x.max(axis, keepdim=True)  # subtract the max: exp never overflows
+    m = x - x._reduce(Ops.MAX, axis, keepdim=True)  # subtract the max: exp never overflows (an empty dim has no max to raise on)
     e = m.exp()
     return m, e, e.sum(axis, keepdim=True)
   def _narrowed(self, r: Self, dtype) -> Self:
@@ -941,9 +971,14 @@ class OpMixin:
   def log_softmax(self, axis=-1, dtype=None) -> Self:
     m, _, ss = self._softmax(axis, dtype)
     return self._narrowed(m - ss.log(), dtype)
+  @_f32
   def logsumexp(self, axis=None, keepdim=False) -> Self:
-    m = self.max(axis, keepdim=True)
-    return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(self.max(axis, keepdim).shape)
+    """log(sum(exp(x))) shifted by the max; an infinite max shifts by 0 (x - inf would be NaN), an empty dim gives -inf."""
+    x = self._fl()
+    m = x._reduce(Ops.MAX, axis, keepdim=True)
+    m = m.isinf().where(0.0, m)
+    ret = (x - m).exp().sum(axis, keepdim).log()
+    return ret + m.reshape(ret.shape)
 
   # ---- cumulative and ordering
   def _scan(self, op, block: int = 256) -> Self:
@@ -981,6 +1016,7 @@ class OpMixin:
   def cumprod(self, axis: int) -> Self:
     """Running product by the same block structure as cumsum (exact for zeros and negatives); bools become int32."""
     return (self.cast(dtypes.int32) if self.dtype.is_bool else self)._cumalu(axis, Ops.MUL)
+  @_f32
   def logcumsumexp(self, axis: int = 0) -> Self:
     """log(cumsum(exp(x))), each block shifted by its max so that exp never overflows."""
     return self._fl()._cumalu(axis, "lse")
@@ -1002,6 +1038,7 @@ class OpMixin:
     if self.ndim == 0: self._dim(dim); return self, self._full((), 0, dtypes.default_int)
     d = self._dim(dim)
     n = self._static(d, "sort")
+    if 0 in self.shape: return self, self._full(self.shape, 0, dtypes.default_int)   # nothing to order
     x, dt = self.transpose(d, -1), self.dtype
     if n > 1 << 24 and dt.is_float and dt.itemsize <= 4: _err(ValueError, f"sort of {n} elements: indices past 2^24 do not fit float32 exactly")
     # keys and indices travel as one (..., n, 2) tensor of a dtype that holds both exactly: one kernel per network stage
@@ -1133,7 +1170,7 @@ class OpMixin:
     oh = indices.reshape(*lead, nin, 1).eq(self._arange(nout).reshape(1, nout))
     x = self.reshape(*lead, nin, 1)
     # max, not sum: overlapping windows may pick one element twice, and PyTorch writes it once
-    return oh.any(-2).where(oh.where(x, self.dtype.min).max(-2), 0).cast(self.dtype).reshape(*lead, *output_size)
+    return oh.any(-2).where(oh.where(x, self.dtype.min)._reduce(Ops.MAX, -2), 0).cast(self.dtype).reshape(*lead, *output_size)
   def conv_transpose2d(self, weight: Self, bias: Self | None = None, groups=1, stride=1, dilation=1, padding=0, output_padding=0) -> Self:
     """tinygrad's / PyTorch's transposed convolution ((cin, cout/groups, *k) weight, any number of spatial dims): the
     input strided by zero insertion (reshape, pad, reshape), then conv2d with the flipped, transposed weight and
@@ -1154,8 +1191,11 @@ class OpMixin:
     if self.shape[1] != weight.shape[0] or weight.shape[0] % groups:
       _err(ValueError, f"input {self.shape} does not match weight {weight.shape} with groups={groups}")
     sp = [self._static(2 + i, "conv_transpose2d") for i in range(n)]
-    if any((o := (i - 1) * s - pb - pa + d * (k - 1) + op + 1) <= 0 for i, s, (pb, pa), d, k, op in zip(sp, s_, p_, d_, HW, op_)):
-      _err(ValueError, f"conv_transpose2d: the output of input {self.shape} with weight {weight.shape} and padding={padding} would be empty")
+    if 0 in sp: _err(ValueError, f"conv_transpose2d: input {self.shape} has an empty spatial dim")
+    o_ = tuple((i - 1) * s - pb - pa + d * (k - 1) + op + 1 for i, s, (pb, pa), d, k, op in zip(sp, s_, p_, d_, HW, op_))
+    if any(o < 0 for o in o_):
+      _err(ValueError, f"conv_transpose2d: the output of input {self.shape} with weight {weight.shape} and padding={padding} would have a negative size")
+    if 0 in o_: return self._full((self.shape[0], weight.shape[1] * groups, *o_), 0, least_upper_dtype(self.dtype, weight.dtype))   # as PyTorch
     w = weight.reshape(groups, weight.shape[0] // groups, *weight.shape[1:]).transpose(1, 2).flip(*range(3, weight.ndim + 1))
     w, x = w.reshape(groups * weight.shape[1], weight.shape[0] // groups, *HW), self
     if any(s > 1 for s in s_):   # (k) -> (k, 1) -> pad (k, s) -> (k*s) -> cut the trailing s-1 zeros
@@ -1180,6 +1220,7 @@ class OpMixin:
     x = self
     for d in range(self.ndim - len(size), self.ndim):
       nin, nout = x._static(d, "interpolate"), int(size[d - self.ndim])
+      if nin == 0: _err(ValueError, f"interpolate: cannot resize dim {d} of input {self.shape}, which is empty, to {nout}")
       if nin == nout: continue
       j, k = self._arange(nout), self._arange(nin)
       if 4 * nin * nout >= 1 << 31: j, k = j.cast(dtypes.int64), k.cast(dtypes.int64)
@@ -1234,15 +1275,16 @@ class OpMixin:
         rest, k = [a for a in range(x.ndim) if a not in (i, j)], x._static(i, "einsum")
         x = x.permute(*rest, i, j).flatten(-2).pad((0, k)).reshape(*[x.shape[a] for a in rest], k, k + 1).shrink((*[None] * len(rest), None, (0, 1)))
         x, s = x.reshape(x.shape[:-1]), "".join(s[a] for a in rest) + c
-      for c, n in zip(s, x.shape):
-        if sizes.setdefault(c, n) != n: _err(ValueError, f"einsum: subscript {c!r} has sizes {sizes[c]} and {n}")
+      for c, n in zip(s, x.shape):   # a size-1 dim broadcasts against the letter's size elsewhere (numpy, PyTorch)
+        if (m := sizes.setdefault(c, n)) != n and 1 not in (m, n): _err(ValueError, f"einsum: subscript {c!r} has sizes {m} and {n}")
+        if m == 1: sizes[c] = n
       ys.append((s, x))
     letters = sorted(sizes)
     full = tuple(sizes[c] for c in letters)
     prod = None
     for s, x in ys:
       order = sorted(range(len(s)), key=lambda a: s[a])
-      x = x.permute(order).reshape(tuple(sizes[c] if c in s else 1 for c in letters)).expand(full)
+      x = x.permute(order).reshape(tuple(x.shape[s.index(c)] if c in s else 1 for c in letters)).expand(full)
       prod = x if prod is None else prod * x
     ret = prod.sum(tuple(i for i, c in enumerate(letters) if c not in out), dtype=dtype)
     kept = [c for c in letters if c in out]
@@ -1260,9 +1302,13 @@ class OpMixin:
       if attn_mask is not None: _err(ValueError, "scaled_dot_product_attention: set attn_mask or is_causal, not both")
       attn_mask = qk._tri(*qk.shape[-2:], 1).logical_not()
     if attn_mask is not None: qk = qk + (attn_mask.where(0, -math.inf) if attn_mask.dtype.is_bool else attn_mask)
-    # the softmax's division after the product with value: the row sums then fuse into that contraction (3 kernels, not 4)
-    e = (qk := qk.cast(self.dtype)).sub(qk.max(-1, keepdim=True)).exp()
-    return (e.dropout(dropout_p) @ value) / e.sum(-1, keepdim=True)
+    # the softmax's division after the product with value: the row sums then fuse into that contraction (3 kernels, not 4).
+    # A row with every key masked (or no key) gives 0, as PyTorch's safe softmax: its max shifts by 0, its sum divides as 1.
+    m = (qk := qk.cast(_float(self.dtype)))._reduce(Ops.MAX, -1, keepdim=True)   # int inputs: the scores stay float
+    e = qk.sub(m.eq(-math.inf).where(0.0, m)).exp()
+    ss = e.sum(-1, keepdim=True)
+    return (e.dropout(dropout_p) @ value) / ss.eq(0).where(1.0, ss)
+  @_f32
   def layernorm(self, axis=-1, eps: float = 1e-5) -> Self:
     """Normalized over axis to mean 0 and variance 1 (biased), without the affine part (tinygrad's)."""
     y = self - self.mean(axis, keepdim=True)
