@@ -306,3 +306,16 @@ def test_uop_builds_the_same_graph(monkeypatch):
   for fn in calls: np.testing.assert_array_equal(Tensor(fn(a.uop, b.uop)).numpy(), fn(a, b).numpy())   # a Tensor's arange is data: same values
   monkeypatch.setattr(UOp, "training", True, raising=False)
   with pytest.raises(NotImplementedError, match="seeded generator"): a.uop.dropout(0.5)
+
+def test_cross_entropy_ignore_index():
+  """PyTorch's ignore_index (default -100): those targets add nothing and the mean is over the others."""
+  x, y = rnd(6, 4), np.array([0, 3, -100, 1, 2, -100], np.int32)
+  lp = x.astype(np.float64) - np.log(np.exp(x.astype(np.float64)).sum(1, keepdims=True))
+  keep = y != -100
+  per = np.where(keep, -lp[np.arange(6), np.where(keep, y, 0)], 0)
+  close(Tensor(x).cross_entropy(Tensor(y)), per.sum() / keep.sum(), 1e-5)
+  close(Tensor(x).cross_entropy(Tensor(y), reduction="none"), per, 1e-5)
+  y1 = np.where(keep, y, 1).astype(np.int32)   # another ignore_index: class 1
+  close(Tensor(x).cross_entropy(Tensor(y1), ignore_index=1), -np.mean([lp[i, c] for i, c in enumerate(y1) if c != 1]), 1e-5)
+  n, out = kernels(lambda: Tensor(x).cross_entropy(Tensor(y)))
+  assert n <= 2, n

@@ -510,8 +510,9 @@ class OpMixin:
     smoothing it selects (a -inf log-probability of another class gives no NaN)."""
     if not ls: return oh.where(self, 0).sum(ax)
     return (self * oh.where(self._const(1 - ls + ls / self.shape[ax], self.dtype), ls / self.shape[ax])).sum(ax)
-  def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0) -> Self:
-    """Logits (N, C, ...) against class indices (N, ...) or probabilities shaped as self (PyTorch's rule); classes at dim 1."""
+  def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100) -> Self:
+    """Logits (N, C, ...) against class indices (N, ...) or probabilities shaped as self (PyTorch's rule); classes at dim 1.
+    A class-index target equal to ignore_index (PyTorch's -100) adds nothing, and "mean" is over the others."""
     Y = self._target(Y, "cross_entropy")
     self._smoothing(label_smoothing)
     ax = 1 if self.ndim > 1 else 0
@@ -521,7 +522,9 @@ class OpMixin:
     else:
       if Y.dtype.is_float or Y.shape != self.shape[:ax] + self.shape[ax + 1:]:
         _err(ValueError, f"cross_entropy: target {Y.shape} {Y.dtype} is neither class indices for {self.shape} nor probabilities shaped as it")
-      ret = -lp._smoothed_pick(Y._one_hot(self.shape[ax], ax), ax, label_smoothing)
+      keep = Y.ne(ignore_index)
+      ret = keep.where(-lp._smoothed_pick(Y._one_hot(self.shape[ax], ax), ax, label_smoothing), 0)
+      if reduction == "mean": return ret.sum() / keep.sum().cast(ret.dtype)
     return ret._do_reduction(reduction)
   def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean") -> Self:
     """tinygrad's: logits (..., C) against class indices (...); targets equal to ignore_index add nothing, and the mean
