@@ -1,6 +1,6 @@
 """morok-mlir vs numpy vs PyTorch (eager) on the CPU, in one process, 2 threads each.
 
-  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather train compile
+  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather train trainmlp traincnn compile
 
 Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks()); morok's is `.realize()` (the result computed into its buffer,
 as numpy and torch return theirs; `.numpy()` would add a copy). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
@@ -216,6 +216,49 @@ def w_train():
     return tw[0]
   return dict(name="k. MLP (f) SGD step: fwd + bwd + update", flops=3 * 2 * 256 * (784 * 512 + 512 * 10),
               morok=morok_step, numpy=np_step, torch=torch_step, tol=1e-4)
+def _adam_step(name: str, model, tmodel, x: np.ndarray, y: np.ndarray, lr: float = 1e-3) -> dict:
+  """One Adam step (forward, cross-entropy, backward, update) of model under TinyJit (its replay: what a training loop
+  runs) and of the same torch.nn model in eager mode; the name gets the kernels of morok's step."""
+  from morok_mlir import TinyJit
+  from morok_mlir.nn.optim import Adam
+  from morok_mlir.nn.state import get_parameters
+  from morok_mlir.realize import GlobalCounters
+  opt = Adam(get_parameters(model), lr=lr)
+  X, Y = Tensor(x), Tensor(y.astype(np.int32))
+  @TinyJit
+  def step(xb: Tensor, yb: Tensor) -> Tensor:
+    opt.zero_grad()
+    loss = model(xb).cross_entropy(yb).backward()
+    Tensor.realize(loss, *opt.schedule_step())
+    return loss
+  def morok_step():
+    with Tensor.train(): return step(X, Y)
+  for _ in range(3): morok_step()
+  GlobalCounters.reset(); morok_step()
+  w = dict(name=f"{name} ({GlobalCounters.kernel_count} kernels)", morok=morok_step, tol=0)
+  if torch is not None:
+    topt, tx, ty = torch.optim.Adam(tmodel.parameters(), lr=lr), tt(x), torch.from_numpy(y.astype(np.int64))
+    def torch_step():
+      topt.zero_grad()
+      loss = torch.nn.functional.cross_entropy(tmodel(tx), ty)
+      loss.backward(); topt.step()
+      return loss
+    w["torch"] = torch_step
+  return w
+def w_train_mlp():
+  from morok_mlir.nn import Linear
+  class MLP:
+    def __init__(self): self.l1, self.l2 = Linear(784, 512), Linear(512, 10)
+    def __call__(self, x): return self.l2(self.l1(x).relu())
+  tm = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)) if torch is not None else None
+  return _adam_step("n. MLP (f) Adam step, jit", MLP(), tm, rnd(256, 784), np.random.default_rng(2).integers(0, 10, 256))
+def w_train_cnn():
+  sys.path.insert(0, os.path.join(ROOT, "examples"))
+  from train_digits import DigitsCNN, data
+  xtr, ytr, _, _ = data()
+  tm = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Conv2d(16, 32, 3, padding=1),
+                           torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(128, 10)) if torch is not None else None
+  return _adam_step("o. digits CNN Adam b64, jit", DigitsCNN(), tm, xtr[:64], ytr[:64])
 def w_gather():
   tab, ids = rnd(30522, 384), np.random.default_rng(0).integers(0, 30522, (32, 128)).astype(np.int32)
   T, I, tt_, ti = Tensor(tab), Tensor(ids), tt(tab), tt(ids.astype(np.int64))
@@ -265,7 +308,8 @@ def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float]]:
   return out
 
 WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
-             "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather, "train": w_train}
+             "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather, "train": w_train, "trainmlp": w_train_mlp,
+             "traincnn": w_train_cnn}
 
 def main(names):
   load = os.getloadavg()
