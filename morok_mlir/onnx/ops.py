@@ -1,0 +1,743 @@
+"""The ONNX operator table: op_type -> fn(inputs, attrs, opset) -> output or tuple of outputs (tinygrad's onnx.py).
+inputs are Tensors (None for an omitted optional input, a list for a sequence), attrs the node's attributes as Python
+values (graph attributes as callables), opset the model's default-domain opset. Values an output's shape depends on
+(shapes, axes, pads, k, ...) are read from their small tensors on the host. REFUSE names the attribute values a
+node may not have: the model checks them before anything runs."""
+from __future__ import annotations
+import math
+import numpy as np
+import onnx
+from morok_mlir.tensor import Tensor
+from morok_mlir.core.dtype import dtypes, DType
+
+def _dt(t: int) -> DType:
+  from morok_mlir.onnx.model import dtype_of
+  return dtype_of(t)
+def _vals(t) -> list:
+  """A small tensor's values as Python numbers (it is realized: the values decide a shape)."""
+  return [] if t is None else np.asarray(t.numpy()).reshape(-1).tolist()
+def _ints(t) -> list[int]: return [int(v) for v in _vals(t)]
+def _scalar(t): return _vals(t)[0]
+def _ax(a: int, n: int) -> int: return a + n if a < 0 else a
+def _axes(x: Tensor, a: dict, inputs: list, i: int, opset: int, since: int) -> list[int] | None:
+  """Axes from the attribute (opsets before `since`) or from input i."""
+  axes = a.get("axes") if opset < since else (_ints(inputs[i]) if len(inputs) > i and inputs[i] is not None else None)
+  return None if axes is None else [_ax(v, x.ndim) for v in axes]
+def _f(x: Tensor) -> Tensor: return x if x.dtype.is_float else x.float()
+
+# ---- elementwise
+def _bin(fn): return lambda i, a, o: fn(i[0], i[1])
+def _un(fn): return lambda i, a, o: fn(i[0])
+def _div(x, y):
+  if x.dtype.is_float: return x / y
+  return x.idiv(y)   # ONNX (and numpy's astype after division) truncates toward zero
+def _pow(x, y):
+  if x.dtype.is_float: return x.pow(y.cast(x.dtype))
+  return _f(x).cast(dtypes.float64).pow(y.cast(dtypes.float64)).cast(x.dtype) if y.dtype.is_float else x.pow(y.cast(x.dtype))
+def _mod(i, a, o):
+  x, y = i
+  if a.get("fmod", 0): return x.fmod(y)
+  return x.mod(y)
+def _variadic(fn): return lambda i, a, o: _fold(fn, [t for t in i if t is not None])
+def _fold(fn, ts):
+  r = ts[0]
+  for t in ts[1:]: r = fn(r, t)
+  return r
+def _bitshift(i, a, o): return i[0].lshift(i[1]) if a["direction"] == "LEFT" else i[0].rshift(i[1])
+def _clip(i, a, o):
+  x = i[0]
+  lo, hi = (a.get("min"), a.get("max")) if o < 11 else (i[1] if len(i) > 1 else None, i[2] if len(i) > 2 else None)
+  if lo is not None: x = x.maximum(lo if not isinstance(lo, Tensor) else lo.cast(x.dtype))
+  if hi is not None: x = x.minimum(hi if not isinstance(hi, Tensor) else hi.cast(x.dtype))
+  return x
+def _gelu(i, a, o): return i[0].gelu("tanh") if a.get("approximate", "none") == "tanh" else 0.5 * i[0] * (1 + (i[0] * (1 / math.sqrt(2))).erf())
+def _isinf(i, a, o):
+  x = i[0]
+  return x.isinf(bool(a.get("detect_positive", 1)), bool(a.get("detect_negative", 1)))
+def _shrink(i, a, o):
+  x, b, l = i[0], a.get("bias", 0.0), a.get("lambd", 0.5)
+  return x.lt(-l).where(x + b, x.gt(l).where(x - b, 0)).cast(x.dtype)
+def _cast(x: Tensor, dt: DType) -> Tensor:
+  if x.dtype.is_float and not dt.is_float and not dt.is_bool:   # NaN/inf to int is undefined; numpy's astype truncates
+    return x.trunc().cast(dt)
+  return x.cast(dt)
+
+# ---- reductions
+_RED = {"ReduceSum": lambda x, ax, k: x.sum(ax, k), "ReduceMean": lambda x, ax, k: x.mean(ax, k),
+        "ReduceMax": lambda x, ax, k: x.max(ax, k), "ReduceMin": lambda x, ax, k: x.min(ax, k),
+        "ReduceProd": lambda x, ax, k: x.prod(ax, k), "ReduceL1": lambda x, ax, k: x.abs().sum(ax, k),
+        "ReduceL2": lambda x, ax, k: _f(x).square().sum(ax, k).sqrt().cast(x.dtype),
+        "ReduceSumSquare": lambda x, ax, k: x.square().sum(ax, k), "ReduceLogSum": lambda x, ax, k: _f(x).sum(ax, k).log(),
+        "ReduceLogSumExp": lambda x, ax, k: _lse(_f(x), ax, k)}
+def _lse(x, ax, k):
+  if 0 in x.shape: return x.exp().sum(ax, k).log()
+  return x.logsumexp(ax, k)
+def _reduce(name):
+  since = 13 if name == "ReduceSum" else 18
+  def fn(i, a, o):
+    x, k = i[0], bool(a.get("keepdims", 1))
+    axes = _axes(x, a, i, 1, o, since)
+    if not axes:
+      if a.get("noop_with_empty_axes", 0) and axes is not None or a.get("noop_with_empty_axes", 0): return x
+      axes = list(range(x.ndim))
+    r = _RED[name](x, tuple(axes), k)
+    if name in ("ReduceMax", "ReduceMin") and 0 in [x.shape[d] for d in axes]:   # an empty max is -inf (ints: the dtype's min)
+      v = (x.dtype.min if name == "ReduceMax" else x.dtype.max)
+      return Tensor.full(r.shape, v, x.dtype)
+    return r.cast(x.dtype) if name not in ("ReduceLogSum", "ReduceLogSumExp") or x.dtype.is_float else r
+  return fn
+def _argm(largest):
+  def fn(i, a, o):
+    x, ax, k = i[0], _ax(a.get("axis", 0), i[0].ndim), bool(a.get("keepdims", 1))
+    if a.get("select_last_index", 0):
+      n = x.shape[ax]
+      r = n - 1 - (x.flip(ax).argmax(ax, k) if largest else x.flip(ax).argmin(ax, k))
+    else: r = x.argmax(ax, k) if largest else x.argmin(ax, k)
+    return r.cast(dtypes.int64)
+  return fn
+
+# ---- shapes and movement
+def _reshape(i, a, o):
+  x, shape = i[0], _ints(i[1]) if o >= 5 and len(i) > 1 else list(a["shape"])
+  if not a.get("allowzero", 0): shape = [x.shape[j] if s == 0 else s for j, s in enumerate(shape)]
+  return x.reshape(shape)
+def _flatten(i, a, o):
+  x = i[0]
+  ax = _ax(a.get("axis", 1), x.ndim)
+  return x.reshape(math.prod(x.shape[:ax]), math.prod(x.shape[ax:]))
+def _squeeze(i, a, o):
+  x = i[0]
+  axes = _axes(x, a, i, 1, o, 13)
+  if axes is None: axes = [d for d, s in enumerate(x.shape) if s == 1]
+  return x.reshape([s for d, s in enumerate(x.shape) if d not in axes])
+def _unsqueeze(i, a, o):
+  x = i[0]
+  axes = a["axes"] if o < 13 else _ints(i[1])
+  n = x.ndim + len(axes)
+  axes, shape, it = sorted(_ax(v, n) for v in axes), [], iter(x.shape)
+  return x.reshape([1 if d in axes else next(it) for d in range(n)])
+def _transpose(i, a, o):
+  x = i[0]
+  return x.permute(a.get("perm", list(range(x.ndim))[::-1]))
+def _expand(i, a, o):
+  x, shape = i[0], _ints(i[1])
+  n = max(len(shape), x.ndim)
+  xs, ss = (1,) * (n - x.ndim) + x.shape, (1,) * (n - len(shape)) + tuple(shape)
+  return x.reshape(xs).expand(tuple(b if a_ == 1 else a_ for a_, b in zip(xs, ss)))
+def _concat(i, a, o):
+  ts = [t for t in i if t is not None]
+  return ts[0].cat(*ts[1:], dim=_ax(a["axis"], ts[0].ndim)) if len(ts) > 1 else ts[0]
+def _split(i, a, o, n_out=None):
+  x = i[0]
+  ax = _ax(a.get("axis", 0), x.ndim)
+  sizes = a.get("split") if o < 13 else (_ints(i[1]) if len(i) > 1 and i[1] is not None else None)
+  if sizes is None:
+    n = a.get("num_outputs", n_out)
+    c = -(-x.shape[ax] // n)
+    sizes = [min(c, x.shape[ax] - c * j) for j in range(n)]
+  return tuple(x.split(list(sizes), ax))
+def _slice(i, a, o):
+  x = i[0]
+  if o < 10: starts, ends, axes, steps = a["starts"], a["ends"], a.get("axes"), None
+  else: starts, ends, axes, steps = _ints(i[1]), _ints(i[2]), (_ints(i[3]) if len(i) > 3 and i[3] is not None else None), \
+                                    (_ints(i[4]) if len(i) > 4 and i[4] is not None else None)
+  axes = list(range(len(starts))) if axes is None else [_ax(v, x.ndim) for v in axes]
+  idx = [slice(None)] * x.ndim
+  for j, ax in enumerate(axes):
+    st = steps[j] if steps else 1
+    lo, hi = starts[j], ends[j]
+    n = x.shape[ax]
+    lo, hi = max(min(lo, 2 * n + 1), -2 * n - 1), max(min(hi, 2 * n + 1), -2 * n - 1)   # ONNX's INT_MAX ends, kept in range
+    if st < 0 and hi < -n: hi = None
+    idx[ax] = slice(lo, hi, st)
+  return x[tuple(idx)]
+def _pad(i, a, o):
+  x, mode = i[0], a.get("mode", "constant")
+  if o < 11: pads, value, axes = a.get("pads", a.get("paddings")), a.get("value", 0.0), None
+  else:
+    pads = _ints(i[1])
+    value = _scalar(i[2]) if len(i) > 2 and i[2] is not None and i[2].numel() else 0
+    axes = [_ax(v, x.ndim) for v in _ints(i[3])] if len(i) > 3 and i[3] is not None else None
+  axes = list(range(x.ndim)) if axes is None else axes
+  per = [(0, 0)] * x.ndim
+  for j, ax in enumerate(axes): per[ax] = (pads[j], pads[j + len(axes)])
+  if mode == "constant": return x.pad(tuple(per), value=value)
+  if mode == "wrap": mode = "circular"
+  if mode == "edge": mode = "replicate"
+  # reflect/edge/wrap with negative pads: cut first, then pad the rest
+  cut = tuple((max(-b, 0), s - max(-e, 0)) for s, (b, e) in zip(x.shape, per))
+  x = x.shrink(cut)
+  return x.pad(tuple((max(b, 0), max(e, 0)) for b, e in per), mode=mode)
+def _tile(i, a, o): return i[0].repeat(_ints(i[1]))
+def _const_of_shape(i, a, o):
+  v = a.get("value", np.zeros(1, np.float32))
+  return Tensor.full(tuple(_ints(i[0])), v.reshape(-1)[0].item(), dtype=_np_dt(v.dtype))
+def _np_dt(d) -> DType: return dtypes.from_np(np.dtype(d))
+def _constant(i, a, o):
+  for k, f in (("value", lambda v: v), ("value_float", lambda v: np.array(v, np.float32)), ("value_floats", lambda v: np.array(v, np.float32)),
+               ("value_int", lambda v: np.array(v, np.int64)), ("value_ints", lambda v: np.array(v, np.int64))):
+    if k in a: return Tensor(np.ascontiguousarray(f(a[k])))
+  raise NotImplementedError(f"Constant with attributes {sorted(a)}")
+def _range(i, a, o):
+  s, l, d = (_scalar(t) for t in i)
+  n = max(math.ceil((l - s) / d), 0)
+  dt = i[0].dtype
+  return Tensor((np.arange(n, dtype=np.float64) * d + s).astype(dt.np) if dt.is_float else np.arange(s, s + n * d, d, dtype=dt.np)[:n])
+def _shape(i, a, o):
+  s = i[0].shape
+  st, en = a.get("start", 0), a.get("end", len(s))
+  return Tensor(np.array(s[slice(st, en)], np.int64))
+def _gather(i, a, o):
+  x, idx = i
+  ax = _ax(a.get("axis", 0), x.ndim)
+  if idx.numel() == 0: return Tensor.zeros(*x.shape[:ax], *idx.shape, *x.shape[ax + 1:], dtype=x.dtype)
+  return x[(slice(None),) * ax + (idx,)]
+def _norm_idx(idx, n): return idx.lt(0).where(idx + n, idx)
+def _gather_elements(i, a, o):
+  x, idx = i
+  ax = _ax(a.get("axis", 0), x.ndim)
+  return x.gather(ax, _norm_idx(idx, x.shape[ax]))
+_SRED = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
+def _scatter_elements(i, a, o):
+  x, idx, upd = i
+  ax = _ax(a.get("axis", 0), x.ndim)
+  idx, red = _norm_idx(idx, x.shape[ax]), a.get("reduction", "none")
+  return x.scatter(ax, idx, upd) if red == "none" else x.scatter_reduce(ax, idx, upd, _SRED[red])
+def _nd_lin(shape, idx: Tensor, b: int) -> Tensor:
+  """Linear offsets of GatherND/ScatterND index tuples (last dim of idx) into shape[b:b+k]."""
+  k = idx.shape[-1]
+  dims = shape[b:b + k]
+  strides = [math.prod(dims[j + 1:]) for j in range(k)]
+  idx = idx.cast(dtypes.int64)
+  idx = idx.lt(0).where(idx + Tensor(np.array(dims, np.int64)), idx)
+  return (idx * Tensor(np.array(strides, np.int64))).sum(-1)
+def _gather_nd(i, a, o):
+  x, idx = i
+  b, k = a.get("batch_dims", 0), idx.shape[-1]
+  B, rest = math.prod(x.shape[:b]), x.shape[b + k:]
+  lin = _nd_lin(x.shape, idx, b).reshape(B, -1)   # (B, Q)
+  q = lin.shape[1]
+  xr = x.reshape(B, math.prod(x.shape[b:b + k]), *rest)
+  ix = lin.reshape(B, q, *(1,) * len(rest)).expand(B, q, *rest)
+  return xr.gather(1, ix).reshape(*idx.shape[:-1], *rest)
+def _scatter_nd(i, a, o):
+  x, idx, upd = i
+  k, red = idx.shape[-1], a.get("reduction", "none")
+  rest = x.shape[k:]
+  lin = _nd_lin(x.shape, idx, 0).reshape(-1)
+  q = lin.shape[0]
+  xr, ur = x.reshape(math.prod(x.shape[:k]), *rest), upd.reshape(q, *rest)
+  ix = lin.reshape(q, *(1,) * len(rest)).expand(q, *rest)
+  r = xr.scatter(0, ix, ur) if red == "none" else xr.scatter_reduce(0, ix, ur, _SRED[red])
+  return r.reshape(x.shape)
+def _onehot(i, a, o):
+  idx, depth, vals = i
+  d = int(_scalar(depth))
+  ax = _ax(a.get("axis", -1), idx.ndim + 1)
+  idx = idx.cast(dtypes.int64)
+  idx = idx.lt(0).where(idx + d, idx)
+  shape = [1] * (idx.ndim + 1)
+  shape[ax] = d
+  oh = idx.unsqueeze(ax).eq(Tensor.arange(d, dtype=dtypes.int64).reshape(shape))
+  off, on = vals[0], vals[1]
+  return oh.where(on, off)
+def _nonzero(i, a, o): return Tensor(np.stack(np.nonzero(np.asarray(i[0].numpy()).reshape(i[0].shape) if i[0].ndim else np.asarray(i[0].numpy()).reshape(1))).astype(np.int64))
+def _compress(i, a, o):
+  x, c = i
+  pos = np.flatnonzero(np.asarray(c.numpy()))
+  if "axis" not in a: x, ax = x.reshape(-1), 0
+  else: ax = _ax(a["axis"], x.ndim)
+  pos = pos[pos < x.shape[ax]]
+  return _take(x, ax, pos)
+def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
+  """x along ax at the host-known positions idx (a 1-d int array)."""
+  if len(idx) == 0: return Tensor.zeros(*x.shape[:ax], 0, *x.shape[ax + 1:], dtype=x.dtype)
+  shape = [1] * x.ndim
+  shape[ax] = len(idx)
+  t = Tensor(np.asarray(idx, np.int32).reshape(shape)).expand(tuple(len(idx) if d == ax else s for d, s in enumerate(x.shape)))
+  return x.gather(ax, t)
+def _trilu(i, a, o):
+  x, k = i[0], int(_scalar(i[1])) if len(i) > 1 and i[1] is not None else 0
+  if x.numel() == 0: return x
+  return x.triu(k) if a.get("upper", 1) else x.tril(k)
+def _cumsum(i, a, o):
+  x, ax = i[0], _ax(int(_scalar(i[1])), i[0].ndim)
+  if a.get("reverse", 0): x = x.flip(ax)
+  if a.get("exclusive", 0): x = x.pad(tuple((1, -1) if d == ax else (0, 0) for d in range(x.ndim)))
+  r = x.cumsum(ax).cast(x.dtype)
+  return r.flip(ax) if a.get("reverse", 0) else r
+def _d2s(i, a, o):
+  x, b = i[0], a["blocksize"]
+  n, c, h, w = x.shape
+  if a.get("mode", "DCR") == "DCR": x = x.reshape(n, b, b, c // b // b, h, w).permute(0, 3, 4, 1, 5, 2)
+  else: x = x.reshape(n, c // b // b, b, b, h, w).permute(0, 1, 4, 2, 5, 3)
+  return x.reshape(n, c // b // b, h * b, w * b)
+def _s2d(i, a, o):
+  x, b = i[0], a["blocksize"]
+  n, c, h, w = x.shape
+  return x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h // b, w // b)
+def _topk(i, a, o):
+  x, k = i[0], int(_scalar(i[1])) if o >= 10 else a["k"]
+  v, ix = x.topk(k, _ax(a.get("axis", -1), x.ndim), bool(a.get("largest", 1)))
+  return v, ix.cast(dtypes.int64)
+def _eyelike(i, a, o):
+  x = i[0]
+  dt = _dt(a["dtype"]) if "dtype" in a else x.dtype
+  return Tensor(np.eye(x.shape[0], x.shape[1], a.get("k", 0), dtype=dt.np))
+def _where(i, a, o): return i[0].cast(dtypes.bool).where(i[1], i[2])
+def _reverse_seq(i, a, o):
+  x, lens = i
+  ba, ta = a.get("batch_axis", 1), a.get("time_axis", 0)
+  lens, T = _ints(lens), x.shape[ta]
+  src = np.zeros((x.shape[ba], T), np.int64)
+  for b, L in enumerate(lens): src[b] = [L - 1 - t if t < L else t for t in range(T)]
+  shape = [1] * x.ndim
+  shape[ba], shape[ta] = x.shape[ba], T
+  idx = Tensor(src if ba < ta else src.T).reshape(shape).expand(x.shape)
+  return x.gather(ta, idx)
+
+# ---- neural network
+def _auto_pads(a, in_sp, k, s, d, for_transpose=False) -> list[tuple[int, int]]:
+  """(begin, end) padding per spatial dim from pads or auto_pad."""
+  n, ap = len(k), a.get("auto_pad", "NOTSET")
+  if ap in ("SAME_UPPER", "SAME_LOWER"):
+    out = []
+    for i, kk, ss, dd in zip(in_sp, k, s, d):
+      tot = max((-(-i // ss) - 1) * ss + (kk - 1) * dd + 1 - i, 0)
+      out.append((tot // 2, tot - tot // 2) if ap == "SAME_UPPER" else (tot - tot // 2, tot // 2))
+    return out
+  if ap == "VALID": return [(0, 0)] * n
+  p = a.get("pads", [0] * 2 * n)
+  return [(p[j], p[j + n]) for j in range(n)]
+def _conv(i, a, o):
+  x, w, b = i[0], i[1], i[2] if len(i) > 2 else None
+  k = a.get("kernel_shape", w.shape[2:])
+  n = len(k)
+  s, d = a.get("strides", [1] * n), a.get("dilations", [1] * n)
+  pads = _auto_pads(a, x.shape[2:], k, s, d)
+  x = x.pad(((0, 0), (0, 0), *pads))
+  return x.conv2d(w, b, groups=a.get("group", 1), stride=s, dilation=d)
+def _conv_transpose(i, a, o):
+  x, w, b = i[0], i[1], i[2] if len(i) > 2 else None
+  k = a.get("kernel_shape", w.shape[2:])
+  n = len(k)
+  s, d, op = a.get("strides", [1] * n), a.get("dilations", [1] * n), a.get("output_padding", [0] * n)
+  full = [(i_ - 1) * ss + (kk - 1) * dd + 1 for i_, ss, kk, dd in zip(x.shape[2:], s, k, d)]
+  if "output_shape" in a or a.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
+    outs = a["output_shape"][-n:] if "output_shape" in a else [i_ * ss for i_, ss in zip(x.shape[2:], s)]
+    tot = [f + p - t for f, p, t in zip(full, op, outs)]
+    up = a.get("auto_pad", "NOTSET") == "SAME_UPPER"
+    pads = [(t // 2, t - t // 2) if up else (t - t // 2, t // 2) for t in tot]
+  elif a.get("auto_pad", "NOTSET") == "VALID": pads = [(0, 0)] * n
+  else: pads = [(p, q) for p, q in zip(a.get("pads", [0] * 2 * n)[:n], a.get("pads", [0] * 2 * n)[n:])]
+  y = x.conv_transpose2d(w, None, groups=a.get("group", 1), stride=s, dilation=d)
+  y = y.pad(((0, 0), (0, 0), *[(-pb, p - pe) for (pb, pe), p in zip(pads, op)]))
+  return y if b is None else y + b.reshape(1, -1, *[1] * n)
+def _pool_geom(x, a, o, k):
+  """Strides, dilations and (begin, end) pads of a pool, with ceil_mode's extra room after each dim."""
+  n = len(k)
+  s, d = a.get("strides", [1] * n), a.get("dilations", [1] * n)
+  pads = _auto_pads(a, x.shape[2:], k, s, d)
+  if a.get("ceil_mode", 0):
+    new = []
+    for i_, kk, ss, dd, (pb, pe) in zip(x.shape[2:], k, s, d, pads):
+      e = (kk - 1) * dd + 1
+      out = -(-(i_ + pb + pe - e) // ss) + 1
+      if (out - 1) * ss >= i_ + pb: out -= 1   # a window starting in the padding after the input is dropped
+      new.append((pb, max(pe, (out - 1) * ss + e - i_ - pb)))
+    return s, d, pads, new
+  return s, d, pads, pads
+def _maxpool(i, a, o):
+  x, k = i[0], a["kernel_shape"]
+  s, d, _, pads = _pool_geom(x, a, o, k)
+  n = len(k)
+  axes = tuple(range(-n, 0))
+  win = x.pad(((0, 0), (0, 0), *pads), value=x.dtype.min)._pool(k, s, d)
+  out = win.max(axes)
+  if a.get("_outputs", 1) < 2: return out
+  sp = x.shape[2:]
+  tot = math.prod(sp)
+  # indices: each max's flat position in the input (N, C included), the first on ties
+  pos = Tensor(np.arange(tot, dtype=np.int64).reshape(sp) if not a.get("storage_order", 0) else
+               np.arange(tot, dtype=np.int64).reshape(sp[::-1]).T.copy())
+  pos = (tot - pos).pad(tuple(pads))._pool(k, s, d)
+  m = win.eq(out.reshape(*out.shape, *(1,) * n))
+  idx = tot - m.where(pos, 0).max(axes)
+  nc = Tensor(np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[0], x.shape[1], *(1,) * n) * tot)
+  return out, idx + nc
+def _avgpool(i, a, o):
+  x, k = i[0], a["kernel_shape"]
+  s, d, pads, cpads = _pool_geom(x, a, o, k)
+  n = len(k)
+  axes = tuple(range(-n, 0))
+  win = x.pad(((0, 0), (0, 0), *cpads))._pool(k, s, d).sum(axes)
+  ones = Tensor.ones(*x.shape[2:], dtype=x.dtype)
+  if a.get("count_include_pad", 0): ones = ones.pad(tuple(pads)).pad(tuple((0, c[1] - p[1]) for c, p in zip(cpads, pads)))
+  else: ones = ones.pad(tuple(cpads))
+  return win / ones._pool(k, s, d).sum(axes)
+def _lppool(i, a, o):
+  x, k, p = i[0], a["kernel_shape"], a.get("p", 2)
+  s, d, _, pads = _pool_geom(x, a, o, k)
+  axes = tuple(range(-len(k), 0))
+  return x.abs().pow(p).pad(((0, 0), (0, 0), *pads))._pool(k, s, d).sum(axes).pow(1 / p)
+def _global(fn): return lambda i, a, o: fn(i[0], tuple(range(2, i[0].ndim)))
+def _batchnorm(i, a, o):
+  x, sc, b, mean, var = i
+  eps, sh = a.get("epsilon", 1e-5), (1, -1) + (1,) * (x.ndim - 2)
+  if a.get("training_mode", 0):
+    axes = tuple(d for d in range(x.ndim) if d != 1)
+    m, v = x.mean(axes), x.var(axes, correction=0)
+    mom = a.get("momentum", 0.9)
+    y = (x - m.reshape(sh)) * (v.reshape(sh) + eps).rsqrt() * sc.reshape(sh) + b.reshape(sh)
+    return y, mean * mom + m * (1 - mom), var * mom + v * (1 - mom)
+  return (x - mean.reshape(sh)) * (var.reshape(sh) + eps).rsqrt() * sc.reshape(sh) + b.reshape(sh)
+def _instancenorm(i, a, o):
+  x, sc, b = i
+  axes, sh = tuple(range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
+  m, v = x.mean(axes, True), x.var(axes, True, correction=0)
+  return (x - m) * (v + a.get("epsilon", 1e-5)).rsqrt() * sc.reshape(sh) + b.reshape(sh)
+def _layernorm(i, a, o):
+  x, sc, b = i[0], i[1], i[2] if len(i) > 2 else None
+  ax = _ax(a.get("axis", -1), x.ndim)
+  axes = tuple(range(ax, x.ndim))
+  xf = x.cast(dtypes.float32) if a.get("stash_type", 1) == 1 and x.dtype != dtypes.float64 else x
+  m = xf.mean(axes, True)
+  inv = ((xf - m).square().mean(axes, True) + a.get("epsilon", 1e-5)).rsqrt()
+  y = ((xf - m) * inv).cast(x.dtype) * sc
+  return (y if b is None else y + b), m, inv
+def _groupnorm(i, a, o):
+  x, sc, b = i
+  g, eps = a["num_groups"], a.get("epsilon", 1e-5)
+  n, c = x.shape[:2]
+  xg = x.reshape(n, g, -1)
+  m, v = xg.mean(-1, True), xg.var(-1, True, correction=0)
+  y = ((xg - m) * (v + eps).rsqrt()).reshape(x.shape)
+  sh = (1, -1) + (1,) * (x.ndim - 2)
+  if o < 21: sc, b = sc.reshape(g, 1).expand(g, c // g).reshape(c), b.reshape(g, 1).expand(g, c // g).reshape(c)
+  return y * sc.reshape(sh) + b.reshape(sh)
+def _rmsnorm(i, a, o):
+  x, sc = i
+  ax = _ax(a.get("axis", -1), x.ndim)
+  axes = tuple(range(ax, x.ndim))
+  xf = x.cast(dtypes.float32) if a.get("stash_type", 1) == 1 and x.dtype != dtypes.float64 else x
+  return (xf * (xf.square().mean(axes, True) + a.get("epsilon", 1e-5)).rsqrt()).cast(x.dtype) * sc
+def _lrn(i, a, o):
+  x, size = i[0], a["size"]
+  al, be, bi = a.get("alpha", 1e-4), a.get("beta", 0.75), a.get("bias", 1.0)
+  sq = x.square().transpose(1, -1)
+  sq = sq.pad(((0, 0),) * (x.ndim - 1) + (((size - 1) // 2, size // 2),))._pool((size,)).sum(-1).transpose(1, -1)
+  return x / (bi + al / size * sq).pow(be)
+def _mvn(i, a, o):
+  x, axes = i[0], tuple(a.get("axes", [0, 2, 3]))
+  m = x.mean(axes, True)
+  return (x - m) / ((x - m).square().mean(axes, True).sqrt() + 1e-9)
+def _softmax_like(fn):
+  def f(i, a, o):
+    x = i[0]
+    if o < 13:   # the input is coerced to 2-d at axis
+      ax = _ax(a.get("axis", 1), x.ndim)
+      return fn(x.reshape(math.prod(x.shape[:ax]), -1), -1).reshape(x.shape)
+    return fn(x, _ax(a.get("axis", -1), x.ndim))
+  return f
+def _hardmax(x, ax):
+  if x.numel() == 0: return x
+  return Tensor.arange(x.shape[ax], dtype=dtypes.int64).reshape([x.shape[ax] if d == ax else 1 for d in range(x.ndim)]).eq(
+    x.argmax(ax, True).cast(dtypes.int64)).cast(x.dtype)
+def _gemm(i, a, o):
+  A, B, C = i[0], i[1], i[2] if len(i) > 2 else None
+  if a.get("transA", 0): A = A.T
+  if a.get("transB", 0): B = B.T
+  r = (A @ B) * a.get("alpha", 1.0) if a.get("alpha", 1.0) != 1.0 else A @ B
+  if C is not None: r = r + (C * a.get("beta", 1.0) if a.get("beta", 1.0) != 1.0 else C)
+  return r.cast(A.dtype)
+def _dropout(i, a, o):
+  x = i[0]
+  training = bool(_scalar(i[2])) if o >= 12 and len(i) > 2 and i[2] is not None else False
+  ratio = (_scalar(i[1]) if o >= 12 and len(i) > 1 and i[1] is not None else a.get("ratio", 0.5))
+  if not training or ratio == 0: return x, Tensor.ones(*x.shape, dtype=dtypes.bool)
+  mask = Tensor.rand(*x.shape).ge(ratio)
+  return mask.where(x / (1 - ratio), 0).cast(x.dtype), mask
+def _lpnorm(i, a, o):
+  x, ax, p = i[0], a.get("axis", -1), a.get("p", 2)
+  n = x.abs().sum(ax, True) if p == 1 else x.square().sum(ax, True).sqrt()
+  return n.eq(0).where(0, x / n).cast(x.dtype)
+def _nll(x: Tensor, t: Tensor, w: Tensor | None, red: str, ig):
+  """NegativeLogLikelihoodLoss: x (N, C, ...), t (N, ...)."""
+  c = x.shape[1]
+  t = t.cast(dtypes.int64)
+  keep = t.ne(ig) if ig is not None else None
+  ts = keep.where(t, 0) if keep is not None else t
+  pick = x.gather(1, ts.unsqueeze(1)).squeeze(1)
+  wt = w[ts] if w is not None else Tensor.ones(*t.shape, dtype=x.dtype)
+  if keep is not None: wt = keep.where(wt, 0).cast(x.dtype)
+  loss = -pick * wt
+  if red == "none": return loss
+  if red == "sum": return loss.sum()
+  return loss.sum() / wt.sum()
+def _nllloss(i, a, o): return _nll(i[0], i[1], i[2] if len(i) > 2 else None, a.get("reduction", "mean"), a.get("ignore_index"))
+def _sce(i, a, o):
+  x, t, w = i[0], i[1], i[2] if len(i) > 2 else None
+  lp = x.log_softmax(1)
+  return _nll(lp, t, w, a.get("reduction", "mean"), a.get("ignore_index")), lp
+
+# ---- quantization
+def _sat(x: Tensor, dt: DType) -> Tensor: return x.round().clip(dt.min, dt.max).cast(dt)
+def _qaxis(s: Tensor, x: Tensor, a) -> Tensor:
+  if s.ndim == 1 and s.numel() > 1 and x.ndim > 1:
+    ax = _ax(a.get("axis", 1), x.ndim)
+    return s.reshape([s.shape[0] if d == ax else 1 for d in range(x.ndim)])
+  return s
+def _quant(i, a, o):
+  x, s, zp = i[0], i[1], i[2] if len(i) > 2 else None
+  dt = zp.dtype if zp is not None else _dt(a["output_dtype"]) if a.get("output_dtype") else dtypes.uint8
+  r = (x.cast(dtypes.float32) / _qaxis(s, x, a).cast(dtypes.float32)).round()
+  if zp is not None: r = r + _qaxis(zp, x, a).cast(dtypes.float32)
+  return r.clip(dt.min, dt.max).cast(dt)
+def _dequant(i, a, o):
+  x, s, zp = i[0], i[1], i[2] if len(i) > 2 else None
+  r = x.cast(dtypes.float32)
+  if zp is not None: r = r - _qaxis(zp, x, a).cast(dtypes.float32)
+  return (r * _qaxis(s, x, a)).cast(s.dtype)
+def _dyn_quant(i, a, o):
+  x = i[0]
+  lo, hi = x.min().minimum(0), x.max().maximum(0)
+  s = (hi - lo) / 255
+  zp = (0 - lo / s).round().clip(0, 255)
+  return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8), s, zp.cast(dtypes.uint8)
+def _int_in(t, zp): return t.cast(dtypes.int32) - (zp.cast(dtypes.int32) if zp is not None else 0)
+def _matmul_int(i, a, o):
+  A, B = i[0], i[1]
+  za, zb = (i[2] if len(i) > 2 else None), (i[3] if len(i) > 3 else None)
+  if zb is not None and zb.ndim == 1 and zb.numel() > 1: zb = zb.reshape(1, -1)
+  if za is not None and za.ndim == 1 and za.numel() > 1: za = za.reshape(-1, 1)
+  return _int_in(A, za) @ _int_in(B, zb)
+def _conv_int(i, a, o):
+  x, w = i[0], i[1]
+  zx, zw = (i[2] if len(i) > 2 else None), (i[3] if len(i) > 3 else None)
+  return _conv([_int_in(x, zx), _int_in(w, zw)], a, o)
+def _qlinear_matmul(i, a, o):
+  A, sa, za, B, sb, zb, sy, zy = i
+  r = (_int_in(A, za) @ _int_in(B, zb)).cast(dtypes.float32) * (sa * sb / sy).cast(dtypes.float32)
+  return _sat(r + zy.cast(dtypes.float32), zy.dtype)
+def _qlinear_conv(i, a, o):
+  x, sx, zx, w, sw, zw, sy, zy = i[:8]
+  b = i[8] if len(i) > 8 else None
+  r = _conv([_int_in(x, zx), _int_in(w, zw), b], a, o).cast(dtypes.float32)
+  sw = sw.reshape(1, -1, *(1,) * (x.ndim - 2)) if sw.numel() > 1 else sw
+  return _sat(r * (sx * sw / sy) + zy.cast(dtypes.float32), zy.dtype)
+
+# ---- resize
+def _src_coords(mode: str, n_out: int, n_in: int, scale: float, roi: tuple[float, float] | None) -> np.ndarray:
+  j = np.arange(n_out, dtype=np.float64)
+  if mode == "half_pixel": return (j + 0.5) / scale - 0.5
+  if mode == "half_pixel_symmetric":
+    adj = n_out / (scale * n_in)
+    return n_in / 2 * (1 - adj) + (j + 0.5) / scale - 0.5
+  if mode == "pytorch_half_pixel": return (j + 0.5) / scale - 0.5 if n_out > 1 else np.zeros(n_out)
+  if mode == "align_corners": return j * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
+  if mode == "asymmetric": return j / scale
+  if mode == "tf_crop_and_resize":
+    s, e = roi
+    return s * (n_in - 1) + j * (e - s) * (n_in - 1) / (n_out - 1) if n_out > 1 else np.full(n_out, 0.5 * (s + e) * (n_in - 1))
+  raise NotImplementedError(f"coordinate_transformation_mode {mode}")
+def _cubic_w(t: np.ndarray, A: float) -> np.ndarray:
+  t = np.abs(t)
+  return np.where(t <= 1, ((A + 2) * t - (A + 3)) * t * t + 1, np.where(t < 2, ((A * t - 5 * A) * t + 8 * A) * t - 4 * A, 0))
+def _resize_axis(x: Tensor, ax: int, n_out: int, scale: float, a: dict, roi) -> Tensor:
+  n_in = x.shape[ax]
+  mode, ctm = a.get("mode", "nearest"), a.get("coordinate_transformation_mode", "half_pixel")
+  c = _src_coords(ctm, n_out, n_in, scale, roi)
+  outside = (c < 0) | (c > n_in - 1) if ctm == "tf_crop_and_resize" else None
+  if mode == "nearest":
+    nm = a.get("nearest_mode", "round_prefer_floor")
+    r = {"round_prefer_floor": lambda v: np.where(v - np.floor(v) == 0.5, np.floor(v), np.round(v)),
+         "round_prefer_ceil": lambda v: np.where(v - np.floor(v) == 0.5, np.ceil(v), np.round(v)),
+         "floor": np.floor, "ceil": np.ceil}[nm](c)
+    taps = [(np.clip(r, 0, n_in - 1).astype(np.int64), np.ones(n_out))]
+  elif mode == "linear":
+    c = np.clip(c, 0, n_in - 1) if ctm != "tf_crop_and_resize" else c
+    lo = np.floor(c)
+    w = c - lo
+    taps = [(np.clip(lo, 0, n_in - 1).astype(np.int64), 1 - w), (np.clip(lo + 1, 0, n_in - 1).astype(np.int64), w)]
+  else:   # cubic
+    A = a.get("cubic_coeff_a", -0.75)
+    lo = np.floor(c)
+    taps = []
+    for t in (-1, 0, 1, 2):
+      pos = lo + t
+      w = _cubic_w(c - pos, A)
+      if a.get("exclude_outside", 0): w = np.where((pos < 0) | (pos > n_in - 1), 0, w)
+      taps.append((np.clip(pos, 0, n_in - 1).astype(np.int64), w))
+    if a.get("exclude_outside", 0):
+      tot = sum(w for _, w in taps)
+      taps = [(p, w / tot) for p, w in taps]
+  shape = [1] * x.ndim
+  shape[ax] = n_out
+  out = None
+  xf = x if x.dtype.is_float else x.float()
+  for p, w in taps:
+    v = _take(xf, ax, p)
+    if mode != "nearest": v = v * Tensor(w.astype(np.float32 if xf.dtype != dtypes.float64 else np.float64)).reshape(shape)
+    out = v if out is None else out + v
+  if outside is not None and outside.any():
+    out = Tensor(outside.reshape(shape)).where(a.get("extrapolation_value", 0.0), out)
+  return out.cast(x.dtype)
+def _resize(i, a, o):
+  x = i[0]
+  if o < 10:   # Upsample
+    scales, sizes, roi = list(a["scales"]) if "scales" in a else _vals(i[1]), None, None
+    a = {**a, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+  elif o < 11: scales, sizes, roi = _vals(i[1]), None, None
+  else:
+    roi = _vals(i[1]) if len(i) > 1 and i[1] is not None else []
+    scales = _vals(i[2]) if len(i) > 2 and i[2] is not None else []
+    sizes = _ints(i[3]) if len(i) > 3 and i[3] is not None else None
+  axes = [_ax(v, x.ndim) for v in a.get("axes", range(x.ndim))]
+  if sizes:
+    pol = a.get("keep_aspect_ratio_policy", "stretch")
+    in_sz = [x.shape[d] for d in axes]
+    if pol != "stretch":
+      r = (min if pol == "not_larger" else max)(s / n for s, n in zip(sizes, in_sz))
+      sizes = [int(math.floor(r * n + 0.5)) for n in in_sz]
+      scales = [r] * len(axes)
+    else: scales = [s / n for s, n in zip(sizes, in_sz)]
+  else:
+    scales = list(scales)[-len(axes):] if len(scales) != len(axes) else list(scales)
+    sizes = [int(math.floor(x.shape[d] * s)) for d, s in zip(axes, scales)]
+  rois = {}
+  if roi: rois = {d: (roi[j], roi[j + len(axes)]) for j, d in enumerate(axes)}
+  for d, n, s in zip(axes, sizes, scales):
+    if n == x.shape[d] and s == 1 and a.get("coordinate_transformation_mode") != "tf_crop_and_resize": continue
+    x = _resize_axis(x, d, n, s, a, rois.get(d))
+  return x
+
+# ---- control flow and sequences
+def _if(i, a, o):
+  outs = (a["then_branch"] if bool(_scalar(i[0])) else a["else_branch"])()
+  return tuple(outs)
+def _loop(i, a, o):
+  M, cond, carried = i[0], i[1], list(i[2:])
+  body = a["body"]
+  n = int(_scalar(M)) if M is not None else None
+  c = bool(_scalar(cond)) if cond is not None else True
+  scans, it = [], 0
+  while c and (n is None or it < n):
+    outs = body(Tensor(np.array(it, np.int64)), Tensor(np.array(c)), *carried)
+    c = bool(_scalar(outs[0])) if cond is not None or True else True
+    carried, sc = list(outs[1:1 + len(carried)]), outs[1 + len(carried):]
+    scans.append(sc)
+    it += 1
+  nsc = len(body.graph.output) - 1 - len(carried)
+  stacked = [Tensor.stack(*[s[j] for s in scans]) if scans else Tensor.zeros(0) for j in range(nsc)]
+  return tuple(carried + stacked)
+def _scan(i, a, o):
+  body = a["body"]
+  nsc_in = a["num_scan_inputs"]
+  if o < 9: raise NotImplementedError("Scan before opset 9 (sequence_lens)")
+  states, xs = list(i[:len(i) - nsc_in]), list(i[len(i) - nsc_in:])
+  in_axes = [_ax(v, xs[j].ndim) for j, v in enumerate(a.get("scan_input_axes", [0] * nsc_in))]
+  in_dirs = a.get("scan_input_directions", [0] * nsc_in)
+  T = xs[0].shape[in_axes[0]]
+  outs_all = []
+  for t in range(T):
+    sl = [x.shrink(tuple((T - 1 - t, T - t) if dr else (t, t + 1) if d == ax else None for d in range(x.ndim)) if d == ax else
+                   tuple((t, t + 1) if d == ax else None for d in range(x.ndim))).squeeze(ax) for x, ax, dr in zip(xs, in_axes, in_dirs)]
+    outs = body(*states, *sl)
+    states, ys = list(outs[:len(states)]), outs[len(states):]
+    outs_all.append(ys)
+  nout = len(body.graph.output) - len(states)
+  out_axes, out_dirs = a.get("scan_output_axes", [0] * nout), a.get("scan_output_directions", [0] * nout)
+  res = []
+  for j in range(nout):
+    seq = [y[j] for y in outs_all]
+    if out_dirs[j]: seq = seq[::-1]
+    res.append(Tensor.stack(*seq, dim=_ax(out_axes[j], seq[0].ndim + 1)))
+  return tuple(states + res)
+def _seq_insert(i, a, o):
+  s, t = list(i[0]), i[1]
+  pos = int(_scalar(i[2])) if len(i) > 2 and i[2] is not None else len(s)
+  s.insert(pos if pos >= 0 else pos + len(s), t)
+  return s
+def _seq_erase(i, a, o):
+  s = list(i[0])
+  del s[int(_scalar(i[1])) if len(i) > 1 and i[1] is not None else -1]
+  return s
+def _split_to_seq(i, a, o):
+  x, sp = i[0], i[1] if len(i) > 1 else None
+  ax = _ax(a.get("axis", 0), x.ndim)
+  if sp is None:
+    parts = list(x.split(1, ax))
+    return parts if a.get("keepdims", 1) else [p.squeeze(ax) for p in parts]
+  v = _ints(sp)
+  return list(x.split(v[0] if sp.ndim == 0 else v, ax))
+def _concat_from_seq(i, a, o):
+  s, ax = i[0], a["axis"]
+  if a.get("new_axis", 0): return Tensor.stack(*s, dim=_ax(ax, s[0].ndim + 1))
+  return _concat(s, {"axis": ax}, o)
+def _opt_get(i, a, o):
+  if i[0] is None: raise ValueError("OptionalGetElement of an empty optional")
+  return i[0]
+
+_U = {"Abs": Tensor.abs, "Neg": Tensor.neg, "Sqrt": Tensor.sqrt, "Exp": Tensor.exp, "Log": Tensor.log, "Reciprocal": Tensor.reciprocal,
+      "Floor": Tensor.floor, "Ceil": Tensor.ceil, "Round": Tensor.round, "Sin": Tensor.sin, "Cos": Tensor.cos, "Tan": Tensor.tan,
+      "Asin": Tensor.asin, "Acos": Tensor.acos, "Atan": Tensor.atan, "Sinh": Tensor.sinh, "Cosh": Tensor.cosh, "Asinh": Tensor.asinh,
+      "Acosh": Tensor.acosh, "Atanh": Tensor.atanh, "Tanh": Tensor.tanh, "Sigmoid": Tensor.sigmoid, "Relu": Tensor.relu, "Erf": Tensor.erf,
+      "Sign": Tensor.sign, "Not": Tensor.logical_not, "IsNaN": Tensor.isnan, "Softsign": Tensor.softsign, "Mish": Tensor.mish,
+      "HardSwish": Tensor.hardswish, "Identity": lambda x: x, "BitwiseNot": Tensor.bitwise_not, "Swish": Tensor.swish,
+      "Softplus": lambda x: (1 + x.exp()).log()}
+_B = {"Add": Tensor.add, "Sub": Tensor.sub, "Mul": Tensor.mul, "Div": _div, "Pow": _pow, "Equal": Tensor.eq, "Less": Tensor.lt,
+      "LessOrEqual": Tensor.le, "Greater": Tensor.gt, "GreaterOrEqual": Tensor.ge, "And": Tensor.bitwise_and, "Or": Tensor.bitwise_or,
+      "Xor": Tensor.bitwise_xor, "BitwiseAnd": Tensor.bitwise_and, "BitwiseOr": Tensor.bitwise_or, "BitwiseXor": Tensor.bitwise_xor,
+      "PRelu": lambda x, s: x.lt(0).where(x * s, x).cast(x.dtype), "MatMul": Tensor.matmul}
+
+OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items()}, **{k: _reduce(k) for k in _RED},
+  "Max": _variadic(Tensor.maximum), "Min": _variadic(Tensor.minimum), "Sum": _variadic(Tensor.add),
+  "Mean": lambda i, a, o: _variadic(Tensor.add)(i, a, o) / len([t for t in i if t is not None]),
+  "Mod": _mod, "BitShift": _bitshift, "Clip": _clip, "Gelu": _gelu, "IsInf": _isinf, "Shrink": _shrink, "Where": _where,
+  "Elu": lambda i, a, o: i[0].elu(a.get("alpha", 1.0)), "Celu": lambda i, a, o: i[0].celu(a.get("alpha", 1.0)),
+  "Selu": lambda i, a, o: i[0].selu(a.get("alpha", 1.67326319217681884765625), a.get("gamma", 1.05070102214813232421875)),
+  "LeakyRelu": lambda i, a, o: i[0].leaky_relu(a.get("alpha", 0.01)),
+  "ThresholdedRelu": lambda i, a, o: i[0].gt(a.get("alpha", 1.0)).where(i[0], 0).cast(i[0].dtype),
+  "HardSigmoid": lambda i, a, o: i[0].hardsigmoid(a.get("alpha", 0.2), a.get("beta", 0.5)),
+  "Cast": lambda i, a, o: _cast(i[0], _dt(a["to"])), "CastLike": lambda i, a, o: _cast(i[0], i[1].dtype),
+  "ArgMax": _argm(True), "ArgMin": _argm(False),
+  "Reshape": _reshape, "Flatten": _flatten, "Squeeze": _squeeze, "Unsqueeze": _unsqueeze, "Transpose": _transpose, "Expand": _expand,
+  "Concat": _concat, "Split": lambda i, a, o: _split(i, a, o, a.get("_outputs")), "Slice": _slice, "Pad": _pad, "Tile": _tile,
+  "ConstantOfShape": _const_of_shape, "Constant": _constant, "Range": _range, "Shape": _shape,
+  "Size": lambda i, a, o: Tensor(np.array(i[0].numel(), np.int64)),
+  "Gather": _gather, "GatherElements": _gather_elements, "GatherND": _gather_nd, "ScatterElements": _scatter_elements,
+  "Scatter": _scatter_elements, "ScatterND": _scatter_nd, "OneHot": _onehot, "NonZero": _nonzero, "Compress": _compress,
+  "Trilu": _trilu, "CumSum": _cumsum, "DepthToSpace": _d2s, "SpaceToDepth": _s2d, "TopK": _topk, "EyeLike": _eyelike,
+  "ReverseSequence": _reverse_seq, "Einsum": lambda i, a, o: Tensor.einsum(a["equation"], *i),
+  "Conv": _conv, "ConvTranspose": _conv_transpose, "MaxPool": _maxpool, "AveragePool": _avgpool, "LpPool": _lppool,
+  "GlobalAveragePool": _global(lambda x, ax: x.mean(ax, True)), "GlobalMaxPool": _global(lambda x, ax: x.max(ax, True)),
+  "GlobalLpPool": lambda i, a, o: i[0].abs().pow(a.get("p", 2)).sum(tuple(range(2, i[0].ndim)), True).pow(1 / a.get("p", 2)),
+  "BatchNormalization": _batchnorm, "InstanceNormalization": _instancenorm, "LayerNormalization": _layernorm,
+  "GroupNormalization": _groupnorm, "RMSNormalization": _rmsnorm, "LRN": _lrn, "MeanVarianceNormalization": _mvn,
+  "Softmax": _softmax_like(lambda x, ax: x.softmax(ax)), "LogSoftmax": _softmax_like(lambda x, ax: x.log_softmax(ax)),
+  "Hardmax": _softmax_like(_hardmax), "Gemm": _gemm, "Dropout": _dropout, "LpNormalization": _lpnorm,
+  "NegativeLogLikelihoodLoss": _nllloss, "SoftmaxCrossEntropyLoss": _sce,
+  "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
+  "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
+  "If": _if, "Loop": _loop, "Scan": _scan,
+  "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [], "SequenceAt": lambda i, a, o: i[0][int(_scalar(i[1]))],
+  "SequenceInsert": _seq_insert, "SequenceErase": _seq_erase, "SequenceLength": lambda i, a, o: Tensor(np.array(len(i[0]), np.int64)),
+  "SplitToSequence": _split_to_seq, "ConcatFromSequence": _concat_from_seq,
+  "Optional": lambda i, a, o: i[0] if i else None, "OptionalHasElement": lambda i, a, o: Tensor(np.array(bool(i) and i[0] is not None)),
+  "OptionalGetElement": _opt_get,
+}
+
+def _no(cond, msg): return msg if cond else None
+REFUSE = {
+  "Resize": lambda a, o: _no(a.get("antialias", 0), "antialias=1") or _no(a.get("mode", "nearest") not in ("nearest", "linear", "cubic"),
+                                                                           f"mode={a.get('mode')}"),
+  "Upsample": lambda a, o: _no(a.get("mode", "nearest") not in ("nearest", "linear"), f"mode={a.get('mode')}"),
+  "Pad": lambda a, o: _no(a.get("mode", "constant") not in ("constant", "reflect", "edge", "wrap"), f"mode={a.get('mode')}"),
+  "Cast": lambda a, o: _unsupported_dtype(a.get("to")), "EyeLike": lambda a, o: _unsupported_dtype(a.get("dtype")),
+  "Constant": lambda a, o: _no("value_string" in a or "value_strings" in a or "sparse_value" in a, "string or sparse constants"),
+}
+def _unsupported_dtype(t):
+  if t is None: return None
+  try: _dt(t)
+  except NotImplementedError as e: return f"to={e}"
+  return None
