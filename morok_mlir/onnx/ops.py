@@ -480,6 +480,54 @@ def _sce(i, a, o):
   lp = x.log_softmax(1)
   return _nll(lp, t, w, a.get("reduction", "mean"), a.get("ignore_index")), lp
 
+def _heads(x: Tensor, n: int) -> Tensor: return x.reshape(x.shape[0], x.shape[1], n, -1).permute(0, 2, 1, 3)
+def _attention(i, a, o):
+  """Attention (opset 23+) as onnx's reference computes it: q and k scaled by sqrt(scale) each, a bias from the mask,
+  causality and the non-padded kv lengths, grouped heads repeated, rows masked everywhere giving 0."""
+  Q, K, V = i[:3]
+  mask, pk, pv, nonpad = (i[j] if len(i) > j else None for j in range(3, 7))
+  three = Q.ndim == 3
+  if three: Q, K, V = _heads(Q, a["q_num_heads"]), _heads(K, a["kv_num_heads"]), _heads(V, a["kv_num_heads"])
+  sc = a.get("scale", 1 / math.sqrt(Q.shape[3]))
+  sq = math.sqrt(sc)
+  if pk is not None: K, V = pk.cat(K, dim=2), pv.cat(V, dim=2)
+  pres_k, pres_v = K, V
+  nq, nk = Q.shape[2], K.shape[2]
+  bias = Tensor.zeros(nq, nk, dtype=Q.dtype)
+  if mask is not None and mask.shape[-1] < nk:
+    mask = mask.pad(((0, 0),) * (mask.ndim - 1) + ((0, nk - mask.shape[-1]),), value=False if mask.dtype.is_bool else -math.inf)
+  if mask is not None: mask = mask.where(0.0, -math.inf).cast(Q.dtype) if mask.dtype.is_bool else mask
+  jj, ii = np.arange(nk).reshape(1, nk), np.arange(nq).reshape(nq, 1)
+  L, R = a.get("left_window_size", -1), a.get("right_window_size", -1)
+  if pk is None and nonpad is not None: off = np.array(_ints(nonpad)).reshape(-1, 1, 1, 1) - nq   # per batch
+  else: off = pk.shape[2] if pk is not None else 0
+  if a.get("is_causal", 0): bias = bias + Tensor(np.where(jj <= ii + off, 0, -np.inf).astype(Q.dtype.np))
+  if mask is not None: bias = bias + mask
+  if L >= 0 or R >= 0:
+    diff = ii + off - jj
+    ok = np.ones(diff.shape, bool) & ((diff <= L) if L >= 0 else True) & ((-diff <= R) if R >= 0 else True)
+    bias = bias + Tensor(np.where(ok, 0, -np.inf).astype(Q.dtype.np))
+  if nonpad is not None:
+    bias = bias + Tensor(np.where(np.arange(nk) < np.array(_ints(nonpad))[:, None], 0, -np.inf).astype(Q.dtype.np).reshape(-1, 1, 1, nk))
+  if Q.shape[1] != K.shape[1]:
+    r = Q.shape[1] // K.shape[1]
+    K, V = K.repeat_interleave(r, 1), V.repeat_interleave(r, 1)
+  qk = (Q * sq) @ (K * sq).transpose(-1, -2)
+  if (cap := a.get("softcap", 0.0)) > 0: qk = (qk / cap).tanh() * cap
+  qkb = qk + bias
+  mode = a.get("qk_matmul_output_mode", 0)
+  qk_out = qkb if mode == 2 else qk
+  x = qkb.cast(_dt(a["softmax_precision"])) if a.get("softmax_precision") else qkb
+  m = x.max(-1, keepdim=True)
+  e = (x - m.isinf().where(0, m)).exp()
+  ssum = e.sum(-1, keepdim=True)
+  smx = e / ssum.eq(0).where(1, ssum)
+  smx = bias.max(-1, keepdim=True).isinf().where(0, smx) if bias.ndim else smx
+  if mode == 3: qk_out = smx
+  y = smx.cast(Q.dtype) @ V
+  if three: y = y.permute(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
+  return y, pres_k, pres_v, qk_out.cast(Q.dtype)
+
 # ---- quantization
 def _sat(x: Tensor, dt: DType) -> Tensor: return x.round().clip(dt.min, dt.max).cast(dt)
 def _qaxis(s: Tensor, x: Tensor, a) -> Tensor:
@@ -719,7 +767,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "NegativeLogLikelihoodLoss": _nllloss, "SoftmaxCrossEntropyLoss": _sce,
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
-  "If": _if, "Loop": _loop, "Scan": _scan,
+  "Attention": _attention, "If": _if, "Loop": _loop, "Scan": _scan,
   "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [], "SequenceAt": lambda i, a, o: i[0][int(_scalar(i[1]))],
   "SequenceInsert": _seq_insert, "SequenceErase": _seq_erase, "SequenceLength": lambda i, a, o: Tensor(np.array(len(i[0]), np.int64)),
   "SplitToSequence": _split_to_seq, "ConcatFromSequence": _concat_from_seq,
