@@ -30,11 +30,14 @@ def load_cases() -> list[tuple[str, bytes, list, float, float]]:
   return cases
 
 def assert_similar(ref, out, rtol, atol):
+  import onnx
+  from onnx import numpy_helper
   if isinstance(ref, (list, tuple)):
     assert isinstance(out, (list, tuple)) and len(out) == len(ref), f"expected a sequence of {len(ref)}, got {type(out).__name__}"
     for r, o in zip(ref, out): assert_similar(r, o, rtol, atol)
     return
   if ref is None: assert out is None, "expected an empty optional"; return
+  if isinstance(ref, onnx.TensorProto): ref = numpy_helper.to_array(ref)
   assert isinstance(out, np.ndarray), f"expected an array, got {type(out).__name__}"
   assert out.shape == ref.shape, f"shape {out.shape} != {ref.shape}"
   assert out.dtype == ref.dtype, f"dtype {out.dtype} != {ref.dtype}"

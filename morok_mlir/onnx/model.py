@@ -28,10 +28,11 @@ def to_tensor(v) -> Tensor | list | None:
   """A numpy array (or a list of them: a sequence), Tensor or None as the graph's value."""
   if v is None or isinstance(v, Tensor): return v
   if isinstance(v, (list, tuple)): return [to_tensor(x) for x in v]
+  if isinstance(v, onnx.TensorProto): dtype_of(v.data_type); v = numpy_helper.to_array(v)
   a = np.asarray(v)
   if a.dtype == object or a.dtype.kind in "USc": raise NotImplementedError(f"inputs of numpy dtype {a.dtype}")
   if a.dtype.name == "bfloat16": raise NotImplementedError("bfloat16")
-  return Tensor(np.ascontiguousarray(a))
+  return Tensor(np.array(a, order="C"))   # ascontiguousarray would make a 0-d array 1-d
 
 class Subgraph:
   """A graph attribute (If's branches, Loop's and Scan's body): called with its inputs, it runs in the scope of the

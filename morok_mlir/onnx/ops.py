@@ -176,7 +176,7 @@ def _np_dt(d) -> DType: return dtypes.from_np(np.dtype(d))
 def _constant(i, a, o):
   for k, f in (("value", lambda v: v), ("value_float", lambda v: np.array(v, np.float32)), ("value_floats", lambda v: np.array(v, np.float32)),
                ("value_int", lambda v: np.array(v, np.int64)), ("value_ints", lambda v: np.array(v, np.int64))):
-    if k in a: return Tensor(np.ascontiguousarray(f(a[k])))
+    if k in a: return Tensor(np.array(f(a[k]), order="C"))
   raise NotImplementedError(f"Constant with attributes {sorted(a)}")
 def _range(i, a, o):
   s, l, d = (_scalar(t) for t in i)
@@ -260,11 +260,11 @@ def _trilu(i, a, o):
   x, k = i[0], int(_scalar(i[1])) if len(i) > 1 and i[1] is not None else 0
   if x.numel() == 0: return x
   return x.triu(k) if a.get("upper", 1) else x.tril(k)
-def _cumsum(i, a, o):
+def _cumulative(i, a, o, kind="sum"):
   x, ax = i[0], _ax(int(_scalar(i[1])), i[0].ndim)
   if a.get("reverse", 0): x = x.flip(ax)
-  if a.get("exclusive", 0): x = x.pad(tuple((1, -1) if d == ax else (0, 0) for d in range(x.ndim)))
-  r = x.cumsum(ax).cast(x.dtype)
+  if a.get("exclusive", 0): x = x.pad(tuple((1, -1) if d == ax else (0, 0) for d in range(x.ndim)), value=0 if kind == "sum" else 1)
+  r = (x.cumsum(ax) if kind == "sum" else x.cumprod(ax)).cast(x.dtype)
   return r.flip(ax) if a.get("reverse", 0) else r
 def _d2s(i, a, o):
   x, b = i[0], a["blocksize"]
@@ -371,9 +371,10 @@ def _avgpool(i, a, o):
   n = len(k)
   axes = tuple(range(-n, 0))
   win = x.pad(((0, 0), (0, 0), *cpads))._pool(k, s, d).sum(axes)
-  ones = Tensor.ones(*x.shape[2:], dtype=x.dtype)
-  if a.get("count_include_pad", 0): ones = ones.pad(tuple(pads)).pad(tuple((0, c[1] - p[1]) for c, p in zip(cpads, pads)))
-  else: ones = ones.pad(tuple(cpads))
+  if a.get("count_include_pad", 0):   # the explicit padding counts, ceil_mode's extra room does not
+    ones = Tensor.ones(*[i_ + b + e for i_, (b, e) in zip(x.shape[2:], pads)], dtype=x.dtype)
+    ones = ones.pad(tuple((0, c[1] - p[1]) for c, p in zip(cpads, pads)))
+  else: ones = Tensor.ones(*x.shape[2:], dtype=x.dtype).pad(tuple(cpads))
   return win / ones._pool(k, s, d).sum(axes)
 def _lppool(i, a, o):
   x, k, p = i[0], a["kernel_shape"], a.get("p", 2)
@@ -528,6 +529,68 @@ def _attention(i, a, o):
   if three: y = y.permute(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
   return y, pres_k, pres_v, qk_out.cast(Q.dtype)
 
+def _rotary(i, a, o):
+  x, cos, sin, pos = i[0], i[1], i[2], (i[3] if len(i) > 3 else None)
+  shape4 = x.ndim == 4
+  if shape4: x = x.permute(0, 2, 1, 3)
+  else: x = x.reshape(x.shape[0], x.shape[1], a["num_heads"], -1)
+  rd = a.get("rotary_embedding_dim", 0) or x.shape[3]
+  xr, xp = x[..., :rd], x[..., rd:]
+  if pos is not None: cos, sin = cos[pos], sin[pos]
+  cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
+  x1, x2 = (xr[..., 0::2], xr[..., 1::2]) if a.get("interleaved", 0) else (xr[..., :rd // 2], xr[..., rd // 2:])
+  re, im = cos * x1 - sin * x2, sin * x1 + cos * x2
+  xr = re.unsqueeze(-1).cat(im.unsqueeze(-1), dim=-1).reshape(xr.shape) if a.get("interleaved", 0) else re.cat(im, dim=-1)
+  y = xr.cat(xp, dim=-1) if xp.shape[-1] else xr
+  return y.permute(0, 2, 1, 3) if shape4 else y.reshape(i[0].shape)
+def _center_crop_pad(i, a, o):
+  x, shape = i[0], _ints(i[1])
+  axes = [_ax(v, x.ndim) for v in a.get("axes", range(x.ndim))]
+  per = [(0, 0)] * x.ndim
+  for ax, sh in zip(axes, shape):
+    d = sh - x.shape[ax]   # > 0 pads, < 0 crops; the odd element goes after
+    per[ax] = (d // 2, d - d // 2) if d >= 0 else (-((-d) // 2), -(-d - (-d) // 2))
+  return x.pad(tuple(per))
+def _window(fn):
+  def f(i, a, o):
+    n = int(_scalar(i[0]))
+    N = n if a.get("periodic", 1) else n - 1
+    t = Tensor.arange(n, dtype=dtypes.float64) * (2 * math.pi / N) if N else Tensor.zeros(n, dtype=dtypes.float64)
+    return fn(t).cast(_dt(a.get("output_datatype", onnx.TensorProto.FLOAT)))
+  return f
+def _tensor_scatter(i, a, o):
+  past, upd, wi = i[0], i[1], (i[2] if len(i) > 2 else None)
+  ax = _ax(a.get("axis", -2), past.ndim)
+  L, S, B = past.shape[ax], upd.shape[ax], past.shape[0]
+  w = Tensor.zeros(B, dtype=dtypes.int64) if wi is None else wi.cast(dtypes.int64)
+  idx = w.reshape(B, *(1,) * (past.ndim - 1)) + Tensor.arange(S, dtype=dtypes.int64).reshape([S if d == ax else 1 for d in range(past.ndim)])
+  if a.get("mode", "linear") == "circular": idx = idx.mod(L)
+  return past.scatter(ax, idx.expand(upd.shape), upd)
+def _bitcast(i, a, o):
+  x, dt = i[0], _dt(a["to"])
+  if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
+  return x.bitcast(dt)
+def _col2im(i, a, o):
+  x, img, k = i[0], _ints(i[1]), _ints(i[2])
+  n = len(k)
+  s, d, p = a.get("strides", [1] * n), a.get("dilations", [1] * n), a.get("pads", [0] * 2 * n)
+  blocks = [(im + p[j] + p[j + n] - (d[j] * (k[j] - 1) + 1)) // s[j] + 1 for j, im in enumerate(img)]
+  N, C = x.shape[0], x.shape[1] // math.prod(k)
+  x = x.reshape(N, C, *k, *blocks)
+  full = [im + p[j] + p[j + n] for j, im in enumerate(img)]
+  out = None
+  for off in np.ndindex(*k):
+    v = x[(slice(None), slice(None), *off)]   # (N, C, *blocks) placed at off*d + b*s of the padded image
+    for j in range(n):
+      ax = 2 + j
+      if s[j] > 1:   # zero insertion between the blocks
+        v = v.unsqueeze(ax + 1).pad(tuple((0, s[j] - 1) if q == ax + 1 else (0, 0) for q in range(v.ndim + 1)))
+        v = v.reshape(*v.shape[:ax], -1, *v.shape[ax + 2:])
+      st = off[j] * d[j]
+      v = v.pad(tuple((st, full[j] - st - v.shape[ax]) if q == ax else (0, 0) for q in range(v.ndim)))
+    out = v if out is None else out + v
+  return out.shrink(((0, N), (0, C), *[(p[j], p[j] + img[j]) for j in range(n)]))
+
 # ---- quantization
 def _sat(x: Tensor, dt: DType) -> Tensor: return x.round().clip(dt.min, dt.max).cast(dt)
 def _qaxis(s: Tensor, x: Tensor, a) -> Tensor:
@@ -562,6 +625,7 @@ def _matmul_int(i, a, o):
 def _conv_int(i, a, o):
   x, w = i[0], i[1]
   zx, zw = (i[2] if len(i) > 2 else None), (i[3] if len(i) > 3 else None)
+  if zw is not None and zw.numel() > 1: zw = zw.reshape(-1, *(1,) * (w.ndim - 1))   # one zero point per output channel
   return _conv([_int_in(x, zx), _int_in(w, zw)], a, o)
 def _qlinear_matmul(i, a, o):
   A, sa, za, B, sb, zb, sy, zy = i
@@ -570,6 +634,7 @@ def _qlinear_matmul(i, a, o):
 def _qlinear_conv(i, a, o):
   x, sx, zx, w, sw, zw, sy, zy = i[:8]
   b = i[8] if len(i) > 8 else None
+  if zw.numel() > 1: zw = zw.reshape(-1, *(1,) * (w.ndim - 1))
   r = _conv([_int_in(x, zx), _int_in(w, zw), b], a, o).cast(dtypes.float32)
   sw = sw.reshape(1, -1, *(1,) * (x.ndim - 2)) if sw.numel() > 1 else sw
   return _sat(r * (sx * sw / sy) + zy.cast(dtypes.float32), zy.dtype)
@@ -755,7 +820,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "Size": lambda i, a, o: Tensor(np.array(i[0].numel(), np.int64)),
   "Gather": _gather, "GatherElements": _gather_elements, "GatherND": _gather_nd, "ScatterElements": _scatter_elements,
   "Scatter": _scatter_elements, "ScatterND": _scatter_nd, "OneHot": _onehot, "NonZero": _nonzero, "Compress": _compress,
-  "Trilu": _trilu, "CumSum": _cumsum, "DepthToSpace": _d2s, "SpaceToDepth": _s2d, "TopK": _topk, "EyeLike": _eyelike,
+  "Trilu": _trilu, "CumSum": _cumulative, "DepthToSpace": _d2s, "SpaceToDepth": _s2d, "TopK": _topk, "EyeLike": _eyelike,
   "ReverseSequence": _reverse_seq, "Einsum": lambda i, a, o: Tensor.einsum(a["equation"], *i),
   "Conv": _conv, "ConvTranspose": _conv_transpose, "MaxPool": _maxpool, "AveragePool": _avgpool, "LpPool": _lppool,
   "GlobalAveragePool": _global(lambda x, ax: x.mean(ax, True)), "GlobalMaxPool": _global(lambda x, ax: x.max(ax, True)),
@@ -767,7 +832,12 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "NegativeLogLikelihoodLoss": _nllloss, "SoftmaxCrossEntropyLoss": _sce,
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
-  "Attention": _attention, "If": _if, "Loop": _loop, "Scan": _scan,
+  "Attention": _attention, "RotaryEmbedding": _rotary, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
+  "Col2Im": _col2im, "BitCast": _bitcast,
+  "SwiGLU": lambda i, a, o: (i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid() * i[1]).cast(i[0].dtype),
+  "CumProd": lambda i, a, o: _cumulative(i, a, o, "prod"),
+  "HannWindow": _window(lambda t: 0.5 - 0.5 * t.cos()), "HammingWindow": _window(lambda t: 25 / 46 - 21 / 46 * t.cos()),
+  "BlackmanWindow": _window(lambda t: 0.42 - 0.5 * t.cos() + 0.08 * (2 * t).cos()), "If": _if, "Loop": _loop, "Scan": _scan,
   "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [], "SequenceAt": lambda i, a, o: i[0][int(_scalar(i[1]))],
   "SequenceInsert": _seq_insert, "SequenceErase": _seq_erase, "SequenceLength": lambda i, a, o: Tensor(np.array(len(i[0]), np.int64)),
   "SplitToSequence": _split_to_seq, "ConcatFromSequence": _concat_from_seq,
