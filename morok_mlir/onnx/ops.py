@@ -796,7 +796,7 @@ _U = {"Abs": Tensor.abs, "Neg": Tensor.neg, "Sqrt": Tensor.sqrt, "Exp": Tensor.e
       "Asin": Tensor.asin, "Acos": Tensor.acos, "Atan": Tensor.atan, "Sinh": Tensor.sinh, "Cosh": Tensor.cosh, "Asinh": Tensor.asinh,
       "Acosh": Tensor.acosh, "Atanh": Tensor.atanh, "Tanh": Tensor.tanh, "Sigmoid": Tensor.sigmoid, "Relu": Tensor.relu, "Erf": Tensor.erf,
       "Sign": Tensor.sign, "Not": Tensor.logical_not, "IsNaN": Tensor.isnan, "Softsign": Tensor.softsign, "Mish": Tensor.mish,
-      "HardSwish": Tensor.hardswish, "Identity": lambda x: x, "BitwiseNot": Tensor.bitwise_not, "Swish": Tensor.swish,
+      "HardSwish": Tensor.hardswish, "Identity": lambda x: x, "BitwiseNot": Tensor.bitwise_not,
       "Softplus": lambda x: (1 + x.exp()).log()}
 _B = {"Add": Tensor.add, "Sub": Tensor.sub, "Mul": Tensor.mul, "Div": _div, "Pow": _pow, "Equal": Tensor.eq, "Less": Tensor.lt,
       "LessOrEqual": Tensor.le, "Greater": Tensor.gt, "GreaterOrEqual": Tensor.ge, "And": Tensor.bitwise_and, "Or": Tensor.bitwise_or,
@@ -835,7 +835,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "Attention": _attention, "RotaryEmbedding": _rotary, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
   "Col2Im": _col2im, "BitCast": _bitcast,
   "SwiGLU": lambda i, a, o: (i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid() * i[1]).cast(i[0].dtype),
-  "CumProd": lambda i, a, o: _cumulative(i, a, o, "prod"),
+  "Swish": lambda i, a, o: i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid(), "CumProd": lambda i, a, o: _cumulative(i, a, o, "prod"),
   "HannWindow": _window(lambda t: 0.5 - 0.5 * t.cos()), "HammingWindow": _window(lambda t: 25 / 46 - 21 / 46 * t.cos()),
   "BlackmanWindow": _window(lambda t: 0.42 - 0.5 * t.cos() + 0.08 * (2 * t).cos()), "If": _if, "Loop": _loop, "Scan": _scan,
   "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [], "SequenceAt": lambda i, a, o: i[0][int(_scalar(i[1]))],
