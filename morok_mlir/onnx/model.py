@@ -81,12 +81,10 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int) -> list:
     a["_outputs"] = len(node.output)   # Split and MaxPool make as many outputs as the node names
     try: outs = OPS[node.op_type](ins, a, opset)
     except NotImplementedError as e: raise NotImplementedError(f"node {node.name!r} ({node.op_type}, opset {opset}): {e}") from None
-    if not isinstance(outs, (tuple, list)) or node.op_type in SEQ_OUT: outs = (outs,)
+    if not isinstance(outs, tuple): outs = (outs,)   # a tuple is several outputs, a list one sequence
     for n, v in zip(node.output, outs):
       if n: vals[n] = v
   return [vals[o.name] for o in graph.output]
-
-SEQ_OUT = {"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase", "SplitToSequence", "Optional"}
 
 def _numpy(v):
   if isinstance(v, list): return [_numpy(x) for x in v]

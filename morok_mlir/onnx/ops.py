@@ -591,9 +591,77 @@ def _col2im(i, a, o):
     out = v if out is None else out + v
   return out.shrink(((0, N), (0, C), *[(p[j], p[j] + img[j]) for j in range(n)]))
 
+_ACT = {"Tanh": lambda x, al, be: x.tanh(), "Sigmoid": lambda x, al, be: x.sigmoid(), "Relu": lambda x, al, be: x.relu(),
+        "LeakyRelu": lambda x, al, be: x.leaky_relu(al), "ThresholdedRelu": lambda x, al, be: x.gt(al).where(x, 0).cast(x.dtype),
+        "ScaledTanh": lambda x, al, be: (x * be).tanh() * al, "HardSigmoid": lambda x, al, be: (x * al + be).clip(0, 1),
+        "Elu": lambda x, al, be: x.elu(al), "Softsign": lambda x, al, be: x.softsign(), "Softplus": lambda x, al, be: (1 + x.exp()).log(),
+        "Affine": lambda x, al, be: x * al + be}
+def _rnn(kind: str):
+  """RNN, GRU and LSTM (ONNX's gate orders: GRU z r h, LSTM i o f c), unrolled over the sequence; a batch row past its
+  sequence_lens keeps its state and gives zeros."""
+  G, defaults = {"RNN": (1, ["Tanh"]), "GRU": (3, ["Sigmoid", "Tanh"]), "LSTM": (4, ["Sigmoid", "Tanh", "Tanh"])}[kind]
+  def fn(i, a, o):
+    X, W, R = i[:3]
+    B, lens, h0 = (i[j] if len(i) > j else None for j in (3, 4, 5))
+    c0, P = (i[6] if len(i) > 6 else None), (i[7] if len(i) > 7 else None)
+    if a.get("layout", 0): X = X.transpose(0, 1)
+    T, N, H = X.shape[0], X.shape[1], a["hidden_size"]
+    dirs = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[a.get("direction", "forward")]
+    acts, al, be = a.get("activations", defaults * len(dirs)), a.get("activation_alpha", []), a.get("activation_beta", [])
+    clip = a.get("clip")
+    L = _ints(lens) if lens is not None else [T] * N
+    ys, hs, cs = [], [], []
+    for d, rev in enumerate(dirs):
+      na = len(defaults)
+      f = [(lambda x, n=acts[d * na + j], k=d * na + j: _ACT[n](x, al[k] if k < len(al) else 0.01 if n == "LeakyRelu" else 1.0,
+                                                                   be[k] if k < len(be) else 0.0)) for j in range(na)]
+      w, r = W[d], R[d]
+      b = B[d] if B is not None else Tensor.zeros(2 * G * H, dtype=X.dtype)
+      wb, rb = b[:G * H], b[G * H:]
+      h = h0[d] if h0 is not None else Tensor.zeros(N, H, dtype=X.dtype)
+      c = c0[d] if c0 is not None else Tensor.zeros(N, H, dtype=X.dtype)
+      p = P[d] if P is not None else None
+      out = [None] * T
+      for t in (range(T - 1, -1, -1) if rev else range(T)):
+        xw = X[t] @ w.T + wb
+        live = Tensor(np.array([t < n for n in L]).reshape(N, 1))
+        if kind == "RNN": hn, cn = f[0](_clipv(xw + h @ r.T + rb, clip)), c
+        elif kind == "GRU":
+          xz, xr, xh = xw.split(H, 1)
+          rz, rr, rh = r.split(H, 0)
+          bz, br, bh = rb.split(H, 0)
+          z = f[0](_clipv(xz + h @ rz.T + bz, clip))
+          rt = f[0](_clipv(xr + h @ rr.T + br, clip))
+          ht = f[1](_clipv(xh + rt * (h @ rh.T + bh), clip)) if a.get("linear_before_reset", 0) else f[1](_clipv(xh + (rt * h) @ rh.T + bh, clip))
+          hn, cn = (1 - z) * ht + z * h, c
+        else:
+          g = xw + h @ r.T + rb
+          gi, go, gf, gc = g.split(H, 1)
+          if p is not None:
+            pi, po, pf = p.split(H, 0)
+            gi, gf = gi + pi * c, gf + pf * c
+          it, ft = f[0](_clipv(gi, clip)), f[0](_clipv(gf, clip))
+          cn = ft * c + it * f[1](_clipv(gc, clip))
+          ot = f[0](_clipv(go + (p.split(H, 0)[1] * cn if p is not None else 0), clip))
+          hn = ot * f[2](cn)
+        h, c = live.where(hn, h), live.where(cn, c)
+        out[t] = live.where(hn, 0).cast(X.dtype)
+      ys.append(Tensor.stack(*out) if T else Tensor.zeros(0, N, H, dtype=X.dtype))
+      hs.append(h)
+      cs.append(c)
+    Y, Yh, Yc = Tensor.stack(*ys, dim=1), Tensor.stack(*hs), Tensor.stack(*cs)
+    if a.get("layout", 0): Y, Yh, Yc = Y.permute(2, 0, 1, 3), Yh.transpose(0, 1), Yc.transpose(0, 1)
+    return (Y, Yh, Yc) if kind == "LSTM" else (Y, Yh)
+  return fn
+def _clipv(x, c): return x if c is None else x.clip(-c, c)
+
 # ---- quantization
 def _sat(x: Tensor, dt: DType) -> Tensor: return x.round().clip(dt.min, dt.max).cast(dt)
 def _qaxis(s: Tensor, x: Tensor, a) -> Tensor:
+  """A scale or zero point shaped to broadcast against x: per tensor, per axis, or per block along axis."""
+  if (bs := a.get("block_size", 0)) and s.ndim == x.ndim:
+    ax = _ax(a.get("axis", 1), x.ndim)
+    return s.repeat_interleave(bs, ax).shrink(tuple((0, n) if d == ax else None for d, n in enumerate(x.shape)))
   if s.ndim == 1 and s.numel() > 1 and x.ndim > 1:
     ax = _ax(a.get("axis", 1), x.ndim)
     return s.reshape([s.shape[0] if d == ax else 1 for d in range(x.ndim)])
@@ -746,15 +814,18 @@ def _loop(i, a, o):
 def _scan(i, a, o):
   body = a["body"]
   nsc_in = a["num_scan_inputs"]
-  if o < 9: raise NotImplementedError("Scan before opset 9 (sequence_lens)")
+  if o < 9:   # opset 8: a batch dim first on every input, an optional sequence_lens input; each batch row is scanned alone
+    if i[0] is not None: raise NotImplementedError("Scan-8 with sequence_lens")
+    rows = [_scan([None] + [x[b] for x in i[1:]], a, 9) for b in range(i[1].shape[0])]
+    return tuple(Tensor.stack(*[r[j] for r in rows]) for j in range(len(rows[0])))
   states, xs = list(i[:len(i) - nsc_in]), list(i[len(i) - nsc_in:])
   in_axes = [_ax(v, xs[j].ndim) for j, v in enumerate(a.get("scan_input_axes", [0] * nsc_in))]
   in_dirs = a.get("scan_input_directions", [0] * nsc_in)
   T = xs[0].shape[in_axes[0]]
   outs_all = []
   for t in range(T):
-    sl = [x.shrink(tuple((T - 1 - t, T - t) if dr else (t, t + 1) if d == ax else None for d in range(x.ndim)) if d == ax else
-                   tuple((t, t + 1) if d == ax else None for d in range(x.ndim))).squeeze(ax) for x, ax, dr in zip(xs, in_axes, in_dirs)]
+    sl = [x.shrink(tuple(((T - 1 - t, T - t) if dr else (t, t + 1)) if d == ax else None for d in range(x.ndim))).squeeze(ax)
+          for x, ax, dr in zip(xs, in_axes, in_dirs)]
     outs = body(*states, *sl)
     states, ys = list(outs[:len(states)]), outs[len(states):]
     outs_all.append(ys)
@@ -766,6 +837,10 @@ def _scan(i, a, o):
     if out_dirs[j]: seq = seq[::-1]
     res.append(Tensor.stack(*seq, dim=_ax(out_axes[j], seq[0].ndim + 1)))
   return tuple(states + res)
+def _seq_map(i, a, o):
+  body = a["body"]
+  outs = [body(*[x[k] if isinstance(x, list) else x for x in i]) for k in range(len(i[0]))]
+  return tuple([r[j] for r in outs] for j in range(len(body.graph.output)))
 def _seq_insert(i, a, o):
   s, t = list(i[0]), i[1]
   pos = int(_scalar(i[2])) if len(i) > 2 and i[2] is not None else len(s)
@@ -795,7 +870,8 @@ _U = {"Abs": Tensor.abs, "Neg": Tensor.neg, "Sqrt": Tensor.sqrt, "Exp": Tensor.e
       "Floor": Tensor.floor, "Ceil": Tensor.ceil, "Round": Tensor.round, "Sin": Tensor.sin, "Cos": Tensor.cos, "Tan": Tensor.tan,
       "Asin": Tensor.asin, "Acos": Tensor.acos, "Atan": Tensor.atan, "Sinh": Tensor.sinh, "Cosh": Tensor.cosh, "Asinh": Tensor.asinh,
       "Acosh": Tensor.acosh, "Atanh": Tensor.atanh, "Tanh": Tensor.tanh, "Sigmoid": Tensor.sigmoid, "Relu": Tensor.relu, "Erf": Tensor.erf,
-      "Sign": Tensor.sign, "Not": Tensor.logical_not, "IsNaN": Tensor.isnan, "Softsign": Tensor.softsign, "Mish": Tensor.mish,
+      "Sign": Tensor.sign, "Not": Tensor.logical_not, "IsNaN": Tensor.isnan, "Softsign": Tensor.softsign,
+      "Mish": lambda x: x.double().mish().cast(x.dtype) if x.dtype == dtypes.float32 else x.mish(),
       "HardSwish": Tensor.hardswish, "Identity": lambda x: x, "BitwiseNot": Tensor.bitwise_not,
       "Softplus": lambda x: (1 + x.exp()).log()}
 _B = {"Add": Tensor.add, "Sub": Tensor.sub, "Mul": Tensor.mul, "Div": _div, "Pow": _pow, "Equal": Tensor.eq, "Less": Tensor.lt,
@@ -832,14 +908,14 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "NegativeLogLikelihoodLoss": _nllloss, "SoftmaxCrossEntropyLoss": _sce,
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
-  "Attention": _attention, "RotaryEmbedding": _rotary, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
+  "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "RotaryEmbedding": _rotary, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
   "Col2Im": _col2im, "BitCast": _bitcast,
   "SwiGLU": lambda i, a, o: (i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid() * i[1]).cast(i[0].dtype),
   "Swish": lambda i, a, o: i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid(), "CumProd": lambda i, a, o: _cumulative(i, a, o, "prod"),
   "HannWindow": _window(lambda t: 0.5 - 0.5 * t.cos()), "HammingWindow": _window(lambda t: 25 / 46 - 21 / 46 * t.cos()),
   "BlackmanWindow": _window(lambda t: 0.42 - 0.5 * t.cos() + 0.08 * (2 * t).cos()), "If": _if, "Loop": _loop, "Scan": _scan,
   "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [], "SequenceAt": lambda i, a, o: i[0][int(_scalar(i[1]))],
-  "SequenceInsert": _seq_insert, "SequenceErase": _seq_erase, "SequenceLength": lambda i, a, o: Tensor(np.array(len(i[0]), np.int64)),
+  "SequenceInsert": _seq_insert, "SequenceMap": _seq_map, "SequenceErase": _seq_erase, "SequenceLength": lambda i, a, o: Tensor(np.array(len(i[0]), np.int64)),
   "SplitToSequence": _split_to_seq, "ConcatFromSequence": _concat_from_seq,
   "Optional": lambda i, a, o: i[0] if i else None, "OptionalHasElement": lambda i, a, o: Tensor(np.array(bool(i) and i[0] is not None)),
   "OptionalGetElement": _opt_get,
