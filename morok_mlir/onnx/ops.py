@@ -816,7 +816,7 @@ def _scan(i, a, o):
   nsc_in = a["num_scan_inputs"]
   if o < 9:   # opset 8: a batch dim first on every input, an optional sequence_lens input; each batch row is scanned alone
     if i[0] is not None: raise NotImplementedError("Scan-8 with sequence_lens")
-    rows = [_scan([None] + [x[b] for x in i[1:]], a, 9) for b in range(i[1].shape[0])]
+    rows = [_scan([x[b] for x in i[1:]], a, 9) for b in range(i[1].shape[0])]
     return tuple(Tensor.stack(*[r[j] for r in rows]) for j in range(len(rows[0])))
   states, xs = list(i[:len(i) - nsc_in]), list(i[len(i) - nsc_in:])
   in_axes = [_ax(v, xs[j].ndim) for j, v in enumerate(a.get("scan_input_axes", [0] * nsc_in))]
