@@ -275,7 +275,9 @@ def _d2s(i, a, o):
 def _s2d(i, a, o):
   x, b = i[0], a["blocksize"]
   n, c, h, w = x.shape
-  return x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(n, c * b * b, h // b, w // b)
+  x = x.reshape(n, c, h // b, b, w // b, b)
+  x = x.permute(0, 1, 3, 5, 2, 4) if a.get("mode", "DCR") == "CRD" else x.permute(0, 3, 5, 1, 2, 4)
+  return x.reshape(n, c * b * b, h // b, w // b)
 def _topk(i, a, o):
   x, k = i[0], int(_scalar(i[1])) if o >= 10 else a["k"]
   v, ix = x.topk(k, _ax(a.get("axis", -1), x.ndim), bool(a.get("largest", 1)))
@@ -566,6 +568,37 @@ def _tensor_scatter(i, a, o):
   idx = w.reshape(B, *(1,) * (past.ndim - 1)) + Tensor.arange(S, dtype=dtypes.int64).reshape([S if d == ax else 1 for d in range(past.ndim)])
   if a.get("mode", "linear") == "circular": idx = idx.mod(L)
   return past.scatter(ax, idx.expand(upd.shape), upd)
+def _causal_conv(i, a, o):
+  """CausalConvWithState: a depthwise conv over the past state and the input, the last k-1 steps kept as the state."""
+  x, w, b, past = i[0], i[1], (i[2] if len(i) > 2 else None), (i[3] if len(i) > 3 else None)
+  k = w.shape[2]
+  padded = (past if past is not None else Tensor.zeros(x.shape[0], x.shape[1], k - 1, dtype=x.dtype)).cat(x, dim=2)
+  y = padded.conv2d(w, b, groups=x.shape[1]).cast(x.dtype)
+  if a.get("activation", "none") in ("silu", "swish"): y = (y.float() * y.float().sigmoid()).cast(x.dtype)
+  return y, padded[:, :, padded.shape[2] - (k - 1):]
+def _linear_attention(i, a, o):
+  """LinearAttention (linear, gated, delta, gated_delta): the recurrent state (B, H, dk, dv) updated step by step in float32."""
+  q, k, v = i[:3]
+  past, decay, beta = (i[j] if len(i) > j else None for j in (3, 4, 5))
+  hq, hk, rule = a["q_num_heads"], a["kv_num_heads"], a.get("update_rule", "gated_delta")
+  B, T = q.shape[:2]
+  dk, dv = q.shape[-1] // hq, v.shape[-1] // hk
+  q4, k4, v4 = (_heads(t, n).float() for t, n in ((q, hq), (k, hk), (v, hk)))
+  if decay is not None:
+    decay = (decay.reshape(B, T, hk, 1).permute(0, 2, 1, 3) if decay.shape[-1] == hk else _heads(decay, hk)).float()
+  if beta is not None: beta = beta.reshape(B, T, beta.shape[-1], 1).permute(0, 2, 1, 3).float()
+  state = past.float() if past is not None else Tensor.zeros(B, hk, dk, dv)
+  sc = a.get("scale", 0.0) or 1 / math.sqrt(dk)
+  outs = []
+  for t in range(T):
+    qt, kt, vt = q4[:, :, t], k4[:, :, t], v4[:, :, t]
+    if rule in ("gated", "gated_delta"): state = state * decay[:, :, t].exp().unsqueeze(-1)
+    if rule in ("delta", "gated_delta"): vt = beta[:, :, t] * (vt - (state * kt.unsqueeze(-1)).sum(2))
+    state = state + kt.unsqueeze(-1) * vt.unsqueeze(-2)
+    rd = state.repeat_interleave(hq // hk, 1) if hq != hk else state
+    outs.append((qt.unsqueeze(-1) * rd).sum(2) * sc)
+  y = Tensor.stack(*outs, dim=2).permute(0, 2, 1, 3).reshape(B, T, hq * dv).cast(q.dtype)
+  return y, state.cast(past.dtype if past is not None else q.dtype)
 def _bitcast(i, a, o):
   x, dt = i[0], _dt(a["to"])
   if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
@@ -908,7 +941,8 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "NegativeLogLikelihoodLoss": _nllloss, "SoftmaxCrossEntropyLoss": _sce,
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
-  "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "RotaryEmbedding": _rotary, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
+  "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention,
+  "RotaryEmbedding": _rotary, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
   "Col2Im": _col2im, "BitCast": _bitcast,
   "SwiGLU": lambda i, a, o: (i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid() * i[1]).cast(i[0].dtype),
   "Swish": lambda i, a, o: i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid(), "CumProd": lambda i, a, o: _cumulative(i, a, o, "prod"),
