@@ -4,7 +4,7 @@ values (graph attributes as callables), opset the model's default-domain opset. 
 (shapes, axes, pads, k, ...) are read from their small tensors on the host. REFUSE names the attribute values a
 node may not have: the model checks them before anything runs."""
 from __future__ import annotations
-import math
+import itertools, math
 import numpy as np
 import onnx
 from morok_mlir.tensor import Tensor
@@ -599,6 +599,57 @@ def _linear_attention(i, a, o):
     outs.append((qt.unsqueeze(-1) * rd).sum(2) * sc)
   y = Tensor.stack(*outs, dim=2).permute(0, 2, 1, 3).reshape(B, T, hq * dv).cast(q.dtype)
   return y, state.cast(past.dtype if past is not None else q.dtype)
+def _reflect(v: Tensor, lo: float, hi: float) -> Tensor:
+  """v folded into [lo, hi] by reflection at both ends (onnx's GridSample)."""
+  rng = hi - lo
+  if rng <= 0: return v * 0 + lo
+  below, dx = v.lt(lo), v.lt(lo).where(lo - v, v - hi)
+  n = (dx / rng).floor()
+  r, even = dx - n * rng, (n - (n / 2).floor() * 2).eq(0)
+  inner = below.where(even.where(lo + r, hi - r), even.where(hi - r, lo + r))
+  return (v.lt(lo) | v.gt(hi)).where(inner, v)
+def _cubic_t(t: Tensor) -> list[Tensor]:
+  A = -0.75
+  return [((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A, ((A + 2) * t - (A + 3)) * t * t + 1,
+          ((A + 2) * (1 - t) - (A + 3)) * (1 - t) * (1 - t) + 1, ((A * (2 - t) - 5 * A) * (2 - t) + 8 * A) * (2 - t) - 4 * A]
+def _grid_sample(i, a, o):
+  """GridSample over any number of spatial dims: each output point's taps (1, 2^n or 4^n of them) read through one
+  gather each from the flattened spatial plane, weighted by products of the per-dim weights."""
+  X, grid = i
+  mode, pm, ac = a.get("mode", "linear" if o >= 20 else "bilinear"), a.get("padding_mode", "zeros"), bool(a.get("align_corners", 0))
+  mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+  N, C, dims = X.shape[0], X.shape[1], X.shape[2:]
+  n, out = len(dims), grid.shape[1:-1]
+  Q, P = math.prod(out), math.prod(dims)
+  g = grid.reshape(N, Q, n).cast(dtypes.float32 if X.dtype != dtypes.float64 else dtypes.float64)
+  taps_per_dim = []
+  for j, d in enumerate(dims):
+    v = g[:, :, n - 1 - j]
+    v = (v + 1) / 2 * (d - 1) if ac else ((v + 1) * d - 1) / 2
+    lo, hi = (0.0, d - 1.0) if ac else (-0.5, d - 0.5)
+    if mode == "nearest": v = v.round()
+    if pm == "border": v = v.clip(0, d - 1)
+    elif pm == "reflection": v = _reflect(v, lo, hi)
+    if mode == "nearest": taps_per_dim.append([(v, None)]); continue
+    x0 = v.floor()
+    t = v - x0
+    taps_per_dim.append([(x0, 1 - t), (x0 + 1, t)] if mode == "linear" else list(zip([x0 - 1, x0, x0 + 1, x0 + 2], _cubic_t(t))))
+  Xf, out_t = X.reshape(N, C, P), None
+  for combo in itertools.product(*taps_per_dim):
+    flat, valid, w = None, None, None
+    for j, ((ix, wt), d) in enumerate(zip(combo, dims)):
+      if pm == "zeros": ok, ix = ix.ge(0) & ix.le(d - 1), ix.clip(0, d - 1)
+      elif pm == "border": ok, ix = None, ix.clip(0, d - 1)
+      else: ok, ix = None, _reflect(ix, *((0.0, d - 1.0) if ac else (-0.5, d - 0.5))).trunc().clip(0, d - 1)
+      valid = ok if valid is None else (valid if ok is None else valid & ok)
+      term = ix.cast(dtypes.int64) * math.prod(dims[j + 1:])
+      flat = term if flat is None else flat + term
+      if wt is not None: w = wt if w is None else w * wt
+    v = Xf.gather(2, flat.unsqueeze(1).expand(N, C, Q))
+    if valid is not None: v = valid.unsqueeze(1).where(v, 0)
+    if w is not None: v = v * w.unsqueeze(1)
+    out_t = v if out_t is None else out_t + v
+  return out_t.cast(X.dtype).reshape(N, C, *out)
 def _bitcast(i, a, o):
   x, dt = i[0], _dt(a["to"])
   if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
@@ -942,7 +993,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
   "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention,
-  "RotaryEmbedding": _rotary, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
+  "RotaryEmbedding": _rotary, "GridSample": _grid_sample, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
   "Col2Im": _col2im, "BitCast": _bitcast,
   "SwiGLU": lambda i, a, o: (i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid() * i[1]).cast(i[0].dtype),
   "Swish": lambda i, a, o: i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid(), "CumProd": lambda i, a, o: _cumulative(i, a, o, "prod"),
