@@ -650,6 +650,44 @@ def _grid_sample(i, a, o):
     if w is not None: v = v * w.unsqueeze(1)
     out_t = v if out_t is None else out_t + v
   return out_t.cast(X.dtype).reshape(N, C, *out)
+def _dft_core(x: Tensor, ax: int, L: int | None, inverse: bool, onesided: bool) -> Tensor:
+  """numpy's fft / ifft / irfft along ax of x (..., 1 or 2: real or real+imag), as dense matmuls with host-computed
+  cos/sin matrices; the result has a last dim of 2 (1 for irfft)."""
+  re, im = x[..., 0].double(), (x[..., 1].double() if x.shape[-1] == 2 else None)   # float64: near-zero outputs meet atol
+  n_in = re.shape[ax]
+  if L is None: L = 2 * (n_in - 1) if inverse and onesided else n_in
+  K = L // 2 + 1 if onesided or (inverse and onesided) else L
+  if inverse and onesided: n_use, K = min(n_in, L // 2 + 1), L   # irfft reads L//2+1 frequencies and makes L samples
+  else: n_use = min(n_in, L)
+  re = re.transpose(ax, -1)[..., :n_use]
+  im = im.transpose(ax, -1)[..., :n_use] if im is not None else None
+  n, k = np.arange(n_use).reshape(-1, 1), np.arange(K).reshape(1, -1)
+  ang = 2 * np.pi * (n * k % L) / L
+  dt = np.float64
+  C, S = Tensor(np.cos(ang).astype(dt)), Tensor(np.sin(ang).astype(dt))
+  if inverse and onesided:
+    c = np.where((n == 0) | ((L % 2 == 0) & (n == L // 2)), 1.0, 2.0) / L   # the Hermitian half counted twice
+    C, S = Tensor((np.cos(ang) * c).astype(dt)), Tensor((np.sin(ang) * c).astype(dt))
+    out = re @ C - (im @ S if im is not None else 0)
+    return out.transpose(ax, -1).unsqueeze(-1).cast(x.dtype)
+  sg = 1 if inverse else -1
+  ore = re @ C - sg * (im @ S) if im is not None else re @ C
+  oim = (im @ C if im is not None else 0) + sg * (re @ S)
+  if inverse: ore, oim = ore / L, oim / L
+  return ore.transpose(ax, -1).unsqueeze(-1).cat(oim.transpose(ax, -1).unsqueeze(-1), dim=-1).cast(x.dtype)
+def _dft(i, a, o):
+  x = i[0]
+  L = int(_scalar(i[1])) if len(i) > 1 and i[1] is not None and i[1].numel() else None
+  ax = _ax(int(_scalar(i[2])) if o >= 20 and len(i) > 2 and i[2] is not None else a.get("axis", -2 if o >= 20 else 1), x.ndim)
+  return _dft_core(x, ax, L, bool(a.get("inverse", 0)), bool(a.get("onesided", 0)))
+def _stft(i, a, o):
+  x, step = i[0], int(_scalar(i[1]))
+  win, fl = (i[2] if len(i) > 2 else None), (i[3] if len(i) > 3 else None)
+  fl = int(_scalar(fl)) if fl is not None else (win.shape[0] if win is not None else x.shape[-2])
+  nf = 1 + (x.shape[-2] - fl) // step
+  frames = Tensor.stack(*[x[:, f * step:f * step + fl] for f in range(nf)], dim=1)   # (batch, frames, fl, c)
+  if win is not None: frames = frames * win.reshape(1, 1, fl, 1)
+  return _dft_core(frames, 2, fl, False, bool(a.get("onesided", 1)))
 def _bitcast(i, a, o):
   x, dt = i[0], _dt(a["to"])
   if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
@@ -993,7 +1031,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
   "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention,
-  "RotaryEmbedding": _rotary, "GridSample": _grid_sample, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
+  "RotaryEmbedding": _rotary, "DFT": _dft, "STFT": _stft, "GridSample": _grid_sample, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
   "Col2Im": _col2im, "BitCast": _bitcast,
   "SwiGLU": lambda i, a, o: (i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid() * i[1]).cast(i[0].dtype),
   "Swish": lambda i, a, o: i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid(), "CumProd": lambda i, a, o: _cumulative(i, a, o, "prod"),
