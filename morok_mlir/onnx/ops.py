@@ -688,6 +688,67 @@ def _stft(i, a, o):
   frames = Tensor.stack(*[x[:, f * step:f * step + fl] for f in range(nf)], dim=1)   # (batch, frames, fl, c)
   if win is not None: frames = frames * win.reshape(1, 1, fl, 1)
   return _dft_core(frames, 2, fl, False, bool(a.get("onesided", 1)))
+def _unique(i, a, o):
+  """The output's size is data: x is read on the host for the positions (first occurrences, inverse, counts, numpy's
+  rules); the values are then gathered from x."""
+  x = i[0]
+  ax = a.get("axis")
+  xv = x.numpy()
+  _, idx, inv, cnt = np.unique(xv if ax is None else xv, True, True, True, axis=None if ax is None else _ax(ax, x.ndim))
+  if not a.get("sorted", 1):
+    order = np.argsort(idx)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    idx, cnt, inv = idx[order], cnt[order], rank[inv.reshape(-1)]
+  y = _take(x.reshape(-1), 0, idx) if ax is None else _take(x, _ax(ax, x.ndim), idx)
+  return y, Tensor(idx.astype(np.int64)), Tensor(inv.reshape(-1).astype(np.int64)), Tensor(cnt.astype(np.int64))
+def _affine_grid(i, a, o):
+  theta, size = i[0], _ints(i[1])
+  sp, ac = size[2:], a.get("align_corners", 0)
+  axes = [np.linspace(-1, 1, n) if ac else (np.arange(n) * 2 + 1) / n - 1 for n in sp]
+  mesh = np.meshgrid(*axes, indexing="ij")
+  base = np.stack([*mesh[::-1], np.ones(sp)], axis=-1).reshape(-1, len(sp) + 1)   # (points, x y [z] 1)
+  g = Tensor(base.astype(theta.dtype.np)) @ theta.transpose(1, 2)   # (N, points, dims)
+  return g.reshape(size[0], *sp, len(sp))
+def _max_unpool(i, a, o):
+  x, idx = i[0], i[1]
+  k = a["kernel_shape"]
+  n = len(k)
+  s, p = a.get("strides", [1] * n), a.get("pads", [0] * 2 * n)
+  if len(i) > 2 and i[2] is not None: out = _ints(i[2])
+  else: out = list(x.shape[:2]) + [(d - 1) * st - p[j] - p[j + n] + kk for j, (d, st, kk) in enumerate(zip(x.shape[2:], s, k))]
+  flat = Tensor.zeros(math.prod(out), dtype=x.dtype)
+  return flat.scatter(0, idx.reshape(-1).cast(dtypes.int64), x.reshape(-1)).reshape(out)
+def _nms(i, a, o):
+  """NonMaxSuppression on the host: the number of selected boxes is data."""
+  boxes, scores = i[0].numpy().astype(np.float64), i[1].numpy().astype(np.float64)
+  mx = int(_scalar(i[2])) if len(i) > 2 and i[2] is not None and i[2].numel() else 0
+  iou_t = _scalar(i[3]) if len(i) > 3 and i[3] is not None and i[3].numel() else 0.0
+  sc_t = _scalar(i[4]) if len(i) > 4 and i[4] is not None and i[4].numel() else None
+  if a.get("center_point_box", 0):
+    c = boxes
+    boxes = np.stack([c[..., 1] - c[..., 3] / 2, c[..., 0] - c[..., 2] / 2, c[..., 1] + c[..., 3] / 2, c[..., 0] + c[..., 2] / 2], -1)
+  y1, x1 = np.minimum(boxes[..., 0], boxes[..., 2]), np.minimum(boxes[..., 1], boxes[..., 3])
+  y2, x2 = np.maximum(boxes[..., 0], boxes[..., 2]), np.maximum(boxes[..., 1], boxes[..., 3])
+  sel = []
+  for b in range(scores.shape[0]):
+    area = (y2[b] - y1[b]) * (x2[b] - x1[b])
+    for c in range(scores.shape[1]):
+      sc = scores[b, c]
+      order = [j for j in np.argsort(-sc, kind="stable") if sc_t is None or sc[j] > sc_t]
+      keep = []
+      for j in order:
+        if len(keep) >= mx: break
+        ok = True
+        for q in keep:
+          ih = max(0.0, min(y2[b, j], y2[b, q]) - max(y1[b, j], y1[b, q]))
+          iw = max(0.0, min(x2[b, j], x2[b, q]) - max(x1[b, j], x1[b, q]))
+          inter = ih * iw
+          union = area[j] + area[q] - inter
+          if union > 0 and inter / union > iou_t: ok = False; break
+        if ok: keep.append(j)
+      sel += [[b, c, j] for j in keep]
+  return Tensor(np.array(sel, np.int64).reshape(-1, 3))
 def _bitcast(i, a, o):
   x, dt = i[0], _dt(a["to"])
   if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
@@ -1031,7 +1092,8 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
   "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention,
-  "RotaryEmbedding": _rotary, "DFT": _dft, "STFT": _stft, "GridSample": _grid_sample, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
+  "RotaryEmbedding": _rotary, "Unique": _unique, "AffineGrid": _affine_grid, "MaxUnpool": _max_unpool,
+  "NonMaxSuppression": _nms, "DFT": _dft, "STFT": _stft, "GridSample": _grid_sample, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
   "Col2Im": _col2im, "BitCast": _bitcast,
   "SwiGLU": lambda i, a, o: (i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid() * i[1]).cast(i[0].dtype),
   "Swish": lambda i, a, o: i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid(), "CumProd": lambda i, a, o: _cumulative(i, a, o, "prod"),
