@@ -54,12 +54,17 @@ def attrs_of(node: onnx.NodeProto, opset: int, scope: dict) -> dict:
     else: out[a.name] = helper.get_attribute_value(a)
   return out
 
+def op_key(node: onnx.NodeProto) -> str:
+  """The op table's key: the op type, prefixed by its domain outside the default one."""
+  return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+
 def check_graph(graph: onnx.GraphProto, opset: int):
   """NotImplementedError naming the first node this front end cannot run: an unknown op, or an attribute value it refuses."""
   for node in graph.node:
     where = f"node {node.name!r} ({node.op_type}, opset {opset})"
-    if node.domain not in ("", "ai.onnx"): raise NotImplementedError(f"{where}: domain {node.domain!r} is not supported")
-    if node.op_type not in OPS: raise NotImplementedError(f"{where}: operator {node.op_type} is not supported")
+    if op_key(node) not in OPS:
+      what = f"operator {node.op_type}" + (f" of domain {node.domain!r}" if node.domain not in ("", "ai.onnx") else "")
+      raise NotImplementedError(f"{where}: {what} is not supported")
     a = {x.name: x for x in node.attribute}
     if (chk := REFUSE.get(node.op_type)) is not None:
       vals = {k: (v.s.decode() if v.type == onnx.AttributeProto.STRING else helper.get_attribute_value(v)) for k, v in a.items()
@@ -79,7 +84,7 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int) -> list:
     ins = [vals[n] if n else None for n in node.input]
     a = attrs_of(node, opset, vals)
     a["_outputs"] = len(node.output)   # Split and MaxPool make as many outputs as the node names
-    try: outs = OPS[node.op_type](ins, a, opset)
+    try: outs = OPS[op_key(node)](ins, a, opset)
     except NotImplementedError as e: raise NotImplementedError(f"node {node.name!r} ({node.op_type}, opset {opset}): {e}") from None
     if not isinstance(outs, tuple): outs = (outs,)   # a tuple is several outputs, a list one sequence
     for n, v in zip(node.output, outs):

@@ -749,6 +749,48 @@ def _nms(i, a, o):
         if ok: keep.append(j)
       sel += [[b, c, j] for j in keep]
   return Tensor(np.array(sel, np.int64).reshape(-1, 3))
+def _flex_attention(i, a, o):
+  Q, K, V = i[:3]
+  sc = a.get("scale", 1 / math.sqrt(Q.shape[3]))
+  if Q.shape[1] != K.shape[1]: K, V = K.repeat_interleave(Q.shape[1] // K.shape[1], 1), V.repeat_interleave(Q.shape[1] // K.shape[1], 1)
+  sq = Tensor(np.array(np.sqrt(np.float32(sc)), Q.dtype.np))
+  cdt = _dt(a["softmax_precision"]) if a.get("softmax_precision") else dtypes.float32 if Q.dtype.itemsize < 4 else Q.dtype
+  s_ = ((Q * sq) @ (K * sq).transpose(-1, -2)).cast(cdt)
+  if "score_mod" in a: s_ = a["score_mod"](s_)[0].cast(cdt)
+  p = s_.softmax(-1)
+  if "prob_mod" in a: p = a["prob_mod"](p)[0].cast(cdt)
+  return (p @ V.cast(cdt)).cast(V.dtype)
+def _optimizer(kind: str):
+  """ai.onnx.preview.training's Adagrad, Momentum and Adam over n tensors: (R, T, X.., G.., state..) -> (X'.., state'..)."""
+  nstate = {"Adagrad": 1, "Momentum": 1, "Adam": 2}[kind]
+  def fn(i, a, o):
+    r, t = i[0].cast(dtypes.float64), i[1].cast(dtypes.float64)
+    n = (len(i) - 2) // (2 + nstate)
+    xs, gs, st = i[2:2 + n], i[2 + n:2 + 2 * n], [i[2 + (2 + k) * n:2 + (3 + k) * n] for k in range(nstate)]
+    outs_x, outs_s = [], [[] for _ in range(nstate)]
+    nc = a.get("norm_coefficient", 0.0)
+    for j in range(n):
+      x, g = xs[j], gs[j]
+      gr = nc * x + g
+      if kind == "Adagrad":
+        h = st[0][j] + gr * gr
+        xn = x - (r / (1 + t * a.get("decay_factor", 0.0))).cast(x.dtype) * gr / (h.sqrt() + a.get("epsilon", 0.0))
+        new = [h]
+      elif kind == "Momentum":
+        al, be = a["alpha"], a["beta"]
+        v = al * st[0][j] + t.gt(0).where(be, 1.0).cast(x.dtype) * gr
+        xn = x - r.cast(x.dtype) * (v if a.get("mode", "standard") == "standard" else gr + al * v)
+        new = [v]
+      else:
+        al, be, eps = a.get("alpha", 0.9), a.get("beta", 0.999), a.get("epsilon", 1e-6)
+        v, h = al * st[0][j] + (1 - al) * gr, be * st[1][j] + (1 - be) * gr * gr
+        ra = t.gt(0).where(r * (1 - (t * math.log(be)).exp()).sqrt() / (1 - (t * math.log(al)).exp()), r)
+        xn = (1 - a.get("norm_coefficient_post", 0.0)) * (x - ra.cast(x.dtype) * (v / (h.sqrt() + eps)))
+        new = [v, h]
+      outs_x.append(xn.cast(x.dtype))
+      for k in range(nstate): outs_s[k].append(new[k].cast(x.dtype))
+    return tuple(outs_x + [s for ss in outs_s for s in ss])
+  return fn
 def _bitcast(i, a, o):
   x, dt = i[0], _dt(a["to"])
   if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
@@ -1092,7 +1134,10 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
   "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention,
-  "RotaryEmbedding": _rotary, "Unique": _unique, "AffineGrid": _affine_grid, "MaxUnpool": _max_unpool,
+  "RotaryEmbedding": _rotary, "ai.onnx.preview:FlexAttention": _flex_attention,
+  **{f"ai.onnx.preview.training:{k}": _optimizer(k) for k in ("Adagrad", "Momentum", "Adam")},
+  "ai.onnx.ml:Binarizer": lambda i, a, o: i[0].gt(a.get("threshold", 0.0)).cast(i[0].dtype),
+  "ai.onnx.ml:ArrayFeatureExtractor": lambda i, a, o: _gather([i[0], i[1].reshape(-1)], {"axis": -1}, o), "Unique": _unique, "AffineGrid": _affine_grid, "MaxUnpool": _max_unpool,
   "NonMaxSuppression": _nms, "DFT": _dft, "STFT": _stft, "GridSample": _grid_sample, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
   "Col2Im": _col2im, "BitCast": _bitcast,
   "SwiGLU": lambda i, a, o: (i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid() * i[1]).cast(i[0].dtype),
