@@ -791,6 +791,37 @@ def _optimizer(kind: str):
       for k in range(nstate): outs_s[k].append(new[k].cast(x.dtype))
     return tuple(outs_x + [s for ss in outs_s for s in ss])
   return fn
+def _tfidf(i, a, o):
+  """TfIdfVectorizer over int n-grams: each pool n-gram's matches counted by elementwise compares of shifted views
+  (unigrams once, longer n-grams at every skip distance 1..max_skip_count+1)."""
+  x = i[0]
+  x2 = x.reshape(1, -1) if x.ndim == 1 else x
+  pool, counts, idxs = list(a["pool_int64s"]), list(a["ngram_counts"]), list(a["ngram_indexes"])
+  lo, hi, ms = a["min_gram_length"], a["max_gram_length"], a.get("max_skip_count", 0)
+  L, size = x2.shape[1], max(idxs) + 1
+  cols, gid = [None] * size, 0
+  for k, st in enumerate(counts):
+    n, en = k + 1, counts[k + 1] if k + 1 < len(counts) else len(pool)
+    for g in range((en - st) // n):
+      gram, col = pool[st + g * n:st + (g + 1) * n], None
+      if lo <= n <= hi:
+        for d in (range(1, ms + 2) if n > 1 else [1]):
+          m = L - (n - 1) * d
+          if m <= 0: continue
+          hit = None
+          for t, v in enumerate(gram):
+            e = x2[:, t * d:t * d + m].eq(v)
+            hit = e if hit is None else hit & e
+          c = hit.cast(dtypes.float32).sum(1)
+          col = c if col is None else col + c
+      j = idxs[gid]
+      if col is not None: cols[j] = col if cols[j] is None else cols[j] + col
+      gid += 1
+  f = Tensor.stack(*[c if c is not None else Tensor.zeros(x2.shape[0]) for c in cols], dim=1)
+  w, mode = a.get("weights"), a["mode"]
+  if mode == "IDF": f = f.gt(0).where(Tensor(np.array(w, np.float32)) if w else 1.0, 0.0).cast(dtypes.float32)
+  elif mode == "TFIDF" and w: f = f * Tensor(np.array(w, np.float32))
+  return f.reshape(size) if x.ndim == 1 else f
 def _bitcast(i, a, o):
   x, dt = i[0], _dt(a["to"])
   if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
@@ -1134,7 +1165,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
   "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention,
-  "RotaryEmbedding": _rotary, "ai.onnx.preview:FlexAttention": _flex_attention,
+  "RotaryEmbedding": _rotary, "TfIdfVectorizer": _tfidf, "ai.onnx.preview:FlexAttention": _flex_attention,
   **{f"ai.onnx.preview.training:{k}": _optimizer(k) for k in ("Adagrad", "Momentum", "Adam")},
   "ai.onnx.ml:Binarizer": lambda i, a, o: i[0].gt(a.get("threshold", 0.0)).cast(i[0].dtype),
   "ai.onnx.ml:ArrayFeatureExtractor": lambda i, a, o: _gather([i[0], i[1].reshape(-1)], {"axis": -1}, o), "Unique": _unique, "AffineGrid": _affine_grid, "MaxUnpool": _max_unpool,
@@ -1153,6 +1184,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
 
 def _no(cond, msg): return msg if cond else None
 REFUSE = {
+  "TfIdfVectorizer": lambda a, o: _no("pool_strings" in a, "string n-grams"),
   "Resize": lambda a, o: _no(a.get("antialias", 0), "antialias=1") or _no(a.get("mode", "nearest") not in ("nearest", "linear", "cubic"),
                                                                            f"mode={a.get('mode')}"),
   "Upsample": lambda a, o: _no(a.get("mode", "nearest") not in ("nearest", "linear"), f"mode={a.get('mode')}"),
