@@ -91,7 +91,32 @@ def write_report(res: dict[str, str | None], seconds: float):
   lines += [f"| {n} | {r.replace('|', '/')} |" for n, r in sorted(res.items()) if r is not None]
   DOC.write_text("\n".join(lines) + "\n")
 
-if __name__ == "__main__":
+def run_light(name: str) -> tuple[str | None, float]:
+  """One of onnx's "light" model-zoo graphs (weights made by ConstantOfShape) on onnx's dummy input (arange / n),
+  compared with its stored output as onnx's runner compares it. Returns (reason or None, seconds)."""
+  import onnx
+  from onnx import numpy_helper
+  from morok_mlir.onnx import OnnxModel
+  d = pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+  m = OnnxModel(d / f"light_{name}.onnx")
+  inits = {i.name for i in m.graph.initializer}
+  feeds = {}
+  for x in m.graph.input:
+    if x.name in inits: continue
+    shape = tuple(s.dim_value if s.HasField("dim_value") else 1 for s in x.type.tensor_type.shape.dim)
+    n = int(np.prod(shape))
+    feeds[x.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
+  ref = numpy_helper.to_array(onnx.load_tensor(str(d / f"light_{name}_output_0.pb")))
+  t = time.perf_counter()
+  out = list(m(feeds).values())[0]
+  dt = time.perf_counter() - t
+  try: assert_similar(ref, out, 1e-3, 1e-7)
+  except AssertionError as e: return "mismatch: " + " ".join(str(e).split())[:160], dt
+  return None, dt
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--light"]:
+  for name in sys.argv[2:]: print(name, *run_light(name))
+elif __name__ == "__main__":
   only = set(sys.argv[1:]) or None
   t0 = time.perf_counter()
   res = run_all(only, progress=True)
