@@ -965,17 +965,16 @@ def _qlinear_conv(i, a, o):
 
 # ---- resize
 def _src_coords(mode: str, n_out: int, n_in: int, scale: float, roi: tuple[float, float] | None) -> np.ndarray:
-  j = np.arange(n_out, dtype=np.float64)
+  """Source coordinate of each output index (onnx's Resize): w = scale * n_in is the output width before rounding."""
+  j, w = np.arange(n_out, dtype=np.float64), scale * n_in
   if mode == "half_pixel": return (j + 0.5) / scale - 0.5
-  if mode == "half_pixel_symmetric":
-    adj = n_out / (scale * n_in)
-    return n_in / 2 * (1 - adj) + (j + 0.5) / scale - 0.5
-  if mode == "pytorch_half_pixel": return (j + 0.5) / scale - 0.5 if n_out > 1 else np.zeros(n_out)
-  if mode == "align_corners": return j * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
+  if mode == "half_pixel_symmetric": return n_in / 2 * (1 - n_out / w) + (j + 0.5) / scale - 0.5
+  if mode == "pytorch_half_pixel": return (j + 0.5) / scale - 0.5 if w != 1 else np.full(n_out, -0.5)
+  if mode == "align_corners": return j * (n_in - 1) / (w - 1) if w != 1 else np.zeros(n_out)
   if mode == "asymmetric": return j / scale
   if mode == "tf_crop_and_resize":
     s, e = roi
-    return s * (n_in - 1) + j * (e - s) * (n_in - 1) / (n_out - 1) if n_out > 1 else np.full(n_out, 0.5 * (s + e) * (n_in - 1))
+    return (j * (e - s) * (n_in - 1) / (w - 1) if w != 1 else np.full(n_out, (e - s) * (n_in - 1) / 2)) + s * (n_in - 1)
   raise NotImplementedError(f"coordinate_transformation_mode {mode}")
 def _cubic_w(t: np.ndarray, A: float) -> np.ndarray:
   t = np.abs(t)
@@ -991,6 +990,24 @@ def _resize_axis(x: Tensor, ax: int, n_out: int, scale: float, a: dict, roi) -> 
          "round_prefer_ceil": lambda v: np.where(v - np.floor(v) == 0.5, np.ceil(v), np.round(v)),
          "floor": np.floor, "ceil": np.ceil}[nm](c)
     taps = [(np.clip(r, 0, n_in - 1).astype(np.int64), np.ones(n_out))]
+  elif a.get("antialias", 0) and scale < 1:   # the filter widened by 1/scale, normalized (onnx's reference)
+    x0 = np.where(c == np.floor(c), c - 1, np.floor(c))
+    r = c - x0
+    if mode == "linear":
+      st = int(np.floor(-1 / scale) + 1)
+      k = np.arange(st, st + 2 - 2 * st)
+      w = np.clip(1 - np.abs((k[None, :] - r[:, None]) * scale), 0, 1)
+    else:
+      A, st = a.get("cubic_coeff_a", -0.75), int(np.floor(-2 / scale) + 1)
+      k = np.arange(st, 2 - st)
+      w = _cubic_w(scale * (k[None, :] - r[:, None]), A)
+    w = w / w.sum(1, keepdims=True)
+    n = w.shape[1]
+    pos = x0[:, None] - n // 2 + 1 + np.arange(n)[None, :]
+    if a.get("exclude_outside", 0):
+      w = np.where((pos < 0) | (pos > n_in - 1), 0, w)
+      w = w / w.sum(1, keepdims=True)
+    taps = [(np.clip(pos[:, t], 0, n_in - 1).astype(np.int64), w[:, t]) for t in range(n)]
   elif mode == "linear":
     c = np.clip(c, 0, n_in - 1) if ctm != "tf_crop_and_resize" else c
     lo = np.floor(c)
@@ -1185,7 +1202,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
 def _no(cond, msg): return msg if cond else None
 REFUSE = {
   "TfIdfVectorizer": lambda a, o: _no("pool_strings" in a, "string n-grams"),
-  "Resize": lambda a, o: _no(a.get("antialias", 0), "antialias=1") or _no(a.get("mode", "nearest") not in ("nearest", "linear", "cubic"),
+  "Resize": lambda a, o: _no(a.get("antialias", 0) and a.get("mode", "nearest") == "nearest", "antialias=1 with nearest") or _no(a.get("mode", "nearest") not in ("nearest", "linear", "cubic"),
                                                                            f"mode={a.get('mode')}"),
   "Upsample": lambda a, o: _no(a.get("mode", "nearest") not in ("nearest", "linear"), f"mode={a.get('mode')}"),
   "Pad": lambda a, o: _no(a.get("mode", "constant") not in ("constant", "reflect", "edge", "wrap"), f"mode={a.get('mode')}"),
