@@ -89,3 +89,11 @@ def test_node_conformance_no_regressions():
   if newly: warnings.warn(f"{len(newly)} ONNX cases pass beyond onnx_expected_pass.txt (rerun test/onnx_conformance.py): {newly[:10]}")
   print(f"\nONNX node cases: {sum(r is None for r in res.values())} of {len(res)} pass, {len(newly)} beyond the expected list")
   assert not regressed, f"{len(regressed)} ONNX cases regressed:\n" + "\n".join(f"{n}: {r}" for n, r in list(regressed.items())[:20])
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 5, 5), (1, 1)])
+def test_det_matches_numpy(shape):
+  rng = np.random.default_rng(2)
+  x = rng.standard_normal(shape).astype(np.float32)
+  if len(shape) == 3: x[1, 2] = x[1, 0] * 2   # a singular matrix in the batch
+  out, = backend.run_node(helper.make_node("Det", ["x"], ["y"]), [x])
+  np.testing.assert_allclose(out, np.linalg.det(x.astype(np.float64)), rtol=1e-5, atol=1e-5)

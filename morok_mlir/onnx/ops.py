@@ -822,6 +822,25 @@ def _tfidf(i, a, o):
   if mode == "IDF": f = f.gt(0).where(Tensor(np.array(w, np.float32)) if w else 1.0, 0.0).cast(dtypes.float32)
   elif mode == "TFIDF" and w: f = f * Tensor(np.array(w, np.float32))
   return f.reshape(size) if x.ndim == 1 else f
+def _det(i, a, o):
+  """Determinant by Gaussian elimination with partial pivoting, unrolled over the (static) matrix size; the pivot row is
+  picked by an argmax and moved by one-hot selects."""
+  x = i[0]
+  A, n = x.cast(dtypes.float64), x.shape[-1]
+  det = Tensor.ones(*x.shape[:-2], dtype=dtypes.float64)
+  for k in range(n):
+    sub = A[..., k:, :]
+    oh = Tensor.arange(n - k).reshape(*(1,) * (x.ndim - 2), n - k).eq(sub[..., k].abs().argmax(-1).unsqueeze(-1)).unsqueeze(-1)
+    prow, rowk = oh.where(sub, 0).sum(-2), sub[..., 0, :]
+    sub = oh.where(rowk.unsqueeze(-2), sub)   # the pivot's old place takes row k
+    first = Tensor.arange(n - k).reshape(*(1,) * (x.ndim - 2), n - k, 1).eq(0)
+    sub = first.where(prow.unsqueeze(-2), sub)
+    piv = prow[..., k]
+    det = det * piv * oh[..., 0, 0].where(1.0, -1.0)   # a swap flips the sign
+    f = sub[..., :, k] / piv.eq(0).where(1.0, piv).unsqueeze(-1)
+    sub = first.where(sub, sub - f.unsqueeze(-1) * prow.unsqueeze(-2))
+    A = A[..., :k, :].cat(sub, dim=-2) if k else sub
+  return det.cast(x.dtype)
 def _bitcast(i, a, o):
   x, dt = i[0], _dt(a["to"])
   if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
@@ -896,7 +915,8 @@ def _rnn(kind: str):
           if p is not None:
             pi, po, pf = p.split(H, 0)
             gi, gf = gi + pi * c, gf + pf * c
-          it, ft = f[0](_clipv(gi, clip)), f[0](_clipv(gf, clip))
+          it = f[0](_clipv(gi, clip))
+          ft = 1 - it if a.get("input_forget", 0) else f[0](_clipv(gf, clip))
           cn = ft * c + it * f[1](_clipv(gc, clip))
           ot = f[0](_clipv(go + (p.split(H, 0)[1] * cn if p is not None else 0), clip))
           hn = ot * f[2](cn)
@@ -1182,7 +1202,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
   "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention,
-  "RotaryEmbedding": _rotary, "TfIdfVectorizer": _tfidf, "ai.onnx.preview:FlexAttention": _flex_attention,
+  "RotaryEmbedding": _rotary, "Det": _det, "TfIdfVectorizer": _tfidf, "ai.onnx.preview:FlexAttention": _flex_attention,
   **{f"ai.onnx.preview.training:{k}": _optimizer(k) for k in ("Adagrad", "Momentum", "Adam")},
   "ai.onnx.ml:Binarizer": lambda i, a, o: i[0].gt(a.get("threshold", 0.0)).cast(i[0].dtype),
   "ai.onnx.ml:ArrayFeatureExtractor": lambda i, a, o: _gather([i[0], i[1].reshape(-1)], {"axis": -1}, o), "Unique": _unique, "AffineGrid": _affine_grid, "MaxUnpool": _max_unpool,
@@ -1200,7 +1220,14 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
 }
 
 def _no(cond, msg): return msg if cond else None
+def _acts(a, o): return _no(bad := [x for x in a.get("activations", []) if x not in _ACT], f"activations {bad}")
 REFUSE = {
+  "RNN": _acts, "GRU": _acts, "LSTM": _acts,
+  "Gelu": lambda a, o: _no(a.get("approximate", "none") not in ("none", "tanh"), f"approximate={a.get('approximate')}"),
+  "GridSample": lambda a, o: _no(a.get("mode", "linear") not in ("linear", "bilinear", "nearest", "cubic", "bicubic"), f"mode={a.get('mode')}")
+                             or _no(a.get("padding_mode", "zeros") not in ("zeros", "border", "reflection"), f"padding_mode={a.get('padding_mode')}"),
+  "ScatterElements": lambda a, o: _no(a.get("reduction", "none") not in ("none", *_SRED), f"reduction={a.get('reduction')}"),
+  "ScatterND": lambda a, o: _no(a.get("reduction", "none") not in ("none", *_SRED), f"reduction={a.get('reduction')}"),
   "TfIdfVectorizer": lambda a, o: _no("pool_strings" in a, "string n-grams"),
   "Resize": lambda a, o: _no(a.get("antialias", 0) and a.get("mode", "nearest") == "nearest", "antialias=1 with nearest") or _no(a.get("mode", "nearest") not in ("nearest", "linear", "cubic"),
                                                                            f"mode={a.get('mode')}"),
