@@ -54,7 +54,7 @@ def test_unsupported_op_refused_before_running():
   with pytest.raises(NotImplementedError, match=r"node 'late' \(StringNormalizer, opset 17\)"):
     OnnxModel(_model(nodes, [_vi("x")], [_vi("y")]))
   # an attribute value it refuses, inside a subgraph too
-  bad = helper.make_graph([helper.make_node("Resize", ["x", "", "s"], ["y"], name="rs", mode="linear", antialias=1)], "b", [], [_vi("y")])
+  bad = helper.make_graph([helper.make_node("Resize", ["x", "", "s"], ["y"], name="rs", mode="nearest", antialias=1)], "b", [], [_vi("y")])
   node = helper.make_node("If", ["c"], ["y"], then_branch=bad, else_branch=bad)
   with pytest.raises(NotImplementedError, match=r"rs.*antialias=1"):
     OnnxModel(_model([node], [_vi("c", TensorProto.BOOL, [])], [_vi("y")], opset=19))
