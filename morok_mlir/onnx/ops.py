@@ -841,6 +841,48 @@ def _det(i, a, o):
     sub = first.where(sub, sub - f.unsqueeze(-1) * prow.unsqueeze(-2))
     A = A[..., :k, :].cat(sub, dim=-2) if k else sub
   return det.cast(x.dtype)
+def _roi_align(i, a, o):
+  """RoiAlign: the sample points and their 4 bilinear taps are computed on the host from the (small) rois, the values
+  gathered from the roi's image; avg averages the samples of a bin, max takes the largest weighted tap (onnx's rules)."""
+  X, rois, bidx = i
+  N, C, H, W = X.shape
+  oh, ow, sr, sc = a.get("output_height", 1), a.get("output_width", 1), a.get("sampling_ratio", 0), a.get("spatial_scale", 1.0)
+  half = a.get("coordinate_transformation_mode", "half_pixel") == "half_pixel"
+  rv = rois.numpy().astype(np.float64)
+  R = rv.shape[0]
+  per = []
+  for r in range(R):
+    x1, y1, x2, y2 = rv[r] * sc - (0.5 if half else 0.0)
+    rw, rh = x2 - x1, y2 - y1
+    if not half: rw, rh = max(rw, 1.0), max(rh, 1.0)
+    bh, bw = rh / oh, rw / ow
+    gh, gw = sr if sr > 0 else int(np.ceil(rh / oh)), sr if sr > 0 else int(np.ceil(rw / ow))
+    iy, ix = (np.arange(gh) + 0.5) * bh / gh, (np.arange(gw) + 0.5) * bw / gw
+    y = y1 + np.arange(oh)[:, None, None, None] * bh + iy[None, None, :, None]   # (oh, 1, gh, 1)
+    x = x1 + np.arange(ow)[None, :, None, None] * bw + ix[None, None, None, :]   # (1, ow, 1, gw)
+    y, x = np.broadcast_arrays(y, x)
+    out = (y < -1) | (y > H) | (x < -1) | (x > W)
+    y, x = np.maximum(y, 0), np.maximum(x, 0)
+    yl, xl = y.astype(np.int64), x.astype(np.int64)
+    ycap, xcap = yl >= H - 1, xl >= W - 1
+    yl, xl = np.where(ycap, H - 1, yl), np.where(xcap, W - 1, xl)
+    y, x = np.where(ycap, yl, y), np.where(xcap, xl, x)
+    yh, xh = np.where(ycap, yl, yl + 1), np.where(xcap, xl, xl + 1)
+    ly, lx = y - yl, x - xl
+    pos = np.stack([yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh], -1)
+    w = np.where(out[..., None], 0, np.stack([(1 - ly) * (1 - lx), (1 - ly) * lx, ly * (1 - lx), ly * lx], -1))
+    per.append((pos.reshape(oh, ow, -1), w.reshape(oh, ow, -1), max(gh * gw, 1)))
+  M = max(p.shape[-1] for p, _, _ in per)
+  pos = np.stack([np.pad(p, ((0, 0), (0, 0), (0, M - p.shape[-1]))) for p, _, _ in per])
+  wts = np.stack([np.pad(w, ((0, 0), (0, 0), (0, M - w.shape[-1])), constant_values=np.nan if a.get("mode", "avg") == "max" else 0)
+                  for _, w, _ in per])
+  xr = X.reshape(N, C, H * W)[bidx.cast(dtypes.int64)]   # (R, C, H*W): each roi's image
+  v = xr.gather(2, Tensor(pos.reshape(R, 1, -1)).expand(R, C, oh * ow * M)).reshape(R, C, oh, ow, M)
+  wt = Tensor(np.nan_to_num(wts).astype(X.dtype.np)).reshape(R, 1, oh, ow, M)
+  if a.get("mode", "avg") == "avg":
+    return ((v * wt).sum(-1) / Tensor(np.array([c for _, _, c in per], X.dtype.np)).reshape(R, 1, 1, 1)).cast(X.dtype)
+  pad = Tensor(np.isnan(wts)).reshape(R, 1, oh, ow, M)   # taps past a roi's own sample count
+  return pad.where(-math.inf, v * wt).max(-1).cast(X.dtype)
 def _bitcast(i, a, o):
   x, dt = i[0], _dt(a["to"])
   if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
@@ -1202,7 +1244,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
   "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention,
-  "RotaryEmbedding": _rotary, "Det": _det, "TfIdfVectorizer": _tfidf, "ai.onnx.preview:FlexAttention": _flex_attention,
+  "RotaryEmbedding": _rotary, "RoiAlign": _roi_align, "Det": _det, "TfIdfVectorizer": _tfidf, "ai.onnx.preview:FlexAttention": _flex_attention,
   **{f"ai.onnx.preview.training:{k}": _optimizer(k) for k in ("Adagrad", "Momentum", "Adam")},
   "ai.onnx.ml:Binarizer": lambda i, a, o: i[0].gt(a.get("threshold", 0.0)).cast(i[0].dtype),
   "ai.onnx.ml:ArrayFeatureExtractor": lambda i, a, o: _gather([i[0], i[1].reshape(-1)], {"axis": -1}, o), "Unique": _unique, "AffineGrid": _affine_grid, "MaxUnpool": _max_unpool,
