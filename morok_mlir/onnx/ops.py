@@ -883,6 +883,17 @@ def _roi_align(i, a, o):
     return ((v * wt).sum(-1) / Tensor(np.array([c for _, _, c in per], X.dtype.np)).reshape(R, 1, 1, 1)).cast(X.dtype)
   pad = Tensor(np.isnan(wts)).reshape(R, 1, oh, ow, M)   # taps past a roi's own sample count
   return pad.where(-math.inf, v * wt).max(-1).cast(X.dtype)
+def _mel(i, a, o):
+  """MelWeightMatrix: a constant of the scalar inputs (triangular filters on onnx's mel grid), made on the host."""
+  nb, L, sr = (int(_scalar(t)) for t in i[:3])
+  lo_hz, hi_hz = (float(_scalar(t)) for t in i[3:5])
+  mel = lambda hz: 2595 * np.log1p(hz / 700) / np.log(10)
+  f = np.arange(nb + 2) * ((mel(hi_hz) - mel(lo_hz)) / (nb + 2)) + mel(lo_hz)
+  f = (((L + 1) * (700 * np.expm1(f / 2595 * np.log(10)))) // sr).astype(int)
+  j, lo, c, hi = np.arange(L // 2 + 1)[:, None], f[None, :-2], f[None, 1:-1], f[None, 2:]
+  up = np.where(c == lo, (j == c) * 1.0, np.where((lo <= j) & (j <= c), (j - lo) / np.maximum(c - lo, 1), 0.0))
+  w = np.where((hi > c) & (c <= j) & (j < hi), (hi - j) / np.maximum(hi - c, 1), up)
+  return Tensor(w.astype(_dt(a.get("output_datatype", onnx.TensorProto.FLOAT)).np))
 def _bitcast(i, a, o):
   x, dt = i[0], _dt(a["to"])
   if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
@@ -1244,7 +1255,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
   "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention,
-  "RotaryEmbedding": _rotary, "RoiAlign": _roi_align, "Det": _det, "TfIdfVectorizer": _tfidf, "ai.onnx.preview:FlexAttention": _flex_attention,
+  "RotaryEmbedding": _rotary, "MelWeightMatrix": _mel, "RoiAlign": _roi_align, "Det": _det, "TfIdfVectorizer": _tfidf, "ai.onnx.preview:FlexAttention": _flex_attention,
   **{f"ai.onnx.preview.training:{k}": _optimizer(k) for k in ("Adagrad", "Momentum", "Adam")},
   "ai.onnx.ml:Binarizer": lambda i, a, o: i[0].gt(a.get("threshold", 0.0)).cast(i[0].dtype),
   "ai.onnx.ml:ArrayFeatureExtractor": lambda i, a, o: _gather([i[0], i[1].reshape(-1)], {"axis": -1}, o), "Unique": _unique, "AffineGrid": _affine_grid, "MaxUnpool": _max_unpool,
