@@ -894,6 +894,41 @@ def _mel(i, a, o):
   up = np.where(c == lo, (j == c) * 1.0, np.where((lo <= j) & (j <= c), (j - lo) / np.maximum(c - lo, 1), 0.0))
   w = np.where((hi > c) & (c <= j) & (j < hi), (hi - j) / np.maximum(hi - c, 1), up)
   return Tensor(w.astype(_dt(a.get("output_datatype", onnx.TensorProto.FLOAT)).np))
+def _deform_conv(i, a, o):
+  """DeformConv (2-d): every kernel tap samples the input bilinearly (zeros outside) at its offset position, times the
+  mask; the sampled columns are then contracted with the weight per group."""
+  X, Wt, off = i[:3]
+  B, mask = (i[3] if len(i) > 3 else None), (i[4] if len(i) > 4 else None)
+  if X.ndim != 4: raise NotImplementedError(f"DeformConv on {X.ndim - 2}-d inputs")
+  N, C, H, W_ = X.shape
+  kh, kw = a.get("kernel_shape", Wt.shape[2:])
+  sh, sw = a.get("strides", [1, 1])
+  dh, dw = a.get("dilations", [1, 1])
+  p = a.get("pads", [0, 0, 0, 0])
+  G, Go, (oh, ow) = a.get("group", 1), a.get("offset_group", 1), off.shape[2:]
+  K, O = kh * kw, oh * ow
+  off = off.reshape(N, Go, kh, kw, 2, oh, ow)
+  mask = mask.reshape(N, Go, K * O) if mask is not None else None
+  by = Tensor((np.arange(kh) * dh)[:, None, None, None] + (np.arange(oh) * sh - p[0])[None, None, :, None]).reshape(1, kh, 1, oh, 1)
+  bx = Tensor((np.arange(kw) * dw)[None, :, None, None] + (np.arange(ow) * sw - p[1])[None, None, None, :]).reshape(1, 1, kw, 1, ow)
+  cols = []
+  for g in range(Go):
+    y, x = (by + off[:, g, :, :, 0]).reshape(N, K * O), (bx + off[:, g, :, :, 1]).reshape(N, K * O)
+    y0, x0 = y.floor(), x.floor()
+    xg = X[:, g * C // Go:(g + 1) * C // Go].reshape(N, C // Go, H * W_)
+    v = None
+    for yy, wy in ((y0, 1 - (y - y0)), (y0 + 1, y - y0)):
+      for xx, wx in ((x0, 1 - (x - x0)), (x0 + 1, x - x0)):
+        ok = yy.ge(0) & yy.le(H - 1) & xx.ge(0) & xx.le(W_ - 1)
+        flat = (yy.clip(0, H - 1) * W_ + xx.clip(0, W_ - 1)).cast(dtypes.int64)
+        t = xg.gather(2, flat.unsqueeze(1).expand(N, C // Go, K * O)) * ok.where(wy * wx, 0).unsqueeze(1)
+        v = t if v is None else v + t
+    cols.append(v if mask is None else v * mask[:, g].unsqueeze(1))
+  col = Tensor.cat(*cols, dim=1) if Go > 1 else cols[0]   # (N, C, K*O)
+  icg, ocg = C // G, Wt.shape[0] // G
+  col = col.reshape(N, G, 1, icg * K, O)
+  out = (col * Wt.reshape(1, G, ocg, icg * K, 1)).sum(3).reshape(N, G * ocg, oh, ow)
+  return (out if B is None else out + B.reshape(1, -1, 1, 1)).cast(X.dtype)
 def _bitcast(i, a, o):
   x, dt = i[0], _dt(a["to"])
   if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
@@ -1255,7 +1290,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
   "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention,
-  "RotaryEmbedding": _rotary, "MelWeightMatrix": _mel, "RoiAlign": _roi_align, "Det": _det, "TfIdfVectorizer": _tfidf, "ai.onnx.preview:FlexAttention": _flex_attention,
+  "RotaryEmbedding": _rotary, "DeformConv": _deform_conv, "MelWeightMatrix": _mel, "RoiAlign": _roi_align, "Det": _det, "TfIdfVectorizer": _tfidf, "ai.onnx.preview:FlexAttention": _flex_attention,
   **{f"ai.onnx.preview.training:{k}": _optimizer(k) for k in ("Adagrad", "Momentum", "Adam")},
   "ai.onnx.ml:Binarizer": lambda i, a, o: i[0].gt(a.get("threshold", 0.0)).cast(i[0].dtype),
   "ai.onnx.ml:ArrayFeatureExtractor": lambda i, a, o: _gather([i[0], i[1].reshape(-1)], {"axis": -1}, o), "Unique": _unique, "AffineGrid": _affine_grid, "MaxUnpool": _max_unpool,
