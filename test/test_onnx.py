@@ -97,3 +97,8 @@ def test_det_matches_numpy(shape):
   if len(shape) == 3: x[1, 2] = x[1, 0] * 2   # a singular matrix in the batch
   out, = backend.run_node(helper.make_node("Det", ["x"], ["y"]), [x])
   np.testing.assert_allclose(out, np.linalg.det(x.astype(np.float64)), rtol=1e-5, atol=1e-5)
+
+def test_inputs_checked_against_the_graph():
+  om = OnnxModel(_mlp())
+  with pytest.raises(TypeError, match="input 'x' must be dtypes.float32, got dtypes.float64"): om(x=np.zeros((2, 3)))
+  with pytest.raises(ValueError, match=r"input 'x' must have shape \[2, 3\], got \(3, 2\)"): om(x=np.zeros((3, 2), np.float32))

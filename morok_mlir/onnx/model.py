@@ -117,6 +117,15 @@ class OnnxModel:
     inputs = {**(inputs or {}), **kw}
     if missing := [n for n in self.input_names if n not in inputs]: raise ValueError(f"missing inputs: {', '.join(missing)}")
     vals = {n: to_tensor(v) for n, v in inputs.items()}
+    for vi in self.graph.input:   # what the graph declares, checked as onnxruntime checks it: never a silent cast
+      if (v := vals.get(vi.name)) is None or not isinstance(v, Tensor) or not vi.type.HasField("tensor_type"): continue
+      tt = vi.type.tensor_type
+      if tt.elem_type and tt.elem_type in DTYPES and DTYPES[tt.elem_type] != v.dtype:
+        raise TypeError(f"input {vi.name!r} must be {DTYPES[tt.elem_type]}, got {v.dtype}")
+      if tt.HasField("shape") and (len(tt.shape.dim) != v.ndim or any(d.HasField("dim_value") and d.dim_value != s
+                                                                        for d, s in zip(tt.shape.dim, v.shape))):
+        raise ValueError(f"input {vi.name!r} must have shape {[d.dim_value if d.HasField('dim_value') else d.dim_param for d in tt.shape.dim]}"
+                         f", got {v.shape}")
     outs = run_graph(self.graph, vals, self.opset)
     flat = [t for o in outs for t in (o if isinstance(o, list) else [o]) if isinstance(t, Tensor)]
     if flat: Tensor.realize(*flat)
