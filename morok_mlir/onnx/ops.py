@@ -241,7 +241,9 @@ def _onehot(i, a, o):
   oh = idx.unsqueeze(ax).eq(Tensor.arange(d, dtype=dtypes.int64).reshape(shape))
   off, on = vals[0], vals[1]
   return oh.where(on, off)
-def _nonzero(i, a, o): return Tensor(np.stack(np.nonzero(np.asarray(i[0].numpy()).reshape(i[0].shape) if i[0].ndim else np.asarray(i[0].numpy()).reshape(1))).astype(np.int64))
+def _nonzero(i, a, o):
+  v = np.asarray(i[0].numpy()).reshape(i[0].shape or (1,))   # numpy: a 0-d input is one element
+  return Tensor(np.stack(np.nonzero(v)).astype(np.int64))
 def _compress(i, a, o):
   x, c = i
   pos = np.flatnonzero(np.asarray(c.numpy()))
@@ -299,7 +301,7 @@ def _reverse_seq(i, a, o):
   return x.gather(ta, idx)
 
 # ---- neural network
-def _auto_pads(a, in_sp, k, s, d, for_transpose=False) -> list[tuple[int, int]]:
+def _auto_pads(a, in_sp, k, s, d) -> list[tuple[int, int]]:
   """(begin, end) padding per spatial dim from pads or auto_pad."""
   n, ap = len(k), a.get("auto_pad", "NOTSET")
   if ap in ("SAME_UPPER", "SAME_LOWER"):
@@ -1180,12 +1182,13 @@ def _if(i, a, o):
 def _loop(i, a, o):
   M, cond, carried = i[0], i[1], list(i[2:])
   body = a["body"]
+  if M is None and cond is None: raise NotImplementedError("Loop with neither a trip count nor a condition (it never ends)")
   n = int(_scalar(M)) if M is not None else None
   c = bool(_scalar(cond)) if cond is not None else True
   scans, it = [], 0
   while c and (n is None or it < n):
     outs = body(Tensor(np.array(it, np.int64)), Tensor(np.array(c)), *carried)
-    c = bool(_scalar(outs[0])) if cond is not None or True else True
+    if cond is not None: c = bool(_scalar(outs[0]))   # without a condition input the body's condition is ignored (spec)
     carried, sc = list(outs[1:1 + len(carried)]), outs[1 + len(carried):]
     scans.append(sc)
     it += 1
@@ -1289,22 +1292,26 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "NegativeLogLikelihoodLoss": _nllloss, "SoftmaxCrossEntropyLoss": _sce,
   "QuantizeLinear": _quant, "DequantizeLinear": _dequant, "DynamicQuantizeLinear": _dyn_quant, "MatMulInteger": _matmul_int,
   "ConvInteger": _conv_int, "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "Resize": _resize, "Upsample": _resize,
-  "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "CausalConvWithState": _causal_conv, "LinearAttention": _linear_attention,
-  "RotaryEmbedding": _rotary, "DeformConv": _deform_conv, "MelWeightMatrix": _mel, "RoiAlign": _roi_align, "Det": _det, "TfIdfVectorizer": _tfidf, "ai.onnx.preview:FlexAttention": _flex_attention,
-  **{f"ai.onnx.preview.training:{k}": _optimizer(k) for k in ("Adagrad", "Momentum", "Adam")},
-  "ai.onnx.ml:Binarizer": lambda i, a, o: i[0].gt(a.get("threshold", 0.0)).cast(i[0].dtype),
-  "ai.onnx.ml:ArrayFeatureExtractor": lambda i, a, o: _gather([i[0], i[1].reshape(-1)], {"axis": -1}, o), "Unique": _unique, "AffineGrid": _affine_grid, "MaxUnpool": _max_unpool,
-  "NonMaxSuppression": _nms, "DFT": _dft, "STFT": _stft, "GridSample": _grid_sample, "CenterCropPad": _center_crop_pad, "TensorScatter": _tensor_scatter,
-  "Col2Im": _col2im, "BitCast": _bitcast,
+  "RNN": _rnn("RNN"), "GRU": _rnn("GRU"), "LSTM": _rnn("LSTM"), "Attention": _attention, "LinearAttention": _linear_attention,
+  "RotaryEmbedding": _rotary, "CausalConvWithState": _causal_conv, "DeformConv": _deform_conv, "RoiAlign": _roi_align,
+  "GridSample": _grid_sample, "AffineGrid": _affine_grid, "Col2Im": _col2im, "MaxUnpool": _max_unpool, "CenterCropPad": _center_crop_pad,
+  "TensorScatter": _tensor_scatter, "Det": _det, "DFT": _dft, "STFT": _stft, "MelWeightMatrix": _mel, "TfIdfVectorizer": _tfidf,
+  "Unique": _unique, "NonMaxSuppression": _nms, "BitCast": _bitcast, "CumProd": lambda i, a, o: _cumulative(i, a, o, "prod"),
   "SwiGLU": lambda i, a, o: (i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid() * i[1]).cast(i[0].dtype),
-  "Swish": lambda i, a, o: i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid(), "CumProd": lambda i, a, o: _cumulative(i, a, o, "prod"),
+  "Swish": lambda i, a, o: i[0] * (i[0] * a.get("alpha", 1.0)).sigmoid(),
   "HannWindow": _window(lambda t: 0.5 - 0.5 * t.cos()), "HammingWindow": _window(lambda t: 25 / 46 - 21 / 46 * t.cos()),
-  "BlackmanWindow": _window(lambda t: 0.42 - 0.5 * t.cos() + 0.08 * (2 * t).cos()), "If": _if, "Loop": _loop, "Scan": _scan,
+  "BlackmanWindow": _window(lambda t: 0.42 - 0.5 * t.cos() + 0.08 * (2 * t).cos()),
+  "If": _if, "Loop": _loop, "Scan": _scan,
   "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [], "SequenceAt": lambda i, a, o: i[0][int(_scalar(i[1]))],
-  "SequenceInsert": _seq_insert, "SequenceMap": _seq_map, "SequenceErase": _seq_erase, "SequenceLength": lambda i, a, o: Tensor(np.array(len(i[0]), np.int64)),
-  "SplitToSequence": _split_to_seq, "ConcatFromSequence": _concat_from_seq,
+  "SequenceInsert": _seq_insert, "SequenceErase": _seq_erase, "SequenceMap": _seq_map, "SplitToSequence": _split_to_seq,
+  "SequenceLength": lambda i, a, o: Tensor(np.array(len(i[0]), np.int64)), "ConcatFromSequence": _concat_from_seq,
   "Optional": lambda i, a, o: i[0] if i else None, "OptionalHasElement": lambda i, a, o: Tensor(np.array(bool(i) and i[0] is not None)),
   "OptionalGetElement": _opt_get,
+  # other domains
+  "ai.onnx.preview:FlexAttention": _flex_attention,
+  **{f"ai.onnx.preview.training:{k}": _optimizer(k) for k in ("Adagrad", "Momentum", "Adam")},
+  "ai.onnx.ml:Binarizer": lambda i, a, o: i[0].gt(a.get("threshold", 0.0)).cast(i[0].dtype),
+  "ai.onnx.ml:ArrayFeatureExtractor": lambda i, a, o: _gather([i[0], i[1].reshape(-1)], {"axis": -1}, o),
 }
 
 def _no(cond, msg): return msg if cond else None
@@ -1313,12 +1320,12 @@ REFUSE = {
   "RNN": _acts, "GRU": _acts, "LSTM": _acts,
   "Gelu": lambda a, o: _no(a.get("approximate", "none") not in ("none", "tanh"), f"approximate={a.get('approximate')}"),
   "GridSample": lambda a, o: _no(a.get("mode", "linear") not in ("linear", "bilinear", "nearest", "cubic", "bicubic"), f"mode={a.get('mode')}")
-                             or _no(a.get("padding_mode", "zeros") not in ("zeros", "border", "reflection"), f"padding_mode={a.get('padding_mode')}"),
+    or _no(a.get("padding_mode", "zeros") not in ("zeros", "border", "reflection"), f"padding_mode={a.get('padding_mode')}"),
   "ScatterElements": lambda a, o: _no(a.get("reduction", "none") not in ("none", *_SRED), f"reduction={a.get('reduction')}"),
   "ScatterND": lambda a, o: _no(a.get("reduction", "none") not in ("none", *_SRED), f"reduction={a.get('reduction')}"),
   "TfIdfVectorizer": lambda a, o: _no("pool_strings" in a, "string n-grams"),
-  "Resize": lambda a, o: _no(a.get("antialias", 0) and a.get("mode", "nearest") == "nearest", "antialias=1 with nearest") or _no(a.get("mode", "nearest") not in ("nearest", "linear", "cubic"),
-                                                                           f"mode={a.get('mode')}"),
+  "Resize": lambda a, o: _no(a.get("antialias", 0) and a.get("mode", "nearest") == "nearest", "antialias=1 with nearest")
+    or _no(a.get("mode", "nearest") not in ("nearest", "linear", "cubic"), f"mode={a.get('mode')}"),
   "Upsample": lambda a, o: _no(a.get("mode", "nearest") not in ("nearest", "linear"), f"mode={a.get('mode')}"),
   "Pad": lambda a, o: _no(a.get("mode", "constant") not in ("constant", "reflect", "edge", "wrap"), f"mode={a.get('mode')}"),
   "Cast": lambda a, o: _unsupported_dtype(a.get("to")), "EyeLike": lambda a, o: _unsupported_dtype(a.get("dtype")),
