@@ -109,6 +109,10 @@ class OnnxModel:
       raise NotImplementedError(f"opset {self.opset} is not supported ({MIN_OPSET}..{onnx.defs.onnx_opset_version()})")
     check_graph(self.graph, self.opset)
     for init in self.graph.initializer: dtype_of(init.data_type)
+    for vi in [*self.graph.input, *self.graph.output]:
+      if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+        try: dtype_of(vi.type.tensor_type.elem_type)
+        except NotImplementedError as e: raise NotImplementedError(f"graph input/output {vi.name!r}: {e}") from None
     inits = {i.name for i in self.graph.initializer}
     self.input_names = [i.name for i in self.graph.input if i.name not in inits]
     self.output_names = [o.name for o in self.graph.output]
