@@ -66,7 +66,7 @@ def check_graph(graph: onnx.GraphProto, opset: int):
       what = f"operator {node.op_type}" + (f" of domain {node.domain!r}" if node.domain not in ("", "ai.onnx") else "")
       raise NotImplementedError(f"{where}: {what} is not supported")
     a = {x.name: x for x in node.attribute}
-    if (chk := REFUSE.get(node.op_type)) is not None:
+    if (chk := REFUSE.get(op_key(node))) is not None:
       vals = {k: (v.s.decode() if v.type == onnx.AttributeProto.STRING else helper.get_attribute_value(v)) for k, v in a.items()
               if v.type != onnx.AttributeProto.GRAPH}
       if (why := chk(vals, opset)): raise NotImplementedError(f"{where}: {why}")

@@ -931,6 +931,47 @@ def _deform_conv(i, a, o):
   col = col.reshape(N, G, 1, icg * K, O)
   out = (col * Wt.reshape(1, G, ocg, icg * K, 1)).sum(3).reshape(N, G * ocg, oh, ow)
   return (out if B is None else out + B.reshape(1, -1, 1, 1)).cast(X.dtype)
+_TREE_CMP = {0: Tensor.le, 1: Tensor.lt, 2: Tensor.ge, 3: Tensor.gt, 4: Tensor.eq, 5: Tensor.ne}
+def _tree_ensemble(i, a, o):
+  """ai.onnx.ml TreeEnsemble: the trees are static, so each leaf is reached where the conjunction of the compares on
+  its path holds; every tree adds its reached leaf's weight to the leaf's target (sum, average, min or max)."""
+  X = i[0]
+  modes, splits = np.asarray(a["nodes_modes"]).reshape(-1), np.asarray(a["nodes_splits"]).reshape(-1)
+  feat, tn, fn_, tl, fl = (a[k] for k in ("nodes_featureids", "nodes_truenodeids", "nodes_falsenodeids", "nodes_trueleafs",
+                                          "nodes_falseleafs"))
+  lw, lt = np.asarray(a["leaf_weights"]).reshape(-1), a["leaf_targetids"]
+  miss = a.get("nodes_missing_value_tracks_true") or [0] * len(feat)
+  members, sets = iter(np.asarray(a.get("membership_values", [])).reshape(-1).tolist()), {}
+  for k, m in enumerate(modes):   # each MEMBER node owns the next NaN-terminated run of membership_values
+    if m == 6: sets[k] = list(_until_nan(members))
+  def cond(k):
+    x = X[:, feat[k]]
+    if modes[k] == 6: c = Tensor.stack(*[x.eq(v) for v in sets[k]]).any(0) if sets[k] else Tensor(np.zeros(X.shape[0], bool))
+    else: c = _TREE_CMP[int(modes[k])](x, float(splits[k]))
+    return c | x.isnan() if miss[k] else c
+  agg, nt, N = a.get("aggregate_function", 1), a["n_targets"], X.shape[0]
+  init = {0: 0.0, 1: 0.0, 2: np.finfo(X.dtype.np).max, 3: np.finfo(X.dtype.np).min}[agg]
+  out = [Tensor.full((N,), init, dtype=X.dtype) for _ in range(nt)]
+  roots = a["tree_roots"]
+  for r in roots:
+    stack = [(r, None, bool(tl[r] and fl[r] and tn[r] == fn_[r]))]
+    while stack:
+      k, path, leaf = stack.pop()
+      if leaf:
+        val, t = float(lw[k]), lt[k]
+        hit = path if path is not None else Tensor(np.ones(N, bool))
+        prev = out[t]
+        out[t] = {0: lambda: prev + hit.where(val / len(roots), 0.0), 1: lambda: prev + hit.where(val, 0.0),
+                  2: lambda: hit.where(prev.minimum(val), prev), 3: lambda: hit.where(prev.maximum(val), prev)}[agg]().cast(X.dtype)
+        continue
+      c = cond(k)
+      stack.append((tn[k], c if path is None else path & c, bool(tl[k])))
+      stack.append((fn_[k], c.logical_not() if path is None else path & c.logical_not(), bool(fl[k])))
+  return Tensor.stack(*out, dim=1)
+def _until_nan(it):
+  for v in it:
+    if math.isnan(v): return
+    yield v
 def _bitcast(i, a, o):
   x, dt = i[0], _dt(a["to"])
   if x.dtype.is_bool or dt.is_bool: return x.cast(dt)   # a bool is one byte, 0 or 1, in ONNX as in numpy
@@ -1310,6 +1351,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   # other domains
   "ai.onnx.preview:FlexAttention": _flex_attention,
   **{f"ai.onnx.preview.training:{k}": _optimizer(k) for k in ("Adagrad", "Momentum", "Adam")},
+  "ai.onnx.ml:TreeEnsemble": _tree_ensemble,
   "ai.onnx.ml:Binarizer": lambda i, a, o: i[0].gt(a.get("threshold", 0.0)).cast(i[0].dtype),
   "ai.onnx.ml:ArrayFeatureExtractor": lambda i, a, o: _gather([i[0], i[1].reshape(-1)], {"axis": -1}, o),
 }
@@ -1324,6 +1366,8 @@ REFUSE = {
   "ScatterElements": lambda a, o: _no(a.get("reduction", "none") not in ("none", *_SRED), f"reduction={a.get('reduction')}"),
   "ScatterND": lambda a, o: _no(a.get("reduction", "none") not in ("none", *_SRED), f"reduction={a.get('reduction')}"),
   "TfIdfVectorizer": lambda a, o: _no("pool_strings" in a, "string n-grams"),
+  "ai.onnx.ml:TreeEnsemble": lambda a, o: _no(a.get("post_transform", 0), f"post_transform={a.get('post_transform')}")
+    or _no(a.get("aggregate_function", 1) not in (0, 1, 2, 3), f"aggregate_function={a.get('aggregate_function')}"),
   "Resize": lambda a, o: _no(a.get("antialias", 0) and a.get("mode", "nearest") == "nearest", "antialias=1 with nearest")
     or _no(a.get("mode", "nearest") not in ("nearest", "linear", "cubic"), f"mode={a.get('mode')}"),
   "Upsample": lambda a, o: _no(a.get("mode", "nearest") not in ("nearest", "linear"), f"mode={a.get('mode')}"),
