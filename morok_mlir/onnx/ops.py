@@ -713,14 +713,16 @@ def _affine_grid(i, a, o):
   g = Tensor(base.astype(theta.dtype.np)) @ theta.transpose(1, 2)   # (N, points, dims)
   return g.reshape(size[0], *sp, len(sp))
 def _max_unpool(i, a, o):
+  """Values scattered to their flat indices in the inferred (N, C, *spatial) output, which output_shape then pads at the
+  end of each dim (onnx's reference)."""
   x, idx = i[0], i[1]
   k = a["kernel_shape"]
   n = len(k)
   s, p = a.get("strides", [1] * n), a.get("pads", [0] * 2 * n)
-  if len(i) > 2 and i[2] is not None: out = _ints(i[2])
-  else: out = list(x.shape[:2]) + [(d - 1) * st - p[j] - p[j + n] + kk for j, (d, st, kk) in enumerate(zip(x.shape[2:], s, k))]
-  flat = Tensor.zeros(math.prod(out), dtype=x.dtype)
-  return flat.scatter(0, idx.reshape(-1).cast(dtypes.int64), x.reshape(-1)).reshape(out)
+  inf = list(x.shape[:2]) + [(d - 1) * st - p[j] - p[j + n] + kk for j, (d, st, kk) in enumerate(zip(x.shape[2:], s, k))]
+  y = Tensor.zeros(math.prod(inf), dtype=x.dtype).scatter(0, idx.reshape(-1).cast(dtypes.int64), x.reshape(-1)).reshape(inf)
+  if len(i) > 2 and i[2] is not None: y = y.pad(tuple((0, t - d) for d, t in zip(inf, _ints(i[2]))))
+  return y
 def _nms(i, a, o):
   """NonMaxSuppression on the host: the number of selected boxes is data."""
   boxes, scores = i[0].numpy().astype(np.float64), i[1].numpy().astype(np.float64)
