@@ -31,7 +31,7 @@ def to_tensor(v) -> Tensor | list | None:
   if isinstance(v, onnx.TensorProto): dtype_of(v.data_type); v = numpy_helper.to_array(v)
   a = np.asarray(v)
   if a.dtype == object or a.dtype.kind in "USc": raise NotImplementedError(f"inputs of numpy dtype {a.dtype}")
-  if a.dtype.name == "bfloat16": raise NotImplementedError("bfloat16")
+  if a.dtype.name == "bfloat16" and onnx.TensorProto.BFLOAT16 not in DTYPES: raise NotImplementedError("bfloat16")
   return Tensor(np.array(a, order="C"))   # ascontiguousarray would make a 0-d array 1-d
 
 class Subgraph:
