@@ -1,6 +1,7 @@
 """morok-mlir vs numpy vs PyTorch (eager) on the CPU, in one process, 2 threads each.
 
-  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather compile
+  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather
+                                          layernorm sort attention compile
 
 Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks()); morok's is `.realize()` (the result computed into its buffer,
 as numpy and torch return theirs; `.numpy()` would add a copy). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
@@ -194,6 +195,26 @@ def w_gather():
   return dict(name="j. embedding gather 30522x384[32x128]", bytes=2 * out,
               morok=lambda: T.gather(0, I.reshape(-1, 1).expand(-1, 384)).reshape(32, 128, 384).realize(),
               numpy=lambda: np.take(tab, ids, axis=0), torch=lambda: torch.nn.functional.embedding(ti, tt_), tol=0)
+def w_layernorm():
+  a = rnd(4096, 1024); A, ta = Tensor(a), tt(a)
+  def np_ln():
+    y = a - a.mean(-1, keepdims=True); return y / np.sqrt((y * y).mean(-1, keepdims=True) + 1e-5)
+  return dict(name="k. layernorm 4096x1024", bytes=2 * 4 * a.size, morok=lambda: A.layernorm().realize(), numpy=np_ln,
+              torch=lambda: torch.nn.functional.layer_norm(ta, (1024,)), tol=1e-4)
+def w_sort():
+  a = rnd(1 << 20); A, ta = Tensor(a), tt(a)
+  return dict(name="l. sort 1M float32 (values + indices)", bytes=3 * 4 * a.size, runs=5,
+              morok=lambda: Tensor.realize(*A.sort()), numpy=lambda: (np.sort(a, kind="stable"), np.argsort(a, kind="stable")),
+              torch=lambda: torch.sort(ta, stable=True), check=lambda: np.array_equal(A.sort()[0].numpy(), np.sort(a)), tol=0)
+def w_attention():
+  q, k, v = rnd(8, 12, 128, 64), rnd(8, 12, 128, 64), rnd(8, 12, 128, 64)
+  Q, K, V, tq, tk, tv = Tensor(q), Tensor(k), Tensor(v), tt(q), tt(k), tt(v)
+  def np_sdpa():
+    s = q @ k.swapaxes(-1, -2) / 8.0
+    e = np.exp(s - s.max(-1, keepdims=True)); return (e / e.sum(-1, keepdims=True)) @ v
+  return dict(name="m. attention B8 H12 T128 D64", flops=2 * 2 * 8 * 12 * 128 * 128 * 64,
+              morok=lambda: Q.scaled_dot_product_attention(K, V).realize(), numpy=np_sdpa,
+              torch=lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv), tol=1e-4)
 def w_overhead():
   a = np.arange(3, dtype=np.float32); A, ta = Tensor(a), tt(a)
   return dict(name="g. per-call overhead: 3-element add (us)", us=True, runs=1000,
@@ -236,7 +257,8 @@ def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float]]:
   return out
 
 WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
-             "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather}
+             "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather,
+             "layernorm": w_layernorm, "sort": w_sort, "attention": w_attention}
 
 def main(names):
   load = os.getloadavg()
@@ -252,6 +274,7 @@ def main(names):
     if n == "compile": continue
     w = WORKLOADS[n]()
     runs = w.get("runs", RUNS)
+    if "check" in w and not w["check"](): print(f"  !! {n}: morok differs from numpy")
     if w["tol"]:
       ref, got = w["numpy"](), w["morok"]().numpy()
       if not np.allclose(got, ref, rtol=w["tol"], atol=w["tol"]): print(f"  !! {n}: morok differs from numpy by {np.abs(got - ref).max()}")
