@@ -150,6 +150,11 @@ class Poly:
     r = self.sel(self.cmp("oeq", x, self.c(0.0)), self.c(float("-inf")), r)
     return self.sel(self.cmp("ult", x, self.c(0.0)), self.c(float("nan")), r)   # ult: x < 0 or NaN
 
+def sum_index(terms: list[UOp]) -> UOp:
+  out = im.const(0)
+  for t in terms: out = im.add(out, t)
+  return out
+
 # ---------------------------------------------------------------- the emitter
 class Frame:
   """A loop body being written: its lines go into the parent's when the loop closes."""
@@ -314,15 +319,35 @@ class Lowerer:
   def load(self, u: UOp, fr: Frame) -> str:
     idx = u.src[0]
     if idx.op is not Ops.INDEX: raise PassError("uop.load must load through a uop.index", u.loc)
-    buf, i, gate = self.address(idx)
+    if len(idx.src) > 2 and (split := self.gated_base(idx)) is not None:   # the clamp hoisted to the gate's loop
+      buf, i, gate = self.value(idx.src[0]), self.value(split), self.value(idx.src[2])
+    else:
+      buf, i, gate = self.address(idx)
+      if gate is not None: i = self.line(fr, f"arith.select {gate}, {i}, {self.const(0, dtypes.index)} : index")
     mt, dt = mem_type(idx.src[0].dtype), u.dtype
     if gate is not None:
       zero = self.const(False if dt.is_bool else 0.0 if dt.is_float else 0, dt)
       if idx.src[0].size == 0: return zero  # no element to read: every executed load is gated off
-      i = self.line(fr, f"arith.select {gate}, {i}, {self.const(0, dtypes.index)} : index")
     v = self.line(fr, f"memref.load {buf}[{i}] : {mt}")
     if dt.is_bool: v = self.line(fr, f"arith.cmpi ne, {v}, {self.const(0, dtypes.int8)} : i8")
     return self.line(fr, f"arith.select {gate}, {v}, {zero} : {sl(dt)}") if gate is not None else v
+
+  def gated_base(self, idx: UOp) -> UOp | None:
+    """A gated address as where(gate, outer, 0) + inner, when its sum splits into terms that use only the gate's ranges
+    (outer: a row base from a loaded index) and the rest (inner), and inner alone is always in the buffer. Where the gate
+    is false the load then reads element inner, a valid one, and the clamp runs once per row, not per element: the inner
+    loop addresses base + r, contiguous, which LLVM vectorizes (an embedding lookup's row copy)."""
+    buf, i, gate = idx.src
+    terms, todo = [], [i]
+    while todo:
+      if (t := todo.pop()).op is Ops.ADD and t.dtype is dtypes.index: todo += t.src
+      else: terms.append(t)
+    gr = self.rs(gate)
+    outer, inner = [t for t in terms if self.rs(t) <= gr], [t for t in terms if not self.rs(t) <= gr]
+    if not outer or not inner: return None
+    lo, hi = im.bounds(rest := sum_index(inner))
+    if lo < 0 or hi >= buf.dtype.size: return None
+    return im.add(UOp(Ops.WHERE, dtypes.index, (gate, sum_index(outer), im.const(0))), rest)
 
   def reduce(self, u: UOp) -> str:
     op, dt = u.attrs.get("op"), u.dtype
