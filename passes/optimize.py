@@ -151,15 +151,16 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
     if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = vec   # chunks start on a lane group
   return replace(f, attrs=attrs)
 
-NT_MIN_BYTES = 1 << 25          # outputs at least this big (twice a typical L3 share) are streamed past the cache
+NT_MIN_BYTES = 1 << 24          # outputs at least this big (twice a typical L3 share) are streamed past the cache
 def streaming_store(f: Func, vec: int) -> UOp | None:
   """The innermost loop range when the kernel is elementwise (no reduce) with one big f32 store whose address steps
   by 1 with that range, which vec divides: such a store can go out as nontemporal vector stores."""
   ends = [u for u in f.roots[0].src if u.op is Ops.END]
   if len(ends) != 1 or len(f.roots[0].src) != 1 or (st := ends[0].src[0]).op is not Ops.STORE or st.src[1].dtype is not dtypes.float32: return None
   nodes = st.toposort
-  if any(u.op is Ops.REDUCE for u in nodes) or len(st.src[0].src) != 2: return None   # reduces; a gated store
   inner = max(ends[0].src[1:], key=lambda r: r.attrs["axis"])
+  # a reduce computed once per outer iteration (a row's mean) is shared by the lanes; one inside the lane loop is not
+  if any(u.op is Ops.REDUCE and inner in u.toposort for u in nodes) or len(st.src[0].src) != 2: return None   # gated store
   form = affine(st.src[0].src[1], {})
   if form is None or form.get(inner) != 1 or _size(inner) % vec or 4 * prod(_size(r) for r in ends[0].src[1:]) < NT_MIN_BYTES: return None
   if any(v % vec for k, v in form.items() if k is not inner): return None   # every lane group starts vec-aligned
