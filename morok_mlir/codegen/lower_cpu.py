@@ -416,7 +416,10 @@ class Lowerer:
     mop = ALU[op][cls(dt)]
     a, b = names
     d = srcs[1]
-    if d.op is Ops.CONST and d.attrs["value"] != 0 and not (signed and d.attrs["value"] == -1): return L(f"{mop} {a}, {b} : {t}")
+    if d.op is Ops.CONST and d.attrs["value"] != 0 and not (signed and d.attrs["value"] == -1):
+      # index math divides non-negative values: unsigned, a power of two is then a shift or a mask (no sign fix-up)
+      if signed and dt is dtypes.index and d.attrs["value"] > 0 and im.bounds(srcs[0])[0] >= 0: mop = ALU[op][U]
+      return L(f"{mop} {a}, {b} : {t}")
     zero, one = self.const(0, dt), self.const(1, dt)
     isz = bad = L(f"arith.cmpi eq, {b}, {zero} : {t}")
     if signed:
