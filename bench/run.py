@@ -270,10 +270,13 @@ def main(names):
         f"read bandwidth {rbw:.1f} GB/s, fp32 FMA peak {peak:.0f} GFLOP/s\n")
   hdr = f"| {'workload':<42} | {'morok ms':>9} | {'numpy ms':>9} | {'torch ms':>9} | {'morok rate':>12} | {'x numpy':>7} | {'x torch':>7} | {'% limit':>7} |"
   print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
+  compiles = []
   for n in names:
     if n == "compile": continue
     w = WORKLOADS[n]()
     runs = w.get("runs", RUNS)
+    t0 = time.perf_counter(); w["morok"]()
+    if (first := time.perf_counter() - t0) > 1: compiles.append((w["name"], first))   # compile dominates the first realize
     if "check" in w and not w["check"](): print(f"  !! {n}: morok differs from numpy")
     if w["tol"]:
       ref, got = w["numpy"](), w["morok"]().numpy()
@@ -287,6 +290,7 @@ def main(names):
     elif "flops" in w: rate, pct = f"{w['flops'] / t['morok'] / 1e9:.0f} GFLOP/s", f"{100 * w['flops'] / t['morok'] / 1e9 / peak:.0f}%"
     else: rate, pct = "-", "-"
     print(f"| {w['name']:<42} | {ms('morok'):>9} | {ms('numpy'):>9} | {ms('torch'):>9} | {rate:>12} | {ratio('numpy'):>7} | {ratio('torch'):>7} | {pct:>7} |", flush=True)
+  for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
   if "compile" in names:
     print("\nh. compile time, first realize of the MLP (f) in a new process (s): first realize / whole process")
     for label, first, total in compile_times(): print(f"  {label:<26} {first:6.3f} / {total:6.3f}")
