@@ -199,11 +199,11 @@ def w_layernorm():
   a = rnd(4096, 1024); A, ta = Tensor(a), tt(a)
   def np_ln():
     y = a - a.mean(-1, keepdims=True); return y / np.sqrt((y * y).mean(-1, keepdims=True) + 1e-5)
-  return dict(name="k. layernorm 4096x1024", bytes=2 * 4 * a.size, morok=lambda: A.layernorm().realize(), numpy=np_ln,
+  return dict(name="l. layernorm 4096x1024", bytes=2 * 4 * a.size, morok=lambda: A.layernorm().realize(), numpy=np_ln,
               torch=lambda: torch.nn.functional.layer_norm(ta, (1024,)), tol=1e-4)
 def w_sort():
   a = rnd(1 << 20); A, ta = Tensor(a), tt(a)
-  return dict(name="l. sort 1M float32 (values + indices)", bytes=3 * 4 * a.size, runs=5,
+  return dict(name="m. sort 1M float32 (values + indices)", bytes=3 * 4 * a.size, runs=5,
               morok=lambda: Tensor.realize(*A.sort()), numpy=lambda: (np.sort(a, kind="stable"), np.argsort(a, kind="stable")),
               torch=lambda: torch.sort(ta, stable=True), check=lambda: np.array_equal(A.sort()[0].numpy(), np.sort(a)), tol=0)
 def w_attention():
@@ -212,7 +212,7 @@ def w_attention():
   def np_sdpa():
     s = q @ k.swapaxes(-1, -2) / 8.0
     e = np.exp(s - s.max(-1, keepdims=True)); return (e / e.sum(-1, keepdims=True)) @ v
-  return dict(name="m. attention B8 H12 T128 D64", flops=2 * 2 * 8 * 12 * 128 * 128 * 64,
+  return dict(name="n. attention B8 H12 T128 D64", flops=2 * 2 * 8 * 12 * 128 * 128 * 64,
               morok=lambda: Q.scaled_dot_product_attention(K, V).realize(), numpy=np_sdpa,
               torch=lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv), tol=1e-4)
 def w_overhead():
