@@ -1,6 +1,7 @@
 """morok-mlir vs numpy vs PyTorch (eager) on the CPU, in one process, 2 threads each.
 
-  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather train trainmlp traincnn compile
+  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather
+                                          layernorm sort attention train trainmlp traincnn compile
 
 Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks()); morok's is `.realize()` (the result computed into its buffer,
 as numpy and torch return theirs; `.numpy()` would add a copy). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
@@ -251,14 +252,14 @@ def w_train_mlp():
     def __init__(self): self.l1, self.l2 = Linear(784, 512), Linear(512, 10)
     def __call__(self, x): return self.l2(self.l1(x).relu())
   tm = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)) if torch is not None else None
-  return _adam_step("n. MLP (f) Adam step, jit", MLP(), tm, rnd(256, 784), np.random.default_rng(2).integers(0, 10, 256))
+  return _adam_step("o. MLP (f) Adam step, jit", MLP(), tm, rnd(256, 784), np.random.default_rng(2).integers(0, 10, 256))
 def w_train_cnn():
   sys.path.insert(0, os.path.join(ROOT, "examples"))
   from train_digits import DigitsCNN, data
   xtr, ytr, _, _ = data()
   tm = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Conv2d(16, 32, 3, padding=1),
                            torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(128, 10)) if torch is not None else None
-  return _adam_step("o. digits CNN Adam b64, jit", DigitsCNN(), tm, xtr[:64], ytr[:64])
+  return _adam_step("p. digits CNN Adam b64, jit", DigitsCNN(), tm, xtr[:64], ytr[:64])
 def w_gather():
   tab, ids = rnd(30522, 384), np.random.default_rng(0).integers(0, 30522, (32, 128)).astype(np.int32)
   T, I, tt_, ti = Tensor(tab), Tensor(ids), tt(tab), tt(ids.astype(np.int64))
@@ -266,6 +267,26 @@ def w_gather():
   return dict(name="j. embedding gather 30522x384[32x128]", bytes=2 * out,
               morok=lambda: T.gather(0, I.reshape(-1, 1).expand(-1, 384)).reshape(32, 128, 384).realize(),
               numpy=lambda: np.take(tab, ids, axis=0), torch=lambda: torch.nn.functional.embedding(ti, tt_), tol=0)
+def w_layernorm():
+  a = rnd(4096, 1024); A, ta = Tensor(a), tt(a)
+  def np_ln():
+    y = a - a.mean(-1, keepdims=True); return y / np.sqrt((y * y).mean(-1, keepdims=True) + 1e-5)
+  return dict(name="l. layernorm 4096x1024", bytes=2 * 4 * a.size, morok=lambda: A.layernorm().realize(), numpy=np_ln,
+              torch=lambda: torch.nn.functional.layer_norm(ta, (1024,)), tol=1e-4)
+def w_sort():
+  a = rnd(1 << 20); A, ta = Tensor(a), tt(a)
+  return dict(name="m. sort 1M float32 (values + indices)", bytes=3 * 4 * a.size, runs=5,
+              morok=lambda: Tensor.realize(*A.sort()), numpy=lambda: (np.sort(a, kind="stable"), np.argsort(a, kind="stable")),
+              torch=lambda: torch.sort(ta, stable=True), check=lambda: np.array_equal(A.sort()[0].numpy(), np.sort(a)), tol=0)
+def w_attention():
+  q, k, v = rnd(8, 12, 128, 64), rnd(8, 12, 128, 64), rnd(8, 12, 128, 64)
+  Q, K, V, tq, tk, tv = Tensor(q), Tensor(k), Tensor(v), tt(q), tt(k), tt(v)
+  def np_sdpa():
+    s = q @ k.swapaxes(-1, -2) / 8.0
+    e = np.exp(s - s.max(-1, keepdims=True)); return (e / e.sum(-1, keepdims=True)) @ v
+  return dict(name="n. attention B8 H12 T128 D64", flops=2 * 2 * 8 * 12 * 128 * 128 * 64,
+              morok=lambda: Q.scaled_dot_product_attention(K, V).realize(), numpy=np_sdpa,
+              torch=lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv), tol=1e-4)
 def w_overhead():
   a = np.arange(3, dtype=np.float32); A, ta = Tensor(a), tt(a)
   return dict(name="g. per-call overhead: 3-element add (us)", us=True, runs=1000,
@@ -308,8 +329,8 @@ def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float]]:
   return out
 
 WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
-             "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather, "train": w_train, "trainmlp": w_train_mlp,
-             "traincnn": w_train_cnn}
+             "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather, "layernorm": w_layernorm, "sort": w_sort,
+             "attention": w_attention, "train": w_train, "trainmlp": w_train_mlp, "traincnn": w_train_cnn}
 
 def main(names):
   load = os.getloadavg()
@@ -321,10 +342,14 @@ def main(names):
         f"read bandwidth {rbw:.1f} GB/s, fp32 FMA peak {peak:.0f} GFLOP/s\n")
   hdr = f"| {'workload':<42} | {'morok ms':>9} | {'numpy ms':>9} | {'torch ms':>9} | {'morok rate':>12} | {'x numpy':>7} | {'x torch':>7} | {'% limit':>7} |"
   print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
+  compiles = []
   for n in names:
     if n == "compile": continue
     w = WORKLOADS[n]()
     runs = w.get("runs", RUNS)
+    t0 = time.perf_counter(); w["morok"]()
+    if (first := time.perf_counter() - t0) > 1: compiles.append((w["name"], first))   # compile dominates the first realize
+    if "check" in w and not w["check"](): print(f"  !! {n}: morok differs from numpy")
     if w["tol"]:
       ref, got = w["numpy"](), w["morok"]().numpy()
       if not np.allclose(got, ref, rtol=w["tol"], atol=w["tol"]): print(f"  !! {n}: morok differs from numpy by {np.abs(got - ref).max()}")
@@ -337,6 +362,7 @@ def main(names):
     elif "flops" in w: rate, pct = f"{w['flops'] / t['morok'] / 1e9:.0f} GFLOP/s", f"{100 * w['flops'] / t['morok'] / 1e9 / peak:.0f}%"
     else: rate, pct = "-", "-"
     print(f"| {w['name']:<42} | {ms('morok'):>9} | {ms('numpy'):>9} | {ms('torch'):>9} | {rate:>12} | {ratio('numpy'):>7} | {ratio('torch'):>7} | {pct:>7} |", flush=True)
+  for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
   if "compile" in names:
     print("\nh. compile time, first realize of the MLP (f) in a new process (s): first realize / whole process")
     for label, first, total in compile_times(): print(f"  {label:<26} {first:6.3f} / {total:6.3f}")

@@ -58,27 +58,32 @@ def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
   s = z3.Solver(); s.set("timeout", 2000); s.add(*ctx.facts, z3.Or(*differ))
   return s.check() != z3.unsat
 
-def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]] | None:
-  """(reduce, a, b, I, J, K) when the kernel's one store is f(reduce-add over K of a*b), a depending on loop ranges I
-  and K only, b on the other loop ranges J and K only. I and J keep the loop order (axis)."""
+def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp], list[UOp]] | None:
+  """(reduce, a, b, I, J, K, T) when the kernel's one store is f(reduce-add over K of a*b, other reduces), a depending
+  on loop ranges T, I and K only, b on T, the other loop ranges J and K only: a batch (over T, the ranges both depend
+  on) of I x J matrix products. The one add-of-a-product reduce is the contraction; other reduces stay in the epilogue
+  (attention's row sums). T, I and J keep the loop order (axis)."""
   ends = [u for u in f.roots[0].toposort if u.op is Ops.END]
   if len(ends) != 1 or ends[0].src[0].op is not Ops.STORE: return None
   loops = sorted(ends[0].src[1:], key=lambda r: r.attrs["axis"])
-  reds = [u for u in ends[0].src[0].toposort if u.op is Ops.REDUCE]
-  if len(reds) != 1 or (red := reds[0]).attrs.get("op") != "add" or red.dtype is not dtypes.float32 or red.src[0].op is not Ops.MUL: return None
+  reds = [u for u in ends[0].src[0].toposort if u.op is Ops.REDUCE and u.attrs.get("op") == "add" and u.dtype is dtypes.float32 and u.src[0].op is Ops.MUL]
+  if len(reds) != 1: return None
+  red = reds[0]
   K = sorted(red.src[1:], key=lambda r: r.attrs["axis"])
   a, b = red.src[0].src
   if set(K) & set(loops) or any(r.attrs.get("kind") != "loop" for r in loops): return None
+  # the product is computed per output element: not inside another reduce, no range but the loops and its own reduces'
+  if any(red in u.toposort for u in ends[0].src[0].toposort if u.op is Ops.REDUCE and u is not red): return None
+  if _rngs(red) - set(loops) - {r for u in red.toposort if u.op is Ops.REDUCE for r in u.src[1:]}: return None
   every = loops + K
   ra, rb = {r for r in loops if depends(a, r, every)}, {r for r in loops if depends(b, r, every)}
-  if not ra or not rb or ra & rb: return None
+  T = ra & rb
+  if not ra - T or not rb - T: return None
   if ra & set(loops) != ra or rb & set(loops) != rb: return None
   # a holds the outermost loop when it can: for NCHW conv that is the image side, whose narrow (MR-row) panels pack
   # 3x faster than 16-wide ones, and threads then split the image rows (measured on conv and matmul)
   if ra.isdisjoint({loops[0]}) and not rb.isdisjoint({loops[0]}): a, b, ra, rb = b, a, rb, ra
-  I = [r for r in loops if r in ra]
-  J = [r for r in loops if r not in ra]
-  return red, a, b, I, J, K
+  return red, a, b, [r for r in loops if r in ra - T], [r for r in loops if r not in ra], K, [r for r in loops if r in T]
 
 REDUCE_BLOCK = 1 << 12          # terms per float accumulator: long enough that a block's vector loop and its horizontal
                                 # sum cost ~1% over one long loop, short enough that blocks add up exactly to 2^31 and more
@@ -121,7 +126,9 @@ def split_reduce(f: Func, threads: int) -> int | None:
   return threads if n >= SPLIT_MIN and n % threads == 0 else None
 
 def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
-  sink = f.roots[0]
+  # index chains in affine form where bounds prove it: reshapes' div/mod fold away, so neighbouring iterations address
+  # neighbouring elements and LLVM vectorizes the loads (a batched matmul's operands read k-contiguous rows)
+  f = replace(f, roots=[sink := affine_simplify(f.roots[0])])
   nodes = sink.toposort
   rngs = [u for u in nodes if u.op is Ops.RANGE]
   loops = [r for r in rngs if r.attrs.get("kind") == "loop"]
@@ -150,15 +157,16 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
     if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = vec   # chunks start on a lane group
   return replace(f, attrs=attrs)
 
-NT_MIN_BYTES = 1 << 25          # outputs at least this big (twice a typical L3 share) are streamed past the cache
+NT_MIN_BYTES = 1 << 24          # outputs at least this big (twice a typical L3 share) are streamed past the cache
 def streaming_store(f: Func, vec: int) -> UOp | None:
   """The innermost loop range when the kernel is elementwise (no reduce) with one big f32 store whose address steps
   by 1 with that range, which vec divides: such a store can go out as nontemporal vector stores."""
   ends = [u for u in f.roots[0].src if u.op is Ops.END]
   if len(ends) != 1 or len(f.roots[0].src) != 1 or (st := ends[0].src[0]).op is not Ops.STORE or st.src[1].dtype is not dtypes.float32: return None
   nodes = st.toposort
-  if any(u.op is Ops.REDUCE for u in nodes) or len(st.src[0].src) != 2: return None   # reduces; a gated store
   inner = max(ends[0].src[1:], key=lambda r: r.attrs["axis"])
+  # a reduce computed once per outer iteration (a row's mean) is shared by the lanes; one inside the lane loop is not
+  if any(u.op is Ops.REDUCE and inner in u.toposort for u in nodes) or len(st.src[0].src) != 2: return None   # gated store
   form = affine(st.src[0].src[1], {})
   if form is None or form.get(inner) != 1 or _size(inner) % vec or 4 * prod(_size(r) for r in ends[0].src[1:]) < NT_MIN_BYTES: return None
   if any(v % vec for k, v in form.items() if k is not inner): return None   # every lane group starts vec-aligned

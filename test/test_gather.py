@@ -39,6 +39,28 @@ def test_embedding_lookup_is_one_kernel_reading_through_indices():
   np.testing.assert_array_equal(emb.numpy(), table[ids])
   assert GlobalCounters.kernel_count == 1
 
+@pytest.mark.parametrize("width", [1, 7, 64])
+def test_row_gather_out_of_range_rows_are_zero(width):
+  """A row gather clamps the row base once per row (see lower_cpu.gated_base): indices far outside the table, both
+  signs, still read inside the buffer and give 0 rows."""
+  rng = np.random.default_rng(2)
+  table = rng.standard_normal((50, width)).astype(np.float32)
+  ids = np.array([0, 49, 50, -1, -50, 2**31 - 1, -2**31, 17], np.int32)
+  got = Tensor(table).gather(0, Tensor(ids).reshape(-1, 1).expand(-1, width)).numpy()
+  np.testing.assert_array_equal(got, ref(table, 0, np.broadcast_to(ids.astype(np.int64)[:, None], (8, width))))
+
+def test_row_gather_clamps_outside_the_row_loop():
+  """The innermost loop of a row gather addresses base + j: no per-element address select (LLVM vectorizes the copy)."""
+  from morok_mlir import realize as R
+  T, I = Tensor(np.arange(3200, dtype=np.float32).reshape(100, 32)), Tensor(np.array([3, 140, -7, 99], np.int32))
+  R._schedule_cache.clear()
+  got = T.gather(0, I.reshape(-1, 1).expand(-1, 32)).numpy()
+  np.testing.assert_array_equal(got[[0, 3]], np.arange(3200, dtype=np.float32).reshape(100, 32)[[3, 99]])
+  assert not got[[1, 2]].any()
+  (src,) = [it.program.spec.src for s in R._schedule_cache.values() for it in s.items]
+  inner = src[src.rindex("scf.for"):]
+  assert "memref.load" in inner and not any("arith.select" in l and l.endswith(": index") for l in inner.splitlines())
+
 def test_empty_and_errors():
   a = Tensor(np.ones((3, 2), np.float32))
   assert a.gather(0, Tensor(np.zeros((0, 2), np.int32))).numpy().shape == (0, 2)

@@ -146,3 +146,28 @@ def test_a_packed_per_block(m, k, n):
   out = np.zeros(m * n, np.float32)
   compile_module(funcs)(a.reshape(-1).copy(), b.reshape(-1).copy(), out)   # inputs by first use, then the output
   np.testing.assert_allclose(out.reshape(m, n), want, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("sa,sb", [((6, 50, 70), (6, 70, 90)), ((4, 1, 37, 70), (3, 70, 41)), ((2, 3, 128, 64), (2, 3, 64, 128))])
+def test_batched_matmul_is_a_contraction(sa, sb):
+  """Ranges both operands depend on are a batch: one packed problem per batch element, threads over the batch."""
+  R._schedule_cache.clear()
+  a, b = rnd(*sa), rnd(*sb)
+  t = Tensor(a) @ Tensor(b)
+  assert any(p.endswith("_mm") for p in phases(t))
+  np.testing.assert_allclose(t.numpy(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose((Tensor(a).transpose(-1, -2).contiguous().transpose(-1, -2) @ Tensor(b) * 2).numpy(), 2 * (a.astype(np.float64) @ b),
+                             rtol=1e-4, atol=2e-4)
+
+@pytest.mark.parametrize("shape", [(2, 3, 128, 64), (3, 33, 20), (1, 2, 7, 5)])
+def test_attention_products_with_row_sums_in_the_epilogue(shape):
+  """softmax(q k^T) v: its last kernel holds the product with v and the row sums of the exponentials, another reduce,
+  which stays in the epilogue (computed once per row); three kernels, float64 reference."""
+  R._schedule_cache.clear()
+  q, k, v = rnd(*shape), rnd(*shape), rnd(*shape)
+  t = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v))
+  ph = phases(t)
+  assert len([it for s in R._schedule_cache.values() for it in s.items]) == 3
+  if shape[-2] >= 64: assert sum(p.endswith("_mm") for p in ph) == 2
+  s = q.astype(np.float64) @ k.swapaxes(-1, -2) / np.sqrt(shape[-1])
+  e = np.exp(s - s.max(-1, keepdims=True))
+  np.testing.assert_allclose(t.numpy(), (e / e.sum(-1, keepdims=True)) @ v, rtol=1e-4, atol=1e-5)

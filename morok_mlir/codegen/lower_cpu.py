@@ -177,6 +177,11 @@ class Poly:
     r = self.sel(self.cmp("oeq", x, self.c(0.0)), self.c(float("-inf")), r)
     return self.sel(self.cmp("ult", x, self.c(0.0)), self.c(float("nan")), r)   # ult: x < 0 or NaN
 
+def sum_index(terms: list[UOp]) -> UOp:
+  out = im.const(0)
+  for t in terms: out = im.add(out, t)
+  return out
+
 # ---------------------------------------------------------------- the emitter
 class Frame:
   """A loop body being written: its lines go into the parent's when the loop closes."""
@@ -341,15 +346,35 @@ class Lowerer:
   def load(self, u: UOp, fr: Frame) -> str:
     idx = u.src[0]
     if idx.op is not Ops.INDEX: raise PassError("uop.load must load through a uop.index", u.loc)
-    buf, i, gate = self.address(idx)
+    if len(idx.src) > 2 and (split := self.gated_base(idx)) is not None:   # the clamp hoisted to the gate's loop
+      buf, i, gate = self.value(idx.src[0]), self.value(split), self.value(idx.src[2])
+    else:
+      buf, i, gate = self.address(idx)
+      if gate is not None: i = self.line(fr, f"arith.select {gate}, {i}, {self.const(0, dtypes.index)} : index")
     mt, dt = mem_type(idx.src[0].dtype), u.dtype
     if gate is not None:
       zero = self.const(False if dt.is_bool else 0.0 if dt.is_float else 0, dt)
       if idx.src[0].size == 0: return zero  # no element to read: every executed load is gated off
-      i = self.line(fr, f"arith.select {gate}, {i}, {self.const(0, dtypes.index)} : index")
     v = self.line(fr, f"memref.load {buf}[{i}] : {mt}")
     if dt.is_bool: v = self.line(fr, f"arith.cmpi ne, {v}, {self.const(0, dtypes.int8)} : i8")
     return self.line(fr, f"arith.select {gate}, {v}, {zero} : {sl(dt)}") if gate is not None else v
+
+  def gated_base(self, idx: UOp) -> UOp | None:
+    """A gated address as where(gate, outer, 0) + inner, when its sum splits into terms that use only the gate's ranges
+    (outer: a row base from a loaded index) and the rest (inner), and inner alone is always in the buffer. Where the gate
+    is false the load then reads element inner, a valid one, and the clamp runs once per row, not per element: the inner
+    loop addresses base + r, contiguous, which LLVM vectorizes (an embedding lookup's row copy)."""
+    buf, i, gate = idx.src
+    terms, todo = [], [i]
+    while todo:
+      if (t := todo.pop()).op is Ops.ADD and t.dtype is dtypes.index: todo += t.src
+      else: terms.append(t)
+    gr = self.rs(gate)
+    outer, inner = [t for t in terms if self.rs(t) <= gr], [t for t in terms if not self.rs(t) <= gr]
+    if not outer or not inner: return None
+    lo, hi = im.bounds(rest := sum_index(inner))
+    if lo < 0 or hi >= buf.dtype.size: return None
+    return im.add(UOp(Ops.WHERE, dtypes.index, (gate, sum_index(outer), im.const(0))), rest)
 
   def reduce(self, u: UOp) -> str:
     op, dt = u.attrs.get("op"), u.dtype
@@ -429,7 +454,10 @@ class Lowerer:
     mop = ALU[op][cls(dt)]
     a, b = names
     d = srcs[1]
-    if d.op is Ops.CONST and d.attrs["value"] != 0 and not (signed and d.attrs["value"] == -1): return L(f"{mop} {a}, {b} : {t}")
+    if d.op is Ops.CONST and d.attrs["value"] != 0 and not (signed and d.attrs["value"] == -1):
+      # index math divides non-negative values: unsigned, a power of two is then a shift or a mask (no sign fix-up)
+      if signed and dt is dtypes.index and d.attrs["value"] > 0 and im.bounds(srcs[0])[0] >= 0: mop = ALU[op][U]
+      return L(f"{mop} {a}, {b} : {t}")
     zero, one = self.const(0, dt), self.const(1, dt)
     isz = bad = L(f"arith.cmpi eq, {b}, {zero} : {t}")
     if signed:
@@ -497,15 +525,15 @@ class Contraction:
   def __init__(self, f: Func, name: str):
     self.f, self.name = f, name
     if (found := contraction(f)) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
-    red, a, b, I, J, K = found
+    red, a, b, I, J, K, T = found
     if not (isinstance(c := f.attrs["uop.contraction"], tuple) and len(c) == 5 and all(type(x) is int and x > 0 for x in c)):
       raise PassError(f"@{f.name}: uop.contraction must be array<i64: MR, NR, KC, MC, VW> of positive sizes, got {attr_text(c)}")
     self.mr, self.nr, self.kc, self.mc, self.vw = c
     size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
-    self.M, self.N, self.K = (prod(size(rs)) for rs in (I, J, K))
+    self.M, self.N, self.K, self.batch = (prod(size(rs)) for rs in (I, J, K, T))
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
-    self.direct_a = self.in_place(a, I, K)
+    self.direct_a = self.in_place(a, I, K) if not T else None
     # B panels depend on b's one buffer alone (weights, typically): the runtime may keep them while that input lives
     srcs = {u.src[0].src[0] for u in b.toposort if u.op is Ops.LOAD}
     self.b_slot = next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER else None
@@ -513,21 +541,24 @@ class Contraction:
     # tall operands): each thread's block (all of K, ~256 KiB) stays in L2 from packing to use
     t = _int_attr(f, "uop.threads", 1)
     mc_blk = max(self.mr, min(self.mc, (BLOCK_BYTES // 4 // self.K) // self.mr * self.mr))
-    self.fused = self.direct_a is None and -(-self.Mp // mc_blk) > self.Np // self.nr
+    self.fused = self.direct_a is None and not T and -(-self.Mp // mc_blk) > self.Np // self.nr
     if self.fused: self.mc = mc_blk
-    self.scratch = [self.Mp * self.K if self.direct_a is None and not self.fused else 1, self.Np * self.K, self.Mp * self.Np]  # Ap, Bp, C
+    # Ap, Bp, C; a batch (over T) of each, one after the other
+    self.scratch = [self.batch * self.Mp * self.K if self.direct_a is None and not self.fused else 1, self.batch * self.Np * self.K,
+                    self.batch * self.Mp * self.Np]
     if self.fused: self.scratch += [self.mc * self.K] * t   # one A block per thread
     self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
     ap, bp, cp = (self.args[n + i] for i in (3 if self.fused else 0, 1, 2))
     thr = {k: v for k, v in f.attrs.items() if k in ("uop.threads",)}
-    def pack(x, rs, w, buf, k_first):
-      # loops over the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first for a), so
-      # reads follow its layout; the packed position needs only lin // w and lin % w
+    def pack(x, rs, w, buf, k_first, per_batch):
+      # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first
+      # for a), so reads follow its layout; the packed position needs only lin // w and lin % w
       x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
-      order = (K + rs) if k_first else (rs + K)
+      order = T + ((K + rs) if k_first else (rs + K))
       new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
       lin, kl = im.linearize([new[r] for r in rs], size(rs)), im.linearize([new[r] for r in K], size(K))
       idx = im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
+      if T: idx = im.add(im.mul(im.linearize([new[r] for r in T], size(T)), im.const(per_batch)), idx)
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
       return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *new.values())),))], {"uop.kernel": None, **thr})
     def pack_block(x, rs, w, buf):
@@ -544,10 +575,12 @@ class Contraction:
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
       return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, l, *ks.values())),))],
                   {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
-    self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False)
-    self.pack_b = pack(b, J, self.nr, bp, True)
+    self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False, self.Mp * self.K)
+    self.pack_b = pack(b, J, self.nr, bp, True, self.Np * self.K)
     m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))
-    c = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.add(im.mul(m, im.const(self.Np)), nn))),))
+    ci = im.add(im.mul(m, im.const(self.Np)), nn)
+    if T: ci = im.add(im.mul(im.linearize(T, size(T)), im.const(self.Mp * self.Np)), ci)
+    c = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, ci)),))
     self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c})], {"uop.kernel": None, **thr})
 
   @staticmethod
@@ -568,12 +601,13 @@ class Contraction:
   def phases(self) -> list[tuple[str, tuple[int, int, int] | None]]:
     t = _int_attr(self.f, "uop.threads", 1)
     par = lambda f, work: (parallel_info(f)[0], t if work >= self.PAR_MIN else 1, 1) if t > 1 else None
-    nmm = max(self.Np // self.nr, -(-self.Mp // self.mc))
-    mm_par = (nmm, t if self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1, *((1,) if self.fused else ())) if t > 1 else None
-    return [*([(f"{self.name}_pack_a", par(self.pack_a, self.M * self.K))] if self.pack_a is not None and not self.fused else []),
-            (f"{self.name}_pack_b", par(self.pack_b, self.N * self.K)),
+    nmm = self.batch if self.batch > 1 else max(self.Np // self.nr, -(-self.Mp // self.mc))
+    mm_par = (nmm, t if self.batch * self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1, *((1,) if self.fused else ())) if t > 1 else None
+    bt = self.batch
+    return [*([(f"{self.name}_pack_a", par(self.pack_a, bt * self.M * self.K))] if self.pack_a is not None and not self.fused else []),
+            (f"{self.name}_pack_b", par(self.pack_b, bt * self.N * self.K)),
             (f"{self.name}_mm", mm_par),
-            (f"{self.name}_epi", par(self.epi, self.M * self.N))]
+            (f"{self.name}_epi", par(self.epi, bt * self.M * self.N))]
 
   def reuse(self) -> list[tuple[int, int, int]]:
     """(phase, argument, scratch) of pack_b when its panels are a function of one input buffer."""
@@ -600,7 +634,9 @@ class Contraction:
     zero = L(f"arith.constant dense<0.0> : {V}")
     nb, mb = self.Np // nr, -(-self.Mp // mc)   # Bp panels, Ap row blocks: threads split the larger (each thread then
     by_m = mb > nb                               # streams only its share of the big operand from memory)
-    lo, hi = ("%lo", "%hi") if t > 1 else (c0, ci(mb if by_m else nb))
+    batched = self.batch > 1                     # threads split the batch instead; each problem's offsets in the scratch
+    lo, hi = ("%lo", "%hi") if t > 1 else (c0, ci(self.batch if batched else mb if by_m else nb))
+    at = lambda x, part: L(f"arith.addi {x}, %off{part} : index") if batched else x
     nargs = len(self.f.args)
     pa, pb, pc = (f"%arg{nargs + i}" for i in range(3))
     ta, tb, tc = (f"memref<{x}xf32>" for x in self.scratch[:3])
@@ -612,7 +648,7 @@ class Contraction:
 
     def tile(ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base):
       """for %ib in the block: the MR x NR tile of C at (%ib, %jb), accumulated over k in [%kc, kend)."""
-      bbase = L(f"arith.muli %jb, {ci(self.K * nr)} : index")
+      bbase = at(L(f"arith.muli %jb, {ci(self.K * nr)} : index"), "b")
       jcol = L(f"arith.muli %jb, {ci(nr)} : index")
       put(f"scf.for %ib = {ib_lo} to {ib_hi} step {c1} {{"); depth[0] += 1
       if self.direct_a is None: abase = a_base()
@@ -622,7 +658,7 @@ class Contraction:
         row0, last = L(f"arith.muli %ib, {ci(mr)} : index"), ci(self.M - 1)
         rows = [L(f"arith.minsi {add(row0, r)}, {last} : index") for r in range(mr)]
         rbase = [L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index") for x in rows]
-      crow = L(f"arith.addi {L(f'arith.muli %ib, {ci(mr * self.Np)} : index')}, {jcol} : index")
+      crow = at(L(f"arith.addi {L(f'arith.muli %ib, {ci(mr * self.Np)} : index')}, {jcol} : index"), "c")
       offs = [[L(f"arith.addi {crow}, {ci(r * self.Np + v * vw)} : index") for v in range(nv)] for r in range(mr)]
       loads = [L(f"vector.load {pc}[{o}] : {tc}, {V}") for row in offs for o in row]
       init = [L(f"arith.select {first}, {zero}, {x} : {V}") for x in loads]
@@ -665,13 +701,19 @@ class Contraction:
     else:
       # Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels
       # (each KC x NR slice L1-resident while the MR-row tiles of the block pass over it)
+      if batched:
+        put(f"scf.for %bt = {lo} to {hi} step {c1} {{", 3)
+        for part, area in zip("abc", (self.Mp * self.K, self.Np * self.K, self.Mp * self.Np)):
+          put(f"%off{part} = arith.muli %bt, {ci(area)} : index")
+        lo, hi, by_m = c0, ci(mb), True
       put(f"scf.for %kc = {c0} to {ck} step {ckc} {{", 3)
       kend, first = k_slice()
       put(f"scf.for %icb = {lo if by_m else c0} to {hi if by_m else ci(mb)} step {c1} {{"); depth[0] += 1
       ib_lo, ib_hi = row_block()
       put(f"scf.for %jb = {c0 if by_m else lo} to {ci(nb) if by_m else hi} step {c1} {{"); depth[0] += 1
-      tile(ib_lo, ib_hi, kend, first, pa, ta, lambda: L(f"arith.muli %ib, {ci(self.K * mr)} : index"))
+      tile(ib_lo, ib_hi, kend, first, pa, ta, lambda: at(L(f"arith.muli %ib, {ci(self.K * mr)} : index"), "a"))
       for d in (5, 4, 3): put("}", d)
+      if batched: put("}", 3)
     idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if self.fused else []) if t > 1 else []
     args = ", ".join([f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(self.args)] + idx)
     return f"  func.func @{self.name}_mm({args}) {{\n" + "\n".join(out) + "\n    return\n  }\n"

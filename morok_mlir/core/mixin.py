@@ -1061,14 +1061,14 @@ class OpMixin:
       lt, eq = ka.lt(kb), ka.eq(kb)
       if fl: lt, eq = lt | kb.isnan() & ka.isnan().logical_not(), eq | ka.isnan() & kb.isnan()
       return lt | eq & ia.lt(ib)
+    lower = self._full((1,), True, dtypes.bool).pad(((0, 1),)).reshape(2, 1, 1)   # the first element of a pair
     for s in range(k):
       for j in range(s, -1, -1):   # element i meets its partner 2^j away, or at a stage's first step its mirror in the 2^(s+1) block
         q = p.reshape(*lead, -1, 2, 1 << j, 2)
-        a, b = (q.shrink((None,) * (q.ndim - 3) + ((h, h + 1), None, None)) for h in (0, 1))
-        if j == s: b = b.flip(-2)
-        sw = before(b, a)
-        lo, hi = sw.where(b, a), sw.where(a, b)
-        p = lo.cat(hi.flip(-2) if j == s else hi, dim=-3).reshape(p.shape).contiguous()
+        o = q.flip((-3, -2)) if j == s else q.flip(-3)
+        # pairs are distinct and totally ordered: the lower element takes its partner when the partner comes first, the
+        # upper one when it comes first itself; each element is one select of two loads (no halves joined by a cat)
+        p = before(o, q).eq(lower).where(o, q).reshape(p.shape).contiguous()
     p = p.shrink((None,) * (x.ndim - 1) + ((0, n), None))
     vals, idx = (p.shrink((None,) * x.ndim + ((c, c + 1),)).reshape(p.shape[:-1]) for c in (0, 1))
     return vals.cast(dt).transpose(d, -1), idx.cast(dtypes.default_int).transpose(d, -1)

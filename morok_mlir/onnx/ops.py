@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.dtype import dtypes, DType
+from morok_mlir.dialects.ops import Ops
 
 def _dt(t: int) -> DType:
   from morok_mlir.onnx.model import dtype_of
@@ -64,7 +65,8 @@ def _cast(x: Tensor, dt: DType) -> Tensor:
 
 # ---- reductions
 _RED = {"ReduceSum": lambda x, ax, k: x.sum(ax, k), "ReduceMean": lambda x, ax, k: x.mean(ax, k),
-        "ReduceMax": lambda x, ax, k: x.max(ax, k), "ReduceMin": lambda x, ax, k: x.min(ax, k),
+        # ONNX's max/min of an empty set is the identity (-inf, ints the dtype's min): the reduce without max()'s check
+        "ReduceMax": lambda x, ax, k: x._reduce(Ops.MAX, ax, k), "ReduceMin": lambda x, ax, k: x._reduce(Ops.MIN, ax, k),
         "ReduceProd": lambda x, ax, k: x.prod(ax, k), "ReduceL1": lambda x, ax, k: x.abs().sum(ax, k),
         "ReduceL2": lambda x, ax, k: _f(x).square().sum(ax, k).sqrt().cast(x.dtype),
         "ReduceSumSquare": lambda x, ax, k: x.square().sum(ax, k), "ReduceLogSum": lambda x, ax, k: _f(x).sum(ax, k).log(),
@@ -81,9 +83,6 @@ def _reduce(name):
       if a.get("noop_with_empty_axes", 0) and axes is not None or a.get("noop_with_empty_axes", 0): return x
       axes = list(range(x.ndim))
     r = _RED[name](x, tuple(axes), k)
-    if name in ("ReduceMax", "ReduceMin") and 0 in [x.shape[d] for d in axes]:   # an empty max is -inf (ints: the dtype's min)
-      v = (x.dtype.min if name == "ReduceMax" else x.dtype.max)
-      return Tensor.full(r.shape, v, x.dtype)
     return r.cast(x.dtype) if name not in ("ReduceLogSum", "ReduceLogSumExp") or x.dtype.is_float else r
   return fn
 def _argm(largest):
