@@ -15,6 +15,7 @@ their values (after the graph's inputs), each clamped to its [min, max] so index
 reach past a buffer. Loops run to those values; a buffer whose size depends on a variable (an output, a bufferize) is
 allocated for the variable's max (its memref has the max size), and realize() returns the outputs' leading elements."""
 from __future__ import annotations
+from math import prod
 from morok_mlir.core.uop import UOp, attrs, sym_attr
 from morok_mlir.ir.bridge import Func, arg_buffer
 from morok_mlir.ir.emit import var_order
@@ -214,14 +215,16 @@ class Rangeifier:
 
   def note(self, u: UOp) -> None:
     """u's value is needed by the kernel of self.root. A value that a second kernel needs too is stored once instead
-    of recomputed when it costs SHARED_COST ops or more: otherwise a chain like `x = f(x, x.max(1), x.sum(0))` has
-    kernel k recompute every earlier x, and n steps cost O(n^2) ops to compile and to run."""
+    of recomputed when it costs SHARED_COST ops or more per element, a reduce counting the elements it reduces:
+    otherwise a chain like `x = f(x, x.max(1), x.sum(0))` has kernel k recompute every earlier x, and n steps cost
+    O(n^2) ops to compile and to run; and an optimizer step's three updates (moments, weight) would each redo the
+    weight's gradient, a contraction."""
     if not self.discover or self.first_root.setdefault(u, self.root) is self.root or u in self.cheap: return
     if u.op in VIEWS or u.op in (Ops.BUFFER, Ops.CONST) or u in self.outputs or u in self.force or u in self.shared: return
     n, seen, todo = 0, {u}, [u]
     while todo and n < SHARED_COST:
       x = todo.pop()
-      n += x.op not in VIEWS
+      n += reduced(x) if x.op is Ops.REDUCE_AXIS else x.op not in VIEWS
       for s in x.src:
         if s not in seen and s.op not in (Ops.BUFFER, Ops.CONST) and s not in self.materialised and s not in self.shared:
           seen.add(s); todo.append(s)
@@ -235,6 +238,13 @@ class Rangeifier:
     if not used <= set(loops): return False  # depends on an enclosing reduce's counter: recomputed each step
     depth = max((loops.index(r) for r in used if r in loops), default=-1)
     return all(r in used for r in loops[:depth + 1])
+
+RECOMPUTE_WORK = 1 << 16   # a reduce doing less work in all than this is recomputed where needed: cheaper than a kernel
+def reduced(u: UOp) -> int:
+  """The ops per element a reduce_axis counts for: the elements it folds, when its whole work is worth a kernel."""
+  sizes = [u.src[0].shape[a] for a in u.attrs["axes"]]
+  if not all(isinstance(d, int) for d in sizes + list(u.shape)): return SHARED_COST
+  return prod(sizes) if prod(sizes) * prod(u.shape) >= RECOMPUTE_WORK else 1
 
 def var_loads(dvs: list[UOp], buf: UOp) -> dict[UOp, UOp]:
   """Each define_var -> its value read from buf (int64, one per variable), clamped to [min, max]."""
