@@ -233,10 +233,11 @@ def torch_minilm(path):
       return torch.nn.functional.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), p=2, dim=1)
   try:
     from transformers import BertModel
-    bert = BertModel.from_pretrained(path, add_pooling_layer=False).eval()
+    bert = BertModel.from_pretrained(path, add_pooling_layer=False).eval().requires_grad_(False)   # exportable as constants
     return Pooled(lambda ids, mask: bert(input_ids=ids, attention_mask=mask).last_hidden_state).eval()
   except ImportError: pass
   cfg, sd = json.load(open(os.path.join(path, "config.json"))), load_file(os.path.join(path, "model.safetensors"))
+  sd = {k: v.float() for k, v in sd.items()}
   F, nh, eps = torch.nn.functional, cfg["num_attention_heads"], cfg["layer_norm_eps"]
   lin = lambda x, p: F.linear(x, sd[p + ".weight"], sd[p + ".bias"])
   ln = lambda x, p: F.layer_norm(x, x.shape[-1:], sd[p + ".weight"], sd[p + ".bias"], eps)
