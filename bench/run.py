@@ -1,7 +1,7 @@
 """morok-mlir vs numpy vs PyTorch (eager) on the CPU, in one process, 2 threads each.
 
   python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather
-                                          layernorm sort attention train trainmlp traincnn compile
+                                          layernorm sort attention train trainmlp traincnn minilm compile
 
 Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks()); morok's is `.realize()` (the result computed into its buffer,
 as numpy and torch return theirs; `.numpy()` would add a copy). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
@@ -31,13 +31,14 @@ def timeit(fn, runs=RUNS, warm=WARM, best=False) -> float:
     t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
   return min(ts) if best else statistics.median(ts)
 
-def blocks(fns: dict, runs: int) -> dict:
+def blocks(fns: dict, runs: int, extra: dict | None = None) -> dict:
   """Median seconds per function, each timed in its own block after a pause: OpenBLAS's and OpenMP's workers spin
   for tens of ms after a call, and would halve the speed of whichever library runs next on these 2 cores."""
   out = {}
   for k in ("morok", "numpy", "torch"):
     if k in fns: time.sleep(0.3); out[k] = timeit(fns[k], runs=runs)
     else: out[k] = None
+  for k, fn in (extra or {}).items(): time.sleep(0.3); out[k] = timeit(fn, runs=runs)
   return out
 
 # ---------------------------------------------------------------- machine limits
@@ -287,6 +288,64 @@ def w_attention():
   return dict(name="n. attention B8 H12 T128 D64", flops=2 * 2 * 8 * 12 * 128 * 128 * 64,
               morok=lambda: Q.scaled_dot_product_attention(K, V).realize(), numpy=np_sdpa,
               torch=lambda: torch.nn.functional.scaled_dot_product_attention(tq, tk, tv), tol=1e-4)
+def w_minilm():
+  """all-MiniLM-L6-v2 (examples/sentence_embeddings.py) on a batch of 32 x 128 tokens; torch runs the same weights in
+  transformers' BertModel (a re-implementation below if transformers is missing), onnxruntime its torch.onnx export."""
+  sys.path.insert(0, os.path.join(ROOT, "examples"))
+  import sentence_embeddings as se
+  model, _, _ = se.load()
+  ids = np.random.default_rng(0).integers(1000, 30000, (32, 128)).astype(np.int32)
+  mask = np.ones((32, 128), np.float32)
+  I, M = Tensor(ids), Tensor(mask)
+  w = dict(name="q. MiniLM-L6 sentence embeddings 32x128", items=32, runs=3, tol=0, morok=lambda: model(I, M).realize())
+  if torch is None: return w
+  tm, ti, tmask = torch_minilm(se.model_path()), torch.from_numpy(ids.astype(np.int64)), torch.from_numpy(mask)
+  def torch_fn():
+    with torch.no_grad(): return tm(ti, tmask)
+  w["torch"] = torch_fn
+  ref, got = torch_fn().numpy(), model(I, M).numpy()
+  if (c := (ref * got).sum(1).min()) < 0.9999: print(f"  !! minilm: morok's embeddings differ from torch's (cosine {c})")
+  try:
+    import onnxruntime as ort, tempfile
+    with tempfile.TemporaryDirectory() as d:
+      torch.onnx.export(tm, (ti, tmask), fn := os.path.join(d, "minilm.onnx"), input_names=["ids", "mask"], dynamo=False)
+      opts = ort.SessionOptions(); opts.intra_op_num_threads, opts.inter_op_num_threads = THREADS, 1
+      sess = ort.InferenceSession(fn, opts, providers=["CPUExecutionProvider"])
+    feed = {"ids": ids.astype(np.int64), "mask": mask}
+    w["extra"] = {"onnxruntime": lambda: sess.run(None, feed)}
+  except Exception as e: print(f"  (onnxruntime not measured: {type(e).__name__}: {str(e)[:100]})")
+  return w
+def torch_minilm(path):
+  """BertModel + masked mean pooling + L2 normalisation as a torch module (sentence-transformers' computation)."""
+  import json
+  from safetensors.torch import load_file
+  class Pooled(torch.nn.Module):
+    def __init__(self, bert): super().__init__(); self.bert = bert
+    def forward(self, ids, mask):
+      h, m = self.bert(ids, mask), mask.unsqueeze(-1)
+      return torch.nn.functional.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), p=2, dim=1)
+  try:
+    from transformers import BertModel
+    bert = BertModel.from_pretrained(path, add_pooling_layer=False).eval().requires_grad_(False)   # exportable as constants
+    return Pooled(lambda ids, mask: bert(input_ids=ids, attention_mask=mask).last_hidden_state).eval()
+  except ImportError: pass
+  cfg, sd = json.load(open(os.path.join(path, "config.json"))), load_file(os.path.join(path, "model.safetensors"))
+  sd = {k: v.float() for k, v in sd.items()}
+  F, nh, eps = torch.nn.functional, cfg["num_attention_heads"], cfg["layer_norm_eps"]
+  lin = lambda x, p: F.linear(x, sd[p + ".weight"], sd[p + ".bias"])
+  ln = lambda x, p: F.layer_norm(x, x.shape[-1:], sd[p + ".weight"], sd[p + ".bias"], eps)
+  def bert(ids, mask):
+    B, L = ids.shape
+    x = ln(sd["embeddings.word_embeddings.weight"][ids] + sd["embeddings.position_embeddings.weight"][:L] +
+           sd["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+    for i in range(cfg["num_hidden_layers"]):
+      p = f"encoder.layer.{i}."
+      q, k, v = (lin(x, p + "attention.self." + n).view(B, L, nh, -1).transpose(1, 2) for n in ("query", "key", "value"))
+      a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :].bool()).transpose(1, 2).reshape(B, L, -1)
+      x = ln(lin(a, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
+      x = ln(lin(F.gelu(lin(x, p + "intermediate.dense")), p + "output.dense") + x, p + "output.LayerNorm")
+    return x
+  return Pooled(bert).eval()
 def w_overhead():
   a = np.arange(3, dtype=np.float32); A, ta = Tensor(a), tt(a)
   return dict(name="g. per-call overhead: 3-element add (us)", us=True, runs=1000,
@@ -330,7 +389,7 @@ def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float]]:
 
 WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
              "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather, "layernorm": w_layernorm, "sort": w_sort,
-             "attention": w_attention, "train": w_train, "trainmlp": w_train_mlp, "traincnn": w_train_cnn}
+             "attention": w_attention, "train": w_train, "trainmlp": w_train_mlp, "traincnn": w_train_cnn, "minilm": w_minilm}
 
 def main(names):
   load = os.getloadavg()
@@ -353,15 +412,17 @@ def main(names):
     if w["tol"]:
       ref, got = w["numpy"](), w["morok"]().numpy()
       if not np.allclose(got, ref, rtol=w["tol"], atol=w["tol"]): print(f"  !! {n}: morok differs from numpy by {np.abs(got - ref).max()}")
-    t = blocks({k: w[k] for k in ("morok", "numpy", "torch") if w.get(k) and (k != "torch" or torch)}, runs)
+    t = blocks({k: w[k] for k in ("morok", "numpy", "torch") if w.get(k) and (k != "torch" or torch)}, runs, w.get("extra"))
     ms = lambda k: "-" if t[k] is None else f"{t[k] * (1e6 if w.get('us') else 1e3):9.2f}"
     ratio = lambda k: "-" if t[k] is None else f"{t[k] / t['morok']:.2f}"
     if "bytes" in w:
       lim = rbw if w.get("read_only") else bw
       rate, pct = f"{w['bytes'] / t['morok'] / 1e9:.1f} GB/s", f"{100 * w['bytes'] / t['morok'] / 1e9 / lim:.0f}%"
+    elif "items" in w: rate, pct = f"{w['items'] / t['morok']:.1f} sent/s", "-"
     elif "flops" in w: rate, pct = f"{w['flops'] / t['morok'] / 1e9:.0f} GFLOP/s", f"{100 * w['flops'] / t['morok'] / 1e9 / peak:.0f}%"
     else: rate, pct = "-", "-"
     print(f"| {w['name']:<42} | {ms('morok'):>9} | {ms('numpy'):>9} | {ms('torch'):>9} | {rate:>12} | {ratio('numpy'):>7} | {ratio('torch'):>7} | {pct:>7} |", flush=True)
+    for k in w.get("extra", {}): print(f"|   {k:<40} | {t[k] * 1e3:9.2f} | {'':>9} | {'':>9} | {'':>12} | {'':>7} | {'':>7} | {'':>7} |  x morok {t[k] / t['morok']:.2f}")
   for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
   if "compile" in names:
     print("\nh. compile time, first realize of the MLP (f) in a new process (s): first realize / whole process")
