@@ -77,8 +77,9 @@ class TinyJit:
     if plan is not None: return plan.replay(tensors)
     if not self.replayable: return self.fxn(*args, **kwargs)
     rec = _Recorder()
-    # the tensors that exist before the call: those it rebinds are its state (parameters, optimizer moments)
-    before = [(t, t.uop) for t in gc.get_objects() if type(t) is Tensor] if cnt >= 1 else []
+    # the tensors that exist before the call: those it rebinds are its state (parameters, optimizer moments); a Tensor
+    # whose __init__ raised (still held by a traceback) has no uop
+    before = [(t, u) for t in gc.get_objects() if type(t) is Tensor and (u := getattr(t, "uop", None)) is not None] if cnt >= 1 else []
     R.capture.rec = rec
     try:
       ret = self.fxn(*args, **kwargs)
