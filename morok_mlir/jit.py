@@ -152,10 +152,9 @@ class _Plan:
     return _rebuild(self.ret, lambda t: _tensor(uop(self.ret_src[id(t)]), t))
 
 def _tensor(u: UOp, like: Tensor) -> Tensor:
-  """A fresh Tensor holding buffer u (of like's shape: the recorded call returned like realized, a buffer UOp)."""
-  t = object.__new__(Tensor)
-  t.uop, t.device, t._requires_grad, t.grad, t._view = u, like.device, None, None, None
-  return t
+  """A fresh Tensor holding buffer u (of like's shape: the recorded call returned like realized, a buffer UOp); built by
+  Tensor's constructor, so every slot it has is set."""
+  return Tensor(u, device=like.device)
 
 def _rebuild(x, f):
   if isinstance(x, Tensor): return f(x)
