@@ -236,8 +236,9 @@ class Tensor(OpMixin):
   def __bool__(self): _err(TypeError, "__bool__ on a Tensor is ambiguous; use .item() or .numpy()")
 
   # ---- realization
-  def realize(self, *lst: Tensor) -> Tensor:
-    """Compute self and lst in one graph; afterwards each holds its result as an input buffer."""
+  def realize(self, *lst: Tensor, beam: int | None = None) -> Tensor:
+    """Compute self and lst in one graph; afterwards each holds its result as an input buffer. beam: BEAM's width for
+    kernels compiled here (None: the BEAM environment variable; 0: uop-optimize's heuristics only)."""
     todo: dict[UOp, list[Tensor]] = {}
     for t in (self,) + lst:
       if _is_data(t.uop): continue
@@ -246,7 +247,7 @@ class Tensor(OpMixin):
     if todo:
       devs = {ts[0].device for ts in todo.values()}
       if len(devs) > 1: _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(devs))}): realize them separately")
-      outs = _realize(list(todo), device=devs.pop())
+      outs = _realize(list(todo), device=devs.pop(), beam=beam)
       for (u, ts), out in zip(todo.items(), outs):
         if out.size != sym_val(u.size) or out.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
         b = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it

@@ -15,7 +15,8 @@
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
 
-Heuristics, no search. Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's)."""
+Heuristics; with beam = n > 0 each static kernel's choices are then searched by timing (SEARCH, see device/search.py).
+Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), beam (0: no search)."""
 from __future__ import annotations
 import itertools
 from dataclasses import replace
@@ -24,7 +25,7 @@ from morok_mlir.ir.bridge import Func
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.host import THREADS, VEC_WIDTH
-from morok_mlir.passes.registry import register, Option
+from morok_mlir.passes.registry import register, Option, PassError
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import Ops
@@ -172,9 +173,18 @@ def streaming_store(f: Func, vec: int) -> UOp | None:
   if any(v % vec for k, v in form.items() if k is not inner): return None   # every lane group starts vec-aligned
   return inner
 
+# (kernel with the heuristic's attributes, beam width, threads, vec) -> the kernel with the fastest choices found by
+# compiling and timing candidates: the device layer's search registers itself here (a pass cannot run kernels)
+SEARCH = None
+
 @register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles, nontemporal stores",
-          threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"))
-def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0) -> list[Func]:
+          threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"),
+          beam=Option(int, 0, "beam width of a timed search over each kernel's choices, cached on disk (0: heuristics only)"))
+def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, beam: int = 0) -> list[Func]:
   if not threads or not vec:
     threads, vec = threads or THREADS, vec or VEC_WIDTH
-  return [optimize_kernel(f, threads, vec) if "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK else f for f in funcs]
+  if beam < 0: raise PassError(f"uop-optimize: beam must be >= 0, got {beam}")
+  if beam and SEARCH is None: raise PassError("uop-optimize: beam > 0 needs the CPU device's search (morok_mlir.device.search)")
+  kernel = lambda f: "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK
+  funcs = [optimize_kernel(f, threads, vec) if kernel(f) else f for f in funcs]
+  return [SEARCH(f, beam, threads, vec) if beam and kernel(f) else f for f in funcs]
