@@ -83,7 +83,7 @@ def reachable(a: dict, ax: list[list]) -> list[dict]:
 
 def key(f: Func, threads: int, vec: int) -> str:
   text = re.sub(r' loc\("[^"]*":\d+:\d+\)', "", module_text([replace(f, name="kernel")]))
-  salt = f"beam-1|{CPU_NAME}|{','.join(sorted(CPU_FLAGS))}|{threads}|{vec}|"
+  salt = f"beam-2|{CPU_NAME}|{','.join(sorted(CPU_FLAGS))}|{threads}|{vec}|"
   return hashlib.sha256((salt + text).encode()).hexdigest()[:40]
 
 def _path(k: str) -> str | None:
