@@ -10,8 +10,8 @@ thread counts = 72 compiles at 0.3-1 s each) costs minutes per kernel; the steps
 A candidate is kept only if it compiles (any exception drops it), within COMPILE_S, and gives the heuristic's results
 on the same random inputs (float buffers standard normal, others zero: an index read from a zero buffer is in bounds);
 its time is the best of RUNS runs after a checked one, and one whose first two runs are SLOW times the best so far is dropped.
-The finalists (the fastest max(2, n) and the heuristic) are then timed again in alternating rounds, and the heuristic is kept unless one
-is MARGIN faster by the rounds' medians: on a loaded machine one sample can be another process's burst. The
+The finalists (the fastest max(2, n)) are then timed again against the heuristic, in pairs, ROUNDS rounds, and the
+heuristic is kept unless one is MARGIN faster by its median ratio: on a loaded machine one sample can be another process's burst. The
 winner's attributes are written to `<cache dir>/beam-<key>.json`, the key hashing the kernel's text (locations left
 out), the CPU's model name and features, threads and vec: a later compile of the kernel, in any process on this
 machine, applies them without timing. An entry is used only if it is one of the choices the axes can reach (a damaged
@@ -30,7 +30,7 @@ from morok_mlir.passes import optimize
 
 CHOICES = ("uop.threads", "uop.grain", "uop.contraction", "uop.split_reduce", "uop.reduce_block", "uop.nontemporal")
 RUNS, RUN_S, SLOW, COMPILE_S = 5, 0.5, 4.0, 30.0   # timed runs (at least 2, stopping past RUN_S s), drop limits
-ROUNDS, MARGIN = 3, 0.03   # finalists' alternating rounds; how much faster than the heuristic a choice must be
+ROUNDS, MARGIN = 5, 0.03   # finalists' alternating rounds; how much faster than the heuristic a choice must be
 # register tiles (MR rows, NR / VW vectors) around the heuristic's: MR*NV accumulators + NV B vectors + 1 broadcast
 # fit the vector registers (16 without AVX-512, 32 with)
 TILES = {16: ((6, 2), (4, 3), (8, 1), (4, 2)), 32: ((8, 2), (12, 2), (6, 4), (4, 4))}
@@ -83,7 +83,7 @@ def reachable(a: dict, ax: list[list]) -> list[dict]:
 
 def key(f: Func, threads: int, vec: int) -> str:
   text = re.sub(r' loc\("[^"]*":\d+:\d+\)', "", module_text([replace(f, name="kernel")]))
-  salt = f"beam-2|{CPU_NAME}|{','.join(sorted(CPU_FLAGS))}|{threads}|{vec}|"
+  salt = f"beam-3|{CPU_NAME}|{','.join(sorted(CPU_FLAGS))}|{threads}|{vec}|"
   return hashlib.sha256((salt + text).encode()).hexdigest()[:40]
 
 def _path(k: str) -> str | None:
@@ -184,18 +184,22 @@ def search(f: Func, beam: int, threads: int, vec: int) -> Func:
     cands = {frozen(n): n for c in beams for g in alts if (n := g(c)) is not None}
     scored = [(t, n) for n in cands.values() if (t := timed(n)) is not None]
     beams = [n for _, n in sorted(scored + [(times[frozen(c)], c) for c in beams if frozen(c) not in cands], key=lambda x: x[0])[:beam]]
-  # the finalists again, in alternating rounds (median of each one's best-of-3): a kept choice beats the heuristic by
-  # MARGIN in this interleaved comparison, not only in one burst-prone sample
-  final = list(dict.fromkeys([frozen(base), *sorted(times, key=times.get)[:max(2, beam)]]))
-  rounds = {fc: [] for fc in final}
-  for _ in range(ROUNDS):
-    for fc in final: rounds[fc].append(min(bench(progs[fc], 3)))
-  med = {fc: sorted(r)[len(r) // 2] for fc, r in rounds.items()}
-  best = min(final, key=med.get)
-  if med[best] > (1 - MARGIN) * med[frozen(base)]: best = frozen(base)
+  # the finalists again in ROUNDS rounds, each one's best-of-3 against the heuristic's in the same round (order alternating):
+  # a choice is kept if the median of its per-round ratios is MARGIN under 1. Adjacent samples share the machine's load,
+  # which on a busy machine moves more between rounds than the candidates differ
+  hfc = frozen(base)
+  final = [fc for fc in dict.fromkeys(sorted(times, key=times.get)[:max(2, beam)]) if fc != hfc]
+  ratios: dict[tuple, list[float]] = {fc: [] for fc in final}
+  for r in range(ROUNDS):
+    for fc in final:
+      t = {x: min(bench(progs[x], 3)) for x in ((hfc, fc) if r % 2 == 0 else (fc, hfc))}
+      ratios[fc].append(t[fc] / t[hfc])
+  med = {fc: sorted(x)[len(x) // 2] for fc, x in ratios.items()}
+  best = min(final, key=med.get, default=hfc)
+  if best is not hfc and med[best] > 1 - MARGIN: best = hfc
   choices = dict(best)
   log.append((f.name, base, choices))
-  _store(k, choices, {"ms": med[best] * 1e3, "heuristic_ms": med[frozen(base)] * 1e3, "beam": beam, "timed": len(times)})
+  _store(k, choices, {"ms": times[best] * 1e3, "heuristic_ms": times[hfc] * 1e3, "x_heuristic": med.get(best, 1.0), "beam": beam, "timed": len(times)})
   return apply(f, choices)
 
 optimize.SEARCH = search
