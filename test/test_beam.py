@@ -1,6 +1,6 @@
 """BEAM: a timed search over uop-optimize's choices, cached on disk (device/search.py). Differential against numpy;
 the cache hit path is checked to compile and time nothing."""
-import json
+import json, pathlib, re
 import numpy as np
 import pytest
 from morok_mlir import Tensor
@@ -124,3 +124,20 @@ def test_beam_option_of_the_pass():
   with new_context():
     m = ir.Module.parse("module {}")
     with pytest.raises(ir.MLIRError, match="beam must be >= 0"): run_pipeline(m, "uop-optimize{beam=-1}")
+
+def test_beam_in_morok_opt(cache, tmp_path):
+  """morok-opt's uop-optimize{beam=n}: the searched attributes are among the reachable choices; kernels with nothing to
+  choose print as without beam."""
+  from morok_mlir.cli import main
+  src = str(pathlib.Path(__file__).parent / "lit/uop-optimize/choices.mlir")
+  outs = {b: tmp_path / f"out{b}.mlir" for b in (0, 1)}
+  for b, out in outs.items(): assert main([src, "-p", f"uop-optimize{{threads=2 vec=8 beam={b}}}", "-o", str(out)]) == 0
+  heur, found = (re.findall(r"func\.func private @(\w+)\(.*attributes \{(.*)\} \{", outs[b].read_text()) for b in (0, 1))
+  assert [n for n, _ in heur] == [n for n, _ in found] and "mm" in dict(heur)
+  for (name, h), (_, s) in zip(heur, found):
+    keep = lambda a: sorted(x for x in re.split(r", (?=uop\.)", a) if not x.startswith(tuple(search.CHOICES)))
+    assert keep(h) == keep(s), name
+  mm = re.search(r"uop\.contraction = array<i64: ([\d, ]+)>", dict(found)["mm"])
+  h = tuple(int(x) for x in re.search(r"uop\.contraction = array<i64: ([\d, ]+)>", dict(heur)["mm"]).group(1).split(", "))
+  base = {"uop.contraction": h, "uop.threads": 2}
+  assert tuple(int(x) for x in mm.group(1).split(", ")) in {c["uop.contraction"] for c in search.reachable(base, search.axes(base, 2, 8))}
