@@ -19,6 +19,7 @@ def cache(tmp_path, monkeypatch):
   monkeypatch.setattr(search, "_memo", {})
   monkeypatch.setattr(rz, "_schedule_cache", {})
   monkeypatch.delenv("BEAM", raising=False)
+  monkeypatch.setattr(search, "busy", lambda: False)   # a loaded test machine still writes its entries
   return tmp_path
 
 def delta(before: dict) -> dict: return {k: search.stats[k] - before[k] for k in before}
@@ -89,6 +90,16 @@ def test_beam_damaged_or_foreign_entry_is_searched_again(cache):
     np.testing.assert_allclose((Tensor(a) @ Tensor(b)).realize(beam=1).numpy(), a @ b, rtol=1e-4, atol=1e-3)
     assert delta(before)["searches"] == 1 and delta(before)["hits"] == 0
     assert json.loads(entry.read_text())["choices"]   # rewritten whole
+
+def test_beam_on_a_busy_machine_is_not_cached_on_disk(cache, monkeypatch):
+  monkeypatch.setattr(search, "busy", lambda: True)
+  a, b = R.standard_normal((128, 192)).astype(np.float32), R.standard_normal((192, 160)).astype(np.float32)
+  before = dict(search.stats)
+  np.testing.assert_allclose((Tensor(a) @ Tensor(b)).realize(beam=1).numpy(), a @ b, rtol=1e-4, atol=1e-3)
+  assert delta(before)["searches"] == 1 and not list(cache.glob("beam-*"))
+  rz._schedule_cache.clear()
+  np.testing.assert_allclose((Tensor(a) @ Tensor(b)).realize(beam=1).numpy(), a @ b, rtol=1e-4, atol=1e-3)
+  assert delta(before)["searches"] == 1 and delta(before)["hits"] == 1   # this process remembers it
 
 def test_beam_drops_candidates_that_fail(cache, monkeypatch):
   """A candidate whose compile raises, or whose results differ from the heuristic's, never wins and never crashes."""
