@@ -94,10 +94,16 @@ class _RNG:   # the device generator's state: the seed (threefry key) and the nu
 _leaves: dict[int, weakref.ref] = {}
 # a realized tensor that requires grad keeps the graph it came from, so a backward through it reaches its inputs
 _realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
-def _graph(u: UOp, keep=frozenset()) -> UOp:
-  """u with realized values that require grad (but those in keep) replaced by the graphs they came from, again inside those."""
-  while m := {v: g for v in u.toposort if v not in keep and (g := _realized.get(v)) is not None}: u = u.substitute(m)
-  return u
+def _graph(u: UOp, keep=frozenset()) -> tuple[UOp, dict[UOp, UOp]]:
+  """u with realized values that require grad (but those in keep) replaced by the graphs they came from, again inside
+  those; and the way back: each such graph, as it appears in u, to the value realized from it."""
+  found: dict[UOp, UOp] = {}
+  while m := {v: g for v in u.toposort if v not in keep and (g := _realized.get(v)) is not None}: found.update(m); u = u.substitute(m)
+  back = {}
+  for v, g in found.items():
+    while m := {w: found[w] for w in g.toposort if w in found}: g = g.substitute(m)
+    back[g] = v
+  return u, back
 
 # A view (PyTorch's: what basic indexing, reshape, permute, shrink and expand return) remembers its base (weakly: a base
 # nobody holds needs no write), the base's shape and how to move a value of its shape back into the base's (0 outside),
@@ -187,17 +193,19 @@ class Tensor(OpMixin):
       _err(RuntimeError, f"gradient must be a Tensor of shape {self.shape}, got {getattr(gradient, 'shape', type(gradient).__name__)}")
     if not (self.dtype.is_float and all(t.dtype.is_float for t in targets)):
       _err(RuntimeError, f"only float tensors have gradients, got {self.dtype} and {', '.join(str(t.dtype) for t in targets)}")
-    grads = compute_gradient(_graph(self.uop, tu := {t.uop for t in targets}), gradient.cast(self.dtype).uop, tu)
+    root, back = _graph(self.uop, tu := {t.uop for t in targets})
+    grads = compute_gradient(root, gradient.cast(self.dtype).uop, tu)
     ret = []
     for t in targets:
       if (g := grads.get(t.uop)) is None:
         if not materialize_grads: _err(RuntimeError, f"a target {t.shape} {t.dtype} is not part of the graph of this tensor")
         g = Tensor.zeros(t.shape, dtype=t.dtype, device=t.device).uop
-      ret.append(Tensor(g, device=t.device))
+      # forward values the rules use (exp's result, a product's operands) are read from what was realized, not recomputed
+      ret.append(Tensor(g.substitute(back) if back else g, device=t.device))
     return ret
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d self / d t into t.grad for every tensor t marked requires_grad=True that self depends on."""
-    root = _graph(self.uop)
+    root = _graph(self.uop)[0]
     in_graph = set(root.toposort)
     leaves = [t for r in list(_leaves.values()) if (t := r()) is not None and t._requires_grad and t.uop in in_graph]
     if self._requires_grad is False or not leaves:

@@ -274,6 +274,23 @@ def test_backward_after_realize():
   loss.backward()
   assert x.grad.tolist() == [6, 12]
   assert loss.gradient(h)[0].tolist() == [3, 3] and loss.gradient(x)[0].tolist() == [6, 12]
+def test_backward_reads_realized_values():
+  """A rule that needs a realized forward value (exp's result) reads its buffer: the backward graph holds no exp."""
+  x = Tensor([0.5, 1.0, 2.0], requires_grad=True)
+  e = (x * 2).exp().realize()
+  g, = (e * e).sum().gradient(x)
+  assert not any(u.op is Ops.EXP2 for u in g.uop.toposort)
+  np.testing.assert_allclose(g.numpy(), 4 * np.exp(4 * np.array([0.5, 1.0, 2.0])), rtol=1e-5)
+def test_backward_after_write_to_realized():
+  """Writing to a realized intermediate gives it a new value; a backward through the graph built before the write
+  uses the values that graph read."""
+  x = Tensor([0.5, 1.0, 2.0], requires_grad=True)
+  e = (x * 2).exp().realize()
+  y = e * 3
+  e[0] = 5.0
+  e.realize()
+  y.sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), 6 * np.exp(2 * np.array([0.5, 1.0, 2.0])), rtol=1e-5)
 def test_only_reached_leaves_get_grad():
   x, z = Tensor([1.0], requires_grad=True), Tensor([1.0], requires_grad=True)
   (x * 2).sum().backward()
@@ -360,9 +377,21 @@ def test_scatter_max_ties():
   a, s = Tensor([[1.0, 5.0]], requires_grad=True), Tensor([[1.0, 2.0], [1.0, 5.0]], requires_grad=True)
   a.scatter_reduce(0, Tensor([[0, 0], [0, 0]]), s, "amax").sum().backward()
   np.testing.assert_allclose(a.grad.numpy(), [[1 / 3, 0.5]]); np.testing.assert_allclose(s.grad.numpy(), [[1 / 3, 0], [1 / 3, 0.5]])
-def test_scatter_prod_has_no_gradient():
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_prod(include_self):
+  fd_check(lambda a, s: a.scatter_reduce(0, Tensor(IDX), s, "prod", include_self=include_self), A, rnd(2, 4, seed=7))
+# zeros among the factors: a zero target, a target's only zero src, a target with two zero srcs, an index past the dim
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_prod_zeros(include_self):
+  a, s = A.copy(), rnd(3, 4, seed=11)
+  a[0, 0] = 0; s[0, 1] = 0; s[1, 2] = s[2, 2] = 0
+  idx = np.array([[0, 2, 1, 1], [1, 1, 1, 3], [2, 0, 1, 0]], np.int32)
+  fd_check(lambda a, s: a.scatter_reduce(0, Tensor(idx), s, "prod", include_self=include_self), a, s)
+def test_scatter_multiply_scalar():
   a = Tensor(A, requires_grad=True)
-  with pytest.raises(RuntimeError, match="no gradient for scatter"): a.scatter(0, Tensor(IDX[:, :1]), 2.0, reduce="multiply").sum().backward()
+  (a.scatter(0, Tensor(IDX[:, :1]), 2.0, reduce="multiply") * Tensor(B)).sum().backward()
+  ref = B.copy(); ref[[0, 1], [0, 0]] *= 2
+  np.testing.assert_allclose(a.grad.numpy(), ref, rtol=1e-6)
 
 def test_backward_through_gpu_lowering():
   """A backward graph (matmul, relu, softmax, gather's scatter-add) through uop-lower-gpu, emulated on the CPU."""

@@ -31,14 +31,25 @@ def _gather_grad(ctx: UOp, ret: UOp) -> tuple:
 
 def _scatter_grad(ctx: UOp, ret: UOp) -> tuple | None:
   """store: the overwritten elements of a take no gradient, each src element its target's (PyTorch's, duplicates
-  included); add: both take ctx; max/min: the elements equal to the result share its gradient equally (PyTorch's amax)."""
+  included); add: both take ctx; mul: see _scatter_prod_grad; max/min: the elements equal to the result share its gradient equally (PyTorch's amax)."""
   a, idx, src, d, op = *ret.src, ret.attrs["axis"], ret.attrs["op"]
   if op == "store": return a._full(a.shape, False, dtypes.bool)._scatter(d, idx, True, "store").where(0, ctx), None, ctx.gather(d, idx)
   if op == "add": return ctx, None, ctx.gather(d, idx)
+  if op == "mul": return _scatter_prod_grad(ctx, ret)
   if op not in ("max", "min"): return None
   ma, ms = a.eq(ret).cast(ctx.dtype), src.eq(ret.gather(d, idx)).cast(ctx.dtype)
   share = ctx / ma._scatter(d, idx, ms, "add")
   return ma * share, None, ms * share.gather(d, idx)
+
+def _scatter_prod_grad(ctx: UOp, ret: UOp) -> tuple:
+  """Each factor's gradient is ctx times the product of the others, never a division by a zero factor (PyTorch's):
+  a's from a product taken with a's zeros as 1; a src element that is its target's only zero src takes the product
+  with it as 1, any other the result over itself (0 when its target holds another zero)."""
+  a, idx, src, d = *ret.src, ret.attrs["axis"]
+  one_a, zero = a.eq(0).where(1, a), src.eq(0)
+  alone = zero & a._full(a.shape, 0, dtypes.int32)._scatter(d, idx, zero.cast(dtypes.int32), "add").gather(d, idx).eq(1)
+  return (ctx * one_a._scatter(d, idx, src, "mul") / one_a, None,
+          alone.where((ctx * a._scatter(d, idx, alone.where(1, src), "mul")).gather(d, idx), (ctx * ret).gather(d, idx) / zero.where(1, src)))
 
 def _max_grad(ctx: UOp, a: UOp, b: UOp, ab: UOp, ba: UOp) -> tuple:
   """max/min: the gradient goes to the operand that wins, half to each on a tie (tinygrad's); ab: a wins, ba: b wins."""
