@@ -152,7 +152,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
   """Compute graph-level UOps on `device` (Device.DEFAULT if None); returns one flat Buffer per UOp, on device (a UOp
   that is already an input buffer gives its own Buffer, wherever it is). Inputs on other devices are copied to device
   once. The schedule cache is keyed by device and graph structure. cut=False: the graph is not split (cut_deep).
-beam: BEAM's width for new kernels (None: the BEAM environment variable, read at each call; 0: heuristics only)."""
+  beam: BEAM's width for new kernels (None: the BEAM environment variable, read at each call; 0: heuristics only)."""
   device = Device[device or Device.DEFAULT].name
   results: list[Buffer | None] = [None] * len(outs)
   todo = []
@@ -162,8 +162,10 @@ beam: BEAM's width for new kernels (None: the BEAM environment variable, read at
     else: todo.append(i)
   if not todo: return results
   key, inputs, vals = normalize([outs[i] for i in todo])
-  if beam is None: beam = int(os.environ.get("BEAM", "0") or 0)
-  if beam < 0: raise ValueError(f"BEAM must be >= 0, got {beam}")
+  if beam is None: beam = os.environ.get("BEAM", "0") or "0"
+  if not isinstance(beam, int) and not (isinstance(beam, str) and beam.isdigit()) or int(beam) < 0:
+    raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
+  beam = int(beam)
   if (sched := _schedule_cache.get(ck := (device, key) if not beam else (device, key, beam))) is None:
     if cut and (pieces := cut_deep([outs[i] for i in todo], device)) is not None:
       for i, r in zip(todo, realize(pieces, device, cut=False, beam=beam)): results[i] = r

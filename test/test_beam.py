@@ -68,7 +68,10 @@ def test_beam_env_and_zero_cost_without(cache, monkeypatch):
   np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-3)
   assert delta(before)["searches"] == 1
   monkeypatch.setenv("BEAM", "-1")
-  with pytest.raises(ValueError, match="BEAM must be >= 0"): (Tensor(a) @ Tensor(b) + 2).numpy()
+  for bad in ("-1", "two", "1.5"):
+    monkeypatch.setenv("BEAM", bad)
+    with pytest.raises(ValueError, match="BEAM must be an integer >= 0"): (Tensor(a) @ Tensor(b) + 2).numpy()
+  with pytest.raises(ValueError, match="BEAM must be an integer >= 0"): (Tensor(a) @ Tensor(b) + 3).realize(beam=-2)
 
 def test_beam_choices_are_reachable_and_heuristic_without_search(cache):
   t = Tensor(R.standard_normal((128, 192)).astype(np.float32)) @ Tensor(R.standard_normal((192, 160)).astype(np.float32))
