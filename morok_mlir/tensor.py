@@ -150,6 +150,14 @@ class Tensor(OpMixin):
     else: _err(TypeError, f"cannot make a tensor from {type(data).__name__}")
     if requires_grad is not None: self.requires_grad = requires_grad
 
+  @staticmethod
+  def _of(u: UOp, device: str) -> Tensor:
+    """Tensor(u, device=device) for a hot path (a TinyJit replay's outputs): u a data UOp, device a canonical name; every
+    slot as __init__ sets it (test_jit checks that they agree)."""
+    t = object.__new__(Tensor)
+    t.uop, t.device, t._requires_grad, t.grad, t._view = u, device, None, None, None
+    return t
+
   # ---- autograd (tinygrad's Tensor.gradient and Tensor.backward; gradients are lazy graphs, see core/gradient.py)
   @property
   def requires_grad(self) -> bool | None:

@@ -116,3 +116,72 @@ def test_half_built_tensors_elsewhere_do_not_matter():
   def f(x): return x + 1
   for i in range(4): np.testing.assert_array_equal(f(Tensor(np.full(3, i, np.float32))).numpy(), np.full(3, i + 1, np.float32))
   assert f.plan is not None and half is not None
+
+def test_arguments_that_are_views():
+  """Reshapes of realized buffers replay on the base's memory; slices and transposes are realized contiguous first (at
+  recording and at every replay alike), so each call reads its own argument's values."""
+  @TinyJit
+  def f(x, y): return x * 2 + y
+  for i in range(5):
+    a, b = rnd(12, seed=i), rnd(4, 6, seed=20 + i)
+    A, B = Tensor(a).realize(), Tensor(b).realize()
+    out = f(A.reshape(3, 4), B[1:4, 1:5].T[:, :3].T)   # a reshape view; a slice of a transpose of a slice
+    np.testing.assert_allclose(out.numpy(), a.reshape(3, 4) * 2 + b[1:4, 1:5].T[:, :3].T, rtol=1e-6)
+  assert f.plan is not None
+  for i in range(3):   # a reshape of a lazy result, and of a buffer that is a view of a bigger one
+    a = rnd(3, 4, seed=40 + i)
+    np.testing.assert_allclose(f((Tensor(a) + 1).reshape(3, 4), Tensor(a).reshape(12).reshape(3, 4)).numpy(), (a + 1) * 2 + a, rtol=1e-6)
+
+def test_intermediates_and_several_kernels_replay():
+  """A value realized inside and read only by later kernels lives in the plan's own memory: replays must not let one
+  call's value leak into another's outputs, which stay fresh."""
+  @TinyJit
+  def f(x):
+    h = (x.exp() + 1).realize()
+    return (h * x).sum(0), h.max()
+  got = []
+  for i in range(6):
+    x = rnd(5, 7, seed=i)
+    s, m = f(Tensor(x))
+    got.append((x, s, m))
+  assert f.plan is not None and f.plan.nkernels >= 2
+  for x, s, m in got:
+    np.testing.assert_allclose(s.numpy(), ((np.exp(x) + 1) * x).sum(0), rtol=1e-5)
+    np.testing.assert_allclose(m.numpy(), (np.exp(x) + 1).max(), rtol=1e-6)
+
+def test_replay_raises_for_changed_arguments_on_its_fast_path():
+  @TinyJit
+  def f(x): return x + 1
+  for i in range(4): f(Tensor(rnd(2, 3, seed=i)))
+  assert f.plan is not None and f.plan.sig is not None
+  line = sys._getframe().f_lineno + 1
+  with pytest.raises(JitError, match=rf"test_jit.py:{line}:\d+: TinyJit: the arguments changed"): f(Tensor(rnd(3, 2)))
+  with pytest.raises(JitError, match="float16"): f(Tensor(rnd(2, 3).astype(np.float16)))
+  with pytest.raises(JitError, match="changed"): f(Tensor(rnd(2, 3)), Tensor(rnd(2, 3)))
+  with pytest.raises(JitError, match="changed"): f(rnd(2, 3))   # a numpy array is not a Tensor
+  np.testing.assert_array_equal(f(Tensor(np.zeros((2, 3), np.float32))).numpy(), np.ones((2, 3), np.float32))
+
+def test_replayed_tensors_are_built_like_the_constructors():
+  """Replay builds its outputs without Tensor.__init__: every slot must match what the constructor sets."""
+  from morok_mlir.realize import new_buffer
+  u = new_buffer(np.ones(3, np.float32))
+  a, b = Tensor(u, device="CPU"), Tensor._of(u, "CPU")
+  assert all(getattr(a, s) is getattr(b, s) or getattr(a, s) == getattr(b, s) for s in Tensor.__slots__ if s != "__weakref__")
+
+def test_replays_from_threads():
+  """The plan's own buffers and argument sets are shared by its replays: concurrent calls must not mix them."""
+  import threading
+  @TinyJit
+  def f(x):
+    h = (x * 3).realize()
+    return h + x
+  for i in range(4): f(Tensor(rnd(64, seed=i)))
+  errs = []
+  def work(seed):
+    for k in range(50):
+      x = rnd(64, seed=seed * 100 + k)
+      if not np.allclose(f(Tensor(x)).numpy(), x * 4, rtol=1e-6): errs.append(seed)
+  ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  assert not errs
