@@ -6,6 +6,7 @@ import pytest
 from morok_mlir import Tensor
 from morok_mlir.jit import TinyJit, JitError
 from morok_mlir.realize import GlobalCounters
+from morok_mlir.dialects.ops import Ops
 
 def rnd(*s, seed=0): return np.random.default_rng(seed).standard_normal(s).astype(np.float32)
 
@@ -185,3 +186,71 @@ def test_replays_from_threads():
   for t in ts: t.start()
   for t in ts: t.join()
   assert not errs
+
+# ---------------------------------------------------------------- .numpy(): a temporary's memory handed over, no copy
+from morok_mlir.device.buffer import Buffer
+
+@pytest.fixture
+def copies(monkeypatch):
+  """How many buffers .numpy() copied out."""
+  n = [0]
+  orig = Buffer.copyout
+  def count(self, out=None): n[0] += 1; return orig(self, out)
+  monkeypatch.setattr(Buffer, "copyout", count)
+  return n
+
+def test_numpy_of_a_temporary_is_its_result_memory(copies):
+  a, b = rnd(64, 33, seed=1), rnd(64, 33, seed=2)
+  A, B = Tensor(a), Tensor(b)
+  got = ((A * B + 1).relu() * 2 - A).exp().numpy()
+  assert copies[0] == 0 and got.flags.writeable and got.shape == (64, 33) and got.dtype == np.float32
+  np.testing.assert_allclose(got, np.exp(np.maximum(a * b + 1, 0) * 2 - a), rtol=1e-5)
+  y = A * B   # a tensor someone holds is realized (it keeps its value) and copied
+  held = y.numpy()
+  assert copies[0] == 1 and y.uop.op is Ops.BUFFER
+  np.testing.assert_allclose(held, a * b, rtol=1e-6)
+
+def test_numpy_arrays_are_the_callers_own():
+  """No array aliases another or a tensor: writes to one change nothing else, and later writes to a tensor (setitem,
+  assign, in-place ops) change no array taken before."""
+  x = rnd(8, 5, seed=3)
+  X = Tensor(x)
+  t1, t2 = (X + 1).numpy(), (X + 1).numpy()   # temporaries: handed over
+  t1[:] = 7
+  np.testing.assert_array_equal(t2, x + 1)
+  np.testing.assert_array_equal((X + 1).numpy(), x + 1)
+  np.testing.assert_array_equal(X.numpy(), x)
+  y = X * 2
+  h1 = y.numpy()   # held: a copy of y's buffer
+  h1[0] = -1
+  h2 = y.numpy()
+  np.testing.assert_array_equal(h2, x * 2)
+  y[0, 0] = 100
+  y[1] = Tensor(np.zeros(5, np.float32))
+  y += 1
+  np.testing.assert_array_equal(h2, x * 2)
+  want = x * 2; want[0, 0] = 100; want[1] = 0
+  np.testing.assert_array_equal(y.numpy(), want + 1)
+  v = X[2:5]   # a view: a write through it reaches X, never an array taken from either before
+  xv, xx = v.numpy(), X.numpy()
+  v[0] = 9
+  np.testing.assert_array_equal(xv, x[2:5]); np.testing.assert_array_equal(xx, x)
+  assert X.numpy()[2, 0] == 9
+
+def test_numpy_dtypes_empty_and_views(copies):
+  from morok_mlir.core.dtype import dtypes
+  BF = pytest.importorskip("ml_dtypes").bfloat16
+  x = rnd(6, 4, seed=5)
+  X = Tensor(x)
+  cases = [((X * 2).cast(dtypes.bfloat16), (x * 2).astype(BF)), (X > 0, x > 0), ((X * 10).cast(dtypes.int8), (x * 10).astype(np.int8)),
+           (X.cast(dtypes.float16) + 1, x.astype(np.float16) + np.float16(1)), (X.T + 0, x.T), (X[1:5:2, ::-1] * 1, x[1:5:2, ::-1]),
+           (X.sum(), x.sum(dtype=np.float32)), (X[:0] + 1, x[:0] + 1), (Tensor.zeros(0, 3) * 2, np.zeros((0, 3), np.float32)),
+           (X.reshape(4, 6)[:, 1:3].expand(2, 4, 2) + 0, np.broadcast_to(x.reshape(4, 6)[:, 1:3], (2, 4, 2)))]
+  for t, want in cases:
+    got = (t + 0 if t.dtype != dtypes.bool else t | False).numpy()   # a temporary
+    assert got.dtype == want.dtype and got.shape == want.shape and got.flags.c_contiguous and got.flags.writeable
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3 if want.dtype == BF else 1e-6)
+    held = t.numpy()   # the same tensor, held: realized and copied
+    assert held.dtype == want.dtype and held.shape == want.shape and held.flags.writeable
+    np.testing.assert_allclose(held.astype(np.float64), want.astype(np.float64), rtol=1e-3 if want.dtype == BF else 1e-6)
+  assert copies[0] == len(cases)   # one per held tensor, none for the temporaries
