@@ -254,3 +254,15 @@ def test_numpy_dtypes_empty_and_views(copies):
     assert held.dtype == want.dtype and held.shape == want.shape and held.flags.writeable
     np.testing.assert_allclose(held.astype(np.float64), want.astype(np.float64), rtol=1e-3 if want.dtype == BF else 1e-6)
   assert copies[0] == len(cases)   # one per held tensor, none for the temporaries
+
+def test_a_constant_weight_keeps_its_packed_panels():
+  """A contraction repacks a constant weight once and keeps it (call_buffers); the replay must give that program the
+  weight's UOp each call, and its arguments' new values."""
+  from morok_mlir.jit import _Kernel
+  w = rnd(256, 256, seed=9)
+  W = Tensor(w).realize()
+  f = TinyJit(lambda x: (x @ W).relu())
+  for i in range(5):
+    x = rnd(64, 256, seed=i)
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)
+  assert f.plan is not None and any(s.args is None for s in f.plan.steps if type(s) is _Kernel)

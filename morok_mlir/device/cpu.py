@@ -172,7 +172,7 @@ class DiskCache:
       d = self.dir if self.enabled else self._private()
       os.makedirs(d, exist_ok=True)
       fd, obj = tempfile.mkstemp(".o", key, d); os.close(fd)
-      with _lock: p._code.engine.dump_to_object_file(obj)
+      with _lock: p.code.engine.dump_to_object_file(obj)
     except OSError: return
     t = threading.Thread(target=self._link, args=(key, obj, d, weakref.ref(p)), daemon=True); t.start()
     with self._lock: self.pending = [x for x in self.pending if x.is_alive()] + [t]
@@ -313,12 +313,12 @@ class CPUProgram:
     self.spec = spec = c.spec if c is not None else spec
     self.name = spec.name
     self._entries = spec.phases or ((spec.name, spec.par),)
-    if lib is not None: self._code = _Code([e for e, _ in self._entries], lib=lib)
+    if lib is not None: self.code = _Code([e for e, _ in self._entries], lib=lib)
     else:
       from mlir import ir
       from mlir.execution_engine import ExecutionEngine
       with _lock, _context():
-        self._code = _Code([e for e, _ in self._entries], engine=ExecutionEngine(ir.Module.parse(c.src), opt_level=3, enable_pic=True))
+        self.code = _Code([e for e, _ in self._entries], engine=ExecutionEngine(ir.Module.parse(c.src), opt_level=3, enable_pic=True))
     self._np = [(size, np.dtype(dt.np)) for size, dt in spec.args]
     self._free = [self._argset()]
     self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # input UOp -> {scratch: array it filled}
@@ -327,12 +327,12 @@ class CPUProgram:
   @property
   def nbytes(self) -> int:
     """What the program holds: code, its lowered text, one argument set's scratch buffers."""
-    return self._code.nbytes + len(self.spec.src) + 4 * sum(self.spec.scratch)
+    return self.code.nbytes + len(self.spec.src) + 4 * sum(self.spec.scratch)
   def _load(self, lib: str) -> None:
     """Move onto the shared object lib (the same code as the engine's): calls in flight finish on the engine."""
-    self._code, self._free = _Code([e for e, _ in self._entries], lib=lib), []
+    self.code, self._free = _Code([e for e, _ in self._entries], lib=lib), []
   def _argset(self) -> _Args:
-    code, spec = self._code, self.spec
+    code, spec = self.code, self.spec
     n, ns = len(spec.args), len(spec.args) + len(spec.scratch)
     scratch = [CPU.allocator.alloc(x, dtypes.float32) for x in spec.scratch]
     ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + [a.ctypes.data for a in scratch]))
@@ -361,7 +361,7 @@ class CPUProgram:
     finally:
       if scratch:
         for s in scratch: a.ptrs[len(addrs) + s] = a.scratch[s].ctypes.data   # no pointer outlives this call
-      if a.code is self._code: self._free.append(a)
+      if a.code is self.code: self._free.append(a)
   def call_buffers(self, bufs: list, inputs: list | None = None) -> None:
     """The realize driver's path: allocated CPU Buffers, already of the right dtype and size; inputs[i] is the input
     UOp whose (immutable) contents bufs[i] holds, or None. A phase that only repacks an input (a contraction's B
@@ -395,8 +395,6 @@ class CPUProgram:
           if len(packs) == 1: fn(packs[0])
           else: _workers().run(fn, packs)
     return a, run
-  @property
-  def code(self): return self._code
   def __call__(self, *bufs: np.ndarray) -> None:
     if len(bufs) != len(self._np): raise TypeError(f"{self.name} takes {len(self._np)} buffers, got {len(bufs)}")
     for i, (b, (size, dt)) in enumerate(zip(bufs, self._np)):
