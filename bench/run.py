@@ -3,8 +3,9 @@
   python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather
                                           layernorm sort attention train trainmlp traincnn minilm compile
 
-Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks()); morok's is `.realize()` (the result computed into its buffer,
-as numpy and torch return theirs; `.numpy()` of a temporary hands that buffer over, row a measures it too). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
+Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks());
+morok's is `.realize()` (the result computed into its buffer, as numpy and torch return theirs; `.numpy()` of a
+temporary hands that buffer over, row a measures it too). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
 setting that pins it to an older kernel); the machine's limits (copy bandwidth, fp32 FMA peak) are measured here too."""
 import os, sys, time, subprocess, statistics, platform, datetime
 os.environ.pop("OPENBLAS_CORETYPE", None)   # numpy must use the kernel a user's machine would pick

@@ -158,10 +158,12 @@ class _Plan:
     self.fresh: list[tuple[int, str, int, object, int]] = []   # (v index, device, size, dtype, exec) made anew per replay
     self.made: dict[tuple, tuple] = {}   # ("out", k, j) -> (v index, loc, shape): an output's buffer and its UOp's fields
     self.steps, self.nkernels, self.sig = [], 0, None
-    def on(j: int, dev: str) -> int:   # v index of buffer j on dev: a copy made per replay, or once for a constant
-      if (b := self.template[j]) is not None and j >= first["rng"] + len(self.rng): self.template.append(R.on_device(b, dev))
+    def on(j: int, dev: str, const: bool) -> int:   # v index of buffer j on dev: copied once for a constant, else per replay
+      if const: self.template.append(R.on_device(self.template[j], dev))
       else: self.template.append(None); self.steps.append(_Copy(j, len(self.template) - 1, dev))
       return len(self.template) - 1
+    # an output read on another device is fresh each replay: on_device keeps one copy per Buffer, as contents never change
+    leaving = set(leaving) | {s for e in self.execs for s in e.srcs if s[0] == "out" and self.execs[s[1]].device != e.device}
     for k, e in enumerate(self.execs):
       sched, slot, consts = e.sched, [], {}
       for i, s in enumerate(e.srcs):
@@ -169,10 +171,11 @@ class _Plan:
         elif s[0] == "const": j, dev = len(self.template), buffer_data(s[1]).device; self.template.append(buffer_data(s[1])); consts[i] = s[1]
         elif s[0] == "rng": j, dev = first["rng"] + s[1], "CPU"
         else: j, dev = first[s[0]] + s[1], self.devices[first[s[0]] + s[1]]
-        slot.append(j if dev == e.device else on(j, e.device))
+        slot.append(j if dev == e.device else on(j, e.device, s[0] == "const"))
       for j, bt in enumerate(sched.buffer_types[sched.n_in:]):
-        if j < sched.n_out and ("out", k, j) in leaving: self.template.append(None); self.fresh.append((len(self.template) - 1, e.device, bt.size, bt.dtype.base, k))
-        else: self.template.append(Buffer(e.device, bt.size, bt.dtype.base).allocate())
+        fresh = j < sched.n_out and ("out", k, j) in leaving
+        self.template.append(None if fresh else Buffer(e.device, bt.size, bt.dtype.base).allocate())
+        if fresh: self.fresh.append((len(self.template) - 1, e.device, bt.size, bt.dtype.base, k))
         if j < sched.n_out: self.made[("out", k, j)] = (len(self.template) - 1, e.locs[j], e.shapes[j])
         slot.append(len(self.template) - 1)
       for it in sched.items:

@@ -270,3 +270,15 @@ def test_tinyjit_replays_across_devices_fake_cuda(fake_cuda):
     assert len(fake.launches) > n
   from morok_mlir.jit import _Copy, _Kernel
   assert f.plan is not None and any(type(s) is _Copy for s in f.plan.steps) and all(s.args is None for s in f.plan.steps if type(s) is _Kernel)
+
+def test_tinyjit_output_read_on_another_device_fake_cuda(fake_cuda):
+  """A value realized on the CPU inside the call and read by a CUDA kernel after it: each replay copies its new value."""
+  from morok_mlir import TinyJit
+  @TinyJit
+  def f(x):
+    h = (x * 2).realize()
+    return (h.to("CUDA") + 1).sum()
+  for i in range(6):
+    x = np.random.default_rng(i).standard_normal(32).astype(np.float32)
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), (x * 2 + 1).sum(), rtol=1e-5)
+  assert f.plan is not None
