@@ -426,7 +426,8 @@ def main(names):
     elif "flops" in w: rate, pct = f"{w['flops'] / t['morok'] / 1e9:.0f} GFLOP/s", f"{100 * w['flops'] / t['morok'] / 1e9 / peak:.0f}%"
     else: rate, pct = "-", "-"
     print(f"| {w['name']:<42} | {ms('morok'):>9} | {ms('numpy'):>9} | {ms('torch'):>9} | {rate:>12} | {ratio('numpy'):>7} | {ratio('torch'):>7} | {pct:>7} |", flush=True)
-    for k in w.get("extra", {}): print(f"|   {k:<40} | {t[k] * (1e6 if w.get('us') else 1e3):9.2f} | {'':>9} | {'':>9} | {'':>12} | {'':>7} | {'':>7} | {'':>7} |  x morok {t[k] / t['morok']:.2f}")
+    for k in w.get("extra", {}):
+      print(f"|   {k:<40} | {ms(k):>9} | {'':>9} | {'':>9} | {'':>12} | {'':>7} | {'':>7} | {'':>7} |  x morok {t[k] / t['morok']:.2f}")
   for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
   if "compile" in names:
     print("\nh. compile time, first realize of the MLP (f) in a new process (s): first realize / whole process")
