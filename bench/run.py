@@ -7,8 +7,9 @@
 --beam N adds a "searched" line under the matmul, conv and MLP rows: their kernels searched with BEAM=N (the search's
 own time, then heuristic and searched timed alternately in rounds, medians) and the attributes the search chose.
 
-Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks()); morok's is `.realize()` (the result computed into its buffer,
-as numpy and torch return theirs; `.numpy()` would add a copy). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
+Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks());
+morok's is `.realize()` (the result computed into its buffer, as numpy and torch return theirs; `.numpy()` of a
+temporary hands that buffer over, row a measures it too). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
 setting that pins it to an older kernel); the machine's limits (copy bandwidth, fp32 FMA peak) are measured here too."""
 import os, sys, time, subprocess, statistics, platform, datetime
 os.environ.pop("OPENBLAS_CORETYPE", None)   # numpy must use the kernel a user's machine would pick
@@ -157,7 +158,8 @@ def w_ew():
   return dict(name="a. elementwise exp(relu(a*b+c)*2-a) 16M", bytes=4 * 4 * a.size,
     morok=lambda: ((A * B + C).relu() * 2 - A).exp().realize(),
     numpy=lambda: np.exp(np.maximum(a * b + c, 0) * 2 - a),
-    torch=lambda: torch.exp(torch.relu(ta * tb + tc) * 2 - ta), tol=1e-5)
+    torch=lambda: torch.exp(torch.relu(ta * tb + tc) * 2 - ta), tol=1e-5,
+    extra={".numpy() of the same (no second pass)": lambda: ((A * B + C).relu() * 2 - A).exp().numpy()})
 def w_sum():
   a = rnd(1 << 24); A, ta = Tensor(a), tt(a)
   return dict(name="b. sum 16M", bytes=4 * a.size, read_only=True, morok=lambda: A.sum().realize(), numpy=lambda: a.sum(), torch=lambda: ta.sum(), tol=1e-3)
@@ -352,8 +354,10 @@ def torch_minilm(path):
   return Pooled(bert).eval()
 def w_overhead():
   a = np.arange(3, dtype=np.float32); A, ta = Tensor(a), tt(a)
+  from morok_mlir import TinyJit
+  add = TinyJit(lambda x: x + x)
   return dict(name="g. per-call overhead: 3-element add (us)", us=True, runs=1000,
-              morok=lambda: (A + A).realize(), numpy=lambda: a + a, torch=lambda: ta + ta, tol=0)
+              morok=lambda: (A + A).realize(), numpy=lambda: a + a, torch=lambda: ta + ta, tol=0, extra={"TinyJit replay of the add": lambda: add(A)})
 
 COMPILE_SRC = """import sys, time; t0 = time.perf_counter()
 sys.path.insert(0, {root!r})
@@ -457,7 +461,8 @@ def main(names, beam: int = 0):
     elif "flops" in w: rate, pct = f"{w['flops'] / t['morok'] / 1e9:.0f} GFLOP/s", f"{100 * w['flops'] / t['morok'] / 1e9 / peak:.0f}%"
     else: rate, pct = "-", "-"
     print(f"| {w['name']:<42} | {ms('morok'):>9} | {ms('numpy'):>9} | {ms('torch'):>9} | {rate:>12} | {ratio('numpy'):>7} | {ratio('torch'):>7} | {pct:>7} |", flush=True)
-    for k in w.get("extra", {}): print(f"|   {k:<40} | {t[k] * 1e3:9.2f} | {'':>9} | {'':>9} | {'':>12} | {'':>7} | {'':>7} | {'':>7} |  x morok {t[k] / t['morok']:.2f}")
+    for k in w.get("extra", {}):
+      print(f"|   {k:<40} | {ms(k):>9} | {'':>9} | {'':>9} | {'':>12} | {'':>7} | {'':>7} | {'':>7} |  x morok {t[k] / t['morok']:.2f}")
     if beam and n in BEAM_ROWS: searched(w, beam)
   for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
   if "compile" in names:
