@@ -11,11 +11,16 @@
   uop.reduce_block = B    float add reduces longer than B terms accumulate in blocks (see `blocked`): each accumulator
                           sums at most about B terms, so the rounding error grows like B + N/B, not N (f32 sums of
                           2^31 ones reach 2^31; one accumulator per vector lane stops at 2^24 each)
+  uop.keep = [A, ...]     the reduces (named by the axis of their first range) whose source the kernel's loops compute
+                          again at their own indices (a softmax's exp(x - max), summed, then divided): each element is
+                          stored in a per-thread scratch row while it is reduced, and the loops read it back from cache
+                          instead of recomputing it (see `twin`; lower_cpu.Lowerer.keep)
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
 
-Heuristics, no search. Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's)."""
+Heuristics, no search. Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's),
+l2 (bytes of a core's L2 cache, 0: the machine's)."""
 from __future__ import annotations
 import itertools
 from dataclasses import replace
@@ -23,7 +28,7 @@ from math import prod
 from morok_mlir.ir.bridge import Func
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
-from morok_mlir.host import THREADS, VEC_WIDTH
+from morok_mlir.host import L2_BYTES, THREADS, VEC_WIDTH
 from morok_mlir.passes.registry import register, Option
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
@@ -125,7 +130,33 @@ def split_reduce(f: Func, threads: int) -> int | None:
   n = _size(reds[0].src[1])
   return threads if n >= SPLIT_MIN and n % threads == 0 else None
 
-def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
+# ops per element a value costs when computed again: the f32 polynomials and divisions count as many plain ops
+COST = {Ops.EXP2: 16, Ops.LOG2: 16, Ops.SIN: 16, Ops.POW: 16, Ops.FDIV: 4, Ops.SQRT: 4}
+KEEP_COST = 8                   # a reduce's source costs this much per element before storing it beats recomputing it
+def twin(red: UOp, nodes: set[UOp], loops: list[UOp]) -> tuple[UOp, list[UOp], list[UOp]] | None:
+  """(t, K, J): t in nodes is red's source with red's ranges K replaced by loop ranges J of the same sizes (in K's
+  order), so the loops compute, at their own indices, what red reduced: softmax's exp(x - max) / sum(exp(x - max))."""
+  K, src = sorted(red.src[1:], key=lambda r: r.attrs["axis"]), red.src[0]
+  if not K or len(K) > 3 or any(r.op is not Ops.RANGE or r.attrs.get("kind") != "reduce" for r in K): return None
+  used = _rngs(src)
+  cands = [[r for r in loops if r not in used and im.cval(r.src[0]) == im.cval(k.src[0]) is not None] for k in K]
+  for J in itertools.product(*cands):
+    if len(set(J)) == len(J) and (t := src.substitute(dict(zip(K, J)))) in nodes: return t, K, list(J)
+  return None
+
+def kept(f: Func, nodes: list[UOp], loops: list[UOp], budget: int) -> tuple[int, ...]:
+  """The reduces whose source is worth keeping in a scratch row (uop.keep): their loops recompute it (`twin`), it
+  costs KEEP_COST ops per element or more, and a row of it fits in `budget` bytes (it is read back from cache)."""
+  out, every = [], set(nodes)
+  for red in nodes:
+    if red.op is not Ops.REDUCE or (tw := twin(red, every, loops)) is None: continue
+    nested = {x for r in red.src[0].toposort if r.op is Ops.REDUCE for x in r.toposort}   # computed once per row
+    cost = sum(COST.get(u.op, 1) for u in red.src[0].toposort
+               if u not in nested and u.dtype not in (dtypes.index, dtypes.bool) and u.op not in (Ops.CONST, Ops.LOAD))
+    if cost >= KEEP_COST and prod(_size(r) for r in tw[1]) * red.dtype.itemsize <= budget: out.append(tw[1][0].attrs["axis"])
+  return tuple(sorted(out))
+
+def optimize_kernel(f: Func, threads: int, vec: int, l2: int = 1 << 19) -> Func:
   # index chains in affine form where bounds prove it: reshapes' div/mod fold away, so neighbouring iterations address
   # neighbouring elements and LLVM vectorizes the loads (a batched matmul's operands read k-contiguous rows)
   f = replace(f, roots=[sink := affine_simplify(f.roots[0])])
@@ -147,6 +178,8 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
     if threads > 1: attrs["uop.threads"] = threads
   else:
     if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = REDUCE_BLOCK
+    # a kept row shares the core's L2 with the row it is computed from and with the other thread's rows
+    if keep := kept(f, nodes, loops, l2 // 4): attrs["uop.keep"] = keep
     if threads > 1 and not loops and (sr := split_reduce(f, threads)) is not None:
       attrs["uop.split_reduce"], attrs["uop.threads"] = sr, threads
     elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(outer := min(loops, key=lambda r: r.attrs["axis"])) >= threads and \
@@ -173,8 +206,8 @@ def streaming_store(f: Func, vec: int) -> UOp | None:
   return inner
 
 @register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles, nontemporal stores",
-          threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"))
-def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0) -> list[Func]:
-  if not threads or not vec:
-    threads, vec = threads or THREADS, vec or VEC_WIDTH
-  return [optimize_kernel(f, threads, vec) if "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK else f for f in funcs]
+          threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"),
+          l2=Option(int, 0, "bytes of a core's L2 cache (0: the machine's)"))
+def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0) -> list[Func]:
+  threads, vec, l2 = threads or THREADS, vec or VEC_WIDTH, l2 or L2_BYTES
+  return [optimize_kernel(f, threads, vec, l2) if "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK else f for f in funcs]

@@ -44,7 +44,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify, at_lane
-from morok_mlir.passes.optimize import blocked, contraction
+from morok_mlir.passes.optimize import blocked, contraction, twin
 from morok_mlir.passes.registry import register, PassError
 
 # ---------------------------------------------------------------- tables
@@ -192,6 +192,7 @@ class Frame:
 
 class Lowerer:
   pass_name = "uop-lower-cpu"   # subclasses (uop-lower-gpu) override effect/reduce/value and this, for messages
+  keeps = True                  # whether uop.keep's scratch rows are honoured (stack memory per thread)
   def __init__(self, f: Func):
     self.f, self.n = f, 0
     if len(f.roots) != 1 or f.roots[0].op is not Ops.SINK or f.results: raise PassError(f"kernel @{f.name} must end in one uop.sink and return nothing")
@@ -205,8 +206,29 @@ class Lowerer:
     self.open: dict[UOp, Frame] = {}     # range -> the loop frame it is the counter of
     self.done: set[UOp] = set()          # side effects emitted
     self.ranges: dict[UOp, frozenset] = {}
-    self.rs(self.sink)
     for i, t in enumerate(f.args): self.names[t] = f"%arg{i}"
+    self.scratch: set[UOp] = set()
+    if self.keeps and "uop.keep" in f.attrs: self.keep(tuple(f.attrs["uop.keep"]))
+    self.rs(self.sink)
+
+  def keep(self, axes: tuple[int, ...]):
+    """uop.keep (optimize.kept): each named reduce stores its source, element by element as it reduces it, into a
+    scratch row on the stack (one per call, so per thread); where the loops compute the same value at their own
+    indices (`twin`) they load it from the row instead, after the reduce (an `after` on the reduce orders them)."""
+    loops = [r for e in self.sink.toposort if e.op is Ops.END for r in e.src[1:]]
+    nodes, sub = set(self.sink.toposort), {}
+    for red in [u for u in self.sink.toposort if u.op is Ops.REDUCE and min(_axis(r) for r in u.src[1:]) in axes]:
+      if (tw := twin(red, nodes, loops)) is None: raise PassError(f"@{self.f.name}: uop.keep names a reduce its loops do not recompute", red.loc)
+      (t, K, J), src = tw, red.src[0]
+      sizes = [im.cval(r.src[0]) for r in K]
+      buf = arg_buffer(-1 - len(self.scratch), src.dtype.ptr(prod(sizes)))
+      self.scratch.add(buf)
+      self.names[buf] = name = f"%keep{len(self.scratch)}"
+      self.root.lines.append(f"{name} = memref.alloca() {{alignment = 64 : i64}} : {mem_type(buf.dtype)}")
+      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, src.dtype.ptr(), (buf, im.linearize(K, sizes))), src), loc=red.loc)
+      sub[red] = new = red.replace(src=(UOp(Ops.AFTER, src.dtype, (src, st), loc=red.loc), *red.src[1:]))
+      sub[t] = UOp(Ops.LOAD, t.dtype, (UOp(Ops.INDEX, t.dtype.ptr(), (UOp(Ops.AFTER, buf.dtype, (buf, new)), im.linearize(J, sizes))),), loc=t.loc)
+    self.sink = self.sink.substitute(sub)
 
   # -- placement
   def rs(self, u: UOp) -> frozenset:
@@ -280,7 +302,7 @@ class Lowerer:
     elif u.op is Ops.STORE:
       idx, v = u.src
       if idx.op is not Ops.INDEX: raise PassError("uop.store must store through a uop.index", u.loc)
-      if self.lanes: return self.store_lanes(u)
+      if self.lanes and idx.src[0] not in self.scratch: return self.store_lanes(u)
       buf, i, gate = self.address(idx)
       val = self.value(v)
       fr = self.target(u)
@@ -288,6 +310,7 @@ class Lowerer:
       st = f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].dtype)}"
       fr.lines.extend([f"scf.if {gate} {{", "  " + st, "}"] if gate else [st])
     elif u.op is Ops.AFTER: self.value(u)
+    elif u.op is Ops.REDUCE: self.value(u)   # a kept reduce (see keep): its loop has filled the scratch row
     else: raise PassError(f"uop.{u.op} cannot be lowered as a side effect", u.loc)
 
   def store_lanes(self, u: UOp):
