@@ -107,3 +107,17 @@ def test_softmax_gradient():
   (t.softmax(1) * Tensor(w)).sum().backward()
   s = ref_softmax(x, 1)
   np.testing.assert_allclose(t.grad.numpy(), s * (w - (s * w).sum(1, keepdims=True)), rtol=1e-4, atol=1e-6)
+
+def test_attention_epilogue_sums_reassociate():
+  """Attention's row sums run in the contraction's epilogue: with the kernel's fastmath they vectorize (a scalar chain of
+  exp2 polynomials otherwise), and the result stays within float32 rounding of a float64 reference."""
+  from morok_mlir.codegen.lower_cpu import Contraction
+  q, k, v = (rng.standard_normal((2, 2, 64, 32)).astype(np.float32) for _ in range(3))
+  t = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v))
+  (c,) = [Contraction(f, "k") for f in kernels(t) if "uop.contraction" in f.attrs and any(u.op == "exp2" for u in f.roots[0].toposort)]
+  assert "uop.fastmath" in c.epi.attrs
+  epi = c.text().split("func.func @k_epi")[1]
+  assert "math.roundeven" in epi and "fastmath<reassoc,contract>" in epi
+  s = q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2) / np.sqrt(32)
+  e = np.exp(s - s.max(-1, keepdims=True))
+  np.testing.assert_allclose(t.numpy(), e / e.sum(-1, keepdims=True) @ v, rtol=1e-4, atol=1e-5)

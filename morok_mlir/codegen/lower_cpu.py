@@ -572,7 +572,7 @@ class Contraction:
     if self.fused: self.scratch += [self.mc * self.K] * t   # one A block per thread
     self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
     ap, bp, cp = (self.args[n + i] for i in (3 if self.fused else 0, 1, 2))
-    thr = {k: v for k, v in f.attrs.items() if k in ("uop.threads",)}
+    thr = {k: v for k, v in f.attrs.items() if k in self.PASSED}
     def pack(x, rs, w, buf, k_first, per_batch):
       # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first
       # for a), so reads follow its layout; the packed position needs only lin // w and lin % w
@@ -620,6 +620,7 @@ class Contraction:
     if form[I[0]] % 256 == 0: return None
     return idx.src[0].attrs["slot"], form.get(1, 0), form[I[0]]
 
+  PASSED = ("uop.threads", "uop.fastmath")   # the kernel's choices its phases take (fastmath: epilogue reduces vectorize)
   PAR_MIN = 1 << 18   # elements (packing, epilogue) or flops / 16 (mm) below which a phase runs on one thread
   def phases(self) -> list[tuple[str, tuple[int, int, int] | None]]:
     t = _int_attr(self.f, "uop.threads", 1)
