@@ -13,8 +13,9 @@
                           2^31 ones reach 2^31; one accumulator per vector lane stops at 2^24 each)
   uop.keep = [A, ...]     the reduces (named by the axis of their first range) whose source the kernel's loops compute
                           again at their own indices (a softmax's exp(x - max), summed, then divided): each element is
-                          stored in a per-thread scratch row while it is reduced, and the loops read it back from cache
-                          instead of recomputing it (see `twin`; lower_cpu.Lowerer.keep)
+                          stored while it is reduced, in the output's place (`in_place`: the row is then scaled there)
+                          or a per-thread scratch row, and the loops read it back from cache instead of recomputing it
+                          (see `twin`; lower_cpu.Lowerer.keep)
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
@@ -144,17 +145,28 @@ def twin(red: UOp, nodes: set[UOp], loops: list[UOp]) -> tuple[UOp, list[UOp], l
     if len(set(J)) == len(J) and (t := src.substitute(dict(zip(K, J)))) in nodes: return t, K, list(J)
   return None
 
-def kept(f: Func, nodes: list[UOp], loops: list[UOp], budget: int) -> tuple[int, ...]:
-  """The reduces whose source is worth keeping in a scratch row (uop.keep): their loops recompute it (`twin`), it
-  costs KEEP_COST ops per element or more, and a row of it fits in `budget` bytes (it is read back from cache)."""
-  out, every = [], set(nodes)
+def in_place(sink: UOp, red: UOp, t: UOp, J: list[UOp]) -> UOp | None:
+  """The kernel's one store when red's source can be kept where that store writes (uop.keep): ungated, of the source's
+  dtype, over loops that include J, its value using t (so each place is written once more, with the final value)."""
+  ends = [e for e in sink.toposort if e.op is Ops.END]
+  if len(ends) != 1 or (st := ends[0].src[0]).op is not Ops.STORE or len(st.src[0].src) != 2: return None
+  if st.src[1].dtype is not red.src[0].dtype or not set(J) <= set(ends[0].src[1:]) or t not in st.src[1].toposort: return None
+  # the row's places are known inside the reduce's loop: besides J, the address uses only ranges the reduce runs within
+  return st if _rngs(st.src[0].src[1]) - set(J) <= _rngs(red) - set(red.src[1:]) else None
+
+def kept(f: Func, nodes: list[UOp], loops: list[UOp], budget: int) -> tuple[tuple[int, ...], bool] | None:
+  """The reduces whose source is worth keeping (uop.keep), and whether the first is kept in the output (in_place):
+  their loops recompute it (`twin`), it costs KEEP_COST ops per element or more, and a row of it fits in `budget`
+  bytes (it is read back from cache)."""
+  out, every, place = [], set(nodes), False
   for red in nodes:
     if red.op is not Ops.REDUCE or (tw := twin(red, every, loops)) is None: continue
     nested = {x for r in red.src[0].toposort if r.op is Ops.REDUCE for x in r.toposort}   # computed once per row
     cost = sum(COST.get(u.op, 1) for u in red.src[0].toposort
                if u not in nested and u.dtype not in (dtypes.index, dtypes.bool) and u.op not in (Ops.CONST, Ops.LOAD))
-    if cost >= KEEP_COST and prod(_size(r) for r in tw[1]) * red.dtype.itemsize <= budget: out.append(tw[1][0].attrs["axis"])
-  return tuple(sorted(out))
+    if cost >= KEEP_COST and prod(_size(r) for r in tw[1]) * red.dtype.itemsize <= budget:
+      out.append((tw[1][0].attrs["axis"], in_place(f.roots[0], red, tw[0], tw[2]) is not None))
+  return (tuple(a for a, _ in sorted(out)), sorted(out)[0][1]) if out else None
 
 def optimize_kernel(f: Func, threads: int, vec: int, l2: int = 1 << 19) -> Func:
   # index chains in affine form where bounds prove it: reshapes' div/mod fold away, so neighbouring iterations address
@@ -163,7 +175,7 @@ def optimize_kernel(f: Func, threads: int, vec: int, l2: int = 1 << 19) -> Func:
   nodes = sink.toposort
   rngs = [u for u in nodes if u.op is Ops.RANGE]
   loops = [r for r in rngs if r.attrs.get("kind") == "loop"]
-  attrs = dict(f.attrs)
+  attrs, keep = dict(f.attrs), None
   if any(u.op is Ops.REDUCE and u.dtype.is_float for u in nodes): attrs["uop.fastmath"] = None
   # a loop that runs to a symbolic size: threads, tiles, blocks and vector lanes are chosen for static sizes, so plain loops
   if any(im.cval(r.src[0]) is None for r in rngs): return replace(f, attrs=attrs)
@@ -178,16 +190,18 @@ def optimize_kernel(f: Func, threads: int, vec: int, l2: int = 1 << 19) -> Func:
     if threads > 1: attrs["uop.threads"] = threads
   else:
     if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = REDUCE_BLOCK
-    # a kept row shares the core's L2 with the row it is computed from and with the other thread's rows
-    if keep := kept(f, nodes, loops, l2 // 4): attrs["uop.keep"] = keep
     if threads > 1 and not loops and (sr := split_reduce(f, threads)) is not None:
       attrs["uop.split_reduce"], attrs["uop.threads"] = sr, threads
     elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(outer := min(loops, key=lambda r: r.attrs["axis"])) >= threads and \
         not any(r.attrs["kind"] == "serial" and r.attrs["axis"] < outer.attrs["axis"] for r in rngs):   # a serial loop runs on one thread
       attrs["uop.threads"] = threads
-  if (inner := streaming_store(f, vec)) is not None:
-    attrs["uop.nontemporal"] = vec
-    if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = vec   # chunks start on a lane group
+    # a kept row shares the core's L2 with the row it is computed from and with the other thread's rows
+    if keep := kept(f, nodes, loops, l2 // 4): attrs["uop.keep"] = keep[0]
+  # a row kept in the output is scaled there, from cache, by plain stores (streaming them measured slower)
+  if not keep or not keep[1]:
+    if (inner := streaming_store(f, vec)) is not None:
+      attrs["uop.nontemporal"] = vec
+      if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = vec   # chunks start on a lane group
   return replace(f, attrs=attrs)
 
 NT_MIN_BYTES = 1 << 24          # outputs at least this big (twice a typical L3 share) are streamed past the cache

@@ -29,12 +29,23 @@ def test_softmax_matches_numpy(shape, axis, log):
   out = (t.log_softmax(axis) if log else t.softmax(axis)).numpy()
   np.testing.assert_allclose(out, ref_softmax(x, axis, log), rtol=2e-5, atol=1e-6)
 
-def test_softmax_exp_once():
-  """The output loop reads exp(x - max) back from the row the sum filled: one exp2 polynomial per element in the kernel."""
-  (f,) = kernels(Tensor(rng.standard_normal((64, 1000)).astype(np.float32)).softmax(1))
-  assert "uop.keep" in f.attrs
+@pytest.mark.parametrize("shape", [(64, 1000), (4096, 4096)])
+def test_softmax_exp_once(shape):
+  """The output loop reads exp(x - max) back from the output row the sum filled and scales it in place: one exp2
+  polynomial per element, no scratch row, and plain stores (a big output is not streamed past the cache)."""
+  (f,) = kernels(Tensor(np.zeros(shape, np.float32)).softmax(1))
+  assert "uop.keep" in f.attrs and "uop.nontemporal" not in f.attrs
   text = lower_kernel(f)
-  assert text.count("math.roundeven") == 1 and text.count("memref.alloca") == 1
+  assert text.count("math.roundeven") == 1 and text.count("memref.alloca") == 0
+
+def test_half_softmax_keeps_a_scratch_row():
+  """A float16 output cannot hold the float32 exps: they wait in a float32 scratch row on the stack."""
+  x = rng.standard_normal((64, 300)).astype(np.float16)
+  t = Tensor(x).softmax(1)
+  (f,) = kernels(t)
+  text = lower_kernel(f)
+  assert "uop.keep" in f.attrs and text.count("math.roundeven") == 1 and "memref.alloca() {alignment = 64 : i64} : memref<300xf32>" in text
+  np.testing.assert_allclose(t.numpy().astype(np.float64), ref_softmax(x, 1), rtol=2e-3, atol=1e-5)
 
 def test_user_written_softmax_keeps():
   """x.exp() / x.exp().sum() written by hand gets the same rule (no softmax method involved)."""

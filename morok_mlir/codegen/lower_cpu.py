@@ -44,7 +44,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify, at_lane
-from morok_mlir.passes.optimize import blocked, contraction, twin
+from morok_mlir.passes.optimize import blocked, contraction, in_place, twin
 from morok_mlir.passes.registry import register, PassError
 
 # ---------------------------------------------------------------- tables
@@ -208,26 +208,36 @@ class Lowerer:
     self.ranges: dict[UOp, frozenset] = {}
     for i, t in enumerate(f.args): self.names[t] = f"%arg{i}"
     self.scratch: set[UOp] = set()
+    self.kept_stores: set[UOp] = set()   # stores of kept values (plain stores, whatever uop.nontemporal says)
     if self.keeps and "uop.keep" in f.attrs: self.keep(tuple(f.attrs["uop.keep"]))
     self.rs(self.sink)
 
   def keep(self, axes: tuple[int, ...]):
-    """uop.keep (optimize.kept): each named reduce stores its source, element by element as it reduces it, into a
-    scratch row on the stack (one per call, so per thread); where the loops compute the same value at their own
-    indices (`twin`) they load it from the row instead, after the reduce (an `after` on the reduce orders them)."""
+    """uop.keep (optimize.kept): each named reduce stores its source, element by element as it reduces it, where the
+    loops that compute the same value at their own indices (`twin`) then load it instead (an `after` on the reduce
+    orders them). That place is the output itself when the kernel's one store writes each of those elements once and
+    has the source's dtype (a softmax row is scaled in place, from cache: one row of cache, not two), else a scratch row
+    on the stack (one per call, so per thread)."""
     loops = [r for e in self.sink.toposort if e.op is Ops.END for r in e.src[1:]]
     nodes, sub = set(self.sink.toposort), {}
-    for red in [u for u in self.sink.toposort if u.op is Ops.REDUCE and min(_axis(r) for r in u.src[1:]) in axes]:
+    reds = [u for u in self.sink.toposort if u.op is Ops.REDUCE and u.src[1:] and min(_axis(r) for r in u.src[1:]) in axes]
+    for n, red in enumerate(sorted(reds, key=lambda u: min(_axis(r) for r in u.src[1:]))):
       if (tw := twin(red, nodes, loops)) is None: raise PassError(f"@{self.f.name}: uop.keep names a reduce its loops do not recompute", red.loc)
       (t, K, J), src = tw, red.src[0]
       sizes = [im.cval(r.src[0]) for r in K]
-      buf = arg_buffer(-1 - len(self.scratch), src.dtype.ptr(prod(sizes)))
-      self.scratch.add(buf)
-      self.names[buf] = name = f"%keep{len(self.scratch)}"
-      self.root.lines.append(f"{name} = memref.alloca() {{alignment = 64 : i64}} : {mem_type(buf.dtype)}")
-      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, src.dtype.ptr(), (buf, im.linearize(K, sizes))), src), loc=red.loc)
+      if n == 0 and (out := in_place(self.sink, red, t, J)) is not None:   # the output row: stored for k, loaded back at j
+        buf, at = out.src[0].src
+        kat, jat = at.substitute(dict(zip(J, K))), at
+      else:
+        buf = arg_buffer(-1 - len(self.scratch), src.dtype.ptr(prod(sizes)))
+        self.scratch.add(buf)
+        self.names[buf] = name = f"%keep{len(self.scratch)}"
+        self.root.lines.append(f"{name} = memref.alloca() {{alignment = 64 : i64}} : {mem_type(buf.dtype)}")
+        kat, jat = im.linearize(K, sizes), im.linearize(J, sizes)
+      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, src.dtype.ptr(), (buf, kat)), src), loc=red.loc)
+      self.kept_stores.add(st)
       sub[red] = new = red.replace(src=(UOp(Ops.AFTER, src.dtype, (src, st), loc=red.loc), *red.src[1:]))
-      sub[t] = UOp(Ops.LOAD, t.dtype, (UOp(Ops.INDEX, t.dtype.ptr(), (UOp(Ops.AFTER, buf.dtype, (buf, new)), im.linearize(J, sizes))),), loc=t.loc)
+      sub[t] = UOp(Ops.LOAD, t.dtype, (UOp(Ops.INDEX, t.dtype.ptr(), (UOp(Ops.AFTER, buf.dtype, (buf, new)), jat)),), loc=t.loc)
     self.sink = self.sink.substitute(sub)
 
   # -- placement
@@ -302,7 +312,7 @@ class Lowerer:
     elif u.op is Ops.STORE:
       idx, v = u.src
       if idx.op is not Ops.INDEX: raise PassError("uop.store must store through a uop.index", u.loc)
-      if self.lanes and idx.src[0] not in self.scratch: return self.store_lanes(u)
+      if self.lanes and u not in self.kept_stores: return self.store_lanes(u)
       buf, i, gate = self.address(idx)
       val = self.value(v)
       fr = self.target(u)
