@@ -119,16 +119,23 @@ def test_softmax_gradient():
   s = ref_softmax(x, 1)
   np.testing.assert_allclose(t.grad.numpy(), s * (w - (s * w).sum(1, keepdims=True)), rtol=1e-4, atol=1e-6)
 
-def test_attention_epilogue_sums_reassociate():
-  """Attention's row sums run in the contraction's epilogue: with the kernel's fastmath they vectorize (a scalar chain of
-  exp2 polynomials otherwise), and the result stays within float32 rounding of a float64 reference."""
+@pytest.mark.parametrize("mask", [None, "bool", "causal"])
+def test_attention_epilogue_sums_reassociate(mask):
+  """Attention's row sums run in the contraction's epilogue: they add up the exps pack_a stored in A's panels (no
+  exp2 polynomial in the epilogue), with the kernel's fastmath (they vectorize), within float32 rounding of float64;
+  masked keys (a fully masked query row gives 0) and causal masks go through the same panels."""
   from morok_mlir.codegen.lower_cpu import Contraction
   q, k, v = (rng.standard_normal((2, 2, 64, 32)).astype(np.float32) for _ in range(3))
-  t = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v))
+  m = np.tril(np.ones((64, 64), bool)) if mask == "causal" else rng.random((64, 64)) > 0.3 if mask else np.ones((64, 64), bool)
+  if mask == "bool": m[5] = False
+  kw = {"is_causal": True} if mask == "causal" else {"attn_mask": Tensor(m)} if mask else {}
+  t = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), **kw)
   (c,) = [Contraction(f, "k") for f in kernels(t) if "uop.contraction" in f.attrs and any(u.op == "exp2" for u in f.roots[0].toposort)]
   assert "uop.fastmath" in c.epi.attrs
   epi = c.text().split("func.func @k_epi")[1]
-  assert "math.roundeven" in epi and "fastmath<reassoc,contract>" in epi
-  s = q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2) / np.sqrt(32)
-  e = np.exp(s - s.max(-1, keepdims=True))
-  np.testing.assert_allclose(t.numpy(), e / e.sum(-1, keepdims=True) @ v, rtol=1e-4, atol=1e-5)
+  assert "math.roundeven" not in epi and "fastmath<reassoc,contract>" in epi and "math.roundeven" in c.text()
+  s = np.where(m, q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2) / np.sqrt(32), -np.inf)
+  mx = s.max(-1, keepdims=True)
+  e = np.exp(s - np.where(np.isinf(mx), 0, mx))
+  den = e.sum(-1, keepdims=True)
+  np.testing.assert_allclose(t.numpy(), e / np.where(den == 0, 1, den) @ v, rtol=1e-4, atol=1e-5)

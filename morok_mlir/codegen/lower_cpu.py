@@ -614,7 +614,23 @@ class Contraction:
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
     if T: ci = im.add(im.mul(im.linearize(T, size(T)), im.const(self.Mp * self.Np)), ci)
     c = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, ci)),))
-    self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c})], {"uop.kernel": None, **thr})
+    self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c, **self.packed_sums(a, I, K, T, ap)})], {"uop.kernel": None, **thr})
+
+  def packed_sums(self, a: UOp, I: list[UOp], K: list[UOp], T: list[UOp], ap: UOp) -> dict[UOp, UOp]:
+    """The epilogue's sums of a itself over ranges like K (attention's softmax row sums of the exps its product
+    packed), each replaced by a sum of A's packed panels: what pack_a computed is not computed again."""
+    if self.pack_a is None or self.fused: return {}
+    size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
+    out, lin = {}, im.linearize(I, size(I))
+    for u in self.f.roots[0].toposort:
+      if u.op is not Ops.REDUCE or u.attrs.get("op") != "add" or len(u.src) != len(K) + 1 or u.dtype is not dtypes.float32: continue
+      K2 = sorted(u.src[1:], key=_axis)
+      if size(K2) != size(K) or a.substitute(dict(zip(K, K2))) is not u.src[0]: continue
+      idx = im.add(im.add(im.mul(im.idiv(lin, self.mr), im.const(self.K * self.mr)), im.mul(im.linearize(K2, size(K)), im.const(self.mr))),
+                   im.mod(lin, self.mr))
+      if T: idx = im.add(im.mul(im.linearize(T, size(T)), im.const(self.Mp * self.K)), idx)
+      out[u] = UOp(Ops.REDUCE, u.dtype, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (ap, idx)),)), *u.src[1:]), u.arg, u.loc)
+    return out
 
   @staticmethod
   def in_place(a: UOp, I: list[UOp], K: list[UOp]) -> tuple[int, int, int] | None:
