@@ -158,7 +158,7 @@ def kept(f: Func, nodes: list[UOp], loops: list[UOp], budget: int) -> tuple[tupl
   """The reduces whose source is worth keeping (uop.keep), and whether the first is kept in the output (in_place):
   their loops recompute it (`twin`), it costs KEEP_COST ops per element or more, and a row of it fits in `budget`
   bytes (it is read back from cache)."""
-  out, every, place = [], set(nodes), False
+  out, every = [], set(nodes)
   for red in nodes:
     if red.op is not Ops.REDUCE or (tw := twin(red, every, loops)) is None: continue
     nested = {x for r in red.src[0].toposort if r.op is Ops.REDUCE for x in r.toposort}   # computed once per row
