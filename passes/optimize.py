@@ -15,7 +15,8 @@
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
 
-Heuristics, no search. Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's)."""
+Heuristics, no search. Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), l2, l3
+(cache bytes, 0: the machine's)."""
 from __future__ import annotations
 import itertools
 from dataclasses import replace
@@ -23,7 +24,7 @@ from math import prod
 from morok_mlir.ir.bridge import Func
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
-from morok_mlir.host import THREADS, VEC_WIDTH
+from morok_mlir.host import CACHES, THREADS, VEC_WIDTH
 from morok_mlir.passes.registry import register, Option
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
@@ -78,12 +79,21 @@ def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]
   every = loops + K
   ra, rb = {r for r in loops if depends(a, r, every)}, {r for r in loops if depends(b, r, every)}
   T = ra & rb
-  if not ra - T or not rb - T: return None
+  # one operand without loop ranges of its own (a vector times a matrix: M or N is 1): plain loops reduce over k, fast
+  # where the matrix's rows are k-contiguous; where its k steps are far apart (x @ W, x one row), the contraction packs
+  # its N-wide rows into panels instead (4096 x 4096: 40x faster), the vector as a (I empty, M = 1)
+  if not ra - T or not rb - T:
+    if not ra - T and not rb - T or k_contiguous(mat := a if ra - T else b, K[-1]): return None
+    if mat is a: a, b, ra, rb = b, a, rb, ra
   if ra & set(loops) != ra or rb & set(loops) != rb: return None
   # a holds the outermost loop when it can: for NCHW conv that is the image side, whose narrow (MR-row) panels pack
   # 3x faster than 16-wide ones, and threads then split the image rows (measured on conv and matmul)
-  if ra.isdisjoint({loops[0]}) and not rb.isdisjoint({loops[0]}): a, b, ra, rb = b, a, rb, ra
+  if ra - T and ra.isdisjoint({loops[0]}) and not rb.isdisjoint({loops[0]}): a, b, ra, rb = b, a, rb, ra
   return red, a, b, [r for r in loops if r in ra - T], [r for r in loops if r not in ra], K, [r for r in loops if r in T]
+
+def k_contiguous(x: UOp, k: UOp) -> bool:
+  """Whether x is a load whose address steps by 1 with reduce range k."""
+  return x.op is Ops.LOAD and x.src[0].op is Ops.INDEX and len(x.src[0].src) == 2 and (f := affine(x.src[0].src[1], {})) is not None and f.get(k) == 1
 
 REDUCE_BLOCK = 1 << 12          # terms per float accumulator: long enough that a block's vector loop and its horizontal
                                 # sum cost ~1% over one long loop, short enough that blocks add up exactly to 2^31 and more
@@ -125,7 +135,34 @@ def split_reduce(f: Func, threads: int) -> int | None:
   n = _size(reds[0].src[1])
   return threads if n >= SPLIT_MIN and n % threads == 0 else None
 
-def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
+FMA_PORTS, LOAD_PORTS, FMA_LATENCY = 2, 2, 4   # vector FMAs and loads issued per cycle, cycles per FMA: recent x86 cores
+MAX_MR, MAX_NV = 8, 8   # rows: A read in place keeps one address per row in a general register (x86-64 has 16)
+def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, int] = CACHES, threads: int = 1) -> tuple[int, int, int, int]:
+  """(MR, NR, KC, MC) for an M x N x K contraction at vec f32 lanes, L1/L2/L3 bytes `caches` (lower_cpu.Contraction).
+  MR x NR, the register tile: MR rows of NR/vec vectors held in MR*NR/vec accumulators, plus NR/vec B vectors and one
+  broadcast A value, within the register file (16 registers at <= 8 lanes: ymm; 32 at 16: zmm). A k step costs
+  max(FMAs / FMA_PORTS, loads / LOAD_PORTS, FMA_LATENCY) cycles, plus one for the loop; the tile is the one with the
+  fewest cycles over the whole problem, M and N padded to MR and NR, so a skinny N (10) gets NR = its padded width, a
+  skinny M few rows and wide panels. Within 5% of the fewest, the fewest B vectors win (narrow panels: 6x64 measured
+  8% slower than 8x32 at 2048^3), then the most accumulators: 6x16 (ymm) and 8x32 (zmm) for large squares.
+  KC: a KC x NR panel of B fills at most half of L2 and the KC x N slice of B half of L3 (every row block of A passes
+  over it); K splits in equal slices. Panels L1-sized (KC = 128 at NR = 32 with a 32 KiB L1) measured 10% slower at
+  1024^3 and 2048^3 than KC = K, as a C tile is then loaded and stored every 128 steps of k.
+  MC: an MC x KC block of A fills half of L2, fewer rows when that leaves a thread without a block or panel to take."""
+  regs = 32 if vec >= 16 else 16
+  cands = [(mr, nv) for nv in range(1, min(MAX_NV, -(-N // vec)) + 1) for mr in range(1, min(MAX_MR, M) + 1) if mr * nv + nv + 1 <= regs]
+  cost = {(mr, nv): -(-M // mr) * -(-N // (nv * vec)) * (max(mr * nv / FMA_PORTS, (mr + nv) / LOAD_PORTS, FMA_LATENCY) + 1)
+          for mr, nv in cands}
+  best = min(cost.values())
+  mr, nv = min((t for t in cands if cost[t] <= 1.05 * best), key=lambda t: (t[1], -t[0] * t[1]))
+  nr = nv * vec
+  kc = max(1, min(caches[1] // 2 // (4 * nr), caches[2] // 2 // (4 * -(-N // nr) * nr)))
+  kc = -(-K // -(-K // kc))   # equal slices: 784 = 4 x 196, not 3 x 256 + 16
+  mc = max(mr, caches[1] // 2 // (4 * kc) // mr * mr)
+  if -(-N // nr) < threads: mc = min(mc, max(mr, -(-M // threads // mr) * mr))   # the threads split A's row blocks
+  return mr, nr, kc, mc
+
+def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int] = CACHES) -> Func:
   # index chains in affine form where bounds prove it: reshapes' div/mod fold away, so neighbouring iterations address
   # neighbouring elements and LLVM vectorizes the loads (a batched matmul's operands read k-contiguous rows)
   f = replace(f, roots=[sink := affine_simplify(f.roots[0])])
@@ -142,8 +179,8 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
   work = body * (prod(_size(r) for r in loops) + sum(prod(_size(r) for r in u.src[1:]) * prod(_size(r) for r in _rngs(u) if r in loops)
                                                       for u in nodes if u.op is Ops.REDUCE))
   if 2 * prod(_size(r) for r in rngs) >= MM_MIN_FLOPS and (c := contraction(f)) is not None:   # size first: contraction asks Z3
-    mr, nr = (6, 2 * vec) if vec <= 8 else (8, 2 * vec)   # 12 (of 16 ymm) / 16 (of 32 zmm) accumulators
-    attrs["uop.contraction"] = (mr, nr, 256, mr * 40, vec)
+    _, _, _, I, J, K, _ = c
+    attrs["uop.contraction"] = (*contraction_tiles(prod(map(_size, I)), prod(map(_size, J)), prod(map(_size, K)), vec, caches, threads), vec)
     if threads > 1: attrs["uop.threads"] = threads
   else:
     if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = REDUCE_BLOCK
@@ -173,8 +210,8 @@ def streaming_store(f: Func, vec: int) -> UOp | None:
   return inner
 
 @register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles, nontemporal stores",
-          threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"))
-def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0) -> list[Func]:
-  if not threads or not vec:
-    threads, vec = threads or THREADS, vec or VEC_WIDTH
-  return [optimize_kernel(f, threads, vec) if "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK else f for f in funcs]
+          threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"),
+          l2=Option(int, 0, "L2 cache bytes (0: the machine's)"), l3=Option(int, 0, "L3 cache bytes (0: the machine's)"))
+def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0, l3: int = 0) -> list[Func]:
+  threads, vec, caches = threads or THREADS, vec or VEC_WIDTH, (CACHES[0], l2 or CACHES[1], l3 or CACHES[2])
+  return [optimize_kernel(f, threads, vec, caches) if "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK else f for f in funcs]
