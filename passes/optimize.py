@@ -145,10 +145,11 @@ def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, 
   fewest cycles over the whole problem, M and N padded to MR and NR, so a skinny N (10) gets NR = its padded width, a
   skinny M few rows and wide panels. Within 5% of the fewest, the fewest B vectors win (narrow panels: 6x64 measured
   8% slower than 8x32 at 2048^3), then the most accumulators: 6x16 (ymm) and 8x32 (zmm) for large squares.
-  KC: a KC x NR panel of B fills at most half of L2 and the KC x N slice of B half of L3 (every row block of A passes
-  over it); K splits in equal slices. Panels L1-sized (KC = 128 at NR = 32 with a 32 KiB L1) measured 10% slower at
-  1024^3 and 2048^3 than KC = K, as a C tile is then loaded and stored every 128 steps of k.
-  MC: an MC x KC block of A fills half of L2, fewer rows when that leaves a thread without a block or panel to take."""
+  KC: a KC x NR panel of B fills at most an eighth of L2 and the KC x N slice of B half of L3 (every row block of A
+  passes over it); K splits in equal slices. MC: an MC x KC block of A fills L2 (fewer rows when that leaves a thread
+  without a block or panel to take). Measured on one Zen 4 core at 2048^3 (CPU time, interleaved): KC = 1024, MC = 256
+  at 100 GFLOP/s; KC = 2048 (B panel half of L2) with MC = 64 (A block half of L2) at 89; L1-sized KC = 128 ~10% slower
+  than KC = K at 1024^3 (a C tile is loaded and stored every 128 steps of k)."""
   regs = 32 if vec >= 16 else 16
   cands = [(mr, nv) for nv in range(1, min(MAX_NV, -(-N // vec)) + 1) for mr in range(1, min(MAX_MR, M) + 1) if mr * nv + nv + 1 <= regs]
   cost = {(mr, nv): -(-M // mr) * -(-N // (nv * vec)) * (max(mr * nv / FMA_PORTS, (mr + nv) / LOAD_PORTS, FMA_LATENCY) + 1)
@@ -156,9 +157,9 @@ def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, 
   best = min(cost.values())
   mr, nv = min((t for t in cands if cost[t] <= 1.05 * best), key=lambda t: (t[1], -t[0] * t[1]))
   nr = nv * vec
-  kc = max(1, min(caches[1] // 2 // (4 * nr), caches[2] // 2 // (4 * -(-N // nr) * nr)))
-  kc = -(-K // -(-K // kc))   # equal slices: 784 = 4 x 196, not 3 x 256 + 16
-  mc = max(mr, caches[1] // 2 // (4 * kc) // mr * mr)
+  kc = max(1, min(caches[1] // 8 // (4 * nr), caches[2] // 2 // (4 * -(-N // nr) * nr)))
+  kc = -(-K // -(-K // kc))   # equal slices: 1568 = 2 x 784, not 1024 + 544
+  mc = max(mr, min(caches[1] // (4 * kc) // mr, -(-M // mr)) * mr)
   if -(-N // nr) < threads: mc = min(mc, max(mr, -(-M // threads // mr) * mr))   # the threads split A's row blocks
   return mr, nr, kc, mc
 

@@ -27,7 +27,8 @@ def test_tiles_fit(M, N, K, vec, threads, caches):
   assert nr % vec == 0 and mr * (nr // vec) + nr // vec + 1 <= regs      # accumulators, B vectors, a broadcast
   assert 1 <= mr <= max(1, min(M, opt.MAX_MR)) and nr <= vec * max(1, -(-N // vec))   # no tile wider than its padded operand
   assert 1 <= kc <= K and mc % mr == 0 and mc >= mr
-  assert mc == mr or 4 * mc * kc <= caches[1] // 2 + 4 * mr * kc             # A's block in half of L2
+  assert mc == mr or 4 * mc * kc <= caches[1]                                 # A's block in L2
+  assert mc <= -(-M // mr) * mr and (kc == 1 or 4 * kc * nr <= caches[1] // 8)  # no block past M; B's panel in an eighth of L2
 
 @pytest.mark.parametrize("vec,tile", [(8, (6, 16)), (16, (8, 32))])
 def test_large_square_tiles(vec, tile):

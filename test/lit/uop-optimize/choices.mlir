@@ -43,12 +43,12 @@ module {
   // C[i,j] = sum_k A[(i*128+j)/128*128 + k] * B[k*128 + j]: A's index mentions j but does not depend on it (the
   // dependence is evaluated, not read off the expression), so this is a contraction: a 6x16 tile at 8 lanes
   // CHECK-LABEL: func.func private @mm
-  // (KC = K: the 128-deep B panel is far under half of L2; MC = half of L2 / (KC * 4 B) rows, a multiple of MR)
-  // CHECK-SAME: uop.contraction = array<i64: 6, 16, 128, 1020, 8>
+  // (KC = K: the 128-deep B panel is far under an eighth of L2; MC = all of M, padded to MR: its block fits L2)
+  // CHECK-SAME: uop.contraction = array<i64: 6, 16, 128, 132, 8>
   // CHECK-SAME: uop.fastmath
   // CHECK-SAME: uop.threads = 2 : i64
   // ONE-LABEL: func.func private @mm
-  // ONE-SAME: uop.contraction = array<i64: 8, 32, 128, 1024, 16>
+  // ONE-SAME: uop.contraction = array<i64: 8, 32, 128, 128, 16>
   func.func private @mm(%arg0: memref<16384xf32>, %arg1: memref<16384xf32>, %arg2: memref<16384xf32>) attributes {uop.kernel} {
     %0 = "uop.const"() {value = 128 : index} : () -> index
     %1 = "uop.range"(%0) {axis = 0 : i64, kind = "loop"} : (index) -> index
@@ -105,11 +105,12 @@ module {
     return
   }
   // a vector times a matrix, y[n] = sum_k x[k] * W[k*2048 + n]: the matrix's k steps are 2048 apart, so a contraction
-  // with M = 1 (one row, wide panels: 1 x 56 of 16 ymm, 1 x 128 of 32 zmm), its rows packed into k-contiguous panels
+  // with M = 1 (one row, wide panels: 1 x 56 of 16 ymm, 1 x 128 of 32 zmm), its rows packed into k-contiguous panels;
+  // KC: a KC x NR panel of B in an eighth of L2
   // CHECK-LABEL: func.func private @gemv
-  // CHECK-SAME: uop.contraction = array<i64: 1, 56, 1024, 128, 8>
+  // CHECK-SAME: uop.contraction = array<i64: 1, 56, 512, 1, 8>
   // ONE-LABEL: func.func private @gemv
-  // ONE-SAME: uop.contraction = array<i64: 1, 128, 1024, 128, 16>
+  // ONE-SAME: uop.contraction = array<i64: 1, 128, 256, 1, 16>
   func.func private @gemv(%arg0: memref<2048xf32>, %arg1: memref<1024xf32>, %arg2: memref<2097152xf32>) attributes {uop.kernel} {
     %c2048 = "uop.const"() {value = 2048 : index} : () -> index
     %c1024 = "uop.const"() {value = 1024 : index} : () -> index
