@@ -12,14 +12,17 @@ CPU_FLAGS = _cpu_flags()
 VEC_WIDTH = 16 if "avx512f" in CPU_FLAGS else 8 if "avx" in CPU_FLAGS else 4
 THREADS = int(os.environ.get("MOROK_THREADS", 0)) or len(os.sched_getaffinity(0))
 
-def _l2_bytes() -> int:
-  """A core's L2 cache in bytes (sysfs), 512 KiB where it cannot be read."""
-  base = "/sys/devices/system/cpu/cpu0/cache"
+def _cache_bytes(level: int, default: int) -> int:
+  """Bytes of cpu0's level-`level` data (or unified) cache, from sysfs; `default` where the kernel does not say."""
+  units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
   try:
-    for d in sorted(os.listdir(base)):
-      if d.startswith("index") and open(f"{base}/{d}/level").read().strip() == "2" and "Instruction" not in open(f"{base}/{d}/type").read():
-        v = open(f"{base}/{d}/size").read().strip()
-        return int(v[:-1]) << {"K": 10, "M": 20}[v[-1]] if v[-1] in "KM" else int(v)
-  except (OSError, ValueError, KeyError): pass
-  return 1 << 19
-L2_BYTES = _l2_bytes()
+    for d in sorted(os.listdir(base := "/sys/devices/system/cpu/cpu0/cache")):
+      if not d.startswith("index"): continue
+      rd = lambda f: open(f"{base}/{d}/{f}").read().strip()
+      if int(rd("level")) == level and rd("type") in ("Data", "Unified"):
+        s = rd("size")
+        return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
+  except (OSError, ValueError): pass
+  return default
+# L1 data, L2 and L3 bytes (the L3 as a whole, shared or not): what contraction tiles block K and M for (optimize.contraction_tiles)
+CACHES = (_cache_bytes(1, 32 << 10), _cache_bytes(2, 512 << 10), _cache_bytes(3, 8 << 20))

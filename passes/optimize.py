@@ -21,8 +21,8 @@
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
 
 Heuristics; with beam = n > 0 each static kernel's choices are then searched by timing (SEARCH, see device/search.py).
-Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), l2 (bytes of a core's L2
-cache, 0: the machine's), beam (0: no search)."""
+Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), l2, l3 (cache bytes, 0:
+the machine's), beam (0: no search)."""
 from __future__ import annotations
 import itertools
 from dataclasses import replace
@@ -30,7 +30,7 @@ from math import prod
 from morok_mlir.ir.bridge import Func
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
-from morok_mlir.host import L2_BYTES, THREADS, VEC_WIDTH
+from morok_mlir.host import CACHES, THREADS, VEC_WIDTH
 from morok_mlir.passes.registry import register, Option, PassError
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
@@ -85,12 +85,21 @@ def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]
   every = loops + K
   ra, rb = {r for r in loops if depends(a, r, every)}, {r for r in loops if depends(b, r, every)}
   T = ra & rb
-  if not ra - T or not rb - T: return None
+  # one operand without loop ranges of its own (a vector times a matrix: M or N is 1): plain loops reduce over k, fast
+  # where the matrix's rows are k-contiguous; where its k steps are far apart (x @ W, x one row), the contraction packs
+  # its N-wide rows into panels instead (4096 x 4096: 40x faster), the vector as a (I empty, M = 1)
+  if not ra - T or not rb - T:
+    if not ra - T and not rb - T or k_contiguous(mat := a if ra - T else b, K[-1]): return None
+    if mat is a: a, b, ra, rb = b, a, rb, ra
   if ra & set(loops) != ra or rb & set(loops) != rb: return None
   # a holds the outermost loop when it can: for NCHW conv that is the image side, whose narrow (MR-row) panels pack
   # 3x faster than 16-wide ones, and threads then split the image rows (measured on conv and matmul)
-  if ra.isdisjoint({loops[0]}) and not rb.isdisjoint({loops[0]}): a, b, ra, rb = b, a, rb, ra
+  if ra - T and ra.isdisjoint({loops[0]}) and not rb.isdisjoint({loops[0]}): a, b, ra, rb = b, a, rb, ra
   return red, a, b, [r for r in loops if r in ra - T], [r for r in loops if r not in ra], K, [r for r in loops if r in T]
+
+def k_contiguous(x: UOp, k: UOp) -> bool:
+  """Whether x is a load whose address steps by 1 with reduce range k."""
+  return x.op is Ops.LOAD and x.src[0].op is Ops.INDEX and len(x.src[0].src) == 2 and (f := affine(x.src[0].src[1], {})) is not None and f.get(k) == 1
 
 REDUCE_BLOCK = 1 << 12          # terms per float accumulator: long enough that a block's vector loop and its horizontal
                                 # sum cost ~1% over one long loop, short enough that blocks add up exactly to 2^31 and more
@@ -169,7 +178,35 @@ def kept(f: Func, nodes: list[UOp], loops: list[UOp], budget: int) -> tuple[tupl
       out.append((tw[1][0].attrs["axis"], in_place(f.roots[0], red, tw[0], tw[2]) is not None))
   return (tuple(a for a, _ in sorted(out)), sorted(out)[0][1]) if out else None
 
-def optimize_kernel(f: Func, threads: int, vec: int, l2: int = 1 << 19) -> Func:
+FMA_PORTS, LOAD_PORTS, FMA_LATENCY = 2, 2, 4   # vector FMAs and loads issued per cycle, cycles per FMA: recent x86 cores
+MAX_MR, MAX_NV = 8, 8   # rows: A read in place keeps one address per row in a general register (x86-64 has 16)
+def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, int] = CACHES, threads: int = 1) -> tuple[int, int, int, int]:
+  """(MR, NR, KC, MC) for an M x N x K contraction at vec f32 lanes, L1/L2/L3 bytes `caches` (lower_cpu.Contraction).
+  MR x NR, the register tile: MR rows of NR/vec vectors held in MR*NR/vec accumulators, plus NR/vec B vectors and one
+  broadcast A value, within the register file (16 registers at <= 8 lanes: ymm; 32 at 16: zmm). A k step costs
+  max(FMAs / FMA_PORTS, loads / LOAD_PORTS, FMA_LATENCY) cycles, plus one for the loop; the tile is the one with the
+  fewest cycles over the whole problem, M and N padded to MR and NR, so a skinny N (10) gets NR = its padded width, a
+  skinny M few rows and wide panels. Within 5% of the fewest, the fewest B vectors win (narrow panels: 6x64 measured
+  8% slower than 8x32 at 2048^3), then the most accumulators: 6x16 (ymm) and 8x32 (zmm) for large squares.
+  KC: a KC x NR panel of B fills at most an eighth of L2 and the KC x N slice of B half of L3 (every row block of A
+  passes over it); K splits in equal slices. MC: an MC x KC block of A fills L2 (fewer rows when that leaves a thread
+  without a block or panel to take). Measured on one Zen 4 core at 2048^3 (CPU time, interleaved): KC = 1024, MC = 256
+  at 100 GFLOP/s; KC = 2048 (B panel half of L2) with MC = 64 (A block half of L2) at 89; L1-sized KC = 128 ~10% slower
+  than KC = K at 1024^3 (a C tile is loaded and stored every 128 steps of k)."""
+  regs = 32 if vec >= 16 else 16
+  cands = [(mr, nv) for nv in range(1, min(MAX_NV, -(-N // vec)) + 1) for mr in range(1, min(MAX_MR, M) + 1) if mr * nv + nv + 1 <= regs]
+  cost = {(mr, nv): -(-M // mr) * -(-N // (nv * vec)) * (max(mr * nv / FMA_PORTS, (mr + nv) / LOAD_PORTS, FMA_LATENCY) + 1)
+          for mr, nv in cands}
+  best = min(cost.values())
+  mr, nv = min((t for t in cands if cost[t] <= 1.05 * best), key=lambda t: (t[1], -t[0] * t[1]))
+  nr = nv * vec
+  kc = max(1, min(caches[1] // 8 // (4 * nr), caches[2] // 2 // (4 * -(-N // nr) * nr)))
+  kc = -(-K // -(-K // kc))   # equal slices: 1568 = 2 x 784, not 1024 + 544
+  mc = max(mr, min(caches[1] // (4 * kc) // mr, -(-M // mr)) * mr)
+  if -(-N // nr) < threads: mc = min(mc, max(mr, -(-M // threads // mr) * mr))   # the threads split A's row blocks
+  return mr, nr, kc, mc
+
+def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int] = CACHES) -> Func:
   # index chains in affine form where bounds prove it: reshapes' div/mod fold away, so neighbouring iterations address
   # neighbouring elements and LLVM vectorizes the loads (a batched matmul's operands read k-contiguous rows)
   f = replace(f, roots=[sink := affine_simplify(f.roots[0])])
@@ -186,8 +223,8 @@ def optimize_kernel(f: Func, threads: int, vec: int, l2: int = 1 << 19) -> Func:
   work = body * (prod(_size(r) for r in loops) + sum(prod(_size(r) for r in u.src[1:]) * prod(_size(r) for r in _rngs(u) if r in loops)
                                                       for u in nodes if u.op is Ops.REDUCE))
   if 2 * prod(_size(r) for r in rngs) >= MM_MIN_FLOPS and (c := contraction(f)) is not None:   # size first: contraction asks Z3
-    mr, nr = (6, 2 * vec) if vec <= 8 else (8, 2 * vec)   # 12 (of 16 ymm) / 16 (of 32 zmm) accumulators
-    attrs["uop.contraction"] = (mr, nr, 256, mr * 40, vec)
+    _, _, _, I, J, K, _ = c
+    attrs["uop.contraction"] = (*contraction_tiles(prod(map(_size, I)), prod(map(_size, J)), prod(map(_size, K)), vec, caches, threads), vec)
     if threads > 1: attrs["uop.threads"] = threads
   else:
     if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = REDUCE_BLOCK
@@ -197,7 +234,7 @@ def optimize_kernel(f: Func, threads: int, vec: int, l2: int = 1 << 19) -> Func:
         not any(r.attrs["kind"] == "serial" and r.attrs["axis"] < outer.attrs["axis"] for r in rngs):   # a serial loop runs on one thread
       attrs["uop.threads"] = threads
     # a kept row shares the core's L2 with the row it is computed from and with the other thread's rows
-    if keep := kept(f, nodes, loops, l2 // 4): attrs["uop.keep"] = keep[0]
+    if keep := kept(f, nodes, loops, caches[1] // 4): attrs["uop.keep"] = keep[0]
   # a row kept in the output is scaled there, from cache, by plain stores (streaming them measured slower)
   if not keep or not keep[1]:
     if (inner := streaming_store(f, vec)) is not None:
@@ -226,12 +263,12 @@ SEARCH = None
 
 @register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles, nontemporal stores",
           threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"),
-          l2=Option(int, 0, "bytes of a core's L2 cache (0: the machine's)"),
+          l2=Option(int, 0, "L2 cache bytes (0: the machine's)"), l3=Option(int, 0, "L3 cache bytes (0: the machine's)"),
           beam=Option(int, 0, "beam width of a timed search over each kernel's choices, cached on disk (0: heuristics only)"))
-def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0, beam: int = 0) -> list[Func]:
-  threads, vec, l2 = threads or THREADS, vec or VEC_WIDTH, l2 or L2_BYTES
+def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0, l3: int = 0, beam: int = 0) -> list[Func]:
+  threads, vec, caches = threads or THREADS, vec or VEC_WIDTH, (CACHES[0], l2 or CACHES[1], l3 or CACHES[2])
   if beam < 0: raise PassError(f"uop-optimize: beam must be >= 0, got {beam}")
   if beam and SEARCH is None: raise PassError("uop-optimize: beam > 0 needs the CPU device's search (morok_mlir.device.search)")
   kernel = lambda f: "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK
-  funcs = [optimize_kernel(f, threads, vec, l2) if kernel(f) else f for f in funcs]
+  funcs = [optimize_kernel(f, threads, vec, caches) if kernel(f) else f for f in funcs]
   return [SEARCH(f, beam, threads, vec) if beam and kernel(f) else f for f in funcs]

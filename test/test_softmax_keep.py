@@ -6,7 +6,7 @@ from morok_mlir import Tensor
 from morok_mlir.codegen.lower_cpu import lower_kernel
 from morok_mlir.ir.emit import graph_func, normalize
 from morok_mlir.passes.pipeline import lower_to_kernels
-from morok_mlir.host import L2_BYTES
+from morok_mlir.host import CACHES
 
 def kernels(t: Tensor):
   key, _, _ = normalize([t.uop])
@@ -94,7 +94,7 @@ def test_masked_attention_rows():
 
 def test_big_rows_recompute():
   """A row past the scratch budget (a quarter of L2) is not kept: the exp is recomputed, and the result is the same."""
-  n = L2_BYTES // 4 // 4 + 16
+  n = CACHES[1] // 4 // 4 + 16
   x = rng.standard_normal((2, n)).astype(np.float32)
   t = Tensor(x).softmax(1)
   assert "uop.keep" not in kernels(t)[0].attrs

@@ -540,8 +540,6 @@ def lower_kernel(f: Func, name: str | None = None) -> str:
   return f"  func.func @{name or f.name}({args}) {{\n{body}    return\n  }}\n"
 
 # ---------------------------------------------------------------- contractions: packed operands + register-tiled FMAs
-BLOCK_BYTES = 1 << 18   # a thread's packed A block when A is packed per block: half of a Zen 3 core's L2
-
 class Contraction:
   """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC, MC, VW]` (see optimize.contraction: the store is
   g(reduce-add over K of a*b), a indexed by loop ranges I and K, b by loop ranges J and K) as four phases, each a
@@ -571,9 +569,9 @@ class Contraction:
     srcs = {u.src[0].src[0] for u in b.toposort if u.op is Ops.LOAD}
     self.b_slot = next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER else None
     # A packed per MC-row block inside mm, when threads split row blocks (more of them than B panels: convolutions,
-    # tall operands): each thread's block (all of K, ~256 KiB) stays in L2 from packing to use
+    # tall operands): each thread's block (all of K, half as many floats as MC x KC: half of L2) stays in L2 from packing to use
     t = _int_attr(f, "uop.threads", 1)
-    mc_blk = max(self.mr, min(self.mc, (BLOCK_BYTES // 4 // self.K) // self.mr * self.mr))
+    mc_blk = max(self.mr, min(self.mc, self.mc * self.kc // (2 * self.K) // self.mr * self.mr))
     self.fused = self.direct_a is None and not T and -(-self.Mp // mc_blk) > self.Np // self.nr
     if self.fused: self.mc = mc_blk
     # Ap, Bp, C; a batch (over T) of each, one after the other

@@ -1,10 +1,11 @@
-// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8},uop-lower-cpu' | FileCheck %s
+// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8 l2=1048576 l3=33554432},uop-lower-cpu' | FileCheck %s
 
-// relu(A) @ B with A 1024x64 and B 64x16: 5 row blocks of A and one B panel, so each thread packs its MC-row block
-// of A (all of K) inside mm, into its own buffer (%arg6 or %arg7, picked by the chunk index: mm's last argument), right before the
-// tiles read it; there is no pack_a phase. pack_a writes block-local panels: (p mod 40) * 64 * 6 + k * 6 + lane.
+// relu(A) @ B with A 1024x64 and B 64x16: one B panel, so MC = 516 rows (half of M, rounded up to MR = 6), and blocks
+// of A packed inside mm half that (258 rows x 64: 4 blocks). Each thread packs its block of A (all of K) inside mm,
+// into its own buffer (%arg6 or %arg7, picked by the chunk index: mm's last argument), right before the tiles read it;
+// there is no pack_a phase. pack_a writes block-local panels: (p mod 43) * 64 * 6 + k * 6 + lane.
 // CHECK-LABEL: func.func @mm_pack_a(
-// CHECK-SAME: %arg6: memref<15360xf32>, %arg7: memref<15360xf32>, %arg8: index, %arg9: index)
+// CHECK-SAME: %arg6: memref<16512xf32>, %arg7: memref<16512xf32>, %arg8: index, %arg9: index)
 // CHECK: scf.for %{{.*}} = %arg8 to %arg9
 // CHECK: arith.minsi
 // CHECK: arith.maximumf
@@ -12,7 +13,7 @@
 // CHECK-LABEL: func.func @mm_mm(
 // CHECK-SAME: %arg8: index, %arg9: index, %arg10: index)
 // CHECK: %[[IS1:.*]] = arith.cmpi eq, %arg10, %{{.*}} : index
-// CHECK: %[[MINE:.*]] = arith.select %[[IS1]], %arg7, %arg6 : memref<15360xf32>
+// CHECK: %[[MINE:.*]] = arith.select %[[IS1]], %arg7, %arg6 : memref<16512xf32>
 // CHECK: scf.for %[[ICB:.*]] = %arg8 to %arg9
 // CHECK: func.call @mm_pack_a(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %[[MINE]], %arg7, %{{.*}}, %{{.*}})
 // CHECK: scf.for
@@ -24,7 +25,7 @@
 // CHECK-NOT: call @mm_pack_a(
 // CHECK: call @mm_pack_b(
 // CHECK: %[[Z:.*]] = arith.constant 0 : index
-// CHECK-NEXT: %[[N:.*]] = arith.constant 5 : index
+// CHECK-NEXT: %[[N:.*]] = arith.constant 4 : index
 // CHECK-NEXT: call @mm_mm({{.*}}, %[[Z]], %[[N]], %[[Z]])
 module {
   func.func private @mm(%arg0: memref<16384xf32>, %arg1: memref<65536xf32>, %arg2: memref<1024xf32>) attributes {uop.kernel} {

@@ -1,4 +1,4 @@
-// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8},uop-lower-cpu' | FileCheck %s
+// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8 l2=1048576 l3=33554432},uop-lower-cpu' | FileCheck %s
 
 // The 128^3 matmul of contraction.mlir with relu applied to A as it is read: A is computed, so pack_a computes it
 // once into 6-row panels (Ap[M/6][K][6], %arg3) and the micro-kernel broadcasts from the panels.

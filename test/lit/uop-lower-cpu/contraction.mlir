@@ -1,5 +1,5 @@
-// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8},uop-lower-cpu' | FileCheck %s
-// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8},uop-lower-cpu,convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts' | FileCheck %s --check-prefix=LLVM
+// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8 l2=1048576 l3=33554432},uop-lower-cpu' | FileCheck %s
+// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8 l2=1048576 l3=33554432},uop-lower-cpu,convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts' | FileCheck %s --check-prefix=LLVM
 
 // A 128^3 matmul with a fused epilogue (relu): B packed into 16-wide panels, A (row-major, rows 512 B apart) read in
 // place, a 6x16 tile of vector FMAs, the epilogue reading the tile buffer; each phase takes the bounds of its threaded

@@ -1,0 +1,78 @@
+"""Contraction tiles (optimize.contraction_tiles) and the skinny shapes they serve: odd, small and one-sided sizes
+through the packed micro-kernel, against numpy."""
+import itertools
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+import passes.optimize as opt
+from morok_mlir.tensor import Tensor
+from morok_mlir import realize as R
+
+R_ = np.random.default_rng(0)
+def rnd(*s): return R_.standard_normal(s, dtype=np.float32)
+CACHES = (32 << 10, 1 << 20, 32 << 20)
+
+def mm_phases(t: Tensor) -> bool:
+  """Whether the kernels that computed t (realizes it) include a contraction's micro-kernel."""
+  R._schedule_cache.clear()
+  t.realize()
+  return any(e.endswith("_mm") for s in R._schedule_cache.values() for it in s.items for e, _ in (it.program.spec.phases or ()))
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 5000), st.integers(1, 5000), st.integers(1, 5000), st.sampled_from([4, 8, 16]), st.integers(1, 4),
+       st.sampled_from([(32 << 10, 256 << 10, 4 << 20), CACHES, (48 << 10, 2 << 20, 64 << 20)]))
+def test_tiles_fit(M, N, K, vec, threads, caches):
+  mr, nr, kc, mc = opt.contraction_tiles(M, N, K, vec, caches, threads)
+  regs = 32 if vec >= 16 else 16
+  assert nr % vec == 0 and mr * (nr // vec) + nr // vec + 1 <= regs      # accumulators, B vectors, a broadcast
+  assert 1 <= mr <= max(1, min(M, opt.MAX_MR)) and nr <= vec * max(1, -(-N // vec))   # no tile wider than its padded operand
+  assert 1 <= kc <= K and mc % mr == 0 and mc >= mr
+  assert mc == mr or 4 * mc * kc <= caches[1]                                 # A's block in L2
+  assert mc <= -(-M // mr) * mr and (kc == 1 or 4 * kc * nr <= caches[1] // 8)  # no block past M; B's panel in an eighth of L2
+
+@pytest.mark.parametrize("vec,tile", [(8, (6, 16)), (16, (8, 32))])
+def test_large_square_tiles(vec, tile):
+  assert opt.contraction_tiles(2048, 2048, 2048, vec, CACHES, 2)[:2] == tile
+
+@pytest.mark.parametrize("vec", [8, 16])
+def test_skinny_tiles(vec):
+  assert opt.contraction_tiles(256, 10, 512, vec, CACHES, 2)[1] == vec * -(-10 // vec)   # N = 10: NR is 10 padded to lanes
+  assert opt.contraction_tiles(1, 4096, 4096, vec, CACHES, 2)[0] == 1                   # M = 1: one row, wide panels
+  mr, nr, kc, mc = opt.contraction_tiles(256, 10, 512, vec, CACHES, 2)
+  assert -(-256 // mc) >= 2                                                           # one B panel: threads split A's rows
+
+SIZES = (1, 3, 7, 10, 33, 257)
+@pytest.mark.parametrize("m,n,k", list(itertools.product(SIZES, repeat=3))[::7])
+def test_odd_sizes_through_the_micro_kernel(m, n, k, monkeypatch):
+  monkeypatch.setattr(opt, "MM_MIN_FLOPS", 0)   # every contraction, however small, takes the packed path
+  a, b = rnd(m, k), rnd(k, n)
+  t = Tensor(a) @ Tensor(b)
+  assert mm_phases(t) == (k > 1 and n > 1), (m, n, k)   # K = 1: no reduce; N = 1: a reads k-contiguous rows in place
+  np.testing.assert_allclose(t.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose((Tensor(a.T.copy()).T @ Tensor(b.T.copy()).T).numpy(), a @ b, rtol=1e-4, atol=1e-4)   # transposed views
+
+@pytest.mark.parametrize("m,n,k,contraction", [(1, 1000, 1111, True), (1000, 1, 1111, False), (3, 777, 1031, True), (10, 257, 1000, True),
+                                               (257, 10, 1000, True), (1033, 3, 700, True), (4096, 10, 129, True)])
+def test_skinny_matmul(m, n, k, contraction):
+  """M or N small at sizes where the contraction is chosen by itself; N = 1 with k-contiguous rows stays plain loops."""
+  a, b, bias = rnd(m, k), rnd(k, n), rnd(n)
+  t = (Tensor(a) @ Tensor(b) + Tensor(bias)).relu()
+  assert mm_phases(t) == contraction
+  np.testing.assert_allclose(t.numpy(), np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+
+def test_vector_times_matrix():
+  """x @ W with x 1-D: the matrix's k steps are N apart, so a contraction with M = 1 (its rows packed), not a strided
+  reduce; W.T's rows are k-contiguous (plain loops); both against numpy."""
+  x, w = rnd(1500), rnd(1500, 2000)
+  t = Tensor(x) @ Tensor(w)
+  assert mm_phases(t)
+  np.testing.assert_allclose(t.numpy(), x @ w, rtol=1e-4, atol=1e-3)
+  t = Tensor(w.T.copy()) @ Tensor(x)
+  assert not mm_phases(t)
+  np.testing.assert_allclose(t.numpy(), w.T @ x, rtol=1e-4, atol=1e-3)
+
+@pytest.mark.parametrize("sa,sb", [((3, 257, 600), (3, 600, 10)), ((5, 1, 900), (5, 900, 700)), ((2, 3, 33, 257), (257, 7))])
+def test_batched_skinny(sa, sb, monkeypatch):
+  monkeypatch.setattr(opt, "MM_MIN_FLOPS", 0)
+  a, b = rnd(*sa), rnd(*sb)
+  np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-3)
