@@ -28,6 +28,10 @@ class PassError(Exception):
 
 def register(name: str, summary: str, on_uops: bool = True, **options: Option):
   def deco(fn):
+    # the source tree's passes/ imported a second time under another name (`import passes.x`, not morok_mlir.passes.x)
+    # would silently replace the pass with a copy whose module state (optimize.SEARCH) was never set
+    if (old := PASSES.get(name)) is not None and old.run.__module__ != fn.__module__:
+      raise ImportError(f"pass {name} registered by {old.run.__module__} and again by {fn.__module__}: import it as morok_mlir.passes.*")
     PASSES[name] = PassInfo(name, summary, fn, options, on_uops)
     return fn
   return deco

@@ -4,7 +4,7 @@ import itertools
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-import passes.optimize as opt
+import morok_mlir.passes.optimize as opt
 from morok_mlir.tensor import Tensor
 from morok_mlir import realize as R
 

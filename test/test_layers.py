@@ -60,3 +60,11 @@ def test_imports_only_go_down():
             tgt = f"{n.module}.{a.name}" if layer(f"{n.module}.{a.name}") != "front" else n.module
             if LAYERS.index(layer(tgt)) > LAYERS.index(layer(src)): bad.append(f"{p.relative_to(ROOT)}:{n.lineno}: {layer(src)} imports {tgt} ({layer(tgt)})")
   assert not bad, "imports that go up a layer:\n" + "\n".join(bad)
+
+def test_pass_imported_twice_raises():
+  """The source tree's passes/ imported under a second name would re-register every pass with fresh module state
+  (uop-optimize's beam search unset): it raises at the import instead."""
+  import subprocess, sys
+  code = "import morok_mlir.realize\ntry: import passes.optimize\nexcept ImportError as e: print(e)"
+  out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+  assert "pass uop-optimize registered by morok_mlir.passes.optimize and again by passes.optimize" in out.stdout, out.stderr
