@@ -232,7 +232,7 @@ class Rangeifier:
     n, seen, todo = 0, {u}, [u]
     while todo and n < SHARED_COST:
       x = todo.pop()
-      n += reduced(x) if x.op is Ops.REDUCE_AXIS else x.op not in VIEWS
+      n += reduced(x, self.cost(x.src[0])) if x.op is Ops.REDUCE_AXIS else x.op not in VIEWS
       for s in x.src:
         if s not in seen and s.op not in (Ops.BUFFER, Ops.CONST) and s not in self.materialised and s not in self.shared:
           seen.add(s); todo.append(s)
@@ -261,11 +261,12 @@ class Rangeifier:
     return all(r in used for r in loops[:depth + 1])
 
 RECOMPUTE_WORK = 1 << 16   # a reduce doing less work in all than this is recomputed where needed: cheaper than a kernel
-def reduced(u: UOp) -> int:
-  """The ops per element a reduce_axis counts for: the elements it folds, when its whole work is worth a kernel."""
+def reduced(u: UOp, body: int) -> int:
+  """The ops per element a reduce_axis counts for: the elements it folds, when its whole work (the elements it reads
+  times the ops of its inline body, `body`) is worth a kernel."""
   sizes = [u.src[0].shape[a] for a in u.attrs["axes"]]
   if not all(isinstance(d, int) for d in sizes + list(u.shape)): return SHARED_COST
-  return prod(sizes) if prod(sizes) * prod(u.shape) >= RECOMPUTE_WORK else 1
+  return prod(sizes) if prod(sizes) * prod(u.shape) * max(body, 1) >= RECOMPUTE_WORK else 1
 
 def var_loads(dvs: list[UOp], buf: UOp) -> dict[UOp, UOp]:
   """Each define_var -> its value read from buf (int64, one per variable), clamped to [min, max]."""
