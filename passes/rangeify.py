@@ -28,7 +28,7 @@ from morok_mlir.passes.optimize import MM_MIN_FLOPS
 
 
 VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work
-REREAD = 2         # see Rangeifier.reread
+REREAD, REREAD_COST = 2, 8   # see Rangeifier.reread
 SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
 
 class Rangeifier:
@@ -239,17 +239,18 @@ class Rangeifier:
     return n
 
   def reread(self, u: UOp, idx: tuple) -> bool:
-    """Whether the value u, read at idx, would be recomputed REREAD times or more per element with RECOMPUTE_WORK
-    ops or more in all: the ranges it is computed in run over more iterations than u has elements (the gradient at
-    a conv's output, read by its weight gradient inside the loops over the kernel taps). A kernel big
-    enough to be a contraction (uop-optimize) packs each operand once, so there the value stays inline."""
+    """Whether the value u, costing REREAD_COST ops or more per element, read at idx, would be recomputed REREAD
+    times or more per element with RECOMPUTE_WORK ops or more in all: the ranges it is computed in run over more
+    iterations than u has elements (the gradient at a conv's output, read by its weight gradient inside the loops
+    over the kernel taps). A kernel big enough to be a contraction (uop-optimize) packs each operand once: there the
+    value stays inline."""
     if u.op is Ops.REDUCE_AXIS or not all(isinstance(d, int) for d in u.shape) or not (n := prod(u.shape)): return False
     used = {r for i in idx for r in i.toposort if r.op is Ops.RANGE}
     # a loop no index uses recomputes u when a used range runs inside it (an inner loop or a reduce)
     inner = len(self.loops) if used - set(self.loops) else max((self.loops.index(r) + 1 for r in used), default=0)
     rngs = used | set(self.loops[:inner])
     if any(im.cval(r.src[0]) is None for r in rngs) or (it := prod(im.cval(r.src[0]) for r in rngs)) < REREAD * n: return False
-    return 2 * it < MM_MIN_FLOPS and (it - n) * self.cost(u) >= RECOMPUTE_WORK
+    return 2 * it < MM_MIN_FLOPS and (c := self.cost(u)) >= REREAD_COST and (it - n) * c >= RECOMPUTE_WORK
 
   def inlinable(self, idx) -> bool:
     """A reduce can stay inline when the loops its indices use are a prefix of the loop nest (no recompute)."""
