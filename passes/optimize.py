@@ -30,7 +30,7 @@ from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import Ops
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
-MM_MIN_FLOPS = 1 << 21          # contractions smaller than this stay plain loops
+MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
 
 def _size(r: UOp) -> int: return int(r.src[0].attrs["value"])
 def _rngs(u: UOp) -> set[UOp]: return {x for x in u.toposort if x.op is Ops.RANGE}
