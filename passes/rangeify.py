@@ -24,11 +24,9 @@ from morok_mlir.dialects.ops import Ops, MOVEMENT, REDUCE_IDENTITY
 from morok_mlir.passes.registry import register, PassError
 from morok_mlir.core import index_math as im
 from morok_mlir.core.threefry import threefry2x32
-from morok_mlir.passes.optimize import MM_MIN_FLOPS
 
 
 VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work
-REREAD, REREAD_COST = 2, 8   # see Rangeifier.reread
 SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
 
 class Rangeifier:
@@ -144,7 +142,7 @@ class Rangeifier:
     """The value of node at idx. `_value` is a generator that yields (node, idx, gate, inline_root) for each operand
     value it needs and is sent the answer: this loop runs them on an explicit stack, so a graph's depth costs heap
     memory, never the C stack."""
-    self.note(node, idx)
+    self.note(node)
     if (v := self.memo.get(key := (node, idx, gate, inline_root))) is not None: return v
     stack, v = [(key, self._value(*key))], None
     while stack:
@@ -153,7 +151,7 @@ class Rangeifier:
       except StopIteration as e:
         stack.pop(); v = self.memo[k] = e.value
         continue
-      self.note(req[0], req[1])
+      self.note(req[0])
       if (v := self.memo.get(req)) is None: stack.append((req, self._value(*req)))
     return v
 
@@ -215,15 +213,13 @@ class Rangeifier:
     for x in s: vals.append((yield (x, idx, gate, False)))
     return UOp(op, u.dtype, tuple(vals), u.arg, u.loc)
 
-  def note(self, u: UOp, idx: tuple) -> None:
-    """u's value is needed at idx by the kernel of self.root. A value that a second kernel needs too is stored once
+  def note(self, u: UOp) -> None:
+    """u's value is needed by the kernel of self.root. A value that a second kernel needs too is stored once
     instead of recomputed when it costs SHARED_COST ops or more per element, a reduce counting the elements it reduces:
     otherwise a chain like `x = f(x, x.max(1), x.sum(0))` has kernel k recompute every earlier x, and n steps cost
     O(n^2) ops to compile and to run; and an optimizer step's three updates (moments, weight) would each redo the
-    weight's gradient, a contraction. A value one kernel reads at many more indices than it has elements is stored
-    too (see reread)."""
+    weight's gradient, a contraction."""
     if not self.discover or u.op in VIEWS or u.op in (Ops.BUFFER, Ops.CONST) or u in self.outputs or u in self.force or u in self.shared: return
-    if self.reread(u, idx): self.shared.add(u); return
     if self.first_root.setdefault(u, self.root) is self.root or u in self.cheap: return
     (self.shared if self.cost(u) >= SHARED_COST else self.cheap).add(u)
 
@@ -237,20 +233,6 @@ class Rangeifier:
         if s not in seen and s.op not in (Ops.BUFFER, Ops.CONST) and s not in self.materialised and s not in self.shared:
           seen.add(s); todo.append(s)
     return n
-
-  def reread(self, u: UOp, idx: tuple) -> bool:
-    """Whether the value u, costing REREAD_COST ops or more per element, read at idx, would be recomputed REREAD
-    times or more per element with RECOMPUTE_WORK ops or more in all: the ranges it is computed in run over more
-    iterations than u has elements (the gradient at a conv's output, read by its weight gradient inside the loops
-    over the kernel taps). A kernel big enough to be a contraction (uop-optimize) packs each operand once: there the
-    value stays inline."""
-    if u.op is Ops.REDUCE_AXIS or not all(isinstance(d, int) for d in u.shape) or not (n := prod(u.shape)): return False
-    used = {r for i in idx for r in i.toposort if r.op is Ops.RANGE}
-    # a loop no index uses recomputes u when a used range runs inside it (an inner loop or a reduce)
-    inner = len(self.loops) if used - set(self.loops) else max((self.loops.index(r) + 1 for r in used), default=0)
-    rngs = used | set(self.loops[:inner])
-    if any(im.cval(r.src[0]) is None for r in rngs) or (it := prod(im.cval(r.src[0]) for r in rngs)) < REREAD * n: return False
-    return 2 * it < MM_MIN_FLOPS and (c := self.cost(u)) >= REREAD_COST and (it - n) * c >= RECOMPUTE_WORK
 
   def inlinable(self, idx) -> bool:
     """A reduce can stay inline when the loops its indices use are a prefix of the loop nest (no recompute)."""

@@ -1,5 +1,5 @@
 """Convolution and pooling, forward and gradients, at sizes that take the compiled paths a training step takes
-(contractions, the input gradient's sum over windows, non-overlapping pools, values stored once for their readers),
+(contractions, the input gradient's sum over windows, non-overlapping pools),
 against float64 numpy written out by hand; reshapes of permuted tensors against numpy."""
 import numpy as np
 import pytest
@@ -80,7 +80,7 @@ def test_pools_without_overlap_forward_and_gradients(k, s, pad):
 
 def test_digits_cnn_block_gradients():
   """conv -> relu -> max_pool -> conv, the gradient at the first conv's output read by its weight gradient once per
-  kernel tap (stored once), against float64 numpy."""
+  kernel tap, against float64 numpy."""
   r = np.random.default_rng(2)
   x, w1, w2 = r.standard_normal((8, 1, 8, 8)), r.standard_normal((16, 1, 3, 3)), r.standard_normal((4, 16, 3, 3)) * 0.2
   X, W1, W2 = Tensor(x.astype(np.float32)), Tensor(w1.astype(np.float32), requires_grad=True), Tensor(w2.astype(np.float32), requires_grad=True)
