@@ -54,6 +54,7 @@ class ScheduleItem:
   name: str
   program: object          # the device's program: call_buffers(bufs, inputs)
   slots: tuple[int, ...]   # schedule buffers passed to the kernel, in argument order
+  choices: str = ""        # the kernel's CPU choices (uop-optimize's attributes), for DEBUG=2
   # a program takes the driver's Buffers unchecked (right device, dtype and size by construction) and, per argument,
   # the input buffer UOp whose contents it holds (None for the schedule's own buffers)
   def __post_init__(self): self.run = self.program.call_buffers
@@ -66,6 +67,13 @@ class Schedule:
   n_out: int
 
 
+def choices(a: dict) -> str:
+  """A kernel's CPU choices in a few words: contraction tile, threads, split reduce, streamed stores."""
+  out = [f"mm {a['uop.contraction'][0]}x{a['uop.contraction'][1]}" if "uop.contraction" in a else "",
+         f"threads {a['uop.threads']}" if "uop.threads" in a else "", f"split {a['uop.split_reduce']}" if "uop.split_reduce" in a else "",
+         "nontemporal" if "uop.nontemporal" in a else ""]
+  return ", ".join(o for o in out if o)
+
 def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   """beam > 0 (CPU): each new kernel's choices are searched by timing (device/search.py); 0: uop-optimize's heuristics."""
   funcs = {f.name: f for f in lower_to_kernels(graph, DEBUG, beam if device == "CPU" else 0)}
@@ -75,7 +83,7 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   for k in sched.roots[0].src:
     name = k.attrs["callee"][1]
     if DEBUG >= 3: print(module_text([funcs[name]]))
-    items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"]))
+    items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else ""))
   # inputs: the graph's, then (with symbolic sizes) the int64 buffer of the variables' values (uop-rangeify)
   return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results))
 
@@ -205,7 +213,7 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
     it.run([bufs[s] for s in it.slots], [inputs[s] if s < n_in else None for s in it.slots])
     dt = time.perf_counter() - t0
     dt_sum += dt
-    if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us")
+    if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us  {it.choices}")
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
   for b in bufs[n_in + n_out:]: b.deallocate()
   return bufs[:n_in + n_out]

@@ -37,7 +37,7 @@ from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import Ops
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
-MM_MIN_FLOPS = 1 << 21          # contractions smaller than this stay plain loops
+MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
 
 def _size(r: UOp) -> int: return int(r.src[0].attrs["value"])
 def _rngs(u: UOp) -> set[UOp]: return {x for x in u.toposort if x.op is Ops.RANGE}
@@ -57,6 +57,8 @@ def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
   # gates are comparisons of index math: rebuilt from affine parts, a range that only cancels out disappears
   rest = [g for e, f in zip(exprs, forms) if f is None and r in _rngs(g := affine_simplify(e))]
   if not rest: return False
+  # Z3 encodes index math only: an address or gate that reads memory (a gathered index) counts as dependent
+  if any(u.op is Ops.LOAD or not u.src and u.op not in (Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR) for e in rest for u in e.toposort): return True
   import z3
   from morok_mlir.core.prove import ZSem
   twin = UOp(Ops.RANGE, r.dtype, r.src, attrs(axis=-1 - r.attrs["axis"], kind=r.attrs["kind"]))

@@ -165,7 +165,7 @@ class Rangeifier:
     if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.SCATTER): return (yield (s[0], idx, gate, False))   # scatter: its target
     # assign: the result is the new value; realize() rebinds the target to the buffer it is stored in
     if op is Ops.ASSIGN: return (yield (s[1], idx, gate, False))
-    if op is Ops.RESHAPE: return (yield (s[0], im.unravel(im.linearize(idx, u.shape), sh), gate, False))
+    if op is Ops.RESHAPE: return (yield (s[0], im.reshape_index(idx, u.shape, sh), gate, False))
     if op is Ops.PERMUTE:
       inv = [0] * len(a["order"])
       for i, p in enumerate(a["order"]): inv[p] = i
@@ -214,21 +214,25 @@ class Rangeifier:
     return UOp(op, u.dtype, tuple(vals), u.arg, u.loc)
 
   def note(self, u: UOp) -> None:
-    """u's value is needed by the kernel of self.root. A value that a second kernel needs too is stored once instead
-    of recomputed when it costs SHARED_COST ops or more per element, a reduce counting the elements it reduces:
+    """u's value is needed by the kernel of self.root. A value that a second kernel needs too is stored once
+    instead of recomputed when it costs SHARED_COST ops or more per element, a reduce counting the elements it reduces:
     otherwise a chain like `x = f(x, x.max(1), x.sum(0))` has kernel k recompute every earlier x, and n steps cost
     O(n^2) ops to compile and to run; and an optimizer step's three updates (moments, weight) would each redo the
     weight's gradient, a contraction."""
-    if not self.discover or self.first_root.setdefault(u, self.root) is self.root or u in self.cheap: return
-    if u.op in VIEWS or u.op in (Ops.BUFFER, Ops.CONST) or u in self.outputs or u in self.force or u in self.shared: return
+    if not self.discover or u.op in VIEWS or u.op in (Ops.BUFFER, Ops.CONST) or u in self.outputs or u in self.force or u in self.shared: return
+    if self.first_root.setdefault(u, self.root) is self.root or u in self.cheap: return
+    (self.shared if self.cost(u) >= SHARED_COST else self.cheap).add(u)
+
+  def cost(self, u: UOp) -> int:
+    """Ops per element of u's inline graph, counted up to SHARED_COST."""
     n, seen, todo = 0, {u}, [u]
     while todo and n < SHARED_COST:
       x = todo.pop()
-      n += reduced(x) if x.op is Ops.REDUCE_AXIS else x.op not in VIEWS
+      n += reduced(x, self.cost(x.src[0])) if x.op is Ops.REDUCE_AXIS else x.op not in VIEWS
       for s in x.src:
         if s not in seen and s.op not in (Ops.BUFFER, Ops.CONST) and s not in self.materialised and s not in self.shared:
           seen.add(s); todo.append(s)
-    (self.shared if n >= SHARED_COST else self.cheap).add(u)
+    return n
 
   def inlinable(self, idx) -> bool:
     """A reduce can stay inline when the loops its indices use are a prefix of the loop nest (no recompute)."""
@@ -240,11 +244,12 @@ class Rangeifier:
     return all(r in used for r in loops[:depth + 1])
 
 RECOMPUTE_WORK = 1 << 16   # a reduce doing less work in all than this is recomputed where needed: cheaper than a kernel
-def reduced(u: UOp) -> int:
-  """The ops per element a reduce_axis counts for: the elements it folds, when its whole work is worth a kernel."""
+def reduced(u: UOp, body: int) -> int:
+  """The ops per element a reduce_axis counts for: the elements it folds, when its whole work (the elements it reads
+  times the ops of its inline body, `body`) is worth a kernel."""
   sizes = [u.src[0].shape[a] for a in u.attrs["axes"]]
   if not all(isinstance(d, int) for d in sizes + list(u.shape)): return SHARED_COST
-  return prod(sizes) if prod(sizes) * prod(u.shape) >= RECOMPUTE_WORK else 1
+  return prod(sizes) if prod(sizes) * prod(u.shape) * max(body, 1) >= RECOMPUTE_WORK else 1
 
 def var_loads(dvs: list[UOp], buf: UOp) -> dict[UOp, UOp]:
   """Each define_var -> its value read from buf (int64, one per variable), clamped to [min, max]."""

@@ -161,12 +161,13 @@ def test_batched_matmul_is_a_contraction(sa, sb):
 @pytest.mark.parametrize("shape", [(2, 3, 128, 64), (3, 33, 20), (1, 2, 7, 5)])
 def test_attention_products_with_row_sums_in_the_epilogue(shape):
   """softmax(q k^T) v: its last kernel holds the product with v and the row sums of the exponentials, another reduce,
-  which stays in the epilogue (computed once per row); three kernels, float64 reference."""
+  which stays in the epilogue (computed once per row); at most three kernels (the scores, the row max unless it stays
+  inline too, the product), float64 reference."""
   R._schedule_cache.clear()
   q, k, v = rnd(*shape), rnd(*shape), rnd(*shape)
   t = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v))
   ph = phases(t)
-  assert len([it for s in R._schedule_cache.values() for it in s.items]) == 3
+  assert len([it for s in R._schedule_cache.values() for it in s.items]) <= 3
   if shape[-2] >= 64: assert sum(p.endswith("_mm") for p in ph) == 2
   s = q.astype(np.float64) @ k.swapaxes(-1, -2) / np.sqrt(shape[-1])
   e = np.exp(s - s.max(-1, keepdims=True))

@@ -77,6 +77,22 @@ def unravel(lin: UOp, shape) -> tuple[UOp, ...]:
   if shape and shape[0] != 1: res[0] = idiv(lin, strides[-1])
   return tuple(res)
 
+def reshape_index(idx, shape, new_shape) -> tuple[UOp, ...]:
+  """The index into new_shape of element idx of shape (the same elements in row-major order). Static shapes split into
+  the smallest runs of dims whose sizes multiply alike, each linearized and unravelled alone: (a, b*c) -> (a, b, c)
+  leaves a's index untouched, so index math stays per dim (short div/mod chains the bounds can fold)."""
+  if any(isinstance(s, UOp) for s in (*shape, *new_shape)) or 0 in shape: return unravel(linearize(idx, shape), new_shape)
+  out, i, j, n, m = [], 0, 0, len(shape), len(new_shape)
+  while i < n or j < m:
+    i0, j0, p, q = i, j, 1, 1
+    if i < n: p, i = shape[i], i + 1
+    if j < m: q, j = new_shape[j], j + 1
+    while p != q:   # equal totals: the side with the smaller product has dims left
+      if p < q: p, i = p * shape[i], i + 1
+      else: q, j = q * new_shape[j], j + 1
+    out.extend(unravel(linearize(idx[i0:i], shape[i0:i]), new_shape[j0:j]))
+  return tuple(out)
+
 def in_bounds(i: UOp, lo, hi):
   """i in [lo, hi) as an i1 UOp, None if always true, False if never (lo, hi sizes)."""
   (a, b), (lo0, lo1), (hi0, hi1) = bounds(i), bounds(sint(lo)), bounds(sint(hi))

@@ -1353,9 +1353,16 @@ def _pool(self: OpMixin, k_: tuple[int, ...], stride=1, dilation=1) -> OpMixin:
   noop, i_ = [None] * (self.ndim - n), self.shape[-n:]
   if any(d * (k - 1) + 1 > i for k, i, d in zip(k_, i_, d_)): _err(ValueError, f"kernel {k_} (dilation {d_}) is larger than the input {i_}")
   o_ = [(i - d * (k - 1) - 1) // s + 1 for i, d, k, s in zip(i_, d_, k_, s_)]
+  lead = list(self.shape[:-n])
+  if all(k <= s for k, s in zip(k_, s_)) and all(d == 1 for d in d_):
+    # windows that do not overlap (pooling): pad/shrink to o*s, split (o, s), keep k. The backward is a pad and a
+    # reshape per element; the repeat below would make it a gated reduce over the repeats with div/mod index math
+    x = self.pad(tuple([None] * len(lead) + [(0, max(0, o * s - i)) for i, o, s in zip(i_, o_, s_)]))
+    x = x.shrink(tuple([None] * len(lead) + [(0, o * s) for o, s in zip(o_, s_)])).reshape(*lead, *[v for o, s in zip(o_, s_) for v in (o, s)])
+    x = x.shrink(tuple([None] * len(lead) + [v for o, k in zip(o_, k_) for v in ((0, o), (0, k))]))
+    return x.permute(*range(len(lead)), *[len(lead) + 2 * i for i in range(n)], *[len(lead) + 2 * i + 1 for i in range(n)])
   f_ = [1 + int(o * s > i + d) for o, s, i, d in zip(o_, s_, i_, d_)]
   reps = [-(-k * (i * f + d) // i) for k, i, d, f in zip(k_, i_, d_, f_)]
-  lead = list(self.shape[:-n])
   x = self.reshape(*lead, *[v for i in i_ for v in (1, i)]).expand(*lead, *[v for r, i in zip(reps, i_) for v in (r, i)])
   x = x.reshape(*lead, *[r * i for r, i in zip(reps, i_)])
   x = x.shrink(tuple([(0, s) for s in lead] + [(0, k * (i * f + d)) for k, i, d, f in zip(k_, i_, d_, f_)]))
