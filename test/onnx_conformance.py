@@ -103,31 +103,40 @@ def write_report(res: dict[str, str | None], seconds: float):
   lines += [f"| {n} | {r.replace('|', '/')} |" for n, r in sorted(res.items()) if r is not None]
   DOC.write_text("\n".join(lines) + "\n")
 
-def run_light(name: str) -> tuple[str | None, float]:
-  """One of onnx's "light" model-zoo graphs (weights made by ConstantOfShape) on onnx's dummy input (arange / n),
-  compared with its stored output as onnx's runner compares it. Returns (reason or None, seconds)."""
-  import onnx
+LIGHT = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet", "vgg19", "zfnet512")
+
+def light_case(name: str):
+  """(model, feeds, stored output, rtol, atol) of one of onnx's "light" model-zoo graphs (weights made by ConstantOfShape),
+  as onnx's backend runner (onnx.backend.test.runner) runs them: its dummy data for every graph input that is not an
+  initializer (Runner.generate_dummy_data, random=False: arange(n).reshape(shape) / n in float32, free dims as 1), the
+  stored output_0, and the tolerances of the case's data.json under data/real (rtol 1e-3, 2e-3 for densenet121; atol 1e-7)."""
+  import json, onnx
   from onnx import numpy_helper
-  from morok_mlir.onnx import OnnxModel
-  d = pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-  m = OnnxModel(d / f"light_{name}.onnx")
-  inits = {i.name for i in m.graph.initializer}
-  feeds = {}
-  for x in m.graph.input:
-    if x.name in inits: continue
-    shape = tuple(s.dim_value if s.HasField("dim_value") else 1 for s in x.type.tensor_type.shape.dim)
-    n = int(np.prod(shape))
-    feeds[x.name] = (np.arange(n).reshape(shape) / n).astype(np.float32)
-  ref = numpy_helper.to_array(onnx.load_tensor(str(d / f"light_{name}_output_0.pb")))
+  from onnx.backend.test.runner import Runner
+  d = pathlib.Path(onnx.__file__).parent / "backend" / "test" / "data"
+  model = onnx.load(str(d / "light" / f"light_{name}.onnx"))
+  inits = {i.name for i in model.graph.initializer}
+  feeds = {x.name: Runner.generate_dummy_data(x, seed=0, name=name, random=False) for x in model.graph.input if x.name not in inits}
+  ref = numpy_helper.to_array(onnx.load_tensor(str(d / "light" / f"light_{name}_output_0.pb")))
+  tol = json.loads((d / "real" / f"test_{name}" / "data.json").read_text())
+  return model, feeds, ref, tol["rtol"], tol["atol"]
+
+def run_light(name: str) -> tuple[str | None, float]:
+  """One light model through the backend interface (prepare, then run on the inputs in graph order, as the runner calls
+  it), compared with its stored output as the runner compares it. Returns (reason or None, seconds of prepare + run)."""
+  from morok_mlir.onnx import backend
+  model, feeds, ref, rtol, atol = light_case(name)
   t = time.perf_counter()
-  out = list(m(feeds).values())[0]
+  out = backend.prepare(model, "CPU").run(list(feeds.values()))
   dt = time.perf_counter() - t
-  try: assert_similar(ref, out, 1e-3, 1e-7)
+  try:
+    assert len(out) == 1, f"{len(out)} outputs, expected 1"
+    assert_similar(ref, out[0], rtol, atol)
   except AssertionError as e: return "mismatch: " + " ".join(str(e).split())[:160], dt
   return None, dt
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--light"]:
-  for name in sys.argv[2:]: print(name, *run_light(name))
+  for name in sys.argv[2:] or LIGHT: print(name, *run_light(name), flush=True)
 elif __name__ == "__main__":
   only = set(sys.argv[1:]) or None
   t0 = time.perf_counter()
