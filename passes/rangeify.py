@@ -165,7 +165,7 @@ class Rangeifier:
     if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.DETACH, Ops.SCATTER): return (yield (s[0], idx, gate, False))   # scatter: its target
     # assign: the result is the new value; realize() rebinds the target to the buffer it is stored in
     if op is Ops.ASSIGN: return (yield (s[1], idx, gate, False))
-    if op is Ops.RESHAPE: return (yield (s[0], im.unravel(im.linearize(idx, u.shape), sh), gate, False))
+    if op is Ops.RESHAPE: return (yield (s[0], im.reshape_index(idx, u.shape, sh), gate, False))
     if op is Ops.PERMUTE:
       inv = [0] * len(a["order"])
       for i, p in enumerate(a["order"]): inv[p] = i

@@ -77,6 +77,25 @@ def unravel(lin: UOp, shape) -> tuple[UOp, ...]:
   if shape and shape[0] != 1: res[0] = idiv(lin, strides[-1])
   return tuple(res)
 
+def reshape_index(idx, shape, new_shape) -> tuple[UOp, ...]:
+  """The index into new_shape of the element at idx in shape (the same elements in row-major order). Dims are matched
+  in runs of equal size (1s dropped): a dim kept as it is passes its index through, and only a run that merges or splits
+  dims goes through a flat index (unravel of linearize), so index math a pad or concat offsets (i - lo, defined under a
+  gate) stays affine across reshapes that do not touch its dim."""
+  if any(isinstance(d, UOp) for d in (*shape, *new_shape)) or 0 in shape: return unravel(linearize(idx, shape), new_shape)
+  src, dst = [(i, d) for i, d in zip(idx, shape) if d != 1], [k for k, d in enumerate(new_shape) if d != 1]
+  out, a, b = [const(0)] * len(new_shape), 0, 0
+  while a < len(src) or b < len(dst):
+    ga, gb, pa, pb = [src[a]], [dst[b]], src[a][1], new_shape[dst[b]]
+    a, b = a + 1, b + 1
+    while pa != pb:
+      if pa < pb: ga.append(src[a]); pa *= src[a][1]; a += 1
+      else: gb.append(dst[b]); pb *= new_shape[dst[b]]; b += 1
+    if len(ga) == 1 and len(gb) == 1: out[gb[0]] = ga[0][0]
+    else:
+      for k, v in zip(gb, unravel(linearize([i for i, _ in ga], [d for _, d in ga]), [new_shape[k] for k in gb])): out[k] = v
+  return tuple(out)
+
 def in_bounds(i: UOp, lo, hi):
   """i in [lo, hi) as an i1 UOp, None if always true, False if never (lo, hi sizes)."""
   (a, b), (lo0, lo1), (hi0, hi1) = bounds(i), bounds(sint(lo)), bounds(sint(hi))
