@@ -14,6 +14,9 @@ for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"): os.envi
 # idle threads sleep instead of spinning: three libraries' pools share 2 cores in this process
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("MOROK_THREADS", str(THREADS))
+# a light model's schedules (130 kernels for resnet50, their packed weight panels and scratch counted) outgrow the
+# default 256 MB in-memory schedule cache: under it every call would compile its pieces again (from the disk cache)
+os.environ.setdefault("MOROK_MEM_CACHE_MB", "1024")
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from morok_mlir import Tensor
@@ -347,7 +350,7 @@ def torch_minilm(path):
       x = ln(lin(F.gelu(lin(x, p + "intermediate.dense")), p + "output.dense") + x, p + "output.LayerNorm")
     return x
   return Pooled(bert).eval()
-LIGHT_RUNS = 5
+LIGHT_RUNS = 3
 def light_rows(models) -> None:
   """onnx's light model-zoo graphs (test/onnx_conformance.py light_case: onnx's backend runner's dummy input,
   arange(n).reshape(shape) / n in float32) through OnnxModel (each call interprets the graph into lazy Tensor ops and
