@@ -31,7 +31,9 @@ pytest: setup
 lit: setup
 	$(VENV)/bin/lit -sv test/lit
 
+# the bench's comparison libraries (torch, onnxruntime) come with the bench extra
 bench: setup
+	$(VENV)/bin/pip install -q -e '.[bench]'
 	$(PY) bench/run.py
 
 clean:

@@ -3,6 +3,7 @@
   python bench/run.py [--beam N] [workload ...]   workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather
                                           layernorm sort attention train trainmlp traincnn minilm compile
                                           (or a row's letter: d = mm1024 mm2048, e = conv, f = mlp, ...)
+                                          light (onnx's nine light models against onnxruntime), light_<model> (one)
 
 --beam N adds a "searched" line under the matmul, conv and MLP rows: their kernels searched with BEAM=N (the search's
 own time, then heuristic and searched timed alternately in rounds, medians) and the attributes the search chose.
@@ -304,7 +305,7 @@ def w_minilm():
   mask = np.ones((32, 128), np.float32)
   I, M = Tensor(ids), Tensor(mask)
   w = dict(name="q. MiniLM-L6 sentence embeddings 32x128", items=32, runs=3, tol=0, morok=lambda: model(I, M).realize())
-  if torch is None: return w
+  if torch is None: print("  (torch and onnxruntime not measured for MiniLM: torch is not installed; onnxruntime runs its export)"); return w
   tm, ti, tmask = torch_minilm(se.model_path()), torch.from_numpy(ids.astype(np.int64)), torch.from_numpy(mask)
   def torch_fn():
     with torch.no_grad(): return tm(ti, tmask)
@@ -313,7 +314,7 @@ def w_minilm():
   if (c := (ref * got).sum(1).min()) < 0.9999: print(f"  !! minilm: morok's embeddings differ from torch's (cosine {c})")
   try:
     import onnxruntime as ort, tempfile
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d:   # the TorchScript exporter: offline (dynamo=True needs onnxscript)
       torch.onnx.export(tm, (ti, tmask), fn := os.path.join(d, "minilm.onnx"), input_names=["ids", "mask"], dynamo=False)
       opts = ort.SessionOptions(); opts.intra_op_num_threads, opts.inter_op_num_threads = THREADS, 1
       sess = ort.InferenceSession(fn, opts, providers=["CPUExecutionProvider"])
@@ -352,6 +353,34 @@ def torch_minilm(path):
       x = ln(lin(F.gelu(lin(x, p + "intermediate.dense")), p + "output.dense") + x, p + "output.LayerNorm")
     return x
   return Pooled(bert).eval()
+LIGHT_RUNS = 3
+def light_rows(models) -> None:
+  """onnx's light model-zoo graphs (test/onnx_conformance.py light_case: onnx's backend runner's dummy input,
+  arange(n).reshape(shape) / n in float32) through OnnxModel (each call interprets the graph into lazy Tensor ops and
+  realizes it: what a user's call costs) and onnxruntime's CPU provider (2 intra-op threads, default graph
+  optimizations), both checked against the stored output first; timed in alternating blocks, median of the blocks'
+  medians."""
+  try: import onnxruntime as ort
+  except ImportError: print("\nonnx light models not measured: onnxruntime is not installed (pip install -e '.[bench]')"); return
+  sys.path.insert(0, os.path.join(ROOT, "test"))
+  import onnx_conformance as conf
+  from morok_mlir.onnx import OnnxModel
+  print(f"\nr. onnx light models (batch 1, 224x224) against onnxruntime {ort.__version__}, CPU, {THREADS} threads; x ort = ort ms / morok ms\n")
+  print(f"| {'model':<14} | {'morok ms':>9} | {'ort ms':>9} | {'x ort':>6} | {'first call s':>12} |")
+  print(f"|{'-' * 16}|{'-' * 11}|{'-' * 11}|{'-' * 8}|{'-' * 14}|")
+  for name in models:
+    model, feeds, ref, rtol, atol = conf.light_case(name)
+    m = OnnxModel(model)
+    t0 = time.perf_counter(); got = m(feeds)[m.output_names[0]]; first = time.perf_counter() - t0
+    opts = ort.SessionOptions(); opts.intra_op_num_threads, opts.inter_op_num_threads = THREADS, 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    for who, out in (("morok", got), ("onnxruntime", sess.run(None, feeds)[0])):
+      if not np.allclose(out, ref, rtol=rtol, atol=atol): print(f"  !! {name}: {who} differs from the stored output by {np.abs(out - ref).max()}")
+    ts = [blocks({"morok": lambda: m(feeds, as_numpy=False)}, LIGHT_RUNS, {"ort": lambda: sess.run(None, feeds)}) for _ in range(2)]
+    mk, ot = statistics.median(t["morok"] for t in ts), statistics.median(t["ort"] for t in ts)
+    print(f"| {name:<14} | {mk * 1e3:9.1f} | {ot * 1e3:9.1f} | {ot / mk:6.2f} | {first:12.1f} |", flush=True)
+    del m, sess
+
 def w_overhead():
   a = np.arange(3, dtype=np.float32); A, ta = Tensor(a), tt(a)
   from morok_mlir import TinyJit
@@ -395,6 +424,7 @@ def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float]]:
     with tempfile.TemporaryDirectory() as d: out.append((n, fresh_process(CHAIN_SRC.format(root=ROOT, n=n), d)[0]))
   return out
 
+LIGHT = ("resnet50", "bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "shufflenet", "squeezenet", "vgg19", "zfnet512")
 WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
              "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather, "layernorm": w_layernorm, "sort": w_sort,
              "attention": w_attention, "train": w_train, "trainmlp": w_train_mlp, "traincnn": w_train_cnn, "minilm": w_minilm}
@@ -442,7 +472,7 @@ def main(names, beam: int = 0):
   print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
   compiles = []
   for n in names:
-    if n == "compile": continue
+    if n == "compile" or n.startswith("light"): continue
     w = WORKLOADS[n]()
     runs = w.get("runs", RUNS)
     t0 = time.perf_counter(); w["morok"]()
@@ -464,6 +494,7 @@ def main(names, beam: int = 0):
     for k in w.get("extra", {}):
       print(f"|   {k:<40} | {ms(k):>9} | {'':>9} | {'':>9} | {'':>12} | {'':>7} | {'':>7} | {'':>7} |  x morok {t[k] / t['morok']:.2f}")
     if beam and n in BEAM_ROWS: searched(w, beam)
+  if light := [n[6:] for n in names if n.startswith("light")]: light_rows([x for x in LIGHT if x in light or "" in light])
   for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
   if "compile" in names:
     print("\nh. compile time, first realize of the MLP (f) in a new process (s): first realize / whole process")
@@ -481,4 +512,4 @@ if __name__ == "__main__":
   args, beam = sys.argv[1:], 0
   if "--beam" in args:
     i = args.index("--beam"); beam = int(args[i + 1]); del args[i:i + 2]
-  main([x for a in args for x in LETTERS.get(a, [a])] or list(WORKLOADS) + ["compile"], beam)
+  main([x for a in args for x in LETTERS.get(a, [a])] or list(WORKLOADS) + ["compile", "light"], beam)

@@ -6,6 +6,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import helper, numpy_helper, TensorProto
 from morok_mlir.onnx import OnnxModel
+from morok_mlir.dialects.ops import Ops
 import morok_mlir.onnx.backend as backend
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -102,3 +103,24 @@ def test_inputs_checked_against_the_graph():
   om = OnnxModel(_mlp())
   with pytest.raises(TypeError, match="input 'x' must be dtypes.float32, got dtypes.float64"): om(x=np.zeros((2, 3)))
   with pytest.raises(ValueError, match=r"input 'x' must have shape \[2, 3\], got \(3, 2\)"): om(x=np.zeros((3, 2), np.float32))
+
+def test_constants_folded_once():
+  """Values that depend on no graph input (a ConstantOfShape weight, a Transpose of an initializer) are made on the first
+  call and reused; the ConstantOfShape weight is a buffer, so the MatMul on it is a contraction of two buffers. A call
+  that feeds an initializer (a graph input with a default) folds nothing and sees the value it feeds."""
+  shape = numpy_helper.from_array(np.array([3, 4], np.int64), "shape")
+  w0 = numpy_helper.from_array(np.arange(20, dtype=np.float32).reshape(5, 4), "w0")
+  nodes = [helper.make_node("ConstantOfShape", ["shape"], ["w"], value=numpy_helper.from_array(np.array([0.5], np.float32))),
+           helper.make_node("Transpose", ["w0"], ["wt"]), helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("MatMul", ["h", "wt"], ["y"])]
+  m = OnnxModel(_model(nodes, [_vi("x", shape=[2, 3]), _vi("w0", shape=[5, 4])], [_vi("y")], [shape, w0]))
+  x = np.arange(6, dtype=np.float32).reshape(2, 3)
+  want = lambda w0v: (x @ np.full((3, 4), 0.5, np.float32)) @ w0v.T
+  for _ in range(2): np.testing.assert_allclose(m({"x": x})["y"], want(numpy_helper.to_array(w0)), rtol=1e-6)
+  folded = dict(m._folded)
+  assert {"w", "wt"} <= set(folded) and folded["w"].uop.op is Ops.BUFFER
+  m({"x": x})
+  assert all(m._folded[k] is v for k, v in folded.items())   # reused, not rebuilt
+  other = np.ones((5, 4), np.float32)
+  np.testing.assert_allclose(m({"x": x, "w0": other})["y"], want(other), rtol=1e-6)
+  np.testing.assert_allclose(m({"x": x})["y"], want(numpy_helper.to_array(w0)), rtol=1e-6)

@@ -72,3 +72,21 @@ def test_verify_rules_cli(capsys, monkeypatch):
     line = next(l for l in out.splitlines() if l.startswith(r.name + " "))
     assert " proven " in line and line.endswith(f"(int + no-overflow) at {' '.join(IDTS)}"), line
   assert "only" not in out
+
+def test_zsem_encodes_loaded_data_as_free_values():
+  """An index that holds data (a load, a reduce over loads: a gather's index) is encoded as a free value, one per node,
+  instead of failing: the same load is the same value, loads at different addresses may differ."""
+  import z3
+  from morok_mlir.core.uop import UOp, attrs
+  from morok_mlir.core.dtype import dtypes
+  from morok_mlir.dialects.ops import Ops
+  from morok_mlir.core import index_math as im
+  from morok_mlir.core.prove import ZSem
+  r, r2 = (UOp(Ops.RANGE, dtypes.index, (im.const(8),), attrs(axis=k, kind="loop")) for k in (0, 1))
+  buf = UOp(Ops.BUFFER, dtypes.int64, (), attrs(shape=(8,), slot=0))
+  ld = lambda i: UOp(Ops.CAST, dtypes.index, (UOp(Ops.LOAD, dtypes.int64, (UOp(Ops.INDEX, dtypes.int64.ptr(), (buf, i)),)),))
+  ctx = ZSem()
+  s = z3.Solver(); s.add(*ctx.facts, ctx.enc(im.add(ld(r2), r))[0] != ctx.enc(im.add(ld(r2), r))[0])
+  assert s.check() == z3.unsat
+  s = z3.Solver(); s.add(*ctx.facts, ctx.enc(ld(r))[0] != ctx.enc(ld(r2))[0])
+  assert s.check() == z3.sat

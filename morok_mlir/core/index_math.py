@@ -78,19 +78,22 @@ def unravel(lin: UOp, shape) -> tuple[UOp, ...]:
   return tuple(res)
 
 def reshape_index(idx, shape, new_shape) -> tuple[UOp, ...]:
-  """The index into new_shape of element idx of shape (the same elements in row-major order). Static shapes split into
-  the smallest runs of dims whose sizes multiply alike, each linearized and unravelled alone: (a, b*c) -> (a, b, c)
-  leaves a's index untouched, so index math stays per dim (short div/mod chains the bounds can fold)."""
-  if any(isinstance(s, UOp) for s in (*shape, *new_shape)) or 0 in shape: return unravel(linearize(idx, shape), new_shape)
-  out, i, j, n, m = [], 0, 0, len(shape), len(new_shape)
-  while i < n or j < m:
-    i0, j0, p, q = i, j, 1, 1
-    if i < n: p, i = shape[i], i + 1
-    if j < m: q, j = new_shape[j], j + 1
-    while p != q:   # equal totals: the side with the smaller product has dims left
-      if p < q: p, i = p * shape[i], i + 1
-      else: q, j = q * new_shape[j], j + 1
-    out.extend(unravel(linearize(idx[i0:i], shape[i0:i]), new_shape[j0:j]))
+  """The index into new_shape of the element at idx in shape (the same elements in row-major order). Dims are matched
+  in runs of equal size (1s dropped): a dim kept as it is passes its index through, and only a run that merges or splits
+  dims goes through a flat index (unravel of linearize), so index math a pad or concat offsets (i - lo, defined under a
+  gate) stays affine across reshapes that do not touch its dim."""
+  if any(isinstance(d, UOp) for d in (*shape, *new_shape)) or 0 in shape: return unravel(linearize(idx, shape), new_shape)
+  src, dst = [(i, d) for i, d in zip(idx, shape) if d != 1], [k for k, d in enumerate(new_shape) if d != 1]
+  out, a, b = [const(0)] * len(new_shape), 0, 0
+  while a < len(src) or b < len(dst):
+    ga, gb, pa, pb = [src[a]], [dst[b]], src[a][1], new_shape[dst[b]]
+    a, b = a + 1, b + 1
+    while pa != pb:
+      if pa < pb: ga.append(src[a]); pa *= src[a][1]; a += 1
+      else: gb.append(dst[b]); pb *= new_shape[dst[b]]; b += 1
+    if len(ga) == 1 and len(gb) == 1: out[gb[0]] = ga[0][0]
+    else:
+      for k, v in zip(gb, unravel(linearize([i for i, _ in ga], [d for _, d in ga]), [new_shape[k] for k in gb])): out[k] = v
   return tuple(out)
 
 def in_bounds(i: UOp, lo, hi):

@@ -172,6 +172,8 @@ class ZSem:
       end, d = self.enc(u.src[0]); v = z3.BitVec(f"r{next(self.fresh)}", 64)
       self.facts += [v >= 0, v < end]
       r = (v, d)
+    elif u.op in (Ops.LOAD, Ops.REDUCE):   # data (what a load reads, a reduce over it): any value, one per node
+      r = (z3.Const(f"data{next(self.fresh)}", sort(e)), z3.BoolVal(True))
     else:
       subs = [self.enc(s) for s in u.src]
       t, d = spec(u.op, elem(u.src[-1]), [s[0] for s in subs], e)

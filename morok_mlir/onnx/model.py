@@ -76,11 +76,30 @@ def check_graph(graph: onnx.GraphProto, opset: int):
         try: dtype_of(x.t.data_type)
         except NotImplementedError as e: raise NotImplementedError(f"{where}: {e}") from None
 
-def run_graph(graph: onnx.GraphProto, vals: dict, opset: int) -> list:
-  """Interpret the nodes in order (ONNX lists them topologically); vals holds the inputs and the outer scope."""
+def _host_full(v: Tensor, a: dict) -> Tensor:
+  """ConstantOfShape's output as a buffer filled on the host (no kernel to compile per shape)."""
+  val = np.asarray(a.get("value", np.zeros(1, np.float32))).reshape(-1)
+  return Tensor(np.full(v.shape, val[0], val.dtype))
+
+# ops whose outputs differ between calls with equal inputs: never folded
+NOT_FOLDED = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout"}
+
+def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | None = None) -> list:
+  """Interpret the nodes in order (ONNX lists them topologically); vals holds the inputs and the outer scope.
+  folded (the top graph's, when the call overrides no initializer): the values that depend on no graph input
+  (initializers, and what nodes without subgraphs compute from them alone), made on the first call and reused by later
+  ones, as onnxruntime folds constants. ConstantOfShape's output is realized there: a weight made by it is then a
+  buffer, not a broadcast constant, so a conv or matmul on it runs as a packed contraction (its packed panels kept
+  between calls) instead of a plain loop nest."""
   for init in graph.initializer:
-    if init.name not in vals or vals[init.name] is None: vals[init.name] = to_tensor(numpy_helper.to_array(init))
+    if init.name not in vals or vals[init.name] is None:
+      vals[init.name] = folded[init.name] if folded is not None and init.name in folded else to_tensor(numpy_helper.to_array(init))
+      if folded is not None: folded[init.name] = vals[init.name]
   for node in graph.node:
+    if folded is not None and node.output and all(n in folded for n in node.output if n):
+      for n in node.output:
+        if n: vals[n] = folded[n]
+      continue
     ins = [vals[n] if n else None for n in node.input]
     a = attrs_of(node, opset, vals)
     a["_outputs"] = len(node.output)   # Split and MaxPool make as many outputs as the node names
@@ -89,6 +108,10 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int) -> list:
     if not isinstance(outs, tuple): outs = (outs,)   # a tuple is several outputs, a list one sequence
     for n, v in zip(node.output, outs):
       if n: vals[n] = v
+    if (folded is not None and node.op_type not in NOT_FOLDED and all(n in folded for n in node.input if n)
+        and not any(x.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for x in node.attribute)):
+      for n, v in zip(node.output, outs):
+        if n: folded[n] = vals[n] = _host_full(v, a) if node.op_type == "ConstantOfShape" and isinstance(v, Tensor) else v
   return [vals[o.name] for o in graph.output]
 
 def _numpy(v):
@@ -116,6 +139,7 @@ class OnnxModel:
     inits = {i.name for i in self.graph.initializer}
     self.input_names = [i.name for i in self.graph.input if i.name not in inits]
     self.output_names = [o.name for o in self.graph.output]
+    self._folded: dict = {}   # run_graph's values that depend on no graph input, realized on the first call
 
   def __call__(self, inputs: dict | None = None, as_numpy: bool = True, **kw) -> dict:
     inputs = {**(inputs or {}), **kw}
@@ -130,7 +154,8 @@ class OnnxModel:
                                                                         for d, s in zip(tt.shape.dim, v.shape))):
         raise ValueError(f"input {vi.name!r} must have shape {[d.dim_value if d.HasField('dim_value') else d.dim_param for d in tt.shape.dim]}"
                          f", got {v.shape}")
-    outs = run_graph(self.graph, vals, self.opset)
+    inits = {i.name for i in self.graph.initializer}
+    outs = run_graph(self.graph, vals, self.opset, None if inits & set(inputs) else self._folded)
     flat = [t for o in outs for t in (o if isinstance(o, list) else [o]) if isinstance(t, Tensor)]
     if flat: Tensor.realize(*flat)
     return dict(zip(self.output_names, [_numpy(o) for o in outs] if as_numpy else outs))
