@@ -9,10 +9,13 @@ from typing import Self
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes, least_upper_dtype, to_dtype
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
-from morok_mlir.core.provenance import error as _err
+from morok_mlir.core.provenance import error as _error, OpValueError, OpTypeError
 from morok_mlir.core import uop as U   # symbolic sizes are UOps (uop imports this module: names are read at call time)
 
 # ---------------------------------------------------------------- helpers
+def _err(exc: type, msg: str):
+  """Raise at the user's line; a rejected argument or shape is also a RuntimeError, as PyTorch's ops raise."""
+  _error(OpValueError if exc is ValueError else exc, msg)
 def _prod(xs): return U.sprod(xs)   # an int, or an index UOp when a size is symbolic
 def _argfix(*x) -> tuple:
   return tuple(x[0]) if x and isinstance(x[0], (tuple, list)) else x
@@ -60,6 +63,8 @@ def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
       _err(ValueError, f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
     out.append(big.pop() if big else 1)
   return tuple(out)
+class DTypeNameError(TypeError, AttributeError):
+  """A string that names no dtype: a TypeError (PyTorch's), and an AttributeError of `dtypes` (tinygrad's getattr)."""
 def _isint(v) -> bool: return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 def _diag(d) -> int:
   if not _isint(d): _err(TypeError, f"diagonal must be an int, got {d!r}")
@@ -67,7 +72,7 @@ def _diag(d) -> int:
 def _dtype(x) -> DType:
   try: dt = to_dtype(x)
   except (AttributeError, TypeError): dt = None
-  if not isinstance(dt, DType) or dt == dtypes.index: _err(TypeError, f"{x!r} is not a dtype")
+  if not isinstance(dt, DType) or dt == dtypes.index: _err(DTypeNameError if isinstance(x, str) else TypeError, f"{x!r} is not a dtype")
   return dt
 def _float(dt: DType) -> DType: return dt if dt.is_float else dtypes.default_float
 def _narrow_float(dt: DType) -> bool: return dt.is_float and dt.itemsize < 4   # float16, bfloat16: opmath is float32
@@ -172,7 +177,7 @@ class OpMixin:
     a, b = self._broadcasted(y, reverse)
     return a._alu(op, b, dtype=dtype)
   def _need(self, ok, what: str, *others: Self):
-    if not all(ok(t.dtype) for t in (self,) + others): _err(TypeError, f"{what} is not supported for {', '.join(str(t.dtype) for t in (self,) + others)}")
+    if not all(ok(t.dtype) for t in (self,) + others): _err(OpTypeError, f"{what} is not supported for {', '.join(str(t.dtype) for t in (self,) + others)}")
   def add(self, x, reverse=False) -> Self: return self._binop(Ops.ADD, x, reverse)
   def mul(self, x, reverse=False) -> Self: return self._binop(Ops.MUL, x, reverse)
   def sub(self, x, reverse=False) -> Self:
@@ -202,6 +207,7 @@ class OpMixin:
   def pow(self, x, reverse=False) -> Self:
     a, b = self._broadcasted(x, reverse)
     if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+    if a.dtype.is_int and (e := b._const_value()) is not None and e < 0: _err(ValueError, "integers to negative integer powers are not allowed")
     return a._alu(Ops.POW, b)
   def _outside(self, x) -> int:
     """+1 / -1 when x is a Python or numpy int above / below what self's integer dtype holds, else 0. Such a scalar
@@ -310,9 +316,11 @@ class OpMixin:
     f = self.floor()
     d, even = self - f, ((f * 0.5).floor() * 2).eq(f)
     return d.gt(0.5).where(f + 1, d.lt(0.5).where(f, even.where(f, f + 1)))
-  def abs(self) -> Self: return self if self.dtype.is_unsigned or self.dtype.is_bool else self.lt(0).where(-self, self)
-  def sign(self) -> Self: return self if self.dtype.is_bool else self.lt(0).where(-1, self.gt(0).where(1, self))
-  def relu(self) -> Self: return self.maximum(0)
+  def abs(self) -> Self:
+    """|x|; zeros (-0.0 too) give +0 and no gradient (PyTorch's sign(x) at 0), NaN stays NaN."""
+    return self if self.dtype.is_unsigned or self.dtype.is_bool else self.lt(0).where(-self, self.eq(0).where(0, self))
+  def sign(self) -> Self: return self if self.dtype.is_bool else self.lt(0).where(-1, self.gt(0).where(1, self.eq(0).where(0, self)))   # NaN stays
+  def relu(self) -> Self: return self.le(0).where(0, self)   # 0 at 0 takes no gradient (PyTorch's); NaN stays NaN
   @_f32
   def sigmoid(self) -> Self: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal()
   @_f32
@@ -327,8 +335,9 @@ class OpMixin:
     return self._signed(a.lt(0.625).where(a + a * z * pq, 1 - 2 / ((a * 2).exp() + 1)))
   def clip(self, min_=None, max_=None) -> Self:
     if min_ is None and max_ is None: _err(ValueError, "clip needs min_ or max_")
-    x = self if min_ is None else self.maximum(min_)
-    return x if max_ is None else x.minimum(max_)
+    # selects, not maximum/minimum: a value at a bound takes the whole gradient (PyTorch's), NaN stays NaN, min_ > max_ gives max_
+    x = self if min_ is None else self.lt(min_).where(min_, self)
+    return x if max_ is None else x.gt(max_).where(max_, x)
   clamp = clip
   def lerp(self, end, weight) -> Self: return self + (end - self) * weight
   def isnan(self) -> Self: return self.ne(self)
@@ -416,8 +425,10 @@ class OpMixin:
     a, b = self._fl()._broadcasted(other)   # float first: a negative scalar would wrap to an unsigned self's dtype
     dt = _float(a.dtype)
     it = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[dt.itemsize]
-    a, b = a.cast(dt).bitcast(it), b.cast(dt).bitcast(it)
-    return ((a & it.max) | (b & it.min)).bitcast(dt)
+    a, b = a.cast(dt), b.cast(dt)
+    flip = a.bitcast(it).lt(0).ne(b.bitcast(it).lt(0))   # the sign bits differ: negate (exact on zeros and NaN)
+    a = a.eq(0).where(a.detach(), a)   # d/da is sign(a) * sign(result), 0 at a = 0 (PyTorch's)
+    return flip.where(-a, a)
   def logaddexp(self, other) -> Self:
     """log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); a == b (infinities included) is max + log 2."""
     a, b = self._fl()._broadcasted(other)
@@ -687,7 +698,7 @@ class OpMixin:
 
   # ---- joining, splitting and layout: compositions of movement ops only (tinygrad's way), no data-dependent loads
   def _static(self, d: int, what: str) -> int:
-    if self.ndim == 0: _err(ValueError, f"{what} needs a tensor with at least one dimension, got a 0-d tensor")
+    if self.ndim == 0: _err(IndexError, f"{what} needs a tensor with at least one dimension (dim out of range), got a 0-d tensor")
     if not isinstance(s := self.shape[d], int): _err(TypeError, f"{what} needs a static size in dim {d}, got symbolic {s!r}")
     return s
   def cat(self, *args: Self, dim: int = 0) -> Self:
@@ -926,9 +937,9 @@ class OpMixin:
       return self.reshape(-1).pad(((0, 1),), value=REDUCE_IDENTITY[op](self.dtype)).reshape((1,) * len(out)).expand(out)
     return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes).reshape(out)
   def sum(self, axis=None, keepdim=False, dtype=None) -> Self:
-    ret = self.cast(dtype or _sum_acc(self.dtype))._reduce(Ops.ADD, axis, keepdim)
+    ret = self.cast(_sum_acc(self.dtype) if dtype is None else dtype)._reduce(Ops.ADD, axis, keepdim)
     return ret.cast(self.dtype) if dtype is None and _narrow_float(self.dtype) else ret
-  def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(dtype or self.dtype)._reduce(Ops.MUL, axis, keepdim)
+  def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(self.dtype if dtype is None else dtype)._reduce(Ops.MUL, axis, keepdim)
   def _nonempty(self, axis, what: str):
     """max/min have no identity: reducing an empty dim raises, as in PyTorch (numpy too), instead of giving -inf/inf."""
     if axis is None and self.ndim and 0 in self.shape: _err(ValueError, f"{what}() of an empty tensor {self.shape}: give the dim to reduce")
