@@ -92,3 +92,62 @@ def test_gradient_of_an_empty_target_dropped_by_cat():
   x, e = Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((2, 0), np.float32))
   gx, ge = x.cat(e, dim=1).sum().gradient(x, e)
   assert gx.numpy().tolist() == [[1.0] * 3] * 2 and ge.shape == (2, 0)
+
+# ---------------------------------------------------------------- saturated gradients: 0, not 0 * inf = NaN
+XS = np.array([-400, -300, -90, -20, -1, 0, 1, 20, 90, 300, 400], np.float64)
+SIG = 1 / (1 + np.exp(-XS))
+
+@pytest.mark.parametrize("name,ref", [
+  ("sigmoid", SIG * (1 - SIG)), ("tanh", 1 - np.tanh(XS) ** 2), ("softplus", SIG), ("logsigmoid", 1 - SIG),
+  ("quick_gelu", (s := 1 / (1 + np.exp(-1.702 * XS))) + XS * 1.702 * s * (1 - s)),
+  ("gelu", 0.5 * (1 + np.tanh(k := 0.7978845608 * (XS + 0.044715 * XS ** 3))) + 0.5 * XS * (1 - np.tanh(k) ** 2) * 0.7978845608 * (1 + 3 * 0.044715 * XS ** 2)),
+])
+def test_gradient_in_the_tails_is_finite(name, ref):
+  with np.errstate(all="ignore"): ref = np.nan_to_num(ref, nan=0.0)
+  np.testing.assert_allclose(grad(lambda x: getattr(x, name)(), XS)[0], ref, rtol=1e-4, atol=1e-6)
+
+def test_logaddexp_gradient_far_apart():
+  a, b = np.array([1, 2000, 30000, -100, 5], np.float64), np.array([-1, 2, 3, -1, 5], np.float64)
+  m = np.maximum(a, b)
+  lae = m + np.log(np.exp(a - m) + np.exp(b - m))
+  ga, gb = grad(lambda x, y: x.logaddexp(y), a, b)
+  np.testing.assert_allclose(ga, np.exp(a - lae), rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(gb, np.exp(b - lae), rtol=1e-5, atol=1e-7)
+
+def test_log1p_based_values_unchanged():
+  x = np.array([-0.5, -1e-8, 0, 1e-8, 1e-3, 3, 1e30, np.inf], np.float32)
+  np.testing.assert_allclose(Tensor(x).softplus().numpy(), np.logaddexp(0, x.astype(np.float64)), rtol=1e-6)
+  np.testing.assert_allclose(Tensor(x).logaddexp(Tensor(np.zeros_like(x))).numpy(), np.logaddexp(x.astype(np.float64), 0), rtol=1e-6)
+
+def test_topk_k_out_of_range_is_index_and_runtime_error():
+  for exc in (IndexError, RuntimeError): raises_at(exc, lambda: F.topk(3), match="out of range")
+
+def test_stack_and_cat_take_a_sequence_or_tensors_not_both():
+  a, b = Tensor([1, 2]), Tensor([3, 4])
+  raises_at(ValueError, lambda: Tensor.stack((a, b), Tensor([5, 6])), match="not both")
+  raises_at(ValueError, lambda: Tensor.cat([a, b], b), match="not both")
+  assert Tensor.stack((a, b)).numpy().tolist() == [[1, 2], [3, 4]] and Tensor.cat([a, b]).numpy().tolist() == [1, 2, 3, 4]
+
+# ---------------------------------------------------------------- windows with a step past the input
+@pytest.mark.parametrize("dim,size,step", [(2, 2, 8), (1, 0, 8), (0, 1, 5), (-1, 3, 100), (2, 1, 2)])
+def test_unfold_step_larger_than_the_input(dim, size, step):
+  x = np.arange(27, dtype=np.float32).reshape(3, 3, 3)
+  w = np.lib.stride_tricks.sliding_window_view(x, size, axis=dim)
+  ref = np.take(w, range(0, w.shape[dim % 3], step), axis=dim % 3)
+  out = Tensor(x).unfold(dim, size, step).numpy()
+  assert out.shape == ref.shape and np.array_equal(out, ref)
+
+def test_max_pool_stride_past_the_input():
+  x = np.random.default_rng(0).standard_normal((1, 2, 7, 5)).astype(np.float32)
+  w = np.lib.stride_tricks.sliding_window_view(x, (2, 2), axis=(2, 3))[:, :, ::6, ::9]
+  np.testing.assert_array_equal(Tensor(x).max_pool2d((2, 2), stride=(6, 9)).numpy(), w.max(axis=(-2, -1)))
+
+def test_attention_with_grouped_query_heads():
+  rng = np.random.default_rng(1)
+  q, k, v = (rng.standard_normal(s).astype(np.float32) for s in [(2, 6, 4, 8), (2, 2, 5, 8), (2, 2, 5, 8)])
+  kk, vv = np.repeat(k, 3, axis=1), np.repeat(v, 3, axis=1)   # query heads 0-2 share key head 0, 3-5 head 1
+  s = q.astype(np.float64) @ kk.transpose(0, 1, 3, 2) / np.sqrt(8)
+  p = np.exp(s - s.max(-1, keepdims=True))
+  ref = (p / p.sum(-1, keepdims=True)) @ vv
+  np.testing.assert_allclose(Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), enable_gqa=True).numpy(), ref, rtol=1e-5, atol=1e-6)
+  raises_at(ValueError, lambda: Tensor(q[:, :5]).scaled_dot_product_attention(Tensor(k), Tensor(v), enable_gqa=True), match="divide")

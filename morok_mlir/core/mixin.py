@@ -9,13 +9,13 @@ from typing import Self
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes, least_upper_dtype, to_dtype
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
-from morok_mlir.core.provenance import error as _error, OpValueError, OpTypeError
+from morok_mlir.core.provenance import error as _error, OpValueError, OpIndexError, OpTypeError
 from morok_mlir.core import uop as U   # symbolic sizes are UOps (uop imports this module: names are read at call time)
 
 # ---------------------------------------------------------------- helpers
 def _err(exc: type, msg: str):
   """Raise at the user's line; a rejected argument or shape is also a RuntimeError, as PyTorch's ops raise."""
-  _error(OpValueError if exc is ValueError else exc, msg)
+  _error({ValueError: OpValueError, IndexError: OpIndexError}.get(exc, exc), msg)
 def _prod(xs): return U.sprod(xs)   # an int, or an index UOp when a size is symbolic
 def _argfix(*x) -> tuple:
   return tuple(x[0]) if x and isinstance(x[0], (tuple, list)) else x
@@ -354,7 +354,9 @@ class OpMixin:
   def _log1p(self) -> Self:
     """log(1 + x) without losing a small x (Goldberg): log(u) * x / (u - 1) cancels the rounding of u = 1 + x."""
     u = self + 1
-    return u.eq(1).where(self, u.eq(math.inf).where(u, u.log() * (self / (u - 1))))
+    x = (u.eq(1) | u.eq(math.inf)).where(1.0, self)   # the branches not taken see 1: no 0/0, inf/inf, whose gradient is NaN
+    v = x + 1
+    return u.eq(1).where(self, u.eq(math.inf).where(u, v.log() * (x / (v - 1))))
   def _expm1(self) -> Self:
     """exp(x) - 1 without cancelling a small x (Kahan): (u - 1) * x / log(u) with u = exp(x)."""
     u = self.exp()
@@ -473,8 +475,8 @@ class OpMixin:
   @_f32
   def softplus(self, beta=1.0, threshold=20.0) -> Self:
     """log(1 + exp(beta x)) / beta, and x itself once beta x > threshold (PyTorch's)."""
-    bx = self * beta
-    return bx.gt(threshold).where(self, bx.exp()._log1p() * (1 / beta))
+    bx, big = self * beta, (self * beta).gt(threshold)
+    return big.where(self, big.where(0, bx).exp()._log1p() * (1 / beta))   # exp of the taken side only: no inf, no NaN gradient
   def softsign(self) -> Self: return self / (1 + self.abs())
   @_f32
   def mish(self) -> Self: return self * self.softplus().tanh()
@@ -705,6 +707,7 @@ class OpMixin:
     """PyTorch's cat: each input padded into the output's extent along dim, then merged by where (exact for -0.0 and NaN).
     Also callable as Tensor.cat(a, b) or Tensor.cat([a, b]). A 1-d empty tensor among tensors of another rank is skipped
     (PyTorch's rule), its dtype still promoted with the others'."""
+    if isinstance(self, (list, tuple)) and args: _err(ValueError, "cat takes tensors, or one sequence of them, not both")
     ts = (*self, *args) if isinstance(self, (list, tuple)) else (self, *args)
     if not ts or not all(isinstance(t, OpMixin) for t in ts): _err(TypeError, "cat expects a non-empty sequence of tensors")
     dt = least_upper_dtype(*(t.dtype for t in ts))
@@ -727,6 +730,7 @@ class OpMixin:
       off += n
     return ret if ret is not None else x._full(x.shape[:d] + (0,) + x.shape[d + 1:], 0, dt)
   def stack(self, *args: Self, dim: int = 0) -> Self:
+    if isinstance(self, (list, tuple)) and args: _err(ValueError, "stack takes tensors, or one sequence of them, not both")
     ts = (*self, *args) if isinstance(self, (list, tuple)) else (self, *args)
     if not ts or not all(isinstance(t, OpMixin) for t in ts): _err(TypeError, "stack expects a non-empty sequence of tensors")
     if bad := [i for i, t in enumerate(ts) if t.shape != ts[0].shape]:
@@ -1304,13 +1308,20 @@ class OpMixin:
     kept = [c for c in letters if c in out]
     return ret.permute(tuple(kept.index(c) for c in out))
   def scaled_dot_product_attention(self, key: Self, value: Self, attn_mask: Self | None = None, dropout_p: float = 0.0,
-                                   is_causal: bool = False) -> Self:
+                                   is_causal: bool = False, enable_gqa: bool = False) -> Self:
     """softmax(q k^T / sqrt(E) + mask) v (tinygrad's): a bool mask keeps where True, a float one is added; is_causal
     masks key j > query i (top-left aligned, as PyTorch). Dropout acts as dropout() does: only while Tensor.training
-    (tinygrad's rule; PyTorch's function applies dropout_p always)."""
+    (tinygrad's rule; PyTorch's function applies dropout_p always). enable_gqa: key and value have fewer heads (dim -3),
+    a divisor of the query's, each shared by that many query heads in a row (PyTorch's grouped-query attention)."""
     if not isinstance(key, OpMixin) or not isinstance(value, OpMixin) or not (attn_mask is None or isinstance(attn_mask, OpMixin)):
       _err(TypeError, "scaled_dot_product_attention takes key, value (and attn_mask) Tensors")
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2: _err(ValueError, f"scaled_dot_product_attention needs (..., L, E) tensors, got {self.shape}")
+    if enable_gqa:
+      if min(self.ndim, key.ndim, value.ndim) < 3 or key.shape[-3] != value.shape[-3] or self.shape[-3] % key.shape[-3]:
+        _err(ValueError, f"scaled_dot_product_attention: with enable_gqa the key's and value's heads (dim -3) must divide the query's, "
+                         f"got {self.shape}, {key.shape} and {value.shape}")
+      g = self.shape[-3] // key.shape[-3]
+      key, value = key.repeat_interleave(g, -3), value.repeat_interleave(g, -3)
     qk = self.matmul(key.transpose(-2, -1), dtype=least_upper_dtype(self.dtype, key.dtype, dtypes.float32)) / math.sqrt(self._static(-1, "attention"))
     if is_causal:
       if attn_mask is not None: _err(ValueError, "scaled_dot_product_attention: set attn_mask or is_causal, not both")
@@ -1364,7 +1375,7 @@ def _pool(self: OpMixin, k_: tuple[int, ...], stride=1, dilation=1) -> OpMixin:
   noop, i_ = [None] * (self.ndim - n), self.shape[-n:]
   if any(d * (k - 1) + 1 > i for k, i, d in zip(k_, i_, d_)): _err(ValueError, f"kernel {k_} (dilation {d_}) is larger than the input {i_}")
   o_ = [(i - d * (k - 1) - 1) // s + 1 for i, d, k, s in zip(i_, d_, k_, s_)]
-  f_ = [1 + int(o * s > i + d) for o, s, i, d in zip(o_, s_, i_, d_)]
+  f_ = [max(1, -(-(o * s - d) // i)) for o, s, i, d in zip(o_, s_, i_, d_)]   # rows of i * f + d >= o * s (a stride past the input too)
   reps = [-(-k * (i * f + d) // i) for k, i, d, f in zip(k_, i_, d_, f_)]
   lead = list(self.shape[:-n])
   x = self.reshape(*lead, *[v for i in i_ for v in (1, i)]).expand(*lead, *[v for r, i in zip(reps, i_) for v in (r, i)])

@@ -36,6 +36,8 @@ def walk_loc(f) -> str:
 
 class OpValueError(ValueError, RuntimeError):
   """An argument or shape an op rejects: a ValueError, and a RuntimeError as PyTorch raises for it."""
+class OpIndexError(IndexError, RuntimeError):
+  """A dim or index out of range for an op: an IndexError, and a RuntimeError as PyTorch raises for some (topk's k)."""
 class OpTypeError(TypeError, RuntimeError):
   """A dtype an op does not support: a TypeError, and a RuntimeError as PyTorch raises for it."""
 
