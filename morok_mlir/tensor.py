@@ -199,8 +199,9 @@ class Tensor(OpMixin):
     ret, in_graph = [], None
     for t in targets:
       if (g := grads.get(t.uop)) is None:
-        # a target reached only through ops without a gradient (comparisons, bit casts) has a zero one, so has an empty target
-        if not (materialize_grads or t.numel() == 0 or t.uop in (in_graph := in_graph or set(root.toposort))):
+        # a target reached only through ops without a gradient (comparisons, bit casts) has a zero one, so has an empty
+        # target, and any target of an empty result
+        if not (materialize_grads or t.numel() == 0 or self.numel() == 0 or t.uop in (in_graph := in_graph or set(root.toposort))):
           _err(RuntimeError, f"a target {t.shape} {t.dtype} is not part of the graph of this tensor")
         g = Tensor.zeros(t.shape, dtype=t.dtype, device=t.device).uop
       # forward values the rules use (exp's result, a product's operands) are read from what was realized, not recomputed

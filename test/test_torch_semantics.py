@@ -151,3 +151,13 @@ def test_attention_with_grouped_query_heads():
   ref = (p / p.sum(-1, keepdims=True)) @ vv
   np.testing.assert_allclose(Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), enable_gqa=True).numpy(), ref, rtol=1e-5, atol=1e-6)
   raises_at(ValueError, lambda: Tensor(q[:, :5]).scaled_dot_product_attention(Tensor(k), Tensor(v), enable_gqa=True), match="divide")
+
+def test_empty_unfold_windows_have_zero_gradients():
+  x = Tensor(np.ones((3, 3, 3), np.float32))
+  assert x.unfold(1, 0, 8).shape == (3, 1, 3, 0) and x.unfold(2, 0, 1).shape == (3, 3, 4, 0)
+  g, = x.unfold(1, 0, 8).sum().gradient(x)
+  assert g.numpy().tolist() == np.zeros((3, 3, 3)).tolist()
+
+def test_var_without_degrees_of_freedom_keeps_nan_gradients():
+  x = Tensor(np.arange(10, dtype=np.float32).reshape(2, 5))
+  assert np.isinf(x.std(0, correction=5).numpy()).all() and np.isnan(x.std(0, correction=5).sum().gradient(x)[0].numpy()).all()

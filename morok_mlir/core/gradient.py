@@ -58,7 +58,8 @@ def _max_grad(ctx: UOp, a: UOp, b: UOp, ab: UOp, ba: UOp) -> tuple:
 
 def _nz(ctx: UOp, g: UOp) -> UOp:
   """g where ctx is nonzero, else 0: a zero upstream gradient stays zero through a local derivative that is infinite
-  (exp2 of a large x, 1/x, log2 and sqrt at 0), so that a branch a where did not pick or a saturated sigmoid passes
+  (exp2 of a large x, 1/x, log2 and sqrt at 0; not a division by 0, whose NaN PyTorch keeps, as in var with no degrees
+  of freedom), so that a branch a where did not pick or a saturated sigmoid passes
   0, not 0 * inf = NaN (PyTorch's fused backwards of sigmoid, softplus, tanh give 0 there)."""
   return ctx.eq(0).where(0, g)
 
@@ -68,7 +69,7 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.ADD), lambda ctx: (ctx, ctx)),
   (UPat(Ops.SUB), lambda ctx: (ctx, -ctx)),
   (UPat(Ops.MUL, name="ret"), lambda ctx, ret: (ret.src[1] * ctx, ret.src[0] * ctx)),
-  (UPat(Ops.FDIV, name="ret"), lambda ctx, ret: (_nz(ctx, ctx / ret.src[1]), _nz(ctx, -ctx * ret / ret.src[1]))),
+  (UPat(Ops.FDIV, name="ret"), lambda ctx, ret: (ctx / ret.src[1], -ctx * ret / ret.src[1])),
   (UPat(Ops.MOD, name="ret"), lambda ctx, ret: (ctx, -ctx * (ret.src[0] / ret.src[1]).trunc()) if ret.dtype.is_float else (None, None)),
   (UPat(Ops.MULACC, name="ret"), lambda ctx, ret: (ret.src[1] * ctx, ret.src[0] * ctx, ctx)),
   (UPat(Ops.NEG), lambda ctx: (-ctx,)),

@@ -805,7 +805,9 @@ class OpMixin:
     if step <= 0: _err(ValueError, f"unfold: step must be > 0, got {step}")
     if size > n: _err(ValueError, f"unfold: maximum size for tensor at dimension {d} is {n} but size is {size}")
     if self.ndim == 0: return self.reshape(1)
-    if size == 0: return self._full(self.shape[:d] + ((n - size) // step + 1,) + self.shape[d + 1:] + (0,), 0, self.dtype)
+    if size == 0:   # empty windows, taken from self so that gradients reach it (as zeros)
+      empty = self.unsqueeze(-1).shrink(tuple((0, s) for s in self.shape) + ((0, 0),))
+      return empty.reshape(self.shape[:d] + (n // step + 1,) + self.shape[d + 1:] + (0,))
     last = tuple(i for i in range(self.ndim) if i != d) + (d,)
     return self.permute(last)._pool((size,), step).permute(*range(d), self.ndim - 1, *range(d, self.ndim - 1), self.ndim)
   def meshgrid(self, *args: Self, indexing: str = "ij") -> tuple[Self, ...]:
