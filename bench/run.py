@@ -1,10 +1,15 @@
 """morok-mlir vs numpy vs PyTorch (eager) on the CPU, in one process, 2 threads each.
 
-  python bench/run.py [workload ...]      workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather
+  python bench/run.py [--beam N] [workload ...]   workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather
                                           layernorm sort attention train trainmlp traincnn minilm compile
+                                          (or a row's letter: d = mm1024 mm2048, e = conv, f = mlp, ...)
 
-Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks()); morok's is `.realize()` (the result computed into its buffer,
-as numpy and torch return theirs; `.numpy()` would add a copy). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
+--beam N adds a "searched" line under the matmul, conv and MLP rows: their kernels searched with BEAM=N (the search's
+own time, then heuristic and searched timed alternately in rounds, medians) and the attributes the search chose.
+
+Each timing is the median of >= 7 runs after warm-up, each library in its own block after a pause (see blocks());
+morok's is `.realize()` (the result computed into its buffer, as numpy and torch return theirs; `.numpy()` of a
+temporary hands that buffer over, row a measures it too). numpy's OpenBLAS is run without OPENBLAS_CORETYPE (a machine
 setting that pins it to an older kernel); the machine's limits (copy bandwidth, fp32 FMA peak) are measured here too."""
 import os, sys, time, subprocess, statistics, platform, datetime
 os.environ.pop("OPENBLAS_CORETYPE", None)   # numpy must use the kernel a user's machine would pick
@@ -153,7 +158,8 @@ def w_ew():
   return dict(name="a. elementwise exp(relu(a*b+c)*2-a) 16M", bytes=4 * 4 * a.size,
     morok=lambda: ((A * B + C).relu() * 2 - A).exp().realize(),
     numpy=lambda: np.exp(np.maximum(a * b + c, 0) * 2 - a),
-    torch=lambda: torch.exp(torch.relu(ta * tb + tc) * 2 - ta), tol=1e-5)
+    torch=lambda: torch.exp(torch.relu(ta * tb + tc) * 2 - ta), tol=1e-5,
+    extra={".numpy() of the same (no second pass)": lambda: ((A * B + C).relu() * 2 - A).exp().numpy()})
 def w_sum():
   a = rnd(1 << 24); A, ta = Tensor(a), tt(a)
   return dict(name="b. sum 16M", bytes=4 * a.size, read_only=True, morok=lambda: A.sum().realize(), numpy=lambda: a.sum(), torch=lambda: ta.sum(), tol=1e-3)
@@ -348,8 +354,10 @@ def torch_minilm(path):
   return Pooled(bert).eval()
 def w_overhead():
   a = np.arange(3, dtype=np.float32); A, ta = Tensor(a), tt(a)
+  from morok_mlir import TinyJit
+  add = TinyJit(lambda x: x + x)
   return dict(name="g. per-call overhead: 3-element add (us)", us=True, runs=1000,
-              morok=lambda: (A + A).realize(), numpy=lambda: a + a, torch=lambda: ta + ta, tol=0)
+              morok=lambda: (A + A).realize(), numpy=lambda: a + a, torch=lambda: ta + ta, tol=0, extra={"TinyJit replay of the add": lambda: add(A)})
 
 COMPILE_SRC = """import sys, time; t0 = time.perf_counter()
 sys.path.insert(0, {root!r})
@@ -391,7 +399,38 @@ WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024
              "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather, "layernorm": w_layernorm, "sort": w_sort,
              "attention": w_attention, "train": w_train, "trainmlp": w_train_mlp, "traincnn": w_train_cnn, "minilm": w_minilm}
 
-def main(names):
+BEAM_ROWS = ("mm1024", "mm2048", "conv", "mlp")
+
+def searched(w: dict, beam: int) -> None:
+  """The row's morok function with BEAM=beam against the heuristic's, alternating in ROUNDS rounds; prints a line."""
+  from morok_mlir.device import search
+  search.log.clear()
+  os.environ["BEAM"] = str(beam)
+  try:
+    t0 = time.perf_counter(); w["morok"]()
+    cost = time.perf_counter() - t0
+    ref, got = w["numpy"](), w["morok"]().numpy()
+    if w["tol"] and not np.allclose(got, ref, rtol=w["tol"], atol=w["tol"]): print(f"  !! searched differs from numpy by {np.abs(got - ref).max()}")
+  finally: os.environ.pop("BEAM")
+  chosen = list(search.log)
+  heur, srch = [], []
+  for _ in range(ROUNDS):
+    time.sleep(0.2); heur.append(timeit(w["morok"]))
+    os.environ["BEAM"] = str(beam)
+    try: time.sleep(0.2); srch.append(timeit(w["morok"]))
+    finally: os.environ.pop("BEAM")
+  h, s = statistics.median(heur), statistics.median(srch)
+  print(f"|   {'searched (BEAM=' + str(beam) + ')':<40} | {s * 1e3:9.2f} | {'':>9} | {'':>9} | {'':>12} | {'':>7} | {'':>7} | {'':>7} |"
+        f"  heuristic {h * 1e3:.2f} ms in the same {ROUNDS} rounds, x heuristic {h / s:.2f}, search {cost:.1f} s")
+  for name, base, ch in chosen:
+    fmt = lambda c: " ".join(f"{k[4:]}={list(v) if isinstance(v, tuple) else v}" for k, v in sorted(c.items())) or "-"
+    print(f"|     {name[:38]:<38} |  {'same as heuristic' if ch == base else fmt(base) + ' -> ' + fmt(ch)}")
+
+ROUNDS = 5
+LETTERS = {"a": ["ew"], "b": ["sum"], "c": ["softmax"], "d": ["mm1024", "mm2048"], "e": ["conv"], "f": ["mlp"]}
+
+def main(names, beam: int = 0):
+  if beam: os.environ.pop("BEAM", None)   # the rows themselves are the heuristic's
   load = os.getloadavg()
   print(f"# morok-mlir CPU bench, {datetime.date.today()}, {platform.processor() or platform.machine()} "
         f"({_cpu_name()}, {os.cpu_count()} cores), {THREADS} threads, load average {load[0]:.2f}")
@@ -422,7 +461,9 @@ def main(names):
     elif "flops" in w: rate, pct = f"{w['flops'] / t['morok'] / 1e9:.0f} GFLOP/s", f"{100 * w['flops'] / t['morok'] / 1e9 / peak:.0f}%"
     else: rate, pct = "-", "-"
     print(f"| {w['name']:<42} | {ms('morok'):>9} | {ms('numpy'):>9} | {ms('torch'):>9} | {rate:>12} | {ratio('numpy'):>7} | {ratio('torch'):>7} | {pct:>7} |", flush=True)
-    for k in w.get("extra", {}): print(f"|   {k:<40} | {t[k] * 1e3:9.2f} | {'':>9} | {'':>9} | {'':>12} | {'':>7} | {'':>7} | {'':>7} |  x morok {t[k] / t['morok']:.2f}")
+    for k in w.get("extra", {}):
+      print(f"|   {k:<40} | {ms(k):>9} | {'':>9} | {'':>9} | {'':>12} | {'':>7} | {'':>7} | {'':>7} |  x morok {t[k] / t['morok']:.2f}")
+    if beam and n in BEAM_ROWS: searched(w, beam)
   for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
   if "compile" in names:
     print("\nh. compile time, first realize of the MLP (f) in a new process (s): first realize / whole process")
@@ -437,4 +478,7 @@ def _cpu_name():
   except (OSError, StopIteration): return "?"
 
 if __name__ == "__main__":
-  main(sys.argv[1:] or list(WORKLOADS) + ["compile"])
+  args, beam = sys.argv[1:], 0
+  if "--beam" in args:
+    i = args.index("--beam"); beam = int(args[i + 1]); del args[i:i + 2]
+  main([x for a in args for x in LETTERS.get(a, [a])] or list(WORKLOADS) + ["compile"], beam)

@@ -141,6 +141,7 @@ def process(text: str, fname: str, pipeline: str, verify_each: bool, debuginfo: 
   from morok_mlir.dialects import new_context
   from morok_mlir.dialects.verify import verify_module
   from morok_mlir.passes.pipeline import run_pipeline, PipelineError
+  from morok_mlir.device import search   # noqa: F401 (uop-optimize{beam=n} compiles and times kernels on the CPU)
   global _CTX
   if (err := check_input(text)): return "", f"{fname}:{err}"
   _CTX = _CTX or new_context()  # one per process, as in mlir-opt: loading the dialect costs ~30 ms

@@ -9,7 +9,7 @@ work (a .numpy() result used in Python, a branch on data), which is why a functi
 between calls is never replayed (it runs normally every time). Arguments must keep their shapes, dtypes, devices and
 non-tensor values; a call that changes one raises JitError."""
 from __future__ import annotations
-import functools, gc, threading
+import functools, gc, threading, time
 from dataclasses import dataclass, field
 from morok_mlir.core.uop import UOp, sym_val
 from morok_mlir.dialects.ops import Ops
@@ -43,11 +43,15 @@ class _Recorder:
     self.keep += bufs[sched.n_in:sched.n_in + sched.n_out]
   def random(self, counter: UOp, n: int): self.rng.append((counter, n))
 
-def _buffer(u: UOp) -> Buffer | None:
-  """The base Buffer a data UOp (a buffer, or a reshape of one) holds, else None."""
+def _data(u: UOp) -> UOp | None:
+  """The buffer UOp a data UOp (a buffer, or a reshape of one: the same memory, read in the same order) holds, else None."""
   if u.op is Ops.RESHAPE: u = u.src[0]
-  if u.op is not Ops.BUFFER: return None
-  b = buffer_data(u)
+  return u if u.op is Ops.BUFFER else None
+
+def _buffer(u: UOp) -> Buffer | None:
+  """The base Buffer a data UOp holds, else None."""
+  if (d := _data(u)) is None: return None
+  b = buffer_data(d)
   return b.base if b.base is not None else b
 
 class TinyJit:
@@ -63,9 +67,15 @@ class TinyJit:
     with self.lock: self.cnt, self.sig, self.last, self.plan, self.replayable = 0, None, None, None, True
 
   def __call__(self, *args, **kwargs):
+    if (plan := self.plan) is not None and plan.sig is not None and not kwargs:
+      # a replay's usual call, checked as one tuple compare: positional Tensors holding data of the recorded shapes,
+      # dtypes and devices (anything else takes the general path below, which realizes lazy arguments or raises)
+      try: sig = tuple([(t.uop.shape, t.uop.dtype, t.device) if type(t) is Tensor and _data(t.uop) else None for t in args])
+      except AttributeError: sig = None   # a Tensor whose __init__ raised
+      if sig == plan.sig: return plan.replay(args)
     flat = list(args) + [kwargs[k] for k in sorted(kwargs)] if kwargs else args
     tensors = [x for x in flat if isinstance(x, Tensor)]
-    if any(t.uop.op is not Ops.BUFFER for t in tensors): Tensor.realize(*tensors)
+    if any(not _data(t.uop) for t in tensors): Tensor.realize(*tensors)
     sig = (tuple((t.shape, t.dtype, t.device) for t in tensors), tuple(_key(x) for x in flat if not isinstance(x, Tensor)), tuple(sorted(kwargs)))
     with self.lock:
       if self.sig is None: self.sig = sig
@@ -93,6 +103,7 @@ class TinyJit:
       if any(None in e.srcs for e in rec.execs): self.replayable = False   # None: symbolic sizes' values
       elif trace == self.last and self.plan is None:
         self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0])
+        if self.plan is not None: self.plan.sig = sig[0] if not kwargs and len(tensors) == len(args) else None
       self.last = trace
       if self.plan is None and cnt + 1 >= self.MAX_TRIES: self.replayable = False
     return ret
@@ -107,7 +118,11 @@ def _leaves(x):
   return [x]
 
 class _Plan:
-  """A recorded call, resolved: every schedule input named by where its buffer comes from at replay time."""
+  """A recorded call, resolved: every schedule input named by where its buffer comes from at replay time, then laid
+  out once for replay. A replay fills one list of Buffers (v): the arguments', the state's, the random counters', fresh
+  memory for each output that leaves the call (returned, or rebinding state), and the plan's own buffers for
+  intermediates and outputs only later kernels read (reused by every replay, under the plan's lock); each kernel is
+  one prepared call that writes the pointers that change and calls its code."""
   @staticmethod
   def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, UOp, UOp]]) -> _Plan | None:
     """None when the call cannot be replayed: a state tensor that did not start as data, or ends as something no
@@ -124,37 +139,104 @@ class _Plan:
         if b in table: return (kind, *table[b]) if kind == "out" else (kind, table[b])
       return ("const", u)
     p.execs = [_Exec(e.sched, e.device, [where(u) for u in e.srcs], e.shapes, e.locs) for e in rec.execs]
-    p.rebinds = [(t, rec.made.get(id(_buffer(u1)))) for t, _, u1 in state]   # (tensor, (exec, output))
-    if any(kj is None for _, kj in p.rebinds): return None
-    p.ret = ret
-    p.ret_src = {id(t): where(t.uop) for t in _leaves(ret) if isinstance(t, Tensor)}
+    rebinds = [(t, rec.made.get(id(_buffer(u1)))) for t, _, u1 in state]   # (tensor, (exec, output))
+    if any(kj is None for _, kj in rebinds): return None
+    p.ret, p.devices = ret, [t.device for t in args + p.state]
+    ret_src = {id(t): where(t.uop) for t in _leaves(ret) if isinstance(t, Tensor)}
+    p._layout(len(args), [("out", *kj) for _, kj in rebinds] + list(ret_src.values()))
+    p.outs = list(dict.fromkeys(p.made[s] for s in [("out", *kj) for _, kj in rebinds] + list(ret_src.values()) if s[0] == "out"))
+    p.rebinds = [(t, p.outs.index(p.made[("out", *kj)])) for t, kj in rebinds]
+    p.ret_src = {i: ("out", p.outs.index(p.made[s])) if s[0] == "out" else s for i, s in ret_src.items()}
+    p.ret_out = r[1] if type(ret) is Tensor and (r := p.ret_src[id(ret)])[0] == "out" else None   # the usual return: one output
+    p.lock = threading.Lock()
     return p
 
+  def _layout(self, nargs: int, leaving: list):
+    """Number every buffer a replay touches (its index in v) and make one step per kernel (and per cross-device copy)."""
+    first = {"arg": 0, "state": nargs, "rng": nargs + len(self.state)}
+    self.template: list[Buffer | None] = [None] * (nargs + len(self.state) + len(self.rng))
+    self.fresh: list[tuple[int, str, int, object, int]] = []   # (v index, device, size, dtype, exec) made anew per replay
+    self.made: dict[tuple, tuple] = {}   # ("out", k, j) -> (v index, loc, shape): an output's buffer and its UOp's fields
+    self.steps, self.nkernels, self.sig = [], 0, None
+    def on(j: int, dev: str, const: bool) -> int:   # v index of buffer j on dev: copied once for a constant, else per replay
+      if const: self.template.append(R.on_device(self.template[j], dev))
+      else: self.template.append(None); self.steps.append(_Copy(j, len(self.template) - 1, dev))
+      return len(self.template) - 1
+    # an output read on another device is fresh each replay: on_device keeps one copy per Buffer, as contents never change
+    leaving = set(leaving) | {s for e in self.execs for s in e.srcs if s[0] == "out" and self.execs[s[1]].device != e.device}
+    for k, e in enumerate(self.execs):
+      sched, slot, consts = e.sched, [], {}
+      for i, s in enumerate(e.srcs):
+        if s[0] == "out": j, dev = self.made[s][0], self.execs[s[1]].device
+        elif s[0] == "const": j, dev = len(self.template), buffer_data(s[1]).device; self.template.append(buffer_data(s[1])); consts[i] = s[1]
+        elif s[0] == "rng": j, dev = first["rng"] + s[1], "CPU"
+        else: j, dev = first[s[0]] + s[1], self.devices[first[s[0]] + s[1]]
+        slot.append(j if dev == e.device else on(j, e.device, s[0] == "const"))
+      for j, bt in enumerate(sched.buffer_types[sched.n_in:]):
+        fresh = j < sched.n_out and ("out", k, j) in leaving
+        self.template.append(None if fresh else Buffer(e.device, bt.size, bt.dtype.base).allocate())
+        if fresh: self.fresh.append((len(self.template) - 1, e.device, bt.size, bt.dtype.base, k))
+        if j < sched.n_out: self.made[("out", k, j)] = (len(self.template) - 1, e.locs[j], e.shapes[j])
+        slot.append(len(self.template) - 1)
+      for it in sched.items:
+        self.steps.append(_Kernel(it.program, [slot[s] for s in it.slots], [consts.get(s) for s in it.slots], self.template))
+      self.nkernels += len(sched.items)
+
   def replay(self, args: list[Tensor]):
-    if any(t.uop.op is not Ops.BUFFER for t in self.state): Tensor.realize(*[t for t in self.state if t.uop.op is not Ops.BUFFER])
-    live = {"arg": [buffer_data(t.uop) for t in args], "state": [buffer_data(t.uop) for t in self.state],
-            "rng": [buffer_data(Tensor._counter_input(n)) for n in self.rng]}
-    made: list[list[Buffer]] = []
-    def resolve(src) -> Buffer:
-      return made[src[1]][src[2]] if src[0] == "out" else buffer_data(src[1]) if src[0] == "const" else live[src[0]][src[1]]
-    for e in self.execs:
-      # only constants keep their UOp: what a program derives from them (packed weights) stays valid across replays
-      ins = [b if (b := resolve(s)).device == e.device else R.on_device(b, e.device) for s in e.srcs]
-      bufs = R.run_buffers(e.sched, e.device, ins, [s[1] if s[0] == "const" else None for s in e.srcs])
-      made.append(bufs[e.sched.n_in:])
-    uops: dict = {}
-    def uop(src) -> UOp:   # a buffer UOp for each output a tensor holds, made once
-      if src[0] == "rng": return R.new_buffer(live["rng"][src[1]], None, shape=(2,))
-      if src[0] != "out": return src[1] if src[0] == "const" else {"arg": args, "state": self.state}[src[0]][src[1]].uop
-      if (u := uops.get(src)) is None: u = uops[src] = R.new_buffer(made[src[1]][src[2]], self.execs[src[1]].locs[src[2]], shape=self.execs[src[1]].shapes[src[2]])
-      return u
-    for t, (k, j) in self.rebinds: t.uop = uop(("out", k, j))
+    state, v = self.state, self.template.copy()
+    for i, t in enumerate(args): v[i] = buffer_data(_data(t.uop))
+    if state:
+      if any(not _data(t.uop) for t in state): Tensor.realize(*[t for t in state if not _data(t.uop)])
+      for i, t in enumerate(state, len(args)): v[i] = buffer_data(_data(t.uop))
+    if rng := [Tensor._counter_input(n) for n in self.rng]:
+      for i, u in enumerate(rng, len(args) + len(state)): v[i] = buffer_data(u)
+    try:
+      for j, dev, size, dt, _ in self.fresh: v[j] = Buffer.fresh(dev, size, dt)
+    except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[next(k for j, *_, k in self.fresh if v[j] is None)].sched, []) from None
+    with self.lock:
+      t0 = time.perf_counter()
+      for step in self.steps: step(v)
+      R.GlobalCounters.time_sum_s += time.perf_counter() - t0
+    R.GlobalCounters.kernel_count += self.nkernels
+    outs = [R.new_buffer(v[j], loc, shape=shape) for j, loc, shape in self.outs]   # one buffer UOp per output the call gives back
+    for t, i in self.rebinds: t.uop = outs[i]
+    if self.ret_out is not None: return Tensor._of(outs[self.ret_out], self.ret.device)
+    def uop(src) -> UOp:
+      if src[0] == "out": return outs[src[1]]
+      if src[0] == "rng": return R.new_buffer(buffer_data(rng[src[1]]), None, shape=(2,))
+      return src[1] if src[0] == "const" else (args if src[0] == "arg" else state)[src[1]].uop
     return _rebuild(self.ret, lambda t: _tensor(uop(self.ret_src[id(t)]), t))
 
+class _Kernel:
+  """One kernel of a replay: its program on an argument set of the plan's own (CPU), where the pointers of the plan's
+  buffers and constants are written once and the others (arguments, state, fresh outputs) each call; else (a program
+  without prepare, or one that keeps what it derives from a constant) its call_buffers."""
+  __slots__ = ("prog", "slots", "inputs", "args", "run", "fixed", "var")
+  def __init__(self, prog, slots: list[int], inputs: list, template: list):
+    self.prog, self.slots, self.inputs = prog, slots, inputs
+    self.fixed = [(i, j) for i, j in enumerate(slots) if template[j] is not None]
+    self.var = tuple((i, j) for i, j in enumerate(slots) if template[j] is None)
+    self.args = None
+    if hasattr(prog, "prepare"): self._bind(template)
+  def _bind(self, v: list):
+    if (p := self.prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None))) is None: self.args = None; return
+    self.args, self.run = p
+    for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr
+  def __call__(self, v: list):
+    if (a := self.args) is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
+    if a.code is not self.prog.code: self._bind(v); a = self.args
+    ptrs = a.ptrs
+    for i, j in self.var: ptrs[i] = v[j].ptr
+    self.run()
+
+class _Copy:
+  """A replay step: buffer j's copy on device (an input from another device), as the realize driver makes it."""
+  def __init__(self, j: int, dst: int, device: str): self.j, self.dst, self.device = j, dst, device
+  def __call__(self, v: list): v[self.dst] = R.on_device(v[self.j], self.device)
+
 def _tensor(u: UOp, like: Tensor) -> Tensor:
-  """A fresh Tensor holding buffer u (of like's shape: the recorded call returned like realized, a buffer UOp); built by
-  Tensor's constructor, so every slot it has is set."""
-  return Tensor(u, device=like.device)
+  """A fresh Tensor holding buffer u (of like's shape and device: the recorded call returned like realized)."""
+  return Tensor._of(u, like.device)
 
 def _rebuild(x, f):
   if isinstance(x, Tensor): return f(x)

@@ -16,6 +16,7 @@ from morok_mlir.passes.pipeline import compile_lock, lower_to_kernels
 from morok_mlir.lru import LRU
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
+from morok_mlir.device import search as _search   # noqa: F401 (registers uop-optimize's beam search)
 
 # ---------------------------------------------------------------- input buffers: where data enters a graph
 _ids = itertools.count()
@@ -29,7 +30,7 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
   dtype: the array's dtype when the caller knows it; else it is checked here, and numpy dtypes
   that are not supported (complex, object, str, datetime, structured, longdouble) raise TypeError at loc."""
   if type(data) is Buffer:
-    u = UOp(Ops.BUFFER, data.dtype, (), attrs(id=next(_ids), shape=tuple(shape)), loc)
+    u = UOp(Ops.BUFFER, data.dtype, (), (("id", next(_ids)), ("shape", tuple(shape))), loc)   # attrs(id=, shape=), prebuilt
     if data.device == "CPU": data.as_numpy().flags.writeable = False   # contents never change (see below)
     u.__dict__["buffer"] = data
     return u
@@ -65,8 +66,9 @@ class Schedule:
   n_out: int
 
 
-def compile_schedule(graph: Func, device: str) -> Schedule:
-  funcs = {f.name: f for f in lower_to_kernels(graph, DEBUG)}
+def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
+  """beam > 0 (CPU): each new kernel's choices are searched by timing (device/search.py); 0: uop-optimize's heuristics."""
+  funcs = {f.name: f for f in lower_to_kernels(graph, DEBUG, beam if device == "CPU" else 0)}
   sched = funcs.pop("schedule")
   dev = Device[device]
   items = []
@@ -146,10 +148,11 @@ def on_device(b: Buffer, device: str) -> Buffer:
     with _copies_lock: c = _copies.setdefault(b, {}).setdefault(device, c)
   return c
 
-def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> list[Buffer]:
+def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: int | None = None) -> list[Buffer]:
   """Compute graph-level UOps on `device` (Device.DEFAULT if None); returns one flat Buffer per UOp, on device (a UOp
   that is already an input buffer gives its own Buffer, wherever it is). Inputs on other devices are copied to device
-  once. The schedule cache is keyed by device and graph structure. cut=False: the graph is not split (cut_deep)."""
+  once. The schedule cache is keyed by device and graph structure. cut=False: the graph is not split (cut_deep).
+  beam: BEAM's width for new kernels (None: the BEAM environment variable, read at each call; 0: heuristics only)."""
   device = Device[device or Device.DEFAULT].name
   results: list[Buffer | None] = [None] * len(outs)
   todo = []
@@ -159,14 +162,18 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True) -> lis
     else: todo.append(i)
   if not todo: return results
   key, inputs, vals = normalize([outs[i] for i in todo])
-  if (sched := _schedule_cache.get(ck := (device, key))) is None:
+  if beam is None: beam = os.environ.get("BEAM", "0") or "0"
+  if not isinstance(beam, int) and not (isinstance(beam, str) and beam.isdigit()) or int(beam) < 0:
+    raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
+  beam = int(beam)
+  if (sched := _schedule_cache.get(ck := (device, key) if not beam else (device, key, beam))) is None:
     if cut and (pieces := cut_deep([outs[i] for i in todo], device)) is not None:
-      for i, r in zip(todo, realize(pieces, device, cut=False)): results[i] = r
+      for i, r in zip(todo, realize(pieces, device, cut=False, beam=beam)): results[i] = r
       return results
     with compile_lock:
       if (sched := _schedule_cache.get(ck)) is None:   # another thread may have compiled it while this one waited
         t0 = time.perf_counter()
-        sched = compile_schedule(graph_func(key), device)
+        sched = compile_schedule(graph_func(key), device, beam)
         _schedule_cache[ck] = sched
         GlobalCounters.compiled += len(sched.items)
         if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")

@@ -12,6 +12,7 @@ from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.ir.emit import buffer_data
 from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
+from morok_mlir.device import Device
 
 _KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
 def _device(name) -> str:
@@ -70,6 +71,7 @@ def _buf(arr: np.ndarray, loc: str | None = None) -> UOp:
   return new_buffer(arr, loc or _loc())
 
 def _is_data(u: UOp) -> bool: return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+def _data(u: UOp) -> UOp: return u if u.op is Ops.BUFFER else u.src[0]   # the buffer UOp of data
 
 
 
@@ -155,6 +157,14 @@ class Tensor(OpMixin):
     elif data is None: self.uop = _buf(np.empty((0,), dtype=(dt or dtypes.default_float).np))
     else: _err(TypeError, f"cannot make a tensor from {type(data).__name__}")
     if requires_grad is not None: self.requires_grad = requires_grad
+
+  @staticmethod
+  def _of(u: UOp, device: str) -> Tensor:
+    """Tensor(u, device=device) for a hot path (a TinyJit replay's outputs): u a data UOp, device a canonical name; every
+    slot as __init__ sets it (test_jit checks that they agree)."""
+    t = object.__new__(Tensor)
+    t.uop, t.device, t._requires_grad, t.grad, t._view = u, device, None, None, None
+    return t
 
   # ---- autograd (tinygrad's Tensor.gradient and Tensor.backward; gradients are lazy graphs, see core/gradient.py)
   @property
@@ -248,8 +258,9 @@ class Tensor(OpMixin):
   def __bool__(self): _err(TypeError, "__bool__ on a Tensor is ambiguous; use .item() or .numpy()")
 
   # ---- realization
-  def realize(self, *lst: Tensor) -> Tensor:
-    """Compute self and lst in one graph; afterwards each holds its result as an input buffer."""
+  def realize(self, *lst: Tensor, beam: int | None = None) -> Tensor:
+    """Compute self and lst in one graph; afterwards each holds its result as an input buffer. beam: BEAM's width for
+    kernels compiled here (None: the BEAM environment variable; 0: uop-optimize's heuristics only)."""
     todo: dict[UOp, list[Tensor]] = {}
     for t in (self,) + lst:
       if _is_data(t.uop): continue
@@ -258,7 +269,7 @@ class Tensor(OpMixin):
     if todo:
       devs = {ts[0].device for ts in todo.values()}
       if len(devs) > 1: _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(devs))}): realize them separately")
-      outs = _realize(list(todo), device=devs.pop())
+      outs = _realize(list(todo), device=devs.pop(), beam=beam)
       for (u, ts), out in zip(todo.items(), outs):
         if out.size != sym_val(u.size) or out.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
         b = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it
@@ -266,8 +277,19 @@ class Tensor(OpMixin):
         for t in ts: t.uop = b
     return self
   def numpy(self) -> np.ndarray:
-    u = self.realize().uop
-    return buffer_data(u if u.op is Ops.BUFFER else u.src[0]).copyout().reshape(self.shape)
+    """The value in a numpy array of the caller's own: writing to it changes no tensor, and no later write to a tensor
+    changes it. A lazy tensor no one else holds (a temporary: `(a * b).exp().numpy()`) is computed into fresh host memory
+    that becomes the array, without a copy (the tensor stays lazy: nothing can read it again); any other tensor is
+    realized (it keeps its value, whose memory stays immutable: compiled programs keep what they derive from inputs)
+    and its buffer copied."""
+    u = self.uop
+    if sys.getrefcount(self) <= _TEMP_REFS and not _is_data(u) and all(type(d) is int for d in u.shape):
+      b = _realize([u], device=self.device)[0]   # a fresh buffer (u is no input): no UOp, so no graph can read it
+      if b.size != u.size or b.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {b} for {u.shape} {u.dtype}")
+      return b.numpy().reshape(u.shape)   # host memory itself (alive while the array is), or a device's copy
+    b = buffer_data(_data(self.realize().uop))
+    # the copy in recycled host memory (the CPU allocator's pool: no page faults on a repeated call)
+    return b.copyout(Device["CPU"].allocator.alloc(b.size, b.dtype)).reshape(self.shape)
   def item(self):
     if self.numel() != 1: _err(ValueError, f"item() needs a tensor with one element, got shape {self.shape}")
     return self.numpy().item()
@@ -652,6 +674,10 @@ def _api(fn):
     try: return fn(*args, **kw)
     finally: _scope.frame = _scope.loc = None
   return call
+
+class _Probe:   # how many references a temporary has inside a public method (CPython's count; another only means a copy)
+  refs = _api(lambda self: sys.getrefcount(self))
+_TEMP_REFS = _Probe().refs()
 
 def _creation(fn):
   """A creation function's requires_grad applies to the tensor it returns (a leaf), not to the ones it is built from."""

@@ -11,11 +11,18 @@
   uop.reduce_block = B    float add reduces longer than B terms accumulate in blocks (see `blocked`): each accumulator
                           sums at most about B terms, so the rounding error grows like B + N/B, not N (f32 sums of
                           2^31 ones reach 2^31; one accumulator per vector lane stops at 2^24 each)
+  uop.keep = [A, ...]     the reduces (named by the axis of their first range) whose source the kernel's loops compute
+                          again at their own indices (a softmax's exp(x - max), summed, then divided): each element is
+                          stored while it is reduced, in the output's place (`in_place`: the row is then scaled there)
+                          or a per-thread scratch row, and the loops read it back from cache instead of recomputing it
+                          (see `twin`; lower_cpu.Lowerer.keep)
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
 
-Heuristics, no search. Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's)."""
+Heuristics; with beam = n > 0 each static kernel's choices are then searched by timing (SEARCH, see device/search.py).
+Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), l2 (bytes of a core's L2
+cache, 0: the machine's), beam (0: no search)."""
 from __future__ import annotations
 import itertools
 from dataclasses import replace
@@ -23,8 +30,8 @@ from math import prod
 from morok_mlir.ir.bridge import Func
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
-from morok_mlir.host import THREADS, VEC_WIDTH
-from morok_mlir.passes.registry import register, Option
+from morok_mlir.host import L2_BYTES, THREADS, VEC_WIDTH
+from morok_mlir.passes.registry import register, Option, PassError
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import Ops
@@ -125,14 +132,51 @@ def split_reduce(f: Func, threads: int) -> int | None:
   n = _size(reds[0].src[1])
   return threads if n >= SPLIT_MIN and n % threads == 0 else None
 
-def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
+# ops per element a value costs when computed again: the f32 polynomials and divisions count as many plain ops
+COST = {Ops.EXP2: 16, Ops.LOG2: 16, Ops.SIN: 16, Ops.POW: 16, Ops.FDIV: 4, Ops.SQRT: 4}
+KEEP_COST = 8                   # a reduce's source costs this much per element before storing it beats recomputing it
+def twin(red: UOp, nodes: set[UOp], loops: list[UOp]) -> tuple[UOp, list[UOp], list[UOp]] | None:
+  """(t, K, J): t in nodes is red's source with red's ranges K replaced by loop ranges J of the same sizes (in K's
+  order), so the loops compute, at their own indices, what red reduced: softmax's exp(x - max) / sum(exp(x - max))."""
+  K, src = sorted(red.src[1:], key=lambda r: r.attrs["axis"]), red.src[0]
+  if not K or len(K) > 3 or any(r.op is not Ops.RANGE or r.attrs.get("kind") != "reduce" for r in K): return None
+  used = _rngs(src)
+  cands = [[r for r in loops if r not in used and im.cval(r.src[0]) == im.cval(k.src[0]) is not None] for k in K]
+  for J in itertools.product(*cands):
+    if len(set(J)) == len(J) and (t := src.substitute(dict(zip(K, J)))) in nodes: return t, K, list(J)
+  return None
+
+def in_place(sink: UOp, red: UOp, t: UOp, J: list[UOp]) -> UOp | None:
+  """The kernel's one store when red's source can be kept where that store writes (uop.keep): ungated, of the source's
+  dtype, over loops that include J, its value using t (so each place is written once more, with the final value)."""
+  ends = [e for e in sink.toposort if e.op is Ops.END]
+  if len(ends) != 1 or (st := ends[0].src[0]).op is not Ops.STORE or len(st.src[0].src) != 2: return None
+  if st.src[1].dtype is not red.src[0].dtype or not set(J) <= set(ends[0].src[1:]) or t not in st.src[1].toposort: return None
+  # the row's places are known inside the reduce's loop: besides J, the address uses only ranges the reduce runs within
+  return st if _rngs(st.src[0].src[1]) - set(J) <= _rngs(red) - set(red.src[1:]) else None
+
+def kept(f: Func, nodes: list[UOp], loops: list[UOp], budget: int) -> tuple[tuple[int, ...], bool] | None:
+  """The reduces whose source is worth keeping (uop.keep), and whether the first is kept in the output (in_place):
+  their loops recompute it (`twin`), it costs KEEP_COST ops per element or more, and a row of it fits in `budget`
+  bytes (it is read back from cache)."""
+  out, every = [], set(nodes)
+  for red in nodes:
+    if red.op is not Ops.REDUCE or (tw := twin(red, every, loops)) is None: continue
+    nested = {x for r in red.src[0].toposort if r.op is Ops.REDUCE for x in r.toposort}   # computed once per row
+    cost = sum(COST.get(u.op, 1) for u in red.src[0].toposort
+               if u not in nested and u.dtype not in (dtypes.index, dtypes.bool) and u.op not in (Ops.CONST, Ops.LOAD))
+    if cost >= KEEP_COST and prod(_size(r) for r in tw[1]) * red.dtype.itemsize <= budget:
+      out.append((tw[1][0].attrs["axis"], in_place(f.roots[0], red, tw[0], tw[2]) is not None))
+  return (tuple(a for a, _ in sorted(out)), sorted(out)[0][1]) if out else None
+
+def optimize_kernel(f: Func, threads: int, vec: int, l2: int = 1 << 19) -> Func:
   # index chains in affine form where bounds prove it: reshapes' div/mod fold away, so neighbouring iterations address
   # neighbouring elements and LLVM vectorizes the loads (a batched matmul's operands read k-contiguous rows)
   f = replace(f, roots=[sink := affine_simplify(f.roots[0])])
   nodes = sink.toposort
   rngs = [u for u in nodes if u.op is Ops.RANGE]
   loops = [r for r in rngs if r.attrs.get("kind") == "loop"]
-  attrs = dict(f.attrs)
+  attrs, keep = dict(f.attrs), None
   if any(u.op is Ops.REDUCE and u.dtype.is_float for u in nodes): attrs["uop.fastmath"] = None
   # a loop that runs to a symbolic size: threads, tiles, blocks and vector lanes are chosen for static sizes, so plain loops
   if any(im.cval(r.src[0]) is None for r in rngs): return replace(f, attrs=attrs)
@@ -152,9 +196,13 @@ def optimize_kernel(f: Func, threads: int, vec: int) -> Func:
     elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(outer := min(loops, key=lambda r: r.attrs["axis"])) >= threads and \
         not any(r.attrs["kind"] == "serial" and r.attrs["axis"] < outer.attrs["axis"] for r in rngs):   # a serial loop runs on one thread
       attrs["uop.threads"] = threads
-  if (inner := streaming_store(f, vec)) is not None:
-    attrs["uop.nontemporal"] = vec
-    if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = vec   # chunks start on a lane group
+    # a kept row shares the core's L2 with the row it is computed from and with the other thread's rows
+    if keep := kept(f, nodes, loops, l2 // 4): attrs["uop.keep"] = keep[0]
+  # a row kept in the output is scaled there, from cache, by plain stores (streaming them measured slower)
+  if not keep or not keep[1]:
+    if (inner := streaming_store(f, vec)) is not None:
+      attrs["uop.nontemporal"] = vec
+      if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = vec   # chunks start on a lane group
   return replace(f, attrs=attrs)
 
 NT_MIN_BYTES = 1 << 24          # outputs at least this big (twice a typical L3 share) are streamed past the cache
@@ -172,9 +220,18 @@ def streaming_store(f: Func, vec: int) -> UOp | None:
   if any(v % vec for k, v in form.items() if k is not inner): return None   # every lane group starts vec-aligned
   return inner
 
+# (kernel with the heuristic's attributes, beam width, threads, vec) -> the kernel with the fastest choices found by
+# compiling and timing candidates: the device layer's search registers itself here (a pass cannot run kernels)
+SEARCH = None
+
 @register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles, nontemporal stores",
-          threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"))
-def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0) -> list[Func]:
-  if not threads or not vec:
-    threads, vec = threads or THREADS, vec or VEC_WIDTH
-  return [optimize_kernel(f, threads, vec) if "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK else f for f in funcs]
+          threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"),
+          l2=Option(int, 0, "bytes of a core's L2 cache (0: the machine's)"),
+          beam=Option(int, 0, "beam width of a timed search over each kernel's choices, cached on disk (0: heuristics only)"))
+def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0, beam: int = 0) -> list[Func]:
+  threads, vec, l2 = threads or THREADS, vec or VEC_WIDTH, l2 or L2_BYTES
+  if beam < 0: raise PassError(f"uop-optimize: beam must be >= 0, got {beam}")
+  if beam and SEARCH is None: raise PassError("uop-optimize: beam > 0 needs the CPU device's search (morok_mlir.device.search)")
+  kernel = lambda f: "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK
+  funcs = [optimize_kernel(f, threads, vec, l2) if kernel(f) else f for f in funcs]
+  return [SEARCH(f, beam, threads, vec) if beam and kernel(f) else f for f in funcs]

@@ -115,13 +115,15 @@ def mlir_context():
     _ctx_uses += 1
   return _ctx
 
-def lower_to_kernels(graph: Func, debug: int = 0) -> list[Func]:
+def lower_to_kernels(graph: Func, debug: int = 0, beam: int = 0) -> list[Func]:
   """A graph function -> its kernels and @schedule: printed as a `uop` module, the PIPELINE run inside MLIR's
-  PassManager, imported back. debug >= 4 runs the passes one by one and prints the IR after each."""
+  PassManager, imported back. debug >= 4 runs the passes one by one and prints the IR after each. beam > 0: uop-optimize
+  searches each kernel's choices with that beam width."""
   text = module_text([graph])
+  pipeline = [p + f"{{beam={beam}}}" if beam and p == "uop-optimize" else p for p in PIPELINE]
   with compile_lock, mlir_context():
     module = ir.Module.parse(text)
-    for p in (PIPELINE if debug >= 4 else [",".join(PIPELINE)]):
+    for p in (pipeline if debug >= 4 else [",".join(pipeline)]):
       try: run_pipeline(module, p)
       except ir.MLIRError as e: raise CompileError(format_mlir_error(str(e))) from None
       if debug >= 4: print(f"// ----- after {p}\n{module}")

@@ -252,3 +252,33 @@ def test_differential(name, monkeypatch):
   want = ref(*xs)
   if out.dtype.kind == "f": np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
   else: np.testing.assert_array_equal(out, want.astype(out.dtype))
+
+def test_tinyjit_replays_across_devices_fake_cuda(fake_cuda):
+  """A replay on CUDA programs (call_buffers, not the CPU's prepared calls) with a CPU argument copied in each call
+  (a copy step) and a CUDA constant."""
+  from morok_mlir import TinyJit
+  _, fake = fake_cuda
+  w = Tensor(np.arange(16, dtype=np.float32)).to("CUDA").realize()
+  @TinyJit
+  def f(x): return (x.to("CUDA") * w + 1).sum()
+  for i in range(5):
+    x = np.random.default_rng(i).standard_normal(16).astype(np.float32)
+    n = len(fake.launches)
+    got = f(Tensor(x))
+    assert got.device == "CUDA"
+    np.testing.assert_allclose(got.numpy(), (x * np.arange(16) + 1).sum(), rtol=1e-5)
+    assert len(fake.launches) > n
+  from morok_mlir.jit import _Copy, _Kernel
+  assert f.plan is not None and any(type(s) is _Copy for s in f.plan.steps) and all(s.args is None for s in f.plan.steps if type(s) is _Kernel)
+
+def test_tinyjit_output_read_on_another_device_fake_cuda(fake_cuda):
+  """A value realized on the CPU inside the call and read by a CUDA kernel after it: each replay copies its new value."""
+  from morok_mlir import TinyJit
+  @TinyJit
+  def f(x):
+    h = (x * 2).realize()
+    return (h.to("CUDA") + 1).sum()
+  for i in range(6):
+    x = np.random.default_rng(i).standard_normal(32).astype(np.float32)
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), (x * 2 + 1).sum(), rtol=1e-5)
+  assert f.plan is not None

@@ -6,6 +6,7 @@ import pytest
 from morok_mlir import Tensor
 from morok_mlir.jit import TinyJit, JitError
 from morok_mlir.realize import GlobalCounters
+from morok_mlir.dialects.ops import Ops
 
 def rnd(*s, seed=0): return np.random.default_rng(seed).standard_normal(s).astype(np.float32)
 
@@ -116,3 +117,152 @@ def test_half_built_tensors_elsewhere_do_not_matter():
   def f(x): return x + 1
   for i in range(4): np.testing.assert_array_equal(f(Tensor(np.full(3, i, np.float32))).numpy(), np.full(3, i + 1, np.float32))
   assert f.plan is not None and half is not None
+
+def test_arguments_that_are_views():
+  """Reshapes of realized buffers replay on the base's memory; slices and transposes are realized contiguous first (at
+  recording and at every replay alike), so each call reads its own argument's values."""
+  @TinyJit
+  def f(x, y): return x * 2 + y
+  for i in range(5):
+    a, b = rnd(12, seed=i), rnd(4, 6, seed=20 + i)
+    A, B = Tensor(a).realize(), Tensor(b).realize()
+    out = f(A.reshape(3, 4), B[1:4, 1:5].T[:, :3].T)   # a reshape view; a slice of a transpose of a slice
+    np.testing.assert_allclose(out.numpy(), a.reshape(3, 4) * 2 + b[1:4, 1:5].T[:, :3].T, rtol=1e-6)
+  assert f.plan is not None
+  for i in range(3):   # a reshape of a lazy result, and of a buffer that is a view of a bigger one
+    a = rnd(3, 4, seed=40 + i)
+    np.testing.assert_allclose(f((Tensor(a) + 1).reshape(3, 4), Tensor(a).reshape(12).reshape(3, 4)).numpy(), (a + 1) * 2 + a, rtol=1e-6)
+
+def test_intermediates_and_several_kernels_replay():
+  """A value realized inside and read only by later kernels lives in the plan's own memory: replays must not let one
+  call's value leak into another's outputs, which stay fresh."""
+  @TinyJit
+  def f(x):
+    h = (x.exp() + 1).realize()
+    return (h * x).sum(0), h.max()
+  got = []
+  for i in range(6):
+    x = rnd(5, 7, seed=i)
+    s, m = f(Tensor(x))
+    got.append((x, s, m))
+  assert f.plan is not None and f.plan.nkernels >= 2
+  for x, s, m in got:
+    np.testing.assert_allclose(s.numpy(), ((np.exp(x) + 1) * x).sum(0), rtol=1e-5)
+    np.testing.assert_allclose(m.numpy(), (np.exp(x) + 1).max(), rtol=1e-6)
+
+def test_replay_raises_for_changed_arguments_on_its_fast_path():
+  @TinyJit
+  def f(x): return x + 1
+  for i in range(4): f(Tensor(rnd(2, 3, seed=i)))
+  assert f.plan is not None and f.plan.sig is not None
+  line = sys._getframe().f_lineno + 1
+  with pytest.raises(JitError, match=rf"test_jit.py:{line}:\d+: TinyJit: the arguments changed"): f(Tensor(rnd(3, 2)))
+  with pytest.raises(JitError, match="float16"): f(Tensor(rnd(2, 3).astype(np.float16)))
+  with pytest.raises(JitError, match="changed"): f(Tensor(rnd(2, 3)), Tensor(rnd(2, 3)))
+  with pytest.raises(JitError, match="changed"): f(rnd(2, 3))   # a numpy array is not a Tensor
+  np.testing.assert_array_equal(f(Tensor(np.zeros((2, 3), np.float32))).numpy(), np.ones((2, 3), np.float32))
+
+def test_replayed_tensors_are_built_like_the_constructors():
+  """Replay builds its outputs without Tensor.__init__: every slot must match what the constructor sets."""
+  from morok_mlir.realize import new_buffer
+  u = new_buffer(np.ones(3, np.float32))
+  a, b = Tensor(u, device="CPU"), Tensor._of(u, "CPU")
+  assert all(getattr(a, s) is getattr(b, s) or getattr(a, s) == getattr(b, s) for s in Tensor.__slots__ if s != "__weakref__")
+
+def test_replays_from_threads():
+  """The plan's own buffers and argument sets are shared by its replays: concurrent calls must not mix them."""
+  import threading
+  @TinyJit
+  def f(x):
+    h = (x * 3).realize()
+    return h + x
+  for i in range(4): f(Tensor(rnd(64, seed=i)))
+  errs = []
+  def work(seed):
+    for k in range(50):
+      x = rnd(64, seed=seed * 100 + k)
+      if not np.allclose(f(Tensor(x)).numpy(), x * 4, rtol=1e-6): errs.append(seed)
+  ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  assert not errs
+
+# ---------------------------------------------------------------- .numpy(): a temporary's memory handed over, no copy
+from morok_mlir.device.buffer import Buffer
+
+@pytest.fixture
+def copies(monkeypatch):
+  """How many buffers .numpy() copied out."""
+  n = [0]
+  orig = Buffer.copyout
+  def count(self, out=None): n[0] += 1; return orig(self, out)
+  monkeypatch.setattr(Buffer, "copyout", count)
+  return n
+
+def test_numpy_of_a_temporary_is_its_result_memory(copies):
+  a, b = rnd(64, 33, seed=1), rnd(64, 33, seed=2)
+  A, B = Tensor(a), Tensor(b)
+  got = ((A * B + 1).relu() * 2 - A).exp().numpy()
+  assert copies[0] == 0 and got.flags.writeable and got.shape == (64, 33) and got.dtype == np.float32
+  np.testing.assert_allclose(got, np.exp(np.maximum(a * b + 1, 0) * 2 - a), rtol=1e-5)
+  y = A * B   # a tensor someone holds is realized (it keeps its value) and copied
+  held = y.numpy()
+  assert copies[0] == 1 and y.uop.op is Ops.BUFFER
+  np.testing.assert_allclose(held, a * b, rtol=1e-6)
+
+def test_numpy_arrays_are_the_callers_own():
+  """No array aliases another or a tensor: writes to one change nothing else, and later writes to a tensor (setitem,
+  assign, in-place ops) change no array taken before."""
+  x = rnd(8, 5, seed=3)
+  X = Tensor(x)
+  t1, t2 = (X + 1).numpy(), (X + 1).numpy()   # temporaries: handed over
+  t1[:] = 7
+  np.testing.assert_array_equal(t2, x + 1)
+  np.testing.assert_array_equal((X + 1).numpy(), x + 1)
+  np.testing.assert_array_equal(X.numpy(), x)
+  y = X * 2
+  h1 = y.numpy()   # held: a copy of y's buffer
+  h1[0] = -1
+  h2 = y.numpy()
+  np.testing.assert_array_equal(h2, x * 2)
+  y[0, 0] = 100
+  y[1] = Tensor(np.zeros(5, np.float32))
+  y += 1
+  np.testing.assert_array_equal(h2, x * 2)
+  want = x * 2; want[0, 0] = 100; want[1] = 0
+  np.testing.assert_array_equal(y.numpy(), want + 1)
+  v = X[2:5]   # a view: a write through it reaches X, never an array taken from either before
+  xv, xx = v.numpy(), X.numpy()
+  v[0] = 9
+  np.testing.assert_array_equal(xv, x[2:5]); np.testing.assert_array_equal(xx, x)
+  assert X.numpy()[2, 0] == 9
+
+def test_numpy_dtypes_empty_and_views(copies):
+  from morok_mlir.core.dtype import dtypes
+  BF = pytest.importorskip("ml_dtypes").bfloat16
+  x = rnd(6, 4, seed=5)
+  X = Tensor(x)
+  cases = [((X * 2).cast(dtypes.bfloat16), (x * 2).astype(BF)), (X > 0, x > 0), ((X * 10).cast(dtypes.int8), (x * 10).astype(np.int8)),
+           (X.cast(dtypes.float16) + 1, x.astype(np.float16) + np.float16(1)), (X.T + 0, x.T), (X[1:5:2, ::-1] * 1, x[1:5:2, ::-1]),
+           (X.sum(), x.sum(dtype=np.float32)), (X[:0] + 1, x[:0] + 1), (Tensor.zeros(0, 3) * 2, np.zeros((0, 3), np.float32)),
+           (X.reshape(4, 6)[:, 1:3].expand(2, 4, 2) + 0, np.broadcast_to(x.reshape(4, 6)[:, 1:3], (2, 4, 2)))]
+  for t, want in cases:
+    got = (t + 0 if t.dtype != dtypes.bool else t | False).numpy()   # a temporary
+    assert got.dtype == want.dtype and got.shape == want.shape and got.flags.c_contiguous and got.flags.writeable
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3 if want.dtype == BF else 1e-6)
+    held = t.numpy()   # the same tensor, held: realized and copied
+    assert held.dtype == want.dtype and held.shape == want.shape and held.flags.writeable
+    np.testing.assert_allclose(held.astype(np.float64), want.astype(np.float64), rtol=1e-3 if want.dtype == BF else 1e-6)
+  assert copies[0] == len(cases)   # one per held tensor, none for the temporaries
+
+def test_a_constant_weight_keeps_its_packed_panels():
+  """A contraction repacks a constant weight once and keeps it (call_buffers); the replay must give that program the
+  weight's UOp each call, and its arguments' new values."""
+  from morok_mlir.jit import _Kernel
+  w = rnd(256, 256, seed=9)
+  W = Tensor(w).realize()
+  f = TinyJit(lambda x: (x @ W).relu())
+  for i in range(5):
+    x = rnd(64, 256, seed=i)
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)
+  assert f.plan is not None and any(s.args is None for s in f.plan.steps if type(s) is _Kernel)

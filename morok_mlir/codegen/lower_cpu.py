@@ -44,7 +44,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify, at_lane
-from morok_mlir.passes.optimize import blocked, contraction
+from morok_mlir.passes.optimize import blocked, contraction, in_place, twin
 from morok_mlir.passes.registry import register, PassError
 
 # ---------------------------------------------------------------- tables
@@ -192,6 +192,7 @@ class Frame:
 
 class Lowerer:
   pass_name = "uop-lower-cpu"   # subclasses (uop-lower-gpu) override effect/reduce/value and this, for messages
+  keeps = True                  # whether uop.keep's scratch rows are honoured (stack memory per thread)
   def __init__(self, f: Func):
     self.f, self.n = f, 0
     if len(f.roots) != 1 or f.roots[0].op is not Ops.SINK or f.results: raise PassError(f"kernel @{f.name} must end in one uop.sink and return nothing")
@@ -205,8 +206,39 @@ class Lowerer:
     self.open: dict[UOp, Frame] = {}     # range -> the loop frame it is the counter of
     self.done: set[UOp] = set()          # side effects emitted
     self.ranges: dict[UOp, frozenset] = {}
-    self.rs(self.sink)
     for i, t in enumerate(f.args): self.names[t] = f"%arg{i}"
+    self.scratch: set[UOp] = set()
+    self.kept_stores: set[UOp] = set()   # stores of kept values (plain stores, whatever uop.nontemporal says)
+    if self.keeps and "uop.keep" in f.attrs: self.keep(tuple(f.attrs["uop.keep"]))
+    self.rs(self.sink)
+
+  def keep(self, axes: tuple[int, ...]):
+    """uop.keep (optimize.kept): each named reduce stores its source, element by element as it reduces it, where the
+    loops that compute the same value at their own indices (`twin`) then load it instead (an `after` on the reduce
+    orders them). That place is the output itself when the kernel's one store writes each of those elements once and
+    has the source's dtype (a softmax row is scaled in place, from cache: one row of cache, not two), else a scratch row
+    on the stack (one per call, so per thread)."""
+    loops = [r for e in self.sink.toposort if e.op is Ops.END for r in e.src[1:]]
+    nodes, sub = set(self.sink.toposort), {}
+    reds = [u for u in self.sink.toposort if u.op is Ops.REDUCE and u.src[1:] and min(_axis(r) for r in u.src[1:]) in axes]
+    for n, red in enumerate(sorted(reds, key=lambda u: min(_axis(r) for r in u.src[1:]))):
+      if (tw := twin(red, nodes, loops)) is None: raise PassError(f"@{self.f.name}: uop.keep names a reduce its loops do not recompute", red.loc)
+      (t, K, J), src = tw, red.src[0]
+      sizes = [im.cval(r.src[0]) for r in K]
+      if n == 0 and (out := in_place(self.sink, red, t, J)) is not None:   # the output row: stored for k, loaded back at j
+        buf, at = out.src[0].src
+        kat, jat = at.substitute(dict(zip(J, K))), at
+      else:
+        buf = arg_buffer(-1 - len(self.scratch), src.dtype.ptr(prod(sizes)))
+        self.scratch.add(buf)
+        self.names[buf] = name = f"%keep{len(self.scratch)}"
+        self.root.lines.append(f"{name} = memref.alloca() {{alignment = 64 : i64}} : {mem_type(buf.dtype)}")
+        kat, jat = im.linearize(K, sizes), im.linearize(J, sizes)
+      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, src.dtype.ptr(), (buf, kat)), src), loc=red.loc)
+      self.kept_stores.add(st)
+      sub[red] = new = red.replace(src=(UOp(Ops.AFTER, src.dtype, (src, st), loc=red.loc), *red.src[1:]))
+      sub[t] = UOp(Ops.LOAD, t.dtype, (UOp(Ops.INDEX, t.dtype.ptr(), (UOp(Ops.AFTER, buf.dtype, (buf, new)), jat)),), loc=t.loc)
+    self.sink = self.sink.substitute(sub)
 
   # -- placement
   def rs(self, u: UOp) -> frozenset:
@@ -280,7 +312,7 @@ class Lowerer:
     elif u.op is Ops.STORE:
       idx, v = u.src
       if idx.op is not Ops.INDEX: raise PassError("uop.store must store through a uop.index", u.loc)
-      if self.lanes: return self.store_lanes(u)
+      if self.lanes and u not in self.kept_stores: return self.store_lanes(u)
       buf, i, gate = self.address(idx)
       val = self.value(v)
       fr = self.target(u)
@@ -288,6 +320,7 @@ class Lowerer:
       st = f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].dtype)}"
       fr.lines.extend([f"scf.if {gate} {{", "  " + st, "}"] if gate else [st])
     elif u.op is Ops.AFTER: self.value(u)
+    elif u.op is Ops.REDUCE: self.value(u)   # a kept reduce (see keep): its loop has filled the scratch row
     else: raise PassError(f"uop.{u.op} cannot be lowered as a side effect", u.loc)
 
   def store_lanes(self, u: UOp):
@@ -549,7 +582,7 @@ class Contraction:
     if self.fused: self.scratch += [self.mc * self.K] * t   # one A block per thread
     self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
     ap, bp, cp = (self.args[n + i] for i in (3 if self.fused else 0, 1, 2))
-    thr = {k: v for k, v in f.attrs.items() if k in ("uop.threads",)}
+    thr = {k: v for k, v in f.attrs.items() if k in self.PASSED}
     def pack(x, rs, w, buf, k_first, per_batch):
       # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first
       # for a), so reads follow its layout; the packed position needs only lin // w and lin % w
@@ -581,7 +614,23 @@ class Contraction:
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
     if T: ci = im.add(im.mul(im.linearize(T, size(T)), im.const(self.Mp * self.Np)), ci)
     c = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, ci)),))
-    self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c})], {"uop.kernel": None, **thr})
+    self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c, **self.packed_sums(a, I, K, T, ap)})], {"uop.kernel": None, **thr})
+
+  def packed_sums(self, a: UOp, I: list[UOp], K: list[UOp], T: list[UOp], ap: UOp) -> dict[UOp, UOp]:
+    """The epilogue's sums of a itself over ranges like K (attention's softmax row sums of the exps its product
+    packed), each replaced by a sum of A's packed panels: what pack_a computed is not computed again."""
+    if self.pack_a is None or self.fused: return {}
+    size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
+    out, lin = {}, im.linearize(I, size(I))
+    for u in self.f.roots[0].toposort:
+      if u.op is not Ops.REDUCE or u.attrs.get("op") != "add" or len(u.src) != len(K) + 1 or u.dtype is not dtypes.float32: continue
+      K2 = sorted(u.src[1:], key=_axis)
+      if size(K2) != size(K) or a.substitute(dict(zip(K, K2))) is not u.src[0]: continue
+      idx = im.add(im.add(im.mul(im.idiv(lin, self.mr), im.const(self.K * self.mr)), im.mul(im.linearize(K2, size(K)), im.const(self.mr))),
+                   im.mod(lin, self.mr))
+      if T: idx = im.add(im.mul(im.linearize(T, size(T)), im.const(self.Mp * self.K)), idx)
+      out[u] = UOp(Ops.REDUCE, u.dtype, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (ap, idx)),)), *u.src[1:]), u.arg, u.loc)
+    return out
 
   @staticmethod
   def in_place(a: UOp, I: list[UOp], K: list[UOp]) -> tuple[int, int, int] | None:
@@ -597,6 +646,7 @@ class Contraction:
     if form[I[0]] % 256 == 0: return None
     return idx.src[0].attrs["slot"], form.get(1, 0), form[I[0]]
 
+  PASSED = ("uop.threads", "uop.fastmath")   # the kernel's choices its phases take (fastmath: epilogue reduces vectorize)
   PAR_MIN = 1 << 18   # elements (packing, epilogue) or flops / 16 (mm) below which a phase runs on one thread
   def phases(self) -> list[tuple[str, tuple[int, int, int] | None]]:
     t = _int_attr(self.f, "uop.threads", 1)

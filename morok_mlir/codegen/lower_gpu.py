@@ -56,6 +56,7 @@ def _pow2_at_least(n: int) -> int: return 1 << max(n - 1, 0).bit_length()
 
 class GPULowerer(Lowerer):
   pass_name = "uop-lower-gpu"
+  keeps = False   # a scratch row per GPU thread would live in local memory: the GPU recomputes
   def __init__(self, f: Func, group_threads: int = GROUP_MAX):
     super().__init__(f)
     self.par = None   # no CPU thread chunks (uop.threads): the grid is the parallelism

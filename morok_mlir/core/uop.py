@@ -1,6 +1,6 @@
 """UOp: the hash-consed node of the compute graph, as in tinygrad. Passes work on UOp DAGs; MLIR is their text form."""
 from __future__ import annotations
-import math, operator, threading, weakref
+import functools, math, operator, threading, weakref
 import numpy as np
 from _weakref import _remove_dead_weakref
 from typing import Any
@@ -88,9 +88,9 @@ SHAPE_RULES = {
 # from any number of threads: an entry is added with setdefault (one atomic step, so two threads never make two
 # UOps for one key), a dead one is removed only while it is still dead, and replacing one whose callback has not run
 # yet takes a lock
-_interned: dict[tuple, weakref.KeyedRef] = {}
+_interned: dict[tuple, weakref.ref] = {}
 _replace_lock = threading.Lock()
-def _forget(r: weakref.KeyedRef) -> None: _remove_dead_weakref(_interned, r.key)
+def _forget(key: tuple, r: weakref.ref) -> None: _remove_dead_weakref(_interned, key)
 
 class UOp(OpMixin):
   """One operation: `op` its Ops member, `dtype` its result's element type (a pointer dtype for a buffer, void for an
@@ -101,11 +101,11 @@ class UOp(OpMixin):
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None, loc: str | None = None):
     assert op.__class__ is Op and isinstance(dtype, DType), (op, dtype)
     # repr keeps 0.0 and -0.0 (and 1 vs True) apart in constants, which == would merge
-    key = (op, dtype, tuple(id(s) for s in src), repr(arg) if op is Ops.CONST else arg)
+    key = (op, dtype, tuple(map(id, src)), repr(arg) if op is Ops.CONST else arg)
     if (r := _interned.get(key)) is not None and (u := r()) is not None and u.src == src: return u
     u = super().__new__(cls)
     u.op, u.dtype, u.src, u.arg, u.loc = op, dtype, tuple(src), arg, loc
-    if (r := _interned.setdefault(key, ref := weakref.KeyedRef(u, _forget, key))) is not ref:   # another thread's, or dead
+    if (r := _interned.setdefault(key, ref := weakref.ref(u, functools.partial(_forget, key)))) is not ref:   # another thread's, or dead
       with _replace_lock:
         if (r := _interned.get(key)) is not None and (v := r()) is not None and v.src == u.src: return v
         _interned[key] = ref

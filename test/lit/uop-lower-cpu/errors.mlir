@@ -92,3 +92,24 @@ func.func private @k(%arg0: memref<8xf32>, %arg1: memref<1xi64>) attributes {uop
   "uop.sink"(%e) : (!uop.token) -> ()
   return
 }
+
+// -----
+
+// uop.keep naming a reduce whose source no loop of the kernel computes again
+// CHECK: errors.mlir:[[@LINE+10]]:{{[0-9]+}}: error: uop-lower-cpu: @k: uop.keep names a reduce its loops do not recompute
+func.func private @k(%arg0: memref<3xf32>, %arg1: memref<15xf32>) attributes {uop.kernel, uop.keep = array<i64: 1>} {
+  %0 = "uop.const"() {value = 3 : index} : () -> index
+  %1 = "uop.range"(%0) {axis = 0 : i64, kind = "loop"} : (index) -> index
+  %2 = "uop.const"() {value = 5 : index} : () -> index
+  %3 = "uop.range"(%2) {axis = 1 : i64, kind = "reduce"} : (index) -> index
+  %4 = "uop.mul"(%1, %2) : (index, index) -> index
+  %5 = "uop.add"(%4, %3) : (index, index) -> index
+  %6 = "uop.index"(%arg1, %5) : (memref<15xf32>, index) -> !uop.ptr<f32>
+  %7 = "uop.load"(%6) : (!uop.ptr<f32>) -> f32
+  %8 = "uop.reduce"(%7, %3) {op = "add"} : (f32, index) -> f32
+  %9 = "uop.index"(%arg0, %1) : (memref<3xf32>, index) -> !uop.ptr<f32>
+  %10 = "uop.store"(%9, %8) : (!uop.ptr<f32>, f32) -> !uop.token
+  %11 = "uop.end"(%10, %1) : (!uop.token, index) -> !uop.token
+  "uop.sink"(%11) : (!uop.token) -> ()
+  return
+}
