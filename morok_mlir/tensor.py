@@ -194,7 +194,8 @@ class Tensor(OpMixin):
     return Tensor(u, device=self.device, requires_grad=False)
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """The gradients of self with respect to targets, as lazy tensors (tinygrad's: .grad is not touched). gradient: the
-    seed, of self's shape (1 for a scalar). A target self does not depend on raises unless materialize_grads (zeros)."""
+    seed, of self's shape (1 for a scalar). A target self depends on only through ops without a gradient (comparisons,
+    bit casts, integer ops) gets zeros; one self does not depend on raises unless materialize_grads (zeros) or empty."""
     if not all(isinstance(t, Tensor) for t in targets): _err(TypeError, "gradient() takes Tensors as targets")
     if gradient is None:
       if self.shape != (): _err(RuntimeError, f"grad can be implicitly created only for scalar outputs, got shape {self.shape}: pass gradient=")
@@ -205,10 +206,13 @@ class Tensor(OpMixin):
       _err(RuntimeError, f"only float tensors have gradients, got {self.dtype} and {', '.join(str(t.dtype) for t in targets)}")
     root, back = _graph(self.uop, tu := {t.uop for t in targets})
     grads = compute_gradient(root, gradient.cast(self.dtype).uop, tu)
-    ret = []
+    ret, in_graph = [], None
     for t in targets:
       if (g := grads.get(t.uop)) is None:
-        if not materialize_grads: _err(RuntimeError, f"a target {t.shape} {t.dtype} is not part of the graph of this tensor")
+        # a target reached only through ops without a gradient (comparisons, bit casts) has a zero one, so has an empty
+        # target, and any target of an empty result
+        if not (materialize_grads or t.numel() == 0 or self.numel() == 0 or t.uop in (in_graph := in_graph or set(root.toposort))):
+          _err(RuntimeError, f"a target {t.shape} {t.dtype} is not part of the graph of this tensor")
         g = Tensor.zeros(t.shape, dtype=t.dtype, device=t.device).uop
       # forward values the rules use (exp's result, a product's operands) are read from what was realized, not recomputed
       ret.append(Tensor(g.substitute(back) if back else g, device=t.device))
@@ -418,7 +422,8 @@ class Tensor(OpMixin):
     if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 0: _err(ValueError, f"linspace: steps must be an int >= 0, got {steps!r}")
     if not all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x) for x in (start, stop)):
       _err(TypeError, f"linspace takes finite int or float bounds, got ({start!r}, {stop!r})")
-    return Tensor(np.linspace(start, stop, int(steps), dtype=np.float64), _dtype(dtype) if dtype else dtypes.default_float, **kw)
+    if (dt := _dtype(dtype) if dtype else dtypes.default_float).is_bool: _err(ValueError, "linspace does not support bool")
+    return Tensor(np.linspace(start, stop, int(steps), dtype=np.float64), dt, **kw)
   @staticmethod
   def normal(*shape, mean=0.0, std=1.0, dtype=None, requires_grad=None, **kw) -> Tensor:
     return Tensor(Tensor.randn(*shape, dtype=dtype, **kw) * std + mean, requires_grad=requires_grad)

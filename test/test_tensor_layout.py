@@ -210,7 +210,7 @@ def test_errors_name_the_line():
   raises_here(ValueError, lambda: a.cat(Tensor(np.zeros(3, np.float32))), "same number of dimensions")
   raises_here(IndexError, lambda: a.cat(b, dim=2), "out of range")
   raises_here(TypeError, lambda: Tensor.cat([]), "non-empty")
-  raises_here(ValueError, lambda: Tensor(1.0).cat(Tensor(2.0)), "0-d")
+  raises_here(IndexError, lambda: Tensor(1.0).cat(Tensor(2.0)), "0-d")   # dim 0 is out of range for a 0-d tensor
   raises_here(ValueError, lambda: a.stack(b), "equal size")
   raises_here(ValueError, lambda: a.split([1, 1], 1), "sum exactly to 3")
   raises_here(ValueError, lambda: a.split(0, 1), "positive")

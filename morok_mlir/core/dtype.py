@@ -99,6 +99,14 @@ class dtypes:
   all = (bool,) + ints + floats
 
   @staticmethod
+  def max(dt) -> int | float | bool:
+    """The largest value of a dtype (tinygrad's dtypes.max; inf for floats)."""
+    return to_dtype(dt).max
+  @staticmethod
+  def min(dt) -> int | float | bool:
+    """The smallest value of a dtype (tinygrad's dtypes.min; -inf for floats)."""
+    return to_dtype(dt).min
+  @staticmethod
   def from_np(t) -> DType:
     """The dtype of a numpy dtype, by kind and size: np.longlong is int64 and '>f4' is float32 (new_buffer makes the
     bytes native). Complex, object, str, datetime, structured and longdouble are not supported. ml_dtypes' bfloat16

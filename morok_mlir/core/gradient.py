@@ -56,6 +56,13 @@ def _max_grad(ctx: UOp, a: UOp, b: UOp, ab: UOp, ba: UOp) -> tuple:
   tie = a.eq(b).where(ctx * 0.5, 0)
   return ab.where(ctx, tie), ba.where(ctx, tie)
 
+def _nz(ctx: UOp, g: UOp) -> UOp:
+  """g where ctx is nonzero, else 0: a zero upstream gradient stays zero through a local derivative that is infinite
+  (exp2 of a large x, 1/x, log2 and sqrt at 0; not a division by 0, whose NaN PyTorch keeps, as in var with no degrees
+  of freedom), so that a branch a where did not pick or a saturated sigmoid passes
+  0, not 0 * inf = NaN (PyTorch's fused backwards of sigmoid, softplus, tanh give 0 there)."""
+  return ctx.eq(0).where(0, g)
+
 def _float_cast(ret: UOp) -> bool: return ret.dtype.is_float and ret.src[0].dtype.is_float
 
 pm_gradient = PatternMatcher([
@@ -66,11 +73,11 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.MOD, name="ret"), lambda ctx, ret: (ctx, -ctx * (ret.src[0] / ret.src[1]).trunc()) if ret.dtype.is_float else (None, None)),
   (UPat(Ops.MULACC, name="ret"), lambda ctx, ret: (ret.src[1] * ctx, ret.src[0] * ctx, ctx)),
   (UPat(Ops.NEG), lambda ctx: (-ctx,)),
-  (UPat(Ops.RECIP, name="ret"), lambda ctx, ret: (-ctx * ret * ret,)),
+  (UPat(Ops.RECIP, name="ret"), lambda ctx, ret: (_nz(ctx, -ctx * ret * ret),)),
   (UPat(Ops.SIN, name="ret"), lambda ctx, ret: ((math.pi / 2 - ret.src[0]).sin() * ctx,)),
-  (UPat(Ops.LOG2, name="ret"), lambda ctx, ret: (ctx / (ret.src[0] * math.log(2)),)),
-  (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (ret * ctx * math.log(2),)),
-  (UPat(Ops.SQRT, name="ret"), lambda ctx, ret: (ctx / (ret * 2),)),
+  (UPat(Ops.LOG2, name="ret"), lambda ctx, ret: (_nz(ctx, ctx / (ret.src[0] * math.log(2))),)),
+  (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (_nz(ctx, ret * ctx * math.log(2)),)),
+  (UPat(Ops.SQRT, name="ret"), lambda ctx, ret: (_nz(ctx, ctx / (ret * 2)),)),
   # x ** y: y * x ** (y - 1) (0 for y = 0, as PyTorch) and x ** y * log x (tinygrad's limits at x = 0)
   (UPat(Ops.POW, name="ret"), lambda ctx, ret: (ctx * (y := ret.src[1]).eq(0).where(0, y * (x := ret.src[0]).pow(y - 1)),
     x.eq(0).where(y.lt(0).where(-math.inf, 0.0), ctx * ret * x.log2() * math.log(2))) if ret.dtype.is_float else (None, None)),

@@ -9,10 +9,13 @@ from typing import Self
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes, least_upper_dtype, to_dtype
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
-from morok_mlir.core.provenance import error as _err
+from morok_mlir.core.provenance import error as _error, OpValueError, OpIndexError, OpTypeError
 from morok_mlir.core import uop as U   # symbolic sizes are UOps (uop imports this module: names are read at call time)
 
 # ---------------------------------------------------------------- helpers
+def _err(exc: type, msg: str):
+  """Raise at the user's line; a rejected argument or shape is also a RuntimeError, as PyTorch's ops raise."""
+  _error({ValueError: OpValueError, IndexError: OpIndexError}.get(exc, exc), msg)
 def _prod(xs): return U.sprod(xs)   # an int, or an index UOp when a size is symbolic
 def _argfix(*x) -> tuple:
   return tuple(x[0]) if x and isinstance(x[0], (tuple, list)) else x
@@ -60,6 +63,8 @@ def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
       _err(ValueError, f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
     out.append(big.pop() if big else 1)
   return tuple(out)
+class DTypeNameError(TypeError, AttributeError):
+  """A string that names no dtype: a TypeError (PyTorch's), and an AttributeError of `dtypes` (tinygrad's getattr)."""
 def _isint(v) -> bool: return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 def _diag(d) -> int:
   if not _isint(d): _err(TypeError, f"diagonal must be an int, got {d!r}")
@@ -67,7 +72,7 @@ def _diag(d) -> int:
 def _dtype(x) -> DType:
   try: dt = to_dtype(x)
   except (AttributeError, TypeError): dt = None
-  if not isinstance(dt, DType) or dt == dtypes.index: _err(TypeError, f"{x!r} is not a dtype")
+  if not isinstance(dt, DType) or dt == dtypes.index: _err(DTypeNameError if isinstance(x, str) else TypeError, f"{x!r} is not a dtype")
   return dt
 def _float(dt: DType) -> DType: return dt if dt.is_float else dtypes.default_float
 def _narrow_float(dt: DType) -> bool: return dt.is_float and dt.itemsize < 4   # float16, bfloat16: opmath is float32
@@ -172,7 +177,7 @@ class OpMixin:
     a, b = self._broadcasted(y, reverse)
     return a._alu(op, b, dtype=dtype)
   def _need(self, ok, what: str, *others: Self):
-    if not all(ok(t.dtype) for t in (self,) + others): _err(TypeError, f"{what} is not supported for {', '.join(str(t.dtype) for t in (self,) + others)}")
+    if not all(ok(t.dtype) for t in (self,) + others): _err(OpTypeError, f"{what} is not supported for {', '.join(str(t.dtype) for t in (self,) + others)}")
   def add(self, x, reverse=False) -> Self: return self._binop(Ops.ADD, x, reverse)
   def mul(self, x, reverse=False) -> Self: return self._binop(Ops.MUL, x, reverse)
   def sub(self, x, reverse=False) -> Self:
@@ -202,6 +207,7 @@ class OpMixin:
   def pow(self, x, reverse=False) -> Self:
     a, b = self._broadcasted(x, reverse)
     if a.dtype.is_bool: a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+    if a.dtype.is_int and (e := b._const_value()) is not None and e < 0: _err(ValueError, "integers to negative integer powers are not allowed")
     return a._alu(Ops.POW, b)
   def _outside(self, x) -> int:
     """+1 / -1 when x is a Python or numpy int above / below what self's integer dtype holds, else 0. Such a scalar
@@ -310,9 +316,11 @@ class OpMixin:
     f = self.floor()
     d, even = self - f, ((f * 0.5).floor() * 2).eq(f)
     return d.gt(0.5).where(f + 1, d.lt(0.5).where(f, even.where(f, f + 1)))
-  def abs(self) -> Self: return self if self.dtype.is_unsigned or self.dtype.is_bool else self.lt(0).where(-self, self)
-  def sign(self) -> Self: return self if self.dtype.is_bool else self.lt(0).where(-1, self.gt(0).where(1, self))
-  def relu(self) -> Self: return self.maximum(0)
+  def abs(self) -> Self:
+    """|x|; zeros (-0.0 too) give +0 and no gradient (PyTorch's sign(x) at 0), NaN stays NaN."""
+    return self if self.dtype.is_unsigned or self.dtype.is_bool else self.lt(0).where(-self, self.eq(0).where(0, self))
+  def sign(self) -> Self: return self if self.dtype.is_bool else self.lt(0).where(-1, self.gt(0).where(1, self.eq(0).where(0, self)))   # NaN stays
+  def relu(self) -> Self: return self.le(0).where(0, self)   # 0 at 0 takes no gradient (PyTorch's); NaN stays NaN
   @_f32
   def sigmoid(self) -> Self: return (1 + (self * (-1 / math.log(2))).exp2()).reciprocal()
   @_f32
@@ -327,8 +335,9 @@ class OpMixin:
     return self._signed(a.lt(0.625).where(a + a * z * pq, 1 - 2 / ((a * 2).exp() + 1)))
   def clip(self, min_=None, max_=None) -> Self:
     if min_ is None and max_ is None: _err(ValueError, "clip needs min_ or max_")
-    x = self if min_ is None else self.maximum(min_)
-    return x if max_ is None else x.minimum(max_)
+    # selects, not maximum/minimum: a value at a bound takes the whole gradient (PyTorch's), NaN stays NaN, min_ > max_ gives max_
+    x = self if min_ is None else self.lt(min_).where(min_, self)
+    return x if max_ is None else x.gt(max_).where(max_, x)
   clamp = clip
   def lerp(self, end, weight) -> Self: return self + (end - self) * weight
   def isnan(self) -> Self: return self.ne(self)
@@ -345,7 +354,9 @@ class OpMixin:
   def _log1p(self) -> Self:
     """log(1 + x) without losing a small x (Goldberg): log(u) * x / (u - 1) cancels the rounding of u = 1 + x."""
     u = self + 1
-    return u.eq(1).where(self, u.eq(math.inf).where(u, u.log() * (self / (u - 1))))
+    x = (u.eq(1) | u.eq(math.inf)).where(1.0, self)   # the branches not taken see 1: no 0/0, inf/inf, whose gradient is NaN
+    v = x + 1
+    return u.eq(1).where(self, u.eq(math.inf).where(u, v.log() * (x / (v - 1))))
   def _expm1(self) -> Self:
     """exp(x) - 1 without cancelling a small x (Kahan): (u - 1) * x / log(u) with u = exp(x)."""
     u = self.exp()
@@ -416,8 +427,10 @@ class OpMixin:
     a, b = self._fl()._broadcasted(other)   # float first: a negative scalar would wrap to an unsigned self's dtype
     dt = _float(a.dtype)
     it = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[dt.itemsize]
-    a, b = a.cast(dt).bitcast(it), b.cast(dt).bitcast(it)
-    return ((a & it.max) | (b & it.min)).bitcast(dt)
+    a, b = a.cast(dt), b.cast(dt)
+    flip = a.bitcast(it).lt(0).ne(b.bitcast(it).lt(0))   # the sign bits differ: negate (exact on zeros and NaN)
+    a = a.eq(0).where(a.detach(), a)   # d/da is sign(a) * sign(result), 0 at a = 0 (PyTorch's)
+    return flip.where(-a, a)
   def logaddexp(self, other) -> Self:
     """log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); a == b (infinities included) is max + log 2."""
     a, b = self._fl()._broadcasted(other)
@@ -462,8 +475,8 @@ class OpMixin:
   @_f32
   def softplus(self, beta=1.0, threshold=20.0) -> Self:
     """log(1 + exp(beta x)) / beta, and x itself once beta x > threshold (PyTorch's)."""
-    bx = self * beta
-    return bx.gt(threshold).where(self, bx.exp()._log1p() * (1 / beta))
+    bx, big = self * beta, (self * beta).gt(threshold)
+    return big.where(self, big.where(0, bx).exp()._log1p() * (1 / beta))   # exp of the taken side only: no inf, no NaN gradient
   def softsign(self) -> Self: return self / (1 + self.abs())
   @_f32
   def mish(self) -> Self: return self * self.softplus().tanh()
@@ -687,13 +700,14 @@ class OpMixin:
 
   # ---- joining, splitting and layout: compositions of movement ops only (tinygrad's way), no data-dependent loads
   def _static(self, d: int, what: str) -> int:
-    if self.ndim == 0: _err(ValueError, f"{what} needs a tensor with at least one dimension, got a 0-d tensor")
+    if self.ndim == 0: _err(IndexError, f"{what} needs a tensor with at least one dimension (dim out of range), got a 0-d tensor")
     if not isinstance(s := self.shape[d], int): _err(TypeError, f"{what} needs a static size in dim {d}, got symbolic {s!r}")
     return s
   def cat(self, *args: Self, dim: int = 0) -> Self:
     """PyTorch's cat: each input padded into the output's extent along dim, then merged by where (exact for -0.0 and NaN).
     Also callable as Tensor.cat(a, b) or Tensor.cat([a, b]). A 1-d empty tensor among tensors of another rank is skipped
     (PyTorch's rule), its dtype still promoted with the others'."""
+    if isinstance(self, (list, tuple)) and args: _err(ValueError, "cat takes tensors, or one sequence of them, not both")
     ts = (*self, *args) if isinstance(self, (list, tuple)) else (self, *args)
     if not ts or not all(isinstance(t, OpMixin) for t in ts): _err(TypeError, "cat expects a non-empty sequence of tensors")
     dt = least_upper_dtype(*(t.dtype for t in ts))
@@ -716,6 +730,7 @@ class OpMixin:
       off += n
     return ret if ret is not None else x._full(x.shape[:d] + (0,) + x.shape[d + 1:], 0, dt)
   def stack(self, *args: Self, dim: int = 0) -> Self:
+    if isinstance(self, (list, tuple)) and args: _err(ValueError, "stack takes tensors, or one sequence of them, not both")
     ts = (*self, *args) if isinstance(self, (list, tuple)) else (self, *args)
     if not ts or not all(isinstance(t, OpMixin) for t in ts): _err(TypeError, "stack expects a non-empty sequence of tensors")
     if bad := [i for i, t in enumerate(ts) if t.shape != ts[0].shape]:
@@ -790,7 +805,9 @@ class OpMixin:
     if step <= 0: _err(ValueError, f"unfold: step must be > 0, got {step}")
     if size > n: _err(ValueError, f"unfold: maximum size for tensor at dimension {d} is {n} but size is {size}")
     if self.ndim == 0: return self.reshape(1)
-    if size == 0: return self._full(self.shape[:d] + ((n - size) // step + 1,) + self.shape[d + 1:] + (0,), 0, self.dtype)
+    if size == 0:   # empty windows, taken from self so that gradients reach it (as zeros)
+      empty = self.unsqueeze(-1).shrink(tuple((0, s) for s in self.shape) + ((0, 0),))
+      return empty.reshape(self.shape[:d] + (n // step + 1,) + self.shape[d + 1:] + (0,))
     last = tuple(i for i in range(self.ndim) if i != d) + (d,)
     return self.permute(last)._pool((size,), step).permute(*range(d), self.ndim - 1, *range(d, self.ndim - 1), self.ndim)
   def meshgrid(self, *args: Self, indexing: str = "ij") -> tuple[Self, ...]:
@@ -926,9 +943,9 @@ class OpMixin:
       return self.reshape(-1).pad(((0, 1),), value=REDUCE_IDENTITY[op](self.dtype)).reshape((1,) * len(out)).expand(out)
     return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes).reshape(out)
   def sum(self, axis=None, keepdim=False, dtype=None) -> Self:
-    ret = self.cast(dtype or _sum_acc(self.dtype))._reduce(Ops.ADD, axis, keepdim)
+    ret = self.cast(_sum_acc(self.dtype) if dtype is None else dtype)._reduce(Ops.ADD, axis, keepdim)
     return ret.cast(self.dtype) if dtype is None and _narrow_float(self.dtype) else ret
-  def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(dtype or self.dtype)._reduce(Ops.MUL, axis, keepdim)
+  def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(self.dtype if dtype is None else dtype)._reduce(Ops.MUL, axis, keepdim)
   def _nonempty(self, axis, what: str):
     """max/min have no identity: reducing an empty dim raises, as in PyTorch (numpy too), instead of giving -inf/inf."""
     if axis is None and self.ndim and 0 in self.shape: _err(ValueError, f"{what}() of an empty tensor {self.shape}: give the dim to reduce")
@@ -1293,13 +1310,20 @@ class OpMixin:
     kept = [c for c in letters if c in out]
     return ret.permute(tuple(kept.index(c) for c in out))
   def scaled_dot_product_attention(self, key: Self, value: Self, attn_mask: Self | None = None, dropout_p: float = 0.0,
-                                   is_causal: bool = False) -> Self:
+                                   is_causal: bool = False, enable_gqa: bool = False) -> Self:
     """softmax(q k^T / sqrt(E) + mask) v (tinygrad's): a bool mask keeps where True, a float one is added; is_causal
     masks key j > query i (top-left aligned, as PyTorch). Dropout acts as dropout() does: only while Tensor.training
-    (tinygrad's rule; PyTorch's function applies dropout_p always)."""
+    (tinygrad's rule; PyTorch's function applies dropout_p always). enable_gqa: key and value have fewer heads (dim -3),
+    a divisor of the query's, each shared by that many query heads in a row (PyTorch's grouped-query attention)."""
     if not isinstance(key, OpMixin) or not isinstance(value, OpMixin) or not (attn_mask is None or isinstance(attn_mask, OpMixin)):
       _err(TypeError, "scaled_dot_product_attention takes key, value (and attn_mask) Tensors")
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2: _err(ValueError, f"scaled_dot_product_attention needs (..., L, E) tensors, got {self.shape}")
+    if enable_gqa:
+      if min(self.ndim, key.ndim, value.ndim) < 3 or key.shape[-3] != value.shape[-3] or self.shape[-3] % key.shape[-3]:
+        _err(ValueError, f"scaled_dot_product_attention: with enable_gqa the key's and value's heads (dim -3) must divide the query's, "
+                         f"got {self.shape}, {key.shape} and {value.shape}")
+      g = self.shape[-3] // key.shape[-3]
+      key, value = key.repeat_interleave(g, -3), value.repeat_interleave(g, -3)
     qk = self.matmul(key.transpose(-2, -1), dtype=least_upper_dtype(self.dtype, key.dtype, dtypes.float32)) / math.sqrt(self._static(-1, "attention"))
     if is_causal:
       if attn_mask is not None: _err(ValueError, "scaled_dot_product_attention: set attn_mask or is_causal, not both")
@@ -1361,7 +1385,7 @@ def _pool(self: OpMixin, k_: tuple[int, ...], stride=1, dilation=1) -> OpMixin:
     x = x.shrink(tuple([None] * len(lead) + [(0, o * s) for o, s in zip(o_, s_)])).reshape(*lead, *[v for o, s in zip(o_, s_) for v in (o, s)])
     x = x.shrink(tuple([None] * len(lead) + [v for o, k in zip(o_, k_) for v in ((0, o), (0, k))]))
     return x.permute(*range(len(lead)), *[len(lead) + 2 * i for i in range(n)], *[len(lead) + 2 * i + 1 for i in range(n)])
-  f_ = [1 + int(o * s > i + d) for o, s, i, d in zip(o_, s_, i_, d_)]
+  f_ = [max(1, -(-(o * s - d) // i)) for o, s, i, d in zip(o_, s_, i_, d_)]   # rows of i * f + d >= o * s (a stride past the input too)
   reps = [-(-k * (i * f + d) // i) for k, i, d, f in zip(k_, i_, d_, f_)]
   x = self.reshape(*lead, *[v for i in i_ for v in (1, i)]).expand(*lead, *[v for r, i in zip(reps, i_) for v in (r, i)])
   x = x.reshape(*lead, *[r * i for r, i in zip(reps, i_)])

@@ -34,6 +34,13 @@ def walk_loc(f) -> str:
   col = pos[i][2] if 0 <= i < len(pos) and pos[i][2] is not None else -1
   return f"{c.co_filename}:{f.f_lineno}:{col + 1}"
 
+class OpValueError(ValueError, RuntimeError):
+  """An argument or shape an op rejects: a ValueError, and a RuntimeError as PyTorch raises for it."""
+class OpIndexError(IndexError, RuntimeError):
+  """A dim or index out of range for an op: an IndexError, and a RuntimeError as PyTorch raises for some (topk's k)."""
+class OpTypeError(TypeError, RuntimeError):
+  """A dtype an op does not support: a TypeError, and a RuntimeError as PyTorch raises for it."""
+
 def error(exc: type, msg: str):
   """Raise exc with msg at the user's line."""
   raise exc(f"{user_loc()}: {msg}")
