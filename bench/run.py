@@ -191,12 +191,15 @@ def w_mlp():
   x, w1, b1, w2, b2 = (rnd(*s) * (0.05 if i else 1) for i, s in enumerate(MLP_SHAPES))
   ts = [tt(v) for v in (x, w1, b1, w2, b2)]
   Ts = [Tensor(v) for v in (x, w1, b1, w2, b2)]
+  from morok_mlir import TinyJit
+  jitted = TinyJit(mlp)
   def np_mlp():
     h = np.maximum(x @ w1 + b1, 0) @ w2 + b2
     m = h - h.max(1, keepdims=True); return m - np.log(np.exp(m).sum(1, keepdims=True))
   return dict(name="f. MLP 256x784 -> 512 -> 10", flops=2 * 256 * (784 * 512 + 512 * 10),
     morok=lambda: mlp(*Ts).realize(), numpy=np_mlp,
-    torch=lambda: torch.log_softmax(torch.relu(ts[0] @ ts[1] + ts[2]) @ ts[3] + ts[4], 1), tol=1e-4)
+    torch=lambda: torch.log_softmax(torch.relu(ts[0] @ ts[1] + ts[2]) @ ts[3] + ts[4], 1), tol=1e-4,
+    extra={"TinyJit replay of the same": lambda: jitted(*Ts)})
 def mlp(x, w1, b1, w2, b2): return ((x @ w1 + b1).relu() @ w2 + b2).log_softmax(axis=1)
 def w_train():
   """One SGD step of the MLP (f) on a cross-entropy loss: forward, backward and the update of the four parameters.
