@@ -193,7 +193,9 @@ class Rangeifier:
       if valid is None: return inner
       return UOp(Ops.WHERE, u.dtype, (valid, inner, UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[Ops.ADD](u.dtype)))), loc=u.loc)
     if op is Ops.REDUCE_AXIS:
-      if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx)):
+      # under a gate (a pad or cat of the reduce's result) the lowering computes the reduce at every place, kept or not:
+      # cat(a @ b, c @ d) would run both products over the whole output; one worth a kernel is stored where it is valid
+      if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx) or gate is not None and reduced(u, 1) > 1):
         return self.load((yield from self.bufferize(u)), u, idx, gate)
       rngs, cidx = [], []
       for d, n in enumerate(sh):

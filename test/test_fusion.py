@@ -63,3 +63,13 @@ def test_materialised_reduce_is_never_also_recomputed():
   assert count == 2
   last = list(_schedule_cache.values())[-1].items[-1].name
   assert last.startswith("r_8_5_") and "_12" not in last, last  # no reduce over the contraction's k (12) in it
+
+def test_cat_of_products_runs_each_product_once():
+  """cat(a @ b, c @ d): each product is a kernel of its own (a contraction) and the cat copies them; inlined under
+  the cat's gates, both products were computed at every output place (17x the work, no micro-kernel)."""
+  rng = np.random.default_rng(0)
+  a, b, c, d = (rng.standard_normal((96, 80), dtype=np.float32) for _ in range(4))
+  GlobalCounters.reset()
+  out = (Tensor(a) @ Tensor(b.T)).cat(Tensor(c) @ Tensor(d.T), dim=1).pad(((1, 0), (0, 2))).numpy()
+  assert GlobalCounters.kernel_count == 3
+  np.testing.assert_allclose(out, np.pad(np.concatenate([a @ b.T, c @ d.T], 1), ((1, 0), (0, 2))), rtol=1e-4, atol=1e-4)

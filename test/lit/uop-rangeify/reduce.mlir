@@ -48,3 +48,28 @@ func.func @contig(%a: tensor<4xf32>) -> tensor<4xf32> {
   %n = "uop.neg"(%c) : (tensor<4xf32>) -> tensor<4xf32>
   return %n : tensor<4xf32>
 }
+
+// -----
+
+// A big reduce under a pad (a cat of products): stored where it is valid, not computed at every padded place.
+// CHECK-LABEL: func.func @pad_of_big_reduce
+// CHECK: %[[B:.*]] = "uop.bufferize"({{.*}}) : (f32, index, index) -> memref<4096xf32>
+// CHECK: "uop.index"(%[[B]]
+func.func @pad_of_big_reduce(%a: tensor<64x64x64xf32>) -> tensor<64x128xf32> {
+  %r = "uop.reduce_axis"(%a) {op = "add", axes = array<i64: 2>} : (tensor<64x64x64xf32>) -> tensor<64x64x1xf32>
+  %s = "uop.reshape"(%r) {shape = array<i64: 64, 64>} : (tensor<64x64x1xf32>) -> tensor<64x64xf32>
+  %p = "uop.pad"(%s) {padding = array<i64: 0, 0, 0, 64>} : (tensor<64x64xf32>) -> tensor<64x128xf32>
+  return %p : tensor<64x128xf32>
+}
+
+// -----
+
+// A small one stays inline under its gate: computing it at the padded places costs less than a kernel.
+// CHECK-LABEL: func.func @pad_of_small_reduce
+// CHECK-NOT: uop.bufferize
+// CHECK: "uop.reduce"
+func.func @pad_of_small_reduce(%a: tensor<3x4xf32>) -> tensor<5x1xf32> {
+  %r = "uop.reduce_axis"(%a) {op = "add", axes = array<i64: 1>} : (tensor<3x4xf32>) -> tensor<3x1xf32>
+  %p = "uop.pad"(%r) {padding = array<i64: 1, 1, 0, 0>} : (tensor<3x1xf32>) -> tensor<5x1xf32>
+  return %p : tensor<5x1xf32>
+}
