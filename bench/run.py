@@ -22,6 +22,7 @@ os.environ.setdefault("MOROK_THREADS", str(THREADS))
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from morok_mlir import Tensor
+from morok_mlir.host import CPU_NAME
 try:
   import torch
   torch.set_num_threads(THREADS)
@@ -468,7 +469,7 @@ def main(names, beam: int = 0):
   if beam: os.environ.pop("BEAM", None)   # the rows themselves are the heuristic's
   load = os.getloadavg()
   print(f"# morok-mlir CPU bench, {datetime.date.today()}, {platform.processor() or platform.machine()} "
-        f"({_cpu_name()}, {os.cpu_count()} cores), {THREADS} threads, load average {load[0]:.2f}")
+        f"({CPU_NAME}, {os.cpu_count()} cores), {THREADS} threads, load average {load[0]:.2f}")
   print(f"numpy {np.__version__} (OpenBLAS, OPENBLAS_CORETYPE unset), torch {torch.__version__ if torch else 'not installed'}")
   bw, rbw, peak = copy_bandwidth(), read_bandwidth(), fma_peak()
   print(f"machine limits measured now (best of 9, {THREADS} threads): copy bandwidth {bw:.1f} GB/s (read + write), "
@@ -509,9 +510,6 @@ def main(names, beam: int = 0):
     for n, t in chain_compile_times(): print(f"  n = {n:<4} {t:6.2f}")
   print(f"\nratios are numpy or torch time / morok time (> 1: morok is faster); load average at the end {os.getloadavg()[0]:.2f}")
 
-def _cpu_name():
-  try: return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-  except (OSError, StopIteration): return "?"
 
 if __name__ == "__main__":
   args, beam = sys.argv[1:], 0

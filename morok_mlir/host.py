@@ -8,6 +8,10 @@ def _cpu_flags() -> frozenset:
   try: return frozenset(next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":", 1)[1].split())
   except (OSError, StopIteration): return frozenset()
 CPU_FLAGS = _cpu_flags()
+def _cpu_name() -> str:
+  try: return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+  except (OSError, StopIteration): return "?"
+CPU_NAME = _cpu_name()   # with CPU_FLAGS, what a tuned choice is keyed by (device/search.py)
 # f32 lanes of the widest vector register: what uop-optimize vectorizes for and the micro-kernel tiles with
 VEC_WIDTH = 16 if "avx512f" in CPU_FLAGS else 8 if "avx" in CPU_FLAGS else 4
 THREADS = int(os.environ.get("MOROK_THREADS", 0)) or len(os.sched_getaffinity(0))

@@ -27,7 +27,7 @@ from morok_mlir.ir.bridge import Func, module_text
 from morok_mlir.core.dtype import PtrDType
 from morok_mlir.core import index_math as im
 from morok_mlir.dialects.ops import Ops
-from morok_mlir.host import CPU_FLAGS
+from morok_mlir.host import CPU_FLAGS, CPU_NAME
 from morok_mlir.passes import optimize
 
 CHOICES = ("uop.threads", "uop.grain", "uop.contraction", "uop.split_reduce", "uop.reduce_block", "uop.nontemporal")
@@ -41,10 +41,6 @@ stats = {"searches": 0, "compiles": 0, "runs": 0, "hits": 0}
 log: collections.deque = collections.deque(maxlen=256)   # (kernel, heuristic's choices, chosen) per search or hit, for benchmarks
 _memo: dict[str, dict] = {}
 
-def _cpu_name() -> str:
-  try: return next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-  except (OSError, StopIteration): return "?"
-CPU_NAME = _cpu_name()
 
 def axes(a: dict, threads: int, vec: int) -> list[list]:
   """Alternatives per axis, in search order; each a function of a choices dict (CHOICES' keys) -> another, or None."""
