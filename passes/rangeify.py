@@ -27,6 +27,7 @@ from morok_mlir.core.threefry import threefry2x32
 
 
 VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work
+NOT_CHAIN = {Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.BUFFER, Ops.CONST, Ops.CONTIGUOUS, Ops.COPY, Ops.SCATTER, Ops.ASSIGN, Ops.GATHER, Ops.DEFINE_VAR, Ops.BIND}
 SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
 
 class Rangeifier:
@@ -42,6 +43,9 @@ class Rangeifier:
     self.shared: set[UOp] = set()         # values several kernels need, stored once (see note)
     self.cheap: set[UOp] = set()          # values several kernels need, recomputed by each
     self.materialised: dict[UOp, UOp] = {}
+    self.tops: dict[UOp, bool] = {}       # memo of chain_top
+    self.contracted: dict[UOp, UOp] = {}  # root -> the contraction its kernel computes inline
+    self.late: set[UOp] = set()           # chain tops stored (see rangeify_func)
 
   def new_range(self, size, kind: str) -> UOp:
     self.axis += 1
@@ -195,8 +199,12 @@ class Rangeifier:
     if op is Ops.REDUCE_AXIS:
       # under a gate (a pad or cat of the reduce's result) the lowering computes the reduce at every place, kept or not:
       # cat(a @ b, c @ d) would run both products over the whole output; one worth a kernel is stored where it is valid
-      if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx) or gate is not None and reduced(u, 1) > 1):
+      # a kernel holds one contraction (uop-optimize tiles one): a second one met inline is stored by its own kernel
+      mm = a["op"] is Ops.ADD and s[0].op is Ops.MUL and reduced(u, 1) > 1
+      if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx) or gate is not None and reduced(u, 1) > 1
+                              or mm and self.contracted.setdefault(self.root, u) is not u):
         return self.load((yield from self.bufferize(u)), u, idx, gate)
+      if mm: self.contracted.setdefault(self.root, u)
       rngs, cidx = [], []
       for d, n in enumerate(sh):
         if d in a["axes"] and n != 1:
@@ -210,7 +218,12 @@ class Rangeifier:
     if op is Ops.THREEFRY:
       if any(x.dtype is not dtypes.uint64 for x in (u, *s)): raise PassError("uop-rangeify: threefry works on uint64 counters and keys", u.loc)
       return threefry2x32((yield (s[0], idx, gate, False)), (yield (s[1], idx, gate, False)))
-    # elementwise: same index into every source
+    # elementwise: same index into every source; the top of an elementwise chain on a reduce worth a kernel, read at
+    # indices it cannot be inlined at (a contraction's operand), is stored whole: its reduce's kernel computes it in the
+    # epilogue (bias, relu, a mask) and the reader loads it, instead of storing the reduce and redoing the chain per read
+    if not inline_root and u not in self.outputs and not self.inlinable(idx) and isinstance(u.size, int) and self.chain_top(u):
+      self.late.add(u)
+      return self.load((yield from self.bufferize(u)), u, idx, gate)
     vals = []
     for x in s: vals.append((yield (x, idx, gate, False)))
     return UOp(op, u.dtype, tuple(vals), u.arg, u.loc)
@@ -235,6 +248,22 @@ class Rangeifier:
         if s not in seen and s.op not in (Ops.BUFFER, Ops.CONST) and s not in self.materialised and s not in self.shared:
           seen.add(s); todo.append(s)
     return n
+
+  def chain_top(self, u: UOp) -> bool:
+    """Whether u is an epilogue of one reduce worth a kernel: elementwise ops (and reshapes, permutes, flips) of u's size
+    down to that reduce, whose other operands reduce nothing (weights, a bias, a mask read from buffers)."""
+    if (v := self.tops.get(u)) is not None: return v
+    todo, seen, reds = [u], {u}, []
+    while todo:
+      x = todo.pop()
+      stop = x in self.force or x in self.shared or x in self.materialised
+      if x is not u and x.op is Ops.REDUCE_AXIS and not stop:
+        if x.size != u.size or reds: reds = None; break
+        reds.append(x)
+      elif x is u or not stop:
+        todo += [s for s in x.src if s not in seen and not seen.add(s)]
+    self.tops[u] = v = bool(reds) and reduced(reds[0], 1) > 1
+    return v
 
   def inlinable(self, idx) -> bool:
     """A reduce can stay inline when the loops its indices use are a prefix of the loop nest (no recompute)."""
@@ -274,9 +303,14 @@ def rangeify_func(f: Func) -> Func:
   outs = [arg_buffer(len(in_bufs) + j, r.dtype.ptr(im.smax(r.size))) for j, r in enumerate(f.results)]
   # Whether a node is materialised is found while walking its uses; a use met before the one that forces the
   # buffer would have inlined (recomputed) it. So walk once to learn the set, then build with it fixed.
+  # A chain top found stored may have been inlined by uses met before, which noted its reduce as shared by two kernels:
+  # one more walk with it fixed decides that again.
   walk = Rangeifier(in_bufs, discover=True, outputs=frozenset(f.results))
   for b, r in zip(outs, f.results): walk.store(b, r)
-  rf = Rangeifier(in_bufs, frozenset(walk.materialised))
+  if walk.late:
+    walk = Rangeifier(in_bufs, frozenset(walk.late), discover=True, outputs=frozenset(f.results))
+    for b, r in zip(outs, f.results): walk.store(b, r)
+  rf = Rangeifier(in_bufs, frozenset(walk.materialised), outputs=frozenset(f.results))
   stores = rf.store_outputs(outs, f.results)
   return Func(f.name, list(in_bufs.values()) + outs, [], [UOp(Ops.SINK, dtypes.void, tuple(stores))],
               {"uop.num_inputs": len(in_bufs), "uop.num_outputs": len(outs)})

@@ -73,3 +73,26 @@ def test_cat_of_products_runs_each_product_once():
   out = (Tensor(a) @ Tensor(b.T)).cat(Tensor(c) @ Tensor(d.T), dim=1).pad(((1, 0), (0, 2))).numpy()
   assert GlobalCounters.kernel_count == 3
   np.testing.assert_allclose(out, np.pad(np.concatenate([a @ b.T, c @ d.T], 1), ((1, 0), (0, 2))), rtol=1e-4, atol=1e-4)
+
+def test_epilogue_chain_is_stored_by_its_products_kernel():
+  """relu(x @ w1 + b1) @ w2 + b2, log_softmax: the bias and relu run in the first product's kernel (the chain on top
+  of it is what gets stored), so the second product loads its operand as is; 3 kernels, the last without a product."""
+  from morok_mlir.realize import _schedule_cache
+  r = np.random.default_rng(1)
+  x, w1, b1, w2, b2 = (r.standard_normal(s, dtype=np.float32) for s in ((64, 96), (96, 128), (128,), (128, 10), (10,)))
+  count, out = kernels(lambda x, w1, b1, w2, b2: ((x @ w1 + b1).relu() @ w2 + b2).log_softmax(axis=1), x, w1, b1, w2, b2)
+  h = np.maximum(x @ w1 + b1, 0) @ w2 + b2
+  h = h - h.max(1, keepdims=True)
+  np.testing.assert_allclose(out, h - np.log(np.exp(h).sum(1, keepdims=True)), rtol=1e-4, atol=1e-4)
+  assert count == 3
+  sched = list(_schedule_cache.values())[-1]
+  assert [len(sched.buffer_types) - sched.n_in - sched.n_out] == [2]   # the relu'd hidden layer and the logits
+
+def test_two_products_in_one_sum_take_a_kernel_each():
+  """a @ b + c @ d: a kernel tiles one contraction, so the second product is stored by its own kernel (inlined
+  together, neither ran as a contraction: resnet50's residual blocks ran 40x slower)."""
+  r = np.random.default_rng(2)
+  a, b, c, d = (r.standard_normal((64, 64), dtype=np.float32) for _ in range(4))
+  count, out = kernels(lambda a, b, c, d: (a @ b + c @ d).relu(), a, b, c, d)
+  assert count == 2
+  np.testing.assert_allclose(out, np.maximum(a @ b + c @ d, 0), rtol=1e-4, atol=1e-4)

@@ -564,7 +564,7 @@ class Contraction:
     self.M, self.N, self.K, self.batch = (prod(size(rs)) for rs in (I, J, K, T))
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
-    self.direct_a = self.in_place(a, I, K) if not T else None
+    self.direct_a = self.in_place(a, I, K, self.Np == self.nr) if not T else None
     # B panels depend on b's one buffer alone (weights, typically): the runtime may keep them while that input lives
     srcs = {u.src[0].src[0] for u in b.toposort if u.op is Ops.LOAD}
     self.b_slot = next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER else None
@@ -631,17 +631,17 @@ class Contraction:
     return out
 
   @staticmethod
-  def in_place(a: UOp, I: list[UOp], K: list[UOp]) -> tuple[int, int, int] | None:
+  def in_place(a: UOp, I: list[UOp], K: list[UOp], once: bool = False) -> tuple[int, int, int] | None:
     """(buffer slot, offset, row stride) when a is an ungated f32 load at offset + row*stride + k, one row range and
     one k range: the micro-kernel then reads A's rows where they are (each row a sequential stream in k) instead of
-    copying A into MR-row panels first."""
+    copying A into MR-row panels first. `once`: B is one panel, so the tiles read A once (packing it would read it twice)."""
     if a.op is not Ops.LOAD or a.dtype is not dtypes.float32 or len(I) != 1 or len(K) != 1: return None
     idx = a.src[0]
     if idx.op is not Ops.INDEX or len(idx.src) != 2 or idx.src[0].op is not Ops.BUFFER: return None
     form = affine(idx.src[1], {})
     if form is None or set(form) - {1, I[0], K[0]} or form.get(K[0]) != 1 or form.get(I[0], 0) <= 0: return None
     # rows a multiple of 1 KiB apart share cache sets: the tile's 6 streams then evict each other (2048^3: 7% slower)
-    if form[I[0]] % 256 == 0: return None
+    if form[I[0]] % 256 == 0 and not once: return None
     return idx.src[0].attrs["slot"], form.get(1, 0), form[I[0]]
 
   PASSED = ("uop.threads", "uop.fastmath")   # the kernel's choices its phases take (fastmath: epilogue reduces vectorize)
