@@ -362,8 +362,8 @@ def torch_minilm(path):
 LIGHT_RUNS = 3
 def light_rows(models) -> None:
   """onnx's light model-zoo graphs (test/onnx_conformance.py light_case: onnx's backend runner's dummy input,
-  arange(n).reshape(shape) / n in float32) through OnnxModel (each call interprets the graph into lazy Tensor ops and
-  realizes it: what a user's call costs) and onnxruntime's CPU provider (2 intra-op threads, default graph
+  arange(n).reshape(shape) / n in float32) through OnnxModel (from its fourth call on with inputs of one shape, a TinyJit
+  replay of the graph's kernels: what a user's repeated call costs) and onnxruntime's CPU provider (2 intra-op threads, default graph
   optimizations), both checked against the stored output first; timed in alternating blocks, median of the blocks'
   medians."""
   try: import onnxruntime as ort

@@ -5,8 +5,9 @@ the recorded kernels on the new arguments' buffers without calling the function,
 What a replay reproduces: the schedules realized in the function (Tensor.realize, .numpy(), an optimizer's step), in
 order; the tensors they rebound (parameters and optimizer state realized inside: their new values, as fresh buffers);
 random numbers drawn inside (new counters each call); the returned tensors (fresh each call). What it cannot: host
-work (a .numpy() result used in Python, a branch on data), which is why a function whose schedules keep changing
-between calls is never replayed (it runs normally every time). Arguments must keep their shapes, dtypes, devices and
+work (a .numpy() result used in Python, a branch on data), which is why a function that reads on the host a value
+computed from its arguments, state or random numbers, or whose schedules keep changing between calls, is never
+replayed (it runs normally every time). Arguments must keep their shapes, dtypes, devices and
 non-tensor values; a call that changes one raises JitError."""
 from __future__ import annotations
 import functools, gc, threading, time
@@ -36,12 +37,22 @@ class _Recorder:
   made: dict = field(default_factory=dict)     # id(Buffer) -> (exec k, output j), for the buffers this call computed
   rng: list = field(default_factory=list)      # (counter buffer UOp, values drawn) for each random tensor made
   keep: list = field(default_factory=list)     # keeps recorded Buffers alive, so their ids stay theirs
+  host: list = field(default_factory=list)     # the Buffers the call read on the host (.numpy(), .item(), .tolist())
   def schedule(self, sched: R.Schedule, device: str, inputs: list, bufs: list, outs: list[UOp]):
     k = len(self.execs)
     self.execs.append(_Exec(sched, device, list(inputs), [tuple(sym_val(d) for d in o.shape) for o in outs], [o.loc for o in outs]))
     for j in range(sched.n_out): self.made[id(bufs[sched.n_in + j])] = (k, j)
     self.keep += bufs[sched.n_in:sched.n_in + sched.n_out]
   def random(self, counter: UOp, n: int): self.rng.append((counter, n))
+  def host_read(self, b: Buffer): self.host.append(b.base if b.base is not None else b)
+  def reads_data(self, args: list[Tensor], state: list[Buffer]) -> bool:
+    """Whether the call read on the host a value computed from its arguments, its state or random numbers. A replay
+    runs no Python: it would keep what the recorded call saw there (a shape, a branch taken, a count)."""
+    given = {id(_buffer(t.uop)) for t in args} | {id(b) for b in state} | {id(buffer_data(u)) for u, _ in self.rng}
+    tainted: list[bool] = []
+    dep = lambda b: b is not None and (id(b) in given or (k := self.made.get(id(b))) is not None and k[0] < len(tainted) and tainted[k[0]])
+    for e in self.execs: tainted.append(any(dep(_buffer(u)) for u in e.srcs if u is not None))
+    return any(dep(b) for b in self.host)
 
 def _data(u: UOp) -> UOp | None:
   """The buffer UOp a data UOp (a buffer, or a reshape of one: the same memory, read in the same order) holds, else None."""
@@ -100,7 +111,8 @@ class TinyJit:
     # state); one that never settles within MAX_TRIES calls runs normally from then on
     trace = [id(e.sched) for e in rec.execs]
     with self.lock:
-      if any(None in e.srcs for e in rec.execs): self.replayable = False   # None: symbolic sizes' values
+      if any(None in e.srcs for e in rec.execs) or rec.reads_data(tensors, [b for t, u0 in before if t.uop is not u0 and (b := _buffer(u0)) is not None]):
+        self.replayable = False   # None: symbolic sizes' values
       elif trace == self.last and self.plan is None:
         self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0])
         if self.plan is not None: self.plan.sig = sig[0] if not kwargs and len(tensors) == len(args) else None

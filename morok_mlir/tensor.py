@@ -286,8 +286,10 @@ class Tensor(OpMixin):
     if sys.getrefcount(self) <= _TEMP_REFS and not _is_data(u) and all(type(d) is int for d in u.shape):
       b = _realize([u], device=self.device)[0]   # a fresh buffer (u is no input): no UOp, so no graph can read it
       if b.size != u.size or b.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {b} for {u.shape} {u.dtype}")
+      if (rec := _capture.rec) is not None: rec.host_read(b)
       return b.numpy().reshape(u.shape)   # host memory itself (alive while the array is), or a device's copy
     b = buffer_data(_data(self.realize().uop))
+    if (rec := _capture.rec) is not None: rec.host_read(b)
     # the copy in recycled host memory (the CPU allocator's pool: no page faults on a repeated call)
     return b.copyout(Device["CPU"].allocator.alloc(b.size, b.dtype)).reshape(self.shape)
   def item(self):

@@ -266,3 +266,20 @@ def test_a_constant_weight_keeps_its_packed_panels():
     x = rnd(64, 256, seed=i)
     np.testing.assert_allclose(f(Tensor(x)).numpy(), np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)
   assert f.plan is not None and any(s.args is None for s in f.plan.steps if type(s) is _Kernel)
+
+def test_host_reads_of_computed_values_are_never_replayed():
+  """A function that reads on the host a value computed from its arguments (a count deciding a shape) would replay
+  what the recorded call saw: TinyJit sees the read and runs it normally every time. Reads of constants are fine."""
+  @TinyJit
+  def positives(x):
+    n = int((x > 0).sum().item())
+    return x.sort(descending=True)[0][:n] * 2
+  for i in range(6):
+    x = rnd(7, seed=i)
+    np.testing.assert_allclose(positives(Tensor(x)).numpy(), np.sort(x[x > 0])[::-1] * 2, rtol=1e-6)
+  assert positives.plan is None and not positives.replayable
+  scale = Tensor(np.array([3.0], np.float32))
+  @TinyJit
+  def scaled(x): return x * float(scale.item())
+  for i in range(4): np.testing.assert_allclose(scaled(Tensor(rnd(5, seed=i))).numpy(), rnd(5, seed=i) * 3, rtol=1e-6)
+  assert scaled.plan is not None

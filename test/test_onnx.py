@@ -124,3 +124,18 @@ def test_constants_folded_once():
   other = np.ones((5, 4), np.float32)
   np.testing.assert_allclose(m({"x": x, "w0": other})["y"], want(other), rtol=1e-6)
   np.testing.assert_allclose(m({"x": x})["y"], want(numpy_helper.to_array(w0)), rtol=1e-6)
+
+def test_repeated_calls_replay_and_data_dependent_graphs_do_not():
+  """Calls with inputs of one shape replay the recorded kernels (no interpretation of the graph); a graph whose
+  shapes come from an input's data (NonZero) runs normally on each call and follows the data."""
+  m = OnnxModel(_mlp())
+  for i in range(5):
+    x = np.random.default_rng(i).standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_allclose(m(x=x)["y"], _mlp_ref(x), rtol=1e-5, atol=1e-6)
+  assert any(j.plan is not None for j in m._jits.values())
+  nz = OnnxModel(_model([helper.make_node("NonZero", ["x"], ["i"]), helper.make_node("Cast", ["i"], ["y"], to=TensorProto.FLOAT)],
+                        [_vi("x", shape=[6])], [_vi("y")]))
+  for i in range(5):
+    x = (np.random.default_rng(i).standard_normal(6) > 0).astype(np.float32)
+    np.testing.assert_equal(nz(x=x)["y"], np.array(np.nonzero(x), np.float32))
+  assert all(j.plan is None for j in nz._jits.values())

@@ -7,6 +7,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper, helper
 from morok_mlir.tensor import Tensor
+from morok_mlir.jit import TinyJit
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.onnx.ops import OPS, REFUSE
 
@@ -140,6 +141,7 @@ class OnnxModel:
     self.input_names = [i.name for i in self.graph.input if i.name not in inits]
     self.output_names = [o.name for o in self.graph.output]
     self._folded: dict = {}   # run_graph's values that depend on no graph input, realized on the first call
+    self._jits: dict = {}     # the inputs' names, shapes, dtypes and devices -> a TinyJit of the graph on them (see __call__)
 
   def __call__(self, inputs: dict | None = None, as_numpy: bool = True, **kw) -> dict:
     inputs = {**(inputs or {}), **kw}
@@ -155,7 +157,22 @@ class OnnxModel:
         raise ValueError(f"input {vi.name!r} must have shape {[d.dim_value if d.HasField('dim_value') else d.dim_param for d in tt.shape.dim]}"
                          f", got {v.shape}")
     inits = {i.name for i in self.graph.initializer}
-    outs = run_graph(self.graph, vals, self.opset, None if inits & set(inputs) else self._folded)
+    if inits & set(inputs) or not all(isinstance(v, Tensor) for v in vals.values()): outs = self._run(vals, None if inits & set(inputs) else self._folded)
+    else:
+      # A graph whose host reads (shapes, axes, counts) see only constants and the inputs' shapes is the same kernels
+      # for inputs of the same shapes: TinyJit replays them without interpreting the graph again. One that reads an
+      # input's data on the host (NonZero, a Loop's count) is never replayed (TinyJit sees the read) and runs normally.
+      names = sorted(vals)
+      key = tuple((n, vals[n].shape, vals[n].dtype, vals[n].device) for n in names)
+      if (jit := self._jits.get(key)) is None:
+        if len(self._jits) >= self.MAX_JITS: del self._jits[next(iter(self._jits))]
+        jit = self._jits[key] = TinyJit(lambda *ts: self._run(dict(zip(names, ts)), self._folded))
+      outs = jit(*[vals[n] for n in names])
+    return dict(zip(self.output_names, [_numpy(o) for o in outs] if as_numpy else outs))
+
+  MAX_JITS = 8   # input signatures replayed at once (each holds its intermediates' memory)
+  def _run(self, vals: dict, folded: dict | None) -> list:
+    outs = run_graph(self.graph, vals, self.opset, folded)
     flat = [t for o in outs for t in (o if isinstance(o, list) else [o]) if isinstance(t, Tensor)]
     if flat: Tensor.realize(*flat)
-    return dict(zip(self.output_names, [_numpy(o) for o in outs] if as_numpy else outs))
+    return outs
