@@ -160,7 +160,7 @@ class _Plan:
     p.rebinds = [(t, p.outs.index(p.made[("out", *kj)])) for t, kj in rebinds]
     p.ret_src = {i: ("out", p.outs.index(p.made[s])) if s[0] == "out" else s for i, s in ret_src.items()}
     p.ret_out = r[1] if type(ret) is Tensor and (r := p.ret_src[id(ret)])[0] == "out" else None   # the usual return: one output
-    p.lock = threading.Lock()
+    p.lock, p.keyed = threading.Lock(), any(k.keyed for k in p.steps if isinstance(k, _Kernel))
     return p
 
   def _layout(self, nargs: int, leaving: list):
@@ -170,6 +170,7 @@ class _Plan:
     self.fresh: list[tuple[int, str, int, object, int]] = []   # (v index, device, size, dtype, exec) made anew per replay
     self.made: dict[tuple, tuple] = {}   # ("out", k, j) -> (v index, loc, shape): an output's buffer and its UOp's fields
     self.steps, self.nkernels, self.sig = [], 0, None
+    self.uops: list = [None] * nargs   # the arguments' buffer UOps during a replay (state changes every call: not kept)
     def on(j: int, dev: str, const: bool) -> int:   # v index of buffer j on dev: copied once for a constant, else per replay
       if const: self.template.append(R.on_device(self.template[j], dev))
       else: self.template.append(None); self.steps.append(_Copy(j, len(self.template) - 1, dev))
@@ -191,7 +192,7 @@ class _Plan:
         if j < sched.n_out: self.made[("out", k, j)] = (len(self.template) - 1, e.locs[j], e.shapes[j])
         slot.append(len(self.template) - 1)
       for it in sched.items:
-        self.steps.append(_Kernel(it.program, [slot[s] for s in it.slots], [consts.get(s) for s in it.slots], self.template))
+        self.steps.append(_Kernel(it.program, [slot[s] for s in it.slots], [consts.get(s) for s in it.slots], self.template, self.uops))
       self.nkernels += len(sched.items)
 
   def replay(self, args: list[Tensor]):
@@ -206,6 +207,7 @@ class _Plan:
       for j, dev, size, dt, _ in self.fresh: v[j] = Buffer.fresh(dev, size, dt)
     except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[next(k for j, *_, k in self.fresh if v[j] is None)].sched, []) from None
     with self.lock:
+      if self.keyed: self.uops[:] = [_data(t.uop) for t in args]
       t0 = time.perf_counter()
       for step in self.steps: step(v)
       R.GlobalCounters.time_sum_s += time.perf_counter() - t0
@@ -223,18 +225,26 @@ class _Kernel:
   """One kernel of a replay: its program on an argument set of the plan's own (CPU), where the pointers of the plan's
   buffers and constants are written once and the others (arguments, state, fresh outputs) each call; else (a program
   without prepare, or one that keeps what it derives from a constant) its call_buffers."""
-  __slots__ = ("prog", "slots", "inputs", "args", "run", "fixed", "var")
-  def __init__(self, prog, slots: list[int], inputs: list, template: list):
-    self.prog, self.slots, self.inputs = prog, slots, inputs
+  __slots__ = ("prog", "slots", "inputs", "args", "run", "fixed", "var", "keyed", "uops")
+  def __init__(self, prog, slots: list[int], inputs: list, template: list, uops: list):
+    self.prog, self.slots, self.inputs, self.uops = prog, slots, inputs, uops
     self.fixed = [(i, j) for i, j in enumerate(slots) if template[j] is not None]
     self.var = tuple((i, j) for i, j in enumerate(slots) if template[j] is None)
+    # a phase that only repacks an argument (a weight passed in: B panels) runs once per argument buffer, as outside
+    # the JIT: call_buffers keeps its result while that buffer UOp lives
+    reuse = {arg for _, arg, _ in getattr(getattr(prog, "spec", None), "reuse", ())}
+    self.keyed = tuple((i, j) for i, j in enumerate(slots) if i in reuse and template[j] is None and j < len(uops))
     self.args = None
-    if hasattr(prog, "prepare"): self._bind(template)
+    if hasattr(prog, "prepare") and not self.keyed: self._bind(template)
   def _bind(self, v: list):
     if (p := self.prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None))) is None: self.args = None; return
     self.args, self.run = p
     for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr
   def __call__(self, v: list):
+    if self.keyed:
+      inputs = list(self.inputs)
+      for i, j in self.keyed: inputs[i] = self.uops[j]
+      return self.prog.call_buffers([v[j] for j in self.slots], inputs)
     if (a := self.args) is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
     if a.code is not self.prog.code: self._bind(v); a = self.args
     ptrs = a.ptrs

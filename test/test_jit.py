@@ -283,3 +283,17 @@ def test_host_reads_of_computed_values_are_never_replayed():
   def scaled(x): return x * float(scale.item())
   for i in range(4): np.testing.assert_allclose(scaled(Tensor(rnd(5, seed=i))).numpy(), rnd(5, seed=i) * 3, rtol=1e-6)
   assert scaled.plan is not None
+
+def test_a_weight_passed_as_an_argument_is_packed_once_per_buffer():
+  """A weight passed in (f(x, W) with the same W each call) gets its panels packed once, as outside the JIT; a new
+  weight buffer gets new panels (the results follow it)."""
+  from morok_mlir.jit import _Kernel
+  f = TinyJit(lambda x, w: (x @ w).relu())
+  W = Tensor(rnd(256, 256, seed=9)).realize()
+  for i in range(5):
+    x = rnd(64, 256, seed=i)
+    np.testing.assert_allclose(f(Tensor(x), W).numpy(), np.maximum(x @ W.numpy(), 0), rtol=1e-4, atol=1e-4)
+  k = next(s for s in f.plan.steps if type(s) is _Kernel and s.keyed)
+  assert W.uop in k.prog._kept
+  w2 = rnd(256, 256, seed=10)
+  np.testing.assert_allclose(f(Tensor(x), Tensor(w2)).numpy(), np.maximum(x @ w2, 0), rtol=1e-4, atol=1e-4)
