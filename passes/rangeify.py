@@ -250,19 +250,9 @@ class Rangeifier:
     return n
 
   def chain_top(self, u: UOp) -> bool:
-    """Whether u is an epilogue of one reduce worth a kernel: elementwise ops (and reshapes, permutes, flips) of u's size
-    down to that reduce, whose other operands reduce nothing (weights, a bias, a mask read from buffers)."""
-    if (v := self.tops.get(u)) is not None: return v
-    todo, seen, reds = [u], {u}, []
-    while todo:
-      x = todo.pop()
-      stop = x in self.force or x in self.shared or x in self.materialised
-      if x is not u and x.op is Ops.REDUCE_AXIS and not stop:
-        if x.size != u.size or reds: reds = None; break
-        reds.append(x)
-      elif x is u or not stop:
-        todo += [s for s in x.src if s not in seen and not seen.add(s)]
-    self.tops[u] = v = bool(reds) and reduced(reds[0], 1) > 1
+    """Whether u is an epilogue (see `epilogue`) of a reduce not stored yet."""
+    if (v := self.tops.get(u)) is None:
+      self.tops[u] = v = epilogue(u, lambda x: x in self.force or x in self.shared or x in self.materialised) is not None
     return v
 
   def inlinable(self, idx) -> bool:
@@ -273,6 +263,19 @@ class Rangeifier:
     if not used <= set(loops): return False  # depends on an enclosing reduce's counter: recomputed each step
     depth = max((loops.index(r) for r in used if r in loops), default=-1)
     return all(r in used for r in loops[:depth + 1])
+
+def epilogue(u: UOp, stored) -> set[UOp] | None:
+  """The nodes from u down to the one reduce worth a kernel (of u's size) that u is an epilogue of, when u is one:
+  elementwise ops and views over that reduce, whose other operands reduce nothing (weights, a bias, a mask read from
+  buffers). stored(x): x is read from a buffer (the walk stops there)."""
+  todo, seen, reds = [u], {u}, []
+  while todo:
+    x = todo.pop()
+    if x is not u and x.op is Ops.REDUCE_AXIS and not stored(x):
+      if x.size != u.size or reds: return None
+      reds.append(x)
+    elif x is u or not stored(x): todo += [s for s in x.src if s not in seen and not seen.add(s)]
+  return seen if reds and reduced(reds[0], 1) > 1 else None
 
 RECOMPUTE_WORK = 1 << 16   # a reduce doing less work in all than this is recomputed where needed: cheaper than a kernel
 def reduced(u: UOp, body: int) -> int:
@@ -303,14 +306,22 @@ def rangeify_func(f: Func) -> Func:
   outs = [arg_buffer(len(in_bufs) + j, r.dtype.ptr(im.smax(r.size))) for j, r in enumerate(f.results)]
   # Whether a node is materialised is found while walking its uses; a use met before the one that forces the
   # buffer would have inlined (recomputed) it. So walk once to learn the set, then build with it fixed.
-  # A chain top found stored may have been inlined by uses met before, which noted its reduce as shared by two kernels:
-  # one more walk with it fixed decides that again.
+  # A chain top found stored (a bias and relu on a product that a reduce reads, or one several kernels share) may have
+  # been inlined by uses met before, which noted its product as shared by two kernels too; and of a chain several nodes
+  # may have been found shared (a training step's pre-activation, its relu, the relu's mask), each one a kernel. One more
+  # walk with the lowest chain top of each chain fixed decides again: the product's kernel stores that node, and what is
+  # above it costs a few ops per element from there (recomputed where it is read).
   walk = Rangeifier(in_bufs, discover=True, outputs=frozenset(f.results))
   for b, r in zip(outs, f.results): walk.store(b, r)
-  if walk.late:
-    walk = Rangeifier(in_bufs, frozenset(walk.late), discover=True, outputs=frozenset(f.results))
+  chains = {u: c for u in walk.late | walk.shared if isinstance(u.size, int) and (c := epilogue(u, lambda x: False)) is not None}
+  if tops := {u for u, c in chains.items() if not any(d is not u and d in c for d in chains)}:   # the lowest of each chain
+    walk = Rangeifier(in_bufs, frozenset(tops), discover=True, outputs=frozenset(f.results))
     for b, r in zip(outs, f.results): walk.store(b, r)
-  rf = Rangeifier(in_bufs, frozenset(walk.materialised), outputs=frozenset(f.results))
+  # a chain top whose product ended up stored anyway (another kernel needs it) is a few ops per element over loads:
+  # its readers compute it (a kernel of its own would only copy)
+  force = set(walk.materialised)
+  force -= {u for u in walk.late | walk.force if epilogue(u, lambda x: x is not u and x in force) is None}
+  rf = Rangeifier(in_bufs, frozenset(force), outputs=frozenset(f.results))
   stores = rf.store_outputs(outs, f.results)
   return Func(f.name, list(in_bufs.values()) + outs, [], [UOp(Ops.SINK, dtypes.void, tuple(stores))],
               {"uop.num_inputs": len(in_bufs), "uop.num_outputs": len(outs)})

@@ -96,3 +96,21 @@ def test_two_products_in_one_sum_take_a_kernel_each():
   count, out = kernels(lambda a, b, c, d: (a @ b + c @ d).relu(), a, b, c, d)
   assert count == 2
   np.testing.assert_allclose(out, np.maximum(a @ b + c @ d, 0), rtol=1e-4, atol=1e-4)
+
+def test_training_step_stores_each_pre_activation_once():
+  """Gradients of relu(x @ w1 + b1) @ w2 + b2 under cross-entropy: the pre-activation (read by the relu, its mask and
+  the second product) is stored by the first product's kernel; its relu and mask are recomputed where read, not each
+  stored by an elementwise kernel of their own (4 such kernels over the hidden layer before)."""
+  from morok_mlir.realize import _schedule_cache
+  r = np.random.default_rng(3)
+  x, w1, b1, w2, b2 = (r.standard_normal(s, dtype=np.float32) * 0.1 for s in ((128, 160), (160, 192), (192,), (192, 10), (10,)))
+  y = r.integers(0, 10, 128)
+  P = [Tensor(v, requires_grad=True) for v in (w1, b1, w2, b2)]
+  ((Tensor(x) @ P[0] + P[1]).relu() @ P[2] + P[3]).cross_entropy(Tensor(y.astype(np.int32))).backward()
+  Tensor.realize(*[p.grad for p in P])
+  names = [it.name for it in list(_schedule_cache.values())[-1].items]
+  assert not [n for n in names if n.startswith("E_128_192")], names
+  h = x @ w1 + b1; a = np.maximum(h, 0); z = a @ w2 + b2
+  e = np.exp(z - z.max(1, keepdims=True)); dz = (e / e.sum(1, keepdims=True) - np.eye(10)[y]) / len(x)
+  dh = (dz @ w2.T) * (h > 0)
+  for p, g in zip(P, (x.T @ dh, dh.sum(0), a.T @ dz, dz.sum(0))): np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-4, atol=1e-5)
