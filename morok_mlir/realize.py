@@ -122,24 +122,43 @@ MAX_DEPTH, MAX_INPUTS = 2048, 256
 def cut_deep(outs: list[UOp], device: str) -> list[UOp] | None:
   """outs rebuilt with the nodes at every MAX_DEPTH levels, or past MAX_INPUTS input buffers below them, realized
   first (nodes no bigger than the graph's inputs and outputs, not movement ops: a cut never materialises a broadcast);
-  None when the graph is within both limits."""
+  None when the graph is within both limits. A cut realizes, with the node, every value computed since the last cut
+  that a later node still reads (a residual branch's input): left lazy, it would be computed again after the cut."""
   order = list(dict.fromkeys(u for o in outs for u in o.toposort))
   depth: dict[UOp, int] = {}
   for u in order: depth[u] = 1 + max((depth[s] for s in u.src), default=-1)
   ins = [u for u in order if is_input(u)]
   if max(depth.values()) < MAX_DEPTH and len(ins) <= MAX_INPUTS: return None
   big = max(sym_val(u.size) for u in ins + outs)
+  last = {o: len(order) for o in outs}   # node -> the position of its last reader
+  for i, u in enumerate(order):
+    for s in u.src: last[s] = max(last.get(s, -1), i)
   new: dict[UOp, UOp] = {}
   below: dict[UOp, frozenset] = {}   # input buffers under each node since the last cut
-  for u in order:
+  def build(u: UOp) -> tuple[UOp, int]:
     src = tuple(new[s] for s in u.src)
     n = u if src == u.src else u.replace(src=src)
-    d = 1 + max((depth[s] for s in u.src), default=-1)
-    b = frozenset((n,)) if is_input(n) else below[u.src[0]] if len(u.src) == 1 else frozenset().union(*(below[s] for s in u.src))
-    if (d >= MAX_DEPTH or len(b) > MAX_INPUTS) and n.op not in CUT_NEVER and 0 < sym_val(n.size) <= big:
-      n = new_buffer(realize([n], device, cut=False)[0], n.loc, shape=tuple(sym_val(d) for d in n.shape))
-      d, b = 0, frozenset((n,))
-    new[u], depth[u], below[u] = n, d, b
+    below[u] = frozenset((n,)) if is_input(n) else below[u.src[0]] if len(u.src) == 1 else frozenset().union(*(below[s] for s in u.src))
+    return n, 1 + max((depth[s] for s in u.src), default=-1)
+  def base(u: UOp) -> UOp:
+    while u.op in MOVEMENT: u = u.src[0]
+    return u
+  pending: list[UOp] = []   # nodes since the last cut
+  for i, u in enumerate(order):
+    new[u], depth[u] = build(u)
+    n = new[u]
+    if (depth[u] >= MAX_DEPTH or len(below[u]) > MAX_INPUTS) and n.op not in CUT_NEVER and 0 < sym_val(n.size) <= big:
+      live = dict.fromkeys(b for x in pending if last.get(x, -1) > i and (b := base(x)).op not in CUT_NEVER and not is_input(new[b])
+                           and 0 < sym_val(b.size) <= big and all(type(d) is int for d in b.shape))
+      live.pop(u, None)
+      cut = [u, *live]
+      bufs = realize([new[x] for x in cut], device, cut=False)
+      for x, b in zip(cut, bufs): new[x] = new_buffer(b, new[x].loc, shape=tuple(sym_val(d) for d in new[x].shape))
+      for x in pending + [u]:   # rebuilt over the buffers: what a later node reads (a view of a realized value)
+        if x in live or x is u: depth[x], below[x] = 0, frozenset((new[x],))
+        elif last.get(x, -1) > i: new[x], depth[x] = build(x)
+      pending = []
+    else: pending.append(u)
   return [new[o] for o in outs]
 
 # an input's copy on another device, made the first time a schedule there reads it and kept while the input lives: input

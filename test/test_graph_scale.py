@@ -87,3 +87,21 @@ def test_morok_opt_deep_file(tmp_path, lower, n):
                       f"uop-rangeify,uop-simplify,uop-kernel-split,uop-optimize,{lower}"], capture_output=True, text=True, timeout=300)
   assert r.returncode == 0, r.stderr[-2000:]
   assert r.stdout.count("arith.mulf") >= n // 2
+
+def test_a_cut_realizes_what_later_nodes_still_read():
+  """Residual blocks x = relu(x @ w_i) + x over more weights than MAX_INPUTS: the graph is cut in pieces, and a cut
+  also realizes each value a later node still reads (the block input the shortcut adds), so no product runs twice
+  (resnet50 computed most of itself twice: 124 kernels a call, now 66)."""
+  from morok_mlir.realize import MAX_INPUTS, GlobalCounters
+  r = np.random.default_rng(0)
+  n = MAX_INPUTS + 44
+  ws = [r.standard_normal((64, 64), dtype=np.float32) * 0.05 for _ in range(n)]
+  x0 = r.standard_normal((64, 64), dtype=np.float32)
+  x = Tensor(x0)
+  for w in ws: x = (x @ Tensor(w)).relu() + x
+  GlobalCounters.reset()
+  got = x.numpy()
+  assert GlobalCounters.kernel_count <= 1.1 * n, GlobalCounters.kernel_count   # a product each, a few sums (1,504 before)
+  ref = x0
+  for w in ws: ref = np.maximum(ref @ w, 0) + ref
+  np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3)
