@@ -274,6 +274,9 @@ def epilogue(u: UOp, stored) -> set[UOp] | None:
     if x is not u and x.op is Ops.REDUCE_AXIS and not stored(x):
       if x.size != u.size or reds: return None
       reds.append(x)
+    # a reshape that splits or merges dims (a grouped conv's groups into channels) would index the reduce through
+    # div/mod of the stored node's loops: its kernel could not tile it as a batch of products
+    elif x.op is Ops.RESHAPE and [d for d in x.shape if d != 1] != [d for d in x.src[0].shape if d != 1]: return None
     elif x is u or not stored(x): todo += [s for s in x.src if s not in seen and not seen.add(s)]
   return seen if reds and reduced(reds[0], 1) > 1 else None
 

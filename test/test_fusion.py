@@ -114,3 +114,19 @@ def test_training_step_stores_each_pre_activation_once():
   e = np.exp(z - z.max(1, keepdims=True)); dz = (e / e.sum(1, keepdims=True) - np.eye(10)[y]) / len(x)
   dh = (dz @ w2.T) * (h > 0)
   for p, g in zip(P, (x.T @ dh, dh.sum(0), a.T @ dz, dz.sum(0))): np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-4, atol=1e-5)
+
+def test_grouped_conv_epilogue_keeps_its_groups():
+  """relu(bn(grouped 1x1 conv)) read by a 3x3 depthwise conv: the grouped conv is stored in its (groups, channels, ...)
+  form, a batch of products; stored after the reshape to (channels, ...), each channel's product was a matrix-vector
+  product, 10x slower (shufflenet)."""
+  from morok_mlir.realize import _schedule_cache
+  r = np.random.default_rng(4)
+  x, w1, w2 = r.standard_normal((1, 64, 14, 14), dtype=np.float32), r.standard_normal((64, 16, 1, 1), dtype=np.float32), \
+    r.standard_normal((64, 1, 3, 3), dtype=np.float32)
+  count, out = kernels(lambda x, w1, w2: (x.conv2d(w1, groups=4) * 0.5 + 0.1).relu().conv2d(w2, groups=64, padding=1), x, w1, w2)
+  names = [it.name for it in list(_schedule_cache.values())[-1].items]
+  assert names[0].startswith("r_4_16_14_14_16"), names
+  g = np.einsum("gchw,goc->gohw", x.reshape(4, 16, 14, 14), w1.reshape(4, 16, 16)).reshape(1, 64, 14, 14)
+  h = np.pad(np.maximum(g * 0.5 + 0.1, 0), ((0, 0), (0, 0), (1, 1), (1, 1)))
+  ref = sum(h[:, :, i:i + 14, j:j + 14] * w2[:, 0, i, j][None, :, None, None] for i in range(3) for j in range(3))
+  np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
