@@ -302,6 +302,15 @@ class Tensor(OpMixin):
   @property
   def _node(self) -> UOp: return self.uop
   def _const(self, value, dtype: DType | None = None) -> Tensor: return Tensor(value, dtype, device=self.device, requires_grad=False)
+  _CONSTS: dict = {}   # (value, dtype, shape, device) -> the broadcast constant's UOp: `x + 1` builds no new nodes for the 1
+  def _const_shaped(self, value, dtype: DType, shape) -> Tensor:
+    key = (type(value), repr(value), dtype, shape, self.device)
+    if (u := Tensor._CONSTS.get(key)) is None:
+      if len(Tensor._CONSTS) >= 4096: Tensor._CONSTS.clear()
+      u = Tensor._CONSTS[key] = self._const(value, dtype)._broadcast_to(shape).uop
+    t = Tensor._of(u, self.device)
+    t._requires_grad = False
+    return t
   def _op(self, _op: Ops, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
     if src and any(s.device != self.device for s in src):
       _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({self.device, *(s.device for s in src)}))}")

@@ -165,7 +165,7 @@ class OpMixin:
       # a Python scalar takes the tensor's dtype class; an int tensor with a float scalar becomes the default float
       ydt = x.dtype if x.dtype.is_float or (x.dtype.is_int and isinstance(y, (int, np.integer))) else dtypes.from_py(y)
       out = least_upper_dtype(x.dtype, ydt) if match_dtype else ydt
-      y = x._const(_cv(_cv(y, ydt), out), out)
+      y = x._const_shaped(_cv(_cv(y, ydt), out), out, x.shape)
     if match_dtype and x.dtype != y.dtype:
       out = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(out), y.cast(out)
@@ -173,6 +173,9 @@ class OpMixin:
     if (shape := x.shape) == y.shape: return x, y
     shape = _bshape(shape, y.shape)
     return x._broadcast_to(shape), y._broadcast_to(shape)
+  def _const_shaped(self, value, dtype: DType, shape) -> Self:
+    """A constant broadcast to shape (a Python scalar operand)."""
+    return self._const(value, dtype)._broadcast_to(shape)
   def _binop(self, op: str, y, reverse=False, dtype=None) -> Self:
     a, b = self._broadcasted(y, reverse)
     return a._alu(op, b, dtype=dtype)
