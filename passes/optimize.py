@@ -99,6 +99,21 @@ def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]
   if ra - T and ra.isdisjoint({loops[0]}) and not rb.isdisjoint({loops[0]}): a, b, ra, rb = b, a, rb, ra
   return red, a, b, [r for r in loops if r in ra - T], [r for r in loops if r not in ra], K, [r for r in loops if r in T]
 
+def column_sum(f: Func, loops: list[UOp]) -> Func | None:
+  """f with its one f32 add reduce's source times 1, when that reduce reads memory across its k (a bias gradient: a
+  column sum of rows) while the innermost loop reads along it: plain loops would step a row per term and add one
+  column at a time; as a contraction with a ones vector, the rows are packed in panels and summed NR columns at a
+  time (256 x 512: 16 us against 214)."""
+  reds = [u for u in f.roots[0].toposort if u.op is Ops.REDUCE and u.attrs.get("op") == "add" and u.dtype is dtypes.float32]
+  if len(reds) != 1 or (red := reds[0]).src[0].op is Ops.MUL or not loops: return None
+  inner, k = max(loops, key=lambda r: r.attrs["axis"]), max(red.src[1:], key=lambda r: r.attrs["axis"])
+  loads = [x for x in red.src[0].toposort if x.op is Ops.LOAD and x.src[0].op is Ops.INDEX and len(x.src[0].src) == 2]
+  forms = [affine(x.src[0].src[1], {}) for x in loads]
+  if not forms or any(fm is None or fm.get(k, 0) == 1 for fm in forms) or not any(fm.get(inner) == 1 for fm in forms): return None
+  one = UOp(Ops.CONST, dtypes.float32, (), attrs(value=1.0))
+  new = red.replace(src=(UOp(Ops.MUL, dtypes.float32, (red.src[0], one), None, red.loc), *red.src[1:]))
+  return replace(f, roots=[f.roots[0].substitute({red: new})])
+
 def k_contiguous(x: UOp, k: UOp) -> bool:
   """Whether x is a load whose address steps by 1 with reduce range k."""
   return x.op is Ops.LOAD and x.src[0].op is Ops.INDEX and len(x.src[0].src) == 2 and (f := affine(x.src[0].src[1], {})) is not None and f.get(k) == 1
@@ -224,7 +239,9 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   body = sum(1 for u in nodes if u.dtype not in (dtypes.index, dtypes.bool, dtypes.void) and u.op is not Ops.CONST)
   work = body * (prod(_size(r) for r in loops) + sum(prod(_size(r) for r in u.src[1:]) * prod(_size(r) for r in _rngs(u) if r in loops)
                                                       for u in nodes if u.op is Ops.REDUCE))
-  if 2 * prod(_size(r) for r in rngs) >= MM_MIN_FLOPS and (c := contraction(f)) is not None:   # size first: contraction asks Z3
+  size = 2 * prod(_size(r) for r in rngs)
+  if (size >= MM_MIN_FLOPS and (c := contraction(f)) is not None   # size first: contraction asks Z3
+      or size >= MM_MIN_FLOPS >> 4 and (g := column_sum(f, loops)) is not None and (c := contraction(g)) is not None and (f := g)):
     _, _, _, I, J, K, _ = c
     attrs["uop.contraction"] = (*contraction_tiles(prod(map(_size, I)), prod(map(_size, J)), prod(map(_size, K)), vec, caches, threads), vec)
     if threads > 1: attrs["uop.threads"] = threads

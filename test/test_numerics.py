@@ -102,3 +102,13 @@ def test_compare_with_out_of_range_int(dt):
       except OverflowError: continue
       np.testing.assert_array_equal(f(t, v).numpy(), ref, err_msg=f"{dt} {name} {v!r}")
       if type(v) is int: np.testing.assert_array_equal(f(v, t).numpy(), f(v, a), err_msg=f"{v!r} {name} {dt}")
+
+@pytest.mark.parametrize("shape", [(256, 512), (300, 77), (64, 1000), (3, 100000), (1000, 17), (2, 33, 40)])
+def test_column_sums_as_contractions(shape):
+  """Sums over a leading axis (bias gradients) run as a contraction with a ones vector once they are big enough: the
+  values, of a plain load and of a fused elementwise source, match numpy's (float64 reference)."""
+  r = np.random.default_rng(len(shape) + shape[0])
+  a, b = r.standard_normal(shape, dtype=np.float32), r.standard_normal(shape[1:], dtype=np.float32)
+  A, B = Tensor(a), Tensor(b)
+  np.testing.assert_allclose(A.sum(0).numpy(), a.astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(((A > 0).where(A * B, 0)).sum(0).numpy(), np.where(a > 0, a * b, 0).astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
