@@ -225,7 +225,8 @@ class Lowerer:
       if (tw := twin(red, nodes, loops)) is None: raise PassError(f"@{self.f.name}: uop.keep names a reduce its loops do not recompute", red.loc)
       (t, K, J), src = tw, red.src[0]
       sizes = [im.cval(r.src[0]) for r in K]
-      if n == 0 and (out := in_place(self.sink, red, t, J)) is not None:   # the output row: stored for k, loaded back at j
+      # the output row (stored for k, loaded back at j), unless the output goes out in nontemporal lanes (past the cache)
+      if n == 0 and not self.lanes and (out := in_place(self.sink, red, t, J)) is not None:
         buf, at = out.src[0].src
         kat, jat = at.substitute(dict(zip(J, K))), at
       else:
@@ -312,7 +313,9 @@ class Lowerer:
     elif u.op is Ops.STORE:
       idx, v = u.src
       if idx.op is not Ops.INDEX: raise PassError("uop.store must store through a uop.index", u.loc)
-      if self.lanes and u not in self.kept_stores: return self.store_lanes(u)
+      # a kept value's store (to a scratch row) is no output store: lowering rebuilds its node (affine index forms),
+      # so it is known by its buffer too
+      if self.lanes and u not in self.kept_stores and idx.src[0] not in self.scratch: return self.store_lanes(u)
       buf, i, gate = self.address(idx)
       val = self.value(v)
       fr = self.target(u)
