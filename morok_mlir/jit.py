@@ -111,7 +111,8 @@ class TinyJit:
     # state); one that never settles within MAX_TRIES calls runs normally from then on
     trace = [id(e.sched) for e in rec.execs]
     with self.lock:
-      if any(None in e.srcs for e in rec.execs) or rec.reads_data(tensors, [b for t, u0 in before if t.uop is not u0 and (b := _buffer(u0)) is not None]):
+      state = [b for t, u0 in before if t.uop is not u0 and (b := _buffer(u0)) is not None]
+      if any(None in e.srcs for e in rec.execs) or rec.reads_data(tensors, state):
         self.replayable = False   # None: symbolic sizes' values
       elif trace == self.last and self.plan is None:
         self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0])

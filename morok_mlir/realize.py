@@ -31,7 +31,8 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
   that are not supported (complex, object, str, datetime, structured, longdouble) raise TypeError at loc."""
   if type(data) is Buffer:
     u = UOp.unique(Ops.BUFFER, data.dtype, (("id", next(_ids)), ("shape", tuple(shape))), loc)   # attrs(id=, shape=), prebuilt
-    if data.device == "CPU": (data._buf if data._buf is not None and data.base is None else data.as_numpy()).flags.writeable = False   # contents never change (see below)
+    if data.device == "CPU":   # contents never change (see below)
+      (data._buf if data._buf is not None and data.base is None else data.as_numpy()).flags.writeable = False
     u.__dict__["buffer"] = data
     return u
   if dtype is None:

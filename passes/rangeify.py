@@ -27,7 +27,6 @@ from morok_mlir.core.threefry import threefry2x32
 
 
 VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work
-NOT_CHAIN = {Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.BUFFER, Ops.CONST, Ops.CONTIGUOUS, Ops.COPY, Ops.SCATTER, Ops.ASSIGN, Ops.GATHER, Ops.DEFINE_VAR, Ops.BIND}
 SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
 
 class Rangeifier:

@@ -139,3 +139,17 @@ def test_repeated_calls_replay_and_data_dependent_graphs_do_not():
     x = (np.random.default_rng(i).standard_normal(6) > 0).astype(np.float32)
     np.testing.assert_equal(nz(x=x)["y"], np.array(np.nonzero(x), np.float32))
   assert all(j.plan is None for j in nz._jits.values())
+
+def test_calls_from_threads_share_one_replay():
+  """Four threads call one model with their own inputs while it is recorded and replayed: every result is right."""
+  import threading
+  m, errs = OnnxModel(_mlp()), []
+  def work(seed):
+    r = np.random.default_rng(seed)
+    for _ in range(12):
+      x = r.standard_normal((2, 3)).astype(np.float32)
+      if not np.allclose(got := m(x=x)["y"], _mlp_ref(x), rtol=1e-5, atol=1e-6): errs.append(np.abs(got - _mlp_ref(x)).max())
+  ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  assert not errs

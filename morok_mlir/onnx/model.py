@@ -2,7 +2,7 @@
 Tensors, each node is one call into the op table (ops.py), and the outputs are realized together at the end. The whole
 graph (subgraphs included) is checked against the table before anything runs."""
 from __future__ import annotations
-import os
+import os, threading
 import numpy as np
 import onnx
 from onnx import numpy_helper, helper
@@ -142,6 +142,7 @@ class OnnxModel:
     self.output_names = [o.name for o in self.graph.output]
     self._folded: dict = {}   # run_graph's values that depend on no graph input, realized on the first call
     self._jits: dict = {}     # the inputs' names, shapes, dtypes and devices -> a TinyJit of the graph on them (see __call__)
+    self._jit_lock = threading.Lock()
 
   def __call__(self, inputs: dict | None = None, as_numpy: bool = True, **kw) -> dict:
     inputs = {**(inputs or {}), **kw}
@@ -157,16 +158,18 @@ class OnnxModel:
         raise ValueError(f"input {vi.name!r} must have shape {[d.dim_value if d.HasField('dim_value') else d.dim_param for d in tt.shape.dim]}"
                          f", got {v.shape}")
     inits = {i.name for i in self.graph.initializer}
-    if inits & set(inputs) or not all(isinstance(v, Tensor) for v in vals.values()): outs = self._run(vals, None if inits & set(inputs) else self._folded)
+    if inits & set(inputs): outs = self._run(vals, None)
+    elif not all(isinstance(v, Tensor) for v in vals.values()): outs = self._run(vals, self._folded)
     else:
       # A graph whose host reads (shapes, axes, counts) see only constants and the inputs' shapes is the same kernels
       # for inputs of the same shapes: TinyJit replays them without interpreting the graph again. One that reads an
       # input's data on the host (NonZero, a Loop's count) is never replayed (TinyJit sees the read) and runs normally.
       names = sorted(vals)
       key = tuple((n, vals[n].shape, vals[n].dtype, vals[n].device) for n in names)
-      if (jit := self._jits.get(key)) is None:
-        if len(self._jits) >= self.MAX_JITS: del self._jits[next(iter(self._jits))]
-        jit = self._jits[key] = TinyJit(lambda *ts: self._run(dict(zip(names, ts)), self._folded))
+      with self._jit_lock:
+        if (jit := self._jits.get(key)) is None:
+          if len(self._jits) >= self.MAX_JITS: del self._jits[next(iter(self._jits))]
+          jit = self._jits[key] = TinyJit(lambda *ts: self._run(dict(zip(names, ts)), self._folded))
       outs = jit(*[vals[n] for n in names])
     return dict(zip(self.output_names, [_numpy(o) for o in outs] if as_numpy else outs))
 
