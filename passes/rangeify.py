@@ -5,8 +5,10 @@ value at those indices, walking the graph: movement ops only transform the index
 gates loads and selects 0 outside, expand indexes 0, reduce_axis opens `reduce` ranges and becomes `uop.reduce`.
 
 What gets materialised (`uop.bufferize`): `contiguous`, a reduce_axis whose result is broadcast along a
-loop that is *outer* to the loops it depends on (inlining it there would recompute it per outer iteration), and a
-value that a second kernel needs when it costs SHARED_COST ops or more (`Rangeifier.note`).
+loop that is *outer* to the loops it depends on (inlining it there would recompute it per outer iteration), a
+value that a second kernel needs when it costs SHARED_COST ops or more (`Rangeifier.note`), the elementwise chain on a
+reduce worth a kernel when a later reduce reads it (`epilogue`: the bias and relu run once in the product's kernel,
+instead of per read), and a second product met inline in a kernel that computes one already (uop-optimize tiles one).
 A reduce that depends only on a prefix of the loop nest stays inline: the CPU lowering computes it once per
 iteration of that prefix, so `x - x.max(1, keepdim=True)` and softmax are one kernel each.
 
