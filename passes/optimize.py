@@ -75,7 +75,8 @@ def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]
   ends = [u for u in f.roots[0].toposort if u.op is Ops.END]
   if len(ends) != 1 or ends[0].src[0].op is not Ops.STORE: return None
   loops = sorted(ends[0].src[1:], key=lambda r: r.attrs["axis"])
-  reds = [u for u in ends[0].src[0].toposort if u.op is Ops.REDUCE and u.attrs.get("op") == "add" and u.dtype is dtypes.float32 and u.src[0].op is Ops.MUL]
+  reds = [u for u in ends[0].src[0].toposort if u.op is Ops.REDUCE and u.dtype is dtypes.float32 and u.src[0].op is Ops.MUL
+          and (u.attrs.get("op") == "add" or u.attrs.get("op") in ("max", "min") and u.src[0].src[1] is ONE)]
   if len(reds) != 1: return None
   red = reds[0]
   K = sorted(red.src[1:], key=lambda r: r.attrs["axis"])
@@ -99,19 +100,20 @@ def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]
   if ra - T and ra.isdisjoint({loops[0]}) and not rb.isdisjoint({loops[0]}): a, b, ra, rb = b, a, rb, ra
   return red, a, b, [r for r in loops if r in ra - T], [r for r in loops if r not in ra], K, [r for r in loops if r in T]
 
-def column_sum(f: Func, loops: list[UOp]) -> Func | None:
-  """f with its one f32 add reduce's source times 1, when that reduce reads memory across its k (a bias gradient: a
-  column sum of rows) while the innermost loop reads along it: plain loops would step a row per term and add one
-  column at a time; as a contraction with a ones vector, the rows are packed in panels and summed NR columns at a
-  time (256 x 512: 16 us against 214)."""
-  reds = [u for u in f.roots[0].toposort if u.op is Ops.REDUCE and u.attrs.get("op") == "add" and u.dtype is dtypes.float32]
-  if len(reds) != 1 or (red := reds[0]).src[0].op is Ops.MUL or not loops: return None
+ONE = UOp(Ops.CONST, dtypes.float32, (), attrs(value=1.0))
+def column_reduce(f: Func, loops: list[UOp]) -> Func | None:
+  """f with its one f32 reduce's source times ONE, when that reduce reads memory across its k (a bias gradient: a
+  column sum of rows; `x.max(0)`) while the innermost loop reads along it: plain loops would step a row per term and
+  reduce one column at a time; as a contraction with a ones vector (a max or min one combines with max or min instead of
+  an FMA, see contraction), the rows are packed in panels and reduced NR columns at a time (a sum over 256 x 512: 16 us
+  against 214)."""
+  reds = [u for u in f.roots[0].toposort if u.op is Ops.REDUCE and u.attrs.get("op") in ("add", "max", "min") and u.dtype is dtypes.float32]
+  if len(reds) != 1 or (red := reds[0]).src[0].op is Ops.MUL and red.attrs.get("op") == "add" or not loops: return None
   inner, k = max(loops, key=lambda r: r.attrs["axis"]), max(red.src[1:], key=lambda r: r.attrs["axis"])
   loads = [x for x in red.src[0].toposort if x.op is Ops.LOAD and x.src[0].op is Ops.INDEX and len(x.src[0].src) == 2]
   forms = [affine(x.src[0].src[1], {}) for x in loads]
   if not forms or any(fm is None or fm.get(k, 0) == 1 for fm in forms) or not any(fm.get(inner) == 1 for fm in forms): return None
-  one = UOp(Ops.CONST, dtypes.float32, (), attrs(value=1.0))
-  new = red.replace(src=(UOp(Ops.MUL, dtypes.float32, (red.src[0], one), None, red.loc), *red.src[1:]))
+  new = red.replace(src=(UOp(Ops.MUL, dtypes.float32, (red.src[0], ONE), None, red.loc), *red.src[1:]))
   return replace(f, roots=[f.roots[0].substitute({red: new})])
 
 def k_contiguous(x: UOp, k: UOp) -> bool:
@@ -241,7 +243,7 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
                                                       for u in nodes if u.op is Ops.REDUCE))
   size = 2 * prod(_size(r) for r in rngs)
   if (size >= MM_MIN_FLOPS and (c := contraction(f)) is not None   # size first: contraction asks Z3
-      or size >= MM_MIN_FLOPS >> 4 and (g := column_sum(f, loops)) is not None and (c := contraction(g)) is not None and (f := g)):
+      or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g)) is not None and (f := g)):
     _, _, _, I, J, K, _ = c
     attrs["uop.contraction"] = (*contraction_tiles(prod(map(_size, I)), prod(map(_size, J)), prod(map(_size, K)), vec, caches, threads), vec)
     if threads > 1: attrs["uop.threads"] = threads

@@ -112,3 +112,17 @@ def test_column_sums_as_contractions(shape):
   A, B = Tensor(a), Tensor(b)
   np.testing.assert_allclose(A.sum(0).numpy(), a.astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
   np.testing.assert_allclose(((A > 0).where(A * B, 0)).sum(0).numpy(), np.where(a > 0, a * b, 0).astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("shape", [(256, 512), (300, 77), (3, 100000), (2, 33, 40)])
+def test_column_max_min_as_contractions(op, shape):
+  """max/min over a leading axis run as a contraction of the rows with max/min in place of the FMA: values, NaN (which
+  propagates, as numpy's), infinities and an all-infinite column match numpy."""
+  r = np.random.default_rng(shape[0])
+  a = r.standard_normal(shape, dtype=np.float32)
+  flat = a.reshape(a.shape[0], -1)
+  flat[1, 3], flat[0, 5], flat[:, 7] = np.nan, np.inf, -np.inf
+  flat[:, 9] = np.inf
+  got, want = getattr(Tensor(a), op)(0).numpy(), getattr(np, op)(a, 0)
+  np.testing.assert_array_equal(got, want)
+  np.testing.assert_array_equal(getattr(Tensor(a) * 2 - 1, op)(0).numpy(), getattr(np, op)(a * 2 - 1, 0))

@@ -560,6 +560,7 @@ class Contraction:
     self.f, self.name = f, name
     if (found := contraction(f)) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
     red, a, b, I, J, K, T = found
+    self.op = red.attrs["op"]   # add: a product's sum; max or min: a column reduce (a is ones, see optimize.column_reduce)
     if not (isinstance(c := f.attrs["uop.contraction"], tuple) and len(c) == 5 and all(type(x) is int and x > 0 for x in c)):
       raise PassError(f"@{f.name}: uop.contraction must be array<i64: MR, NR, KC, MC, VW> of positive sizes, got {attr_text(c)}")
     self.mr, self.nr, self.kc, self.mc, self.vw = c
@@ -682,7 +683,9 @@ class Contraction:
     add = lambda x, c: L(f"arith.addi {x}, {ci(c)} : index") if c else x
     c0, c1 = ci(0), ci(1)
     ck, ckc = ci(self.K), ci(kc)
-    zero = L(f"arith.constant dense<0.0> : {V}")
+    # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
+    op = self.op
+    zero = L(f"arith.constant dense<{ {'add': '0.0', 'max': '0xFF800000', 'min': '0x7F800000'}[op]}> : {V}")
     nb, mb = self.Np // nr, -(-self.Mp // mc)   # Bp panels, Ap row blocks: threads split the larger (each thread then
     by_m = mb > nb                               # streams only its share of the big operand from memory)
     batched = self.batch > 1                     # threads split the batch instead; each problem's offsets in the scratch
@@ -723,7 +726,8 @@ class Contraction:
       for r in range(mr):
         ar = L(f"memref.load {a_buf}[{add(ao, r) if self.direct_a is None else L(f'arith.addi {rbase[r]}, %k : index')}] : {a_ty}")
         av = L(f"vector.broadcast {ar} : f32 to {V}")
-        new += [L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") for v in range(nv)]
+        new += [L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") if op == "add" else
+                L(f"arith.{op}imumf {accs[r * nv + v]}, {L(f'arith.mulf {av}, {bv[v]} : {V}')} : {V}") for v in range(nv)]
       put(f"scf.yield {', '.join(new)} : {', '.join([V] * len(new))}"); depth[0] -= 1
       put("}")
       for i, o in enumerate(o for row in offs for o in row): put(f"vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
