@@ -37,7 +37,7 @@ Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel'
 `lower_module(funcs: list[Func]) -> str` (a whole kernel-level module). Unsupported input raises PassError."""
 from __future__ import annotations
 import re
-from math import prod
+from math import gcd, prod
 from morok_mlir.ir.bridge import Func, arg_buffer, attr_text, const_text, import_module, replace_module_body, type_text
 from morok_mlir.core.dtype import DType, PtrDType, dtypes
 from morok_mlir.core.uop import UOp, attrs
@@ -534,13 +534,111 @@ class Lowerer:
       mop = ("arith.extf" if wider else "arith.truncf") if cs == F else ("arith.extui" if cs == U else "arith.extsi") if wider else "arith.trunci"
     return L(f"{mop} {x} : {sl(s)} to {sl(d)}")
 
-def lower_kernel(f: Func, name: str | None = None) -> str:
-  """One kernel func (uop dialect, kernel level) -> a public func.func over signless memrefs (text)."""
-  lw = Lowerer(f)
+def lower_kernel(f: Func, name: str | None = None, lw: Lowerer | None = None) -> str:
+  """One kernel func (uop dialect, kernel level) -> a public func.func over signless memrefs (text); lw: its lowerer."""
+  lw = lw or Lowerer(f)
   lw.effect(lw.sink)
   args = ", ".join([f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else []))
   body = "".join(f"    {l}\n" for l in lw.root.lines)
   return f"  func.func @{name or f.name}({args}) {{\n{body}    return\n  }}\n"
+
+# ---------------------------------------------------------------- lanes: one range as vector lanes
+def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
+  """The step of index expression e per step of range `lane` when e is linear in it (other terms may be anything), else None."""
+  if e in memo: return memo[e]
+  if e is lane: c = 1
+  elif lane not in e.toposort: c = 0
+  elif e.op in (Ops.ADD, Ops.SUB) and None not in (cs := [lane_coef(s, lane, memo) for s in e.src]): c = cs[0] + cs[1] if e.op is Ops.ADD else cs[0] - cs[1]
+  elif e.op is Ops.MUL and (k := next((im.cval(s) for s in e.src if im.cval(s) is not None), None)) is not None:
+    c = None if (o := lane_coef(e.src[0] if im.cval(e.src[1]) == k else e.src[1], lane, memo)) is None else o * k
+  else: c = None
+  memo[e] = c
+  return c
+
+# ops a lane-dependent value may be made of (dtype class -> ops), and the largest address step a load's lanes may take
+LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL}, "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR},
+            "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD}}
+LANE_MAX_STEP = 4
+
+class LaneLowerer(Lowerer):
+  """A kernel whose range `lane` (size VW, closed by no loop) runs as the VW lanes of vectors: every value that depends
+  on it is a vector, the rest scalars (broadcast where they meet), and the one store writes VW consecutive elements.
+  A load whose address steps by s (1 <= s <= LANE_MAX_STEP) per lane reads s*VW consecutive elements with only each
+  s-th enabled (a masked load: lanes gated off, padding, are not accessed, wherever they point) and keeps those.
+  Contraction.pack_block's panels of a convolution's image side: VW neighbouring output columns."""
+  def __init__(self, f: Func, lane: UOp):
+    self.lane, self.vw = lane, im.cval(lane.src[0])
+    self.vec = set()
+    for u in f.roots[0].toposort:
+      if u is lane or any(s in self.vec for s in u.src): self.vec.add(u)
+    self.bcast: dict[UOp, tuple[Frame, str]] = {}
+    super().__init__(f)
+
+  @staticmethod
+  def supports(x: UOp, lane: UOp) -> bool:
+    """Whether x (a value of an f32 store whose address steps by 1 with `lane`) can be computed as lane vectors."""
+    memo: dict = {}
+    for u in x.toposort:
+      if lane not in u.toposort or u is lane or u.op is Ops.INDEX: continue
+      if u.dtype not in (dtypes.index, dtypes.bool, dtypes.float32) or u.op not in LANE_OPS[cls(u.dtype)]: return False
+      if u.op is Ops.WHERE and u.src[1].dtype is not dtypes.float32: return False
+      if u.op is Ops.LOAD:
+        idx = u.src[0]
+        if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER or not 1 <= (lane_coef(idx.src[1], lane, memo) or 0) <= LANE_MAX_STEP: return False
+    return True
+
+  def rs(self, u: UOp) -> frozenset:
+    self.ranges.setdefault(self.lane, frozenset())   # no loop runs over the lanes: their values sit in the loops around them
+    return super().rs(u)
+  def vty(self, dt: DType, n: int = 0) -> str: return f"vector<{n or self.vw}x{sl(dt)}>"
+  def vec_of(self, s: UOp, fr: Frame) -> str:
+    """s as a vector: its own value, or its scalar broadcast once in the loop it is computed in."""
+    if s in self.vec: return self.value(s)
+    if (b := self.bcast.get(s)) is not None and (b[0] is self.root or b[0] in self.open.values()): return b[1]
+    n, sfr = self.value(s), self.target(s)
+    self.bcast[s] = (sfr, name := self.line(sfr, f"vector.broadcast {n} : {sl(s.dtype)} to {self.vty(s.dtype)}"))
+    return name
+  def at0(self, e: UOp) -> str: return self.value(affine_simplify(e.substitute({self.lane: im.const(0)})))
+
+  def _value(self, u: UOp) -> str:
+    if u not in self.vec: return super()._value(u)
+    if (n := self.names.get(u)) is not None: return n
+    fr = self.target(u)
+    L = lambda text: self.line(fr, text)
+    if u is self.lane: return self.place(u, fr, L(f"arith.constant dense<{list(range(self.vw))}> : {self.vty(dtypes.index)}"))
+    if u.op is Ops.LOAD: return self.place(u, fr, self.vload(u, fr))
+    srcs = [self.vec_of(s, fr) for s in u.src]
+    sdt, c = u.src[0].dtype, cls(u.src[0].dtype)
+    if u.op is Ops.WHERE: return self.place(u, fr, L(f"arith.select {', '.join(srcs)} : {self.vty(dtypes.bool)}, {self.vty(u.dtype)}"))
+    if u.op is Ops.NEG: return self.place(u, fr, L(f"arith.negf {srcs[0]} : {self.vty(sdt)}"))
+    if u.op in CMP:
+      mop, pred = CMP[u.op][c].split()
+      return self.place(u, fr, L(f"{mop} {pred}, {srcs[0]}, {srcs[1]} : {self.vty(sdt)}"))
+    return self.place(u, fr, L(f"{ALU[u.op][c]} {', '.join(srcs)} : {self.vty(sdt)}"))
+
+  def vload(self, u: UOp, fr: Frame) -> str:
+    idx, vw = u.src[0], self.vw
+    buf, step, mt = self.value(idx.src[0]), lane_coef(idx.src[1], self.lane, {}), mem_type(idx.src[0].dtype)
+    base, n = self.at0(idx.src[1]), step * vw
+    L = lambda text: self.line(fr, text)
+    if len(idx.src) > 2: mask = self.vec_of(idx.src[2], fr)
+    elif step == 1: return L(f"vector.load {buf}[{base}] : {mt}, {self.vty(dtypes.float32)}")
+    else: mask = L(f"arith.constant dense<true> : {self.vty(dtypes.bool)}")
+    if step > 1:   # lane j's gate on element j*step, the elements between off
+      off = L(f"arith.constant dense<false> : {self.vty(dtypes.bool)}")
+      mask = L(f"vector.shuffle {mask}, {off} {[i // step if i % step == 0 else vw for i in range(n)]} : {self.vty(dtypes.bool)}, {self.vty(dtypes.bool)}")
+    zero = L(f"arith.constant dense<0.0> : {self.vty(dtypes.float32, n)}")
+    v = L(f"vector.maskedload {buf}[{base}], {mask}, {zero} : {mt}, {self.vty(dtypes.bool, n)}, {self.vty(dtypes.float32, n)} into {self.vty(dtypes.float32, n)}")
+    if step == 1: return v
+    return L(f"vector.shuffle {v}, {v} {[j * step for j in range(vw)]} : {self.vty(dtypes.float32, n)}, {self.vty(dtypes.float32, n)}")
+
+  def effect(self, u: UOp):
+    if u.op is not Ops.STORE or u not in self.vec or u in self.done: return super().effect(u)
+    self.done.add(u)
+    idx, v = u.src
+    fr = self.target(u)
+    val = self.vec_of(v, fr)
+    fr.lines.append(f"vector.store {val}, {self.value(idx.src[0])}[{self.at0(idx.src[1])}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
 
 # ---------------------------------------------------------------- contractions: packed operands + register-tiled FMAs
 class Contraction:
@@ -601,6 +699,7 @@ class Contraction:
       x = affine_simplify(x.substitute({r: im.const(0) for r in set(J) if r not in rs}))
       n_rows, per = prod(size(rs)), self.mc // w
       loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
+      if (lanes := pack_lanes(x, rs, w, buf, per, loop)) is not None: return lanes
       p, l, ks = loop(0, -(-n_rows // w)), loop(1, w), {r: loop(2 + i, s) for i, (r, s) in enumerate(zip(K, size(K)))}
       row = UOp(Ops.MIN, dtypes.index, (im.add(im.mul(p, im.const(w)), l), im.const(n_rows - 1)))
       kl = im.linearize([ks[r] for r in K], size(K))
@@ -609,6 +708,36 @@ class Contraction:
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
       return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, l, *ks.values())),))],
                   {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
+    def pack_lanes(x, rs, w, buf, per, loop):
+      # a panel's w rows are w neighbours in the innermost row range (a convolution's output columns), or, where w does
+      # not divide it (size S), pieces of up to J + 1 neighbouring runs: loops over panel p and k, the rows unravelled
+      # once per panel, the w rows as vector lanes (LaneLowerer). Each k then reads w elements a fixed step apart per
+      # piece and writes w consecutive ones. A piece's loads are gated to its lanes (the others may point anywhere);
+      # rows past the last (lanes of the last panel, reaching only C's pad rows) read the last row
+      sz = size(rs)
+      S, n_rows = sz[-1], prod(sz)
+      J = (S - gcd(w, S) + w - 1) // S   # the most row boundaries a panel crosses
+      lane = UOp(Ops.RANGE, dtypes.index, (im.const(w),), attrs(axis=1001, kind="lane"))
+      p, ks = loop(0, -(-n_rows // w)), {r: loop(2 + i, s) for i, (r, s) in enumerate(zip(K, size(K)))}
+      if J == 0: r0, c0 = im.idiv(p, S // w), im.mul(im.mod(p, S // w), im.const(w))
+      else: r0, c0 = im.idiv(im.mul(p, im.const(w)), S), im.mod(im.mul(p, im.const(w)), S)
+      col, val = im.add(c0, lane), None
+      for jj in range(J + 1):
+        row = UOp(Ops.MIN, dtypes.index, (im.add(r0, im.const(jj)), im.const(n_rows // S - 1))) if J else r0
+        xj = affine_simplify(x.substitute({**dict(zip(rs, (*im.unravel(row, sz[:-1]), im.sub(col, im.const(jj * S))))), **ks}))
+        if J == 0: val = xj; break
+        if (mine := im.in_bounds(col, jj * S, (jj + 1) * S)) is False: continue
+        if mine is not None:
+          gate = lambda ix: UOp(Ops.INDEX, ix.dtype, (*ix.src[:2], mine if len(ix.src) < 3 else UOp(Ops.AND, dtypes.bool, (ix.src[2], mine))))
+          xj = xj.substitute({u.src[0]: gate(u.src[0]) for u in xj.toposort if u.op is Ops.LOAD and lane in u.src[0].toposort})
+        val = xj if val is None else UOp(Ops.WHERE, dtypes.float32, (mine, xj, val)) if mine is not None else xj
+      if not LaneLowerer.supports(val, lane): return None
+      idx = im.add(im.add(im.mul(im.mod(p, per), im.const(self.K * w)), im.mul(im.linearize([ks[r] for r in K], size(K)), im.const(w))), lane)
+      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
+      self.lane = lane
+      return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, *ks.values())),))],
+                  {"uop.kernel": None, "uop.threads": 1})
+    self.lane = None   # pack_a's lane range, when its rows run as vector lanes
     self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False, self.Mp * self.K)
     self.pack_b = pack(b, J, self.nr, bp, True, self.Np * self.K)
     m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))
@@ -665,7 +794,8 @@ class Contraction:
     return [] if self.b_slot is None else [([e for e, _ in self.phases()].index(f"{self.name}_pack_b"), self.b_slot, 1)]
 
   def text(self) -> str:
-    return ((lower_kernel(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
+    lw = LaneLowerer(self.pack_a, self.lane) if self.lane is not None else None
+    return ((lower_kernel(self.pack_a, f"{self.name}_pack_a", lw) if self.pack_a is not None else "") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
             + self.mm() + lower_kernel(self.epi, f"{self.name}_epi"))
 
   def mm(self) -> str:
