@@ -666,9 +666,12 @@ class Contraction:
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
     self.direct_a = self.in_place(a, I, K, self.Np == self.nr) if not T else None
-    # B panels depend on b's one buffer alone (weights, typically): the runtime may keep them while that input lives
-    srcs = {u.src[0].src[0] for u in b.toposort if u.op is Ops.LOAD}
-    self.b_slot = next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER else None
+    # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
+    # a convolution of one image): the runtime may keep them while that input lives
+    def one_slot(x):
+      srcs = {u.src[0].src[0] for u in x.toposort if u.op is Ops.LOAD}
+      return next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER else None
+    self.a_slot, self.b_slot = one_slot(a), one_slot(b)
     # A packed per MC-row block inside mm, when threads split row blocks (more of them than B panels: convolutions,
     # tall operands): each thread's block (all of K, half as many floats as MC x KC: half of L2) stays in L2 from packing to use
     t = _int_attr(f, "uop.threads", 1)
@@ -790,8 +793,10 @@ class Contraction:
             (f"{self.name}_epi", par(self.epi, bt * self.M * self.N))]
 
   def reuse(self) -> list[tuple[int, int, int]]:
-    """(phase, argument, scratch) of pack_b when its panels are a function of one input buffer."""
-    return [] if self.b_slot is None else [([e for e, _ in self.phases()].index(f"{self.name}_pack_b"), self.b_slot, 1)]
+    """(phase, argument, scratch) of pack_a (a phase of its own) and pack_b when their panels are a function of one input buffer."""
+    names = [e for e, _ in self.phases()]
+    return [(names.index(f"{self.name}_pack_{x}"), slot, s) for x, slot, s in (("a", self.a_slot, 0), ("b", self.b_slot, 1))
+            if slot is not None and f"{self.name}_pack_{x}" in names]
 
   def text(self) -> str:
     lw = LaneLowerer(self.pack_a, self.lane) if self.lane is not None else None
