@@ -44,7 +44,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify, at_lane
-from morok_mlir.passes.optimize import blocked, contraction, in_place, twin
+from morok_mlir.passes.optimize import blocked, contraction, in_place, k_contiguous, twin
 from morok_mlir.passes.registry import register, PassError
 
 # ---------------------------------------------------------------- tables
@@ -673,10 +673,13 @@ class Contraction:
       return next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER else None
     self.a_slot, self.b_slot = one_slot(a), one_slot(b)
     # A packed per MC-row block inside mm, when threads split row blocks (more of them than B panels: convolutions,
-    # tall operands): each thread's block (all of K, half as many floats as MC x KC: half of L2) stays in L2 from packing to use
+    # tall operands): each thread's block (all of K, half as many floats as MC x KC: half of L2) stays in L2 from packing to use.
+    # Not a plain k-contiguous load of one buffer (weights, as in a convolution of one image): its own phase packs it,
+    # and that phase's result is kept per input (reuse)
     t = _int_attr(f, "uop.threads", 1)
     mc_blk = max(self.mr, min(self.mc, self.mc * self.kc // (2 * self.K) // self.mr * self.mr))
-    self.fused = self.direct_a is None and not T and -(-self.Mp // mc_blk) > self.Np // self.nr
+    self.fused = self.direct_a is None and not T and -(-self.Mp // mc_blk) > self.Np // self.nr and \
+      not (self.a_slot is not None and k_contiguous(a, K[-1]))
     if self.fused: self.mc = mc_blk
     # Ap, Bp, C; a batch (over T) of each, one after the other
     self.scratch = [self.batch * self.Mp * self.K if self.direct_a is None and not self.fused else 1, self.batch * self.Np * self.K,
@@ -689,6 +692,7 @@ class Contraction:
       # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first
       # for a), so reads follow its layout; the packed position needs only lin // w and lin % w
       x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
+      if (lanes := pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
       order = T + ((K + rs) if k_first else (rs + K))
       new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
       lin, kl = im.linearize([new[r] for r in rs], size(rs)), im.linearize([new[r] for r in K], size(K))
@@ -701,8 +705,8 @@ class Contraction:
       # lanes past M repeat it, reaching only C's pad rows) at the block-local position (p mod P)*K*w + k*w + l
       x = affine_simplify(x.substitute({r: im.const(0) for r in set(J) if r not in rs}))
       n_rows, per = prod(size(rs)), self.mc // w
+      if (lanes := pack_lanes(x, rs, w, buf, per=per)) is not None: return lanes
       loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
-      if (lanes := pack_lanes(x, rs, w, buf, per, loop)) is not None: return lanes
       p, l, ks = loop(0, -(-n_rows // w)), loop(1, w), {r: loop(2 + i, s) for i, (r, s) in enumerate(zip(K, size(K)))}
       row = UOp(Ops.MIN, dtypes.index, (im.add(im.mul(p, im.const(w)), l), im.const(n_rows - 1)))
       kl = im.linearize([ks[r] for r in K], size(K))
@@ -711,36 +715,45 @@ class Contraction:
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
       return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, l, *ks.values())),))],
                   {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
-    def pack_lanes(x, rs, w, buf, per, loop):
-      # a panel's w rows are w neighbours in the innermost row range (a convolution's output columns), or, where w does
-      # not divide it (size S), pieces of up to J + 1 neighbouring runs: loops over panel p and k, the rows unravelled
-      # once per panel, the w rows as vector lanes (LaneLowerer). Each k then reads w elements a fixed step apart per
-      # piece and writes w consecutive ones. A piece's loads are gated to its lanes (the others may point anywhere);
-      # rows past the last (lanes of the last panel, reaching only C's pad rows) read the last row
+    def pack_lanes(x, rs, w, buf, per=0, per_batch=0):
+      # panels whose rows are neighbours in the innermost row range (a convolution's output columns) as vector lanes
+      # (LaneLowerer): loops over the batch, panel p, lane group v (L = VW rows of a w-row panel) and k, the rows
+      # unravelled once per group. Each k then reads L elements a fixed step apart and writes L consecutive ones.
+      # Where L does not divide that range (size S), a group spans pieces of up to J + 1 runs: each piece's loads are
+      # gated to its lanes (the others may point anywhere), and rows past the last (lanes of the last panel, reaching
+      # only C's pad rows) read the last row. per: panels per block (a block packed inside mm), else the whole operand
+      if not rs: return None
       sz = size(rs)
-      S, n_rows = sz[-1], prod(sz)
-      J = (S - gcd(w, S) + w - 1) // S   # the most row boundaries a panel crosses
-      lane = UOp(Ops.RANGE, dtypes.index, (im.const(w),), attrs(axis=1001, kind="lane"))
-      p, ks = loop(0, -(-n_rows // w)), {r: loop(2 + i, s) for i, (r, s) in enumerate(zip(K, size(K)))}
-      if J == 0: r0, c0 = im.idiv(p, S // w), im.mul(im.mod(p, S // w), im.const(w))
-      else: r0, c0 = im.idiv(im.mul(p, im.const(w)), S), im.mod(im.mul(p, im.const(w)), S)
-      col, val = im.add(c0, lane), None
+      S, n_rows, L = sz[-1], prod(sz), self.vw if w % self.vw == 0 else w
+      J = (S - gcd(L, S) + L - 1) // S   # the most row boundaries a group crosses
+      loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
+      ts = [loop(i, n) for i, n in enumerate(size(T) if not per else [])]
+      p, v = loop(len(ts), -(-n_rows // w)), loop(len(ts) + 1, w // L) if w > L else im.const(0)
+      ks = {r: loop(len(ts) + 2 + i, n) for i, (r, n) in enumerate(zip(K, size(K)))}
+      lane = UOp(Ops.RANGE, dtypes.index, (im.const(L),), attrs(axis=2000, kind="lane"))
+      row0 = im.add(im.mul(p, im.const(w)), im.mul(v, im.const(L)))
+      r0, col, val = im.idiv(row0, S), im.add(im.mod(row0, S), lane), None
+      clamp = J or n_rows % w
+      sub = {**dict(zip(T, ts)), **ks}
       for jj in range(J + 1):
-        row = UOp(Ops.MIN, dtypes.index, (im.add(r0, im.const(jj)), im.const(n_rows // S - 1))) if J else r0
-        xj = affine_simplify(x.substitute({**dict(zip(rs, (*im.unravel(row, sz[:-1]), im.sub(col, im.const(jj * S))))), **ks}))
-        if J == 0: val = xj; break
-        if (mine := im.in_bounds(col, jj * S, (jj + 1) * S)) is False: continue
+        row = UOp(Ops.MIN, dtypes.index, (im.add(r0, im.const(jj)), im.const(n_rows // S - 1))) if clamp else r0
+        xj = affine_simplify(x.substitute({**dict(zip(rs, (*im.unravel(row, sz[:-1]), im.sub(col, im.const(jj * S))))), **sub}))
+        if (mine := im.in_bounds(col, jj * S, (jj + 1) * S) if J else None) is False: continue
         if mine is not None:
           gate = lambda ix: UOp(Ops.INDEX, ix.dtype, (*ix.src[:2], mine if len(ix.src) < 3 else UOp(Ops.AND, dtypes.bool, (ix.src[2], mine))))
           xj = xj.substitute({u.src[0]: gate(u.src[0]) for u in xj.toposort if u.op is Ops.LOAD and lane in u.src[0].toposort})
-        val = xj if val is None else UOp(Ops.WHERE, dtypes.float32, (mine, xj, val)) if mine is not None else xj
+        val = xj if val is None or mine is None else UOp(Ops.WHERE, dtypes.float32, (mine, xj, val))
       if not LaneLowerer.supports(val, lane): return None
-      idx = im.add(im.add(im.mul(im.mod(p, per), im.const(self.K * w)), im.mul(im.linearize([ks[r] for r in K], size(K)), im.const(w))), lane)
+      kl = im.linearize([ks[r] for r in K], size(K))
+      idx = im.add(im.add(im.mul(im.mod(p, per) if per else p, im.const(self.K * w)), im.mul(kl, im.const(w))), im.add(im.mul(v, im.const(L)), lane))
+      if ts: idx = im.add(im.mul(im.linearize(ts, size(T)), im.const(per_batch)), idx)
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
-      self.lane = lane
-      return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, *ks.values())),))],
-                  {"uop.kernel": None, "uop.threads": 1})
-    self.lane = None   # pack_a's lane range, when its rows run as vector lanes
+      loops = [*ts, p, *([v] if w > L else []), *ks.values()]
+      f = Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *loops)),))],
+               {"uop.kernel": None, **({"uop.threads": 1} if per else thr)})
+      self.lane_of[id(f)] = lane
+      return f
+    self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
     self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False, self.Mp * self.K)
     self.pack_b = pack(b, J, self.nr, bp, True, self.Np * self.K)
     m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))
@@ -799,8 +812,8 @@ class Contraction:
             if slot is not None and f"{self.name}_pack_{x}" in names]
 
   def text(self) -> str:
-    lw = LaneLowerer(self.pack_a, self.lane) if self.lane is not None else None
-    return ((lower_kernel(self.pack_a, f"{self.name}_pack_a", lw) if self.pack_a is not None else "") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
+    low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
+    return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
             + self.mm() + lower_kernel(self.epi, f"{self.name}_epi"))
 
   def mm(self) -> str:
