@@ -564,7 +564,8 @@ class LaneLowerer(Lowerer):
   """A kernel whose range `lane` (size VW, closed by no loop) runs as the VW lanes of vectors: every value that depends
   on it is a vector, the rest scalars (broadcast where they meet), and the one store writes VW consecutive elements.
   A load whose address steps by s (1 <= s <= LANE_MAX_STEP) per lane reads s*VW consecutive elements with only each
-  s-th enabled (a masked load: lanes gated off, padding, are not accessed, wherever they point) and keeps those.
+  s-th enabled (a masked load: lanes gated off, padding, are not accessed, wherever they point) and keeps those; one
+  whose address does not step (its gate does) reads its element where any lane's gate holds.
   Contraction.pack_block's panels of a convolution's image side: VW neighbouring output columns."""
   def __init__(self, f: Func, lane: UOp):
     self.lane, self.vw = lane, im.cval(lane.src[0])
@@ -584,7 +585,8 @@ class LaneLowerer(Lowerer):
       if u.op is Ops.WHERE and u.src[1].dtype is not dtypes.float32: return False
       if u.op is Ops.LOAD:
         idx = u.src[0]
-        if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER or not 1 <= (lane_coef(idx.src[1], lane, memo) or 0) <= LANE_MAX_STEP: return False
+        if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER: return False
+        if (c := lane_coef(idx.src[1], lane, memo)) is None or not 0 <= c <= LANE_MAX_STEP or c == 0 and len(idx.src) < 3: return False
     return True
 
   def rs(self, u: UOp) -> frozenset:
@@ -621,6 +623,12 @@ class LaneLowerer(Lowerer):
     buf, step, mt = self.value(idx.src[0]), lane_coef(idx.src[1], self.lane, {}), mem_type(idx.src[0].dtype)
     base, n = self.at0(idx.src[1]), step * vw
     L = lambda text: self.line(fr, text)
+    if step == 0:   # one element, gated per lane: read where any lane's gate holds (then it is in bounds)
+      mask = self.value(idx.src[2])
+      some = L(f"vector.reduction <or>, {mask} : {self.vty(dtypes.bool)} into i1")
+      v = L(f"memref.load {buf}[{L(f'arith.select {some}, {base}, {self.const(0, dtypes.index)} : index')}] : {mt}")
+      zero = L(f"arith.constant dense<0.0> : {self.vty(dtypes.float32)}")
+      return L(f"arith.select {mask}, {L(f'vector.broadcast {v} : f32 to {self.vty(dtypes.float32)}')}, {zero} : {self.vty(dtypes.bool)}, {self.vty(dtypes.float32)}")
     if len(idx.src) > 2: mask = self.vec_of(idx.src[2], fr)
     elif step == 1: return L(f"vector.load {buf}[{base}] : {mt}, {self.vty(dtypes.float32)}")
     else: mask = L(f"arith.constant dense<true> : {self.vty(dtypes.bool)}")
