@@ -725,7 +725,7 @@ class Contraction:
                   {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
     def pack_lanes(x, rs, w, buf, per=0, per_batch=0):
       # panels whose rows are neighbours in the innermost row range (a convolution's output columns) as vector lanes
-      # (LaneLowerer): loops over the batch, panel p, lane group v (L = VW rows of a w-row panel) and k, the rows
+      # (LaneLowerer): loops over the batch, panel p, k and lane group v (L = VW rows of a w-row panel), the rows
       # unravelled once per group. Each k then reads L elements a fixed step apart and writes L consecutive ones.
       # Where L does not divide that range (size S), a group spans pieces of up to J + 1 runs: each piece's loads are
       # gated to its lanes (the others may point anywhere), and rows past the last (lanes of the last panel, reaching
@@ -736,8 +736,8 @@ class Contraction:
       J = (S - gcd(L, S) + L - 1) // S   # the most row boundaries a group crosses
       loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
       ts = [loop(i, n) for i, n in enumerate(size(T) if not per else [])]
-      p, v = loop(len(ts), -(-n_rows // w)), loop(len(ts) + 1, w // L) if w > L else im.const(0)
-      ks = {r: loop(len(ts) + 2 + i, n) for i, (r, n) in enumerate(zip(K, size(K)))}
+      p, ks = loop(len(ts), -(-n_rows // w)), {r: loop(len(ts) + 1 + i, n) for i, (r, n) in enumerate(zip(K, size(K)))}
+      v = loop(len(ts) + 1 + len(K), w // L) if w > L else im.const(0)   # innermost: a k row's panel is read once
       lane = UOp(Ops.RANGE, dtypes.index, (im.const(L),), attrs(axis=2000, kind="lane"))
       row0 = im.add(im.mul(p, im.const(w)), im.mul(v, im.const(L)))
       r0, col, val = im.idiv(row0, S), im.add(im.mod(row0, S), lane), None
@@ -756,7 +756,7 @@ class Contraction:
       idx = im.add(im.add(im.mul(im.mod(p, per) if per else p, im.const(self.K * w)), im.mul(kl, im.const(w))), im.add(im.mul(v, im.const(L)), lane))
       if ts: idx = im.add(im.mul(im.linearize(ts, size(T)), im.const(per_batch)), idx)
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
-      loops = [*ts, p, *([v] if w > L else []), *ks.values()]
+      loops = [*ts, p, *ks.values(), *([v] if w > L else [])]
       f = Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *loops)),))],
                {"uop.kernel": None, **({"uop.threads": 1} if per else thr)})
       self.lane_of[id(f)] = lane
