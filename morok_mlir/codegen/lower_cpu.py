@@ -768,7 +768,12 @@ class Contraction:
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
     if T: ci = im.add(im.mul(im.linearize(T, size(T)), im.const(self.Mp * self.Np)), ci)
     c = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, ci)),))
-    self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c, **self.packed_sums(a, I, K, T, ap)})], {"uop.kernel": None, **thr})
+    epi = f.roots[0].substitute({red: c, **self.packed_sums(a, I, K, T, ap)})
+    if I and J and max(I + J, key=_axis) is I[-1]:
+      # the output steps along A's last row range (NCHW conv with the image as A) while C steps along B's: the loops over
+      # B's ranges move inside A's others, so a few rows of C stay in L1 while their columns go out, one at a time
+      epi = epi.substitute({r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + I[:-1] + J + I[-1:])})
+    self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **thr})
 
   def packed_sums(self, a: UOp, I: list[UOp], K: list[UOp], T: list[UOp], ap: UOp) -> dict[UOp, UOp]:
     """The epilogue's sums of a itself over ranges like K (attention's softmax row sums of the exps its product
