@@ -88,6 +88,17 @@ def test_conv_image_packed_as_lanes(xs, ws, kw):
   want = np.maximum(conv_ref(x, w, **kw) + b.reshape(1, -1, 1, 1), 0)
   np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-4)
 
+@pytest.mark.parametrize("xs,ws,image", [((1, 64, 7, 7), (128, 64, 3, 3), "a"), ((1, 64, 14, 14), (128, 64, 1, 1), "a"),
+                                          ((1, 16, 32, 32), (64, 16, 3, 3), "b"), ((2, 64, 7, 7), (128, 64, 3, 3), "a")])
+def test_small_image_output_is_a(xs, ws, image):
+  """A convolution of one image packs its image as B (NR-wide panels) unless its output positions pad much worse so than
+  to MR rows (7x7: 49 -> 64 vs 56; 32x32 divides both): then the image is A and the weights the B panels."""
+  R._schedule_cache.clear()
+  x, w = rnd(*xs), rnd(*ws) * 0.1
+  t = Tensor(x).conv2d(Tensor(w), padding=ws[-1] // 2)
+  assert pack_forms(t)[image] == "lanes"
+  np.testing.assert_allclose(t.numpy(), conv_ref(x, w, padding=ws[-1] // 2), rtol=1e-4, atol=1e-4)
+
 def test_lanes_compute_a_fused_operand():
   """An operand computed while packing (relu of a padded image, a per-channel scale) runs as lane vectors too."""
   R._schedule_cache.clear()
