@@ -548,7 +548,8 @@ def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
   if e in memo: return memo[e]
   if e is lane: c = 1
   elif lane not in e.toposort: c = 0
-  elif e.op in (Ops.ADD, Ops.SUB) and None not in (cs := [lane_coef(s, lane, memo) for s in e.src]): c = cs[0] + cs[1] if e.op is Ops.ADD else cs[0] - cs[1]
+  elif e.op in (Ops.ADD, Ops.SUB) and None not in (cs := [lane_coef(s, lane, memo) for s in e.src]):
+    c = cs[0] + cs[1] if e.op is Ops.ADD else cs[0] - cs[1]
   elif e.op is Ops.MUL and (k := next((im.cval(s) for s in e.src if im.cval(s) is not None), None)) is not None:
     c = None if (o := lane_coef(e.src[0] if im.cval(e.src[1]) == k else e.src[1], lane, memo)) is None else o * k
   else: c = None
@@ -628,15 +629,18 @@ class LaneLowerer(Lowerer):
       some = L(f"vector.reduction <or>, {mask} : {self.vty(dtypes.bool)} into i1")
       v = L(f"memref.load {buf}[{L(f'arith.select {some}, {base}, {self.const(0, dtypes.index)} : index')}] : {mt}")
       zero = L(f"arith.constant dense<0.0> : {self.vty(dtypes.float32)}")
-      return L(f"arith.select {mask}, {L(f'vector.broadcast {v} : f32 to {self.vty(dtypes.float32)}')}, {zero} : {self.vty(dtypes.bool)}, {self.vty(dtypes.float32)}")
+      vec = L(f"vector.broadcast {v} : f32 to {self.vty(dtypes.float32)}")
+      return L(f"arith.select {mask}, {vec}, {zero} : {self.vty(dtypes.bool)}, {self.vty(dtypes.float32)}")
     if len(idx.src) > 2: mask = self.vec_of(idx.src[2], fr)
     elif step == 1: return L(f"vector.load {buf}[{base}] : {mt}, {self.vty(dtypes.float32)}")
     else: mask = L(f"arith.constant dense<true> : {self.vty(dtypes.bool)}")
     if step > 1:   # lane j's gate on element j*step, the elements between off
       off = L(f"arith.constant dense<false> : {self.vty(dtypes.bool)}")
-      mask = L(f"vector.shuffle {mask}, {off} {[i // step if i % step == 0 else vw for i in range(n)]} : {self.vty(dtypes.bool)}, {self.vty(dtypes.bool)}")
+      spread = [i // step if i % step == 0 else vw for i in range(n)]
+      mask = L(f"vector.shuffle {mask}, {off} {spread} : {self.vty(dtypes.bool)}, {self.vty(dtypes.bool)}")
     zero = L(f"arith.constant dense<0.0> : {self.vty(dtypes.float32, n)}")
-    v = L(f"vector.maskedload {buf}[{base}], {mask}, {zero} : {mt}, {self.vty(dtypes.bool, n)}, {self.vty(dtypes.float32, n)} into {self.vty(dtypes.float32, n)}")
+    vt = self.vty(dtypes.float32, n)
+    v = L(f"vector.maskedload {buf}[{base}], {mask}, {zero} : {mt}, {self.vty(dtypes.bool, n)}, {vt} into {vt}")
     if step == 1: return v
     return L(f"vector.shuffle {v}, {v} {[j * step for j in range(vw)]} : {self.vty(dtypes.float32, n)}, {self.vty(dtypes.float32, n)}")
 
@@ -646,7 +650,8 @@ class LaneLowerer(Lowerer):
     idx, v = u.src
     fr = self.target(u)
     val = self.vec_of(v, fr)
-    fr.lines.append(f"vector.store {val}, {self.value(idx.src[0])}[{self.at0(idx.src[1])}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
+    buf, at = self.value(idx.src[0]), self.at0(idx.src[1])
+    fr.lines.append(f"vector.store {val}, {buf}[{at}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
 
 # ---------------------------------------------------------------- contractions: packed operands + register-tiled FMAs
 class Contraction:
