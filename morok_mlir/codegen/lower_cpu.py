@@ -666,7 +666,10 @@ class Contraction:
     epi     the original store, with the reduce replaced by a load of C[m][n]   (bias, relu, ... fuse here)
   Two variants of A: read in place (a row-major load, see in_place: no pack_a), or, when threads split A's row blocks
   (more of them than B panels: convolutions, tall operands), packed per block inside mm: each thread packs its
-  MC-row block (all of K) into its own L2-sized buffer, picked by its chunk index, just before the tiles use it."""
+  MC-row block (all of K) into its own L2-sized buffer, picked by its chunk index, just before the tiles use it.
+  A pack whose rows are neighbours in the operand's innermost row range, read a small fixed step apart (a convolution's
+  image side: output columns), runs them as vector lanes (pack_lanes, LaneLowerer); other operands pack element-wise.
+  A pack of one input buffer's values alone (weights) runs once per input: its phase result is kept (reuse)."""
   def __init__(self, f: Func, name: str):
     self.f, self.name = f, name
     if (found := contraction(f)) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
