@@ -545,16 +545,17 @@ def lower_kernel(f: Func, name: str | None = None, lw: Lowerer | None = None) ->
 # ---------------------------------------------------------------- lanes: one range as vector lanes
 def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
   """The step of index expression e per step of range `lane` when e is linear in it (other terms may be anything), else None."""
-  if e in memo: return memo[e]
-  if e is lane: c = 1
-  elif lane not in e.toposort: c = 0
-  elif e.op in (Ops.ADD, Ops.SUB) and None not in (cs := [lane_coef(s, lane, memo) for s in e.src]):
-    c = cs[0] + cs[1] if e.op is Ops.ADD else cs[0] - cs[1]
-  elif e.op is Ops.MUL and (k := next((im.cval(s) for s in e.src if im.cval(s) is not None), None)) is not None:
-    c = None if (o := lane_coef(e.src[0] if im.cval(e.src[1]) == k else e.src[1], lane, memo)) is None else o * k
-  else: c = None
-  memo[e] = c
-  return c
+  for u in e.toposort:   # operands first: each node once
+    if u in memo: continue
+    cs = [memo[s] for s in u.src]
+    if u is lane: c = 1
+    elif all(x == 0 for x in cs): c = 0
+    elif u.op in (Ops.ADD, Ops.SUB) and None not in cs: c = cs[0] + cs[1] if u.op is Ops.ADD else cs[0] - cs[1]
+    elif u.op is Ops.MUL and None not in cs and (k := next((im.cval(s) for s in u.src if im.cval(s) is not None), None)) is not None:
+      c = (cs[0] if im.cval(u.src[1]) == k else cs[1]) * k
+    else: c = None
+    memo[u] = c
+  return memo[e]
 
 # ops a lane-dependent value may be made of (dtype class -> ops), and the largest address step a load's lanes may take
 LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL}, "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR},
@@ -579,9 +580,10 @@ class LaneLowerer(Lowerer):
   @staticmethod
   def supports(x: UOp, lane: UOp) -> bool:
     """Whether x (a value of an f32 store whose address steps by 1 with `lane`) can be computed as lane vectors."""
-    memo: dict = {}
+    memo, dep = {}, {lane}
     for u in x.toposort:
-      if lane not in u.toposort or u is lane or u.op is Ops.INDEX: continue
+      if u is not lane and any(s in dep for s in u.src): dep.add(u)
+      if u not in dep or u is lane or u.op is Ops.INDEX: continue
       if u.dtype not in (dtypes.index, dtypes.bool, dtypes.float32) or u.op not in LANE_OPS[cls(u.dtype)]: return False
       if u.op is Ops.WHERE and u.src[1].dtype is not dtypes.float32: return False
       if u.op is Ops.LOAD:
