@@ -98,6 +98,12 @@ def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]
   # a holds the outermost loop when it can: for NCHW conv that is the image side, whose narrow (MR-row) panels pack
   # 3x faster than 16-wide ones, and threads then split the image rows (measured on conv and matmul)
   if ra - T and ra.isdisjoint({loops[0]}) and not rb.isdisjoint({loops[0]}): a, b, ra, rb = b, a, rb, ra
+  # a convolution of one image: a the weights (a plain load, rows one range: output channels), b the image (rows several
+  # ranges: output positions). b's rows are padded to NR-wide panels (up to 32), a's to MR rows (up to 8): where b's pad
+  # much worse (a small output: 7x7 = 49 rows pad to 64 as b, 56 as a) they swap, and the weights are the reusable panels
+  if len(ra - T) == 1 and len(rb - T) > 1 and plain(a, K[-1]):
+    m, n = prod(_size(r) for r in ra - T), prod(_size(r) for r in rb - T)
+    if padded(n, MAX_MR) * padded(m, 32) < padded(m, MAX_MR) * padded(n, 32) / 1.05: a, b, ra, rb = b, a, rb, ra
   return red, a, b, [r for r in loops if r in ra - T], [r for r in loops if r not in ra], K, [r for r in loops if r in T]
 
 ONE = UOp(Ops.CONST, dtypes.float32, (), attrs(value=1.0))
@@ -115,6 +121,11 @@ def column_reduce(f: Func, loops: list[UOp]) -> Func | None:
   if not forms or any(fm is None or fm.get(k, 0) == 1 for fm in forms) or not any(fm.get(inner) == 1 for fm in forms): return None
   new = red.replace(src=(UOp(Ops.MUL, dtypes.float32, (red.src[0], ONE), None, red.loc), *red.src[1:]))
   return replace(f, roots=[f.roots[0].substitute({red: new})])
+
+def padded(n: int, w: int) -> float: return -(-n // w) * w / n
+def plain(x: UOp, k: UOp) -> bool:
+  """Whether x is an ungated load of a buffer, k-contiguous (a row-major matrix, weights)."""
+  return k_contiguous(x, k) and x.src[0].src[0].op is Ops.BUFFER
 
 def k_contiguous(x: UOp, k: UOp) -> bool:
   """Whether x is a load whose address steps by 1 with reduce range k."""

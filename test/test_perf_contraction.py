@@ -62,6 +62,51 @@ def test_conv2d(xs, ws, kw):
   want = conv_ref(x, w, **{k: v for k, v in kw.items()}) + b.reshape(1, -1, 1, 1)
   np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), Tensor(b), **kw).numpy(), want, rtol=1e-4, atol=1e-4)
 
+def pack_forms(t: Tensor) -> dict[str, str]:
+  """'lanes' or 'scalar' per pack phase of the contraction that computed t (realizes it; clear the cache first)."""
+  t.realize()
+  sp = next(it.program.spec for s in R._schedule_cache.values() for it in s.items if it.program.spec.phases)
+  parts = {p.split("(")[0]: p for p in sp.src.split("func.func @")[1:]}
+  return {k[-1]: "lanes" if "vector.store" in v else "scalar" for k, v in parts.items() if "_pack_" in k}
+
+# image sides packed as vector lanes: the innermost output width a multiple of the panel width or not (panels spanning
+# rows: gated pieces), wider or narrower than a panel, strides (a load's lanes a step apart), dilation, padding (masked
+# lanes), groups, one image (image as B: NR-wide panels in VW-lane groups) or several (image as A, packed per block)
+CONV_LANES = [((8, 16, 12, 16), (32, 16, 3, 3), dict(padding=1)), ((3, 16, 15, 13), (24, 16, 3, 3), dict(padding=1)),
+              ((4, 16, 19, 17), (16, 16, 3, 3), dict(stride=2, padding=1)), ((2, 6, 20, 21), (16, 6, 3, 3), dict(dilation=2, padding=2)),
+              ((4, 32, 16, 16), (64, 8, 3, 3), dict(groups=4, padding=1)), ((1, 3, 40, 40), (16, 3, 7, 7), dict(stride=2, padding=3)),
+              ((4, 32, 7, 7), (64, 32, 3, 3), dict(padding=1)), ((4, 32, 24, 24), (32, 32, 1, 1), dict(stride=2)),
+              ((2, 8, 30, 30), (16, 8, 5, 5), dict(stride=3, padding=2)), ((1, 32, 20, 20), (64, 32, 3, 3), dict(padding=1)),
+              ((1, 16, 23, 23), (64, 16, 3, 3), dict(stride=2)), ((1, 64, 7, 7), (128, 64, 3, 3), dict(padding=1)),
+              ((2, 16, 64, 9), (32, 16, 3, 1), dict(padding=1, stride=2))]
+@pytest.mark.parametrize("xs,ws,kw", CONV_LANES)
+def test_conv_image_packed_as_lanes(xs, ws, kw):
+  R._schedule_cache.clear()
+  x, w, b = rnd(*xs), rnd(*ws) * 0.1, rnd(ws[0])
+  t = Tensor(x).conv2d(Tensor(w), Tensor(b), **kw).relu()
+  assert "lanes" in pack_forms(t).values()
+  want = np.maximum(conv_ref(x, w, **kw) + b.reshape(1, -1, 1, 1), 0)
+  np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("xs,ws,image", [((1, 64, 7, 7), (128, 64, 3, 3), "a"), ((1, 64, 14, 14), (128, 64, 1, 1), "a"),
+                                          ((1, 16, 32, 32), (64, 16, 3, 3), "b"), ((2, 64, 7, 7), (128, 64, 3, 3), "a")])
+def test_small_image_output_is_a(xs, ws, image):
+  """A convolution of one image packs its image as B (NR-wide panels) unless its output positions pad much worse so than
+  to MR rows (7x7: 49 -> 64 vs 56; 32x32 divides both): then the image is A and the weights the B panels."""
+  R._schedule_cache.clear()
+  x, w = rnd(*xs), rnd(*ws) * 0.1
+  t = Tensor(x).conv2d(Tensor(w), padding=ws[-1] // 2)
+  assert pack_forms(t)[image] == "lanes"
+  np.testing.assert_allclose(t.numpy(), conv_ref(x, w, padding=ws[-1] // 2), rtol=1e-4, atol=1e-4)
+
+def test_lanes_compute_a_fused_operand():
+  """An operand computed while packing (relu of a padded image, a per-channel scale) runs as lane vectors too."""
+  R._schedule_cache.clear()
+  x, w, s = rnd(2, 16, 14, 14), rnd(32, 16, 3, 3) * 0.1, rnd(1, 16, 1, 1)
+  t = (Tensor(x).relu() * Tensor(s)).conv2d(Tensor(w), padding=1)
+  assert "lanes" in pack_forms(t).values()
+  np.testing.assert_allclose(t.numpy(), conv_ref(np.maximum(x, 0) * s, w, padding=1), rtol=1e-4, atol=1e-4)
+
 @pytest.mark.parametrize("op", ["sum", "max", "min", "mean"])
 def test_split_full_reduction(op):
   x = rnd(1 << 20)

@@ -37,14 +37,14 @@ Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel'
 `lower_module(funcs: list[Func]) -> str` (a whole kernel-level module). Unsupported input raises PassError."""
 from __future__ import annotations
 import re
-from math import prod
+from math import gcd, prod
 from morok_mlir.ir.bridge import Func, arg_buffer, attr_text, const_text, import_module, replace_module_body, type_text
 from morok_mlir.core.dtype import DType, PtrDType, dtypes
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify, at_lane
-from morok_mlir.passes.optimize import blocked, contraction, in_place, twin
+from morok_mlir.passes.optimize import blocked, contraction, in_place, k_contiguous, twin
 from morok_mlir.passes.registry import register, PassError
 
 # ---------------------------------------------------------------- tables
@@ -534,13 +534,126 @@ class Lowerer:
       mop = ("arith.extf" if wider else "arith.truncf") if cs == F else ("arith.extui" if cs == U else "arith.extsi") if wider else "arith.trunci"
     return L(f"{mop} {x} : {sl(s)} to {sl(d)}")
 
-def lower_kernel(f: Func, name: str | None = None) -> str:
-  """One kernel func (uop dialect, kernel level) -> a public func.func over signless memrefs (text)."""
-  lw = Lowerer(f)
+def lower_kernel(f: Func, name: str | None = None, lw: Lowerer | None = None) -> str:
+  """One kernel func (uop dialect, kernel level) -> a public func.func over signless memrefs (text); lw: its lowerer."""
+  lw = lw or Lowerer(f)
   lw.effect(lw.sink)
   args = ", ".join([f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else []))
   body = "".join(f"    {l}\n" for l in lw.root.lines)
   return f"  func.func @{name or f.name}({args}) {{\n{body}    return\n  }}\n"
+
+# ---------------------------------------------------------------- lanes: one range as vector lanes
+def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
+  """The step of index expression e per step of range `lane` when e is linear in it (other terms may be anything), else None."""
+  for u in e.toposort:   # operands first: each node once
+    if u in memo: continue
+    cs = [memo[s] for s in u.src]
+    if u is lane: c = 1
+    elif all(x == 0 for x in cs): c = 0
+    elif u.op in (Ops.ADD, Ops.SUB) and None not in cs: c = cs[0] + cs[1] if u.op is Ops.ADD else cs[0] - cs[1]
+    elif u.op is Ops.MUL and None not in cs and (k := next((im.cval(s) for s in u.src if im.cval(s) is not None), None)) is not None:
+      c = (cs[0] if im.cval(u.src[1]) == k else cs[1]) * k
+    else: c = None
+    memo[u] = c
+  return memo[e]
+
+# ops a lane-dependent value may be made of (dtype class -> ops), and the largest address step a load's lanes may take
+LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL}, "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR},
+            "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD}}
+LANE_MAX_STEP = 4
+
+class LaneLowerer(Lowerer):
+  """A kernel whose range `lane` (size VW, closed by no loop) runs as the VW lanes of vectors: every value that depends
+  on it is a vector, the rest scalars (broadcast where they meet), and the one store writes VW consecutive elements.
+  A load whose address steps by s (1 <= s <= LANE_MAX_STEP) per lane reads s*VW consecutive elements with only each
+  s-th enabled (a masked load: lanes gated off, padding, are not accessed, wherever they point) and keeps those; one
+  whose address does not step (its gate does) reads its element where any lane's gate holds.
+  Contraction.pack_block's panels of a convolution's image side: VW neighbouring output columns."""
+  def __init__(self, f: Func, lane: UOp):
+    self.lane, self.vw = lane, im.cval(lane.src[0])
+    self.vec = set()
+    for u in f.roots[0].toposort:
+      if u is lane or any(s in self.vec for s in u.src): self.vec.add(u)
+    self.bcast: dict[UOp, tuple[Frame, str]] = {}
+    super().__init__(f)
+
+  @staticmethod
+  def supports(x: UOp, lane: UOp) -> bool:
+    """Whether x (a value of an f32 store whose address steps by 1 with `lane`) can be computed as lane vectors."""
+    memo, dep = {}, {lane}
+    for u in x.toposort:
+      if u is not lane and any(s in dep for s in u.src): dep.add(u)
+      if u not in dep or u is lane or u.op is Ops.INDEX: continue
+      if u.dtype not in (dtypes.index, dtypes.bool, dtypes.float32) or u.op not in LANE_OPS[cls(u.dtype)]: return False
+      if u.op is Ops.WHERE and u.src[1].dtype is not dtypes.float32: return False
+      if u.op is Ops.LOAD:
+        idx = u.src[0]
+        if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER: return False
+        if (c := lane_coef(idx.src[1], lane, memo)) is None or not 0 <= c <= LANE_MAX_STEP or c == 0 and len(idx.src) < 3: return False
+    return True
+
+  def rs(self, u: UOp) -> frozenset:
+    self.ranges.setdefault(self.lane, frozenset())   # no loop runs over the lanes: their values sit in the loops around them
+    return super().rs(u)
+  def vty(self, dt: DType, n: int = 0) -> str: return f"vector<{n or self.vw}x{sl(dt)}>"
+  def vec_of(self, s: UOp, fr: Frame) -> str:
+    """s as a vector: its own value, or its scalar broadcast once in the loop it is computed in."""
+    if s in self.vec: return self.value(s)
+    if (b := self.bcast.get(s)) is not None and (b[0] is self.root or b[0] in self.open.values()): return b[1]
+    n, sfr = self.value(s), self.target(s)
+    self.bcast[s] = (sfr, name := self.line(sfr, f"vector.broadcast {n} : {sl(s.dtype)} to {self.vty(s.dtype)}"))
+    return name
+  def at0(self, e: UOp) -> str: return self.value(affine_simplify(e.substitute({self.lane: im.const(0)})))
+
+  def _value(self, u: UOp) -> str:
+    if u not in self.vec: return super()._value(u)
+    if (n := self.names.get(u)) is not None: return n
+    fr = self.target(u)
+    L = lambda text: self.line(fr, text)
+    if u is self.lane: return self.place(u, fr, L(f"arith.constant dense<{list(range(self.vw))}> : {self.vty(dtypes.index)}"))
+    if u.op is Ops.LOAD: return self.place(u, fr, self.vload(u, fr))
+    srcs = [self.vec_of(s, fr) for s in u.src]
+    sdt, c = u.src[0].dtype, cls(u.src[0].dtype)
+    if u.op is Ops.WHERE: return self.place(u, fr, L(f"arith.select {', '.join(srcs)} : {self.vty(dtypes.bool)}, {self.vty(u.dtype)}"))
+    if u.op is Ops.NEG: return self.place(u, fr, L(f"arith.negf {srcs[0]} : {self.vty(sdt)}"))
+    if u.op in CMP:
+      mop, pred = CMP[u.op][c].split()
+      return self.place(u, fr, L(f"{mop} {pred}, {srcs[0]}, {srcs[1]} : {self.vty(sdt)}"))
+    return self.place(u, fr, L(f"{ALU[u.op][c]} {', '.join(srcs)} : {self.vty(sdt)}"))
+
+  def vload(self, u: UOp, fr: Frame) -> str:
+    idx, vw = u.src[0], self.vw
+    buf, step, mt = self.value(idx.src[0]), lane_coef(idx.src[1], self.lane, {}), mem_type(idx.src[0].dtype)
+    base, n = self.at0(idx.src[1]), step * vw
+    L = lambda text: self.line(fr, text)
+    if step == 0:   # one element, gated per lane: read where any lane's gate holds (then it is in bounds)
+      mask = self.value(idx.src[2])
+      some = L(f"vector.reduction <or>, {mask} : {self.vty(dtypes.bool)} into i1")
+      v = L(f"memref.load {buf}[{L(f'arith.select {some}, {base}, {self.const(0, dtypes.index)} : index')}] : {mt}")
+      zero = L(f"arith.constant dense<0.0> : {self.vty(dtypes.float32)}")
+      vec = L(f"vector.broadcast {v} : f32 to {self.vty(dtypes.float32)}")
+      return L(f"arith.select {mask}, {vec}, {zero} : {self.vty(dtypes.bool)}, {self.vty(dtypes.float32)}")
+    if len(idx.src) > 2: mask = self.vec_of(idx.src[2], fr)
+    elif step == 1: return L(f"vector.load {buf}[{base}] : {mt}, {self.vty(dtypes.float32)}")
+    else: mask = L(f"arith.constant dense<true> : {self.vty(dtypes.bool)}")
+    if step > 1:   # lane j's gate on element j*step, the elements between off
+      off = L(f"arith.constant dense<false> : {self.vty(dtypes.bool)}")
+      spread = [i // step if i % step == 0 else vw for i in range(n)]
+      mask = L(f"vector.shuffle {mask}, {off} {spread} : {self.vty(dtypes.bool)}, {self.vty(dtypes.bool)}")
+    zero = L(f"arith.constant dense<0.0> : {self.vty(dtypes.float32, n)}")
+    vt = self.vty(dtypes.float32, n)
+    v = L(f"vector.maskedload {buf}[{base}], {mask}, {zero} : {mt}, {self.vty(dtypes.bool, n)}, {vt} into {vt}")
+    if step == 1: return v
+    return L(f"vector.shuffle {v}, {v} {[j * step for j in range(vw)]} : {self.vty(dtypes.float32, n)}, {self.vty(dtypes.float32, n)}")
+
+  def effect(self, u: UOp):
+    if u.op is not Ops.STORE or u not in self.vec or u in self.done: return super().effect(u)
+    self.done.add(u)
+    idx, v = u.src
+    fr = self.target(u)
+    val = self.vec_of(v, fr)
+    buf, at = self.value(idx.src[0]), self.at0(idx.src[1])
+    fr.lines.append(f"vector.store {val}, {buf}[{at}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
 
 # ---------------------------------------------------------------- contractions: packed operands + register-tiled FMAs
 class Contraction:
@@ -555,7 +668,10 @@ class Contraction:
     epi     the original store, with the reduce replaced by a load of C[m][n]   (bias, relu, ... fuse here)
   Two variants of A: read in place (a row-major load, see in_place: no pack_a), or, when threads split A's row blocks
   (more of them than B panels: convolutions, tall operands), packed per block inside mm: each thread packs its
-  MC-row block (all of K) into its own L2-sized buffer, picked by its chunk index, just before the tiles use it."""
+  MC-row block (all of K) into its own L2-sized buffer, picked by its chunk index, just before the tiles use it.
+  A pack whose rows are neighbours in the operand's innermost row range, read a small fixed step apart (a convolution's
+  image side: output columns), runs them as vector lanes (pack_lanes, LaneLowerer); other operands pack element-wise.
+  A pack of one input buffer's values alone (weights) runs once per input: its phase result is kept (reuse)."""
   def __init__(self, f: Func, name: str):
     self.f, self.name = f, name
     if (found := contraction(f)) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
@@ -569,14 +685,20 @@ class Contraction:
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
     self.direct_a = self.in_place(a, I, K, self.Np == self.nr) if not T else None
-    # B panels depend on b's one buffer alone (weights, typically): the runtime may keep them while that input lives
-    srcs = {u.src[0].src[0] for u in b.toposort if u.op is Ops.LOAD}
-    self.b_slot = next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER else None
+    # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
+    # a convolution of one image): the runtime may keep them while that input lives
+    def one_slot(x):
+      srcs = {u.src[0].src[0] for u in x.toposort if u.op is Ops.LOAD}
+      return next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER else None
+    self.a_slot, self.b_slot = one_slot(a), one_slot(b)
     # A packed per MC-row block inside mm, when threads split row blocks (more of them than B panels: convolutions,
-    # tall operands): each thread's block (all of K, half as many floats as MC x KC: half of L2) stays in L2 from packing to use
+    # tall operands): each thread's block (all of K, half as many floats as MC x KC: half of L2) stays in L2 from packing to use.
+    # Not a plain k-contiguous load of one buffer (weights, as in a convolution of one image): its own phase packs it,
+    # and that phase's result is kept per input (reuse)
     t = _int_attr(f, "uop.threads", 1)
     mc_blk = max(self.mr, min(self.mc, self.mc * self.kc // (2 * self.K) // self.mr * self.mr))
-    self.fused = self.direct_a is None and not T and -(-self.Mp // mc_blk) > self.Np // self.nr
+    self.fused = self.direct_a is None and not T and -(-self.Mp // mc_blk) > self.Np // self.nr and \
+      not (self.a_slot is not None and k_contiguous(a, K[-1]))
     if self.fused: self.mc = mc_blk
     # Ap, Bp, C; a batch (over T) of each, one after the other
     self.scratch = [self.batch * self.Mp * self.K if self.direct_a is None and not self.fused else 1, self.batch * self.Np * self.K,
@@ -589,6 +711,7 @@ class Contraction:
       # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first
       # for a), so reads follow its layout; the packed position needs only lin // w and lin % w
       x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
+      if (lanes := pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
       order = T + ((K + rs) if k_first else (rs + K))
       new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
       lin, kl = im.linearize([new[r] for r in rs], size(rs)), im.linearize([new[r] for r in K], size(K))
@@ -601,6 +724,7 @@ class Contraction:
       # lanes past M repeat it, reaching only C's pad rows) at the block-local position (p mod P)*K*w + k*w + l
       x = affine_simplify(x.substitute({r: im.const(0) for r in set(J) if r not in rs}))
       n_rows, per = prod(size(rs)), self.mc // w
+      if (lanes := pack_lanes(x, rs, w, buf, per=per)) is not None: return lanes
       loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
       p, l, ks = loop(0, -(-n_rows // w)), loop(1, w), {r: loop(2 + i, s) for i, (r, s) in enumerate(zip(K, size(K)))}
       row = UOp(Ops.MIN, dtypes.index, (im.add(im.mul(p, im.const(w)), l), im.const(n_rows - 1)))
@@ -610,13 +734,57 @@ class Contraction:
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
       return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, l, *ks.values())),))],
                   {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
+    def pack_lanes(x, rs, w, buf, per=0, per_batch=0):
+      # panels whose rows are neighbours in the innermost row range (a convolution's output columns) as vector lanes
+      # (LaneLowerer): loops over the batch, panel p, k and lane group v (L = VW rows of a w-row panel), the rows
+      # unravelled once per group. Each k then reads L elements a fixed step apart and writes L consecutive ones.
+      # Where L does not divide that range (size S), a group spans pieces of up to J + 1 runs: each piece's loads are
+      # gated to its lanes (the others may point anywhere), and rows past the last (lanes of the last panel, reaching
+      # only C's pad rows) read the last row. per: panels per block (a block packed inside mm), else the whole operand
+      if not rs: return None
+      sz = size(rs)
+      S, n_rows, L = sz[-1], prod(sz), self.vw if w % self.vw == 0 else w
+      J = (S - gcd(L, S) + L - 1) // S   # the most row boundaries a group crosses
+      loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
+      ts = [loop(i, n) for i, n in enumerate(size(T) if not per else [])]
+      p, ks = loop(len(ts), -(-n_rows // w)), {r: loop(len(ts) + 1 + i, n) for i, (r, n) in enumerate(zip(K, size(K)))}
+      v = loop(len(ts) + 1 + len(K), w // L) if w > L else im.const(0)   # innermost: a k row's panel is read once
+      lane = UOp(Ops.RANGE, dtypes.index, (im.const(L),), attrs(axis=2000, kind="lane"))
+      row0 = im.add(im.mul(p, im.const(w)), im.mul(v, im.const(L)))
+      r0, col, val = im.idiv(row0, S), im.add(im.mod(row0, S), lane), None
+      clamp = J or n_rows % w
+      sub = {**dict(zip(T, ts)), **ks}
+      for jj in range(J + 1):
+        row = UOp(Ops.MIN, dtypes.index, (im.add(r0, im.const(jj)), im.const(n_rows // S - 1))) if clamp else r0
+        xj = affine_simplify(x.substitute({**dict(zip(rs, (*im.unravel(row, sz[:-1]), im.sub(col, im.const(jj * S))))), **sub}))
+        if (mine := im.in_bounds(col, jj * S, (jj + 1) * S) if J else None) is False: continue
+        if mine is not None:
+          gate = lambda ix: UOp(Ops.INDEX, ix.dtype, (*ix.src[:2], mine if len(ix.src) < 3 else UOp(Ops.AND, dtypes.bool, (ix.src[2], mine))))
+          xj = xj.substitute({u.src[0]: gate(u.src[0]) for u in xj.toposort if u.op is Ops.LOAD and lane in u.src[0].toposort})
+        val = xj if val is None or mine is None else UOp(Ops.WHERE, dtypes.float32, (mine, xj, val))
+      if not LaneLowerer.supports(val, lane): return None
+      kl = im.linearize([ks[r] for r in K], size(K))
+      idx = im.add(im.add(im.mul(im.mod(p, per) if per else p, im.const(self.K * w)), im.mul(kl, im.const(w))), im.add(im.mul(v, im.const(L)), lane))
+      if ts: idx = im.add(im.mul(im.linearize(ts, size(T)), im.const(per_batch)), idx)
+      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
+      loops = [*ts, p, *ks.values(), *([v] if w > L else [])]
+      f = Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *loops)),))],
+               {"uop.kernel": None, **({"uop.threads": 1} if per else thr)})
+      self.lane_of[id(f)] = lane
+      return f
+    self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
     self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False, self.Mp * self.K)
     self.pack_b = pack(b, J, self.nr, bp, True, self.Np * self.K)
     m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
     if T: ci = im.add(im.mul(im.linearize(T, size(T)), im.const(self.Mp * self.Np)), ci)
     c = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, ci)),))
-    self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: c, **self.packed_sums(a, I, K, T, ap)})], {"uop.kernel": None, **thr})
+    epi = f.roots[0].substitute({red: c, **self.packed_sums(a, I, K, T, ap)})
+    if I and J and max(I + J, key=_axis) is I[-1]:
+      # the output steps along A's last row range (NCHW conv with the image as A) while C steps along B's: the loops over
+      # B's ranges move inside A's others, so a few rows of C stay in L1 while their columns go out, one at a time
+      epi = epi.substitute({r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + I[:-1] + J + I[-1:])})
+    self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **thr})
 
   def packed_sums(self, a: UOp, I: list[UOp], K: list[UOp], T: list[UOp], ap: UOp) -> dict[UOp, UOp]:
     """The epilogue's sums of a itself over ranges like K (attention's softmax row sums of the exps its product
@@ -662,11 +830,14 @@ class Contraction:
             (f"{self.name}_epi", par(self.epi, bt * self.M * self.N))]
 
   def reuse(self) -> list[tuple[int, int, int]]:
-    """(phase, argument, scratch) of pack_b when its panels are a function of one input buffer."""
-    return [] if self.b_slot is None else [([e for e, _ in self.phases()].index(f"{self.name}_pack_b"), self.b_slot, 1)]
+    """(phase, argument, scratch) of pack_a (a phase of its own) and pack_b when their panels are a function of one input buffer."""
+    names = [e for e, _ in self.phases()]
+    return [(names.index(f"{self.name}_pack_{x}"), slot, s) for x, slot, s in (("a", self.a_slot, 0), ("b", self.b_slot, 1))
+            if slot is not None and f"{self.name}_pack_{x}" in names]
 
   def text(self) -> str:
-    return ((lower_kernel(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
+    low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
+    return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
             + self.mm() + lower_kernel(self.epi, f"{self.name}_epi"))
 
   def mm(self) -> str:

@@ -323,7 +323,8 @@ class CPUProgram:
     self._free = [self._argset()]
     self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # input UOp -> {scratch: array it filled}
     self._kept_lock = threading.Lock()
-  KEEP = 4                       # inputs whose reusable phase results a program keeps (oldest dropped first)
+  KEEP = 8                       # inputs whose reusable phase results a program keeps (oldest dropped first): resnet50
+                                 # runs one program for up to 6 blocks of a stage, each with its own weights
   @property
   def nbytes(self) -> int:
     """What the program holds: code, its lowered text, one argument set's scratch buffers."""

@@ -1,12 +1,13 @@
 // RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8 l2=1048576 l3=33554432},uop-lower-cpu' | FileCheck %s
 // RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8 l2=1048576 l3=33554432},uop-lower-cpu,convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts' | FileCheck %s --check-prefix=LLVM
 
-// A 128^3 matmul with a fused epilogue (relu): B packed into 16-wide panels, A (row-major, rows 512 B apart) read in
-// place, a 6x16 tile of vector FMAs, the epilogue reading the tile buffer; each phase takes the bounds of its threaded
-// outer loop, and @schedule runs the phases over whole ranges. (contraction-packed-a.mlir: an A that must be packed.)
+// A 128^3 matmul with a fused epilogue (relu): B packed into 16-wide panels (8-lane vector copies of its rows), A
+// (row-major, rows 512 B apart) read in place, a 6x16 tile of vector FMAs, the epilogue reading the tile buffer; each
+// phase takes the bounds of its threaded outer loop, and @schedule runs the phases over whole ranges.
+// (contraction-packed-a.mlir: an A that must be packed.)
 // CHECK-NOT: func.func @mm_pack_a
 // CHECK-LABEL: func.func @mm_pack_b(
-// CHECK: memref.store %{{.*}}, %arg4[
+// CHECK: vector.store %{{.*}}, %arg4[
 // CHECK-LABEL: func.func @mm_mm(
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK: scf.for %{{.*}} = %arg6 to %arg7 step
