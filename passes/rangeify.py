@@ -8,7 +8,8 @@ What gets materialised (`uop.bufferize`): `contiguous`, a reduce_axis whose resu
 loop that is *outer* to the loops it depends on (inlining it there would recompute it per outer iteration), a
 value that a second kernel needs when it costs SHARED_COST ops or more (`Rangeifier.note`), the elementwise chain on a
 reduce worth a kernel when a later reduce reads it (`epilogue`: the bias and relu run once in the product's kernel,
-instead of per read), and a second product met inline in a kernel that computes one already (uop-optimize tiles one).
+instead of per read), a second product met inline in a kernel that computes one already (uop-optimize tiles one), and a cat of CAT_PARTS
+parts or more read where it cannot be inlined (a convolution's operand: `cat_parts`), written part by part.
 A reduce that depends only on a prefix of the loop nest stays inline: the CPU lowering computes it once per
 iteration of that prefix, so `x - x.max(1, keepdim=True)` and softmax are one kernel each.
 
@@ -110,13 +111,23 @@ class Rangeifier:
     except StopIteration as e: return e.value
 
   def bufferize(self, node: UOp):
-    """(generator, see `value`) The buffer node is materialised into, computed over fresh loops once."""
+    """(generator, see `value`) The buffer node is materialised into, computed over fresh loops once. A cat is written
+    part by part (see `cat_parts`): its last part padded over the whole buffer, then each other part into its slice."""
     if node not in self.materialised:
       saved = self.loops, self.root
+      parts = cat_parts(node, lambda x: x in self.force or x in self.materialised)
       (self.loops, idx), self.root = self.loop_ranges(node.shape), node
-      val = yield (node, tuple(idx), None, True)
+      val = yield (parts[0], tuple(idx), None, False) if parts else (node, tuple(idx), None, True)
       buf = UOp(Ops.BUFFERIZE, node.dtype.ptr(im.smax(node.size)), (val, *self.loops), loc=node.loc)
-      self.materialised[node] = (yield from self.scatter(node, buf)) if node.op is Ops.SCATTER else buf
+      if node.op is Ops.SCATTER: buf = yield from self.scatter(node, buf)
+      for p in (parts or [])[1:]:
+        x, lo = p.src[0], sym_attr(p, "padding")[::2]
+        self.loops, xidx = self.loop_ranges(x.shape)
+        v = yield (x, tuple(xidx), None, False)
+        at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize([im.add(i, im.const(o)) for i, o in zip(xidx, lo)], node.shape)))
+        st = UOp(Ops.STORE, dtypes.void, (at, v), loc=p.loc)
+        buf = UOp(Ops.AFTER, buf.dtype, (buf, UOp(Ops.END, dtypes.void, (st, *self.loops), loc=p.loc) if self.loops else st), loc=p.loc)
+      self.materialised[node] = buf
       self.loops, self.root = saved
     return self.materialised[node]
 
@@ -222,6 +233,8 @@ class Rangeifier:
     # elementwise: same index into every source; the top of an elementwise chain on a reduce worth a kernel, read at
     # indices it cannot be inlined at (a contraction's operand), is stored whole: its reduce's kernel computes it in the
     # epilogue (bias, relu, a mask) and the reader loads it, instead of storing the reduce and redoing the chain per read
+    # a cat read where it cannot be inlined (a convolution's operand) would select among all its parts per element read
+    if op is Ops.WHERE and not inline_root and not self.inlinable(idx) and cat_parts(u): return self.load((yield from self.bufferize(u)), u, idx, gate)
     if not inline_root and u not in self.outputs and not self.inlinable(idx) and isinstance(u.size, int) and self.chain_top(u):
       self.late.add(u)
       return self.load((yield from self.bufferize(u)), u, idx, gate)
@@ -280,6 +293,37 @@ def epilogue(u: UOp, stored) -> set[UOp] | None:
     elif x.op is Ops.RESHAPE and [d for d in x.shape if d != 1] != [d for d in x.src[0].shape if d != 1]: return None
     elif x is u or not stored(x): todo += [s for s in x.src if s not in seen and not seen.add(s)]
   return seen if reds and reduced(reds[0], 1) > 1 else None
+
+CAT_PARTS = 3   # a cat of this many parts or more is stored part by part where a reduce reads it
+def _cat(u: UOp, stored=lambda x: False) -> list[tuple[UOp, tuple]] | None:
+  """(part, its padding) pairs of a cat as mixin.cat builds it, `where(pad(all true), pad(part), rest)` down to a last
+  `pad(part)`, last first; a part that is itself a cat (a cat of a cat: densenet's features) is replaced by its parts,
+  unless stored(it) (it is in a buffer already: copied as one part)."""
+  parts = []
+  while u.op is Ops.WHERE:
+    c, p, u = u.src
+    if p.op is not Ops.PAD or c.op is not Ops.PAD or sym_attr(c, "padding") != sym_attr(p, "padding"): return None
+    m = c.src[0]
+    while m.op in (Ops.RESHAPE, Ops.EXPAND): m = m.src[0]
+    if m.op is not Ops.CONST or m.attrs["value"] is not True: return None
+    parts.append(p)
+  if u.op is not Ops.PAD: return None
+  out = []
+  for p in [u] + parts[::-1]:
+    pad = sym_attr(p, "padding")
+    if not all(isinstance(v, int) for v in pad): return None
+    inner = _cat(p.src[0], stored) if p.src[0].op is Ops.WHERE and not stored(p.src[0]) else None
+    out += [(x, tuple(a + b for a, b in zip(pad, q))) for x, q in inner] if inner else [(p.src[0], pad)]
+  return out
+
+def cat_parts(u: UOp, stored=None) -> list[UOp] | None:
+  """The parts of a cat (see `_cat`) as PAD nodes over the whole cat, last first (the order they are written in, so
+  the outer where's part wins where pads overlap, as where does), when it has at least CAT_PARTS parts of static shape
+  all flattened; with stored, the parts to write, a cat already in a buffer being one."""
+  if u.op is not Ops.WHERE or (parts := _cat(u)) is None or len(parts) < CAT_PARTS: return None
+  if stored is not None: parts = _cat(u, stored)
+  if not all(isinstance(d, int) for x, _ in parts for d in x.shape): return None
+  return [UOp(Ops.PAD, x.dtype, (x,), attrs(padding=pad), u.loc) for x, pad in parts]
 
 RECOMPUTE_WORK = 1 << 16   # a reduce doing less work in all than this is recomputed where needed: cheaper than a kernel
 def reduced(u: UOp, body: int) -> int:

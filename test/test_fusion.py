@@ -130,3 +130,38 @@ def test_grouped_conv_epilogue_keeps_its_groups():
   h = np.pad(np.maximum(g * 0.5 + 0.1, 0), ((0, 0), (0, 0), (1, 1), (1, 1)))
   ref = sum(h[:, :, i:i + 14, j:j + 14] * w2[:, 0, i, j][None, :, None, None] for i in range(3) for j in range(3))
   np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+def test_cat_read_by_a_product_is_stored_part_by_part():
+  """relu(cat of 5 parts) -> 1x1 conv: read inside the product's reduce range, the cat would select among all its
+  parts for every element packed; it is stored once, each part into its slice (a kernel each), and the conv reads it."""
+  from morok_mlir.realize import _schedule_cache
+  r = np.random.default_rng(5)
+  xs = [r.standard_normal((1, c, 14, 14), dtype=np.float32) for c in (64, 32, 32, 32, 32)]
+  w = r.standard_normal((128, 192, 1, 1), dtype=np.float32) * 0.1
+  count, out = kernels(lambda w, *xs: Tensor.cat(*xs, dim=1).relu().conv2d(w), w, *xs)
+  names = [it.name for it in list(_schedule_cache.values())[-1].items]
+  assert count == 6 and names[0].startswith("E_192_14_14") and all(n.startswith("E_32_14_14") for n in names[1:5]), names
+  np.testing.assert_allclose(out, np.einsum("nchw,oc->nohw", np.maximum(np.concatenate(xs, 1), 0), w[:, :, 0, 0]), rtol=1e-4, atol=1e-4)
+  # a cat of two parts, and one not read by a reduce, stay inline
+  count, out = kernels(lambda a, b: Tensor.cat(a, b, dim=1).relu(), xs[1], xs[2])
+  assert count == 1
+
+def test_nested_cats_copy_the_stored_one():
+  """densenet's pattern, c_k = cat(c_{k-1}, x_k), each read by a 1x1 conv: a stored cat is one part of the next (copied
+  whole), not taken apart again, so each layer adds two copy kernels, not one per part."""
+  r = np.random.default_rng(6)
+  xs = [r.standard_normal((1, 16, 8, 8), dtype=np.float32) for _ in range(5)]
+  ws = [r.standard_normal((8, 16 * (k + 1), 1, 1), dtype=np.float32) * 0.1 for k in range(5)]
+  def net(*ts):
+    c, outs = ts[0], []
+    for k in range(1, 5):
+      c = Tensor.cat(c, ts[k], dim=1)
+      outs.append(c.relu().conv2d(ts[5 + k]).sum())
+    return Tensor.stack(*outs)
+  count, out = kernels(net, *xs, *ws)
+  ref, c = [], xs[0]
+  for k in range(1, 5):
+    c = np.concatenate([c, xs[k]], 1)
+    ref.append(np.einsum("nchw,oc->nohw", np.maximum(c, 0), ws[k][:, :, 0, 0]).sum())
+  np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
+  assert count <= 4 + 3 + 2 + 2 + 4, count   # 4 convs (+ sums), the 3-part cat, then two copies per cat
