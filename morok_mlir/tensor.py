@@ -1,11 +1,11 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import contextlib, functools, math, sys, threading, weakref
+import contextlib, functools, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp, SHAPE_ATTR, SYM_ATTR, attrs, split_sym, sym_val
+from morok_mlir.core.uop import UOp, SHAPE_ATTR, SHAPE_GIVEN, SRC0_SHAPED, SYM_ATTR, attrs, split_sym, sym_val
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
@@ -241,10 +241,9 @@ class Tensor(OpMixin):
     def __exit__(self, *exc): Tensor.no_grad = self.prev
 
   # ---- properties
-  @property
-  def shape(self) -> tuple[int, ...]: return self.uop.shape
-  @property
-  def dtype(self) -> DType: return self.uop.dtype
+  # read through C getters: op methods ask for these dozens of times per op, and a Python property's frame costs more
+  shape = property(operator.attrgetter("uop.shape"), doc="Each dimension an int (or a bound symbolic size).")
+  dtype = property(operator.attrgetter("uop.dtype"), doc="The element type.")
   @property
   def lazydata(self) -> UOp: return self.uop
   def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._dim(dim)]
@@ -312,19 +311,29 @@ class Tensor(OpMixin):
     t._requires_grad = False
     return t
   def _op(self, _op: Ops, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
-    if src and any(s.device != self.device for s in src):
-      _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({self.device, *(s.device for s in src)}))}")
+    dev, u, rg = self.device, self.uop, self._requires_grad
+    srcs = [u]
+    for x in src:
+      if x.device != dev:
+        _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({dev, *(s.device for s in src)}))}")
+      srcs.append(x.uop)
+      # True if a source requires grad, else None if one is unset, else False (tinygrad's)
+      if rg is not True and (r := x._requires_grad) is not False: rg = r
     t = object.__new__(Tensor)   # __init__'s checks hold by construction here
-    if _op in SHAPE_ATTR: kw["shape"] = tuple(shape)   # the others' shapes follow from their sources
-    t._view = (weakref.ref(self), self.shape, _op, kw[_VIEWS[_op]], self._view) if _op in _VIEWS else None
-    dyn = ()   # symbolic sizes are sources after the tensor operand (see uop.SYM_ATTR)
-    if (name := SYM_ATTR.get(_op)) is not None: kw[name], dyn = split_sym(kw[name])
-    t.uop = UOp(_op, dtype or self.dtype, (self.uop,) + tuple(s.uop for s in src) + dyn, attrs(**kw) if kw else (), _loc())
-    t.device, t.grad = self.device, None
-    rg = self._requires_grad   # True if a source requires grad, else None if one is unset, else False (tinygrad's)
-    if src: rg = True if True in (rgs := [rg, *(x._requires_grad for x in src)]) else None if None in rgs else False
-    t._requires_grad = rg
-    if Tensor.no_grad: t._requires_grad, t.uop = False, t.uop if rg is not True else UOp(Ops.DETACH, t.uop.dtype, (t.uop,), (), t.uop.loc)
+    if _op in SHAPE_ATTR: kw["shape"] = shape = tuple(shape)   # the others' shapes follow from their sources
+    t._view = (weakref.ref(self), u.shape, _op, kw[_VIEWS[_op]], self._view) if _op in _VIEWS else None
+    if (name := SYM_ATTR.get(_op)) is not None:   # symbolic sizes are sources after the tensor operand (see uop.SYM_ATTR)
+      kw[name], dyn = split_sym(kw[name])
+      srcs += dyn
+    if not kw: arg = ()
+    elif len(kw) == 1: arg = tuple((k, tuple(v) if v.__class__ is list else v) for k, v in kw.items())
+    else: arg = attrs(**kw)
+    t.uop = v = UOp(_op, dtype or u.dtype, tuple(srcs), arg, _scope.loc or _loc())
+    if "shape" not in (d := v.__dict__):   # a new node: its shape is known here (uop.seed_shape)
+      if _op in SRC0_SHAPED: d["shape"] = u.shape
+      elif _op in SHAPE_GIVEN and shape.__class__ is tuple: d["shape"] = shape
+    t.device, t.grad, t._requires_grad = dev, None, rg
+    if Tensor.no_grad: t._requires_grad, t.uop = False, v if rg is not True else UOp(Ops.DETACH, v.dtype, (v,), (), v.loc)
     return t
 
   # ---- creation

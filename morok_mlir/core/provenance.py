@@ -6,6 +6,7 @@ import os, sys, threading
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # morok_mlir/
 _POS: dict = {}   # code object -> its instruction positions (for the column)
 _OURS: dict = {}  # code object -> is it this package's (checked once per code object, not per frame)
+_LOCS: dict = {}  # (code object, instruction offset) -> its file:line:col (the line number is a walk of the line table)
 
 class _Scope(threading.local):
   frame = None             # the frame the outermost public Tensor call in progress was made from (set by its wrapper)
@@ -29,10 +30,13 @@ def walk_loc(f) -> str:
     if not ours: break
     f = f.f_back
   if f is None: return "<unknown>:0:0"
-  if (pos := _POS.get(c := f.f_code)) is None: pos = _POS[c] = list(c.co_positions())
+  if (loc := _LOCS.get(key := (c, f.f_lasti))) is not None: return loc
+  if (pos := _POS.get(c)) is None: pos = _POS[c] = list(c.co_positions())
   i = f.f_lasti // 2
   col = pos[i][2] if 0 <= i < len(pos) and pos[i][2] is not None else -1
-  return f"{c.co_filename}:{f.f_lineno}:{col + 1}"
+  if len(_LOCS) >= 1 << 16: _LOCS.clear()
+  loc = _LOCS[key] = f"{c.co_filename}:{f.f_lineno}:{col + 1}"
+  return loc
 
 class OpValueError(ValueError, RuntimeError):
   """An argument or shape an op rejects: a ValueError, and a RuntimeError as PyTorch raises for it."""
