@@ -298,8 +298,7 @@ class Tensor(OpMixin):
   def data(self) -> np.ndarray: return self.numpy()
 
   # ---- graph building (OpMixin's primitives)
-  @property
-  def _node(self) -> UOp: return self.uop
+  _node = property(operator.attrgetter("uop"))
   def _const(self, value, dtype: DType | None = None) -> Tensor: return Tensor(value, dtype, device=self.device, requires_grad=False)
   _CONSTS: dict = {}   # (value, dtype, shape, device) -> the broadcast constant's UOp: `x + 1` builds no new nodes for the 1
   def _const_shaped(self, value, dtype: DType, shape) -> Tensor:

@@ -44,10 +44,13 @@ def _sz(s, what: str = "size"):
   if not isinstance(s, (int, np.integer)) or isinstance(s, (bool, np.bool_)): _err(TypeError, f"{what} must be an int, got {type(s).__name__}")
   return int(s)
 
+def _plain(shape: tuple) -> bool:
+  """Every size a Python int >= 0 (no bool, numpy int or symbolic UOp): the common case, checked without a Python loop."""
+  return list(map(type, shape)).count(int) == len(shape) and (not shape or min(shape) >= 0)
 def _shape(shape, what: str = "shape") -> tuple:
   """A shape as a tuple of sizes (ints or bound symbolic UOps), checked up front: every dim non-negative (its bound value
   for a symbolic one), the element count what index math holds."""
-  if all(type(s) is int and s >= 0 for s in shape) and math.prod(shape) < MAX_NUMEL: return tuple(shape)   # the common case
+  if _plain(shape) and math.prod(shape) < MAX_NUMEL: return tuple(shape)   # the common case
   if bad := [s for s in shape if not isinstance(s, (int, np.integer, U.UOp)) or isinstance(s, (bool, np.bool_))]:
     _err(TypeError, f"{what} {tuple(shape)} must hold ints, got {type(bad[0]).__name__}")
   shape = tuple(_sz(s, what) for s in shape)
@@ -56,6 +59,9 @@ def _shape(shape, what: str = "shape") -> tuple:
   return shape
 def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   """numpy broadcasting of shapes."""
+  if len(shapes) == 2 and len(a := shapes[0]) == len(b := shapes[1]):   # the common case: a size-1 dim meets the other's
+    try: return tuple(x if y == 1 or x == y else y if x == 1 else _nobcast() for x, y in zip(a, b))
+    except _NoBroadcast: pass
   nd = max(len(s) for s in shapes)
   out = []
   for dims in zip(*((1,) * (nd - len(s)) + tuple(s) for s in shapes)):
@@ -63,8 +69,11 @@ def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
       _err(ValueError, f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
     out.append(big.pop() if big else 1)
   return tuple(out)
+class _NoBroadcast(Exception): pass
+def _nobcast(): raise _NoBroadcast
 class DTypeNameError(TypeError, AttributeError):
   """A string that names no dtype: a TypeError (PyTorch's), and an AttributeError of `dtypes` (tinygrad's getattr)."""
+_NONE = type(None)
 def _isint(v) -> bool: return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 def _diag(d) -> int:
   if not _isint(d): _err(TypeError, f"diagonal must be an int, got {d!r}")
@@ -132,6 +141,17 @@ class OpMixin:
   def ndim(self) -> int: return len(self.shape)
   def numel(self) -> int: return _prod(self.shape)
   def _full(self, shape, value, dtype: DType) -> Self: return self._const(value, dtype).reshape((1,) * len(shape)).expand(shape)
+  # movement the composite ops build from sizes they know to be valid (the public methods' checks and argument forms
+  # skipped, the nodes the same)
+  def _reshaped(self, shape: tuple) -> Self: return self if shape == self.shape else self._op(Ops.RESHAPE, shape)
+  def _expanded(self, shape: tuple) -> Self:
+    """self broadcast to shape, a valid shape (_shape) that self broadcasts to."""
+    if (sh := self.shape) == shape: return self
+    x = self if len(sh) == len(shape) else self._reshaped((1,) * (len(shape) - len(sh)) + sh)
+    return x if x.shape == shape else x._op(Ops.EXPAND, shape)
+  def _permuted(self, order: tuple[int, ...]) -> Self:
+    sh = self.shape
+    return self if order == tuple(range(len(sh))) else self._op(Ops.PERMUTE, tuple(sh[o] for o in order), order=order)
 
   # ---- dtypes, broadcasting and elementwise ops
   def _alu(self, op: Ops, *src: Self, dtype: DType | None = None) -> Self:
@@ -142,9 +162,8 @@ class OpMixin:
     u = self._node
     while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
     return u.attrs["value"] if u.op is Ops.CONST else None
-  def cast(self, dtype) -> Self:
-    dt = _dtype(dtype)
-    return self if dt == self.dtype else self._op(Ops.CAST, self.shape, dt)
+  def cast(self, dtype) -> Self: return self._cast(_dtype(dtype))
+  def _cast(self, dt: DType) -> Self: return self if dt is self.dtype else self._op(Ops.CAST, self.shape, dt)
   def bitcast(self, dtype) -> Self:
     dt = _dtype(dtype)
     if dt.itemsize != self.dtype.itemsize or dt.is_bool != self.dtype.is_bool: _err(TypeError, f"bitcast {self.dtype} -> {dt} needs equal item sizes")
@@ -171,8 +190,8 @@ class OpMixin:
       x, y = x.cast(out), y.cast(out)
     if reverse: x, y = y, x
     if (shape := x.shape) == y.shape: return x, y
-    shape = _bshape(shape, y.shape)
-    return x._broadcast_to(shape), y._broadcast_to(shape)
+    shape = _shape(_bshape(shape, y.shape))
+    return x._expanded(shape), y._expanded(shape)
   def _const_shaped(self, value, dtype: DType, shape) -> Self:
     """A constant broadcast to shape (a Python scalar operand)."""
     return self._const(value, dtype)._broadcast_to(shape)
@@ -240,8 +259,8 @@ class OpMixin:
     if isinstance(x, OpMixin): x, y = x._broadcasted(y)
     elif isinstance(y, OpMixin): y, x = y._broadcasted(x)
     else: x, y = self._const(x)._broadcasted(y)
-    shape = _bshape(self.shape, x.shape, y.shape)
-    c, x, y = self.cast(dtypes.bool)._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+    shape = _shape(x.shape if (sh := self.shape) == x.shape else _bshape(sh, x.shape, y.shape))   # (x, y: one shape now)
+    c, x, y = self._cast(dtypes.bool)._expanded(shape), x._expanded(shape), y._expanded(shape)
     return c._op(Ops.WHERE, shape, x.dtype, (x, y))
   def _trunc_divmod(self, b: Self) -> tuple[Self, Self]:
     """Truncating integer quotient and remainder. Division by 0 gives 0 (as numpy) and MIN // -1 wraps; the divisor
@@ -288,7 +307,7 @@ class OpMixin:
   def fmod(self, x) -> Self:
     a, b = self._broadcasted(x)
     return a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu(Ops.MOD, b)
-  def _fl(self) -> Self: return self.cast(_float(self.dtype))
+  def _fl(self) -> Self: return self._cast(_float(self.dtype))
   def exp2(self) -> Self: return self._fl()._alu(Ops.EXP2)
   def log2(self) -> Self: return self._fl()._alu(Ops.LOG2)
   def sin(self) -> Self: return self._fl()._alu(Ops.SIN)
@@ -579,13 +598,15 @@ class OpMixin:
 
   # ---- movement
   def _dim(self, d: int, extra: int = 0) -> int:
-    n = self.ndim + extra
+    n = len(self.shape) + extra
+    if d.__class__ is int and -n <= d < n: return d + n if d < 0 else d   # the common case
     if not isinstance(d, (int, np.integer)): _err(TypeError, f"dimension must be an int, got {type(d).__name__}")
     if not (-max(n, 1) <= d < max(n, 1)): _err(IndexError, f"dimension out of range (expected to be in range of [{-max(n, 1)}, {max(n, 1) - 1}], but got {d})")
     return d + n if d < 0 else d
   def reshape(self, shape, *args) -> Self:
-    shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(_argfix(shape, *args)))
-    if all(type(s) is int and s >= 0 for s in shape) and type(n := self.numel()) is int and math.prod(shape) == n:   # the common case
+    if args or shape.__class__ is not tuple: shape = _argfix(shape, *args)
+    if _NONE in map(type, shape): shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(shape))
+    if _plain(shape) and type(n := self._node.size) is int and math.prod(shape) == n:   # the common case
       return self if shape == self.shape else self._op(Ops.RESHAPE, shape)
     if any(not isinstance(s, (int, np.integer, U.UOp)) or not isinstance(s, U.UOp) and s < -1 for s in shape) or shape.count(-1) > 1:
       _err(ValueError, f"invalid shape {shape}")
@@ -599,12 +620,10 @@ class OpMixin:
     return self if shape == self.shape else self._op(Ops.RESHAPE, shape)
   view = reshape
   def _broadcast_to(self, shape: tuple[int, ...]) -> Self:
-    if self.shape == shape: return self
-    if len(shape) < self.ndim or any(s != 1 and s != t for s, t in zip(self.shape[::-1], shape[::-1])):
-      _err(ValueError, f"cannot broadcast {self.shape} to {shape}")
-    shape = _shape(shape)   # the only movement op besides pad that makes more elements
-    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape)
-    return x if x.shape == shape else x._op(Ops.EXPAND, shape)
+    if (sh := self.shape) == shape: return self
+    if len(shape) < len(sh) or any(s != 1 and s != t for s, t in zip(sh[::-1], shape[::-1])):
+      _err(ValueError, f"cannot broadcast {sh} to {shape}")
+    return self._expanded(_shape(shape))   # the only movement op besides pad that makes more elements
   def expand(self, shape, *args) -> Self:
     shape = _argfix(shape, *args)
     if len(shape) < self.ndim: _err(ValueError, f"cannot expand {self.shape} to {shape}: fewer dimensions")
@@ -613,9 +632,11 @@ class OpMixin:
   def broadcast_to(self, shape) -> Self: return self.expand(shape)
   def expand_as(self, other: Self) -> Self: return self.expand(other.shape)
   def permute(self, order, *args) -> Self:
-    order = tuple(self._dim(o) for o in _argfix(order, *args))
-    if sorted(order) != list(range(self.ndim)): _err(ValueError, f"{order} is not a permutation of the {self.ndim} dims of {self.shape}")
-    return self if order == tuple(range(self.ndim)) else self._op(Ops.PERMUTE, tuple(self.shape[o] for o in order), order=order)
+    order, n = _argfix(order, *args), len(self.shape)
+    if not (_plain(order) and len(order) == n and max(order, default=0) < n and len(set(order)) == n):   # else: negative dims, errors
+      order = tuple(self._dim(o) for o in order)
+      if sorted(order) != list(range(n)): _err(ValueError, f"{order} is not a permutation of the {n} dims of {self.shape}")
+    return self._permuted(order)
   def pad(self, padding, mode: str = "constant", value=0.0) -> Self:
     """padding: (before, after) or None per dim, or PyTorch's flat (left, right, top, bottom, ...) starting at the last dim.
     Negative padding cuts, as in PyTorch."""
@@ -933,6 +954,7 @@ class OpMixin:
   # ---- reductions and matmul
   def _axes(self, axis) -> tuple[int, ...]:
     if axis is None: return tuple(range(self.ndim))
+    if axis.__class__ is int and -(n := len(self.shape)) <= axis < n: return (axis + n if axis < 0 else axis,)   # one dim
     axes = tuple(self._dim(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
     if len(set(axes)) != len(axes): _err(ValueError, f"dim appears multiple times in {tuple(axis)}")
     return tuple(sorted(a for a in axes if self.ndim))  # a 0-d tensor accepts axis 0/-1 and reduces nothing
@@ -941,13 +963,13 @@ class OpMixin:
     kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
     out = kept if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
     if self.dtype.is_bool and op is not Ops.ADD: return self.cast(dtypes.uint8)._reduce(op, axis, keepdim).cast(dtypes.bool)  # no i1 ordering
-    if not axes: return self.reshape(out)
+    if not axes: return self._reshaped(out)
     if 0 in self.shape and 0 not in kept:   # empty reduce: the identity, from self's (empty) elements so that gradients reach self
       return self.reshape(-1).pad(((0, 1),), value=REDUCE_IDENTITY[op](self.dtype)).reshape((1,) * len(out)).expand(out)
-    return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes).reshape(out)
+    return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes)._reshaped(out)
   def sum(self, axis=None, keepdim=False, dtype=None) -> Self:
-    ret = self.cast(_sum_acc(self.dtype) if dtype is None else dtype)._reduce(Ops.ADD, axis, keepdim)
-    return ret.cast(self.dtype) if dtype is None and _narrow_float(self.dtype) else ret
+    ret = self._cast(_sum_acc(self.dtype) if dtype is None else _dtype(dtype))._reduce(Ops.ADD, axis, keepdim)
+    return ret._cast(self.dtype) if dtype is None and _narrow_float(self.dtype) else ret
   def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(self.dtype if dtype is None else dtype)._reduce(Ops.MUL, axis, keepdim)
   def _nonempty(self, axis, what: str):
     """max/min have no identity: reducing an empty dim raises, as in PyTorch (numpy too), instead of giving -inf/inf."""
