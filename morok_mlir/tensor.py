@@ -5,9 +5,9 @@ import contextlib, functools, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp, SHAPE_ATTR, SHAPE_GIVEN, SRC0_SHAPED, SYM_ATTR, attrs, split_sym, sym_val
+from morok_mlir.core.uop import UOp, SHAPE_ATTR, SHAPE_GIVEN, SRC0_SHAPED, SYM_ATTR, arg_of, attrs, split_sym, sym_val
 from morok_mlir.dialects.ops import Ops
-from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err
+from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err, vkey
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.ir.emit import buffer_data
@@ -116,6 +116,10 @@ _UNVIEW = {Ops.RESHAPE: lambda shape, arg, v: v.reshape(shape),
            Ops.PERMUTE: lambda shape, arg, v: v.permute(_argsort(arg)),
            Ops.SHRINK: lambda shape, arg, v: v.pad(tuple((lo, s - hi) for s, lo, hi in zip(shape, arg[::2], arg[1::2]))),
            "index": lambda shape, arg, v: v._basic_put(shape, arg)}
+
+# what Tensor._op does besides building the node, for the ops that need more: (shape attribute?, the view's attribute or
+# None, the attribute whose symbolic sizes become sources or None)
+_MOVES = {op: (op in SHAPE_ATTR, _VIEWS.get(op), SYM_ATTR.get(op)) for op in (*SHAPE_ATTR, *_VIEWS, *SYM_ATTR)}
 
 def _index_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
   """The broadcast shape of index arrays (numpy's IndexError when they do not broadcast)."""
@@ -302,12 +306,11 @@ class Tensor(OpMixin):
   def _const(self, value, dtype: DType | None = None) -> Tensor: return Tensor(value, dtype, device=self.device, requires_grad=False)
   _CONSTS: dict = {}   # (value, dtype, shape, device) -> the broadcast constant's UOp: `x + 1` builds no new nodes for the 1
   def _const_shaped(self, value, dtype: DType, shape) -> Tensor:
-    key = (type(value), repr(value), dtype, shape, self.device)
-    if (u := Tensor._CONSTS.get(key)) is None:
+    if (u := Tensor._CONSTS.get(key := (value.__class__, vkey(value), dtype, shape, self.device))) is None:
       if len(Tensor._CONSTS) >= 4096: Tensor._CONSTS.clear()
       u = Tensor._CONSTS[key] = self._const(value, dtype)._broadcast_to(shape).uop
-    t = Tensor._of(u, self.device)
-    t._requires_grad = False
+    t = object.__new__(Tensor)   # Tensor._of's, not requiring grad
+    t.uop, t.device, t._requires_grad, t.grad, t._view = u, self.device, False, None, None
     return t
   def _op(self, _op: Ops, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
     dev, u, rg = self.device, self.uop, self._requires_grad
@@ -319,15 +322,15 @@ class Tensor(OpMixin):
       # True if a source requires grad, else None if one is unset, else False (tinygrad's)
       if rg is not True and (r := x._requires_grad) is not False: rg = r
     t = object.__new__(Tensor)   # __init__'s checks hold by construction here
-    if _op in SHAPE_ATTR: kw["shape"] = shape = tuple(shape)   # the others' shapes follow from their sources
-    t._view = (weakref.ref(self), u.shape, _op, kw[_VIEWS[_op]], self._view) if _op in _VIEWS else None
-    if (name := SYM_ATTR.get(_op)) is not None:   # symbolic sizes are sources after the tensor operand (see uop.SYM_ATTR)
-      kw[name], dyn = split_sym(kw[name])
-      srcs += dyn
-    if not kw: arg = ()
-    elif len(kw) == 1: arg = tuple((k, tuple(v) if v.__class__ is list else v) for k, v in kw.items())
-    else: arg = attrs(**kw)
-    t.uop = v = UOp(_op, dtype or u.dtype, tuple(srcs), arg, _scope.loc or _loc())
+    if (mv := _MOVES.get(_op)) is None: t._view = None
+    else:
+      shape_attr, view, sym = mv
+      if shape_attr: kw["shape"] = shape = tuple(shape)   # the others' shapes follow from their sources
+      t._view = None if view is None else (weakref.ref(self), u.shape, _op, kw[view], self._view)
+      if sym is not None:   # symbolic sizes are sources after the tensor operand (see uop.SYM_ATTR)
+        kw[sym], dyn = split_sym(kw[sym])
+        srcs += dyn
+    t.uop = v = UOp(_op, dtype or u.dtype, tuple(srcs), arg_of(kw) if kw else (), _scope.loc or _loc())
     if "shape" not in (d := v.__dict__):   # a new node: its shape is known here (uop.seed_shape)
       if _op in SRC0_SHAPED: d["shape"] = u.shape
       elif _op in SHAPE_GIVEN and shape.__class__ is tuple: d["shape"] = shape

@@ -69,6 +69,12 @@ def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
       _err(ValueError, f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
     out.append(big.pop() if big else 1)
   return tuple(out)
+def vkey(v):
+  """A Python scalar as a dict key that keeps apart what == merges: 0.0 and -0.0 (as their reprs), and NaN (equal to itself)."""
+  return v if v == v and (v or v.__class__ is not float) else repr(v)
+# a Python int or float operand of a tensor: (its type, vkey, the tensor's dtype, match_dtype) -> (the constant's value and
+# dtype), worked out once (dtype rules, range checks, rounding to the dtype)
+_SCALARS: dict = {}
 class _NoBroadcast(Exception): pass
 def _nobcast(): raise _NoBroadcast
 class DTypeNameError(TypeError, AttributeError):
@@ -155,7 +161,7 @@ class OpMixin:
 
   # ---- dtypes, broadcasting and elementwise ops
   def _alu(self, op: Ops, *src: Self, dtype: DType | None = None) -> Self:
-    if self.dtype.is_bool and dtype is None: op = _BOOL_ALU.get(op, op)
+    if dtype is None and self.dtype.is_bool: op = _BOOL_ALU.get(op, op)
     return self._op(op, self.shape, dtype, src)
   def _const_value(self):
     """The scalar this tensor is known to hold everywhere (a const seen through reshape/expand), else None."""
@@ -180,14 +186,21 @@ class OpMixin:
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True) -> tuple[Self, Self]:
     x = self
     if not isinstance(y, OpMixin):
-      if not isinstance(y, (bool, int, float, np.generic)): _err(TypeError, f"unsupported operand type {type(y).__name__}")
-      # a Python scalar takes the tensor's dtype class; an int tensor with a float scalar becomes the default float
-      ydt = x.dtype if x.dtype.is_float or (x.dtype.is_int and isinstance(y, (int, np.integer))) else dtypes.from_py(y)
-      out = least_upper_dtype(x.dtype, ydt) if match_dtype else ydt
-      y = x._const_shaped(_cv(_cv(y, ydt), out), out, x.shape)
-    if match_dtype and x.dtype != y.dtype:
+      if (y.__class__ is float or y.__class__ is int) and (hit := _SCALARS.get(key := (y.__class__, vkey(y), x.dtype, match_dtype))):
+        v, out = hit
+      else:
+        if not isinstance(y, (bool, int, float, np.generic)): _err(TypeError, f"unsupported operand type {type(y).__name__}")
+        # a Python scalar takes the tensor's dtype class; an int tensor with a float scalar becomes the default float
+        ydt = x.dtype if x.dtype.is_float or (x.dtype.is_int and isinstance(y, (int, np.integer))) else dtypes.from_py(y)
+        out = least_upper_dtype(x.dtype, ydt) if match_dtype else ydt
+        v = _cv(_cv(y, ydt), out)
+        if y.__class__ is float or y.__class__ is int:
+          if len(_SCALARS) >= 4096: _SCALARS.clear()
+          _SCALARS[key] = v, out
+      y = x._const_shaped(v, out, x.shape)
+    if match_dtype and x.dtype is not y.dtype:
       out = least_upper_dtype(x.dtype, y.dtype)
-      x, y = x.cast(out), y.cast(out)
+      x, y = x._cast(out), y._cast(out)
     if reverse: x, y = y, x
     if (shape := x.shape) == y.shape: return x, y
     shape = _shape(_bshape(shape, y.shape))
@@ -196,6 +209,9 @@ class OpMixin:
     """A constant broadcast to shape (a Python scalar operand)."""
     return self._const(value, dtype)._broadcast_to(shape)
   def _binop(self, op: str, y, reverse=False, dtype=None) -> Self:
+    if y.__class__ is self.__class__ and y.dtype is (dt := self.dtype) and y.shape == (sh := self.shape):   # nothing to broadcast
+      if dtype is None and dt.is_bool: op = _BOOL_ALU.get(op, op)
+      return y._op(op, sh, dtype, (self,)) if reverse else self._op(op, sh, dtype, (y,))
     a, b = self._broadcasted(y, reverse)
     return a._alu(op, b, dtype=dtype)
   def _need(self, ok, what: str, *others: Self):
@@ -234,7 +250,7 @@ class OpMixin:
   def _outside(self, x) -> int:
     """+1 / -1 when x is a Python or numpy int above / below what self's integer dtype holds, else 0. Such a scalar
     would wrap on conversion (int8 256 -> 0), so comparisons with it are answered exactly, as numpy 2 does."""
-    if type(x) is bool or isinstance(x, np.bool_) or not isinstance(x, (int, np.integer)) or not self.dtype.is_int: return 0
+    if not self.dtype.is_int or type(x) is bool or isinstance(x, np.bool_) or not isinstance(x, (int, np.integer)): return 0
     return 1 if x > self.dtype.max else -1 if x < self.dtype.min else 0
   def _known(self, value: bool) -> Self: return self._full(self.shape, value, dtypes.bool)
   def _cmp(self, op, x, reverse=False) -> Self:
@@ -247,7 +263,8 @@ class OpMixin:
   def le(self, x) -> Self:
     if (side := self._outside(x)): return self._known(side > 0)
     a, b = self._broadcasted(x)
-    return a.lt(b) | a.eq(b) if a.dtype.is_float else b.lt(a).logical_not()
+    if not a.dtype.is_float: return b.lt(a).logical_not()
+    return a._alu(Ops.CMPLT, b, dtype=dtypes.bool)._alu(Ops.OR, a._alu(Ops.CMPEQ, b, dtype=dtypes.bool))   # a.lt(b) | a.eq(b)
   def ge(self, x) -> Self:
     if (side := self._outside(x)): return self._known(side < 0)
     a, b = self._broadcasted(x)
@@ -1465,5 +1482,5 @@ BINARY_OPS = {"add": OpMixin.add, "sub": OpMixin.sub, "mul": OpMixin.mul, "pow":
               "and": OpMixin.bitwise_and, "or": OpMixin.bitwise_or, "xor": OpMixin.bitwise_xor, "lshift": OpMixin.lshift,
               "rshift": OpMixin.rshift, "truediv": OpMixin.div}
 for _name, _fn in BINARY_OPS.items():
-  setattr(OpMixin, f"__{_name}__", lambda self, x, f=_fn: f(self, x))
+  setattr(OpMixin, f"__{_name}__", _fn)
   setattr(OpMixin, f"__r{_name}__", lambda self, x, f=_fn: f(self, x, True))

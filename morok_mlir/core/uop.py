@@ -157,7 +157,7 @@ class UOp(OpMixin):
     if _op in SHAPE_ATTR: kw["shape"] = shape = tuple(shape)
     dyn = ()   # symbolic sizes are sources after the operands (SYM_ATTR)
     if (name := SYM_ATTR.get(_op)) is not None: kw[name], dyn = split_sym(kw[name])
-    u = UOp(_op, dtype or self.dtype, (self, *src, *dyn), attrs(**kw) if kw else (), self.loc)
+    u = UOp(_op, dtype or self.dtype, (self, *src, *dyn), arg_of(kw) if kw else (), self.loc)
     if "shape" not in (d := u.__dict__): seed_shape(d, _op, self, shape)
     return u
   def _const(self, value, dtype: DType | None = None) -> UOp:
@@ -210,6 +210,14 @@ class UOp(OpMixin):
     """The attributes as a dict (read-only by convention: computed once per node)."""
     return dict(self.arg) if isinstance(self.arg, tuple) and all(isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) for a in self.arg) else {}
 
-def attrs(**kw) -> tuple:
-  """Attributes as a hashable, ordered arg."""
+def attrs(**kw) -> tuple: return arg_of(kw)
+def arg_of(kw: dict) -> tuple:
+  """Attributes (name -> value) as a hashable arg, ordered by name (lists become tuples); one or two without a sort."""
+  if len(kw) == 1:
+    (k, v), = kw.items()
+    return ((k, tuple(v) if isinstance(v, list) else v),)
+  if len(kw) == 2:
+    (k, v), (k2, v2) = kw.items()
+    a, b = (k, tuple(v) if isinstance(v, list) else v), (k2, tuple(v2) if isinstance(v2, list) else v2)
+    return (a, b) if k < k2 else (b, a)
   return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in kw.items()))
