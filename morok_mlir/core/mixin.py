@@ -1147,14 +1147,24 @@ class OpMixin:
 
   # ---- matmul
   def dot(self, w: Self, dtype=None) -> Self:
-    x, dx, dw = self, self.ndim, w.ndim
+    if not isinstance(w, OpMixin):   # not a tensor (an array): its own methods' errors, as the general form below meets them
+      x, dx, dw = self, self.ndim, w.ndim
+      if not (dx > 0 and dw > 0): _err(ValueError, f"both tensors need to be at least 1D, got {dx}D and {dw}D")
+      if x.shape[-1] != w.shape[axis_w := -min(w.ndim, 2)]: _err(ValueError, f"cannot matmul {x.shape} and {w.shape}: {x.shape[-1]} != {w.shape[axis_w]}")
+      x = x.reshape(*x.shape[0:-1], *[1] * min(dx - 1, dw - 1, 1), x.shape[-1])
+      return x * w.reshape(*w.shape[0:-2], *[1] * min(dx - 1, dw - 1, 1), *w.shape[axis_w:]).transpose(-1, axis_w)
+    xs, ws = self.shape, w.shape
+    dx, dw = len(xs), len(ws)
     if not (dx > 0 and dw > 0): _err(ValueError, f"both tensors need to be at least 1D, got {dx}D and {dw}D")
-    if x.shape[-1] != w.shape[axis_w := -min(w.ndim, 2)]: _err(ValueError, f"cannot matmul {x.shape} and {w.shape}: {x.shape[-1]} != {w.shape[axis_w]}")
-    x = x.reshape(*x.shape[0:-1], *[1] * min(dx - 1, dw - 1, 1), x.shape[-1])
-    w = w.reshape(*w.shape[0:-2], *[1] * min(dx - 1, dw - 1, 1), *w.shape[axis_w:]).transpose(-1, axis_w)
+    if xs[-1] != ws[axis_w := -min(dw, 2)]: _err(ValueError, f"cannot matmul {xs} and {ws}: {xs[-1]} != {ws[axis_w]}")
+    one = (1,) * min(dx - 1, dw - 1, 1)
+    x, w = self._reshaped(xs[:-1] + one + xs[-1:]), w._reshaped(ws[:-2] + one + ws[axis_w:])
+    order = list(range(n := len(w.shape)))
+    order[-1], order[n + axis_w] = order[n + axis_w], order[-1]
+    w = w._permuted(tuple(order))   # its last two dims swapped (a vector's one stays)
     out = least_upper_dtype(x.dtype, w.dtype) if dtype is None else _dtype(dtype)
-    if _narrow_float(out) and dtype is None: x, w = x.float(), w.float()   # exact products, summed in float32 (PyTorch)
-    return (x * w).sum(-1, dtype=dtype).cast(out)
+    if _narrow_float(out) and dtype is None: x, w = x._cast(dtypes.float32), w._cast(dtypes.float32)   # exact products, summed in float32 (PyTorch)
+    return x._binop(Ops.MUL, w).sum(-1, dtype=dtype)._cast(out)
   def matmul(self, x: Self, reverse=False, dtype=None) -> Self:
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
   def __matmul__(self, x) -> Self: return self.matmul(x)
