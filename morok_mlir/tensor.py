@@ -8,7 +8,7 @@ from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, SHAPE_ATTR, SHAPE_GIVEN, SRC0_SHAPED, SYM_ATTR, arg_of, attrs, split_sym, sym_val
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err, vkey
-from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
+from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.ir.emit import buffer_data
 from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
@@ -688,13 +688,14 @@ for _name, _fn in BINARY_OPS.items(): setattr(Tensor, f"__i{_name}__", lambda se
 # ---------------------------------------------------------------- provenance scopes
 def _api(fn):
   """The outermost public Tensor call finds the user's line once; the ops it builds inside reuse it. (Walking the
-  stack for every UOp materialises a Python frame object per level, ~4 us per op.)"""
+  stack for every UOp materialises a Python frame object per level, ~4 us per op.) Found on entry: a call site's
+  line is cached (provenance.walk_loc), and one thread-local slot is then both the flag and the line."""
   @functools.wraps(fn)
   def call(*args, **kw):
-    if _scope.frame is not None: return fn(*args, **kw)
-    _scope.frame = sys._getframe(1)
+    if _scope.loc is not None: return fn(*args, **kw)
+    _scope.loc = walk_loc(sys._getframe(1))
     try: return fn(*args, **kw)
-    finally: _scope.frame = _scope.loc = None
+    finally: _scope.loc = None
   return call
 
 class _Probe:   # how many references a temporary has inside a public method (CPython's count; another only means a copy)

@@ -11,17 +11,13 @@ _OURS: dict = {}  # id(code) -> (code, is it this package's): checked once per c
 _LOCS: dict = {}  # (id(code), instruction offset) -> (code, its file:line:col): the line number is a walk of the line table
 
 class _Scope(threading.local):
-  frame = None             # the frame the outermost public Tensor call in progress was made from (set by its wrapper)
-  loc: str | None = None   # its file:line:col, worked out on first use: most calls never need it
+  loc: str | None = None   # the user's file:line:col of the outermost public Tensor call in progress (set by its wrapper)
 scope = _Scope()
 
 def user_loc() -> str:
   """file:line:col of the user's line: the one the public Tensor method in progress was called from, else the
   first stack frame outside this package."""
   if (loc := scope.loc) is not None: return loc
-  if (f := scope.frame) is not None:
-    scope.loc = loc = walk_loc(f)
-    return loc
   return walk_loc(sys._getframe(1))
 
 def walk_loc(f) -> str:
