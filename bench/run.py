@@ -200,7 +200,7 @@ def w_mlp():
   return dict(name="f. MLP 256x784 -> 512 -> 10", flops=2 * 256 * (784 * 512 + 512 * 10),
     morok=lambda: mlp(*Ts).realize(), numpy=np_mlp,
     torch=lambda: torch.log_softmax(torch.relu(ts[0] @ ts[1] + ts[2]) @ ts[3] + ts[4], 1), tol=1e-4,
-    extra={"TinyJit replay of the same": lambda: jitted(*Ts)})
+    extra={"TinyJit replay of the same": lambda: jitted(*Ts), "building its lazy graph only (no realize)": lambda: mlp(*Ts)})
 def mlp(x, w1, b1, w2, b2): return ((x @ w1 + b1).relu() @ w2 + b2).log_softmax(axis=1)
 def w_train():
   """One SGD step of the MLP (f) on a cross-entropy loss: forward, backward and the update of the four parameters.

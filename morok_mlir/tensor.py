@@ -1,14 +1,14 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import contextlib, functools, math, sys, threading, weakref
+import contextlib, functools, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp, SHAPE_ATTR, SYM_ATTR, attrs, split_sym, sym_val
+from morok_mlir.core.uop import UOp, SHAPE_ATTR, SHAPE_GIVEN, SRC0_SHAPED, SYM_ATTR, arg_of, attrs, split_sym, sym_val
 from morok_mlir.dialects.ops import Ops
-from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err
-from morok_mlir.core.provenance import scope as _scope, user_loc as _loc
+from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err, vkey
+from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.ir.emit import buffer_data
 from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
@@ -116,6 +116,10 @@ _UNVIEW = {Ops.RESHAPE: lambda shape, arg, v: v.reshape(shape),
            Ops.PERMUTE: lambda shape, arg, v: v.permute(_argsort(arg)),
            Ops.SHRINK: lambda shape, arg, v: v.pad(tuple((lo, s - hi) for s, lo, hi in zip(shape, arg[::2], arg[1::2]))),
            "index": lambda shape, arg, v: v._basic_put(shape, arg)}
+
+# what Tensor._op does besides building the node, for the ops that need more: (shape attribute?, the view's attribute or
+# None, the attribute whose symbolic sizes become sources or None)
+_MOVES = {op: (op in SHAPE_ATTR, _VIEWS.get(op), SYM_ATTR.get(op)) for op in (*SHAPE_ATTR, *_VIEWS, *SYM_ATTR)}
 
 def _index_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
   """The broadcast shape of index arrays (numpy's IndexError when they do not broadcast)."""
@@ -241,10 +245,9 @@ class Tensor(OpMixin):
     def __exit__(self, *exc): Tensor.no_grad = self.prev
 
   # ---- properties
-  @property
-  def shape(self) -> tuple[int, ...]: return self.uop.shape
-  @property
-  def dtype(self) -> DType: return self.uop.dtype
+  # read through C getters: op methods ask for these dozens of times per op, and a Python property's frame costs more
+  shape = property(operator.attrgetter("uop.shape"), doc="Each dimension an int (or a bound symbolic size).")
+  dtype = property(operator.attrgetter("uop.dtype"), doc="The element type.")
   @property
   def lazydata(self) -> UOp: return self.uop
   def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._dim(dim)]
@@ -299,32 +302,40 @@ class Tensor(OpMixin):
   def data(self) -> np.ndarray: return self.numpy()
 
   # ---- graph building (OpMixin's primitives)
-  @property
-  def _node(self) -> UOp: return self.uop
+  _node = property(operator.attrgetter("uop"))
   def _const(self, value, dtype: DType | None = None) -> Tensor: return Tensor(value, dtype, device=self.device, requires_grad=False)
   _CONSTS: dict = {}   # (value, dtype, shape, device) -> the broadcast constant's UOp: `x + 1` builds no new nodes for the 1
   def _const_shaped(self, value, dtype: DType, shape) -> Tensor:
-    key = (type(value), repr(value), dtype, shape, self.device)
-    if (u := Tensor._CONSTS.get(key)) is None:
+    if (u := Tensor._CONSTS.get(key := (value.__class__, vkey(value), dtype, shape, self.device))) is None:
       if len(Tensor._CONSTS) >= 4096: Tensor._CONSTS.clear()
       u = Tensor._CONSTS[key] = self._const(value, dtype)._broadcast_to(shape).uop
-    t = Tensor._of(u, self.device)
-    t._requires_grad = False
+    t = object.__new__(Tensor)   # Tensor._of's, not requiring grad
+    t.uop, t.device, t._requires_grad, t.grad, t._view = u, self.device, False, None, None
     return t
   def _op(self, _op: Ops, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
-    if src and any(s.device != self.device for s in src):
-      _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({self.device, *(s.device for s in src)}))}")
+    dev, u, rg = self.device, self.uop, self._requires_grad
+    srcs = [u]
+    for x in src:
+      if x.device != dev:
+        _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({dev, *(s.device for s in src)}))}")
+      srcs.append(x.uop)
+      # True if a source requires grad, else None if one is unset, else False (tinygrad's)
+      if rg is not True and (r := x._requires_grad) is not False: rg = r
     t = object.__new__(Tensor)   # __init__'s checks hold by construction here
-    if _op in SHAPE_ATTR: kw["shape"] = tuple(shape)   # the others' shapes follow from their sources
-    t._view = (weakref.ref(self), self.shape, _op, kw[_VIEWS[_op]], self._view) if _op in _VIEWS else None
-    dyn = ()   # symbolic sizes are sources after the tensor operand (see uop.SYM_ATTR)
-    if (name := SYM_ATTR.get(_op)) is not None: kw[name], dyn = split_sym(kw[name])
-    t.uop = UOp(_op, dtype or self.dtype, (self.uop,) + tuple(s.uop for s in src) + dyn, attrs(**kw) if kw else (), _loc())
-    t.device, t.grad = self.device, None
-    rg = self._requires_grad   # True if a source requires grad, else None if one is unset, else False (tinygrad's)
-    if src: rg = True if True in (rgs := [rg, *(x._requires_grad for x in src)]) else None if None in rgs else False
-    t._requires_grad = rg
-    if Tensor.no_grad: t._requires_grad, t.uop = False, t.uop if rg is not True else UOp(Ops.DETACH, t.uop.dtype, (t.uop,), (), t.uop.loc)
+    if (mv := _MOVES.get(_op)) is None: t._view = None
+    else:
+      shape_attr, view, sym = mv
+      if shape_attr: kw["shape"] = shape = tuple(shape)   # the others' shapes follow from their sources
+      t._view = None if view is None else (weakref.ref(self), u.shape, _op, kw[view], self._view)
+      if sym is not None:   # symbolic sizes are sources after the tensor operand (see uop.SYM_ATTR)
+        kw[sym], dyn = split_sym(kw[sym])
+        srcs += dyn
+    t.uop = v = UOp(_op, dtype or u.dtype, tuple(srcs), arg_of(kw) if kw else (), _scope.loc or _loc())
+    if "shape" not in (d := v.__dict__):   # a new node: its shape is known here (uop.seed_shape)
+      if _op in SRC0_SHAPED: d["shape"] = u.shape
+      elif _op in SHAPE_GIVEN and shape.__class__ is tuple: d["shape"] = shape
+    t.device, t.grad, t._requires_grad = dev, None, rg
+    if Tensor.no_grad: t._requires_grad, t.uop = False, v if rg is not True else UOp(Ops.DETACH, v.dtype, (v,), (), v.loc)
     return t
 
   # ---- creation
@@ -677,13 +688,14 @@ for _name, _fn in BINARY_OPS.items(): setattr(Tensor, f"__i{_name}__", lambda se
 # ---------------------------------------------------------------- provenance scopes
 def _api(fn):
   """The outermost public Tensor call finds the user's line once; the ops it builds inside reuse it. (Walking the
-  stack for every UOp materialises a Python frame object per level, ~4 us per op.)"""
+  stack for every UOp materialises a Python frame object per level, ~4 us per op.) Found on entry: a call site's
+  line is cached (provenance.walk_loc), and one thread-local slot is then both the flag and the line."""
   @functools.wraps(fn)
   def call(*args, **kw):
-    if _scope.frame is not None: return fn(*args, **kw)
-    _scope.frame = sys._getframe(1)
+    if _scope.loc is not None: return fn(*args, **kw)
+    _scope.loc = walk_loc(sys._getframe(1))
     try: return fn(*args, **kw)
-    finally: _scope.frame = _scope.loc = None
+    finally: _scope.loc = None
   return call
 
 class _Probe:   # how many references a temporary has inside a public method (CPython's count; another only means a copy)

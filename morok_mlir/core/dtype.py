@@ -22,14 +22,9 @@ class DType:
   def vec(self, n: int) -> VecDType:
     if (v := _DERIVED.get(k := ("vec", self, n))) is None: v = _DERIVED[k] = VecDType(-1, self.itemsize * n, f"{self.name}{n}", self.np, self.mlir, self, n)
     return v
-  @property
-  def is_float(self) -> bool: return self in dtypes.floats
-  @property
-  def is_int(self) -> bool: return self in dtypes.ints
-  @property
-  def is_unsigned(self) -> bool: return self in dtypes.uints
-  @property
-  def is_bool(self) -> bool: return self is dtypes.bool
+  # the kind: plain attributes (every op asks), True on the dtypes of that kind (set below `dtypes`); pointers and vectors
+  # are of no kind
+  is_float = is_int = is_unsigned = is_bool = False
   @property
   def bits(self) -> int: return 1 if self.is_bool else self.itemsize * 8
   @property
@@ -127,6 +122,10 @@ class dtypes:
     if isinstance(x, ml_dtypes.bfloat16): return dtypes.bfloat16
     if isinstance(x, (float, np.floating)): return dtypes.default_float if not isinstance(x, np.floating) else dtypes.from_np(type(x))
     raise TypeError(f"cannot infer a dtype for {type(x).__name__}")
+
+for _d in dtypes.all:
+  for _k, _of in (("is_float", dtypes.floats), ("is_int", dtypes.ints), ("is_unsigned", dtypes.uints), ("is_bool", (dtypes.bool,))):
+    if _d in _of: object.__setattr__(_d, _k, True)
 
 _NP = {d.npdt if d.npdt.kind == "V" else (d.npdt.kind, d.itemsize): d for d in dtypes.all}
 

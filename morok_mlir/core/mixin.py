@@ -44,10 +44,13 @@ def _sz(s, what: str = "size"):
   if not isinstance(s, (int, np.integer)) or isinstance(s, (bool, np.bool_)): _err(TypeError, f"{what} must be an int, got {type(s).__name__}")
   return int(s)
 
+def _plain(shape: tuple) -> bool:
+  """Every size a Python int >= 0 (no bool, numpy int or symbolic UOp): the common case, checked without a Python loop."""
+  return list(map(type, shape)).count(int) == len(shape) and (not shape or min(shape) >= 0)
 def _shape(shape, what: str = "shape") -> tuple:
   """A shape as a tuple of sizes (ints or bound symbolic UOps), checked up front: every dim non-negative (its bound value
   for a symbolic one), the element count what index math holds."""
-  if all(type(s) is int and s >= 0 for s in shape) and math.prod(shape) < MAX_NUMEL: return tuple(shape)   # the common case
+  if _plain(shape) and math.prod(shape) < MAX_NUMEL: return tuple(shape)   # the common case
   if bad := [s for s in shape if not isinstance(s, (int, np.integer, U.UOp)) or isinstance(s, (bool, np.bool_))]:
     _err(TypeError, f"{what} {tuple(shape)} must hold ints, got {type(bad[0]).__name__}")
   shape = tuple(_sz(s, what) for s in shape)
@@ -56,6 +59,9 @@ def _shape(shape, what: str = "shape") -> tuple:
   return shape
 def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
   """numpy broadcasting of shapes."""
+  if len(shapes) == 2 and len(a := shapes[0]) == len(b := shapes[1]):   # the common case: a size-1 dim meets the other's
+    try: return tuple(x if y == 1 or x == y else y if x == 1 else _nobcast() for x, y in zip(a, b))
+    except _NoBroadcast: pass
   nd = max(len(s) for s in shapes)
   out = []
   for dims in zip(*((1,) * (nd - len(s)) + tuple(s) for s in shapes)):
@@ -63,8 +69,17 @@ def _bshape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
       _err(ValueError, f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
     out.append(big.pop() if big else 1)
   return tuple(out)
+def vkey(v):
+  """A Python scalar as a dict key that keeps apart what == merges: 0.0 and -0.0 (as their reprs), and NaN (equal to itself)."""
+  return v if v == v and (v or v.__class__ is not float) else repr(v)
+# a Python int or float operand of a tensor: (its type, vkey, the tensor's dtype, match_dtype) -> (the constant's value and
+# dtype), worked out once (dtype rules, range checks, rounding to the dtype)
+_SCALARS: dict = {}
+class _NoBroadcast(Exception): pass
+def _nobcast(): raise _NoBroadcast
 class DTypeNameError(TypeError, AttributeError):
   """A string that names no dtype: a TypeError (PyTorch's), and an AttributeError of `dtypes` (tinygrad's getattr)."""
+_NONE = type(None)
 def _isint(v) -> bool: return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 def _diag(d) -> int:
   if not _isint(d): _err(TypeError, f"diagonal must be an int, got {d!r}")
@@ -132,19 +147,29 @@ class OpMixin:
   def ndim(self) -> int: return len(self.shape)
   def numel(self) -> int: return _prod(self.shape)
   def _full(self, shape, value, dtype: DType) -> Self: return self._const(value, dtype).reshape((1,) * len(shape)).expand(shape)
+  # movement the composite ops build from sizes they know to be valid (the public methods' checks and argument forms
+  # skipped, the nodes the same)
+  def _reshaped(self, shape: tuple) -> Self: return self if shape == self.shape else self._op(Ops.RESHAPE, shape)
+  def _expanded(self, shape: tuple) -> Self:
+    """self broadcast to shape, a valid shape (_shape) that self broadcasts to."""
+    if (sh := self.shape) == shape: return self
+    x = self if len(sh) == len(shape) else self._reshaped((1,) * (len(shape) - len(sh)) + sh)
+    return x if x.shape == shape else x._op(Ops.EXPAND, shape)
+  def _permuted(self, order: tuple[int, ...]) -> Self:
+    sh = self.shape
+    return self if order == tuple(range(len(sh))) else self._op(Ops.PERMUTE, tuple(sh[o] for o in order), order=order)
 
   # ---- dtypes, broadcasting and elementwise ops
   def _alu(self, op: Ops, *src: Self, dtype: DType | None = None) -> Self:
-    if self.dtype.is_bool and dtype is None: op = _BOOL_ALU.get(op, op)
+    if dtype is None and self.dtype.is_bool: op = _BOOL_ALU.get(op, op)
     return self._op(op, self.shape, dtype, src)
   def _const_value(self):
     """The scalar this tensor is known to hold everywhere (a const seen through reshape/expand), else None."""
     u = self._node
     while u.op in (Ops.RESHAPE, Ops.EXPAND): u = u.src[0]
     return u.attrs["value"] if u.op is Ops.CONST else None
-  def cast(self, dtype) -> Self:
-    dt = _dtype(dtype)
-    return self if dt == self.dtype else self._op(Ops.CAST, self.shape, dt)
+  def cast(self, dtype) -> Self: return self._cast(_dtype(dtype))
+  def _cast(self, dt: DType) -> Self: return self if dt is self.dtype else self._op(Ops.CAST, self.shape, dt)
   def bitcast(self, dtype) -> Self:
     dt = _dtype(dtype)
     if dt.itemsize != self.dtype.itemsize or dt.is_bool != self.dtype.is_bool: _err(TypeError, f"bitcast {self.dtype} -> {dt} needs equal item sizes")
@@ -161,22 +186,32 @@ class OpMixin:
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True) -> tuple[Self, Self]:
     x = self
     if not isinstance(y, OpMixin):
-      if not isinstance(y, (bool, int, float, np.generic)): _err(TypeError, f"unsupported operand type {type(y).__name__}")
-      # a Python scalar takes the tensor's dtype class; an int tensor with a float scalar becomes the default float
-      ydt = x.dtype if x.dtype.is_float or (x.dtype.is_int and isinstance(y, (int, np.integer))) else dtypes.from_py(y)
-      out = least_upper_dtype(x.dtype, ydt) if match_dtype else ydt
-      y = x._const_shaped(_cv(_cv(y, ydt), out), out, x.shape)
-    if match_dtype and x.dtype != y.dtype:
+      if (y.__class__ is float or y.__class__ is int) and (hit := _SCALARS.get(key := (y.__class__, vkey(y), x.dtype, match_dtype))):
+        v, out = hit
+      else:
+        if not isinstance(y, (bool, int, float, np.generic)): _err(TypeError, f"unsupported operand type {type(y).__name__}")
+        # a Python scalar takes the tensor's dtype class; an int tensor with a float scalar becomes the default float
+        ydt = x.dtype if x.dtype.is_float or (x.dtype.is_int and isinstance(y, (int, np.integer))) else dtypes.from_py(y)
+        out = least_upper_dtype(x.dtype, ydt) if match_dtype else ydt
+        v = _cv(_cv(y, ydt), out)
+        if y.__class__ is float or y.__class__ is int:
+          if len(_SCALARS) >= 4096: _SCALARS.clear()
+          _SCALARS[key] = v, out
+      y = x._const_shaped(v, out, x.shape)
+    if match_dtype and x.dtype is not y.dtype:
       out = least_upper_dtype(x.dtype, y.dtype)
-      x, y = x.cast(out), y.cast(out)
+      x, y = x._cast(out), y._cast(out)
     if reverse: x, y = y, x
     if (shape := x.shape) == y.shape: return x, y
-    shape = _bshape(shape, y.shape)
-    return x._broadcast_to(shape), y._broadcast_to(shape)
+    shape = _shape(_bshape(shape, y.shape))
+    return x._expanded(shape), y._expanded(shape)
   def _const_shaped(self, value, dtype: DType, shape) -> Self:
     """A constant broadcast to shape (a Python scalar operand)."""
     return self._const(value, dtype)._broadcast_to(shape)
   def _binop(self, op: str, y, reverse=False, dtype=None) -> Self:
+    if y.__class__ is self.__class__ and y.dtype is (dt := self.dtype) and y.shape == (sh := self.shape):   # nothing to broadcast
+      if dtype is None and dt.is_bool: op = _BOOL_ALU.get(op, op)
+      return y._op(op, sh, dtype, (self,)) if reverse else self._op(op, sh, dtype, (y,))
     a, b = self._broadcasted(y, reverse)
     return a._alu(op, b, dtype=dtype)
   def _need(self, ok, what: str, *others: Self):
@@ -215,7 +250,7 @@ class OpMixin:
   def _outside(self, x) -> int:
     """+1 / -1 when x is a Python or numpy int above / below what self's integer dtype holds, else 0. Such a scalar
     would wrap on conversion (int8 256 -> 0), so comparisons with it are answered exactly, as numpy 2 does."""
-    if type(x) is bool or isinstance(x, np.bool_) or not isinstance(x, (int, np.integer)) or not self.dtype.is_int: return 0
+    if not self.dtype.is_int or type(x) is bool or isinstance(x, np.bool_) or not isinstance(x, (int, np.integer)): return 0
     return 1 if x > self.dtype.max else -1 if x < self.dtype.min else 0
   def _known(self, value: bool) -> Self: return self._full(self.shape, value, dtypes.bool)
   def _cmp(self, op, x, reverse=False) -> Self:
@@ -228,7 +263,8 @@ class OpMixin:
   def le(self, x) -> Self:
     if (side := self._outside(x)): return self._known(side > 0)
     a, b = self._broadcasted(x)
-    return a.lt(b) | a.eq(b) if a.dtype.is_float else b.lt(a).logical_not()
+    if not a.dtype.is_float: return b.lt(a).logical_not()
+    return a._alu(Ops.CMPLT, b, dtype=dtypes.bool)._alu(Ops.OR, a._alu(Ops.CMPEQ, b, dtype=dtypes.bool))   # a.lt(b) | a.eq(b)
   def ge(self, x) -> Self:
     if (side := self._outside(x)): return self._known(side < 0)
     a, b = self._broadcasted(x)
@@ -240,8 +276,8 @@ class OpMixin:
     if isinstance(x, OpMixin): x, y = x._broadcasted(y)
     elif isinstance(y, OpMixin): y, x = y._broadcasted(x)
     else: x, y = self._const(x)._broadcasted(y)
-    shape = _bshape(self.shape, x.shape, y.shape)
-    c, x, y = self.cast(dtypes.bool)._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+    shape = _shape(x.shape if (sh := self.shape) == x.shape else _bshape(sh, x.shape, y.shape))   # (x, y: one shape now)
+    c, x, y = self._cast(dtypes.bool)._expanded(shape), x._expanded(shape), y._expanded(shape)
     return c._op(Ops.WHERE, shape, x.dtype, (x, y))
   def _trunc_divmod(self, b: Self) -> tuple[Self, Self]:
     """Truncating integer quotient and remainder. Division by 0 gives 0 (as numpy) and MIN // -1 wraps; the divisor
@@ -288,7 +324,7 @@ class OpMixin:
   def fmod(self, x) -> Self:
     a, b = self._broadcasted(x)
     return a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu(Ops.MOD, b)
-  def _fl(self) -> Self: return self.cast(_float(self.dtype))
+  def _fl(self) -> Self: return self._cast(_float(self.dtype))
   def exp2(self) -> Self: return self._fl()._alu(Ops.EXP2)
   def log2(self) -> Self: return self._fl()._alu(Ops.LOG2)
   def sin(self) -> Self: return self._fl()._alu(Ops.SIN)
@@ -579,13 +615,15 @@ class OpMixin:
 
   # ---- movement
   def _dim(self, d: int, extra: int = 0) -> int:
-    n = self.ndim + extra
+    n = len(self.shape) + extra
+    if d.__class__ is int and -n <= d < n: return d + n if d < 0 else d   # the common case
     if not isinstance(d, (int, np.integer)): _err(TypeError, f"dimension must be an int, got {type(d).__name__}")
     if not (-max(n, 1) <= d < max(n, 1)): _err(IndexError, f"dimension out of range (expected to be in range of [{-max(n, 1)}, {max(n, 1) - 1}], but got {d})")
     return d + n if d < 0 else d
   def reshape(self, shape, *args) -> Self:
-    shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(_argfix(shape, *args)))
-    if all(type(s) is int and s >= 0 for s in shape) and type(n := self.numel()) is int and math.prod(shape) == n:   # the common case
+    if args or shape.__class__ is not tuple: shape = _argfix(shape, *args)
+    if _NONE in map(type, shape): shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(shape))
+    if _plain(shape) and type(n := self._node.size) is int and math.prod(shape) == n:   # the common case
       return self if shape == self.shape else self._op(Ops.RESHAPE, shape)
     if any(not isinstance(s, (int, np.integer, U.UOp)) or not isinstance(s, U.UOp) and s < -1 for s in shape) or shape.count(-1) > 1:
       _err(ValueError, f"invalid shape {shape}")
@@ -599,12 +637,10 @@ class OpMixin:
     return self if shape == self.shape else self._op(Ops.RESHAPE, shape)
   view = reshape
   def _broadcast_to(self, shape: tuple[int, ...]) -> Self:
-    if self.shape == shape: return self
-    if len(shape) < self.ndim or any(s != 1 and s != t for s, t in zip(self.shape[::-1], shape[::-1])):
-      _err(ValueError, f"cannot broadcast {self.shape} to {shape}")
-    shape = _shape(shape)   # the only movement op besides pad that makes more elements
-    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape)
-    return x if x.shape == shape else x._op(Ops.EXPAND, shape)
+    if (sh := self.shape) == shape: return self
+    if len(shape) < len(sh) or any(s != 1 and s != t for s, t in zip(sh[::-1], shape[::-1])):
+      _err(ValueError, f"cannot broadcast {sh} to {shape}")
+    return self._expanded(_shape(shape))   # the only movement op besides pad that makes more elements
   def expand(self, shape, *args) -> Self:
     shape = _argfix(shape, *args)
     if len(shape) < self.ndim: _err(ValueError, f"cannot expand {self.shape} to {shape}: fewer dimensions")
@@ -613,9 +649,11 @@ class OpMixin:
   def broadcast_to(self, shape) -> Self: return self.expand(shape)
   def expand_as(self, other: Self) -> Self: return self.expand(other.shape)
   def permute(self, order, *args) -> Self:
-    order = tuple(self._dim(o) for o in _argfix(order, *args))
-    if sorted(order) != list(range(self.ndim)): _err(ValueError, f"{order} is not a permutation of the {self.ndim} dims of {self.shape}")
-    return self if order == tuple(range(self.ndim)) else self._op(Ops.PERMUTE, tuple(self.shape[o] for o in order), order=order)
+    order, n = _argfix(order, *args), len(self.shape)
+    if not (_plain(order) and len(order) == n and max(order, default=0) < n and len(set(order)) == n):   # else: negative dims, errors
+      order = tuple(self._dim(o) for o in order)
+      if sorted(order) != list(range(n)): _err(ValueError, f"{order} is not a permutation of the {n} dims of {self.shape}")
+    return self._permuted(order)
   def pad(self, padding, mode: str = "constant", value=0.0) -> Self:
     """padding: (before, after) or None per dim, or PyTorch's flat (left, right, top, bottom, ...) starting at the last dim.
     Negative padding cuts, as in PyTorch."""
@@ -933,6 +971,7 @@ class OpMixin:
   # ---- reductions and matmul
   def _axes(self, axis) -> tuple[int, ...]:
     if axis is None: return tuple(range(self.ndim))
+    if axis.__class__ is int and -(n := len(self.shape)) <= axis < n: return (axis + n if axis < 0 else axis,)   # one dim
     axes = tuple(self._dim(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
     if len(set(axes)) != len(axes): _err(ValueError, f"dim appears multiple times in {tuple(axis)}")
     return tuple(sorted(a for a in axes if self.ndim))  # a 0-d tensor accepts axis 0/-1 and reduces nothing
@@ -941,13 +980,13 @@ class OpMixin:
     kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
     out = kept if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
     if self.dtype.is_bool and op is not Ops.ADD: return self.cast(dtypes.uint8)._reduce(op, axis, keepdim).cast(dtypes.bool)  # no i1 ordering
-    if not axes: return self.reshape(out)
+    if not axes: return self._reshaped(out)
     if 0 in self.shape and 0 not in kept:   # empty reduce: the identity, from self's (empty) elements so that gradients reach self
       return self.reshape(-1).pad(((0, 1),), value=REDUCE_IDENTITY[op](self.dtype)).reshape((1,) * len(out)).expand(out)
-    return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes).reshape(out)
+    return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes)._reshaped(out)
   def sum(self, axis=None, keepdim=False, dtype=None) -> Self:
-    ret = self.cast(_sum_acc(self.dtype) if dtype is None else dtype)._reduce(Ops.ADD, axis, keepdim)
-    return ret.cast(self.dtype) if dtype is None and _narrow_float(self.dtype) else ret
+    ret = self._cast(_sum_acc(self.dtype) if dtype is None else _dtype(dtype))._reduce(Ops.ADD, axis, keepdim)
+    return ret._cast(self.dtype) if dtype is None and _narrow_float(self.dtype) else ret
   def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(self.dtype if dtype is None else dtype)._reduce(Ops.MUL, axis, keepdim)
   def _nonempty(self, axis, what: str):
     """max/min have no identity: reducing an empty dim raises, as in PyTorch (numpy too), instead of giving -inf/inf."""
@@ -1108,14 +1147,24 @@ class OpMixin:
 
   # ---- matmul
   def dot(self, w: Self, dtype=None) -> Self:
-    x, dx, dw = self, self.ndim, w.ndim
+    if not isinstance(w, OpMixin):   # not a tensor (an array): its own methods' errors, as the general form below meets them
+      x, dx, dw = self, self.ndim, w.ndim
+      if not (dx > 0 and dw > 0): _err(ValueError, f"both tensors need to be at least 1D, got {dx}D and {dw}D")
+      if x.shape[-1] != w.shape[axis_w := -min(w.ndim, 2)]: _err(ValueError, f"cannot matmul {x.shape} and {w.shape}: {x.shape[-1]} != {w.shape[axis_w]}")
+      x = x.reshape(*x.shape[0:-1], *[1] * min(dx - 1, dw - 1, 1), x.shape[-1])
+      return x * w.reshape(*w.shape[0:-2], *[1] * min(dx - 1, dw - 1, 1), *w.shape[axis_w:]).transpose(-1, axis_w)
+    xs, ws = self.shape, w.shape
+    dx, dw = len(xs), len(ws)
     if not (dx > 0 and dw > 0): _err(ValueError, f"both tensors need to be at least 1D, got {dx}D and {dw}D")
-    if x.shape[-1] != w.shape[axis_w := -min(w.ndim, 2)]: _err(ValueError, f"cannot matmul {x.shape} and {w.shape}: {x.shape[-1]} != {w.shape[axis_w]}")
-    x = x.reshape(*x.shape[0:-1], *[1] * min(dx - 1, dw - 1, 1), x.shape[-1])
-    w = w.reshape(*w.shape[0:-2], *[1] * min(dx - 1, dw - 1, 1), *w.shape[axis_w:]).transpose(-1, axis_w)
+    if xs[-1] != ws[axis_w := -min(dw, 2)]: _err(ValueError, f"cannot matmul {xs} and {ws}: {xs[-1]} != {ws[axis_w]}")
+    one = (1,) * min(dx - 1, dw - 1, 1)
+    x, w = self._reshaped(xs[:-1] + one + xs[-1:]), w._reshaped(ws[:-2] + one + ws[axis_w:])
+    order = list(range(n := len(w.shape)))
+    order[-1], order[n + axis_w] = order[n + axis_w], order[-1]
+    w = w._permuted(tuple(order))   # its last two dims swapped (a vector's one stays)
     out = least_upper_dtype(x.dtype, w.dtype) if dtype is None else _dtype(dtype)
-    if _narrow_float(out) and dtype is None: x, w = x.float(), w.float()   # exact products, summed in float32 (PyTorch)
-    return (x * w).sum(-1, dtype=dtype).cast(out)
+    if _narrow_float(out) and dtype is None: x, w = x._cast(dtypes.float32), w._cast(dtypes.float32)   # exact products, summed in float32 (PyTorch)
+    return x._binop(Ops.MUL, w).sum(-1, dtype=dtype)._cast(out)
   def matmul(self, x: Self, reverse=False, dtype=None) -> Self:
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
   def __matmul__(self, x) -> Self: return self.matmul(x)
@@ -1443,5 +1492,5 @@ BINARY_OPS = {"add": OpMixin.add, "sub": OpMixin.sub, "mul": OpMixin.mul, "pow":
               "and": OpMixin.bitwise_and, "or": OpMixin.bitwise_or, "xor": OpMixin.bitwise_xor, "lshift": OpMixin.lshift,
               "rshift": OpMixin.rshift, "truediv": OpMixin.div}
 for _name, _fn in BINARY_OPS.items():
-  setattr(OpMixin, f"__{_name}__", lambda self, x, f=_fn: f(self, x))
+  setattr(OpMixin, f"__{_name}__", _fn)
   setattr(OpMixin, f"__r{_name}__", lambda self, x, f=_fn: f(self, x, True))

@@ -4,35 +4,37 @@ from __future__ import annotations
 import os, sys, threading
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # morok_mlir/
+# keyed by the code object's id, the code object kept in the value (so the id stays its own): a code object's hash is
+# computed from its whole contents each time (~0.4 us for a long function)
 _POS: dict = {}   # code object -> its instruction positions (for the column)
-_OURS: dict = {}  # code object -> is it this package's (checked once per code object, not per frame)
+_OURS: dict = {}  # id(code) -> (code, is it this package's): checked once per code object, not per frame
+_LOCS: dict = {}  # (id(code), instruction offset) -> (code, its file:line:col): the line number is a walk of the line table
 
 class _Scope(threading.local):
-  frame = None             # the frame the outermost public Tensor call in progress was made from (set by its wrapper)
-  loc: str | None = None   # its file:line:col, worked out on first use: most calls never need it
+  loc: str | None = None   # the user's file:line:col of the outermost public Tensor call in progress (set by its wrapper)
 scope = _Scope()
 
 def user_loc() -> str:
   """file:line:col of the user's line: the one the public Tensor method in progress was called from, else the
   first stack frame outside this package."""
   if (loc := scope.loc) is not None: return loc
-  if (f := scope.frame) is not None:
-    scope.loc = loc = walk_loc(f)
-    return loc
   return walk_loc(sys._getframe(1))
 
 def walk_loc(f) -> str:
   """file:line:col of the first frame outside this package, from frame f outward."""
   while f is not None:
     c = f.f_code
-    if (ours := _OURS.get(c)) is None: ours = _OURS[c] = c.co_filename.startswith(_PKG)
-    if not ours: break
+    if (ours := _OURS.get(id(c))) is None: ours = _OURS[id(c)] = (c, c.co_filename.startswith(_PKG))
+    if not ours[1]: break
     f = f.f_back
   if f is None: return "<unknown>:0:0"
-  if (pos := _POS.get(c := f.f_code)) is None: pos = _POS[c] = list(c.co_positions())
+  if (loc := _LOCS.get(key := (id(c), f.f_lasti))) is not None: return loc[1]
+  if (pos := _POS.get(c)) is None: pos = _POS[c] = list(c.co_positions())
   i = f.f_lasti // 2
   col = pos[i][2] if 0 <= i < len(pos) and pos[i][2] is not None else -1
-  return f"{c.co_filename}:{f.f_lineno}:{col + 1}"
+  if len(_LOCS) >= 1 << 16: _LOCS.clear()
+  loc = _LOCS[key] = (c, f"{c.co_filename}:{f.f_lineno}:{col + 1}")
+  return loc[1]
 
 class OpValueError(ValueError, RuntimeError):
   """An argument or shape an op rejects: a ValueError, and a RuntimeError as PyTorch raises for it."""

@@ -1,6 +1,6 @@
 """UOp: the hash-consed node of the compute graph, as in tinygrad. Passes work on UOp DAGs; MLIR is their text form."""
 from __future__ import annotations
-import functools, math, operator, threading, weakref
+import math, operator, threading, weakref
 import numpy as np
 from _weakref import _remove_dead_weakref
 from typing import Any
@@ -28,7 +28,7 @@ DYN = -(1 << 63)
 SYM_ATTR = {Ops.RESHAPE: "shape", Ops.EXPAND: "shape", Ops.SHRINK: "bounds", Ops.PAD: "padding"}
 def split_sym(v: tuple) -> tuple[tuple, tuple]:
   """An attribute tuple with UOp entries -> (the tuple with DYN in their place, the UOps)."""
-  if not any(isinstance(x, UOp) for x in v): return v, ()
+  if UOp not in map(type, v): return v, ()   # (UOp has no subclasses)
   return tuple(DYN if isinstance(x, UOp) else x for x in v), tuple(x for x in v if isinstance(x, UOp))
 def sym_attr(u: UOp, name: str) -> tuple:
   """Attribute `name` of u with its DYN entries filled from u's trailing sources."""
@@ -73,8 +73,17 @@ def Variable(name: str, min: int, max: int) -> UOp:
 # the shape of a graph-level value per op, from its sources and attributes (tinygrad's `_shape`); ops whose shape no
 # source gives (buffer, const, reshape, expand) carry it as the `shape` attribute; kernel-level values have none (None)
 SHAPE_ATTR = frozenset((Ops.BUFFER, Ops.CONST, Ops.RESHAPE, Ops.EXPAND))
+SRC0_SHAPED = frozenset(GRAPH_ALU | {Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.THREEFRY, Ops.FLIP, Ops.SCATTER})
+# ops whose shape, as the op methods compute it to build them, is the rule's own expression (the same tuple): a node
+# built by an op method starts with its shape known (see seed_shape)
+SHAPE_GIVEN = frozenset(SHAPE_ATTR | {Ops.PERMUTE, Ops.REDUCE_AXIS, Ops.SHRINK})
+def seed_shape(d: dict, op: Ops, src0: UOp, shape: tuple) -> None:
+  """Start a node an op method just built (its __dict__ d, its first source src0, the shape the method computed for
+  it) with its shape known, where that is the rule's own value: the rule's call per node is most of a small op's cost."""
+  if op in SRC0_SHAPED: d["shape"] = src0.shape
+  elif op in SHAPE_GIVEN and shape.__class__ is tuple: d["shape"] = shape
 SHAPE_RULES = {
-  **{o: _src0 for o in GRAPH_ALU | {Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.THREEFRY, Ops.FLIP, Ops.SCATTER}},
+  **{o: _src0 for o in SRC0_SHAPED},
   **{o: lambda u: u.attrs.get("shape") for o in SHAPE_ATTR},
   **{o: lambda u: sym_attr(u, "shape") for o in (Ops.RESHAPE, Ops.EXPAND)},
   Ops.GATHER: lambda u: u.src[1].shape,
@@ -84,13 +93,17 @@ SHAPE_RULES = {
   Ops.REDUCE_AXIS: lambda u: tuple(1 if i in u.attrs["axes"] else s for i, s in enumerate(u.src[0].shape)),
 }
 
-# the hash-consing table: a plain dict of weak references (WeakValueDictionary costs ~2x more per node built). Safe
-# from any number of threads: an entry is added with setdefault (one atomic step, so two threads never make two
-# UOps for one key), a dead one is removed only while it is still dead, and replacing one whose callback has not run
-# yet takes a lock
+# the hash-consing table: a plain dict of weak references (WeakValueDictionary costs ~2x more per node built). A key
+# holds its sources themselves (the node holds them anyway, and the entry goes when the node does), so no id is reused
+# while its key lives. Safe from any number of threads: an entry is added with setdefault (one atomic step, so two
+# threads never make two UOps for one key), a dead one is removed only while it is still dead, and replacing one whose
+# callback has not run yet takes a lock
 _interned: dict[tuple, weakref.ref] = {}
 _replace_lock = threading.Lock()
-def _forget(key: tuple, r: weakref.ref) -> None: _remove_dead_weakref(_interned, key)
+class _Ref(weakref.ref):
+  """A table entry's weak reference, which carries its key for the callback (no closure per node)."""
+  __slots__ = ("key",)
+def _forget(r: _Ref) -> None: _remove_dead_weakref(_interned, r.key)
 
 class UOp(OpMixin):
   """One operation: `op` its Ops member, `dtype` its result's element type (a pointer dtype for a buffer, void for an
@@ -100,14 +113,17 @@ class UOp(OpMixin):
   __slots__ = ("op", "dtype", "src", "arg", "loc", "__weakref__", "__dict__")
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None, loc: str | None = None):
     assert op.__class__ is Op and isinstance(dtype, DType), (op, dtype)
+    if src.__class__ is not tuple: src = tuple(src)
     # repr keeps 0.0 and -0.0 (and 1 vs True) apart in constants, which == would merge
-    key = (op, dtype, tuple(map(id, src)), repr(arg) if op is Ops.CONST else arg)
-    if (r := _interned.get(key)) is not None and (u := r()) is not None and u.src == src: return u
-    u = super().__new__(cls)
-    u.op, u.dtype, u.src, u.arg, u.loc = op, dtype, tuple(src), arg, loc
-    if (r := _interned.setdefault(key, ref := weakref.ref(u, functools.partial(_forget, key)))) is not ref:   # another thread's, or dead
+    key = (op, dtype, src, repr(arg) if op is Ops.CONST else arg)
+    if (r := _interned.get(key)) is not None and (u := r()) is not None: return u
+    u = object.__new__(cls)
+    u.op, u.dtype, u.src, u.arg, u.loc = op, dtype, src, arg, loc
+    ref = _Ref(u, _forget)
+    ref.key = key
+    if (r := _interned.setdefault(key, ref)) is not ref:   # another thread's, or dead
       with _replace_lock:
-        if (r := _interned.get(key)) is not None and (v := r()) is not None and v.src == u.src: return v
+        if (r := _interned.get(key)) is not None and (v := r()) is not None: return v
         _interned[key] = ref
     return u
   @classmethod
@@ -138,10 +154,12 @@ class UOp(OpMixin):
   @property
   def _node(self) -> UOp: return self
   def _op(self, _op: Ops, shape: tuple, dtype: DType | None = None, src: tuple[UOp, ...] = (), **kw) -> UOp:
-    if _op in SHAPE_ATTR: kw["shape"] = tuple(shape)
+    if _op in SHAPE_ATTR: kw["shape"] = shape = tuple(shape)
     dyn = ()   # symbolic sizes are sources after the operands (SYM_ATTR)
     if (name := SYM_ATTR.get(_op)) is not None: kw[name], dyn = split_sym(kw[name])
-    return UOp(_op, dtype or self.dtype, (self,) + tuple(src) + dyn, attrs(**kw) if kw else (), self.loc)
+    u = UOp(_op, dtype or self.dtype, (self, *src, *dyn), arg_of(kw) if kw else (), self.loc)
+    if "shape" not in (d := u.__dict__): seed_shape(d, _op, self, shape)
+    return u
   def _const(self, value, dtype: DType | None = None) -> UOp:
     dt = dtype or dtypes.from_py(value)
     return UOp(Ops.CONST, dt, (), attrs(value=_cv(value, dt), shape=()), self.loc)
@@ -192,6 +210,14 @@ class UOp(OpMixin):
     """The attributes as a dict (read-only by convention: computed once per node)."""
     return dict(self.arg) if isinstance(self.arg, tuple) and all(isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], str) for a in self.arg) else {}
 
-def attrs(**kw) -> tuple:
-  """Attributes as a hashable, ordered arg."""
+def attrs(**kw) -> tuple: return arg_of(kw)
+def arg_of(kw: dict) -> tuple:
+  """Attributes (name -> value) as a hashable arg, ordered by name (lists become tuples); one or two without a sort."""
+  if len(kw) == 1:
+    (k, v), = kw.items()
+    return ((k, tuple(v) if isinstance(v, list) else v),)
+  if len(kw) == 2:
+    (k, v), (k2, v2) = kw.items()
+    a, b = (k, tuple(v) if isinstance(v, list) else v), (k2, tuple(v2) if isinstance(v2, list) else v2)
+    return (a, b) if k < k2 else (b, a)
   return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in kw.items()))
