@@ -5,7 +5,7 @@ import contextlib, functools, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp, SHAPE_ATTR, SHAPE_GIVEN, SRC0_SHAPED, SYM_ATTR, arg_of, attrs, split_sym, sym_val
+from morok_mlir.core.uop import UOp, SHAPE_ATTR, SYM_ATTR, arg_of, attrs, seed_shape, split_sym, sym_val
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err, vkey
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc
@@ -309,8 +309,8 @@ class Tensor(OpMixin):
     if (u := Tensor._CONSTS.get(key := (value.__class__, vkey(value), dtype, shape, self.device))) is None:
       if len(Tensor._CONSTS) >= 4096: Tensor._CONSTS.clear()
       u = Tensor._CONSTS[key] = self._const(value, dtype)._broadcast_to(shape).uop
-    t = object.__new__(Tensor)   # Tensor._of's, not requiring grad
-    t.uop, t.device, t._requires_grad, t.grad, t._view = u, self.device, False, None, None
+    t = Tensor._of(u, self.device)
+    t._requires_grad = False
     return t
   def _op(self, _op: Ops, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
     dev, u, rg = self.device, self.uop, self._requires_grad
@@ -331,9 +331,7 @@ class Tensor(OpMixin):
         kw[sym], dyn = split_sym(kw[sym])
         srcs += dyn
     t.uop = v = UOp(_op, dtype or u.dtype, tuple(srcs), arg_of(kw) if kw else (), _scope.loc or _loc())
-    if "shape" not in (d := v.__dict__):   # a new node: its shape is known here (uop.seed_shape)
-      if _op in SRC0_SHAPED: d["shape"] = u.shape
-      elif _op in SHAPE_GIVEN and shape.__class__ is tuple: d["shape"] = shape
+    if "shape" not in (d := v.__dict__): seed_shape(d, _op, u, shape)   # a new node: its shape is known here
     t.device, t.grad, t._requires_grad = dev, None, rg
     if Tensor.no_grad: t._requires_grad, t.uop = False, v if rg is not True else UOp(Ops.DETACH, v.dtype, (v,), (), v.loc)
     return t

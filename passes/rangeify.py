@@ -212,8 +212,9 @@ class Rangeifier:
       # under a gate (a pad or cat of the reduce's result) the lowering computes the reduce at every place, kept or not:
       # cat(a @ b, c @ d) would run both products over the whole output; one worth a kernel is stored where it is valid
       # a kernel holds one contraction (uop-optimize tiles one): a second one met inline is stored by its own kernel
-      mm = a["op"] is Ops.ADD and s[0].op is Ops.MUL and reduced(u, 1) > 1
-      if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx) or gate is not None and reduced(u, 1) > 1
+      big = reduced(u, 1) > 1
+      mm = big and a["op"] is Ops.ADD and s[0].op is Ops.MUL
+      if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx) or gate is not None and big
                               or mm and self.contracted.setdefault(self.root, u) is not u):
         return self.load((yield from self.bufferize(u)), u, idx, gate)
       if mm: self.contracted.setdefault(self.root, u)
