@@ -76,3 +76,35 @@ def test_batched_skinny(sa, sb, monkeypatch):
   monkeypatch.setattr(opt, "MM_MIN_FLOPS", 0)
   a, b = rnd(*sa), rnd(*sb)
   np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-3)
+
+def phase_names(t: Tensor) -> list[str]:
+  """The phases of the kernels that computed t (realizes it)."""
+  R._schedule_cache.clear()
+  t.realize()
+  return [e for s in R._schedule_cache.values() for it in s.items for e, _ in (it.program.spec.phases or ())]
+
+@pytest.mark.parametrize("m,n,k", [(37, 45, 70), (128, 100, 64), (9, 17, 300), (64, 3136, 64), (200, 33, 1)])
+def test_epilogue_runs_on_each_tile(m, n, k, monkeypatch):
+  """relu(a @ b + bias + r): mm runs the epilogue on each tile after its last k slice (no epilogue phase), columns as
+  vector lanes; the tiles past M and N (m, n not multiples of the tile) write nothing there and read nothing past r's end."""
+  monkeypatch.setattr(opt, "MM_MIN_FLOPS", 0)
+  a, b, bias, r = rnd(m, k), rnd(k, n), rnd(n), rnd(m, n)
+  t = (Tensor(a) @ Tensor(b) + Tensor(bias) + Tensor(r)).relu()
+  names = phase_names(t)
+  assert k == 1 or any(e.endswith("_mm") for e in names) and not any(e.endswith("_epi") for e in names), names
+  np.testing.assert_allclose(t.numpy(), np.maximum(a @ b + bias + r, 0), rtol=1e-4, atol=1e-4)
+
+def test_epilogue_phase_where_tiles_cannot_run_it(monkeypatch):
+  """An epilogue of ops the lanes do not run (exp) keeps the epilogue phase over C; a transposed product and one
+  stored into the buffer its A is read from (an assign) are right too."""
+  monkeypatch.setattr(opt, "MM_MIN_FLOPS", 0)
+  a, b = rnd(70, 90), rnd(90, 50)
+  np.testing.assert_allclose((Tensor(a) @ Tensor(b)).T.contiguous().numpy(), (a @ b).T, rtol=1e-4, atol=1e-4)
+  t = (Tensor(a) @ Tensor(b)).exp()
+  assert any(e.endswith("_epi") for e in phase_names(t))
+  np.testing.assert_allclose(t.numpy(), np.exp(a @ b), rtol=1e-4, atol=1e-4)
+  w = rnd(90, 90) * 0.1
+  x = Tensor(a).realize()
+  ref = x.numpy() @ w
+  x.assign(x @ Tensor(w)).realize()
+  np.testing.assert_allclose(x.numpy(), ref, rtol=1e-4, atol=1e-4)

@@ -653,7 +653,10 @@ class LaneLowerer(Lowerer):
     fr = self.target(u)
     val = self.vec_of(v, fr)
     buf, at = self.value(idx.src[0]), self.at0(idx.src[1])
-    fr.lines.append(f"vector.store {val}, {buf}[{at}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
+    if len(idx.src) > 2:   # lanes gated off (past the output's edge) are not written
+      fr.lines.append(f"vector.maskedstore {buf}[{at}], {self.vec_of(idx.src[2], fr)}, {val} : {mem_type(idx.src[0].dtype)}, "
+                      f"{self.vty(dtypes.bool)}, {self.vty(dtypes.float32)}")
+    else: fr.lines.append(f"vector.store {val}, {buf}[{at}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
 
 # ---------------------------------------------------------------- contractions: packed operands + register-tiled FMAs
 class Contraction:
@@ -785,6 +788,55 @@ class Contraction:
       # B's ranges move inside A's others, so a few rows of C stay in L1 while their columns go out, one at a time
       epi = epi.substitute({r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + I[:-1] + J + I[-1:])})
     self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **thr})
+    self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp)
+
+  def tile_epilogue(self, red: UOp, a: UOp, b: UOp, I: list[UOp], J: list[UOp], T: list[UOp], cp: UOp) -> Func | None:
+    """The epilogue as a function of tiles (outer range t = ib * NB + jb, from %lo to %hi), which mm calls on each tile
+    right after its last k slice, while the tile of C is in L1: no pass over C afterwards. Its columns run as vector
+    lanes (LaneLowerer), so every index must step along J as one contiguous run (row-major matrices, NCHW outputs):
+    idx(I, J) = idx(I, 0) + s * n, with n the linear column and s 1 for the store (0 <= s <= LANE_MAX_STEP for
+    loads). None (the separate epilogue phase) for anything else: a batch, a reduce in the epilogue, a value that uses
+    J other than through an index, a gate on J, a store that is not one f32 store over I and J, or a buffer that both
+    the epilogue writes and the operands read (mm reads A while it stores the tiles)."""
+    root = self.f.roots[0]
+    if T or len(root.src) != 1 or (end := root.src[0]).op is not Ops.END or (st := end.src[0]).op is not Ops.STORE: return None
+    if set(end.src[1:]) != set(I + J) or st.src[0].op is not Ops.INDEX or st.src[1].dtype is not dtypes.float32: return None
+    cload = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.const(0))),))   # C's tile, placed below
+    out, nodes = st.src[0].src[0], (st := st.substitute({red: cload})).toposort
+    if out.op is not Ops.BUFFER or out.dtype.base is not dtypes.float32 or any(u.op is Ops.REDUCE for u in nodes): return None
+    if any(u.op is Ops.LOAD and u.src[0].src[0] is out for x in (a, b) for u in x.toposort): return None
+    size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
+    nb, nv, Js = self.Np // self.nr, self.nr // self.vw, set(J)
+    loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
+    t, r = loop(0, (self.Mp // self.mr) * nb), loop(1, self.mr)
+    v = loop(2, nv) if nv > 1 else im.const(0)
+    lane = UOp(Ops.RANGE, dtypes.index, (im.const(self.vw),), attrs(axis=2000, kind="lane"))
+    m = im.add(im.mul(im.idiv(t, nb), im.const(self.mr)), r)
+    n = im.add(im.add(im.mul(im.mod(t, nb), im.const(self.nr)), im.mul(v, im.const(self.vw))), lane)
+    rows = dict(zip(I, im.unravel(UOp(Ops.MIN, dtypes.index, (m, im.const(self.M - 1))) if self.Mp != self.M else m, size(I))))
+    jstrides = [prod(size(J)[i + 1:]) for i in range(len(J))]
+    ncut = UOp(Ops.CMPLT, dtypes.bool, (n, im.const(self.N))) if self.Np != self.N else None
+    sub, memo = {cload: UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.add(im.mul(m, im.const(self.Np)), n))),))}, {}
+    for u in nodes:
+      if u.op is not Ops.INDEX or u is cload.src[0]: continue
+      if len(u.src) > 2 and Js & set(u.src[2].toposort): return None
+      at, gate = u.src[1], u.src[2:]
+      if Js & set(at.toposort):
+        if (form := affine(at, memo)) is None or (s := form.get(J[-1], 0)) < 0 or [form.get(j, 0) for j in J] != [s * x for x in jstrides]: return None
+        at = im.add(affine_simplify(at.substitute({j: im.const(0) for j in J})), im.mul(n, im.const(s)))
+        # lanes past N (the last panel's) read nothing: a row's last elements may be the buffer's last
+        if ncut is not None and u is not st.src[0]: gate = (UOp(Ops.AND, dtypes.bool, (gate[0], ncut)) if gate else ncut,)
+      sub[u] = UOp(Ops.INDEX, u.dtype, (u.src[0], at.substitute(rows), *(x.substitute(rows) for x in gate)))
+    idx, val = sub[st.src[0]], st.src[1].substitute({**sub, **rows})
+    if Js & set(val.toposort) or lane_coef(idx.src[1], lane, {}) != 1 or not LaneLowerer.supports(val, lane): return None
+    gate = None
+    for cond in ([UOp(Ops.CMPLT, dtypes.bool, (m, im.const(self.M)))] if self.Mp != self.M else []) + ([ncut] if ncut is not None else []):
+      gate = cond if gate is None else UOp(Ops.AND, dtypes.bool, (gate, cond))
+    if gate is not None: idx = UOp(Ops.INDEX, idx.dtype, (*idx.src[:2], gate))
+    body = UOp(Ops.END, dtypes.void, (UOp(Ops.STORE, dtypes.void, (idx, val), loc=st.loc), t, r, *([v] if nv > 1 else [])))
+    f = Func(f"{self.name}_epi", self.args, [], [UOp(Ops.SINK, dtypes.void, (body,))], {"uop.kernel": None, "uop.threads": 1})
+    self.lane_of[id(f)] = lane
+    return f
 
   def packed_sums(self, a: UOp, I: list[UOp], K: list[UOp], T: list[UOp], ap: UOp) -> dict[UOp, UOp]:
     """The epilogue's sums of a itself over ranges like K (attention's softmax row sums of the exps its product
@@ -827,7 +879,7 @@ class Contraction:
     return [*([(f"{self.name}_pack_a", par(self.pack_a, bt * self.M * self.K))] if self.pack_a is not None and not self.fused else []),
             (f"{self.name}_pack_b", par(self.pack_b, bt * self.N * self.K)),
             (f"{self.name}_mm", mm_par),
-            (f"{self.name}_epi", par(self.epi, bt * self.M * self.N))]
+            *([] if self.epi_tile else [(f"{self.name}_epi", par(self.epi, bt * self.M * self.N))])]
 
   def reuse(self) -> list[tuple[int, int, int]]:
     """(phase, argument, scratch) of pack_a (a phase of its own) and pack_b when their panels are a function of one input buffer."""
@@ -838,7 +890,8 @@ class Contraction:
   def text(self) -> str:
     low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
     return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
-            + self.mm() + lower_kernel(self.epi, f"{self.name}_epi"))
+            + self.mm() + (low(self.epi_tile, f"{self.name}_epi").replace("func.func @", "func.func private @", 1) if self.epi_tile
+                           else lower_kernel(self.epi, f"{self.name}_epi")))   # private: mm's one call of it inlines
 
   def mm(self) -> str:
     mr, nr, kc, mc, vw = self.mr, self.nr, self.kc, self.mc, self.vw
@@ -902,6 +955,12 @@ class Contraction:
       put(f"scf.yield {', '.join(new)} : {', '.join([V] * len(new))}"); depth[0] -= 1
       put("}")
       for i, o in enumerate(o for row in offs for o in row): put(f"vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
+      if self.epi_tile:   # the tile is done after the last slice: its epilogue reads it from L1
+        put(f"scf.if {L(f'arith.cmpi eq, {kend}, {ck} : index')} {{"); depth[0] += 1
+        tt = L(f"arith.addi {L(f'arith.muli %ib, {ci(nb)} : index')}, %jb : index")
+        put(f"func.call @{self.name}_epi({', '.join([f'%arg{i}' for i in range(len(self.args))] + [tt, add(tt, 1)])}) : "
+            f"({', '.join([mem_type(x.dtype) for x in self.args] + ['index', 'index'])}) -> ()"); depth[0] -= 1
+        put("}")
       depth[0] -= 1; put("}")
 
     def k_slice():   # %kc's slice end and whether it is the first (C starts from zero)
