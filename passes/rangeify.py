@@ -213,7 +213,7 @@ class Rangeifier:
       # cat(a @ b, c @ d) would run both products over the whole output; one worth a kernel is stored where it is valid
       # a kernel holds one contraction (uop-optimize tiles one): a second one met inline is stored by its own kernel
       big = reduced(u, 1) > 1
-      mm = big and a["op"] is Ops.ADD and s[0].op is Ops.MUL
+      mm = big and product(u)
       if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx) or gate is not None and big
                               or mm and self.contracted.setdefault(self.root, u) is not u):
         return self.load((yield from self.bufferize(u)), u, idx, gate)
@@ -282,12 +282,13 @@ class Rangeifier:
 def epilogue(u: UOp, stored) -> set[UOp] | None:
   """The nodes from u down to the one reduce worth a kernel (of u's size) that u is an epilogue of, when u is one:
   elementwise ops and views over that reduce, whose other operands reduce nothing (weights, a bias, a mask read from
-  buffers). stored(x): x is read from a buffer (the walk stops there)."""
+  buffers) or are products too, which their own kernels store (a kernel computes one contraction: a residual block's
+  relu(conv + shortcut conv)). stored(x): x is read from a buffer (the walk stops there)."""
   todo, seen, reds = [u], {u}, []
   while todo:
     x = todo.pop()
     if x is not u and x.op is Ops.REDUCE_AXIS and not stored(x):
-      if x.size != u.size or reds: return None
+      if x.size != u.size or reds and not (product(x) and product(reds[0])): return None
       reds.append(x)
     # a reshape that splits or merges dims (a grouped conv's groups into channels) would index the reduce through
     # div/mod of the stored node's loops: its kernel could not tile it as a batch of products
@@ -325,6 +326,10 @@ def cat_parts(u: UOp, stored=None) -> list[UOp] | None:
   if stored is not None: parts = _cat(u, stored)
   if not all(isinstance(d, int) for x, _ in parts for d in x.shape): return None
   return [UOp(Ops.PAD, x.dtype, (x,), attrs(padding=pad), u.loc) for x, pad in parts]
+
+def product(u: UOp) -> bool:
+  """Whether reduce_axis u is a contraction worth a kernel (a sum of products: uop-optimize tiles one per kernel)."""
+  return u.attrs["op"] is Ops.ADD and u.src[0].op is Ops.MUL and reduced(u, 1) > 1
 
 RECOMPUTE_WORK = 1 << 16   # a reduce doing less work in all than this is recomputed where needed: cheaper than a kernel
 def reduced(u: UOp, body: int) -> int:

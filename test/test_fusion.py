@@ -165,3 +165,28 @@ def test_nested_cats_copy_the_stored_one():
     ref.append(np.einsum("nchw,oc->nohw", np.maximum(c, 0), ws[k][:, :, 0, 0]).sum())
   np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
   assert count <= 4 + 3 + 2 + 2 + 4, count   # 4 convs (+ sums), the 3-part cat, then two copies per cat
+
+def test_residual_block_outputs_are_stored_by_their_products_kernels():
+  """Residual blocks y = relu(conv(y) + shortcut), the first shortcut a conv too: each block's output is stored by its
+  conv's kernel (the sum of two products is an epilogue of one; the other is stored by its own kernel) and read as is by
+  the next block's conv and residual add. Before, a block output counted as a few ops over stored products, so every
+  reader recomputed the chain of all earlier blocks (resnet50's convolutions packed four buffers per element)."""
+  from morok_mlir.realize import _schedule_cache
+  r = np.random.default_rng(4)
+  x = r.standard_normal((1, 32, 16, 16), dtype=np.float32)
+  ws = [r.standard_normal(s, dtype=np.float32) * 0.1 for s in ((32, 32, 1, 1), (32, 32, 1, 1), (32, 32, 3, 3), (32, 32, 3, 3), (8, 32, 1, 1))]
+  def net(x, w1, w2, w3, w4, w5):
+    y = (x.conv2d(w1) + x.conv2d(w2)).relu()
+    for w in (w3, w4): y = (y.conv2d(w, padding=1) + y).relu()
+    return y.conv2d(w5)
+  _schedule_cache.clear()
+  count, out = kernels(net, x, *ws)
+  assert count == 5, count   # one kernel per conv: the block outputs never take an elementwise kernel of their own
+  sched = list(_schedule_cache.values())[-1]
+  reads = [[s for s in it.slots[1:] if s >= sched.n_in + sched.n_out] for it in sched.items]
+  assert all(len(x) <= 1 for x in reads), reads   # a block's conv reads the block before as one stored buffer
+  import torch
+  F, T = torch.nn.functional, [torch.tensor(v) for v in (x, *ws)]
+  y = (F.conv2d(T[0], T[1]) + F.conv2d(T[0], T[2])).relu()
+  for w in T[3:5]: y = (F.conv2d(y, w, padding=1) + y).relu()
+  np.testing.assert_allclose(out, F.conv2d(y, T[5]).numpy(), rtol=1e-4, atol=1e-4)
