@@ -25,7 +25,7 @@ shared object once that is linked (an ExecutionEngine holds ~1 MB, a loaded obje
 buffers when their last array dies, so a repeated realize does not page-fault fresh memory. The method cache is an LRU
 (lru.LRU: MOROK_MEM_CACHE_ENTRIES, MOROK_MEM_CACHE_MB)."""
 from __future__ import annotations
-import _ctypes, atexit, ctypes, ctypes.util, functools, hashlib, itertools, mmap, os, re, shutil, stat, subprocess, tempfile, threading, time, weakref
+import _ctypes, atexit, ctypes, ctypes.util, functools, hashlib, itertools, mmap, os, re, shutil, stat, subprocess, sys, tempfile, threading, time, weakref
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.ir.bridge import Func
@@ -33,6 +33,8 @@ from morok_mlir.codegen.lower_cpu import lower_module, lower_program
 from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
 from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU
+from morok_mlir.device import disk_prune
+from morok_mlir.device.disk_prune import unlink as _unlink
 from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS
 from morok_mlir.dialects.ops import Ops
 
@@ -121,13 +123,7 @@ def _read(path: str, limit: int = 1 << 26) -> bytes:
     with open(fd, "rb", closefd=False) as f: return f.read()
   finally: os.close(fd)
 
-def _unlink(path: str) -> None:
-  try:
-    if os.path.isdir(path) and not os.path.islink(path): shutil.rmtree(path, ignore_errors=True)
-    else: os.unlink(path)
-  except OSError: pass
-
-_KEYED = re.compile(r"[0-9a-f]{40}[.\w]")
+NICE = ["nice", "-n", "19"] if shutil.which("nice") else []   # the linker yields the cores to running kernels
 
 class DiskCache:
   """Compiled kernels as shared objects in MOROK_CACHE_DIR (default ~/.cache/morok-mlir; MOROK_DISK_CACHE=0 turns it off),
@@ -139,14 +135,17 @@ class DiskCache:
   key: a damaged one of any kind (truncated, empty, garbage, swapped with another key's, a directory, unreadable, an
   object that does not load or lacks the entry points) is rebuilt and replaced, never loaded and never an error. Files are
   written under temporary names and renamed into place, so concurrent processes see whole files.
-  Every JIT-compiled kernel is linked (on a background thread; a process waits for them at exit) and its program moves
-  onto the loaded object; with the cache off, in a private temporary directory, deleted once loaded."""
+  Every JIT-compiled kernel is linked (one after another on a background thread, the linker at the lowest CPU priority,
+  so the kernels a fresh model just compiled run at full speed meanwhile; a process waits for them at exit) and its
+  program moves onto the loaded object; with the cache off, in a private temporary directory, deleted once loaded."""
   VERSION = "morok-cpu-2"
   def __init__(self):
     self.enabled = os.environ.get("MOROK_DISK_CACHE", "1") != "0"
     self.dir = os.environ.get("MOROK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "morok-mlir")
     self.max_bytes = int(float(os.environ.get("MOROK_CACHE_MAX_MB", 512)) * 2**20)
-    self.pending: list[threading.Thread] = []
+    self.queue: list[tuple] = []   # (key, object file, directory, program) waiting for the link worker
+    self.idle = threading.Condition()
+    self.worker: threading.Thread | None = None
     self.hits = self.misses = 0     # verified loads / JIT compiles, for tests and DEBUG
     self.written, self._lock, self._ids, self._tmpdir = None, threading.Lock(), itertools.count(), None
     atexit.register(self.flush)
@@ -174,8 +173,18 @@ class DiskCache:
       fd, obj = tempfile.mkstemp(".o", key, d); os.close(fd)
       with _lock: p.code.engine.dump_to_object_file(obj)
     except OSError: return
-    t = threading.Thread(target=self._link, args=(key, obj, d, weakref.ref(p)), daemon=True); t.start()
-    with self._lock: self.pending = [x for x in self.pending if x.is_alive()] + [t]
+    with self.idle:
+      self.queue.append((key, obj, d, weakref.ref(p)))
+      if self.worker is None: self.worker = threading.Thread(target=self._links, daemon=True, name="morok-link"); self.worker.start()
+  def _links(self) -> None:
+    while True:
+      with self.idle:
+        if not self.queue: self.worker = None; self.idle.notify_all(); return
+        job = self.queue.pop(0)
+      try: self._link(*job)
+      except BaseException:   # flush must not wait for a worker that is gone
+        with self.idle: self.worker = None; self.idle.notify_all()
+        raise
   def _private(self) -> str:
     with self._lock:
       if self._tmpdir is None:
@@ -186,7 +195,7 @@ class DiskCache:
     so = os.path.join(d, key + ".so")
     tmp = f"{so}.{os.getpid()}.{next(self._ids)}.tmp"   # unique: the loader takes an already loaded path for the same file
     try:
-      if subprocess.run(["cc", "-shared", "-o", tmp, obj, "-lm"], capture_output=True).returncode: return
+      if subprocess.run([*NICE, "cc", "-shared", "-o", tmp, obj, "-lm"], capture_output=True).returncode: return
       with open(tmp, "rb") as f: data = f.read()
       with open(tmp + ".sum", "wb") as f: f.write(self.digest(key, data))
       if (p := prog()) is not None:
@@ -206,27 +215,11 @@ class DiskCache:
         try: os.unlink(p)
         except OSError: pass
   def prune(self) -> None:
-    """Delete the least recently used entries until the cache holds at most max_bytes, and temporaries an hour old.
-    Only our files are touched (named by a key: 40 hex digits), whatever else shares the directory."""
-    try: names = os.listdir(self.dir)
-    except OSError: return
-    ents, total, now = [], 0, time.time()
-    for f in names:
-      if not _KEYED.match(f): continue
-      path = os.path.join(self.dir, f)
-      try: st = os.lstat(path)
-      except OSError: continue
-      if f.endswith(".so"):
-        try: n = st.st_size + os.lstat(path[:-3] + ".sum").st_size
-        except OSError: n = st.st_size
-        ents.append((st.st_mtime, path, n)); total += n
-      elif now - st.st_mtime > 3600 and not (f.endswith(".sum") and f[:-4] + ".so" in names): _unlink(path)
-    for _, path, n in sorted(ents):
-      if total <= self.max_bytes: break
-      _unlink(path); _unlink(path[:-3] + ".sum"); total -= n
+    """Sweep the cache down to max_bytes (disk_prune, in a child process: none of its work holds this one's GIL)."""
+    subprocess.run([*NICE, sys.executable, "-I", "-S", disk_prune.__file__, self.dir, str(self.max_bytes)], capture_output=True)
   def flush(self):
-    with self._lock: ts, self.pending = self.pending, []
-    for t in ts: t.join()
+    with self.idle:
+      while self.worker is not None: self.idle.wait()
 
 class _Pool:
   """THREADS-1 persistent workers, each handed its chunk with two locks (a few us; an executor's futures cost ~20).
