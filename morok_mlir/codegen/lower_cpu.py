@@ -788,6 +788,7 @@ class Contraction:
       # B's ranges move inside A's others, so a few rows of C stay in L1 while their columns go out, one at a time
       epi = epi.substitute({r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + I[:-1] + J + I[-1:])})
     self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **thr})
+    self.tile_buf: UOp | None = None   # see tile_epilogue
     self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp)
 
   def tile_epilogue(self, red: UOp, a: UOp, b: UOp, I: list[UOp], J: list[UOp], T: list[UOp], cp: UOp) -> Func | None:
@@ -816,7 +817,11 @@ class Contraction:
     rows = dict(zip(I, im.unravel(UOp(Ops.MIN, dtypes.index, (m, im.const(self.M - 1))) if self.Mp != self.M else m, size(I))))
     jstrides = [prod(size(J)[i + 1:]) for i in range(len(J))]
     ncut = UOp(Ops.CMPLT, dtypes.bool, (n, im.const(self.N))) if self.Np != self.N else None
-    sub, memo = {cload: UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.add(im.mul(m, im.const(self.Np)), n))),))}, {}
+    # one k slice: the tile never leaves mm's stack (a tile buffer, argument `tile`), else C's tile (still in L1)
+    self.tile_buf = arg_buffer(len(self.args), dtypes.float32.ptr(self.mr * self.nr)) if self.K <= self.kc else None
+    cat = (self.tile_buf, im.add(im.mul(r, im.const(self.nr)), im.sub(n, im.mul(im.mod(t, nb), im.const(self.nr))))) if self.tile_buf is not None \
+      else (cp, im.add(im.mul(m, im.const(self.Np)), n))
+    sub, memo = {cload: UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), cat),))}, {}
     for u in nodes:
       if u.op is not Ops.INDEX or u is cload.src[0]: continue
       if len(u.src) > 2 and Js & set(u.src[2].toposort): return None
@@ -834,7 +839,10 @@ class Contraction:
       gate = cond if gate is None else UOp(Ops.AND, dtypes.bool, (gate, cond))
     if gate is not None: idx = UOp(Ops.INDEX, idx.dtype, (*idx.src[:2], gate))
     body = UOp(Ops.END, dtypes.void, (UOp(Ops.STORE, dtypes.void, (idx, val), loc=st.loc), t, r, *([v] if nv > 1 else [])))
-    f = Func(f"{self.name}_epi", self.args, [], [UOp(Ops.SINK, dtypes.void, (body,))], {"uop.kernel": None, "uop.threads": 1})
+    if self.tile_buf is not None:   # C is never stored: no scratch for it (the phases share the args list)
+      self.scratch[2], self.args[cp.attrs["slot"]] = 1, arg_buffer(cp.attrs["slot"], dtypes.float32.ptr(1))
+    f = Func(f"{self.name}_epi", self.args + [self.tile_buf] * (self.tile_buf is not None), [], [UOp(Ops.SINK, dtypes.void, (body,))],
+             {"uop.kernel": None, "uop.threads": 1})
     self.lane_of[id(f)] = lane
     return f
 
@@ -907,6 +915,8 @@ class Contraction:
     add = lambda x, c: L(f"arith.addi {x}, {ci(c)} : index") if c else x
     c0, c1 = ci(0), ci(1)
     ck, ckc = ci(self.K), ci(kc)
+    one = self.K <= kc   # one k slice
+    if (tile_buf := self.epi_tile is not None and self.tile_buf is not None): put(f"%tile = memref.alloca() {{alignment = 64 : i64}} : memref<{mr * nr}xf32>")
     # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
     op = self.op
     zero = L(f"arith.constant dense<{ {'add': '0.0', 'max': '0xFF800000', 'min': '0x7F800000'}[op]}> : {V}")
@@ -938,8 +948,8 @@ class Contraction:
         rbase = [L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index") for x in rows]
       crow = at(L(f"arith.addi {L(f'arith.muli %ib, {ci(mr * self.Np)} : index')}, {jcol} : index"), "c")
       offs = [[L(f"arith.addi {crow}, {ci(r * self.Np + v * vw)} : index") for v in range(nv)] for r in range(mr)]
-      loads = [L(f"vector.load {pc}[{o}] : {tc}, {V}") for row in offs for o in row]
-      init = [L(f"arith.select {first}, {zero}, {x} : {V}") for x in loads]
+      # one k slice: C starts from the identity, nothing to load
+      init = [zero] * len(offs) * nv if one else [L(f"arith.select {first}, {zero}, {L(f'vector.load {pc}[{o}] : {tc}, {V}')} : {V}") for row in offs for o in row]
       accs, res = [f"%acc{i}" for i in range(len(init))], f"%res{n[0]}"
       put(f"{res}:{len(init)} = scf.for %k = %kc to {kend} step {c1} iter_args("
           + ", ".join(f"{a} = {i}" for a, i in zip(accs, init)) + f") -> ({', '.join([V] * len(init))}) {{"); depth[0] += 1
@@ -954,13 +964,17 @@ class Contraction:
                 L(f"arith.{op}imumf {accs[r * nv + v]}, {L(f'arith.mulf {av}, {bv[v]} : {V}')} : {V}") for v in range(nv)]
       put(f"scf.yield {', '.join(new)} : {', '.join([V] * len(new))}"); depth[0] -= 1
       put("}")
-      for i, o in enumerate(o for row in offs for o in row): put(f"vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
+      if tile_buf:   # one k slice and a tile epilogue: the tile goes to mm's stack, the epilogue reads it there
+        for i in range(mr * nv): put(f"vector.store {res}#{i}, %tile[{ci(i * vw)}] : memref<{mr * nr}xf32>, {V}")
+      else:
+        for i, o in enumerate(o for row in offs for o in row): put(f"vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
       if self.epi_tile:   # the tile is done after the last slice: its epilogue reads it from L1
-        put(f"scf.if {L(f'arith.cmpi eq, {kend}, {ck} : index')} {{"); depth[0] += 1
+        if not one: put(f"scf.if {L(f'arith.cmpi eq, {kend}, {ck} : index')} {{"); depth[0] += 1
         tt = L(f"arith.addi {L(f'arith.muli %ib, {ci(nb)} : index')}, %jb : index")
-        put(f"func.call @{self.name}_epi({', '.join([f'%arg{i}' for i in range(len(self.args))] + [tt, add(tt, 1)])}) : "
-            f"({', '.join([mem_type(x.dtype) for x in self.args] + ['index', 'index'])}) -> ()"); depth[0] -= 1
-        put("}")
+        put(f"func.call @{self.name}_epi({', '.join([f'%arg{i}' for i in range(len(self.args))] + ['%tile'] * tile_buf + [tt, add(tt, 1)])}) : "
+            f"({', '.join([mem_type(x.dtype) for x in self.args] + [f'memref<{mr * nr}xf32>'] * tile_buf + ['index', 'index'])}) -> ()")
+        depth[0] -= 1
+        if not one: put("}")
       depth[0] -= 1; put("}")
 
     def k_slice():   # %kc's slice end and whether it is the first (C starts from zero)

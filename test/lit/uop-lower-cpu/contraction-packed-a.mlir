@@ -2,7 +2,7 @@
 
 // The 128^3 matmul of contraction.mlir with relu applied to A as it is read: A is computed, so pack_a computes it
 // once into 6-row panels (Ap[M/6][K][6], %arg3) and the micro-kernel broadcasts from the panels.
-// CHECK-LABEL: func.func @mm_pack_a(%arg0: memref<16384xf32>, %arg1: memref<16384xf32>, %arg2: memref<16384xf32>, %arg3: memref<16896xf32>, %arg4: memref<16384xf32>, %arg5: memref<16896xf32>, %arg6: index, %arg7: index)
+// CHECK-LABEL: func.func @mm_pack_a(%arg0: memref<16384xf32>, %arg1: memref<16384xf32>, %arg2: memref<16384xf32>, %arg3: memref<16896xf32>, %arg4: memref<16384xf32>, %arg5: memref<1xf32>, %arg6: index, %arg7: index)
 // CHECK: memref.load %arg1[
 // CHECK: arith.maximumf
 // CHECK: memref.store %{{.*}}, %arg3[

@@ -2,14 +2,16 @@
 // RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8 l2=1048576 l3=33554432},uop-lower-cpu,convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts' | FileCheck %s --check-prefix=LLVM
 
 // A 128^3 matmul with a fused epilogue (relu): B packed into 16-wide panels (8-lane vector copies of its rows), A
-// (row-major, rows 512 B apart) read in place, a 6x16 tile of vector FMAs; after a tile's last k slice mm calls the
-// epilogue on it (a private function: it inlines), in 8-lane vectors, rows past M (128 = 21 * 6 + 2) masked off; each
-// phase takes the bounds of its threaded outer loop, and @schedule runs the phases over whole ranges.
+// (row-major, rows 512 B apart) read in place, a 6x16 tile of vector FMAs from zero (K is one slice: no C to load);
+// mm stores the tile on its stack and calls the epilogue on it (a private function: it inlines), in 8-lane vectors,
+// rows past M (128 = 21 * 6 + 2) masked off, so C takes no scratch; each phase takes the bounds of its threaded outer
+// loop, and @schedule runs the phases over whole ranges.
 // (contraction-packed-a.mlir: an A that must be packed.)
 // CHECK-NOT: func.func @mm_pack_a
 // CHECK-LABEL: func.func @mm_pack_b(
 // CHECK: vector.store %{{.*}}, %arg4[
 // CHECK-LABEL: func.func @mm_mm(
+// CHECK: %[[TILE:.*]] = memref.alloca() {alignment = 64 : i64} : memref<96xf32>
 // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK: scf.for %{{.*}} = %arg6 to %arg7 step
 // CHECK: scf.for
@@ -19,17 +21,17 @@
 // CHECK: memref.load %arg1[
 // CHECK: vector.broadcast %{{.*}} : f32 to vector<8xf32>
 // CHECK-COUNT-12: vector.fma
-// CHECK-COUNT-12: vector.store %{{.*}}, %arg5
-// CHECK: %[[LAST:.*]] = arith.cmpi eq, %{{.*}}, %c128
-// CHECK: scf.if %[[LAST]] {
-// CHECK: func.call @mm_epi(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %[[T:.*]], %{{.*}}) :
+// CHECK-NOT: vector.load %arg5
+// CHECK-COUNT-12: vector.store %{{.*}}, %[[TILE]]
+// CHECK-NOT: scf.if
+// CHECK: func.call @mm_epi(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %[[TILE]], %{{.*}}, %{{.*}}) :
 // CHECK-LABEL: func.func private @mm_epi(
-// CHECK: scf.for %{{.*}} = %arg6 to %arg7 step
-// CHECK: %[[C:.*]] = vector.load %arg5[%{{.*}}] : memref<16896xf32>, vector<8xf32>
+// CHECK: scf.for %{{.*}} = %arg7 to %arg8 step
+// CHECK: %[[C:.*]] = vector.load %arg6[%{{.*}}] : memref<96xf32>, vector<8xf32>
 // CHECK: arith.maximumf %[[C]]
 // CHECK: vector.maskedstore %arg0[
 // CHECK-LABEL: func.func @schedule(
-// CHECK: memref.alloc() {alignment = 64 : i64} : memref<16896xf32>
+// CHECK: memref.alloc() {alignment = 64 : i64} : memref<1xf32>
 // CHECK-NOT: call @mm_pack_a(
 // CHECK: call @mm_pack_b(
 // CHECK: call @mm_mm(
