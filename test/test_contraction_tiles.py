@@ -108,3 +108,20 @@ def test_epilogue_phase_where_tiles_cannot_run_it(monkeypatch):
   ref = x.numpy() @ w
   x.assign(x @ Tensor(w)).realize()
   np.testing.assert_allclose(x.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("ci,co,hw,k,s", [(256, 1024, 14, 1, 1), (300, 37, 7, 1, 1), (512, 512, 14, 3, 2), (1024, 64, 3, 1, 1)])
+def test_epilogue_runs_on_transposed_tiles(ci, co, hw, k, s):
+  """Small convolution outputs take the image as A, so the output steps along A's rows: the tile goes to the stack
+  transposed and the epilogue's lanes run along its rows (no epilogue phase), rows past the image and channels past
+  the weights masked off; against numpy's direct sum."""
+  x, w, b = rnd(1, ci, hw, hw), rnd(co, ci, k, k) * 0.05, rnd(co)
+  p = k // 2
+  xp = np.pad(x[0], ((0, 0), (p, p), (p, p)))
+  o = (hw + 2 * p - k) // s + 1
+  cols = np.stack([xp[:, i:i + s * o:s, j:j + s * o:s] for i in range(k) for j in range(k)], 1).reshape(ci * k * k, o * o)
+  r = rnd(1, co, o, o)
+  ref = np.maximum((w.reshape(co, -1) @ cols).reshape(1, co, o, o) + b[:, None, None] + r, 0)
+  t = (Tensor(x).conv2d(Tensor(w), Tensor(b), stride=s, padding=p) + Tensor(r)).relu()
+  names = phase_names(t)
+  assert any(e.endswith("_mm") for e in names) and not any(e.endswith("_epi") for e in names), names
+  np.testing.assert_allclose(t.numpy(), ref, rtol=1e-4, atol=1e-4)

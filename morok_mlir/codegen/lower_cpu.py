@@ -788,61 +788,75 @@ class Contraction:
       # B's ranges move inside A's others, so a few rows of C stay in L1 while their columns go out, one at a time
       epi = epi.substitute({r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + I[:-1] + J + I[-1:])})
     self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **thr})
-    self.tile_buf: UOp | None = None   # see tile_epilogue
+    self.tile_buf, self.tile_rows = None, False   # see tile_epilogue
     self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp)
 
   def tile_epilogue(self, red: UOp, a: UOp, b: UOp, I: list[UOp], J: list[UOp], T: list[UOp], cp: UOp) -> Func | None:
     """The epilogue as a function of tiles (outer range t = ib * NB + jb, from %lo to %hi), which mm calls on each tile
-    right after its last k slice, while the tile of C is in L1: no pass over C afterwards. Its columns run as vector
-    lanes (LaneLowerer), so every index must step along J as one contiguous run (row-major matrices, NCHW outputs):
-    idx(I, J) = idx(I, 0) + s * n, with n the linear column and s 1 for the store (0 <= s <= LANE_MAX_STEP for
-    loads). None (the separate epilogue phase) for anything else: a batch, a reduce in the epilogue, a value that uses
-    J other than through an index, a gate on J, a store that is not one f32 store over I and J, or a buffer that both
-    the epilogue writes and the operands read (mm reads A while it stores the tiles)."""
+    once its last k slice is done, with the tile on mm's stack (argument `tile`): no pass over C afterwards, and C takes
+    scratch only when K takes several slices. The tile's columns run as vector lanes (LaneLowerer) when every index
+    steps along J as one contiguous run (row-major matrices, NCHW outputs): idx(I, J) = idx(I, 0) + s * n, n the linear
+    column, s 1 for the store (0 <= s <= LANE_MAX_STEP for loads); else its rows, when the indices step so along I (an
+    output that steps along A's rows: a convolution with the image as A), from the tile stored transposed (tile_rows).
+    None (the separate epilogue phase) for anything else: a batch, a reduce in the epilogue, a value that uses the lane
+    side other than through an index, a gate on it, a store that is not one f32 store over I and J, or a buffer that
+    both the epilogue writes and the operands read (mm reads A while it stores the tiles)."""
     root = self.f.roots[0]
     if T or len(root.src) != 1 or (end := root.src[0]).op is not Ops.END or (st := end.src[0]).op is not Ops.STORE: return None
     if set(end.src[1:]) != set(I + J) or st.src[0].op is not Ops.INDEX or st.src[1].dtype is not dtypes.float32: return None
-    cload = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.const(0))),))   # C's tile, placed below
+    cload = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.const(0))),))   # the tile's element, placed below
     out, nodes = st.src[0].src[0], (st := st.substitute({red: cload})).toposort
     if out.op is not Ops.BUFFER or out.dtype.base is not dtypes.float32 or any(u.op is Ops.REDUCE for u in nodes): return None
     if any(u.op is Ops.LOAD and u.src[0].src[0] is out for x in (a, b) for u in x.toposort): return None
+    self.tile_buf = arg_buffer(len(self.args), dtypes.float32.ptr(self.mr * self.nr))
+    for rows in (False, True):
+      if (f := self._tile_epilogue(st, nodes, cload, I, J, rows)) is None: continue
+      if self.K <= self.kc:   # C is never stored: no scratch for it (the phases share the args list; the epilogue has its own)
+        self.scratch[2] = 1
+        self.args[cp.attrs["slot"]] = f.args[cp.attrs["slot"]] = arg_buffer(cp.attrs["slot"], dtypes.float32.ptr(1))
+      self.tile_rows = rows
+      return f
+    return None
+
+  def _tile_epilogue(self, st: UOp, nodes: list[UOp], cload: UOp, I: list[UOp], J: list[UOp], rows: bool) -> Func | None:
+    """tile_epilogue with lanes along the tile's columns (n; the tile row-major), or its rows (m; the tile transposed)."""
     size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
-    nb, nv, Js = self.Np // self.nr, self.nr // self.vw, set(J)
+    nb, nv = self.Np // self.nr, self.nr // self.vw
     loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
-    t, r = loop(0, (self.Mp // self.mr) * nb), loop(1, self.mr)
-    v = loop(2, nv) if nv > 1 else im.const(0)
-    lane = UOp(Ops.RANGE, dtypes.index, (im.const(self.vw),), attrs(axis=2000, kind="lane"))
-    m = im.add(im.mul(im.idiv(t, nb), im.const(self.mr)), r)
-    n = im.add(im.add(im.mul(im.mod(t, nb), im.const(self.nr)), im.mul(v, im.const(self.vw))), lane)
-    rows = dict(zip(I, im.unravel(UOp(Ops.MIN, dtypes.index, (m, im.const(self.M - 1))) if self.Mp != self.M else m, size(I))))
-    jstrides = [prod(size(J)[i + 1:]) for i in range(len(J))]
-    ncut = UOp(Ops.CMPLT, dtypes.bool, (n, im.const(self.N))) if self.Np != self.N else None
-    # one k slice: the tile never leaves mm's stack (a tile buffer, argument `tile`), else C's tile (still in L1)
-    self.tile_buf = arg_buffer(len(self.args), dtypes.float32.ptr(self.mr * self.nr)) if self.K <= self.kc else None
-    cat = (self.tile_buf, im.add(im.mul(r, im.const(self.nr)), im.sub(n, im.mul(im.mod(t, nb), im.const(self.nr))))) if self.tile_buf is not None \
-      else (cp, im.add(im.mul(m, im.const(self.Np)), n))
-    sub, memo = {cload: UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), cat),))}, {}
+    lane = UOp(Ops.RANGE, dtypes.index, (im.const(self.mr if rows else self.vw),), attrs(axis=2000, kind="lane"))
+    t = loop(0, (self.Mp // self.mr) * nb)
+    m0, n0 = im.mul(im.idiv(t, nb), im.const(self.mr)), im.mul(im.mod(t, nb), im.const(self.nr))
+    if rows:
+      c = loop(1, self.nr)
+      loops, m, n, at = [t, c], im.add(m0, lane), im.add(n0, c), im.add(im.mul(c, im.const(self.mr)), lane)
+    else:
+      r, v = loop(1, self.mr), loop(2, nv) if nv > 1 else im.const(0)
+      col = im.add(im.mul(v, im.const(self.vw)), lane)
+      loops, m, n, at = [t, r, *([v] if nv > 1 else [])], im.add(m0, r), im.add(n0, col), im.add(im.mul(r, im.const(self.nr)), col)
+    # the lane side (J for columns, I for rows): indices must step along it as one run; lanes past its edge read nothing.
+    # The scalar side: its positions past the edge (the last tile's) are clamped: never stored
+    (L, lin, ln, lp), (S, slin, sn, sp) = ((I, m, self.M, self.Mp), (J, n, self.N, self.Np)) if rows else ((J, n, self.N, self.Np), (I, m, self.M, self.Mp))
+    scal = dict(zip(S, im.unravel(UOp(Ops.MIN, dtypes.index, (slin, im.const(sn - 1))) if sp != sn else slin, size(S))))
+    cut = UOp(Ops.CMPLT, dtypes.bool, (lin, im.const(ln))) if lp != ln else None
+    Ls, lstrides = set(L), [prod(size(L)[i + 1:]) for i in range(len(L))]
+    sub, memo = {cload: UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (self.tile_buf, at)),))}, {}
     for u in nodes:
       if u.op is not Ops.INDEX or u is cload.src[0]: continue
-      if len(u.src) > 2 and Js & set(u.src[2].toposort): return None
-      at, gate = u.src[1], u.src[2:]
-      if Js & set(at.toposort):
-        if (form := affine(at, memo)) is None or (s := form.get(J[-1], 0)) < 0 or [form.get(j, 0) for j in J] != [s * x for x in jstrides]: return None
-        at = im.add(affine_simplify(at.substitute({j: im.const(0) for j in J})), im.mul(n, im.const(s)))
-        # lanes past N (the last panel's) read nothing: a row's last elements may be the buffer's last
-        if ncut is not None and u is not st.src[0]: gate = (UOp(Ops.AND, dtypes.bool, (gate[0], ncut)) if gate else ncut,)
-      sub[u] = UOp(Ops.INDEX, u.dtype, (u.src[0], at.substitute(rows), *(x.substitute(rows) for x in gate)))
-    idx, val = sub[st.src[0]], st.src[1].substitute({**sub, **rows})
-    if Js & set(val.toposort) or lane_coef(idx.src[1], lane, {}) != 1 or not LaneLowerer.supports(val, lane): return None
+      if len(u.src) > 2 and Ls & set(u.src[2].toposort): return None
+      x, gate = u.src[1], u.src[2:]
+      if Ls & set(x.toposort):
+        if (form := affine(x, memo)) is None or (s := form.get(L[-1], 0)) < 0 or [form.get(j, 0) for j in L] != [s * k for k in lstrides]: return None
+        x = im.add(affine_simplify(x.substitute({j: im.const(0) for j in L})), im.mul(lin, im.const(s)))
+        if cut is not None and u is not st.src[0]: gate = (UOp(Ops.AND, dtypes.bool, (gate[0], cut)) if gate else cut,)
+      sub[u] = UOp(Ops.INDEX, u.dtype, (u.src[0], x.substitute(scal), *(g.substitute(scal) for g in gate)))
+    idx, val = sub[st.src[0]], st.src[1].substitute({**sub, **scal})
+    if Ls & set(val.toposort) or lane_coef(idx.src[1], lane, {}) != 1 or not LaneLowerer.supports(val, lane): return None
     gate = None
-    for cond in ([UOp(Ops.CMPLT, dtypes.bool, (m, im.const(self.M)))] if self.Mp != self.M else []) + ([ncut] if ncut is not None else []):
+    for cond in ([UOp(Ops.CMPLT, dtypes.bool, (slin, im.const(sn)))] if sp != sn else []) + ([cut] if cut is not None else []):
       gate = cond if gate is None else UOp(Ops.AND, dtypes.bool, (gate, cond))
     if gate is not None: idx = UOp(Ops.INDEX, idx.dtype, (*idx.src[:2], gate))
-    body = UOp(Ops.END, dtypes.void, (UOp(Ops.STORE, dtypes.void, (idx, val), loc=st.loc), t, r, *([v] if nv > 1 else [])))
-    if self.tile_buf is not None:   # C is never stored: no scratch for it (the phases share the args list)
-      self.scratch[2], self.args[cp.attrs["slot"]] = 1, arg_buffer(cp.attrs["slot"], dtypes.float32.ptr(1))
-    f = Func(f"{self.name}_epi", self.args + [self.tile_buf] * (self.tile_buf is not None), [], [UOp(Ops.SINK, dtypes.void, (body,))],
-             {"uop.kernel": None, "uop.threads": 1})
+    body = UOp(Ops.END, dtypes.void, (UOp(Ops.STORE, dtypes.void, (idx, val), loc=st.loc), *loops))
+    f = Func(f"{self.name}_epi", self.args + [self.tile_buf], [], [UOp(Ops.SINK, dtypes.void, (body,))], {"uop.kernel": None, "uop.threads": 1})
     self.lane_of[id(f)] = lane
     return f
 
@@ -916,7 +930,7 @@ class Contraction:
     c0, c1 = ci(0), ci(1)
     ck, ckc = ci(self.K), ci(kc)
     one = self.K <= kc   # one k slice
-    if (tile_buf := self.epi_tile is not None and self.tile_buf is not None): put(f"%tile = memref.alloca() {{alignment = 64 : i64}} : memref<{mr * nr}xf32>")
+    if self.epi_tile is not None: put(f"%tile = memref.alloca() {{alignment = 64 : i64}} : memref<{mr * nr}xf32>")
     # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
     op = self.op
     zero = L(f"arith.constant dense<{ {'add': '0.0', 'max': '0xFF800000', 'min': '0x7F800000'}[op]}> : {V}")
@@ -964,17 +978,27 @@ class Contraction:
                 L(f"arith.{op}imumf {accs[r * nv + v]}, {L(f'arith.mulf {av}, {bv[v]} : {V}')} : {V}") for v in range(nv)]
       put(f"scf.yield {', '.join(new)} : {', '.join([V] * len(new))}"); depth[0] -= 1
       put("}")
-      if tile_buf:   # one k slice and a tile epilogue: the tile goes to mm's stack, the epilogue reads it there
-        for i in range(mr * nv): put(f"vector.store {res}#{i}, %tile[{ci(i * vw)}] : memref<{mr * nr}xf32>, {V}")
-      else:
+      tty = f"memref<{mr * nr}xf32>"
+      def to_tile():   # the tile on mm's stack, row-major, or transposed where the epilogue's lanes run along its rows
+        for i in range(mr * nv):
+          if not self.tile_rows: put(f"vector.store {res}#{i}, %tile[{ci(i * vw)}] : {tty}, {V}"); continue
+          r, v = divmod(i, nv)
+          at = L(f"arith.constant dense<{[(v * vw + j) * mr + r for j in range(vw)]}> : vector<{vw}xi32>")
+          put(f"vector.scatter %tile[{c0}][{at}], {L(f'arith.constant dense<true> : vector<{vw}xi1>')}, {res}#{i} : "
+              f"{tty}, vector<{vw}xi32>, vector<{vw}xi1>, {V}")
+        t = L(f"arith.addi {L(f'arith.muli %ib, {ci(nb)} : index')}, %jb : index")
+        put(f"func.call @{self.name}_epi({', '.join([f'%arg{i}' for i in range(len(self.args))] + ['%tile', t, add(t, 1)])}) : "
+            f"({', '.join([mem_type(x.dtype) for x in self.args] + [tty, 'index', 'index'])}) -> ()")
+      def to_c():
         for i, o in enumerate(o for row in offs for o in row): put(f"vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
-      if self.epi_tile:   # the tile is done after the last slice: its epilogue reads it from L1
-        if not one: put(f"scf.if {L(f'arith.cmpi eq, {kend}, {ck} : index')} {{"); depth[0] += 1
-        tt = L(f"arith.addi {L(f'arith.muli %ib, {ci(nb)} : index')}, %jb : index")
-        put(f"func.call @{self.name}_epi({', '.join([f'%arg{i}' for i in range(len(self.args))] + ['%tile'] * tile_buf + [tt, add(tt, 1)])}) : "
-            f"({', '.join([mem_type(x.dtype) for x in self.args] + [f'memref<{mr * nr}xf32>'] * tile_buf + ['index', 'index'])}) -> ()")
-        depth[0] -= 1
-        if not one: put("}")
+      if self.epi_tile is None: to_c()
+      elif one: to_tile()
+      else:   # the tile is done after the last slice: the epilogue takes it from the stack; C holds the earlier slices'
+        put(f"scf.if {L(f'arith.cmpi eq, {kend}, {ck} : index')} {{"); depth[0] += 1
+        to_tile(); depth[0] -= 1
+        put("} else {"); depth[0] += 1
+        to_c(); depth[0] -= 1
+        put("}")
       depth[0] -= 1; put("}")
 
     def k_slice():   # %kc's slice end and whether it is the first (C starts from zero)

@@ -1,19 +1,21 @@
 // RUN: morok-opt %s -p 'uop-optimize{threads=1 vec=8 l2=262144 l3=33554432},uop-lower-cpu' | FileCheck %s
 // A 64 x 64 matmul over K = 4096 with a bias on the output columns: K takes several KC slices, so the tile's
-// accumulators start from C after the first slice and go back to C (scratch) after each; the epilogue runs on the
-// tile once its last slice is done, reading it from C (66 rows: MR = 6), rows past 64 masked off.
+// accumulators start from C (scratch, 66 rows: MR = 6) after the first slice and go back to C after each but the last;
+// after the last, the tile goes to mm's stack and the epilogue runs on it there, rows past 64 masked off.
 // CHECK-LABEL: func.func @mm_mm(
-// CHECK-NOT: memref.alloca
+// CHECK: %[[TILE:.*]] = memref.alloca() {alignment = 64 : i64} : memref<96xf32>
 // CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0
 // CHECK: %[[C0:.*]] = vector.load %arg6[%{{.*}}] : memref<4224xf32>
 // CHECK: arith.select %[[FIRST]], %{{.*}}, %[[C0]]
 // CHECK: vector.fma
-// CHECK: vector.store %{{.*}}, %arg6[
 // CHECK: %[[LAST:.*]] = arith.cmpi eq, %{{.*}}, %c4096
 // CHECK: scf.if %[[LAST]] {
-// CHECK: func.call @mm_epi(
+// CHECK-COUNT-12: vector.store %{{.*}}, %[[TILE]][
+// CHECK: func.call @mm_epi(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %[[TILE]],
+// CHECK: } else {
+// CHECK-COUNT-12: vector.store %{{.*}}, %arg6[
 // CHECK-LABEL: func.func private @mm_epi(
-// CHECK: %[[C:.*]] = vector.load %arg6[%{{.*}}] : memref<4224xf32>, vector<8xf32>
+// CHECK: %[[C:.*]] = vector.load %arg7[%{{.*}}] : memref<96xf32>, vector<8xf32>
 // CHECK: %[[B:.*]] = vector.load %arg3[
 // CHECK: arith.addf %[[C]], %[[B]]
 // CHECK: vector.maskedstore %arg0[
