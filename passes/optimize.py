@@ -267,12 +267,26 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
       attrs["uop.threads"] = threads
     # a kept row shares the core's L2 with the row it is computed from and with the other thread's rows
     if keep := kept(f, nodes, loops, caches[1] // 4): attrs["uop.keep"] = keep[0]
+    elif w := lanes(f, vec): attrs["uop.lanes"] = w
   # a row kept in the output is scaled there, from cache, by plain stores (streaming them measured slower)
   if not keep or not keep[1]:
     if (inner := streaming_store(f, vec)) is not None:
       attrs["uop.nontemporal"] = vec
       if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = vec   # chunks start on a lane group
   return replace(f, attrs=attrs)
+
+def lanes(f: Func, vec: int) -> int | None:
+  """W for uop.lanes: the kernel's one f32 store steps by 1 with its innermost loop, and its value reduces inside that
+  loop (pooling, a depthwise convolution): LLVM vectorizes no loop with a loop inside, so uop-lower-cpu runs W
+  neighbouring iterations as vector lanes, W the largest of vec, vec/2, .. (at least 4) that divides the loop."""
+  ends = [u for u in f.roots[0].src if u.op is Ops.END]
+  if len(ends) != 1 or len(f.roots[0].src) != 1 or (st := ends[0].src[0]).op is not Ops.STORE or st.src[1].dtype is not dtypes.float32: return None
+  inner = max(ends[0].src[1:], key=lambda r: r.attrs["axis"])
+  if len(st.src[0].src) != 2 or not any(u.op is Ops.REDUCE and inner in u.src[0].toposort for u in st.toposort): return None
+  if (form := affine(st.src[0].src[1], {})) is None or form.get(inner) != 1: return None
+  w = vec
+  while w >= 4 and _size(inner) % w: w //= 2
+  return w if w >= 4 else None
 
 NT_MIN_BYTES = 1 << 24          # outputs at least this big (twice a typical L3 share) are streamed past the cache
 def streaming_store(f: Func, vec: int) -> UOp | None:
@@ -293,7 +307,7 @@ def streaming_store(f: Func, vec: int) -> UOp | None:
 # compiling and timing candidates: the device layer's search registers itself here (a pass cannot run kernels)
 SEARCH = None
 
-@register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles, nontemporal stores",
+@register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles, nontemporal stores, vector lanes",
           threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"),
           l2=Option(int, 0, "L2 cache bytes (0: the machine's)"), l3=Option(int, 0, "L3 cache bytes (0: the machine's)"),
           beam=Option(int, 0, "beam width of a timed search over each kernel's choices, cached on disk (0: heuristics only)"))

@@ -367,3 +367,26 @@ def test_device_registry(monkeypatch):
   with pytest.raises(KeyError, match="unknown device"): Device["TPU"]
   monkeypatch.setenv("DEVICE", "cuda")
   assert _Device().DEFAULT == "CUDA"
+
+@pytest.mark.parametrize("name", ["maxpool 3x3 s2 p1", "avgpool 2x2", "maxpool 2x2 odd", "depthwise 3x3 s1", "depthwise 3x3 s2 p1", "pairs"])
+def test_lane_kernels(name):
+  """Kernels whose output loop holds a reduce (pooling, depthwise convolutions) run 4-16 outputs as vector lanes
+  (uop.lanes), with vector accumulators and strided, padding-gated loads; against numpy's direct sums."""
+  from morok_mlir import Tensor
+  r = np.random.default_rng(5)
+  x = r.standard_normal((2, 16, 34, 32), dtype=np.float32)   # outputs 16 or 32 wide: lanes (odd: plain loops)
+  w = r.standard_normal((16, 1, 3, 3), dtype=np.float32)
+  def windows(a, k, s, p, fill):   # (n, c, oh, ow, k*k) of a padded with fill
+    a = np.pad(a, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=fill)
+    oh, ow = (a.shape[2] - k) // s + 1, (a.shape[3] - k) // s + 1
+    return np.stack([a[:, :, i:i + s * oh:s, j:j + s * ow:s] for i in range(k) for j in range(k)], -1)
+  X = Tensor(x)
+  got, ref = {
+    "maxpool 3x3 s2 p1": lambda: (X.max_pool2d(kernel_size=3, stride=2, padding=1), windows(x, 3, 2, 1, -np.inf).max(-1)),
+    "avgpool 2x2": lambda: (X.avg_pool2d(kernel_size=2), windows(x, 2, 2, 0, 0).mean(-1)),
+    "maxpool 2x2 odd": lambda: (Tensor(x[:, :, :31, :29]).max_pool2d(kernel_size=2), windows(x[:, :, :31, :29], 2, 2, 0, 0).max(-1)),
+    "depthwise 3x3 s1": lambda: (X.conv2d(Tensor(w), groups=16, padding=1), (windows(x, 3, 1, 1, 0) * w.reshape(1, 16, 1, 1, 9)).sum(-1)),
+    "depthwise 3x3 s2 p1": lambda: (X.conv2d(Tensor(w), groups=16, padding=1, stride=2), (windows(x, 3, 2, 1, 0) * w.reshape(1, 16, 1, 1, 9)).sum(-1)),
+    "pairs": lambda: (X.reshape(2, 16, 34, 16, 2).max(-1), x.reshape(2, 16, 34, 16, 2).max(-1)),
+  }[name]()
+  np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)

@@ -30,7 +30,8 @@ trailing arguments `%lo, %hi`, so the device can call chunks of it on N threads;
 multiples of it), `uop.fastmath` (reduce accumulators may reassociate and contract: LLVM then vectorizes and
 interleaves them), `uop.reduce_block = B` (a float add reduce over more than B terms runs as nested loops with an
 accumulator per block: optimize.blocked), `uop.nontemporal = VW` (VW lanes per iteration of the innermost loop, one
-nontemporal vector store: big outputs that are not read back soon).
+nontemporal vector store: big outputs that are not read back soon), `uop.lanes = W` (W neighbouring iterations of the
+innermost loop run as the lanes of vectors, reduces inside it with vector accumulators: pooling, depthwise convolutions).
 f32 exp2 and log2 are polynomials (vectorizable; libm calls are scalar): see `Poly` for their error bounds.
 
 Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel's func text) and
@@ -559,7 +560,7 @@ def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
 
 # ops a lane-dependent value may be made of (dtype class -> ops), and the largest address step a load's lanes may take
 LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL}, "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR},
-            "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD}}
+            "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD, Ops.REDUCE}}
 LANE_MAX_STEP = 4
 
 class LaneLowerer(Lowerer):
@@ -586,6 +587,7 @@ class LaneLowerer(Lowerer):
       if u not in dep or u is lane or u.op is Ops.INDEX: continue
       if u.dtype not in (dtypes.index, dtypes.bool, dtypes.float32) or u.op not in LANE_OPS[cls(u.dtype)]: return False
       if u.op is Ops.WHERE and u.src[1].dtype is not dtypes.float32: return False
+      if u.op is Ops.REDUCE and u.attrs.get("op") not in ("add", "max", "min"): return False
       if u.op is Ops.LOAD:
         idx = u.src[0]
         if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER: return False
@@ -612,6 +614,13 @@ class LaneLowerer(Lowerer):
     L = lambda text: self.line(fr, text)
     if u is self.lane: return self.place(u, fr, L(f"arith.constant dense<{list(range(self.vw))}> : {self.vty(dtypes.index)}"))
     if u.op is Ops.LOAD: return self.place(u, fr, self.vload(u, fr))
+    if u.op is Ops.REDUCE:   # a vector accumulator per lane, carried through the reduce's loops
+      vt, op = self.vty(u.dtype), u.attrs["op"]
+      init = L(f"arith.constant dense<{const_text(REDUCE_IDENTITY[op](u.dtype), 'f32').split(' :')[0]}> : {vt}")
+      frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
+      acc = self.line(frames[-1], f"{ALU[op]['f']} {frames[-1].acc}, {self.vec_of(u.src[0], frames[-1])}{self.fm} : {vt}")
+      self.close_loops(frames, vt, acc, init)
+      return self.place(u, fr, frames[0].res)
     srcs = [self.vec_of(s, fr) for s in u.src]
     sdt, c = u.src[0].dtype, cls(u.src[0].dtype)
     if u.op is Ops.WHERE: return self.place(u, fr, L(f"arith.select {', '.join(srcs)} : {self.vty(dtypes.bool)}, {self.vty(u.dtype)}"))
@@ -1062,7 +1071,21 @@ class SplitReduce:
   def text(self) -> str: return lower_kernel(self.partial, f"{self.name}_part") + lower_kernel(self.final, f"{self.name}_final")
   def phases(self): return [(f"{self.name}_part", parallel_info(self.partial)), (f"{self.name}_final", None)]
 
-STATIC_ONLY = ("uop.contraction", "uop.split_reduce", "uop.threads", "uop.nontemporal")   # choices made for static loop sizes
+def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
+  """uop.lanes = W (optimize.lanes): the kernel with its innermost loop range r (size S) as S / W iterations of W vector
+  lanes, r = r' * W + lane, when LaneLowerer can run its store so; else None (the kernel lowers as plain loops)."""
+  if w < 2 or len(f.roots[0].src) != 1 or (end := f.roots[0].src[0]).op is not Ops.END or (st := end.src[0]).op is not Ops.STORE: return None
+  inner = max(end.src[1:], key=_axis)
+  if (n := im.cval(inner.src[0])) is None or n % w: return None
+  outer = UOp(Ops.RANGE, dtypes.index, (im.const(n // w),), attrs(axis=_axis(inner), kind=inner.attrs.get("kind", "loop")))
+  lane = UOp(Ops.RANGE, dtypes.index, (im.const(w),), attrs(axis=2000, kind="lane"))
+  st = affine_simplify(st.substitute({inner: im.add(im.mul(outer, im.const(w)), lane)}))
+  if st.src[1].dtype is not dtypes.float32 or len(st.src[0].src) != 2 or lane_coef(st.src[0].src[1], lane, {}) != 1 \
+     or not LaneLowerer.supports(st.src[1], lane): return None
+  end = UOp(Ops.END, dtypes.void, (st, *[outer if r is inner else r for r in end.src[1:]]))
+  return Func(f.name, f.args, f.results, [UOp(Ops.SINK, dtypes.void, (end,))], f.attrs), lane
+
+STATIC_ONLY = ("uop.contraction", "uop.split_reduce", "uop.threads", "uop.nontemporal", "uop.lanes")   # choices made for static loop sizes
 
 def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int]]]:
   """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes,
@@ -1073,6 +1096,8 @@ def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None
     raise PassError(f"@{f.name}: {k} needs static range sizes (a loop here runs to a symbolic size)")
   if "uop.contraction" in f.attrs: return (c := Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
   if "uop.split_reduce" in f.attrs: return (c := SplitReduce(f, name)).text(), c.phases(), c.scratch, []
+  if "uop.lanes" in f.attrs and (ls := lane_split(f, _int_attr(f, "uop.lanes"))) is not None:
+    return lower_kernel(ls[0], name, LaneLowerer(*ls)), [(name, parallel_info(ls[0]))], [], []
   return lower_kernel(f, name), [(name, parallel_info(f))], [], []
 
 def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | None = None) -> str:

@@ -1,0 +1,45 @@
+// RUN: morok-opt %s -p 'uop-optimize{threads=1 vec=8},uop-lower-cpu' | FileCheck %s
+// RUN: morok-opt %s -p 'uop-optimize{threads=1 vec=8}' | FileCheck %s --check-prefix=OPT
+
+module {
+  // A 1-D max pool, window 3, stride 2, padding 1: out[i] = max over k of in[2i + k - 1] where in range. The reduce
+  // inside the output loop keeps LLVM from vectorizing that loop, so uop-optimize asks for 8 lanes (64 = 8 * 8):
+  // 8 neighbouring outputs as one vector, a vector accumulator through the window, each tap one masked load of 16
+  // elements with every second one taken (stride 2, padding gated off), one vector store.
+  // OPT-LABEL: func.func private @pool
+  // OPT-SAME: uop.lanes = 8
+  // CHECK-LABEL: func.func @pool(
+  // CHECK: scf.for %[[I:.*]] = %{{.*}} to %c8 step
+  // CHECK: %[[NEG:.*]] = arith.constant dense<0xFF800000> : vector<8xf32>
+  // CHECK: %[[R:.*]] = scf.for %{{.*}} = %{{.*}} to %c3 step %{{.*}} iter_args(%[[ACC:.*]] = %[[NEG]]) -> (vector<8xf32>) {
+  // CHECK: %[[V:.*]] = vector.maskedload %arg1[%{{.*}}], %{{.*}}, %{{.*}} : memref<128xf32>, vector<16xi1>, vector<16xf32> into vector<16xf32>
+  // CHECK: vector.shuffle %[[V]], %[[V]] [0, 2, 4, 6, 8, 10, 12, 14]
+  // CHECK: arith.maximumf %[[ACC]], %{{.*}} : vector<8xf32>
+  // CHECK: vector.store %[[R]], %arg0[%{{.*}}] : memref<64xf32>, vector<8xf32>
+  func.func private @pool(%arg0: memref<64xf32>, %arg1: memref<128xf32>) attributes {uop.kernel} {
+    %c64 = "uop.const"() {value = 64 : index} : () -> index
+    %c3 = "uop.const"() {value = 3 : index} : () -> index
+    %c2 = "uop.const"() {value = 2 : index} : () -> index
+    %cm1 = "uop.const"() {value = -1 : index} : () -> index
+    %c0 = "uop.const"() {value = 0 : index} : () -> index
+    %c128 = "uop.const"() {value = 128 : index} : () -> index
+    %i = "uop.range"(%c64) {axis = 0 : i64, kind = "loop"} : (index) -> index
+    %k = "uop.range"(%c3) {axis = 1 : i64, kind = "reduce"} : (index) -> index
+    %a = "uop.mul"(%i, %c2) : (index, index) -> index
+    %b = "uop.add"(%a, %k) : (index, index) -> index
+    %j = "uop.add"(%b, %cm1) : (index, index) -> index
+    %lo = "uop.cmplt"(%cm1, %j) : (index, index) -> i1
+    %hi = "uop.cmplt"(%j, %c128) : (index, index) -> i1
+    %ok = "uop.and"(%lo, %hi) : (i1, i1) -> i1
+    %p = "uop.index"(%arg1, %j, %ok) : (memref<128xf32>, index, i1) -> !uop.ptr<f32>
+    %v = "uop.load"(%p) : (!uop.ptr<f32>) -> f32
+    %ninf = "uop.const"() {value = 0xFF800000 : f32} : () -> f32
+    %g = "uop.where"(%ok, %v, %ninf) : (i1, f32, f32) -> f32
+    %m = "uop.reduce"(%g, %k) {op = "max"} : (f32, index) -> f32
+    %o = "uop.index"(%arg0, %i) : (memref<64xf32>, index) -> !uop.ptr<f32>
+    %s = "uop.store"(%o, %m) : (!uop.ptr<f32>, f32) -> !uop.token
+    %e = "uop.end"(%s, %i) : (!uop.token, index) -> !uop.token
+    "uop.sink"(%e) : (!uop.token) -> ()
+    return
+  }
+}
