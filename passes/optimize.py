@@ -106,6 +106,13 @@ def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]
     if padded(n, MAX_MR) * padded(m, 32) < padded(m, MAX_MR) * padded(n, 32) / 1.05: a, b, ra, rb = b, a, rb, ra
   return red, a, b, [r for r in loops if r in ra - T], [r for r in loops if r not in ra], K, [r for r in loops if r in T]
 
+def depthwise(c) -> bool:
+  """A batch of products each of one row or column over a short k (a depthwise convolution: per channel, its 3x3 taps
+  times the image): packing would copy each operand element to use it a few times; plain loops, in vector lanes where
+  the output rows allow (uop.lanes), read them where they are."""
+  _, _, _, I, J, K, T = c
+  return bool(T) and min(prod(map(_size, I)), prod(map(_size, J))) == 1 and prod(map(_size, K)) < 32
+
 ONE = UOp(Ops.CONST, dtypes.float32, (), attrs(value=1.0))
 def column_reduce(f: Func, loops: list[UOp]) -> Func | None:
   """f with its one f32 reduce's source times ONE, when that reduce reads memory across its k (a bias gradient: a
@@ -253,7 +260,7 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   work = body * (prod(_size(r) for r in loops) + sum(prod(_size(r) for r in u.src[1:]) * prod(_size(r) for r in _rngs(u) if r in loops)
                                                       for u in nodes if u.op is Ops.REDUCE))
   size = 2 * prod(_size(r) for r in rngs)
-  if (size >= MM_MIN_FLOPS and (c := contraction(f)) is not None   # size first: contraction asks Z3
+  if (size >= MM_MIN_FLOPS and (c := contraction(f)) is not None and not depthwise(c)   # size first: contraction asks Z3
       or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g)) is not None and (f := g)):
     _, _, _, I, J, K, _ = c
     attrs["uop.contraction"] = (*contraction_tiles(prod(map(_size, I)), prod(map(_size, J)), prod(map(_size, K)), vec, caches, threads), vec)
@@ -278,15 +285,16 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
 def lanes(f: Func, vec: int) -> int | None:
   """W for uop.lanes: the kernel's one f32 store steps by 1 with its innermost loop, and its value reduces inside that
   loop (pooling, a depthwise convolution): LLVM vectorizes no loop with a loop inside, so uop-lower-cpu runs W
-  neighbouring iterations as vector lanes, W the largest of vec, vec/2, .. (at least 4) that divides the loop."""
+  neighbouring iterations as vector lanes: vec or vec/2 where they divide the loop, else vec with the last group's lanes
+  past its end masked off; as few as cover a short loop (at least 4)."""
   ends = [u for u in f.roots[0].src if u.op is Ops.END]
   if len(ends) != 1 or len(f.roots[0].src) != 1 or (st := ends[0].src[0]).op is not Ops.STORE or st.src[1].dtype is not dtypes.float32: return None
   inner = max(ends[0].src[1:], key=lambda r: r.attrs["axis"])
   if len(st.src[0].src) != 2 or not any(u.op is Ops.REDUCE and inner in u.src[0].toposort for u in st.toposort): return None
-  if (form := affine(st.src[0].src[1], {})) is None or form.get(inner) != 1: return None
-  w = vec
-  while w >= 4 and _size(inner) % w: w //= 2
-  return w if w >= 4 else None
+  if (form := affine(st.src[0].src[1], {})) is None or form.get(inner) != 1 or (n := _size(inner)) < 4: return None
+  w = vec if n % vec == 0 or n % (vec // 2) else vec // 2
+  while w > 4 and w // 2 >= n: w //= 2
+  return w
 
 NT_MIN_BYTES = 1 << 24          # outputs at least this big (twice a typical L3 share) are streamed past the cache
 def streaming_store(f: Func, vec: int) -> UOp | None:

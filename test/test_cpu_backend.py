@@ -368,7 +368,8 @@ def test_device_registry(monkeypatch):
   monkeypatch.setenv("DEVICE", "cuda")
   assert _Device().DEFAULT == "CUDA"
 
-@pytest.mark.parametrize("name", ["maxpool 3x3 s2 p1", "avgpool 2x2", "maxpool 2x2 odd", "depthwise 3x3 s1", "depthwise 3x3 s2 p1", "pairs"])
+@pytest.mark.parametrize("name", ["maxpool 3x3 s2 p1", "avgpool 2x2", "maxpool 2x2 odd", "depthwise 3x3 s1", "depthwise 3x3 s2 p1", "pairs",
+                                  "batchnorm relu depthwise"])
 def test_lane_kernels(name):
   """Kernels whose output loop holds a reduce (pooling, depthwise convolutions) run 4-16 outputs as vector lanes
   (uop.lanes), with vector accumulators and strided, padding-gated loads; against numpy's direct sums."""
@@ -376,6 +377,7 @@ def test_lane_kernels(name):
   r = np.random.default_rng(5)
   x = r.standard_normal((2, 16, 34, 32), dtype=np.float32)   # outputs 16 or 32 wide: lanes (odd: plain loops)
   w = r.standard_normal((16, 1, 3, 3), dtype=np.float32)
+  v = r.uniform(0.5, 2, (1, 16, 1, 1)).astype(np.float32)
   def windows(a, k, s, p, fill):   # (n, c, oh, ow, k*k) of a padded with fill
     a = np.pad(a, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=fill)
     oh, ow = (a.shape[2] - k) // s + 1, (a.shape[3] - k) // s + 1
@@ -388,5 +390,8 @@ def test_lane_kernels(name):
     "depthwise 3x3 s1": lambda: (X.conv2d(Tensor(w), groups=16, padding=1), (windows(x, 3, 1, 1, 0) * w.reshape(1, 16, 1, 1, 9)).sum(-1)),
     "depthwise 3x3 s2 p1": lambda: (X.conv2d(Tensor(w), groups=16, padding=1, stride=2), (windows(x, 3, 2, 1, 0) * w.reshape(1, 16, 1, 1, 9)).sum(-1)),
     "pairs": lambda: (X.reshape(2, 16, 34, 16, 2).max(-1), x.reshape(2, 16, 34, 16, 2).max(-1)),
+    # the normalisation (a division, a square root, a reciprocal) and relu of the input, recomputed per tap in lanes
+    "batchnorm relu depthwise": lambda: (((X - 0.1) / (Tensor(v) + 1e-5).sqrt() * (1 / Tensor(v))).relu().conv2d(Tensor(w), groups=16, padding=1),
+                                         (windows(np.maximum((x - 0.1) / np.sqrt(v + 1e-5) * (1 / v), 0), 3, 1, 1, 0) * w.reshape(1, 16, 1, 1, 9)).sum(-1)),
   }[name]()
   np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)

@@ -560,7 +560,7 @@ def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
 
 # ops a lane-dependent value may be made of (dtype class -> ops), and the largest address step a load's lanes may take
 LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL}, "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR},
-            "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD, Ops.REDUCE}}
+            "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD, Ops.REDUCE}}
 LANE_MAX_STEP = 4
 
 class LaneLowerer(Lowerer):
@@ -625,6 +625,7 @@ class LaneLowerer(Lowerer):
     sdt, c = u.src[0].dtype, cls(u.src[0].dtype)
     if u.op is Ops.WHERE: return self.place(u, fr, L(f"arith.select {', '.join(srcs)} : {self.vty(dtypes.bool)}, {self.vty(u.dtype)}"))
     if u.op is Ops.NEG: return self.place(u, fr, L(f"arith.negf {srcs[0]} : {self.vty(sdt)}"))
+    if u.op is Ops.RECIP: return self.place(u, fr, L(f"arith.divf {L(f'arith.constant dense<1.0> : {self.vty(sdt)}')}, {srcs[0]} : {self.vty(sdt)}"))
     if u.op in CMP:
       mop, pred = CMP[u.op][c].split()
       return self.place(u, fr, L(f"{mop} {pred}, {srcs[0]}, {srcs[1]} : {self.vty(sdt)}"))
@@ -1072,16 +1073,20 @@ class SplitReduce:
   def phases(self): return [(f"{self.name}_part", parallel_info(self.partial)), (f"{self.name}_final", None)]
 
 def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
-  """uop.lanes = W (optimize.lanes): the kernel with its innermost loop range r (size S) as S / W iterations of W vector
-  lanes, r = r' * W + lane, when LaneLowerer can run its store so; else None (the kernel lowers as plain loops)."""
+  """uop.lanes = W (optimize.lanes): the kernel with its innermost loop range r (size S) as ceil(S / W) iterations of W
+  vector lanes, r = r' * W + lane (lanes past S, where W does not divide it, gated off: they neither load nor store),
+  when LaneLowerer can run its store so; else None (the kernel lowers as plain loops)."""
   if w < 2 or len(f.roots[0].src) != 1 or (end := f.roots[0].src[0]).op is not Ops.END or (st := end.src[0]).op is not Ops.STORE: return None
   inner = max(end.src[1:], key=_axis)
-  if (n := im.cval(inner.src[0])) is None or n % w: return None
-  outer = UOp(Ops.RANGE, dtypes.index, (im.const(n // w),), attrs(axis=_axis(inner), kind=inner.attrs.get("kind", "loop")))
+  if (n := im.cval(inner.src[0])) is None or len(st.src[0].src) != 2: return None
+  outer = UOp(Ops.RANGE, dtypes.index, (im.const(-(-n // w)),), attrs(axis=_axis(inner), kind=inner.attrs.get("kind", "loop")))
   lane = UOp(Ops.RANGE, dtypes.index, (im.const(w),), attrs(axis=2000, kind="lane"))
-  st = affine_simplify(st.substitute({inner: im.add(im.mul(outer, im.const(w)), lane)}))
-  if st.src[1].dtype is not dtypes.float32 or len(st.src[0].src) != 2 or lane_coef(st.src[0].src[1], lane, {}) != 1 \
-     or not LaneLowerer.supports(st.src[1], lane): return None
+  st = affine_simplify(st.substitute({inner: (pos := im.add(im.mul(outer, im.const(w)), lane))}))
+  if n % w:
+    cut = UOp(Ops.CMPLT, dtypes.bool, (pos, im.const(n)))
+    st = st.substitute({u: UOp(Ops.INDEX, u.dtype, (*u.src[:2], UOp(Ops.AND, dtypes.bool, (u.src[2], cut)) if len(u.src) > 2 else cut))
+                        for u in st.toposort if u.op is Ops.INDEX and lane in u.toposort})
+  if st.src[1].dtype is not dtypes.float32 or lane_coef(st.src[0].src[1], lane, {}) != 1 or not LaneLowerer.supports(st.src[1], lane): return None
   end = UOp(Ops.END, dtypes.void, (st, *[outer if r is inner else r for r in end.src[1:]]))
   return Func(f.name, f.args, f.results, [UOp(Ops.SINK, dtypes.void, (end,))], f.attrs), lane
 

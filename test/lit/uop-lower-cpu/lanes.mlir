@@ -42,4 +42,38 @@ module {
     "uop.sink"(%e) : (!uop.token) -> ()
     return
   }
+
+  // 7 outputs: 8 lanes, the last masked off: no lane past the output loads or stores (gates with lane < 7).
+  // OPT-LABEL: func.func private @pool7
+  // OPT-SAME: uop.lanes = 8
+  // CHECK-LABEL: func.func @pool7(
+  // CHECK: %[[SEVEN:.*]] = arith.cmpi slt, %{{.*}}, %{{.*}} : vector<8xindex>
+  // CHECK: vector.maskedload %arg1
+  // CHECK: vector.maskedstore %arg0[%{{.*}}], %[[SEVEN]], %{{.*}} : memref<7xf32>, vector<8xi1>, vector<8xf32>
+  func.func private @pool7(%arg0: memref<7xf32>, %arg1: memref<14xf32>) attributes {uop.kernel} {
+    %c7 = "uop.const"() {value = 7 : index} : () -> index
+    %c3 = "uop.const"() {value = 3 : index} : () -> index
+    %c2 = "uop.const"() {value = 2 : index} : () -> index
+    %cm1 = "uop.const"() {value = -1 : index} : () -> index
+    %c0 = "uop.const"() {value = 0 : index} : () -> index
+    %c14 = "uop.const"() {value = 14 : index} : () -> index
+    %i = "uop.range"(%c7) {axis = 0 : i64, kind = "loop"} : (index) -> index
+    %k = "uop.range"(%c3) {axis = 1 : i64, kind = "reduce"} : (index) -> index
+    %a = "uop.mul"(%i, %c2) : (index, index) -> index
+    %b = "uop.add"(%a, %k) : (index, index) -> index
+    %j = "uop.add"(%b, %cm1) : (index, index) -> index
+    %lo = "uop.cmplt"(%cm1, %j) : (index, index) -> i1
+    %hi = "uop.cmplt"(%j, %c14) : (index, index) -> i1
+    %ok = "uop.and"(%lo, %hi) : (i1, i1) -> i1
+    %p = "uop.index"(%arg1, %j, %ok) : (memref<14xf32>, index, i1) -> !uop.ptr<f32>
+    %v = "uop.load"(%p) : (!uop.ptr<f32>) -> f32
+    %ninf = "uop.const"() {value = 0xFF800000 : f32} : () -> f32
+    %g = "uop.where"(%ok, %v, %ninf) : (i1, f32, f32) -> f32
+    %m = "uop.reduce"(%g, %k) {op = "max"} : (f32, index) -> f32
+    %o = "uop.index"(%arg0, %i) : (memref<7xf32>, index) -> !uop.ptr<f32>
+    %s = "uop.store"(%o, %m) : (!uop.ptr<f32>, f32) -> !uop.token
+    %e = "uop.end"(%s, %i) : (!uop.token, index) -> !uop.token
+    "uop.sink"(%e) : (!uop.token) -> ()
+    return
+  }
 }
