@@ -125,3 +125,19 @@ def test_epilogue_runs_on_transposed_tiles(ci, co, hw, k, s):
   names = phase_names(t)
   assert any(e.endswith("_mm") for e in names) and not any(e.endswith("_epi") for e in names), names
   np.testing.assert_allclose(t.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("sa,sb", [((3, 257, 600), (3, 600, 10)), ((5, 33, 900), (5, 900, 70)), ((4, 64, 64), (4, 64, 48))])
+def test_epilogue_runs_on_batched_tiles(sa, sb):
+  """A batch of products (a grouped convolution, a batched matmul) runs its epilogue on each tile too, the batch index
+  decoded from the tile's: one slice or several, against numpy; and a grouped 1x1 convolution has no epilogue phase."""
+  a, b, bias = rnd(*sa), rnd(*sb), rnd(sb[-1])
+  t = (Tensor(a) @ Tensor(b) + Tensor(bias)).relu()
+  names = phase_names(t)
+  assert any(e.endswith("_mm") for e in names) and not any(e.endswith("_epi") for e in names), names
+  np.testing.assert_allclose(t.numpy(), np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-3)
+  x, w, r = rnd(1, 272, 14, 14), rnd(272, 68, 1, 1) * 0.1, rnd(1, 272, 14, 14)
+  t = (Tensor(x).conv2d(Tensor(w), groups=4) + Tensor(r)).relu()
+  names = phase_names(t)
+  assert any(e.endswith("_mm") for e in names) and not any(e.endswith("_epi") for e in names), names
+  ref = np.einsum("gok,gkp->gop", w.reshape(4, 68, 68), x.reshape(4, 68, 196)).reshape(1, 272, 14, 14)
+  np.testing.assert_allclose(t.numpy(), np.maximum(ref + r, 0), rtol=1e-4, atol=1e-4)

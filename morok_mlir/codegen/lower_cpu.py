@@ -812,15 +812,15 @@ class Contraction:
     side other than through an index, a gate on it, a store that is not one f32 store over I and J, or a buffer that
     both the epilogue writes and the operands read (mm reads A while it stores the tiles)."""
     root = self.f.roots[0]
-    if T or len(root.src) != 1 or (end := root.src[0]).op is not Ops.END or (st := end.src[0]).op is not Ops.STORE: return None
-    if set(end.src[1:]) != set(I + J) or st.src[0].op is not Ops.INDEX or st.src[1].dtype is not dtypes.float32: return None
+    if len(root.src) != 1 or (end := root.src[0]).op is not Ops.END or (st := end.src[0]).op is not Ops.STORE: return None
+    if set(end.src[1:]) != set(I + J + T) or st.src[0].op is not Ops.INDEX or st.src[1].dtype is not dtypes.float32: return None
     cload = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.const(0))),))   # the tile's element, placed below
     out, nodes = st.src[0].src[0], (st := st.substitute({red: cload})).toposort
     if out.op is not Ops.BUFFER or out.dtype.base is not dtypes.float32 or any(u.op is Ops.REDUCE for u in nodes): return None
     if any(u.op is Ops.LOAD and u.src[0].src[0] is out for x in (a, b) for u in x.toposort): return None
     self.tile_buf = arg_buffer(len(self.args), dtypes.float32.ptr(self.mr * self.nr))
     for rows in (False, True):
-      if (f := self._tile_epilogue(st, nodes, cload, I, J, rows)) is None: continue
+      if (f := self._tile_epilogue(st, nodes, cload, I, J, T, rows)) is None: continue
       if self.K <= self.kc:   # C is never stored: no scratch for it (the phases share the args list; the epilogue has its own)
         self.scratch[2] = 1
         self.args[cp.attrs["slot"]] = f.args[cp.attrs["slot"]] = arg_buffer(cp.attrs["slot"], dtypes.float32.ptr(1))
@@ -828,14 +828,16 @@ class Contraction:
       return f
     return None
 
-  def _tile_epilogue(self, st: UOp, nodes: list[UOp], cload: UOp, I: list[UOp], J: list[UOp], rows: bool) -> Func | None:
-    """tile_epilogue with lanes along the tile's columns (n; the tile row-major), or its rows (m; the tile transposed)."""
+  def _tile_epilogue(self, st: UOp, nodes: list[UOp], cload: UOp, I: list[UOp], J: list[UOp], T: list[UOp], rows: bool) -> Func | None:
+    """tile_epilogue with lanes along the tile's columns (n; the tile row-major), or its rows (m; the tile transposed).
+    A batch's tiles follow each other: t = (bt * MB + ib) * NB + jb."""
     size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
-    nb, nv = self.Np // self.nr, self.nr // self.vw
+    nb, nv, per = self.Np // self.nr, self.nr // self.vw, (self.Mp // self.mr) * (self.Np // self.nr)
     loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
     lane = UOp(Ops.RANGE, dtypes.index, (im.const(self.mr if rows else self.vw),), attrs(axis=2000, kind="lane"))
-    t = loop(0, (self.Mp // self.mr) * nb)
-    m0, n0 = im.mul(im.idiv(t, nb), im.const(self.mr)), im.mul(im.mod(t, nb), im.const(self.nr))
+    t = loop(0, self.batch * per)
+    tb = im.mod(t, per) if self.batch > 1 else t
+    m0, n0 = im.mul(im.idiv(tb, nb), im.const(self.mr)), im.mul(im.mod(tb, nb), im.const(self.nr))
     if rows:
       c = loop(1, self.nr)
       loops, m, n, at = [t, c], im.add(m0, lane), im.add(n0, c), im.add(im.mul(c, im.const(self.mr)), lane)
@@ -847,6 +849,7 @@ class Contraction:
     # The scalar side: its positions past the edge (the last tile's) are clamped: never stored
     (L, lin, ln, lp), (S, slin, sn, sp) = ((I, m, self.M, self.Mp), (J, n, self.N, self.Np)) if rows else ((J, n, self.N, self.Np), (I, m, self.M, self.Mp))
     scal = dict(zip(S, im.unravel(UOp(Ops.MIN, dtypes.index, (slin, im.const(sn - 1))) if sp != sn else slin, size(S))))
+    scal.update(zip(T, im.unravel(im.idiv(t, per), size(T))))
     cut = UOp(Ops.CMPLT, dtypes.bool, (lin, im.const(ln))) if lp != ln else None
     Ls, lstrides = set(L), [prod(size(L)[i + 1:]) for i in range(len(L))]
     sub, memo = {cload: UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (self.tile_buf, at)),))}, {}
@@ -996,7 +999,8 @@ class Contraction:
           at = L(f"arith.constant dense<{[(v * vw + j) * mr + r for j in range(vw)]}> : vector<{vw}xi32>")
           put(f"vector.scatter %tile[{c0}][{at}], {L(f'arith.constant dense<true> : vector<{vw}xi1>')}, {res}#{i} : "
               f"{tty}, vector<{vw}xi32>, vector<{vw}xi1>, {V}")
-        t = L(f"arith.addi {L(f'arith.muli %ib, {ci(nb)} : index')}, %jb : index")
+        ib = L(f"arith.addi {L(f'arith.muli %bt, {ci(self.Mp // mr)} : index')}, %ib : index") if batched else "%ib"
+        t = L(f"arith.addi {L(f'arith.muli {ib}, {ci(nb)} : index')}, %jb : index")
         put(f"func.call @{self.name}_epi({', '.join([f'%arg{i}' for i in range(len(self.args))] + ['%tile', t, add(t, 1)])}) : "
             f"({', '.join([mem_type(x.dtype) for x in self.args] + [tty, 'index', 'index'])}) -> ()")
       def to_c():
