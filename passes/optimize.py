@@ -315,7 +315,8 @@ def streaming_store(f: Func, vec: int) -> UOp | None:
 # compiling and timing candidates: the device layer's search registers itself here (a pass cannot run kernels)
 SEARCH = None
 
-@register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles, nontemporal stores, vector lanes",
+@register("uop-optimize", "Per-kernel CPU choices as kernel attributes: threads, fastmath reduces, split reductions, contraction tiles, "
+          "nontemporal stores, vector lanes",
           threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"),
           l2=Option(int, 0, "L2 cache bytes (0: the machine's)"), l3=Option(int, 0, "L3 cache bytes (0: the machine's)"),
           beam=Option(int, 0, "beam width of a timed search over each kernel's choices, cached on disk (0: heuristics only)"))

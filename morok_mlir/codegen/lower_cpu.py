@@ -802,15 +802,15 @@ class Contraction:
     self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp)
 
   def tile_epilogue(self, red: UOp, a: UOp, b: UOp, I: list[UOp], J: list[UOp], T: list[UOp], cp: UOp) -> Func | None:
-    """The epilogue as a function of tiles (outer range t = ib * NB + jb, from %lo to %hi), which mm calls on each tile
+    """The epilogue as a function of tiles (outer range t = (bt * MB + ib) * NB + jb, from %lo to %hi), which mm calls on each tile
     once its last k slice is done, with the tile on mm's stack (argument `tile`): no pass over C afterwards, and C takes
     scratch only when K takes several slices. The tile's columns run as vector lanes (LaneLowerer) when every index
     steps along J as one contiguous run (row-major matrices, NCHW outputs): idx(I, J) = idx(I, 0) + s * n, n the linear
     column, s 1 for the store (0 <= s <= LANE_MAX_STEP for loads); else its rows, when the indices step so along I (an
     output that steps along A's rows: a convolution with the image as A), from the tile stored transposed (tile_rows).
-    None (the separate epilogue phase) for anything else: a batch, a reduce in the epilogue, a value that uses the lane
-    side other than through an index, a gate on it, a store that is not one f32 store over I and J, or a buffer that
-    both the epilogue writes and the operands read (mm reads A while it stores the tiles)."""
+    None (the separate epilogue phase) for anything else: a reduce in the epilogue, a value that uses the lane side other
+    than through an index, a gate on it, a store that is not one f32 store over the loops, or a buffer that both the
+    epilogue writes and the operands read (mm reads A while it stores the tiles)."""
     root = self.f.roots[0]
     if len(root.src) != 1 or (end := root.src[0]).op is not Ops.END or (st := end.src[0]).op is not Ops.STORE: return None
     if set(end.src[1:]) != set(I + J + T) or st.src[0].op is not Ops.INDEX or st.src[1].dtype is not dtypes.float32: return None
@@ -847,7 +847,8 @@ class Contraction:
       loops, m, n, at = [t, r, *([v] if nv > 1 else [])], im.add(m0, r), im.add(n0, col), im.add(im.mul(r, im.const(self.nr)), col)
     # the lane side (J for columns, I for rows): indices must step along it as one run; lanes past its edge read nothing.
     # The scalar side: its positions past the edge (the last tile's) are clamped: never stored
-    (L, lin, ln, lp), (S, slin, sn, sp) = ((I, m, self.M, self.Mp), (J, n, self.N, self.Np)) if rows else ((J, n, self.N, self.Np), (I, m, self.M, self.Mp))
+    rs, cs = (I, m, self.M, self.Mp), (J, n, self.N, self.Np)
+    (L, lin, ln, lp), (S, slin, sn, sp) = (rs, cs) if rows else (cs, rs)
     scal = dict(zip(S, im.unravel(UOp(Ops.MIN, dtypes.index, (slin, im.const(sn - 1))) if sp != sn else slin, size(S))))
     scal.update(zip(T, im.unravel(im.idiv(t, per), size(T))))
     cut = UOp(Ops.CMPLT, dtypes.bool, (lin, im.const(ln))) if lp != ln else None
@@ -976,7 +977,8 @@ class Contraction:
       crow = at(L(f"arith.addi {L(f'arith.muli %ib, {ci(mr * self.Np)} : index')}, {jcol} : index"), "c")
       offs = [[L(f"arith.addi {crow}, {ci(r * self.Np + v * vw)} : index") for v in range(nv)] for r in range(mr)]
       # one k slice: C starts from the identity, nothing to load
-      init = [zero] * len(offs) * nv if one else [L(f"arith.select {first}, {zero}, {L(f'vector.load {pc}[{o}] : {tc}, {V}')} : {V}") for row in offs for o in row]
+      init = [zero] * len(offs) * nv if one else \
+        [L(f"arith.select {first}, {zero}, {L(f'vector.load {pc}[{o}] : {tc}, {V}')} : {V}") for row in offs for o in row]
       accs, res = [f"%acc{i}" for i in range(len(init))], f"%res{n[0]}"
       put(f"{res}:{len(init)} = scf.for %k = %kc to {kend} step {c1} iter_args("
           + ", ".join(f"{a} = {i}" for a, i in zip(accs, init)) + f") -> ({', '.join([V] * len(init))}) {{"); depth[0] += 1

@@ -25,7 +25,8 @@ shared object once that is linked (an ExecutionEngine holds ~1 MB, a loaded obje
 buffers when their last array dies, so a repeated realize does not page-fault fresh memory. The method cache is an LRU
 (lru.LRU: MOROK_MEM_CACHE_ENTRIES, MOROK_MEM_CACHE_MB)."""
 from __future__ import annotations
-import _ctypes, atexit, ctypes, ctypes.util, functools, hashlib, itertools, mmap, os, re, shutil, stat, subprocess, sys, tempfile, threading, time, weakref
+import _ctypes, atexit, ctypes, ctypes.util, functools, hashlib, itertools, mmap, os, re, shutil, stat, subprocess, sys, tempfile, threading, time
+import weakref
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.ir.bridge import Func
