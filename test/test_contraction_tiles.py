@@ -141,3 +141,25 @@ def test_epilogue_runs_on_batched_tiles(sa, sb):
   assert any(e.endswith("_mm") for e in names) and not any(e.endswith("_epi") for e in names), names
   ref = np.einsum("gok,gkp->gop", w.reshape(4, 68, 68), x.reshape(4, 68, 196)).reshape(1, 272, 14, 14)
   np.testing.assert_allclose(t.numpy(), np.maximum(ref + r, 0), rtol=1e-4, atol=1e-4)
+
+EPILOGUES = {   # (morok, numpy) on the product p, a row vector v and a same-shaped r: each a different path of tile_epilogue
+  "bias relu": (lambda p, v, r: (p + v).relu(), lambda p, v, r: np.maximum(p + v, 0)),
+  "residual product": (lambda p, v, r: p * r - 1, lambda p, v, r: p * r - 1),
+  "half (the epilogue phase)": (lambda p, v, r: p.half(), lambda p, v, r: p.astype(np.float16)),
+  "where": (lambda p, v, r: (p > 0).where(p, r), lambda p, v, r: np.where(p > 0, p, r)),
+  "transposed": (lambda p, v, r: p.transpose(-1, -2) + 2, lambda p, v, r: np.swapaxes(p, -1, -2) + 2),
+  "sqrt max div": (lambda p, v, r: p.abs().sqrt().maximum(0.5) / 3, lambda p, v, r: np.maximum(np.sqrt(np.abs(p)), 0.5) / 3),
+}
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 70), st.integers(1, 70), st.integers(1, 70), st.integers(0, 3), st.sampled_from(sorted(EPILOGUES)))
+def test_epilogues_on_any_shape(m, k, n, batch, name):
+  """Random shapes (tile edges anywhere), batches and epilogues through the micro-kernel, against numpy."""
+  import morok_mlir.passes.optimize as o
+  old, o.MM_MIN_FLOPS = o.MM_MIN_FLOPS, 0
+  try:
+    lead = (batch,) if batch else ()
+    a, b, v, r = rnd(*lead, m, k), rnd(*lead, k, n), rnd(n), rnd(*lead, m, n)
+    f, ref = EPILOGUES[name]
+    got = f(Tensor(a) @ Tensor(b), Tensor(v), Tensor(r)).numpy()
+    np.testing.assert_allclose(got.astype(np.float32), ref(a @ b, v, r).astype(np.float32), rtol=2e-3, atol=2e-3)
+  finally: o.MM_MIN_FLOPS = old

@@ -3,6 +3,7 @@ every ALU op x dtype (many ops per kernel: each JIT costs tens of ms)."""
 import itertools, math, os
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from mlir import ir
 from morok_mlir.ir.bridge import Func, import_module
 from morok_mlir.dialects import new_context
@@ -395,3 +396,25 @@ def test_lane_kernels(name):
                                          (windows(np.maximum((x - 0.1) / np.sqrt(v + 1e-5) * (1 / v), 0), 3, 1, 1, 0) * w.reshape(1, 16, 1, 1, 9)).sum(-1)),
   }[name]()
   np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 9), st.integers(3, 37), st.integers(3, 37), st.integers(1, 3), st.integers(1, 3), st.integers(0, 1),
+       st.integers(1, 2), st.sampled_from(["max", "depthwise", "avg"]))
+def test_lane_kernels_any_shape(c, h, w, k, s, p, d, kind):
+  """Pooling and depthwise convolutions of random sizes, strides, padding and dilation (lanes with masked tails where
+  the output width is no multiple of the lane count), against numpy's windows."""
+  from morok_mlir import Tensor
+  if d * (k - 1) + 1 > min(h, w) + 2 * p or kind == "avg" and d != 1 or p > k // 2: return
+  r = np.random.default_rng(c * 1000 + h * 37 + w)
+  x = r.standard_normal((2, c, h, w), dtype=np.float32)
+  def windows(a, fill):
+    a = np.pad(a, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=fill)
+    ek = d * (k - 1) + 1
+    oh, ow = (a.shape[2] - ek) // s + 1, (a.shape[3] - ek) // s + 1
+    return np.stack([a[:, :, i * d:i * d + s * oh:s, j * d:j * d + s * ow:s] for i in range(k) for j in range(k)], -1)
+  if kind == "max": got, ref = Tensor(x).max_pool2d(kernel_size=k, stride=s, padding=p, dilation=d), windows(x, -np.inf).max(-1)
+  elif kind == "avg": got, ref = Tensor(x).avg_pool2d(kernel_size=k, stride=s, padding=p, count_include_pad=True), windows(x, 0).mean(-1)
+  else:
+    wt = r.standard_normal((c, 1, k, k), dtype=np.float32)
+    got, ref = Tensor(x).conv2d(Tensor(wt), groups=c, stride=s, padding=p, dilation=d), (windows(x, 0) * wt.reshape(1, c, 1, 1, k * k)).sum(-1)
+  np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-4)
