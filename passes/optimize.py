@@ -291,27 +291,30 @@ def lanes(f: Func, vec: int) -> int | None:
   loop (pooling, a depthwise convolution): LLVM vectorizes no loop with a loop inside, so uop-lower-cpu runs W
   neighbouring iterations as vector lanes: vec or vec/2 where they divide the loop, else vec with the last group's lanes
   past its end masked off; as few as cover a short loop (at least 4)."""
-  ends = [u for u in f.roots[0].src if u.op is Ops.END]
-  if len(ends) != 1 or len(f.roots[0].src) != 1 or (st := ends[0].src[0]).op is not Ops.STORE or st.src[1].dtype is not dtypes.float32: return None
-  inner = max(ends[0].src[1:], key=lambda r: r.attrs["axis"])
+  if (one := single_store(f)) is None: return None
+  _, st, inner = one
   if len(st.src[0].src) != 2 or not any(u.op is Ops.REDUCE and inner in u.src[0].toposort for u in st.toposort): return None
   if (form := affine(st.src[0].src[1], {})) is None or form.get(inner) != 1 or (n := _size(inner)) < 4: return None
   w = vec if n % vec == 0 or n % (vec // 2) else vec // 2
   while w > 4 and w // 2 >= n: w //= 2
   return w
 
+def single_store(f: Func) -> tuple[UOp, UOp, UOp] | None:
+  """(end, store, innermost loop range) of a kernel that is one loop nest ending in one store of an f32 value."""
+  if len(f.roots[0].src) != 1 or (end := f.roots[0].src[0]).op is not Ops.END or (st := end.src[0]).op is not Ops.STORE: return None
+  return (end, st, max(end.src[1:], key=lambda r: r.attrs["axis"])) if st.src[1].dtype is dtypes.float32 and end.src[1:] else None
+
 NT_MIN_BYTES = 1 << 24          # outputs at least this big (twice a typical L3 share) are streamed past the cache
 def streaming_store(f: Func, vec: int) -> UOp | None:
   """The innermost loop range when the kernel is elementwise (no reduce) with one big f32 store whose address steps
   by 1 with that range, which vec divides: such a store can go out as nontemporal vector stores."""
-  ends = [u for u in f.roots[0].src if u.op is Ops.END]
-  if len(ends) != 1 or len(f.roots[0].src) != 1 or (st := ends[0].src[0]).op is not Ops.STORE or st.src[1].dtype is not dtypes.float32: return None
+  if (one := single_store(f)) is None: return None
+  end, st, inner = one
   nodes = st.toposort
-  inner = max(ends[0].src[1:], key=lambda r: r.attrs["axis"])
   # a reduce computed once per outer iteration (a row's mean) is shared by the lanes; one inside the lane loop is not
   if any(u.op is Ops.REDUCE and inner in u.toposort for u in nodes) or len(st.src[0].src) != 2: return None   # gated store
   form = affine(st.src[0].src[1], {})
-  if form is None or form.get(inner) != 1 or _size(inner) % vec or 4 * prod(_size(r) for r in ends[0].src[1:]) < NT_MIN_BYTES: return None
+  if form is None or form.get(inner) != 1 or _size(inner) % vec or 4 * prod(_size(r) for r in end.src[1:]) < NT_MIN_BYTES: return None
   if any(v % vec for k, v in form.items() if k is not inner): return None   # every lane group starts vec-aligned
   return inner
 

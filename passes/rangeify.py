@@ -213,7 +213,7 @@ class Rangeifier:
       # cat(a @ b, c @ d) would run both products over the whole output; one worth a kernel is stored where it is valid
       # a kernel holds one contraction (uop-optimize tiles one): a second one met inline is stored by its own kernel
       big = reduced(u, 1) > 1
-      mm = big and product(u)
+      mm = product(u, big)
       if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx) or gate is not None and big
                               or mm and self.contracted.setdefault(self.root, u) is not u):
         return self.load((yield from self.bufferize(u)), u, idx, gate)
@@ -327,9 +327,10 @@ def cat_parts(u: UOp, stored=None) -> list[UOp] | None:
   if not all(isinstance(d, int) for x, _ in parts for d in x.shape): return None
   return [UOp(Ops.PAD, x.dtype, (x,), attrs(padding=pad), u.loc) for x, pad in parts]
 
-def product(u: UOp) -> bool:
-  """Whether reduce_axis u is a contraction worth a kernel (a sum of products: uop-optimize tiles one per kernel)."""
-  return u.attrs["op"] is Ops.ADD and u.src[0].op is Ops.MUL and reduced(u, 1) > 1
+def product(u: UOp, big: bool | None = None) -> bool:
+  """Whether reduce_axis u is a contraction worth a kernel (a sum of products: uop-optimize tiles one per kernel);
+  big: whether it is worth a kernel (reduced(u, 1) > 1), where the caller knows already."""
+  return u.attrs["op"] is Ops.ADD and u.src[0].op is Ops.MUL and (reduced(u, 1) > 1 if big is None else big)
 
 RECOMPUTE_WORK = 1 << 16   # a reduce doing less work in all than this is recomputed where needed: cheaper than a kernel
 def reduced(u: UOp, body: int) -> int:

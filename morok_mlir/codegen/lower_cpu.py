@@ -45,7 +45,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify, at_lane
-from morok_mlir.passes.optimize import blocked, contraction, in_place, k_contiguous, twin
+from morok_mlir.passes.optimize import blocked, contraction, in_place, k_contiguous, single_store, twin
 from morok_mlir.passes.registry import register, PassError
 
 # ---------------------------------------------------------------- tables
@@ -543,6 +543,18 @@ def lower_kernel(f: Func, name: str | None = None, lw: Lowerer | None = None) ->
   body = "".join(f"    {l}\n" for l in lw.root.lines)
   return f"  func.func @{name or f.name}({args}) {{\n{body}    return\n  }}\n"
 
+# ---------------------------------------------------------------- fresh ranges, gates
+def sizes(rs: list[UOp]) -> list[int]: return [int(r.src[0].attrs["value"]) for r in rs]
+def loop_range(i: int, n: int) -> UOp:
+  """A loop range of size n for a rebuilt kernel (a phase, a tile epilogue): axis 1000 + i, past the kernel's own."""
+  return UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
+def lane_range(n: int) -> UOp:
+  """The range LaneLowerer runs as the n lanes of vectors (closed by no loop)."""
+  return UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=2000, kind="lane"))
+def gated(ix: UOp, cond: UOp | None) -> UOp:
+  """Index ix that also needs cond to hold (its gate and cond), ix itself for no cond."""
+  return ix if cond is None else UOp(Ops.INDEX, ix.dtype, (*ix.src[:2], im.and_(ix.src[2] if len(ix.src) > 2 else None, cond)))
+
 # ---------------------------------------------------------------- lanes: one range as vector lanes
 def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
   """The step of index expression e per step of range `lane` when e is linear in it (other terms may be anything), else None."""
@@ -693,8 +705,7 @@ class Contraction:
     if not (isinstance(c := f.attrs["uop.contraction"], tuple) and len(c) == 5 and all(type(x) is int and x > 0 for x in c)):
       raise PassError(f"@{f.name}: uop.contraction must be array<i64: MR, NR, KC, MC, VW> of positive sizes, got {attr_text(c)}")
     self.mr, self.nr, self.kc, self.mc, self.vw = c
-    size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
-    self.M, self.N, self.K, self.batch = (prod(size(rs)) for rs in (I, J, K, T))
+    self.M, self.N, self.K, self.batch = (prod(sizes(rs)) for rs in (I, J, K, T))
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
     self.direct_a = self.in_place(a, I, K, self.Np == self.nr) if not T else None
@@ -727,23 +738,22 @@ class Contraction:
       if (lanes := pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
       order = T + ((K + rs) if k_first else (rs + K))
       new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
-      lin, kl = im.linearize([new[r] for r in rs], size(rs)), im.linearize([new[r] for r in K], size(K))
+      lin, kl = im.linearize([new[r] for r in rs], sizes(rs)), im.linearize([new[r] for r in K], sizes(K))
       idx = im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
-      if T: idx = im.add(im.mul(im.linearize([new[r] for r in T], size(T)), im.const(per_batch)), idx)
+      if T: idx = im.add(im.mul(im.linearize([new[r] for r in T], sizes(T)), im.const(per_batch)), idx)
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
       return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *new.values())),))], {"uop.kernel": None, **thr})
     def pack_block(x, rs, w, buf):
       # per block: loops over panel p (from the caller's %lo to %hi), lane l, k; row p*w + l (clamped to the last:
       # lanes past M repeat it, reaching only C's pad rows) at the block-local position (p mod P)*K*w + k*w + l
       x = affine_simplify(x.substitute({r: im.const(0) for r in set(J) if r not in rs}))
-      n_rows, per = prod(size(rs)), self.mc // w
+      n_rows, per = prod(sizes(rs)), self.mc // w
       if (lanes := pack_lanes(x, rs, w, buf, per=per)) is not None: return lanes
-      loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
-      p, l, ks = loop(0, -(-n_rows // w)), loop(1, w), {r: loop(2 + i, s) for i, (r, s) in enumerate(zip(K, size(K)))}
+      p, l, ks = loop_range(0, -(-n_rows // w)), loop_range(1, w), {r: loop_range(2 + i, s) for i, (r, s) in enumerate(zip(K, sizes(K)))}
       row = UOp(Ops.MIN, dtypes.index, (im.add(im.mul(p, im.const(w)), l), im.const(n_rows - 1)))
-      kl = im.linearize([ks[r] for r in K], size(K))
+      kl = im.linearize([ks[r] for r in K], sizes(K))
       idx = im.add(im.add(im.mul(im.mod(p, per), im.const(self.K * w)), im.mul(kl, im.const(w))), l)
-      val = affine_simplify(x.substitute({**dict(zip(rs, im.unravel(row, size(rs)))), **ks}))
+      val = affine_simplify(x.substitute({**dict(zip(rs, im.unravel(row, sizes(rs)))), **ks}))
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
       return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, l, *ks.values())),))],
                   {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
@@ -755,14 +765,13 @@ class Contraction:
       # gated to its lanes (the others may point anywhere), and rows past the last (lanes of the last panel, reaching
       # only C's pad rows) read the last row. per: panels per block (a block packed inside mm), else the whole operand
       if not rs: return None
-      sz = size(rs)
+      sz = sizes(rs)
       S, n_rows, L = sz[-1], prod(sz), self.vw if w % self.vw == 0 else w
       J = (S - gcd(L, S) + L - 1) // S   # the most row boundaries a group crosses
-      loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
-      ts = [loop(i, n) for i, n in enumerate(size(T) if not per else [])]
-      p, ks = loop(len(ts), -(-n_rows // w)), {r: loop(len(ts) + 1 + i, n) for i, (r, n) in enumerate(zip(K, size(K)))}
-      v = loop(len(ts) + 1 + len(K), w // L) if w > L else im.const(0)   # innermost: a k row's panel is read once
-      lane = UOp(Ops.RANGE, dtypes.index, (im.const(L),), attrs(axis=2000, kind="lane"))
+      ts = [loop_range(i, n) for i, n in enumerate(sizes(T) if not per else [])]
+      p, ks = loop_range(len(ts), -(-n_rows // w)), {r: loop_range(len(ts) + 1 + i, n) for i, (r, n) in enumerate(zip(K, sizes(K)))}
+      v = loop_range(len(ts) + 1 + len(K), w // L) if w > L else im.const(0)   # innermost: a k row's panel is read once
+      lane = lane_range(L)
       row0 = im.add(im.mul(p, im.const(w)), im.mul(v, im.const(L)))
       r0, col, val = im.idiv(row0, S), im.add(im.mod(row0, S), lane), None
       clamp = J or n_rows % w
@@ -772,13 +781,12 @@ class Contraction:
         xj = affine_simplify(x.substitute({**dict(zip(rs, (*im.unravel(row, sz[:-1]), im.sub(col, im.const(jj * S))))), **sub}))
         if (mine := im.in_bounds(col, jj * S, (jj + 1) * S) if J else None) is False: continue
         if mine is not None:
-          gate = lambda ix: UOp(Ops.INDEX, ix.dtype, (*ix.src[:2], mine if len(ix.src) < 3 else UOp(Ops.AND, dtypes.bool, (ix.src[2], mine))))
-          xj = xj.substitute({u.src[0]: gate(u.src[0]) for u in xj.toposort if u.op is Ops.LOAD and lane in u.src[0].toposort})
+          xj = xj.substitute({u.src[0]: gated(u.src[0], mine) for u in xj.toposort if u.op is Ops.LOAD and lane in u.src[0].toposort})
         val = xj if val is None or mine is None else UOp(Ops.WHERE, dtypes.float32, (mine, xj, val))
       if not LaneLowerer.supports(val, lane): return None
-      kl = im.linearize([ks[r] for r in K], size(K))
+      kl = im.linearize([ks[r] for r in K], sizes(K))
       idx = im.add(im.add(im.mul(im.mod(p, per) if per else p, im.const(self.K * w)), im.mul(kl, im.const(w))), im.add(im.mul(v, im.const(L)), lane))
-      if ts: idx = im.add(im.mul(im.linearize(ts, size(T)), im.const(per_batch)), idx)
+      if ts: idx = im.add(im.mul(im.linearize(ts, sizes(T)), im.const(per_batch)), idx)
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
       loops = [*ts, p, *ks.values(), *([v] if w > L else [])]
       f = Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *loops)),))],
@@ -788,9 +796,9 @@ class Contraction:
     self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
     self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False, self.Mp * self.K)
     self.pack_b = pack(b, J, self.nr, bp, True, self.Np * self.K)
-    m, nn = im.linearize(I, size(I)), im.linearize(J, size(J))
+    m, nn = im.linearize(I, sizes(I)), im.linearize(J, sizes(J))
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
-    if T: ci = im.add(im.mul(im.linearize(T, size(T)), im.const(self.Mp * self.Np)), ci)
+    if T: ci = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.Np)), ci)
     c = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, ci)),))
     epi = f.roots[0].substitute({red: c, **self.packed_sums(a, I, K, T, ap)})
     if I and J and max(I + J, key=_axis) is I[-1]:
@@ -798,7 +806,7 @@ class Contraction:
       # B's ranges move inside A's others, so a few rows of C stay in L1 while their columns go out, one at a time
       epi = epi.substitute({r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + I[:-1] + J + I[-1:])})
     self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **thr})
-    self.tile_buf, self.tile_rows = None, False   # see tile_epilogue
+    self.tile_rows = False   # see tile_epilogue
     self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp)
 
   def tile_epilogue(self, red: UOp, a: UOp, b: UOp, I: list[UOp], J: list[UOp], T: list[UOp], cp: UOp) -> Func | None:
@@ -811,16 +819,16 @@ class Contraction:
     None (the separate epilogue phase) for anything else: a reduce in the epilogue, a value that uses the lane side other
     than through an index, a gate on it, a store that is not one f32 store over the loops, or a buffer that both the
     epilogue writes and the operands read (mm reads A while it stores the tiles)."""
-    root = self.f.roots[0]
-    if len(root.src) != 1 or (end := root.src[0]).op is not Ops.END or (st := end.src[0]).op is not Ops.STORE: return None
-    if set(end.src[1:]) != set(I + J + T) or st.src[0].op is not Ops.INDEX or st.src[1].dtype is not dtypes.float32: return None
+    if (one := single_store(self.f)) is None: return None
+    end, st, _ = one
+    if set(end.src[1:]) != set(I + J + T) or st.src[0].op is not Ops.INDEX: return None
     cload = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.const(0))),))   # the tile's element, placed below
     out, nodes = st.src[0].src[0], (st := st.substitute({red: cload})).toposort
     if out.op is not Ops.BUFFER or out.dtype.base is not dtypes.float32 or any(u.op is Ops.REDUCE for u in nodes): return None
     if any(u.op is Ops.LOAD and u.src[0].src[0] is out for x in (a, b) for u in x.toposort): return None
-    self.tile_buf = arg_buffer(len(self.args), dtypes.float32.ptr(self.mr * self.nr))
+    tile = arg_buffer(len(self.args), dtypes.float32.ptr(self.mr * self.nr))
     for rows in (False, True):
-      if (f := self._tile_epilogue(st, nodes, cload, I, J, T, rows)) is None: continue
+      if (f := self._tile_epilogue(st, nodes, cload, tile, I, J, T, rows)) is None: continue
       if self.K <= self.kc:   # C is never stored: no scratch for it (the phases share the args list; the epilogue has its own)
         self.scratch[2] = 1
         self.args[cp.attrs["slot"]] = f.args[cp.attrs["slot"]] = arg_buffer(cp.attrs["slot"], dtypes.float32.ptr(1))
@@ -828,49 +836,44 @@ class Contraction:
       return f
     return None
 
-  def _tile_epilogue(self, st: UOp, nodes: list[UOp], cload: UOp, I: list[UOp], J: list[UOp], T: list[UOp], rows: bool) -> Func | None:
+  def _tile_epilogue(self, st: UOp, nodes: list[UOp], cload: UOp, tile: UOp, I: list[UOp], J: list[UOp], T: list[UOp], rows: bool) -> Func | None:
     """tile_epilogue with lanes along the tile's columns (n; the tile row-major), or its rows (m; the tile transposed).
     A batch's tiles follow each other: t = (bt * MB + ib) * NB + jb."""
-    size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
     nb, nv, per = self.Np // self.nr, self.nr // self.vw, (self.Mp // self.mr) * (self.Np // self.nr)
-    loop = lambda i, n: UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=1000 + i, kind="loop"))
-    lane = UOp(Ops.RANGE, dtypes.index, (im.const(self.mr if rows else self.vw),), attrs(axis=2000, kind="lane"))
-    t = loop(0, self.batch * per)
+    lane = lane_range(self.mr if rows else self.vw)
+    t = loop_range(0, self.batch * per)
     tb = im.mod(t, per) if self.batch > 1 else t
     m0, n0 = im.mul(im.idiv(tb, nb), im.const(self.mr)), im.mul(im.mod(tb, nb), im.const(self.nr))
     if rows:
-      c = loop(1, self.nr)
+      c = loop_range(1, self.nr)
       loops, m, n, at = [t, c], im.add(m0, lane), im.add(n0, c), im.add(im.mul(c, im.const(self.mr)), lane)
     else:
-      r, v = loop(1, self.mr), loop(2, nv) if nv > 1 else im.const(0)
+      r, v = loop_range(1, self.mr), loop_range(2, nv) if nv > 1 else im.const(0)
       col = im.add(im.mul(v, im.const(self.vw)), lane)
       loops, m, n, at = [t, r, *([v] if nv > 1 else [])], im.add(m0, r), im.add(n0, col), im.add(im.mul(r, im.const(self.nr)), col)
     # the lane side (J for columns, I for rows): indices must step along it as one run; lanes past its edge read nothing.
     # The scalar side: its positions past the edge (the last tile's) are clamped: never stored
     rs, cs = (I, m, self.M, self.Mp), (J, n, self.N, self.Np)
     (L, lin, ln, lp), (S, slin, sn, sp) = (rs, cs) if rows else (cs, rs)
-    scal = dict(zip(S, im.unravel(UOp(Ops.MIN, dtypes.index, (slin, im.const(sn - 1))) if sp != sn else slin, size(S))))
-    scal.update(zip(T, im.unravel(im.idiv(t, per), size(T))))
+    scal = dict(zip(S, im.unravel(UOp(Ops.MIN, dtypes.index, (slin, im.const(sn - 1))) if sp != sn else slin, sizes(S))))
+    scal.update(zip(T, im.unravel(im.idiv(t, per), sizes(T))))
     cut = UOp(Ops.CMPLT, dtypes.bool, (lin, im.const(ln))) if lp != ln else None
-    Ls, lstrides = set(L), [prod(size(L)[i + 1:]) for i in range(len(L))]
-    sub, memo = {cload: UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (self.tile_buf, at)),))}, {}
+    Ls, lstrides = set(L), [prod(sizes(L)[i + 1:]) for i in range(len(L))]
+    sub, memo = {cload: UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (tile, at)),))}, {}
     for u in nodes:
       if u.op is not Ops.INDEX or u is cload.src[0]: continue
       if len(u.src) > 2 and Ls & set(u.src[2].toposort): return None
-      x, gate = u.src[1], u.src[2:]
-      if Ls & set(x.toposort):
+      x, lanes = u.src[1], Ls & set(u.src[1].toposort)
+      if lanes:
         if (form := affine(x, memo)) is None or (s := form.get(L[-1], 0)) < 0 or [form.get(j, 0) for j in L] != [s * k for k in lstrides]: return None
         x = im.add(affine_simplify(x.substitute({j: im.const(0) for j in L})), im.mul(lin, im.const(s)))
-        if cut is not None and u is not st.src[0]: gate = (UOp(Ops.AND, dtypes.bool, (gate[0], cut)) if gate else cut,)
-      sub[u] = UOp(Ops.INDEX, u.dtype, (u.src[0], x.substitute(scal), *(g.substitute(scal) for g in gate)))
+      ix = UOp(Ops.INDEX, u.dtype, (u.src[0], x.substitute(scal), *(g.substitute(scal) for g in u.src[2:])))
+      sub[u] = gated(ix, cut) if lanes and u is not st.src[0] else ix
     idx, val = sub[st.src[0]], st.src[1].substitute({**sub, **scal})
     if Ls & set(val.toposort) or lane_coef(idx.src[1], lane, {}) != 1 or not LaneLowerer.supports(val, lane): return None
-    gate = None
-    for cond in ([UOp(Ops.CMPLT, dtypes.bool, (slin, im.const(sn)))] if sp != sn else []) + ([cut] if cut is not None else []):
-      gate = cond if gate is None else UOp(Ops.AND, dtypes.bool, (gate, cond))
-    if gate is not None: idx = UOp(Ops.INDEX, idx.dtype, (*idx.src[:2], gate))
+    idx = gated(idx, im.and_(UOp(Ops.CMPLT, dtypes.bool, (slin, im.const(sn))) if sp != sn else None, cut))
     body = UOp(Ops.END, dtypes.void, (UOp(Ops.STORE, dtypes.void, (idx, val), loc=st.loc), *loops))
-    f = Func(f"{self.name}_epi", self.args + [self.tile_buf], [], [UOp(Ops.SINK, dtypes.void, (body,))], {"uop.kernel": None, "uop.threads": 1})
+    f = Func(f"{self.name}_epi", self.args + [tile], [], [UOp(Ops.SINK, dtypes.void, (body,))], {"uop.kernel": None, "uop.threads": 1})
     self.lane_of[id(f)] = lane
     return f
 
@@ -878,15 +881,14 @@ class Contraction:
     """The epilogue's sums of a itself over ranges like K (attention's softmax row sums of the exps its product
     packed), each replaced by a sum of A's packed panels: what pack_a computed is not computed again."""
     if self.pack_a is None or self.fused: return {}
-    size = lambda rs: [int(r.src[0].attrs["value"]) for r in rs]
-    out, lin = {}, im.linearize(I, size(I))
+    out, lin = {}, im.linearize(I, sizes(I))
     for u in self.f.roots[0].toposort:
       if u.op is not Ops.REDUCE or u.attrs.get("op") != "add" or len(u.src) != len(K) + 1 or u.dtype is not dtypes.float32: continue
       K2 = sorted(u.src[1:], key=_axis)
-      if size(K2) != size(K) or a.substitute(dict(zip(K, K2))) is not u.src[0]: continue
-      idx = im.add(im.add(im.mul(im.idiv(lin, self.mr), im.const(self.K * self.mr)), im.mul(im.linearize(K2, size(K)), im.const(self.mr))),
+      if sizes(K2) != sizes(K) or a.substitute(dict(zip(K, K2))) is not u.src[0]: continue
+      idx = im.add(im.add(im.mul(im.idiv(lin, self.mr), im.const(self.K * self.mr)), im.mul(im.linearize(K2, sizes(K)), im.const(self.mr))),
                    im.mod(lin, self.mr))
-      if T: idx = im.add(im.mul(im.linearize(T, size(T)), im.const(self.Mp * self.K)), idx)
+      if T: idx = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.K)), idx)
       out[u] = UOp(Ops.REDUCE, u.dtype, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (ap, idx)),)), *u.src[1:]), u.arg, u.loc)
     return out
 
@@ -1082,17 +1084,16 @@ def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   """uop.lanes = W (optimize.lanes): the kernel with its innermost loop range r (size S) as ceil(S / W) iterations of W
   vector lanes, r = r' * W + lane (lanes past S, where W does not divide it, gated off: they neither load nor store),
   when LaneLowerer can run its store so; else None (the kernel lowers as plain loops)."""
-  if w < 2 or len(f.roots[0].src) != 1 or (end := f.roots[0].src[0]).op is not Ops.END or (st := end.src[0]).op is not Ops.STORE: return None
-  inner = max(end.src[1:], key=_axis)
+  if w < 2 or (one := single_store(f)) is None: return None
+  end, st, inner = one
   if (n := im.cval(inner.src[0])) is None or len(st.src[0].src) != 2: return None
   outer = UOp(Ops.RANGE, dtypes.index, (im.const(-(-n // w)),), attrs(axis=_axis(inner), kind=inner.attrs.get("kind", "loop")))
-  lane = UOp(Ops.RANGE, dtypes.index, (im.const(w),), attrs(axis=2000, kind="lane"))
+  lane = lane_range(w)
   st = affine_simplify(st.substitute({inner: (pos := im.add(im.mul(outer, im.const(w)), lane))}))
   if n % w:
     cut = UOp(Ops.CMPLT, dtypes.bool, (pos, im.const(n)))
-    st = st.substitute({u: UOp(Ops.INDEX, u.dtype, (*u.src[:2], UOp(Ops.AND, dtypes.bool, (u.src[2], cut)) if len(u.src) > 2 else cut))
-                        for u in st.toposort if u.op is Ops.INDEX and lane in u.toposort})
-  if st.src[1].dtype is not dtypes.float32 or lane_coef(st.src[0].src[1], lane, {}) != 1 or not LaneLowerer.supports(st.src[1], lane): return None
+    st = st.substitute({u: gated(u, cut) for u in st.toposort if u.op is Ops.INDEX and lane in u.toposort})
+  if lane_coef(st.src[0].src[1], lane, {}) != 1 or not LaneLowerer.supports(st.src[1], lane): return None
   end = UOp(Ops.END, dtypes.void, (st, *[outer if r is inner else r for r in end.src[1:]]))
   return Func(f.name, f.args, f.results, [UOp(Ops.SINK, dtypes.void, (end,))], f.attrs), lane
 
