@@ -155,3 +155,28 @@ def test_size_bound_keeps_recently_used(tmp_path, monkeypatch):
   assert all(os.path.exists(os.path.join(cache, k + ".sum")) for k in kept)
   monkeypatch.setenv("MOROK_CACHE_MAX_MB", "1.5")
   assert DiskCache().max_bytes == int(1.5 * 2**20)
+
+def test_links_run_one_at_a_time_and_the_sweep_out_of_process(tmp_path, monkeypatch):
+  """A model's first call compiles dozens of kernels: their links run on one worker, one after another (a thread and a
+  `cc` per kernel competed with the kernels just compiled: resnet50's first calls ran 8x slower), and the sweep of the
+  cache runs in a child process (in this one its Python loop over every file held the GIL against each kernel launch)."""
+  from morok_mlir.device import disk_prune
+  import threading
+  dev = device(str(tmp_path))
+  active, most, lock, real = [0], [0], threading.Lock(), DiskCache._link
+  def link(self, *a):
+    with lock: active[0] += 1; most[0] = max(most[0], active[0])
+    try: time.sleep(0.02); return real(self, *a)
+    finally:
+      with lock: active[0] -= 1
+  monkeypatch.setattr(DiskCache, "_link", link)
+  def in_process(*a): raise AssertionError("the sweep ran in the calling process")
+  monkeypatch.setattr(disk_prune, "prune", in_process)
+  specs = [spec_of(Tensor(np.ones(n, np.float32)) * 3) for n in range(2001, 2007)]
+  for s in specs: dev.build(s)
+  dev.disk.flush()
+  assert most[0] == 1, f"{most[0]} links at once"
+  assert sorted(f[:-3] for f in os.listdir(tmp_path) if f.endswith(".so")) == sorted(dev.disk.key(s) for s in specs)
+  dev.disk.max_bytes = 1
+  dev.disk.prune()   # a child process: the patched function above is not what runs
+  assert not [f for f in os.listdir(tmp_path) if f.endswith(".so")]
