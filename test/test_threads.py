@@ -2,11 +2,12 @@ from morok_mlir.core.dtype import dtypes
 """realize() from many Python threads at once: shared programs (argument sets per call), the caches, the allocator's
 pool, the worker pool and the hash-consing table. The harness runs in a subprocess, so a crash is a failure, not the end
 of the test run."""
-import os, subprocess, sys, textwrap, threading, time
+import ctypes, os, subprocess, sys, textwrap, threading, time
 import numpy as np
 import pytest
 from morok_mlir.core.uop import UOp
-from morok_mlir.device.cpu import CPUAllocator, _Pool
+from morok_mlir.device.cpu import CPUAllocator
+from morok_mlir.device.pool import Pool
 from morok_mlir.dialects.ops import Ops
 
 HARNESS = textwrap.dedent("""
@@ -70,7 +71,7 @@ def test_hash_consing_one_uop_per_key():
 
 def test_pool_waits_for_its_workers():
   # a call whose own chunk raises still waits for the chunks it handed out: a worker never outlives the call
-  pool, done = _Pool(2), []
+  pool, done = Pool(2), []
   def fn(i):
     if i == 0: raise ValueError("caller's chunk")
     time.sleep(0.05); done.append(i)
@@ -126,3 +127,38 @@ def test_cuda_launches_from_threads(monkeypatch):
     for t in ts: t.join()
   finally: sys.setswitchinterval(old)
   assert len(seen) == 20000 and set(seen) == {((2 * t + 1) << 20, (2 * t + 2) << 20) for t in range(4)}
+
+def _ctl(pool: Pool, i: int, field: int) -> int: return ctypes.c_int64.from_address(pool.workers[i].ctl + 8 * field).value
+
+def test_pool_runs_native_functions_on_their_packs():
+  # a ctypes function is called by the worker's native loop on the address of its pack (not through Python's run)
+  pool, seen = Pool(2), []
+  fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda p: seen.append((p, threading.get_ident())))
+  packs = [(ctypes.c_int64 * 1)(i) for i in range(3)]
+  for _ in range(50):
+    seen.clear()
+    pool.run(fn, packs)
+    assert sorted(p for p, _ in seen) == sorted(ctypes.addressof(p) for p in packs)
+    assert len({t for _, t in seen}) == 3   # the caller and both workers
+  pool.close()
+
+def test_pool_parks_and_wakes():
+  # idle past its spins and naps, a worker parks (blocks in Python); the next post wakes it. Posts around the moment it
+  # parks (the handshake's race) must never be missed: a missed one would hang here
+  pool, out = Pool(1), []
+  pool.run(lambda i: out.append(i), [0, 1])
+  deadline = time.time() + 5
+  while _ctl(pool, 0, 4) != 1 and time.time() < deadline: time.sleep(0.01)
+  assert _ctl(pool, 0, 4) == 1, "the worker never parked"
+  pool.run(lambda i: out.append(i), [2, 3])
+  assert sorted(out) == [0, 1, 2, 3] and _ctl(pool, 0, 4) == 0
+  rng = np.random.default_rng(0)
+  for t in rng.uniform(0, 0.03, 60):
+    time.sleep(t)
+    got = []
+    pool.run(lambda i: got.append(i), [0, 1])
+    assert sorted(got) == [0, 1]
+  pool.close()
+  ran = []
+  pool.run(lambda i: ran.append(i), [0, 1])   # after close: the caller runs every chunk
+  assert ran == [0, 1] and not pool.workers[0].thread.is_alive()

@@ -36,6 +36,7 @@ from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU
 from morok_mlir.device import disk_prune
 from morok_mlir.device.disk_prune import unlink as _unlink
+from morok_mlir.device.pool import Pool
 from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS
 from morok_mlir.dialects.ops import Ops
 
@@ -222,48 +223,18 @@ class DiskCache:
     with self.idle:
       while self.worker is not None: self.idle.wait()
 
-class _Pool:
-  """THREADS-1 persistent workers, each handed its chunk with two locks (a few us; an executor's futures cost ~20).
-  One caller at a time: a second thread calling in meanwhile runs its chunks itself. The caller waits for every worker
-  it started even when its own chunk raises, so no worker outlives the call that handed it a chunk."""
-  def __init__(self, n: int):
-    self.busy, self.workers = threading.Lock(), []
-    for _ in range(n):
-      w = {"go": threading.Lock(), "done": threading.Lock(), "job": None, "err": None}
-      w["go"].acquire(); w["done"].acquire()
-      threading.Thread(target=self._loop, args=(w,), daemon=True, name="morok-cpu").start()
-      self.workers.append(w)
-  @staticmethod
-  def _loop(w):
-    while True:
-      w["go"].acquire()
-      try: w["job"][0](w["job"][1])
-      except BaseException as e: w["err"] = e
-      w["done"].release()
-  def run(self, fn, packs) -> None:
-    if not self.busy.acquire(blocking=False):
-      for p in packs: fn(p)
-      return
-    started, err = [], None
-    try:
-      for w, p in zip(self.workers, packs[1:]): w["job"] = (fn, p); w["go"].release(); started.append(w)
-      for p in packs[len(started) + 1:]: fn(p)
-      fn(packs[0])
-    finally:
-      for w in started:
-        w["done"].acquire()
-        if w["err"] is not None: err, w["err"] = w["err"], None
-      self.busy.release()
-    if err is not None: raise err
-
-_pool: _Pool | None = None
+_pool: Pool | None = None
 _pool_lock = threading.Lock()
 def _workers() -> _Pool:
   global _pool
   if _pool is None:
     with _pool_lock:
-      if _pool is None: _pool = _Pool(max(1, THREADS - 1))
+      if _pool is None: _pool = Pool(max(1, THREADS - 1), _lock)
   return _pool
+def _forked():
+  global _pool
+  _pool = None   # a forked child has none of the parent's workers
+os.register_at_fork(after_in_child=_forked)
 
 def chunks(n: int, parts: int, grain: int) -> list[tuple[int, int]]:
   """[0, n) in at most `parts` nonempty pieces whose inner bounds are multiples of grain."""
