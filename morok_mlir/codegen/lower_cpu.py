@@ -581,9 +581,12 @@ class LaneLowerer(Lowerer):
   A load whose address steps by s (1 <= s <= LANE_MAX_STEP) per lane reads s*VW consecutive elements with only each
   s-th enabled (a masked load: lanes gated off, padding, are not accessed, wherever they point) and keeps those; one
   whose address does not step (its gate does) reads its element where any lane's gate holds.
-  Contraction.pack_block's panels of a convolution's image side: VW neighbouring output columns."""
-  def __init__(self, f: Func, lane: UOp):
-    self.lane, self.vw = lane, im.cval(lane.src[0])
+  Contraction.pack_block's panels of a convolution's image side: VW neighbouring output columns.
+  prefetch: the store and the loads of its value (all but `skip`'s: the stack tile) are not run, only prefetched (their
+  lanes' first and last element; `memref.prefetch`, a hint: it never faults): Contraction's tile epilogue, called
+  before the tile's k loop, so the output and residual rows it will touch come in from L3 or memory meanwhile."""
+  def __init__(self, f: Func, lane: UOp, prefetch: bool = False, skip: UOp | None = None):
+    self.lane, self.vw, self.prefetch, self.skip = lane, im.cval(lane.src[0]), prefetch, skip
     self.vec = set()
     for u in f.roots[0].toposort:
       if u is lane or any(s in self.vec for s in u.src): self.vec.add(u)
@@ -673,12 +676,23 @@ class LaneLowerer(Lowerer):
     self.done.add(u)
     idx, v = u.src
     fr = self.target(u)
+    if self.prefetch:
+      for x in [idx] + [x.src[0] for x in v.toposort if x.op is Ops.LOAD and x.src[0].src[0] is not self.skip]: self.touch(x, x is idx, fr)
+      return
     val = self.vec_of(v, fr)
     buf, at = self.value(idx.src[0]), self.at0(idx.src[1])
     if len(idx.src) > 2:   # lanes gated off (past the output's edge) are not written
       fr.lines.append(f"vector.maskedstore {buf}[{at}], {self.vec_of(idx.src[2], fr)}, {val} : {mem_type(idx.src[0].dtype)}, "
                       f"{self.vty(dtypes.bool)}, {self.vty(dtypes.float32)}")
     else: fr.lines.append(f"vector.store {val}, {buf}[{at}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
+
+  def touch(self, idx: UOp, write: bool, fr: Frame):
+    """Prefetch the lanes' first and last element of idx (clamped into its buffer)."""
+    buf, mt, base = self.value(idx.src[0]), mem_type(idx.src[0].dtype), self.at0(idx.src[1])
+    last, top, c0 = (lane_coef(idx.src[1], self.lane, {}) or 0) * (self.vw - 1), idx.src[0].dtype.size - 1, self.const(0, dtypes.index)
+    clamp = lambda x: self.line(fr, f"arith.maxsi {self.line(fr, f'arith.minsi {x}, {self.const(top, dtypes.index)} : index')}, {c0} : index")
+    ends = [base] + [self.line(fr, f"arith.addi {base}, {self.const(last, dtypes.index)} : index")] * bool(last)
+    for at in map(clamp, ends): fr.lines.append(f"memref.prefetch {buf}[{at}], {'write' if write else 'read'}, locality<3>, data : {mt}")
 
 # ---------------------------------------------------------------- contractions: packed operands + register-tiled FMAs
 class Contraction:
@@ -925,10 +939,14 @@ class Contraction:
     return [(names.index(f"{self.name}_pack_{x}"), slot, s) for x, slot, s in (("a", self.a_slot, 0), ("b", self.b_slot, 1))
             if slot is not None and f"{self.name}_pack_{x}" in names]
 
+  @staticmethod
+  def private(text: str) -> str: return text.replace("func.func @", "func.func private @", 1)   # mm's one call of it inlines
   def text(self) -> str:
     low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
     return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
-            + self.mm() + (low(self.epi_tile, f"{self.name}_epi").replace("func.func @", "func.func private @", 1) if self.epi_tile
+            + self.mm() + (self.private(low(self.epi_tile, f"{self.name}_epi")) + self.private(lower_kernel(
+                self.epi_tile, f"{self.name}_pf", LaneLowerer(self.epi_tile, self.lane_of[id(self.epi_tile)], True, self.epi_tile.args[-1])))
+                           if self.epi_tile
                            else lower_kernel(self.epi, f"{self.name}_epi")))   # private: mm's one call of it inlines
 
   def mm(self) -> str:
@@ -981,6 +999,16 @@ class Contraction:
       # one k slice: C starts from the identity, nothing to load
       init = [zero] * len(offs) * nv if one else \
         [L(f"arith.select {first}, {zero}, {L(f'vector.load {pc}[{o}] : {tc}, {V}')} : {V}") for row in offs for o in row]
+      tty = f"memref<{mr * nr}xf32>"
+      if self.epi_tile is not None:   # its tile index t, and its calls' arguments (the tile's rows/columns from t)
+        ib = L(f"arith.addi {L(f'arith.muli %bt, {ci(self.Mp // mr)} : index')}, %ib : index") if batched else "%ib"
+        t = L(f"arith.addi {L(f'arith.muli {ib}, {ci(nb)} : index')}, %jb : index")
+        epi_args = f"{', '.join([f'%arg{i}' for i in range(len(self.args))] + ['%tile', t, add(t, 1)])}) : " \
+                   f"({', '.join([mem_type(x.dtype) for x in self.args] + [tty, 'index', 'index'])}) -> ()"
+        # the output rows (and the rows the epilogue reads) this tile will touch, fetched while its k loop runs
+        if not one: put(f"scf.if {L(f'arith.cmpi eq, {kend}, {ck} : index')} {{")
+        put(f"{'  ' * (not one)}func.call @{self.name}_pf({epi_args}")
+        if not one: put("}")
       accs, res = [f"%acc{i}" for i in range(len(init))], f"%res{n[0]}"
       put(f"{res}:{len(init)} = scf.for %k = %kc to {kend} step {c1} iter_args("
           + ", ".join(f"{a} = {i}" for a, i in zip(accs, init)) + f") -> ({', '.join([V] * len(init))}) {{"); depth[0] += 1
@@ -995,7 +1023,6 @@ class Contraction:
                 L(f"arith.{op}imumf {accs[r * nv + v]}, {L(f'arith.mulf {av}, {bv[v]} : {V}')} : {V}") for v in range(nv)]
       put(f"scf.yield {', '.join(new)} : {', '.join([V] * len(new))}"); depth[0] -= 1
       put("}")
-      tty = f"memref<{mr * nr}xf32>"
       def to_tile():   # the tile on mm's stack, row-major, or transposed where the epilogue's lanes run along its rows
         for i in range(mr * nv):
           if not self.tile_rows: put(f"vector.store {res}#{i}, %tile[{ci(i * vw)}] : {tty}, {V}"); continue
@@ -1003,10 +1030,7 @@ class Contraction:
           at = L(f"arith.constant dense<{[(v * vw + j) * mr + r for j in range(vw)]}> : vector<{vw}xi32>")
           put(f"vector.scatter %tile[{c0}][{at}], {L(f'arith.constant dense<true> : vector<{vw}xi1>')}, {res}#{i} : "
               f"{tty}, vector<{vw}xi32>, vector<{vw}xi1>, {V}")
-        ib = L(f"arith.addi {L(f'arith.muli %bt, {ci(self.Mp // mr)} : index')}, %ib : index") if batched else "%ib"
-        t = L(f"arith.addi {L(f'arith.muli {ib}, {ci(nb)} : index')}, %jb : index")
-        put(f"func.call @{self.name}_epi({', '.join([f'%arg{i}' for i in range(len(self.args))] + ['%tile', t, add(t, 1)])}) : "
-            f"({', '.join([mem_type(x.dtype) for x in self.args] + [tty, 'index', 'index'])}) -> ()")
+        put(f"func.call @{self.name}_epi({epi_args}")
       def to_c():
         for i, o in enumerate(o for row in offs for o in row): put(f"vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
       if self.epi_tile is None: to_c()
@@ -1077,6 +1101,8 @@ class SplitReduce:
     t2 = UOp(Ops.RANGE, dtypes.index, (im.const(T),), attrs(axis=1002, kind="reduce"))
     total = UOp(Ops.REDUCE, red.dtype, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (part, t2)),)), t2), red.arg)
     self.final = Func(f"{name}_final", args, [], [f.roots[0].substitute({red: total})], {"uop.kernel": None})
+  @staticmethod
+  def private(text: str) -> str: return text.replace("func.func @", "func.func private @", 1)   # mm's one call of it inlines
   def text(self) -> str: return lower_kernel(self.partial, f"{self.name}_part") + lower_kernel(self.final, f"{self.name}_final")
   def phases(self): return [(f"{self.name}_part", parallel_info(self.partial)), (f"{self.name}_final", None)]
 
