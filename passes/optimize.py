@@ -34,7 +34,7 @@ from morok_mlir.host import CACHES, THREADS, VEC_WIDTH
 from morok_mlir.passes.registry import register, Option, PassError
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
-from morok_mlir.dialects.ops import Ops
+from morok_mlir.dialects.ops import GRAPH_ALU, Ops
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
@@ -247,10 +247,36 @@ def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, 
   if -(-N // nr) < threads: mc = min(mc, max(mr, -(-M // threads // mr) * mr))   # the threads split A's row blocks
   return mr, nr, kc, mc
 
+def conjuncts(g: UOp) -> set[UOp]:
+  """The terms of a chain of ANDs."""
+  return conjuncts(g.src[0]) | conjuncts(g.src[1]) if g.op is Ops.AND else {g}
+
+def ungate(sink: UOp) -> UOp:
+  """sink with the gate dropped from loads whose address is in their buffer anyway and whose value is only used under
+  where(h, ., y) with h implying the gate (its conjuncts include the gate's): where the gate is false the value is not
+  used, so reading the real element instead of 0 changes nothing. The load, ungated, then depends on fewer ranges and
+  lowers outside their loops: a batchnorm of the image that a padded (depthwise) convolution reads, its per-channel
+  sqrt and division computed once per channel instead of once per tap (shufflenet's). A use through a reduce, an
+  address, a gate or a store covers nothing (only pure ops pass a cover on): the value is used as it is."""
+  nodes = sink.toposort
+  users: dict[UOp, list[tuple[UOp, int]]] = {}
+  for u in nodes:
+    for i, s in enumerate(u.src): users.setdefault(s, []).append((u, i))
+  cover: dict[UOp, frozenset] = {}   # conjuncts true wherever u's value is used (a pure op passes on its own cover)
+  for u in reversed(nodes):
+    through = [cover[p] | conjuncts(p.src[0]) if p.op is Ops.WHERE and i == 1 else cover[p] if p.op in GRAPH_ALU else frozenset()
+               for p, i in users.get(u, [])]
+    cover[u] = frozenset.intersection(*through) if through else frozenset()
+  sub = {}
+  for u in nodes:
+    if u.op is Ops.LOAD and len((idx := u.src[0]).src) == 3 and conjuncts(idx.src[2]) <= cover[u] and (n := idx.src[0].size) is not None:
+      if (b := im.bounds(idx.src[1])) is not None and 0 <= b[0] and b[1] < n: sub[idx] = UOp(Ops.INDEX, idx.dtype, idx.src[:2])
+  return sink.substitute(sub) if sub else sink
+
 def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int] = CACHES) -> Func:
   # index chains in affine form where bounds prove it: reshapes' div/mod fold away, so neighbouring iterations address
   # neighbouring elements and LLVM vectorizes the loads (a batched matmul's operands read k-contiguous rows)
-  f = replace(f, roots=[sink := affine_simplify(f.roots[0])])
+  f = replace(f, roots=[sink := affine_simplify(ungate(f.roots[0]))])
   nodes = sink.toposort
   rngs = [u for u in nodes if u.op is Ops.RANGE]
   loops = [r for r in rngs if r.attrs.get("kind") == "loop"]
