@@ -1,23 +1,26 @@
 """The CPU's worker threads: the chunks of a parallel phase handed over through shared memory, not through locks.
 
-Waking a thread blocked on a lock costs 30-50 us on these VMs (measured: a two-chunk phase of empty chunks, 37 us median,
-about 150 such phases per resnet50 call), so each worker spends its life in a native loop (`morok_worker`, below,
-compiled once by the JIT; ctypes releases the GIL while it runs): it watches its control block's job number, calls the
-posted function pointer on the posted argument pack, and publishes the number it finished (1.3 us per phase, measured).
-Idle, it spins (x86 `pause`) for SPIN rounds (~0.5 ms), polls with NAP_US sleeps for NAPS rounds (~10 ms), then parks:
-it returns to Python and blocks on a semaphore, which the next post releases. The caller waits for a chunk the same way
-(spin, then short sleeps), also in native code.
+Waking a thread blocked on a lock costs 30-160 us on these VMs (measured: a two-chunk phase of empty chunks, 33 us
+median back to back, 160 us after 50 ms idle; about 150 such phases per resnet50 call), so each worker spends its life
+in a native loop (`morok_worker`, below, compiled once by the JIT; ctypes releases the GIL while it runs): it watches
+its control block's job number, calls the posted function pointer on the posted argument pack, and publishes the
+number it finished (4 us per phase, measured). Idle, it spins (x86 `pause`) for SPIN rounds (1-2 ms), then parks: it
+returns to Python and blocks on a lock, which the next post releases. Sleeping in short naps instead of parking was
+measured no better: a 50 us nap oversleeps to ~110, so a post then waits 60-110 us. The caller waits for a chunk in
+native code too: it spins for WAIT_SPIN rounds (a worker's chunk rarely runs that much longer than the caller's), then
+polls with WAIT_US sleeps.
 
 Control block (i64, one 64-byte line per worker): 0 job posted, 1 function, 2 argument, 3 job done, 4 parked (0 or 1).
 Park handshake: the worker sets parked by compare-and-swap and reads the job number again; the caller stores the job
-number and then exchanges parked for 0: whichever goes second sees the other's write, so a posted job is never missed
-(a stale release only makes the worker look once more).
+number and then exchanges parked for 0: whichever goes second sees the other's write, so a posted job is never missed.
+The lock holds at most one wake: the caller releases it only while it is locked (it alone releases, the worker alone
+acquires), so a wake the worker did not need only makes it look once more.
 Python callables run through a ctypes trampoline; a worker's exception is re-raised by the caller once every chunk it
 handed out is done."""
 from __future__ import annotations
 import atexit, ctypes, os, platform, threading
 
-SPIN, NAPS, NAP_US, WAIT_US = 20000, 200, 50, 20
+SPIN, WAIT_SPIN, WAIT_US = 50000, 200000, 20
 PAUSE = "pause" if platform.machine().lower() in ("x86_64", "amd64", "i686", "i386") else "yield"
 
 # (name, args, body) of the native loop and its two caller-side halves, in the LLVM dialect
@@ -30,7 +33,7 @@ def _src() -> str:
   return f"""module {{
   llvm.func @usleep(i32) -> i32
   llvm.func @morok_worker(%ctl: {ptr}) -> {i64} {{
-{const('c0', 0)}{const('c1', 1)}{const('quit', -1)}{const('spin', SPIN)}{const('nap', SPIN + NAPS)}{const('us', NAP_US, 'i32')}\
+{const('c0', 0)}{const('c1', 1)}{const('quit', -1)}{const('spin', SPIN)}\
 {field(1, 'pfn')}{field(2, 'parg')}{field(3, 'pdone')}{field(4, 'pstate')}{load('last0', 'pdone')}\
     llvm.br ^wait(%last0, %c0 : i64, i64)
   ^wait(%last: i64, %n: i64):
@@ -40,15 +43,9 @@ def _src() -> str:
     llvm.cond_br %new, ^run(%s : i64), ^idle
   ^idle:
     %spinning = llvm.icmp "ult" %n, %spin : i64
-    llvm.cond_br %spinning, ^pause, ^slow
+    llvm.cond_br %spinning, ^pause, ^park
   ^pause:
 {pause}    llvm.br ^wait(%last, %n1 : i64, i64)
-  ^slow:
-    %napping = llvm.icmp "ult" %n, %nap : i64
-    llvm.cond_br %napping, ^sleep, ^park
-  ^sleep:
-    %r = llvm.call @usleep(%us) : (i32) -> i32
-    llvm.br ^wait(%last, %n1 : i64, i64)
   ^park:
     %old = llvm.cmpxchg %pstate, %c0, %c1 seq_cst seq_cst : !llvm.ptr, i64
 {load('s2', 'ctl', 'seq_cst')}\
@@ -80,7 +77,7 @@ def _src() -> str:
     llvm.return %old : i64
   }}
   llvm.func @morok_wait(%ctl: {ptr}, %seq: {i64}) {{
-{const('c0', 0)}{const('c1', 1)}{const('spin', SPIN)}{const('us', WAIT_US, 'i32')}{field(3, 'pdone')}\
+{const('c0', 0)}{const('c1', 1)}{const('spin', WAIT_SPIN)}{const('us', WAIT_US, 'i32')}{field(3, 'pdone')}\
     llvm.br ^wait(%c0 : i64)
   ^wait(%n: i64):
 {load('d', 'pdone')}\
@@ -110,7 +107,8 @@ def _packed(*vals) -> tuple:
 class _Worker:
   __slots__ = ("ctl", "go", "wres", "wargs", "err", "job", "seq", "thread")
   def __init__(self, ctl: int):
-    self.ctl, self.go, self.wres, self.err, self.job, self.seq = ctl, threading.Semaphore(0), ctypes.c_int64(), None, None, 0
+    self.ctl, self.go, self.wres, self.err, self.job, self.seq = ctl, threading.Lock(), ctypes.c_int64(), None, None, 0
+    self.go.acquire()   # locked: no wake pending
     self.wargs = _packed(ctypes.c_void_p(ctl), self.wres)
 
 class Pool:
@@ -155,7 +153,7 @@ class Pool:
     else: w.job, self.fn.value, self.arg.value = (fn, pack), ctypes.cast(self.tramp, ctypes.c_void_p).value, i + 1
     self.at.value, self.seq.value = w.ctl, w.seq
     self.post()
-    if self.res.value == 1: w.go.release()   # it had parked
+    if self.res.value == 1 and w.go.locked(): w.go.release()   # it had parked
 
   def run(self, fn, packs) -> None:
     if not self.busy.acquire(blocking=False) or self.closed and not self.busy.release():
