@@ -2,7 +2,8 @@
 // RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8 l2=1048576 l3=33554432},uop-lower-cpu,convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},reconcile-unrealized-casts' | FileCheck %s --check-prefix=LLVM
 
 // A 128^3 matmul with a fused epilogue (relu): B packed into 16-wide panels (8-lane vector copies of its rows), A
-// (row-major, rows 512 B apart) read in place, a 6x16 tile of vector FMAs from zero (K is one slice: no C to load);
+// (row-major, rows 512 B apart) read in place, a 6x16 tile of vector FMAs from zero (K is one slice: no C to load),
+// each k step prefetching the same row of the next B panel into L2;
 // mm stores the tile on its stack and calls the epilogue on it (a private function: it inlines), in 8-lane vectors,
 // rows past M (128 = 21 * 6 + 2) masked off, so C takes no scratch; each phase takes the bounds of its threaded outer
 // loop, and @schedule runs the phases over whole ranges.
@@ -18,6 +19,8 @@
 // CHECK-COUNT-6: arith.minsi %{{.*}}, %c127
 // CHECK: %{{.*}}:12 = scf.for {{.*}} iter_args({{.*}}) -> (vector<8xf32>, {{.*}}vector<8xf32>)
 // CHECK-COUNT-2: vector.load %arg4
+// CHECK: %[[NEXT:.*]] = arith.minsi %{{.*}}, %c16383 : index
+// CHECK-NEXT: memref.prefetch %arg4[%[[NEXT]]], read, locality<2>, data : memref<16384xf32>
 // CHECK: memref.load %arg1[
 // CHECK: vector.broadcast %{{.*}} : f32 to vector<8xf32>
 // CHECK-COUNT-12: vector.fma
