@@ -158,11 +158,17 @@ def test_packed_b_kept_per_input():
   n = len(p._kept)
   del W2; gc.collect()
   assert len(p._kept) == n - 1
-  for _ in range(p.KEEP + 2): Tensor(x) @ Tensor(rnd(200, 96))   # graphs only: nothing realized, nothing kept
-  ws = [rnd(200, 96) for _ in range(p.KEEP + 2)]
-  Ws = [Tensor(w) for w in ws]
-  for w, W in zip(ws, Ws): np.testing.assert_allclose((Tensor(x) @ W).numpy(), x @ w, rtol=1e-4, atol=1e-4)
-  assert len(p._kept) == p.KEEP   # bounded: the oldest are dropped
+  for _ in range(5): Tensor(x) @ Tensor(rnd(200, 96))   # graphs only: nothing realized, nothing kept
+  assert len(p._kept) == n - 1
+  p.KEEP_BYTES = 3 * sum(a.nbytes for a in p._kept[W1.uop].values())   # room for three inputs' panels
+  try:
+    ws = [rnd(200, 96) for _ in range(5)]
+    Ws = [Tensor(w) for w in ws]
+    for w, W in zip(ws, Ws):
+      np.testing.assert_allclose((Tensor(x) @ W).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+      np.testing.assert_allclose((Tensor(x) @ W1).numpy(), x @ w1, rtol=1e-4, atol=1e-4)   # used in between: kept
+    assert list(p._kept) == [Ws[-2].uop, Ws[-1].uop, W1.uop]   # bounded by bytes, the least recently used dropped
+  finally: del p.KEEP_BYTES
 
 def test_inputs_are_read_only():
   t = Tensor(rnd(4, 4))

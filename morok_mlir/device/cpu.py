@@ -288,8 +288,10 @@ class CPUProgram:
     self._free = [self._argset()]
     self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # input UOp -> {scratch: array it filled}
     self._kept_lock = threading.Lock()
-  KEEP = 8                       # inputs whose reusable phase results a program keeps (oldest dropped first): resnet50
-                                 # runs one program for up to 6 blocks of a stage, each with its own weights
+  # bytes of reusable phase results (packed weights) a program keeps, least recently used dropped first. A count of 8
+  # thrashed: shufflenet runs one program for 11 blocks, each with its own weights, and repacked them on every call
+  # (a third of that program's time); entries also go when their input dies
+  KEEP_BYTES = 1 << 28
   @property
   def nbytes(self) -> int:
     """What the program holds: code, its lowered text, one argument set's scratch buffers."""
@@ -336,15 +338,19 @@ class CPUProgram:
     skip, fresh, use = set(), [], {}
     for phase, arg, s in self.spec.reuse:
       if (u := inputs[arg] if inputs is not None else None) is None: continue
-      with self._kept_lock: out = self._kept.get(u, {}).get(s)
+      with self._kept_lock:
+        if (out := self._kept.get(u, {}).get(s)) is not None: self._kept[u] = self._kept.pop(u)   # most recently used last
       if out is not None: skip.add(phase)
       else: out = CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32); fresh.append((u, s, out))
       use[s] = out
     self.call_ptrs(*[b.ptr for b in bufs], skip=frozenset(skip), scratch=use)
     with self._kept_lock:
       for u, s, out in fresh:   # kept only once the call succeeded
-        if u not in self._kept and len(self._kept) >= self.KEEP: del self._kept[next(iter(self._kept))]
         self._kept.setdefault(u, {})[s] = out
+      total = sum(a.nbytes for d in self._kept.values() for a in d.values())
+      for u in list(self._kept):
+        if total <= self.KEEP_BYTES or len(self._kept) == 1: break
+        total -= sum(a.nbytes for a in self._kept.pop(u).values())
   def prepare(self, const: frozenset = frozenset()) -> tuple | None:
     """An argument set of the caller's own, for a caller that runs this program on other buffers many times (a TinyJit
     replay): (args, run), where the caller writes buffer pointers into args.ptrs[:len(spec.args)] and run() calls
