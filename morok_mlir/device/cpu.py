@@ -344,6 +344,7 @@ class CPUProgram:
       else: out = CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32); fresh.append((u, s, out))
       use[s] = out
     self.call_ptrs(*[b.ptr for b in bufs], skip=frozenset(skip), scratch=use)
+    if not fresh: return
     with self._kept_lock:
       for u, s, out in fresh:   # kept only once the call succeeded
         self._kept.setdefault(u, {})[s] = out
