@@ -71,6 +71,21 @@ def test_vector_times_matrix():
   assert not mm_phases(t)
   np.testing.assert_allclose(t.numpy(), w.T @ x, rtol=1e-4, atol=1e-3)
 
+@pytest.mark.parametrize("n,ci,co,hw,tiles", [(8, 64, 64, 16, True), (2, 48, 32, 8, True), (3, 32, 48, 5, False)])
+def test_epilogue_on_tiles_of_an_image_batch(n, ci, co, hw, tiles):
+  """A batch of images convolved, the image as A (rows: image, then position): the output's rows are one run per
+  image, images apart. Where an image's positions are a multiple of the tile's rows, a tile never straddles two
+  images and the epilogue runs on tiles (its lanes take the first row's image); else (25 positions) the epilogue
+  phase runs. Against numpy's direct sum, with bias and relu."""
+  x, w, b = rnd(n, ci, hw, hw), rnd(co, ci, 3, 3) * 0.05, rnd(co)
+  xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  cols = np.stack([xp[:, :, i:i + hw, j:j + hw] for i in range(3) for j in range(3)], 2).reshape(n, ci * 9, hw * hw)
+  ref = np.maximum(np.einsum("ok,nkp->nop", w.reshape(co, -1), cols).reshape(n, co, hw, hw) + b[:, None, None], 0)
+  t = Tensor(x).conv2d(Tensor(w), Tensor(b), padding=1).relu()
+  names = phase_names(t)
+  assert any(e.endswith("_mm") for e in names) and any(e.endswith("_epi") for e in names) != tiles, names
+  np.testing.assert_allclose(t.numpy(), ref, rtol=1e-4, atol=1e-4)
+
 @pytest.mark.parametrize("sa,sb", [((3, 257, 600), (3, 600, 10)), ((5, 1, 900), (5, 900, 700)), ((2, 3, 33, 257), (257, 7))])
 def test_batched_skinny(sa, sb, monkeypatch):
   monkeypatch.setattr(opt, "MM_MIN_FLOPS", 0)

@@ -872,15 +872,26 @@ class Contraction:
     scal = dict(zip(S, im.unravel(UOp(Ops.MIN, dtypes.index, (slin, im.const(sn - 1))) if sp != sn else slin, sizes(S))))
     scal.update(zip(T, im.unravel(im.idiv(t, per), sizes(T))))
     cut = UOp(Ops.CMPLT, dtypes.bool, (lin, im.const(ln))) if lp != ln else None
-    Ls, lstrides = set(L), [prod(sizes(L)[i + 1:]) for i in range(len(L))]
+    # the first lane's position on the lane side, and how many lanes a vector holds there (they never straddle a run)
+    Ls, szL, base, W = set(L), sizes(L), m0 if rows else im.add(n0, im.mul(v, im.const(self.vw))), self.mr if rows else self.vw
     sub, memo = {cload: UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (tile, at)),))}, {}
     for u in nodes:
       if u.op is not Ops.INDEX or u is cload.src[0]: continue
       if len(u.src) > 2 and Ls & set(u.src[2].toposort): return None
       x, lanes = u.src[1], Ls & set(u.src[1].toposort)
       if lanes:
-        if (form := affine(x, memo)) is None or (s := form.get(L[-1], 0)) < 0 or [form.get(j, 0) for j in L] != [s * k for k in lstrides]: return None
-        x = im.add(affine_simplify(x.substitute({j: im.const(0) for j in L})), im.mul(lin, im.const(s)))
+        if (form := affine(x, memo)) is None or (s := form.get(L[-1], 0)) < 0: return None
+        # L[i:] step as one run of stride s; the outer L[:i] (a batch of images, each output one run) may step apart,
+        # where the run's length is a multiple of W: a vector's lanes then share the outer position, the first lane's
+        i = next((i for i in range(len(L)) if [form.get(j, 0) for j in L[i:]] == [s * prod(szL[k + 1:]) for k in range(i, len(L))]
+                  and (i == 0 or prod(szL[i:]) % W == 0)), None)
+        if i is None: return None
+        if i == 0: x = im.add(affine_simplify(x.substitute({j: im.const(0) for j in L})), im.mul(lin, im.const(s)))
+        else:
+          run = prod(szL[i:])
+          outer = dict(zip(L[:i], im.unravel(im.idiv(base, run), szL[:i])))
+          x = im.add(affine_simplify(x.substitute({**outer, **{j: im.const(0) for j in L[i:]}})),
+                     im.mul(im.add(im.mod(base, run), lane), im.const(s)))
       ix = UOp(Ops.INDEX, u.dtype, (u.src[0], x.substitute(scal), *(g.substitute(scal) for g in u.src[2:])))
       sub[u] = gated(ix, cut) if lanes and u is not st.src[0] else ix
     idx, val = sub[st.src[0]], st.src[1].substitute({**sub, **scal})
