@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from morok_mlir.core.uop import UOp
 from morok_mlir.device.cpu import CPUAllocator
-from morok_mlir.device.pool import Pool
+from morok_mlir.device.pool import SPIN, Pool
 from morok_mlir.dialects.ops import Ops
 
 HARNESS = textwrap.dedent("""
@@ -130,16 +130,19 @@ def test_cuda_launches_from_threads(monkeypatch):
 
 def _ctl(pool: Pool, i: int, field: int) -> int: return ctypes.c_int64.from_address(pool.workers[i].ctl + 8 * field).value
 
-def test_pool_runs_native_functions_on_their_packs():
-  # a ctypes function is called by the worker's native loop on the address of its pack (not through Python's run)
-  pool, seen = Pool(2), []
+@pytest.mark.parametrize("n", [1, 2 * len(os.sched_getaffinity(0))])
+def test_pool_runs_native_functions_on_their_packs(n):
+  # a ctypes function is called by the worker's native loop on the address of its pack (not through Python's run);
+  # with more threads than cores, nobody spins: workers park after each chunk and the caller yields while it waits
+  pool, seen = Pool(n), []
+  assert ctypes.c_int64.from_address(pool.workers[0].ctl + 40).value == (0 if n + 1 > len(os.sched_getaffinity(0)) else SPIN)
   fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda p: seen.append((p, threading.get_ident())))
-  packs = [(ctypes.c_int64 * 1)(i) for i in range(3)]
+  packs = [(ctypes.c_int64 * 1)(i) for i in range(n + 1)]
   for _ in range(50):
     seen.clear()
     pool.run(fn, packs)
     assert sorted(p for p, _ in seen) == sorted(ctypes.addressof(p) for p in packs)
-    assert len({t for _, t in seen}) == 3   # the caller and both workers
+    assert len({t for _, t in seen}) == n + 1   # the caller and every worker
   pool.close()
 
 def test_pool_parks_and_wakes():

@@ -8,9 +8,11 @@ number it finished (4 us per phase, measured). Idle, it spins (x86 `pause`) for 
 returns to Python and blocks on a lock, which the next post releases. Sleeping in short naps instead of parking was
 measured no better: a 50 us nap oversleeps to ~110, so a post then waits 60-110 us. The caller waits for a chunk in
 native code too: it spins for WAIT_SPIN rounds (a worker's chunk rarely runs that much longer than the caller's), then
-polls with WAIT_US sleeps.
+yields the core between looks (to a thread with work, where there is one).
 
-Control block (i64, one 64-byte line per worker): 0 job posted, 1 function, 2 argument, 3 job done, 4 parked (0 or 1).
+Control block (i64, one 64-byte line per worker): 0 job posted, 1 function, 2 argument, 3 job done, 4 parked (0 or 1),
+5 the worker's spin rounds, 6 the caller's. With more threads than cores both are 0: a spinning thread would take a
+core from one that has work (MOROK_THREADS above the core count).
 Park handshake: the worker sets parked by compare-and-swap and reads the job number again; the caller stores the job
 number and then exchanges parked for 0: whichever goes second sees the other's write, so a posted job is never missed.
 The lock holds at most one wake: the caller releases it only while it is locked (it alone releases, the worker alone
@@ -20,7 +22,7 @@ handed out is done."""
 from __future__ import annotations
 import atexit, ctypes, os, platform, threading
 
-SPIN, WAIT_SPIN, WAIT_US = 50000, 200000, 20
+SPIN, WAIT_SPIN = 50000, 200000
 PAUSE = "pause" if platform.machine().lower() in ("x86_64", "amd64", "i686", "i386") else "yield"
 
 # (name, args, body) of the native loop and its two caller-side halves, in the LLVM dialect
@@ -31,10 +33,11 @@ def _src() -> str:
   load = lambda name, p, order="acquire": f"    %{name} = llvm.load %{p} atomic {order} {{alignment = 8 : i64}} : !llvm.ptr -> i64\n"
   pause = f'    llvm.inline_asm has_side_effects "{PAUSE}", "" : () -> ()\n'
   return f"""module {{
-  llvm.func @usleep(i32) -> i32
+  llvm.func @sched_yield() -> i32
   llvm.func @morok_worker(%ctl: {ptr}) -> {i64} {{
-{const('c0', 0)}{const('c1', 1)}{const('quit', -1)}{const('spin', SPIN)}\
-{field(1, 'pfn')}{field(2, 'parg')}{field(3, 'pdone')}{field(4, 'pstate')}{load('last0', 'pdone')}\
+{const('c0', 0)}{const('c1', 1)}{const('quit', -1)}\
+{field(1, 'pfn')}{field(2, 'parg')}{field(3, 'pdone')}{field(4, 'pstate')}{field(5, 'pspin')}{load('last0', 'pdone')}\
+    %spin = llvm.load %pspin {{alignment = 8 : i64}} : !llvm.ptr -> i64
     llvm.br ^wait(%last0, %c0 : i64, i64)
   ^wait(%last: i64, %n: i64):
 {load('s', 'ctl')}\
@@ -77,7 +80,8 @@ def _src() -> str:
     llvm.return %old : i64
   }}
   llvm.func @morok_wait(%ctl: {ptr}, %seq: {i64}) {{
-{const('c0', 0)}{const('c1', 1)}{const('spin', WAIT_SPIN)}{const('us', WAIT_US, 'i32')}{field(3, 'pdone')}\
+{const('c0', 0)}{const('c1', 1)}{field(3, 'pdone')}{field(6, 'pspin')}\
+    %spin = llvm.load %pspin {{alignment = 8 : i64}} : !llvm.ptr -> i64
     llvm.br ^wait(%c0 : i64)
   ^wait(%n: i64):
 {load('d', 'pdone')}\
@@ -90,7 +94,7 @@ def _src() -> str:
   ^pause:
 {pause}    llvm.br ^wait(%n1 : i64)
   ^sleep:
-    %r = llvm.call @usleep(%us) : (i32) -> i32
+    %r = llvm.call @sched_yield() : () -> i32
     llvm.br ^wait(%n1 : i64)
   ^done:
     llvm.return
@@ -125,6 +129,9 @@ class Pool:
     self.ctl = (ctypes.c_int64 * (8 * n + 8))()
     base = -(-ctypes.addressof(self.ctl) // 64) * 64   # each worker's block on its own cache line
     self.workers = [_Worker(base + 64 * i) for i in range(n)]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    for w in self.workers:
+      for field, v in ((5, SPIN), (6, WAIT_SPIN)): ctypes.c_int64.from_address(w.ctl + 8 * field).value = v if n + 1 <= cores else 0
     # the caller's halves, on argument holders it rewrites per call (busy serializes callers)
     self.fn, self.arg, self.seq, self.res, self.at = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int64(), ctypes.c_int64(), ctypes.c_void_p()
     (pa, self._pa), (wa, self._wa) = _packed(self.at, self.fn, self.arg, self.seq, self.res), _packed(self.at, self.seq)
