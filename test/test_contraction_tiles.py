@@ -110,14 +110,18 @@ def test_epilogue_runs_on_each_tile(m, n, k, monkeypatch):
   np.testing.assert_allclose(t.numpy(), np.maximum(a @ b + bias + r, 0), rtol=1e-4, atol=1e-4)
 
 def test_epilogue_phase_where_tiles_cannot_run_it(monkeypatch):
-  """An epilogue of ops the lanes do not run (exp) keeps the epilogue phase over C; a transposed product and one
-  stored into the buffer its A is read from (an assign) are right too."""
+  """An epilogue of ops the lanes do not run (sin) keeps the epilogue phase over C, one with exp and log runs on the
+  tiles (the exp2/log2 polynomials on vectors); a transposed product and one stored into the buffer its A is read from
+  (an assign) are right too."""
   monkeypatch.setattr(opt, "MM_MIN_FLOPS", 0)
   a, b = rnd(70, 90), rnd(90, 50)
   np.testing.assert_allclose((Tensor(a) @ Tensor(b)).T.contiguous().numpy(), (a @ b).T, rtol=1e-4, atol=1e-4)
-  t = (Tensor(a) @ Tensor(b)).exp()
+  t = (Tensor(a) @ Tensor(b)).sin()
   assert any(e.endswith("_epi") for e in phase_names(t))
-  np.testing.assert_allclose(t.numpy(), np.exp(a @ b), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(t.numpy(), np.sin(a @ b), rtol=1e-4, atol=1e-4)
+  t = (Tensor(a) @ Tensor(b) * 0.1).exp() + (Tensor(a) @ Tensor(b)).abs().log()
+  assert not any(e.endswith("_epi") for e in phase_names(t))
+  np.testing.assert_allclose(t.numpy(), np.exp((a @ b) * 0.1) + np.log(np.abs(a @ b)), rtol=1e-4, atol=1e-4)
   w = rnd(90, 90) * 0.1
   x = Tensor(a).realize()
   ref = x.numpy() @ w
@@ -164,6 +168,7 @@ EPILOGUES = {   # (morok, numpy) on the product p, a row vector v and a same-sha
   "where": (lambda p, v, r: (p > 0).where(p, r), lambda p, v, r: np.where(p > 0, p, r)),
   "transposed": (lambda p, v, r: p.transpose(-1, -2) + 2, lambda p, v, r: np.swapaxes(p, -1, -2) + 2),
   "sqrt max div": (lambda p, v, r: p.abs().sqrt().maximum(0.5) / 3, lambda p, v, r: np.maximum(np.sqrt(np.abs(p)), 0.5) / 3),
+  "gelu": (lambda p, v, r: (p * 0.1).gelu(), lambda p, v, r: 0.5 * (p * 0.1) * (1 + np.tanh(0.7978845608 * (p * 0.1 + 0.044715 * (p * 0.1) ** 3)))),
 }
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 70), st.integers(1, 70), st.integers(1, 70), st.integers(0, 3), st.sampled_from(sorted(EPILOGUES)))

@@ -370,7 +370,7 @@ def test_device_registry(monkeypatch):
   assert _Device().DEFAULT == "CUDA"
 
 @pytest.mark.parametrize("name", ["maxpool 3x3 s2 p1", "avgpool 2x2", "maxpool 2x2 odd", "depthwise 3x3 s1", "depthwise 3x3 s2 p1", "pairs",
-                                  "batchnorm relu depthwise", "scaled, padded with 2, depthwise"])
+                                  "batchnorm relu depthwise", "scaled, padded with 2, depthwise", "log of a pool of exp"])
 def test_lane_kernels(name):
   """Kernels whose output loop holds a reduce (pooling, depthwise convolutions) run 4-16 outputs as vector lanes
   (uop.lanes), with vector accumulators and strided, padding-gated loads; against numpy's direct sums."""
@@ -397,6 +397,8 @@ def test_lane_kernels(name):
     # the per-channel scale loads lose their padding gate (optimize.ungate): the pad value still fills the border
     "scaled, padded with 2, depthwise": lambda: ((X * Tensor(v).sqrt()).pad(((0, 0), (0, 0), (1, 1), (1, 1)), value=2.0).conv2d(Tensor(w), groups=16),
                                                  (windows(x * np.sqrt(v), 3, 1, 1, 2.0) * w.reshape(1, 16, 1, 1, 9)).sum(-1)),
+    # exp2 and log2 as vector polynomials in the lanes (inside the reduce and after it)
+    "log of a pool of exp": lambda: ((X * 0.5).exp().avg_pool2d(kernel_size=2).log(), np.log(windows(np.exp(x * 0.5), 2, 2, 0, 0).mean(-1))),
   }[name]()
   np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
 

@@ -136,43 +136,49 @@ class Poly:
           6.931472028550421e-1)
   LOG = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
          2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
-  def __init__(self, lw: Lowerer, fr: Frame): self.lw, self.fr = lw, fr
+  def __init__(self, lw: Lowerer, fr: Frame, width: int = 0):   # width > 0: on vectors of that many lanes (LaneLowerer)
+    self.lw, self.fr, self.w = lw, fr, width
   def L(self, text: str) -> str: return self.lw.line(self.fr, text)
-  def c(self, v, ty="f32") -> str: return self.lw.const(v, dtypes.float32 if ty == "f32" else dtypes.int32)
-  def op(self, name: str, *a, ty="f32") -> str: return self.L(f"{name} {', '.join(a)} : {ty}")
+  def t(self, ty: str) -> str: return f"vector<{self.w}x{ty}>" if self.w else ty
+  def c(self, v, ty="f32") -> str:
+    if not self.w: return self.lw.const(v, dtypes.float32 if ty == "f32" else dtypes.int32)
+    return self.L(f"arith.constant dense<{const_text(v, ty).split(' :')[0]}> : {self.t(ty)}")
+  def op(self, name: str, *a, ty="f32") -> str: return self.L(f"{name} {', '.join(a)} : {self.t(ty)}")
   def horner(self, x: str, coefs) -> str:
     p = self.c(coefs[0])
     for k in coefs[1:]: p = self.op("math.fma", p, x, self.c(k))
     return p
-  def sel(self, cond: str, a: str, b: str, ty="f32") -> str: return self.L(f"arith.select {cond}, {a}, {b} : {ty}")
-  def cmp(self, pred: str, a: str, b: str) -> str: return self.L(f"arith.cmpf {pred}, {a}, {b} : f32")
+  def sel(self, cond: str, a: str, b: str, ty="f32") -> str:
+    return self.L(f"arith.select {cond}, {a}, {b} : {self.t('i1') + ', ' if self.w else ''}{self.t(ty)}")
+  def cmp(self, pred: str, a: str, b: str) -> str: return self.L(f"arith.cmpf {pred}, {a}, {b} : {self.t('f32')}")
+  def cast(self, op: str, x: str, src: str, dst: str) -> str: return self.L(f"{op} {x} : {self.t(src)} to {self.t(dst)}")
   def exp2(self, x: str) -> str:
     xc = self.op("arith.minimumf", self.op("arith.maximumf", x, self.c(-160.0)), self.c(130.0))
     n = self.op("math.roundeven", xc)
     f = self.op("arith.subf", xc, n)
     r = self.op("math.fma", self.horner(f, self.EXP2), f, self.c(1.0))
-    ni = self.L(f"arith.fptosi {n} : f32 to i32")
+    ni = self.cast("arith.fptosi", n, "f32", "i32")
     h = self.op("arith.shrsi", ni, self.c(1, "i32"), ty="i32")   # 2^n as 2^h * 2^(n-h): both halves are normal floats
     for e in (h, self.op("arith.subi", ni, h, ty="i32")):
       bits = self.op("arith.shli", self.op("arith.addi", e, self.c(127, "i32"), ty="i32"), self.c(23, "i32"), ty="i32")
-      r = self.op("arith.mulf", r, self.L(f"arith.bitcast {bits} : i32 to f32"))
+      r = self.op("arith.mulf", r, self.cast("arith.bitcast", bits, "i32", "f32"))
     return self.sel(self.cmp("uno", x, x), x, r)
   def log2(self, x: str) -> str:
     small = self.cmp("olt", x, self.c(1.1754943508222875e-38))   # subnormal (and <= 0, fixed below): scale by 2^23
     xs = self.sel(small, self.op("arith.mulf", x, self.c(8388608.0)), x)
-    bits = self.L(f"arith.bitcast {xs} : f32 to i32")
+    bits = self.cast("arith.bitcast", xs, "f32", "i32")
     e = self.op("arith.subi", self.op("arith.shrui", bits, self.c(23, "i32"), ty="i32"),
                 self.sel(small, self.c(150, "i32"), self.c(127, "i32"), "i32"), ty="i32")
     mb = self.op("arith.ori", self.op("arith.andi", bits, self.c(0x7fffff, "i32"), ty="i32"), self.c(0x3f800000, "i32"), ty="i32")
-    m = self.L(f"arith.bitcast {mb} : i32 to f32")                  # x = m * 2^e, m in [1, 2)
+    m = self.cast("arith.bitcast", mb, "i32", "f32")                 # x = m * 2^e, m in [1, 2)
     big = self.cmp("ogt", m, self.c(1.4142135623730951))
     m = self.sel(big, self.op("arith.mulf", m, self.c(0.5)), m)      # m in [sqrt(1/2), sqrt(2)): z small around 0
-    e = self.op("arith.addi", e, self.L(f"arith.extui {big} : i1 to i32"), ty="i32")
+    e = self.op("arith.addi", e, self.cast("arith.extui", big, "i1", "i32"), ty="i32")
     z = self.op("arith.subf", m, self.c(1.0))
     z2 = self.op("arith.mulf", z, z)
     y = self.op("arith.mulf", self.op("arith.mulf", self.horner(z, self.LOG), z), z2)
     ln = self.op("arith.addf", z, self.op("math.fma", z2, self.c(-0.5), y))
-    r = self.op("math.fma", ln, self.c(1.4426950408889634), self.L(f"arith.sitofp {e} : i32 to f32"))
+    r = self.op("math.fma", ln, self.c(1.4426950408889634), self.cast("arith.sitofp", e, "i32", "f32"))
     inf = self.c(float("inf"))
     r = self.sel(self.cmp("oeq", x, inf), inf, r)
     r = self.sel(self.cmp("oeq", x, self.c(0.0)), self.c(float("-inf")), r)
@@ -572,7 +578,8 @@ def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
 
 # ops a lane-dependent value may be made of (dtype class -> ops), and the largest address step a load's lanes may take
 LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL}, "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR},
-            "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD, Ops.REDUCE}}
+            "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD, Ops.REDUCE,
+                  Ops.EXP2, Ops.LOG2}}
 LANE_MAX_STEP = 4
 
 class LaneLowerer(Lowerer):
@@ -641,6 +648,7 @@ class LaneLowerer(Lowerer):
     if u.op is Ops.WHERE: return self.place(u, fr, L(f"arith.select {', '.join(srcs)} : {self.vty(dtypes.bool)}, {self.vty(u.dtype)}"))
     if u.op is Ops.NEG: return self.place(u, fr, L(f"arith.negf {srcs[0]} : {self.vty(sdt)}"))
     if u.op is Ops.RECIP: return self.place(u, fr, L(f"arith.divf {L(f'arith.constant dense<1.0> : {self.vty(sdt)}')}, {srcs[0]} : {self.vty(sdt)}"))
+    if u.op in (Ops.EXP2, Ops.LOG2): return self.place(u, fr, getattr(Poly(self, fr, self.vw), str(u.op))(srcs[0]))
     if u.op in CMP:
       mop, pred = CMP[u.op][c].split()
       return self.place(u, fr, L(f"{mop} {pred}, {srcs[0]}, {srcs[1]} : {self.vty(sdt)}"))
