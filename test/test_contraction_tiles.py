@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 import morok_mlir.passes.optimize as opt
 from morok_mlir.tensor import Tensor
+from morok_mlir.core.dtype import dtypes
 from morok_mlir import realize as R
 
 R_ = np.random.default_rng(0)
@@ -168,8 +169,21 @@ EPILOGUES = {   # (morok, numpy) on the product p, a row vector v and a same-sha
   "where": (lambda p, v, r: (p > 0).where(p, r), lambda p, v, r: np.where(p > 0, p, r)),
   "transposed": (lambda p, v, r: p.transpose(-1, -2) + 2, lambda p, v, r: np.swapaxes(p, -1, -2) + 2),
   "sqrt max div": (lambda p, v, r: p.abs().sqrt().maximum(0.5) / 3, lambda p, v, r: np.maximum(np.sqrt(np.abs(p)), 0.5) / 3),
+  "float mask": (lambda p, v, r: p + r.cast(dtypes.bool).where(0.0, -1e9) + (p > 1).cast(dtypes.float32),
+                 lambda p, v, r: p + np.where(r != 0, 0.0, -1e9) + (p > 1)),
   "gelu": (lambda p, v, r: (p * 0.1).gelu(), lambda p, v, r: 0.5 * (p * 0.1) * (1 + np.tanh(0.7978845608 * (p * 0.1 + 0.044715 * (p * 0.1) ** 3)))),
 }
+@pytest.mark.parametrize("name", sorted(EPILOGUES))
+def test_each_epilogue_on_tiles(name, monkeypatch):
+  """Each epilogue kind once on a batched product with tile edges: all but the half-precision store run on the tiles."""
+  monkeypatch.setattr(opt, "MM_MIN_FLOPS", 0)
+  a, b, v, r = rnd(2, 37, 50), rnd(2, 50, 45), rnd(45), rnd(2, 37, 45)
+  f, ref = EPILOGUES[name]
+  t = f(Tensor(a) @ Tensor(b), Tensor(v), Tensor(r))
+  names = phase_names(t)
+  assert any(e.endswith("_epi") for e in names) == ("epilogue phase" in name), names
+  np.testing.assert_allclose(t.numpy().astype(np.float32), ref(a @ b, v, r).astype(np.float32), rtol=2e-3, atol=2e-3)
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 70), st.integers(1, 70), st.integers(1, 70), st.integers(0, 3), st.sampled_from(sorted(EPILOGUES)))
 def test_epilogues_on_any_shape(m, k, n, batch, name):

@@ -577,9 +577,9 @@ def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
   return memo[e]
 
 # ops a lane-dependent value may be made of (dtype class -> ops), and the largest address step a load's lanes may take
-LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL}, "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR},
+LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL}, "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.CAST},
             "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD, Ops.REDUCE,
-                  Ops.EXP2, Ops.LOG2}}
+                  Ops.EXP2, Ops.LOG2, Ops.CAST}}   # casts between f32 and bool (a mask read as floats)
 LANE_MAX_STEP = 4
 
 class LaneLowerer(Lowerer):
@@ -609,6 +609,7 @@ class LaneLowerer(Lowerer):
       if u not in dep or u is lane or u.op is Ops.INDEX: continue
       if u.dtype not in (dtypes.index, dtypes.bool, dtypes.float32) or u.op not in LANE_OPS[cls(u.dtype)]: return False
       if u.op is Ops.WHERE and u.src[1].dtype is not dtypes.float32: return False
+      if u.op is Ops.CAST and {u.dtype, u.src[0].dtype} != {dtypes.float32, dtypes.bool}: return False
       if u.op is Ops.REDUCE and u.attrs.get("op") not in ("add", "max", "min"): return False
       if u.op is Ops.LOAD:
         idx = u.src[0]
@@ -649,6 +650,9 @@ class LaneLowerer(Lowerer):
     if u.op is Ops.NEG: return self.place(u, fr, L(f"arith.negf {srcs[0]} : {self.vty(sdt)}"))
     if u.op is Ops.RECIP: return self.place(u, fr, L(f"arith.divf {L(f'arith.constant dense<1.0> : {self.vty(sdt)}')}, {srcs[0]} : {self.vty(sdt)}"))
     if u.op in (Ops.EXP2, Ops.LOG2): return self.place(u, fr, getattr(Poly(self, fr, self.vw), str(u.op))(srcs[0]))
+    if u.op is Ops.CAST:   # f32 -> bool is != 0 (NaN is true), bool -> f32 is 0 or 1
+      if u.dtype is dtypes.bool: return self.place(u, fr, L(f"arith.cmpf une, {srcs[0]}, {L(f'arith.constant dense<0.0> : {self.vty(sdt)}')} : {self.vty(sdt)}"))
+      return self.place(u, fr, L(f"arith.uitofp {srcs[0]} : {self.vty(sdt)} to {self.vty(u.dtype)}"))
     if u.op in CMP:
       mop, pred = CMP[u.op][c].split()
       return self.place(u, fr, L(f"{mop} {pred}, {srcs[0]}, {srcs[1]} : {self.vty(sdt)}"))
@@ -684,8 +688,10 @@ class LaneLowerer(Lowerer):
     self.done.add(u)
     idx, v = u.src
     fr = self.target(u)
-    if self.prefetch:
-      for x in [idx] + [x.src[0] for x in v.toposort if x.op is Ops.LOAD and x.src[0].src[0] is not self.skip]: self.touch(x, x is idx, fr)
+    if self.prefetch:   # the loads a reduce makes are left out (their addresses need its loop)
+      under = {y for r in v.toposort if r.op is Ops.REDUCE for y in r.src[0].toposort}
+      for x in [idx] + [x.src[0] for x in v.toposort if x.op is Ops.LOAD and x not in under and x.src[0].src[0] is not self.skip]:
+        self.touch(x, x is idx, fr)
       return
     val = self.vec_of(v, fr)
     buf, at = self.value(idx.src[0]), self.at0(idx.src[1])
@@ -822,31 +828,33 @@ class Contraction:
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
     if T: ci = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.Np)), ci)
     c = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, ci)),))
-    epi = f.roots[0].substitute({red: c, **self.packed_sums(a, I, K, T, ap)})
+    sums = self.packed_sums(a, I, K, T, ap)
+    epi = f.roots[0].substitute({red: c, **sums})
     if I and J and max(I + J, key=_axis) is I[-1]:
       # the output steps along A's last row range (NCHW conv with the image as A) while C steps along B's: the loops over
       # B's ranges move inside A's others, so a few rows of C stay in L1 while their columns go out, one at a time
       epi = epi.substitute({r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + I[:-1] + J + I[-1:])})
     self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **thr})
     self.tile_rows = False   # see tile_epilogue
-    self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp)
+    self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp, sums)
 
-  def tile_epilogue(self, red: UOp, a: UOp, b: UOp, I: list[UOp], J: list[UOp], T: list[UOp], cp: UOp) -> Func | None:
+  def tile_epilogue(self, red: UOp, a: UOp, b: UOp, I: list[UOp], J: list[UOp], T: list[UOp], cp: UOp, sums: dict) -> Func | None:
     """The epilogue as a function of tiles (outer range t = (bt * MB + ib) * NB + jb, from %lo to %hi), which mm calls on each tile
     once its last k slice is done, with the tile on mm's stack (argument `tile`): no pass over C afterwards, and C takes
     scratch only when K takes several slices. The tile's columns run as vector lanes (LaneLowerer) when every index
     steps along J as one contiguous run (row-major matrices, NCHW outputs): idx(I, J) = idx(I, 0) + s * n, n the linear
     column, s 1 for the store (0 <= s <= LANE_MAX_STEP for loads); else its rows, when the indices step so along I (an
     output that steps along A's rows: a convolution with the image as A), from the tile stored transposed (tile_rows).
-    None (the separate epilogue phase) for anything else: a reduce in the epilogue, a value that uses the lane side other
+    None (the separate epilogue phase) for anything else: a reduce in the epilogue (but A's packed row sums), a value that uses the lane side other
     than through an index, a gate on it, a store that is not one f32 store over the loops, or a buffer that both the
     epilogue writes and the operands read (mm reads A while it stores the tiles)."""
     if (one := single_store(self.f)) is None: return None
     end, st, _ = one
     if set(end.src[1:]) != set(I + J + T) or st.src[0].op is not Ops.INDEX: return None
     cload = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.const(0))),))   # the tile's element, placed below
-    out, nodes = st.src[0].src[0], (st := st.substitute({red: cload})).toposort
-    if out.op is not Ops.BUFFER or out.dtype.base is not dtypes.float32 or any(u.op is Ops.REDUCE for u in nodes): return None
+    out, nodes = st.src[0].src[0], (st := st.substitute({red: cload, **sums})).toposort
+    # a reduce in the epilogue: only the sums of A's packed panels (packed_sums: attention's softmax row sums)
+    if out.op is not Ops.BUFFER or out.dtype.base is not dtypes.float32 or any(u.op is Ops.REDUCE and u not in sums.values() for u in nodes): return None
     if any(u.op is Ops.LOAD and u.src[0].src[0] is out for x in (a, b) for u in x.toposort): return None
     tile = arg_buffer(len(self.args), dtypes.float32.ptr(self.mr * self.nr))
     for rows in (False, True):
@@ -906,7 +914,8 @@ class Contraction:
     if Ls & set(val.toposort) or lane_coef(idx.src[1], lane, {}) != 1 or not LaneLowerer.supports(val, lane): return None
     idx = gated(idx, im.and_(UOp(Ops.CMPLT, dtypes.bool, (slin, im.const(sn))) if sp != sn else None, cut))
     body = UOp(Ops.END, dtypes.void, (UOp(Ops.STORE, dtypes.void, (idx, val), loc=st.loc), *loops))
-    f = Func(f"{self.name}_epi", self.args + [tile], [], [UOp(Ops.SINK, dtypes.void, (body,))], {"uop.kernel": None, "uop.threads": 1})
+    f = Func(f"{self.name}_epi", self.args + [tile], [], [UOp(Ops.SINK, dtypes.void, (body,))],
+             {"uop.kernel": None, "uop.threads": 1, **{k: v for k, v in self.f.attrs.items() if k == "uop.fastmath"}})   # the sums reassociate
     self.lane_of[id(f)] = lane
     return f
 
