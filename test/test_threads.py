@@ -146,7 +146,7 @@ def test_pool_runs_native_functions_on_their_packs(n):
   pool.close()
 
 def test_pool_parks_and_wakes():
-  # idle past its spins and naps, a worker parks (blocks in Python); the next post wakes it. Posts around the moment it
+  # idle past its spins, a worker parks (blocks in Python); the next post wakes it. Posts around the moment it
   # parks (the handshake's race) must never be missed: a missed one would hang here
   pool, out = Pool(1), []
   pool.run(lambda i: out.append(i), [0, 1])
@@ -154,7 +154,7 @@ def test_pool_parks_and_wakes():
   while _ctl(pool, 0, 4) != 1 and time.time() < deadline: time.sleep(0.01)
   assert _ctl(pool, 0, 4) == 1, "the worker never parked"
   pool.run(lambda i: out.append(i), [2, 3])
-  assert sorted(out) == [0, 1, 2, 3] and _ctl(pool, 0, 4) == 0
+  assert sorted(out) == [0, 1, 2, 3]   # woken (it may have parked again since: it spins only 1-2 ms)
   rng = np.random.default_rng(0)
   for t in rng.uniform(0, 0.03, 60):
     time.sleep(t)
