@@ -164,4 +164,5 @@ def test_pool_parks_and_wakes():
   pool.close()
   ran = []
   pool.run(lambda i: ran.append(i), [0, 1])   # after close: the caller runs every chunk
+  pool.workers[0].thread.join(30)   # close waits 1 s for it; a loaded machine may take longer
   assert ran == [0, 1] and not pool.workers[0].thread.is_alive()
