@@ -269,7 +269,7 @@ def ungate(sink: UOp) -> UOp:
     cover[u] = frozenset.intersection(*through) if through else frozenset()
   sub = {}
   for u in nodes:
-    if u.op is Ops.LOAD and len((idx := u.src[0]).src) == 3 and conjuncts(idx.src[2]) <= cover[u] and (n := idx.src[0].size) is not None:
+    if u.op is Ops.LOAD and len((idx := u.src[0]).src) == 3 and conjuncts(idx.src[2]) <= cover[u] and isinstance(n := idx.src[0].size, int):
       if (b := im.bounds(idx.src[1])) is not None and 0 <= b[0] and b[1] < n: sub[idx] = UOp(Ops.INDEX, idx.dtype, idx.src[:2])
   return sink.substitute(sub) if sub else sink
 
