@@ -125,6 +125,10 @@ class Bf16:
 
 # ---------------------------------------------------------------- polynomial transcendentals (f32)
 POLY = ("exp2", "log2")
+def splat(v, elem: str, n: int) -> str:
+  """The text of an n-lane vector constant of v (elem: its MLIR element type)."""
+  return f"arith.constant dense<{const_text(v, elem).split(' :')[0]}> : vector<{n}x{elem}>"
+
 class Poly:
   """exp2 and log2 on f32 as arith/math ops LLVM vectorizes (math.exp2/log2 become scalar libm calls).
   Cephes' coefficients, evaluated with FMA. Bounds (test/test_perf_poly.py checks them against float64 over the
@@ -142,7 +146,7 @@ class Poly:
   def t(self, ty: str) -> str: return f"vector<{self.w}x{ty}>" if self.w else ty
   def c(self, v, ty="f32") -> str:
     if not self.w: return self.lw.const(v, dtypes.float32 if ty == "f32" else dtypes.int32)
-    return self.L(f"arith.constant dense<{const_text(v, ty).split(' :')[0]}> : {self.t(ty)}")
+    return self.L(splat(v, ty, self.w))
   def op(self, name: str, *a, ty="f32") -> str: return self.L(f"{name} {', '.join(a)} : {self.t(ty)}")
   def horner(self, x: str, coefs) -> str:
     p = self.c(coefs[0])
@@ -639,7 +643,7 @@ class LaneLowerer(Lowerer):
     if u.op is Ops.LOAD: return self.place(u, fr, self.vload(u, fr))
     if u.op is Ops.REDUCE:   # a vector accumulator per lane, carried through the reduce's loops
       vt, op = self.vty(u.dtype), u.attrs["op"]
-      init = L(f"arith.constant dense<{const_text(REDUCE_IDENTITY[op](u.dtype), 'f32').split(' :')[0]}> : {vt}")
+      init = L(splat(REDUCE_IDENTITY[op](u.dtype), "f32", self.vw))
       frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
       acc = self.line(frames[-1], f"{ALU[op]['f']} {frames[-1].acc}, {self.vec_of(u.src[0], frames[-1])}{self.fm} : {vt}")
       self.close_loops(frames, vt, acc, init)
@@ -975,7 +979,7 @@ class Contraction:
             + self.mm() + (self.private(low(self.epi_tile, f"{self.name}_epi")) + self.private(lower_kernel(
                 self.epi_tile, f"{self.name}_pf", LaneLowerer(self.epi_tile, self.lane_of[id(self.epi_tile)], True, self.epi_tile.args[-1])))
                            if self.epi_tile
-                           else lower_kernel(self.epi, f"{self.name}_epi")))   # private: mm's one call of it inlines
+                           else lower_kernel(self.epi, f"{self.name}_epi")))
 
   def mm(self) -> str:
     mr, nr, kc, mc, vw = self.mr, self.nr, self.kc, self.mc, self.vw
@@ -1034,9 +1038,10 @@ class Contraction:
         epi_args = f"{', '.join([f'%arg{i}' for i in range(len(self.args))] + ['%tile', t, add(t, 1)])}) : " \
                    f"({', '.join([mem_type(x.dtype) for x in self.args] + [tty, 'index', 'index'])}) -> ()"
         # the output rows (and the rows the epilogue reads) this tile will touch, fetched while its k loop runs
-        if not one: put(f"scf.if {L(f'arith.cmpi eq, {kend}, {ck} : index')} {{")
-        put(f"{'  ' * (not one)}func.call @{self.name}_pf({epi_args}")
-        if not one: put("}")
+        last = None if one else L(f"arith.cmpi eq, {kend}, {ck} : index")   # several slices: only the last one's tile
+        if last: put(f"scf.if {last} {{")
+        put(f"{'  ' * bool(last)}func.call @{self.name}_pf({epi_args}")
+        if last: put("}")
       accs, res = [f"%acc{i}" for i in range(len(init))], f"%res{n[0]}"
       put(f"{res}:{len(init)} = scf.for %k = %kc to {kend} step {c1} iter_args("
           + ", ".join(f"{a} = {i}" for a, i in zip(accs, init)) + f") -> ({', '.join([V] * len(init))}) {{"); depth[0] += 1
@@ -1077,7 +1082,7 @@ class Contraction:
       if self.epi_tile is None: to_c()
       elif one: to_tile()
       else:   # the tile is done after the last slice: the epilogue takes it from the stack; C holds the earlier slices'
-        put(f"scf.if {L(f'arith.cmpi eq, {kend}, {ck} : index')} {{"); depth[0] += 1
+        put(f"scf.if {last} {{"); depth[0] += 1
         to_tile(); depth[0] -= 1
         put("} else {"); depth[0] += 1
         to_c(); depth[0] -= 1
@@ -1142,8 +1147,6 @@ class SplitReduce:
     t2 = UOp(Ops.RANGE, dtypes.index, (im.const(T),), attrs(axis=1002, kind="reduce"))
     total = UOp(Ops.REDUCE, red.dtype, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (part, t2)),)), t2), red.arg)
     self.final = Func(f"{name}_final", args, [], [f.roots[0].substitute({red: total})], {"uop.kernel": None})
-  @staticmethod
-  def private(text: str) -> str: return text.replace("func.func @", "func.func private @", 1)   # mm's one call of it inlines
   def text(self) -> str: return lower_kernel(self.partial, f"{self.name}_part") + lower_kernel(self.final, f"{self.name}_final")
   def phases(self): return [(f"{self.name}_part", parallel_info(self.partial)), (f"{self.name}_final", None)]
 

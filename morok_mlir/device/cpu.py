@@ -225,7 +225,7 @@ class DiskCache:
 
 _pool: Pool | None = None
 _pool_lock = threading.Lock()
-def _workers() -> _Pool:
+def _workers() -> Pool:
   global _pool
   if _pool is None:
     with _pool_lock:

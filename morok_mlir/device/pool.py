@@ -25,7 +25,7 @@ import atexit, ctypes, os, platform, threading
 SPIN, WAIT_SPIN = 50000, 200000
 PAUSE = "pause" if platform.machine().lower() in ("x86_64", "amd64", "i686", "i386") else "yield"
 
-# (name, args, body) of the native loop and its two caller-side halves, in the LLVM dialect
+# the worker's native loop and the caller's two halves (post a job, wait for it), in the LLVM dialect
 def _src() -> str:
   i64, ptr = "i64", "!llvm.ptr"
   field = lambda i, name: f"    %{name} = llvm.getelementptr %ctl[{i}] : (!llvm.ptr) -> !llvm.ptr, i64\n"
@@ -163,7 +163,8 @@ class Pool:
     if self.res.value == 1 and w.go.locked(): w.go.release()   # it had parked
 
   def run(self, fn, packs) -> None:
-    if not self.busy.acquire(blocking=False) or self.closed and not self.busy.release():
+    if (mine := self.busy.acquire(blocking=False)) and self.closed: self.busy.release(); mine = False
+    if not mine:   # another caller has the workers, or they are stopped
       for p in packs: fn(p)
       return
     started, err = [], None

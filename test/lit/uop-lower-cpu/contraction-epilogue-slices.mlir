@@ -1,14 +1,17 @@
 // RUN: morok-opt %s -p 'uop-optimize{threads=1 vec=8 l2=262144 l3=33554432},uop-lower-cpu' | FileCheck %s
 // A 64 x 64 matmul over K = 4096 with a bias on the output columns: K takes several KC slices, so the tile's
 // accumulators start from C (scratch, 66 rows: MR = 6) after the first slice and go back to C after each but the last;
-// after the last, the tile goes to mm's stack and the epilogue runs on it there, rows past 64 masked off.
+// after the last, the tile goes to mm's stack and the epilogue runs on it there, rows past 64 masked off. One test
+// of the last slice guards both the prefetch of the epilogue's rows (before the k loop) and the tile's store.
 // CHECK-LABEL: func.func @mm_mm(
 // CHECK: %[[TILE:.*]] = memref.alloca() {alignment = 64 : i64} : memref<96xf32>
 // CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %c0
 // CHECK: %[[C0:.*]] = vector.load %arg6[%{{.*}}] : memref<4224xf32>
 // CHECK: arith.select %[[FIRST]], %{{.*}}, %[[C0]]
-// CHECK: vector.fma
 // CHECK: %[[LAST:.*]] = arith.cmpi eq, %{{.*}}, %c4096
+// CHECK-NEXT: scf.if %[[LAST]] {
+// CHECK-NEXT: func.call @mm_pf(
+// CHECK: vector.fma
 // CHECK: scf.if %[[LAST]] {
 // CHECK-COUNT-12: vector.store %{{.*}}, %[[TILE]][
 // CHECK: func.call @mm_epi(%arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6, %[[TILE]],
