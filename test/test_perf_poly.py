@@ -48,3 +48,40 @@ def test_fused_softmax_sum_within_tolerance():
   np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-8)
   s = np.random.default_rng(3).uniform(0, 1, 1 << 22).astype(np.float32)
   assert abs(float(Tensor(s).sum().numpy()) - s.astype(np.float64).sum()) <= 1e-6 * s.size
+
+def test_pow_ulp():
+  """f32 pow (the polynomials with log2|x| * y in f64): <= 2 ulp wherever the result is a normal float, for a large |y|
+  too (x near 1), a subnormal x and a constant exponent (LRN's 0.75)."""
+  rng = np.random.default_rng(4)
+  cases = [(np.exp(rng.uniform(-20, 20, 200_000)), rng.uniform(-6, 6, 200_000)),
+           (rng.uniform(0.9, 1.1, 200_000), rng.uniform(-800, 800, 200_000)),
+           (rng.integers(1, 0x800000, 50_000).astype(np.uint32).view(np.float32), rng.uniform(0.01, 1, 50_000)),
+           (-np.exp(rng.uniform(-5, 5, 50_000)), rng.integers(-20, 20, 50_000))]
+  for x, y in cases:
+    x, y = x.astype(np.float32), y.astype(np.float32)
+    got, ref = (Tensor(x) ** Tensor(y)).numpy(), np.power(x.astype(np.float64), y.astype(np.float64))
+    normal = (np.abs(ref) >= 2.0 ** -126) & (np.abs(ref) <= F32.max)
+    assert normal.mean() > 0.5 and ulps(got[normal], ref[normal]).max() <= 2
+  x = rng.uniform(0.5, 3, 10_000).astype(np.float32)
+  assert ulps((Tensor(x) ** 0.75).numpy(), np.power(x.astype(np.float64), 0.75)).max() <= 2
+
+POW_EDGES = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3e38, -3e38, 1.5, -1.5,
+             2.5, 1e30, 16777216.0, -16777217.0, 1e-40]
+def test_pow_edge_values():
+  """C's powf on every pair of edge values (numpy's answers): NaN, infinities and signed zeros exact, signs of odd powers."""
+  a, b = (np.array(v, np.float32) for v in zip(*[(p, q) for p in POW_EDGES for q in POW_EDGES]))
+  got = (Tensor(a) ** Tensor(b)).numpy()
+  with np.errstate(all="ignore"): want = np.power(a, b)
+  assert np.array_equal(np.isnan(got), np.isnan(want))
+  ok = ~np.isnan(want)
+  assert np.array_equal(np.signbit(got[ok]), np.signbit(want[ok])) and np.array_equal(np.isinf(got[ok]), np.isinf(want[ok]))
+  fin = ok & np.isfinite(want) & (want != 0)
+  assert (got[ok & (want == 0)] == 0).all() and (ulps(got[fin], want[fin].astype(np.float64)) <= 2).all()
+
+@pytest.mark.parametrize("build,ref,rtol", [
+  (lambda x, y: (x.permute(1, 0) ** y.permute(1, 0)).contiguous(), lambda x, y: x.T ** y.T, 2e-7),   # a transposed read
+  (lambda x, y: ((x @ y).abs() + 1) ** 0.75, lambda x, y: (np.abs(x @ y) + 1) ** 0.75, 1e-5)])       # a contraction's epilogue
+def test_pow_in_lanes_and_epilogues(build, ref, rtol):
+  rng = np.random.default_rng(5)
+  x, y = rng.uniform(0.1, 2, (96, 96)).astype(np.float32), rng.uniform(-3, 3, (96, 96)).astype(np.float32)
+  np.testing.assert_allclose(build(Tensor(x), Tensor(y)).numpy(), ref(x.astype(np.float64), y.astype(np.float64)), rtol=rtol)

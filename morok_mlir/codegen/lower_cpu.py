@@ -124,13 +124,13 @@ class Bf16:
     return L(f"arith.bitcast {L(f'arith.trunci {r} : i32 to i16')} : i16 to bf16")
 
 # ---------------------------------------------------------------- polynomial transcendentals (f32)
-POLY = ("exp2", "log2")
+POLY = ("exp2", "log2", "pow")
 def splat(v, elem: str, n: int) -> str:
   """The text of an n-lane vector constant of v (elem: its MLIR element type)."""
   return f"arith.constant dense<{const_text(v, elem).split(' :')[0]}> : vector<{n}x{elem}>"
 
 class Poly:
-  """exp2 and log2 on f32 as arith/math ops LLVM vectorizes (math.exp2/log2 become scalar libm calls).
+  """exp2, log2 and pow on f32 as arith/math ops LLVM vectorizes (math.exp2/log2 become scalar libm calls).
   Cephes' coefficients, evaluated with FMA. Bounds (test/test_perf_poly.py checks them against float64 over the
   whole range and the edge values): exp2 relative error <= 2 ulp for normal results (absolute <= 2^-149 below),
   log2 relative error <= 2 ulp, absolute <= 2^-24 near 1; both propagate NaN; exp2(-inf) = 0, exp2(+inf) = inf,
@@ -145,7 +145,7 @@ class Poly:
   def L(self, text: str) -> str: return self.lw.line(self.fr, text)
   def t(self, ty: str) -> str: return f"vector<{self.w}x{ty}>" if self.w else ty
   def c(self, v, ty="f32") -> str:
-    if not self.w: return self.lw.const(v, dtypes.float32 if ty == "f32" else dtypes.int32)
+    if not self.w: return self.lw.const(v, {"f32": dtypes.float32, "f64": dtypes.float64, "i32": dtypes.int32}[ty])
     return self.L(splat(v, ty, self.w))
   def op(self, name: str, *a, ty="f32") -> str: return self.L(f"{name} {', '.join(a)} : {self.t(ty)}")
   def horner(self, x: str, coefs) -> str:
@@ -154,20 +154,24 @@ class Poly:
     return p
   def sel(self, cond: str, a: str, b: str, ty="f32") -> str:
     return self.L(f"arith.select {cond}, {a}, {b} : {self.t('i1') + ', ' if self.w else ''}{self.t(ty)}")
-  def cmp(self, pred: str, a: str, b: str) -> str: return self.L(f"arith.cmpf {pred}, {a}, {b} : {self.t('f32')}")
+  def cmp(self, pred: str, a: str, b: str, ty="f32") -> str: return self.L(f"arith.cmpf {pred}, {a}, {b} : {self.t(ty)}")
+  def bool(self, name: str, a: str, b: str) -> str: return self.L(f"arith.{name} {a}, {b} : {self.t('i1')}")
   def cast(self, op: str, x: str, src: str, dst: str) -> str: return self.L(f"{op} {x} : {self.t(src)} to {self.t(dst)}")
   def exp2(self, x: str) -> str:
     xc = self.op("arith.minimumf", self.op("arith.maximumf", x, self.c(-160.0)), self.c(130.0))
     n = self.op("math.roundeven", xc)
     f = self.op("arith.subf", xc, n)
+    return self.sel(self.cmp("uno", x, x), x, self.scaled(f, self.cast("arith.fptosi", n, "f32", "i32")))
+  def scaled(self, f: str, ni: str) -> str:
+    """exp2(f) * 2^ni for f in [-1/2, 1/2] and an i32 ni in [-160, 130]."""
     r = self.op("math.fma", self.horner(f, self.EXP2), f, self.c(1.0))
-    ni = self.cast("arith.fptosi", n, "f32", "i32")
     h = self.op("arith.shrsi", ni, self.c(1, "i32"), ty="i32")   # 2^n as 2^h * 2^(n-h): both halves are normal floats
     for e in (h, self.op("arith.subi", ni, h, ty="i32")):
       bits = self.op("arith.shli", self.op("arith.addi", e, self.c(127, "i32"), ty="i32"), self.c(23, "i32"), ty="i32")
       r = self.op("arith.mulf", r, self.cast("arith.bitcast", bits, "i32", "f32"))
-    return self.sel(self.cmp("uno", x, x), x, r)
-  def log2(self, x: str) -> str:
+    return r
+  def log2(self, x: str, wide: bool = False) -> str:
+    """wide: log2 of a positive finite x as f64 (for pow), no edge values."""
     small = self.cmp("olt", x, self.c(1.1754943508222875e-38))   # subnormal (and <= 0, fixed below): scale by 2^23
     xs = self.sel(small, self.op("arith.mulf", x, self.c(8388608.0)), x)
     bits = self.cast("arith.bitcast", xs, "f32", "i32")
@@ -181,12 +185,36 @@ class Poly:
     z = self.op("arith.subf", m, self.c(1.0))
     z2 = self.op("arith.mulf", z, z)
     y = self.op("arith.mulf", self.op("arith.mulf", self.horner(z, self.LOG), z), z2)
+    if wide:   # log2(x) in f64, the sum and scaling unrounded: y's few ulp of z^3 / 3 stay below 2^-30
+      z64, y64, e64 = self.cast("arith.extf", z, "f32", "f64"), self.cast("arith.extf", y, "f32", "f64"), self.cast("arith.sitofp", e, "i32", "f64")
+      ln = self.op("arith.addf", z64, self.op("math.fma", self.op("arith.mulf", z64, z64, ty="f64"), self.c(-0.5, "f64"), y64, ty="f64"), ty="f64")
+      return self.op("math.fma", ln, self.c(1.4426950408889634, "f64"), e64, ty="f64")
     ln = self.op("arith.addf", z, self.op("math.fma", z2, self.c(-0.5), y))
     r = self.op("math.fma", ln, self.c(1.4426950408889634), self.cast("arith.sitofp", e, "i32", "f32"))
     inf = self.c(float("inf"))
     r = self.sel(self.cmp("oeq", x, inf), inf, r)
     r = self.sel(self.cmp("oeq", x, self.c(0.0)), self.c(float("-inf")), r)
     return self.sel(self.cmp("ult", x, self.c(0.0)), self.c(float("nan")), r)   # ult: x < 0 or NaN
+  def pow(self, x: str, y: str) -> str:
+    """x ** y as C's powf: exp2(y * log2|x|), log2 and the product in f64 (the product's rounding would cost |y log2 x|
+    ulp), the sign of x to an odd integer power, NaN for a finite x < 0 to a non-integer one, and C's edge values:
+    x ** 0 = 1 and 1 ** y = 1 (NaN too), (-1) ** +-inf = 1, 0 ** y = 0 or inf by y's sign, inf likewise."""
+    ax, inf, one = self.op("math.absf", x), self.c(float("inf")), self.c(1.0)
+    ok = self.bool("andi", self.cmp("ogt", ax, self.c(0.0)), self.cmp("olt", ax, inf))
+    lg = self.log2(self.sel(ok, ax, one), wide=True)
+    for v, s in ((0.0, "-inf"), (float("inf"), "inf")): lg = self.sel(self.cmp("oeq", ax, self.c(v)), self.c(float(s), "f64"), lg, "f64")
+    t = self.op("arith.mulf", lg, self.cast("arith.extf", y, "f32", "f64"), ty="f64")
+    t = self.op("arith.minimumf", self.op("arith.maximumf", t, self.c(-160.0, "f64"), ty="f64"), self.c(130.0, "f64"), ty="f64")
+    n = self.op("math.roundeven", t, ty="f64")
+    r = self.scaled(self.cast("arith.truncf", self.op("arith.subf", t, n, ty="f64"), "f64", "f32"), self.cast("arith.fptosi", n, "f64", "i32"))
+    fy, half = self.op("math.floor", y), self.op("arith.mulf", y, self.c(0.5))
+    odd = self.bool("andi", self.cmp("oeq", fy, y), self.cmp("one", self.op("math.floor", half), half))
+    signed = self.L(f"arith.cmpi slt, {self.cast('arith.bitcast', x, 'f32', 'i32')}, {self.c(0, 'i32')} : {self.t('i32')}")   # -0.0 too
+    r = self.sel(self.bool("andi", odd, signed), self.op("arith.negf", r), r)
+    r = self.sel(self.bool("andi", self.bool("andi", ok, signed), self.cmp("une", fy, y)), self.c(float("nan")), r)   # -inf is not
+    r = self.sel(self.cmp("uno", x, y), self.c(float("nan")), r)   # the NaN t would be (and lanes poisoned by its fptosi)
+    r = self.sel(self.bool("andi", self.cmp("oeq", ax, one), self.cmp("oeq", self.op("math.absf", y), inf)), one, r)
+    return self.sel(self.bool("ori", self.cmp("oeq", y, self.c(0.0)), self.cmp("oeq", x, one)), one, r)
 
 def sum_index(terms: list[UOp]) -> UOp:
   out = im.const(0)
@@ -469,7 +497,7 @@ class Lowerer:
     if op in (Ops.SHL, Ops.SHR) and c in (S, U): return self.shift(op, srcs, names, sdt, fr)
     if op is Ops.POW and c in (S, U): return self.ipow(names[0], names[1], sdt, fr)
     if op not in ALU or c not in ALU[op]: raise PassError(f"uop.{op} is not defined on {sdt.name}", u.loc)
-    if op in POLY and t == "f32": return getattr(Poly(self, fr), op)(names[0])
+    if op in POLY and t == "f32": return getattr(Poly(self, fr), op)(*names)
     return L(f"{ALU[op][c]} {', '.join(names)}{fm if op in ('add', 'mul', 'max', 'min') else ''} : {t}")
 
   def ipow(self, a: str, e: str, dt: DType, fr: Frame) -> str:
@@ -583,7 +611,7 @@ def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
 # ops a lane-dependent value may be made of (dtype class -> ops), and the largest address step a load's lanes may take
 LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL}, "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.CAST},
             "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD, Ops.REDUCE,
-                  Ops.EXP2, Ops.LOG2, Ops.CAST}}   # casts between f32 and bool (a mask read as floats)
+                  Ops.EXP2, Ops.LOG2, Ops.POW, Ops.CAST}}   # casts between f32 and bool (a mask read as floats)
 LANE_MAX_STEP = 4
 
 class LaneLowerer(Lowerer):
@@ -653,7 +681,7 @@ class LaneLowerer(Lowerer):
     if u.op is Ops.WHERE: return self.place(u, fr, L(f"arith.select {', '.join(srcs)} : {self.vty(dtypes.bool)}, {self.vty(u.dtype)}"))
     if u.op is Ops.NEG: return self.place(u, fr, L(f"arith.negf {srcs[0]} : {self.vty(sdt)}"))
     if u.op is Ops.RECIP: return self.place(u, fr, L(f"arith.divf {L(f'arith.constant dense<1.0> : {self.vty(sdt)}')}, {srcs[0]} : {self.vty(sdt)}"))
-    if u.op in (Ops.EXP2, Ops.LOG2): return self.place(u, fr, getattr(Poly(self, fr, self.vw), str(u.op))(srcs[0]))
+    if str(u.op) in POLY: return self.place(u, fr, getattr(Poly(self, fr, self.vw), str(u.op))(*srcs))
     if u.op is Ops.CAST:   # f32 -> bool is != 0 (NaN is true), bool -> f32 is 0 or 1
       if u.dtype is dtypes.bool: return self.place(u, fr, L(f"arith.cmpf une, {srcs[0]}, {L(f'arith.constant dense<0.0> : {self.vty(sdt)}')} : {self.vty(sdt)}"))
       return self.place(u, fr, L(f"arith.uitofp {srcs[0]} : {self.vty(sdt)} to {self.vty(u.dtype)}"))
