@@ -48,6 +48,10 @@ class Rangeifier:
     self.tops: dict[UOp, bool] = {}       # memo of chain_top
     self.contracted: dict[UOp, UOp] = {}  # root -> the contraction its kernel computes inline
     self.late: set[UOp] = set()           # chain tops stored (see rangeify_func)
+    # an output that is a contiguous() read by nothing else is computed straight into its output buffer (its store is
+    # the materialisation contiguous asks for): stored to a buffer of its own first, it would cost a kernel and a copy
+    if cont := {o for o in outputs if o.op is Ops.CONTIGUOUS}: cont -= {s for r in outputs for u in r.toposort for s in u.src}
+    self.sole = cont
 
   def new_range(self, size, kind: str) -> UOp:
     self.axis += 1
@@ -63,7 +67,7 @@ class Rangeifier:
     saved = self.loops, self.root
     (self.loops, idx), self.root = self.loop_ranges(node.shape), node
     inplace = node.op is Ops.SCATTER and node not in self.materialised
-    val = self.value(node, tuple(idx), None, inplace)
+    val = self.value(node, tuple(idx), None, inplace or node in self.sole)
     tok = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize(idx, node.shape))), val), loc=node.loc)
     out = UOp(Ops.END, dtypes.void, (tok, *self.loops), loc=node.loc) if self.loops else tok
     if inplace:

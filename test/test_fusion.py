@@ -20,6 +20,10 @@ V = rng.standard_normal(32).astype(np.float32)
   ("x - x.max(axis, keepdim)", lambda a, b, c: a - a.max(axis=1, keepdim=True), lambda a, b, c: a - a.max(1, keepdims=True), 1),
   ("softmax", lambda a, b, c: a.softmax(axis=1), lambda a, b, c: np.exp(a - a.max(1, keepdims=True)) / np.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True), 1),
   ("permute+shrink+flip+reshape", lambda a, b, c: a.T[2:10].flip(0).reshape(4, 2, 16) + 1, lambda a, b, c: a.T[2:10][::-1].reshape(4, 2, 16) + 1, 1),
+  # an output that is a contiguous() (a clone) is computed into its own buffer, not stored elsewhere and copied
+  ("(a * b).contiguous()", lambda a, b, c: (a * b).contiguous(), lambda a, b, c: a * b, 1),
+  ("clone", lambda a, b, c: a.clone(), lambda a, b, c: a, 1),
+  ("contiguous of a reduce", lambda a, b, c: a.sum(1).contiguous(), lambda a, b, c: a.sum(1), 1),
 ])
 def test_fusion_kernel_count(name, fn, ref, n):
   count, out = kernels(fn, A, B, C)
@@ -192,3 +196,26 @@ def test_residual_block_outputs_are_stored_by_their_products_kernels():
   y = np.maximum(conv(x, ws[0]) + conv(x, ws[1]), 0)
   for w in ws[2:4]: y = np.maximum(conv(y, w, 1) + y, 0)
   np.testing.assert_allclose(out, conv(y, ws[4]), rtol=1e-4, atol=1e-4)
+
+def test_contiguous_output_read_by_another_output():
+  """A contiguous() that another output reads as well: computed once (stored, then copied to its output), read there."""
+  a = Tensor(A)
+  y = (a * 2).exp().contiguous()
+  Tensor.realize(y, z := y.T + 1)
+  np.testing.assert_allclose(y.numpy(), np.exp(A * 2), rtol=1e-5)
+  np.testing.assert_allclose(z.numpy(), np.exp(A * 2).T + 1, rtol=1e-5)
+
+@pytest.mark.parametrize("shape", [(4, 14, 14), (2, 3, 5, 7), (1, 256, 7, 7), (3, 1, 9)])
+def test_merged_loops_elementwise(shape):
+  """Elementwise kernels over contiguous spans run as one loop (uop-optimize merge_loops); with per-channel
+  parameters, slices, pads and permutes in the mix the loops that cannot merge stay, and every answer is numpy's."""
+  x = rng.standard_normal(shape).astype(np.float32)
+  b = rng.standard_normal(shape[:2] + (1,) * (len(shape) - 2)).astype(np.float32)
+  X, Bt = Tensor(x), Tensor(b)
+  np.testing.assert_allclose((X * 2 + 1).relu().numpy(), np.maximum(x * 2 + 1, 0), rtol=1e-6)
+  np.testing.assert_allclose((X + Bt).numpy(), x + b, rtol=1e-6)
+  pads = [(0, 0)] * (len(shape) - 1) + [(1, 2)]
+  np.testing.assert_allclose(X.pad(tuple(pads)).exp().numpy(), np.exp(np.pad(x, pads)), rtol=1e-6)
+  np.testing.assert_allclose((X[..., 1:] * X[..., :-1]).numpy(), x[..., 1:] * x[..., :-1], rtol=1e-6)
+  perm = tuple(range(len(shape)))[::-1]
+  np.testing.assert_allclose((X.permute(*perm) + 1).numpy(), x.transpose(perm) + 1, rtol=1e-6)
