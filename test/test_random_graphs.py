@@ -134,3 +134,29 @@ def test_random_graph_gpu_lowering(data):
   """The same graphs through uop-lower-gpu, run by the CPU emulator (one loop iteration per GPU thread)."""
   t, ref = random_graph(data)
   with np.errstate(all="ignore"): compare(emulate([t.lazydata])[0], np.asarray(ref))
+
+@st.composite
+def layout(draw):
+  """A float tensor of 2-4 dims (sizes where loops merge or leave a remainder), then one movement op and an elementwise
+  op with a tensor broadcast along some of its axes: the index patterns uop-optimize's merge_loops must merge only where
+  every address allows."""
+  shape = tuple(draw(st.lists(st.sampled_from([1, 2, 3, 5, 7, 14, 16]), min_size=2, max_size=4)))
+  move = draw(st.sampled_from(["none", "permute", "slice", "pad", "flip"]))
+  keep = tuple(draw(st.lists(st.booleans(), min_size=len(shape), max_size=len(shape))))
+  return shape, move, keep, draw(st.integers(0, 2**16))
+
+@settings(max_examples=60, derandomize=True, **SETTINGS)
+@given(layout())
+def test_merged_loop_layouts(case):
+  shape, move, keep, seed = case
+  r = np.random.default_rng(seed)
+  x = r.standard_normal(shape).astype(np.float32)
+  mv = {"none": (lambda t: t, lambda a: a),
+        "permute": (lambda t: t.permute(*range(t.ndim)[::-1]), lambda a: a.transpose(range(a.ndim)[::-1])),
+        "slice": (lambda t: t[..., : max(1, t.shape[-1] - 1)], lambda a: a[..., : max(1, a.shape[-1] - 1)]),
+        "pad": (lambda t: t.pad(((0, 0),) * (t.ndim - 1) + ((1, 2),)), lambda a: np.pad(a, ((0, 0),) * (a.ndim - 1) + ((1, 2),))),
+        "flip": (lambda t: t.flip(0), lambda a: a[::-1])}[move]
+  y = mv[1](x)
+  b = r.standard_normal(tuple(d if k else 1 for d, k in zip(y.shape, keep))).astype(np.float32)
+  got = (mv[0](Tensor(x)) * 2 + Tensor(b)).relu().numpy()
+  np.testing.assert_allclose(got, np.maximum(y * 2 + b, 0), rtol=1e-6, atol=1e-6)
