@@ -279,7 +279,8 @@ def merge_loops(sink: UOp) -> UOp:
   (every index expression over them is affine with a's coefficient nb times b's: a contiguous span of an NCHW tensor)
   run as one loop of na * nb iterations. A kernel over (256, 14, 14) then has one loop of 50176 that LLVM vectorizes
   whole, not 3584 runs of 14 with a scalar remainder each (3.5x faster). A range used any other way (a gate, a value,
-  a per-channel parameter's address) keeps its loop."""
+  a per-channel parameter's address) keeps its loop. Runs on affine_simplify's output: a division left in an index
+  is one its bounds do not fold, so an expression holding one has no affine form and keeps the loops apart."""
   while True:
     nodes = sink.toposort
     users: dict[UOp, list[UOp]] = {}

@@ -14,6 +14,14 @@
 // CHECK-DAG: "uop.const"() {value = 4 : index}
 // CHECK-DAG: "uop.const"() {value = 196 : index}
 // CHECK: "uop.end"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) : (!uop.token, index, index)
+// @folded: out[c][w] = x[(c*14 + w) // 14 + c*13 + w] over (4, 14): the division folds first (affine_simplify, by w's
+// bounds: c), the address is then 14c + w like the output's, and the loops merge into one of 56 reading x[r].
+// CHECK-LABEL: func.func private @folded
+// CHECK: %[[N:[0-9]+]] = "uop.const"() {value = 56 : index}
+// CHECK-NEXT: %[[R:[0-9]+]] = "uop.range"(%[[N]])
+// CHECK-NOT: uop.idiv
+// CHECK: "uop.index"(%arg1, %[[R]])
+// CHECK: "uop.end"(%{{[0-9]+}}, %[[R]]) : (!uop.token, index)
 // CHECK-LABEL: func.func private @padded
 // CHECK-DAG: "uop.const"() {value = 56 : index}
 // CHECK-DAG: "uop.const"() {value = 14 : index}
@@ -60,6 +68,26 @@ module {
     %8 = "uop.store"(%7, %6) : (!uop.ptr<f32>, f32) -> !uop.token
     %9 = "uop.end"(%8, %c, %h, %w) : (!uop.token, index, index, index) -> !uop.token
     "uop.sink"(%9) : (!uop.token) -> ()
+    return
+  }
+  func.func private @folded(%arg0: memref<56xf32>, %arg1: memref<56xf32>) attributes {uop.kernel} {
+    %c4 = "uop.const"() {value = 4 : index} : () -> index
+    %c13 = "uop.const"() {value = 13 : index} : () -> index
+    %c14 = "uop.const"() {value = 14 : index} : () -> index
+    %c = "uop.range"(%c4) {axis = 0 : i64, kind = "loop"} : (index) -> index
+    %w = "uop.range"(%c14) {axis = 1 : i64, kind = "loop"} : (index) -> index
+    %0 = "uop.mul"(%c, %c14) : (index, index) -> index
+    %1 = "uop.add"(%0, %w) : (index, index) -> index
+    %2 = "uop.idiv"(%1, %c14) : (index, index) -> index
+    %3 = "uop.mul"(%c, %c13) : (index, index) -> index
+    %4 = "uop.add"(%2, %3) : (index, index) -> index
+    %5 = "uop.add"(%4, %w) : (index, index) -> index
+    %6 = "uop.index"(%arg1, %5) : (memref<56xf32>, index) -> !uop.ptr<f32>
+    %7 = "uop.load"(%6) : (!uop.ptr<f32>) -> f32
+    %8 = "uop.index"(%arg0, %1) : (memref<56xf32>, index) -> !uop.ptr<f32>
+    %9 = "uop.store"(%8, %7) : (!uop.ptr<f32>, f32) -> !uop.token
+    %10 = "uop.end"(%9, %c, %w) : (!uop.token, index, index) -> !uop.token
+    "uop.sink"(%10) : (!uop.token) -> ()
     return
   }
   func.func private @padded(%arg0: memref<784xf32>, %arg1: memref<784xf32>) attributes {uop.kernel} {
