@@ -142,6 +142,12 @@ def k_contiguous(x: UOp, k: UOp) -> bool:
   """Whether x is a load whose address steps by 1 with reduce range k."""
   return x.op is Ops.LOAD and x.src[0].op is Ops.INDEX and len(x.src[0].src) == 2 and (f := affine(x.src[0].src[1], {})) is not None and f.get(k) == 1
 
+def k_rows(x: UOp, k: UOp) -> bool:
+  """Whether every load of x that moves with reduce range k steps by 1 with it (and one does): x's values along k
+  read memory in sequence (attention's exp(s - max), a row of a matrix)."""
+  forms = [affine(u.src[0].src[1], {}) if u.src[0].op is Ops.INDEX else None for u in x.toposort if u.op is Ops.LOAD and k in u.toposort]
+  return bool(forms) and all(f is not None and f.get(k) == 1 for f in forms)
+
 REDUCE_BLOCK = 1 << 12          # terms per float accumulator: long enough that a block's vector loop and its horizontal
                                 # sum cost ~1% over one long loop, short enough that blocks add up exactly to 2^31 and more
 def long_sums(f: Func, block: int) -> bool:

@@ -197,3 +197,17 @@ def test_epilogues_on_any_shape(m, k, n, batch, name):
     got = f(Tensor(a) @ Tensor(b), Tensor(v), Tensor(r)).numpy()
     np.testing.assert_allclose(got.astype(np.float32), ref(a @ b, v, r).astype(np.float32), rtol=2e-3, atol=2e-3)
   finally: o.MM_MIN_FLOPS = old
+
+@pytest.mark.parametrize("t,m,k,n", [(3, 50, 137, 40), (4, 64, 128, 32), (2, 30, 256, 48), (6, 129, 64, 16)])
+def test_batch_with_a_computed_along_k(t, m, k, n):
+  """A batch whose A is computed from k-contiguous loads (exp of x, attention's exp(s - max)) is packed row-major and
+  its rows read in place (lower_cpu.Contraction.rows_a; 256 floats a row: 64 bytes of padding between rows)."""
+  a, b = rnd(t, m, k) * 0.3, rnd(t, k, n)
+  np.testing.assert_allclose((Tensor(a).exp() @ Tensor(b)).numpy(), np.exp(a.astype(np.float64)) @ b, rtol=1e-4, atol=1e-4)
+  q, kk, v = rnd(t, m, 16), rnd(t, k, 16), rnd(t, k, n)
+  mask = R_.random((m, k)) < 0.8
+  mask[:, 0] = True
+  s = q.astype(np.float64) @ kk.swapaxes(1, 2) / 4 + np.where(mask, 0, -np.inf)
+  p = np.exp(s - s.max(-1, keepdims=True)); ref = p / p.sum(-1, keepdims=True) @ v
+  got = Tensor(q).scaled_dot_product_attention(Tensor(kk), Tensor(v), attn_mask=Tensor(mask)).numpy()
+  np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

@@ -45,7 +45,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify, at_lane
-from morok_mlir.passes.optimize import blocked, contraction, in_place, k_contiguous, single_store, twin
+from morok_mlir.passes.optimize import blocked, contraction, in_place, k_contiguous, k_rows, single_store, twin
 from morok_mlir.passes.registry import register, PassError
 
 # ---------------------------------------------------------------- tables
@@ -769,6 +769,13 @@ class Contraction:
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
     self.direct_a = self.in_place(a, I, K, self.Np == self.nr) if not T else None
+    # a batch's A computed from values that step along k (attention's exp(s - max)): pack_a writes it row-major (stores
+    # along k, as it computes it; rows a multiple of 1 KiB long get 64 bytes more so they do not share cache sets) and
+    # the tiles read its rows there. In MR-row panels each k step's values are stored MR floats apart: MiniLM's
+    # softmax(qk) @ v packed in 25.8 ms a call, row-major in 10.8 (its tiles 18.8 -> 24.6 ms: a plain load of A, whose
+    # panels pack fast, keeps them)
+    self.rows_a = self.K + 16 * (self.K % 256 == 0) if T and len(K) == 1 and not k_contiguous(a, K[0]) and k_rows(a, K[0]) else None
+    ka = self.rows_a or self.K   # A's floats per row in its scratch
     # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
     # a convolution of one image): the runtime may keep them while that input lives
     def one_slot(x):
@@ -785,21 +792,23 @@ class Contraction:
       not (self.a_slot is not None and k_contiguous(a, K[-1]))
     if self.fused: self.mc = mc_blk
     # Ap, Bp, C; a batch (over T) of each, one after the other
-    self.scratch = [self.batch * self.Mp * self.K if self.direct_a is None and not self.fused else 1, self.batch * self.Np * self.K,
+    self.scratch = [self.batch * self.Mp * ka if self.direct_a is None and not self.fused else 1, self.batch * self.Np * self.K,
                     self.batch * self.Mp * self.Np]
     if self.fused: self.scratch += [self.mc * self.K] * t   # one A block per thread
     self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
     ap, bp, cp = (self.args[n + i] for i in (3 if self.fused else 0, 1, 2))
     thr = {k: v for k, v in f.attrs.items() if k in self.PASSED}
-    def pack(x, rs, w, buf, k_first, per_batch):
+    def pack(x, rs, w, buf, k_first, per_batch, row=0):
       # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first
-      # for a), so reads follow its layout; the packed position needs only lin // w and lin % w
+      # for a), so reads follow its layout; the packed position needs only lin // w and lin % w (row > 0: row-major,
+      # rows `row` floats apart)
       x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
-      if (lanes := pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
+      if not row and (lanes := pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
       order = T + ((K + rs) if k_first else (rs + K))
       new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
       lin, kl = im.linearize([new[r] for r in rs], sizes(rs)), im.linearize([new[r] for r in K], sizes(K))
-      idx = im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
+      idx = im.add(im.mul(lin, im.const(row)), kl) if row else \
+        im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
       if T: idx = im.add(im.mul(im.linearize([new[r] for r in T], sizes(T)), im.const(per_batch)), idx)
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
       return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *new.values())),))], {"uop.kernel": None, **thr})
@@ -854,7 +863,8 @@ class Contraction:
       self.lane_of[id(f)] = lane
       return f
     self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
-    self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else pack(a, I, self.mr, ap, False, self.Mp * self.K)
+    self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else \
+      pack(a, I, self.mr, ap, False, self.Mp * ka, self.rows_a or 0)
     self.pack_b = pack(b, J, self.nr, bp, True, self.Np * self.K)
     m, nn = im.linearize(I, sizes(I)), im.linearize(J, sizes(J))
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
@@ -960,9 +970,10 @@ class Contraction:
       if u.op is not Ops.REDUCE or u.attrs.get("op") != "add" or len(u.src) != len(K) + 1 or u.dtype is not dtypes.float32: continue
       K2 = sorted(u.src[1:], key=_axis)
       if sizes(K2) != sizes(K) or a.substitute(dict(zip(K, K2))) is not u.src[0]: continue
-      idx = im.add(im.add(im.mul(im.idiv(lin, self.mr), im.const(self.K * self.mr)), im.mul(im.linearize(K2, sizes(K)), im.const(self.mr))),
-                   im.mod(lin, self.mr))
-      if T: idx = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.K)), idx)
+      kl = im.linearize(K2, sizes(K))
+      idx = im.add(im.mul(lin, im.const(self.rows_a)), kl) if self.rows_a else \
+        im.add(im.add(im.mul(im.idiv(lin, self.mr), im.const(self.K * self.mr)), im.mul(kl, im.const(self.mr))), im.mod(lin, self.mr))
+      if T: idx = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * (self.rows_a or self.K))), idx)
       out[u] = UOp(Ops.REDUCE, u.dtype, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (ap, idx)),)), *u.src[1:]), u.arg, u.loc)
     return out
 
@@ -1033,6 +1044,7 @@ class Contraction:
     batched = self.batch > 1                     # threads split the batch instead; each problem's offsets in the scratch
     lo, hi = ("%lo", "%hi") if t > 1 else (c0, ci(self.batch if batched else mb if by_m else nb))
     at = lambda x, part: L(f"arith.addi {x}, %off{part} : index") if batched else x
+    rowwise = self.direct_a is not None or self.rows_a is not None   # the tiles read A's rows (in place, or pack_a's copy)
     nargs = len(self.f.args)
     pa, pb, pc = (f"%arg{nargs + i}" for i in range(3))
     ta, tb, tc = (f"memref<{x}xf32>" for x in self.scratch[:3])
@@ -1047,13 +1059,16 @@ class Contraction:
       bbase = at(L(f"arith.muli %jb, {ci(self.K * nr)} : index"), "b")
       jcol = L(f"arith.muli %jb, {ci(nr)} : index")
       put(f"scf.for %ib = {ib_lo} to {ib_hi} step {c1} {{"); depth[0] += 1
-      if self.direct_a is None: abase = a_base()
+      if not rowwise: abase = a_base()
       else:   # row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows)
-        slot, off, stride = self.direct_a
-        a_buf, a_ty = f"%arg{slot}", mem_type(self.args[slot].dtype)
+        if self.direct_a is not None:
+          slot, off, stride = self.direct_a
+          a_buf, a_ty = f"%arg{slot}", mem_type(self.args[slot].dtype)
+        else: off, stride = 0, self.rows_a   # the row-major copy pack_a made, this problem's at %offa
         row0, last = L(f"arith.muli %ib, {ci(mr)} : index"), ci(self.M - 1)
         rows = [L(f"arith.minsi {add(row0, r)}, {last} : index") for r in range(mr)]
-        rbase = [L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index") for x in rows]
+        rbase = [at(L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index"), "a") if self.rows_a else
+                 L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index") for x in rows]
       crow = at(L(f"arith.addi {L(f'arith.muli %ib, {ci(mr * self.Np)} : index')}, {jcol} : index"), "c")
       offs = [[L(f"arith.addi {crow}, {ci(r * self.Np + v * vw)} : index") for v in range(nv)] for r in range(mr)]
       # one k slice: C starts from the identity, nothing to load
@@ -1079,10 +1094,10 @@ class Contraction:
       # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved)
       for off in range(0, nr, 16):
         put(f"memref.prefetch {pb}[{L(f'arith.minsi {add(bo, self.K * nr + off)}, {ci(self.scratch[1] - 1)} : index')}], read, locality<2>, data : {tb}")
-      if self.direct_a is None: ao = L(f"arith.addi {abase}, {L(f'arith.muli %k, {ci(mr)} : index')} : index")
+      if not rowwise: ao = L(f"arith.addi {abase}, {L(f'arith.muli %k, {ci(mr)} : index')} : index")
       new = []
       for r in range(mr):
-        ar = L(f"memref.load {a_buf}[{add(ao, r) if self.direct_a is None else L(f'arith.addi {rbase[r]}, %k : index')}] : {a_ty}")
+        ar = L(f"memref.load {a_buf}[{add(ao, r) if not rowwise else L(f'arith.addi {rbase[r]}, %k : index')}] : {a_ty}")
         av = L(f"vector.broadcast {ar} : f32 to {V}")
         new += [L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") if op == "add" else
                 L(f"arith.{op}imumf {accs[r * nv + v]}, {L(f'arith.mulf {av}, {bv[v]} : {V}')} : {V}") for v in range(nv)]
@@ -1142,7 +1157,7 @@ class Contraction:
       # (each KC x NR slice L1-resident while the MR-row tiles of the block pass over it)
       if batched:
         put(f"scf.for %bt = {lo} to {hi} step {c1} {{", 3)
-        for part, area in zip("abc", (self.Mp * self.K, self.Np * self.K, self.Mp * self.Np)):
+        for part, area in zip("abc", (self.Mp * (self.rows_a or self.K), self.Np * self.K, self.Mp * self.Np)):
           put(f"%off{part} = arith.muli %bt, {ci(area)} : index")
         lo, hi, by_m = c0, ci(mb), True
       put(f"scf.for %kc = {c0} to {ck} step {ckc} {{", 3)
