@@ -511,7 +511,8 @@ def main(names, beam: int = 0):
     print(f"| {w['name']:<42} | {ms('morok'):>9} | {ms('numpy'):>9} | {ms('torch'):>9} | {rate:>12} | {ratio('numpy'):>7} | {ratio('torch'):>7} | {pct:>7} |", flush=True)
     for k in w.get("extra", {}):   # a replay of the same work is compared with numpy and torch as the row is
       vs = lambda o: f"{t[o] / t[k]:.2f}" if t[o] is not None and k.startswith("TinyJit replay of the same") else ""
-      print(f"|   {k:<40} | {ms(k):>9} | {'':>9} | {'':>9} | {'':>12} | {vs('numpy'):>7} | {vs('torch'):>7} | {'':>7} |  x morok {t[k] / t['morok']:.2f}")
+      print(f"|   {k:<40} | {ms(k):>9} | {'':>9} | {'':>9} | {'':>12} | {vs('numpy'):>7} | {vs('torch'):>7} | {'':>7} |"
+            f"  x morok {t[k] / t['morok']:.2f}")
     if beam and n in BEAM_ROWS: searched(w, beam)
   if light := [n[6:] for n in names if n.startswith("light")]: light_rows([x for x in LIGHT if x in light or "" in light])
   for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
