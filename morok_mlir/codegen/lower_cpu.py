@@ -771,9 +771,9 @@ class Contraction:
     self.direct_a = self.in_place(a, I, K, self.Np == self.nr) if not T else None
     # a batch's A computed from values that step along k (attention's exp(s - max)): pack_a writes it row-major (stores
     # along k, as it computes it; rows a multiple of 1 KiB long get 64 bytes more so they do not share cache sets) and
-    # the tiles read its rows there. In MR-row panels each k step's values are stored MR floats apart: MiniLM's
-    # softmax(qk) @ v packed in 25.8 ms a call, row-major in 10.8 (its tiles 18.8 -> 24.6 ms: a plain load of A, whose
-    # panels pack fast, keeps them)
+    # the tiles read its rows there. MiniLM's softmax(qk) @ v, pack + tiles a call: 25.8 + 18.8 ms in MR-row panels
+    # (each k step's values stored MR floats apart), 10.6 + 21.7 row-major. A plain load keeps its panels: they pack
+    # fast, and tiles over them ran faster (q @ k^T 15.4 against 18.7 ms)
     self.rows_a = self.K + 16 * (self.K % 256 == 0) if T and len(K) == 1 and not k_contiguous(a, K[0]) and k_rows(a, K[0]) else None
     ka = self.rows_a or self.K   # A's floats per row in its scratch
     # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
