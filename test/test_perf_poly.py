@@ -50,8 +50,9 @@ def test_fused_softmax_sum_within_tolerance():
   assert abs(float(Tensor(s).sum().numpy()) - s.astype(np.float64).sum()) <= 1e-6 * s.size
 
 def test_pow_ulp():
-  """f32 pow (the polynomials with log2|x| * y in f64): <= 2 ulp wherever the result is a normal float, for a large |y|
-  too (x near 1), a subnormal x and a constant exponent (LRN's 0.75)."""
+  """f32 pow (log2|x|, its product with y and exp2 in f64, rounded once): <= 1.5 ulp wherever the result is a normal
+  float, for a large |y| too (x near 1: 1.16 measured), a subnormal x, a negative x to integer powers; <= 1 for a
+  constant exponent (LRN's 0.75: 0.52 measured)."""
   rng = np.random.default_rng(4)
   cases = [(np.exp(rng.uniform(-20, 20, 200_000)), rng.uniform(-6, 6, 200_000)),
            (rng.uniform(0.9, 1.1, 200_000), rng.uniform(-800, 800, 200_000)),
@@ -61,9 +62,9 @@ def test_pow_ulp():
     x, y = x.astype(np.float32), y.astype(np.float32)
     got, ref = (Tensor(x) ** Tensor(y)).numpy(), np.power(x.astype(np.float64), y.astype(np.float64))
     normal = (np.abs(ref) >= 2.0 ** -126) & (np.abs(ref) <= F32.max)
-    assert normal.mean() > 0.5 and ulps(got[normal], ref[normal]).max() <= 2
+    assert normal.mean() > 0.5 and ulps(got[normal], ref[normal]).max() <= 1.5
   x = rng.uniform(0.5, 3, 10_000).astype(np.float32)
-  assert ulps((Tensor(x) ** 0.75).numpy(), np.power(x.astype(np.float64), 0.75)).max() <= 2
+  assert ulps((Tensor(x) ** 0.75).numpy(), np.power(x.astype(np.float64), 0.75)).max() <= 1
 
 POW_EDGES = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3e38, -3e38, 1.5, -1.5,
              2.5, 1e30, 16777216.0, -16777217.0, 1e-40]

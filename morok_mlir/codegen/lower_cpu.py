@@ -37,7 +37,7 @@ f32 exp2 and log2 are polynomials (vectorizable; libm calls are scalar): see `Po
 Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel's func text) and
 `lower_module(funcs: list[Func]) -> str` (a whole kernel-level module). Unsupported input raises PassError."""
 from __future__ import annotations
-import re
+import math, re
 from math import gcd, prod
 from morok_mlir.ir.bridge import Func, arg_buffer, attr_text, const_text, import_module, replace_module_body, type_text
 from morok_mlir.core.dtype import DType, PtrDType, dtypes
@@ -138,6 +138,7 @@ class Poly:
   inputs (log2 rescales them)."""
   EXP2 = (1.535336188319500e-4, 1.339887440266574e-3, 9.618437357674640e-3, 5.550332471162809e-2, 2.402264791363012e-1,
           6.931472028550421e-1)
+  EXP2_64 = tuple(math.log(2) ** k / math.factorial(k) for k in range(11, -1, -1))   # 2^f, |f| <= 1/2: error < 2^-45
   LOG = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
          2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
   def __init__(self, lw: Lowerer, fr: Frame, width: int = 0):   # width > 0: on vectors of that many lanes (LaneLowerer)
@@ -145,12 +146,12 @@ class Poly:
   def L(self, text: str) -> str: return self.lw.line(self.fr, text)
   def t(self, ty: str) -> str: return f"vector<{self.w}x{ty}>" if self.w else ty
   def c(self, v, ty="f32") -> str:
-    if not self.w: return self.lw.const(v, {"f32": dtypes.float32, "f64": dtypes.float64, "i32": dtypes.int32}[ty])
+    if not self.w: return self.lw.const(v, {"f32": dtypes.float32, "f64": dtypes.float64, "i32": dtypes.int32, "i64": dtypes.int64}[ty])
     return self.L(splat(v, ty, self.w))
   def op(self, name: str, *a, ty="f32") -> str: return self.L(f"{name} {', '.join(a)} : {self.t(ty)}")
-  def horner(self, x: str, coefs) -> str:
-    p = self.c(coefs[0])
-    for k in coefs[1:]: p = self.op("math.fma", p, x, self.c(k))
+  def horner(self, x: str, coefs, ty="f32") -> str:
+    p = self.c(coefs[0], ty)
+    for k in coefs[1:]: p = self.op("math.fma", p, x, self.c(k, ty), ty=ty)
     return p
   def sel(self, cond: str, a: str, b: str, ty="f32") -> str:
     return self.L(f"arith.select {cond}, {a}, {b} : {self.t('i1') + ', ' if self.w else ''}{self.t(ty)}")
@@ -196,8 +197,8 @@ class Poly:
     r = self.sel(self.cmp("oeq", x, self.c(0.0)), self.c(float("-inf")), r)
     return self.sel(self.cmp("ult", x, self.c(0.0)), self.c(float("nan")), r)   # ult: x < 0 or NaN
   def pow(self, x: str, y: str) -> str:
-    """x ** y as C's powf: exp2(y * log2|x|), log2 and the product in f64 (the product's rounding would cost |y log2 x|
-    ulp), the sign of x to an odd integer power, NaN for a finite x < 0 to a non-integer one, and C's edge values:
+    """x ** y as C's powf: exp2(y * log2|x|), log2, the product and exp2 in f64, rounded once (the product's rounding in
+    f32 would cost |y log2 x| ulp), the sign of x to an odd integer power, NaN for a finite x < 0 to a non-integer one, and C's edge values:
     x ** 0 = 1 and 1 ** y = 1 (NaN too), (-1) ** +-inf = 1, 0 ** y = 0 or inf by y's sign, inf likewise."""
     ax, inf, one = self.op("math.absf", x), self.c(float("inf")), self.c(1.0)
     ok = self.bool("andi", self.cmp("ogt", ax, self.c(0.0)), self.cmp("olt", ax, inf))
@@ -205,8 +206,11 @@ class Poly:
     for v, s in ((0.0, "-inf"), (float("inf"), "inf")): lg = self.sel(self.cmp("oeq", ax, self.c(v)), self.c(float(s), "f64"), lg, "f64")
     t = self.op("arith.mulf", lg, self.cast("arith.extf", y, "f32", "f64"), ty="f64")
     t = self.op("arith.minimumf", self.op("arith.maximumf", t, self.c(-160.0, "f64"), ty="f64"), self.c(130.0, "f64"), ty="f64")
+    # 2^t all in f64 (2^n by its exponent bits: normal in f64 over the whole range), rounded to f32 once
     n = self.op("math.roundeven", t, ty="f64")
-    r = self.scaled(self.cast("arith.truncf", self.op("arith.subf", t, n, ty="f64"), "f64", "f32"), self.cast("arith.fptosi", n, "f64", "i32"))
+    bits = self.op("arith.shli", self.op("arith.addi", self.cast("arith.fptosi", n, "f64", "i64"), self.c(1023, "i64"), ty="i64"), self.c(52, "i64"), ty="i64")
+    r64 = self.op("arith.mulf", self.horner(self.op("arith.subf", t, n, ty="f64"), self.EXP2_64, "f64"), self.cast("arith.bitcast", bits, "i64", "f64"), ty="f64")
+    r = self.cast("arith.truncf", r64, "f64", "f32")
     fy, half = self.op("math.floor", y), self.op("arith.mulf", y, self.c(0.5))
     odd = self.bool("andi", self.cmp("oeq", fy, y), self.cmp("one", self.op("math.floor", half), half))
     signed = self.L(f"arith.cmpi slt, {self.cast('arith.bitcast', x, 'f32', 'i32')}, {self.c(0, 'i32')} : {self.t('i32')}")   # -0.0 too

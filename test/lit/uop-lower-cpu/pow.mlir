@@ -1,7 +1,7 @@
 // RUN: morok-opt %s -p uop-lower-cpu | FileCheck %s
 
-// f32 pow lowers to the exp2/log2 polynomials LLVM vectorizes, not a scalar powf call: log2|x| and its product with
-// y in f64 (the product's rounding would cost |y log2 x| ulp), then C's edge values by selects
+// f32 pow lowers to polynomials LLVM vectorizes, not a scalar powf call: log2|x|, its product with y and exp2 in f64
+// (2^n by its exponent bits), rounded to f32 once, then C's edge values by selects
 module {
   // CHECK-LABEL: func.func @pow
   // CHECK-NOT: math.powf
