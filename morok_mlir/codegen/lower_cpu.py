@@ -38,6 +38,7 @@ Public API: `lower_kernel(f: Func, name: str | None = None) -> str` (one kernel'
 `lower_module(funcs: list[Func]) -> str` (a whole kernel-level module). Unsupported input raises PassError."""
 from __future__ import annotations
 import math, re
+import numpy as np
 from math import gcd, prod
 from morok_mlir.ir.bridge import Func, arg_buffer, attr_text, const_text, import_module, replace_module_body, type_text
 from morok_mlir.core.dtype import DType, PtrDType, dtypes
@@ -125,6 +126,17 @@ class Bf16:
 
 # ---------------------------------------------------------------- polynomial transcendentals (f32)
 POLY = ("exp2", "log2", "pow")
+LOG2E = 1 / math.log(2)
+def exp2_of_product(u: UOp) -> tuple[UOp, float] | None:
+  """(x, c) when u is an f32 exp2 of x * c, c a constant: lowered as Poly.exp2_mul. exp and sigmoid multiply by
+  +-1/ln 2, a constant stored as f32: that one stands for the real 1/ln 2 (its f32 rounding alone is 18 ulp at exp(80))."""
+  if u.op is not Ops.EXP2 or u.dtype is not dtypes.float32 or (m := u.src[0]).op is not Ops.MUL: return None
+  for x, c in (m.src, m.src[::-1]):
+    if c.op is Ops.CONST and x.op is not Ops.CONST:
+      v = float(c.attrs["value"])
+      return x, math.copysign(LOG2E, v) if abs(v) == float(np.float32(LOG2E)) else v
+  return None
+
 def splat(v, elem: str, n: int) -> str:
   """The text of an n-lane vector constant of v (elem: its MLIR element type)."""
   return f"arith.constant dense<{const_text(v, elem).split(' :')[0]}> : vector<{n}x{elem}>"
@@ -163,6 +175,17 @@ class Poly:
     n = self.op("math.roundeven", xc)
     f = self.op("arith.subf", xc, n)
     return self.sel(self.cmp("uno", x, x), x, self.scaled(f, self.cast("arith.fptosi", n, "f32", "i32")))
+  def exp2_mul(self, x: str, c: float) -> str:
+    """2^(x * c) for a constant c (exp and sigmoid: x / ln 2), the product's rounding recovered by an FMA and c split in
+    two f32 parts: a plain exp2 of the rounded product is off by |x c| * 2^-24 relative (exp(80): 64 ulp)."""
+    chi = float(np.float32(c))
+    th = self.op("arith.mulf", x, self.c(chi))
+    tl = self.op("math.fma", x, self.c(float(np.float32(c - chi))), self.op("math.fma", x, self.c(chi), self.op("arith.negf", th)))
+    thc = self.op("arith.minimumf", self.op("arith.maximumf", th, self.c(-160.0)), self.c(130.0))
+    n = self.op("math.roundeven", thc)
+    tl = self.sel(self.cmp("olt", self.op("math.absf", th), self.c(128.0)), tl, self.c(0.0))   # inf: tl is NaN, unused
+    r = self.scaled(self.op("arith.addf", self.op("arith.subf", thc, n), tl), self.cast("arith.fptosi", n, "f32", "i32"))
+    return self.sel(self.cmp("uno", th, th), th, r)
   def scaled(self, f: str, ni: str) -> str:
     """exp2(f) * 2^ni for f in [-1/2, 1/2] and an i32 ni in [-160, 130]."""
     r = self.op("math.fma", self.horner(f, self.EXP2), f, self.c(1.0))
@@ -501,7 +524,9 @@ class Lowerer:
     if op in (Ops.SHL, Ops.SHR) and c in (S, U): return self.shift(op, srcs, names, sdt, fr)
     if op is Ops.POW and c in (S, U): return self.ipow(names[0], names[1], sdt, fr)
     if op not in ALU or c not in ALU[op]: raise PassError(f"uop.{op} is not defined on {sdt.name}", u.loc)
-    if op in POLY and t == "f32": return getattr(Poly(self, fr), op)(*names)
+    if op in POLY and t == "f32":
+      if (xc := exp2_of_product(u)) is not None: return Poly(self, fr).exp2_mul(self.value(xc[0]), xc[1])
+      return getattr(Poly(self, fr), op)(*names)
     return L(f"{ALU[op][c]} {', '.join(names)}{fm if op in ('add', 'mul', 'max', 'min') else ''} : {t}")
 
   def ipow(self, a: str, e: str, dt: DType, fr: Frame) -> str:
@@ -685,6 +710,7 @@ class LaneLowerer(Lowerer):
     if u.op is Ops.WHERE: return self.place(u, fr, L(f"arith.select {', '.join(srcs)} : {self.vty(dtypes.bool)}, {self.vty(u.dtype)}"))
     if u.op is Ops.NEG: return self.place(u, fr, L(f"arith.negf {srcs[0]} : {self.vty(sdt)}"))
     if u.op is Ops.RECIP: return self.place(u, fr, L(f"arith.divf {L(f'arith.constant dense<1.0> : {self.vty(sdt)}')}, {srcs[0]} : {self.vty(sdt)}"))
+    if (xc := exp2_of_product(u)) is not None: return self.place(u, fr, Poly(self, fr, self.vw).exp2_mul(self.vec_of(xc[0], fr), xc[1]))
     if str(u.op) in POLY: return self.place(u, fr, getattr(Poly(self, fr, self.vw), str(u.op))(*srcs))
     if u.op is Ops.CAST:   # f32 -> bool is != 0 (NaN is true), bool -> f32 is 0 or 1
       if u.dtype is dtypes.bool: return self.place(u, fr, L(f"arith.cmpf une, {srcs[0]}, {L(f'arith.constant dense<0.0> : {self.vty(sdt)}')} : {self.vty(sdt)}"))
