@@ -101,3 +101,18 @@ def test_exp_and_sigmoid_ulp():
   with np.errstate(all="ignore"): want = np.exp(e)
   got = Tensor(e).exp().numpy()
   assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(got[~np.isnan(want)], want[~np.isnan(want)])
+
+def test_cos_and_shifted_sin_ulp():
+  """cos (sin(pi/2 - x) in the graph) lowers to libm's cos of x: <= 1 ulp near its zeros and for huge x, where the f32
+  subtraction lost everything (0.75 relative at x ~ 100); sin(x + c) computes the shift and the sine in f64."""
+  rng = np.random.default_rng(6)
+  for x in (rng.uniform(-100, 100, 200_000), rng.uniform(1.5, 1.65, 100_000), rng.uniform(-1e30, 1e30, 100_000)):
+    x = x.astype(np.float32)
+    got, ref = Tensor(x).cos().numpy(), np.cos(x.astype(np.float64))
+    assert (ulps(got, ref) <= 1).all()
+  x = rng.uniform(-10, 10, 100_000).astype(np.float32)
+  assert (ulps((Tensor(x) + 1).sin().numpy(), np.sin(x.astype(np.float64) + 1)) <= 1).all()
+  e = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+  with np.errstate(all="ignore"): want = np.cos(e)
+  got = Tensor(e).cos().numpy()
+  assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(got[~np.isnan(want)], want[~np.isnan(want)])

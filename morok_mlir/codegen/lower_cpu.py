@@ -137,6 +137,19 @@ def exp2_of_product(u: UOp) -> tuple[UOp, float] | None:
       return x, math.copysign(LOG2E, v) if abs(v) == float(np.float32(LOG2E)) else v
   return None
 
+HALF_PI = math.pi / 2
+def sin_of_shift(u: UOp) -> tuple[UOp, float, bool] | None:
+  """(x, c, negated) when u is an f32 sin of c + x, x + c, c - x or x - c, c a constant: computed in f64, the shift
+  exact. cos(x) is sin(pi/2 - x), whose f32 subtraction (and pi/2's f32 rounding) cost all precision near cos's zeros
+  (0.75 relative at x ~ 100): in that form the constant f32(pi/2) stands for the real pi/2."""
+  if u.op is not Ops.SIN or u.dtype is not dtypes.float32 or (a := u.src[0]).op not in (Ops.ADD, Ops.SUB): return None
+  for i, (c, x) in enumerate((a.src, a.src[::-1])):
+    if c.op is Ops.CONST and x.op is not Ops.CONST and not (a.op is Ops.SUB and i == 1):
+      v = float(c.attrs["value"])
+      return x, math.copysign(HALF_PI, v) if a.op is Ops.SUB and abs(v) == float(np.float32(HALF_PI)) else v, a.op is Ops.SUB
+  if a.op is Ops.SUB and a.src[1].op is Ops.CONST and a.src[0].op is not Ops.CONST: return a.src[0], -float(a.src[1].attrs["value"]), False
+  return None
+
 def splat(v, elem: str, n: int) -> str:
   """The text of an n-lane vector constant of v (elem: its MLIR element type)."""
   return f"arith.constant dense<{const_text(v, elem).split(' :')[0]}> : vector<{n}x{elem}>"
@@ -524,6 +537,13 @@ class Lowerer:
     if op in (Ops.SHL, Ops.SHR) and c in (S, U): return self.shift(op, srcs, names, sdt, fr)
     if op is Ops.POW and c in (S, U): return self.ipow(names[0], names[1], sdt, fr)
     if op not in ALU or c not in ALU[op]: raise PassError(f"uop.{op} is not defined on {sdt.name}", u.loc)
+    if (xs := sin_of_shift(u)) is not None and op is Ops.SIN:
+      if abs(xs[1]) == HALF_PI:   # sin(x +- pi/2) and sin(+-pi/2 - x) are +-cos(x): libm's cosf, exact for any x
+        r = L(f"math.cos {self.value(xs[0])} : f32")
+        return L(f"arith.negf {r} : f32") if xs[1] < 0 else r
+      # another shift: it and the sine in f64, rounded once
+      arg = L(f"arith.{'subf' if xs[2] else 'addf'} {self.const(xs[1], dtypes.float64)}, {L(f'arith.extf {self.value(xs[0])} : f32 to f64')} : f64")
+      return L(f"arith.truncf {L(f'math.sin {arg} : f64')} : f64 to f32")
     if op in POLY and t == "f32":
       if (xc := exp2_of_product(u)) is not None: return Poly(self, fr).exp2_mul(self.value(xc[0]), xc[1])
       return getattr(Poly(self, fr), op)(*names)
