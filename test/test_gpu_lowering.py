@@ -59,6 +59,8 @@ MORE = {  # further cases for the emulated runs
   "colsum_upcast": (lambda: R(8, 64).sum(axis=0), False),             # short reduce: lanes share one loop
   "conv_upcast": (lambda: R(2, 4, 10, 12).conv2d(R(8, 4, 3, 3), padding=1), False),   # three reduce ranges, flattened
   "two_kernels": (lambda: (R(64, 130) - R(64, 130).max(axis=1, keepdim=True)).exp().sum(axis=0), True),
+  # the CPU lowering's accurate forms, shared: cos as math.cos, a shifted sine and pow in f64 steps, exp's exact product
+  "trig_pow_exp": (lambda: (R(33, 40).cos() + (R(33, 40, seed=3) + 1).sin()) * R(33, 40, seed=4) ** R(33, 40, seed=5) + (R(33, 40) * 3).exp(), False),
 }
 
 @pytest.mark.parametrize("chip", ["sm_80", "sm_90"])
@@ -144,3 +146,10 @@ def test_upcast_lanes_share_one_reduce_loop():
   (k,) = kernels(R(256, 256) @ R(256, 256))
   text, l = lower_kernel(k)
   assert l.upcast == 4 and text.count("scf.for") == 1 and ":4 = scf.for" in text and text.count("memref.load %arg1") == 1
+
+def test_accurate_forms_assemble():
+  """cos (math.cos), a shifted sine (f64), pow (f64 log2, product, exp2) and exp (an FMA-exact product) make PTX that
+  ptxas assembles."""
+  ks = kernels(MORE["trig_pow_exp"][0]())
+  ptx = ptx_for(lower_module(ks), "sm_90")
+  assert kernel_names(ptx) == [k.name for k in ks]
