@@ -126,34 +126,35 @@ class Bf16:
 
 # ---------------------------------------------------------------- polynomial transcendentals (f32)
 POLY = ("exp2", "log2", "pow")
-LOG2E = 1 / math.log(2)
+LOG2E, HALF_PI = 1 / math.log(2), math.pi / 2
+def meant(c: UOp, real: float) -> float:
+  """c's value, or +-real where c is real's f32 rounding (the Tensor ops' 1/ln 2 and pi/2: a constant stored as f32)."""
+  v = float(c.attrs["value"])
+  return math.copysign(real, v) if abs(v) == float(np.float32(real)) else v
+
 def exp2_of_product(u: UOp) -> tuple[UOp, float] | None:
   """(x, c) when u is an f32 exp2 of x * c, c a constant: lowered as Poly.exp2_mul. exp and sigmoid multiply by
-  +-1/ln 2, a constant stored as f32: that one stands for the real 1/ln 2 (its f32 rounding alone is 18 ulp at exp(80))."""
+  +-1/ln 2, taken at full precision (its f32 rounding alone is 18 ulp at exp(80))."""
   if u.op is not Ops.EXP2 or u.dtype is not dtypes.float32 or (m := u.src[0]).op is not Ops.MUL: return None
   for x, c in (m.src, m.src[::-1]):
-    if c.op is Ops.CONST and x.op is not Ops.CONST:
-      v = float(c.attrs["value"])
-      return x, math.copysign(LOG2E, v) if abs(v) == float(np.float32(LOG2E)) else v
+    if c.op is Ops.CONST and x.op is not Ops.CONST: return x, meant(c, LOG2E)
   return None
 
-HALF_PI = math.pi / 2
 def sin_of_shift(u: UOp) -> tuple[UOp, float, bool] | None:
   """(x, c, negated) when u is an f32 sin of c + x, x + c, c - x or x - c, c a constant: computed in f64, the shift
   exact. cos(x) is sin(pi/2 - x), whose f32 subtraction (and pi/2's f32 rounding) cost all precision near cos's zeros
-  (0.75 relative at x ~ 100): in that form the constant f32(pi/2) stands for the real pi/2."""
+  (0.75 relative at x ~ 100): in that form the constant stands for the real pi/2."""
   if u.op is not Ops.SIN or u.dtype is not dtypes.float32 or (a := u.src[0]).op not in (Ops.ADD, Ops.SUB): return None
-  for i, (c, x) in enumerate((a.src, a.src[::-1])):
-    if c.op is Ops.CONST and x.op is not Ops.CONST and not (a.op is Ops.SUB and i == 1):
-      v = float(c.attrs["value"])
-      return x, math.copysign(HALF_PI, v) if a.op is Ops.SUB and abs(v) == float(np.float32(HALF_PI)) else v, a.op is Ops.SUB
-  if a.op is Ops.SUB and a.src[1].op is Ops.CONST and a.src[0].op is not Ops.CONST: return a.src[0], -float(a.src[1].attrs["value"]), False
+  (l, r), sub = a.src, a.op is Ops.SUB
+  if l.op is Ops.CONST and r.op is not Ops.CONST: return r, meant(l, HALF_PI) if sub else float(l.attrs["value"]), sub
+  if r.op is Ops.CONST and l.op is not Ops.CONST: return l, -float(r.attrs["value"]) if sub else float(r.attrs["value"]), False
   return None
 
 def splat(v, elem: str, n: int) -> str:
   """The text of an n-lane vector constant of v (elem: its MLIR element type)."""
   return f"arith.constant dense<{const_text(v, elem).split(' :')[0]}> : vector<{n}x{elem}>"
 
+POLY_DT = {"f32": dtypes.float32, "f64": dtypes.float64, "i32": dtypes.int32, "i64": dtypes.int64}   # Poly's scalar types
 class Poly:
   """exp2, log2 and pow on f32 as arith/math ops LLVM vectorizes (math.exp2/log2 become scalar libm calls).
   Cephes' coefficients, evaluated with FMA. Bounds (test/test_perf_poly.py checks them against float64 over the
@@ -171,7 +172,7 @@ class Poly:
   def L(self, text: str) -> str: return self.lw.line(self.fr, text)
   def t(self, ty: str) -> str: return f"vector<{self.w}x{ty}>" if self.w else ty
   def c(self, v, ty="f32") -> str:
-    if not self.w: return self.lw.const(v, {"f32": dtypes.float32, "f64": dtypes.float64, "i32": dtypes.int32, "i64": dtypes.int64}[ty])
+    if not self.w: return self.lw.const(v, POLY_DT[ty])
     return self.L(splat(v, ty, self.w))
   def op(self, name: str, *a, ty="f32") -> str: return self.L(f"{name} {', '.join(a)} : {self.t(ty)}")
   def horner(self, x: str, coefs, ty="f32") -> str:
@@ -183,10 +184,12 @@ class Poly:
   def cmp(self, pred: str, a: str, b: str, ty="f32") -> str: return self.L(f"arith.cmpf {pred}, {a}, {b} : {self.t(ty)}")
   def bool(self, name: str, a: str, b: str) -> str: return self.L(f"arith.{name} {a}, {b} : {self.t('i1')}")
   def cast(self, op: str, x: str, src: str, dst: str) -> str: return self.L(f"{op} {x} : {self.t(src)} to {self.t(dst)}")
-  def exp2(self, x: str) -> str:
+  def exp2(self, x: str, lo: str | None = None) -> str:
+    """2^(x + lo), lo a small correction below x's rounding (exp2_mul's), or 2^x."""
     xc = self.op("arith.minimumf", self.op("arith.maximumf", x, self.c(-160.0)), self.c(130.0))
     n = self.op("math.roundeven", xc)
     f = self.op("arith.subf", xc, n)
+    if lo is not None: f = self.op("arith.addf", f, lo)
     return self.sel(self.cmp("uno", x, x), x, self.scaled(f, self.cast("arith.fptosi", n, "f32", "i32")))
   def exp2_mul(self, x: str, c: float) -> str:
     """2^(x * c) for a constant c (exp and sigmoid: x / ln 2), the product's rounding recovered by an FMA and c split in
@@ -194,11 +197,7 @@ class Poly:
     chi = float(np.float32(c))
     th = self.op("arith.mulf", x, self.c(chi))
     tl = self.op("math.fma", x, self.c(float(np.float32(c - chi))), self.op("math.fma", x, self.c(chi), self.op("arith.negf", th)))
-    thc = self.op("arith.minimumf", self.op("arith.maximumf", th, self.c(-160.0)), self.c(130.0))
-    n = self.op("math.roundeven", thc)
-    tl = self.sel(self.cmp("olt", self.op("math.absf", th), self.c(128.0)), tl, self.c(0.0))   # inf: tl is NaN, unused
-    r = self.scaled(self.op("arith.addf", self.op("arith.subf", thc, n), tl), self.cast("arith.fptosi", n, "f32", "i32"))
-    return self.sel(self.cmp("uno", th, th), th, r)
+    return self.exp2(th, self.sel(self.cmp("olt", self.op("math.absf", th), self.c(128.0)), tl, self.c(0.0)))   # inf: tl is NaN
   def scaled(self, f: str, ni: str) -> str:
     """exp2(f) * 2^ni for f in [-1/2, 1/2] and an i32 ni in [-160, 130]."""
     r = self.op("math.fma", self.horner(f, self.EXP2), f, self.c(1.0))
@@ -234,8 +233,9 @@ class Poly:
     return self.sel(self.cmp("ult", x, self.c(0.0)), self.c(float("nan")), r)   # ult: x < 0 or NaN
   def pow(self, x: str, y: str) -> str:
     """x ** y as C's powf: exp2(y * log2|x|), log2, the product and exp2 in f64, rounded once (the product's rounding in
-    f32 would cost |y log2 x| ulp), the sign of x to an odd integer power, NaN for a finite x < 0 to a non-integer one, and C's edge values:
-    x ** 0 = 1 and 1 ** y = 1 (NaN too), (-1) ** +-inf = 1, 0 ** y = 0 or inf by y's sign, inf likewise."""
+    f32 would cost |y log2 x| ulp), the sign of x to an odd integer power, NaN for a finite x < 0 to a non-integer one,
+    and C's edge values: x ** 0 = 1 and 1 ** y = 1 (NaN too), (-1) ** +-inf = 1, 0 ** y = 0 or inf by y's sign, inf
+    likewise."""
     ax, inf, one = self.op("math.absf", x), self.c(float("inf")), self.c(1.0)
     ok = self.bool("andi", self.cmp("ogt", ax, self.c(0.0)), self.cmp("olt", ax, inf))
     lg = self.log2(self.sel(ok, ax, one), wide=True)
@@ -244,8 +244,9 @@ class Poly:
     t = self.op("arith.minimumf", self.op("arith.maximumf", t, self.c(-160.0, "f64"), ty="f64"), self.c(130.0, "f64"), ty="f64")
     # 2^t all in f64 (2^n by its exponent bits: normal in f64 over the whole range), rounded to f32 once
     n = self.op("math.roundeven", t, ty="f64")
-    bits = self.op("arith.shli", self.op("arith.addi", self.cast("arith.fptosi", n, "f64", "i64"), self.c(1023, "i64"), ty="i64"), self.c(52, "i64"), ty="i64")
-    r64 = self.op("arith.mulf", self.horner(self.op("arith.subf", t, n, ty="f64"), self.EXP2_64, "f64"), self.cast("arith.bitcast", bits, "i64", "f64"), ty="f64")
+    e = self.op("arith.addi", self.cast("arith.fptosi", n, "f64", "i64"), self.c(1023, "i64"), ty="i64")
+    scale = self.cast("arith.bitcast", self.op("arith.shli", e, self.c(52, "i64"), ty="i64"), "i64", "f64")
+    r64 = self.op("arith.mulf", self.horner(self.op("arith.subf", t, n, ty="f64"), self.EXP2_64, "f64"), scale, ty="f64")
     r = self.cast("arith.truncf", r64, "f64", "f32")
     fy, half = self.op("math.floor", y), self.op("arith.mulf", y, self.c(0.5))
     odd = self.bool("andi", self.cmp("oeq", fy, y), self.cmp("one", self.op("math.floor", half), half))
@@ -537,7 +538,7 @@ class Lowerer:
     if op in (Ops.SHL, Ops.SHR) and c in (S, U): return self.shift(op, srcs, names, sdt, fr)
     if op is Ops.POW and c in (S, U): return self.ipow(names[0], names[1], sdt, fr)
     if op not in ALU or c not in ALU[op]: raise PassError(f"uop.{op} is not defined on {sdt.name}", u.loc)
-    if (xs := sin_of_shift(u)) is not None and op is Ops.SIN:
+    if op is Ops.SIN and (xs := sin_of_shift(u)) is not None:
       if abs(xs[1]) == HALF_PI:   # sin(x +- pi/2) and sin(+-pi/2 - x) are +-cos(x): libm's cosf, exact for any x
         r = L(f"math.cos {self.value(xs[0])} : f32")
         return L(f"arith.negf {r} : f32") if xs[1] < 0 else r
@@ -733,7 +734,8 @@ class LaneLowerer(Lowerer):
     if (xc := exp2_of_product(u)) is not None: return self.place(u, fr, Poly(self, fr, self.vw).exp2_mul(self.vec_of(xc[0], fr), xc[1]))
     if str(u.op) in POLY: return self.place(u, fr, getattr(Poly(self, fr, self.vw), str(u.op))(*srcs))
     if u.op is Ops.CAST:   # f32 -> bool is != 0 (NaN is true), bool -> f32 is 0 or 1
-      if u.dtype is dtypes.bool: return self.place(u, fr, L(f"arith.cmpf une, {srcs[0]}, {L(f'arith.constant dense<0.0> : {self.vty(sdt)}')} : {self.vty(sdt)}"))
+      if u.dtype is dtypes.bool:
+        return self.place(u, fr, L(f"arith.cmpf une, {srcs[0]}, {L(f'arith.constant dense<0.0> : {self.vty(sdt)}')} : {self.vty(sdt)}"))
       return self.place(u, fr, L(f"arith.uitofp {srcs[0]} : {self.vty(sdt)} to {self.vty(u.dtype)}"))
     if u.op in CMP:
       mop, pred = CMP[u.op][c].split()
@@ -825,7 +827,7 @@ class Contraction:
     # (each k step's values stored MR floats apart), 10.6 + 21.7 row-major. A plain load keeps its panels: they pack
     # fast, and tiles over them ran faster (q @ k^T 15.4 against 18.7 ms)
     self.rows_a = self.K + 16 * (self.K % 256 == 0) if T and len(K) == 1 and not k_contiguous(a, K[0]) and k_rows(a, K[0]) else None
-    ka = self.rows_a or self.K   # A's floats per row in its scratch
+    self.ka = self.rows_a or self.K   # A's floats per row in its scratch
     # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
     # a convolution of one image): the runtime may keep them while that input lives
     def one_slot(x):
@@ -842,7 +844,7 @@ class Contraction:
       not (self.a_slot is not None and k_contiguous(a, K[-1]))
     if self.fused: self.mc = mc_blk
     # Ap, Bp, C; a batch (over T) of each, one after the other
-    self.scratch = [self.batch * self.Mp * ka if self.direct_a is None and not self.fused else 1, self.batch * self.Np * self.K,
+    self.scratch = [self.batch * self.Mp * self.ka if self.direct_a is None and not self.fused else 1, self.batch * self.Np * self.K,
                     self.batch * self.Mp * self.Np]
     if self.fused: self.scratch += [self.mc * self.K] * t   # one A block per thread
     self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
@@ -857,8 +859,7 @@ class Contraction:
       order = T + ((K + rs) if k_first else (rs + K))
       new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
       lin, kl = im.linearize([new[r] for r in rs], sizes(rs)), im.linearize([new[r] for r in K], sizes(K))
-      idx = im.add(im.mul(lin, im.const(row)), kl) if row else \
-        im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
+      idx = self.packed_at(lin, kl, w, row)
       if T: idx = im.add(im.mul(im.linearize([new[r] for r in T], sizes(T)), im.const(per_batch)), idx)
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
       return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *new.values())),))], {"uop.kernel": None, **thr})
@@ -914,7 +915,7 @@ class Contraction:
       return f
     self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
     self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else \
-      pack(a, I, self.mr, ap, False, self.Mp * ka, self.rows_a or 0)
+      pack(a, I, self.mr, ap, False, self.Mp * self.ka, self.rows_a or 0)
     self.pack_b = pack(b, J, self.nr, bp, True, self.Np * self.K)
     m, nn = im.linearize(I, sizes(I)), im.linearize(J, sizes(J))
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
@@ -946,7 +947,8 @@ class Contraction:
     cload = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.const(0))),))   # the tile's element, placed below
     out, nodes = st.src[0].src[0], (st := st.substitute({red: cload, **sums})).toposort
     # a reduce in the epilogue: only the sums of A's packed panels (packed_sums: attention's softmax row sums)
-    if out.op is not Ops.BUFFER or out.dtype.base is not dtypes.float32 or any(u.op is Ops.REDUCE and u not in sums.values() for u in nodes): return None
+    if out.op is not Ops.BUFFER or out.dtype.base is not dtypes.float32: return None
+    if any(u.op is Ops.REDUCE and u not in sums.values() for u in nodes): return None
     if any(u.op is Ops.LOAD and u.src[0].src[0] is out for x in (a, b) for u in x.toposort): return None
     tile = arg_buffer(len(self.args), dtypes.float32.ptr(self.mr * self.nr))
     for rows in (False, True):
@@ -1020,12 +1022,16 @@ class Contraction:
       if u.op is not Ops.REDUCE or u.attrs.get("op") != "add" or len(u.src) != len(K) + 1 or u.dtype is not dtypes.float32: continue
       K2 = sorted(u.src[1:], key=_axis)
       if sizes(K2) != sizes(K) or a.substitute(dict(zip(K, K2))) is not u.src[0]: continue
-      kl = im.linearize(K2, sizes(K))
-      idx = im.add(im.mul(lin, im.const(self.rows_a)), kl) if self.rows_a else \
-        im.add(im.add(im.mul(im.idiv(lin, self.mr), im.const(self.K * self.mr)), im.mul(kl, im.const(self.mr))), im.mod(lin, self.mr))
-      if T: idx = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * (self.rows_a or self.K))), idx)
+      idx = self.packed_at(lin, im.linearize(K2, sizes(K)), self.mr, self.rows_a or 0)
+      if T: idx = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.ka)), idx)
       out[u] = UOp(Ops.REDUCE, u.dtype, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (ap, idx)),)), *u.src[1:]), u.arg, u.loc)
     return out
+
+  def packed_at(self, lin: UOp, kl: UOp, w: int, row: int = 0) -> UOp:
+    """Where an operand's row lin, k kl goes in its scratch: w-row panels (each k's w values together), or row-major
+    with rows `row` floats apart."""
+    if row: return im.add(im.mul(lin, im.const(row)), kl)
+    return im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
 
   @staticmethod
   def in_place(a: UOp, I: list[UOp], K: list[UOp], once: bool = False) -> tuple[int, int, int] | None:
@@ -1207,7 +1213,7 @@ class Contraction:
       # (each KC x NR slice L1-resident while the MR-row tiles of the block pass over it)
       if batched:
         put(f"scf.for %bt = {lo} to {hi} step {c1} {{", 3)
-        for part, area in zip("abc", (self.Mp * (self.rows_a or self.K), self.Np * self.K, self.Mp * self.Np)):
+        for part, area in zip("abc", (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np)):
           put(f"%off{part} = arith.muli %bt, {ci(area)} : index")
         lo, hi, by_m = c0, ci(mb), True
       put(f"scf.for %kc = {c0} to {ck} step {ckc} {{", 3)
