@@ -138,15 +138,20 @@ def plain(x: UOp, k: UOp) -> bool:
   """Whether x is an ungated load of a buffer, k-contiguous (a row-major matrix, weights)."""
   return k_contiguous(x, k) and x.src[0].src[0].op is Ops.BUFFER
 
+def k_step(load: UOp, k: UOp) -> int | None:
+  """How far a load's address moves per step of range k (None: not affine)."""
+  if load.src[0].op is not Ops.INDEX or (f := affine(load.src[0].src[1], {})) is None: return None
+  return f.get(k, 0)
+
 def k_contiguous(x: UOp, k: UOp) -> bool:
-  """Whether x is a load whose address steps by 1 with reduce range k."""
-  return x.op is Ops.LOAD and x.src[0].op is Ops.INDEX and len(x.src[0].src) == 2 and (f := affine(x.src[0].src[1], {})) is not None and f.get(k) == 1
+  """Whether x is an ungated load whose address steps by 1 with reduce range k."""
+  return x.op is Ops.LOAD and x.src[0].op is Ops.INDEX and len(x.src[0].src) == 2 and k_step(x, k) == 1
 
 def k_rows(x: UOp, k: UOp) -> bool:
   """Whether every load of x that moves with reduce range k steps by 1 with it (and one does): x's values along k
   read memory in sequence (attention's exp(s - max), a row of a matrix)."""
-  forms = [affine(u.src[0].src[1], {}) if u.src[0].op is Ops.INDEX else None for u in x.toposort if u.op is Ops.LOAD and k in u.toposort]
-  return bool(forms) and all(f is not None and f.get(k) == 1 for f in forms)
+  loads = [u for u in x.toposort if u.op is Ops.LOAD and k in u.toposort]
+  return bool(loads) and all(k_step(u, k) == 1 for u in loads)
 
 REDUCE_BLOCK = 1 << 12          # terms per float accumulator: long enough that a block's vector loop and its horizontal
                                 # sum cost ~1% over one long loop, short enough that blocks add up exactly to 2^31 and more
