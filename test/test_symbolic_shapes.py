@@ -108,3 +108,45 @@ def test_random_values(k, j):
   a, b = x.shrink(((0, v.bind(k)), (0, w.bind(j)))), y.shrink(((0, v.bind(k)), (0, w.bind(j))))
   out = ((a + b) * 3).sum(0) - a.max(0)
   np.testing.assert_allclose(out.numpy(), ((X[:k, :j] + X[32:32 + k, :j]) * 3).sum(0) - X[:k, :j].max(0), rtol=1e-5, atol=1e-4)
+
+def test_mean_var_over_symbolic_axis_one_compile():
+  # the count each mean/var divides by is read at run time (a sum of ones in the reduce's kernel): one schedule for
+  # every value, each result numpy's (these raised an internal KeyError before)
+  v, x = Variable("stat_rows", 1, 64), Tensor(X)
+  compiled = []
+  for k in (2, 7, 33, 64):
+    s, a = x.shrink(((0, v.bind(k)), None)), X[:k]
+    Tensor.realize(*(got := (s.mean(0), s.var(0), s.std(0, correction=0), s.mean(), s.var(), s.mean(1, keepdim=True), s.layernorm(axis=0))))
+    want = (a.mean(0), a.var(0, ddof=1), a.std(0), a.mean(), a.var(ddof=1), a.mean(1, keepdims=True),
+            (a - a.mean(0)) / np.sqrt(a.var(0) + 1e-5))
+    for g, w in zip(got, want): np.testing.assert_allclose(g.numpy(), w, rtol=1e-4, atol=1e-5)
+    compiled.append(GlobalCounters.compiled)
+  assert compiled[1:] == compiled[:1] * 3   # nothing compiled after the first value
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_var_correction_at_least_the_count(k):
+  # n - correction <= 0 divides by 0, as PyTorch (inf or nan), for a symbolic count as for a static one
+  v, x = Variable("n", 1, 64), Tensor(X)
+  s = x.shrink(((0, v.bind(k)), None))
+  static = Tensor(X[:k])
+  np.testing.assert_array_equal(s.var(0, correction=2).numpy(), static.var(0, correction=2).numpy())
+  np.testing.assert_allclose(s.var(0, correction=0.5).numpy(), static.var(0, correction=0.5).numpy(), rtol=1e-5)
+
+def test_mean_int_over_symbolic_axis():
+  v = Variable("n", 1, 64)
+  a = np.arange(64 * 3, dtype=np.int32).reshape(64, 3)
+  got = Tensor(a).shrink(((0, v.bind(5)), None)).mean(0)
+  assert got.dtype == Tensor(a).mean(0).dtype
+  np.testing.assert_allclose(got.numpy(), a[:5].mean(0), rtol=1e-6)
+
+def test_batchnorm_training_with_symbolic_batch():
+  # the running variance's unbiased factor n / (n - 1) from the count of a symbolic batch
+  from morok_mlir import nn
+  a = np.random.default_rng(1).standard_normal((16, 3, 4, 4)).astype(np.float32)
+  v, k = Variable("batch", 1, 16), 5
+  bn = nn.BatchNorm2d(3)
+  with Tensor.train(): y = bn(Tensor(a).shrink(((0, v.bind(k)), None, None, None))).numpy()
+  x = a[:k]
+  np.testing.assert_allclose(y, (x - x.mean((0, 2, 3), keepdims=True)) / np.sqrt(x.var((0, 2, 3), keepdims=True) + 1e-5), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(bn.running_var.numpy(), 0.9 + 0.1 * x.var((0, 2, 3), ddof=1), rtol=1e-5)
+  np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * x.mean((0, 2, 3)), rtol=1e-5, atol=1e-7)

@@ -1006,11 +1006,17 @@ class OpMixin:
       if not (dt := _dtype(dtype)).is_float: _err(TypeError, f"mean(): dtype must be a floating point dtype, got {dt}")
       return self.cast(dt).mean(axis, keepdim)
     out = self.dtype if self.dtype.is_float else dtypes.float32
+    return self.cast(_sum_acc(self.dtype)).sum(axis, keepdim).div(self._count(axis, keepdim)).cast(out)
+  def _count(self, axis, keepdim: bool, less: int = 0):
+    """How many elements each reduce over axis folds, less `less` (at least 0): an int, or where a reduced size is
+    symbolic an int32 count of the reduce's shape, a sum of ones in the reduce's own kernel. Its value is read at run
+    time, so one compiled schedule serves every size, as for the sum it divides."""
     n = _prod(self.shape[a] for a in self._axes(axis))
-    return self.cast(_sum_acc(self.dtype)).sum(axis, keepdim).div(n).cast(out)
+    if not isinstance(n, U.UOp): return max(0, n - less)
+    count = self._const(1, dtypes.int32)._broadcast_to(self.shape).sum(axis, keepdim, dtype=dtypes.int32)
+    return (count - less).maximum(0) if less else count
   def var(self, axis=None, keepdim=False, correction=1) -> Self:
-    n = _prod(self.shape[a] for a in self._axes(axis))
-    return (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim).div(max(0, n - correction))
+    return (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim).div(self._count(axis, keepdim, correction))
   def std(self, axis=None, keepdim=False, correction=1) -> Self: return self.var(axis, keepdim, correction).sqrt()
   def var_mean(self, axis=None, keepdim=False, correction=1) -> tuple[Self, Self]:
     """(var, mean), the mean being the node var subtracts (one graph, no second mean)."""

@@ -69,10 +69,11 @@ class BatchNorm:
     if x.ndim < 2: _err(ValueError, f"BatchNorm needs an input with a channel dim 1, got shape {x.shape}")
     batch_mean, batch_var = self.calc_stats(x)
     if self.track_running_stats and Tensor.training:
-      n = x.numel() // x.shape[1]
+      n = x._count(tuple(a for a in range(x.ndim) if a != 1), False)   # a tensor where the batch is symbolic
+      unbiased = n / max(n - 1, 1) if isinstance(n, int) else n / (n - 1).maximum(1)
       rm, rv = self.running_mean, self.running_var
       rm.assign(((1 - self.momentum) * rm + self.momentum * batch_mean.detach()).cast(rm.dtype))
-      rv.assign(((1 - self.momentum) * rv + self.momentum * n / max(n - 1, 1) * batch_var.detach()).cast(rv.dtype))
+      rv.assign(((1 - self.momentum) * rv + self.momentum * unbiased * batch_var.detach()).cast(rv.dtype))
       self.num_batches_tracked += 1
     return x.batchnorm(self.weight, self.bias, batch_mean, batch_var.add(self.eps).rsqrt())
 BatchNorm2d = BatchNorm
