@@ -150,3 +150,49 @@ def test_batchnorm_training_with_symbolic_batch():
   np.testing.assert_allclose(y, (x - x.mean((0, 2, 3), keepdims=True)) / np.sqrt(x.var((0, 2, 3), keepdims=True) + 1e-5), rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(bn.running_var.numpy(), 0.9 + 0.1 * x.var((0, 2, 3), ddof=1), rtol=1e-5)
   np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * x.mean((0, 2, 3)), rtol=1e-5, atol=1e-7)
+
+INDEXES = [0, -1, 3, -4, slice(None), slice(2, 5), slice(-3, None), slice(None, -2), slice(5, None), slice(-20, 4), slice(0, 100),
+           (slice(None), 1), (Ellipsis, slice(1, 3)), (None, slice(1, None)), (slice(2, None), -1)]
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.sampled_from(INDEXES))
+def test_basic_index_along_symbolic_dim(k, idx):
+  # ints and step-1 slices along a symbolic dim (and any index along the static ones) as numpy at the bound value;
+  # an index numpy refuses at that value raises IndexError
+  v, a = Variable("rows_ix", 1, 12), X[:12]
+  s = Tensor(a).shrink(((0, v.bind(k)), None))
+  try: want = a[:k][idx]
+  except IndexError:
+    with pytest.raises(IndexError): s[idx]
+    return
+  np.testing.assert_array_equal(s[idx].numpy(), want)
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.sampled_from(INDEXES))
+def test_setitem_along_symbolic_dim(k, idx):
+  v, a = Variable("rows_set", 1, 12), X[:12]
+  s = Tensor(a).shrink(((0, v.bind(k)), None)).contiguous()
+  want = a[:k].copy()
+  try: want[idx] = 7.0
+  except IndexError: return
+  s[idx] = 7.0
+  np.testing.assert_array_equal(s.numpy(), want)
+
+def test_index_forms_share_a_schedule():
+  # x[2:5] and x[-1] compile once for every value that takes the same form (the bounds hold no value)
+  v, x = Variable("rows_form", 1, 64), Tensor(X)
+  compiled = []
+  for k in (5, 9, 40, 64):
+    s = x.shrink(((0, v.bind(k)), None))
+    Tensor.realize(a := s[2:5] * 2, b := s[-1] + 1, c := s[1:].sum(0))
+    np.testing.assert_array_equal(a.numpy(), X[:k][2:5] * 2)
+    np.testing.assert_array_equal(b.numpy(), X[:k][-1] + 1)
+    np.testing.assert_allclose(c.numpy(), X[1:k].sum(0), rtol=1e-5, atol=1e-5)
+    compiled.append(GlobalCounters.compiled)
+  assert compiled[1:] == compiled[:1] * 3
+
+def test_strided_slice_along_symbolic_dim_refused():
+  v = Variable("n", 1, 64)
+  s = Tensor(X).shrink(((0, v.bind(10)), None))
+  with pytest.raises(IndexError, match=r"test_symbolic_shapes.py:\d+:\d+: slice step 2 along dimension 0 of symbolic size"): s[::2]
+  np.testing.assert_array_equal(s[:, ::2].numpy(), X[:10, ::2])   # a static dim keeps every step

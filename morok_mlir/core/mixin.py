@@ -129,7 +129,11 @@ def _basic_plan(shape: tuple, idx: tuple) -> tuple[list, list, list, list]:
   for i in idx:
     if i is None: out.append(1); continue
     s = shape[d]
-    if isinstance(i, slice):
+    if isinstance(s, U.UOp):
+      b, n = _symbolic_slice(s, i, d)
+      bounds.append(b); steps.append(1)
+      if isinstance(i, slice): out.append(n)
+    elif isinstance(i, slice):
       start, stop, step = i.indices(s) if i.step != 0 else _err(ValueError, "slice step cannot be zero")
       n = len(range(start, stop, step))
       lo, hi = (start, start + (n - 1) * step + 1) if step > 0 else (start + (n - 1) * step, start + 1)
@@ -140,6 +144,25 @@ def _basic_plan(shape: tuple, idx: tuple) -> tuple[list, list, list, list]:
       bounds.append((i % s, i % s + 1)); steps.append(1)
     d += 1
   return bounds, flips, steps, out
+
+def _symbolic_slice(s: U.UOp, i, d: int) -> tuple[tuple, object]:
+  """(shrink bounds, size) of index i (an int, or a slice of step 1) along a symbolic dim of size s, numpy's at s's
+  bound value: each bound is a constant, or an offset from s where numpy's counts from the end (a start or stop left out,
+  or negative), so the graph holds no value and one schedule serves every value that picks the same form."""
+  val = U.sym_val(s)
+  if not isinstance(i, slice):
+    if not -val <= i < val: _err(IndexError, f"index {i} is out of bounds for dimension {d} with size {s!r}")
+    lo = int(i) if i >= 0 else U.sadd(s, int(i))
+    return (lo, U.sadd(lo, 1)), 1
+  if i.step is not None and i.step != 1:
+    _err(IndexError, f"slice step {i.step} along dimension {d} of symbolic size {s!r}: only a step of 1 is supported")
+  def at(x, default):   # numpy's bound clamped into [0, val], as an int or an offset from s
+    if x is None: return default
+    x = int(x)
+    if x < 0: return U.sadd(s, x) if val + x >= 0 else 0
+    return x if x <= val else s
+  lo, hi = at(i.start, 0), at(i.stop, s)
+  return ((lo, hi), U.ssub(hi, lo)) if U.sym_val(hi) > U.sym_val(lo) else ((0, 0), 0)
 
 class OpMixin:
   __slots__ = ()
@@ -667,14 +690,19 @@ class OpMixin:
       if len(padding) != self.ndim: _err(ValueError, f"padding {tuple(padding)} needs one entry per dim of {self.shape}")
       pads = tuple((0, 0) if p is None else tuple(p) if isinstance(p, (tuple, list)) else (p,) for p in padding)
     if any(len(p) != 2 for p in pads): _err(ValueError, f"invalid padding {tuple(padding)}")
-    if any(not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)) for p in pads for v in p):
-      _err(TypeError, f"padding {tuple(padding)} must hold ints")
-    if any(U.sym_val(s) + b + a < 0 for s, (b, a) in zip(self.shape, pads)): _err(ValueError, f"padding {pads} cuts more than {self.shape}")
+    if any(not isinstance(v, (int, np.integer, U.UOp)) or isinstance(v, (bool, np.bool_)) for p in pads for v in p):
+      _err(TypeError, f"padding {tuple(padding)} must hold ints or bound sizes")
+    # a symbolic width (a bound size, as a setitem along a symbolic dim makes) pads with zeros and may not cut
+    if any(isinstance(v, U.UOp) and (_sz(v, "pad width") is None or U.sym_val(v) < 0 or mode != "constant") for p in pads for v in p):
+      _err(ValueError, f"padding {pads}: a symbolic width must be a bound size >= 0, in constant mode")
+    pads = tuple(tuple(v if isinstance(v, U.UOp) else int(v) for v in p) for p in pads)
+    if any(U.sym_val(s) + U.sym_val(b) + U.sym_val(a) < 0 for s, (b, a) in zip(self.shape, pads)): _err(ValueError, f"padding {pads} cuts more than {self.shape}")
     if mode != "constant": return self._pad_mode(pads, mode)
-    x = self.shrink(tuple((-min(b, 0), U.sadd(s, min(a, 0))) for s, (b, a) in zip(self.shape, pads)))
-    pads = tuple((max(b, 0), max(a, 0)) for b, a in pads)
+    cut = lambda v: min(v, 0) if isinstance(v, int) else 0
+    x = self.shrink(tuple((-cut(b), U.sadd(s, cut(a))) for s, (b, a) in zip(self.shape, pads)))
+    pads = tuple(tuple(v if isinstance(v, U.UOp) else max(v, 0) for v in p) for p in pads)
     if all(p == (0, 0) for p in pads): return x
-    ret = x._op(Ops.PAD, _shape(tuple(U.sadd(s, b + a) for s, (b, a) in zip(x.shape, pads))), padding=tuple(v for p in pads for v in p))
+    ret = x._op(Ops.PAD, _shape(tuple(U.sadd(U.sadd(s, b), a) for s, (b, a) in zip(x.shape, pads))), padding=tuple(v for p in pads for v in p))
     if value == 0: return ret
     return self._full(x.shape, True, dtypes.bool).pad(pads).where(ret, self._const(value, self.dtype))  # the padded region holds `value`
   def shrink(self, arg) -> Self:
@@ -729,7 +757,7 @@ class OpMixin:
     """self (shaped as x[idx] for an x of shape `shape`) moved to where x[idx] reads it, 0 (False) elsewhere: the movement
     of __getitem__ undone, movement ops only (a setitem's value and mask)."""
     bounds, flips, steps, _ = _basic_plan(shape, idx)
-    v = self.reshape(tuple(-(-(hi - lo) // st) for (lo, hi), st in zip(bounds, steps)))
+    v = self.reshape(tuple(U.ssub(hi, lo) if st == 1 else -(-(hi - lo) // st) for (lo, hi), st in zip(bounds, steps)))
     for d, st in enumerate(steps):  # each kept element back to the front of its stride of st
       if st == 1: continue
       n, keep = v.shape[d], bounds[d][1] - bounds[d][0]
@@ -737,7 +765,7 @@ class OpMixin:
       v = v.reshape(v.shape[:d] + (n * st,) + v.shape[d + 2:])
       v = v.shrink(tuple((0, keep) if j == d else None for j in range(v.ndim)))
     if flips: v = v.flip(flips)
-    return v.pad(tuple((lo, s - hi) for (lo, hi), s in zip(bounds, shape)))
+    return v.pad(tuple((lo, U.ssub(s, hi)) for (lo, hi), s in zip(bounds, shape)))
 
   # ---- joining, splitting and layout: compositions of movement ops only (tinygrad's way), no data-dependent loads
   def _static(self, d: int, what: str) -> int:

@@ -40,9 +40,27 @@ def sym_attr(u: UOp, name: str) -> tuple:
 def as_index(x) -> UOp: return x if isinstance(x, UOp) else UOp(Ops.CONST, dtypes.index, (), attrs(value=int(x)))
 SYM_PY = {Ops.ADD: operator.add, Ops.SUB: operator.sub, Ops.MUL: operator.mul, Ops.IDIV: operator.floordiv, Ops.MOD: operator.mod,
           Ops.MAX: max, Ops.MIN: min}
+def _offset(x) -> tuple[UOp | None, int]:
+  """A size as (symbolic base or None, constant offset): y + c and y - c split, so offsets cancel."""
+  if not isinstance(x, UOp): return None, x
+  if x.op is Ops.CONST: return None, x.attrs["value"]
+  if x.op in (Ops.ADD, Ops.SUB) and x.src[1].op is Ops.CONST: return x.src[0], x.src[1].attrs["value"] * (1 if x.op is Ops.ADD else -1)
+  return x, 0
+def _at(base: UOp | None, c: int):
+  if base is None: return c
+  return base if c == 0 else UOp(Ops.ADD if c > 0 else Ops.SUB, dtypes.index, (base, as_index(abs(c))), ())
 def salu(op: Ops, a, b):
-  """Index arithmetic on sizes (int or UOp): ints fold, adding 0 and multiplying by 1 are dropped."""
+  """Index arithmetic on sizes (int or UOp): ints fold, adding 0 and multiplying by 1 are dropped, constant offsets
+  gather into one (so a shrink undone by a pad gives back the size it started from: (s - 5) + 5 is s)."""
   if not isinstance(a, UOp) and not isinstance(b, UOp): return SYM_PY[op](a, b)
+  if op in (Ops.ADD, Ops.SUB):
+    (ya, ca), (yb, cb) = _offset(a), _offset(b)
+    if yb is None: return _at(ya, ca + cb if op is Ops.ADD else ca - cb)
+    if op is Ops.SUB and ya is yb: return ca - cb
+    if op is Ops.ADD and ya is None: return _at(yb, ca + cb)
+    if op is Ops.ADD and yb.op is Ops.SUB and yb.src[1] is ya: return _at(yb.src[0], ca + cb)   # y + (z - y)
+    if op is Ops.ADD and ya.op is Ops.SUB and ya.src[1] is yb: return _at(ya.src[0], ca + cb)
+    return _at(UOp(op, dtypes.index, (ya if ya is not None else as_index(0), yb), ()), ca + cb if op is Ops.ADD else ca - cb)
   if op in (Ops.ADD, Ops.SUB) and not isinstance(b, UOp) and b == 0: return a
   if op is Ops.ADD and not isinstance(a, UOp) and a == 0: return b
   if op is Ops.MUL and not isinstance(b, UOp) and b == 1: return a
