@@ -10,6 +10,7 @@ from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err, vkey
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc
 from morok_mlir.core.gradient import compute_gradient
+from morok_mlir.core.index_math import smax
 from morok_mlir.ir.emit import buffer_data
 from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
 from morok_mlir.device import Device
@@ -542,6 +543,10 @@ class Tensor(OpMixin):
     if n == 0: _err(IndexError, "argmax of an empty dimension")
     m = self == self.max(a, keepdim=True)
     if self.dtype.is_float: m = m | (self != self)  # a NaN is the max (numpy): its first position wins
+    if isinstance(n, UOp):   # a symbolic dim: the least position of a max, positions a prefix of its largest arange
+      top = smax(n)
+      pos = Tensor.arange(top, dtype=dtypes.int32).shrink(((0, n),)).reshape((n,) + (1,) * (self.ndim - a - 1))
+      return m.where(pos, top).min(a, keepdim=keepdim)
     idx = m * Tensor.arange(n, 0, -1).reshape((n,) + (1,) * (self.ndim - a - 1))
     return (n - idx.max(a, keepdim=keepdim)).cast(dtypes.int32)
   def argmin(self, axis=None, keepdim=False) -> Tensor:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from morok_mlir import Tensor, Variable
+from morok_mlir import Tensor, Variable, dtypes
 from morok_mlir.core.uop import UOp, sym_val
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.ir.emit import normalize, graph_func
@@ -196,3 +196,14 @@ def test_strided_slice_along_symbolic_dim_refused():
   s = Tensor(X).shrink(((0, v.bind(10)), None))
   with pytest.raises(IndexError, match=r"test_symbolic_shapes.py:\d+:\d+: slice step 2 along dimension 0 of symbolic size"): s[::2]
   np.testing.assert_array_equal(s[:, ::2].numpy(), X[:10, ::2])   # a static dim keeps every step
+
+@pytest.mark.parametrize("k", [1, 4, 64])
+def test_argmax_along_symbolic_dim(k):
+  # the first max (a NaN counts as the max, as numpy) as the least position of a max: no value of the size in the graph
+  v = Variable("rows_arg", 1, 64)
+  a = np.random.default_rng(2).integers(0, 5, (64, 8)).astype(np.float32)
+  a[3, 2] = np.nan
+  s = Tensor(a).shrink(((0, v.bind(k)), None))
+  for got, want in ((s.argmax(0), a[:k].argmax(0)), (s.argmin(0, keepdim=True), a[:k].argmin(0)[None]), (s.argmax(1), a[:k].argmax(1))):
+    assert got.dtype == dtypes.int32
+    np.testing.assert_array_equal(got.numpy(), want)
