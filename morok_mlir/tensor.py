@@ -257,7 +257,7 @@ class Tensor(OpMixin):
   def is_floating_point(self) -> bool: return self.dtype.is_float
   def __len__(self) -> int:
     if not self.shape: _err(TypeError, "len() of a 0-d tensor")
-    return self.shape[0]
+    return sym_val(self.shape[0])   # a symbolic size: its bound value, the length .numpy() gives
   def __repr__(self) -> str: return f"<Tensor {self.uop.op} shape={self.shape} dtype={self.dtype} device={self.device}>"
   def __bool__(self): _err(TypeError, "__bool__ on a Tensor is ambiguous; use .item() or .numpy()")
 
@@ -370,6 +370,7 @@ class Tensor(OpMixin):
   def eye(n: int, m: int | None = None, dtype=None, **kw) -> Tensor:
     """The identity as pure movement (tinygrad's trick): ones (n,1) padded to rows of n+1, flattened, cut to n*n."""
     n, m = _shape((n, n if m is None else m), "eye size")
+    if isinstance(n, UOp) or isinstance(m, UOp): _err(TypeError, f"eye needs static sizes, got ({n!r}, {m!r})")
     k = max(n, m)
     x = Tensor.ones(k, 1, dtype=dtype or dtypes.default_float, **kw).pad(((0, 0), (0, k))).flatten().shrink(((0, k * k),)).reshape(k, k)
     return x.shrink(((0, n), (0, m)))
@@ -386,6 +387,7 @@ class Tensor(OpMixin):
   @staticmethod
   def _random_bits(shape: tuple[int, ...], device: str) -> Tensor:
     """64 random bits (uint64) per element of shape: threefry of counters drawn .. drawn + n - 1 under the seed."""
+    if any(isinstance(x, UOp) for x in shape): _err(TypeError, f"random tensors need static sizes, got {shape}")
     n = _prod(shape)
     if n >= 1 << 31: _err(ValueError, f"random tensors of 2^31 or more elements are not supported, got {shape}")
     kc = Tensor(Tensor._counter_input(n), device=device)

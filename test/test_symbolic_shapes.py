@@ -207,3 +207,13 @@ def test_argmax_along_symbolic_dim(k):
   for got, want in ((s.argmax(0), a[:k].argmax(0)), (s.argmin(0, keepdim=True), a[:k].argmin(0)[None]), (s.argmax(1), a[:k].argmax(1))):
     assert got.dtype == dtypes.int32
     np.testing.assert_array_equal(got.numpy(), want)
+
+def test_static_only_ops_refuse_symbolic_sizes_at_the_users_line():
+  # ops that need a static size name it at the caller's line (these raised internal TypeErrors before)
+  v = Variable("n", 1, 64)
+  s = Tensor(X).shrink(((0, v.bind(10)), None))
+  line = r"test_symbolic_shapes.py:\d+:\d+: "
+  with pytest.raises(TypeError, match=line + "a windowed op"): s.reshape(1, 1, v.bind(10), 16).conv2d(Tensor.ones(1, 1, 3, 3))
+  with pytest.raises(TypeError, match=line + "random tensors need static sizes"): Tensor.rand(v.bind(10), 3)
+  with pytest.raises(TypeError, match=line + "eye needs static sizes"): Tensor.eye(v.bind(10))
+  assert len(s) == 10   # the bound value, as .numpy() has it

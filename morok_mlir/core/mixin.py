@@ -1460,7 +1460,7 @@ def _pool(self: OpMixin, k_: tuple[int, ...], stride=1, dilation=1) -> OpMixin:
   """(..., *i_) -> (..., *o_, *k_): every k_ window at the given stride and dilation."""
   n = len(k_)
   s_, d_ = (stride,) * n if isinstance(stride, int) else tuple(stride), (dilation,) * n if isinstance(dilation, int) else tuple(dilation)
-  noop, i_ = [None] * (self.ndim - n), self.shape[-n:]
+  noop, i_ = [None] * (self.ndim - n), tuple(self._static(self.ndim - n + j, "a windowed op (pool, conv)") for j in range(n))
   if any(d * (k - 1) + 1 > i for k, i, d in zip(k_, i_, d_)): _err(ValueError, f"kernel {k_} (dilation {d_}) is larger than the input {i_}")
   o_ = [(i - d * (k - 1) - 1) // s + 1 for i, d, k, s in zip(i_, d_, k_, s_)]
   lead = list(self.shape[:-n])
