@@ -69,8 +69,9 @@ class Schedule:
 
 
 def choices(a: dict) -> str:
-  """A kernel's CPU choices in a few words: contraction tile, threads, split reduce, streamed stores."""
+  """A kernel's CPU choices in a few words: contraction (or Winograd) tile, threads, split reduce, streamed stores."""
   out = [f"mm {a['uop.contraction'][0]}x{a['uop.contraction'][1]}" if "uop.contraction" in a else "",
+         f"winograd {a['uop.winograd'][0]}x{a['uop.winograd'][1]}" if "uop.winograd" in a else "",
          f"threads {a['uop.threads']}" if "uop.threads" in a else "", f"split {a['uop.split_reduce']}" if "uop.split_reduce" in a else "",
          "nontemporal" if "uop.nontemporal" in a else ""]
   return ", ".join(o for o in out if o)

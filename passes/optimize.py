@@ -24,7 +24,7 @@ Heuristics; with beam = n > 0 each static kernel's choices are then searched by 
 Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), l2, l3 (cache bytes, 0:
 the machine's), beam (0: no search)."""
 from __future__ import annotations
-import itertools
+import itertools, os
 from dataclasses import replace
 from math import prod
 from morok_mlir.ir.bridge import Func
@@ -108,6 +108,39 @@ def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp]
     m, n = prod(_size(r) for r in ra - T), prod(_size(r) for r in rb - T)
     if padded(n, MAX_MR) * padded(m, 32) < padded(m, MAX_MR) * padded(n, 32) / 1.05 or m <= FEW_ROWS < n: a, b, ra, rb = b, a, rb, ra
   return red, a, b, [r for r in loops if r in ra - T], [r for r in loops if r not in ra], K, [r for r in loops if r in T]
+
+WINOGRAD = os.environ.get("WINO", "1") != "0"
+WINO_MIN_CHANNELS = 32   # input and output channels at least this: with fewer the transforms cost more than the product saves
+def winograd(c) -> tuple | None:
+  """(img, wt, co, ci, (oy, ky), (ox, kx)) when the contraction c is a 3x3 convolution of stride 1 and dilation 1
+  (F(2x2, 3x3) applies: codegen.winograd): the reduce ranges are the input channels (>= 32) and two
+  of size 3; one operand (the weights) depends on one loop range (the output channels, >= 32), the other (the image)
+  on each 3-wide range ky only through oy + ky for one output range oy: every address and gate of the image is affine
+  with ky's coefficient equal to oy's (so it may be evaluated at any split of their sum)."""
+  red, a, b, I, J, K, T = c
+  if T or len(K) != 3 or sorted(_size(r) for r in K)[:2] != [3, 3]: return None
+  if len(I) != 1: (a, I), (b, J) = (b, J), (a, I)
+  if len(I) != 1 or len(J) < 2: return None
+  wt, co, img, rows = a, I[0], b, J
+  ci, (ky, kx) = max(K, key=_size), [r for r in K if r is not max(K, key=_size)]
+  if min(_size(ci), _size(co)) < WINO_MIN_CHANNELS or _size(ci) == 3: return None
+  ranges, memo, forms = set(rows) | set(K), {}, []
+  arith = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD)
+  for u in img.toposort:   # the index expressions the image's values depend on: addresses and compared values
+    roots = u.src[1:2] if u.op is Ops.INDEX else u.src if u.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) and u.src[0].dtype is dtypes.index else \
+      () if u.dtype is dtypes.index and u.op in arith + (Ops.RANGE, Ops.CONST) else [s for s in u.src if s.dtype is dtypes.index]
+    for e in roots:
+      if not _rngs(e) & ranges: continue
+      if u.op not in (Ops.INDEX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) or (f := affine(e, memo)) is None: return None
+      forms.append(f)
+  pairs = []
+  for k in (ky, kx):
+    if not any(f.get(k) for f in forms): return None
+    mates = [r for r in rows if all(f.get(r, 0) == f.get(k, 0) for f in forms)]
+    if len(mates) != 1: return None
+    pairs.append((mates[0], k))
+  if pairs[0][0] is pairs[1][0]: return None
+  return img, wt, co, ci, pairs[0], pairs[1]
 
 def depthwise(c) -> bool:
   """A batch of products each of one row or column over a short k (a depthwise convolution: per channel, its 3x3 taps
@@ -343,7 +376,10 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   if (size >= MM_MIN_FLOPS and (c := contraction(f)) is not None and not depthwise(c)   # size first: contraction asks Z3
       or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g)) is not None and (f := g)):
     _, _, _, I, J, K, _ = c
-    attrs["uop.contraction"] = (*contraction_tiles(prod(map(_size, I)), prod(map(_size, J)), prod(map(_size, K)), vec, caches, threads), vec)
+    if WINOGRAD and (w := winograd(c)) is not None:   # the 16 products of Winograd's tiles: Cout x tiles x Cin each
+      tiles = prod(map(_size, J if w[2] in I else I)) // 4
+      attrs["uop.winograd"] = (*contraction_tiles(_size(w[2]), tiles, _size(w[3]), vec, caches, threads), vec)
+    else: attrs["uop.contraction"] = (*contraction_tiles(prod(map(_size, I)), prod(map(_size, J)), prod(map(_size, K)), vec, caches, threads), vec)
     if threads > 1: attrs["uop.threads"] = threads
   else:
     if (m := merge_loops(sink)) is not sink: f, (nodes, rngs, loops, work) = replace(f, roots=[sink := m]), facts(m)

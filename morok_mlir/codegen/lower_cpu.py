@@ -1066,6 +1066,10 @@ class Contraction:
     return [(names.index(f"{self.name}_pack_{x}"), slot, s) for x, slot, s in (("a", self.a_slot, 0), ("b", self.b_slot, 1))
             if slot is not None and f"{self.name}_pack_{x}" in names]
 
+  def areas(self) -> tuple[int, int, int]:
+    """Floats from one problem of a batch to the next in Ap, Bp and C."""
+    return self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np
+
   @staticmethod
   def private(text: str) -> str: return text.replace("func.func @", "func.func private @", 1)   # mm's one call of it inlines
   def text(self) -> str:
@@ -1213,7 +1217,7 @@ class Contraction:
       # (each KC x NR slice L1-resident while the MR-row tiles of the block pass over it)
       if batched:
         put(f"scf.for %bt = {lo} to {hi} step {c1} {{", 3)
-        for part, area in zip("abc", (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np)):
+        for part, area in zip("abc", self.areas()):
           put(f"%off{part} = arith.muli %bt, {ci(area)} : index")
         lo, hi, by_m = c0, ci(mb), True
       put(f"scf.for %kc = {c0} to {ck} step {ckc} {{", 3)
@@ -1266,7 +1270,7 @@ def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   end = UOp(Ops.END, dtypes.void, (st, *[outer if r is inner else r for r in end.src[1:]]))
   return Func(f.name, f.args, f.results, [UOp(Ops.SINK, dtypes.void, (end,))], f.attrs), lane
 
-STATIC_ONLY = ("uop.contraction", "uop.split_reduce", "uop.threads", "uop.nontemporal", "uop.lanes")   # choices made for static loop sizes
+STATIC_ONLY = ("uop.contraction", "uop.winograd", "uop.split_reduce", "uop.threads", "uop.nontemporal", "uop.lanes")   # choices made for static loop sizes
 
 def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int]]]:
   """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes,
@@ -1276,6 +1280,9 @@ def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None
       u.op is Ops.RANGE and im.cval(u.src[0]) is None for u in f.roots[0].toposort):
     raise PassError(f"@{f.name}: {k} needs static range sizes (a loop here runs to a symbolic size)")
   if "uop.contraction" in f.attrs: return (c := Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
+  if "uop.winograd" in f.attrs:
+    from morok_mlir.codegen.winograd import Winograd   # a Contraction of its own (its module builds on this one)
+    return (c := Winograd(f, name)).text(), c.phases(), c.scratch, c.reuse()
   if "uop.split_reduce" in f.attrs: return (c := SplitReduce(f, name)).text(), c.phases(), c.scratch, []
   if "uop.lanes" in f.attrs and (ls := lane_split(f, _int_attr(f, "uop.lanes"))) is not None:
     return lower_kernel(ls[0], name, LaneLowerer(*ls)), [(name, parallel_info(ls[0]))], [], []

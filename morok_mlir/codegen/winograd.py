@@ -1,0 +1,143 @@
+"""F(2x2, 3x3) Winograd convolution (Lavin and Gray, 2016) for a kernel uop-optimize marked `uop.winograd = [MR, NR, KC,
+MC, VW]` (optimize.winograd: a 3x3 convolution of stride 1, input and output channels >= 32, an even output). Each 2x2
+block of outputs (a tile t) and each pair of channels takes 16 multiplies instead of 36, in four phases over three
+scratch buffers (the tile's 16 values indexed by xi = 4i + j):
+  wt   U[xi][co][ci] = (G g G^T)[i][j] of each 3x3 filter g: the A panels of 16 products (MR rows of co); a function of
+       the weights alone, so the runtime keeps it while the weights buffer lives (reuse)
+  in   V[xi][ci][t] = (B^T d B)[i][j] of each 4x4 input tile d (tiles 2 apart: the image operand evaluated at oy + ky =
+       2 ty + i), the B panels (NR columns of t)
+  mm   M[xi] = U[xi] @ V[xi]: Contraction's micro-kernel, a batch of 16 products (threads split the batch)
+  out  Y = A^T M A per tile: its 2x2 outputs go through the kernel's own store (bias, relu, a residual: the epilogue at
+       each output)
+The transforms are additions and halvings (exact in f32 but for the rounding of the sums: F(2x2, 3x3) is the variant
+with the smallest error; tests compare with the direct product at 1e-5 relative to the output's scale)."""
+from __future__ import annotations
+from math import prod
+from morok_mlir.ir.bridge import Func, arg_buffer
+from morok_mlir.core.dtype import dtypes
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.dialects.ops import Ops
+from morok_mlir.core import index_math as im
+from morok_mlir.core.index_math import affine_simplify
+from morok_mlir.passes.optimize import contraction, winograd
+from morok_mlir.passes.registry import PassError
+from morok_mlir.codegen.lower_cpu import Contraction, LaneLowerer, _int_attr, gated, lane_range, loop_range, lower_kernel, parallel_info, sizes
+
+BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))   # input transform (4x4)
+G = ((1, 0, 0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0, 0, 1))    # filter transform (4x3)
+AT = ((1, 1, 1, 0), (0, 1, -1, -1))                               # output transform (2x4)
+
+def f32(v: float) -> UOp: return UOp(Ops.CONST, dtypes.float32, (), attrs(value=float(v)))
+def combine(mat, xs: list[UOp]) -> list[UOp]:
+  """mat @ xs for a matrix of 0, +-1 and +-1/2: sums and differences, a halving last."""
+  out = []
+  for row in mat:
+    acc, half = None, all(abs(c) in (0, 0.5) for c in row)
+    for c, x in zip(row, xs):
+      if not c: continue
+      if acc is None: acc = x if c > 0 else UOp(Ops.NEG, dtypes.float32, (x,))
+      else: acc = UOp(Ops.ADD if c > 0 else Ops.SUB, dtypes.float32, (acc, x))
+    out.append(UOp(Ops.MUL, dtypes.float32, (acc, f32(0.5))) if half else acc)
+  return out
+def transform(left, right, x: list[list[UOp]]) -> list[list[UOp]]:
+  """left @ x @ right^T, x a list of rows."""
+  cols = [combine(left, [row[j] for row in x]) for j in range(len(x[0]))]   # left @ x, column by column
+  return [combine(right, [col[i] for col in cols]) for i in range(len(left))]
+
+def store(buf: UOp, idx: UOp, v: UOp) -> UOp: return UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), v))
+def kernel(name: str, args: list[UOp], stores: list[UOp], loops: list[UOp], extra: dict) -> Func:
+  end = UOp(Ops.END, dtypes.void, (UOp(Ops.GROUP, dtypes.void, tuple(stores)), *loops))
+  return Func(name, args, [], [UOp(Ops.SINK, dtypes.void, (end,))], {"uop.kernel": None, **extra})
+
+class Winograd(Contraction):
+  """The phases above. Contraction's mm() runs the 16 products: this sets the attributes it reads (a batch of 16
+  problems, Cout x tiles x Cin, A and B packed in panels, C in scratch) instead of its __init__."""
+  def __init__(self, f: Func, name: str):
+    self.f, self.name = f, name
+    if (c := contraction(f)) is None or (w := winograd(c)) is None: raise PassError(f"@{f.name}: uop.winograd on a kernel that is not a 3x3 convolution")
+    red, img, wt, co, ci, (oy, ky), (ox, kx) = c[0], *w
+    if not (isinstance(t := f.attrs["uop.winograd"], tuple) and len(t) == 5 and all(type(x) is int and x > 0 for x in t)):
+      raise PassError(f"@{f.name}: uop.winograd must be array<i64: MR, NR, KC, MC, VW> of positive sizes")
+    self.mr, self.nr, self.kc, self.mc, self.vw = t
+    end = f.roots[0].src[0]
+    rest = [r for r in sorted(end.src[1:], key=lambda r: r.attrs["axis"]) if r not in (co, oy, ox)]   # the batch
+    (oh, ow), nrest = sizes([oy, ox]), prod(sizes(rest))
+    th, tw = -(-oh // 2), -(-ow // 2)   # an odd size's last tile has one output row or column past the end
+    # the input transform runs L neighbouring tiles of a row as vector lanes: each row of tiles is padded to a multiple
+    # of L (tiles past its end read nothing: 0), so no lane group crosses a row or a B panel; L is the widest whose
+    # padded columns (tiles, then NR-wide panels: the products' work) are within 1/8 of the fewest
+    padded = lambda L: -(-nrest * th * -(-tw // L) * L // self.nr) * self.nr
+    widths = [L for L in (self.vw, self.vw // 2, 4) if L >= 4 and self.nr % L == 0] or [1]
+    self.lanes = next(L for L in widths if padded(L) <= 1.125 * min(map(padded, widths)))
+    twp = -(-tw // self.lanes) * self.lanes
+    self.op, self.batch, self.M, self.K, self.N = "add", 16, sizes([co])[0], sizes([ci])[0], nrest * th * twp
+    self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
+    self.direct_a = self.rows_a = self.epi_tile = None
+    self.fused, self.ka = False, self.K
+    # the 16 problems' panels and results 64 bytes more than their size apart: the transforms read or write one value of
+    # each, and 16 streams a multiple of 4 KiB apart would share cache sets
+    self.area = tuple(x + 16 for x in (self.Mp * self.K, self.Np * self.K, self.Mp * self.Np))
+    self.scratch = [16 * x for x in self.area]
+    n = len(f.args)
+    self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
+    ap, bp, cp = self.args[n:]
+    thr = {k: v for k, v in f.attrs.items() if k == "uop.threads"}
+    at = lambda x, sub: affine_simplify(x.substitute(sub))
+    # wt: U's 16 values of filter (co, ci) into A's panels, row co of panel co // MR
+    rco, rci = loop_range(0, self.M), loop_range(1, self.K)
+    g = [[at(wt, {co: rco, ci: rci, ky: im.const(i), kx: im.const(j)}) for j in range(3)] for i in range(3)]
+    pos = im.add(im.add(im.mul(im.idiv(rco, self.mr), im.const(self.K * self.mr)), im.mul(rci, im.const(self.mr))), im.mod(rco, self.mr))
+    u = transform(G, G, g)
+    self.wt = kernel(f"{name}_wt", self.args, [store(ap, im.add(pos, im.const(x * self.area[0])), u[x // 4][x % 4]) for x in range(16)],
+                     [rco, rci], {})
+    # in: V's 16 values of input tile (rest, ty, tx = L group + lane) and channel ci into B's panels, column t of panel t // NR
+    rrest = [loop_range(2 + i, s) for i, s in enumerate(sizes(rest))]
+    rci2, rty, rg = loop_range(0, self.K), loop_range(2 + len(rest), th), loop_range(3 + len(rest), twp // self.lanes)
+    self.lane = lane_range(self.lanes)
+    rtx = im.add(im.mul(rg, im.const(self.lanes)), self.lane)
+    t0 = im.add(im.mul(im.linearize(rrest + [rty], sizes(rest) + [th]), im.const(twp)), im.mul(rg, im.const(self.lanes)))   # the group's first
+    base = {ci: rci2, **dict(zip(rest, rrest))}
+    lt = lambda a, n: UOp(Ops.CMPLT, dtypes.bool, (a, im.const(n)))
+    real = lt(rtx, tw) if twp > tw else None
+    def tap(i, j):
+      # the image where oy + ky = 2 ty + i, ox + kx = 2 tx + j. Its loads are gated off in a padding tile and, for an
+      # odd size, at 2 t + 3 = size + 2, past the image: that row (column) of the tile reaches only the output past the
+      # end, which is not stored, so any value does there
+      x = at(img, {**base, oy: im.add(im.mul(rty, im.const(2)), im.const(i // 3)), ky: im.const(min(i, 2)),
+                   ox: im.add(im.mul(rtx, im.const(2)), im.const(j // 3)), kx: im.const(min(j, 2))})
+      for r, cond in ((rty, lt(im.add(im.mul(rty, im.const(2)), im.const(i)), oh + 2) if i == 3 and oh % 2 else None),
+                      (self.lane, im.and_(real, lt(im.add(im.mul(rtx, im.const(2)), im.const(j)), ow + 2) if j == 3 and ow % 2 else None))):
+        if cond is not None: x = x.substitute({y.src[0]: gated(y.src[0], cond) for y in x.toposort if y.op is Ops.LOAD and r in y.src[0].toposort})
+      return x
+    v = transform(BT, BT, [[tap(i, j) for j in range(4)] for i in range(4)])
+    pos = im.add(im.add(im.add(im.mul(im.idiv(t0, self.nr), im.const(self.K * self.nr)), im.mul(rci2, im.const(self.nr))), im.mod(t0, self.nr)), self.lane)
+    self.inp = kernel(f"{name}_in", self.args, [store(bp, im.add(pos, im.const(x * self.area[1])), v[x // 4][x % 4]) for x in range(16)],
+                      [rci2, *rrest, rty, rg], thr)
+    if not all(LaneLowerer.supports(x, self.lane) for row in v for x in row): raise PassError(f"@{f.name}: the image of a Winograd convolution must be f32 loads and arithmetic")
+    # out: the kernel's store at the tile's 2x2 outputs, its reduce replaced by A^T M A
+    ty, tx = (UOp(Ops.RANGE, dtypes.index, (im.const(s),), r.arg) for s, r in ((th, oy), (tw, ox)))
+    t = im.add(im.mul(im.linearize(rest + [ty], sizes(rest) + [th]), im.const(twp)), tx)
+    cpos = im.add(im.mul(co, im.const(self.Np)), t)
+    m = [[UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.add(cpos, im.const((4 * i + j) * self.area[2])))),))
+          for j in range(4)] for i in range(4)]
+    y = transform(AT, AT, m)
+    st = end.src[0]
+    def output(p, q):   # an output past an odd size's end is not stored, nor are its epilogue's loads made
+      o = at(st, {red: y[p][q], oy: (py := im.add(im.mul(ty, im.const(2)), im.const(p))), ox: (px := im.add(im.mul(tx, im.const(2)), im.const(q)))})
+      cond = im.and_(lt(py, oh) if p and oh % 2 else None, lt(px, ow) if q and ow % 2 else None)
+      return o if cond is None else o.substitute({x: gated(x, cond) for x in o.toposort if x.op is Ops.INDEX and (ty in x.toposort or tx in x.toposort)})
+    outs = [output(p, q) for p in range(2) for q in range(2)]
+    self.out = kernel(f"{name}_out", self.args, outs, [ty if r is oy else tx if r is ox else r for r in end.src[1:]], thr)
+    self.wt_slot = next(iter(s)).attrs["slot"] if len(s := {x.src[0].src[0] for x in wt.toposort if x.op is Ops.LOAD}) == 1 \
+      and next(iter(s)).op is Ops.BUFFER else None
+
+  def phases(self) -> list[tuple[str, tuple | None]]:
+    t = _int_attr(self.f, "uop.threads", 1)   # a transform writes or reads 16 values per tile and channel
+    par = lambda f, work: (parallel_info(f)[0], t if 16 * work >= self.PAR_MIN else 1, 1) if t > 1 else None
+    return [(f"{self.name}_wt", None), (f"{self.name}_in", par(self.inp, self.N * self.K)), (f"{self.name}_mm", (16, t, 1) if t > 1 else None),
+            (f"{self.name}_out", par(self.out, self.N * self.M))]
+  def areas(self) -> tuple[int, int, int]: return self.area
+  def reuse(self) -> list[tuple[int, int, int]]: return [(0, self.wt_slot, 0)] if self.wt_slot is not None else []
+  def text(self) -> str:
+    return (lower_kernel(self.wt, f"{self.name}_wt") + lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane)) + self.mm()
+            + lower_kernel(self.out, f"{self.name}_out"))
