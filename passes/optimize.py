@@ -142,6 +142,20 @@ def winograd(c) -> tuple | None:
   if pairs[0][0] is pairs[1][0]: return None
   return img, wt, co, ci, pairs[0], pairs[1]
 
+def winograd_tiles(c, w) -> int:
+  """The 2x2 output tiles of a convolution winograd() accepted (a batch of images, rows and columns rounded up)."""
+  _, _, _, I, J, _, _ = c
+  (oy, _), (ox, _) = w[4], w[5]
+  return prod(_size(r) for r in (J if w[2] in I else I) if r not in (oy, ox)) * -(-_size(oy) // 2) * -(-_size(ox) // 2)
+
+def winograd_pays(cin: int, cout: int, tiles: int, l3: int) -> bool:
+  """Whether Winograd's transforms cost less than the 2.25x of multiplies they save. They move 16 floats per tile and
+  channel through memory (the products' operands and results), against Cin * Cout / (Cin + Cout) multiply-adds per
+  float: with >= 64 of those they pay at any size; with fewer only while the transformed tiles stay in cache (measured
+  with 2 threads on Zen 4: 64 channels at 56x56 1229 -> 963 us, but 8 such images 10.0 -> 11.8 ms). The products want
+  32 tiles or more (a 7x7 output's 16 tiles leave their panels half empty: 512 channels 1083 -> 1114 us)."""
+  return tiles >= 32 and (cin * cout >= 64 * (cin + cout) or 16 * 4 * tiles * max(cin, cout) <= l3 // 4)
+
 def depthwise(c) -> bool:
   """A batch of products each of one row or column over a short k (a depthwise convolution: per channel, its 3x3 taps
   times the image): packing would copy each operand element to use it a few times; plain loops, in vector lanes where
@@ -376,9 +390,8 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   if (size >= MM_MIN_FLOPS and (c := contraction(f)) is not None and not depthwise(c)   # size first: contraction asks Z3
       or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g)) is not None and (f := g)):
     _, _, _, I, J, K, _ = c
-    if WINOGRAD and (w := winograd(c)) is not None:   # the 16 products of Winograd's tiles: Cout x tiles x Cin each
-      tiles = prod(map(_size, J if w[2] in I else I)) // 4
-      attrs["uop.winograd"] = (*contraction_tiles(_size(w[2]), tiles, _size(w[3]), vec, caches, threads), vec)
+    if WINOGRAD and (w := winograd(c)) is not None and winograd_pays(_size(w[3]), _size(w[2]), tiles := winograd_tiles(c, w), caches[2]):
+      attrs["uop.winograd"] = (*contraction_tiles(_size(w[2]), tiles, _size(w[3]), vec, caches, threads), vec)   # Cout x tiles x Cin
     else: attrs["uop.contraction"] = (*contraction_tiles(prod(map(_size, I)), prod(map(_size, J)), prod(map(_size, K)), vec, caches, threads), vec)
     if threads > 1: attrs["uop.threads"] = threads
   else:

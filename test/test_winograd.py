@@ -1,0 +1,69 @@
+"""F(2x2, 3x3) Winograd convolutions (uop-optimize's uop.winograd, lowered by codegen/winograd.py) against a float64
+reference, with their epilogues, odd sizes, batches and padding; and the convolutions it is not chosen for."""
+import numpy as np
+import pytest
+from morok_mlir import Tensor
+from morok_mlir import realize as R
+
+RNG = np.random.default_rng(0)
+def rnd(*s): return RNG.standard_normal(s, dtype=np.float32)
+
+def conv_ref(x, w, padding=(1, 1, 1, 1)):
+  """float64 cross-correlation, stride 1; padding (top, bottom, left, right)."""
+  t, b, l, r = padding
+  xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, b), (l, r)))
+  oh, ow = xp.shape[2] - 2, xp.shape[3] - 2
+  return sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + oh, j:j + ow], w[:, :, i, j].astype(np.float64)) for i in range(3) for j in range(3))
+
+def phases(t: Tensor) -> list[str]:
+  R._schedule_cache.clear()
+  t.realize()
+  return [e for s in R._schedule_cache.values() for it in s.items for e, _ in (it.program.spec.phases or ())]
+
+def close(got, want): np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+# (batch, cin, cout, h, w, padding as torch's flat (left, right, top, bottom))
+SHAPES = [(1, 32, 32, 16, 16, 1), (2, 48, 40, 10, 14, 1), (1, 64, 96, 14, 14, 1), (1, 64, 64, 13, 11, 1), (2, 40, 36, 9, 13, 1),
+          (1, 64, 64, 15, 13, 0), (3, 64, 64, 9, 13, 0), (1, 64, 64, 11, 11, 2), (1, 64, 64, 12, 16, (0, 1, 1, 0)), (1, 128, 128, 28, 28, 1)]
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_winograd_matches_direct(shape):
+  bs, cin, cout, h, wd, pad = shape
+  x, w, b = rnd(bs, cin, h, wd), rnd(cout, cin, 3, 3) * 0.1, rnd(cout)
+  p = (pad,) * 4 if isinstance(pad, int) else (pad[2], pad[3], pad[0], pad[1])
+  ref = conv_ref(x, w, p)
+  res = rnd(*ref.shape)
+  t = (Tensor(x).conv2d(Tensor(w), Tensor(b), padding=pad) + Tensor(res)).relu()   # bias, residual and relu: the store's epilogue
+  assert [p.rsplit("_", 1)[1] for p in phases(t)] == ["wt", "in", "mm", "out"]
+  close(t.numpy(), np.maximum(ref + b[None, :, None, None] + res, 0))
+
+def test_winograd_image_expression_and_new_weights():
+  # the image operand may be computed (relu of the input, fused into the transform); a second weights tensor gets its
+  # own transformed panels (kept per weights buffer), the first's stay valid
+  x, w1, w2 = rnd(1, 64, 14, 14), rnd(64, 64, 3, 3) * 0.1, rnd(64, 64, 3, 3) * 0.1
+  W1, W2 = Tensor(w1), Tensor(w2)
+  assert any(p.endswith("_in") for p in phases(Tensor(x).relu().conv2d(W1, padding=1)))
+  for _ in range(2):
+    close(Tensor(x).relu().conv2d(W1, padding=1).numpy(), conv_ref(np.maximum(x, 0), w1))
+    close(Tensor(x).relu().conv2d(W2, padding=1).numpy(), conv_ref(np.maximum(x, 0), w2))
+
+def test_winograd_gradient():
+  # the backward of a Winograd convolution (its output squared: the gradient reads the forward's result), float64's
+  x, w = rnd(2, 32, 12, 12), rnd(32, 32, 3, 3) * 0.1
+  X = Tensor(x, requires_grad=True)
+  X.conv2d(Tensor(w), padding=1).square().sum().backward()
+  assert any(p.endswith("_in") for p in phases(X.grad))
+  y = conv_ref(x, w)
+  gx = conv_ref(2 * y.astype(np.float32), np.flip(w, (2, 3)).transpose(1, 0, 2, 3).copy())
+  close(X.grad.numpy(), gx)
+
+@pytest.mark.parametrize("xs,ws,kw", [((1, 64, 16, 16), (64, 64, 3, 3), dict(stride=2, padding=1)), ((1, 64, 16, 16), (64, 64, 3, 3), dict(dilation=2, padding=2)),
+                                      ((1, 64, 16, 16), (64, 64, 1, 1), {}), ((1, 64, 16, 16), (64, 32, 3, 3), dict(groups=2, padding=1)),
+                                      ((1, 16, 16, 16), (64, 16, 3, 3), dict(padding=1)), ((1, 512, 7, 7), (512, 512, 3, 3), dict(padding=1)),
+                                      ((8, 64, 56, 56), (64, 64, 3, 3), dict(padding=1))], ids=["stride2", "dilation2", "1x1", "groups", "16 channels",
+                                                                                              "16 tiles", "out of cache"])
+def test_winograd_not_chosen(xs, ws, kw):
+  # strides, dilations, other kernel sizes and groups are not its form; few channels, few tiles, or 64 channels whose
+  # transformed tiles leave the cache do not pay
+  t = Tensor(rnd(*xs)).conv2d(Tensor(rnd(*ws)), **kw)
+  assert not any(p.endswith("_in") for p in phases(t))
