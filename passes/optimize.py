@@ -19,6 +19,9 @@
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
+  uop.winograd = [MR, NR, KC, MC, VW]   a 3x3 convolution of stride 1 as F(2x2, 3x3) Winograd (`winograd`, `winograd_pays`):
+                          16 products of Cout x tiles x Cin on that micro-kernel, tiled so (see codegen.winograd); WINO=0 in
+                          the environment turns it off (every such convolution a plain contraction)
 
 Heuristics; with beam = n > 0 each static kernel's choices are then searched by timing (SEARCH, see device/search.py).
 Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), l2, l3 (cache bytes, 0:

@@ -125,7 +125,8 @@ class Winograd(Contraction):
     def output(p, q):   # an output past an odd size's end is not stored, nor are its epilogue's loads made
       o = at(st, {red: y[p][q], oy: (py := im.add(im.mul(ty, im.const(2)), im.const(p))), ox: (px := im.add(im.mul(tx, im.const(2)), im.const(q)))})
       cond = im.and_(lt(py, oh) if p and oh % 2 else None, lt(px, ow) if q and ow % 2 else None)
-      return o if cond is None else o.substitute({x: gated(x, cond) for x in o.toposort if x.op is Ops.INDEX and (ty in x.toposort or tx in x.toposort)})
+      return o if cond is None else o.substitute({x: gated(x, cond) for x in o.toposort if x.op is Ops.INDEX and x.src[0] is not cp
+                                                  and (ty in x.toposort or tx in x.toposort)})
     outs = [output(p, q) for p in range(2) for q in range(2)]
     self.out = kernel(f"{name}_out", self.args, outs, [ty if r is oy else tx if r is ox else r for r in end.src[1:]], thr)
     self.wt_slot = next(iter(s)).attrs["slot"] if len(s := {x.src[0].src[0] for x in wt.toposort if x.op is Ops.LOAD}) == 1 \
