@@ -79,8 +79,14 @@ CONV_LANES = [((8, 16, 12, 16), (32, 16, 3, 3), dict(padding=1)), ((3, 16, 15, 1
               ((2, 8, 30, 30), (16, 8, 5, 5), dict(stride=3, padding=2)), ((1, 32, 20, 20), (64, 32, 3, 3), dict(padding=1)),
               ((1, 16, 23, 23), (64, 16, 3, 3), dict(stride=2)), ((1, 64, 7, 7), (128, 64, 3, 3), dict(padding=1)),
               ((2, 16, 64, 9), (32, 16, 3, 1), dict(padding=1, stride=2))]
+@pytest.fixture
+def direct(monkeypatch):
+  """3x3 convolutions as plain contractions (no Winograd): the tests of the image's packing."""
+  from morok_mlir.passes import optimize
+  monkeypatch.setattr(optimize, "WINOGRAD", False)
+
 @pytest.mark.parametrize("xs,ws,kw", CONV_LANES)
-def test_conv_image_packed_as_lanes(xs, ws, kw):
+def test_conv_image_packed_as_lanes(xs, ws, kw, direct):
   R._schedule_cache.clear()
   x, w, b = rnd(*xs), rnd(*ws) * 0.1, rnd(ws[0])
   t = Tensor(x).conv2d(Tensor(w), Tensor(b), **kw).relu()
@@ -91,7 +97,7 @@ def test_conv_image_packed_as_lanes(xs, ws, kw):
 @pytest.mark.parametrize("xs,ws,image", [((1, 64, 7, 7), (128, 64, 3, 3), "a"), ((1, 64, 14, 14), (128, 64, 1, 1), "a"),
                                           ((1, 16, 32, 32), (128, 16, 3, 3), "b"), ((2, 64, 7, 7), (128, 64, 3, 3), "a"),
                                           ((1, 16, 32, 32), (64, 16, 3, 3), "a"), ((1, 128, 28, 28), (32, 128, 3, 3), "a")])
-def test_small_image_output_is_a(xs, ws, image):
+def test_small_image_output_is_a(xs, ws, image, direct):
   """A convolution of one image packs its image as B (NR-wide panels) unless its output positions pad much worse so than
   to MR rows (7x7: 49 -> 64 vs 56; 32x32 divides both), or the weights have at most FEW_ROWS rows (output channels):
   then the image is A (packed per block, in L2, right before its tiles) and the weights the B panels."""

@@ -33,7 +33,7 @@ def combine(mat, xs: list[UOp]) -> list[UOp]:
   out = []
   for row in mat:
     acc, half = None, all(abs(c) in (0, 0.5) for c in row)
-    for c, x in zip(row, xs):
+    for c, x in sorted(zip(row, xs), key=lambda cx: cx[0] < 0):   # a positive term first: d2 - d1, not -d1 + d2
       if not c: continue
       if acc is None: acc = x if c > 0 else UOp(Ops.NEG, dtypes.float32, (x,))
       else: acc = UOp(Ops.ADD if c > 0 else Ops.SUB, dtypes.float32, (acc, x))
