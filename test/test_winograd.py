@@ -67,3 +67,14 @@ def test_winograd_not_chosen(xs, ws, kw):
   # transformed tiles leave the cache do not pay
   t = Tensor(rnd(*xs)).conv2d(Tensor(rnd(*ws)), **kw)
   assert not any(p.endswith("_in") for p in phases(t))
+
+@pytest.mark.parametrize("form", ["channels last", "flipped", "sum of two", "strided view"])
+def test_winograd_image_layouts(form):
+  # an image read through movement ops or computed from two inputs; one whose columns the lanes cannot read (a step of
+  # 2 * C per tile, or a negative one) falls back to the plain contraction: every form gives the reference's answer
+  x, y, w = rnd(2, 64, 14, 14), rnd(2, 64, 14, 14), rnd(64, 64, 3, 3) * 0.1
+  t, want = {"channels last": (lambda: Tensor(x.transpose(0, 2, 3, 1).copy()).permute(0, 3, 1, 2), x),
+             "flipped": (lambda: Tensor(x[..., ::-1].copy()).flip(3), x),
+             "sum of two": (lambda: Tensor(x) + Tensor(y), x + y),
+             "strided view": (lambda: Tensor(np.repeat(x, 2, axis=3))[..., ::2], x)}[form]
+  close(t().conv2d(Tensor(w), padding=1).numpy(), conv_ref(want, w))

@@ -1281,8 +1281,10 @@ def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None
     raise PassError(f"@{f.name}: {k} needs static range sizes (a loop here runs to a symbolic size)")
   if "uop.contraction" in f.attrs: return (c := Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
   if "uop.winograd" in f.attrs:
-    from morok_mlir.codegen.winograd import Winograd   # a Contraction of its own (its module builds on this one)
-    return (c := Winograd(f, name)).text(), c.phases(), c.scratch, c.reuse()
+    from morok_mlir.codegen.winograd import Winograd, direct   # a Contraction of its own (its module builds on this one)
+    try: return (c := Winograd(f, name)).text(), c.phases(), c.scratch, c.reuse()
+    except NotImplementedError: f = direct(f)   # an image its lanes cannot read (a flipped or channels-last one)
+  if "uop.contraction" in f.attrs: return (c := Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
   if "uop.split_reduce" in f.attrs: return (c := SplitReduce(f, name)).text(), c.phases(), c.scratch, []
   if "uop.lanes" in f.attrs and (ls := lane_split(f, _int_attr(f, "uop.lanes"))) is not None:
     return lower_kernel(ls[0], name, LaneLowerer(*ls)), [(name, parallel_info(ls[0]))], [], []

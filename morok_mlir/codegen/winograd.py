@@ -12,6 +12,7 @@ scratch buffers (the tile's 16 values indexed by xi = 4i + j):
 The transforms are additions and halvings (exact in f32 but for the rounding of the sums: F(2x2, 3x3) is the variant
 with the smallest error; tests compare with the direct product at 1e-5 relative to the output's scale)."""
 from __future__ import annotations
+from dataclasses import replace
 from math import prod
 from morok_mlir.ir.bridge import Func, arg_buffer
 from morok_mlir.core.dtype import dtypes
@@ -19,7 +20,8 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
-from morok_mlir.passes.optimize import contraction, winograd
+from morok_mlir.passes.optimize import contraction, contraction_tiles, winograd
+from morok_mlir.host import CACHES
 from morok_mlir.passes.registry import PassError
 from morok_mlir.codegen.lower_cpu import Contraction, LaneLowerer, _int_attr, gated, lane_range, loop_range, lower_kernel, parallel_info, sizes
 
@@ -48,6 +50,12 @@ def store(buf: UOp, idx: UOp, v: UOp) -> UOp: return UOp(Ops.STORE, dtypes.void,
 def kernel(name: str, args: list[UOp], stores: list[UOp], loops: list[UOp], extra: dict) -> Func:
   end = UOp(Ops.END, dtypes.void, (UOp(Ops.GROUP, dtypes.void, tuple(stores)), *loops))
   return Func(name, args, [], [UOp(Ops.SINK, dtypes.void, (end,))], {"uop.kernel": None, **extra})
+
+def direct(f: Func) -> Func:
+  """The kernel as a plain contraction (tiles for its own product), for a convolution Winograd cannot lower."""
+  _, _, _, I, J, K, _ = contraction(f)
+  mm = (*contraction_tiles(*(prod(sizes(rs)) for rs in (I, J, K)), f.attrs["uop.winograd"][4], CACHES, _int_attr(f, "uop.threads", 1)), f.attrs["uop.winograd"][4])
+  return replace(f, attrs={**{k: v for k, v in f.attrs.items() if k != "uop.winograd"}, "uop.contraction": mm})
 
 class Winograd(Contraction):
   """The phases above. Contraction's mm() runs the 16 products: this sets the attributes it reads (a batch of 16
@@ -113,7 +121,7 @@ class Winograd(Contraction):
     pos = im.add(im.add(im.add(im.mul(im.idiv(t0, self.nr), im.const(self.K * self.nr)), im.mul(rci2, im.const(self.nr))), im.mod(t0, self.nr)), self.lane)
     self.inp = kernel(f"{name}_in", self.args, [store(bp, im.add(pos, im.const(x * self.area[1])), v[x // 4][x % 4]) for x in range(16)],
                       [rci2, *rrest, rty, rg], thr)
-    if not all(LaneLowerer.supports(x, self.lane) for row in v for x in row): raise PassError(f"@{f.name}: the image of a Winograd convolution must be f32 loads and arithmetic")
+    if not all(LaneLowerer.supports(x, self.lane) for row in v for x in row): raise NotImplementedError(f"@{f.name}: an image the lanes cannot read")
     # out: the kernel's store at the tile's 2x2 outputs, its reduce replaced by A^T M A
     ty, tx = (UOp(Ops.RANGE, dtypes.index, (im.const(s),), r.arg) for s, r in ((th, oy), (tw, ox)))
     t = im.add(im.mul(im.linearize(rest + [ty], sizes(rest) + [th]), im.const(twp)), tx)
