@@ -78,3 +78,12 @@ def test_winograd_image_layouts(form):
              "sum of two": (lambda: Tensor(x) + Tensor(y), x + y),
              "strided view": (lambda: Tensor(np.repeat(x, 2, axis=3))[..., ::2], x)}[form]
   close(t().conv2d(Tensor(w), padding=1).numpy(), conv_ref(want, w))
+
+from hypothesis import given, settings, strategies as st
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 2), st.integers(32, 40), st.integers(32, 40), st.integers(5, 16), st.integers(5, 16), st.integers(0, 2))
+def test_winograd_random_shapes(bs, cin, cout, h, wd, pad):
+  # random sizes (odd and even, with and without padding) through whichever form the heuristic picks, as the reference
+  x, w = rnd(bs, cin, h, wd), rnd(cout, cin, 3, 3) * 0.1
+  close(Tensor(x).conv2d(Tensor(w), padding=pad).relu().numpy(), np.maximum(conv_ref(x, w, (pad,) * 4), 0))
