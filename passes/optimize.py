@@ -19,9 +19,10 @@
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
-  uop.winograd = [MR, NR, KC, MC, VW]   a 3x3 convolution of stride 1 as F(2x2, 3x3) Winograd (`winograd`, `winograd_pays`):
-                          16 products of Cout x tiles x Cin on that micro-kernel, tiled so (see codegen.winograd); WINO=0 in
-                          the environment turns it off (every such convolution a plain contraction)
+  uop.winograd = [MR, NR, KC, MC, VW, RB]   a 3x3 convolution of stride 1 as F(2x2, 3x3) Winograd (`winograd`, `winograd_pays`):
+                          16 products of Cout x tiles x Cin on that micro-kernel, tiled so, run per block of RB rows of
+                          tiles (0: all at once; `winograd_block`) (see codegen.winograd); WINO=0 in the environment turns it
+                          off (every such convolution a plain contraction)
 
 Heuristics; with beam = n > 0 each static kernel's choices are then searched by timing (SEARCH, see device/search.py).
 Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), l2, l3 (cache bytes, 0:
@@ -151,13 +152,21 @@ def winograd_tiles(c, w) -> int:
   (oy, _), (ox, _) = w[4], w[5]
   return prod(_size(r) for r in (J if w[2] in I else I) if r not in (oy, ox)) * -(-_size(oy) // 2) * -(-_size(ox) // 2)
 
-def winograd_pays(cin: int, cout: int, tiles: int, l3: int) -> bool:
-  """Whether Winograd's transforms cost less than the 2.25x of multiplies they save. They move 16 floats per tile and
-  channel through memory (the products' operands and results), against Cin * Cout / (Cin + Cout) multiply-adds per
-  float: with >= 64 of those they pay at any size; with fewer only while the transformed tiles stay in cache (measured
-  with 2 threads on Zen 4: 64 channels at 56x56 1229 -> 963 us, but 8 such images 10.0 -> 11.8 ms). The products want
-  32 tiles or more (a 7x7 output's 16 tiles leave their panels half empty: 512 channels 1083 -> 1114 us)."""
-  return tiles >= 32 and (cin * cout >= 64 * (cin + cout) or 16 * 4 * tiles * max(cin, cout) <= l3 // 4)
+def winograd_block(c, w, mr: int, vec: int, caches: tuple[int, int, int], threads: int) -> int:
+  """Rows of tiles per block (0: the whole batch at once): where the transformed tiles of the whole batch (16 floats
+  per tile and input or output channel) would leave a quarter of L3, blocks whose tiles fill half a core's L2, at least
+  two per thread."""
+  (oy, _), (ox, _) = w[4], w[5]
+  rows = winograd_tiles(c, w) // -(-_size(ox) // 2)
+  per_row = 16 * 4 * -(-_size(ox) // 2 // vec) * vec * (_size(w[3]) + -(-_size(w[2]) // mr) * mr)   # a row's tiles padded to lanes
+  if rows * per_row <= caches[2] // 4 or rows < 2 * threads: return 0
+  return max(1, min(caches[1] // 2 // per_row, rows // (2 * threads)))
+
+def winograd_pays(tiles: int) -> bool:
+  """Whether Winograd's 16 products fill their panels: 32 tiles or more (a 7x7 output's 16 leave them half empty: 512
+  channels 1083 -> 1114 us). Its transforms move 16 floats per tile and channel; where the whole image's would leave
+  L3, codegen.winograd runs them per block of tile rows in L2 (8 images of 64 channels at 56x56: 10.3 -> 6.1 ms)."""
+  return tiles >= 32
 
 def depthwise(c) -> bool:
   """A batch of products each of one row or column over a short k (a depthwise convolution: per channel, its 3x3 taps
@@ -393,8 +402,9 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   if (size >= MM_MIN_FLOPS and (c := contraction(f)) is not None and not depthwise(c)   # size first: contraction asks Z3
       or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g)) is not None and (f := g)):
     _, _, _, I, J, K, _ = c
-    if WINOGRAD and (w := winograd(c)) is not None and winograd_pays(_size(w[3]), _size(w[2]), tiles := winograd_tiles(c, w), caches[2]):
-      attrs["uop.winograd"] = (*contraction_tiles(_size(w[2]), tiles, _size(w[3]), vec, caches, threads), vec)   # Cout x tiles x Cin
+    if WINOGRAD and (w := winograd(c)) is not None and winograd_pays(tiles := winograd_tiles(c, w)):
+      mm = contraction_tiles(_size(w[2]), tiles, _size(w[3]), vec, caches, threads)   # Cout x tiles x Cin
+      attrs["uop.winograd"] = (*mm, vec, winograd_block(c, w, mm[0], vec, caches, threads))
     else: attrs["uop.contraction"] = (*contraction_tiles(prod(map(_size, I)), prod(map(_size, J)), prod(map(_size, K)), vec, caches, threads), vec)
     if threads > 1: attrs["uop.threads"] = threads
   else:

@@ -1,16 +1,17 @@
 """F(2x2, 3x3) Winograd convolution (Lavin and Gray, 2016) for a kernel uop-optimize marked `uop.winograd = [MR, NR, KC,
-MC, VW]` (optimize.winograd: a 3x3 convolution of stride 1, input and output channels >= 32, an even output). Each 2x2
-block of outputs (a tile t) and each pair of channels takes 16 multiplies instead of 36, in four phases over three
-scratch buffers (the tile's 16 values indexed by xi = 4i + j):
+MC, VW]` (optimize.winograd: a 3x3 convolution of stride 1 and dilation 1, input and output channels >= 32, any size
+and padding). Each 2x2 block of outputs (a tile t) and each pair of channels takes 16 multiplies instead of 36, in four
+phases over scratch buffers (the tile's 16 values indexed by xi = 4i + j; tiles by row r of tiles over the batch):
   wt   U[xi][co][ci] = (G g G^T)[i][j] of each 3x3 filter g: the A panels of 16 products (MR rows of co); a function of
        the weights alone, so the runtime keeps it while the weights buffer lives (reuse)
   in   V[xi][ci][t] = (B^T d B)[i][j] of each 4x4 input tile d (tiles 2 apart: the image operand evaluated at oy + ky =
-       2 ty + i), the B panels (NR columns of t)
+       2 ty + i), the B panels (NR columns of t), a row's tiles as vector lanes
   mm   M[xi] = U[xi] @ V[xi]: Contraction's micro-kernel, a batch of 16 products (threads split the batch)
   out  Y = A^T M A per tile: its 2x2 outputs go through the kernel's own store (bias, relu, a residual: the epilogue at
-       each output)
-The transforms are additions and halvings (exact in f32 but for the rounding of the sums: F(2x2, 3x3) is the variant
-with the smallest error; tests compare with the direct product at 1e-5 relative to the output's scale)."""
+       each output; outputs past an odd size's end are not stored)
+Where the transformed tiles of the whole batch would leave L3, one phase (blk) runs in, mm and out per block of tile rows
+instead, on each thread's own L2-sized B and C. The transforms are additions and halvings (F(2x2, 3x3) is the variant
+with the smallest error; tests compare with a float64 product at 1e-5 relative to the output's scale)."""
 from __future__ import annotations
 from dataclasses import replace
 from math import prod
@@ -23,7 +24,8 @@ from morok_mlir.core.index_math import affine_simplify
 from morok_mlir.passes.optimize import contraction, contraction_tiles, winograd
 from morok_mlir.host import CACHES
 from morok_mlir.passes.registry import PassError
-from morok_mlir.codegen.lower_cpu import Contraction, LaneLowerer, _int_attr, gated, lane_range, loop_range, lower_kernel, parallel_info, sizes
+from morok_mlir.codegen.lower_cpu import Contraction, LaneLowerer, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, outer_range, \
+  parallel_info, sizes
 
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))   # input transform (4x4)
 G = ((1, 0, 0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0, 0, 1))    # filter transform (4x3)
@@ -54,7 +56,8 @@ def kernel(name: str, args: list[UOp], stores: list[UOp], loops: list[UOp], extr
 def direct(f: Func) -> Func:
   """The kernel as a plain contraction (tiles for its own product), for a convolution Winograd cannot lower."""
   _, _, _, I, J, K, _ = contraction(f)
-  mm = (*contraction_tiles(*(prod(sizes(rs)) for rs in (I, J, K)), f.attrs["uop.winograd"][4], CACHES, _int_attr(f, "uop.threads", 1)), f.attrs["uop.winograd"][4])
+  vw = f.attrs["uop.winograd"][4]
+  mm = (*contraction_tiles(*(prod(sizes(rs)) for rs in (I, J, K)), vw, CACHES, _int_attr(f, "uop.threads", 1)), vw)
   return replace(f, attrs={**{k: v for k, v in f.attrs.items() if k != "uop.winograd"}, "uop.contraction": mm})
 
 class Winograd(Contraction):
@@ -64,9 +67,9 @@ class Winograd(Contraction):
     self.f, self.name = f, name
     if (c := contraction(f)) is None or (w := winograd(c)) is None: raise PassError(f"@{f.name}: uop.winograd on a kernel that is not a 3x3 convolution")
     red, img, wt, co, ci, (oy, ky), (ox, kx) = c[0], *w
-    if not (isinstance(t := f.attrs["uop.winograd"], tuple) and len(t) == 5 and all(type(x) is int and x > 0 for x in t)):
-      raise PassError(f"@{f.name}: uop.winograd must be array<i64: MR, NR, KC, MC, VW> of positive sizes")
-    self.mr, self.nr, self.kc, self.mc, self.vw = t
+    if not (isinstance(t := f.attrs["uop.winograd"], tuple) and len(t) == 6 and all(type(x) is int and x > 0 for x in t[:5]) and t[5] >= 0):
+      raise PassError(f"@{f.name}: uop.winograd must be array<i64: MR, NR, KC, MC, VW, RB> of positive sizes (RB >= 0)")
+    self.mr, self.nr, self.kc, self.mc, self.vw, rb = t
     end = f.roots[0].src[0]
     rest = [r for r in sorted(end.src[1:], key=lambda r: r.attrs["axis"]) if r not in (co, oy, ox)]   # the batch
     (oh, ow), nrest = sizes([oy, ox]), prod(sizes(rest))
@@ -78,19 +81,26 @@ class Winograd(Contraction):
     widths = [L for L in (self.vw, self.vw // 2, 4) if L >= 4 and self.nr % L == 0] or [1]
     self.lanes = next(L for L in widths if padded(L) <= 1.125 * min(map(padded, widths)))
     twp = -(-tw // self.lanes) * self.lanes
-    self.op, self.batch, self.M, self.K, self.N = "add", 16, sizes([co])[0], sizes([ci])[0], nrest * th * twp
+    # rows of tiles r (over the batch and tile rows): the transforms' outer loop. With RB > 0 the phases run per block of
+    # RB rows instead, each thread's block's tiles and products in its own L2-sized buffers (mm: one block's 16 products)
+    rows, self.threads = nrest * th, _int_attr(f, "uop.threads", 1)
+    self.rb = min(rb, rows) or rows
+    self.op, self.batch, self.M, self.K, self.N = "add", 16, *sizes([co, ci]), self.rb * twp
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     self.direct_a = self.rows_a = self.epi_tile = None
     self.fused, self.ka = False, self.K
     # the 16 problems' panels and results 64 bytes more than their size apart: the transforms read or write one value of
     # each, and 16 streams a multiple of 4 KiB apart would share cache sets
     self.area = tuple(x + 16 for x in (self.Mp * self.K, self.Np * self.K, self.Mp * self.Np))
-    self.scratch = [16 * x for x in self.area]
+    self.blocked = self.rb < rows
+    self.scratch = [16 * self.area[0]] + [16 * x for x in self.area[1:]] * (self.threads if self.blocked else 1)
+    if self.blocked: self.f = replace(f, attrs={k: v for k, v in f.attrs.items() if k != "uop.threads"})   # mm: one block's products
     n = len(f.args)
     self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
-    ap, bp, cp = self.args[n:]
-    thr = {k: v for k, v in f.attrs.items() if k == "uop.threads"}
+    ap, bp, cp = self.args[n:n + 3]
+    thr = {"uop.threads": 1} if self.blocked else {k: v for k, v in f.attrs.items() if k == "uop.threads"}   # blocked: rows lo..hi
     at = lambda x, sub: affine_simplify(x.substitute(sub))
+    col = lambda r: im.mul(im.mod(r, self.rb) if self.blocked else r, im.const(twp))   # a row's first column in B and C
     # wt: U's 16 values of filter (co, ci) into A's panels, row co of panel co // MR
     rco, rci = loop_range(0, self.M), loop_range(1, self.K)
     g = [[at(wt, {co: rco, ci: rci, ky: im.const(i), kx: im.const(j)}) for j in range(3)] for i in range(3)]
@@ -98,12 +108,12 @@ class Winograd(Contraction):
     u = transform(G, G, g)
     self.wt = kernel(f"{name}_wt", self.args, [store(ap, im.add(pos, im.const(x * self.area[0])), u[x // 4][x % 4]) for x in range(16)],
                      [rco, rci], {})
-    # in: V's 16 values of input tile (rest, ty, tx = L group + lane) and channel ci into B's panels, column t of panel t // NR
-    rrest = [loop_range(2 + i, s) for i, s in enumerate(sizes(rest))]
-    rci2, rty, rg = loop_range(0, self.K), loop_range(2 + len(rest), th), loop_range(3 + len(rest), twp // self.lanes)
+    # in: V's 16 values of input tile (row r, tx = L group + lane) and channel ci into B's panels, column t of panel t // NR
+    rr, rci2, rg = loop_range(0, rows), loop_range(1, self.K), loop_range(2, twp // self.lanes)
+    *rrest, rty = im.unravel(rr, sizes(rest) + [th])
     self.lane = lane_range(self.lanes)
     rtx = im.add(im.mul(rg, im.const(self.lanes)), self.lane)
-    t0 = im.add(im.mul(im.linearize(rrest + [rty], sizes(rest) + [th]), im.const(twp)), im.mul(rg, im.const(self.lanes)))   # the group's first
+    t0 = im.add(col(rr), im.mul(rg, im.const(self.lanes)))   # the lane group's first column
     base = {ci: rci2, **dict(zip(rest, rrest))}
     lt = lambda a, n: UOp(Ops.CMPLT, dtypes.bool, (a, im.const(n)))
     real = lt(rtx, tw) if twp > tw else None
@@ -113,40 +123,67 @@ class Winograd(Contraction):
       # end, which is not stored, so any value does there
       x = at(img, {**base, oy: im.add(im.mul(rty, im.const(2)), im.const(i // 3)), ky: im.const(min(i, 2)),
                    ox: im.add(im.mul(rtx, im.const(2)), im.const(j // 3)), kx: im.const(min(j, 2))})
-      for r, cond in ((rty, lt(im.add(im.mul(rty, im.const(2)), im.const(i)), oh + 2) if i == 3 and oh % 2 else None),
+      for r, cond in ((rr, lt(im.add(im.mul(rty, im.const(2)), im.const(i)), oh + 2) if i == 3 and oh % 2 else None),
                       (self.lane, im.and_(real, lt(im.add(im.mul(rtx, im.const(2)), im.const(j)), ow + 2) if j == 3 and ow % 2 else None))):
         if cond is not None: x = x.substitute({y.src[0]: gated(y.src[0], cond) for y in x.toposort if y.op is Ops.LOAD and r in y.src[0].toposort})
       return x
     v = transform(BT, BT, [[tap(i, j) for j in range(4)] for i in range(4)])
     pos = im.add(im.add(im.add(im.mul(im.idiv(t0, self.nr), im.const(self.K * self.nr)), im.mul(rci2, im.const(self.nr))), im.mod(t0, self.nr)), self.lane)
     self.inp = kernel(f"{name}_in", self.args, [store(bp, im.add(pos, im.const(x * self.area[1])), v[x // 4][x % 4]) for x in range(16)],
-                      [rci2, *rrest, rty, rg], thr)
+                      [rr, rci2, rg], thr)
     if not all(LaneLowerer.supports(x, self.lane) for row in v for x in row): raise NotImplementedError(f"@{f.name}: an image the lanes cannot read")
-    # out: the kernel's store at the tile's 2x2 outputs, its reduce replaced by A^T M A
-    ty, tx = (UOp(Ops.RANGE, dtypes.index, (im.const(s),), r.arg) for s, r in ((th, oy), (tw, ox)))
-    t = im.add(im.mul(im.linearize(rest + [ty], sizes(rest) + [th]), im.const(twp)), tx)
-    cpos = im.add(im.mul(co, im.const(self.Np)), t)
+    # out: the kernel's store at the tile's 2x2 outputs (row r, output channel, tile column), its reduce replaced by A^T M A
+    rr, oco, tx = loop_range(0, rows), loop_range(1, self.M), loop_range(2, tw)
+    *orest, ty = im.unravel(rr, sizes(rest) + [th])
+    cpos = im.add(im.add(im.mul(oco, im.const(self.Np)), col(rr)), tx)
     m = [[UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.add(cpos, im.const((4 * i + j) * self.area[2])))),))
           for j in range(4)] for i in range(4)]
     y = transform(AT, AT, m)
     st = end.src[0]
     def output(p, q):   # an output past an odd size's end is not stored, nor are its epilogue's loads made
-      o = at(st, {red: y[p][q], oy: (py := im.add(im.mul(ty, im.const(2)), im.const(p))), ox: (px := im.add(im.mul(tx, im.const(2)), im.const(q)))})
+      py, px = im.add(im.mul(ty, im.const(2)), im.const(p)), im.add(im.mul(tx, im.const(2)), im.const(q))
+      o = at(st, {red: y[p][q], co: oco, oy: py, ox: px, **dict(zip(rest, orest))})
       cond = im.and_(lt(py, oh) if p and oh % 2 else None, lt(px, ow) if q and ow % 2 else None)
       return o if cond is None else o.substitute({x: gated(x, cond) for x in o.toposort if x.op is Ops.INDEX and x.src[0] is not cp
-                                                  and (ty in x.toposort or tx in x.toposort)})
-    outs = [output(p, q) for p in range(2) for q in range(2)]
-    self.out = kernel(f"{name}_out", self.args, outs, [ty if r is oy else tx if r is ox else r for r in end.src[1:]], thr)
+                                                  and (rr in x.toposort or tx in x.toposort)})
+    self.out = kernel(f"{name}_out", self.args, [output(p, q) for p in range(2) for q in range(2)], [rr, oco, tx], thr)
     self.wt_slot = next(iter(s)).attrs["slot"] if len(s := {x.src[0].src[0] for x in wt.toposort if x.op is Ops.LOAD}) == 1 \
       and next(iter(s)).op is Ops.BUFFER else None
 
   def phases(self) -> list[tuple[str, tuple | None]]:
-    t = _int_attr(self.f, "uop.threads", 1)   # a transform writes or reads 16 values per tile and channel
+    t = self.threads   # a transform writes or reads 16 values per tile and channel
+    if self.blocked: return [(f"{self.name}_wt", None), (f"{self.name}_blk", (self.nblocks, t, 1, 1) if t > 1 else None)]
     par = lambda f, work: (parallel_info(f)[0], t if 16 * work >= self.PAR_MIN else 1, 1) if t > 1 else None
     return [(f"{self.name}_wt", None), (f"{self.name}_in", par(self.inp, self.N * self.K)), (f"{self.name}_mm", (16, t, 1) if t > 1 else None),
             (f"{self.name}_out", par(self.out, self.N * self.M))]
+  @property
+  def nblocks(self) -> int: return -(-sizes([outer_range(self.out)])[0] // self.rb)
   def areas(self) -> tuple[int, int, int]: return self.area
   def reuse(self) -> list[tuple[int, int, int]]: return [(0, self.wt_slot, 0)] if self.wt_slot is not None else []
   def text(self) -> str:
-    return (lower_kernel(self.wt, f"{self.name}_wt") + lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane)) + self.mm()
-            + lower_kernel(self.out, f"{self.name}_out"))
+    low = lambda f, name, lw=None: (self.private if self.blocked else str)(lower_kernel(f, name, lw))
+    return (lower_kernel(self.wt, f"{self.name}_wt") + low(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane))
+            + (self.private if self.blocked else str)(self.mm()) + low(self.out, f"{self.name}_out") + (self.blk() if self.blocked else ""))
+  def blk(self) -> str:
+    """The blocked phase: for each of this thread's blocks of RB tile rows, the input transform into its own B panels,
+    the block's 16 products into its own C, and the output transform; the thread's buffers picked by its chunk index."""
+    n, t, rows = len(self.f.args), self.threads, sizes([outer_range(self.out)])[0]
+    tys = [mem_type(a.dtype) for a in self.args]
+    out, k = [], [0]
+    def L(text):
+      k[0] += 1; out.append(f"    %w{k[0]} = {text}"); return f"%w{k[0]}"
+    c = lambda v: L(f"arith.constant {v} : index")
+    ops = [f"%arg{i}" for i in range(len(self.args))]
+    for j in range(1, t):   # thread j's V and C are scratch 1 + 2 j and 2 + 2 j
+      mine = L(f"arith.cmpi eq, %tid, {c(j)} : index")
+      for part in (1, 2): ops[n + part] = L(f"arith.select {mine}, %arg{n + part + 2 * j}, {ops[n + part]} : {tys[n + part]}")
+    lo, hi = ("%lo", "%hi") if t > 1 else (c(0), c(self.nblocks))
+    one, rb = c(1), c(self.rb)
+    out.append(f"    scf.for %b = {lo} to {hi} step {one} {{")
+    r0 = L(f"arith.muli %b, {rb} : index")
+    r1 = L(f"arith.minsi {L(f'arith.addi {r0}, {rb} : index')}, {c(rows)} : index")
+    for phase, bounds in (("in", [r0, r1]), ("mm", []), ("out", [r0, r1])):
+      out.append(f"      func.call @{self.name}_{phase}({', '.join(ops + bounds)}) : ({', '.join(tys + ['index'] * len(bounds))}) -> ()")
+    out.append("    }")
+    args = ", ".join([f"%arg{i}: {ty}" for i, ty in enumerate(tys)] + (["%lo: index", "%hi: index", "%tid: index"] if t > 1 else []))
+    return f"  func.func @{self.name}_blk({args}) {{\n" + "\n".join(out) + "\n    return\n  }\n"

@@ -1,13 +1,9 @@
 // RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=16 l2=1048576 l3=33554432}' | FileCheck %s
-// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=16 l2=1048576 l3=262144}' | FileCheck %s --check-prefix=SMALL
 
-// A 3x3 convolution of stride 1 with 32 input and output channels, 6x7 tiles: Winograd, its 16 products of 32 x 42 x 32
-// tiled as a contraction's. With 32 channels the transforms pay only while the transformed tiles (16 x 42 x 32 floats,
-// 86 KB) stay within a quarter of L3: with a 256 KB L3 it is a plain contraction.
-// CHECK: func.func private @conv({{.*}}uop.winograd = array<i64: 8, 48, 32, 16, 16>
+// A 3x3 convolution of stride 1 with 32 input and output channels, 6x7 tiles (42: 32 or more fill the panels):
+// Winograd, its 16 products of 32 x 42 x 32 tiled as a contraction's.
+// CHECK: func.func private @conv({{.*}}uop.winograd = array<i64: 8, 48, 32, 16, 16, 0>
 // CHECK-NOT: uop.contraction
-// SMALL: func.func private @conv({{.*}}uop.contraction
-// SMALL-NOT: uop.winograd
 module {
   func.func private @conv(%arg0: memref<4992xf32>, %arg1: memref<4992xf32>, %arg2: memref<9216xf32>, %arg3: memref<32xf32>) attributes {uop.kernel} {
     %0 = "uop.const"() {value = 32 : index} : () -> index
