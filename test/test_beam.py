@@ -33,12 +33,13 @@ CASES = {
   "matmul_bias_relu": (lambda a, b, c: (a @ b + c).relu(), [(96, 256), (256, 130), (130,)], 1e-4),
   "batched": (lambda a, b: a @ b, [(3, 64, 96), (3, 96, 80)], 1e-4),
   "conv": (lambda x, w: x.conv2d(w, padding=1), [(2, 16, 16, 16), (16, 16, 3, 3)], 1e-4),
+  "winograd": (lambda x, w: x.conv2d(w, padding=1), [(1, 32, 16, 16), (32, 32, 3, 3)], 1e-4),   # Winograd or the plain contraction
   "sum": (lambda a: a.sum(), [(1 << 19,)], 1e-4),
   "rows": (lambda a: (a.exp() * 0.5).sum(1), [(512, 1024)], 1e-5),
 }
+conv_np = lambda x, w: np.einsum("nchwij,ocij->nohw", np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3)), w)
 NP = {"matmul": lambda a, b: a @ b, "matmul_bias_relu": lambda a, b, c: np.maximum(a @ b + c, 0), "batched": lambda a, b: a @ b,
-      "conv": lambda x, w: np.einsum("nchwij,ocij->nohw", np.lib.stride_tricks.sliding_window_view(
-        np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3)), w),
+      "conv": conv_np, "winograd": conv_np,
       "sum": lambda a: a.sum(), "rows": lambda a: (np.exp(a) * 0.5).sum(1)}
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -155,3 +156,12 @@ def test_beam_in_morok_opt(cache, tmp_path):
   h = tuple(int(x) for x in re.search(r"uop\.contraction = array<i64: ([\d, ]+)>", dict(heur)["mm"]).group(1).split(", "))
   base = {"uop.contraction": h, "uop.threads": 2}
   assert tuple(int(x) for x in mm.group(1).split(", ")) in {c["uop.contraction"] for c in search.reachable(base, search.axes(base, 2, 8))}
+
+def test_beam_axis_winograd_or_contraction():
+  # a Winograd convolution's first axis: itself, or the plain contraction with that product's own tiles
+  x, w = Tensor(R.standard_normal((1, 32, 16, 16)).astype(np.float32)), Tensor(R.standard_normal((32, 32, 3, 3)).astype(np.float32))
+  f = next(k for k in kernels(x.conv2d(w, padding=1), 0) if "uop.winograd" in k.attrs)
+  from morok_mlir.codegen.winograd import direct
+  base = {k: f.attrs[k] for k in search.CHOICES if k in f.attrs}
+  first = search.axes(base, THREADS, VEC_WIDTH, direct(f).attrs["uop.contraction"])[0]
+  assert [("uop.winograd" in g(base), "uop.contraction" in g(base)) for g in first] == [(True, False), (False, True)]

@@ -1,8 +1,8 @@
 """BEAM: a timed search over uop-optimize's choices for one CPU kernel, cached on disk (tinygrad's BEAM=n).
 
 uop-optimize (beam=n, or BEAM=n for realize) hands each kernel, with its heuristic attributes, to `search`. The choices
-are axes of alternatives around the heuristic (`axes`): a contraction's register tile (MR x NR of VW lanes), its KC
-depth, its MC rows, then threads on or off; other kernels' threads, split reduce, reduce block and nontemporal stores.
+are axes of alternatives around the heuristic (`axes`): a Winograd convolution or the plain contraction; a contraction's
+register tile (MR x NR of VW lanes), its KC depth, its MC rows, then threads on or off; other kernels' threads, split reduce, reduce block and nontemporal stores.
 The search is stepwise, as tinygrad's: each of the n fastest candidates so far is expanded along the next axis, every
 new candidate compiled and timed, and the n fastest of all kept. A full cartesian table (4 tiles x 3 KC x 3 MC x 2
 thread counts = 72 compiles at 0.3-1 s each) costs minutes per kernel; the steps cost 4 + 2n + 2n + n.
@@ -29,8 +29,9 @@ from morok_mlir.core import index_math as im
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.host import CPU_FLAGS, CPU_NAME
 from morok_mlir.passes import optimize
+from morok_mlir.codegen import winograd
 
-CHOICES = ("uop.threads", "uop.grain", "uop.contraction", "uop.split_reduce", "uop.reduce_block", "uop.nontemporal")
+CHOICES = ("uop.threads", "uop.grain", "uop.contraction", "uop.winograd", "uop.split_reduce", "uop.reduce_block", "uop.nontemporal")
 RUNS, RUN_S, SLOW, COMPILE_S = 5, 0.5, 4.0, 30.0   # timed runs (at least 2, stopping past RUN_S s), drop limits
 ROUNDS, MARGIN = 5, 0.03   # finalists' alternating rounds; how much faster than the heuristic a choice must be
 # register tiles (MR rows, NR / VW vectors) around the heuristic's: MR*NV accumulators + NV B vectors + 1 broadcast
@@ -42,8 +43,9 @@ log: collections.deque = collections.deque(maxlen=256)   # (kernel, heuristic's 
 _memo: dict[str, dict] = {}
 
 
-def axes(a: dict, threads: int, vec: int) -> list[list]:
-  """Alternatives per axis, in search order; each a function of a choices dict (CHOICES' keys) -> another, or None."""
+def axes(a: dict, threads: int, vec: int, direct: tuple | None = None) -> list[list]:
+  """Alternatives per axis, in search order; each a function of a choices dict (CHOICES' keys) -> another, or None.
+  direct: a Winograd convolution's tiles as a plain contraction (the first axis: Winograd or not)."""
   def put(**kv):
     def f(c: dict) -> dict:
       c = dict(c)
@@ -53,6 +55,7 @@ def axes(a: dict, threads: int, vec: int) -> list[list]:
       return c
     return f
   out = []
+  if "uop.winograd" in a and direct is not None: out.append([put(), put(winograd=None, contraction=direct)])
   if (mm := a.get("uop.contraction")) is not None:
     mr, nr, kc, mc, vw = mm
     def tile(**kw):   # MC stays a multiple of MR: the row blocks hold whole MR-row panels
@@ -142,7 +145,8 @@ def _search(f: Func, beam: int, threads: int, vec: int) -> Func:
   if any(not isinstance(t.dtype, PtrDType) or t.dtype.size is None for t in f.args) or not f.roots or \
       any(u.op is Ops.RANGE and im.cval(u.src[0]) is None for u in f.roots[0].toposort): return f
   base = {k: f.attrs[k] for k in CHOICES if k in f.attrs}
-  ax = [alts for alts in axes(base, threads, vec) if len(alts) > 1]
+  direct = winograd.direct(f).attrs["uop.contraction"] if "uop.winograd" in base else None
+  ax = [alts for alts in axes(base, threads, vec, direct) if len(alts) > 1]
   if not ax: return f
   k = key(f, threads, vec)
   if (hit := _load(k)) is not None and hit in reachable(base, ax):
