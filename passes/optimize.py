@@ -165,11 +165,14 @@ def winograd_block(c, w, mr: int, vec: int, caches: tuple[int, int, int], thread
   if rows * per_row <= caches[2] // 4 or rows < 2 * threads or filters > caches[1]: return 0
   return max(1, min(max(caches[1] - filters, caches[1] // 2) // per_row, rows // (2 * threads)))
 
-def winograd_pays(tiles: int) -> bool:
-  """Whether Winograd's 16 products fill their panels: 32 tiles or more (a 7x7 output's 16 leave them half empty: 512
-  channels 1083 -> 1114 us). Its transforms move 16 floats per tile and channel; where the whole image's would leave
-  L3, codegen.winograd runs them per block of tile rows in L2 (8 images of 64 channels at 56x56: 10.3 -> 6.1 ms)."""
-  return tiles >= 32
+WINO_MIN_FLOPS = 1 << 25   # a convolution's plain product below which the transforms' phases cost what Winograd saves
+def winograd_pays(tiles: int, flops: int) -> bool:
+  """Whether Winograd's 16 products fill their panels, 32 tiles or more (a 7x7 output's 16 leave them half empty: 512
+  channels 1083 -> 1114 us), and save more than its two extra phases cost: 2^25 flops of the plain product or more
+  (measured: 32 channels at 28x28, 14.5 MFLOP, 94 -> 113 us; 64 channels at 28x28, 58 MFLOP, 371 -> 272 us). Its
+  transforms move 16 floats per tile and channel; where the whole image's would leave L3, codegen.winograd runs them
+  per block of tile rows in L2 (8 images of 64 channels at 56x56: 10.3 -> 6.1 ms)."""
+  return tiles >= 32 and flops >= WINO_MIN_FLOPS
 
 def depthwise(c) -> bool:
   """A batch of products each of one row or column over a short k (a depthwise convolution: per channel, its 3x3 taps
@@ -405,7 +408,7 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   if (size >= MM_MIN_FLOPS and (c := contraction(f)) is not None and not depthwise(c)   # size first: contraction asks Z3
       or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g)) is not None and (f := g)):
     _, _, _, I, J, K, _ = c
-    if WINOGRAD and (w := winograd(c)) is not None and winograd_pays(tiles := winograd_tiles(c, w)):
+    if WINOGRAD and (w := winograd(c)) is not None and winograd_pays(tiles := winograd_tiles(c, w), size):
       mm = contraction_tiles(_size(w[2]), tiles, _size(w[3]), vec, caches, threads)   # Cout x tiles x Cin
       attrs["uop.winograd"] = (*mm, vec, winograd_block(c, w, mm[0], vec, caches, threads))
     else: attrs["uop.contraction"] = (*contraction_tiles(prod(map(_size, I)), prod(map(_size, J)), prod(map(_size, K)), vec, caches, threads), vec)

@@ -33,7 +33,7 @@ CASES = {
   "matmul_bias_relu": (lambda a, b, c: (a @ b + c).relu(), [(96, 256), (256, 130), (130,)], 1e-4),
   "batched": (lambda a, b: a @ b, [(3, 64, 96), (3, 96, 80)], 1e-4),
   "conv": (lambda x, w: x.conv2d(w, padding=1), [(2, 16, 16, 16), (16, 16, 3, 3)], 1e-4),
-  "winograd": (lambda x, w: x.conv2d(w, padding=1), [(1, 32, 16, 16), (32, 32, 3, 3)], 1e-4),   # Winograd or the plain contraction
+  "winograd": (lambda x, w: x.conv2d(w, padding=1), [(1, 64, 28, 28), (64, 64, 3, 3)], 1e-4),   # Winograd or the plain contraction
   "sum": (lambda a: a.sum(), [(1 << 19,)], 1e-4),
   "rows": (lambda a: (a.exp() * 0.5).sum(1), [(512, 1024)], 1e-5),
 }
@@ -159,7 +159,7 @@ def test_beam_in_morok_opt(cache, tmp_path):
 
 def test_beam_axis_winograd_or_contraction():
   # a Winograd convolution's first axis: itself, or the plain contraction with that product's own tiles
-  x, w = Tensor(R.standard_normal((1, 32, 16, 16)).astype(np.float32)), Tensor(R.standard_normal((32, 32, 3, 3)).astype(np.float32))
+  x, w = Tensor(R.standard_normal((1, 64, 28, 28)).astype(np.float32)), Tensor(R.standard_normal((64, 64, 3, 3)).astype(np.float32))
   f = next(k for k in kernels(x.conv2d(w, padding=1), 0) if "uop.winograd" in k.attrs)
   from morok_mlir.codegen.winograd import direct
   base = {k: f.attrs[k] for k in search.CHOICES if k in f.attrs}

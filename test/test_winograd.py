@@ -20,6 +20,13 @@ def phases(t: Tensor) -> list[str]:
   t.realize()
   return [e for s in R._schedule_cache.values() for it in s.items for e, _ in (it.program.spec.phases or ())]
 
+@pytest.fixture(autouse=True)
+def small(monkeypatch):
+  """Winograd for convolutions of any work (the default leaves those under 2^25 flops plain): small shapes cover the
+  edges (odd sizes, padding, batches) quickly."""
+  from morok_mlir.passes import optimize
+  monkeypatch.setattr(optimize, "WINO_MIN_FLOPS", 0)
+
 def close(got, want): np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 # (batch, cin, cout, h, w, padding as torch's flat (left, right, top, bottom))
@@ -86,3 +93,11 @@ def test_winograd_random_shapes(bs, cin, cout, h, wd, pad):
   # random sizes (odd and even, with and without padding) through whichever form the heuristic picks, as the reference
   x, w = rnd(bs, cin, h, wd), rnd(cout, cin, 3, 3) * 0.1
   close(Tensor(x).conv2d(Tensor(w), padding=pad).relu().numpy(), np.maximum(conv_ref(x, w, (pad,) * 4), 0))
+
+def test_winograd_work_threshold(monkeypatch):
+  # by default a convolution whose plain product is under 2^25 flops stays plain (two more phases cost what it saves)
+  from morok_mlir.passes import optimize
+  monkeypatch.setattr(optimize, "WINO_MIN_FLOPS", 1 << 25)
+  w32, w64 = Tensor(rnd(32, 32, 3, 3)), Tensor(rnd(64, 64, 3, 3))
+  assert not any(p.endswith("_in") for p in phases(Tensor(rnd(1, 32, 28, 28)).conv2d(w32, padding=1)))   # 14.5 MFLOP
+  assert any(p.endswith("_in") for p in phases(Tensor(rnd(1, 64, 28, 28)).conv2d(w64, padding=1)))       # 58 MFLOP

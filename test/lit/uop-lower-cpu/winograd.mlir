@@ -1,11 +1,11 @@
 // RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=16 l2=1048576 l3=33554432},uop-lower-cpu' | FileCheck %s
 // RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=16 l2=1048576 l3=33554432},uop-lower-cpu' | FileCheck %s --check-prefix=LOADS
 
-// A 3x3 convolution of 32 channels (stride 1, padding 1, bias and relu) on a 12x13 image, as F(2x2, 3x3) Winograd:
-// 6x7 tiles of 2x2 outputs, the last column of tiles half past the image's odd width.
+// A 3x3 convolution of 64 channels (stride 1, padding 1, bias and relu) on a 24x25 image, as F(2x2, 3x3) Winograd:
+// 12x13 tiles of 2x2 outputs, the last column of tiles half past the image's odd width.
 // wt: each 3x3 filter's 16 transformed values (G g G^T) into A's panels of the 16 products, scalar (it runs once per
 //     weights buffer);
-// in: 8 tiles of a row as vector lanes (7 real, the 8th a padding tile), each of the 16 taps a masked load of 16 image
+// in: 16 tiles of a row as vector lanes (13 real, 3 padding tiles), each of the 16 taps a masked load of 32 image
 //     elements of which every second is kept (tiles are 2 apart), 16 vector stores into B's panels;
 // mm: the contraction micro-kernel over the batch of 16 products (threads split the batch), C stored whole;
 // out: the 16 products' values of a tile (one load each, shared by its 4 outputs), bias and relu per output, and the
@@ -14,16 +14,16 @@
 // CHECK-COUNT-16: memref.store %{{.*}}, %arg4[
 // CHECK-LABEL: func.func @conv_in(
 // CHECK: scf.for %{{.*}} = %arg7 to %arg8
-// CHECK: vector.maskedload %arg1[{{.*}} : memref<4992xf32>, vector<16xi1>, vector<16xf32> into vector<16xf32>
-// CHECK: vector.shuffle {{.*}} [0, 2, 4, 6, 8, 10, 12, 14] : vector<16xf32>, vector<16xf32>
-// CHECK-COUNT-16: vector.store %{{.*}}, %arg5[%{{.*}}] : memref<24832xf32>, vector<8xf32>
+// CHECK: vector.maskedload %arg1[{{.*}} : memref<38400xf32>, vector<32xi1>, vector<32xf32> into vector<32xf32>
+// CHECK: vector.shuffle {{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30] : vector<32xf32>, vector<32xf32>
+// CHECK-COUNT-16: vector.store %{{.*}}, %arg5[%{{.*}}] : memref<196864xf32>, vector<16xf32>
 // CHECK-LABEL: func.func @conv_mm(
 // CHECK: scf.for %{{.*}} = %arg7 to %arg8
 // CHECK: vector.fma
 // CHECK: vector.store %{{.*}}, %arg6[
 // CHECK-LABEL: func.func @conv_out(
 // CHECK: memref.load %arg3[
-// CHECK: arith.cmpi slt, %{{.*}}, %c13 : index
+// CHECK: arith.cmpi slt, %{{.*}}, %c25 : index
 // CHECK: scf.if
 // CHECK-NEXT: memref.store %{{.*}}, %arg0[
 // CHECK-LABEL: func.func @schedule(
@@ -36,32 +36,32 @@
 // LOADS-NOT: memref.load %arg6[
 // LOADS-LABEL: func.func @schedule(
 module {
-  func.func private @conv(%arg0: memref<4992xf32>, %arg1: memref<4992xf32>, %arg2: memref<9216xf32>, %arg3: memref<32xf32>) attributes {uop.kernel} {
-    %0 = "uop.const"() {value = 32 : index} : () -> index
+  func.func private @conv(%arg0: memref<38400xf32>, %arg1: memref<38400xf32>, %arg2: memref<36864xf32>, %arg3: memref<64xf32>) attributes {uop.kernel} {
+    %0 = "uop.const"() {value = 64 : index} : () -> index
     %1 = "uop.range"(%0) {axis = 0 : i64, kind = "loop"} : (index) -> index
-    %2 = "uop.const"() {value = 156 : index} : () -> index
+    %2 = "uop.const"() {value = 600 : index} : () -> index
     %3 = "uop.mul"(%1, %2) : (index, index) -> index
-    %4 = "uop.const"() {value = 12 : index} : () -> index
+    %4 = "uop.const"() {value = 24 : index} : () -> index
     %5 = "uop.range"(%4) {axis = 1 : i64, kind = "loop"} : (index) -> index
-    %6 = "uop.const"() {value = 13 : index} : () -> index
+    %6 = "uop.const"() {value = 25 : index} : () -> index
     %7 = "uop.mul"(%5, %6) : (index, index) -> index
     %8 = "uop.range"(%6) {axis = 2 : i64, kind = "loop"} : (index) -> index
     %9 = "uop.add"(%7, %8) : (index, index) -> index
     %10 = "uop.add"(%3, %9) : (index, index) -> index
-    %11 = "uop.index"(%arg0, %10) : (memref<4992xf32>, index) -> !uop.ptr<f32>
+    %11 = "uop.index"(%arg0, %10) : (memref<38400xf32>, index) -> !uop.ptr<f32>
     %12 = "uop.const"() {value = 0 : index} : () -> index
     %13 = "uop.const"() {value = 3 : index} : () -> index
     %14 = "uop.range"(%13) {axis = 4 : i64, kind = "reduce"} : (index) -> index
-    %15 = "uop.const"() {value = 15 : index} : () -> index
+    %15 = "uop.const"() {value = 27 : index} : () -> index
     %16 = "uop.mul"(%14, %15) : (index, index) -> index
     %17 = "uop.add"(%16, %5) : (index, index) -> index
-    %18 = "uop.const"() {value = 14 : index} : () -> index
+    %18 = "uop.const"() {value = 26 : index} : () -> index
     %19 = "uop.mod"(%17, %18) : (index, index) -> index
     %20 = "uop.cmplt"(%12, %19) : (index, index) -> i1
     %21 = "uop.cmplt"(%19, %6) : (index, index) -> i1
     %22 = "uop.and"(%20, %21) : (i1, i1) -> i1
     %23 = "uop.range"(%13) {axis = 5 : i64, kind = "reduce"} : (index) -> index
-    %24 = "uop.const"() {value = 16 : index} : () -> index
+    %24 = "uop.const"() {value = 28 : index} : () -> index
     %25 = "uop.mul"(%23, %24) : (index, index) -> index
     %26 = "uop.add"(%25, %8) : (index, index) -> index
     %27 = "uop.mod"(%26, %15) : (index, index) -> index
@@ -77,11 +77,11 @@ module {
     %37 = "uop.mul"(%36, %2) : (index, index) -> index
     %38 = "uop.add"(%35, %37) : (index, index) -> index
     %39 = "uop.add"(%38, %32) : (index, index) -> index
-    %40 = "uop.index"(%arg1, %39, %31) : (memref<4992xf32>, index, i1) -> !uop.ptr<f32>
+    %40 = "uop.index"(%arg1, %39, %31) : (memref<38400xf32>, index, i1) -> !uop.ptr<f32>
     %41 = "uop.load"(%40) : (!uop.ptr<f32>) -> f32
     %42 = "uop.const"() {value = 0.000000e+00 : f32} : () -> f32
     %43 = "uop.where"(%31, %41, %42) : (i1, f32, f32) -> f32
-    %44 = "uop.const"() {value = 288 : index} : () -> index
+    %44 = "uop.const"() {value = 576 : index} : () -> index
     %45 = "uop.mul"(%1, %44) : (index, index) -> index
     %46 = "uop.const"() {value = 9 : index} : () -> index
     %47 = "uop.mul"(%36, %46) : (index, index) -> index
@@ -89,11 +89,11 @@ module {
     %49 = "uop.add"(%48, %23) : (index, index) -> index
     %50 = "uop.add"(%47, %49) : (index, index) -> index
     %51 = "uop.add"(%45, %50) : (index, index) -> index
-    %52 = "uop.index"(%arg2, %51) : (memref<9216xf32>, index) -> !uop.ptr<f32>
+    %52 = "uop.index"(%arg2, %51) : (memref<36864xf32>, index) -> !uop.ptr<f32>
     %53 = "uop.load"(%52) : (!uop.ptr<f32>) -> f32
     %54 = "uop.mul"(%43, %53) : (f32, f32) -> f32
     %55 = "uop.reduce"(%54, %36, %14, %23) {op = "add"} : (f32, index, index, index) -> f32
-    %56 = "uop.index"(%arg3, %1) : (memref<32xf32>, index) -> !uop.ptr<f32>
+    %56 = "uop.index"(%arg3, %1) : (memref<64xf32>, index) -> !uop.ptr<f32>
     %57 = "uop.load"(%56) : (!uop.ptr<f32>) -> f32
     %58 = "uop.add"(%55, %57) : (f32, f32) -> f32
     %59 = "uop.cmplt"(%58, %42) : (f32, f32) -> i1
@@ -105,7 +105,7 @@ module {
     "uop.sink"(%64) : (!uop.token) -> ()
     return
   }
-  func.func @schedule(%arg0: memref<4992xf32>, %arg1: memref<9216xf32>, %arg2: memref<32xf32>, %arg3: memref<4992xf32>) attributes {uop.num_inputs = 3 : i64, uop.num_outputs = 1 : i64, uop.schedule} {
+  func.func @schedule(%arg0: memref<38400xf32>, %arg1: memref<36864xf32>, %arg2: memref<64xf32>, %arg3: memref<38400xf32>) attributes {uop.num_inputs = 3 : i64, uop.num_outputs = 1 : i64, uop.schedule} {
     %0 = "uop.kernel"() {callee = @conv, slots = array<i64: 3, 0, 1, 2>} : () -> !uop.token
     "uop.sink"(%0) : (!uop.token) -> ()
     return
