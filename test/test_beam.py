@@ -37,7 +37,8 @@ CASES = {
   "sum": (lambda a: a.sum(), [(1 << 19,)], 1e-4),
   "rows": (lambda a: (a.exp() * 0.5).sum(1), [(512, 1024)], 1e-5),
 }
-conv_np = lambda x, w: np.einsum("nchwij,ocij->nohw", np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3)), w)
+def conv_np(x, w):
+  return np.einsum("nchwij,ocij->nohw", np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3)), w)
 NP = {"matmul": lambda a, b: a @ b, "matmul_bias_relu": lambda a, b, c: np.maximum(a @ b + c, 0), "batched": lambda a, b: a @ b,
       "conv": conv_np, "winograd": conv_np,
       "sum": lambda a: a.sum(), "rows": lambda a: (np.exp(a) * 0.5).sum(1)}

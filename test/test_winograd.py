@@ -65,7 +65,8 @@ def test_winograd_gradient():
   gx = conv_ref(2 * y.astype(np.float32), np.flip(w, (2, 3)).transpose(1, 0, 2, 3).copy())
   close(X.grad.numpy(), gx)
 
-@pytest.mark.parametrize("xs,ws,kw", [((1, 64, 16, 16), (64, 64, 3, 3), dict(stride=2, padding=1)), ((1, 64, 16, 16), (64, 64, 3, 3), dict(dilation=2, padding=2)),
+@pytest.mark.parametrize("xs,ws,kw", [((1, 64, 16, 16), (64, 64, 3, 3), dict(stride=2, padding=1)),
+                                      ((1, 64, 16, 16), (64, 64, 3, 3), dict(dilation=2, padding=2)),
                                       ((1, 64, 16, 16), (64, 64, 1, 1), {}), ((1, 64, 16, 16), (64, 32, 3, 3), dict(groups=2, padding=1)),
                                       ((1, 16, 16, 16), (64, 16, 3, 3), dict(padding=1)), ((1, 512, 7, 7), (512, 512, 3, 3), dict(padding=1))],
                          ids=["stride2", "dilation2", "1x1", "groups", "16 channels", "16 tiles"])

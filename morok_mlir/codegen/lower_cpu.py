@@ -1270,7 +1270,8 @@ def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   end = UOp(Ops.END, dtypes.void, (st, *[outer if r is inner else r for r in end.src[1:]]))
   return Func(f.name, f.args, f.results, [UOp(Ops.SINK, dtypes.void, (end,))], f.attrs), lane
 
-STATIC_ONLY = ("uop.contraction", "uop.winograd", "uop.split_reduce", "uop.threads", "uop.nontemporal", "uop.lanes")   # choices made for static loop sizes
+# choices made for static loop sizes
+STATIC_ONLY = ("uop.contraction", "uop.winograd", "uop.split_reduce", "uop.threads", "uop.nontemporal", "uop.lanes")
 
 def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int]]]:
   """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes,

@@ -1,5 +1,5 @@
 """F(2x2, 3x3) Winograd convolution (Lavin and Gray, 2016) for a kernel uop-optimize marked `uop.winograd = [MR, NR, KC,
-MC, VW]` (optimize.winograd: a 3x3 convolution of stride 1 and dilation 1, input and output channels >= 32, any size
+MC, VW, RB]` (optimize.winograd: a 3x3 convolution of stride 1 and dilation 1, input and output channels >= 32, any size
 and padding). Each 2x2 block of outputs (a tile t) and each pair of channels takes 16 multiplies instead of 36, in four
 phases over scratch buffers (the tile's 16 values indexed by xi = 4i + j; tiles by row r of tiles over the batch):
   wt   U[xi][co][ci] = (G g G^T)[i][j] of each 3x3 filter g: the A panels of 16 products (MR rows of co); a function of
@@ -9,9 +9,9 @@ phases over scratch buffers (the tile's 16 values indexed by xi = 4i + j; tiles 
   mm   M[xi] = U[xi] @ V[xi]: Contraction's micro-kernel, a batch of 16 products (threads split the batch)
   out  Y = A^T M A per tile: its 2x2 outputs go through the kernel's own store (bias, relu, a residual: the epilogue at
        each output; outputs past an odd size's end are not stored)
-Where the transformed tiles of the whole batch would leave L3, one phase (blk) runs in, mm and out per block of tile rows
-instead, on each thread's own L2-sized B and C. The transforms are additions and halvings (F(2x2, 3x3) is the variant
-with the smallest error; tests compare with a float64 product at 1e-5 relative to the output's scale)."""
+With RB > 0 (optimize.winograd_block: the whole batch's transformed tiles would leave L3) one phase (blk) runs in, mm and
+out per block of RB tile rows instead, on each thread's own L2-sized B and C. The transforms are additions and halvings
+(F(2x2, 3x3) is the variant with the smallest error; tests compare with a float64 product at 1e-5 of the output's scale)."""
 from __future__ import annotations
 from dataclasses import replace
 from math import prod
@@ -65,7 +65,8 @@ class Winograd(Contraction):
   problems, Cout x tiles x Cin, A and B packed in panels, C in scratch) instead of its __init__."""
   def __init__(self, f: Func, name: str):
     self.f, self.name = f, name
-    if (c := contraction(f)) is None or (w := winograd(c)) is None: raise PassError(f"@{f.name}: uop.winograd on a kernel that is not a 3x3 convolution")
+    if (c := contraction(f)) is None or (w := winograd(c)) is None:
+      raise PassError(f"@{f.name}: uop.winograd on a kernel that is not a 3x3 convolution")
     red, img, wt, co, ci, (oy, ky), (ox, kx) = c[0], *w
     if not (isinstance(t := f.attrs["uop.winograd"], tuple) and len(t) == 6 and all(type(x) is int and x > 0 for x in t[:5]) and t[5] >= 0):
       raise PassError(f"@{f.name}: uop.winograd must be array<i64: MR, NR, KC, MC, VW, RB> of positive sizes (RB >= 0)")
@@ -128,7 +129,8 @@ class Winograd(Contraction):
         if cond is not None: x = x.substitute({y.src[0]: gated(y.src[0], cond) for y in x.toposort if y.op is Ops.LOAD and r in y.src[0].toposort})
       return x
     v = transform(BT, BT, [[tap(i, j) for j in range(4)] for i in range(4)])
-    pos = im.add(im.add(im.add(im.mul(im.idiv(t0, self.nr), im.const(self.K * self.nr)), im.mul(rci2, im.const(self.nr))), im.mod(t0, self.nr)), self.lane)
+    panel = im.add(im.mul(im.idiv(t0, self.nr), im.const(self.K * self.nr)), im.mul(rci2, im.const(self.nr)))
+    pos = im.add(im.add(panel, im.mod(t0, self.nr)), self.lane)
     self.inp = kernel(f"{name}_in", self.args, [store(bp, im.add(pos, im.const(x * self.area[1])), v[x // 4][x % 4]) for x in range(16)],
                       [rr, rci2, rg], thr)
     if not all(LaneLowerer.supports(x, self.lane) for row in v for x in row): raise NotImplementedError(f"@{f.name}: an image the lanes cannot read")
@@ -161,9 +163,9 @@ class Winograd(Contraction):
   def areas(self) -> tuple[int, int, int]: return self.area
   def reuse(self) -> list[tuple[int, int, int]]: return [(0, self.wt_slot, 0)] if self.wt_slot is not None else []
   def text(self) -> str:
-    low = lambda f, name, lw=None: (self.private if self.blocked else str)(lower_kernel(f, name, lw))
-    return (lower_kernel(self.wt, f"{self.name}_wt") + low(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane))
-            + (self.private if self.blocked else str)(self.mm()) + low(self.out, f"{self.name}_out") + (self.blk() if self.blocked else ""))
+    inner = self.private if self.blocked else str   # blocked: in, mm and out are called by blk only
+    return (lower_kernel(self.wt, f"{self.name}_wt") + inner(lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane)))
+            + inner(self.mm()) + inner(lower_kernel(self.out, f"{self.name}_out")) + (self.blk() if self.blocked else ""))
   def blk(self) -> str:
     """The blocked phase: for each of this thread's blocks of RB tile rows, the input transform into its own B panels,
     the block's 16 products into its own C, and the output transform; the thread's buffers picked by its chunk index."""

@@ -696,7 +696,8 @@ class OpMixin:
     if any(isinstance(v, U.UOp) and (_sz(v, "pad width") is None or U.sym_val(v) < 0 or mode != "constant") for p in pads for v in p):
       _err(ValueError, f"padding {pads}: a symbolic width must be a bound size >= 0, in constant mode")
     pads = tuple(tuple(v if isinstance(v, U.UOp) else int(v) for v in p) for p in pads)
-    if any(U.sym_val(s) + U.sym_val(b) + U.sym_val(a) < 0 for s, (b, a) in zip(self.shape, pads)): _err(ValueError, f"padding {pads} cuts more than {self.shape}")
+    if any(U.sym_val(s) + U.sym_val(b) + U.sym_val(a) < 0 for s, (b, a) in zip(self.shape, pads)):
+      _err(ValueError, f"padding {pads} cuts more than {self.shape}")
     if mode != "constant": return self._pad_mode(pads, mode)
     cut = lambda v: min(v, 0) if isinstance(v, int) else 0
     x = self.shrink(tuple((-cut(b), U.sadd(s, cut(a))) for s, (b, a) in zip(self.shape, pads)))

@@ -1,8 +1,9 @@
 """BEAM: a timed search over uop-optimize's choices for one CPU kernel, cached on disk (tinygrad's BEAM=n).
 
 uop-optimize (beam=n, or BEAM=n for realize) hands each kernel, with its heuristic attributes, to `search`. The choices
-are axes of alternatives around the heuristic (`axes`): a Winograd convolution or the plain contraction; a contraction's
-register tile (MR x NR of VW lanes), its KC depth, its MC rows, then threads on or off; other kernels' threads, split reduce, reduce block and nontemporal stores.
+are axes of alternatives around the heuristic (`axes`): a Winograd convolution or the plain contraction; a
+contraction's register tile (MR x NR of VW lanes), its KC depth, its MC rows, then threads on or off; other kernels'
+threads, split reduce, reduce block and nontemporal stores.
 The search is stepwise, as tinygrad's: each of the n fastest candidates so far is expanded along the next axis, every
 new candidate compiled and timed, and the n fastest of all kept. A full cartesian table (4 tiles x 3 KC x 3 MC x 2
 thread counts = 72 compiles at 0.3-1 s each) costs minutes per kernel; the steps cost 4 + 2n + 2n + n.
