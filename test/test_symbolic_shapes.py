@@ -217,3 +217,12 @@ def test_static_only_ops_refuse_symbolic_sizes_at_the_users_line():
   with pytest.raises(TypeError, match=line + "random tensors need static sizes"): Tensor.rand(v.bind(10), 3)
   with pytest.raises(TypeError, match=line + "eye needs static sizes"): Tensor.eye(v.bind(10))
   assert len(s) == 10   # the bound value, as .numpy() has it
+
+@pytest.mark.parametrize("k", [1, 5])
+def test_symbolic_pad_width(k):
+  # zero padding by a bound size (what a setitem along a symbolic dim builds); other modes and negative widths refused
+  v = Variable("padw", 0, 8)
+  x = Tensor(X[:4, :3])
+  np.testing.assert_array_equal(x.pad(((0, v.bind(k)), (v.bind(k), 1))).numpy(), np.pad(X[:4, :3], ((0, k), (k, 1))))
+  with pytest.raises(ValueError, match="a symbolic width must be a bound size >= 0, in constant mode"):
+    x.pad(((0, v.bind(k)), None), mode="reflect")

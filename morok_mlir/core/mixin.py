@@ -693,7 +693,7 @@ class OpMixin:
     if any(not isinstance(v, (int, np.integer, U.UOp)) or isinstance(v, (bool, np.bool_)) for p in pads for v in p):
       _err(TypeError, f"padding {tuple(padding)} must hold ints or bound sizes")
     # a symbolic width (a bound size, as a setitem along a symbolic dim makes) pads with zeros and may not cut
-    if any(isinstance(v, U.UOp) and (_sz(v, "pad width") is None or U.sym_val(v) < 0 or mode != "constant") for p in pads for v in p):
+    if any(isinstance(v, U.UOp) and (U.sym_val(_sz(v, "pad width")) < 0 or mode != "constant") for p in pads for v in p):
       _err(ValueError, f"padding {pads}: a symbolic width must be a bound size >= 0, in constant mode")
     pads = tuple(tuple(v if isinstance(v, U.UOp) else int(v) for v in p) for p in pads)
     if any(U.sym_val(s) + U.sym_val(b) + U.sym_val(a) < 0 for s, (b, a) in zip(self.shape, pads)):

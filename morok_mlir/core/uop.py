@@ -61,8 +61,6 @@ def salu(op: Ops, a, b):
     if op is Ops.ADD and yb.op is Ops.SUB and yb.src[1] is ya: return _at(yb.src[0], ca + cb)   # y + (z - y)
     if op is Ops.ADD and ya.op is Ops.SUB and ya.src[1] is yb: return _at(ya.src[0], ca + cb)
     return _at(UOp(op, dtypes.index, (ya if ya is not None else as_index(0), yb), ()), ca + cb if op is Ops.ADD else ca - cb)
-  if op in (Ops.ADD, Ops.SUB) and not isinstance(b, UOp) and b == 0: return a
-  if op is Ops.ADD and not isinstance(a, UOp) and a == 0: return b
   if op is Ops.MUL and not isinstance(b, UOp) and b == 1: return a
   if op is Ops.MUL and not isinstance(a, UOp) and a == 1: return b
   return UOp(op, dtypes.index, (as_index(a), as_index(b)), ())
