@@ -1,7 +1,8 @@
 """uop-optimize: per-kernel CPU choices, written as attributes on each kernel func (uop-lower-cpu honours them).
 
   uop.fastmath            float reduces may reassociate/contract (LLVM vectorizes and interleaves the accumulator)
-  uop.threads = N         the outermost loop is split in N chunks run on N threads (when the kernel does enough work)
+  uop.threads = N         the outermost loop is split in N chunks run on N threads (when the kernel does enough work); a
+                          loop to a symbolic size in N parts of the size read at run time
   uop.grain = G           chunk bounds are multiples of G
   uop.nontemporal = VW    a big f32 elementwise output: its innermost loop steps VW lanes, the lanes' values (scalar
                           code LLVM's SLP vectorizer widens) go out in one vector store that bypasses the cache (no
@@ -402,8 +403,15 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   nodes, rngs, loops, work = facts(sink)
   attrs, keep = dict(f.attrs), None
   if any(u.op is Ops.REDUCE and u.dtype.is_float for u in nodes): attrs["uop.fastmath"] = None
-  # a loop that runs to a symbolic size: threads, tiles, blocks and vector lanes are chosen for static sizes, so plain loops
-  if any(im.cval(r.src[0]) is None for r in rngs): return replace(f, attrs=attrs)
+  # a loop that runs to a symbolic size: tiles, blocks and vector lanes are chosen for static sizes, so plain loops; the
+  # outer loop still runs on threads (each takes its part of the size read at run time) when the work at the sizes'
+  # largest values is worth it
+  if any(im.cval(r.src[0]) is None for r in rngs):
+    outer = min(loops, key=lambda r: r.attrs["axis"], default=None)
+    body = sum(1 for u in nodes if u.dtype not in (dtypes.index, dtypes.bool, dtypes.void) and u.op is not Ops.CONST)
+    if threads > 1 and outer is not None and body * prod(im.smax(r.src[0]) for r in rngs) >= PAR_MIN_WORK and \
+        not any(r.attrs["kind"] == "serial" and r.attrs["axis"] < outer.attrs["axis"] for r in rngs): attrs["uop.threads"] = threads
+    return replace(f, attrs=attrs)
   size = 2 * prod(_size(r) for r in rngs)
   if (size >= MM_MIN_FLOPS and (c := contraction(f)) is not None and not depthwise(c)   # size first: contraction asks Z3
       or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g)) is not None and (f := g)):

@@ -226,3 +226,21 @@ def test_symbolic_pad_width(k):
   np.testing.assert_array_equal(x.pad(((0, v.bind(k)), (v.bind(k), 1))).numpy(), np.pad(X[:4, :3], ((0, k), (k, 1))))
   with pytest.raises(ValueError, match="a symbolic width must be a bound size >= 0, in constant mode"):
     x.pad(((0, v.bind(k)), None), mode="reflect")
+
+def test_symbolic_outer_loop_on_threads():
+  # a kernel whose outer loop runs to a symbolic size runs on threads, each taking its part of the size read at run time
+  # (n * i / T .. n * (i + 1) / T): every row written once for any n (odd, smaller than the thread count, the largest)
+  from morok_mlir.ir.emit import normalize, graph_func
+  from morok_mlir.passes.pipeline import lower_to_kernels
+  from morok_mlir.host import THREADS
+  v, a = Variable("rows_par", 1, 2048), np.random.default_rng(3).standard_normal((2048, 256)).astype(np.float32)
+  x = Tensor(a)
+  ks = [f for f in lower_to_kernels(graph_func(normalize([(x.shrink(((0, v.bind(7)), None)) * 2 + 1).uop])[0])) if "uop.kernel" in f.attrs]
+  assert THREADS == 1 or all(k.attrs.get("uop.threads") == THREADS for k in ks)
+  compiled = []
+  for k in (1, 2, 3, 7, 1000, 2047, 2048):
+    s = x.shrink(((0, v.bind(k)), None))
+    np.testing.assert_allclose((s * 2 + 1).exp().numpy(), np.exp(a[:k] * 2 + 1), rtol=2e-6)
+    np.testing.assert_allclose(s.sum(1).numpy(), a[:k].sum(1), rtol=1e-5, atol=1e-4)
+    compiled.append(GlobalCounters.compiled)
+  assert compiled[1:] == compiled[:1] * 6

@@ -98,9 +98,11 @@ def outer_range(f: Func) -> UOp | None:
   return min(rngs, key=_axis, default=None)
 
 def parallel_info(f: Func) -> tuple[int, int, int] | None:
-  """(outer loop size, threads, chunk grain) of a kernel uop-optimize marked parallel, else None."""
+  """(outer loop size, threads, chunk grain) of a kernel uop-optimize marked parallel, else None. An outer loop that
+  runs to a symbolic size is split in the kernel (Lowerer.close_loops): its chunks are parts i .. j of `threads`."""
   if "uop.threads" not in f.attrs or (r := outer_range(f)) is None: return None
-  return (int(r.src[0].attrs["value"]), _int_attr(f, "uop.threads", 1), _int_attr(f, "uop.grain", 1))
+  t = _int_attr(f, "uop.threads", 1)
+  return (t, t, 1) if im.cval(r.src[0]) is None else (int(r.src[0].attrs["value"]), t, _int_attr(f, "uop.grain", 1))
 
 # storage dtype -> the dtype its ops compute in (LLVM has no bf16 arithmetic on most targets; where it has, it flushes
 # subnormals or rounds per target, so bf16 is widened here, computed, and rounded back by Bf16)
@@ -372,6 +374,9 @@ class Lowerer:
       for u in fr.placed: del self.names[u]
       del self.open[fr.rng]
       lo, hi = ("%lo", "%hi") if fr.rng is self.par else (c0, fr.end)
+      if fr.rng is self.par and im.cval(fr.rng.src[0]) is None:   # parts %lo .. %hi of T of a size read at run time
+        t = self.const(_int_attr(self.f, "uop.threads", 1), dtypes.index)
+        lo, hi = (self.line(fr.parent, f"arith.divui {self.line(fr.parent, f'arith.muli {fr.end}, {b} : index')}, {t} : index") for b in (lo, hi))
       head = f"scf.for {fr.iv} = {lo} to {hi} step {c1 if fr.step == 1 else self.const(fr.step, dtypes.index)}"
       if ty is None: text = [head + " {"] + ["  " + l for l in fr.lines] + ["}"]
       else:
@@ -1271,7 +1276,7 @@ def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   return Func(f.name, f.args, f.results, [UOp(Ops.SINK, dtypes.void, (end,))], f.attrs), lane
 
 # choices made for static loop sizes
-STATIC_ONLY = ("uop.contraction", "uop.winograd", "uop.split_reduce", "uop.threads", "uop.nontemporal", "uop.lanes")
+STATIC_ONLY = ("uop.contraction", "uop.winograd", "uop.split_reduce", "uop.nontemporal", "uop.lanes")
 
 def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int]]]:
   """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes,

@@ -77,9 +77,10 @@ func.func private @k(%arg0: memref<4xf32>, %arg1: memref<4xf32>) attributes {uop
 
 // -----
 
-// a loop to a size read at run time is a plain loop: chunks for threads need its static size
-// CHECK: errors.mlir:[[@LINE+1]]:{{[0-9]+}}: error: uop-lower-cpu: @k: uop.threads needs static range sizes (a loop here runs to a symbolic size)
-func.func private @k(%arg0: memref<8xf32>, %arg1: memref<1xi64>) attributes {uop.kernel, uop.threads = 4 : i64} {
+// a loop to a size read at run time is a plain loop (threads take their parts of it at run time): lanes of nontemporal
+// stores need its static size
+// CHECK: errors.mlir:[[@LINE+1]]:{{[0-9]+}}: error: uop-lower-cpu: @k: uop.nontemporal needs static range sizes (a loop here runs to a symbolic size)
+func.func private @k(%arg0: memref<8xf32>, %arg1: memref<1xi64>) attributes {uop.kernel, uop.nontemporal = 4 : i64} {
   %c0 = "uop.const"() {value = 0 : index} : () -> index
   %p0 = "uop.index"(%arg1, %c0) : (memref<1xi64>, index) -> !uop.ptr<i64>
   %v = "uop.load"(%p0) : (!uop.ptr<i64>) -> i64
