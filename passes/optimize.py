@@ -127,7 +127,8 @@ def winograd(c) -> tuple | None:
   if len(I) != 1: (a, I), (b, J) = (b, J), (a, I)
   if len(I) != 1 or len(J) < 2: return None
   wt, co, img, rows = a, I[0], b, J
-  ci, (ky, kx) = max(K, key=_size), [r for r in K if r is not max(K, key=_size)]
+  ci = max(K, key=_size)
+  ky, kx = [r for r in K if r is not ci]
   if min(_size(ci), _size(co)) < WINO_MIN_CHANNELS or _size(ci) == 3: return None
   ranges, memo, forms = set(rows) | set(K), {}, []
   arith = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD)
@@ -392,25 +393,27 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   f = replace(f, roots=[sink := affine_simplify(ungate(f.roots[0]))])
   def facts(sink: UOp) -> tuple[list[UOp], list[UOp], list[UOp], int]:
     """nodes, ranges, loops and work: iterations x values computed per iteration, the loop nest once and each reduce
-    once per iteration of the loops its value depends on (lowering hoists it out of the others; sibling reduces add)"""
+    once per iteration of the loops its value depends on (lowering hoists it out of the others; sibling reduces add);
+    a symbolic size counts at its largest value"""
     nodes = sink.toposort
     rngs = [u for u in nodes if u.op is Ops.RANGE]
     loops = [r for r in rngs if r.attrs.get("kind") == "loop"]
-    if any(im.cval(r.src[0]) is None for r in rngs): return nodes, rngs, loops, 0
     body = sum(1 for u in nodes if u.dtype not in (dtypes.index, dtypes.bool, dtypes.void) and u.op is not Ops.CONST)
-    return nodes, rngs, loops, body * (prod(_size(r) for r in loops) + sum(
-      prod(_size(r) for r in u.src[1:]) * prod(_size(r) for r in _rngs(u) if r in loops) for u in nodes if u.op is Ops.REDUCE))
+    n = lambda r: im.smax(r.src[0])
+    return nodes, rngs, loops, body * (prod(n(r) for r in loops) + sum(
+      prod(n(r) for r in u.src[1:]) * prod(n(r) for r in _rngs(u) if r in loops) for u in nodes if u.op is Ops.REDUCE))
+  def threaded() -> bool:
+    """Whether the outer loop runs on threads: enough work, at least one iteration per thread, no serial loop outside."""
+    if threads <= 1 or not loops or work < PAR_MIN_WORK: return False
+    if im.smax((outer := min(loops, key=lambda r: r.attrs["axis"])).src[0]) < threads: return False
+    return not any(r.attrs["kind"] == "serial" and r.attrs["axis"] < outer.attrs["axis"] for r in rngs)   # a serial loop runs on one thread
   nodes, rngs, loops, work = facts(sink)
   attrs, keep = dict(f.attrs), None
   if any(u.op is Ops.REDUCE and u.dtype.is_float for u in nodes): attrs["uop.fastmath"] = None
   # a loop that runs to a symbolic size: tiles, blocks and vector lanes are chosen for static sizes, so plain loops; the
-  # outer loop still runs on threads (each takes its part of the size read at run time) when the work at the sizes'
-  # largest values is worth it
+  # outer loop still runs on threads (each takes its part of the size read at run time)
   if any(im.cval(r.src[0]) is None for r in rngs):
-    outer = min(loops, key=lambda r: r.attrs["axis"], default=None)
-    body = sum(1 for u in nodes if u.dtype not in (dtypes.index, dtypes.bool, dtypes.void) and u.op is not Ops.CONST)
-    if threads > 1 and outer is not None and body * prod(im.smax(r.src[0]) for r in rngs) >= PAR_MIN_WORK and \
-        not any(r.attrs["kind"] == "serial" and r.attrs["axis"] < outer.attrs["axis"] for r in rngs): attrs["uop.threads"] = threads
+    if threaded(): attrs["uop.threads"] = threads
     return replace(f, attrs=attrs)
   size = 2 * prod(_size(r) for r in rngs)
   if (size >= MM_MIN_FLOPS and (c := contraction(f)) is not None and not depthwise(c)   # size first: contraction asks Z3
@@ -426,9 +429,7 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
     if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = REDUCE_BLOCK
     if threads > 1 and not loops and (sr := split_reduce(f, threads)) is not None:
       attrs["uop.split_reduce"], attrs["uop.threads"] = sr, threads
-    elif threads > 1 and loops and work >= PAR_MIN_WORK and _size(outer := min(loops, key=lambda r: r.attrs["axis"])) >= threads and \
-        not any(r.attrs["kind"] == "serial" and r.attrs["axis"] < outer.attrs["axis"] for r in rngs):   # a serial loop runs on one thread
-      attrs["uop.threads"] = threads
+    elif threaded(): attrs["uop.threads"] = threads
     # a kept row shares the core's L2 with the row it is computed from and with the other thread's rows
     if keep := kept(f, nodes, loops, caches[1] // 4): attrs["uop.keep"] = keep[0]
     elif w := lanes(f, vec): attrs["uop.lanes"] = w

@@ -1285,7 +1285,6 @@ def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None
   if (k := next((a for a in STATIC_ONLY if a in f.attrs), None)) and f.roots and any(
       u.op is Ops.RANGE and im.cval(u.src[0]) is None for u in f.roots[0].toposort):
     raise PassError(f"@{f.name}: {k} needs static range sizes (a loop here runs to a symbolic size)")
-  if "uop.contraction" in f.attrs: return (c := Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
   if "uop.winograd" in f.attrs:
     from morok_mlir.codegen.winograd import Winograd, direct   # a Contraction of its own (its module builds on this one)
     try: return (c := Winograd(f, name)).text(), c.phases(), c.scratch, c.reuse()
