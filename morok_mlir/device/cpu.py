@@ -26,7 +26,7 @@ buffers when their last array dies, so a repeated realize does not page-fault fr
 (lru.LRU: MOROK_MEM_CACHE_ENTRIES, MOROK_MEM_CACHE_MB)."""
 from __future__ import annotations
 import _ctypes, atexit, ctypes, ctypes.util, functools, hashlib, itertools, mmap, os, re, shutil, stat, subprocess, sys, tempfile, threading, time
-import weakref
+import warnings, weakref
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.ir.bridge import Func
@@ -35,7 +35,6 @@ from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
 from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU
 from morok_mlir.device import disk_prune
-from morok_mlir.device.disk_prune import unlink as _unlink
 from morok_mlir.device.pool import Pool
 from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS
 from morok_mlir.dialects.ops import Ops
@@ -116,14 +115,39 @@ class CPUCompiler:
       PassManager.parse(LLVM_PIPELINE).run(mod.operation)
       return CompiledSpec(spec.name, str(mod), spec)
 
+def _trusted(st: os.stat_result) -> bool:
+  """A file or folder only this user (or root, who can write into any process anyway) can have written: its owner is
+  one of them and group and others have no write permission."""
+  return st.st_uid in (os.geteuid(), 0) and not st.st_mode & 0o022
+
 def _read(path: str, limit: int = 1 << 26) -> bytes:
-  """A regular file's bytes; anything else (a directory, a FIFO, too big, unreadable) raises OSError."""
-  fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+  """A trusted regular file's bytes, the last component not followed if a link; anything else (a directory, a FIFO,
+  a link, too big, unreadable, another user's or writable by others) raises OSError."""
+  fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
   try:
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_size > limit: raise OSError(f"{path}: not a cache file")
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit or not _trusted(st): raise OSError(f"{path}: not a cache file")
     with open(fd, "rb", closefd=False) as f: return f.read()
   finally: os.close(fd)
+
+_REFUSED: set[str] = set()   # folders DiskCache refused (and warned about) in this process
+def private_dir(d: str) -> str | None:
+  """d as a folder no other user can write into or swap: made 0700 (with any missing parents) if absent, its resolved
+  path; None when it is not a trusted folder or a folder above it lets another user rename it (writable by others,
+  without the sticky bit that /tmp has, or owned by another user)."""
+  try:
+    d = os.path.realpath(d)
+    *up, _ = chain = list(itertools.accumulate(d.split(os.sep)[1:], os.path.join, initial=os.sep))
+    for p in chain:
+      if not os.path.lexists(p):
+        try: os.mkdir(p, 0o700)
+        except FileExistsError: pass
+    if not stat.S_ISDIR((st := os.lstat(d)).st_mode) or not _trusted(st): return None   # lstat: a link made since is refused
+    for p in up:
+      st = os.lstat(p)
+      if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (os.geteuid(), 0) or st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX: return None
+    return d
+  except OSError: return None
 
 NICE = ["nice", "-n", "19"] if shutil.which("nice") else []   # the linker yields the cores to running kernels
 
@@ -136,21 +160,44 @@ class DiskCache:
   sits beside `<key>.sum`, the sha256 of the key and the .so's bytes (read as bytes), so an entry proves it belongs to its
   key: a damaged one of any kind (truncated, empty, garbage, swapped with another key's, a directory, unreadable, an
   object that does not load or lacks the entry points) is rebuilt and replaced, never loaded and never an error. Files are
-  written under temporary names and renamed into place, so concurrent processes see whole files.
+  written under fresh temporary names (mkstemp: never through a file or link already there) and renamed into place, so
+  concurrent processes see whole files.
+  A shared object runs its code when loaded, so the cache trusts only what no other user can have written: the folder
+  is made 0700, and one another user owns or can write to (or rename, through a folder above it) is refused with one
+  warning for a folder of this user's own (private_dir); an entry another user owns or can write to is never loaded.
+  In a folder no one else can write, the sum guards against damage (torn writes, a full disk), not against people.
   Every JIT-compiled kernel is linked (one after another on a background thread, the linker at the lowest CPU priority,
   so the kernels a fresh model just compiled run at full speed meanwhile; a process waits for them at exit) and its
   program moves onto the loaded object; with the cache off, in a private temporary directory, deleted once loaded."""
   VERSION = "morok-cpu-2"
   def __init__(self):
     self.enabled = os.environ.get("MOROK_DISK_CACHE", "1") != "0"
-    self.dir = os.environ.get("MOROK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "morok-mlir")
+    self.dir = os.environ.get("MOROK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "morok-mlir")   # (checked when first used)
     self.max_bytes = int(float(os.environ.get("MOROK_CACHE_MAX_MB", 512)) * 2**20)
     self.queue: list[tuple] = []   # (key, object file, directory, program) waiting for the link worker
     self.idle = threading.Condition()
     self.worker: threading.Thread | None = None
     self.hits = self.misses = 0     # verified loads / JIT compiles, for tests and DEBUG
-    self.written, self._lock, self._ids, self._tmpdir = None, threading.Lock(), itertools.count(), None
+    self.written, self._lock, self._ids, self._tmpdir = None, threading.RLock(), itertools.count(), None
     atexit.register(self.flush)
+  @property
+  def dir(self) -> str:
+    """The folder in use: the one asked for if private_dir trusts it, else this user's folder in the temporary
+    directory, checked the same way, or a folder of this process's own."""
+    if self._dir is None:
+      with self._lock:
+        if self._dir is None: self._dir = private_dir(self._want) or self._refused()
+    return self._dir
+  @dir.setter
+  def dir(self, d: str) -> None: self._want, self._dir = d, None
+  def _refused(self) -> str:
+    d = private_dir(os.path.join(tempfile.gettempdir(), f"morok-mlir-{os.geteuid()}")) or self._private()
+    if self._want not in _REFUSED:
+      _REFUSED.add(self._want)
+      warnings.warn(f"kernel cache folder {self._want} is not private to this user (another user's, writable by group or others, "
+                    f"under a folder others can write to, or not creatable): its shared objects could run another user's code; "
+                    f"using {d} instead", RuntimeWarning, stacklevel=2)
+    return d
   def key(self, spec: ProgramSpec) -> str:
     from importlib.metadata import version
     salt = f"{self.VERSION}|{version('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
@@ -161,7 +208,7 @@ class DiskCache:
     """Path of a verified shared object for key (touched: most recently used), or None."""
     if not self.enabled: return None
     so = os.path.join(self.dir, key + ".so")
-    try:
+    try:   # (_read refuses another user's entries)
       if _read(so[:-3] + ".sum", 4096).strip() != self.digest(key, _read(so)): return None
     except (OSError, ValueError): return None
     try: os.utime(so)
@@ -171,8 +218,8 @@ class DiskCache:
     """Store the JIT-compiled program's object code, and move the program onto it once linked."""
     try:
       d = self.dir if self.enabled else self._private()
-      os.makedirs(d, exist_ok=True)
-      fd, obj = tempfile.mkstemp(".o", key, d); os.close(fd)
+      os.makedirs(d, 0o700, exist_ok=True)   # (removed since it was checked)
+      fd, obj = self._mkstemp(d, key, "o"); os.close(fd)
       with _lock: p.code.engine.dump_to_object_file(obj)
     except OSError: return
     with self.idle:
@@ -187,6 +234,10 @@ class DiskCache:
       except BaseException:   # flush must not wait for a worker that is gone
         with self.idle: self.worker = None; self.idle.notify_all()
         raise
+  def _mkstemp(self, d: str, key: str, ext: str) -> tuple[int, str]:
+    """A new file of this process's own (O_EXCL: never one already there, or a link); a name no earlier file of this
+    process had (the loader takes an already loaded path for the same file), matching disk_prune.TEMP."""
+    return tempfile.mkstemp(f".{ext}.tmp", f"{key}.{os.getpid()}.{next(self._ids)}.", d)
   def _private(self) -> str:
     with self._lock:
       if self._tmpdir is None:
@@ -194,26 +245,28 @@ class DiskCache:
         atexit.register(shutil.rmtree, self._tmpdir, True)
     return self._tmpdir
   def _link(self, key: str, obj: str, d: str, prog: weakref.ref) -> None:
-    so = os.path.join(d, key + ".so")
-    tmp = f"{so}.{os.getpid()}.{next(self._ids)}.tmp"   # unique: the loader takes an already loaded path for the same file
+    so, made = os.path.join(d, key + ".so"), [obj]
     try:
+      fd, tmp = self._mkstemp(d, key, "so"); os.close(fd); made.append(tmp)
       if subprocess.run([*NICE, "cc", "-shared", "-o", tmp, obj, "-lm"], capture_output=True).returncode: return
-      with open(tmp, "rb") as f: data = f.read()
-      with open(tmp + ".sum", "wb") as f: f.write(self.digest(key, data))
+      with open(os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+        os.fchmod(f.fileno(), 0o644); data = f.read()   # not group-writable whatever the umask: get() trusts it
+      fd, tsum = self._mkstemp(d, key, "sum"); made.append(tsum)
+      with open(fd, "wb") as f: f.write(self.digest(key, data))
       if (p := prog()) is not None:
         try: p._load(tmp)
         except (OSError, AttributeError, RuntimeError): pass   # it keeps its engine
       if not self.enabled: return
       for dst in (so, so[:-3] + ".sum"):   # a directory where an entry belongs is damage too
         if os.path.isdir(dst) and not os.path.islink(dst): shutil.rmtree(dst, ignore_errors=True)
-      os.replace(tmp, so); os.replace(tmp + ".sum", so[:-3] + ".sum")
+      os.replace(tmp, so); os.replace(tsum, so[:-3] + ".sum")
       with self._lock:   # (written is None until the first check of this process)
         due = self.written is None or self.written + len(data) >= self.max_bytes // 16
         self.written = 0 if due else self.written + len(data)
       if due: self.prune()
     except OSError: pass
     finally:
-      for p in (obj, tmp, tmp + ".sum"):
+      for p in made:
         try: os.unlink(p)
         except OSError: pass
   def prune(self) -> None:

@@ -1,17 +1,18 @@
 """The disk cache's sweep (see cpu.DiskCache): delete the least recently used entries until the directory holds at most
-max_bytes, and temporaries an hour old. Only the cache's files are touched (named by a key: 40 hex digits), whatever
-else shares the directory. The cache runs it as a script in a child process at the lowest CPU priority: a sweep of a
-big cache is seconds of Python work, which in the process itself would hold the GIL against every kernel launch.
+max_bytes, and temporaries an hour old. Only names the cache itself makes are touched (ENTRY, TEMP), never a folder,
+whatever else shares the directory. The cache runs it as a script in a child process at the lowest CPU priority: a
+sweep of a big cache is seconds of Python work, which in the process itself would hold the GIL against every kernel launch.
 
   python disk_prune.py DIR MAX_BYTES"""
-import os, re, shutil, sys, time
+import os, re, stat, sys, time
 
-KEYED = re.compile(r"[0-9a-f]{40}[.\w]")
+# an entry: <key>.so and <key>.sum, the key 40 hex digits
+ENTRY = re.compile(r"[0-9a-f]{40}\.(?:so|sum)")
+# a temporary: mkstemp(f".{ext}.tmp", f"{key}.{pid}.{n}."), and the names earlier versions of the cache used
+TEMP = re.compile(r"[0-9a-f]{40}(?:\.\d+\.\d+\.[a-z0-9_]{8}\.(?:o|so|sum)\.tmp|\.so\.\d+\.\d+\.tmp(?:\.sum)?|[a-z0-9_]{8}\.o)")
 
 def unlink(path: str) -> None:
-  try:
-    if os.path.isdir(path) and not os.path.islink(path): shutil.rmtree(path, ignore_errors=True)
-    else: os.unlink(path)
+  try: os.unlink(path)
   except OSError: pass
 
 def prune(d: str, max_bytes: int) -> None:
@@ -19,15 +20,16 @@ def prune(d: str, max_bytes: int) -> None:
   except OSError: return
   ents, total, now = [], 0, time.time()
   for f in names:
-    if not KEYED.match(f): continue
+    if not (entry := ENTRY.fullmatch(f)) and not TEMP.fullmatch(f): continue
     path = os.path.join(d, f)
     try: st = os.lstat(path)
     except OSError: continue
-    if f.endswith(".so"):
+    if stat.S_ISDIR(st.st_mode): continue   # the cache never makes one; cpu.DiskCache replaces one in an entry's place
+    if entry and f.endswith(".so"):
       try: n = st.st_size + os.lstat(path[:-3] + ".sum").st_size
       except OSError: n = st.st_size
       ents.append((st.st_mtime, path, n)); total += n
-    elif now - st.st_mtime > 3600 and not (f.endswith(".sum") and f[:-4] + ".so" in names): unlink(path)
+    elif now - st.st_mtime > 3600 and not (entry and f[:-4] + ".so" in names): unlink(path)
   for _, path, n in sorted(ents):
     if total <= max_bytes: break
     unlink(path); unlink(path[:-3] + ".sum"); total -= n
