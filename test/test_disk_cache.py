@@ -163,13 +163,13 @@ def test_links_run_one_at_a_time_and_the_sweep_out_of_process(tmp_path, monkeypa
   from morok_mlir.device import disk_prune
   import threading
   dev = device(str(tmp_path))
-  active, most, lock, real = [0], [0], threading.Lock(), DiskCache._link
-  def link(self, *a):
+  active, most, lock, real = [0], [0], threading.Lock(), dev.disk._link
+  def link(*a):   # this cache's links only: another cache's worker (an earlier test's) may still be linking
     with lock: active[0] += 1; most[0] = max(most[0], active[0])
-    try: time.sleep(0.02); return real(self, *a)
+    try: time.sleep(0.02); return real(*a)
     finally:
       with lock: active[0] -= 1
-  monkeypatch.setattr(DiskCache, "_link", link)
+  monkeypatch.setattr(dev.disk, "_link", link)
   def in_process(*a): raise AssertionError("the sweep ran in the calling process")
   monkeypatch.setattr(disk_prune, "prune", in_process)
   specs = [spec_of(Tensor(np.ones(n, np.float32)) * 3) for n in range(2001, 2007)]
