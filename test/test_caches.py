@@ -1,6 +1,6 @@
 """The in-memory caches are bounded (lru.LRU: the schedule cache, the CPU method cache), evicted programs free their
 code, and a JIT-compiled kernel does not keep its ~1 MB ExecutionEngine: it moves onto its shared object."""
-import os, subprocess, sys, textwrap, threading
+import ctypes, os, subprocess, sys, textwrap, threading
 import numpy as np
 import pytest
 from morok_mlir import Tensor
@@ -79,3 +79,31 @@ def test_failed_allocation_is_memory_error_at_users_line(monkeypatch):
   t = Tensor(np.ones((30, 100), np.float32)) * 2; line = sys._getframe().f_lineno
   with pytest.raises(MemoryError, match=rf"test_caches.py:{line}\b.*: cannot allocate 12000 bytes for the float32\[30, 100\] result \(Cannot"):
     t.numpy()
+
+TRIM = textwrap.dedent("""
+  import ctypes, gc, os, numpy as np
+  from morok_mlir import Tensor
+  from morok_mlir.device.cpu import CPU
+  def rss(): return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+  for n in range(1, 49): (Tensor(np.ones((1, n), np.float32)) * 3).numpy()   # 48 JIT-compiled kernels, all kept
+  CPU.disk.flush(); gc.collect()
+  before = rss(); ctypes.CDLL(None).malloc_trim(0)
+  print("RESULT", before - rss())
+""")
+
+@pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "malloc_trim"), reason="glibc's malloc_trim")
+def test_freed_engines_return_their_memory(tmp_path):
+  """A kernel keeps what it runs on (its loaded object, tens of KB), not the heap its freed JIT engine left: once the
+  link worker is done that heap is back with the system (it was ~0.35 MB per kernel, 1 GB over a model's worth)."""
+  env = {**os.environ, "MOROK_CACHE_DIR": str(tmp_path), "MOROK_DISK_CACHE": "1"}
+  p = subprocess.run([sys.executable, "-c", TRIM], env=env, capture_output=True, text=True, timeout=300)
+  out = [l for l in p.stdout.splitlines() if l.startswith("RESULT")]
+  assert p.returncode == 0 and out, p.stderr[-3000:]
+  assert int(out[0].split()[1]) < 2 << 20, f"{int(out[0].split()[1]) / 2**20:.1f} MB of freed heap held after 48 kernels"
+
+def test_default_memory_bound():
+  """A fixed default, whatever the machine's memory: the caches live in someone else's process."""
+  env = {k: v for k, v in os.environ.items() if k not in ("MOROK_MEM_CACHE_MB", "MOROK_MEM_CACHE_ENTRIES")}
+  p = subprocess.run([sys.executable, "-c", "from morok_mlir import lru; print(lru.MEM_CACHE_MB, lru.MEM_CACHE_ENTRIES)"], env=env,
+                     capture_output=True, text=True, timeout=60)
+  assert p.stdout.split() == ["512.0", "1024"], p.stderr[-2000:]
