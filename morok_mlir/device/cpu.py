@@ -153,6 +153,7 @@ def private_dir(d: str) -> str | None:
 
 NICE = ["nice", "-n", "19"] if shutil.which("nice") else []   # the linker yields the cores to running kernels
 # code and read-only data share a segment: a small kernel's object maps 2 pages instead of 4 and is 7 KB on disk, not 15
+LINK = ["cc", "-shared", "-Wl,-z,noseparate-code"]
 
 class DiskCache:
   """Compiled kernels as shared objects in MOROK_CACHE_DIR (default ~/.cache/morok-mlir; MOROK_DISK_CACHE=0 turns it off),
@@ -254,7 +255,7 @@ class DiskCache:
     so, made = os.path.join(d, key + ".so"), [obj]
     try:
       fd, tmp = self._mkstemp(d, key, "so"); os.close(fd); made.append(tmp)
-      if subprocess.run([*NICE, "cc", "-shared", "-Wl,-z,noseparate-code", "-o", tmp, obj, "-lm"], capture_output=True).returncode: return
+      if subprocess.run([*NICE, *LINK, "-o", tmp, obj, "-lm"], capture_output=True).returncode: return
       with open(os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
         os.fchmod(f.fileno(), 0o644); data = f.read()   # not group-writable whatever the umask: get() trusts it
       fd, tsum = self._mkstemp(d, key, "sum"); made.append(tsum)
@@ -272,8 +273,8 @@ class DiskCache:
       if due: self.prune()
     except OSError: pass
     finally:
-      for p in made:
-        try: os.unlink(p)
+      for path in made:
+        try: os.unlink(path)
         except OSError: pass
   def prune(self) -> None:
     """Sweep the cache down to max_bytes (disk_prune, in a child process: none of its work holds this one's GIL)."""
