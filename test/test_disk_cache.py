@@ -180,3 +180,11 @@ def test_links_run_one_at_a_time_and_the_sweep_out_of_process(tmp_path, monkeypa
   dev.disk.max_bytes = 1
   dev.disk.prune()   # a child process: the patched function above is not what runs
   assert not [f for f in os.listdir(tmp_path) if f.endswith(".so")]
+
+def test_link_without_the_segment_option(tmp_path, monkeypatch):
+  """A linker that refuses the first link command (ld.gold and -z noseparate-code) still gets the kernel linked."""
+  from morok_mlir.device import cpu
+  monkeypatch.setattr(cpu, "LINKS", (["cc", "-shared", "-Wl,--no-such-option"], *cpu.LINKS[1:]))
+  dev = device(str(tmp_path))
+  dev.build(s := spec_of(Tensor(np.ones(3001, np.float32)) * 7)); dev.disk.flush()
+  assert device(str(tmp_path)).disk.get(dev.disk.key(s)) is not None

@@ -153,7 +153,8 @@ def private_dir(d: str) -> str | None:
 
 NICE = ["nice", "-n", "19"] if shutil.which("nice") else []   # the linker yields the cores to running kernels
 # code and read-only data share a segment: a small kernel's object maps 2 pages instead of 4 and is 7 KB on disk, not 15
-LINK = ["cc", "-shared", "-Wl,-z,noseparate-code"]
+# (ld.gold lacks the option: then the plain link)
+LINKS = (["cc", "-shared", "-Wl,-z,noseparate-code"], ["cc", "-shared"])
 
 class DiskCache:
   """Compiled kernels as shared objects in MOROK_CACHE_DIR (default ~/.cache/morok-mlir; MOROK_DISK_CACHE=0 turns it off),
@@ -255,7 +256,7 @@ class DiskCache:
     so, made = os.path.join(d, key + ".so"), [obj]
     try:
       fd, tmp = self._mkstemp(d, key, "so"); os.close(fd); made.append(tmp)
-      if subprocess.run([*NICE, *LINK, "-o", tmp, obj, "-lm"], capture_output=True).returncode: return
+      if all(subprocess.run([*NICE, *cc, "-o", tmp, obj, "-lm"], capture_output=True).returncode for cc in LINKS): return
       with open(os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
         os.fchmod(f.fileno(), 0o644); data = f.read()   # not group-writable whatever the umask: get() trusts it
       fd, tsum = self._mkstemp(d, key, "sum"); made.append(tsum)
