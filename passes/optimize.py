@@ -47,7 +47,7 @@ MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loop
 def _size(r: UOp) -> int: return int(r.src[0].attrs["value"])
 def _rngs(u: UOp) -> set[UOp]: return {x for x in u.toposort if x.op is Ops.RANGE}
 
-DEPENDS_RLIMIT = 5_000_000     # Z3 resource units per dependence question (about 2 s unloaded; GroupNorm's backward needs 0.8M)
+DEPENDS_RLIMIT = 5_000_000     # Z3 resource units per dependence question (~2 s unloaded; a GroupNorm kernel's hardest: 0.8M)
 def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
   """Whether x's value can change with range r, decided exactly: the addresses, gates and selects in x that mention
   r are compared at two values of r (all else equal). Affine forms (after the bounds-checked folding below) answer

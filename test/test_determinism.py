@@ -12,8 +12,8 @@ from morok_mlir.lru import LRU
 import morok_mlir.passes.optimize as opt
 
 def groupnorm_backward() -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-  """GroupNorm(3, 6) of a (20, 6, 10, 10) batch, its input and output read before the gradient of sum(z * w) is:
-  (x, w, x.grad, the lowered text of each kernel compiled on the way)."""
+  """z = GroupNorm(3, 6)(x) of a (20, 6, 10, 10) batch, x and z read before x.grad of sum(z * w): (x, w, x.grad, the
+  lowered text of each kernel compiled on the way)."""
   rng = np.random.default_rng(0)
   xv, wv = rng.standard_normal((20, 6, 10, 10), dtype=np.float32), rng.standard_normal((20, 6, 10, 10), dtype=np.float32)
   x = Tensor(xv, requires_grad=True)
