@@ -47,11 +47,13 @@ MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loop
 def _size(r: UOp) -> int: return int(r.src[0].attrs["value"])
 def _rngs(u: UOp) -> set[UOp]: return {x for x in u.toposort if x.op is Ops.RANGE}
 
+DEPENDS_RLIMIT = 5_000_000     # Z3 resource units per dependence question (~2 s unloaded; a GroupNorm kernel's hardest: 0.8M)
 def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
   """Whether x's value can change with range r, decided exactly: the addresses, gates and selects in x that mention
   r are compared at two values of r (all else equal). Affine forms (after the bounds-checked folding below) answer
-  directly; otherwise Z3 looks for two values of r that differ (index math is 64-bit bit-vectors, as lowered).
-  An unknown answer counts as dependent: a missed contraction costs speed, a wrong one would cost correctness.
+  directly; otherwise Z3 looks for two values of r that differ (index math is 64-bit bit-vectors, as lowered), within
+  DEPENDS_RLIMIT units of work. An unknown answer counts as dependent: a missed contraction costs speed, a wrong one
+  would cost correctness.
   Mentioning is not depending: (i*64+j)//64 with j < 64 is i."""
   if any(u.dtype not in (dtypes.index, dtypes.bool) and r in u.src for u in x.toposort): return True   # a range used as a value
   exprs = [e for u in x.toposort for e in (u.src[1:] if u.op is Ops.INDEX else u.src[:1] if u.op is Ops.WHERE and u.dtype not in (dtypes.index, dtypes.bool) else ())
@@ -69,7 +71,11 @@ def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
   twin = UOp(Ops.RANGE, r.dtype, r.src, attrs(axis=-1 - r.attrs["axis"], kind=r.attrs["kind"]))
   ctx = ZSem()
   differ = [ctx.enc(e)[0] != ctx.enc(e.substitute({r: twin}))[0] for e in rest]
-  s = z3.Solver(); s.set("timeout", 2000); s.add(*ctx.facts, z3.Or(*differ))
+  # a bound on Z3's work counted in its resource units, not time, in a fresh context (the work one question takes depends
+  # on what its context holds already): the answer, and so the kernel, is the same on every run, whatever the load or
+  # what was compiled before, and uop-lower-cpu asking again gets the answer uop-optimize got
+  zc = z3.Context()
+  s = z3.Solver(ctx=zc); s.set("rlimit", DEPENDS_RLIMIT); s.add(z3.And(*ctx.facts, z3.Or(*differ)).translate(zc))
   return s.check() != z3.unsat
 
 def contraction(f: Func) -> tuple[UOp, UOp, UOp, list[UOp], list[UOp], list[UOp], list[UOp]] | None:
