@@ -131,13 +131,32 @@ def _index_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
   return tuple(o.pop() if o else 1 for o in out)
 
 # ---------------------------------------------------------------- Tensor
-class Tensor(OpMixin):
+class _Modes(threading.local):
+  """Tensor.training and Tensor.no_grad, per thread (PyTorch's grad mode is): one thread's train() or optimizer step
+  changes no other thread's dropout or gradients. Every thread starts with these defaults."""
+  training = False   # dropout (and attention's dropout_p) act only while True, as tinygrad's Tensor.training
+  no_grad = False    # while True, ops record no gradient path: their results are detached (tinygrad's Tensor.no_grad)
+_modes = _Modes()
+def _mode(name: str) -> property:   # del (monkeypatch's undo) restores the default
+  return property(lambda cls: getattr(_modes, name), lambda cls, v: setattr(_modes, name, v), lambda cls: delattr(_modes, name), _Modes.__doc__)
+
+class _ModeContext(contextlib.ContextDecorator):
+  """Sets one of the thread's modes inside a block and restores it after."""
+  name = ""
+  def __init__(self, mode: bool = True): self.mode = mode
+  def _recreate_cm(self): return type(self)(self.mode)   # each call of a decorated function (in any thread) its own prev
+  def __enter__(self): self.prev = getattr(_modes, self.name); setattr(_modes, self.name, self.mode)
+  def __exit__(self, *exc): setattr(_modes, self.name, self.prev)
+
+class _TensorType(type):
+  """`Tensor.training = True` and reading `Tensor.training` (tinygrad's spelling) go to the calling thread's modes."""
+  training, no_grad = _mode("training"), _mode("no_grad")
+
+class Tensor(OpMixin, metaclass=_TensorType):
   """A lazy tensor: its graph UOp, its device. The op methods (elementwise, movement, reductions) are OpMixin's,
   shared with UOp; what is Tensor's own is here: data, devices, realization, creation and the user's line."""
   __slots__ = ("uop", "device", "_requires_grad", "grad", "_view", "__weakref__")
   __hash__ = object.__hash__  # == is elementwise
-  training = False   # dropout (and attention's dropout_p) act only while True, as tinygrad's Tensor.training
-  no_grad = False    # while True, ops record no gradient path: their results are detached (tinygrad's Tensor.no_grad)
 
   def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None):
     dt = None if dtype is None else _dtype(dtype)
@@ -234,16 +253,12 @@ class Tensor(OpMixin):
       else: t.grad.assign(t.grad + g)
     return self
 
-  class train(contextlib.ContextDecorator):
-    """Sets Tensor.training (dropout acts) inside the block: `with Tensor.train():`, or as a decorator."""
-    def __init__(self, mode: bool = True): self.mode = mode
-    def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode
-    def __exit__(self, *exc): Tensor.training = self.prev
-  class test(contextlib.ContextDecorator):
-    """Sets Tensor.no_grad inside the block (tinygrad's name; morok_mlir.no_grad() is PyTorch's)."""
-    def __init__(self, mode: bool = True): self.mode = mode
-    def __enter__(self): self.prev, Tensor.no_grad = Tensor.no_grad, self.mode
-    def __exit__(self, *exc): Tensor.no_grad = self.prev
+  class train(_ModeContext):
+    """Sets Tensor.training (dropout acts) in this thread inside the block: `with Tensor.train():`, or as a decorator."""
+    name = "training"
+  class test(_ModeContext):
+    """Sets Tensor.no_grad in this thread inside the block (tinygrad's name; morok_mlir.no_grad() is PyTorch's)."""
+    name = "no_grad"
 
   # ---- properties
   # read through C getters: op methods ask for these dozens of times per op, and a Python property's frame costs more
@@ -334,7 +349,7 @@ class Tensor(OpMixin):
     t.uop = v = UOp(_op, dtype or u.dtype, tuple(srcs), arg_of(kw) if kw else (), _scope.loc or _loc())
     if "shape" not in (d := v.__dict__): seed_shape(d, _op, u, shape)   # a new node: its shape is known here
     t.device, t.grad, t._requires_grad = dev, None, rg
-    if Tensor.no_grad: t._requires_grad, t.uop = False, v if rg is not True else UOp(Ops.DETACH, v.dtype, (v,), (), v.loc)
+    if _modes.no_grad: t._requires_grad, t.uop = False, v if rg is not True else UOp(Ops.DETACH, v.dtype, (v,), (), v.loc)
     return t
 
   # ---- creation
