@@ -291,9 +291,9 @@ class Tensor(OpMixin, metaclass=_TensorType):
       outs = _realize(list(todo), device=devs.pop(), beam=beam)
       for (u, ts), out in zip(todo.items(), outs):
         if out.size != sym_val(u.size) or out.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
-        b = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it
-        if any(t._requires_grad and id(t) not in _leaves for t in ts): _realized[b] = u
-        for t in ts: t.uop = b
+        for t in ts:   # tensors that were one node (equal constants) get a node each over the one Buffer: each its own leaf
+          b = t.uop = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it
+          if t._requires_grad and id(t) not in _leaves: _realized[b] = u
     return self
   def numpy(self) -> np.ndarray:
     """The value in a numpy array of the caller's own: writing to it changes no tensor, and no later write to a tensor

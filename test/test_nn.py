@@ -136,6 +136,16 @@ def test_lamb():
     p = p - 0.02 * np.linalg.norm(p) / np.linalg.norm(up) * up
   np.testing.assert_allclose(run(lambda ps: LAMB(ps, lr=0.02, weight_decay=0.01), steps=3), p, rtol=1e-5, atol=1e-6)
 
+@pytest.mark.parametrize("make", [lambda ps: SGD(ps, lr=0.1, momentum=0.9), lambda ps: Adam(ps, lr=0.1), lambda ps: LAMB(ps, lr=0.1)])
+def test_scalar_parameters_stay_scalars(make):
+  """A 0-d parameter's update is 0-d (the learning rate and Adam's bias corrections are (1,) tensors: they must not
+  broadcast it to (1,))."""
+  w = Tensor(2.0)
+  opt = make([w])
+  with Tensor.train():
+    for _ in range(2): opt.zero_grad(); (w * w).backward(); opt.step()
+  assert w.shape == () and 0 < w.item() < 2.0
+
 def test_step_is_one_realize(monkeypatch):
   calls = []
   real = tensor_mod._realize
