@@ -1,7 +1,7 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import contextlib, functools, math, operator, sys, threading, weakref
+import contextlib, copy, functools, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
@@ -275,6 +275,27 @@ class Tensor(OpMixin, metaclass=_TensorType):
     return sym_val(self.shape[0])   # a symbolic size: its bound value, the length .numpy() gives
   def __repr__(self) -> str: return f"<Tensor {self.uop.op} shape={self.shape} dtype={self.dtype} device={self.device}>"
   def __bool__(self): _err(TypeError, "__bool__ on a Tensor is ambiguous; use .item() or .numpy()")
+  def __deepcopy__(self, memo: dict) -> Tensor:
+    """An independent tensor with the same values, dtype, device, requires_grad and (copied) grad."""
+    ret = memo[id(self)] = Tensor(self.numpy(), self.dtype, device=self.device, requires_grad=self.requires_grad)
+    if self.grad is not None: ret.grad = copy.deepcopy(self.grad, memo)
+    return ret
+
+  # ---- numpy's protocols, as PyTorch's CPU tensors: numpy reads a Tensor's values (np.asarray(t), np.array(t)); a numpy
+  # function of a Tensor computes on them and gives back a Tensor (np.exp(t)); an operator with an ndarray defers to the
+  # Tensor's (ndarray + t is t.__radd__), which takes the array as a tensor
+  __array_priority__ = 1000
+  def __array__(self, dtype=None, copy=None) -> np.ndarray:
+    """The realized values in a new array (numpy 2's protocol: copy=False, which asks for the tensor's own memory, raises)."""
+    if copy is False: _err(ValueError, "a Tensor's values cannot be read without a copy (copy=False): use np.asarray(t) or t.numpy()")
+    ret = self.numpy()
+    return ret if dtype is None else ret.astype(dtype, copy=False)
+  def __array_wrap__(self, arr, context=None, return_scalar=False) -> Tensor: return Tensor(np.asarray(arr), device=self.device)
+  def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True):
+    return OpMixin._broadcasted(self, Tensor(y, device=self.device) if isinstance(y, np.ndarray) else y, reverse, match_dtype)
+  def dot(self, w, dtype=None) -> Tensor: return OpMixin.dot(self, Tensor(w, device=self.device) if isinstance(w, np.ndarray) else w, dtype)
+  def matmul(self, x, reverse=False, dtype=None) -> Tensor:
+    return OpMixin.matmul(self, Tensor(x, device=self.device) if isinstance(x, np.ndarray) else x, reverse, dtype)
 
   # ---- realization
   def realize(self, *lst: Tensor, beam: int | None = None) -> Tensor:
@@ -701,6 +722,17 @@ class Tensor(OpMixin, metaclass=_TensorType):
   def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     """isclose everywhere, as a Python bool (it realizes)."""
     return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
+def _numpy_kw(fn):
+  """A reduction numpy's functions call as a method (np.sum(t) is t.sum(axis=None, out=None)): numpy's keywords are
+  taken (keepdims, ddof, dtype=None), out= only as None (the result is a new Tensor)."""
+  @functools.wraps(fn)
+  def call(self, *args, out=None, keepdims=None, ddof=None, dtype=None, **kw):
+    if out is not None: _err(TypeError, f"{fn.__name__}() of a Tensor returns a new Tensor: out= is not supported")
+    kw.update({k: v for k, v in (("keepdim", keepdims), ("correction", ddof), ("dtype", dtype)) if v is not None})
+    return fn(self, *args, **kw)
+  return call
+for _name in ("sum", "prod", "max", "min", "any", "all", "mean", "std", "var"): setattr(Tensor, _name, _numpy_kw(getattr(Tensor, _name)))
 
 # in-place operators rebind the tensor, as in tinygrad
 for _name, _fn in BINARY_OPS.items(): setattr(Tensor, f"__i{_name}__", lambda self, x, f=_fn: self.assign(f(self, x)))
