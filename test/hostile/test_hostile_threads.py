@@ -112,3 +112,18 @@ def test_monkeypatched_modes_come_back(monkeypatch):
     m.setattr(Tensor, "training", True)
     assert Tensor.training is True
   assert Tensor.training is False
+
+def test_a_threads_default_device_is_its_own():
+  """Device.default(name) (what the ONNX backend runs a graph under) sets the default device of its thread only;
+  Device.DEFAULT = name stays the process's."""
+  from morok_mlir.device import Device
+  entered, release, seen = threading.Event(), threading.Event(), []
+  def reader():
+    assert entered.wait(60)
+    seen.append(Device.DEFAULT)
+    release.set()
+  process = Device.DEFAULT
+  run(holding(Device.default("ELSEWHERE"), entered, release), reader)
+  assert seen == [process] and Device.DEFAULT == process
+  with Device.default("ELSEWHERE"): assert Device.DEFAULT == "ELSEWHERE"
+  assert Device.DEFAULT == process
