@@ -228,7 +228,10 @@ class Tensor(OpMixin, metaclass=_TensorType):
       _err(RuntimeError, f"gradient must be a Tensor of shape {self.shape}, got {getattr(gradient, 'shape', type(gradient).__name__)}")
     if not (self.dtype.is_float and all(t.dtype.is_float for t in targets)):
       _err(RuntimeError, f"only float tensors have gradients, got {self.dtype} and {', '.join(str(t.dtype) for t in targets)}")
-    root, back = _graph(self.uop, tu := {t.uop for t in targets})
+    if len(tu := {t.uop for t in targets}) < len({id(t) for t in targets}):   # equal constants are one node: their uses are one
+      _err(RuntimeError, "two targets are one graph node (equal constants, or a tensor made from another), so their gradients cannot be "
+                         "told apart: make each a leaf first (requires_grad=True)")
+    root, back = _graph(self.uop, tu)
     grads = compute_gradient(root, gradient.cast(self.dtype).uop, tu)
     ret, in_graph = [], None
     for t in targets:

@@ -308,6 +308,10 @@ def test_equal_constant_parameters_are_separate_leaves():
   a.requires_grad, b.requires_grad = True, True
   (a * 3 + b).sum().backward()
   assert a.grad.tolist() == [3.0] * 3 and b.grad.tolist() == [1.0] * 3
+  c, d = Tensor(2.0), Tensor(2.0)   # not leaves: one node, whose gradient would be the sum of both tensors' uses
+  raises_here(RuntimeError, lambda: (c * d).gradient(c, d), "cannot be told apart")
+  c.requires_grad, d.requires_grad = True, True
+  assert [g.item() for g in (c * d * 3).gradient(c, d)] == [6.0, 6.0]
 def test_only_reached_leaves_get_grad():
   x, z = Tensor([1.0], requires_grad=True), Tensor([1.0], requires_grad=True)
   (x * 2).sum().backward()
