@@ -283,6 +283,8 @@ class Tensor(OpMixin, metaclass=_TensorType):
     ret = memo[id(self)] = Tensor(self.numpy(), self.dtype, device=self.device, requires_grad=self.requires_grad)
     if self.grad is not None: ret.grad = copy.deepcopy(self.grad, memo)
     return ret
+  def __reduce__(self):   # pickle (and copy.copy): the values, dtype, device and requires_grad
+    return _unpickle, (self.numpy(), self.dtype.name, self.device, self.requires_grad)
 
   # ---- numpy's protocols, as PyTorch's CPU tensors: numpy reads a Tensor's values (np.asarray(t), np.array(t)); a numpy
   # function of a Tensor computes on them and gives back a Tensor (np.exp(t)); an operator with an ndarray defers to the
@@ -725,6 +727,9 @@ class Tensor(OpMixin, metaclass=_TensorType):
   def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     """isclose everywhere, as a Python bool (it realizes)."""
     return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
+def _unpickle(arr: np.ndarray, dtype: str, device: str, requires_grad: bool | None) -> Tensor:
+  return Tensor(arr, dtype, device=device, requires_grad=requires_grad)
 
 def _numpy_kw(fn):
   """A reduction numpy's functions call as a method (np.sum(t) is t.sum(axis=None, out=None)): numpy's keywords are

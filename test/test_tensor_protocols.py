@@ -1,7 +1,7 @@
 """Python's and numpy's protocols on Tensor: numpy reads a Tensor's values (np.asarray, np.array), a numpy function of a
 Tensor gives a Tensor (np.exp(t), np.sum(t)), an operator with an ndarray defers to the Tensor (ndarray + t is a Tensor,
 as PyTorch's), never an object array of 0-d Tensors; copy.deepcopy gives an independent Tensor."""
-import copy
+import copy, pickle
 import numpy as np
 import pytest
 from morok_mlir import Tensor, dtypes
@@ -81,3 +81,11 @@ def test_deepcopy_keeps_requires_grad_and_grad():
   assert c["w"].grad.tolist() == [2.0, 4.0]
   (c["w"] * 3).sum().backward()   # the copy is a leaf of its own
   assert c["w"].grad.tolist() == [5.0, 7.0] and w.grad.tolist() == [2.0, 4.0]
+
+@pytest.mark.parametrize("make", [lambda: Tensor(X) * 2, lambda: Tensor([1.5, -2.0], dtype=dtypes.bfloat16), lambda: Tensor(True),
+                                  lambda: Tensor([1.0, 2.0], requires_grad=True)])
+def test_pickle_and_copy(make):
+  t = make()
+  for c in (pickle.loads(pickle.dumps(t)), copy.copy(t)):
+    assert c is not t and (c.shape, c.dtype, c.device, c.requires_grad) == (t.shape, t.dtype, t.device, t.requires_grad)
+    np.testing.assert_array_equal(c.numpy(), t.numpy())
