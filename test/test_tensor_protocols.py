@@ -89,3 +89,8 @@ def test_pickle_and_copy(make):
   for c in (pickle.loads(pickle.dumps(t)), copy.copy(t)):
     assert c is not t and (c.shape, c.dtype, c.device, c.requires_grad) == (t.shape, t.dtype, t.device, t.requires_grad)
     np.testing.assert_array_equal(c.numpy(), t.numpy())
+
+def test_numpy_scalar_operands_give_tensors():
+  t = Tensor([1.0, 2.0])
+  for got, want in ((np.float32(2) * t, [2.0, 4.0]), (np.float64(2) + t, [3.0, 4.0]), (np.int64(3) - t, [2.0, 1.0])):
+    assert isinstance(got, Tensor) and got.dtype == dtypes.float32 and got.tolist() == want
