@@ -126,14 +126,24 @@ def _key(x):
   try: hash(x); return x
   except TypeError: return repr(x)
 def _split(x, tensors: list):
-  """x's Tensors, appended to tensors, and the rest of x, hashable: its structure (Tensors as "Tensor"; a dict's items in
-  key order, so keyword order does not matter) and non-tensor values, which a replay keeps."""
-  if isinstance(x, Tensor): tensors.append(x); return "Tensor"
-  if isinstance(x, (tuple, list)): return (type(x).__name__, *(_split(v, tensors) for v in x))
-  if isinstance(x, dict): return (type(x).__name__, *((_key(k), _split(x[k], tensors)) for k in sorted(x, key=repr)))
+  """x's Tensors, appended to tensors, and the rest of x, hashable: its structure (containers as (type, *items), a
+  dict's items in key order so keyword order does not matter, the Tensor class for each Tensor) and non-tensor values,
+  which a replay keeps."""
+  if isinstance(x, Tensor): tensors.append(x); return Tensor
+  if isinstance(x, (tuple, list)): return (type(x), *(_split(v, tensors) for v in x))
+  if isinstance(x, dict): return (type(x), *((_key(k), _split(x[k], tensors)) for k in sorted(x, key=repr)))
   return _key(x)
+def _show(s) -> str:
+  """_split's rest as Python-like text."""
+  if s is Tensor: return "Tensor"
+  if type(s) is not tuple or not s or not isinstance(s[0], type): return repr(s)
+  t, items = s[0], s[1:]
+  if issubclass(t, dict): return "{" + ", ".join(f"{k!r}: {_show(v)}" for k, v in items) + "}"
+  return f"[{', '.join(map(_show, items))}]" if issubclass(t, list) else f"({', '.join(map(_show, items))}{',' * (len(items) == 1)})"
 def _describe(sig) -> str:
-  return ", ".join(f"{list(s)} {d.name} on {dev}" for s, d, dev in sig[0]) + f" and arguments {sig[1]}"
+  (_, args, kwargs) = sig[1]
+  call = ", ".join([_show(a) for a in args[1:]] + [f"{k}={_show(v)}" for k, v in kwargs[1:]])
+  return ", ".join(f"{list(s)} {d.name} on {dev}" for s, d, dev in sig[0]) + f" in ({call})"
 def _leaves(x):
   if isinstance(x, (tuple, list)): return [y for v in x for y in _leaves(v)]
   if isinstance(x, dict): return [y for v in x.values() for y in _leaves(v)]

@@ -68,7 +68,7 @@ def test_keyword_order_does_not_matter_and_structure_does():
   @TinyJit
   def g(xs): return xs[0] + 1
   for _ in range(3): g([Tensor(rnd(3))])
-  with pytest.raises(JitError, match="changed"): g([Tensor(rnd(3)), Tensor(rnd(3))])
+  with pytest.raises(JitError, match=r"in \(\[Tensor\]\) to .* in \(\[Tensor, Tensor\]\)"): g([Tensor(rnd(3)), Tensor(rnd(3))])
   with pytest.raises(JitError, match="changed"): g((Tensor(rnd(3)),))
 
 def test_state_realized_inside_carries_across_replays():
