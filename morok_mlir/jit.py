@@ -84,10 +84,11 @@ class TinyJit:
       try: sig = tuple([(t.uop.shape, t.uop.dtype, t.device) if type(t) is Tensor and _data(t.uop) else None for t in args])
       except AttributeError: sig = None   # a Tensor whose __init__ raised
       if sig == plan.sig: return plan.replay(args)
-    flat = list(args) + [kwargs[k] for k in sorted(kwargs)] if kwargs else args
-    tensors = [x for x in flat if isinstance(x, Tensor)]
+    # Tensors inside lists, tuples and dicts are arguments too: the non-tensor rest (that structure included) must not change
+    tensors: list[Tensor] = []
+    rest = _split((args, kwargs), tensors)
     if any(not _data(t.uop) for t in tensors): Tensor.realize(*tensors)
-    sig = (tuple((t.shape, t.dtype, t.device) for t in tensors), tuple(_key(x) for x in flat if not isinstance(x, Tensor)), tuple(sorted(kwargs)))
+    sig = (tuple((t.shape, t.dtype, t.device) for t in tensors), rest)
     with self.lock:
       if self.sig is None: self.sig = sig
       elif sig != self.sig:
@@ -116,7 +117,7 @@ class TinyJit:
         self.replayable = False   # None: symbolic sizes' values
       elif trace == self.last and self.plan is None:
         self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0])
-        if self.plan is not None: self.plan.sig = sig[0] if not kwargs and len(tensors) == len(args) else None
+        if self.plan is not None: self.plan.sig = sig[0] if not kwargs and all(type(x) is Tensor for x in args) else None
       self.last = trace
       if self.plan is None and cnt + 1 >= self.MAX_TRIES: self.replayable = False
     return ret
@@ -124,7 +125,25 @@ class TinyJit:
 def _key(x):
   try: hash(x); return x
   except TypeError: return repr(x)
-def _describe(sig) -> str: return ", ".join(f"{list(s)} {d.name} on {dev}" for s, d, dev in sig[0]) + (f" and {sig[1]}" if sig[1] else "")
+def _split(x, tensors: list):
+  """x's Tensors, appended to tensors, and the rest of x, hashable: its structure (containers as (type, *items), a
+  dict's items in key order so keyword order does not matter, the Tensor class for each Tensor) and non-tensor values,
+  which a replay keeps."""
+  if isinstance(x, Tensor): tensors.append(x); return Tensor
+  if isinstance(x, (tuple, list)): return (type(x), *(_split(v, tensors) for v in x))
+  if isinstance(x, dict): return (type(x), *((_key(k), _split(x[k], tensors)) for k in sorted(x, key=repr)))
+  return _key(x)
+def _show(s) -> str:
+  """_split's rest as Python-like text."""
+  if s is Tensor: return "Tensor"
+  if type(s) is not tuple or not s or not isinstance(s[0], type): return repr(s)
+  t, items = s[0], s[1:]
+  if issubclass(t, dict): return "{" + ", ".join(f"{k!r}: {_show(v)}" for k, v in items) + "}"
+  return f"[{', '.join(map(_show, items))}]" if issubclass(t, list) else f"({', '.join(map(_show, items))}{',' * (len(items) == 1)})"
+def _describe(sig) -> str:
+  (_, args, kwargs) = sig[1]
+  call = ", ".join([_show(a) for a in args[1:]] + [f"{k}={_show(v)}" for k, v in kwargs[1:]])
+  return ", ".join(f"{list(s)} {d.name} on {dev}" for s, d, dev in sig[0]) + f" in ({call})"
 def _leaves(x):
   if isinstance(x, (tuple, list)): return [y for v in x for y in _leaves(v)]
   if isinstance(x, dict): return [y for v in x.values() for y in _leaves(v)]

@@ -1,7 +1,7 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import contextlib, functools, math, operator, sys, threading, weakref
+import contextlib, copy, functools, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
@@ -131,13 +131,32 @@ def _index_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
   return tuple(o.pop() if o else 1 for o in out)
 
 # ---------------------------------------------------------------- Tensor
-class Tensor(OpMixin):
+class _Modes(threading.local):
+  """Tensor.training and Tensor.no_grad, per thread (PyTorch's grad mode is): one thread's train() or optimizer step
+  changes no other thread's dropout or gradients. Every thread starts with these defaults."""
+  training = False   # dropout (and attention's dropout_p) act only while True, as tinygrad's Tensor.training
+  no_grad = False    # while True, ops record no gradient path: their results are detached (tinygrad's Tensor.no_grad)
+_modes = _Modes()
+def _mode(name: str) -> property:   # del (monkeypatch's undo) restores the default
+  return property(lambda cls: getattr(_modes, name), lambda cls, v: setattr(_modes, name, v), lambda cls: delattr(_modes, name), _Modes.__doc__)
+
+class _ModeContext(contextlib.ContextDecorator):
+  """Sets one of the thread's modes inside a block and restores it after."""
+  name = ""
+  def __init__(self, mode: bool = True): self.mode = mode
+  def _recreate_cm(self): return type(self)(self.mode)   # each call of a decorated function (in any thread) its own prev
+  def __enter__(self): self.prev = getattr(_modes, self.name); setattr(_modes, self.name, self.mode)
+  def __exit__(self, *exc): setattr(_modes, self.name, self.prev)
+
+class _TensorType(type):
+  """`Tensor.training = True` and reading `Tensor.training` (tinygrad's spelling) go to the calling thread's modes."""
+  training, no_grad = _mode("training"), _mode("no_grad")
+
+class Tensor(OpMixin, metaclass=_TensorType):
   """A lazy tensor: its graph UOp, its device. The op methods (elementwise, movement, reductions) are OpMixin's,
   shared with UOp; what is Tensor's own is here: data, devices, realization, creation and the user's line."""
   __slots__ = ("uop", "device", "_requires_grad", "grad", "_view", "__weakref__")
   __hash__ = object.__hash__  # == is elementwise
-  training = False   # dropout (and attention's dropout_p) act only while True, as tinygrad's Tensor.training
-  no_grad = False    # while True, ops record no gradient path: their results are detached (tinygrad's Tensor.no_grad)
 
   def __init__(self, data: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None):
     dt = None if dtype is None else _dtype(dtype)
@@ -209,7 +228,10 @@ class Tensor(OpMixin):
       _err(RuntimeError, f"gradient must be a Tensor of shape {self.shape}, got {getattr(gradient, 'shape', type(gradient).__name__)}")
     if not (self.dtype.is_float and all(t.dtype.is_float for t in targets)):
       _err(RuntimeError, f"only float tensors have gradients, got {self.dtype} and {', '.join(str(t.dtype) for t in targets)}")
-    root, back = _graph(self.uop, tu := {t.uop for t in targets})
+    if len(tu := {t.uop for t in targets}) < len({id(t) for t in targets}):   # equal constants are one node: their uses are one
+      _err(RuntimeError, "two targets are one graph node (equal constants, or a tensor made from another), so their gradients cannot be "
+                         "told apart: make each a leaf first (requires_grad=True)")
+    root, back = _graph(self.uop, tu)
     grads = compute_gradient(root, gradient.cast(self.dtype).uop, tu)
     ret, in_graph = [], None
     for t in targets:
@@ -234,16 +256,12 @@ class Tensor(OpMixin):
       else: t.grad.assign(t.grad + g)
     return self
 
-  class train(contextlib.ContextDecorator):
-    """Sets Tensor.training (dropout acts) inside the block: `with Tensor.train():`, or as a decorator."""
-    def __init__(self, mode: bool = True): self.mode = mode
-    def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode
-    def __exit__(self, *exc): Tensor.training = self.prev
-  class test(contextlib.ContextDecorator):
-    """Sets Tensor.no_grad inside the block (tinygrad's name; morok_mlir.no_grad() is PyTorch's)."""
-    def __init__(self, mode: bool = True): self.mode = mode
-    def __enter__(self): self.prev, Tensor.no_grad = Tensor.no_grad, self.mode
-    def __exit__(self, *exc): Tensor.no_grad = self.prev
+  class train(_ModeContext):
+    """Sets Tensor.training (dropout acts) in this thread inside the block: `with Tensor.train():`, or as a decorator."""
+    name = "training"
+  class test(_ModeContext):
+    """Sets Tensor.no_grad in this thread inside the block (tinygrad's name; morok_mlir.no_grad() is PyTorch's)."""
+    name = "no_grad"
 
   # ---- properties
   # read through C getters: op methods ask for these dozens of times per op, and a Python property's frame costs more
@@ -260,6 +278,29 @@ class Tensor(OpMixin):
     return sym_val(self.shape[0])   # a symbolic size: its bound value, the length .numpy() gives
   def __repr__(self) -> str: return f"<Tensor {self.uop.op} shape={self.shape} dtype={self.dtype} device={self.device}>"
   def __bool__(self): _err(TypeError, "__bool__ on a Tensor is ambiguous; use .item() or .numpy()")
+  def __deepcopy__(self, memo: dict) -> Tensor:
+    """An independent tensor with the same values, dtype, device, requires_grad and (copied) grad."""
+    ret = memo[id(self)] = Tensor(self.numpy(), self.dtype, device=self.device, requires_grad=self.requires_grad)
+    if self.grad is not None: ret.grad = copy.deepcopy(self.grad, memo)
+    return ret
+  def __reduce__(self):   # pickle (and copy.copy): the values, dtype, device and requires_grad
+    return _unpickle, (self.numpy(), self.dtype.name, self.device, self.requires_grad)
+
+  # ---- numpy's protocols, as PyTorch's CPU tensors: numpy reads a Tensor's values (np.asarray(t), np.array(t)); a numpy
+  # function of a Tensor computes on them and gives back a Tensor (np.exp(t)); an operator with an ndarray defers to the
+  # Tensor's (ndarray + t is t.__radd__), which takes the array as a tensor
+  __array_priority__ = 1000
+  def __array__(self, dtype=None, copy=None) -> np.ndarray:
+    """The realized values in a new array (numpy 2's protocol: copy=False, which asks for the tensor's own memory, raises)."""
+    if copy is False: _err(ValueError, "a Tensor's values cannot be read without a copy (copy=False): use np.asarray(t) or t.numpy()")
+    ret = self.numpy()
+    return ret if dtype is None else ret.astype(dtype, copy=False)
+  def __array_wrap__(self, arr, context=None, return_scalar=False) -> Tensor: return Tensor(np.asarray(arr), device=self.device)
+  def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True):
+    return OpMixin._broadcasted(self, Tensor(y, device=self.device) if isinstance(y, np.ndarray) else y, reverse, match_dtype)
+  def dot(self, w, dtype=None) -> Tensor: return OpMixin.dot(self, Tensor(w, device=self.device) if isinstance(w, np.ndarray) else w, dtype)
+  def matmul(self, x, reverse=False, dtype=None) -> Tensor:
+    return OpMixin.matmul(self, Tensor(x, device=self.device) if isinstance(x, np.ndarray) else x, reverse, dtype)
 
   # ---- realization
   def realize(self, *lst: Tensor, beam: int | None = None) -> Tensor:
@@ -276,9 +317,9 @@ class Tensor(OpMixin):
       outs = _realize(list(todo), device=devs.pop(), beam=beam)
       for (u, ts), out in zip(todo.items(), outs):
         if out.size != sym_val(u.size) or out.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
-        b = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it
-        if any(t._requires_grad and id(t) not in _leaves for t in ts): _realized[b] = u
-        for t in ts: t.uop = b
+        for t in ts:   # tensors that were one node (equal constants) get a node each over the one Buffer: each its own leaf
+          b = t.uop = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it
+          if t._requires_grad and id(t) not in _leaves: _realized[b] = u
     return self
   def numpy(self) -> np.ndarray:
     """The value in a numpy array of the caller's own: writing to it changes no tensor, and no later write to a tensor
@@ -334,7 +375,7 @@ class Tensor(OpMixin):
     t.uop = v = UOp(_op, dtype or u.dtype, tuple(srcs), arg_of(kw) if kw else (), _scope.loc or _loc())
     if "shape" not in (d := v.__dict__): seed_shape(d, _op, u, shape)   # a new node: its shape is known here
     t.device, t.grad, t._requires_grad = dev, None, rg
-    if Tensor.no_grad: t._requires_grad, t.uop = False, v if rg is not True else UOp(Ops.DETACH, v.dtype, (v,), (), v.loc)
+    if _modes.no_grad: t._requires_grad, t.uop = False, v if rg is not True else UOp(Ops.DETACH, v.dtype, (v,), (), v.loc)
     return t
 
   # ---- creation
@@ -686,6 +727,20 @@ class Tensor(OpMixin):
   def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     """isclose everywhere, as a Python bool (it realizes)."""
     return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
+def _unpickle(arr: np.ndarray, dtype: str, device: str, requires_grad: bool | None) -> Tensor:
+  return Tensor(arr, dtype, device=device, requires_grad=requires_grad)
+
+def _numpy_kw(fn):
+  """A reduction numpy's functions call as a method (np.sum(t) is t.sum(axis=None, out=None)): numpy's keywords are
+  taken (keepdims, ddof, dtype=None), out= only as None (the result is a new Tensor)."""
+  @functools.wraps(fn)
+  def call(self, *args, out=None, keepdims=None, ddof=None, dtype=None, **kw):
+    if out is not None: _err(TypeError, f"{fn.__name__}() of a Tensor returns a new Tensor: out= is not supported")
+    kw.update({k: v for k, v in (("keepdim", keepdims), ("correction", ddof), ("dtype", dtype)) if v is not None})
+    return fn(self, *args, **kw)
+  return call
+for _name in ("sum", "prod", "max", "min", "any", "all", "mean", "std", "var"): setattr(Tensor, _name, _numpy_kw(getattr(Tensor, _name)))
 
 # in-place operators rebind the tensor, as in tinygrad
 for _name, _fn in BINARY_OPS.items(): setattr(Tensor, f"__i{_name}__", lambda self, x, f=_fn: self.assign(f(self, x)))

@@ -293,6 +293,25 @@ def test_backward_after_write_to_realized():
   e.realize()
   y.sum().backward()
   np.testing.assert_allclose(x.grad.numpy(), 6 * np.exp(2 * np.array([0.5, 1.0, 2.0])), rtol=1e-5)
+def test_equal_constant_parameters_are_separate_leaves():
+  """Tensors made from equal values are separate leaves, realized together (an optimizer does) or not: each gets the
+  gradient of its own uses."""
+  from morok_mlir.nn.optim import SGD
+  w1, w2 = Tensor(3.5), Tensor(3.5)
+  opt = SGD([w1, w2], lr=0.5)
+  (w1 + w2).backward()
+  assert w1.grad.item() == 1.0 and w2.grad.item() == 1.0
+  with Tensor.train(): opt.step()
+  assert w1.item() == 3.0 and w2.item() == 3.0
+  a, b = Tensor.ones(3), Tensor.ones(3)
+  Tensor.realize(a, b)
+  a.requires_grad, b.requires_grad = True, True
+  (a * 3 + b).sum().backward()
+  assert a.grad.tolist() == [3.0] * 3 and b.grad.tolist() == [1.0] * 3
+  c, d = Tensor(2.0), Tensor(2.0)   # not leaves: one node, whose gradient would be the sum of both tensors' uses
+  raises_here(RuntimeError, lambda: (c * d).gradient(c, d), "cannot be told apart")
+  c.requires_grad, d.requires_grad = True, True
+  assert [g.item() for g in (c * d * 3).gradient(c, d)] == [6.0, 6.0]
 def test_only_reached_leaves_get_grad():
   x, z = Tensor([1.0], requires_grad=True), Tensor([1.0], requires_grad=True)
   (x * 2).sum().backward()

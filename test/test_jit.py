@@ -46,6 +46,31 @@ def test_changed_arguments_raise_at_the_callers_line():
   f.reset()
   np.testing.assert_array_equal(f(Tensor(np.ones((4, 4), np.float32)), k=3).numpy(), np.full((4, 4), 3, np.float32))
 
+def test_tensors_in_lists_tuples_and_dicts_are_inputs():
+  """A Tensor inside a list, tuple or dict argument is an input like a positional one: every replay reads the one given."""
+  @TinyJit
+  def add_array(a, arr): return (a + arr[0]).realize()
+  @TinyJit
+  def nested(a, pair, d=None): return a * pair[1] + d["k"][0]
+  for i in range(5):
+    a, b, c, e = (rnd(4, 4, seed=4 * i + j) for j in range(4))
+    np.testing.assert_allclose(add_array(Tensor(a), [Tensor(b)]).numpy(), a + b, rtol=1e-6)
+    np.testing.assert_allclose(nested(Tensor(a), (1.5, Tensor(c)), d={"k": [Tensor(e)]}).numpy(), a * c + e, rtol=1e-6)
+  assert add_array.plan is not None and nested.plan is not None
+
+def test_keyword_order_does_not_matter_and_structure_does():
+  @TinyJit
+  def f(x, y): return x * 2 + y
+  for i in range(4):
+    x, y = rnd(3, seed=i), rnd(3, seed=10 + i)
+    out = f(x=Tensor(x), y=Tensor(y)) if i % 2 else f(y=Tensor(y), x=Tensor(x))
+    np.testing.assert_allclose(out.numpy(), x * 2 + y, rtol=1e-6)
+  @TinyJit
+  def g(xs): return xs[0] + 1
+  for _ in range(3): g([Tensor(rnd(3))])
+  with pytest.raises(JitError, match=r"in \(\[Tensor\]\) to .* in \(\[Tensor, Tensor\]\)"): g([Tensor(rnd(3)), Tensor(rnd(3))])
+  with pytest.raises(JitError, match="changed"): g((Tensor(rnd(3)),))
+
 def test_state_realized_inside_carries_across_replays():
   """An update step: w and its momentum are tensors outside the function, realized inside; each replay continues from
   the values the previous one left."""

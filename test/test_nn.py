@@ -1,4 +1,5 @@
 """nn layers, state dicts, safetensors files and optimizers, against numpy references (the update rules in float64)."""
+import json, os, threading
 import numpy as np
 import pytest
 import morok_mlir.tensor as tensor_mod
@@ -92,6 +93,69 @@ def test_safetensors_roundtrip(tmp_path):
   load_state_dict(m, safe_load(fn))
   assert all(np.array_equal(v.numpy(), get_state_dict(n)[k].numpy()) for k, v in get_state_dict(m).items())
 
+def test_safetensors_dtypes_and_shapes(tmp_path):
+  import ml_dtypes, safetensors.numpy
+  arrs = {"bool": np.array([True, False, True]), "u8": np.arange(6, dtype=np.uint8).reshape(2, 3), "i64": np.array(-7, np.int64),
+          "f64": rnd(2, 1, 2), "u16": np.array([1, 65535], np.uint16), "empty": np.zeros((3, 0), np.int16)}
+  safetensors.numpy.save_file(arrs, fn := str(tmp_path / "d.safetensors"))
+  back = safe_load(fn)
+  for k, a in arrs.items(): assert back[k].shape == a.shape and np.array_equal(back[k].numpy(), a), k
+  bf = np.array([1.5, -2.0], ml_dtypes.bfloat16)   # written by hand: the package's numpy API has no bfloat16
+  raw = json.dumps({"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}}).encode()
+  (tmp_path / "bf.safetensors").write_bytes(len(raw).to_bytes(8, "little") + raw + bf.tobytes())
+  w = safe_load(tmp_path / "bf.safetensors")["w"]
+  assert w.dtype == dtypes.bfloat16 and w.tolist() == [1.5, -2.0]
+
+def safetensors_file(path, header, data: bytes = b"", length=None) -> str:
+  raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+  path.write_bytes((len(raw) if length is None else length).to_bytes(8, "little") + raw + data)
+  return str(path)
+F32x2 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+@pytest.mark.parametrize("header,data,length,match", [
+  ({"a": F32x2}, b"\0" * 8, 1 << 40, "header is 1099511627776 bytes"),
+  ({"a": F32x2}, b"\0" * 8, (1 << 64) - 1, "header is"),
+  (b"{not json", b"", None, "not JSON"),
+  (b"\xff\xfe", b"", None, "not JSON"),
+  (b"[" * 100000 + b"]" * 100000, b"", None, "not JSON"),
+  ([1, 2], b"", None, "JSON object"),
+  ({"a": F32x2, "__metadata__": 3}, b"\0" * 8, None, "JSON object"),
+  ({"a": {"dtype": "F32", "shape": [2]}}, b"\0" * 8, None, "data_offsets"),
+  ({"a": {**F32x2, "dtype": "C64"}}, b"\0" * 8, None, "unsupported dtype"),
+  ({"a": {**F32x2, "shape": [-2]}}, b"\0" * 8, None, "shape"),
+  ({"a": {**F32x2, "data_offsets": [0, 16]}}, b"\0" * 8, None, "not a span inside the 8 bytes"),
+  ({"a": {**F32x2, "data_offsets": [-8, 0]}}, b"\0" * 8, None, "not a span"),
+  ({"a": {**F32x2, "data_offsets": [8, 0]}}, b"\0" * 8, None, "not a span"),
+  ({"a": {**F32x2, "data_offsets": [0, 8.0]}}, b"\0" * 8, None, "not a span"),
+  ({"a": {**F32x2, "shape": [3]}}, b"\0" * 8, None, "needs 12 bytes"),
+  ({"a": {**F32x2, "shape": [1 << 40, 1 << 40]}}, b"\0" * 8, None, "needs"),
+  ({"a": F32x2, "b": {**F32x2, "data_offsets": [4, 12]}}, b"\0" * 12, None, "overlap"),
+  ({"a": {"dtype": "BOOL", "shape": [2], "data_offsets": [0, 2]}}, b"\1\2", None, "bytes other than 0 and 1")])
+def test_safe_load_refuses_hostile_headers(tmp_path, header, data, length, match):
+  fn = safetensors_file(tmp_path / "h.safetensors", header, data, length)
+  raises_here(ValueError, lambda: safe_load(fn), match)
+def test_safe_load_short_file_and_empty_entries(tmp_path):
+  (tmp_path / "short").write_bytes(b"\1\0")
+  raises_here(ValueError, lambda: safe_load(tmp_path / "short"), "too short")
+  empty = {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]}   # an empty span inside another is no overlap
+  back = safe_load(safetensors_file(tmp_path / "e.safetensors", {"a": F32x2, "e": empty}, np.float32([1, 2]).tobytes()))
+  assert back["a"].tolist() == [1, 2] and back["e"].shape == (0,)
+
+def test_safe_load_refuses_what_is_not_a_regular_file(tmp_path):
+  raises_here(ValueError, lambda: safe_load(tmp_path), "not a regular file")
+  os.mkfifo(fifo := str(tmp_path / "fifo"))
+  errors = []
+  def load():
+    try: safe_load(fifo)
+    except ValueError as e: errors.append(e)
+  t = threading.Thread(target=load)
+  t.start()
+  t.join(60)
+  if t.is_alive():   # blocked in open(): a writer lets it go on (and fail), so the test run does not hang
+    with open(fifo, "wb"): pass
+    t.join(60)
+    pytest.fail("safe_load blocked on a FIFO")
+  assert len(errors) == 1 and "not a regular file" in str(errors[0])
+
 # ---- optimizers against numpy float64 references; loss = sum(C * p) + 0.5 * sum(p ** 2), so g = C + p
 P0, C = rnd(3, 4, seed=5), rnd(3, 4, seed=6)
 def run(make, steps=4):
@@ -135,6 +199,16 @@ def test_lamb():
     up = (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-6) + 0.01 * p
     p = p - 0.02 * np.linalg.norm(p) / np.linalg.norm(up) * up
   np.testing.assert_allclose(run(lambda ps: LAMB(ps, lr=0.02, weight_decay=0.01), steps=3), p, rtol=1e-5, atol=1e-6)
+
+@pytest.mark.parametrize("make", [lambda ps: SGD(ps, lr=0.1, momentum=0.9), lambda ps: Adam(ps, lr=0.1), lambda ps: LAMB(ps, lr=0.1)])
+def test_scalar_parameters_stay_scalars(make):
+  """A 0-d parameter's update is 0-d (the learning rate and Adam's bias corrections are (1,) tensors: they must not
+  broadcast it to (1,))."""
+  w = Tensor(2.0)
+  opt = make([w])
+  with Tensor.train():
+    for _ in range(2): opt.zero_grad(); (w * w).backward(); opt.step()
+  assert w.shape == () and 0 < w.item() < 2.0
 
 def test_step_is_one_realize(monkeypatch):
   calls = []

@@ -2,8 +2,10 @@
 finds it once (a `scope`); code outside a scope walks the stack to the first frame outside this package."""
 from __future__ import annotations
 import os, sys, threading
+import numpy as np
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # morok_mlir/
+_NUMPY = os.path.dirname(os.path.abspath(np.__file__)) + os.sep   # numpy calls a Tensor's methods for np.sum(t): not the user's line
 # keyed by the code object's id, the code object kept in the value (so the id stays its own): a code object's hash is
 # computed from its whole contents each time (~0.4 us for a long function)
 _POS: dict = {}   # code object -> its instruction positions (for the column)
@@ -24,7 +26,7 @@ def walk_loc(f) -> str:
   """file:line:col of the first frame outside this package, from frame f outward."""
   while f is not None:
     c = f.f_code
-    if (ours := _OURS.get(id(c))) is None: ours = _OURS[id(c)] = (c, c.co_filename.startswith(_PKG))
+    if (ours := _OURS.get(id(c))) is None: ours = _OURS[id(c)] = (c, c.co_filename.startswith((_PKG, _NUMPY)))
     if not ours[1]: break
     f = f.f_back
   if f is None: return "<unknown>:0:0"

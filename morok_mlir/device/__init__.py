@@ -2,16 +2,29 @@
 (upstream MLIR to machine code), a runtime (compiled code -> callable program) and an allocator.
 
   Device["CPU"]      the device (implementations are imported on first use); "cpu" and "CPU:0" name the same one
-  Device.DEFAULT     "CPU", or the env var DEVICE
+  Device.DEFAULT     "CPU", or the env var DEVICE; `with Device.default(name):` sets it for one thread
   dev.compile(f: Func) -> program: program.call_buffers(bufs: list[Buffer], inputs) runs it on allocated Buffers
   dev.allocator                   alloc/free/copyin/copyout/copy/offset/ptr of the device's memory (see buffer.py)
   Buffer(device, size, dtype)     memory on a device (device/buffer.py)"""
 from __future__ import annotations
-import importlib, os
+import contextlib, importlib, os, threading
 
 class _Device:
   _impls = {"CPU": ("morok_mlir.device.cpu", "CPU"), "CUDA": ("morok_mlir.device.cuda", "CUDA")}
-  def __init__(self): self.DEFAULT, self._found = self.canonicalize(os.environ.get("DEVICE", "CPU")), {}
+  def __init__(self): self._default, self._local, self._found = self.canonicalize(os.environ.get("DEVICE", "CPU")), threading.local(), {}
+  @property
+  def DEFAULT(self) -> str:
+    """The device of tensors made without one: this thread's inside a `with Device.default(name):` block, else the
+    process's (`Device.DEFAULT = name` sets that one, as tinygrad's)."""
+    return getattr(self._local, "default", None) or self._default
+  @DEFAULT.setter
+  def DEFAULT(self, name: str): self._default = name
+  @contextlib.contextmanager
+  def default(self, name: str):
+    """Device.DEFAULT is name in this thread only, inside the block."""
+    prev, self._local.default = getattr(self._local, "default", None), name
+    try: yield
+    finally: self._local.default = prev
   @staticmethod
   def canonicalize(name: str) -> str: return name.split(":")[0].upper()
   @property

@@ -35,7 +35,7 @@ class Optimizer:
       todo = [(i, p) for i, p in enumerate(self.params) if p.grad is not None]
       state = self._step([i for i, _ in todo], [p.grad.cast(p.dtype) for _, p in todo])
     return state + self.params + self.buffers
-  def _lr(self, t: Tensor) -> Tensor: return self.lr.cast(t.dtype)
+  def _lr(self, t: Tensor) -> Tensor: return self.lr.cast(t.dtype).reshape(())   # 0-d: a 0-d parameter stays 0-d
 
 class SGD(Optimizer):
   """p -= lr * g, g the gradient plus weight_decay * p; with momentum, b = momentum * b + g and g = b (or g + momentum * b,
@@ -65,15 +65,16 @@ class LAMB(Optimizer):
   def _step(self, idx: list[int], grads: list[Tensor]) -> list[Tensor]:
     self.b1_t.assign(self.b1_t * self.b1)
     self.b2_t.assign(self.b2_t * self.b2)
+    c1, c2 = (1.0 - self.b1_t).reshape(()), (1.0 - self.b2_t).reshape(())   # the bias corrections, 0-d as _lr
     for i, g in zip(idx, grads):
       t, g = self.params[i], g.float()
       self.m[i].assign(self.b1 * self.m[i] + (1.0 - self.b1) * g)
       self.v[i].assign(self.b2 * self.v[i] + (1.0 - self.b2) * (g * g))
-      up = (self.m[i] / (1.0 - self.b1_t)) / ((self.v[i] / (1.0 - self.b2_t)).sqrt() + self.eps) + self.wd * t.detach().float()
+      up = (self.m[i] / c1) / ((self.v[i] / c2).sqrt() + self.eps) + self.wd * t.detach().float()
       if not self.adam:
         r1, r2 = t.detach().float().square().sum().sqrt(), up.square().sum().sqrt()
         up = up * r1.gt(0).where(r2.gt(0).where(r1 / r2, 1.0), 1.0)
-      t.assign((t.detach() - (self.lr * up).cast(t.dtype)).cast(t.dtype))
+      t.assign((t.detach() - (self._lr(up) * up).cast(t.dtype)).cast(t.dtype))
     return [self.b1_t, self.b2_t] + [self.m[i] for i in idx] + [self.v[i] for i in idx]
 
 def Adam(params: list[Tensor], lr=0.001, b1=0.9, b2=0.999, eps=1e-8) -> LAMB: return LAMB(params, lr, b1, b2, eps, 0.0, adam=True)

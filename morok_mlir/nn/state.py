@@ -1,8 +1,11 @@
 """Parameters and state dicts of a model (any object holding Tensors in attributes, lists, tuples and dicts), and
-safetensors files through the `safetensors` package's numpy API."""
+safetensors files (written by the `safetensors` package's numpy API, read and checked here)."""
 from __future__ import annotations
+import json, math, os, stat
 import numpy as np
-from morok_mlir.core.provenance import error as _err
+from morok_mlir.core.dtype import dtypes
+from morok_mlir.core.provenance import error as _err, user_loc
+from morok_mlir.realize import new_buffer
 from morok_mlir.tensor import Tensor
 
 def get_state_dict(obj, prefix: str = "") -> dict[str, Tensor]:
@@ -36,6 +39,49 @@ def safe_save(tensors: dict[str, Tensor], fn: str, metadata: dict[str, str] | No
   from safetensors.numpy import save_file
   save_file({k: np.ascontiguousarray(t.numpy()) for k, t in tensors.items()}, fn, metadata)
 
-def safe_load(fn: str) -> dict[str, Tensor]:
-  from safetensors.numpy import load_file
-  return {k: Tensor(v) for k, v in load_file(fn).items()}
+_SAFE_DTYPES = {"BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16, "I16": dtypes.int16,
+                "F16": dtypes.float16, "BF16": dtypes.bfloat16, "U32": dtypes.uint32, "I32": dtypes.int32, "F32": dtypes.float32,
+                "U64": dtypes.uint64, "I64": dtypes.int64, "F64": dtypes.float64}
+SAFE_MAX_HEADER = 100 << 20   # the safetensors library's own limit
+
+def safe_load(fn) -> dict[str, Tensor]:
+  """The tensors of a safetensors file, each read into memory of its own. The file is checked before anything is read
+  or allocated: a regular file (reading a FIFO or a device could block or never end), a header inside the file and at
+  most SAFE_MAX_HEADER bytes, entries of a known dtype whose shape's bytes are their data_offsets' span, spans inside the
+  data and not overlapping; anything else raises ValueError."""
+  if not stat.S_ISREG(os.stat(fn).st_mode): _err(ValueError, f"safe_load: {fn} is not a regular file")
+  with os.fdopen(os.open(fn, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:   # (no wait if it was swapped since)
+    if not stat.S_ISREG((st := os.fstat(f.fileno())).st_mode): _err(ValueError, f"safe_load: {fn} is not a regular file")
+    ret = {}
+    for name, (dt, shape, begin, end) in _safe_header(f, st.st_size, fn).items():
+      arr = np.empty(shape, dt.np)
+      f.seek(begin)
+      if f.readinto(arr.reshape(-1).view(np.uint8)) != end - begin: _err(ValueError, f"safe_load: {fn} changed while being read")
+      if dt is dtypes.bool and (arr.view(np.uint8) > 1).any(): _err(ValueError, f"safe_load: {fn}: bool tensor {name!r} holds bytes other than 0 and 1")
+      ret[name] = Tensor(new_buffer(arr, user_loc()))   # the array is ours: no copy
+    return ret
+
+def _safe_header(f, size: int, fn) -> dict[str, tuple]:
+  """name -> (dtype, shape, first byte, end byte in the file) of a safetensors file's entries, every one checked."""
+  def bad(msg: str): _err(ValueError, f"safe_load: {fn} is not a valid safetensors file: {msg}")
+  if size < 8: bad(f"{size} bytes is too short for the header's length")
+  if (n := int.from_bytes(f.read(8), "little")) > min(size - 8, SAFE_MAX_HEADER):
+    bad(f"its header is {n} bytes long, more than the file's {size - 8} or the limit of {SAFE_MAX_HEADER}")
+  try: head = json.loads(f.read(n))
+  except (ValueError, RecursionError) as e: bad(f"its header is not JSON ({type(e).__name__}: {e})")
+  if not isinstance(head, dict) or not isinstance(head.pop("__metadata__", {}), dict): bad("its header is not a JSON object of entries")
+  data, ret = size - 8 - n, {}
+  for name, e in head.items():
+    if not (isinstance(e, dict) and set(e) == {"dtype", "shape", "data_offsets"}): bad(f"entry {name!r} is not {{dtype, shape, data_offsets}}")
+    if (dt := _SAFE_DTYPES.get(e["dtype"]) if isinstance(e["dtype"], str) else None) is None: bad(f"entry {name!r} has unsupported dtype {e['dtype']!r}")
+    shape, offs = e["shape"], e["data_offsets"]
+    if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)): bad(f"entry {name!r} has shape {shape!r}")
+    if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs) and 0 <= offs[0] <= offs[1] <= data):
+      bad(f"entry {name!r} has data_offsets {offs!r}, not a span inside the {data} bytes of data")
+    if offs[1] - offs[0] != math.prod(shape) * dt.itemsize:
+      bad(f"entry {name!r} of {e['dtype']} {shape} needs {math.prod(shape) * dt.itemsize} bytes, its data_offsets span {offs[1] - offs[0]}")
+    ret[name] = dt, tuple(shape), 8 + n + offs[0], 8 + n + offs[1]
+  spans = sorted((b, e, k) for k, (_, _, b, e) in ret.items() if e > b)
+  for (_, e0, k0), (b1, _, k1) in zip(spans, spans[1:]):
+    if b1 < e0: bad(f"the data of entries {k0!r} and {k1!r} overlap")
+  return ret

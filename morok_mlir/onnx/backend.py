@@ -16,9 +16,7 @@ class MorokRep(BackendRep):
         raise ValueError(f"{len(inputs)} inputs given, the graph takes {len(self.model.input_names)}: {', '.join(self.model.input_names)}")
       feed = dict(zip(self.model.input_names, inputs))
     from morok_mlir.device import Device
-    old, Device.DEFAULT = Device.DEFAULT, self.device   # every tensor the graph makes lives on the rep's device
-    try: out = self.model(feed)
-    finally: Device.DEFAULT = old
+    with Device.default(self.device): out = self.model(feed)   # every tensor the graph makes lives on the rep's device
     return tuple(out[n] for n in self.model.output_names)
 
 class MorokBackend(Backend):
