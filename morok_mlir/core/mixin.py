@@ -101,13 +101,14 @@ def _dot_acc(dt: DType) -> DType:
   """The accumulator of a contraction (matmul, einsum, conv) whose result keeps its operands' dtype, as in PyTorch and
   numpy (int32 @ int32 is int32 and wraps): small ints in 32 bits (the same bits once cast back), float16/bfloat16 in float32."""
   return least_upper_dtype(dt, dtypes.float32 if dt.is_float else dtypes.uint32 if dt.is_unsigned else dtypes.int32)
-def _contraction(dts, dtype) -> tuple[DType, DType, DType]:
-  """(operands, products, accumulator) dtypes of a contraction of operands of dtypes dts, summed in dtype (None: _dot_acc).
-  Each operand is rounded to the promoted dtype first, as x * y rounds it; the products are formed in the accumulator
-  where it is at least as wide (float16 products exact in float32, PyTorch's opmath), else in the promoted dtype."""
-  dt = least_upper_dtype(*dts)
+def _contraction(xs: tuple[OpMixin, ...], dtype) -> tuple[list[OpMixin], DType, DType]:
+  """The operands of a contraction summed in dtype (None: _dot_acc of their promoted dtype), its accumulator and result
+  dtypes. Each operand is rounded to the promoted dtype first, as x * y rounds it, then cast to the accumulator where
+  that is at least as wide: the products are formed there (float16 products exact in float32, PyTorch's opmath)."""
+  dt = least_upper_dtype(*(x.dtype for x in xs))
   acc = _dot_acc(dt) if dtype is None else _dtype(dtype)
-  return dt, acc if least_upper_dtype(dt, acc) is acc else dt, acc
+  wide = acc if least_upper_dtype(dt, acc) is acc else dt
+  return [x._cast(dt)._cast(wide) for x in xs], acc, dt if dtype is None else acc
 def _opposite(r: OpMixin, b: OpMixin) -> OpMixin:
   """r is nonzero with the sign opposite to b's: where a truncating quotient/remainder needs the floor correction.
   A constant divisor's sign is known here, which keeps `x // 4` and `x % 4` small."""
@@ -1219,8 +1220,8 @@ class OpMixin:
     order = list(range(n := len(w.shape)))
     order[-1], order[n + axis_w] = order[n + axis_w], order[-1]
     w = w._permuted(tuple(order))   # its last two dims swapped (a vector's one stays)
-    dt, wide, acc = _contraction((x.dtype, w.dtype), dtype)
-    return x._cast(dt)._cast(wide)._binop(Ops.MUL, w._cast(dt)._cast(wide)).sum(-1, dtype=acc)._cast(dt if dtype is None else acc)
+    (x, w), acc, out = _contraction((x, w), dtype)
+    return x._binop(Ops.MUL, w).sum(-1, dtype=acc)._cast(out)
   def matmul(self, x: Self, reverse=False, dtype=None) -> Self:
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
   def __matmul__(self, x) -> Self: return self.matmul(x)
@@ -1409,13 +1410,13 @@ class OpMixin:
       ys.append((s, x))
     letters = sorted(sizes)
     full = tuple(sizes[c] for c in letters)
-    dt, wide, acc = _contraction(tuple(x.dtype for _, x in ys), dtype)
+    xs, acc, rdt = _contraction(tuple(x for _, x in ys), dtype)
     prod = None
-    for s, x in ys:
+    for (s, _), x in zip(ys, xs):
       order = sorted(range(len(s)), key=lambda a: s[a])
-      x = x._cast(dt)._cast(wide).permute(order).reshape(tuple(x.shape[s.index(c)] if c in s else 1 for c in letters)).expand(full)
+      x = x.permute(order).reshape(tuple(x.shape[s.index(c)] if c in s else 1 for c in letters)).expand(full)
       prod = x if prod is None else prod * x
-    ret = prod.sum(tuple(i for i, c in enumerate(letters) if c not in out), dtype=acc)._cast(dt if dtype is None else acc)
+    ret = prod.sum(tuple(i for i, c in enumerate(letters) if c not in out), dtype=acc)._cast(rdt)
     kept = [c for c in letters if c in out]
     return ret.permute(tuple(kept.index(c) for c in out))
   def scaled_dot_product_attention(self, key: Self, value: Self, attn_mask: Self | None = None, dropout_p: float = 0.0,
@@ -1536,11 +1537,10 @@ def conv2d(self: OpMixin, weight: OpMixin, bias: OpMixin | None = None, groups=1
   pads = [p for p in pads for _ in range(2)][::-1] if len(pads) == len(HW) else list(pads)
   x = (self.pad(pads) if any(pads) else self)._pool(HW, stride, dilation)   # (bs, groups*cin, *oyx, *HW)
   rcout, oyx = cout // groups, x.shape[2:-len(HW)]
-  dt, wide, acc = _contraction((x.dtype, weight.dtype), dtype)
-  x = x._cast(dt)._cast(wide).reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
+  (x, w), acc, out = _contraction((x, weight), dtype)
+  x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
   x = x.permute(0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(HW))])
-  w = weight._cast(dt)._cast(wide).reshape(1, groups, rcout, *[1] * len(oyx), cin, *HW)
-  ret = (x * w).sum([-1 - i for i in range(1 + len(oyx))], keepdim=True, dtype=acc)._cast(dt if dtype is None else acc)
+  ret = (x * w.reshape(1, groups, rcout, *[1] * len(oyx), cin, *HW)).sum([-1 - i for i in range(1 + len(oyx))], keepdim=True, dtype=acc)._cast(out)
   ret = ret.reshape(bs, cout, *oyx)
   return ret if bias is None else ret.add(bias.reshape(1, -1, *[1] * len(HW)))
 
