@@ -1,6 +1,6 @@
 """The dtype rules of accumulating ops (docs/tensor.md, "Reductions and scans"), differential against numpy (and PyTorch
 where installed): sum, prod, cumsum and cumprod of bools and ints in 64 bits, mean/var/std of ints in float64 returned as
-float32, and mixed-dtype contractions (matmul, einsum, conv2d) and float ops rounding every operand to the promoted dtype
+float32 (of float16/bfloat16 in float32, rounded once), and mixed-dtype contractions (matmul, einsum, conv2d) and float ops rounding every operand to the promoted dtype
 first, as the elementwise ops do."""
 import numpy as np
 import pytest
@@ -57,6 +57,16 @@ def test_mean_var_std_of_ints_do_not_wrap(vals, dt):
                  (Tensor(a).var_mean()[1], np.mean(a))):
     assert t.dtype is dtypes.float32
     np.testing.assert_allclose(t.numpy(), np.float32(ref), rtol=1e-6)
+
+@pytest.mark.parametrize("dt,vals", [(dtypes.float16, [1000, 1000, 1000.5]), (dtypes.bfloat16, [256, 256, 258])])
+def test_narrow_float_var_std_round_once(dt, vals):
+  """float16/bfloat16 mean and var compute in float32 and round once (PyTorch's opmath): a mean rounded to the input's
+  dtype before the subtraction made var 0.125 for the float16 values here (the variance is 1/12)."""
+  a = np.array(vals, np.float32).astype(dt.np)
+  x = a.astype(np.float64)
+  for t, ref in ((Tensor(a).var(), np.var(x, ddof=1)), (Tensor(a).std(), np.std(x, ddof=1)), (Tensor(a).mean(), np.mean(x)),
+                 (Tensor(a).var_mean()[0], np.var(x, ddof=1)), (Tensor(a).std_mean(correction=0)[0], np.std(x))):
+    assert t.dtype is dt and t.numpy().astype(np.float64) == np.float64(ref).astype(dt.np).astype(np.float64), (t.numpy(), ref)
 
 def test_int_mean_of_the_issue():
   assert Tensor([2 ** 30] * 3).mean().item() == 2 ** 30

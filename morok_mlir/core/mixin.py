@@ -97,6 +97,10 @@ def _sum_acc(dt: DType) -> DType:
   if dt.is_unsigned: return dtypes.uint64
   if dt.is_int or dt.is_bool: return dtypes.int64
   return least_upper_dtype(dt, dtypes.float32)
+def _stat_dtype(dt: DType) -> DType:
+  """The dtype mean, var and std compute in: ints and bools in float64 (numpy's intermediates: nothing wraps, no int is
+  rounded to float32 before the subtraction), float16/bfloat16 in float32 (PyTorch's opmath: one rounding at the end)."""
+  return least_upper_dtype(dt, dtypes.float32) if dt.is_float else dtypes.float64
 def _dot_acc(dt: DType) -> DType:
   """The accumulator of a contraction (matmul, einsum, conv) whose result keeps its operands' dtype, as in PyTorch and
   numpy (int32 @ int32 is int32 and wraps): small ints in 32 bits (the same bits once cast back), float16/bfloat16 in float32."""
@@ -1053,12 +1057,11 @@ class OpMixin:
     if dtype is not None:
       if not (dt := _dtype(dtype)).is_float: _err(TypeError, f"mean(): dtype must be a floating point dtype, got {dt}")
       return self.cast(dt).mean(axis, keepdim)
-    if not self.dtype.is_float: return self._stats_of_ints(lambda x: x.mean(axis, keepdim))
-    return self.cast(_sum_acc(self.dtype)).sum(axis, keepdim).div(self._count(axis, keepdim)).cast(self.dtype)
-  def _stats_of_ints(self, fn) -> Self:
-    """mean/var of ints and bools: computed in float64 (numpy's intermediates: no wrapping, no int rounded to float32
-    before the subtraction), returned in the default float (tinygrad's; PyTorch refuses ints)."""
-    return fn(self.cast(dtypes.float64)).cast(dtypes.default_float)
+    if _stat_dtype(self.dtype) is not self.dtype: return self._widened_stat(lambda x: x.mean(axis, keepdim))
+    return self.sum(axis, keepdim).div(self._count(axis, keepdim))
+  def _widened_stat(self, fn) -> Self:
+    """fn (mean, var or std) of self computed in _stat_dtype, returned in self's float dtype or, for ints, the default float."""
+    return fn(self.cast(_stat_dtype(self.dtype))).cast(self.dtype if self.dtype.is_float else dtypes.default_float)
   def _count(self, axis, keepdim: bool, less: int = 0):
     """How many elements each reduce over axis folds, less `less` (at least 0): an int, or where a reduced size is
     symbolic an int32 count of the reduce's shape, a sum of ones in the reduce's own kernel. Its value is read at run
@@ -1068,16 +1071,17 @@ class OpMixin:
     count = self._const(1, dtypes.int32)._broadcast_to(self.shape).sum(axis, keepdim, dtype=dtypes.int32)
     return (count - less).maximum(0) if less else count
   def var(self, axis=None, keepdim=False, correction=1) -> Self:
-    if not self.dtype.is_float: return self._stats_of_ints(lambda x: x.var(axis, keepdim, correction))
+    if _stat_dtype(self.dtype) is not self.dtype: return self._widened_stat(lambda x: x.var(axis, keepdim, correction))
     return (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim).div(self._count(axis, keepdim, correction))
-  def std(self, axis=None, keepdim=False, correction=1) -> Self: return self.var(axis, keepdim, correction).sqrt()
+  def std(self, axis=None, keepdim=False, correction=1) -> Self:
+    if _stat_dtype(self.dtype) is not self.dtype: return self._widened_stat(lambda x: x.std(axis, keepdim, correction))
+    return self.var(axis, keepdim, correction).sqrt()
   def var_mean(self, axis=None, keepdim=False, correction=1) -> tuple[Self, Self]:
     """(var, mean), the mean being the node var subtracts (one graph, no second mean)."""
     v = self.var(axis, keepdim, correction)
     return v, self.mean(axis, keepdim=True).reshape(v.shape)
   def std_mean(self, axis=None, keepdim=False, correction=1) -> tuple[Self, Self]:
-    v, m = self.var_mean(axis, keepdim, correction)
-    return v.sqrt(), m
+    return self.std(axis, keepdim, correction), self.var_mean(axis, keepdim, correction)[1]   # the same var node (UOps are shared)
   def _softmax(self, axis, dtype=None):
     x = self.cast(dtype) if dtype is not None else self._fl()   # in float: an unsigned x - max would wrap
     if _narrow_float(x.dtype): x = x.float()   # float16/bfloat16 run in float32, rounded once at the end (PyTorch)
