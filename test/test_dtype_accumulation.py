@@ -1,7 +1,7 @@
 """The dtype rules of accumulating ops (docs/tensor.md, "Reductions and scans"), differential against numpy (and PyTorch
-where installed): sum, prod, cumsum and cumprod of bools and ints in 64 bits, mean/var/std of ints in float64 returned as
-float32 (of float16/bfloat16 in float32, rounded once), and mixed-dtype contractions (matmul, einsum, conv2d) and float ops rounding every operand to the promoted dtype
-first, as the elementwise ops do."""
+where installed): sum, prod, cumsum and cumprod of bools and ints in 64 bits; mean/var/std of ints in float64 returned
+as float32, of float16/bfloat16 in float32 rounded once; mixed-dtype contractions (matmul, einsum, conv2d) and float
+ops rounding every operand to the promoted dtype first, as the elementwise ops do."""
 import numpy as np
 import pytest
 from morok_mlir import Tensor, dtypes
