@@ -158,12 +158,13 @@ def test_scalar_constant_wraps():
   assert c.attrs["value"] == 44 and c.dtype == dtypes.int8
 
 # ---------------------------------------------------------------- reductions
-@pytest.mark.parametrize("dt,acc", [(dtypes.bool, dtypes.int32), (dtypes.int8, dtypes.int32), (dtypes.int16, dtypes.int32), (dtypes.int32, dtypes.int32),
-                                    (dtypes.int64, dtypes.int64), (dtypes.uint8, dtypes.uint32), (dtypes.uint16, dtypes.uint32), (dtypes.uint32, dtypes.uint32),
+@pytest.mark.parametrize("dt,acc", [(dtypes.bool, dtypes.int64), (dtypes.int8, dtypes.int64), (dtypes.int16, dtypes.int64),
+                                    (dtypes.int32, dtypes.int64), (dtypes.int64, dtypes.int64), (dtypes.uint8, dtypes.uint64),
+                                    (dtypes.uint16, dtypes.uint64), (dtypes.uint32, dtypes.uint64),
                                     (dtypes.uint64, dtypes.uint64), (dtypes.float16, dtypes.float16), (dtypes.float32, dtypes.float32), (dtypes.float64, dtypes.float64)])
 def test_sum_dtype(dt, acc):
   t = Tensor(np.zeros((2, 3), dt.np))
-  assert t.sum().dtype == acc and t.max().dtype == dt and t.prod().dtype == dt
+  assert t.sum().dtype == acc and t.max().dtype == dt and t.prod().dtype == acc and t.cumsum().dtype == t.cumprod(0).dtype == acc
   assert t.mean().dtype == (dt if dt.is_float else dtypes.float32)
 
 def test_half_sum_accumulates_in_float():

@@ -92,10 +92,27 @@ def _dtype(x) -> DType:
 def _float(dt: DType) -> DType: return dt if dt.is_float else dtypes.default_float
 def _narrow_float(dt: DType) -> bool: return dt.is_float and dt.itemsize < 4   # float16, bfloat16: opmath is float32
 def _sum_acc(dt: DType) -> DType:
-  """tinygrad's accumulation dtype of sum: small ints widen to int32/uint32, half and bfloat16 accumulate in float32."""
-  if dt.is_unsigned: return least_upper_dtype(dt, dtypes.uint32)
-  if dt.is_int or dt.is_bool: return least_upper_dtype(dt, dtypes.int32)
+  """The dtype sum, prod, cumsum and cumprod accumulate in: bools and signed ints in int64 (PyTorch's and numpy's rule,
+  which is also their result), unsigned ints in uint64 (numpy's); float16/bfloat16 in float32, rounded back at the end."""
+  if dt.is_unsigned: return dtypes.uint64
+  if dt.is_int or dt.is_bool: return dtypes.int64
   return least_upper_dtype(dt, dtypes.float32)
+def _stat_dtype(dt: DType) -> DType:
+  """The dtype mean, var and std compute in: ints and bools in float64 (numpy's intermediates: nothing wraps, no int is
+  rounded to float32 before the subtraction), float16/bfloat16 in float32 (PyTorch's opmath: one rounding at the end)."""
+  return least_upper_dtype(dt, dtypes.float32) if dt.is_float else dtypes.float64
+def _dot_acc(dt: DType) -> DType:
+  """The accumulator of a contraction (matmul, einsum, conv) whose result keeps its operands' dtype, as in PyTorch and
+  numpy (int32 @ int32 is int32 and wraps): small ints in 32 bits (the same bits once cast back), float16/bfloat16 in float32."""
+  return least_upper_dtype(dt, dtypes.float32 if dt.is_float else dtypes.uint32 if dt.is_unsigned else dtypes.int32)
+def _contraction(xs: tuple[OpMixin, ...], dtype) -> tuple[list[OpMixin], DType, DType]:
+  """The operands of a contraction summed in dtype (None: _dot_acc of their promoted dtype), its accumulator and result
+  dtypes. Each operand is rounded to the promoted dtype first, as x * y rounds it, then cast to the accumulator where
+  that is at least as wide: the products are formed there (float16 products exact in float32, PyTorch's opmath)."""
+  dt = least_upper_dtype(*(x.dtype for x in xs))
+  acc = _dot_acc(dt) if dtype is None else _dtype(dtype)
+  wide = acc if least_upper_dtype(dt, acc) is acc else dt
+  return [x._cast(dt)._cast(wide) for x in xs], acc, dt if dtype is None else acc
 def _opposite(r: OpMixin, b: OpMixin) -> OpMixin:
   """r is nonzero with the sign opposite to b's: where a truncating quotient/remainder needs the floor correction.
   A constant divisor's sign is known here, which keeps `x // 4` and `x % 4` small."""
@@ -348,6 +365,10 @@ class OpMixin:
     a, b = self._broadcasted(x)
     return a._trunc_divmod(b)[1] if a.dtype.is_int else a._alu(Ops.MOD, b)
   def _fl(self) -> Self: return self._cast(_float(self.dtype))
+  def _fl_with(self, other) -> tuple[Self, Self]:
+    """self and other promoted together for a float op: a tensor other first (int32 with float16 is float16, each
+    rounded to it), a scalar after self is float (a negative scalar would wrap to an unsigned self's dtype)."""
+    return self._broadcasted(other) if isinstance(other, OpMixin) else self._fl()._broadcasted(other)
   def exp2(self) -> Self: return self._fl()._alu(Ops.EXP2)
   def log2(self) -> Self: return self._fl()._alu(Ops.LOG2)
   def sin(self) -> Self: return self._fl()._alu(Ops.SIN)
@@ -486,7 +507,7 @@ class OpMixin:
     return a.lt(0.5).where(small, self._signed(big))
   def copysign(self, other) -> Self:
     """|self| with the sign bit of other (as numpy/PyTorch: -0.0 and NaN's sign count), in a float dtype."""
-    a, b = self._fl()._broadcasted(other)   # float first: a negative scalar would wrap to an unsigned self's dtype
+    a, b = self._fl_with(other)
     dt = _float(a.dtype)
     it = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[dt.itemsize]
     a, b = a.cast(dt), b.cast(dt)
@@ -495,7 +516,7 @@ class OpMixin:
     return flip.where(-a, a)
   def logaddexp(self, other) -> Self:
     """log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); a == b (infinities included) is max + log 2."""
-    a, b = self._fl()._broadcasted(other)
+    a, b = self._fl_with(other)
     dt = _float(a.dtype)
     a, b = a.cast(least_upper_dtype(dt, dtypes.float32)), b.cast(least_upper_dtype(dt, dtypes.float32))
     m = a.maximum(b)
@@ -1013,10 +1034,12 @@ class OpMixin:
     if 0 in self.shape and 0 not in kept:   # empty reduce: the identity, from self's (empty) elements so that gradients reach self
       return self.reshape(-1).pad(((0, 1),), value=REDUCE_IDENTITY[op](self.dtype)).reshape((1,) * len(out)).expand(out)
     return self._op(Ops.REDUCE_AXIS, kept, op=op, axes=axes)._reshaped(out)
-  def sum(self, axis=None, keepdim=False, dtype=None) -> Self:
-    ret = self._cast(_sum_acc(self.dtype) if dtype is None else _dtype(dtype))._reduce(Ops.ADD, axis, keepdim)
+  def _accumulated(self, fn, dtype) -> Self:
+    """fn of self cast to its accumulation dtype (_sum_acc, or dtype); float16/bfloat16 are rounded back once at the end."""
+    ret = fn(self._cast(_sum_acc(self.dtype) if dtype is None else _dtype(dtype)))
     return ret._cast(self.dtype) if dtype is None and _narrow_float(self.dtype) else ret
-  def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self.cast(self.dtype if dtype is None else dtype)._reduce(Ops.MUL, axis, keepdim)
+  def sum(self, axis=None, keepdim=False, dtype=None) -> Self: return self._accumulated(lambda x: x._reduce(Ops.ADD, axis, keepdim), dtype)
+  def prod(self, axis=None, keepdim=False, dtype=None) -> Self: return self._accumulated(lambda x: x._reduce(Ops.MUL, axis, keepdim), dtype)
   def _nonempty(self, axis, what: str):
     """max/min have no identity: reducing an empty dim raises, as in PyTorch (numpy too), instead of giving -inf/inf."""
     if axis is None and self.ndim and 0 in self.shape: _err(ValueError, f"{what}() of an empty tensor {self.shape}: give the dim to reduce")
@@ -1034,8 +1057,11 @@ class OpMixin:
     if dtype is not None:
       if not (dt := _dtype(dtype)).is_float: _err(TypeError, f"mean(): dtype must be a floating point dtype, got {dt}")
       return self.cast(dt).mean(axis, keepdim)
-    out = self.dtype if self.dtype.is_float else dtypes.float32
-    return self.cast(_sum_acc(self.dtype)).sum(axis, keepdim).div(self._count(axis, keepdim)).cast(out)
+    if _stat_dtype(self.dtype) is not self.dtype: return self._widened_stat(lambda x: x.mean(axis, keepdim))
+    return self.sum(axis, keepdim).div(self._count(axis, keepdim))
+  def _widened_stat(self, fn) -> Self:
+    """fn (mean, var or std) of self computed in _stat_dtype, returned in self's float dtype or, for ints, the default float."""
+    return fn(self.cast(_stat_dtype(self.dtype))).cast(self.dtype if self.dtype.is_float else dtypes.default_float)
   def _count(self, axis, keepdim: bool, less: int = 0):
     """How many elements each reduce over axis folds, less `less` (at least 0): an int, or where a reduced size is
     symbolic an int32 count of the reduce's shape, a sum of ones in the reduce's own kernel. Its value is read at run
@@ -1045,15 +1071,17 @@ class OpMixin:
     count = self._const(1, dtypes.int32)._broadcast_to(self.shape).sum(axis, keepdim, dtype=dtypes.int32)
     return (count - less).maximum(0) if less else count
   def var(self, axis=None, keepdim=False, correction=1) -> Self:
+    if _stat_dtype(self.dtype) is not self.dtype: return self._widened_stat(lambda x: x.var(axis, keepdim, correction))
     return (self - self.mean(axis, keepdim=True)).square().sum(axis, keepdim).div(self._count(axis, keepdim, correction))
-  def std(self, axis=None, keepdim=False, correction=1) -> Self: return self.var(axis, keepdim, correction).sqrt()
+  def std(self, axis=None, keepdim=False, correction=1) -> Self:
+    if _stat_dtype(self.dtype) is not self.dtype: return self._widened_stat(lambda x: x.std(axis, keepdim, correction))
+    return self.var(axis, keepdim, correction).sqrt()
   def var_mean(self, axis=None, keepdim=False, correction=1) -> tuple[Self, Self]:
     """(var, mean), the mean being the node var subtracts (one graph, no second mean)."""
     v = self.var(axis, keepdim, correction)
     return v, self.mean(axis, keepdim=True).reshape(v.shape)
   def std_mean(self, axis=None, keepdim=False, correction=1) -> tuple[Self, Self]:
-    v, m = self.var_mean(axis, keepdim, correction)
-    return v.sqrt(), m
+    return self.std(axis, keepdim, correction), self.var_mean(axis, keepdim, correction)[1]   # the same var node (UOps are shared)
   def _softmax(self, axis, dtype=None):
     x = self.cast(dtype) if dtype is not None else self._fl()   # in float: an unsigned x - max would wrap
     if _narrow_float(x.dtype): x = x.float()   # float16/bfloat16 run in float32, rounded once at the end (PyTorch)
@@ -1107,12 +1135,11 @@ class OpMixin:
     if self._static(d, "cumulative op") == 0: return self
     return self.transpose(d, -1)._scan(op).transpose(d, -1)
   def cumsum(self, axis: int = 0) -> Self:
-    """Running sum along axis in the dtype sum accumulates in (small ints widen to int32, as sum), O(n * 256) work."""
-    ret = self.cast(_sum_acc(self.dtype))._cumalu(axis, Ops.ADD)
-    return ret.cast(self.dtype) if _narrow_float(self.dtype) else ret
+    """Running sum along axis in the dtype sum accumulates in (ints and bools in 64 bits, as sum), O(n * 256) work."""
+    return self._accumulated(lambda x: x._cumalu(axis, Ops.ADD), None)
   def cumprod(self, axis: int) -> Self:
-    """Running product by the same block structure as cumsum (exact for zeros and negatives); bools become int32."""
-    return (self.cast(dtypes.int32) if self.dtype.is_bool else self)._cumalu(axis, Ops.MUL)
+    """Running product by the same block structure as cumsum (exact for zeros and negatives), in prod's dtype."""
+    return self._accumulated(lambda x: x._cumalu(axis, Ops.MUL), None)
   @_f32
   def logcumsumexp(self, axis: int = 0) -> Self:
     """log(cumsum(exp(x))), each block shifted by its max so that exp never overflows."""
@@ -1197,9 +1224,8 @@ class OpMixin:
     order = list(range(n := len(w.shape)))
     order[-1], order[n + axis_w] = order[n + axis_w], order[-1]
     w = w._permuted(tuple(order))   # its last two dims swapped (a vector's one stays)
-    out = least_upper_dtype(x.dtype, w.dtype) if dtype is None else _dtype(dtype)
-    if _narrow_float(out) and dtype is None: x, w = x._cast(dtypes.float32), w._cast(dtypes.float32)   # exact products, summed in float32 (PyTorch)
-    return x._binop(Ops.MUL, w).sum(-1, dtype=dtype)._cast(out)
+    (x, w), acc, out = _contraction((x, w), dtype)
+    return x._binop(Ops.MUL, w).sum(-1, dtype=acc)._cast(out)
   def matmul(self, x: Self, reverse=False, dtype=None) -> Self:
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
   def __matmul__(self, x) -> Self: return self.matmul(x)
@@ -1388,12 +1414,13 @@ class OpMixin:
       ys.append((s, x))
     letters = sorted(sizes)
     full = tuple(sizes[c] for c in letters)
+    xs, acc, rdt = _contraction(tuple(x for _, x in ys), dtype)
     prod = None
-    for s, x in ys:
+    for (s, _), x in zip(ys, xs):
       order = sorted(range(len(s)), key=lambda a: s[a])
       x = x.permute(order).reshape(tuple(x.shape[s.index(c)] if c in s else 1 for c in letters)).expand(full)
       prod = x if prod is None else prod * x
-    ret = prod.sum(tuple(i for i, c in enumerate(letters) if c not in out), dtype=dtype)
+    ret = prod.sum(tuple(i for i, c in enumerate(letters) if c not in out), dtype=acc)._cast(rdt)
     kept = [c for c in letters if c in out]
     return ret.permute(tuple(kept.index(c) for c in out))
   def scaled_dot_product_attention(self, key: Self, value: Self, attn_mask: Self | None = None, dropout_p: float = 0.0,
@@ -1514,9 +1541,10 @@ def conv2d(self: OpMixin, weight: OpMixin, bias: OpMixin | None = None, groups=1
   pads = [p for p in pads for _ in range(2)][::-1] if len(pads) == len(HW) else list(pads)
   x = (self.pad(pads) if any(pads) else self)._pool(HW, stride, dilation)   # (bs, groups*cin, *oyx, *HW)
   rcout, oyx = cout // groups, x.shape[2:-len(HW)]
+  (x, w), acc, out = _contraction((x, weight), dtype)
   x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
   x = x.permute(0, 1, 3, *[4 + i for i in range(len(oyx))], 2, *[4 + len(oyx) + i for i in range(len(HW))])
-  ret = (x * weight.reshape(1, groups, rcout, *[1] * len(oyx), cin, *HW)).sum([-1 - i for i in range(1 + len(oyx))], keepdim=True, dtype=dtype)
+  ret = (x * w.reshape(1, groups, rcout, *[1] * len(oyx), cin, *HW)).sum([-1 - i for i in range(1 + len(oyx))], keepdim=True, dtype=acc)._cast(out)
   ret = ret.reshape(bs, cout, *oyx)
   return ret if bias is None else ret.add(bias.reshape(1, -1, *[1] * len(HW)))
 
