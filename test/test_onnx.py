@@ -58,7 +58,7 @@ def test_unsupported_op_refused_before_running():
   bad = helper.make_graph([helper.make_node("Resize", ["x", "", "s"], ["y"], name="rs", mode="nearest", antialias=1)], "b", [], [_vi("y")])
   node = helper.make_node("If", ["c"], ["y"], then_branch=bad, else_branch=bad)
   with pytest.raises(NotImplementedError, match=r"rs.*antialias=1"):
-    OnnxModel(_model([node], [_vi("c", TensorProto.BOOL, [])], [_vi("y")], opset=19))
+    OnnxModel(_model([node], [_vi("c", TensorProto.BOOL, []), _vi("x"), _vi("s")], [_vi("y")], opset=19))
 
 def test_backend_interface():
   x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)

@@ -4,7 +4,7 @@ values (graph attributes as callables), opset the model's default-domain opset. 
 (shapes, axes, pads, k, ...) are read from their small tensors on the host. REFUSE names the attribute values a
 node may not have: the model checks them before anything runs."""
 from __future__ import annotations
-import itertools, math
+import itertools, math, os
 import numpy as np
 import onnx
 from morok_mlir.tensor import Tensor
@@ -19,7 +19,20 @@ def _vals(t) -> list:
   return [] if t is None else np.asarray(t.numpy()).reshape(-1).tolist()
 def _ints(t) -> list[int]: return [int(v) for v in _vals(t)]
 def _scalar(t): return _vals(t)[0]
-def _ax(a: int, n: int) -> int: return a + n if a < 0 else a
+def _ax(a: int, n: int) -> int:
+  if not -n <= a < n: raise IndexError(f"axis {a} is out of range for {n} dims (-{n}..{n - 1})")
+  return a + n if a < 0 else a
+def _unique_axes(axes: list[int]) -> list[int]:
+  if len(set(axes)) != len(axes): raise ValueError(f"axes {axes} name a dim twice")
+  return axes
+try: HOST_BYTES = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+except (ValueError, OSError, AttributeError): HOST_BYTES = 1 << 40
+def host_bytes(shape, dt: DType, what: str) -> tuple[int, ...]:
+  """shape, once a value of it is known to fit this machine's memory: refused before anything is allocated."""
+  shape = tuple(shape)
+  if any(s < 0 for s in shape): raise ValueError(f"{what} of shape {list(shape)} has a negative dim")
+  if (n := math.prod(shape) * dt.itemsize) > HOST_BYTES: raise ValueError(f"{what} of shape {list(shape)} needs {n} bytes, more than this machine has")
+  return shape
 def _axes(x: Tensor, a: dict, inputs: list, i: int, opset: int, since: int) -> list[int] | None:
   """Axes from the attribute (opsets before `since`) or from input i."""
   axes = a.get("axes") if opset < since else (_ints(inputs[i]) if len(inputs) > i and inputs[i] is not None else None)
@@ -102,18 +115,21 @@ def _reshape(i, a, o):
   return x.reshape(shape)
 def _flatten(i, a, o):
   x = i[0]
-  ax = _ax(a.get("axis", 1), x.ndim)
+  ax = a.get("axis", 1)
+  if not -x.ndim <= ax <= x.ndim: raise IndexError(f"axis {ax} is out of range for {x.ndim} dims (-{x.ndim}..{x.ndim})")
+  ax = ax + x.ndim if ax < 0 else ax
   return x.reshape(math.prod(x.shape[:ax]), math.prod(x.shape[ax:]))
 def _squeeze(i, a, o):
   x = i[0]
   axes = _axes(x, a, i, 1, o, 13)
   if axes is None: axes = [d for d, s in enumerate(x.shape) if s == 1]
+  if bad := [d for d in axes if x.shape[d] != 1]: raise ValueError(f"cannot squeeze dim {bad[0]} of shape {x.shape}: its size is not 1")
   return x.reshape([s for d, s in enumerate(x.shape) if d not in axes])
 def _unsqueeze(i, a, o):
   x = i[0]
   axes = a["axes"] if o < 13 else _ints(i[1])
   n = x.ndim + len(axes)
-  axes, shape, it = sorted(_ax(v, n) for v in axes), [], iter(x.shape)
+  axes, shape, it = sorted(_unique_axes([_ax(v, n) for v in axes])), [], iter(x.shape)
   return x.reshape([1 if d in axes else next(it) for d in range(n)])
 def _transpose(i, a, o):
   x = i[0]
@@ -122,6 +138,7 @@ def _expand(i, a, o):
   x, shape = i[0], _ints(i[1])
   n = max(len(shape), x.ndim)
   xs, ss = (1,) * (n - x.ndim) + x.shape, (1,) * (n - len(shape)) + tuple(shape)
+  if any(b < 0 or a_ != b and 1 not in (a_, b) for a_, b in zip(xs, ss)): raise ValueError(f"cannot expand shape {x.shape} to {shape}")
   return x.reshape(xs).expand(tuple(b if a_ == 1 else a_ for a_, b in zip(xs, ss)))
 def _concat(i, a, o):
   ts = [t for t in i if t is not None]
@@ -140,7 +157,9 @@ def _slice(i, a, o):
   if o < 10: starts, ends, axes, steps = a["starts"], a["ends"], a.get("axes"), None
   else: starts, ends, axes, steps = _ints(i[1]), _ints(i[2]), (_ints(i[3]) if len(i) > 3 and i[3] is not None else None), \
                                     (_ints(i[4]) if len(i) > 4 and i[4] is not None else None)
-  axes = list(range(len(starts))) if axes is None else [_ax(v, x.ndim) for v in axes]
+  axes = list(range(len(starts))) if axes is None else _unique_axes([_ax(v, x.ndim) for v in axes])
+  if not len(starts) == len(ends) == len(axes) == len(steps or axes): raise ValueError(f"starts, ends, axes and steps differ in length")
+  if steps and 0 in steps: raise ValueError(f"steps {steps} hold a 0")
   idx = [slice(None)] * x.ndim
   for j, ax in enumerate(axes):
     st = steps[j] if steps else 1
@@ -170,7 +189,7 @@ def _pad(i, a, o):
 def _tile(i, a, o): return i[0].repeat(_ints(i[1]))
 def _const_of_shape(i, a, o):
   v = a.get("value", np.zeros(1, np.float32))
-  return Tensor.full(tuple(_ints(i[0])), v.reshape(-1)[0].item(), dtype=_np_dt(v.dtype))
+  return Tensor.full(host_bytes(_ints(i[0]), dt := _np_dt(v.dtype), "ConstantOfShape's output"), v.reshape(-1)[0].item(), dtype=dt)
 def _np_dt(d) -> DType: return dtypes.from_np(np.dtype(d))
 def _constant(i, a, o):
   for k, f in (("value", lambda v: v), ("value_float", lambda v: np.array(v, np.float32)), ("value_floats", lambda v: np.array(v, np.float32)),
@@ -179,9 +198,13 @@ def _constant(i, a, o):
   raise NotImplementedError(f"Constant with attributes {sorted(a)}")
 def _range(i, a, o):
   s, l, d = (_scalar(t) for t in i)
-  n = max(math.ceil((l - s) / d), 0)
+  if d == 0 or not all(math.isfinite(v) for v in (s, l, d)): raise ValueError(f"Range({s}, {l}, {d}): delta 0 or a value not finite")
   dt = i[0].dtype
-  return Tensor((np.arange(n, dtype=np.float64) * d + s).astype(dt.np) if dt.is_float else np.arange(s, s + n * d, d, dtype=dt.np)[:n])
+  n = max(math.ceil((l - s) / d) if dt.is_float else -((s - l) // d), 0)
+  out = np.empty(host_bytes((n,), dt, "Range's output"), dt.np)
+  for k in range(0, n, step := 1 << 16):   # s + k * d exactly (in float64), in pieces: the output is the only full-size array
+    out[k:k + step] = np.arange(k, min(k + step, n), dtype=np.float64 if dt.is_float else np.int64) * d + s
+  return Tensor(out)
 def _shape(i, a, o):
   s = i[0].shape
   st, en = a.get("start", 0), a.get("end", len(s))
@@ -1219,8 +1242,8 @@ def _resize(i, a, o):
 
 # ---- control flow and sequences
 def _if(i, a, o):
-  outs = (a["then_branch"] if bool(_scalar(i[0])) else a["else_branch"])()
-  return tuple(outs)
+  if len(c := _vals(i[0])) != 1: raise ValueError(f"the condition has {len(c)} elements (shape {i[0].shape}), If takes one")
+  return tuple((a["then_branch"] if bool(c[0]) else a["else_branch"])())
 def _loop(i, a, o):
   M, cond, carried = i[0], i[1], list(i[2:])
   body = a["body"]
@@ -1247,6 +1270,7 @@ def _scan(i, a, o):
   states, xs = list(i[:len(i) - nsc_in]), list(i[len(i) - nsc_in:])
   in_axes = [_ax(v, xs[j].ndim) for j, v in enumerate(a.get("scan_input_axes", [0] * nsc_in))]
   in_dirs = a.get("scan_input_directions", [0] * nsc_in)
+  if len(lens := {x.shape[ax] for x, ax in zip(xs, in_axes)}) > 1: raise ValueError(f"the scan inputs have different lengths {sorted(lens)}")
   T = xs[0].shape[in_axes[0]]
   outs_all = []
   for t in range(T):
@@ -1359,6 +1383,15 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
 
 def _no(cond, msg): return msg if cond else None
 def _acts(a, o): return _no(bad := [x for x in a.get("activations", []) if x not in _ACT], f"activations {bad}")
+# ops whose axis, axes, batch_axis or time_axis (attribute, or the constant input AXES_INPUT names) name dims of input 0;
+# AXIS_RANGE: the ones whose range is not [-r, r-1] for input 0's rank r (k: how many axes the node names)
+AXIS_OPS = {"Softmax", "LogSoftmax", "Hardmax", "Concat", "Split", "Gather", "GatherElements", "ArgMax", "ArgMin", "LpNormalization",
+            "LayerNormalization", "Compress", "TopK", "ScatterElements", "Scatter", "QuantizeLinear", "DequantizeLinear", "Unique",
+            "SplitToSequence", "ReverseSequence", "CumSum", "CumProd", "Squeeze", "Unsqueeze", "MeanVarianceNormalization", "Slice",
+            "Pad", "Flatten", "OneHot", "Resize", *_RED}
+AXES_INPUT = {"CumSum": 1, "CumProd": 1, "Squeeze": 1, "Unsqueeze": 1, "Slice": 3, "Pad": 3, **{k: 1 for k in _RED}}
+AXIS_RANGE = {"Flatten": lambda r, k: (-r, r), "OneHot": lambda r, k: (-r - 1, r), "Unsqueeze": lambda r, k: (-r - k, r + k - 1)}
+
 REFUSE = {
   "RNN": _acts, "GRU": _acts, "LSTM": _acts,
   "Gelu": lambda a, o: _no(a.get("approximate", "none") not in ("none", "tanh"), f"approximate={a.get('approximate')}"),
