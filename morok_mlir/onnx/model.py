@@ -10,7 +10,7 @@ from morok_mlir.tensor import Tensor
 from morok_mlir.jit import TinyJit
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.provenance import user_loc
-from morok_mlir.onnx.ops import OPS, REFUSE, AXIS_OPS, AXES_INPUT, AXIS_RANGE
+from morok_mlir.onnx.ops import OPS, REFUSE, owned, AXIS_OPS, AXES_INPUT, AXIS_RANGE
 
 class InvalidModel(ValueError):
   """A model ONNX does not allow, or inputs its graph does not take, as onnxruntime refuses them: the message names the
@@ -92,12 +92,14 @@ def to_tensor(v, copy: bool = True) -> Tensor | list | None:
   module made (a stored tensor's), which the Tensor then holds without a copy."""
   if v is None or isinstance(v, Tensor): return v
   if isinstance(v, (list, tuple)): return [to_tensor(x, copy) for x in v]
-  if isinstance(v, onnx.TensorProto): dtype_of(v.data_type); v, copy = numpy_helper.to_array(v), False
+  if isinstance(v, onnx.TensorProto):
+    try: dtype_of(v.data_type)
+    except NotImplementedError as e: raise Unsupported(f"{user_loc()}: input tensor {v.name!r}: {e}") from None
+    v, copy = numpy_helper.to_array(v), False
   a = np.asarray(v)
   if a.dtype == object or a.dtype.kind in "USc": raise Unsupported(f"{user_loc()}: inputs of numpy dtype {a.dtype}")
   if a.dtype.name == "bfloat16" and onnx.TensorProto.BFLOAT16 not in DTYPES: raise Unsupported(f"{user_loc()}: bfloat16")
-  own = not copy and a.flags.c_contiguous and a.flags.writeable
-  return Tensor(a if own else np.array(a, order="C"))   # ascontiguousarray would make a 0-d array 1-d
+  return Tensor(np.array(a, order="C")) if copy else owned(a)   # ascontiguousarray would make a 0-d array 1-d
 
 class Subgraph:
   """A graph attribute (If's branches, Loop's and Scan's body): called with its inputs, it runs in the scope of the
@@ -295,7 +297,7 @@ def load(model, base_dir) -> tuple[onnx.ModelProto, str | None]:
 def _host_full(v: Tensor, a: dict) -> Tensor:
   """ConstantOfShape's output as a buffer filled on the host (no kernel to compile per shape)."""
   val = np.asarray(a.get("value", np.zeros(1, np.float32))).reshape(-1)
-  return Tensor(np.full(v.shape, val[0], val.dtype))
+  return owned(np.full(v.shape, val[0], val.dtype))
 
 # ops whose outputs differ between calls with equal inputs: never folded
 NOT_FOLDED = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout"}

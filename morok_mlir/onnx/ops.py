@@ -10,6 +10,8 @@ import onnx
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.dtype import dtypes, DType
 from morok_mlir.dialects.ops import Ops
+from morok_mlir.core.provenance import user_loc
+from morok_mlir.realize import new_buffer
 
 def _dt(t: int) -> DType:
   from morok_mlir.onnx.model import dtype_of
@@ -38,6 +40,9 @@ def _axes(x: Tensor, a: dict, inputs: list, i: int, opset: int, since: int) -> l
   axes = a.get("axes") if opset < since else (_ints(inputs[i]) if len(inputs) > i and inputs[i] is not None else None)
   return None if axes is None else [_ax(v, x.ndim) for v in axes]
 def _f(x: Tensor) -> Tensor: return x if x.dtype.is_float else x.float()
+def owned(a: np.ndarray) -> Tensor:
+  """A Tensor over an array this front end made (no copy: Tensor(array) copies, as a user may change theirs)."""
+  return Tensor(new_buffer(a, user_loc()))
 
 # ---- elementwise
 def _bin(fn): return lambda i, a, o: fn(i[0], i[1])
@@ -204,7 +209,7 @@ def _range(i, a, o):
   out = np.empty(host_bytes((n,), dt, "Range's output"), dt.np)
   for k in range(0, n, step := 1 << 16):   # s + k * d exactly (in float64), in pieces: the output is the only full-size array
     out[k:k + step] = np.arange(k, min(k + step, n), dtype=np.float64 if dt.is_float else np.int64) * d + s
-  return Tensor(out)
+  return owned(out)
 def _shape(i, a, o):
   s = i[0].shape
   st, en = a.get("start", 0), a.get("end", len(s))
