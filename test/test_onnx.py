@@ -177,8 +177,12 @@ def test_host_constants_made_once_in_their_dtype(op):
   one array the Tensor then holds: no float64 temporaries, no copy; the call's peak is about the output's size."""
   import tracemalloc
   n = 1 << 21
-  if op == "Range": node, inits = helper.make_node("Range", ["s", "l", "d"], ["y"]), [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in zip("sld", (0, n, 1))]
-  else: node, inits = helper.make_node("ConstantOfShape", ["s"], ["y"], value=numpy_helper.from_array(np.array([2], np.float32))), [numpy_helper.from_array(np.array([n]), "s")]
+  if op == "Range":
+    node = helper.make_node("Range", ["s", "l", "d"], ["y"])
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in zip("sld", (0, n, 1))]
+  else:
+    node = helper.make_node("ConstantOfShape", ["s"], ["y"], value=numpy_helper.from_array(np.array([2], np.float32)))
+    inits = [numpy_helper.from_array(np.array([n]), "s")]
   m = OnnxModel(_model([node], [], [_vi("y")], inits))
   tracemalloc.start()
   try: y = m(as_numpy=False)["y"]

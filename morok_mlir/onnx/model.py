@@ -1,6 +1,7 @@
 """OnnxModel: an ONNX graph interpreted node by node into lazy Tensor ops (tinygrad's onnx runner). Initializers become
 Tensors, each node is one call into the op table (ops.py), and the outputs are realized together at the end. The whole
-graph (subgraphs included) is checked against the table before anything runs."""
+model (subgraphs included) is checked before anything runs: against ONNX's rules as onnxruntime checks them at load
+(InvalidModel), and against the table (Unsupported)."""
 from __future__ import annotations
 import math, os, re, threading
 import numpy as np
@@ -73,8 +74,9 @@ def external_file(t: onnx.TensorProto, what: str, base: str | None) -> tuple[str
   try: off, length = int(info.get("offset", 0)), int(info.get("length", -1))
   except ValueError: raise invalid(f"{what}: external data offset/length {info.get('offset')!r}/{info.get('length')!r} are not integers") from None
   size, want = os.path.getsize(path), numel(t) * _itemsize(t)
+  if not 0 <= off <= size: raise invalid(f"{what}: external data offset {off} lies outside {loc!r} ({size} bytes)")
   if length == -1: length = size - off
-  if off < 0 or length < 0 or off + length > size:
+  if length < 0 or off + length > size:
     raise invalid(f"{what}: external data bytes {off}..{off + length} lie outside {loc!r} ({size} bytes)")
   if length != want: raise invalid(f"{what}: external data holds {length} bytes, its dims {list(t.dims)} need {want}")
   return path, off, length
@@ -186,7 +188,8 @@ class GraphCheck:
     except onnx.defs.SchemaError: return None
     for x in node.attribute:
       if x.ref_attr_name: continue
-      if (s := sch.attributes.get(x.name)) is None: return f"attribute {x.name!r} is not one of {node.op_type}'s ({', '.join(sorted(sch.attributes))})"
+      if (s := sch.attributes.get(x.name)) is None:
+        return f"attribute {x.name!r} is not one of {node.op_type}'s ({', '.join(sorted(sch.attributes))})"
       if x.type and x.type != int(s.type):
         return f"attribute {x.name!r} must be {s.type.name}, got {onnx.AttributeProto.AttributeType.Name(x.type)}"
     given = {x.name for x in node.attribute}
@@ -201,11 +204,11 @@ def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
   for f in ("node", "input", "output", "value_info", "sparse_initializer"): getattr(g, f).extend(getattr(src, f))
   inputs = {vi.name for vi in src.input}
   for t in src.initializer:
-    if t.data_location != onnx.TensorProto.EXTERNAL and t.ByteSize() <= 4096: g.initializer.append(t)
+    if t.data_location != onnx.TensorProto.EXTERNAL and numel(t) <= 1024: g.initializer.append(t)   # (dims checked against data)
     elif t.name not in inputs: g.input.append(helper.make_tensor_value_info(t.name, t.data_type, t.dims))
   return sk
 
-def infer_check(model: onnx.ModelProto) -> onnx.ModelProto | None:
+def infer_check(model: onnx.ModelProto, opset: int) -> onnx.ModelProto | None:
   """onnx's shape inference in strict mode: the per-node checks onnxruntime makes at load (axes in range, input counts
   and types, shapes that agree, values read from constants). The model with the shapes it inferred (None: not known)."""
   skeleton = _skeleton(model)
@@ -218,6 +221,7 @@ def infer_check(model: onnx.ModelProto) -> onnx.ModelProto | None:
       except onnx.defs.SchemaError: sch = None
       if sch is not None and (sch.has_function or sch.has_context_dependent_function):
         return onnx.shape_inference.infer_shapes(skeleton, data_prop=True)
+    if m := re.search(r"\(op_type:(\w+), node name: (.*?)\): (.*)", msg): msg = f"node {m.group(2)!r} ({m.group(1)}, opset {opset}): {m.group(3)}"
     raise invalid(msg) from None
 
 def _known(g: onnx.GraphProto, shapes: dict, consts: dict):
@@ -281,7 +285,7 @@ def check_model(model: onnx.ModelProto, base: str | None) -> int:
     if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
       try: dtype_of(vi.type.tensor_type.elem_type)
       except NotImplementedError as e: raise Unsupported(f"{user_loc()}: graph input/output {vi.name!r}: {e}") from None
-  if (inferred := infer_check(model)) is not None: check_values(inferred, opset)
+  if (inferred := infer_check(model, opset)) is not None: check_values(inferred, opset)
   return opset
 
 def load(model, base_dir) -> tuple[onnx.ModelProto, str | None]:

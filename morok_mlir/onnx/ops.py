@@ -33,7 +33,8 @@ def host_bytes(shape, dt: DType, what: str) -> tuple[int, ...]:
   """shape, once a value of it is known to fit this machine's memory: refused before anything is allocated."""
   shape = tuple(shape)
   if any(s < 0 for s in shape): raise ValueError(f"{what} of shape {list(shape)} has a negative dim")
-  if (n := math.prod(shape) * dt.itemsize) > HOST_BYTES: raise ValueError(f"{what} of shape {list(shape)} needs {n} bytes, more than this machine has")
+  if (n := math.prod(shape) * dt.itemsize) > HOST_BYTES:
+    raise ValueError(f"{what} of shape {list(shape)} needs {n} bytes, more than this machine has")
   return shape
 def _axes(x: Tensor, a: dict, inputs: list, i: int, opset: int, since: int) -> list[int] | None:
   """Axes from the attribute (opsets before `since`) or from input i."""

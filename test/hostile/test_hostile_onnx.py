@@ -243,7 +243,8 @@ case("scan-body-outputs", model([node("Scan", ["s0", "a"], ["sf", "ys"], body=gr
 
 # ---- Range
 def range_model(s, l, d, dt=np.int64):
-  return model([node("Range", ["s", "l", "d"], ["y"])], [], [vi("y", None, I64 if dt == np.int64 else F)], [const(n, v, dt) for n, v in zip("sld", (s, l, d))])
+  inits = [const(n, v, dt) for n, v in zip("sld", (s, l, d))]
+  return model([node("Range", ["s", "l", "d"], ["y"])], [], [vi("y", None, I64 if dt == np.int64 else F)], inits)
 case("range-delta-0", range_model(0, 10, 0), "call", names=("bad", "Range", "delta 0"), feed={})
 case("range-delta-0-float", range_model(0.0, 1.0, 0.0, np.float32), "call", names=("bad", "Range", "delta 0"), feed={})
 case("range-nan", range_model(0.0, np.nan, 1.0, np.float32), "call", names=("bad", "Range"), feed={})
