@@ -366,6 +366,7 @@ class OnnxModel:
     self.opset = check_model(self.model, self.base)
     inits = {i.name for i in self.graph.initializer}
     self.input_names = [i.name for i in self.graph.input if i.name not in inits]
+    self._takes = set(self.input_names) | inits   # the names a call may give
     self.output_names = [o.name for o in self.graph.output]
     self._folded: dict = {}   # run_graph's values that depend on no graph input, realized on the first call
     self._jits: dict = {}     # the inputs' names, shapes, dtypes and devices -> a TinyJit of the graph on them (see __call__)
@@ -377,8 +378,7 @@ class OnnxModel:
     inputs = dict(inputs or {})
     if twice := sorted(set(inputs) & set(kw)): raise invalid(f"input {twice[0]!r} given twice (in the dict and as a keyword)")
     inputs.update(kw)
-    known = set(self.input_names) | {i.name for i in self.graph.initializer}
-    if unknown := sorted(set(inputs) - known): raise invalid(f"unknown input {unknown[0]!r}: the graph takes {', '.join(self.input_names)}")
+    if unknown := sorted(set(inputs) - self._takes): raise invalid(f"unknown input {unknown[0]!r}: the graph takes {', '.join(self.input_names)}")
     if missing := [n for n in self.input_names if n not in inputs]: raise invalid(f"missing inputs: {', '.join(missing)}")
     vals = {n: to_tensor(v) for n, v in inputs.items()}
     for vi in self.graph.input:
