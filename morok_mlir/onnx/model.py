@@ -11,7 +11,7 @@ from morok_mlir.tensor import Tensor
 from morok_mlir.jit import TinyJit
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.provenance import user_loc
-from morok_mlir.onnx.ops import OPS, REFUSE, owned, AXIS_OPS, AXES_INPUT, AXIS_RANGE
+from morok_mlir.onnx.ops import OPS, REFUSE, INVALID, owned, AXIS_OPS, AXES_INPUT, AXIS_RANGE
 
 class InvalidModel(ValueError):
   """A model ONNX does not allow, or inputs its graph does not take, as onnxruntime refuses them: the message names the
@@ -169,10 +169,10 @@ class GraphCheck:
       raise invalid(f"{w}: input {missing[0]!r} is no graph input, initializer or output of an earlier node (a cycle or a missing value)")
     if (why := self.schema(node)): raise invalid(f"{w}: {why}")
     a = {x.name: x for x in node.attribute}
-    if (chk := REFUSE.get(op_key(node))) is not None:
-      vals = {k: (v.s.decode() if v.type == onnx.AttributeProto.STRING else helper.get_attribute_value(v)) for k, v in a.items()
-              if v.type != onnx.AttributeProto.GRAPH}
-      if (why := chk(vals, self.opset)): raise Unsupported(f"{user_loc()}: {w}: {why}")
+    vals = {k: (v.s.decode(errors="replace") if v.type == onnx.AttributeProto.STRING else helper.get_attribute_value(v)) for k, v in a.items()
+            if v.type != onnx.AttributeProto.GRAPH}
+    if (why := INVALID.get(op_key(node), lambda a, o: None)(vals, self.opset)): raise invalid(f"{w}: {why}")
+    if (why := REFUSE.get(op_key(node), lambda a, o: None)(vals, self.opset)): raise Unsupported(f"{user_loc()}: {w}: {why}")
     shapes = SUBGRAPHS.get(op_key(node), lambda n, o: {})(node, self.opset)
     for x in a.values():
       if x.type == onnx.AttributeProto.GRAPH:
@@ -346,7 +346,7 @@ def run_node(node: onnx.NodeProto, vals: dict, opset: int, base: str | None) -> 
   except VALUE_ERRORS as e:
     loc, msg = user_loc(), str(e)
     if msg.startswith(loc + ": "): msg = msg[len(loc) + 2:]   # a Tensor method's error, at the same line
-    if not isinstance(e, ValueError) or not msg: msg = f"{type(e).__name__}: {msg}"
+    if not isinstance(e, (ValueError, IndexError)) or not msg: msg = f"{type(e).__name__}: {msg}"   # a KeyError's message is the key
     raise InvalidModel(f"{loc}: {where(node, opset)}: {msg}") from e
   return a, (outs if isinstance(outs, tuple) else (outs,))   # a tuple is several outputs, a list one sequence
 

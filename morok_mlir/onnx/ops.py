@@ -4,7 +4,7 @@ values (graph attributes as callables), opset the model's default-domain opset. 
 (shapes, axes, pads, k, ...) are read from their small tensors on the host. REFUSE names the attribute values a
 node may not have: the model checks them before anything runs."""
 from __future__ import annotations
-import itertools, math, os
+import itertools, math, os, re
 import numpy as np
 import onnx
 from morok_mlir.tensor import Tensor
@@ -24,6 +24,13 @@ def _scalar(t): return _vals(t)[0]
 def _ax(a: int, n: int) -> int:
   if not -n <= a < n: raise IndexError(f"axis {a} is out of range for {n} dims (-{n}..{n - 1})")
   return a + n if a < 0 else a
+def _rank(x: Tensor, n: int, what: str) -> Tensor:
+  if x.ndim != n: raise ValueError(f"{what} of shape {x.shape} must have {n} dims")
+  return x
+def _pos(p: int, n: int, end: bool = False) -> int:
+  """A position in a sequence of n: -n..n-1, or -n..n where its end is one (SequenceInsert's)."""
+  if not -n <= p < n + end: raise IndexError(f"position {p} is out of range for a sequence of {n}")
+  return p + n if p < 0 else p
 def _unique_axes(axes: list[int]) -> list[int]:
   if len(set(axes)) != len(axes): raise ValueError(f"axes {axes} name a dim twice")
   return axes
@@ -154,7 +161,7 @@ def _split(i, a, o, n_out=None):
   ax = _ax(a.get("axis", 0), x.ndim)
   sizes = a.get("split") if o < 13 else (_ints(i[1]) if len(i) > 1 and i[1] is not None else None)
   if sizes is None:
-    n = a.get("num_outputs", n_out)
+    if (n := a.get("num_outputs", n_out)) < 1: raise ValueError(f"num_outputs {n} must be at least 1")
     c = -(-x.shape[ax] // n)
     sizes = [min(c, x.shape[ax] - c * j) for j in range(n)]
   return tuple(x.split(list(sizes), ax))
@@ -277,7 +284,7 @@ def _compress(i, a, o):
   pos = np.flatnonzero(np.asarray(c.numpy()))
   if "axis" not in a: x, ax = x.reshape(-1), 0
   else: ax = _ax(a["axis"], x.ndim)
-  pos = pos[pos < x.shape[ax]]
+  if pos.size and pos[-1] >= x.shape[ax]: raise IndexError(f"the condition selects index {pos[-1]} of dim {ax}, of size {x.shape[ax]}")
   return _take(x, ax, pos)
 def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
   """x along ax at the host-known positions idx (a 1-d int array)."""
@@ -291,20 +298,23 @@ def _trilu(i, a, o):
   if x.numel() == 0: return x
   return x.triu(k) if a.get("upper", 1) else x.tril(k)
 def _cumulative(i, a, o, kind="sum"):
-  x, ax = i[0], _ax(int(_scalar(i[1])), i[0].ndim)
+  if len(v := _ints(i[1])) != 1: raise ValueError(f"axis {v} must be one value")
+  x, ax = i[0], _ax(v[0], i[0].ndim)
   if a.get("reverse", 0): x = x.flip(ax)
   if a.get("exclusive", 0): x = x.pad(tuple((1, -1) if d == ax else (0, 0) for d in range(x.ndim)), value=0 if kind == "sum" else 1)
   r = (x.cumsum(ax) if kind == "sum" else x.cumprod(ax)).cast(x.dtype)
   return r.flip(ax) if a.get("reverse", 0) else r
 def _d2s(i, a, o):
-  x, b = i[0], a["blocksize"]
+  x, b = _rank(i[0], 4, "the input"), a["blocksize"]
   n, c, h, w = x.shape
+  if b < 1 or c % (b * b): raise ValueError(f"blocksize {b}: {c} channels are not a multiple of {b}x{b}")
   if a.get("mode", "DCR") == "DCR": x = x.reshape(n, b, b, c // b // b, h, w).permute(0, 3, 4, 1, 5, 2)
   else: x = x.reshape(n, c // b // b, b, b, h, w).permute(0, 1, 4, 2, 5, 3)
   return x.reshape(n, c // b // b, h * b, w * b)
 def _s2d(i, a, o):
-  x, b = i[0], a["blocksize"]
+  x, b = _rank(i[0], 4, "the input"), a["blocksize"]
   n, c, h, w = x.shape
+  if b < 1 or h % b or w % b: raise ValueError(f"blocksize {b} does not divide the spatial dims {h}x{w}")
   x = x.reshape(n, c, h // b, b, w // b, b)
   x = x.permute(0, 1, 3, 5, 2, 4) if a.get("mode", "DCR") == "CRD" else x.permute(0, 3, 5, 1, 2, 4)
   return x.reshape(n, c * b * b, h // b, w // b)
@@ -345,6 +355,7 @@ def _conv(i, a, o):
   x, w, b = i[0], i[1], i[2] if len(i) > 2 else None
   k = a.get("kernel_shape", w.shape[2:])
   n = len(k)
+  _rank(x, _rank(w, n + 2, "the weight").ndim, "the input")
   s, d = a.get("strides", [1] * n), a.get("dilations", [1] * n)
   pads = _auto_pads(a, x.shape[2:], k, s, d)
   x = x.pad(((0, 0), (0, 0), *pads))
@@ -367,7 +378,7 @@ def _conv_transpose(i, a, o):
   return y if b is None else y + b.reshape(1, -1, *[1] * n)
 def _pool_geom(x, a, o, k):
   """Strides, dilations and (begin, end) pads of a pool, with ceil_mode's extra room after each dim."""
-  n = len(k)
+  n = len(_rank(x, len(k) + 2, "the input").shape) - 2
   s, d = a.get("strides", [1] * n), a.get("dilations", [1] * n)
   pads = _auto_pads(a, x.shape[2:], k, s, d)
   if a.get("ceil_mode", 0):
@@ -1299,12 +1310,12 @@ def _seq_map(i, a, o):
   return tuple([r[j] for r in outs] for j in range(len(body.graph.output)))
 def _seq_insert(i, a, o):
   s, t = list(i[0]), i[1]
-  pos = int(_scalar(i[2])) if len(i) > 2 and i[2] is not None else len(s)
-  s.insert(pos if pos >= 0 else pos + len(s), t)
+  pos = _pos(int(_scalar(i[2])), len(s), end=True) if len(i) > 2 and i[2] is not None else len(s)
+  s.insert(pos, t)
   return s
 def _seq_erase(i, a, o):
   s = list(i[0])
-  del s[int(_scalar(i[1])) if len(i) > 1 and i[1] is not None else -1]
+  del s[_pos(int(_scalar(i[1])) if len(i) > 1 and i[1] is not None else -1, len(s))]
   return s
 def _split_to_seq(i, a, o):
   x, sp = i[0], i[1] if len(i) > 1 else None
@@ -1316,6 +1327,7 @@ def _split_to_seq(i, a, o):
   return list(x.split(v[0] if sp.ndim == 0 else v, ax))
 def _concat_from_seq(i, a, o):
   s, ax = i[0], a["axis"]
+  if not s: raise ValueError("an empty sequence has no shape to concatenate")
   if a.get("new_axis", 0): return Tensor.stack(*s, dim=_ax(ax, s[0].ndim + 1))
   return _concat(s, {"axis": ax}, o)
 def _opt_get(i, a, o):
@@ -1374,7 +1386,7 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "HannWindow": _window(lambda t: 0.5 - 0.5 * t.cos()), "HammingWindow": _window(lambda t: 25 / 46 - 21 / 46 * t.cos()),
   "BlackmanWindow": _window(lambda t: 0.42 - 0.5 * t.cos() + 0.08 * (2 * t).cos()),
   "If": _if, "Loop": _loop, "Scan": _scan,
-  "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [], "SequenceAt": lambda i, a, o: i[0][int(_scalar(i[1]))],
+  "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [], "SequenceAt": lambda i, a, o: i[0][_pos(int(_scalar(i[1])), len(i[0]))],
   "SequenceInsert": _seq_insert, "SequenceErase": _seq_erase, "SequenceMap": _seq_map, "SplitToSequence": _split_to_seq,
   "SequenceLength": lambda i, a, o: Tensor(np.array(len(i[0]), np.int64)), "ConcatFromSequence": _concat_from_seq,
   "Optional": lambda i, a, o: i[0] if i else None, "OptionalHasElement": lambda i, a, o: Tensor(np.array(bool(i) and i[0] is not None)),
@@ -1415,6 +1427,10 @@ REFUSE = {
   "Cast": lambda a, o: _unsupported_dtype(a.get("to")), "EyeLike": lambda a, o: _unsupported_dtype(a.get("dtype")),
   "Constant": lambda a, o: _no("value_string" in a or "value_strings" in a or "sparse_value" in a, "string or sparse constants"),
 }
+_TERM = r"\s*(?:[A-Za-z]\s*)*(?:\.\.\.\s*)?(?:[A-Za-z]\s*)*"   # einsum subscripts: letters, at most one ellipsis
+# attribute values ONNX forbids, checked before onnx's shape inference (which loops forever on some of them)
+INVALID = {"Einsum": lambda a, o: _no(not isinstance(eq := a.get("equation"), str) or not re.fullmatch(rf"{_TERM}(,{_TERM})*(->{_TERM})?", eq),
+                                      f"equation {a.get('equation')!r} is not an einsum equation (letters, one '...', ',' and '->')")}
 def _unsupported_dtype(t):
   if t is None: return None
   try: _dt(t)

@@ -181,6 +181,39 @@ case("matmul-shapes-rank-unknown", model([node("MatMul", ["x", "w"], ["y"])], [v
 case("add-broadcast-rank-unknown", model([node("Add", ["x", "w"], ["y"])], [vi("x")], [vi("y")], [const("w", np.zeros((4,)), np.float32)]),
      "call", names=("bad", "Add"))
 
+# ---- ops that read values from the data at run time: sequences, counts, ranks of inputs not declared
+S = h.make_tensor_sequence_value_info
+def seq_model(nodes, outs, inits=()): return model(nodes, [vi("x", [2, 3])], outs, inits)
+_sc = node("SequenceConstruct", ["x", "x"], ["s"], name="sc")
+case("sequence-at-out-of-range", seq_model([_sc, node("SequenceAt", ["s", "p"], ["y"])], [vi("y")], [const("p", 5)]), "call",
+     names=("bad", "SequenceAt", "position 5"))
+case("sequence-erase-out-of-range", seq_model([_sc, node("SequenceErase", ["s", "p"], ["y"])], [S("y", F, None)], [const("p", -3)]), "call",
+     names=("bad", "SequenceErase", "position -3"))
+case("sequence-insert-out-of-range", seq_model([_sc, node("SequenceInsert", ["s", "x", "p"], ["y"])], [S("y", F, None)], [const("p", 3)]), "call",
+     names=("bad", "SequenceInsert", "position 3"))
+case("concat-from-empty-sequence", seq_model([node("SequenceEmpty", [], ["s"], name="se"), node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+     [vi("y")]), "call", names=("bad", "ConcatFromSequence", "empty"))
+case("optional-get-empty", seq_model([node("Optional", [], ["o"], name="op", type=h.make_tensor_type_proto(F, None)),
+     node("OptionalGetElement", ["o"], ["y"])], [vi("y")]), "call", names=("bad", "OptionalGetElement"))
+case("einsum-operands", one("Einsum", equation="ij,jk->ik"), names=("bad", "Einsum"))
+for k, eq in enumerate(("i!j", "..ij", "i.j", "ij-", "....ij")):   # equations onnx's shape inference loops forever on
+  case(f"einsum-garbage-{k}", one("Einsum", equation=eq), names=("bad", "Einsum", "equation"))
+case("cumsum-axis-vector", one("CumSum", [("a", [0, 1])], shape=None), "call", names=("bad", "CumSum"))
+case("compress-past-the-dim", one("Compress", [("c", [True] * 9, np.bool_)], shape=None, axis=1), "call", names=("bad", "Compress"))
+case("depth-to-space-rank", one("DepthToSpace", shape=None, blocksize=2), "call", names=("bad", "DepthToSpace", "4 dims"))
+case("depth-to-space-channels", one("DepthToSpace", shape=None, blocksize=2), "call", names=("bad", "DepthToSpace", "channels"),
+     feed={"x": np.zeros((1, 3, 2, 2), np.float32)})
+case("space-to-depth-indivisible", one("SpaceToDepth", shape=None, blocksize=2), "call", names=("bad", "SpaceToDepth", "divide"),
+     feed={"x": np.zeros((1, 1, 3, 3), np.float32)})
+case("conv-rank", one("Conv", [("w", np.ones((1, 2, 2, 2)), np.float32)], shape=None), "call", names=("bad", "Conv", "4 dims"))
+case("maxpool-rank", one("MaxPool", shape=None, kernel_shape=[2, 2]), "call", names=("bad", "MaxPool", "4 dims"))
+case("split-num-outputs-0", one("Split", shape=None, axis=0, num_outputs=0, opset=18), "call", names=("bad", "Split", "num_outputs"))
+case("resize-negative-sizes", one("Resize", [("", 0), ("", 0), ("sz", [-1, 3])], shape=None), "call", names=("bad", "Resize"))
+case("gemm-shapes", one("Gemm", [("w", np.zeros((4, 2)), np.float32)], shape=None), "call", names=("bad", "Gemm"))
+case("where-broadcast", model([node("Where", ["c", "x", "w"], ["y"])], [vi("x")], [vi("y")],
+     [const("c", [True, False, True, False], np.bool_), const("w", [1.], np.float32)]), "call", names=("bad", "Where"))
+case("topk-k-too-big-rank-unknown", one("TopK", [("k", [9])], shape=None, nout=2, out_dt=[F, I64]), "call", names=("bad", "TopK"))
+
 # ---- stored tensors
 def tensor(name, dt, dims, **fields):
   t = onnx.TensorProto(name=name, data_type=dt, dims=dims)
