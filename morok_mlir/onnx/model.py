@@ -272,7 +272,7 @@ def parse(data: bytes) -> onnx.ModelProto:
 
 def check_model(model: onnx.ModelProto, base: str | None) -> int:
   """The model's default-domain opset, once the whole model is checked (GraphCheck, then shape inference)."""
-  if model.ByteSize() == 0: raise invalid("the model is empty (an empty file or bytes)")
+  if not model.ListFields(): raise invalid("the model is empty (an empty file or bytes, or no ONNX fields in them)")
   if not model.opset_import: raise invalid("the model imports no opset (opset_import is empty)")
   if model.ir_version < 3: raise invalid(f"IR version {model.ir_version} (an ONNX model has 3 or more)")
   if not model.HasField("graph"): raise invalid("the model has no graph")

@@ -1,8 +1,9 @@
 """The ONNX operator table: op_type -> fn(inputs, attrs, opset) -> output or tuple of outputs (tinygrad's onnx.py).
 inputs are Tensors (None for an omitted optional input, a list for a sequence), attrs the node's attributes as Python
 values (graph attributes as callables), opset the model's default-domain opset. Values an output's shape depends on
-(shapes, axes, pads, k, ...) are read from their small tensors on the host. REFUSE names the attribute values a
-node may not have: the model checks them before anything runs."""
+(shapes, axes, pads, k, ...) are read from their small tensors on the host; a value an op cannot take raises a
+ValueError or IndexError, which the model reports as the node's. The model checks before anything runs: INVALID (attribute
+values ONNX forbids), REFUSE (values this front end does not run), AXIS_OPS (axes against the ranks inference finds)."""
 from __future__ import annotations
 import itertools, math, os, re
 import numpy as np
@@ -171,7 +172,7 @@ def _slice(i, a, o):
   else: starts, ends, axes, steps = _ints(i[1]), _ints(i[2]), (_ints(i[3]) if len(i) > 3 and i[3] is not None else None), \
                                     (_ints(i[4]) if len(i) > 4 and i[4] is not None else None)
   axes = list(range(len(starts))) if axes is None else _unique_axes([_ax(v, x.ndim) for v in axes])
-  if not len(starts) == len(ends) == len(axes) == len(steps or axes): raise ValueError(f"starts, ends, axes and steps differ in length")
+  if not len(starts) == len(ends) == len(axes) == len(steps or axes): raise ValueError("starts, ends, axes and steps differ in length")
   if steps and 0 in steps: raise ValueError(f"steps {steps} hold a 0")
   idx = [slice(None)] * x.ndim
   for j, ax in enumerate(axes):
@@ -378,7 +379,8 @@ def _conv_transpose(i, a, o):
   return y if b is None else y + b.reshape(1, -1, *[1] * n)
 def _pool_geom(x, a, o, k):
   """Strides, dilations and (begin, end) pads of a pool, with ceil_mode's extra room after each dim."""
-  n = len(_rank(x, len(k) + 2, "the input").shape) - 2
+  n = len(k)
+  _rank(x, n + 2, "the input")
   s, d = a.get("strides", [1] * n), a.get("dilations", [1] * n)
   pads = _auto_pads(a, x.shape[2:], k, s, d)
   if a.get("ceil_mode", 0):
@@ -1386,7 +1388,8 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "HannWindow": _window(lambda t: 0.5 - 0.5 * t.cos()), "HammingWindow": _window(lambda t: 25 / 46 - 21 / 46 * t.cos()),
   "BlackmanWindow": _window(lambda t: 0.42 - 0.5 * t.cos() + 0.08 * (2 * t).cos()),
   "If": _if, "Loop": _loop, "Scan": _scan,
-  "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [], "SequenceAt": lambda i, a, o: i[0][_pos(int(_scalar(i[1])), len(i[0]))],
+  "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [],
+  "SequenceAt": lambda i, a, o: i[0][_pos(int(_scalar(i[1])), len(i[0]))],
   "SequenceInsert": _seq_insert, "SequenceErase": _seq_erase, "SequenceMap": _seq_map, "SplitToSequence": _split_to_seq,
   "SequenceLength": lambda i, a, o: Tensor(np.array(len(i[0]), np.int64)), "ConcatFromSequence": _concat_from_seq,
   "Optional": lambda i, a, o: i[0] if i else None, "OptionalHasElement": lambda i, a, o: Tensor(np.array(bool(i) and i[0] is not None)),
