@@ -30,7 +30,8 @@ def test_model_from_proto_bytes_and_path(tmp_path):
   x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
   m = _mlp()
   onnx.save(m, p := tmp_path / "m.onnx")
-  for src in (m, m.SerializeToString(), p, str(p)):
+  onnx.save(m, txt := tmp_path / "m.onnxtxt")   # onnx.load's formats, by the file's extension
+  for src in (m, m.SerializeToString(), p, str(p), txt):
     om = OnnxModel(src)
     assert om.input_names == ["x"] and om.output_names == ["y"]
     np.testing.assert_allclose(om(x=x)["y"], _mlp_ref(x), rtol=1e-6)

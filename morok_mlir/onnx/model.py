@@ -266,9 +266,10 @@ def _node_values(node: onnx.NodeProto, shapes: dict, consts: dict) -> str | None
       return f"index {int(bad[0])} is out of range for dim {ax} of size {d} of input {node.input[0]!r}"
   return None
 
-def parse(data: bytes) -> onnx.ModelProto:
-  try: return onnx.load_from_string(data)
-  except Exception as e: raise invalid(f"not an ONNX model ({len(data)} bytes): {type(e).__name__}: {e}") from None
+def parse(read, what: str) -> onnx.ModelProto:
+  try: return read()
+  except OSError: raise   # a path that cannot be read: the caller's, as open() names it
+  except Exception as e: raise invalid(f"{what} is not an ONNX model: {type(e).__name__}: {e}") from None
 
 def check_model(model: onnx.ModelProto, base: str | None) -> int:
   """The model's default-domain opset, once the whole model is checked (GraphCheck, then shape inference)."""
@@ -292,9 +293,10 @@ def load(model, base_dir) -> tuple[onnx.ModelProto, str | None]:
   """The model and the folder its external data is read from: a path's own folder, else base_dir (None: none)."""
   base = None if base_dir is None else os.fspath(base_dir)
   if isinstance(model, (str, os.PathLike)):
-    with open(path := os.fspath(model), "rb") as f: data = f.read()
-    return parse(data), os.path.dirname(os.path.abspath(path)) if base is None else base
-  if isinstance(model, (bytes, bytearray, memoryview)): return parse(bytes(model)), base
+    path = os.fspath(model)   # onnx.load: its formats by the file's extension (.onnx, .onnxtxt, .json, ...)
+    m = parse(lambda: onnx.load(path, load_external_data=False), repr(path))
+    return m, os.path.dirname(os.path.abspath(path)) if base is None else base
+  if isinstance(model, (bytes, bytearray, memoryview)): return parse(lambda: onnx.load_from_string(bytes(model)), f"{len(model)} bytes"), base
   if isinstance(model, onnx.ModelProto): return model, base
   raise TypeError(f"OnnxModel takes a path, bytes or onnx.ModelProto, got {type(model).__name__}")
 
