@@ -30,7 +30,8 @@ def test_model_from_proto_bytes_and_path(tmp_path):
   x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
   m = _mlp()
   onnx.save(m, p := tmp_path / "m.onnx")
-  for src in (m, m.SerializeToString(), p, str(p)):
+  onnx.save(m, txt := tmp_path / "m.onnxtxt")   # onnx.load's formats, by the file's extension
+  for src in (m, m.SerializeToString(), p, str(p), txt):
     om = OnnxModel(src)
     assert om.input_names == ["x"] and om.output_names == ["y"]
     np.testing.assert_allclose(om(x=x)["y"], _mlp_ref(x), rtol=1e-6)
@@ -58,7 +59,7 @@ def test_unsupported_op_refused_before_running():
   bad = helper.make_graph([helper.make_node("Resize", ["x", "", "s"], ["y"], name="rs", mode="nearest", antialias=1)], "b", [], [_vi("y")])
   node = helper.make_node("If", ["c"], ["y"], then_branch=bad, else_branch=bad)
   with pytest.raises(NotImplementedError, match=r"rs.*antialias=1"):
-    OnnxModel(_model([node], [_vi("c", TensorProto.BOOL, [])], [_vi("y")], opset=19))
+    OnnxModel(_model([node], [_vi("c", TensorProto.BOOL, []), _vi("x"), _vi("s")], [_vi("y")], opset=19))
 
 def test_backend_interface():
   x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
@@ -153,3 +154,39 @@ def test_calls_from_threads_share_one_replay():
   for t in ts: t.start()
   for t in ts: t.join()
   assert not errs
+
+def test_external_data_read_next_to_the_model(tmp_path, monkeypatch):
+  """A path model reads its external data from its own folder (load_external_data or not), never from the process's
+  working folder; a model given in memory reads it only from the base_dir its caller names."""
+  m = _mlp()
+  (folder := tmp_path / "model").mkdir()
+  onnx.save(m, p := folder / "ext.onnx", save_as_external_data=True, all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
+  (cwd := tmp_path / "cwd").mkdir()
+  (cwd / "w.bin").write_bytes(b"\0" * (folder / "w.bin").stat().st_size)   # the same layout, other values
+  monkeypatch.chdir(cwd)
+  x = np.ones((2, 3), np.float32)
+  for flag in (True, False): np.testing.assert_allclose(OnnxModel(p, load_external_data=flag)(x=x)["y"], _mlp_ref(x), rtol=1e-6)
+  proto = onnx.load(str(p), load_external_data=False)
+  for src in (proto, proto.SerializeToString()):
+    np.testing.assert_allclose(OnnxModel(src, base_dir=folder)(x=x)["y"], _mlp_ref(x), rtol=1e-6)
+    with pytest.raises(ValueError, match="base_dir"): OnnxModel(src)
+  assert all(t.data_location == TensorProto.EXTERNAL for t in proto.graph.initializer)   # the caller's proto is left as it was
+
+@pytest.mark.parametrize("op", ["Range", "ConstantOfShape"])
+def test_host_constants_made_once_in_their_dtype(op):
+  """Range's and ConstantOfShape's outputs (folded: they depend on no input) are made on the host in their dtype, in the
+  one array the Tensor then holds: no float64 temporaries, no copy; the call's peak is about the output's size."""
+  import tracemalloc
+  n = 1 << 21
+  if op == "Range":
+    node = helper.make_node("Range", ["s", "l", "d"], ["y"])
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in zip("sld", (0, n, 1))]
+  else:
+    node = helper.make_node("ConstantOfShape", ["s"], ["y"], value=numpy_helper.from_array(np.array([2], np.float32)))
+    inits = [numpy_helper.from_array(np.array([n]), "s")]
+  m = OnnxModel(_model([node], [], [_vi("y")], inits))
+  tracemalloc.start()
+  try: y = m(as_numpy=False)["y"]
+  finally: peak = tracemalloc.get_traced_memory()[1]; tracemalloc.stop()
+  assert y.shape == (n,) and peak < 1.3 * n * 4, f"peak {peak / (n * 4):.2f}x the output"
+  np.testing.assert_equal(y.numpy()[[0, 1, -1]], [0, 1, n - 1] if op == "Range" else [2, 2, 2])

@@ -1,15 +1,28 @@
 """OnnxModel: an ONNX graph interpreted node by node into lazy Tensor ops (tinygrad's onnx runner). Initializers become
 Tensors, each node is one call into the op table (ops.py), and the outputs are realized together at the end. The whole
-graph (subgraphs included) is checked against the table before anything runs."""
+model (subgraphs included) is checked before anything runs: against ONNX's rules as onnxruntime checks them at load
+(InvalidModel), and against the table (Unsupported)."""
 from __future__ import annotations
-import os, threading
+import math, os, re, threading
 import numpy as np
 import onnx
 from onnx import numpy_helper, helper
 from morok_mlir.tensor import Tensor
 from morok_mlir.jit import TinyJit
 from morok_mlir.core.dtype import dtypes
-from morok_mlir.onnx.ops import OPS, REFUSE
+from morok_mlir.core.provenance import user_loc
+from morok_mlir.onnx.ops import OPS, REFUSE, INVALID, owned, AXIS_OPS, AXES_INPUT, AXIS_RANGE
+
+class InvalidModel(ValueError):
+  """A model ONNX does not allow, or inputs its graph does not take, as onnxruntime refuses them: the message names the
+  node (name, op type) or the value at fault, and the caller's file:line."""
+class InvalidInputType(InvalidModel, TypeError):
+  """An input whose dtype is not the one the graph declares."""
+class Unsupported(NotImplementedError):
+  """A valid model this front end cannot run (an op, dtype or attribute value it lacks), named at the caller's line."""
+
+def where(node: onnx.NodeProto, opset: int) -> str: return f"node {node.name!r} ({node.op_type}, opset {opset})"
+def invalid(msg: str, exc: type = InvalidModel) -> Exception: return exc(f"{user_loc()}: {msg}")
 
 MIN_OPSET = 7
 # ONNX element types this front end holds; the others (strings, float8, int4, complex) are refused by name
@@ -25,31 +38,87 @@ def dtype_of(t: int):
     raise NotImplementedError("bfloat16" if name == "BFLOAT16" else f"ONNX element type {name}")
   return dt
 
-def to_tensor(v) -> Tensor | list | None:
-  """A numpy array (or a list of them: a sequence), Tensor or None as the graph's value."""
+def numel(t: onnx.TensorProto) -> int: return math.prod(t.dims)
+
+def check_tensor(t: onnx.TensorProto, what: str, base: str | None):
+  """A stored tensor's dims and data agree, before anything is allocated: dims not negative, the inline data as many
+  elements (raw bytes) as the dims say, external data a part of a file inside the base folder of exactly that size."""
+  if any(d < 0 for d in t.dims): raise invalid(f"{what} has negative dims {list(t.dims)}")
+  if t.data_type == onnx.TensorProto.UNDEFINED: raise invalid(f"{what} has no element type")
+  try: dtype_of(t.data_type)
+  except NotImplementedError as e: raise Unsupported(f"{user_loc()}: {what}: {e}") from None
+  if t.data_location == onnx.TensorProto.EXTERNAL: return external_file(t, what, base)
+  n = numel(t)
+  if t.HasField("raw_data"):
+    if len(t.raw_data) != (want := n * _itemsize(t)): raise invalid(f"{what} holds {len(t.raw_data)} bytes, its dims {list(t.dims)} need {want}")
+  elif (have := len(getattr(t, helper.tensor_dtype_to_field(t.data_type)))) != n:
+    raise invalid(f"{what} holds {have} values, its dims {list(t.dims)} need {n}")
+
+def _itemsize(t: onnx.TensorProto) -> int: return helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+
+def external_file(t: onnx.TensorProto, what: str, base: str | None) -> tuple[str, int, int]:
+  """(path, offset, length) of a tensor's external data, checked as onnxruntime checks it: a model read from a path reads
+  next to itself, one given in memory only from the base folder its caller names; the location stays inside that folder
+  (no absolute path, no '..', no symlink out of it) and the part read lies in the file and is the tensor's size."""
+  info = {e.key: e.value for e in t.external_data}
+  loc = info.get("location", "")
+  if base is None:
+    raise invalid(f"{what} keeps its data in the external file {loc!r}: a model given as bytes or an onnx.ModelProto reads "
+                  "external data only from the folder its caller names (OnnxModel(model, base_dir=...))")
+  if not loc or os.path.isabs(loc) or ".." in loc.replace("\\", "/").split("/"):
+    raise invalid(f"{what}: external data location {loc!r} must be a relative path inside the model's folder")
+  root = os.path.realpath(base)
+  path = os.path.realpath(os.path.join(root, loc))
+  if os.path.commonpath([root, path]) != root: raise invalid(f"{what}: external data location {loc!r} leads out of {root!r}")
+  if not os.path.isfile(path): raise invalid(f"{what}: external data file {loc!r} is not a file in {root!r}")
+  try: off, length = int(info.get("offset", 0)), int(info.get("length", -1))
+  except ValueError: raise invalid(f"{what}: external data offset/length {info.get('offset')!r}/{info.get('length')!r} are not integers") from None
+  size, want = os.path.getsize(path), numel(t) * _itemsize(t)
+  if not 0 <= off <= size: raise invalid(f"{what}: external data offset {off} lies outside {loc!r} ({size} bytes)")
+  if length == -1: length = size - off
+  if length < 0 or off + length > size:
+    raise invalid(f"{what}: external data bytes {off}..{off + length} lie outside {loc!r} ({size} bytes)")
+  if length != want: raise invalid(f"{what}: external data holds {length} bytes, its dims {list(t.dims)} need {want}")
+  return path, off, length
+
+def tensor_array(t: onnx.TensorProto, base: str | None) -> np.ndarray:
+  """A stored tensor's values; external data read straight into the array (one copy of it in memory)."""
+  if t.data_location != onnx.TensorProto.EXTERNAL: return numpy_helper.to_array(t)
+  path, off, length = external_file(t, f"tensor {t.name!r}", base)
+  a = np.fromfile(path, helper.tensor_dtype_to_np_dtype(t.data_type), count=numel(t), offset=off)
+  if a.size != numel(t): raise invalid(f"tensor {t.name!r}: external data file {path!r} changed while it was read")
+  return a.reshape(tuple(t.dims))
+
+def to_tensor(v, copy: bool = True) -> Tensor | list | None:
+  """A numpy array (or a list of them: a sequence), Tensor or None as the graph's value; copy=False for an array this
+  module made (a stored tensor's), which the Tensor then holds without a copy."""
   if v is None or isinstance(v, Tensor): return v
-  if isinstance(v, (list, tuple)): return [to_tensor(x) for x in v]
-  if isinstance(v, onnx.TensorProto): dtype_of(v.data_type); v = numpy_helper.to_array(v)
+  if isinstance(v, (list, tuple)): return [to_tensor(x, copy) for x in v]
+  if isinstance(v, onnx.TensorProto):
+    try: dtype_of(v.data_type)
+    except NotImplementedError as e: raise Unsupported(f"{user_loc()}: input tensor {v.name!r}: {e}") from None
+    v, copy = numpy_helper.to_array(v), False
   a = np.asarray(v)
-  if a.dtype == object or a.dtype.kind in "USc": raise NotImplementedError(f"inputs of numpy dtype {a.dtype}")
-  if a.dtype.name == "bfloat16" and onnx.TensorProto.BFLOAT16 not in DTYPES: raise NotImplementedError("bfloat16")
-  return Tensor(np.array(a, order="C"))   # ascontiguousarray would make a 0-d array 1-d
+  if a.dtype == object or a.dtype.kind in "USc": raise Unsupported(f"{user_loc()}: inputs of numpy dtype {a.dtype}")
+  if a.dtype.name == "bfloat16" and onnx.TensorProto.BFLOAT16 not in DTYPES: raise Unsupported(f"{user_loc()}: bfloat16")
+  return Tensor(np.array(a, order="C")) if copy else owned(a)   # ascontiguousarray would make a 0-d array 1-d
 
 class Subgraph:
   """A graph attribute (If's branches, Loop's and Scan's body): called with its inputs, it runs in the scope of the
   node that holds it (names of the outer graph are visible) and returns its outputs."""
-  def __init__(self, graph: onnx.GraphProto, opset: int, scope: dict): self.graph, self.opset, self.scope = graph, opset, scope
+  def __init__(self, graph: onnx.GraphProto, opset: int, scope: dict, base: str | None):
+    self.graph, self.opset, self.scope, self.base = graph, opset, scope, base
   def __call__(self, *inputs) -> list:
     vals = dict(self.scope)
     vals.update({i.name: to_tensor(v) for i, v in zip(self.graph.input, inputs)})
-    return run_graph(self.graph, vals, self.opset)
+    return run_graph(self.graph, vals, self.opset, None, self.base)
 
-def attrs_of(node: onnx.NodeProto, opset: int, scope: dict) -> dict:
+def attrs_of(node: onnx.NodeProto, opset: int, scope: dict, base: str | None) -> dict:
   out = {}
   for a in node.attribute:
-    if a.ref_attr_name: raise NotImplementedError(f"node {node.name!r} ({node.op_type}): attribute references (functions)")
-    if a.type == onnx.AttributeProto.GRAPH: out[a.name] = Subgraph(a.g, opset, scope)
-    elif a.type == onnx.AttributeProto.TENSOR: out[a.name] = numpy_helper.to_array(a.t)
+    if a.ref_attr_name: raise NotImplementedError("attribute references (functions)")
+    if a.type == onnx.AttributeProto.GRAPH: out[a.name] = Subgraph(a.g, opset, scope, base)
+    elif a.type == onnx.AttributeProto.TENSOR: out[a.name] = tensor_array(a.t, base)
     elif a.type == onnx.AttributeProto.STRING: out[a.name] = a.s.decode()
     elif a.type == onnx.AttributeProto.STRINGS: out[a.name] = [s.decode() for s in a.strings]
     else: out[a.name] = helper.get_attribute_value(a)
@@ -59,33 +128,187 @@ def op_key(node: onnx.NodeProto) -> str:
   """The op table's key: the op type, prefixed by its domain outside the default one."""
   return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
 
-def check_graph(graph: onnx.GraphProto, opset: int):
-  """NotImplementedError naming the first node this front end cannot run: an unknown op, or an attribute value it refuses."""
-  for node in graph.node:
-    where = f"node {node.name!r} ({node.op_type}, opset {opset})"
+# graph attributes of control flow -> (inputs the body takes, outputs it gives), from the node's input and output counts
+# (Loop: trip count, condition and N carried values in; condition, N carried and K scanned values out)
+SUBGRAPHS = {"If": lambda n, o: {"then_branch": (0, len(n.output)), "else_branch": (0, len(n.output))},
+             "Loop": lambda n, o: {"body": (len(n.input), 1 + len(n.output))},
+             "Scan": lambda n, o: {"body": (len(n.input) - (o < 9), len(n.output))},   # Scan-8's first input is sequence_lens
+             "SequenceMap": lambda n, o: {"body": (len(n.input), len(n.output))}}
+
+class GraphCheck:
+  """The whole model checked before anything runs, as onnxruntime checks it at load: every name made once and read
+  after it is made, attributes of the op's schema, stored tensors whose dims match their data, control flow bodies with
+  the inputs and outputs their node gives and takes, and the ops and attribute values this front end runs."""
+  def __init__(self, model: onnx.ModelProto, opset: int, base: str | None):
+    self.opset, self.base = opset, base
+    self.domains = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+
+  def graph(self, graph: onnx.GraphProto, outer: set):
+    made: set = set()
+    def make(name: str, what: str):
+      if name in made: raise invalid(f"{what}: the name {name!r} is made twice in graph {graph.name!r}")
+      made.add(name)
+    for vi in graph.input: make(vi.name, f"graph input {vi.name!r}")
+    inputs = set(made)
+    for t in graph.initializer:
+      check_tensor(t, f"initializer {t.name!r}", self.base)
+      if t.name not in inputs: make(t.name, f"initializer {t.name!r}")   # IR < 4 lists initializers among the inputs too
+    for node in graph.node:
+      self.node(node, outer | made)
+      for o in node.output:
+        if o: make(o, where(node, self.opset))
+    for o in graph.output:
+      if o.name not in made | outer: raise invalid(f"graph output {o.name!r} is made by no node, input or initializer of graph {graph.name!r}")
+
+  def node(self, node: onnx.NodeProto, known: set):
+    w = where(node, self.opset)
     if op_key(node) not in OPS:
       what = f"operator {node.op_type}" + (f" of domain {node.domain!r}" if node.domain not in ("", "ai.onnx") else "")
-      raise NotImplementedError(f"{where}: {what} is not supported")
+      raise Unsupported(f"{user_loc()}: {w}: {what} is not supported")
+    if missing := [i for i in node.input if i and i not in known]:
+      raise invalid(f"{w}: input {missing[0]!r} is no graph input, initializer or output of an earlier node (a cycle or a missing value)")
+    if (why := self.schema(node)): raise invalid(f"{w}: {why}")
     a = {x.name: x for x in node.attribute}
-    if (chk := REFUSE.get(op_key(node))) is not None:
-      vals = {k: (v.s.decode() if v.type == onnx.AttributeProto.STRING else helper.get_attribute_value(v)) for k, v in a.items()
-              if v.type != onnx.AttributeProto.GRAPH}
-      if (why := chk(vals, opset)): raise NotImplementedError(f"{where}: {why}")
+    vals = {k: (v.s.decode(errors="replace") if v.type == onnx.AttributeProto.STRING else helper.get_attribute_value(v)) for k, v in a.items()
+            if v.type != onnx.AttributeProto.GRAPH}
+    if (why := INVALID.get(op_key(node), lambda a, o: None)(vals, self.opset)): raise invalid(f"{w}: {why}")
+    if (why := REFUSE.get(op_key(node), lambda a, o: None)(vals, self.opset)): raise Unsupported(f"{user_loc()}: {w}: {why}")
+    shapes = SUBGRAPHS.get(op_key(node), lambda n, o: {})(node, self.opset)
     for x in a.values():
-      if x.type == onnx.AttributeProto.GRAPH: check_graph(x.g, opset)
-      if x.type == onnx.AttributeProto.TENSOR and x.t.data_type not in DTYPES:
-        try: dtype_of(x.t.data_type)
-        except NotImplementedError as e: raise NotImplementedError(f"{where}: {e}") from None
+      if x.type == onnx.AttributeProto.GRAPH:
+        if x.name in shapes and (len(x.g.input), len(x.g.output)) != shapes[x.name]:
+          raise invalid(f"{w}: attribute {x.name!r} takes {len(x.g.input)} inputs and gives {len(x.g.output)} outputs, "
+                        f"the node needs {shapes[x.name][0]} and {shapes[x.name][1]}")
+        self.graph(x.g, known)
+      if x.type == onnx.AttributeProto.TENSOR: check_tensor(x.t, f"{w}: attribute {x.name!r}", self.base)
+
+  def schema(self, node: onnx.NodeProto) -> str | None:
+    """What the op's schema refuses in the node's attributes: an unknown name, a wrong type, a required one missing."""
+    try: sch = onnx.defs.get_schema(node.op_type, self.domains.get(node.domain or "", self.opset), "" if node.domain == "ai.onnx" else node.domain)
+    except onnx.defs.SchemaError: return None
+    for x in node.attribute:
+      if x.ref_attr_name: continue
+      if (s := sch.attributes.get(x.name)) is None:
+        return f"attribute {x.name!r} is not one of {node.op_type}'s ({', '.join(sorted(sch.attributes))})"
+      if x.type and x.type != int(s.type):
+        return f"attribute {x.name!r} must be {s.type.name}, got {onnx.AttributeProto.AttributeType.Name(x.type)}"
+    given = {x.name for x in node.attribute}
+    return next((f"the required attribute {k!r} is missing" for k, s in sch.attributes.items() if s.required and k not in given), None)
+
+def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+  """The model without its large tensors' data: those initializers become typed graph inputs (shape inference needs
+  their type and dims only), so checking a model never copies its weights."""
+  sk = onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import, functions=model.functions)
+  g, src = sk.graph, model.graph
+  g.name = src.name
+  for f in ("node", "input", "output", "value_info", "sparse_initializer"): getattr(g, f).extend(getattr(src, f))
+  inputs = {vi.name for vi in src.input}
+  for t in src.initializer:
+    if t.data_location != onnx.TensorProto.EXTERNAL and numel(t) <= 1024: g.initializer.append(t)   # (dims checked against data)
+    elif t.name not in inputs: g.input.append(helper.make_tensor_value_info(t.name, t.data_type, t.dims))
+  return sk
+
+def infer_check(model: onnx.ModelProto, opset: int) -> onnx.ModelProto | None:
+  """onnx's shape inference in strict mode: the per-node checks onnxruntime makes at load (axes in range, input counts
+  and types, shapes that agree, values read from constants). The model with the shapes it inferred (None: not known)."""
+  skeleton = _skeleton(model)
+  try: return onnx.shape_inference.infer_shapes(skeleton, check_type=True, strict_mode=True, data_prop=True)
+  except Exception as e:
+    msg = " ".join(str(e).split())
+    # an error inside an op's function body is onnx's own expansion failing (MeanVarianceNormalization's), not the model
+    if msg.count("Inference error(s)") > 1 and (m := re.search(r"\(op_type:(\w+)", msg)):
+      try: sch = onnx.defs.get_schema(m.group(1))
+      except onnx.defs.SchemaError: sch = None
+      if sch is not None and (sch.has_function or sch.has_context_dependent_function):
+        return onnx.shape_inference.infer_shapes(skeleton, data_prop=True)
+    if m := re.search(r"\(op_type:(\w+), node name: (.*?)\): (.*)", msg): msg = f"node {m.group(2)!r} ({m.group(1)}, opset {opset}): {m.group(3)}"
+    raise invalid(msg) from None
+
+def _known(g: onnx.GraphProto, shapes: dict, consts: dict):
+  """The shapes inference found (None for a dim it does not know) and the values of small constants, subgraphs included."""
+  for v in (*g.input, *g.value_info, *g.output):
+    if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
+      shapes[v.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim)
+  small = [(t.name, t) for t in g.initializer if numel(t) <= 64]
+  small += [(n.output[0], a.t) for n in g.node if n.op_type == "Constant" and n.output for a in n.attribute if a.name == "value" and numel(a.t) <= 64]
+  for name, t in small: shapes[name], consts[name] = tuple(t.dims), numpy_helper.to_array(t).reshape(-1).tolist()
+  for n in g.node:
+    if n.op_type == "Constant" and n.output and (a := next((a for a in n.attribute if a.name in ("value_int", "value_ints")), None)):
+      consts[n.output[0]] = np.asarray(helper.get_attribute_value(a)).reshape(-1).tolist()
+    for a in n.attribute:
+      if a.type == onnx.AttributeProto.GRAPH: _known(a.g, shapes, consts)
+
+def check_values(inferred: onnx.ModelProto, opset: int):
+  """What inference leaves to run time, checked at load where the ranks and constants it reads are known: axes in
+  range and named once, Transpose's perm a permutation, constant Gather indices inside their dim."""
+  shapes, consts = {}, {}
+  _known(inferred.graph, shapes, consts)
+  def walk(g: onnx.GraphProto):
+    for node in g.node:
+      if (why := _node_values(node, shapes, consts)): raise invalid(f"{where(node, opset)}: {why}")
+      for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH: walk(a.g)
+  walk(inferred.graph)
+
+def _node_values(node: onnx.NodeProto, shapes: dict, consts: dict) -> str | None:
+  if not node.input or (shape := shapes.get(node.input[0])) is None: return None
+  op, r, a = op_key(node), len(shape), {x.name: helper.get_attribute_value(x) for x in node.attribute}
+  if op in AXIS_OPS:
+    axes = [a[k] for k in ("axis", "batch_axis", "time_axis") if isinstance(a.get(k), int)] + list(a.get("axes", []))
+    if (i := AXES_INPUT.get(op)) is not None and len(node.input) > i and node.input[i] in consts: axes += [int(v) for v in consts[node.input[i]]]
+    lo, hi = AXIS_RANGE.get(op, lambda r, k: (-r, r - 1))(r, len(axes))
+    if bad := [v for v in axes if not lo <= v <= hi]: return f"axis {bad[0]} is out of range ({lo}..{hi}) for input {node.input[0]!r} of {r} dims"
+    if len(axes) > 1 and len({v % (hi + 1) for v in axes}) < len(axes): return f"axes {axes} name a dim twice"
+  if op == "Transpose" and "perm" in a and sorted(a["perm"]) != list(range(r)): return f"perm {a['perm']} is not a permutation of {r} dims"
+  if op == "TopK" and len(node.input) > 1 and (k := consts.get(node.input[1])) and k[0] < 0: return f"k={int(k[0])} is negative"
+  if op == "Gather" and len(node.input) > 1 and (idx := consts.get(node.input[1])) and -r <= (ax := a.get("axis", 0)) < r:
+    if (d := shape[ax]) is not None and (bad := [v for v in idx if not -d <= v < d]):
+      return f"index {int(bad[0])} is out of range for dim {ax} of size {d} of input {node.input[0]!r}"
+  return None
+
+def parse(read, what: str) -> onnx.ModelProto:
+  try: return read()
+  except OSError: raise   # a path that cannot be read: the caller's, as open() names it
+  except Exception as e: raise invalid(f"{what} is not an ONNX model: {type(e).__name__}: {e}") from None
+
+def check_model(model: onnx.ModelProto, base: str | None) -> int:
+  """The model's default-domain opset, once the whole model is checked (GraphCheck, then shape inference)."""
+  if not model.ListFields(): raise invalid("the model is empty (an empty file or bytes, or no ONNX fields in them)")
+  if not model.opset_import: raise invalid("the model imports no opset (opset_import is empty)")
+  if model.ir_version < 3: raise invalid(f"IR version {model.ir_version} (an ONNX model has 3 or more)")
+  if not model.HasField("graph"): raise invalid("the model has no graph")
+  ops = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+  opset = ops[0] if ops else onnx.defs.onnx_opset_version()
+  if not MIN_OPSET <= opset <= onnx.defs.onnx_opset_version():
+    raise Unsupported(f"{user_loc()}: opset {opset} is not supported ({MIN_OPSET}..{onnx.defs.onnx_opset_version()})")
+  GraphCheck(model, opset, base).graph(model.graph, set())
+  for vi in [*model.graph.input, *model.graph.output]:
+    if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+      try: dtype_of(vi.type.tensor_type.elem_type)
+      except NotImplementedError as e: raise Unsupported(f"{user_loc()}: graph input/output {vi.name!r}: {e}") from None
+  if (inferred := infer_check(model, opset)) is not None: check_values(inferred, opset)
+  return opset
+
+def load(model, base_dir) -> tuple[onnx.ModelProto, str | None]:
+  """The model and the folder its external data is read from: a path's own folder, else base_dir (None: none)."""
+  base = None if base_dir is None else os.fspath(base_dir)
+  if isinstance(model, (str, os.PathLike)):
+    path = os.fspath(model)   # onnx.load: its formats by the file's extension (.onnx, .onnxtxt, .json, ...)
+    m = parse(lambda: onnx.load(path, load_external_data=False), repr(path))
+    return m, os.path.dirname(os.path.abspath(path)) if base is None else base
+  if isinstance(model, (bytes, bytearray, memoryview)): return parse(lambda: onnx.load_from_string(bytes(model)), f"{len(model)} bytes"), base
+  if isinstance(model, onnx.ModelProto): return model, base
+  raise TypeError(f"OnnxModel takes a path, bytes or onnx.ModelProto, got {type(model).__name__}")
 
 def _host_full(v: Tensor, a: dict) -> Tensor:
   """ConstantOfShape's output as a buffer filled on the host (no kernel to compile per shape)."""
   val = np.asarray(a.get("value", np.zeros(1, np.float32))).reshape(-1)
-  return Tensor(np.full(v.shape, val[0], val.dtype))
+  return owned(np.full(v.shape, val[0], val.dtype))
 
 # ops whose outputs differ between calls with equal inputs: never folded
 NOT_FOLDED = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout"}
 
-def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | None = None) -> list:
+def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | None = None, base: str | None = None) -> list:
   """Interpret the nodes in order (ONNX lists them topologically); vals holds the inputs and the outer scope.
   folded (the top graph's, when the call overrides no initializer): the values that depend on no graph input
   (initializers, and what nodes without subgraphs compute from them alone), made on the first call and reused by later
@@ -94,19 +317,14 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
   between calls) instead of a plain loop nest."""
   for init in graph.initializer:
     if init.name not in vals or vals[init.name] is None:
-      vals[init.name] = folded[init.name] if folded is not None and init.name in folded else to_tensor(numpy_helper.to_array(init))
+      vals[init.name] = folded[init.name] if folded is not None and init.name in folded else to_tensor(tensor_array(init, base), copy=False)
       if folded is not None: folded[init.name] = vals[init.name]
   for node in graph.node:
     if folded is not None and node.output and all(n in folded for n in node.output if n):
       for n in node.output:
         if n: vals[n] = folded[n]
       continue
-    ins = [vals[n] if n else None for n in node.input]
-    a = attrs_of(node, opset, vals)
-    a["_outputs"] = len(node.output)   # Split and MaxPool make as many outputs as the node names
-    try: outs = OPS[op_key(node)](ins, a, opset)
-    except NotImplementedError as e: raise NotImplementedError(f"node {node.name!r} ({node.op_type}, opset {opset}): {e}") from None
-    if not isinstance(outs, tuple): outs = (outs,)   # a tuple is several outputs, a list one sequence
+    a, outs = run_node(node, vals, opset, base)
     for n, v in zip(node.output, outs):
       if n: vals[n] = v
     if (folded is not None and node.op_type not in NOT_FOLDED and all(n in folded for n in node.input if n)
@@ -115,48 +333,70 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
         if n: folded[n] = vals[n] = _host_full(v, a) if node.op_type == "ConstantOfShape" and isinstance(v, Tensor) else v
   return [vals[o.name] for o in graph.output]
 
+# what an op raises on values it cannot take (a shape, an axis, an index read from a tensor): the node's error
+VALUE_ERRORS = (ValueError, IndexError, KeyError, TypeError, ArithmeticError, StopIteration)
+
+def run_node(node: onnx.NodeProto, vals: dict, opset: int, base: str | None) -> tuple[dict, tuple]:
+  """One node's attributes and outputs (a tuple); an error names the node and the caller's line."""
+  try:
+    ins = [vals[n] if n else None for n in node.input]
+    a = attrs_of(node, opset, vals, base)
+    a["_outputs"] = len(node.output)   # Split and MaxPool make as many outputs as the node names
+    outs = OPS[op_key(node)](ins, a, opset)
+  except (InvalidModel, Unsupported): raise   # a subgraph's node, named already
+  except NotImplementedError as e: raise Unsupported(f"{user_loc()}: {where(node, opset)}: {e}") from None
+  except VALUE_ERRORS as e:
+    loc, msg = user_loc(), str(e)
+    if msg.startswith(loc + ": "): msg = msg[len(loc) + 2:]   # a Tensor method's error, at the same line
+    if not isinstance(e, (ValueError, IndexError)) or not msg: msg = f"{type(e).__name__}: {msg}"   # a KeyError's message is the key
+    raise InvalidModel(f"{loc}: {where(node, opset)}: {msg}") from e
+  return a, (outs if isinstance(outs, tuple) else (outs,))   # a tuple is several outputs, a list one sequence
+
 def _numpy(v):
   if isinstance(v, list): return [_numpy(x) for x in v]
   return None if v is None else v.numpy()
 
 class OnnxModel:
   """OnnxModel(path | bytes | onnx.ModelProto); model(**inputs) or model(inputs) -> {output name: numpy array} (Tensors
-  with as_numpy=False). Inputs are numpy arrays or Tensors by graph input name."""
-  def __init__(self, model, load_external_data: bool = True):
-    if isinstance(model, (str, os.PathLike)): model = onnx.load(os.fspath(model), load_external_data=load_external_data)
-    elif isinstance(model, (bytes, bytearray)): model = onnx.load_from_string(bytes(model))
-    elif not isinstance(model, onnx.ModelProto): raise TypeError(f"OnnxModel takes a path, bytes or onnx.ModelProto, got {type(model).__name__}")
-    self.model, self.graph = model, model.graph
-    ops = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
-    self.opset = ops[0] if ops else onnx.defs.onnx_opset_version()
-    if not MIN_OPSET <= self.opset <= onnx.defs.onnx_opset_version():
-      raise NotImplementedError(f"opset {self.opset} is not supported ({MIN_OPSET}..{onnx.defs.onnx_opset_version()})")
-    check_graph(self.graph, self.opset)
-    for init in self.graph.initializer: dtype_of(init.data_type)
-    for vi in [*self.graph.input, *self.graph.output]:
-      if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-        try: dtype_of(vi.type.tensor_type.elem_type)
-        except NotImplementedError as e: raise NotImplementedError(f"graph input/output {vi.name!r}: {e}") from None
+  with as_numpy=False). Inputs are numpy arrays or Tensors by graph input name. The model is checked whole at load
+  (InvalidModel for what ONNX does not allow, Unsupported for what this front end cannot run). External data is read
+  from a path model's own folder when the graph first needs it, and from base_dir for a model given in memory (without
+  base_dir such a model may hold no external data); load_external_data is onnx.load's flag, kept for its callers."""
+  def __init__(self, model, load_external_data: bool = True, base_dir: str | os.PathLike | None = None):
+    self.model, self.base = load(model, base_dir)
+    self.graph = self.model.graph
+    self.opset = check_model(self.model, self.base)
     inits = {i.name for i in self.graph.initializer}
     self.input_names = [i.name for i in self.graph.input if i.name not in inits]
+    self._takes = set(self.input_names) | inits   # the names a call may give
     self.output_names = [o.name for o in self.graph.output]
     self._folded: dict = {}   # run_graph's values that depend on no graph input, realized on the first call
     self._jits: dict = {}     # the inputs' names, shapes, dtypes and devices -> a TinyJit of the graph on them (see __call__)
     self._jit_lock = threading.Lock()
 
-  def __call__(self, inputs: dict | None = None, as_numpy: bool = True, **kw) -> dict:
-    inputs = {**(inputs or {}), **kw}
-    if missing := [n for n in self.input_names if n not in inputs]: raise ValueError(f"missing inputs: {', '.join(missing)}")
+  def check_inputs(self, inputs: dict | None, kw: dict) -> dict:
+    """The call's inputs as Tensors, checked against the graph as onnxruntime checks them: every name one of the graph's
+    inputs (or initializers) and given once, none missing, dtype and shape as declared (never a silent cast)."""
+    inputs = dict(inputs or {})
+    if twice := sorted(set(inputs) & set(kw)): raise invalid(f"input {twice[0]!r} given twice (in the dict and as a keyword)")
+    inputs.update(kw)
+    if unknown := sorted(set(inputs) - self._takes): raise invalid(f"unknown input {unknown[0]!r}: the graph takes {', '.join(self.input_names)}")
+    if missing := [n for n in self.input_names if n not in inputs]: raise invalid(f"missing inputs: {', '.join(missing)}")
     vals = {n: to_tensor(v) for n, v in inputs.items()}
-    for vi in self.graph.input:   # what the graph declares, checked as onnxruntime checks it: never a silent cast
+    for vi in self.graph.input:
       if (v := vals.get(vi.name)) is None or not isinstance(v, Tensor) or not vi.type.HasField("tensor_type"): continue
       tt = vi.type.tensor_type
       if tt.elem_type and tt.elem_type in DTYPES and DTYPES[tt.elem_type] != v.dtype:
-        raise TypeError(f"input {vi.name!r} must be {DTYPES[tt.elem_type]}, got {v.dtype}")
+        raise invalid(f"input {vi.name!r} must be {DTYPES[tt.elem_type]}, got {v.dtype}", InvalidInputType)
       if tt.HasField("shape") and (len(tt.shape.dim) != v.ndim or any(d.HasField("dim_value") and d.dim_value != s
                                                                         for d, s in zip(tt.shape.dim, v.shape))):
-        raise ValueError(f"input {vi.name!r} must have shape {[d.dim_value if d.HasField('dim_value') else d.dim_param for d in tt.shape.dim]}"
-                         f", got {v.shape}")
+        raise invalid(f"input {vi.name!r} must have shape {[d.dim_value if d.HasField('dim_value') else d.dim_param for d in tt.shape.dim]}"
+                      f", got {v.shape}")
+    return vals
+
+  def __call__(self, inputs: dict | None = None, as_numpy: bool = True, **kw) -> dict:
+    vals = self.check_inputs(inputs, kw)
+    inputs = vals
     inits = {i.name for i in self.graph.initializer}
     if inits & set(inputs): outs = self._run(vals, None)
     elif not all(isinstance(v, Tensor) for v in vals.values()): outs = self._run(vals, self._folded)
@@ -175,7 +415,7 @@ class OnnxModel:
 
   MAX_JITS = 8   # input signatures replayed at once (each holds its intermediates' memory)
   def _run(self, vals: dict, folded: dict | None) -> list:
-    outs = run_graph(self.graph, vals, self.opset, folded)
+    outs = run_graph(self.graph, vals, self.opset, folded, self.base)
     flat = [t for o in outs for t in (o if isinstance(o, list) else [o]) if isinstance(t, Tensor)]
     if flat: Tensor.realize(*flat)
     return outs

@@ -1,15 +1,18 @@
 """The ONNX operator table: op_type -> fn(inputs, attrs, opset) -> output or tuple of outputs (tinygrad's onnx.py).
 inputs are Tensors (None for an omitted optional input, a list for a sequence), attrs the node's attributes as Python
 values (graph attributes as callables), opset the model's default-domain opset. Values an output's shape depends on
-(shapes, axes, pads, k, ...) are read from their small tensors on the host. REFUSE names the attribute values a
-node may not have: the model checks them before anything runs."""
+(shapes, axes, pads, k, ...) are read from their small tensors on the host; a value an op cannot take raises a
+ValueError or IndexError, which the model reports as the node's. The model checks before anything runs: INVALID (attribute
+values ONNX forbids), REFUSE (values this front end does not run), AXIS_OPS (axes against the ranks inference finds)."""
 from __future__ import annotations
-import itertools, math
+import itertools, math, os, re
 import numpy as np
 import onnx
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.dtype import dtypes, DType
 from morok_mlir.dialects.ops import Ops
+from morok_mlir.core.provenance import user_loc
+from morok_mlir.realize import new_buffer
 
 def _dt(t: int) -> DType:
   from morok_mlir.onnx.model import dtype_of
@@ -19,12 +22,36 @@ def _vals(t) -> list:
   return [] if t is None else np.asarray(t.numpy()).reshape(-1).tolist()
 def _ints(t) -> list[int]: return [int(v) for v in _vals(t)]
 def _scalar(t): return _vals(t)[0]
-def _ax(a: int, n: int) -> int: return a + n if a < 0 else a
+def _ax(a: int, n: int) -> int:
+  if not -n <= a < n: raise IndexError(f"axis {a} is out of range for {n} dims (-{n}..{n - 1})")
+  return a + n if a < 0 else a
+def _rank(x: Tensor, n: int, what: str) -> Tensor:
+  if x.ndim != n: raise ValueError(f"{what} of shape {x.shape} must have {n} dims")
+  return x
+def _pos(p: int, n: int, end: bool = False) -> int:
+  """A position in a sequence of n: -n..n-1, or -n..n where its end is one (SequenceInsert's)."""
+  if not -n <= p < n + end: raise IndexError(f"position {p} is out of range for a sequence of {n}")
+  return p + n if p < 0 else p
+def _unique_axes(axes: list[int]) -> list[int]:
+  if len(set(axes)) != len(axes): raise ValueError(f"axes {axes} name a dim twice")
+  return axes
+try: HOST_BYTES = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+except (ValueError, OSError, AttributeError): HOST_BYTES = 1 << 40
+def host_bytes(shape, dt: DType, what: str) -> tuple[int, ...]:
+  """shape, once a value of it is known to fit this machine's memory: refused before anything is allocated."""
+  shape = tuple(shape)
+  if any(s < 0 for s in shape): raise ValueError(f"{what} of shape {list(shape)} has a negative dim")
+  if (n := math.prod(shape) * dt.itemsize) > HOST_BYTES:
+    raise ValueError(f"{what} of shape {list(shape)} needs {n} bytes, more than this machine has")
+  return shape
 def _axes(x: Tensor, a: dict, inputs: list, i: int, opset: int, since: int) -> list[int] | None:
   """Axes from the attribute (opsets before `since`) or from input i."""
   axes = a.get("axes") if opset < since else (_ints(inputs[i]) if len(inputs) > i and inputs[i] is not None else None)
   return None if axes is None else [_ax(v, x.ndim) for v in axes]
 def _f(x: Tensor) -> Tensor: return x if x.dtype.is_float else x.float()
+def owned(a: np.ndarray) -> Tensor:
+  """A Tensor over an array this front end made (no copy: Tensor(array) copies, as a user may change theirs)."""
+  return Tensor(new_buffer(a, user_loc()))
 
 # ---- elementwise
 def _bin(fn): return lambda i, a, o: fn(i[0], i[1])
@@ -102,18 +129,21 @@ def _reshape(i, a, o):
   return x.reshape(shape)
 def _flatten(i, a, o):
   x = i[0]
-  ax = _ax(a.get("axis", 1), x.ndim)
+  ax = a.get("axis", 1)
+  if not -x.ndim <= ax <= x.ndim: raise IndexError(f"axis {ax} is out of range for {x.ndim} dims (-{x.ndim}..{x.ndim})")
+  ax = ax + x.ndim if ax < 0 else ax
   return x.reshape(math.prod(x.shape[:ax]), math.prod(x.shape[ax:]))
 def _squeeze(i, a, o):
   x = i[0]
   axes = _axes(x, a, i, 1, o, 13)
   if axes is None: axes = [d for d, s in enumerate(x.shape) if s == 1]
+  if bad := [d for d in axes if x.shape[d] != 1]: raise ValueError(f"cannot squeeze dim {bad[0]} of shape {x.shape}: its size is not 1")
   return x.reshape([s for d, s in enumerate(x.shape) if d not in axes])
 def _unsqueeze(i, a, o):
   x = i[0]
   axes = a["axes"] if o < 13 else _ints(i[1])
   n = x.ndim + len(axes)
-  axes, shape, it = sorted(_ax(v, n) for v in axes), [], iter(x.shape)
+  axes, shape, it = sorted(_unique_axes([_ax(v, n) for v in axes])), [], iter(x.shape)
   return x.reshape([1 if d in axes else next(it) for d in range(n)])
 def _transpose(i, a, o):
   x = i[0]
@@ -122,6 +152,7 @@ def _expand(i, a, o):
   x, shape = i[0], _ints(i[1])
   n = max(len(shape), x.ndim)
   xs, ss = (1,) * (n - x.ndim) + x.shape, (1,) * (n - len(shape)) + tuple(shape)
+  if any(b < 0 or a_ != b and 1 not in (a_, b) for a_, b in zip(xs, ss)): raise ValueError(f"cannot expand shape {x.shape} to {shape}")
   return x.reshape(xs).expand(tuple(b if a_ == 1 else a_ for a_, b in zip(xs, ss)))
 def _concat(i, a, o):
   ts = [t for t in i if t is not None]
@@ -131,7 +162,7 @@ def _split(i, a, o, n_out=None):
   ax = _ax(a.get("axis", 0), x.ndim)
   sizes = a.get("split") if o < 13 else (_ints(i[1]) if len(i) > 1 and i[1] is not None else None)
   if sizes is None:
-    n = a.get("num_outputs", n_out)
+    if (n := a.get("num_outputs", n_out)) < 1: raise ValueError(f"num_outputs {n} must be at least 1")
     c = -(-x.shape[ax] // n)
     sizes = [min(c, x.shape[ax] - c * j) for j in range(n)]
   return tuple(x.split(list(sizes), ax))
@@ -140,7 +171,9 @@ def _slice(i, a, o):
   if o < 10: starts, ends, axes, steps = a["starts"], a["ends"], a.get("axes"), None
   else: starts, ends, axes, steps = _ints(i[1]), _ints(i[2]), (_ints(i[3]) if len(i) > 3 and i[3] is not None else None), \
                                     (_ints(i[4]) if len(i) > 4 and i[4] is not None else None)
-  axes = list(range(len(starts))) if axes is None else [_ax(v, x.ndim) for v in axes]
+  axes = list(range(len(starts))) if axes is None else _unique_axes([_ax(v, x.ndim) for v in axes])
+  if not len(starts) == len(ends) == len(axes) == len(steps or axes): raise ValueError("starts, ends, axes and steps differ in length")
+  if steps and 0 in steps: raise ValueError(f"steps {steps} hold a 0")
   idx = [slice(None)] * x.ndim
   for j, ax in enumerate(axes):
     st = steps[j] if steps else 1
@@ -170,7 +203,7 @@ def _pad(i, a, o):
 def _tile(i, a, o): return i[0].repeat(_ints(i[1]))
 def _const_of_shape(i, a, o):
   v = a.get("value", np.zeros(1, np.float32))
-  return Tensor.full(tuple(_ints(i[0])), v.reshape(-1)[0].item(), dtype=_np_dt(v.dtype))
+  return Tensor.full(host_bytes(_ints(i[0]), dt := _np_dt(v.dtype), "ConstantOfShape's output"), v.reshape(-1)[0].item(), dtype=dt)
 def _np_dt(d) -> DType: return dtypes.from_np(np.dtype(d))
 def _constant(i, a, o):
   for k, f in (("value", lambda v: v), ("value_float", lambda v: np.array(v, np.float32)), ("value_floats", lambda v: np.array(v, np.float32)),
@@ -179,9 +212,13 @@ def _constant(i, a, o):
   raise NotImplementedError(f"Constant with attributes {sorted(a)}")
 def _range(i, a, o):
   s, l, d = (_scalar(t) for t in i)
-  n = max(math.ceil((l - s) / d), 0)
+  if d == 0 or not all(math.isfinite(v) for v in (s, l, d)): raise ValueError(f"Range({s}, {l}, {d}): delta 0 or a value not finite")
   dt = i[0].dtype
-  return Tensor((np.arange(n, dtype=np.float64) * d + s).astype(dt.np) if dt.is_float else np.arange(s, s + n * d, d, dtype=dt.np)[:n])
+  n = max(math.ceil((l - s) / d) if dt.is_float else -((s - l) // d), 0)
+  out = np.empty(host_bytes((n,), dt, "Range's output"), dt.np)
+  for k in range(0, n, step := 1 << 16):   # s + k * d exactly (in float64), in pieces: the output is the only full-size array
+    out[k:k + step] = np.arange(k, min(k + step, n), dtype=np.float64 if dt.is_float else np.int64) * d + s
+  return owned(out)
 def _shape(i, a, o):
   s = i[0].shape
   st, en = a.get("start", 0), a.get("end", len(s))
@@ -248,7 +285,7 @@ def _compress(i, a, o):
   pos = np.flatnonzero(np.asarray(c.numpy()))
   if "axis" not in a: x, ax = x.reshape(-1), 0
   else: ax = _ax(a["axis"], x.ndim)
-  pos = pos[pos < x.shape[ax]]
+  if pos.size and pos[-1] >= x.shape[ax]: raise IndexError(f"the condition selects index {pos[-1]} of dim {ax}, of size {x.shape[ax]}")
   return _take(x, ax, pos)
 def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
   """x along ax at the host-known positions idx (a 1-d int array)."""
@@ -262,20 +299,23 @@ def _trilu(i, a, o):
   if x.numel() == 0: return x
   return x.triu(k) if a.get("upper", 1) else x.tril(k)
 def _cumulative(i, a, o, kind="sum"):
-  x, ax = i[0], _ax(int(_scalar(i[1])), i[0].ndim)
+  if len(v := _ints(i[1])) != 1: raise ValueError(f"axis {v} must be one value")
+  x, ax = i[0], _ax(v[0], i[0].ndim)
   if a.get("reverse", 0): x = x.flip(ax)
   if a.get("exclusive", 0): x = x.pad(tuple((1, -1) if d == ax else (0, 0) for d in range(x.ndim)), value=0 if kind == "sum" else 1)
   r = (x.cumsum(ax) if kind == "sum" else x.cumprod(ax)).cast(x.dtype)
   return r.flip(ax) if a.get("reverse", 0) else r
 def _d2s(i, a, o):
-  x, b = i[0], a["blocksize"]
+  x, b = _rank(i[0], 4, "the input"), a["blocksize"]
   n, c, h, w = x.shape
+  if b < 1 or c % (b * b): raise ValueError(f"blocksize {b}: {c} channels are not a multiple of {b}x{b}")
   if a.get("mode", "DCR") == "DCR": x = x.reshape(n, b, b, c // b // b, h, w).permute(0, 3, 4, 1, 5, 2)
   else: x = x.reshape(n, c // b // b, b, b, h, w).permute(0, 1, 4, 2, 5, 3)
   return x.reshape(n, c // b // b, h * b, w * b)
 def _s2d(i, a, o):
-  x, b = i[0], a["blocksize"]
+  x, b = _rank(i[0], 4, "the input"), a["blocksize"]
   n, c, h, w = x.shape
+  if b < 1 or h % b or w % b: raise ValueError(f"blocksize {b} does not divide the spatial dims {h}x{w}")
   x = x.reshape(n, c, h // b, b, w // b, b)
   x = x.permute(0, 1, 3, 5, 2, 4) if a.get("mode", "DCR") == "CRD" else x.permute(0, 3, 5, 1, 2, 4)
   return x.reshape(n, c * b * b, h // b, w // b)
@@ -316,6 +356,7 @@ def _conv(i, a, o):
   x, w, b = i[0], i[1], i[2] if len(i) > 2 else None
   k = a.get("kernel_shape", w.shape[2:])
   n = len(k)
+  _rank(x, _rank(w, n + 2, "the weight").ndim, "the input")
   s, d = a.get("strides", [1] * n), a.get("dilations", [1] * n)
   pads = _auto_pads(a, x.shape[2:], k, s, d)
   x = x.pad(((0, 0), (0, 0), *pads))
@@ -339,6 +380,7 @@ def _conv_transpose(i, a, o):
 def _pool_geom(x, a, o, k):
   """Strides, dilations and (begin, end) pads of a pool, with ceil_mode's extra room after each dim."""
   n = len(k)
+  _rank(x, n + 2, "the input")
   s, d = a.get("strides", [1] * n), a.get("dilations", [1] * n)
   pads = _auto_pads(a, x.shape[2:], k, s, d)
   if a.get("ceil_mode", 0):
@@ -1219,8 +1261,8 @@ def _resize(i, a, o):
 
 # ---- control flow and sequences
 def _if(i, a, o):
-  outs = (a["then_branch"] if bool(_scalar(i[0])) else a["else_branch"])()
-  return tuple(outs)
+  if len(c := _vals(i[0])) != 1: raise ValueError(f"the condition has {len(c)} elements (shape {i[0].shape}), If takes one")
+  return tuple((a["then_branch"] if bool(c[0]) else a["else_branch"])())
 def _loop(i, a, o):
   M, cond, carried = i[0], i[1], list(i[2:])
   body = a["body"]
@@ -1247,6 +1289,7 @@ def _scan(i, a, o):
   states, xs = list(i[:len(i) - nsc_in]), list(i[len(i) - nsc_in:])
   in_axes = [_ax(v, xs[j].ndim) for j, v in enumerate(a.get("scan_input_axes", [0] * nsc_in))]
   in_dirs = a.get("scan_input_directions", [0] * nsc_in)
+  if len(lens := {x.shape[ax] for x, ax in zip(xs, in_axes)}) > 1: raise ValueError(f"the scan inputs have different lengths {sorted(lens)}")
   T = xs[0].shape[in_axes[0]]
   outs_all = []
   for t in range(T):
@@ -1269,12 +1312,12 @@ def _seq_map(i, a, o):
   return tuple([r[j] for r in outs] for j in range(len(body.graph.output)))
 def _seq_insert(i, a, o):
   s, t = list(i[0]), i[1]
-  pos = int(_scalar(i[2])) if len(i) > 2 and i[2] is not None else len(s)
-  s.insert(pos if pos >= 0 else pos + len(s), t)
+  pos = _pos(int(_scalar(i[2])), len(s), end=True) if len(i) > 2 and i[2] is not None else len(s)
+  s.insert(pos, t)
   return s
 def _seq_erase(i, a, o):
   s = list(i[0])
-  del s[int(_scalar(i[1])) if len(i) > 1 and i[1] is not None else -1]
+  del s[_pos(int(_scalar(i[1])) if len(i) > 1 and i[1] is not None else -1, len(s))]
   return s
 def _split_to_seq(i, a, o):
   x, sp = i[0], i[1] if len(i) > 1 else None
@@ -1286,6 +1329,7 @@ def _split_to_seq(i, a, o):
   return list(x.split(v[0] if sp.ndim == 0 else v, ax))
 def _concat_from_seq(i, a, o):
   s, ax = i[0], a["axis"]
+  if not s: raise ValueError("an empty sequence has no shape to concatenate")
   if a.get("new_axis", 0): return Tensor.stack(*s, dim=_ax(ax, s[0].ndim + 1))
   return _concat(s, {"axis": ax}, o)
 def _opt_get(i, a, o):
@@ -1344,7 +1388,8 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
   "HannWindow": _window(lambda t: 0.5 - 0.5 * t.cos()), "HammingWindow": _window(lambda t: 25 / 46 - 21 / 46 * t.cos()),
   "BlackmanWindow": _window(lambda t: 0.42 - 0.5 * t.cos() + 0.08 * (2 * t).cos()),
   "If": _if, "Loop": _loop, "Scan": _scan,
-  "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [], "SequenceAt": lambda i, a, o: i[0][int(_scalar(i[1]))],
+  "SequenceConstruct": lambda i, a, o: list(i), "SequenceEmpty": lambda i, a, o: [],
+  "SequenceAt": lambda i, a, o: i[0][_pos(int(_scalar(i[1])), len(i[0]))],
   "SequenceInsert": _seq_insert, "SequenceErase": _seq_erase, "SequenceMap": _seq_map, "SplitToSequence": _split_to_seq,
   "SequenceLength": lambda i, a, o: Tensor(np.array(len(i[0]), np.int64)), "ConcatFromSequence": _concat_from_seq,
   "Optional": lambda i, a, o: i[0] if i else None, "OptionalHasElement": lambda i, a, o: Tensor(np.array(bool(i) and i[0] is not None)),
@@ -1359,6 +1404,15 @@ OPS = {**{k: _un(f) for k, f in _U.items()}, **{k: _bin(f) for k, f in _B.items(
 
 def _no(cond, msg): return msg if cond else None
 def _acts(a, o): return _no(bad := [x for x in a.get("activations", []) if x not in _ACT], f"activations {bad}")
+# ops whose axis, axes, batch_axis or time_axis (attribute, or the constant input AXES_INPUT names) name dims of input 0;
+# AXIS_RANGE: the ones whose range is not [-r, r-1] for input 0's rank r (k: how many axes the node names)
+AXIS_OPS = {"Softmax", "LogSoftmax", "Hardmax", "Concat", "Split", "Gather", "GatherElements", "ArgMax", "ArgMin", "LpNormalization",
+            "LayerNormalization", "Compress", "TopK", "ScatterElements", "Scatter", "QuantizeLinear", "DequantizeLinear", "Unique",
+            "SplitToSequence", "ReverseSequence", "CumSum", "CumProd", "Squeeze", "Unsqueeze", "MeanVarianceNormalization", "Slice",
+            "Pad", "Flatten", "OneHot", "Resize", *_RED}
+AXES_INPUT = {"CumSum": 1, "CumProd": 1, "Squeeze": 1, "Unsqueeze": 1, "Slice": 3, "Pad": 3, **{k: 1 for k in _RED}}
+AXIS_RANGE = {"Flatten": lambda r, k: (-r, r), "OneHot": lambda r, k: (-r - 1, r), "Unsqueeze": lambda r, k: (-r - k, r + k - 1)}
+
 REFUSE = {
   "RNN": _acts, "GRU": _acts, "LSTM": _acts,
   "Gelu": lambda a, o: _no(a.get("approximate", "none") not in ("none", "tanh"), f"approximate={a.get('approximate')}"),
@@ -1376,6 +1430,10 @@ REFUSE = {
   "Cast": lambda a, o: _unsupported_dtype(a.get("to")), "EyeLike": lambda a, o: _unsupported_dtype(a.get("dtype")),
   "Constant": lambda a, o: _no("value_string" in a or "value_strings" in a or "sparse_value" in a, "string or sparse constants"),
 }
+_TERM = r"\s*(?:[A-Za-z]\s*)*(?:\.\.\.\s*)?(?:[A-Za-z]\s*)*"   # einsum subscripts: letters, at most one ellipsis
+# attribute values ONNX forbids, checked before onnx's shape inference (which loops forever on some of them)
+INVALID = {"Einsum": lambda a, o: _no(not isinstance(eq := a.get("equation"), str) or not re.fullmatch(rf"{_TERM}(,{_TERM})*(->{_TERM})?", eq),
+                                      f"equation {a.get('equation')!r} is not an einsum equation (letters, one '...', ',' and '->')")}
 def _unsupported_dtype(t):
   if t is None: return None
   try: _dt(t)
