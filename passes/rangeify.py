@@ -31,7 +31,7 @@ from morok_mlir.core.threefry import threefry2x32
 
 VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work
 SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
-INLINE_LIMIT = 1 << 14
+INLINE_LIMIT = 4096   # nodes a shared value's inline graph is searched for (see `inline`)
 
 class Rangeifier:
   def __init__(self, bufs: dict[int, UOp], force: frozenset = frozenset(), users: dict | None = None, outputs: frozenset = frozenset()):
