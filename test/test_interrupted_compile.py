@@ -5,7 +5,7 @@ import pytest
 
 def _child(tmp_path, code: str) -> str:
   env = {**os.environ, "MOROK_CACHE_DIR": str(tmp_path)}
-  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)   # and exits
   assert r.returncode == 0, r.stderr[-3000:]
   return r.stdout.strip().splitlines()[-1]
 
@@ -17,8 +17,10 @@ def at(suffix, func, text, act):
     if event == "line" and not fired and text in linecache.getline(frame.f_code.co_filename, frame.f_lineno):
       fired.append(frame.f_lineno); act()
     return local
+  caller, _, func = func.rpartition(">")   # "put>start": start() called by put()
   def hook(frame, event, arg):
-    return local if not fired and frame.f_code.co_filename.endswith(suffix) and (not func or frame.f_code.co_name == func) else None
+    return local if not fired and frame.f_code.co_filename.endswith(suffix) and (not func or frame.f_code.co_name == func) and \
+      (not caller or frame.f_back is not None and frame.f_back.f_code.co_name == caller) else None
   return hook
 def interrupt(): raise KeyboardInterrupt
 """
@@ -35,7 +37,7 @@ def test_sigint_while_the_mlir_dialects_are_imported(tmp_path):
   until done, the KeyboardInterrupt comes after it, and compiling works."""
   code = _AT + """
 import os, signal
-hook = at("_func_ops_gen.py", None, "register_operation", lambda: os.kill(os.getpid(), signal.SIGINT))
+hook = at("_func_ops_gen.py", "", "register_operation", lambda: os.kill(os.getpid(), signal.SIGINT))
 sys.settrace(hook); threading.settrace(hook)
 try:
   import numpy as np
@@ -52,7 +54,8 @@ POINTS = [("_ops_gen.py", "", "register_operation"),              # an MLIR dial
           ("passes/pipeline.py", "mlir_context", "_ctx_uses += 1"),
           ("passes/pipeline.py", "run", "replace_module_body"),
           ("morok_mlir/realize.py", "realize", "_schedule_cache[ck] = sched"),
-          ("morok_mlir/device/cpu.py", "compile", "return CompiledSpec")]
+          ("morok_mlir/device/cpu.py", "compile", "return CompiledSpec"),
+          ("threading.py", "put>start", "_start_new_thread")]     # the disk cache's link worker, before it runs
 
 @pytest.mark.parametrize("point", POINTS, ids=[p[2] for p in POINTS])
 def test_interrupted_first_compile_then_realize(tmp_path, point):
