@@ -258,9 +258,11 @@ class Rangeifier:
     weight's gradient, a contraction."""
     if self.users is None or u.op in VIEWS or u.op in (Ops.BUFFER, Ops.CONST) or u in self.outputs or u in self.force or u in self.shared: return
     if (first := self.first_root.setdefault(u, self.root)) is self.root or u in self.cheap: return
-    # a shared value's kernel takes over the nodes below it that only its inline graph reads (the kernel that first
-    # needed them loads the value now): a long chain that two kernels read is stored once at its top, not once per node
-    if self.root in self.shared and first is self.first_root.get(self.root) and all(p in self.inline(self.root) for p in self.users[u]):
+    # a shared value's kernel takes over the elementwise nodes below it that only its inline graph reads (the kernel that
+    # first needed them loads the value now): a long chain that two kernels read is stored once at its top, not once per
+    # node. A reduce is still stored when needed twice: the first kernel may read it by another path too
+    if self.root in self.shared and u.op is not Ops.REDUCE_AXIS and first is self.first_root.get(self.root) and \
+       all(p in self.inline(self.root) for p in self.users[u]):
       self.first_root[u] = self.root
       return
     (self.shared if self.cost(u) >= SHARED_COST else self.cheap).add(u)
