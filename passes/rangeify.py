@@ -31,19 +31,21 @@ from morok_mlir.core.threefry import threefry2x32
 
 VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work
 SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
+INLINE_LIMIT = 4096   # nodes a shared value's inline graph is searched for (see `inline`)
 
 class Rangeifier:
-  def __init__(self, bufs: dict[int, UOp], force: frozenset = frozenset(), discover: bool = False, outputs: frozenset = frozenset()):
+  def __init__(self, bufs: dict[int, UOp], force: frozenset = frozenset(), users: dict | None = None, outputs: frozenset = frozenset()):
     self.bufs = bufs                      # graph input slot -> kernel-level memref buffer
     self.force = force                    # nodes known to be materialised: every use loads them
     self.axis = 0
     self.memo: dict[tuple, UOp] = {}
     self.loops: list[UOp] = []            # loop ranges of the value being built, outermost first
     self.root: UOp | None = None          # the node whose store or bufferize is being built
-    self.discover, self.outputs = discover, outputs   # whether `note` decides which shared values to store
+    self.users, self.outputs = users, outputs   # node -> the graph nodes reading it; given, `note` decides what is shared
     self.first_root: dict[UOp, UOp | None] = {}       # graph node -> the first root whose kernel needed it
     self.shared: set[UOp] = set()         # values several kernels need, stored once (see note)
     self.cheap: set[UOp] = set()          # values several kernels need, recomputed by each
+    self.regions: dict[UOp, set[UOp]] = {}   # memo of inline
     self.materialised: dict[UOp, UOp] = {}
     self.tops: dict[UOp, bool] = {}       # memo of chain_top
     self.contracted: dict[UOp, UOp] = {}  # root -> the contraction its kernel computes inline
@@ -90,7 +92,8 @@ class Rangeifier:
     saved, shape = (self.loops, self.root), group[0][1].shape
     (self.loops, idx), self.root = self.loop_ranges(shape), group[0][1]
     lin = im.linearize(idx, shape)
-    sts = tuple(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, n.dtype.ptr(), (b, lin)), self.value(n, tuple(idx), None)), loc=n.loc) for b, n in group)
+    sts = tuple(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, n.dtype.ptr(), (b, lin)), self.value(n, tuple(idx), None, n in self.sole)), loc=n.loc)
+                for b, n in group)
     tok = UOp(Ops.GROUP, dtypes.void, sts, loc=group[0][1].loc)
     out = UOp(Ops.END, dtypes.void, (tok, *self.loops), loc=tok.loc) if self.loops else tok
     self.loops, self.root = saved
@@ -253,9 +256,27 @@ class Rangeifier:
     otherwise a chain like `x = f(x, x.max(1), x.sum(0))` has kernel k recompute every earlier x, and n steps cost
     O(n^2) ops to compile and to run; and an optimizer step's three updates (moments, weight) would each redo the
     weight's gradient, a contraction."""
-    if not self.discover or u.op in VIEWS or u.op in (Ops.BUFFER, Ops.CONST) or u in self.outputs or u in self.force or u in self.shared: return
-    if self.first_root.setdefault(u, self.root) is self.root or u in self.cheap: return
+    if self.users is None or u.op in VIEWS or u.op in (Ops.BUFFER, Ops.CONST) or u in self.outputs or u in self.force or u in self.shared: return
+    if (first := self.first_root.setdefault(u, self.root)) is self.root or u in self.cheap: return
+    # a shared value's kernel takes over the elementwise nodes below it that only its inline graph reads (the kernel that
+    # first needed them loads the value now): a long chain that two kernels read is stored once at its top, not once per
+    # node. A reduce is still stored when needed twice: the first kernel may read it by another path too
+    if self.root in self.shared and u.op is not Ops.REDUCE_AXIS and first is self.first_root.get(self.root) and \
+       all(p in self.inline(self.root) for p in self.users[u]):
+      self.first_root[u] = self.root
+      return
     (self.shared if self.cost(u) >= SHARED_COST else self.cheap).add(u)
+
+  def inline(self, v: UOp) -> set[UOp]:
+    """v and the nodes below it down to stored values (at most INLINE_LIMIT: a bigger graph shares more)."""
+    if (seen := self.regions.get(v)) is None:
+      seen = self.regions[v] = {v}
+      todo = [v]
+      while todo and len(seen) < INLINE_LIMIT:
+        for s in todo.pop().src:
+          if s not in seen and s.op not in (Ops.BUFFER, Ops.CONST) and s not in self.materialised and s not in self.shared:
+            seen.add(s); todo.append(s)
+    return seen
 
   def cost(self, u: UOp) -> int:
     """Ops per element of u's inline graph, counted up to SHARED_COST."""
@@ -370,12 +391,15 @@ def rangeify_func(f: Func) -> Func:
   # may have been found shared (a training step's pre-activation, its relu, the relu's mask), each one a kernel. One more
   # walk with the lowest chain top of each chain fixed decides again: the product's kernel stores that node, and what is
   # above it costs a few ops per element from there (recomputed where it is read).
-  walk = Rangeifier(in_bufs, discover=True, outputs=frozenset(f.results))
-  for b, r in zip(outs, f.results): walk.store(b, r)
+  users: dict[UOp, list[UOp]] = {}
+  for u in dict.fromkeys(x for r in f.results for x in r.toposort):
+    for s in u.src: users.setdefault(s, []).append(u)
+  walk = Rangeifier(in_bufs, users=users, outputs=frozenset(f.results))
+  walk.store_outputs(outs, f.results)   # the kernels the build makes: outputs computed in one loop nest share their values
   chains = {u: c for u in walk.late | walk.shared if isinstance(u.size, int) and (c := epilogue(u, lambda x: False)) is not None}
   if tops := {u for u, c in chains.items() if not any(d is not u and d in c for d in chains)}:   # the lowest of each chain
-    walk = Rangeifier(in_bufs, frozenset(tops), discover=True, outputs=frozenset(f.results))
-    for b, r in zip(outs, f.results): walk.store(b, r)
+    walk = Rangeifier(in_bufs, frozenset(tops), users, outputs=frozenset(f.results))
+    walk.store_outputs(outs, f.results)
   # a chain top whose product ended up stored anyway (another kernel needs it) is a few ops per element over loads:
   # its readers compute it (a kernel of its own would only copy)
   force = set(walk.materialised)

@@ -367,7 +367,7 @@ def test_mlp_step_kernels():
       for p in params: p.assign(p - 0.5 * p.grad)
     GlobalCounters.reset()
     Tensor.realize(*params, loss)
-    assert GlobalCounters.kernel_count == 16   # forward, backward and update of all four parameters in one schedule
+    assert GlobalCounters.kernel_count <= 12   # forward, backward and update of all four parameters in one schedule
     losses.append(loss.item())
     for p in params: p.grad = None
   # the same steps in numpy (float64)

@@ -229,7 +229,8 @@ class DiskCache:
     except OSError: return
     with self.idle:
       self.queue.append((key, obj, d, weakref.ref(p)))
-      if self.worker is None: self.worker = threading.Thread(target=self._links, daemon=True, name="morok-link"); self.worker.start()
+      # set once started: a worker that never started (an interrupt inside start()) would keep flush() waiting at exit
+      if self.worker is None: (w := threading.Thread(target=self._links, daemon=True, name="morok-link")).start(); self.worker = w
   def _links(self) -> None:
     while True:
       with self.idle: job = self.queue.pop(0) if self.queue else None
