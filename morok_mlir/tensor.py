@@ -118,10 +118,6 @@ _UNVIEW = {Ops.RESHAPE: lambda shape, arg, v: v.reshape(shape),
            Ops.SHRINK: lambda shape, arg, v: v.pad(tuple((lo, s - hi) for s, lo, hi in zip(shape, arg[::2], arg[1::2]))),
            "index": lambda shape, arg, v: v._basic_put(shape, arg)}
 
-# what Tensor._op does besides building the node, for the ops that need more: (shape attribute?, the view's attribute or
-# None, the attribute whose symbolic sizes become sources or None)
-_MOVES = {op: (op in SHAPE_ATTR, _VIEWS.get(op), SYM_ATTR.get(op)) for op in (*SHAPE_ATTR, *_VIEWS, *SYM_ATTR)}
-
 def _index_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
   """The broadcast shape of index arrays (numpy's IndexError when they do not broadcast)."""
   nd = max(map(len, shapes), default=0)
@@ -355,25 +351,19 @@ class Tensor(OpMixin, metaclass=_TensorType):
     t._requires_grad = False
     return t
   def _op(self, _op: Ops, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
-    dev, u, rg = self.device, self.uop, self._requires_grad
-    srcs = [u]
+    """UOp._op on the sources' nodes, at the user's line, plus what only a Tensor has: one device, requires_grad, views."""
+    dev, u, rg, srcs = self.device, self.uop, self._requires_grad, ()
     for x in src:
       if x.device != dev:
         _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({dev, *(s.device for s in src)}))}")
-      srcs.append(x.uop)
+      srcs += (x.uop,)
       # True if a source requires grad, else None if one is unset, else False (tinygrad's)
       if rg is not True and (r := x._requires_grad) is not False: rg = r
     t = object.__new__(Tensor)   # __init__'s checks hold by construction here
-    if (mv := _MOVES.get(_op)) is None: t._view = None
-    else:
-      shape_attr, view, sym = mv
-      if shape_attr: kw["shape"] = shape = tuple(shape)   # the others' shapes follow from their sources
-      t._view = None if view is None else (weakref.ref(self), u.shape, _op, kw[view], self._view)
-      if sym is not None:   # symbolic sizes are sources after the tensor operand (see uop.SYM_ATTR)
-        kw[sym], dyn = split_sym(kw[sym])
-        srcs += dyn
-    t.uop = v = UOp(_op, dtype or u.dtype, tuple(srcs), arg_of(kw) if kw else (), _scope.loc or _loc())
-    if "shape" not in (d := v.__dict__): seed_shape(d, _op, u, shape)   # a new node: its shape is known here
+    loc = _scope.loc or _loc()
+    t.uop = v = u._op(_op, shape, dtype, srcs, loc, **kw) if kw else u._op(_op, shape, dtype, srcs, loc)   # a plain call is cheaper
+    if (view := _VIEWS.get(_op)) is None: t._view = None
+    else: t._view = (weakref.ref(self), u.shape, _op, kw[view] if view in kw else tuple(shape), self._view)   # reshape, expand: shape
     t.device, t.grad, t._requires_grad = dev, None, rg
     if _modes.no_grad: t._requires_grad, t.uop = False, v if rg is not True else UOp(Ops.DETACH, v.dtype, (v,), (), v.loc)
     return t

@@ -89,6 +89,8 @@ def Variable(name: str, min: int, max: int) -> UOp:
 # the shape of a graph-level value per op, from its sources and attributes (tinygrad's `_shape`); ops whose shape no
 # source gives (buffer, const, reshape, expand) carry it as the `shape` attribute; kernel-level values have none (None)
 SHAPE_ATTR = frozenset((Ops.BUFFER, Ops.CONST, Ops.RESHAPE, Ops.EXPAND))
+# what UOp._op does for an op besides building it: (shape attribute?, the attribute whose symbolic sizes become sources or None)
+BUILD_ATTRS = {op: (op in SHAPE_ATTR, SYM_ATTR.get(op)) for op in (*SHAPE_ATTR, *SYM_ATTR)}
 SRC0_SHAPED = frozenset(GRAPH_ALU | {Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.THREEFRY, Ops.FLIP, Ops.SCATTER})
 # ops whose shape, as the op methods compute it to build them, is the rule's own expression (the same tuple): a node
 # built by an op method starts with its shape known (see seed_shape)
@@ -169,11 +171,15 @@ class UOp(OpMixin):
   # ---- OpMixin's primitives: graph-level op methods build UOps directly (used by rewrite rules, gradients, importers)
   @property
   def _node(self) -> UOp: return self
-  def _op(self, _op: Ops, shape: tuple, dtype: DType | None = None, src: tuple[UOp, ...] = (), **kw) -> UOp:
-    if _op in SHAPE_ATTR: kw["shape"] = shape = tuple(shape)
-    dyn = ()   # symbolic sizes are sources after the operands (SYM_ATTR)
-    if (name := SYM_ATTR.get(_op)) is not None: kw[name], dyn = split_sym(kw[name])
-    u = UOp(_op, dtype or self.dtype, (self, *src, *dyn), arg_of(kw) if kw else (), self.loc)
+  def _op(self, _op: Ops, shape: tuple, dtype: DType | None = None, src: tuple[UOp, ...] = (), loc: str | None = None, **kw) -> UOp:
+    """Node _op of self and src with attributes kw, at loc (default: self's). shape is the op method's: a reshape or
+    expand carries it as its attribute, and a new node starts with it known (seed_shape)."""
+    if (mv := BUILD_ATTRS.get(_op)) is None: u = UOp(_op, dtype or self.dtype, (self,) + src, arg_of(kw) if kw else (), loc or self.loc)
+    else:
+      if mv[0]: kw["shape"] = shape = tuple(shape)
+      dyn = ()   # symbolic sizes are sources after the operands (SYM_ATTR)
+      if (name := mv[1]) is not None: kw[name], dyn = split_sym(kw[name])
+      u = UOp(_op, dtype or self.dtype, (self, *src, *dyn), arg_of(kw), loc or self.loc)
     if "shape" not in (d := u.__dict__): seed_shape(d, _op, self, shape)
     return u
   def _const(self, value, dtype: DType | None = None) -> UOp:
