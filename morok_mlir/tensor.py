@@ -11,7 +11,6 @@ from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bs
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.core.index_math import smax
-from morok_mlir.ir.emit import buffer_data
 from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
 from morok_mlir.device import Device
 
@@ -329,7 +328,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
       if b.size != u.size or b.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {b} for {u.shape} {u.dtype}")
       if (rec := _capture.rec) is not None: rec.host_read(b)
       return b.numpy().reshape(u.shape)   # host memory itself (alive while the array is), or a device's copy
-    b = buffer_data(_data(self.realize().uop))
+    b = _data(self.realize().uop).buffer
     if (rec := _capture.rec) is not None: rec.host_read(b)
     # the copy in recycled host memory (the CPU allocator's pool: no page faults on a repeated call)
     return b.copyout(Device["CPU"].allocator.alloc(b.size, b.dtype)).reshape(self.shape)

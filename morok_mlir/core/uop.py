@@ -127,8 +127,10 @@ class UOp(OpMixin):
   """One operation: `op` its Ops member, `dtype` its result's element type (a pointer dtype for a buffer, void for an
   ordering token), `arg` its attributes (a hashable value: int, str, tuple, or a tuple of (name, value) pairs).
   A graph-level value's `shape` is computed from its sources (SHAPE_RULES). Equal (op, dtype, src, arg) means the
-  same object, so structural equality is identity and CSE is free. `loc` (the user's file:line) is not part of identity."""
-  __slots__ = ("op", "dtype", "src", "arg", "loc", "__weakref__", "__dict__")
+  same object, so structural equality is identity and CSE is free. `loc` (the user's file:line) is not part of identity.
+  `buffer` is the Buffer a graph input holds (a `buffer` node made by realize.new_buffer, unique by its id, which sets it
+  once before the node is seen anywhere), else None: not part of identity either, and read per call by a TinyJit replay."""
+  __slots__ = ("op", "dtype", "src", "arg", "loc", "buffer", "__weakref__", "__dict__")
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None, loc: str | None = None):
     assert op.__class__ is Op and isinstance(dtype, DType), (op, dtype)
     if src.__class__ is not tuple: src = tuple(src)
@@ -136,7 +138,7 @@ class UOp(OpMixin):
     key = (op, dtype, src, repr(arg) if op is Ops.CONST else arg)
     if (r := _interned.get(key)) is not None and (u := r()) is not None: return u
     u = object.__new__(cls)
-    u.op, u.dtype, u.src, u.arg, u.loc = op, dtype, src, arg, loc
+    u.op, u.dtype, u.src, u.arg, u.loc, u.buffer = op, dtype, src, arg, loc, None
     ref = _Ref(u, _forget)
     ref.key = key
     if (r := _interned.setdefault(key, ref)) is not ref:   # another thread's, or dead
@@ -149,7 +151,7 @@ class UOp(OpMixin):
     """A source-less node whose arg makes it unique (a buffer's id): no other node can equal it, so it skips the
     hash-consing table (a TinyJit replay makes one per output: ~1 us of a ~7 us call)."""
     u = object.__new__(cls)
-    u.op, u.dtype, u.src, u.arg, u.loc = op, dtype, (), arg, loc
+    u.op, u.dtype, u.src, u.arg, u.loc, u.buffer = op, dtype, (), arg, loc, None
     return u
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg, self.loc)
   def __repr__(self):
