@@ -43,3 +43,15 @@ def test_tensor_nodes_are_built_by_uop_op(monkeypatch):
   t = (x * x).permute(1, 0).reshape(n, 2).pad(((0, 1), (0, 0)))
   assert built == [Ops.MUL, Ops.PERMUTE, Ops.RESHAPE, Ops.PAD]
   assert t.uop.loc == t.uop.src[0].loc and __file__ in t.uop.loc   # the user's line, not the source node's
+
+def test_op_families_one_per_file():
+  """OpMixin is composed of tinygrad-style families, one file each; a method is defined by one family only (none shadows another)."""
+  from morok_mlir.core.mixin import OpMixin
+  where = {"pad": "movement", "cat": "layout", "scatter": "indexing", "__add__": "elementwise", "gelu": "activation", "one_hot": "creation",
+           "softmax": "reduce", "sort": "scan", "matmul": "linalg", "cross_entropy": "loss", "conv2d": "nn", "dropout": "random"}
+  assert {n: getattr(OpMixin, n).__module__.rsplit(".", 1)[1] for n in where} == where
+  seen: dict[str, str] = {}
+  for fam in OpMixin.__mro__[1:-2]:
+    for n in vars(fam):
+      if not n.startswith("__") or n in ("__add__", "__getitem__", "__matmul__"):
+        assert seen.setdefault(n, fam.__name__) == fam.__name__, f"{n} in {seen[n]} and {fam.__name__}"
