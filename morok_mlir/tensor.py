@@ -5,7 +5,7 @@ import contextlib, copy, functools, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp, SHAPE_ATTR, SYM_ATTR, arg_of, attrs, seed_shape, split_sym, sym_val
+from morok_mlir.core.uop import UOp, attrs, sym_val
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err, vkey
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc
