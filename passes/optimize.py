@@ -36,7 +36,7 @@ from morok_mlir.ir.bridge import Func
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.host import CACHES, THREADS, VEC_WIDTH
-from morok_mlir.passes.registry import register, Option, PassError
+from morok_mlir.ir.registry import register, Option, PassError
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops

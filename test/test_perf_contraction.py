@@ -190,7 +190,7 @@ def test_a_packed_per_block(m, k, n):
   the schedule calls mm as chunk 0."""
   from morok_mlir.device.cpu import compile_module
   from morok_mlir.ir.emit import normalize, graph_func
-  from morok_mlir.passes.pipeline import lower_to_kernels
+  from morok_mlir.ir.pipeline import lower_to_kernels
   R._schedule_cache.clear()
   a, b = rnd(m, k), rnd(k, n)
   t = Tensor(a).relu() @ Tensor(b)

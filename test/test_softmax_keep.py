@@ -5,7 +5,7 @@ import numpy as np, pytest
 from morok_mlir import Tensor
 from morok_mlir.codegen.lower_cpu import lower_kernel
 from morok_mlir.ir.emit import graph_func, normalize
-from morok_mlir.passes.pipeline import lower_to_kernels
+from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir.host import CACHES
 
 def kernels(t: Tensor):

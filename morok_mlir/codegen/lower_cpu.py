@@ -47,7 +47,7 @@ from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify, at_lane
 from morok_mlir.passes.optimize import blocked, contraction, in_place, k_contiguous, k_rows, single_store, twin
-from morok_mlir.passes.registry import register, PassError
+from morok_mlir.ir.registry import register, PassError
 
 # ---------------------------------------------------------------- tables
 # dtype class: f(loat) s(igned int, and index) u(nsigned) b(ool)

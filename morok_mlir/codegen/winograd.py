@@ -23,7 +23,7 @@ from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
 from morok_mlir.passes.optimize import contraction, contraction_tiles, winograd
 from morok_mlir.host import CACHES
-from morok_mlir.passes.registry import PassError
+from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import Contraction, LaneLowerer, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, outer_range, \
   parallel_info, sizes
 
