@@ -1,6 +1,6 @@
 """The kernels a graph compiles to depend on the graph and the pass options alone: not on the machine's load, the hash
 seed or what was compiled before. uop-lower-cpu finds a contraction again where uop-optimize chose one, so both must
-get the same answers (optimize.depends bounds Z3 by its work, not by time)."""
+get the same answers (kernel_facts.depends bounds Z3 by its work, not by time)."""
 import hashlib, os, subprocess, sys
 import numpy as np
 import pytest

@@ -64,6 +64,14 @@ def test_imports_only_go_down():
          if LAYERS.index(layer(tgt)) > LAYERS.index(layer(src))]
   assert not bad, "imports that go up a layer:\n" + "\n".join(bad)
 
+def test_passes_and_codegen_apart():
+  """The passes and the code generators share the kernel facts (core/kernel_facts.py) and the pass table (ir/registry.py)
+  and nothing else: no module under passes/ imports codegen, none under codegen/ imports passes (each registers its
+  own passes; whoever runs a pipeline imports both)."""
+  bad = [f"{p.relative_to(ROOT)}:{line}: {src} imports {tgt}" for p, line, src, tgt in imports(("passes", "morok_mlir/codegen"))
+         if {layer(src), layer(tgt)} == {"passes", "codegen"}]
+  assert not bad, "passes and codegen import each other:\n" + "\n".join(bad)
+
 def test_pass_imported_twice_raises():
   """The source tree's passes/ imported under a second name would re-register every pass with fresh module state
   (uop-optimize's beam search unset): it raises at the import instead."""

@@ -29,7 +29,7 @@ Choices of uop-optimize (kernel func attributes) it honours: `uop.threads = N` (
 trailing arguments `%lo, %hi`, so the device can call chunks of it on N threads; `uop.grain` keeps chunk bounds
 multiples of it), `uop.fastmath` (reduce accumulators may reassociate and contract: LLVM then vectorizes and
 interleaves them), `uop.reduce_block = B` (a float add reduce over more than B terms runs as nested loops with an
-accumulator per block: optimize.blocked), `uop.nontemporal = VW` (VW lanes per iteration of the innermost loop, one
+accumulator per block: kernel_facts.blocked), `uop.nontemporal = VW` (VW lanes per iteration of the innermost loop, one
 nontemporal vector store: big outputs that are not read back soon), `uop.lanes = W` (W neighbouring iterations of the
 innermost loop run as the lanes of vectors, reduces inside it with vector accumulators: pooling, depthwise convolutions).
 f32 exp2 and log2 are polynomials (vectorizable; libm calls are scalar): see `Poly` for their error bounds.
@@ -46,7 +46,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify, at_lane
-from morok_mlir.passes.optimize import blocked, contraction, in_place, k_contiguous, k_rows, single_store, twin
+from morok_mlir.core.kernel_facts import blocked, contraction, in_place, k_contiguous, k_rows, single_store, twin
 from morok_mlir.ir.registry import register, PassError
 
 # ---------------------------------------------------------------- tables
@@ -799,7 +799,7 @@ class LaneLowerer(Lowerer):
 
 # ---------------------------------------------------------------- contractions: packed operands + register-tiled FMAs
 class Contraction:
-  """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC, MC, VW]` (see optimize.contraction: the store is
+  """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC, MC, VW]` (see kernel_facts.contraction: the store is
   g(reduce-add over K of a*b), a indexed by loop ranges I and K, b by loop ranges J and K) as four phases, each a
   function over the kernel's buffers plus three scratch buffers, each run on threads over its outer loop:
     pack_a  Ap[M/MR][K][MR] = a    the operands' index math (folded to affine form) and gates run here, O(MK + KN);
@@ -816,7 +816,7 @@ class Contraction:
   A pack of one input buffer's values alone (weights) runs once per input: its phase result is kept (reuse)."""
   def __init__(self, f: Func, name: str):
     self.f, self.name = f, name
-    if (found := contraction(f)) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
+    if (found := contraction(f.roots[0])) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
     red, a, b, I, J, K, T = found
     self.op = red.attrs["op"]   # add: a product's sum; max or min: a column reduce (a is ones, see optimize.column_reduce)
     if not (isinstance(c := f.attrs["uop.contraction"], tuple) and len(c) == 5 and all(type(x) is int and x > 0 for x in c)):
@@ -946,7 +946,7 @@ class Contraction:
     None (the separate epilogue phase) for anything else: a reduce in the epilogue (but A's packed row sums), a value that uses the lane side other
     than through an index, a gate on it, a store that is not one f32 store over the loops, or a buffer that both the
     epilogue writes and the operands read (mm reads A while it stores the tiles)."""
-    if (one := single_store(self.f)) is None: return None
+    if (one := single_store(self.f.roots[0])) is None: return None
     end, st, _ = one
     if set(end.src[1:]) != set(I + J + T) or st.src[0].op is not Ops.INDEX: return None
     cload = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.const(0))),))   # the tile's element, placed below
@@ -1262,7 +1262,7 @@ def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   """uop.lanes = W (optimize.lanes): the kernel with its innermost loop range r (size S) as ceil(S / W) iterations of W
   vector lanes, r = r' * W + lane (lanes past S, where W does not divide it, gated off: they neither load nor store),
   when LaneLowerer can run its store so; else None (the kernel lowers as plain loops)."""
-  if w < 2 or (one := single_store(f)) is None: return None
+  if w < 2 or (one := single_store(f.roots[0])) is None: return None
   end, st, inner = one
   if (n := im.cval(inner.src[0])) is None or len(st.src[0].src) != 2: return None
   outer = UOp(Ops.RANGE, dtypes.index, (im.const(-(-n // w)),), attrs(axis=_axis(inner), kind=inner.attrs.get("kind", "loop")))

@@ -1,5 +1,5 @@
 """F(2x2, 3x3) Winograd convolution (Lavin and Gray, 2016) for a kernel uop-optimize marked `uop.winograd = [MR, NR, KC,
-MC, VW, RB]` (optimize.winograd: a 3x3 convolution of stride 1 and dilation 1, input and output channels >= 32, any size
+MC, VW, RB]` (kernel_facts.winograd: a 3x3 convolution of stride 1 and dilation 1, input and output channels >= 32, any size
 and padding). Each 2x2 block of outputs (a tile t) and each pair of channels takes 16 multiplies instead of 36, in four
 phases over scratch buffers (the tile's 16 values indexed by xi = 4i + j; tiles by row r of tiles over the batch):
   wt   U[xi][co][ci] = (G g G^T)[i][j] of each 3x3 filter g: the A panels of 16 products (MR rows of co); a function of
@@ -21,7 +21,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
-from morok_mlir.passes.optimize import contraction, contraction_tiles, winograd
+from morok_mlir.core.kernel_facts import contraction, contraction_tiles, winograd
 from morok_mlir.host import CACHES
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import Contraction, LaneLowerer, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, outer_range, \
@@ -55,7 +55,7 @@ def kernel(name: str, args: list[UOp], stores: list[UOp], loops: list[UOp], extr
 
 def direct(f: Func) -> Func:
   """The kernel as a plain contraction (tiles for its own product), for a convolution Winograd cannot lower."""
-  _, _, _, I, J, K, _ = contraction(f)
+  _, _, _, I, J, K, _ = contraction(f.roots[0])
   vw = f.attrs["uop.winograd"][4]
   mm = (*contraction_tiles(*(prod(sizes(rs)) for rs in (I, J, K)), vw, CACHES, _int_attr(f, "uop.threads", 1)), vw)
   return replace(f, attrs={**{k: v for k, v in f.attrs.items() if k != "uop.winograd"}, "uop.contraction": mm})
@@ -65,7 +65,7 @@ class Winograd(Contraction):
   problems, Cout x tiles x Cin, A and B packed in panels, C in scratch) instead of its __init__."""
   def __init__(self, f: Func, name: str):
     self.f, self.name = f, name
-    if (c := contraction(f)) is None or (w := winograd(c)) is None:
+    if (c := contraction(f.roots[0])) is None or (w := winograd(c)) is None:
       raise PassError(f"@{f.name}: uop.winograd on a kernel that is not a 3x3 convolution")
     red, img, wt, co, ci, (oy, ky), (ox, kx) = c[0], *w
     if not (isinstance(t := f.attrs["uop.winograd"], tuple) and len(t) == 6 and all(type(x) is int and x > 0 for x in t[:5]) and t[5] >= 0):
