@@ -8,7 +8,7 @@
                           code LLVM's SLP vectorizer widens) go out in one vector store that bypasses the cache (no
                           read-for-ownership of output lines that will not be read back soon)
   uop.split_reduce = T     a kernel with one output element and one big f32 reduce: T partial reduces over chunks
-                          (one per thread), then one over the partials (lower_cpu.SplitReduce)
+                          (one per thread), then one over the partials (codegen.split_reduce.SplitReduce)
   uop.reduce_block = B    float add reduces longer than B terms accumulate in blocks (see kernel_facts.blocked): each accumulator
                           sums at most about B terms, so the rounding error grows like B + N/B, not N (f32 sums of
                           2^31 ones reach 2^31; one accumulator per vector lane stops at 2^24 each)
@@ -19,7 +19,7 @@
                           (see kernel_facts.twin; lower_cpu.Lowerer.keep)
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
-                          ranges): packed operands and an MR x NR register tile of vector FMAs (see lower_cpu.Contraction)
+                          ranges): packed operands and an MR x NR register tile of vector FMAs (see codegen.contraction.Contraction)
   uop.winograd = [MR, NR, KC, MC, VW, RB]   a 3x3 convolution of stride 1 as F(2x2, 3x3) Winograd (kernel_facts.winograd, `winograd_pays`):
                           16 products of Cout x tiles x Cin on that micro-kernel, tiled so, run per block of RB rows of
                           tiles (0: all at once; `winograd_block`) (see codegen.winograd); WINO=0 in the environment turns it

@@ -214,7 +214,7 @@ def test_epilogues_on_any_shape(m, k, n, batch, name):
 @pytest.mark.parametrize("t,m,k,n", [(3, 50, 137, 40), (4, 64, 128, 32), (2, 30, 256, 48), (6, 129, 64, 16)])
 def test_batch_with_a_computed_along_k(t, m, k, n):
   """A batch whose A is computed from k-contiguous loads (exp of x, attention's exp(s - max)) is packed row-major and
-  its rows read in place (lower_cpu.Contraction.rows_a; 256 floats a row: 64 bytes of padding between rows)."""
+  its rows read in place (codegen.contraction.Contraction.rows_a; 256 floats a row: 64 bytes of padding between rows)."""
   a, b = rnd(t, m, k) * 0.3, rnd(t, k, n)
   np.testing.assert_allclose((Tensor(a).exp() @ Tensor(b)).numpy(), np.exp(a.astype(np.float64)) @ b, rtol=1e-4, atol=1e-4)
   q, kk, v = rnd(t, m, 16), rnd(t, k, 16), rnd(t, k, n)
@@ -231,7 +231,7 @@ def test_lowering_reads_the_optimizers_contraction(monkeypatch):
   and asks nothing again."""
   from morok_mlir.ir.emit import graph_func, normalize
   from morok_mlir.ir.pipeline import lower_to_kernels
-  from morok_mlir.codegen.lower_cpu import lower_program
+  from morok_mlir.codegen.program import lower_program
   monkeypatch.setattr(opt, "WINO_MIN_FLOPS", 0)
   outs = [Tensor(rnd(4, 96, 128)) @ Tensor(rnd(4, 128, 80)), Tensor(rnd(1, 64, 16, 16)).conv2d(Tensor(rnd(64, 64, 3, 3)), padding=1)]
   chosen = ("uop.contraction", "uop.winograd")

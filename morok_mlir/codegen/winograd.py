@@ -24,8 +24,9 @@ from morok_mlir.core.index_math import affine_simplify
 from morok_mlir.core.kernel_facts import contraction, contraction_tiles, winograd
 from morok_mlir.host import CACHES
 from morok_mlir.ir.registry import PassError
-from morok_mlir.codegen.lower_cpu import Contraction, LaneLowerer, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, outer_range, \
-  parallel_info, sizes
+from morok_mlir.codegen.lower_cpu import _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, outer_range, parallel_info, sizes
+from morok_mlir.codegen.lanes import LaneLowerer
+from morok_mlir.codegen.contraction import Contraction
 
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))   # input transform (4x4)
 G = ((1, 0, 0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0, 0, 1))    # filter transform (4x3)

@@ -150,7 +150,7 @@ FMA_PORTS, LOAD_PORTS, FMA_LATENCY = 2, 2, 4   # vector FMAs and loads issued pe
 MAX_MR, MAX_NV = 8, 8   # rows: A read in place keeps one address per row in a general register (x86-64 has 16)
 
 def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, int] = CACHES, threads: int = 1) -> tuple[int, int, int, int]:
-  """(MR, NR, KC, MC) for an M x N x K contraction at vec f32 lanes, L1/L2/L3 bytes `caches` (lower_cpu.Contraction).
+  """(MR, NR, KC, MC) for an M x N x K contraction at vec f32 lanes, L1/L2/L3 bytes `caches` (codegen.contraction.Contraction).
   MR x NR, the register tile: MR rows of NR/vec vectors held in MR*NR/vec accumulators, plus NR/vec B vectors and one
   broadcast A value, within the register file (16 registers at <= 8 lanes: ymm; 32 at 16: zmm). A k step costs
   max(FMAs / FMA_PORTS, loads / LOAD_PORTS, FMA_LATENCY) cycles, plus one for the loop; the tile is the one with the
