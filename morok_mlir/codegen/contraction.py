@@ -1,6 +1,7 @@
 """The contraction micro-kernel: a kernel uop-optimize marked `uop.contraction` (kernel_facts.contraction) as packed
 operands and register-tiled vector FMAs (Contraction); Winograd's 16 products run on it too."""
 from __future__ import annotations
+from dataclasses import dataclass
 from math import gcd, prod
 from morok_mlir.ir.bridge import Func, arg_buffer, attr_text
 from morok_mlir.core.dtype import dtypes
@@ -286,168 +287,202 @@ class Contraction:
     return [(names.index(f"{self.name}_pack_{x}"), slot, s) for x, slot, s in (("a", self.a_slot, 0), ("b", self.b_slot, 1))
             if slot is not None and f"{self.name}_pack_{x}" in names]
 
-  def areas(self) -> tuple[int, int, int]:
-    """Floats from one problem of a batch to the next in Ap, Bp and C."""
-    return self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np
-
-  @staticmethod
-  def private(text: str) -> str: return text.replace("func.func @", "func.func private @", 1)   # mm's one call of it inlines
   def text(self) -> str:
     low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
     return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
-            + self.mm() + (self.private(low(self.epi_tile, f"{self.name}_epi")) + self.private(lower_kernel(
+            + mm(self.micro()) + (private(low(self.epi_tile, f"{self.name}_epi")) + private(lower_kernel(
                 self.epi_tile, f"{self.name}_pf", LaneLowerer(self.epi_tile, self.lane_of[id(self.epi_tile)], True, self.epi_tile.args[-1])))
                            if self.epi_tile
                            else lower_kernel(self.epi, f"{self.name}_epi")))
 
-  def mm(self) -> str:
-    mr, nr, kc, mc, vw = self.mr, self.nr, self.kc, self.mc, self.vw
-    nv, V = nr // vw, f"vector<{vw}xf32>"
-    t = _int_attr(self.f, "uop.threads", 1)
-    out, n, depth = [], [0], [2]
-    def L(text):
-      n[0] += 1; out.append(f"{'  ' * depth[0]}%v{n[0]} = {text}"); return f"%v{n[0]}"
-    def put(text, d=None):
-      if d is not None: depth[0] = d
-      out.append(f"{'  ' * depth[0]}{text}")
-    ci = lambda v: L(f"arith.constant {v} : index")
-    add = lambda x, c: L(f"arith.addi {x}, {ci(c)} : index") if c else x
-    c0, c1 = ci(0), ci(1)
-    ck, ckc = ci(self.K), ci(kc)
-    one = self.K <= kc   # one k slice
-    if self.epi_tile is not None: put(f"%tile = memref.alloca() {{alignment = 64 : i64}} : memref<{mr * nr}xf32>")
-    # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
-    op = self.op
-    zero = L(f"arith.constant dense<{ {'add': '0.0', 'max': '0xFF800000', 'min': '0x7F800000'}[op]}> : {V}")
-    nb, mb = self.Np // nr, -(-self.Mp // mc)   # Bp panels, Ap row blocks: threads split the larger (each thread then
-    by_m = mb > nb                               # streams only its share of the big operand from memory)
-    batched = self.batch > 1                     # threads split the batch instead; each problem's offsets in the scratch
-    lo, hi = ("%lo", "%hi") if t > 1 else (c0, ci(self.batch if batched else mb if by_m else nb))
-    at = lambda x, part: L(f"arith.addi {x}, %off{part} : index") if batched else x
-    rowwise = self.direct_a is not None or self.rows_a is not None   # the tiles read A's rows (in place, or pack_a's copy)
-    nargs = len(self.f.args)
-    pa, pb, pc = (f"%arg{nargs + i}" for i in range(3))
-    ta, tb, tc = (f"memref<{x}xf32>" for x in self.scratch[:3])
+  def micro(self) -> MicroKernel:
+    """The mm phase's problems, each after the other in Ap, Bp and C."""
+    return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, _int_attr(self.f, "uop.threads", 1), self.mr, self.nr, self.kc,
+                       self.mc, self.vw, self.M, self.K, self.Mp, self.Np, self.batch, (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np),
+                       self.op, self.direct_a, self.rows_a, self.fused, self.epi_tile is not None, self.tile_rows)
 
-    def row_block():   # %ic .. the block's first and last MR-row panel
-      ic = L(f"arith.muli %icb, {ci(mc)} : index")
-      ic_end = L(f"arith.minsi {L(f'arith.addi {ic}, {ci(mc)} : index')}, {ci(self.Mp)} : index")
-      return L(f"arith.divui {ic}, {ci(mr)} : index"), L(f"arith.divui {ic_end}, {ci(mr)} : index")
+@dataclass
+class MicroKernel:
+  """One mm phase: C = A x B for each of a batch of problems (M x K times K x N, padded to Mp x Np), A and B packed in
+  panels in the scratch buffers after the nargs kernel arguments (problems `areas` floats apart in Ap, Bp and C), or A's
+  rows read in place (direct_a: slot, offset, stride) or from pack_a's row-major copy (rows_a: its row stride). fused: A
+  packed per MC-row block inside mm, by the pack_a phase it calls. tile: the epilogue runs per finished tile (_epi and
+  its prefetch _pf, called with the tile; tile_rows: the tile transposed). op: add (FMAs), or max or min (column reduces)."""
+  name: str
+  args: list[UOp]
+  nargs: int
+  scratch: list[int]
+  threads: int
+  mr: int
+  nr: int
+  kc: int
+  mc: int
+  vw: int
+  M: int
+  K: int
+  Mp: int
+  Np: int
+  batch: int
+  areas: tuple[int, int, int]
+  op: str = "add"
+  direct_a: tuple[int, int, int] | None = None
+  rows_a: int | None = None
+  fused: bool = False
+  tile: bool = False
+  tile_rows: bool = False
 
-    def tile(ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base):
-      """for %ib in the block: the MR x NR tile of C at (%ib, %jb), accumulated over k in [%kc, kend)."""
-      bbase = at(L(f"arith.muli %jb, {ci(self.K * nr)} : index"), "b")
-      jcol = L(f"arith.muli %jb, {ci(nr)} : index")
-      put(f"scf.for %ib = {ib_lo} to {ib_hi} step {c1} {{"); depth[0] += 1
-      if not rowwise: abase = a_base()
-      else:   # row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows)
-        if self.direct_a is not None:
-          slot, off, stride = self.direct_a
-          a_buf, a_ty = f"%arg{slot}", mem_type(self.args[slot].dtype)
-        else: off, stride = 0, self.rows_a   # the row-major copy pack_a made, this problem's at %offa
-        row0, last = L(f"arith.muli %ib, {ci(mr)} : index"), ci(self.M - 1)
-        rows = [L(f"arith.minsi {add(row0, r)}, {last} : index") for r in range(mr)]
-        rbase = [at(L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index"), "a") if self.rows_a else
-                 L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index") for x in rows]
-      crow = at(L(f"arith.addi {L(f'arith.muli %ib, {ci(mr * self.Np)} : index')}, {jcol} : index"), "c")
-      offs = [[L(f"arith.addi {crow}, {ci(r * self.Np + v * vw)} : index") for v in range(nv)] for r in range(mr)]
-      # one k slice: C starts from the identity, nothing to load
-      init = [zero] * len(offs) * nv if one else \
-        [L(f"arith.select {first}, {zero}, {L(f'vector.load {pc}[{o}] : {tc}, {V}')} : {V}") for row in offs for o in row]
-      tty = f"memref<{mr * nr}xf32>"
-      if self.epi_tile is not None:   # its tile index t, and its calls' arguments (the tile's rows/columns from t)
-        ib = L(f"arith.addi {L(f'arith.muli %bt, {ci(self.Mp // mr)} : index')}, %ib : index") if batched else "%ib"
-        t = L(f"arith.addi {L(f'arith.muli {ib}, {ci(nb)} : index')}, %jb : index")
-        epi_args = f"{', '.join([f'%arg{i}' for i in range(len(self.args))] + ['%tile', t, add(t, 1)])}) : " \
-                   f"({', '.join([mem_type(x.dtype) for x in self.args] + [tty, 'index', 'index'])}) -> ()"
-        # the output rows (and the rows the epilogue reads) this tile will touch, fetched while its k loop runs
-        last = None if one else L(f"arith.cmpi eq, {kend}, {ck} : index")   # several slices: only the last one's tile
-        if last: put(f"scf.if {last} {{")
-        put(f"{'  ' * bool(last)}func.call @{self.name}_pf({epi_args}")
-        if last: put("}")
-      accs, res = [f"%acc{i}" for i in range(len(init))], f"%res{n[0]}"
-      put(f"{res}:{len(init)} = scf.for %k = %kc to {kend} step {c1} iter_args("
-          + ", ".join(f"{a} = {i}" for a, i in zip(accs, init)) + f") -> ({', '.join([V] * len(init))}) {{"); depth[0] += 1
-      bo = L(f"arith.addi {bbase}, {L(f'arith.muli %k, {ci(nr)} : index')} : index")
-      bv = [L(f"vector.load {pb}[{add(bo, v * vw)}] : {tb}, {V}") for v in range(nv)]
-      # the same row of the next B panel, into L2, a cache line at a time: its first tile then finds it there (weights
-      # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved)
-      for off in range(0, nr, 16):
-        put(f"memref.prefetch {pb}[{L(f'arith.minsi {add(bo, self.K * nr + off)}, {ci(self.scratch[1] - 1)} : index')}], read, locality<2>, data : {tb}")
-      if not rowwise: ao = L(f"arith.addi {abase}, {L(f'arith.muli %k, {ci(mr)} : index')} : index")
-      new = []
-      for r in range(mr):
-        ar = L(f"memref.load {a_buf}[{add(ao, r) if not rowwise else L(f'arith.addi {rbase[r]}, %k : index')}] : {a_ty}")
-        av = L(f"vector.broadcast {ar} : f32 to {V}")
-        new += [L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") if op == "add" else
-                L(f"arith.{op}imumf {accs[r * nv + v]}, {L(f'arith.mulf {av}, {bv[v]} : {V}')} : {V}") for v in range(nv)]
-      put(f"scf.yield {', '.join(new)} : {', '.join([V] * len(new))}"); depth[0] -= 1
+def private(text: str) -> str: return text.replace("func.func @", "func.func private @", 1)   # mm's one call of it inlines
+
+def mm(mk: MicroKernel) -> str:
+  """The micro-kernel's phase (see Contraction): Goto's loops over KC slices, MC-row blocks and NR-wide panels around an
+  MR x NR register tile of VW-lane vector accumulators."""
+  mr, nr, kc, mc, vw = mk.mr, mk.nr, mk.kc, mk.mc, mk.vw
+  nv, V = nr // vw, f"vector<{vw}xf32>"
+  t = mk.threads
+  out, n, depth = [], [0], [2]
+  def L(text):
+    n[0] += 1; out.append(f"{'  ' * depth[0]}%v{n[0]} = {text}"); return f"%v{n[0]}"
+  def put(text, d=None):
+    if d is not None: depth[0] = d
+    out.append(f"{'  ' * depth[0]}{text}")
+  ci = lambda v: L(f"arith.constant {v} : index")
+  add = lambda x, c: L(f"arith.addi {x}, {ci(c)} : index") if c else x
+  c0, c1 = ci(0), ci(1)
+  ck, ckc = ci(mk.K), ci(kc)
+  one = mk.K <= kc   # one k slice
+  if mk.tile: put(f"%tile = memref.alloca() {{alignment = 64 : i64}} : memref<{mr * nr}xf32>")
+  # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
+  op = mk.op
+  zero = L(f"arith.constant dense<{ {'add': '0.0', 'max': '0xFF800000', 'min': '0x7F800000'}[op]}> : {V}")
+  nb, mb = mk.Np // nr, -(-mk.Mp // mc)   # Bp panels, Ap row blocks: threads split the larger (each thread then
+  by_m = mb > nb                               # streams only its share of the big operand from memory)
+  batched = mk.batch > 1                     # threads split the batch instead; each problem's offsets in the scratch
+  lo, hi = ("%lo", "%hi") if t > 1 else (c0, ci(mk.batch if batched else mb if by_m else nb))
+  at = lambda x, part: L(f"arith.addi {x}, %off{part} : index") if batched else x
+  rowwise = mk.direct_a is not None or mk.rows_a is not None   # the tiles read A's rows (in place, or pack_a's copy)
+  nargs = mk.nargs
+  pa, pb, pc = (f"%arg{nargs + i}" for i in range(3))
+  ta, tb, tc = (f"memref<{x}xf32>" for x in mk.scratch[:3])
+
+  def row_block():   # %ic .. the block's first and last MR-row panel
+    ic = L(f"arith.muli %icb, {ci(mc)} : index")
+    ic_end = L(f"arith.minsi {L(f'arith.addi {ic}, {ci(mc)} : index')}, {ci(mk.Mp)} : index")
+    return L(f"arith.divui {ic}, {ci(mr)} : index"), L(f"arith.divui {ic_end}, {ci(mr)} : index")
+
+  def tile(ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base):
+    """for %ib in the block: the MR x NR tile of C at (%ib, %jb), accumulated over k in [%kc, kend)."""
+    bbase = at(L(f"arith.muli %jb, {ci(mk.K * nr)} : index"), "b")
+    jcol = L(f"arith.muli %jb, {ci(nr)} : index")
+    put(f"scf.for %ib = {ib_lo} to {ib_hi} step {c1} {{"); depth[0] += 1
+    if not rowwise: abase = a_base()
+    else:   # row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows)
+      if mk.direct_a is not None:
+        slot, off, stride = mk.direct_a
+        a_buf, a_ty = f"%arg{slot}", mem_type(mk.args[slot].dtype)
+      else: off, stride = 0, mk.rows_a   # the row-major copy pack_a made, this problem's at %offa
+      row0, last = L(f"arith.muli %ib, {ci(mr)} : index"), ci(mk.M - 1)
+      rows = [L(f"arith.minsi {add(row0, r)}, {last} : index") for r in range(mr)]
+      rbase = [at(L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index"), "a") if mk.rows_a else
+               L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index") for x in rows]
+    crow = at(L(f"arith.addi {L(f'arith.muli %ib, {ci(mr * mk.Np)} : index')}, {jcol} : index"), "c")
+    offs = [[L(f"arith.addi {crow}, {ci(r * mk.Np + v * vw)} : index") for v in range(nv)] for r in range(mr)]
+    # one k slice: C starts from the identity, nothing to load
+    init = [zero] * len(offs) * nv if one else \
+      [L(f"arith.select {first}, {zero}, {L(f'vector.load {pc}[{o}] : {tc}, {V}')} : {V}") for row in offs for o in row]
+    tty = f"memref<{mr * nr}xf32>"
+    if mk.tile:   # its tile index t, and its calls' arguments (the tile's rows/columns from t)
+      ib = L(f"arith.addi {L(f'arith.muli %bt, {ci(mk.Mp // mr)} : index')}, %ib : index") if batched else "%ib"
+      t = L(f"arith.addi {L(f'arith.muli {ib}, {ci(nb)} : index')}, %jb : index")
+      epi_args = f"{', '.join([f'%arg{i}' for i in range(len(mk.args))] + ['%tile', t, add(t, 1)])}) : " \
+                 f"({', '.join([mem_type(x.dtype) for x in mk.args] + [tty, 'index', 'index'])}) -> ()"
+      # the output rows (and the rows the epilogue reads) this tile will touch, fetched while its k loop runs
+      last = None if one else L(f"arith.cmpi eq, {kend}, {ck} : index")   # several slices: only the last one's tile
+      if last: put(f"scf.if {last} {{")
+      put(f"{'  ' * bool(last)}func.call @{mk.name}_pf({epi_args}")
+      if last: put("}")
+    accs, res = [f"%acc{i}" for i in range(len(init))], f"%res{n[0]}"
+    put(f"{res}:{len(init)} = scf.for %k = %kc to {kend} step {c1} iter_args("
+        + ", ".join(f"{a} = {i}" for a, i in zip(accs, init)) + f") -> ({', '.join([V] * len(init))}) {{"); depth[0] += 1
+    bo = L(f"arith.addi {bbase}, {L(f'arith.muli %k, {ci(nr)} : index')} : index")
+    bv = [L(f"vector.load {pb}[{add(bo, v * vw)}] : {tb}, {V}") for v in range(nv)]
+    # the same row of the next B panel, into L2, a cache line at a time: its first tile then finds it there (weights
+    # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved)
+    for off in range(0, nr, 16):
+      put(f"memref.prefetch {pb}[{L(f'arith.minsi {add(bo, mk.K * nr + off)}, {ci(mk.scratch[1] - 1)} : index')}], read, locality<2>, data : {tb}")
+    if not rowwise: ao = L(f"arith.addi {abase}, {L(f'arith.muli %k, {ci(mr)} : index')} : index")
+    new = []
+    for r in range(mr):
+      ar = L(f"memref.load {a_buf}[{add(ao, r) if not rowwise else L(f'arith.addi {rbase[r]}, %k : index')}] : {a_ty}")
+      av = L(f"vector.broadcast {ar} : f32 to {V}")
+      new += [L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") if op == "add" else
+              L(f"arith.{op}imumf {accs[r * nv + v]}, {L(f'arith.mulf {av}, {bv[v]} : {V}')} : {V}") for v in range(nv)]
+    put(f"scf.yield {', '.join(new)} : {', '.join([V] * len(new))}"); depth[0] -= 1
+    put("}")
+    def to_tile():   # the tile on mm's stack, row-major, or transposed where the epilogue's lanes run along its rows
+      for q in range(mr * nv):
+        if not mk.tile_rows: put(f"vector.store {res}#{q}, %tile[{ci(q * vw)}] : {tty}, {V}"); continue
+        # chunk q of the transposed tile (element p: column p // mr, row p % mr) from the accumulators it takes lanes
+        # of, merged pairwise by shuffles (a scatter costs 11-15% of a 1x1 convolution's time at K = 256)
+        src: dict[int, dict[int, int]] = {}   # accumulator -> {position in the chunk: its lane}
+        for p in range(q * vw, (q + 1) * vw): src.setdefault((p % mr) * nv + p // mr // vw, {})[p - q * vw] = p // mr % vw
+        parts = []
+        for pair in [list(src.items())[i:i + 2] for i in range(0, len(src), 2)]:
+          (a, fa), (b, fb) = pair[0], pair[-1]
+          mask = [fa[p] if p in fa else vw + fb[p] if p in fb else 0 for p in range(vw)]
+          parts.append((L(f"vector.shuffle {res}#{a}, {res}#{b} {mask} : {V}, {V}"), {**fa, **fb}))
+        while len(parts) > 1:
+          (a, fa), (b, fb) = parts[0], parts[1]
+          parts = parts[2:] + [(L(f"vector.shuffle {a}, {b} {[p if p in fa else vw + p for p in range(vw)]} : {V}, {V}"), {**fa, **fb})]
+        put(f"vector.store {parts[0][0]}, %tile[{ci(q * vw)}] : {tty}, {V}")
+      put(f"func.call @{mk.name}_epi({epi_args}")
+    def to_c():
+      for i, o in enumerate(o for row in offs for o in row): put(f"vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
+    if not mk.tile: to_c()
+    elif one: to_tile()
+    else:   # the tile is done after the last slice: the epilogue takes it from the stack; C holds the earlier slices'
+      put(f"scf.if {last} {{"); depth[0] += 1
+      to_tile(); depth[0] -= 1
+      put("} else {"); depth[0] += 1
+      to_c(); depth[0] -= 1
       put("}")
-      def to_tile():   # the tile on mm's stack, row-major, or transposed where the epilogue's lanes run along its rows
-        for q in range(mr * nv):
-          if not self.tile_rows: put(f"vector.store {res}#{q}, %tile[{ci(q * vw)}] : {tty}, {V}"); continue
-          # chunk q of the transposed tile (element p: column p // mr, row p % mr) from the accumulators it takes lanes
-          # of, merged pairwise by shuffles (a scatter costs 11-15% of a 1x1 convolution's time at K = 256)
-          src: dict[int, dict[int, int]] = {}   # accumulator -> {position in the chunk: its lane}
-          for p in range(q * vw, (q + 1) * vw): src.setdefault((p % mr) * nv + p // mr // vw, {})[p - q * vw] = p // mr % vw
-          parts = []
-          for pair in [list(src.items())[i:i + 2] for i in range(0, len(src), 2)]:
-            (a, fa), (b, fb) = pair[0], pair[-1]
-            mask = [fa[p] if p in fa else vw + fb[p] if p in fb else 0 for p in range(vw)]
-            parts.append((L(f"vector.shuffle {res}#{a}, {res}#{b} {mask} : {V}, {V}"), {**fa, **fb}))
-          while len(parts) > 1:
-            (a, fa), (b, fb) = parts[0], parts[1]
-            parts = parts[2:] + [(L(f"vector.shuffle {a}, {b} {[p if p in fa else vw + p for p in range(vw)]} : {V}, {V}"), {**fa, **fb})]
-          put(f"vector.store {parts[0][0]}, %tile[{ci(q * vw)}] : {tty}, {V}")
-        put(f"func.call @{self.name}_epi({epi_args}")
-      def to_c():
-        for i, o in enumerate(o for row in offs for o in row): put(f"vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
-      if self.epi_tile is None: to_c()
-      elif one: to_tile()
-      else:   # the tile is done after the last slice: the epilogue takes it from the stack; C holds the earlier slices'
-        put(f"scf.if {last} {{"); depth[0] += 1
-        to_tile(); depth[0] -= 1
-        put("} else {"); depth[0] += 1
-        to_c(); depth[0] -= 1
-        put("}")
-      depth[0] -= 1; put("}")
+    depth[0] -= 1; put("}")
 
-    def k_slice():   # %kc's slice end and whether it is the first (C starts from zero)
-      return L(f"arith.minsi {L(f'arith.addi %kc, {ckc} : index')}, {ck} : index"), L(f"arith.cmpi eq, %kc, {c0} : index")
+  def k_slice():   # %kc's slice end and whether it is the first (C starts from zero)
+    return L(f"arith.minsi {L(f'arith.addi %kc, {ckc} : index')}, {ck} : index"), L(f"arith.cmpi eq, %kc, {c0} : index")
 
-    if self.fused:
-      # Goto's order with A packed per block: each thread packs its MC-row block of A (all of K) into its own
-      # L2-sized buffer (picked by the chunk index %tid) right before the tiles use it; A never round-trips memory
-      blk = f"memref<{self.scratch[3]}xf32>"
-      bufs = [f"%arg{nargs + 3 + i}" for i in range(len(self.scratch) - 3)]
-      tid = "%tid" if t > 1 else c0
-      mine = bufs[0]
-      for i, b in enumerate(bufs[1:], 1): mine = L(f"arith.select {L(f'arith.cmpi eq, {tid}, {ci(i)} : index')}, {b}, {mine} : {blk}")
-      put(f"scf.for %icb = {lo} to {hi} step {c1} {{", 3)
-      ib_lo, ib_hi = row_block()
-      pass_args = [f"%arg{i}" for i in range(nargs + 3)] + [mine] + bufs[1:]
-      put(f"func.call @{self.name}_pack_a({', '.join(pass_args + [ib_lo, ib_hi])}) : ({', '.join([mem_type(a.dtype) for a in self.args] + ['index', 'index'])}) -> ()")
-      put(f"scf.for %kc = {c0} to {ck} step {ckc} {{"); depth[0] += 1
-      kend, first = k_slice()
-      put(f"scf.for %jb = {c0} to {ci(nb)} step {c1} {{"); depth[0] += 1
-      tile(ib_lo, ib_hi, kend, first, mine, blk, lambda: L(f"arith.muli {L(f'arith.subi %ib, {ib_lo} : index')}, {ci(self.K * mr)} : index"))
-      for d in (5, 4, 3): put("}", d)
-    else:
-      # Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels
-      # (each KC x NR slice L1-resident while the MR-row tiles of the block pass over it)
-      if batched:
-        put(f"scf.for %bt = {lo} to {hi} step {c1} {{", 3)
-        for part, area in zip("abc", self.areas()):
-          put(f"%off{part} = arith.muli %bt, {ci(area)} : index")
-        lo, hi, by_m = c0, ci(mb), True
-      put(f"scf.for %kc = {c0} to {ck} step {ckc} {{", 3)
-      kend, first = k_slice()
-      put(f"scf.for %icb = {lo if by_m else c0} to {hi if by_m else ci(mb)} step {c1} {{"); depth[0] += 1
-      ib_lo, ib_hi = row_block()
-      put(f"scf.for %jb = {c0 if by_m else lo} to {ci(nb) if by_m else hi} step {c1} {{"); depth[0] += 1
-      tile(ib_lo, ib_hi, kend, first, pa, ta, lambda: at(L(f"arith.muli %ib, {ci(self.K * mr)} : index"), "a"))
-      for d in (5, 4, 3): put("}", d)
-      if batched: put("}", 3)
-    idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if self.fused else []) if t > 1 else []
-    args = ", ".join([f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(self.args)] + idx)
-    return f"  func.func @{self.name}_mm({args}) {{\n" + "\n".join(out) + "\n    return\n  }\n"
+  if mk.fused:
+    # Goto's order with A packed per block: each thread packs its MC-row block of A (all of K) into its own
+    # L2-sized buffer (picked by the chunk index %tid) right before the tiles use it; A never round-trips memory
+    blk = f"memref<{mk.scratch[3]}xf32>"
+    bufs = [f"%arg{nargs + 3 + i}" for i in range(len(mk.scratch) - 3)]
+    tid = "%tid" if t > 1 else c0
+    mine = bufs[0]
+    for i, b in enumerate(bufs[1:], 1): mine = L(f"arith.select {L(f'arith.cmpi eq, {tid}, {ci(i)} : index')}, {b}, {mine} : {blk}")
+    put(f"scf.for %icb = {lo} to {hi} step {c1} {{", 3)
+    ib_lo, ib_hi = row_block()
+    pass_args = [f"%arg{i}" for i in range(nargs + 3)] + [mine] + bufs[1:]
+    put(f"func.call @{mk.name}_pack_a({', '.join(pass_args + [ib_lo, ib_hi])}) : ({', '.join([mem_type(a.dtype) for a in mk.args] + ['index', 'index'])}) -> ()")
+    put(f"scf.for %kc = {c0} to {ck} step {ckc} {{"); depth[0] += 1
+    kend, first = k_slice()
+    put(f"scf.for %jb = {c0} to {ci(nb)} step {c1} {{"); depth[0] += 1
+    tile(ib_lo, ib_hi, kend, first, mine, blk, lambda: L(f"arith.muli {L(f'arith.subi %ib, {ib_lo} : index')}, {ci(mk.K * mr)} : index"))
+    for d in (5, 4, 3): put("}", d)
+  else:
+    # Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels
+    # (each KC x NR slice L1-resident while the MR-row tiles of the block pass over it)
+    if batched:
+      put(f"scf.for %bt = {lo} to {hi} step {c1} {{", 3)
+      for part, area in zip("abc", mk.areas):
+        put(f"%off{part} = arith.muli %bt, {ci(area)} : index")
+      lo, hi, by_m = c0, ci(mb), True
+    put(f"scf.for %kc = {c0} to {ck} step {ckc} {{", 3)
+    kend, first = k_slice()
+    put(f"scf.for %icb = {lo if by_m else c0} to {hi if by_m else ci(mb)} step {c1} {{"); depth[0] += 1
+    ib_lo, ib_hi = row_block()
+    put(f"scf.for %jb = {c0 if by_m else lo} to {ci(nb) if by_m else hi} step {c1} {{"); depth[0] += 1
+    tile(ib_lo, ib_hi, kend, first, pa, ta, lambda: at(L(f"arith.muli %ib, {ci(mk.K * mr)} : index"), "a"))
+    for d in (5, 4, 3): put("}", d)
+    if batched: put("}", 3)
+  idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if mk.fused else []) if t > 1 else []
+  args = ", ".join([f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(mk.args)] + idx)
+  return f"  func.func @{mk.name}_mm({args}) {{\n" + "\n".join(out) + "\n    return\n  }\n"
