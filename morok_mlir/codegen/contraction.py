@@ -70,74 +70,11 @@ class Contraction:
     if self.fused: self.scratch += [self.mc * self.K] * t   # one A block per thread
     self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
     ap, bp, cp = (self.args[n + i] for i in (3 if self.fused else 0, 1, 2))
-    thr = {k: v for k, v in f.attrs.items() if k in self.PASSED}
-    def pack(x, rs, w, buf, k_first, per_batch, row=0):
-      # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first
-      # for a), so reads follow its layout; the packed position needs only lin // w and lin % w (row > 0: row-major,
-      # rows `row` floats apart)
-      x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
-      if not row and (lanes := pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
-      order = T + ((K + rs) if k_first else (rs + K))
-      new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
-      lin, kl = im.linearize([new[r] for r in rs], sizes(rs)), im.linearize([new[r] for r in K], sizes(K))
-      idx = self.packed_at(lin, kl, w, row)
-      if T: idx = im.add(im.mul(im.linearize([new[r] for r in T], sizes(T)), im.const(per_batch)), idx)
-      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
-      return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *new.values())),))], {"uop.kernel": None, **thr})
-    def pack_block(x, rs, w, buf):
-      # per block: loops over panel p (from the caller's %lo to %hi), lane l, k; row p*w + l (clamped to the last:
-      # lanes past M repeat it, reaching only C's pad rows) at the block-local position (p mod P)*K*w + k*w + l
-      x = affine_simplify(x.substitute({r: im.const(0) for r in set(J) if r not in rs}))
-      n_rows, per = prod(sizes(rs)), self.mc // w
-      if (lanes := pack_lanes(x, rs, w, buf, per=per)) is not None: return lanes
-      p, l, ks = loop_range(0, -(-n_rows // w)), loop_range(1, w), {r: loop_range(2 + i, s) for i, (r, s) in enumerate(zip(K, sizes(K)))}
-      row = UOp(Ops.MIN, dtypes.index, (im.add(im.mul(p, im.const(w)), l), im.const(n_rows - 1)))
-      kl = im.linearize([ks[r] for r in K], sizes(K))
-      idx = im.add(im.add(im.mul(im.mod(p, per), im.const(self.K * w)), im.mul(kl, im.const(w))), l)
-      val = affine_simplify(x.substitute({**dict(zip(rs, im.unravel(row, sizes(rs)))), **ks}))
-      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
-      return Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, l, *ks.values())),))],
-                  {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
-    def pack_lanes(x, rs, w, buf, per=0, per_batch=0):
-      # panels whose rows are neighbours in the innermost row range (a convolution's output columns) as vector lanes
-      # (LaneLowerer): loops over the batch, panel p, k and lane group v (L = VW rows of a w-row panel), the rows
-      # unravelled once per group. Each k then reads L elements a fixed step apart and writes L consecutive ones.
-      # Where L does not divide that range (size S), a group spans pieces of up to J + 1 runs: each piece's loads are
-      # gated to its lanes (the others may point anywhere), and rows past the last (lanes of the last panel, reaching
-      # only C's pad rows) read the last row. per: panels per block (a block packed inside mm), else the whole operand
-      if not rs: return None
-      sz = sizes(rs)
-      S, n_rows, L = sz[-1], prod(sz), self.vw if w % self.vw == 0 else w
-      J = (S - gcd(L, S) + L - 1) // S   # the most row boundaries a group crosses
-      ts = [loop_range(i, n) for i, n in enumerate(sizes(T) if not per else [])]
-      p, ks = loop_range(len(ts), -(-n_rows // w)), {r: loop_range(len(ts) + 1 + i, n) for i, (r, n) in enumerate(zip(K, sizes(K)))}
-      v = loop_range(len(ts) + 1 + len(K), w // L) if w > L else im.const(0)   # innermost: a k row's panel is read once
-      lane = lane_range(L)
-      row0 = im.add(im.mul(p, im.const(w)), im.mul(v, im.const(L)))
-      r0, col, val = im.idiv(row0, S), im.add(im.mod(row0, S), lane), None
-      clamp = J or n_rows % w
-      sub = {**dict(zip(T, ts)), **ks}
-      for jj in range(J + 1):
-        row = UOp(Ops.MIN, dtypes.index, (im.add(r0, im.const(jj)), im.const(n_rows // S - 1))) if clamp else r0
-        xj = affine_simplify(x.substitute({**dict(zip(rs, (*im.unravel(row, sz[:-1]), im.sub(col, im.const(jj * S))))), **sub}))
-        if (mine := im.in_bounds(col, jj * S, (jj + 1) * S) if J else None) is False: continue
-        if mine is not None:
-          xj = xj.substitute({u.src[0]: gated(u.src[0], mine) for u in xj.toposort if u.op is Ops.LOAD and lane in u.src[0].toposort})
-        val = xj if val is None or mine is None else UOp(Ops.WHERE, dtypes.float32, (mine, xj, val))
-      if not LaneLowerer.supports(val, lane): return None
-      kl = im.linearize([ks[r] for r in K], sizes(K))
-      idx = im.add(im.add(im.mul(im.mod(p, per) if per else p, im.const(self.K * w)), im.mul(kl, im.const(w))), im.add(im.mul(v, im.const(L)), lane))
-      if ts: idx = im.add(im.mul(im.linearize(ts, sizes(T)), im.const(per_batch)), idx)
-      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
-      loops = [*ts, p, *ks.values(), *([v] if w > L else [])]
-      f = Func(f"{name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *loops)),))],
-               {"uop.kernel": None, **({"uop.threads": 1} if per else thr)})
-      self.lane_of[id(f)] = lane
-      return f
+    self.ranges, self.thr = (I, J, K, T), {k: v for k, v in f.attrs.items() if k in self.PASSED}
     self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
-    self.pack_a = None if self.direct_a is not None else pack_block(a, I, self.mr, ap) if self.fused else \
-      pack(a, I, self.mr, ap, False, self.Mp * self.ka, self.rows_a or 0)
-    self.pack_b = pack(b, J, self.nr, bp, True, self.Np * self.K)
+    self.pack_a = None if self.direct_a is not None else self.pack_block(a, I, self.mr, ap) if self.fused else \
+      self.pack(a, I, self.mr, ap, False, self.Mp * self.ka, self.rows_a or 0)
+    self.pack_b = self.pack(b, J, self.nr, bp, True, self.Np * self.K)
     m, nn = im.linearize(I, sizes(I)), im.linearize(J, sizes(J))
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
     if T: ci = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.Np)), ci)
@@ -148,9 +85,79 @@ class Contraction:
       # the output steps along A's last row range (NCHW conv with the image as A) while C steps along B's: the loops over
       # B's ranges move inside A's others, so a few rows of C stay in L1 while their columns go out, one at a time
       epi = epi.substitute({r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + I[:-1] + J + I[-1:])})
-    self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **thr})
+    self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **self.thr})
     self.tile_rows = False   # see tile_epilogue
     self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp, sums)
+
+  def pack(self, x, rs, w, buf, k_first, per_batch, row=0):
+    # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first
+    # for a), so reads follow its layout; the packed position needs only lin // w and lin % w (row > 0: row-major,
+    # rows `row` floats apart)
+    I, J, K, T = self.ranges
+    x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
+    if not row and (lanes := self.pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
+    order = T + ((K + rs) if k_first else (rs + K))
+    new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
+    lin, kl = im.linearize([new[r] for r in rs], sizes(rs)), im.linearize([new[r] for r in K], sizes(K))
+    idx = self.packed_at(lin, kl, w, row)
+    if T: idx = im.add(im.mul(im.linearize([new[r] for r in T], sizes(T)), im.const(per_batch)), idx)
+    st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
+    return Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *new.values())),))],
+                {"uop.kernel": None, **self.thr})
+
+  def pack_block(self, x, rs, w, buf):
+    # per block: loops over panel p (from the caller's %lo to %hi), lane l, k; row p*w + l (clamped to the last:
+    # lanes past M repeat it, reaching only C's pad rows) at the block-local position (p mod P)*K*w + k*w + l
+    _, J, K, _ = self.ranges
+    x = affine_simplify(x.substitute({r: im.const(0) for r in set(J) if r not in rs}))
+    n_rows, per = prod(sizes(rs)), self.mc // w
+    if (lanes := self.pack_lanes(x, rs, w, buf, per=per)) is not None: return lanes
+    p, l, ks = loop_range(0, -(-n_rows // w)), loop_range(1, w), {r: loop_range(2 + i, s) for i, (r, s) in enumerate(zip(K, sizes(K)))}
+    row = UOp(Ops.MIN, dtypes.index, (im.add(im.mul(p, im.const(w)), l), im.const(n_rows - 1)))
+    kl = im.linearize([ks[r] for r in K], sizes(K))
+    idx = im.add(im.add(im.mul(im.mod(p, per), im.const(self.K * w)), im.mul(kl, im.const(w))), l)
+    val = affine_simplify(x.substitute({**dict(zip(rs, im.unravel(row, sizes(rs)))), **ks}))
+    st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
+    return Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, l, *ks.values())),))],
+                {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
+
+  def pack_lanes(self, x, rs, w, buf, per=0, per_batch=0):
+    # panels whose rows are neighbours in the innermost row range (a convolution's output columns) as vector lanes
+    # (LaneLowerer): loops over the batch, panel p, k and lane group v (L = VW rows of a w-row panel), the rows
+    # unravelled once per group. Each k then reads L elements a fixed step apart and writes L consecutive ones.
+    # Where L does not divide that range (size S), a group spans pieces of up to J + 1 runs: each piece's loads are
+    # gated to its lanes (the others may point anywhere), and rows past the last (lanes of the last panel, reaching
+    # only C's pad rows) read the last row. per: panels per block (a block packed inside mm), else the whole operand
+    _, _, K, T = self.ranges
+    if not rs: return None
+    sz = sizes(rs)
+    S, n_rows, L = sz[-1], prod(sz), self.vw if w % self.vw == 0 else w
+    J = (S - gcd(L, S) + L - 1) // S   # the most row boundaries a group crosses
+    ts = [loop_range(i, n) for i, n in enumerate(sizes(T) if not per else [])]
+    p, ks = loop_range(len(ts), -(-n_rows // w)), {r: loop_range(len(ts) + 1 + i, n) for i, (r, n) in enumerate(zip(K, sizes(K)))}
+    v = loop_range(len(ts) + 1 + len(K), w // L) if w > L else im.const(0)   # innermost: a k row's panel is read once
+    lane = lane_range(L)
+    row0 = im.add(im.mul(p, im.const(w)), im.mul(v, im.const(L)))
+    r0, col, val = im.idiv(row0, S), im.add(im.mod(row0, S), lane), None
+    clamp = J or n_rows % w
+    sub = {**dict(zip(T, ts)), **ks}
+    for jj in range(J + 1):
+      row = UOp(Ops.MIN, dtypes.index, (im.add(r0, im.const(jj)), im.const(n_rows // S - 1))) if clamp else r0
+      xj = affine_simplify(x.substitute({**dict(zip(rs, (*im.unravel(row, sz[:-1]), im.sub(col, im.const(jj * S))))), **sub}))
+      if (mine := im.in_bounds(col, jj * S, (jj + 1) * S) if J else None) is False: continue
+      if mine is not None:
+        xj = xj.substitute({u.src[0]: gated(u.src[0], mine) for u in xj.toposort if u.op is Ops.LOAD and lane in u.src[0].toposort})
+      val = xj if val is None or mine is None else UOp(Ops.WHERE, dtypes.float32, (mine, xj, val))
+    if not LaneLowerer.supports(val, lane): return None
+    kl = im.linearize([ks[r] for r in K], sizes(K))
+    idx = im.add(im.add(im.mul(im.mod(p, per) if per else p, im.const(self.K * w)), im.mul(kl, im.const(w))), im.add(im.mul(v, im.const(L)), lane))
+    if ts: idx = im.add(im.mul(im.linearize(ts, sizes(T)), im.const(per_batch)), idx)
+    st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
+    loops = [*ts, p, *ks.values(), *([v] if w > L else [])]
+    f = Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *loops)),))],
+             {"uop.kernel": None, **({"uop.threads": 1} if per else self.thr)})
+    self.lane_of[id(f)] = lane
+    return f
 
   def tile_epilogue(self, red: UOp, a: UOp, b: UOp, I: list[UOp], J: list[UOp], T: list[UOp], cp: UOp, sums: dict) -> Func | None:
     """The epilogue as a function of tiles (outer range t = (bt * MB + ib) * NB + jb, from %lo to %hi), which mm calls on each tile
