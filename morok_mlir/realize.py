@@ -11,7 +11,7 @@ from morok_mlir.core.uop import UOp, attrs, sym_val
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import MOVEMENT, Ops
 from morok_mlir.ir.bridge import Func, module_text
-from morok_mlir.ir.emit import buffer_data, is_input, normalize, graph_func
+from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import compile_lock, lower_to_kernels
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.lru import LRU
@@ -34,7 +34,7 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
     u = UOp.unique(Ops.BUFFER, data.dtype, (("id", next(_ids)), ("shape", tuple(shape))), loc)   # attrs(id=, shape=), prebuilt
     if data.device == "CPU":   # contents never change (see below)
       (data._buf if data._buf is not None and data.base is None else data.as_numpy()).flags.writeable = False
-    u.__dict__["buffer"] = data
+    u.buffer = data
     return u
   if dtype is None:
     try: dtype = dtypes.from_np(data.dtype)
@@ -43,7 +43,7 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
     data = np.array(data, dtype=dtype.npdt, order="C")   # native order, C-contiguous, 0-d arrays stay 0-d
   u = UOp(Ops.BUFFER, dtype, (), attrs(id=next(_ids), shape=data.shape), loc)
   data.flags.writeable = False   # contents never change: compiled programs may keep what they derive from them
-  u.__dict__["buffer"] = Buffer("CPU", data.size, dtype).allocate(data.reshape(-1))   # (a view: no copy)
+  u.buffer = Buffer("CPU", data.size, dtype).allocate(data.reshape(-1))   # (a view: no copy)
   return u
 
 # ---------------------------------------------------------------- compile: graph -> schedule of compiled kernels
@@ -131,7 +131,7 @@ def cut_deep(outs: list[UOp], device: str) -> list[UOp] | None:
   order = list(dict.fromkeys(u for o in outs for u in o.toposort))
   depth: dict[UOp, int] = {}
   for u in order: depth[u] = 1 + max((depth[s] for s in u.src), default=-1)
-  ins = [u for u in order if is_input(u)]
+  ins = [u for u in order if u.buffer is not None]
   if max(depth.values()) < MAX_DEPTH and len(ins) <= MAX_INPUTS: return None
   big = max(sym_val(u.size) for u in ins + outs)
   last = {o: len(order) for o in outs}   # node -> the position of its last reader
@@ -142,7 +142,7 @@ def cut_deep(outs: list[UOp], device: str) -> list[UOp] | None:
   def build(u: UOp) -> tuple[UOp, int]:
     src = tuple(new[s] for s in u.src)
     n = u if src == u.src else u.replace(src=src)
-    below[u] = frozenset((n,)) if is_input(n) else below[u.src[0]] if len(u.src) == 1 else frozenset().union(*(below[s] for s in u.src))
+    below[u] = frozenset((n,)) if n.buffer is not None else below[u.src[0]] if len(u.src) == 1 else frozenset().union(*(below[s] for s in u.src))
     return n, 1 + max((depth[s] for s in u.src), default=-1)
   def base(u: UOp) -> UOp:
     while u.op in MOVEMENT: u = u.src[0]
@@ -152,7 +152,7 @@ def cut_deep(outs: list[UOp], device: str) -> list[UOp] | None:
     new[u], depth[u] = build(u)
     n = new[u]
     if (depth[u] >= MAX_DEPTH or len(below[u]) > MAX_INPUTS) and n.op not in CUT_NEVER and 0 < sym_val(n.size) <= big:
-      live = dict.fromkeys(b for x in pending if last.get(x, -1) > i and (b := base(x)).op not in CUT_NEVER and not is_input(new[b])
+      live = dict.fromkeys(b for x in pending if last.get(x, -1) > i and (b := base(x)).op not in CUT_NEVER and new[b].buffer is None
                            and 0 < sym_val(b.size) <= big and all(type(d) is int for d in b.shape))
       live.pop(u, None)
       cut = [u, *live]
@@ -189,7 +189,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
   todo = []
   for i, o in enumerate(outs):
     if o.size == 0: results[i] = Buffer(device, 0, o.dtype).allocate()
-    elif is_input(o): results[i] = buffer_data(o)
+    elif o.buffer is not None: results[i] = o.buffer
     else: todo.append(i)
   if not todo: return results
   key, inputs, vals = normalize([outs[i] for i in todo])
@@ -219,7 +219,7 @@ def run_schedule(sched: Schedule, device: str, inputs: list[UOp | None], vals=()
   """Run a compiled schedule on the buffers of `inputs` (graph input UOps; None: the symbolic sizes' values, `vals`) and
   fresh buffers for its outputs and intermediates; returns the inputs' and outputs' buffers (intermediates are freed)."""
   try:
-    bufs = [b if (b := buffer_data(u)).device == device else on_device(b, device) for u in inputs if u is not None]
+    bufs = [b if (b := u.buffer).device == device else on_device(b, device) for u in inputs if u is not None]
     if vals: bufs.append(Buffer(device, len(vals), dtypes.int64).copyin(np.array(vals, np.int64)))
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
   return run_buffers(sched, device, bufs, inputs, outs)

@@ -5,13 +5,12 @@ import contextlib, copy, functools, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp, SHAPE_ATTR, SYM_ATTR, arg_of, attrs, seed_shape, split_sym, sym_val
+from morok_mlir.core.uop import UOp, attrs, sym_val
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err, vkey
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.core.index_math import smax
-from morok_mlir.ir.emit import buffer_data
 from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
 from morok_mlir.device import Device
 
@@ -117,10 +116,6 @@ _UNVIEW = {Ops.RESHAPE: lambda shape, arg, v: v.reshape(shape),
            Ops.PERMUTE: lambda shape, arg, v: v.permute(_argsort(arg)),
            Ops.SHRINK: lambda shape, arg, v: v.pad(tuple((lo, s - hi) for s, lo, hi in zip(shape, arg[::2], arg[1::2]))),
            "index": lambda shape, arg, v: v._basic_put(shape, arg)}
-
-# what Tensor._op does besides building the node, for the ops that need more: (shape attribute?, the view's attribute or
-# None, the attribute whose symbolic sizes become sources or None)
-_MOVES = {op: (op in SHAPE_ATTR, _VIEWS.get(op), SYM_ATTR.get(op)) for op in (*SHAPE_ATTR, *_VIEWS, *SYM_ATTR)}
 
 def _index_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
   """The broadcast shape of index arrays (numpy's IndexError when they do not broadcast)."""
@@ -333,7 +328,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
       if b.size != u.size or b.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {b} for {u.shape} {u.dtype}")
       if (rec := _capture.rec) is not None: rec.host_read(b)
       return b.numpy().reshape(u.shape)   # host memory itself (alive while the array is), or a device's copy
-    b = buffer_data(_data(self.realize().uop))
+    b = _data(self.realize().uop).buffer
     if (rec := _capture.rec) is not None: rec.host_read(b)
     # the copy in recycled host memory (the CPU allocator's pool: no page faults on a repeated call)
     return b.copyout(Device["CPU"].allocator.alloc(b.size, b.dtype)).reshape(self.shape)
@@ -355,25 +350,19 @@ class Tensor(OpMixin, metaclass=_TensorType):
     t._requires_grad = False
     return t
   def _op(self, _op: Ops, shape: tuple[int, ...], dtype: DType | None = None, src: tuple[Tensor, ...] = (), **kw) -> Tensor:
-    dev, u, rg = self.device, self.uop, self._requires_grad
-    srcs = [u]
+    """UOp._op on the sources' nodes, at the user's line, plus what only a Tensor has: one device, requires_grad, views."""
+    dev, u, rg, srcs = self.device, self.uop, self._requires_grad, ()
     for x in src:
       if x.device != dev:
         _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({dev, *(s.device for s in src)}))}")
-      srcs.append(x.uop)
+      srcs += (x.uop,)
       # True if a source requires grad, else None if one is unset, else False (tinygrad's)
       if rg is not True and (r := x._requires_grad) is not False: rg = r
     t = object.__new__(Tensor)   # __init__'s checks hold by construction here
-    if (mv := _MOVES.get(_op)) is None: t._view = None
-    else:
-      shape_attr, view, sym = mv
-      if shape_attr: kw["shape"] = shape = tuple(shape)   # the others' shapes follow from their sources
-      t._view = None if view is None else (weakref.ref(self), u.shape, _op, kw[view], self._view)
-      if sym is not None:   # symbolic sizes are sources after the tensor operand (see uop.SYM_ATTR)
-        kw[sym], dyn = split_sym(kw[sym])
-        srcs += dyn
-    t.uop = v = UOp(_op, dtype or u.dtype, tuple(srcs), arg_of(kw) if kw else (), _scope.loc or _loc())
-    if "shape" not in (d := v.__dict__): seed_shape(d, _op, u, shape)   # a new node: its shape is known here
+    loc = _scope.loc or _loc()
+    t.uop = v = u._op(_op, shape, dtype, srcs, loc, **kw) if kw else u._op(_op, shape, dtype, srcs, loc)   # a plain call is cheaper
+    if (view := _VIEWS.get(_op)) is None: t._view = None
+    else: t._view = (weakref.ref(self), u.shape, _op, kw[view] if view in kw else tuple(shape), self._view)   # reshape, expand: shape
     t.device, t.grad, t._requires_grad = dev, None, rg
     if _modes.no_grad: t._requires_grad, t.uop = False, v if rg is not True else UOp(Ops.DETACH, v.dtype, (v,), (), v.loc)
     return t

@@ -5,7 +5,6 @@ import numpy as np, pytest
 from morok_mlir import Tensor, dtypes
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
-from morok_mlir.ir.emit import buffer_data
 from morok_mlir.realize import new_buffer
 
 def test_lazy_allocation_and_copies():
@@ -42,10 +41,10 @@ def test_copy_to_the_same_device():
 def test_graph_inputs_are_buffers_without_copies():
   a = np.arange(12, dtype=np.float32)
   u = new_buffer(a)
-  assert buffer_data(u).ptr == a.ctypes.data and not a.flags.writeable   # a native C-contiguous array is used in place
-  assert buffer_data(new_buffer(np.arange(3, dtype=">i4"))).numpy().tolist() == [0, 1, 2]   # made native
+  assert u.buffer.ptr == a.ctypes.data and not a.flags.writeable   # a native C-contiguous array is used in place
+  assert new_buffer(np.arange(3, dtype=">i4")).buffer.numpy().tolist() == [0, 1, 2]   # made native
   t = (Tensor(np.ones(4, np.float32)) + 1).realize()
-  b = buffer_data(t.uop)
+  b = t.uop.buffer
   assert b.device == "CPU" and not b.numpy().flags.writeable and np.shares_memory(b.numpy(), b.as_numpy())
   out = t.numpy()
   assert out.flags.writeable and out.tolist() == [2, 2, 2, 2] and not np.shares_memory(out, b.numpy())
@@ -56,14 +55,14 @@ def test_memory_back_to_the_pool_cpu():
   n = alloc.SMALL // 4                                          # big enough to be pooled
   x = Tensor(np.ones(n, np.float32))
   y = (x + 1).realize()
-  ptr = buffer_data(y.uop).ptr
+  ptr = y.uop.buffer.ptr
   assert ptr in alloc.live
   z = Tensor(y.uop)                                             # a second tensor on the same buffer keeps it
   del y; gc.collect()
   assert ptr in alloc.live
   del z; gc.collect()
   assert ptr not in alloc.live and any(blk.ctypes.data == ptr for blk in alloc.pool.get(alloc.SMALL, []))
-  assert buffer_data((x + 2).realize().uop).ptr == ptr        # and is handed out again
+  assert (x + 2).realize().uop.buffer.ptr == ptr        # and is handed out again
 
 def test_lazy_allocate_from_threads():
   old = sys.getswitchinterval()
@@ -76,3 +75,10 @@ def test_lazy_allocate_from_threads():
       for t in ts: t.join()
       assert len(set(ptrs)) == 1 and ptrs[0] == b.ptr
   finally: sys.setswitchinterval(old)
+
+def test_input_buffer_is_the_nodes_slot():
+  """A graph input's Buffer is the `buffer` slot of its node (not hidden state); every other node has None there."""
+  t = Tensor(np.arange(3, dtype=np.float32))
+  u, y = t.uop, (t + 1).uop
+  assert u.buffer is not None and u.buffer.numpy().tolist() == [0, 1, 2] and "buffer" not in u.__dict__
+  assert y.buffer is None and (t + 1).realize().uop.buffer.numpy().tolist() == [1, 2, 3]

@@ -116,7 +116,7 @@ def test_tensors_stay_on_the_gpu(fake_cuda):
   z = (y * 2).realize()
   w = (z - 3).realize()
   assert fake.copies == {"HtoD": 1, "DtoH": 0, "DtoD": 0} and len(fake.launches) >= 3
-  assert all(t.uop.__dict__["buffer"].device == "CUDA" for t in (y, z, w))
+  assert all(t.uop.buffer.device == "CUDA" for t in (y, z, w))
   np.testing.assert_array_equal(w.numpy(), (a + 1) * 2 - 3)
   assert fake.copies == {"HtoD": 1, "DtoH": 1, "DtoD": 0}
   np.testing.assert_array_equal((x * 3).numpy(), a * 3)    # the input's device copy is kept: no second host->device
@@ -146,14 +146,14 @@ def test_memory_back_to_the_pool_fake_cuda(fake_cuda):
   dev, fake = fake_cuda
   x = Tensor(np.ones(1000, np.float32)).to("CUDA")
   y = (x + 1).realize()
-  ptr = y.uop.__dict__["buffer"].ptr
+  ptr = y.uop.buffer.ptr
   assert ptr in dev.allocator.live and (4000, ptr) not in dev.allocator.pool
   z = Tensor(y.uop, device="CUDA")          # a second tensor on the same buffer keeps it
   del y; gc.collect()
   assert ptr in dev.allocator.live
   del z; gc.collect()
   assert ptr not in dev.allocator.live and (4000, ptr) in dev.allocator.pool
-  assert (x + 2).realize().uop.__dict__["buffer"].ptr == ptr   # and is handed out again
+  assert (x + 2).realize().uop.buffer.ptr == ptr   # and is handed out again
   v = Buffer("CUDA", 1000, "float32").allocate().view(10, np.dtype("float32"), 0)
   p = v.base.ptr
   assert p in dev.allocator.live

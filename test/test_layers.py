@@ -25,6 +25,12 @@ def test_no_type_text_read_outside_the_boundary():
         if id(n) not in fparts or m.group(1) == "tensor": bad.append(f"{rel}:{n.lineno}: {n.value!r}")
   assert not bad, "MLIR type text handled outside bridge/emit/dialects:\n" + "\n".join(bad)
 
+def test_one_type_text_reader():
+  """bridge.split_type is the one reader of MLIR type text: parse_type (UOps) and the verifier both build on it."""
+  defs = [f"{p.relative_to(ROOT)}:{n.name}" for folder in ("morok_mlir", "passes", "dialects") for p in sorted((ROOT / folder).rglob("*.py"))
+          for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and n.name in ("parse_type", "split_type")]
+  assert defs == ["morok_mlir/ir/bridge.py:split_type", "morok_mlir/ir/bridge.py:parse_type"], defs
+
 def test_uops_carry_typed_values():
   from morok_mlir import Tensor
   from morok_mlir.dialects.ops import Op, Ops

@@ -32,3 +32,26 @@ def test_uop_keeps_identity_equality():
 def test_shape_errors_name_the_line():
   x = Tensor(np.ones((2, 3), np.float32)).uop
   with pytest.raises(ValueError, match=r"test_mixin\.py:\d+:\d+: .*cannot be broadcast"): x + x.reshape(3, 2)
+
+def test_tensor_nodes_are_built_by_uop_op(monkeypatch):
+  """Tensor._op adds only what a Tensor has (device, requires_grad, views, the user's line): its node comes from UOp._op."""
+  from morok_mlir.core.uop import Variable
+  built, op = [], UOp._op
+  monkeypatch.setattr(UOp, "_op", lambda self, *a, **kw: built.append(a[0]) or op(self, *a, **kw))
+  n = Variable("n", 1, 8).bind(3)
+  x = Tensor(np.ones((2, 3), np.float32))
+  t = (x * x).permute(1, 0).reshape(n, 2).pad(((0, 1), (0, 0)))
+  assert built == [Ops.MUL, Ops.PERMUTE, Ops.RESHAPE, Ops.PAD]
+  assert t.uop.loc == t.uop.src[0].loc and __file__ in t.uop.loc   # the user's line, not the source node's
+
+def test_op_families_one_per_file():
+  """OpMixin is composed of tinygrad-style families, one file each; a method is defined by one family only (none shadows another)."""
+  from morok_mlir.core.mixin import OpMixin
+  where = {"pad": "movement", "cat": "layout", "scatter": "indexing", "__add__": "elementwise", "gelu": "activation", "one_hot": "creation",
+           "softmax": "reduce", "sort": "scan", "matmul": "linalg", "cross_entropy": "loss", "conv2d": "nn", "dropout": "random"}
+  assert {n: getattr(OpMixin, n).__module__.rsplit(".", 1)[1] for n in where} == where
+  seen: dict[str, str] = {}
+  for fam in OpMixin.__mro__[1:-2]:
+    for n in vars(fam):
+      if not n.startswith("__") or n in ("__add__", "__getitem__", "__matmul__"):
+        assert seen.setdefault(n, fam.__name__) == fam.__name__, f"{n} in {seen[n]} and {fam.__name__}"

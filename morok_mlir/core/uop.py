@@ -89,6 +89,8 @@ def Variable(name: str, min: int, max: int) -> UOp:
 # the shape of a graph-level value per op, from its sources and attributes (tinygrad's `_shape`); ops whose shape no
 # source gives (buffer, const, reshape, expand) carry it as the `shape` attribute; kernel-level values have none (None)
 SHAPE_ATTR = frozenset((Ops.BUFFER, Ops.CONST, Ops.RESHAPE, Ops.EXPAND))
+# what UOp._op does for an op besides building it: (shape attribute?, the attribute whose symbolic sizes become sources or None)
+BUILD_ATTRS = {op: (op in SHAPE_ATTR, SYM_ATTR.get(op)) for op in (*SHAPE_ATTR, *SYM_ATTR)}
 SRC0_SHAPED = frozenset(GRAPH_ALU | {Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN, Ops.DETACH, Ops.THREEFRY, Ops.FLIP, Ops.SCATTER})
 # ops whose shape, as the op methods compute it to build them, is the rule's own expression (the same tuple): a node
 # built by an op method starts with its shape known (see seed_shape)
@@ -125,8 +127,10 @@ class UOp(OpMixin):
   """One operation: `op` its Ops member, `dtype` its result's element type (a pointer dtype for a buffer, void for an
   ordering token), `arg` its attributes (a hashable value: int, str, tuple, or a tuple of (name, value) pairs).
   A graph-level value's `shape` is computed from its sources (SHAPE_RULES). Equal (op, dtype, src, arg) means the
-  same object, so structural equality is identity and CSE is free. `loc` (the user's file:line) is not part of identity."""
-  __slots__ = ("op", "dtype", "src", "arg", "loc", "__weakref__", "__dict__")
+  same object, so structural equality is identity and CSE is free. `loc` (the user's file:line) is not part of identity.
+  `buffer` is the Buffer a graph input holds (a `buffer` node made by realize.new_buffer, unique by its id, which sets it
+  once before the node is seen anywhere), else None: not part of identity either, and read per call by a TinyJit replay."""
+  __slots__ = ("op", "dtype", "src", "arg", "loc", "buffer", "__weakref__", "__dict__")
   def __new__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None, loc: str | None = None):
     assert op.__class__ is Op and isinstance(dtype, DType), (op, dtype)
     if src.__class__ is not tuple: src = tuple(src)
@@ -134,7 +138,7 @@ class UOp(OpMixin):
     key = (op, dtype, src, repr(arg) if op is Ops.CONST else arg)
     if (r := _interned.get(key)) is not None and (u := r()) is not None: return u
     u = object.__new__(cls)
-    u.op, u.dtype, u.src, u.arg, u.loc = op, dtype, src, arg, loc
+    u.op, u.dtype, u.src, u.arg, u.loc, u.buffer = op, dtype, src, arg, loc, None
     ref = _Ref(u, _forget)
     ref.key = key
     if (r := _interned.setdefault(key, ref)) is not ref:   # another thread's, or dead
@@ -147,7 +151,7 @@ class UOp(OpMixin):
     """A source-less node whose arg makes it unique (a buffer's id): no other node can equal it, so it skips the
     hash-consing table (a TinyJit replay makes one per output: ~1 us of a ~7 us call)."""
     u = object.__new__(cls)
-    u.op, u.dtype, u.src, u.arg, u.loc = op, dtype, (), arg, loc
+    u.op, u.dtype, u.src, u.arg, u.loc, u.buffer = op, dtype, (), arg, loc, None
     return u
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg, self.loc)
   def __repr__(self):
@@ -169,11 +173,15 @@ class UOp(OpMixin):
   # ---- OpMixin's primitives: graph-level op methods build UOps directly (used by rewrite rules, gradients, importers)
   @property
   def _node(self) -> UOp: return self
-  def _op(self, _op: Ops, shape: tuple, dtype: DType | None = None, src: tuple[UOp, ...] = (), **kw) -> UOp:
-    if _op in SHAPE_ATTR: kw["shape"] = shape = tuple(shape)
-    dyn = ()   # symbolic sizes are sources after the operands (SYM_ATTR)
-    if (name := SYM_ATTR.get(_op)) is not None: kw[name], dyn = split_sym(kw[name])
-    u = UOp(_op, dtype or self.dtype, (self, *src, *dyn), arg_of(kw) if kw else (), self.loc)
+  def _op(self, _op: Ops, shape: tuple, dtype: DType | None = None, src: tuple[UOp, ...] = (), loc: str | None = None, **kw) -> UOp:
+    """Node _op of self and src with attributes kw, at loc (default: self's). shape is the op method's: a reshape or
+    expand carries it as its attribute, and a new node starts with it known (seed_shape)."""
+    if (mv := BUILD_ATTRS.get(_op)) is None: u = UOp(_op, dtype or self.dtype, (self,) + src, arg_of(kw) if kw else (), loc or self.loc)
+    else:
+      if mv[0]: kw["shape"] = shape = tuple(shape)
+      dyn = ()   # symbolic sizes are sources after the operands (SYM_ATTR)
+      if (name := mv[1]) is not None: kw[name], dyn = split_sym(kw[name])
+      u = UOp(_op, dtype or self.dtype, (self, *src, *dyn), arg_of(kw), loc or self.loc)
     if "shape" not in (d := u.__dict__): seed_shape(d, _op, self, shape)
     return u
   def _const(self, value, dtype: DType | None = None) -> UOp:

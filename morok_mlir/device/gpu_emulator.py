@@ -13,7 +13,7 @@ value; what this does not test is the combine across threads, which only the GPU
 from __future__ import annotations
 import itertools, re
 import numpy as np
-from morok_mlir.ir.emit import normalize, graph_func, buffer_data
+from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.codegen.lower_gpu import lower_module
@@ -61,7 +61,7 @@ def emulate(outs: list[UOp]) -> list[np.ndarray]:
   text = cpu_text(lower_module(funcs, group_threads=1))
   args = tuple(_arg(t) for t in sched.args)
   prog = CPUProgram(CPUCompiler().compile(ProgramSpec("schedule", text, args, ())))
-  bufs = [buffer_data(u).numpy() for u in inputs]
+  bufs = [u.buffer.numpy() for u in inputs]
   bufs += [np.zeros(size, dt.np) for size, dt in args[len(inputs):]]
   prog.call_ptrs(*[b.ctypes.data for b in bufs])
   return [bufs[len(inputs) + i].reshape(o.shape) for i, o in enumerate(outs)]

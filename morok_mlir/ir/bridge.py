@@ -1,7 +1,7 @@
 """MLIR text <-> UOp DAGs. A module is a list of `Func`s; function arguments become `buffer` UOps (slot = argument
 number), `func.return` operands are the results, and roots without results (sink) are kept as roots."""
 from __future__ import annotations
-import math, re
+import functools, math, re
 from dataclasses import dataclass, field
 from mlir import ir
 from morok_mlir.core.uop import UOp, SHAPE_ATTR, DYN, attrs as mkattrs
@@ -39,19 +39,27 @@ def type_text(dtype: DType, shape: tuple | None = None) -> str:
   return t
 def ty(u: UOp) -> str: return type_text(u.dtype, u.shape)
 
-_SHAPED = re.compile(r"(tensor|memref|vector)<((?:(?:\d+|\?)x)*)([a-z0-9]+)>")
+_SHAPED = re.compile(r"(tensor|memref|vector)<((?:(?:\d+|\?)x)*)(\w+)>")
+@functools.lru_cache(maxsize=4096)   # a program has few distinct types; the verifier reads them after every pass
+def split_type(t: str) -> tuple[str, tuple[int, ...], str]:
+  """MLIR type text -> (kind, dims, element text), the one reader of type text: 'tensor<2x?xf32>' -> ('tensor', (2, DYN), 'f32'),
+  '!uop.ptr<f32>' -> ('ptr', (), 'f32'), '!uop.token' -> ('token', (), ''), anything else ('scalar', (), t) (it may not be one)."""
+  if (m := _SHAPED.fullmatch(t)): return m.group(1), tuple(DYN if x == "?" else int(x) for x in m.group(2).split("x")[:-1]), m.group(3)
+  if t == "!uop.token": return "token", (), ""
+  if t.startswith("!uop.ptr<") and t.endswith(">"): return "ptr", (), t[9:-1]
+  return "scalar", (), t
+
 def parse_type(t: str) -> tuple[DType, tuple[int, ...] | None]:
   """MLIR type text -> (dtype, shape); the inverse of type_text (TypeError for a type the dialect does not use).
   A `?` tensor dimension is uop.DYN."""
-  if (m := _SHAPED.fullmatch(t)):
-    kind, dims, e = m.group(1), tuple(DYN if x == "?" else int(x) for x in m.group(2).split("x")[:-1]), dtypes.from_mlir(m.group(3))
-    if kind == "tensor": return e, dims
-    if DYN in dims: raise TypeError(f"{t}: only tensors have symbolic dimensions")
-    if len(dims) != 1: raise TypeError(f"{t}: only 1-d {kind}s are used")
-    return (e.ptr(dims[0]) if kind == "memref" else e.vec(dims[0])), None
-  if t == "!uop.token": return dtypes.void, None
-  if t.startswith("!uop.ptr<") and t.endswith(">"): return dtypes.from_mlir(t[9:-1]).ptr(), None
-  return dtypes.from_mlir(t), None
+  kind, dims, e = split_type(t)
+  if kind == "token": return dtypes.void, None
+  e = dtypes.from_mlir(e)
+  if kind == "tensor": return e, dims
+  if kind in ("scalar", "ptr"): return (e.ptr() if kind == "ptr" else e), None
+  if DYN in dims: raise TypeError(f"{t}: only tensors have symbolic dimensions")
+  if len(dims) != 1: raise TypeError(f"{t}: only 1-d {kind}s are used")
+  return (e.ptr(dims[0]) if kind == "memref" else e.vec(dims[0])), None
 
 # ---------------------------------------------------------------- export
 def _fmt_float(v: float, ty: str) -> str:

@@ -11,10 +11,6 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.ir.bridge import Func
 from morok_mlir.dialects.ops import Ops
 
-# ---------------------------------------------------------------- input buffers (made by realize.new_buffer)
-def buffer_data(u: UOp) -> Buffer: return u.__dict__["buffer"]
-def is_input(u: UOp) -> bool: return "buffer" in u.__dict__   # a buffer that owns its Buffer (made by new_buffer)
-
 # ---------------------------------------------------------------- graph -> function
 def var_order(v: UOp) -> tuple: return v.attrs["name"], v.attrs["min"], v.attrs["max"]
 
@@ -33,7 +29,7 @@ def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[UOp], tuple[int, .
     # one at a time, cost 494-553 us, together 147)
     sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
     for u in sink.toposort:
-      if is_input(u) and u not in mapping:
+      if u.buffer is not None and u not in mapping:
         mapping[u] = UOp(Ops.BUFFER, u.dtype, (), attrs(shape=u.shape, slot=len(bufs)))
         bufs.append(u)
       elif u.op is Ops.BIND:

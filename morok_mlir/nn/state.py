@@ -57,7 +57,8 @@ def safe_load(fn) -> dict[str, Tensor]:
       arr = np.empty(shape, dt.np)
       f.seek(begin)
       if f.readinto(arr.reshape(-1).view(np.uint8)) != end - begin: _err(ValueError, f"safe_load: {fn} changed while being read")
-      if dt is dtypes.bool and (arr.view(np.uint8) > 1).any(): _err(ValueError, f"safe_load: {fn}: bool tensor {name!r} holds bytes other than 0 and 1")
+      if dt is dtypes.bool and (arr.view(np.uint8) > 1).any():
+        _err(ValueError, f"safe_load: {fn}: bool tensor {name!r} holds bytes other than 0 and 1")
       ret[name] = Tensor(new_buffer(arr, user_loc()))   # the array is ours: no copy
     return ret
 
@@ -73,7 +74,8 @@ def _safe_header(f, size: int, fn) -> dict[str, tuple]:
   data, ret = size - 8 - n, {}
   for name, e in head.items():
     if not (isinstance(e, dict) and set(e) == {"dtype", "shape", "data_offsets"}): bad(f"entry {name!r} is not {{dtype, shape, data_offsets}}")
-    if (dt := _SAFE_DTYPES.get(e["dtype"]) if isinstance(e["dtype"], str) else None) is None: bad(f"entry {name!r} has unsupported dtype {e['dtype']!r}")
+    if (dt := _SAFE_DTYPES.get(e["dtype"]) if isinstance(e["dtype"], str) else None) is None:
+      bad(f"entry {name!r} has unsupported dtype {e['dtype']!r}")
     shape, offs = e["shape"], e["data_offsets"]
     if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)): bad(f"entry {name!r} has shape {shape!r}")
     if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs) and 0 <= offs[0] <= offs[1] <= data):
