@@ -5,8 +5,13 @@ import argparse, json, os, re, sys
 import numpy as np
 from morok_mlir.ir.diagnostics import format_mlir_error
 
+def _register() -> None:
+  """Our passes and code generators register themselves in the pass table when imported."""
+  import morok_mlir.passes, morok_mlir.codegen  # noqa: F401
+
 def _list_passes() -> str:
-  from morok_mlir.passes import PASSES
+  from morok_mlir.ir.registry import PASSES
+  _register()
   out = ["morok-mlir passes (Python, run inside MLIR's PassManager):"]
   for p in PASSES.values():
     out.append(f"  {p.name:<22} {p.summary}")
@@ -140,7 +145,7 @@ def process(text: str, fname: str, pipeline: str, verify_each: bool, debuginfo: 
   from mlir import ir
   from morok_mlir.dialects import new_context
   from morok_mlir.dialects.verify import verify_module
-  from morok_mlir.passes.pipeline import run_pipeline, PipelineError
+  from morok_mlir.ir.pipeline import run_pipeline, PipelineError
   from morok_mlir.device import search   # noqa: F401 (uop-optimize{beam=n} compiles and times kernels on the CPU)
   global _CTX
   if (err := check_input(text)): return "", f"{fname}:{err}"
@@ -203,7 +208,8 @@ def _run(argv=None) -> int:
   try: text = data.decode("utf-8")
   except UnicodeDecodeError as e: print(f"{fname}: error: input is not UTF-8 text (byte {e.start})", file=sys.stderr); return 1
   if "\x00" in text: print(f"{fname}: error: input contains NUL bytes (binary data?)", file=sys.stderr); return 1
-  from morok_mlir.passes.pipeline import parse_pipeline, PipelineError  # outside the try: an import error is ours, not the user's
+  from morok_mlir.ir.pipeline import parse_pipeline, PipelineError  # outside the try: an import error is ours, not the user's
+  _register()
   try:
     parse_pipeline(args.pass_pipeline)  # reject a bad pipeline before reading any IR
   except PipelineError as e: print(f"morok-opt: error: {e}", file=sys.stderr); return 1

@@ -28,5 +28,5 @@ def _cache_bytes(level: int, default: int) -> int:
         return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
   except (OSError, ValueError): pass
   return default
-# L1 data, L2 and L3 bytes (the L3 as a whole, shared or not): what contraction tiles block K and M for (optimize.contraction_tiles)
+# L1 data, L2 and L3 bytes (the L3 as a whole, shared or not): what contraction tiles block K and M for (kernel_facts.contraction_tiles)
 CACHES = (_cache_bytes(1, 32 << 10), _cache_bytes(2, 512 << 10), _cache_bytes(3, 8 << 20))

@@ -12,7 +12,8 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import MOVEMENT, Ops
 from morok_mlir.ir.bridge import Func, module_text
 from morok_mlir.ir.emit import normalize, graph_func
-from morok_mlir.passes.pipeline import compile_lock, lower_to_kernels
+from morok_mlir.ir.pipeline import compile_lock, lower_to_kernels
+from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.lru import LRU
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer

@@ -1,6 +1,6 @@
 """uop-cse: merge uop ops with the same name, operands, attributes and result types (IRDL ops have no traits for
 upstream CSE). Dominance is trivial: ops are compared within one block, earlier op wins."""
-from morok_mlir.passes.registry import register
+from morok_mlir.ir.registry import register
 from morok_mlir.passes.dce import SIDE_EFFECTS
 
 @register("uop-cse", "Merge identical side-effect-free uop ops", on_uops=False)

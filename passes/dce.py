@@ -1,6 +1,6 @@
 """uop-dce: erase side-effect-free uop ops whose results are unused (IRDL ops have no traits for upstream DCE)."""
 from morok_mlir.dialects.ops import SIDE_EFFECTS as _EFFECTS
-from morok_mlir.passes.registry import register
+from morok_mlir.ir.registry import register
 
 SIDE_EFFECTS = frozenset("uop." + n for n in _EFFECTS)   # MLIR op names
 

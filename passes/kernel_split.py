@@ -6,7 +6,7 @@ from __future__ import annotations
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.ir.bridge import Func, arg_buffer
-from morok_mlir.passes.registry import register
+from morok_mlir.ir.registry import register
 from morok_mlir.core import index_math as im
 from morok_mlir.dialects.ops import Ops
 

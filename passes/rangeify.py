@@ -24,7 +24,7 @@ from morok_mlir.ir.bridge import Func, arg_buffer
 from morok_mlir.ir.emit import var_order
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import Ops, MOVEMENT, REDUCE_IDENTITY
-from morok_mlir.passes.registry import register, PassError
+from morok_mlir.ir.registry import register, PassError
 from morok_mlir.core import index_math as im
 from morok_mlir.core.threefry import threefry2x32
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from morok_mlir.ir.bridge import Func
 from morok_mlir.core.uop import UOp
 from morok_mlir.core.pattern import PatternMatcher, graph_rewrite
-from morok_mlir.passes.registry import register
+from morok_mlir.ir.registry import register
 from morok_mlir.core.symbolic import SYMBOLIC
 
 def simplify(roots: list[UOp], pm: PatternMatcher = SYMBOLIC) -> list[UOp]:

@@ -8,7 +8,7 @@ from morok_mlir import realize as rz
 from morok_mlir.device import Device, search
 from morok_mlir.host import THREADS, VEC_WIDTH
 from morok_mlir.ir.emit import normalize, graph_func
-from morok_mlir.passes.pipeline import lower_to_kernels, run_pipeline
+from morok_mlir.ir.pipeline import lower_to_kernels, run_pipeline
 
 R = np.random.default_rng(1)
 

@@ -239,7 +239,7 @@ def test_bad_bitcast_is_a_python_error():
 # ---------------------------------------------------------------- the GPU lowering, without a GPU
 def _kernels(t: Tensor) -> list:
   from morok_mlir.ir.emit import normalize, graph_func
-  from morok_mlir.passes.pipeline import lower_to_kernels
+  from morok_mlir.ir.pipeline import lower_to_kernels
   return [f for f in lower_to_kernels(graph_func(normalize([t.lazydata])[0])) if "uop.kernel" in f.attrs]
 
 GPU_CASES = {"elementwise": lambda: (Tensor(X) * 2 + 1).exp().sqrt(), "rowsum": lambda: Tensor(X).sum(1), "colmax": lambda: Tensor(X).max(0),

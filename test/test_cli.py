@@ -69,7 +69,7 @@ def test_pipeline_mixes_ours_and_upstream():
 
 BREAK = textwrap.dedent("""
   import sys
-  from morok_mlir.passes.registry import register
+  from morok_mlir.ir.registry import register
   from morok_mlir.cli import main
   @register("uop-test-break", "moves the first op of the first function after the second: use before def", on_uops=False)
   def brk(module_op):

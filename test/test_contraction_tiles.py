@@ -1,9 +1,10 @@
-"""Contraction tiles (optimize.contraction_tiles) and the skinny shapes they serve: odd, small and one-sided sizes
+"""Contraction tiles (kernel_facts.contraction_tiles) and the skinny shapes they serve: odd, small and one-sided sizes
 through the packed micro-kernel, against numpy."""
 import itertools
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+import morok_mlir.core.kernel_facts as facts
 import morok_mlir.passes.optimize as opt
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.dtype import dtypes
@@ -29,23 +30,23 @@ def mm_phases(t: Tensor) -> bool:
 @given(st.integers(1, 5000), st.integers(1, 5000), st.integers(1, 5000), st.sampled_from([4, 8, 16]), st.integers(1, 4),
        st.sampled_from([(32 << 10, 256 << 10, 4 << 20), CACHES, (48 << 10, 2 << 20, 64 << 20)]))
 def test_tiles_fit(M, N, K, vec, threads, caches):
-  mr, nr, kc, mc = opt.contraction_tiles(M, N, K, vec, caches, threads)
+  mr, nr, kc, mc = facts.contraction_tiles(M, N, K, vec, caches, threads)
   regs = 32 if vec >= 16 else 16
   assert nr % vec == 0 and mr * (nr // vec) + nr // vec + 1 <= regs      # accumulators, B vectors, a broadcast
-  assert 1 <= mr <= max(1, min(M, opt.MAX_MR)) and nr <= vec * max(1, -(-N // vec))   # no tile wider than its padded operand
+  assert 1 <= mr <= max(1, min(M, facts.MAX_MR)) and nr <= vec * max(1, -(-N // vec))   # no tile wider than its padded operand
   assert 1 <= kc <= K and mc % mr == 0 and mc >= mr
   assert mc == mr or 4 * mc * kc <= caches[1]                                 # A's block in L2
   assert mc <= -(-M // mr) * mr and (kc == 1 or 4 * kc * nr <= caches[1] // 8)  # no block past M; B's panel in an eighth of L2
 
 @pytest.mark.parametrize("vec,tile", [(8, (6, 16)), (16, (8, 32))])
 def test_large_square_tiles(vec, tile):
-  assert opt.contraction_tiles(2048, 2048, 2048, vec, CACHES, 2)[:2] == tile
+  assert facts.contraction_tiles(2048, 2048, 2048, vec, CACHES, 2)[:2] == tile
 
 @pytest.mark.parametrize("vec", [8, 16])
 def test_skinny_tiles(vec):
-  assert opt.contraction_tiles(256, 10, 512, vec, CACHES, 2)[1] == vec * -(-10 // vec)   # N = 10: NR is 10 padded to lanes
-  assert opt.contraction_tiles(1, 4096, 4096, vec, CACHES, 2)[0] == 1                   # M = 1: one row, wide panels
-  mr, nr, kc, mc = opt.contraction_tiles(256, 10, 512, vec, CACHES, 2)
+  assert facts.contraction_tiles(256, 10, 512, vec, CACHES, 2)[1] == vec * -(-10 // vec)   # N = 10: NR is 10 padded to lanes
+  assert facts.contraction_tiles(1, 4096, 4096, vec, CACHES, 2)[0] == 1                   # M = 1: one row, wide panels
+  mr, nr, kc, mc = facts.contraction_tiles(256, 10, 512, vec, CACHES, 2)
   assert -(-256 // mc) >= 2                                                           # one B panel: threads split A's rows
 
 SIZES = (1, 3, 7, 10, 33, 257)
@@ -89,7 +90,7 @@ def test_epilogue_on_tiles_of_an_image_batch(n, ci, co, hw, vec, monkeypatch):
   monkeypatch.setattr(opt, "VEC_WIDTH", vec)
   monkeypatch.setattr(opt, "WINOGRAD", False)         # a plain contraction, as big as it gets
   monkeypatch.setattr(R, "_schedule_cache", {})       # schedules for this width stay here
-  mr = opt.contraction_tiles(n * hw * hw, co, ci * 9, vec)[0]
+  mr = facts.contraction_tiles(n * hw * hw, co, ci * 9, vec)[0]
   x, w, b = rnd(n, ci, hw, hw), rnd(co, ci, 3, 3) * 0.05, rnd(co)
   xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
   cols = np.stack([xp[:, :, i:i + hw, j:j + hw] for i in range(3) for j in range(3)], 2).reshape(n, ci * 9, hw * hw)
@@ -213,7 +214,7 @@ def test_epilogues_on_any_shape(m, k, n, batch, name):
 @pytest.mark.parametrize("t,m,k,n", [(3, 50, 137, 40), (4, 64, 128, 32), (2, 30, 256, 48), (6, 129, 64, 16)])
 def test_batch_with_a_computed_along_k(t, m, k, n):
   """A batch whose A is computed from k-contiguous loads (exp of x, attention's exp(s - max)) is packed row-major and
-  its rows read in place (lower_cpu.Contraction.rows_a; 256 floats a row: 64 bytes of padding between rows)."""
+  its rows read in place (codegen.contraction.Contraction.rows_a; 256 floats a row: 64 bytes of padding between rows)."""
   a, b = rnd(t, m, k) * 0.3, rnd(t, k, n)
   np.testing.assert_allclose((Tensor(a).exp() @ Tensor(b)).numpy(), np.exp(a.astype(np.float64)) @ b, rtol=1e-4, atol=1e-4)
   q, kk, v = rnd(t, m, 16), rnd(t, k, 16), rnd(t, k, n)
@@ -223,3 +224,20 @@ def test_batch_with_a_computed_along_k(t, m, k, n):
   p = np.exp(s - s.max(-1, keepdims=True)); ref = p / p.sum(-1, keepdims=True) @ v
   got = Tensor(q).scaled_dot_product_attention(Tensor(kk), Tensor(v), attn_mask=Tensor(mask)).numpy()
   np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+def test_lowering_reads_the_optimizers_contraction(monkeypatch):
+  """uop-optimize finds each kernel's contraction, asking whether its operands depend on each range (Z3 where the index
+  math is not affine); lowering the kernels it wrote, a plain contraction and a Winograd convolution, reads those answers
+  and asks nothing again."""
+  from morok_mlir.ir.emit import graph_func, normalize
+  from morok_mlir.ir.pipeline import lower_to_kernels
+  from morok_mlir.codegen.program import lower_program
+  monkeypatch.setattr(opt, "WINO_MIN_FLOPS", 0)
+  outs = [Tensor(rnd(4, 96, 128)) @ Tensor(rnd(4, 128, 80)), Tensor(rnd(1, 64, 16, 16)).conv2d(Tensor(rnd(64, 64, 3, 3)), padding=1)]
+  chosen = ("uop.contraction", "uop.winograd")
+  kernels = [f for t in outs for f in lower_to_kernels(graph_func(normalize([t.uop])[0])) if any(a in f.attrs for a in chosen)]
+  assert sorted(a for f in kernels for a in f.attrs if a in chosen) == list(chosen)
+  asked, depends = [], facts.depends
+  monkeypatch.setattr(facts, "depends", lambda *a: asked.append(a) or depends(*a))
+  for f in kernels: lower_program(f, f.name)
+  assert not asked

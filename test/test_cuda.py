@@ -200,7 +200,7 @@ def test_memory_roundtrip():
 
 def _kernels(t):
   from morok_mlir.ir.emit import normalize, graph_func
-  from morok_mlir.passes.pipeline import lower_to_kernels
+  from morok_mlir.ir.pipeline import lower_to_kernels
   key, inputs, _ = normalize([t.lazydata])
   return [f for f in lower_to_kernels(graph_func(key)) if "uop.kernel" in f.attrs], inputs
 

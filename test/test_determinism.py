@@ -1,6 +1,6 @@
 """The kernels a graph compiles to depend on the graph and the pass options alone: not on the machine's load, the hash
-seed or what was compiled before. uop-lower-cpu finds a contraction again where uop-optimize chose one, so both must
-get the same answers (optimize.depends bounds Z3 by its work, not by time)."""
+seed or what was compiled before. A process that only lowers (morok-opt -p uop-lower-cpu) finds a contraction again where
+uop-optimize chose one, so both must get the same answers (kernel_facts.depends bounds Z3 by its work, not by time)."""
 import hashlib, os, subprocess, sys
 import numpy as np
 import pytest
@@ -10,6 +10,7 @@ from morok_mlir import realize as R
 from morok_mlir.device.cpu import CPU
 from morok_mlir.lru import LRU
 import morok_mlir.passes.optimize as opt
+import morok_mlir.core.kernel_facts as facts
 
 def groupnorm_backward() -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
   """z = GroupNorm(3, 6)(x) of a (20, 6, 10, 10) batch, x and z read before x.grad of sum(z * w): (x, w, x.grad, the
@@ -32,9 +33,11 @@ def groupnorm_grad(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
-  """Empty schedule and method caches and a disk cache of this test's own, so every kernel compiles here."""
+  """Empty schedule, method and kernel-facts caches and a disk cache of this test's own, so every kernel compiles (and
+its contraction is looked for) here."""
   monkeypatch.setattr(R, "_schedule_cache", {})
   monkeypatch.setattr(CPU, "method_cache", LRU(lambda p: p.nbytes))
+  monkeypatch.setattr(facts, "_FOUND", LRU(max_entries=256))
   monkeypatch.setattr(CPU.disk, "dir", str(tmp_path))
 
 LOADED = 150   # Z3 work units a loaded machine gets through per millisecond of a wall-clock limit (an idle one: about 2000)
@@ -60,6 +63,7 @@ def test_groupnorm_backward_while_the_load_changes(fresh, monkeypatch):
   st["busy_from"], st["timed"] = st["timed"] // 2, 0
   monkeypatch.setattr(R, "_schedule_cache", {})
   monkeypatch.setattr(CPU, "method_cache", LRU(lambda p: p.nbytes))
+  monkeypatch.setattr(facts, "_FOUND", LRU(max_entries=256))
   x, w, grad, texts = groupnorm_backward()
   assert texts == idle
   np.testing.assert_allclose(grad, groupnorm_grad(x, w), rtol=1e-3, atol=1e-4)

@@ -5,7 +5,7 @@ import numpy as np
 from morok_mlir import Tensor
 from morok_mlir.device.cpu import CPUDevice, CPURenderer, DiskCache
 from morok_mlir.ir.emit import normalize, graph_func
-from morok_mlir.passes.pipeline import lower_to_kernels
+from morok_mlir.ir.pipeline import lower_to_kernels
 
 SCRIPT = textwrap.dedent("""
   import sys, numpy as np

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from morok_mlir import Tensor
 from morok_mlir.ir.emit import normalize, graph_func
-from morok_mlir.passes.pipeline import lower_to_kernels
+from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir.codegen.lower_gpu import lower_kernel, lower_module, GROUP_MAX, LOCAL_MAX
-from morok_mlir.passes.registry import PassError
+from morok_mlir.ir.registry import PassError
 from morok_mlir.device import Device
 from morok_mlir.device.ptx import ptx_for as _ptx_for, ptxas, kernel_names, PTXError, CHIPS
 from morok_mlir.device.cuda import chip_for, CUDAError

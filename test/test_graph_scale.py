@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from morok_mlir import Tensor
 from morok_mlir.ir.emit import normalize, graph_func
-from morok_mlir.passes.pipeline import lower_to_kernels
+from morok_mlir.ir.pipeline import lower_to_kernels
 
 def _chain(x: Tensor, n: int) -> Tensor:
   for _ in range(n): x = x - x.max(1, keepdim=True) * 0.5 + x.sum(0, keepdim=True) * 0.001

@@ -51,8 +51,8 @@ finally: sys.settrace(None); threading.settrace(None)
 # (file, function, the line at which KeyboardInterrupt is raised) during the first compile
 POINTS = [("_ops_gen.py", "", "register_operation"),              # an MLIR dialect module (imported up front now)
           ("dialects/uop.py", "load_uop_dialect", "_uop_loaded = True"),   # after irdl.load_dialects, before the mark
-          ("passes/pipeline.py", "mlir_context", "_ctx_uses += 1"),
-          ("passes/pipeline.py", "run", "replace_module_body"),
+          ("morok_mlir/ir/pipeline.py", "mlir_context", "_ctx_uses += 1"),
+          ("morok_mlir/ir/pipeline.py", "run", "replace_module_body"),
           ("morok_mlir/realize.py", "realize", "_schedule_cache[ck] = sched"),
           ("morok_mlir/device/cpu.py", "compile", "return CompiledSpec"),
           ("threading.py", "put>start", "_start_new_thread")]     # the disk cache's link worker, before it runs

@@ -42,8 +42,8 @@ def test_uops_carry_typed_values():
 LAYERS = ["core", "ir", "passes", "codegen", "device", "driver", "front"]   # a module imports from its layer and those before
 def layer(mod: str) -> str:
   for prefix, name in (("morok_mlir.core", "core"), ("morok_mlir.dialects.ops", "core"), ("morok_mlir.lru", "core"), ("morok_mlir.host", "core"),
-                       ("morok_mlir.ir", "ir"), ("morok_mlir.dialects", "ir"), ("morok_mlir.passes.registry", "ir"),
-                       ("morok_mlir.passes.pipeline", "ir"), ("morok_mlir.passes", "passes"), ("morok_mlir.codegen", "codegen"),
+                       ("morok_mlir.ir", "ir"), ("morok_mlir.dialects", "ir"), ("morok_mlir.ir.registry", "ir"),
+                       ("morok_mlir.ir.pipeline", "ir"), ("morok_mlir.passes", "passes"), ("morok_mlir.codegen", "codegen"),
                        ("morok_mlir.device", "device"), ("morok_mlir.realize", "driver")):
     if mod == prefix or mod.startswith(prefix + "."): return name
   return "front"
@@ -52,20 +52,31 @@ def module_of(path: pathlib.Path) -> str:
   rel = path.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
   return rel if rel.startswith("morok_mlir") else "morok_mlir." + rel
 
-def test_imports_only_go_down():
-  """core -> MLIR boundary -> passes -> codegen -> device runtimes -> realize driver -> front end: a module never
-  imports from a later layer (the pass index, passes/__init__.py, lists the code generators it registers)."""
-  bad = []
-  for folder in ("morok_mlir", "passes", "dialects"):
+def imports(folders=("morok_mlir", "passes", "dialects")):
+  """(path, line, importing module, imported module) for every import of a morok_mlir module in the tree."""
+  for folder in folders:
     for p in sorted((ROOT / folder).rglob("*.py")):
-      src = module_of(p)
-      if src == "morok_mlir.passes": continue
       for n in ast.walk(ast.parse(p.read_text())):
         if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("morok_mlir"):
+          for a in n.names: yield p, n.lineno, module_of(p), f"{n.module}.{a.name}" if layer(f"{n.module}.{a.name}") != "front" else n.module
+        elif isinstance(n, ast.Import):
           for a in n.names:
-            tgt = f"{n.module}.{a.name}" if layer(f"{n.module}.{a.name}") != "front" else n.module
-            if LAYERS.index(layer(tgt)) > LAYERS.index(layer(src)): bad.append(f"{p.relative_to(ROOT)}:{n.lineno}: {layer(src)} imports {tgt} ({layer(tgt)})")
+            if a.name.startswith("morok_mlir"): yield p, n.lineno, module_of(p), a.name
+
+def test_imports_only_go_down():
+  """core -> MLIR boundary -> passes -> codegen -> device runtimes -> realize driver -> front end: a module never
+  imports from a later layer."""
+  bad = [f"{p.relative_to(ROOT)}:{line}: {layer(src)} imports {tgt} ({layer(tgt)})" for p, line, src, tgt in imports()
+         if LAYERS.index(layer(tgt)) > LAYERS.index(layer(src))]
   assert not bad, "imports that go up a layer:\n" + "\n".join(bad)
+
+def test_passes_and_codegen_apart():
+  """The passes and the code generators share the kernel facts (core/kernel_facts.py) and the pass table (ir/registry.py)
+  and nothing else: no module under passes/ imports codegen, none under codegen/ imports passes (each registers its
+  own passes; whoever runs a pipeline imports both)."""
+  bad = [f"{p.relative_to(ROOT)}:{line}: {src} imports {tgt}" for p, line, src, tgt in imports(("passes", "morok_mlir/codegen"))
+         if {layer(src), layer(tgt)} == {"passes", "codegen"}]
+  assert not bad, "passes and codegen import each other:\n" + "\n".join(bad)
 
 def test_pass_imported_twice_raises():
   """The source tree's passes/ imported under a second name would re-register every pass with fresh module state

@@ -46,7 +46,7 @@ def test_several_stores_through_the_gpu_lowering():
   from morok_mlir.device.ptx import ptx_for, ptxas
   from morok_mlir.codegen.lower_gpu import lower_module
   from morok_mlir.ir.emit import normalize, graph_func
-  from morok_mlir.passes.pipeline import lower_to_kernels
+  from morok_mlir.ir.pipeline import lower_to_kernels
   a, b = Tensor(rnd(33, 40)), Tensor(rnd(33, 40, seed=1))
   outs = [a * b + 1, (a - b).abs(), a.maximum(b)]
   got = emulate([o.lazydata for o in outs])

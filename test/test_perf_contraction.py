@@ -126,7 +126,7 @@ def test_depends_is_exact():
   100 depends on it (random sampling would miss it), index math that only mentions a range does not."""
   from morok_mlir.core.uop import UOp, attrs
   from morok_mlir.core import index_math as im
-  from morok_mlir.passes.optimize import depends
+  from morok_mlir.core.kernel_facts import depends
   i, j = (UOp(Ops.RANGE, dtypes.index, (im.const(100),), attrs(axis=a, kind="loop")) for a in (0, 1))
   f = lambda v: UOp(Ops.CONST, dtypes.float32, (), attrs(value=v))
   sel = lambda gate: UOp(Ops.WHERE, dtypes.float32, (gate, f(1.0), f(0.0)))
@@ -189,7 +189,7 @@ def test_a_packed_per_block(m, k, n):
   the schedule calls mm as chunk 0."""
   from morok_mlir.device.cpu import compile_module
   from morok_mlir.ir.emit import normalize, graph_func
-  from morok_mlir.passes.pipeline import lower_to_kernels
+  from morok_mlir.ir.pipeline import lower_to_kernels
   R._schedule_cache.clear()
   a, b = rnd(m, k), rnd(k, n)
   t = Tensor(a).relu() @ Tensor(b)

@@ -3,7 +3,7 @@ import os, subprocess, sys, textwrap
 import numpy as np, pytest
 from morok_mlir import Tensor
 from morok_mlir.realize import realize, new_buffer
-from morok_mlir.passes.pipeline import CompileError
+from morok_mlir.ir.pipeline import CompileError
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import Ops

@@ -5,7 +5,7 @@ import numpy as np, pytest
 from morok_mlir import Tensor
 from morok_mlir.codegen.lower_cpu import lower_kernel
 from morok_mlir.ir.emit import graph_func, normalize
-from morok_mlir.passes.pipeline import lower_to_kernels
+from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir.host import CACHES
 
 def kernels(t: Tensor):
@@ -124,7 +124,7 @@ def test_attention_epilogue_sums_reassociate(mask):
   """Attention's row sums run in the contraction's epilogue, on each tile: they add up the exps pack_a stored in A's
   panels (no exp2 polynomial in the epilogue), with the kernel's fastmath (they vectorize), within float32 rounding of float64;
   masked keys (a fully masked query row gives 0) and causal masks go through the same panels."""
-  from morok_mlir.codegen.lower_cpu import Contraction
+  from morok_mlir.codegen.contraction import Contraction
   q, k, v = (rng.standard_normal((2, 2, 64, 32)).astype(np.float32) for _ in range(3))
   m = np.tril(np.ones((64, 64), bool)) if mask == "causal" else rng.random((64, 64)) > 0.3 if mask else np.ones((64, 64), bool)
   if mask == "bool": m[5] = False

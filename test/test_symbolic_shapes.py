@@ -91,7 +91,7 @@ def test_one_var_two_values_in_a_graph():
 def test_graph_mlir_roundtrip():
   from mlir import ir
   from morok_mlir.ir.bridge import module_text, import_module
-  from morok_mlir.passes.pipeline import mlir_context, compile_lock as _compile_lock
+  from morok_mlir.ir.pipeline import mlir_context, compile_lock as _compile_lock
   v, x = Variable("n", 1, 64), Tensor(X)
   t = (x.shrink(((0, v.bind(5)), None)) + 1).pad(((0, 1), None)).reshape(-1).uop
   key = normalize([t])[0]
@@ -231,7 +231,7 @@ def test_symbolic_outer_loop_on_threads():
   # a kernel whose outer loop runs to a symbolic size runs on threads, each taking its part of the size read at run time
   # (n * i / T .. n * (i + 1) / T): every row written once for any n (odd, smaller than the thread count, the largest)
   from morok_mlir.ir.emit import normalize, graph_func
-  from morok_mlir.passes.pipeline import lower_to_kernels
+  from morok_mlir.ir.pipeline import lower_to_kernels
   from morok_mlir.host import THREADS
   v, a = Variable("rows_par", 1, 2048), np.random.default_rng(3).standard_normal((2048, 256)).astype(np.float32)
   x = Tensor(a)

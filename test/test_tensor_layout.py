@@ -277,7 +277,7 @@ def test_reshape_of_padded_and_concatenated(seed):
 
 def _divs(t: Tensor) -> int:
   from morok_mlir.ir.emit import normalize, graph_func
-  from morok_mlir.passes.pipeline import lower_to_kernels
+  from morok_mlir.ir.pipeline import lower_to_kernels
   return sum(u.op in (Ops.IDIV, Ops.MOD) for f in lower_to_kernels(graph_func(normalize([t.lazydata])[0])) for r in f.roots for u in r.toposort)
 
 @pytest.mark.parametrize("shape,new,pad", [((16, 25), (1, 16, 5, 5), ((0, 0), (0, 0), (1, 1), (1, 1))),

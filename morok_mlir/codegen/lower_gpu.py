@@ -24,7 +24,7 @@ from morok_mlir.ir.bridge import Func, import_module, replace_module_body
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
-from morok_mlir.passes.registry import register, PassError
+from morok_mlir.ir.registry import register, PassError
 from morok_mlir.codegen.lower_cpu import COMPUTE, Lowerer, Frame, mem_type, sl, cls, _axis
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane

@@ -1,5 +1,5 @@
 """F(2x2, 3x3) Winograd convolution (Lavin and Gray, 2016) for a kernel uop-optimize marked `uop.winograd = [MR, NR, KC,
-MC, VW, RB]` (optimize.winograd: a 3x3 convolution of stride 1 and dilation 1, input and output channels >= 32, any size
+MC, VW, RB]` (kernel_facts.winograd: a 3x3 convolution of stride 1 and dilation 1, input and output channels >= 32, any size
 and padding). Each 2x2 block of outputs (a tile t) and each pair of channels takes 16 multiplies instead of 36, in four
 phases over scratch buffers (the tile's 16 values indexed by xi = 4i + j; tiles by row r of tiles over the batch):
   wt   U[xi][co][ci] = (G g G^T)[i][j] of each 3x3 filter g: the A panels of 16 products (MR rows of co); a function of
@@ -21,11 +21,12 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
-from morok_mlir.passes.optimize import contraction, contraction_tiles, winograd
+from morok_mlir.core.kernel_facts import contraction, contraction_tiles, winograd
 from morok_mlir.host import CACHES
-from morok_mlir.passes.registry import PassError
-from morok_mlir.codegen.lower_cpu import Contraction, LaneLowerer, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, outer_range, \
-  parallel_info, sizes
+from morok_mlir.ir.registry import PassError
+from morok_mlir.codegen.lower_cpu import _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, outer_range, parallel_info, sizes
+from morok_mlir.codegen.lanes import LaneLowerer
+from morok_mlir.codegen.contraction import Contraction, MicroKernel, mm, private
 
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))   # input transform (4x4)
 G = ((1, 0, 0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0, 0, 1))    # filter transform (4x3)
@@ -55,17 +56,17 @@ def kernel(name: str, args: list[UOp], stores: list[UOp], loops: list[UOp], extr
 
 def direct(f: Func) -> Func:
   """The kernel as a plain contraction (tiles for its own product), for a convolution Winograd cannot lower."""
-  _, _, _, I, J, K, _ = contraction(f)
+  _, _, _, I, J, K, _ = contraction(f.roots[0])
   vw = f.attrs["uop.winograd"][4]
   mm = (*contraction_tiles(*(prod(sizes(rs)) for rs in (I, J, K)), vw, CACHES, _int_attr(f, "uop.threads", 1)), vw)
   return replace(f, attrs={**{k: v for k, v in f.attrs.items() if k != "uop.winograd"}, "uop.contraction": mm})
 
-class Winograd(Contraction):
-  """The phases above. Contraction's mm() runs the 16 products: this sets the attributes it reads (a batch of 16
-  problems, Cout x tiles x Cin, A and B packed in panels, C in scratch) instead of its __init__."""
+class Winograd:
+  """The phases above; the 16 products are one call of the contraction's micro-kernel (contraction.mm on a batch of 16
+  problems, Cout x tiles x Cin, A and B packed in panels, C in scratch: see micro)."""
   def __init__(self, f: Func, name: str):
     self.f, self.name = f, name
-    if (c := contraction(f)) is None or (w := winograd(c)) is None:
+    if (c := contraction(f.roots[0])) is None or (w := winograd(c)) is None:
       raise PassError(f"@{f.name}: uop.winograd on a kernel that is not a 3x3 convolution")
     red, img, wt, co, ci, (oy, ky), (ox, kx) = c[0], *w
     if not (isinstance(t := f.attrs["uop.winograd"], tuple) and len(t) == 6 and all(type(x) is int and x > 0 for x in t[:5]) and t[5] >= 0):
@@ -86,16 +87,13 @@ class Winograd(Contraction):
     # RB rows instead, each thread's block's tiles and products in its own L2-sized buffers (mm: one block's 16 products)
     rows, self.threads = nrest * th, _int_attr(f, "uop.threads", 1)
     self.rb = min(rb, rows) or rows
-    self.op, self.batch, self.M, self.K, self.N = "add", 16, *sizes([co, ci]), self.rb * twp
+    self.M, self.K, self.N = *sizes([co, ci]), self.rb * twp
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
-    self.direct_a = self.rows_a = self.epi_tile = None
-    self.fused, self.ka = False, self.K
     # the 16 problems' panels and results 64 bytes more than their size apart: the transforms read or write one value of
     # each, and 16 streams a multiple of 4 KiB apart would share cache sets
     self.area = tuple(x + 16 for x in (self.Mp * self.K, self.Np * self.K, self.Mp * self.Np))
     self.blocked = self.rb < rows
     self.scratch = [16 * self.area[0]] + [16 * x for x in self.area[1:]] * (self.threads if self.blocked else 1)
-    if self.blocked: self.f = replace(f, attrs={k: v for k, v in f.attrs.items() if k != "uop.threads"})   # mm: one block's products
     n = len(f.args)
     self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
     ap, bp, cp = self.args[n:n + 3]
@@ -155,17 +153,20 @@ class Winograd(Contraction):
   def phases(self) -> list[tuple[str, tuple | None]]:
     t = self.threads   # a transform writes or reads 16 values per tile and channel
     if self.blocked: return [(f"{self.name}_wt", None), (f"{self.name}_blk", (self.nblocks, t, 1, 1) if t > 1 else None)]
-    par = lambda f, work: (parallel_info(f)[0], t if 16 * work >= self.PAR_MIN else 1, 1) if t > 1 else None
+    par = lambda f, work: (parallel_info(f)[0], t if 16 * work >= Contraction.PAR_MIN else 1, 1) if t > 1 else None
     return [(f"{self.name}_wt", None), (f"{self.name}_in", par(self.inp, self.N * self.K)), (f"{self.name}_mm", (16, t, 1) if t > 1 else None),
             (f"{self.name}_out", par(self.out, self.N * self.M))]
   @property
   def nblocks(self) -> int: return -(-sizes([outer_range(self.out)])[0] // self.rb)
-  def areas(self) -> tuple[int, int, int]: return self.area
   def reuse(self) -> list[tuple[int, int, int]]: return [(0, self.wt_slot, 0)] if self.wt_slot is not None else []
   def text(self) -> str:
-    inner = self.private if self.blocked else str   # blocked: in, mm and out are called by blk only
+    inner = private if self.blocked else str   # blocked: in, mm and out are called by blk only
     return (lower_kernel(self.wt, f"{self.name}_wt") + inner(lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane)))
-            + inner(self.mm()) + inner(lower_kernel(self.out, f"{self.name}_out")) + (self.blk() if self.blocked else ""))
+            + inner(mm(self.micro())) + inner(lower_kernel(self.out, f"{self.name}_out")) + (self.blk() if self.blocked else ""))
+  def micro(self) -> MicroKernel:
+    """The 16 products, one after the other in each scratch buffer; blocked: one block's, on the calling thread."""
+    return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, 1 if self.blocked else self.threads, self.mr, self.nr, self.kc,
+                       self.mc, self.vw, self.M, self.K, self.Mp, self.Np, 16, self.area)
   def blk(self) -> str:
     """The blocked phase: for each of this thread's blocks of RB tile rows, the input transform into its own B panels,
     the block's 16 products into its own C, and the output transform; the thread's buffers picked by its chunk index."""

@@ -30,7 +30,7 @@ import warnings, weakref
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.ir.bridge import Func
-from morok_mlir.codegen.lower_cpu import lower_module, lower_program
+from morok_mlir.codegen.program import lower_module, lower_program
 from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
 from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU

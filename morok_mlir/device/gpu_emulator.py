@@ -14,7 +14,8 @@ from __future__ import annotations
 import itertools, re
 import numpy as np
 from morok_mlir.ir.emit import normalize, graph_func
-from morok_mlir.passes.pipeline import lower_to_kernels
+from morok_mlir.ir.pipeline import lower_to_kernels
+from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.codegen.lower_gpu import lower_module
 from morok_mlir.codegen.lower_cpu import mem_type
 from morok_mlir.core.uop import UOp

@@ -8,7 +8,7 @@ from morok_mlir import Tensor
 from morok_mlir.device import cpu, disk_prune
 from morok_mlir.device.cpu import CPUDevice, CPURenderer, DiskCache
 from morok_mlir.ir.emit import normalize, graph_func
-from morok_mlir.passes.pipeline import lower_to_kernels
+from morok_mlir.ir.pipeline import lower_to_kernels
 
 OTHER = 12345   # a uid that is not this process's
 root = pytest.mark.skipif(os.geteuid() != 0, reason="making another user's files needs root")

@@ -11,7 +11,7 @@ from morok_mlir.ir.bridge import Func, import_module, module_text, replace_modul
 from morok_mlir.ir.diagnostics import format_mlir_error
 from morok_mlir.dialects import new_context
 from morok_mlir.dialects.verify import verify_module, signature_problem
-from morok_mlir.passes.registry import PASSES, PassError, PassInfo
+from morok_mlir.ir.registry import PASSES, PassError, PassInfo
 
 class PipelineError(ValueError): pass
 
@@ -117,7 +117,7 @@ def mlir_context():
 
 def lower_to_kernels(graph: Func, debug: int = 0, beam: int = 0) -> list[Func]:
   """A graph function -> its kernels and @schedule: printed as a `uop` module, the PIPELINE run inside MLIR's
-  PassManager, imported back. debug >= 4 runs the passes one by one and prints the IR after each. beam > 0: uop-optimize
+  PassManager (its passes registered by importing morok_mlir.passes), imported back. debug >= 4 runs the passes one by one and prints the IR after each. beam > 0: uop-optimize
   searches each kernel's choices with that beam width."""
   text = module_text([graph])
   pipeline = [p + f"{{beam={beam}}}" if beam and p == "uop-optimize" else p for p in PIPELINE]

@@ -1,0 +1,495 @@
+"""The contraction micro-kernel: a kernel uop-optimize marked `uop.contraction` (kernel_facts.contraction) as packed
+operands and register-tiled vector FMAs (Contraction); Winograd's 16 products run on it too."""
+from __future__ import annotations
+from dataclasses import dataclass
+from math import gcd, prod
+from morok_mlir.ir.bridge import Func, arg_buffer, attr_text
+from morok_mlir.core.dtype import dtypes
+from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.dialects.ops import Ops
+from morok_mlir.core import index_math as im
+from morok_mlir.core.index_math import affine, affine_simplify
+from morok_mlir.core.kernel_facts import contraction, k_contiguous, k_rows, single_store
+from morok_mlir.ir.registry import PassError
+from morok_mlir.codegen.lower_cpu import _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sizes
+from morok_mlir.codegen.lanes import LaneLowerer, lane_coef
+
+class Contraction:
+  """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC, MC, VW]` (see kernel_facts.contraction: the store is
+  g(reduce-add over K of a*b), a indexed by loop ranges I and K, b by loop ranges J and K) as four phases, each a
+  function over the kernel's buffers plus three scratch buffers, each run on threads over its outer loop:
+    pack_a  Ap[M/MR][K][MR] = a    the operands' index math (folded to affine form) and gates run here, O(MK + KN);
+    pack_b  Bp[N/NR][K][NR] = b    rows past M / columns past N are not written: they only reach C entries never read
+    mm      C[M][N] = Ap x Bp in Goto's order: KC-deep slices of K; MC-row blocks of Ap (L2); NR-wide panels of Bp
+            (their KC slice in L1); an MR x NR tile of VW-lane vector accumulators carried through the k loop with
+            vector.fma. Threads split the more numerous of the Ap blocks and the Bp panels.
+    epi     the original store, with the reduce replaced by a load of C[m][n]   (bias, relu, ... fuse here)
+  Two variants of A: read in place (a row-major load, see in_place: no pack_a), or, when threads split A's row blocks
+  (more of them than B panels: convolutions, tall operands), packed per block inside mm: each thread packs its
+  MC-row block (all of K) into its own L2-sized buffer, picked by its chunk index, just before the tiles use it.
+  A pack whose rows are neighbours in the operand's innermost row range, read a small fixed step apart (a convolution's
+  image side: output columns), runs them as vector lanes (pack_lanes, LaneLowerer); other operands pack element-wise.
+  A pack of one input buffer's values alone (weights) runs once per input: its phase result is kept (reuse)."""
+  def __init__(self, f: Func, name: str):
+    self.f, self.name = f, name
+    if (found := contraction(f.roots[0])) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
+    red, a, b, I, J, K, T = found
+    self.op = red.attrs["op"]   # add: a product's sum; max or min: a column reduce (a is ones, see optimize.column_reduce)
+    if not (isinstance(c := f.attrs["uop.contraction"], tuple) and len(c) == 5 and all(type(x) is int and x > 0 for x in c)):
+      raise PassError(f"@{f.name}: uop.contraction must be array<i64: MR, NR, KC, MC, VW> of positive sizes, got {attr_text(c)}")
+    self.mr, self.nr, self.kc, self.mc, self.vw = c
+    self.M, self.N, self.K, self.batch = (prod(sizes(rs)) for rs in (I, J, K, T))
+    self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
+    n = len(f.args)
+    self.direct_a = self.in_place(a, I, K, self.Np == self.nr) if not T else None
+    # a batch's A computed from values that step along k (attention's exp(s - max)): pack_a writes it row-major (stores
+    # along k, as it computes it; rows a multiple of 1 KiB long get 64 bytes more so they do not share cache sets) and
+    # the tiles read its rows there. MiniLM's softmax(qk) @ v, pack + tiles a call: 25.8 + 18.8 ms in MR-row panels
+    # (each k step's values stored MR floats apart), 10.6 + 21.7 row-major. A plain load keeps its panels: they pack
+    # fast, and tiles over them ran faster (q @ k^T 15.4 against 18.7 ms)
+    self.rows_a = self.K + 16 * (self.K % 256 == 0) if T and len(K) == 1 and not k_contiguous(a, K[0]) and k_rows(a, K[0]) else None
+    self.ka = self.rows_a or self.K   # A's floats per row in its scratch
+    # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
+    # a convolution of one image): the runtime may keep them while that input lives
+    def one_slot(x):
+      srcs = {u.src[0].src[0] for u in x.toposort if u.op is Ops.LOAD}
+      return next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER else None
+    self.a_slot, self.b_slot = one_slot(a), one_slot(b)
+    # A packed per MC-row block inside mm, when threads split row blocks (more of them than B panels: convolutions,
+    # tall operands): each thread's block (all of K, half as many floats as MC x KC: half of L2) stays in L2 from packing to use.
+    # Not a plain k-contiguous load of one buffer (weights, as in a convolution of one image): its own phase packs it,
+    # and that phase's result is kept per input (reuse)
+    t = _int_attr(f, "uop.threads", 1)
+    mc_blk = max(self.mr, min(self.mc, self.mc * self.kc // (2 * self.K) // self.mr * self.mr))
+    self.fused = self.direct_a is None and not T and -(-self.Mp // mc_blk) > self.Np // self.nr and \
+      not (self.a_slot is not None and k_contiguous(a, K[-1]))
+    if self.fused: self.mc = mc_blk
+    # Ap, Bp, C; a batch (over T) of each, one after the other
+    self.scratch = [self.batch * self.Mp * self.ka if self.direct_a is None and not self.fused else 1, self.batch * self.Np * self.K,
+                    self.batch * self.Mp * self.Np]
+    if self.fused: self.scratch += [self.mc * self.K] * t   # one A block per thread
+    self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
+    ap, bp, cp = (self.args[n + i] for i in (3 if self.fused else 0, 1, 2))
+    self.ranges, self.thr = (I, J, K, T), {k: v for k, v in f.attrs.items() if k in self.PASSED}
+    self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
+    self.pack_a = None if self.direct_a is not None else self.pack_block(a, I, self.mr, ap) if self.fused else \
+      self.pack(a, I, self.mr, ap, False, self.Mp * self.ka, self.rows_a or 0)
+    self.pack_b = self.pack(b, J, self.nr, bp, True, self.Np * self.K)
+    m, nn = im.linearize(I, sizes(I)), im.linearize(J, sizes(J))
+    ci = im.add(im.mul(m, im.const(self.Np)), nn)
+    if T: ci = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.Np)), ci)
+    c = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, ci)),))
+    sums = self.packed_sums(a, I, K, T, ap)
+    epi = f.roots[0].substitute({red: c, **sums})
+    if I and J and max(I + J, key=_axis) is I[-1]:
+      # the output steps along A's last row range (NCHW conv with the image as A) while C steps along B's: the loops over
+      # B's ranges move inside A's others, so a few rows of C stay in L1 while their columns go out, one at a time
+      epi = epi.substitute({r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + I[:-1] + J + I[-1:])})
+    self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **self.thr})
+    self.tile_rows = False   # see tile_epilogue
+    self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp, sums)
+
+  def pack(self, x, rs, w, buf, k_first, per_batch, row=0):
+    # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first
+    # for a), so reads follow its layout; the packed position needs only lin // w and lin % w (row > 0: row-major,
+    # rows `row` floats apart)
+    I, J, K, T = self.ranges
+    x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
+    if not row and (lanes := self.pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
+    order = T + ((K + rs) if k_first else (rs + K))
+    new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
+    lin, kl = im.linearize([new[r] for r in rs], sizes(rs)), im.linearize([new[r] for r in K], sizes(K))
+    idx = self.packed_at(lin, kl, w, row)
+    if T: idx = im.add(im.mul(im.linearize([new[r] for r in T], sizes(T)), im.const(per_batch)), idx)
+    st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
+    return Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *new.values())),))],
+                {"uop.kernel": None, **self.thr})
+
+  def pack_block(self, x, rs, w, buf):
+    # per block: loops over panel p (from the caller's %lo to %hi), lane l, k; row p*w + l (clamped to the last:
+    # lanes past M repeat it, reaching only C's pad rows) at the block-local position (p mod P)*K*w + k*w + l
+    _, J, K, _ = self.ranges
+    x = affine_simplify(x.substitute({r: im.const(0) for r in set(J) if r not in rs}))
+    n_rows, per = prod(sizes(rs)), self.mc // w
+    if (lanes := self.pack_lanes(x, rs, w, buf, per=per)) is not None: return lanes
+    p, l, ks = loop_range(0, -(-n_rows // w)), loop_range(1, w), {r: loop_range(2 + i, s) for i, (r, s) in enumerate(zip(K, sizes(K)))}
+    row = UOp(Ops.MIN, dtypes.index, (im.add(im.mul(p, im.const(w)), l), im.const(n_rows - 1)))
+    kl = im.linearize([ks[r] for r in K], sizes(K))
+    idx = im.add(im.add(im.mul(im.mod(p, per), im.const(self.K * w)), im.mul(kl, im.const(w))), l)
+    val = affine_simplify(x.substitute({**dict(zip(rs, im.unravel(row, sizes(rs)))), **ks}))
+    st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
+    return Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, l, *ks.values())),))],
+                {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
+
+  def pack_lanes(self, x, rs, w, buf, per=0, per_batch=0):
+    # panels whose rows are neighbours in the innermost row range (a convolution's output columns) as vector lanes
+    # (LaneLowerer): loops over the batch, panel p, k and lane group v (L = VW rows of a w-row panel), the rows
+    # unravelled once per group. Each k then reads L elements a fixed step apart and writes L consecutive ones.
+    # Where L does not divide that range (size S), a group spans pieces of up to J + 1 runs: each piece's loads are
+    # gated to its lanes (the others may point anywhere), and rows past the last (lanes of the last panel, reaching
+    # only C's pad rows) read the last row. per: panels per block (a block packed inside mm), else the whole operand
+    _, _, K, T = self.ranges
+    if not rs: return None
+    sz = sizes(rs)
+    S, n_rows, L = sz[-1], prod(sz), self.vw if w % self.vw == 0 else w
+    J = (S - gcd(L, S) + L - 1) // S   # the most row boundaries a group crosses
+    ts = [loop_range(i, n) for i, n in enumerate(sizes(T) if not per else [])]
+    p, ks = loop_range(len(ts), -(-n_rows // w)), {r: loop_range(len(ts) + 1 + i, n) for i, (r, n) in enumerate(zip(K, sizes(K)))}
+    v = loop_range(len(ts) + 1 + len(K), w // L) if w > L else im.const(0)   # innermost: a k row's panel is read once
+    lane = lane_range(L)
+    row0 = im.add(im.mul(p, im.const(w)), im.mul(v, im.const(L)))
+    r0, col, val = im.idiv(row0, S), im.add(im.mod(row0, S), lane), None
+    clamp = J or n_rows % w
+    sub = {**dict(zip(T, ts)), **ks}
+    for jj in range(J + 1):
+      row = UOp(Ops.MIN, dtypes.index, (im.add(r0, im.const(jj)), im.const(n_rows // S - 1))) if clamp else r0
+      xj = affine_simplify(x.substitute({**dict(zip(rs, (*im.unravel(row, sz[:-1]), im.sub(col, im.const(jj * S))))), **sub}))
+      if (mine := im.in_bounds(col, jj * S, (jj + 1) * S) if J else None) is False: continue
+      if mine is not None:
+        xj = xj.substitute({u.src[0]: gated(u.src[0], mine) for u in xj.toposort if u.op is Ops.LOAD and lane in u.src[0].toposort})
+      val = xj if val is None or mine is None else UOp(Ops.WHERE, dtypes.float32, (mine, xj, val))
+    if not LaneLowerer.supports(val, lane): return None
+    kl = im.linearize([ks[r] for r in K], sizes(K))
+    idx = im.add(im.add(im.mul(im.mod(p, per) if per else p, im.const(self.K * w)), im.mul(kl, im.const(w))), im.add(im.mul(v, im.const(L)), lane))
+    if ts: idx = im.add(im.mul(im.linearize(ts, sizes(T)), im.const(per_batch)), idx)
+    st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
+    loops = [*ts, p, *ks.values(), *([v] if w > L else [])]
+    f = Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *loops)),))],
+             {"uop.kernel": None, **({"uop.threads": 1} if per else self.thr)})
+    self.lane_of[id(f)] = lane
+    return f
+
+  def tile_epilogue(self, red: UOp, a: UOp, b: UOp, I: list[UOp], J: list[UOp], T: list[UOp], cp: UOp, sums: dict) -> Func | None:
+    """The epilogue as a function of tiles (outer range t = (bt * MB + ib) * NB + jb, from %lo to %hi), which mm calls on each tile
+    once its last k slice is done, with the tile on mm's stack (argument `tile`): no pass over C afterwards, and C takes
+    scratch only when K takes several slices. The tile's columns run as vector lanes (LaneLowerer) when every index
+    steps along J as one contiguous run (row-major matrices, NCHW outputs): idx(I, J) = idx(I, 0) + s * n, n the linear
+    column, s 1 for the store (0 <= s <= LANE_MAX_STEP for loads); else its rows, when the indices step so along I (an
+    output that steps along A's rows: a convolution with the image as A), from the tile stored transposed (tile_rows).
+    None (the separate epilogue phase) for anything else: a reduce in the epilogue (but A's packed row sums), a value that uses the lane side other
+    than through an index, a gate on it, a store that is not one f32 store over the loops, or a buffer that both the
+    epilogue writes and the operands read (mm reads A while it stores the tiles)."""
+    if (one := single_store(self.f.roots[0])) is None: return None
+    end, st, _ = one
+    if set(end.src[1:]) != set(I + J + T) or st.src[0].op is not Ops.INDEX: return None
+    cload = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.const(0))),))   # the tile's element, placed below
+    out, nodes = st.src[0].src[0], (st := st.substitute({red: cload, **sums})).toposort
+    # a reduce in the epilogue: only the sums of A's packed panels (packed_sums: attention's softmax row sums)
+    if out.op is not Ops.BUFFER or out.dtype.base is not dtypes.float32: return None
+    if any(u.op is Ops.REDUCE and u not in sums.values() for u in nodes): return None
+    if any(u.op is Ops.LOAD and u.src[0].src[0] is out for x in (a, b) for u in x.toposort): return None
+    tile = arg_buffer(len(self.args), dtypes.float32.ptr(self.mr * self.nr))
+    for rows in (False, True):
+      if (f := self._tile_epilogue(st, nodes, cload, tile, I, J, T, rows)) is None: continue
+      if self.K <= self.kc:   # C is never stored: no scratch for it (the phases share the args list; the epilogue has its own)
+        self.scratch[2] = 1
+        self.args[cp.attrs["slot"]] = f.args[cp.attrs["slot"]] = arg_buffer(cp.attrs["slot"], dtypes.float32.ptr(1))
+      self.tile_rows = rows
+      return f
+    return None
+
+  def _tile_epilogue(self, st: UOp, nodes: list[UOp], cload: UOp, tile: UOp, I: list[UOp], J: list[UOp], T: list[UOp], rows: bool) -> Func | None:
+    """tile_epilogue with lanes along the tile's columns (n; the tile row-major), or its rows (m; the tile transposed).
+    A batch's tiles follow each other: t = (bt * MB + ib) * NB + jb."""
+    nb, nv, per = self.Np // self.nr, self.nr // self.vw, (self.Mp // self.mr) * (self.Np // self.nr)
+    lane = lane_range(self.mr if rows else self.vw)
+    t = loop_range(0, self.batch * per)
+    tb = im.mod(t, per) if self.batch > 1 else t
+    m0, n0 = im.mul(im.idiv(tb, nb), im.const(self.mr)), im.mul(im.mod(tb, nb), im.const(self.nr))
+    if rows:
+      c = loop_range(1, self.nr)
+      loops, m, n, at = [t, c], im.add(m0, lane), im.add(n0, c), im.add(im.mul(c, im.const(self.mr)), lane)
+    else:
+      r, v = loop_range(1, self.mr), loop_range(2, nv) if nv > 1 else im.const(0)
+      col = im.add(im.mul(v, im.const(self.vw)), lane)
+      loops, m, n, at = [t, r, *([v] if nv > 1 else [])], im.add(m0, r), im.add(n0, col), im.add(im.mul(r, im.const(self.nr)), col)
+    # the lane side (J for columns, I for rows): indices must step along it as one run; lanes past its edge read nothing.
+    # The scalar side: its positions past the edge (the last tile's) are clamped: never stored
+    rs, cs = (I, m, self.M, self.Mp), (J, n, self.N, self.Np)
+    (L, lin, ln, lp), (S, slin, sn, sp) = (rs, cs) if rows else (cs, rs)
+    scal = dict(zip(S, im.unravel(UOp(Ops.MIN, dtypes.index, (slin, im.const(sn - 1))) if sp != sn else slin, sizes(S))))
+    scal.update(zip(T, im.unravel(im.idiv(t, per), sizes(T))))
+    cut = UOp(Ops.CMPLT, dtypes.bool, (lin, im.const(ln))) if lp != ln else None
+    # the first lane's position on the lane side, and how many lanes a vector holds there (they never straddle a run)
+    Ls, szL, base, W = set(L), sizes(L), m0 if rows else im.add(n0, im.mul(v, im.const(self.vw))), self.mr if rows else self.vw
+    sub, memo = {cload: UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (tile, at)),))}, {}
+    for u in nodes:
+      if u.op is not Ops.INDEX or u is cload.src[0]: continue
+      if len(u.src) > 2 and Ls & set(u.src[2].toposort): return None
+      x, lanes = u.src[1], Ls & set(u.src[1].toposort)
+      if lanes:
+        if (form := affine(x, memo)) is None or (s := form.get(L[-1], 0)) < 0: return None
+        # L[i:] step as one run of stride s; the outer L[:i] (a batch of images, each output one run) may step apart,
+        # where the run's length is a multiple of W: a vector's lanes then share the outer position, the first lane's
+        i = next((i for i in range(len(L)) if [form.get(j, 0) for j in L[i:]] == [s * prod(szL[k + 1:]) for k in range(i, len(L))]
+                  and (i == 0 or prod(szL[i:]) % W == 0)), None)
+        if i is None: return None
+        if i == 0: x = im.add(affine_simplify(x.substitute({j: im.const(0) for j in L})), im.mul(lin, im.const(s)))
+        else:
+          run = prod(szL[i:])
+          outer = dict(zip(L[:i], im.unravel(im.idiv(base, run), szL[:i])))
+          x = im.add(affine_simplify(x.substitute({**outer, **{j: im.const(0) for j in L[i:]}})),
+                     im.mul(im.add(im.mod(base, run), lane), im.const(s)))
+      ix = UOp(Ops.INDEX, u.dtype, (u.src[0], x.substitute(scal), *(g.substitute(scal) for g in u.src[2:])))
+      sub[u] = gated(ix, cut) if lanes and u is not st.src[0] else ix
+    idx, val = sub[st.src[0]], st.src[1].substitute({**sub, **scal})
+    if Ls & set(val.toposort) or lane_coef(idx.src[1], lane, {}) != 1 or not LaneLowerer.supports(val, lane): return None
+    idx = gated(idx, im.and_(UOp(Ops.CMPLT, dtypes.bool, (slin, im.const(sn))) if sp != sn else None, cut))
+    body = UOp(Ops.END, dtypes.void, (UOp(Ops.STORE, dtypes.void, (idx, val), loc=st.loc), *loops))
+    f = Func(f"{self.name}_epi", self.args + [tile], [], [UOp(Ops.SINK, dtypes.void, (body,))],
+             {"uop.kernel": None, "uop.threads": 1, **{k: v for k, v in self.f.attrs.items() if k == "uop.fastmath"}})   # the sums reassociate
+    self.lane_of[id(f)] = lane
+    return f
+
+  def packed_sums(self, a: UOp, I: list[UOp], K: list[UOp], T: list[UOp], ap: UOp) -> dict[UOp, UOp]:
+    """The epilogue's sums of a itself over ranges like K (attention's softmax row sums of the exps its product
+    packed), each replaced by a sum of A's packed panels: what pack_a computed is not computed again."""
+    if self.pack_a is None or self.fused: return {}
+    out, lin = {}, im.linearize(I, sizes(I))
+    for u in self.f.roots[0].toposort:
+      if u.op is not Ops.REDUCE or u.attrs.get("op") != "add" or len(u.src) != len(K) + 1 or u.dtype is not dtypes.float32: continue
+      K2 = sorted(u.src[1:], key=_axis)
+      if sizes(K2) != sizes(K) or a.substitute(dict(zip(K, K2))) is not u.src[0]: continue
+      idx = self.packed_at(lin, im.linearize(K2, sizes(K)), self.mr, self.rows_a or 0)
+      if T: idx = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.ka)), idx)
+      out[u] = UOp(Ops.REDUCE, u.dtype, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (ap, idx)),)), *u.src[1:]), u.arg, u.loc)
+    return out
+
+  def packed_at(self, lin: UOp, kl: UOp, w: int, row: int = 0) -> UOp:
+    """Where an operand's row lin, k kl goes in its scratch: w-row panels (each k's w values together), or row-major
+    with rows `row` floats apart."""
+    if row: return im.add(im.mul(lin, im.const(row)), kl)
+    return im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
+
+  @staticmethod
+  def in_place(a: UOp, I: list[UOp], K: list[UOp], once: bool = False) -> tuple[int, int, int] | None:
+    """(buffer slot, offset, row stride) when a is an ungated f32 load at offset + row*stride + k, one row range and
+    one k range: the micro-kernel then reads A's rows where they are (each row a sequential stream in k) instead of
+    copying A into MR-row panels first. `once`: B is one panel, so the tiles read A once (packing it would read it twice)."""
+    if a.op is not Ops.LOAD or a.dtype is not dtypes.float32 or len(I) != 1 or len(K) != 1: return None
+    idx = a.src[0]
+    if idx.op is not Ops.INDEX or len(idx.src) != 2 or idx.src[0].op is not Ops.BUFFER: return None
+    form = affine(idx.src[1], {})
+    if form is None or set(form) - {1, I[0], K[0]} or form.get(K[0]) != 1 or form.get(I[0], 0) <= 0: return None
+    # rows a multiple of 1 KiB apart share cache sets: the tile's 6 streams then evict each other (2048^3: 7% slower)
+    if form[I[0]] % 256 == 0 and not once: return None
+    return idx.src[0].attrs["slot"], form.get(1, 0), form[I[0]]
+
+  PASSED = ("uop.threads", "uop.fastmath")   # the kernel's choices its phases take (fastmath: epilogue reduces vectorize)
+  PAR_MIN = 1 << 18   # elements (packing, epilogue) or flops / 16 (mm) below which a phase runs on one thread
+  def phases(self) -> list[tuple[str, tuple[int, int, int] | None]]:
+    t = _int_attr(self.f, "uop.threads", 1)
+    par = lambda f, work: (parallel_info(f)[0], t if work >= self.PAR_MIN else 1, 1) if t > 1 else None
+    nmm = self.batch if self.batch > 1 else max(self.Np // self.nr, -(-self.Mp // self.mc))
+    mm_par = (nmm, t if self.batch * self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1, *((1,) if self.fused else ())) if t > 1 else None
+    bt = self.batch
+    return [*([(f"{self.name}_pack_a", par(self.pack_a, bt * self.M * self.K))] if self.pack_a is not None and not self.fused else []),
+            (f"{self.name}_pack_b", par(self.pack_b, bt * self.N * self.K)),
+            (f"{self.name}_mm", mm_par),
+            *([] if self.epi_tile else [(f"{self.name}_epi", par(self.epi, bt * self.M * self.N))])]
+
+  def reuse(self) -> list[tuple[int, int, int]]:
+    """(phase, argument, scratch) of pack_a (a phase of its own) and pack_b when their panels are a function of one input buffer."""
+    names = [e for e, _ in self.phases()]
+    return [(names.index(f"{self.name}_pack_{x}"), slot, s) for x, slot, s in (("a", self.a_slot, 0), ("b", self.b_slot, 1))
+            if slot is not None and f"{self.name}_pack_{x}" in names]
+
+  def text(self) -> str:
+    low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
+    return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
+            + mm(self.micro()) + (private(low(self.epi_tile, f"{self.name}_epi")) + private(lower_kernel(
+                self.epi_tile, f"{self.name}_pf", LaneLowerer(self.epi_tile, self.lane_of[id(self.epi_tile)], True, self.epi_tile.args[-1])))
+                           if self.epi_tile
+                           else lower_kernel(self.epi, f"{self.name}_epi")))
+
+  def micro(self) -> MicroKernel:
+    """The mm phase's problems, each after the other in Ap, Bp and C."""
+    return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, _int_attr(self.f, "uop.threads", 1), self.mr, self.nr, self.kc,
+                       self.mc, self.vw, self.M, self.K, self.Mp, self.Np, self.batch, (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np),
+                       self.op, self.direct_a, self.rows_a, self.fused, self.epi_tile is not None, self.tile_rows)
+
+@dataclass
+class MicroKernel:
+  """One mm phase: C = A x B for each of a batch of problems (M x K times K x N, padded to Mp x Np), A and B packed in
+  panels in the scratch buffers after the nargs kernel arguments (problems `areas` floats apart in Ap, Bp and C), or A's
+  rows read in place (direct_a: slot, offset, stride) or from pack_a's row-major copy (rows_a: its row stride). fused: A
+  packed per MC-row block inside mm, by the pack_a phase it calls. tile: the epilogue runs per finished tile (_epi and
+  its prefetch _pf, called with the tile; tile_rows: the tile transposed). op: add (FMAs), or max or min (column reduces)."""
+  name: str
+  args: list[UOp]
+  nargs: int
+  scratch: list[int]
+  threads: int
+  mr: int
+  nr: int
+  kc: int
+  mc: int
+  vw: int
+  M: int
+  K: int
+  Mp: int
+  Np: int
+  batch: int
+  areas: tuple[int, int, int]
+  op: str = "add"
+  direct_a: tuple[int, int, int] | None = None
+  rows_a: int | None = None
+  fused: bool = False
+  tile: bool = False
+  tile_rows: bool = False
+
+def private(text: str) -> str: return text.replace("func.func @", "func.func private @", 1)   # mm's one call of it inlines
+
+def mm(mk: MicroKernel) -> str:
+  """The micro-kernel's phase (see Contraction): Goto's loops over KC slices, MC-row blocks and NR-wide panels around an
+  MR x NR register tile of VW-lane vector accumulators."""
+  mr, nr, kc, mc, vw = mk.mr, mk.nr, mk.kc, mk.mc, mk.vw
+  nv, V = nr // vw, f"vector<{vw}xf32>"
+  t = mk.threads
+  out, n, depth = [], [0], [2]
+  def L(text):
+    n[0] += 1; out.append(f"{'  ' * depth[0]}%v{n[0]} = {text}"); return f"%v{n[0]}"
+  def put(text, d=None):
+    if d is not None: depth[0] = d
+    out.append(f"{'  ' * depth[0]}{text}")
+  ci = lambda v: L(f"arith.constant {v} : index")
+  add = lambda x, c: L(f"arith.addi {x}, {ci(c)} : index") if c else x
+  c0, c1 = ci(0), ci(1)
+  ck, ckc = ci(mk.K), ci(kc)
+  one = mk.K <= kc   # one k slice
+  if mk.tile: put(f"%tile = memref.alloca() {{alignment = 64 : i64}} : memref<{mr * nr}xf32>")
+  # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
+  op = mk.op
+  zero = L(f"arith.constant dense<{ {'add': '0.0', 'max': '0xFF800000', 'min': '0x7F800000'}[op]}> : {V}")
+  nb, mb = mk.Np // nr, -(-mk.Mp // mc)   # Bp panels, Ap row blocks: threads split the larger (each thread then
+  by_m = mb > nb                               # streams only its share of the big operand from memory)
+  batched = mk.batch > 1                     # threads split the batch instead; each problem's offsets in the scratch
+  lo, hi = ("%lo", "%hi") if t > 1 else (c0, ci(mk.batch if batched else mb if by_m else nb))
+  at = lambda x, part: L(f"arith.addi {x}, %off{part} : index") if batched else x
+  rowwise = mk.direct_a is not None or mk.rows_a is not None   # the tiles read A's rows (in place, or pack_a's copy)
+  nargs = mk.nargs
+  pa, pb, pc = (f"%arg{nargs + i}" for i in range(3))
+  ta, tb, tc = (f"memref<{x}xf32>" for x in mk.scratch[:3])
+
+  def row_block():   # %ic .. the block's first and last MR-row panel
+    ic = L(f"arith.muli %icb, {ci(mc)} : index")
+    ic_end = L(f"arith.minsi {L(f'arith.addi {ic}, {ci(mc)} : index')}, {ci(mk.Mp)} : index")
+    return L(f"arith.divui {ic}, {ci(mr)} : index"), L(f"arith.divui {ic_end}, {ci(mr)} : index")
+
+  def tile(ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base):
+    """for %ib in the block: the MR x NR tile of C at (%ib, %jb), accumulated over k in [%kc, kend)."""
+    bbase = at(L(f"arith.muli %jb, {ci(mk.K * nr)} : index"), "b")
+    jcol = L(f"arith.muli %jb, {ci(nr)} : index")
+    put(f"scf.for %ib = {ib_lo} to {ib_hi} step {c1} {{"); depth[0] += 1
+    if not rowwise: abase = a_base()
+    else:   # row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows)
+      if mk.direct_a is not None:
+        slot, off, stride = mk.direct_a
+        a_buf, a_ty = f"%arg{slot}", mem_type(mk.args[slot].dtype)
+      else: off, stride = 0, mk.rows_a   # the row-major copy pack_a made, this problem's at %offa
+      row0, last = L(f"arith.muli %ib, {ci(mr)} : index"), ci(mk.M - 1)
+      rows = [L(f"arith.minsi {add(row0, r)}, {last} : index") for r in range(mr)]
+      rbase = [at(L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index"), "a") if mk.rows_a else
+               L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index") for x in rows]
+    crow = at(L(f"arith.addi {L(f'arith.muli %ib, {ci(mr * mk.Np)} : index')}, {jcol} : index"), "c")
+    offs = [[L(f"arith.addi {crow}, {ci(r * mk.Np + v * vw)} : index") for v in range(nv)] for r in range(mr)]
+    # one k slice: C starts from the identity, nothing to load
+    init = [zero] * len(offs) * nv if one else \
+      [L(f"arith.select {first}, {zero}, {L(f'vector.load {pc}[{o}] : {tc}, {V}')} : {V}") for row in offs for o in row]
+    tty = f"memref<{mr * nr}xf32>"
+    if mk.tile:   # its tile index t, and its calls' arguments (the tile's rows/columns from t)
+      ib = L(f"arith.addi {L(f'arith.muli %bt, {ci(mk.Mp // mr)} : index')}, %ib : index") if batched else "%ib"
+      t = L(f"arith.addi {L(f'arith.muli {ib}, {ci(nb)} : index')}, %jb : index")
+      epi_args = f"{', '.join([f'%arg{i}' for i in range(len(mk.args))] + ['%tile', t, add(t, 1)])}) : " \
+                 f"({', '.join([mem_type(x.dtype) for x in mk.args] + [tty, 'index', 'index'])}) -> ()"
+      # the output rows (and the rows the epilogue reads) this tile will touch, fetched while its k loop runs
+      last = None if one else L(f"arith.cmpi eq, {kend}, {ck} : index")   # several slices: only the last one's tile
+      if last: put(f"scf.if {last} {{")
+      put(f"{'  ' * bool(last)}func.call @{mk.name}_pf({epi_args}")
+      if last: put("}")
+    accs, res = [f"%acc{i}" for i in range(len(init))], f"%res{n[0]}"
+    put(f"{res}:{len(init)} = scf.for %k = %kc to {kend} step {c1} iter_args("
+        + ", ".join(f"{a} = {i}" for a, i in zip(accs, init)) + f") -> ({', '.join([V] * len(init))}) {{"); depth[0] += 1
+    bo = L(f"arith.addi {bbase}, {L(f'arith.muli %k, {ci(nr)} : index')} : index")
+    bv = [L(f"vector.load {pb}[{add(bo, v * vw)}] : {tb}, {V}") for v in range(nv)]
+    # the same row of the next B panel, into L2, a cache line at a time: its first tile then finds it there (weights
+    # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved)
+    for off in range(0, nr, 16):
+      put(f"memref.prefetch {pb}[{L(f'arith.minsi {add(bo, mk.K * nr + off)}, {ci(mk.scratch[1] - 1)} : index')}], read, locality<2>, data : {tb}")
+    if not rowwise: ao = L(f"arith.addi {abase}, {L(f'arith.muli %k, {ci(mr)} : index')} : index")
+    new = []
+    for r in range(mr):
+      ar = L(f"memref.load {a_buf}[{add(ao, r) if not rowwise else L(f'arith.addi {rbase[r]}, %k : index')}] : {a_ty}")
+      av = L(f"vector.broadcast {ar} : f32 to {V}")
+      new += [L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") if op == "add" else
+              L(f"arith.{op}imumf {accs[r * nv + v]}, {L(f'arith.mulf {av}, {bv[v]} : {V}')} : {V}") for v in range(nv)]
+    put(f"scf.yield {', '.join(new)} : {', '.join([V] * len(new))}"); depth[0] -= 1
+    put("}")
+    def to_tile():   # the tile on mm's stack, row-major, or transposed where the epilogue's lanes run along its rows
+      for q in range(mr * nv):
+        if not mk.tile_rows: put(f"vector.store {res}#{q}, %tile[{ci(q * vw)}] : {tty}, {V}"); continue
+        # chunk q of the transposed tile (element p: column p // mr, row p % mr) from the accumulators it takes lanes
+        # of, merged pairwise by shuffles (a scatter costs 11-15% of a 1x1 convolution's time at K = 256)
+        src: dict[int, dict[int, int]] = {}   # accumulator -> {position in the chunk: its lane}
+        for p in range(q * vw, (q + 1) * vw): src.setdefault((p % mr) * nv + p // mr // vw, {})[p - q * vw] = p // mr % vw
+        parts = []
+        for pair in [list(src.items())[i:i + 2] for i in range(0, len(src), 2)]:
+          (a, fa), (b, fb) = pair[0], pair[-1]
+          mask = [fa[p] if p in fa else vw + fb[p] if p in fb else 0 for p in range(vw)]
+          parts.append((L(f"vector.shuffle {res}#{a}, {res}#{b} {mask} : {V}, {V}"), {**fa, **fb}))
+        while len(parts) > 1:
+          (a, fa), (b, fb) = parts[0], parts[1]
+          parts = parts[2:] + [(L(f"vector.shuffle {a}, {b} {[p if p in fa else vw + p for p in range(vw)]} : {V}, {V}"), {**fa, **fb})]
+        put(f"vector.store {parts[0][0]}, %tile[{ci(q * vw)}] : {tty}, {V}")
+      put(f"func.call @{mk.name}_epi({epi_args}")
+    def to_c():
+      for i, o in enumerate(o for row in offs for o in row): put(f"vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
+    if not mk.tile: to_c()
+    elif one: to_tile()
+    else:   # the tile is done after the last slice: the epilogue takes it from the stack; C holds the earlier slices'
+      put(f"scf.if {last} {{"); depth[0] += 1
+      to_tile(); depth[0] -= 1
+      put("} else {"); depth[0] += 1
+      to_c(); depth[0] -= 1
+      put("}")
+    depth[0] -= 1; put("}")
+
+  def k_slice():   # %kc's slice end and whether it is the first (C starts from zero)
+    return L(f"arith.minsi {L(f'arith.addi %kc, {ckc} : index')}, {ck} : index"), L(f"arith.cmpi eq, %kc, {c0} : index")
+
+  if mk.fused:
+    # Goto's order with A packed per block: each thread packs its MC-row block of A (all of K) into its own
+    # L2-sized buffer (picked by the chunk index %tid) right before the tiles use it; A never round-trips memory
+    blk = f"memref<{mk.scratch[3]}xf32>"
+    bufs = [f"%arg{nargs + 3 + i}" for i in range(len(mk.scratch) - 3)]
+    tid = "%tid" if t > 1 else c0
+    mine = bufs[0]
+    for i, b in enumerate(bufs[1:], 1): mine = L(f"arith.select {L(f'arith.cmpi eq, {tid}, {ci(i)} : index')}, {b}, {mine} : {blk}")
+    put(f"scf.for %icb = {lo} to {hi} step {c1} {{", 3)
+    ib_lo, ib_hi = row_block()
+    pass_args = [f"%arg{i}" for i in range(nargs + 3)] + [mine] + bufs[1:]
+    put(f"func.call @{mk.name}_pack_a({', '.join(pass_args + [ib_lo, ib_hi])}) : ({', '.join([mem_type(a.dtype) for a in mk.args] + ['index', 'index'])}) -> ()")
+    put(f"scf.for %kc = {c0} to {ck} step {ckc} {{"); depth[0] += 1
+    kend, first = k_slice()
+    put(f"scf.for %jb = {c0} to {ci(nb)} step {c1} {{"); depth[0] += 1
+    tile(ib_lo, ib_hi, kend, first, mine, blk, lambda: L(f"arith.muli {L(f'arith.subi %ib, {ib_lo} : index')}, {ci(mk.K * mr)} : index"))
+    for d in (5, 4, 3): put("}", d)
+  else:
+    # Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels
+    # (each KC x NR slice L1-resident while the MR-row tiles of the block pass over it)
+    if batched:
+      put(f"scf.for %bt = {lo} to {hi} step {c1} {{", 3)
+      for part, area in zip("abc", mk.areas):
+        put(f"%off{part} = arith.muli %bt, {ci(area)} : index")
+      lo, hi, by_m = c0, ci(mb), True
+    put(f"scf.for %kc = {c0} to {ck} step {ckc} {{", 3)
+    kend, first = k_slice()
+    put(f"scf.for %icb = {lo if by_m else c0} to {hi if by_m else ci(mb)} step {c1} {{"); depth[0] += 1
+    ib_lo, ib_hi = row_block()
+    put(f"scf.for %jb = {c0 if by_m else lo} to {ci(nb) if by_m else hi} step {c1} {{"); depth[0] += 1
+    tile(ib_lo, ib_hi, kend, first, pa, ta, lambda: at(L(f"arith.muli %ib, {ci(mk.K * mr)} : index"), "a"))
+    for d in (5, 4, 3): put("}", d)
+    if batched: put("}", 3)
+  idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if mk.fused else []) if t > 1 else []
+  args = ", ".join([f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(mk.args)] + idx)
+  return f"  func.func @{mk.name}_mm({args}) {{\n" + "\n".join(out) + "\n    return\n  }\n"

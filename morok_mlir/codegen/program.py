@@ -1,0 +1,78 @@
+"""uop-lower-cpu: each kernel as CPU code, the phases of the template uop-optimize chose for it (a contraction, a
+Winograd convolution, a split reduce, vector lanes) or one function (lower_cpu.lower_kernel); @schedule as the calls
+of those phases in order."""
+from __future__ import annotations
+from morok_mlir.ir.bridge import Func, import_module, replace_module_body, type_text
+from morok_mlir.dialects.ops import Ops
+from morok_mlir.core import index_math as im
+from morok_mlir.ir.registry import register, PassError
+from morok_mlir.codegen.lower_cpu import _int_attr, lower_kernel, mem_type, parallel_info
+from morok_mlir.codegen.lanes import LaneLowerer, lane_split
+from morok_mlir.codegen.contraction import Contraction
+from morok_mlir.codegen.split_reduce import SplitReduce
+from morok_mlir.codegen.winograd import Winograd, direct
+
+# choices made for static loop sizes
+STATIC_ONLY = ("uop.contraction", "uop.winograd", "uop.split_reduce", "uop.nontemporal", "uop.lanes")
+
+def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int]]]:
+  """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes,
+  [(phase, argument, scratch)] phases whose result depends on one argument alone). A loop may run to a symbolic size
+  (its end read at run time) only in a kernel without the choices in STATIC_ONLY."""
+  if (k := next((a for a in STATIC_ONLY if a in f.attrs), None)) and f.roots and any(
+      u.op is Ops.RANGE and im.cval(u.src[0]) is None for u in f.roots[0].toposort):
+    raise PassError(f"@{f.name}: {k} needs static range sizes (a loop here runs to a symbolic size)")
+  if "uop.winograd" in f.attrs:
+    try: return (c := Winograd(f, name)).text(), c.phases(), c.scratch, c.reuse()
+    except NotImplementedError: f = direct(f)   # an image its lanes cannot read (a flipped or channels-last one)
+  if "uop.contraction" in f.attrs: return (c := Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
+  if "uop.split_reduce" in f.attrs: return (c := SplitReduce(f, name)).text(), c.phases(), c.scratch, []
+  if "uop.lanes" in f.attrs and (ls := lane_split(f, _int_attr(f, "uop.lanes"))) is not None:
+    return lower_kernel(ls[0], name, LaneLowerer(*ls)), [(name, parallel_info(ls[0]))], [], []
+  return lower_kernel(f, name), [(name, parallel_info(f))], [], []
+
+def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | None = None) -> str:
+  """@schedule -> func.call of each kernel's phases (see lower_program) in order."""
+  progs = progs or {n: ([(n, parallel_info(k))], []) for n, k in kernels.items()}
+  calls = []
+  for u in f.roots[0].toposort if f.roots else []:
+    if u.op is not Ops.KERNEL: continue
+    callee, slots = u.attrs.get("callee", ("", ""))[1], u.attrs.get("slots", ())
+    if callee not in kernels: raise PassError(f"uop.kernel calls @{callee}, which is not a kernel of this module", u.loc)
+    k = kernels[callee]
+    if any(not 0 <= s < len(f.args) for s in slots): raise PassError(f"uop.kernel slots {list(slots)} out of range for {len(f.args)} buffers", u.loc)
+    if [f.args[s].dtype for s in slots] != [a.dtype for a in k.args]:
+      raise PassError(f"uop.kernel passes ({', '.join(type_text(f.args[s].dtype) for s in slots)}) to @{callee}"
+                      f"({', '.join(type_text(a.dtype) for a in k.args)})", u.loc)
+    phases, scratch = progs[callee]
+    tys, ops = [mem_type(t.dtype) for t in k.args], [f"%arg{s}" for s in slots]
+    for j, n in enumerate(scratch):  # a contraction's packed operands and tile buffer, for this call only
+      calls.append(f"    %s{len(calls)}_{j} = memref.alloc() {{alignment = 64 : i64}} : memref<{n}xf32>\n")
+    tys, ops = tys + [f"memref<{n}xf32>" for n in scratch], ops + [f"%s{len(calls) - len(scratch) + j}_{j}" for j in range(len(scratch))]
+    for entry, par in phases:
+      pt, po = tys, ops
+      if par is not None:  # the whole outer loop in one call (as chunk 0, for phases that take the chunk index)
+        calls.append(f"    %lo{len(calls)} = arith.constant 0 : index\n    %hi{len(calls)} = arith.constant {par[0]} : index\n")
+        bounds = [f"%lo{len(calls) - 1}", f"%hi{len(calls) - 1}"] + [f"%lo{len(calls) - 1}"] * (len(par) > 3 and par[3])
+        pt, po = tys + ["index"] * len(bounds), ops + bounds
+      calls.append(f"    func.call @{entry}({', '.join(po)}) : ({', '.join(pt)}) -> ()\n")
+    calls += [f"    memref.dealloc {o} : {t}\n" for o, t in zip(ops[len(k.args):], tys[len(k.args):])]
+  args = ", ".join(f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args))
+  return f"  func.func @{f.name}({args}) {{\n{''.join(calls)}    return\n  }}\n"
+
+def lower_module(funcs: list[Func]) -> str:
+  kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
+  out, progs = [], {}
+  for f in funcs:
+    if f.name in kernels:
+      text, phases, scratch, _ = lower_program(f, f.name)
+      out.append(text); progs[f.name] = (phases, scratch)
+  for f in funcs:
+    if f.name in kernels: continue
+    elif "uop.schedule" in f.attrs: out.append(lower_schedule(f, kernels, progs))
+    else: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
+  return "module {\n" + "".join(out) + "}\n"
+
+@register("uop-lower-cpu", "Kernels -> func.func with scf.for, memref, arith, math; @schedule -> func.call of the kernels", on_uops=False)
+def uop_lower_cpu(module_op):
+  replace_module_body(module_op, lower_module(import_module(module_op)))
