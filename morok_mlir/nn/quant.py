@@ -20,9 +20,17 @@ def _f16(b: Tensor, at: int) -> Tensor:
   lo, hi = b[:, at:at + 1].cast(dtypes.uint16), b[:, at + 1:at + 2].cast(dtypes.uint16)
   return (lo | (hi << 8)).bitcast(dtypes.float16).cast(dtypes.float32)
 
+def _fields(q: Tensor, bits: int) -> Tensor:
+  """(..., k) bytes -> (..., 8 // bits, k): field f of each byte is its bits f*bits .. (f+1)*bits - 1. Shifts by constants
+  (a shift by a tensor of amounts keeps LLVM from vectorizing the decode), stacked two by two: uop-rangeify stores a
+  cat of 3 parts or more apart, and the decode would no longer fuse into the kernel reading the weight."""
+  fs, d = [q & ((1 << bits) - 1), *[(q >> f) & ((1 << bits) - 1) for f in range(bits, 8 - bits, bits)], q >> (8 - bits)], -2
+  while len(fs) > 1: fs, d = [a.stack(b, dim=d) for a, b in zip(fs[::2], fs[1::2])], d - 1
+  return fs[0].reshape(*q.shape[:-1], 8 // bits, q.shape[-1])
+
 def _nibbles(q: Tensor) -> Tensor:
   """(..., k) bytes -> (..., 2k) 4-bit values: the k low nibbles, then the k high ones (GGML's order within a run)."""
-  return (q & 15).stack(q >> 4, dim=-2).reshape(*q.shape[:-1], 2 * q.shape[-1])
+  return _fields(q, 4).reshape(*q.shape[:-1], 2 * q.shape[-1])
 
 def _q4_0(b: Tensor) -> Tensor:   # d f16, 16 bytes of nibbles: w = (q - 8) * d
   return (_nibbles(b[:, 2:18]).cast(dtypes.float32) - 8) * _f16(b, 0)
@@ -48,8 +56,7 @@ def _q6_k(b: Tensor) -> Tensor:
   bytes (low nibbles: sub-runs 0, 1; high nibbles: 2, 3) and 32 high bytes (bits 2k..2k+1 for sub-run k); the
   scale of weight j of the half's sub-run k is scales[half * 8 + k * 2 + j // 16]: w = d * scale * (q - 32)."""
   low = _nibbles(b[:, 0:128].reshape(-1, 2, 64))                       # (n, 2 halves, 128): sub-run k at k*32
-  qh = b[:, 128:192].reshape(-1, 2, 1, 32)
-  high = ((qh >> 0) & 3).cat((qh >> 2) & 3, (qh >> 4) & 3, (qh >> 6) & 3, dim=2).reshape(-1, 2, 128)
+  high = _fields(b[:, 128:192].reshape(-1, 2, 32), 2).reshape(-1, 2, 128)
   q = (low | (high << 4)).cast(dtypes.float32) - 32
   sc = b[:, 192:208].bitcast(dtypes.int8).cast(dtypes.float32).reshape(-1, 2, 8, 1)
   return (_f16(b, 208).reshape(-1, 1, 1, 1) * sc * q.reshape(-1, 2, 8, 16)).reshape(-1, 256)
