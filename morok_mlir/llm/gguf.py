@@ -20,7 +20,7 @@ from __future__ import annotations
 import math, os, stat
 from dataclasses import dataclass, field
 import numpy as np
-from gguf import GGUFReader, GGMLQuantizationType, GGML_QUANT_SIZES
+from gguf import GGUFReader, GGUFValueType, GGMLQuantizationType, GGML_QUANT_SIZES
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.provenance import error as _err, user_loc
 from morok_mlir.nn.quant import QUANTS, dequantize
@@ -47,6 +47,14 @@ class _Reader(GGUFReader):
     if (end := int(offset) + np.dtype(dtype).itemsize * int(count)) > self.size:
       raise ValueError(f"it is truncated: a read at byte {int(offset)} needs {end - int(offset)} bytes, the file has {self.size}")
     return super()._get(offset, dtype, count, override_order)
+  def _get_field_parts(self, orig_offs, raw_type):
+    if int(raw_type) not in GGUFValueType._value2member_map_: raise ValueError(f"unknown value type {int(raw_type)} at byte {orig_offs}")
+    if raw_type == GGUFValueType.ARRAY:   # the base class reads an array item by item: its length must fit in the file first
+      itype, n = int(self._get(orig_offs, np.uint32)[0]), int(self._get(orig_offs + 4, np.uint64)[0])
+      least = np.dtype(self.gguf_scalar_to_np[GGUFValueType(itype)]).itemsize if itype in self.gguf_scalar_to_np else 8
+      if orig_offs + 12 + n * least > self.size:
+        raise ValueError(f"an array at byte {orig_offs} of {n} items needs at least {n * least} bytes, the file has {self.size}")
+    return super()._get_field_parts(orig_offs, raw_type)
   def _build_tensors(self, start_offs: int, fields) -> None:
     for f in fields:
       _, _, _, dims, raw_type, offset = f.parts
@@ -60,9 +68,10 @@ class _Reader(GGUFReader):
       block, nbytes = GGML_QUANT_SIZES[qt]
       if dims[0] % block: raise ValueError(f"tensor {name!r} of {qt.name} has a row of {dims[0]}, not a multiple of its block of {block}")
       begin, span = start_offs + int(offset[0]), math.prod(dims) // block * nbytes
-      if begin % self.alignment or begin + span > self.size:
-        raise ValueError(f"tensor {name!r} ({qt.name} {dims}) needs bytes {begin}..{begin + span} at alignment {self.alignment},"
-                         f" the file has {self.size}")
+      if begin % self.alignment: raise ValueError(f"tensor {name!r} starts at byte {begin}, not a multiple of the alignment {self.alignment}")
+      if begin + span > self.size:
+        raise ValueError(f"tensor {name!r} ({qt.name} {dims}) needs bytes {begin}..{begin + span}, past the end of the file"
+                         f" ({self.size} bytes): it is truncated, or its dims or offset are wrong")
     super()._build_tensors(start_offs, fields)
 
 def _tensor(t, loc: str) -> Tensor:
