@@ -120,5 +120,6 @@ def test_special_tokens_and_chat_template(meta, tok):
   assert tok.encode("<|im_start|>").ids == [im_start] and tok.token_to_id("<|im_end|>") == im_end
 
 def test_unsupported_tokenizers_are_errors(meta):
-  with pytest.raises(ValueError, match="tokenizer.ggml.model 'llama' is not supported"): tokenizer_from_gguf({**meta, "tokenizer.ggml.model": "llama"})
+  with pytest.raises(ValueError, match="tokenizer.ggml.model 'llama' is not supported"):
+    tokenizer_from_gguf({**meta, "tokenizer.ggml.model": "llama"})
   with pytest.raises(ValueError, match="tokenizer.ggml.pre 'qwen9' is not supported"): tokenizer_from_gguf({**meta, "tokenizer.ggml.pre": "qwen9"})

@@ -15,6 +15,8 @@ Layout facts a llama model needs:
   interleaved pairs: (x[2i], x[2i+1]) rotated by angle pos * base^(-2i/head_dim). HF's rotate_half (pairs (i, i + d/2))
   on them is wrong; `unpermute_qk` undoes the permutation if HF's form is wanted. attn_k uses n_head_kv heads.
 - A file without output.weight (SmolLM2) ties the output projection to token_embd.weight.
+- Use the tensors as they are, inside the model's graph: realizing one (`.realize()`, `.numpy()`, load_state_dict's
+  assign + realize) stores its float32 values in a buffer of their own, four to seven times the blocks' size.
 """
 from __future__ import annotations
 import math, os, stat
