@@ -188,6 +188,12 @@ def test_the_small_file_loads(tmp_path):
   np.testing.assert_array_equal(m.tensors["bf"].numpy(), np.arange(8, dtype=np.float32) + 0.5)
   assert {t.dtype.name for t in m.tensors.values()} == {"float32"}
 
+def test_big_endian_file_is_refused(tmp_path):
+  w = gguf.GGUFWriter(str(tmp_path / "be.gguf"), "llama", endianess=gguf.GGUFEndian.BIG)
+  w.add_tensor("b", np.ones(4, np.float32))
+  w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+  with pytest.raises(ValueError, match="be.gguf is not a valid GGUF file: it is big-endian"): load_gguf(tmp_path / "be.gguf")
+
 def test_not_a_file(tmp_path):
   with pytest.raises(ValueError, match="is not a regular file"): load_gguf(tmp_path)
 

@@ -91,7 +91,8 @@ def _value(f):
 def load_gguf(path) -> GGUFModel:
   """The GGUF file at path as a GGUFModel. The file is mapped read-only, not read: memory stays about the file's size
   however many times its tensors are used. A file that is not a valid GGUF (not a regular file, wrong magic, truncated,
-  an unknown or unsupported tensor type, absurd dims, data outside the file) raises ValueError saying what is wrong."""
+  an unknown or unsupported tensor type, absurd dims, data outside the file, big-endian) raises ValueError saying what
+  is wrong."""
   loc, path = user_loc(), os.fspath(path)
   def bad(msg: str): _err(ValueError, f"load_gguf: {path} is not a valid GGUF file: {msg}")
   if not stat.S_ISREG((st := os.stat(path)).st_mode): _err(ValueError, f"load_gguf: {path} is not a regular file")
@@ -100,6 +101,7 @@ def load_gguf(path) -> GGUFModel:
     if (magic := fh.read(4)) != b"GGUF": bad(f"its magic is {magic!r}, not b'GGUF'")
   try: r = _Reader(path, st.st_size)
   except (ValueError, KeyError, IndexError, OverflowError) as e: bad(str(e).strip("'\""))
+  if r.byte_order != "I": bad("it is big-endian: its tensors' bytes are not this machine's numbers")
   metadata = {k: _value(f) for k, f in r.fields.items() if not k.startswith("GGUF.")}
   if not isinstance(arch := metadata.get("general.architecture"), str): bad("it has no general.architecture string")
   return GGUFModel(arch, metadata, {t.name: _tensor(t, loc) for t in r.tensors})
