@@ -40,6 +40,7 @@ def sym_attr(u: UOp, name: str) -> tuple:
 def as_index(x) -> UOp: return x if isinstance(x, UOp) else UOp(Ops.CONST, dtypes.index, (), attrs(value=int(x)))
 SYM_PY = {Ops.ADD: operator.add, Ops.SUB: operator.sub, Ops.MUL: operator.mul, Ops.IDIV: operator.floordiv, Ops.MOD: operator.mod,
           Ops.MAX: max, Ops.MIN: min}
+SYM_TEXT = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%"}
 def _offset(x) -> tuple[UOp | None, int]:
   """A size as (symbolic base or None, constant offset): y + c and y - c split, so offsets cancel."""
   if not isinstance(x, UOp): return None, x
@@ -47,7 +48,7 @@ def _offset(x) -> tuple[UOp | None, int]:
   if x.op in (Ops.ADD, Ops.SUB) and x.src[1].op is Ops.CONST: return x.src[0], x.src[1].attrs["value"] * (1 if x.op is Ops.ADD else -1)
   return x, 0
 def _at(base: UOp | None, c: int):
-  if base is None: return c
+  if base is None or base.op is Ops.CONST: return c + (0 if base is None else base.attrs["value"])
   return base if c == 0 else UOp(Ops.ADD if c > 0 else Ops.SUB, dtypes.index, (base, as_index(abs(c))), ())
 def salu(op: Ops, a, b):
   """Index arithmetic on sizes (int or UOp): ints fold, adding 0 and multiplying by 1 are dropped, constant offsets
@@ -61,7 +62,7 @@ def salu(op: Ops, a, b):
     if op is Ops.ADD and yb.op is Ops.SUB and yb.src[1] is ya: return _at(yb.src[0], ca + cb)   # y + (z - y)
     if op is Ops.ADD and ya.op is Ops.SUB and ya.src[1] is yb: return _at(ya.src[0], ca + cb)
     return _at(UOp(op, dtypes.index, (ya if ya is not None else as_index(0), yb), ()), ca + cb if op is Ops.ADD else ca - cb)
-  if op is Ops.MUL and not isinstance(b, UOp) and b == 1: return a
+  if op in (Ops.MUL, Ops.IDIV) and not isinstance(b, UOp) and b == 1: return a
   if op is Ops.MUL and not isinstance(a, UOp) and a == 1: return b
   return UOp(op, dtypes.index, (as_index(a), as_index(b)), ())
 def sadd(a, b): return salu(Ops.ADD, a, b)
@@ -80,6 +81,21 @@ def sym_val(x, env: dict | None = None) -> int:
   if x.op is Ops.BIND: return sym_val(x.src[1])
   if x.op is Ops.DEFINE_VAR: return env[x]
   return SYM_PY[x.op](*(sym_val(s, env) for s in x.src))
+
+def sym_range(x) -> tuple[int, int]:
+  """The least and greatest value of a size over its variables' ranges (a bound one too: the value may change, the
+  range may not), by interval arithmetic."""
+  if not isinstance(x, UOp): return x, x
+  if x.op is Ops.CONST: return (v := x.attrs["value"]), v
+  if x.op is Ops.BIND: return sym_range(x.src[0])
+  if x.op is Ops.DEFINE_VAR: return x.attrs["min"], x.attrs["max"]
+  (a0, a1), (b0, b1) = sym_range(x.src[0]), sym_range(x.src[1])
+  if x.op is Ops.SUB: return a0 - b1, a1 - b0
+  if x.op in (Ops.ADD, Ops.MAX, Ops.MIN): return SYM_PY[x.op](a0, b0), SYM_PY[x.op](a1, b1)
+  if x.op is Ops.MOD and b0 > 0: return (a0 % b0, a1 % b0) if b0 == b1 and a0 >= 0 and a1 - a0 < b0 and a0 % b0 <= a1 % b0 else (0, b1 - 1)
+  if x.op is Ops.IDIV and b0 > 0: return min(a0 // b0, a0 // b1), max(a1 // b0, a1 // b1)
+  if x.op is Ops.MUL: return min(p := (a0 * b0, a0 * b1, a1 * b0, a1 * b1)), max(p)
+  _err(TypeError, f"no range for the size {x!r}")
 
 def Variable(name: str, min: int, max: int) -> UOp:
   """A symbolic size in [min, max] (tinygrad's Variable): `.bind(value)` gives a size usable as a tensor dimension."""
@@ -157,6 +173,8 @@ class UOp(OpMixin):
   def __repr__(self):
     if self.op is Ops.DEFINE_VAR: return "Variable({name!r}, {min}, {max})".format(**self.attrs)
     if self.op is Ops.BIND: return f"{self.src[0]!r}.bind({sym_val(self)})"
+    if self.dtype is dtypes.index and (sym := SYM_TEXT.get(self.op)): return f"({self.src[0]!r} {sym} {self.src[1]!r})"
+    if self.dtype is dtypes.index and self.op is Ops.CONST: return repr(self.attrs["value"])
     return f"UOp({self.op}, {self.dtype!r}, {len(self.src)} srcs, arg={self.arg!r})"
   def bind(self, value: int) -> UOp:
     """This define_var bound to value (checked to lie in [min, max]): a size whose value travels apart from the graph."""
@@ -165,6 +183,16 @@ class UOp(OpMixin):
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not a["min"] <= value <= a["max"]:
       _err(ValueError, f"{a['name']} = {value!r} is outside [{a['min']}, {a['max']}]")
     return UOp(Ops.BIND, dtypes.index, (self, as_index(int(value))), ())
+
+  @property
+  def val(self) -> int:
+    """The value of a bound size (a bound Variable, or an expression of them: `(v.bind(3) + 2).val` is 5)."""
+    try: return sym_val(self, {})
+    except KeyError as e: _err(ValueError, f"{e.args[0]!r} is not bound: use .bind(value)")
+  def unbind(self) -> tuple[UOp, int]:
+    """A bound Variable as (the Variable, its value)."""
+    if self.op is not Ops.BIND: _err(TypeError, f"only a bound Variable can be unbound, not a {self.op}")
+    return self.src[0], self.src[1].attrs["value"]
 
   def replace(self, **kw) -> UOp:
     f = dict(op=self.op, dtype=self.dtype, src=self.src, arg=self.arg, loc=self.loc) | kw
@@ -245,3 +273,17 @@ def arg_of(kw: dict) -> tuple:
     a, b = (k, tuple(v) if isinstance(v, list) else v), (k2, tuple(v2) if isinstance(v2, list) else v2)
     return (a, b) if k < k2 else (b, a)
   return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in kw.items()))
+
+# arithmetic on sizes: an index UOp (a Variable, bound or not, or an expression of them) with an int or another builds
+# the symbolic size (tinygrad's `vi + 2`, whose .val is vi.val + 2); any other UOp takes the graph-level op
+def _size_op(name: str, op: Ops):
+  graph = getattr(OpMixin, f"__{name}__")
+  def fwd(self, x, reverse=False):
+    if self.dtype is dtypes.index:
+      if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)): x = int(x)
+      elif x.__class__ is not UOp or x.dtype is not dtypes.index: return NotImplemented   # a Tensor takes it (Tensor + size)
+      return salu(op, x, self) if reverse else salu(op, self, x)
+    return graph(self, x, reverse)
+  setattr(UOp, f"__{name}__", fwd)
+  setattr(UOp, f"__r{name}__", lambda self, x: fwd(self, x, True))
+for _n, _o in (("add", Ops.ADD), ("sub", Ops.SUB), ("mul", Ops.MUL), ("floordiv", Ops.IDIV), ("mod", Ops.MOD)): _size_op(_n, _o)

@@ -24,7 +24,7 @@ def _basic_plan(shape: tuple, idx: tuple) -> tuple[list, list, list, list]:
   for i in idx:
     if i is None: out.append(1); continue
     s = shape[d]
-    if isinstance(s, U.UOp):
+    if isinstance(s, U.UOp) or isinstance(i, slice) and (isinstance(i.start, U.UOp) or isinstance(i.stop, U.UOp)):
       b, n = _symbolic_slice(s, i, d)
       bounds.append(b); steps.append(1)
       if isinstance(i, slice): out.append(n)
@@ -41,9 +41,11 @@ def _basic_plan(shape: tuple, idx: tuple) -> tuple[list, list, list, list]:
   return bounds, flips, steps, out
 
 def _symbolic_slice(s: U.UOp, i, d: int) -> tuple[tuple, object]:
-  """(shrink bounds, size) of index i (an int, or a slice of step 1) along a symbolic dim of size s, numpy's at s's
-  bound value: each bound is a constant, or an offset from s where numpy's counts from the end (a start or stop left out,
-  or negative), so the graph holds no value and one schedule serves every value that picks the same form."""
+  """(shrink bounds, size) of index i (an int, or a slice of step 1) along a symbolic dim of size s (or a slice with a
+  bound size as start or stop along any dim), numpy's at the bound values: each bound is a constant, a bound size as
+  given (it must lie in [0, s] at every value its variables take), or an offset from s where numpy's counts from the
+  end (a start or stop left out, or negative), so the graph holds no value and one schedule serves every value that
+  picks the same form."""
   val = U.sym_val(s)
   if not isinstance(i, slice):
     if not -val <= i < val: _err(IndexError, f"index {i} is out of bounds for dimension {d} with size {s!r}")
@@ -53,11 +55,17 @@ def _symbolic_slice(s: U.UOp, i, d: int) -> tuple[tuple, object]:
     _err(IndexError, f"slice step {i.step} along dimension {d} of symbolic size {s!r}: only a step of 1 is supported")
   def at(x, default):   # numpy's bound clamped into [0, val], as an int or an offset from s
     if x is None: return default
+    if isinstance(x, U.UOp):
+      lo, hi = U.sym_range(_sz(x, "slice bound"))
+      if lo < 0 or not isinstance(s, U.UOp) and hi > s:
+        _err(IndexError, f"slice bound {x!r} ranges over [{lo}, {hi}], outside dimension {d} of size {s}")
+      return x
     x = int(x)
     if x < 0: return U.sadd(s, x) if val + x >= 0 else 0
     return x if x <= val else s
   lo, hi = at(i.start, 0), at(i.stop, s)
-  return ((lo, hi), U.ssub(hi, lo)) if U.sym_val(hi) > U.sym_val(lo) else ((0, 0), 0)
+  given = isinstance(i.start, U.UOp) or isinstance(i.stop, U.UOp)   # a bound size as a bound: kept whatever its value
+  return ((lo, hi), U.ssub(hi, lo)) if U.sym_val(hi) > U.sym_val(lo) or given and U.sym_range(U.ssub(hi, lo))[0] >= 0 else ((0, 0), 0)
 
 class MovementMixin(OpBase):
   __slots__ = ()
@@ -150,6 +158,10 @@ class MovementMixin(OpBase):
     arg = tuple((0, s) if a is None else (bnd(a[0]), bnd(a[1])) for s, a in zip(self.shape, arg))
     if any(not (0 <= U.sym_val(b) <= U.sym_val(e) <= U.sym_val(s)) for s, (b, e) in zip(self.shape, arg)):
       _err(ValueError, f"invalid shrink {arg} of {self.shape}")
+    # a bound size along a static dim must fit it at every value its variables may take (a TinyJit replay reuses the graph)
+    if any(isinstance(s, int) and (U.sym_range(b)[0] < 0 or U.sym_range(e)[1] > s or U.sym_range(U.ssub(e, b))[0] < 0)
+           for s, (b, e) in zip(self.shape, arg) if isinstance(b, U.UOp) or isinstance(e, U.UOp)):
+      _err(ValueError, f"shrink {arg} of {self.shape}: a bound size must lie in the dim at every value in its Variables' ranges")
     if all(a == (0, s) for s, a in zip(self.shape, arg)): return self
     return self._op(Ops.SHRINK, tuple(U.ssub(e, b) for b, e in arg), bounds=tuple(v for a in arg for v in a))
   def flip(self, axis, *args) -> Self:
