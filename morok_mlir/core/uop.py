@@ -97,6 +97,19 @@ def sym_range(x) -> tuple[int, int]:
   if x.op is Ops.MUL: return min(p := (a0 * b0, a0 * b1, a1 * b0, a1 * b1)), max(p)
   _err(TypeError, f"no range for the size {x!r}")
 
+class _Guards(threading.local):
+  log: list | None = None   # while a TinyJit records: (a, b, held) for each test a <= b of sizes a graph was built under
+guards = _Guards()
+def _unbound(x):
+  if not isinstance(x, UOp): return x
+  return x.substitute(b) if (b := {u: u.src[0] for u in x.toposort if u.op is Ops.BIND}) else x
+def assume(a, b) -> bool:
+  """Whether size a <= size b at their bound values: a choice made on a value (a slice's form along a symbolic dim) is
+  logged for a TinyJit recording, whose replays at other values must make the same one."""
+  held = sym_val(a) <= sym_val(b)
+  if guards.log is not None and (isinstance(a, UOp) or isinstance(b, UOp)): guards.log.append((_unbound(a), _unbound(b), held))
+  return held
+
 def Variable(name: str, min: int, max: int) -> UOp:
   """A symbolic size in [min, max] (tinygrad's Variable): `.bind(value)` gives a size usable as a tensor dimension."""
   if not isinstance(name, str) or not all(isinstance(x, int) and not isinstance(x, bool) for x in (min, max)) or not 0 <= min <= max:

@@ -46,9 +46,8 @@ def _symbolic_slice(s: U.UOp, i, d: int) -> tuple[tuple, object]:
   given (it must lie in [0, s] at every value its variables take), or an offset from s where numpy's counts from the
   end (a start or stop left out, or negative), so the graph holds no value and one schedule serves every value that
   picks the same form."""
-  val = U.sym_val(s)
   if not isinstance(i, slice):
-    if not -val <= i < val: _err(IndexError, f"index {i} is out of bounds for dimension {d} with size {s!r}")
+    if not U.assume(int(i) + 1 if i >= 0 else -int(i), s): _err(IndexError, f"index {i} is out of bounds for dimension {d} with size {s!r}")
     lo = int(i) if i >= 0 else U.sadd(s, int(i))
     return (lo, U.sadd(lo, 1)), 1
   if i.step is not None and i.step != 1:
@@ -57,15 +56,16 @@ def _symbolic_slice(s: U.UOp, i, d: int) -> tuple[tuple, object]:
     if x is None: return default
     if isinstance(x, U.UOp):
       lo, hi = U.sym_range(_sz(x, "slice bound"))
-      if lo < 0 or not isinstance(s, U.UOp) and hi > s:
-        _err(IndexError, f"slice bound {x!r} ranges over [{lo}, {hi}], outside dimension {d} of size {s}")
+      if lo < 0 or not isinstance(s, U.UOp) and hi > s or not U.assume(x, s):
+        _err(IndexError, f"slice bound {x!r} ranges over [{lo}, {hi}], outside dimension {d} of size {s!r}")
       return x
     x = int(x)
-    if x < 0: return U.sadd(s, x) if val + x >= 0 else 0
-    return x if x <= val else s
+    if x < 0: return U.sadd(s, x) if U.assume(-x, s) else 0
+    return x if U.assume(x, s) else s
   lo, hi = at(i.start, 0), at(i.stop, s)
   given = isinstance(i.start, U.UOp) or isinstance(i.stop, U.UOp)   # a bound size as a bound: kept whatever its value
-  return ((lo, hi), U.ssub(hi, lo)) if U.sym_val(hi) > U.sym_val(lo) or given and U.sym_range(U.ssub(hi, lo))[0] >= 0 else ((0, 0), 0)
+  if given and U.sym_range(U.ssub(hi, lo))[0] >= 0 or U.assume(U.sadd(lo, 1), hi): return (lo, hi), U.ssub(hi, lo)
+  return (0, 0), 0
 
 class MovementMixin(OpBase):
   __slots__ = ()

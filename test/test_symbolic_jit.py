@@ -1,0 +1,110 @@
+"""TinyJit with symbolic sizes (tinygrad's test_symbolic_jit semantics): bound Variables in a jitted function's arguments;
+one capture replays for every value (the value is a kernel argument: nothing is compiled again, no JitError)."""
+import sys
+import numpy as np
+import pytest
+from morok_mlir import Tensor, Variable
+from morok_mlir.jit import TinyJit, JitError
+from morok_mlir.realize import GlobalCounters
+
+def rnd(*s, seed=0): return np.random.default_rng(seed).standard_normal(s).astype(np.float32)
+A = rnd(4, 16)
+
+def run(f, calls):
+  """calls: (args, want) pairs; checks every result and that nothing compiles once the jit replays."""
+  compiled = []
+  for args, want in calls:
+    got = f(*args)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    compiled.append(GlobalCounters.compiled)
+  assert f.plan is not None and compiled[1:] == compiled[1:2] * (len(compiled) - 1)   # captured by the second call
+
+def test_variable_argument_slices_a_static_dim():
+  v = Variable("vi_slice", 1, 16)
+  @TinyJit
+  def f(a, vi): return (a[:, :vi] * 2).sum(1) + vi
+  x = Tensor(A)
+  run(f, [((x, v.bind(k)), (A[:, :k] * 2).sum(1) + k) for k in (3, 5, 1, 16, 2, 9)])
+
+def test_symbolic_result_has_the_values_shape():
+  v = Variable("vi_out", 1, 16)
+  @TinyJit
+  def g(a, vi): return a.shrink((None, (0, vi))).exp() * 3
+  x = Tensor(A)
+  for k in (4, 7, 2, 16, 1):
+    out = g(x, v.bind(k))
+    assert out.shape == (4, k)
+    np.testing.assert_allclose(out.numpy(), np.exp(A[:, :k]) * 3, rtol=1e-6)
+  assert g.plan is not None
+
+def test_size_expressions_and_arange():
+  v = Variable("vi_expr", 1, 12)
+  @TinyJit
+  def f(a, vi): return (Tensor.arange(vi + 2) * (vi * 3)).float() + a[0, vi:vi + 2].sum()
+  x = Tensor(A)
+  run(f, [((x, v.bind(k)), np.arange(k + 2) * 3 * k + A[0, k:k + 2].sum()) for k in (1, 4, 12, 7)])
+
+def test_kv_cache_attention_one_capture():
+  # a decoder's attention step: the new keys and values written into caches of MAX positions at start_pos (setitem
+  # and assign through a view), RoPE-like frequencies sliced at start_pos, attention over the start_pos + T cached
+  # positions under a causal mask from arange compares
+  MAX, H, D, T = 16, 2, 8, 2
+  var = Variable("start_pos", 0, MAX - T)
+  freqs = rnd(MAX, D, seed=1)
+  ck, cv, fr = Tensor.zeros(1, H, MAX, D).contiguous().realize(), Tensor.zeros(1, H, MAX, D).contiguous().realize(), Tensor(freqs)
+  @TinyJit
+  def step(q, k, v, sp):
+    ck[:, :, sp:sp + T] = k * fr[sp:sp + T]
+    cv[:, :, sp:sp + T].assign(v)
+    Tensor.realize(ck, cv)
+    s = q @ ck[:, :, :sp + T].transpose(-1, -2) / np.sqrt(D)
+    mask = Tensor.arange(sp + T)[None, :] <= Tensor.arange(T)[:, None] + sp
+    return mask.where(s, float("-inf")).softmax(-1) @ cv[:, :, :sp + T]
+  nk, nv = np.zeros((1, H, MAX, D), np.float32), np.zeros((1, H, MAX, D), np.float32)
+  compiled, kernels = [], []
+  for i, sp in enumerate((0, 2, 4, 6, 9, 14, 5)):
+    q, k, v = (rnd(1, H, T, D, seed=10 * i + j) for j in range(3))
+    nk[:, :, sp:sp + T], nv[:, :, sp:sp + T] = k * freqs[sp:sp + T], v
+    s = q @ nk[:, :, :sp + T].transpose(0, 1, 3, 2) / np.sqrt(D)
+    s = np.where(np.arange(sp + T)[None, :] <= np.arange(T)[:, None] + sp, s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    GlobalCounters.kernel_count = 0
+    got = step(Tensor(q), Tensor(k), Tensor(v), var.bind(sp))
+    kernels.append(GlobalCounters.kernel_count)
+    np.testing.assert_allclose(got.numpy(), (e / e.sum(-1, keepdims=True)) @ nv[:, :, :sp + T], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(ck.numpy(), nk)
+    np.testing.assert_array_equal(cv.numpy(), nv)
+    compiled.append(GlobalCounters.compiled)
+  assert step.plan is not None and compiled[1:] == compiled[1:2] * 6 and kernels[2:] == kernels[2:3] * 5
+
+def test_values_outside_the_range_raise_at_the_callers_line():
+  v = Variable("vi_range", 1, 16)
+  @TinyJit
+  def f(a, vi): return a[:, :vi] + 1
+  for k in (3, 4, 5): f(Tensor(A), v.bind(k))
+  line = sys._getframe().f_lineno + 1
+  with pytest.raises(ValueError, match=rf"test_symbolic_jit.py:{line}:\d+: vi_range = 17 is outside \[1, 16\]"): f(Tensor(A), v.bind(17))
+  with pytest.raises(ValueError, match="outside"): f(Tensor(A), v.bind(0))
+  np.testing.assert_array_equal(f(Tensor(A), v.bind(16)).numpy(), A + 1)   # the jit still replays
+
+def test_a_form_picked_for_another_value_raises():
+  # x[:, 1:3] along a dim of symbolic size vi is a slice of two columns for vi >= 3, a shorter one below: a replay at a
+  # value the recorded form does not fit raises (it would read past the data), naming the values and the caller's line
+  v = Variable("vi_form", 1, 16)
+  @TinyJit
+  def f(a, vi): return a[:, :vi][:, 1:3] * 2
+  for k in (5, 6, 9): np.testing.assert_array_equal(f(Tensor(A), v.bind(k)).numpy(), A[:, 1:3] * 2)
+  line = sys._getframe().f_lineno + 1
+  with pytest.raises(JitError, match=rf"test_symbolic_jit.py:{line}:\d+: TinyJit: vi_form=2 does not fit the recorded graph"): f(Tensor(A), v.bind(2))
+  np.testing.assert_array_equal(f(Tensor(A), v.bind(3)).numpy(), A[:, 1:3] * 2)
+
+def test_other_arguments_still_checked():
+  v, w = Variable("vi_chk", 1, 16), Variable("vj_chk", 1, 16)
+  @TinyJit
+  def f(a, vi): return a[:, :vi] + 1
+  for k in (3, 4, 5): f(Tensor(A), v.bind(k))
+  with pytest.raises(JitError, match="arguments changed"): f(Tensor(A), w.bind(4))   # another Variable
+  with pytest.raises(JitError, match="arguments changed"): f(Tensor(A), 4)
+  @TinyJit
+  def g(a, vi, vj): return a[:, :vi] + a[:, :vj]
+  with pytest.raises(JitError, match="bound to both 3 and 4"): g(Tensor(A), v.bind(3), v.bind(4))
