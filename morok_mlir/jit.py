@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools, gc, threading, time
 from dataclasses import dataclass, field
 import numpy as np
-from morok_mlir.core.uop import UOp, sym_val, sym_attr, sprod, _pairs, guards
+from morok_mlir.core.uop import UOp, sym_val, sym_range, sym_attr, sprod, _pairs, guards
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.ir.emit import var_order
 from morok_mlir.dialects.ops import Ops
@@ -88,6 +88,14 @@ def _unbind(x: UOp, env: dict) -> UOp:
   return x.substitute(binds) if binds else x
 def _unbound(shape: tuple, env: dict) -> tuple: return tuple(_unbind(d, env) if isinstance(d, UOp) else d for d in shape)
 
+def _sized(t: Tensor, shape: tuple) -> Tensor:
+  """Argument t, data of a symbolic shape, as its function sees it while recorded: the first elements (as many as the
+  shape's size) of a buffer of the shape's largest size, which is t's buffer. The graph holds no value, so its schedules
+  serve every value; a kernel reads only as far as the size, within t's buffer."""
+  n = sprod(shape)
+  u = R.new_buffer(_data(t.uop).buffer, t.uop.loc, shape=(sym_range(n)[1],))
+  return Tensor._of(u, t.device).shrink(((0, n),)).reshape(shape)
+
 def _data(u: UOp) -> UOp | None:
   """The buffer UOp a data UOp (a buffer, or a reshape of one: the same memory, read in the same order) holds, else None."""
   if u.op is Ops.RESHAPE: u = u.src[0]
@@ -124,8 +132,9 @@ class TinyJit:
     tensors: list[Tensor] = []
     env: dict[UOp, int] = {}
     rest = _split((args, kwargs), tensors, env)
+    shapes = [t.shape for t in tensors]   # (a lazy argument realized takes its value's shape)
     if any(not _data(t.uop) for t in tensors): Tensor.realize(*tensors)
-    sig = (tuple((_unbound(t.shape, env), t.dtype, t.device) for t in tensors), rest)
+    sig = (tuple((_unbound(sh, env), t.dtype, t.device) for sh, t in zip(shapes, tensors)), rest)
     with self.lock:
       if self.sig is None: self.sig = sig
       elif sig != self.sig:
@@ -139,6 +148,8 @@ class TinyJit:
     # the tensors that exist before the call: those it rebinds are its state (parameters, optimizer moments); a Tensor
     # whose __init__ raised (still held by a traceback) has no uop
     before = [(t, u) for t in gc.get_objects() if type(t) is Tensor and (u := getattr(t, "uop", None)) is not None] if cnt >= 1 else []
+    if sized := {id(t): _sized(t, sh) for t, sh in zip(tensors, shapes) if any(isinstance(d, UOp) for d in sh)}:
+      args, kwargs = _rebuild((args, kwargs), lambda t: sized.get(id(t), t))
     R.capture.rec, guards.log = rec, rec.guards
     try:
       ret = self.fxn(*args, **kwargs)

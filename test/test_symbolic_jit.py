@@ -108,3 +108,43 @@ def test_other_arguments_still_checked():
   @TinyJit
   def g(a, vi, vj): return a[:, :vi] + a[:, :vj]
   with pytest.raises(JitError, match="bound to both 3 and 4"): g(Tensor(A), v.bind(3), v.bind(4))
+
+def test_tensors_of_symbolic_shape_as_arguments():
+  # tinygrad's form: data reshaped to a bound size (a.reshape(3, vi)), or a lazy slice of a bigger tensor (b[:, :vi])
+  v = Variable("vi_arg", 1, 10)
+  @TinyJit
+  def add(a, b): return (a + b).realize()
+  @TinyJit
+  def mm(a): return a @ a.T
+  @TinyJit
+  def red(a, vi): return a.sum(1) * vi
+  big = rnd(3, 10, seed=5)
+  B, compiled = Tensor(big), []
+  for k in (1, 2, 7, 10, 3):
+    a = rnd(3, k, seed=k)
+    vi = v.bind(k)
+    out = add(Tensor(a).reshape(3, vi), Tensor(a * 2).reshape(3, vi))
+    assert out.shape == (3, k)
+    np.testing.assert_allclose(out.numpy(), a * 3, rtol=1e-6)
+    np.testing.assert_allclose(mm(B[:, :vi]).numpy(), big[:, :k] @ big[:, :k].T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(red(Tensor(a).reshape(3, vi), vi).numpy(), a.sum(1) * k, rtol=1e-5, atol=1e-6)
+    compiled.append(GlobalCounters.compiled)
+  assert add.plan is not None and mm.plan is not None and red.plan is not None and compiled[1:] == compiled[1:2] * 4
+
+def test_two_variables_in_shapes():
+  v, w = Variable("vi_two", 1, 8), Variable("vj_two", 1, 8)
+  @TinyJit
+  def f(a, b): return (a @ b).realize()
+  compiled = []
+  for i, j in ((2, 3), (5, 1), (8, 8), (1, 6)):
+    a, b = rnd(i, 4, seed=i), rnd(4, j, seed=10 + j)
+    out = f(Tensor(a).reshape(v.bind(i), 4), Tensor(b).reshape(4, w.bind(j)))
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-5, atol=1e-6)
+    compiled.append(GlobalCounters.compiled)
+  assert f.plan is not None and compiled[1:] == compiled[1:2] * 3
+
+def test_shape_and_argument_must_agree():
+  v = Variable("vi_agree", 1, 8)
+  @TinyJit
+  def f(a, vi): return a[:, :vi].sum(1)
+  with pytest.raises(JitError, match="bound to both 4 and 3 in one call"): f(Tensor(rnd(3, 3)).reshape(3, v.bind(3)), v.bind(4))
