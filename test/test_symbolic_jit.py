@@ -148,3 +148,13 @@ def test_shape_and_argument_must_agree():
   @TinyJit
   def f(a, vi): return a[:, :vi].sum(1)
   with pytest.raises(JitError, match="bound to both 4 and 3 in one call"): f(Tensor(rnd(3, 3)).reshape(3, v.bind(3)), v.bind(4))
+
+def test_slice_past_the_dim_at_a_replays_value_raises():
+  # a[:, vi:vi+2] fits a dim of 11 for vi <= 9 only (tinygrad's Variable ranges need not fit): a replay at 10 raises
+  v = Variable("vi_past", 1, 12)
+  @TinyJit
+  def f(a, vi): return a[:, vi:vi + 2] + 1
+  a = A[:, :11]
+  for k in (3, 9, 1): np.testing.assert_array_equal(f(Tensor(a), v.bind(k)).numpy(), a[:, k:k + 2] + 1)
+  line = sys._getframe().f_lineno + 1
+  with pytest.raises(JitError, match=rf"test_symbolic_jit.py:{line}:\d+: TinyJit: vi_past=10 does not fit"): f(Tensor(a), v.bind(10))

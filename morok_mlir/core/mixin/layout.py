@@ -1,5 +1,6 @@
 """Joining, splitting and layout: compositions of movement ops only (tinygrad's way), no data-dependent loads."""
 from __future__ import annotations
+import functools
 from typing import Self
 from morok_mlir.core.dtype import dtypes, least_upper_dtype
 from morok_mlir.core import uop as U   # symbolic sizes are UOps (uop imports this package: names are read at call time)
@@ -28,14 +29,14 @@ class LayoutMixin(OpBase):
         _err(ValueError, f"cat: sizes of tensors must match except in dimension {d}: expected size {x.shape[bad[0]]} but got size "
                          f"{t.shape[bad[0]]} for tensor {i} in dimension {bad[0]}")
     if len(ts) == 1: return x.cast(dt)
-    sizes = [t._static(d, "cat") for t in ts]
-    total, ret, off = sum(sizes), None, 0
+    sizes = [t.shape[d] for t in ts]   # a symbolic one pads the others by a bound size
+    total, ret, off = functools.reduce(U.sadd, sizes), None, 0
     for t, n in zip(ts, sizes):
-      if n:
-        pad = tuple((off, total - off - n) if j == d else None for j in range(x.ndim))
+      if n.__class__ is not int or n:
+        pad = tuple((off, U.ssub(U.ssub(total, off), n)) if j == d else None for j in range(x.ndim))
         p = t.cast(dt).pad(pad)
         ret = p if ret is None else t._full(t.shape, True, dtypes.bool).pad(pad).where(p, ret)
-      off += n
+      off = U.sadd(off, n)
     return ret if ret is not None else x._full(x.shape[:d] + (0,) + x.shape[d + 1:], 0, dt)
   def stack(self, *args: Self, dim: int = 0) -> Self:
     if isinstance(self, (list, tuple)) and args: _err(ValueError, "stack takes tensors, or one sequence of them, not both")
