@@ -315,3 +315,17 @@ def test_arange_of_sizes_shares_a_schedule():
     np.testing.assert_array_equal((Tensor.arange(v.bind(k)) * 2).numpy(), np.arange(k) * 2)
     compiled.append(GlobalCounters.compiled)
   assert compiled[1:] == compiled[:1] * 2
+
+def test_cat_along_symbolic_dims_one_compile():
+  # cat pads each piece by the others' sizes: symbolic ones are zero padding by a bound size; sizes that cancel fold
+  v, w = Variable("cat_i", 1, 10), Variable("cat_j", 1, 10)
+  compiled = []
+  for i, j in ((3, 4), (5, 1), (10, 10)):
+    a, b = X[:3, :i], X[3:6, :j]
+    A, B = Tensor(X[:3, :10]).shrink((None, (0, v.bind(i)))), Tensor(X[3:6, :10]).shrink((None, (0, w.bind(j))))
+    np.testing.assert_array_equal(A.cat(B, dim=1).numpy(), np.concatenate([a, b], 1))
+    np.testing.assert_array_equal(A.cat(A, dim=1).numpy(), np.concatenate([a, a], 1))
+    np.testing.assert_array_equal(A.T.cat(Tensor(X[:2, :3]), B.T, dim=0).numpy(), np.concatenate([a.T, X[:2, :3], b.T], 0))
+    compiled.append(GlobalCounters.compiled)
+  assert compiled[1:] == compiled[:1] * 2
+  assert (v.bind(3) + v.bind(3)) - v.bind(3) - v.bind(3) == 0 and (v.bind(3) + 2) * 3 - v.bind(3) * 3 == 6

@@ -41,29 +41,37 @@ def as_index(x) -> UOp: return x if isinstance(x, UOp) else UOp(Ops.CONST, dtype
 SYM_PY = {Ops.ADD: operator.add, Ops.SUB: operator.sub, Ops.MUL: operator.mul, Ops.IDIV: operator.floordiv, Ops.MOD: operator.mod,
           Ops.MAX: max, Ops.MIN: min}
 SYM_TEXT = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%"}
-def _offset(x) -> tuple[UOp | None, int]:
-  """A size as (symbolic base or None, constant offset): y + c and y - c split, so offsets cancel."""
-  if not isinstance(x, UOp): return None, x
-  if x.op is Ops.CONST: return None, x.attrs["value"]
-  if x.op in (Ops.ADD, Ops.SUB) and x.src[1].op is Ops.CONST: return x.src[0], x.src[1].attrs["value"] * (1 if x.op is Ops.ADD else -1)
-  return x, 0
-def _at(base: UOp | None, c: int):
-  if base is None or base.op is Ops.CONST: return c + (0 if base is None else base.attrs["value"])
-  return base if c == 0 else UOp(Ops.ADD if c > 0 else Ops.SUB, dtypes.index, (base, as_index(abs(c))), ())
+def _terms(x, k: int, out: dict) -> dict:
+  """out += k * x as {term: coefficient} (None: the constant): sums, differences and constant multiples open up."""
+  if not isinstance(x, UOp) or x.op is Ops.CONST: out[None] = out.get(None, 0) + k * (x if not isinstance(x, UOp) else x.attrs["value"])
+  elif x.op in (Ops.ADD, Ops.SUB): _terms(x.src[0], k, out); _terms(x.src[1], k if x.op is Ops.ADD else -k, out)
+  elif x.op is Ops.MUL and x.src[1].op is Ops.CONST: _terms(x.src[0], k * x.src[1].attrs["value"], out)
+  else: out[x] = out.get(x, 0) + k
+  return out
+def _skey(x: UOp) -> str:
+  """An order for terms that does not depend on bound values (so every value gives one graph)."""
+  if x.op is Ops.BIND: return _skey(x.src[0])
+  if x.op in (Ops.DEFINE_VAR, Ops.CONST): return f"{x.op}:{x.arg}"
+  return f"{x.op}({','.join(map(_skey, x.src))})"
+def _linear(out: dict):
+  """A size from its terms, in one order: the positive terms added, the negative subtracted, then the constant."""
+  c, acc = out.pop(None, 0), None
+  terms = sorted(((t, k) for t, k in out.items() if k), key=lambda tk: _skey(tk[0]))
+  for t, k in sorted(terms, key=lambda tk: tk[1] < 0):
+    term = t if abs(k) == 1 else UOp(Ops.MUL, dtypes.index, (t, as_index(abs(k))), ())
+    if k > 0: acc = term if acc is None else UOp(Ops.ADD, dtypes.index, (acc, term), ())
+    else: acc = UOp(Ops.SUB, dtypes.index, (as_index(0) if acc is None else acc, term), ())
+  if acc is None: return c
+  return acc if c == 0 else UOp(Ops.ADD if c > 0 else Ops.SUB, dtypes.index, (acc, as_index(abs(c))), ())
 def salu(op: Ops, a, b):
-  """Index arithmetic on sizes (int or UOp): ints fold, adding 0 and multiplying by 1 are dropped, constant offsets
-  gather into one (so a shrink undone by a pad gives back the size it started from: (s - 5) + 5 is s)."""
+  """Index arithmetic on sizes (int or UOp): ints fold; sums, differences and constant multiples gather into one
+  canonical sum of terms (so a shrink undone by a pad gives back the size it started from: (s - 5) + 5 is s, and
+  cat's (n + n) - n - n is 0)."""
   if not isinstance(a, UOp) and not isinstance(b, UOp): return SYM_PY[op](a, b)
-  if op in (Ops.ADD, Ops.SUB):
-    (ya, ca), (yb, cb) = _offset(a), _offset(b)
-    if yb is None: return _at(ya, ca + cb if op is Ops.ADD else ca - cb)
-    if op is Ops.SUB and ya is yb: return ca - cb
-    if op is Ops.ADD and ya is None: return _at(yb, ca + cb)
-    if op is Ops.ADD and yb.op is Ops.SUB and yb.src[1] is ya: return _at(yb.src[0], ca + cb)   # y + (z - y)
-    if op is Ops.ADD and ya.op is Ops.SUB and ya.src[1] is yb: return _at(ya.src[0], ca + cb)
-    return _at(UOp(op, dtypes.index, (ya if ya is not None else as_index(0), yb), ()), ca + cb if op is Ops.ADD else ca - cb)
-  if op in (Ops.MUL, Ops.IDIV) and not isinstance(b, UOp) and b == 1: return a
-  if op is Ops.MUL and not isinstance(a, UOp) and a == 1: return b
+  if op in (Ops.ADD, Ops.SUB): return _linear(_terms(b, 1 if op is Ops.ADD else -1, _terms(a, 1, {})))
+  if op is Ops.MUL and not isinstance(b, UOp): return _linear(_terms(a, b, {}))
+  if op is Ops.MUL and not isinstance(a, UOp): return _linear(_terms(b, a, {}))
+  if op is Ops.IDIV and not isinstance(b, UOp) and b == 1: return a
   return UOp(op, dtypes.index, (as_index(a), as_index(b)), ())
 def sadd(a, b): return salu(Ops.ADD, a, b)
 def ssub(a, b): return salu(Ops.SUB, a, b)

@@ -29,6 +29,7 @@ class LayoutMixin(OpBase):
         _err(ValueError, f"cat: sizes of tensors must match except in dimension {d}: expected size {x.shape[bad[0]]} but got size "
                          f"{t.shape[bad[0]]} for tensor {i} in dimension {bad[0]}")
     if len(ts) == 1: return x.cast(dt)
+    if x.ndim == 0: x._static(d, "cat")   # (raises)
     sizes = [t.shape[d] for t in ts]   # a symbolic one pads the others by a bound size
     total, ret, off = functools.reduce(U.sadd, sizes), None, 0
     for t, n in zip(ts, sizes):
