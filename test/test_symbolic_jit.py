@@ -158,3 +158,31 @@ def test_slice_past_the_dim_at_a_replays_value_raises():
   for k in (3, 9, 1): np.testing.assert_array_equal(f(Tensor(a), v.bind(k)).numpy(), a[:, k:k + 2] + 1)
   line = sys._getframe().f_lineno + 1
   with pytest.raises(JitError, match=rf"test_symbolic_jit.py:{line}:\d+: TinyJit: vi_past=10 does not fit"): f(Tensor(a), v.bind(10))
+
+def _attn(q, k, v):
+  s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(8)
+  e = np.exp(s - s.max(-1, keepdims=True))
+  return e / e.sum(-1, keepdims=True) @ v
+CASES = {   # name: (function, numpy's, argument shapes at size k, the Variable's dim in each)
+  "plus1_pad": (lambda a: (a + 1).pad(((0, 0), (1, 1))), lambda a: np.pad(a + 1, ((0, 0), (1, 1))), [(3, None)]),
+  "add": (lambda a, b: a + b, lambda a, b: a + b, [(3, None), (3, None)]),
+  "matmul": (lambda a, b: a @ b, lambda a, b: a @ b, [(3, None), (None, 5)]),
+  "matmul_plus_static": (lambda a, b: a @ b + Tensor.ones(3, 5), lambda a, b: a @ b + 1, [(3, None), (None, 5)]),
+  "cat_dim0": (lambda a, b: a.cat(b, dim=0), lambda a, b: np.concatenate([a, b], 0), [(None, 3), (None, 3)]),
+  "cat_dim1": (lambda a, b: a.cat(b, dim=1), lambda a, b: np.concatenate([a, b], 1), [(3, None), (3, None)]),
+  "mean": (lambda a: a.mean(1), lambda a: a.mean(1), [(3, None)]),
+  "var": (lambda a: a.var(), lambda a: a.var(ddof=1), [(3, None)]),
+  "softmax": (lambda a: a.softmax(1), lambda a: np.exp(a) / np.exp(a).sum(1, keepdims=True), [(3, None)]),
+  "attention": (lambda q, k, v: q.scaled_dot_product_attention(k, v), _attn, [(2, 4, None, 8)] * 3),
+}
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_jitted_ops_over_a_symbolic_dim(name):
+  # tinygrad's test_symbolic_jit forms: arguments reshaped to a bound size, one capture for every value
+  fn, ref, shapes = CASES[name]
+  v = Variable(f"i_{name}", 1, 10)
+  def call(k, seed):
+    arrs = [rnd(*(k if d is None else d for d in sh), seed=seed + i) for i, sh in enumerate(shapes)]
+    ts = [Tensor(a).reshape(tuple(v.bind(k) if d is None else d for d in sh)) for a, sh in zip(arrs, shapes)]
+    return ts, ref(*arrs)
+  run(TinyJit(fn), [call(k, 7 * k) for k in (1, 4, 2, 10, 7)])
