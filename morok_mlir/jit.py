@@ -8,7 +8,12 @@ random numbers drawn inside (new counters each call); the returned tensors (fres
 work (a .numpy() result used in Python, a branch on data), which is why a function that reads on the host a value
 computed from its arguments, state or random numbers, or whose schedules keep changing between calls, is never
 replayed (it runs normally every time). Arguments must keep their shapes, dtypes, devices and
-non-tensor values; a call that changes one raises JitError."""
+non-tensor values; a call that changes one raises JitError.
+
+Symbolic sizes (tinygrad's): a bound Variable among the arguments or in a tensor argument's shape is a size, not a
+value to keep: the signature holds the Variable, each replay runs the recorded kernels at the call's value (a
+kernel argument: nothing is compiled again). A value the recorded graphs do not fit (a slice past a dim, or a
+slice's form picked for another value) raises JitError at the caller's line."""
 from __future__ import annotations
 import functools, gc, threading, time
 from dataclasses import dataclass, field
