@@ -294,6 +294,10 @@ class Tensor(OpMixin, metaclass=_TensorType):
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True):
     if isinstance(y, UOp): y = self._size_value(y)
     return OpMixin._broadcasted(self, Tensor(y, device=self.device) if isinstance(y, np.ndarray) else y, reverse, match_dtype)
+  def _tri_sym(self, r, c, diagonal) -> Tensor:
+    """The mask col - row >= diagonal of shape (r, c) with a symbolic size or diagonal, from aranges (the movement
+    mask needs static sizes): tinygrad's causal mask full((T, start_pos + T), -inf).triu(start_pos + 1)."""
+    return (Tensor.arange(c, device=self.device)[None, :] - Tensor.arange(r, device=self.device)[:, None]) >= diagonal
   def _size_value(self, n: UOp) -> Tensor:
     """A bound size as a 0-d tensor of self's dtype (as a Python int would take; int32 beside bools), read at run time:
     the element at offset n of an arange over n's range, so the graph holds no value."""

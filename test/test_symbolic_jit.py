@@ -186,3 +186,18 @@ def test_jitted_ops_over_a_symbolic_dim(name):
     ts = [Tensor(a).reshape(tuple(v.bind(k) if d is None else d for d in sh)) for a, sh in zip(arrs, shapes)]
     return ts, ref(*arrs)
   run(TinyJit(fn), [call(k, 7 * k) for k in (1, 4, 2, 10, 7)])
+
+def test_causal_mask_by_triu_one_capture():
+  # tinygrad's llama mask: scores of T new rows against start_pos + T positions, masked by triu(start_pos + 1)
+  MAX, T = 12, 3
+  var, keys = Variable("start_pos_m", 0, MAX - T), rnd(MAX, 4, seed=3)
+  K = Tensor(keys)
+  @TinyJit
+  def f(q, sp):
+    s = q @ K[:sp + T].T + Tensor.full((1, 1, T, sp + T), float("-inf")).triu(sp + 1)
+    return s.softmax(-1)
+  def want(q, sp):
+    s = q @ keys[:sp + T].T + np.triu(np.full((1, 1, T, sp + T), -np.inf, np.float32), sp + 1)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+  run(f, [((Tensor(q := rnd(1, 1, T, 4, seed=sp)), var.bind(sp)), want(q, sp)) for sp in (0, 4, 9, 1, 6)])

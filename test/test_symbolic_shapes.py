@@ -329,3 +329,13 @@ def test_cat_along_symbolic_dims_one_compile():
     compiled.append(GlobalCounters.compiled)
   assert compiled[1:] == compiled[:1] * 2
   assert (v.bind(3) + v.bind(3)) - v.bind(3) - v.bind(3) == 0 and (v.bind(3) + 2) * 3 - v.bind(3) * 3 == 6
+
+@pytest.mark.parametrize("k", [0, 3, 7])
+def test_triu_tril_with_symbolic_sizes_and_diagonal(k):
+  # tinygrad's causal mask: full((1, 1, T, start_pos + T), -inf).triu(start_pos + 1)
+  vi = Variable("tri", 0, 10).bind(k)
+  np.testing.assert_array_equal(Tensor.full((1, 1, 2, vi + 2), float("-inf")).triu(vi + 1).numpy(),
+                                np.triu(np.full((1, 1, 2, k + 2), -np.inf, np.float32), k + 1))
+  x = np.arange(4 * (k + 2), dtype=np.float32).reshape(4, k + 2)
+  np.testing.assert_array_equal(Tensor(x).reshape(4, vi + 2).tril(-1).numpy(), np.tril(x, -1))
+  np.testing.assert_array_equal(Tensor(x).triu(vi).numpy(), np.triu(x, k))
