@@ -201,3 +201,41 @@ def test_causal_mask_by_triu_one_capture():
     e = np.exp(s - s.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
   run(f, [((Tensor(q := rnd(1, 1, T, 4, seed=sp)), var.bind(sp)), want(q, sp)) for sp in (0, 4, 9, 1, 6)])
+
+def test_toy_decoder_kv_cache_one_capture():
+  # a decoder layer as an LLM runs it token by token: embedding, RMSNorm, q/k/v, RoPE from cos/sin sliced at
+  # start_pos, grouped KV caches written at start_pos and read to start_pos + 1, the triu mask, logits. The jitted step
+  # (start_pos a bound Variable) gives what the step with start_pos a Python int gives, and compiles nothing once captured
+  MAX, DIM, H, KVH, V, HD = 16, 16, 4, 2, 20, 4
+  rng = np.random.default_rng(0)
+  W = {n: Tensor(rng.standard_normal(s).astype(np.float32) * 0.3) for n, s in
+       dict(emb=(V, DIM), wq=(DIM, DIM), wk=(DIM, KVH * HD), wv=(DIM, KVH * HD), wo=(DIM, DIM), out=(DIM, V), norm=(DIM,)).items()}
+  fr = np.outer(np.arange(MAX), 1.0 / 10000 ** (np.arange(0, HD, 2) / HD)).astype(np.float32)
+  COS, SIN = Tensor(np.cos(fr)), Tensor(np.sin(fr))
+  def rope(x, c, s):
+    x = x.reshape(1, 1, x.shape[2], HD // 2, 2)
+    a, b, c, s = x[..., 0], x[..., 1], c.reshape(1, 1, 1, HD // 2), s.reshape(1, 1, 1, HD // 2)
+    return Tensor.stack(a * c - b * s, a * s + b * c, dim=-1).reshape(1, 1, -1, HD)
+  def make():
+    ck, cv = Tensor.zeros(1, MAX, KVH, HD).contiguous().realize(), Tensor.zeros(1, MAX, KVH, HD).contiguous().realize()
+    def step(tok, sp):
+      x = W["emb"][tok].reshape(1, 1, DIM)
+      h = x * (x.square().mean(-1, keepdim=True) + 1e-5).rsqrt() * W["norm"]
+      q, k, v = (h @ W["wq"]).reshape(1, 1, H, HD), (h @ W["wk"]).reshape(1, 1, KVH, HD), (h @ W["wv"]).reshape(1, 1, KVH, HD)
+      q, k = rope(q, COS[sp:sp + 1], SIN[sp:sp + 1]), rope(k, COS[sp:sp + 1], SIN[sp:sp + 1])
+      ck[:, sp:sp + 1].assign(k)
+      cv[:, sp:sp + 1].assign(v)
+      Tensor.realize(ck, cv)
+      keys, vals = (c[:, :sp + 1].repeat_interleave(H // KVH, dim=2).transpose(1, 2) for c in (ck, cv))
+      mask = Tensor.full((1, 1, 1, sp + 1), float("-inf")).triu(sp + 1)
+      a = ((q.transpose(1, 2) @ keys.transpose(-1, -2)) / np.sqrt(HD) + mask).softmax(-1) @ vals
+      return ((x + a.transpose(1, 2).reshape(1, 1, DIM) @ W["wo"]) @ W["out"]).realize()
+    return step
+  ref, jit, var = make(), TinyJit(make()), Variable("start_pos_dec", 0, MAX - 1)
+  compiled = []
+  for i, t in enumerate(rng.integers(0, V, MAX)):
+    c0 = GlobalCounters.compiled
+    got = jit(Tensor([int(t)]), var.bind(i))
+    compiled.append(GlobalCounters.compiled - c0)   # (the reference compiles per position: counted apart)
+    np.testing.assert_allclose(got.numpy(), ref(Tensor([int(t)]), i).numpy(), rtol=1e-4, atol=1e-5)
+  assert jit.plan is not None and compiled[0] > 0 and compiled[2:] == [0] * (MAX - 2)
