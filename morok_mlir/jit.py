@@ -128,9 +128,14 @@ class TinyJit:
     if (plan := self.plan) is not None and plan.sig is not None and not kwargs:
       # a replay's usual call, checked as one tuple compare: positional Tensors holding data of the recorded shapes,
       # dtypes and devices (anything else takes the general path below, which realizes lazy arguments or raises)
-      try: sig = tuple([(t.uop.shape, t.uop.dtype, t.device) if type(t) is Tensor and _data(t.uop) else None for t in args])
+      # (and bound Variables, each as its Variable: the values are the replay's sizes)
+      try: sig = tuple([(t.uop.shape, t.uop.dtype, t.device) if type(t) is Tensor and _data(t.uop) else
+                        t.src[0] if type(t) is UOp and t.op is Ops.BIND else None for t in args])
       except AttributeError: sig = None   # a Tensor whose __init__ raised
-      if sig == plan.sig: return plan.replay(args)
+      if sig == plan.sig:
+        if not plan.nvars: return plan.replay(args)
+        env = {t.src[0]: t.src[1].attrs["value"] for t in args if type(t) is UOp}
+        if len(env) == plan.nvars: return plan.replay([t for t in args if type(t) is Tensor], env)
     # Tensors inside lists, tuples and dicts are arguments too: the non-tensor rest (that structure included) must not change
     # bound Variables (arguments, or in tensors' shapes) are the call's sizes: the signature holds the Variables, a replay
     # takes their values (env)
@@ -170,7 +175,11 @@ class TinyJit:
       if rec.reads_data(tensors, state): self.replayable = False
       elif trace == self.last and self.plan is None:
         self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0], env)
-        if self.plan is not None: self.plan.sig = sig[0] if not kwargs and all(type(x) is Tensor for x in args) else None
+        if self.plan is not None and not kwargs and all(type(x) is Tensor or type(x) is UOp and x.op is Ops.BIND for x in args):
+          shapes = iter(sig[0])
+          self.plan.sig = tuple(next(shapes) if type(x) is Tensor else x.src[0] for x in args)
+          bound = [x.src[0] for x in args if type(x) is UOp]
+          self.plan.nvars = len(bound) if len(set(bound)) == len(bound) else -1   # a Variable given twice: the general path checks it
       self.last = trace
       if self.plan is None and cnt + 1 >= self.MAX_TRIES: self.replayable = False
     return ret
@@ -250,7 +259,7 @@ class _Plan:
     self.template: list[Buffer | None] = [None] * (nargs + len(self.state) + len(self.rng))
     self.fresh: list[tuple[int, str, int, object, int]] = []   # (v index, device, size, dtype, exec) made anew per replay
     self.made: dict[tuple, tuple] = {}   # ("out", k, j) -> (v index, loc, shape): an output's buffer and its UOp's fields
-    self.steps, self.nkernels, self.sig = [], 0, None
+    self.steps, self.nkernels, self.sig, self.nvars = [], 0, None, 0
     self.vals: list[tuple[int, str, tuple]] = []   # (v index, device, Variables): a schedule's sizes, written per replay
     self.uops: list = [None] * nargs   # the arguments' buffer UOps during a replay (state changes every call: not kept)
     def on(j: int, dev: str, const: bool) -> int:   # v index of buffer j on dev: copied once for a constant, else per replay

@@ -239,3 +239,10 @@ def test_toy_decoder_kv_cache_one_capture():
     compiled.append(GlobalCounters.compiled - c0)   # (the reference compiles per position: counted apart)
     np.testing.assert_allclose(got.numpy(), ref(Tensor([int(t)]), i).numpy(), rtol=1e-4, atol=1e-5)
   assert jit.plan is not None and compiled[0] > 0 and compiled[2:] == [0] * (MAX - 2)
+
+def test_one_variable_given_twice():
+  v = Variable("vi_twice", 1, 16)
+  @TinyJit
+  def f(a, vi, vj): return a[:, :vi] + a[:, :vj]
+  for k in (2, 5, 9): np.testing.assert_array_equal(f(Tensor(A), v.bind(k), v.bind(k)).numpy(), A[:, :k] * 2)
+  with pytest.raises(JitError, match="bound to both 3 and 4"): f(Tensor(A), v.bind(3), v.bind(4))
