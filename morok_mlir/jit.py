@@ -59,10 +59,10 @@ class _Recorder:
     self.keep += bufs[sched.n_in:sched.n_in + sched.n_out]
   def random(self, counter: UOp, n: int): self.rng.append((counter, n))
   def host_read(self, b: Buffer): self.host.append(b.base if b.base is not None else b)
-  def reads_data(self, args: list[Tensor], state: list[Buffer]) -> bool:
+  def reads_data(self, args: list[Tensor], state: list[Buffer], alias: dict) -> bool:
     """Whether the call read on the host a value computed from its arguments, its state or random numbers. A replay
     runs no Python: it would keep what the recorded call saw there (a shape, a branch taken, a count)."""
-    given = {id(_buffer(t.uop)) for t in args} | {id(b) for b in state} | {id(u.buffer) for u, _ in self.rng}
+    given = {id(_buffer(t.uop)) for t in args} | {id(b) for b in state} | {id(u.buffer) for u, _ in self.rng} | set(alias)
     tainted: list[bool] = []
     dep = lambda b: b is not None and (id(b) in given or (k := self.made.get(id(b))) is not None and k[0] < len(tainted) and tainted[k[0]])
     for e in self.execs: tainted.append(any(dep(_buffer(u)) for u in e.srcs if u is not None))
@@ -93,13 +93,19 @@ def _unbind(x: UOp, env: dict) -> UOp:
   return x.substitute(binds) if binds else x
 def _unbound(shape: tuple, env: dict) -> tuple: return tuple(_unbind(d, env) if isinstance(d, UOp) else d for d in shape)
 
-def _sized(t: Tensor, shape: tuple) -> Tensor:
+def _padded(b: Buffer, top: int) -> Buffer:
+  """b's contents at the start of a fresh buffer of top elements (a kernel compiled for a symbolic size may read as far
+  as its largest value)."""
+  out = Buffer.fresh(b.device, top, b.dtype)
+  if b.size: out.view(b.size, b.dtype, 0).copyin(b.numpy())
+  return out
+def _sized(t: Tensor, shape: tuple) -> tuple[Tensor, Buffer, int]:
   """Argument t, data of a symbolic shape, as its function sees it while recorded: the first elements (as many as the
-  shape's size) of a buffer of the shape's largest size, which is t's buffer. The graph holds no value, so its schedules
-  serve every value; a kernel reads only as far as the size, within t's buffer."""
-  n = sprod(shape)
-  u = R.new_buffer(_data(t.uop).buffer, t.uop.loc, shape=(sym_range(n)[1],))
-  return Tensor._of(u, t.device).shrink(((0, n),)).reshape(shape)
+  shape's size) of a buffer of the shape's largest size holding t's. The graph holds no value, so its schedules serve
+  every value. Returns that tensor, its buffer and the largest size (a replay pads each call's argument so)."""
+  top = sym_range(n := sprod(shape))[1]
+  u = R.new_buffer(b := _padded(_data(t.uop).buffer, top), t.uop.loc, shape=(top,))
+  return Tensor._of(u, t.device).shrink(((0, n),)).reshape(shape), b, top
 
 def _data(u: UOp) -> UOp | None:
   """The buffer UOp a data UOp (a buffer, or a reshape of one: the same memory, read in the same order) holds, else None."""
@@ -158,8 +164,12 @@ class TinyJit:
     # the tensors that exist before the call: those it rebinds are its state (parameters, optimizer moments); a Tensor
     # whose __init__ raised (still held by a traceback) has no uop
     before = [(t, u) for t in gc.get_objects() if type(t) is Tensor and (u := getattr(t, "uop", None)) is not None] if cnt >= 1 else []
-    if sized := {id(t): _sized(t, sh) for t, sh in zip(tensors, shapes) if any(isinstance(d, UOp) for d in sh)}:
-      args, kwargs = _rebuild((args, kwargs), lambda t: sized.get(id(t), t))
+    # a tensor argument of symbolic shape: its function sees it in a buffer of the shape's largest size (_sized)
+    sized = {i: _sized(t, sh) for i, (t, sh) in enumerate(zip(tensors, shapes)) if any(isinstance(d, UOp) for d in sh)}
+    if sized:
+      by_id = {id(tensors[i]): x for i, (x, _, _) in sized.items()}
+      args, kwargs = _rebuild((args, kwargs), lambda t: by_id.get(id(t), t))
+    alias = {id(b): i for i, (_, b, _) in sized.items()}
     R.capture.rec, guards.log = rec, rec.guards
     try:
       ret = self.fxn(*args, **kwargs)
@@ -172,9 +182,10 @@ class TinyJit:
     trace = [(id(e.sched), tuple((v, x) for v, x in e.vars.items() if v not in env)) for e in rec.execs]
     with self.lock:
       state = [b for t, u0 in before if t.uop is not u0 and (b := _buffer(u0)) is not None]
-      if rec.reads_data(tensors, state): self.replayable = False
+      if rec.reads_data(tensors, state, alias): self.replayable = False
       elif trace == self.last and self.plan is None:
-        self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0], env)
+        self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0], env, alias)
+        if self.plan is not None: self.plan.padded = [(i, top) for i, (_, _, top) in sized.items()]
         if self.plan is not None and not kwargs and all(type(x) is Tensor or type(x) is UOp and x.op is Ops.BIND for x in args):
           shapes = iter(sig[0])
           self.plan.sig = tuple(next(shapes) if type(x) is Tensor else x.src[0] for x in args)
@@ -219,11 +230,11 @@ class _Plan:
   intermediates and outputs only later kernels read (reused by every replay, under the plan's lock); each kernel is
   one prepared call that writes the pointers that change and calls its code."""
   @staticmethod
-  def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, UOp, UOp]], env: dict) -> _Plan | None:
+  def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, UOp, UOp]], env: dict, alias: dict) -> _Plan | None:
     """None when the call cannot be replayed: a state tensor that did not start as data, or ends as something no
     recorded schedule computed (a lazy graph: replaying would keep its first value)."""
     p = _Plan()
-    argbuf = {id(_buffer(t.uop)): i for i, t in enumerate(args)}
+    argbuf = {id(_buffer(t.uop)): i for i, t in enumerate(args)} | alias   # (alias: the padded copies of symbolic ones)
     if any(_buffer(u0) is None for _, u0, _ in state): return None
     startbuf = {id(_buffer(u0)): i for i, (_, u0, _) in enumerate(state)}
     rngbuf = {id(u.buffer): i for i, (u, _) in enumerate(rec.rng)}
@@ -259,7 +270,7 @@ class _Plan:
     self.template: list[Buffer | None] = [None] * (nargs + len(self.state) + len(self.rng))
     self.fresh: list[tuple[int, str, int, object, int]] = []   # (v index, device, size, dtype, exec) made anew per replay
     self.made: dict[tuple, tuple] = {}   # ("out", k, j) -> (v index, loc, shape): an output's buffer and its UOp's fields
-    self.steps, self.nkernels, self.sig, self.nvars = [], 0, None, 0
+    self.steps, self.nkernels, self.sig, self.nvars, self.padded = [], 0, None, 0, []
     self.vals: list[tuple[int, str, tuple]] = []   # (v index, device, Variables): a schedule's sizes, written per replay
     self.uops: list = [None] * nargs   # the arguments' buffer UOps during a replay (state changes every call: not kept)
     def on(j: int, dev: str, const: bool) -> int:   # v index of buffer j on dev: copied once for a constant, else per replay
@@ -327,6 +338,7 @@ class _Plan:
       env = self.sizes(env or {})
       for j, dev, names in self.vals: v[j] = Buffer(dev, len(names), dtypes.int64).copyin(np.array([env[n] for n in names], np.int64))
     for i, t in enumerate(args): v[i] = _data(t.uop).buffer
+    for i, top in self.padded: v[i] = _padded(v[i], top)
     if state:
       if any(not _data(t.uop) for t in state): Tensor.realize(*[t for t in state if not _data(t.uop)])
       for i, t in enumerate(state, len(args)): v[i] = _data(t.uop).buffer

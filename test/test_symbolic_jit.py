@@ -246,3 +246,13 @@ def test_one_variable_given_twice():
   def f(a, vi, vj): return a[:, :vi] + a[:, :vj]
   for k in (2, 5, 9): np.testing.assert_array_equal(f(Tensor(A), v.bind(k), v.bind(k)).numpy(), A[:, :k] * 2)
   with pytest.raises(JitError, match="bound to both 3 and 4"): f(Tensor(A), v.bind(3), v.bind(4))
+
+def test_host_read_of_a_symbolic_argument_is_never_replayed():
+  # a branch on a value read on the host from an argument of symbolic shape: the function runs every call
+  v = Variable("vi_host", 1, 16)
+  @TinyJit
+  def f(a): return a * 2 if a.sum().item() > 0 else a * 3
+  for k, sign in ((3, 1), (5, 1), (7, 1), (2, -1), (4, -1)):
+    a = np.abs(rnd(2, k, seed=k)) * sign
+    np.testing.assert_allclose(f(Tensor(a).reshape(2, v.bind(k))).numpy(), a * (2 if sign > 0 else 3), rtol=1e-6)
+  assert f.plan is None
