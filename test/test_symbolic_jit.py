@@ -256,3 +256,10 @@ def test_host_read_of_a_symbolic_argument_is_never_replayed():
     a = np.abs(rnd(2, k, seed=k)) * sign
     np.testing.assert_allclose(f(Tensor(a).reshape(2, v.bind(k))).numpy(), a * (2 if sign > 0 else 3), rtol=1e-6)
   assert f.plan is None
+
+def test_arange_from_a_bound_start():
+  # the positions start_pos .. start_pos + T (RoPE's, or a mask's rows) from arange(sp, sp + T): a static size
+  v = Variable("vi_pos", 0, 12)
+  @TinyJit
+  def f(sp): return Tensor.arange(sp, sp + 3) * 2 + Tensor.arange(sp, 14).sum()
+  run(f, [((v.bind(k),), np.arange(k, k + 3) * 2 + np.arange(k, 14).sum()) for k in (0, 5, 12, 1, 7)])

@@ -302,6 +302,9 @@ def test_arange_to_bound_size_and_size_as_value(k):
   np.testing.assert_array_equal(Tensor.arange(vi).numpy(), np.arange(k))
   np.testing.assert_array_equal(Tensor.arange(vi + 2).numpy(), np.arange(k + 2))
   np.testing.assert_array_equal(Tensor.arange(1, vi + 2, 2).numpy(), np.arange(1, k + 2, 2))
+  np.testing.assert_array_equal(Tensor.arange(vi, 12).numpy(), np.arange(k, 12))          # a symbolic start: its value added
+  np.testing.assert_array_equal(Tensor.arange(vi, vi + 3).numpy(), np.arange(k, k + 3))   # (a static size: 3)
+  np.testing.assert_array_equal(Tensor.arange(vi - 1, vi * 2, 3, dtype=dtypes.float32).numpy(), np.arange(k - 1, 2 * k, 3, dtype=np.float32))
   # a size in an elementwise op is its value, read at run time: the causal mask of T=2 new rows after k cached ones
   mask = Tensor.arange(vi + 2)[None, :] <= Tensor.arange(2)[:, None] + vi
   np.testing.assert_array_equal(mask.numpy(), np.arange(k + 2)[None, :] <= np.arange(2)[:, None] + k)
