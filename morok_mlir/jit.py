@@ -322,7 +322,8 @@ class _Plan:
     for a, b, held, loc in self.checks:
       if (sym_val(a, env) <= sym_val(b, env)) != held:
         vals = ", ".join(f"{v.attrs['name']}={x}" for v, x in sorted(env.items(), key=lambda t: var_order(t[0])))
-        _err(JitError, f"TinyJit: {vals} does not fit the recorded graph ({a!r} <= {b!r} was {held} when recorded{f' at {loc}' if loc else ''}): a size "
+        at = f" at {loc}" if loc else ""
+        _err(JitError, f"TinyJit: {vals} does not fit the recorded graph ({a!r} <= {b!r} was {held} when recorded{at}): a size "
                        "picked for another value (x[2:5] along a dim of size n needs n >= 5); reset() it, or use another TinyJit")
     return env
   def _out(self, j: int, v: list, env: dict) -> UOp:
