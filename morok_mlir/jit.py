@@ -69,14 +69,14 @@ class _Recorder:
     return any(dep(b) for b in self.host)
 
 def _checks(nodes: list[UOp]) -> list[tuple]:
-  """What a graph of symbolic sizes assumed of their values, as (a, b, True, loc) for a <= b: each shrink inside its source, each
-  pad width >= 0, each reshape keeping the element count. Building the graph checked them at the recorded values; a replay
-  checks them at its own (a form picked for one value, x[2:5] along a dim of size n, does not fit n = 3)."""
+  """What a graph of symbolic sizes assumed of their values, as (a, b, True, loc) for a <= b: each shrink inside its
+  source, each pad width >= 0, each reshape keeping the element count. Building the graph checked them at the recorded
+  values; a replay checks them at its own (a form picked for one value, x[2:5] along a dim of size n, does not fit n = 3)."""
   out = []
   def le(a, b, loc):
     if isinstance(a, UOp) or isinstance(b, UOp): out.append((a, b, True, loc))
   for u in nodes:
-    if len(u.src) < 2 or u.op not in (Ops.SHRINK, Ops.PAD, Ops.RESHAPE): continue
+    if u.op not in (Ops.SHRINK, Ops.PAD, Ops.RESHAPE): continue   # (static bounds on a symbolic dim count too)
     if u.op is Ops.SHRINK:
       for s, (b, e) in zip(u.src[0].shape, _pairs(sym_attr(u, "bounds"))): le(0, b, u.loc); le(b, e, u.loc); le(e, s, u.loc)
     elif u.op is Ops.PAD:

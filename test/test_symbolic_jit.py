@@ -263,3 +263,12 @@ def test_arange_from_a_bound_start():
   @TinyJit
   def f(sp): return Tensor.arange(sp, sp + 3) * 2 + Tensor.arange(sp, 14).sum()
   run(f, [((v.bind(k),), np.arange(k, k + 3) * 2 + np.arange(k, 14).sum()) for k in (0, 5, 12, 1, 7)])
+
+def test_reshape_to_a_static_shape_checked_at_each_replay():
+  # (a + 1).reshape(3, 4) of a (3, vi) argument holds for vi = 4 only: another value raises, not a read past the data
+  v = Variable("vi_rs", 1, 16)
+  @TinyJit
+  def f(a): return (a + 1).reshape(3, 4) * 2
+  a = rnd(3, 4)
+  for _ in range(3): np.testing.assert_allclose(f(Tensor(a).reshape(3, v.bind(4))).numpy(), (a + 1) * 2, rtol=1e-6)
+  with pytest.raises(JitError, match="vi_rs=5 does not fit the recorded graph"): f(Tensor(rnd(3, 5)).reshape(3, v.bind(5)))
