@@ -248,7 +248,9 @@ class _Plan:
                for e in rec.execs]
     # the sizes' values a replay keeps (the Variables the arguments do not bind), and what each must satisfy
     p.kept = {v: x for e in rec.execs for v, x in e.vars.items() if v not in env}
-    p.checks = list(dict.fromkeys([c for e in rec.execs for c in e.checks] + [(*g, None) for g in rec.guards]))
+    checks = {}   # one per test (a model's layers repeat theirs), at the first place that made it
+    for a, b, held, loc in [c for e in rec.execs for c in e.checks] + [(*g, None) for g in rec.guards]: checks.setdefault((a, b, held), loc)
+    p.checks = [(*k, loc) for k, loc in checks.items()]
     rebinds = [(t, rec.made.get(id(_buffer(u1)))) for t, _, u1 in state]   # (tensor, (exec, output))
     if any(kj is None for _, kj in rebinds): return None
     p.ret, p.devices = ret, [t.device for t in args + p.state]
