@@ -314,7 +314,9 @@ class Tensor(OpMixin, metaclass=_TensorType):
     """Compute self and lst in one graph; afterwards each holds its result as an input buffer. beam: BEAM's width for
     kernels compiled here (None: the BEAM environment variable; 0: uop-optimize's heuristics only)."""
     todo: dict[UOp, list[Tensor]] = {}
-    for t in (self,) + lst:
+    ts = (self,) + lst
+    if any(t._view is not None for t in ts): ts += tuple(b for t in ts if t._view is not None for b in t._written())
+    for t in ts:
       if _is_data(t.uop): continue
       if t.numel() == 0: t.uop = _buf(np.empty(t.shape, t.dtype.np)); continue  # nothing to compute
       todo.setdefault(t.uop, []).append(t)
@@ -561,6 +563,13 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if x.shape != self.shape: x = x._broadcast_to(self.shape) if x.ndim <= self.ndim else _err(ValueError, f"assign {x.shape} to {self.shape}")
     if x.dtype != self.dtype: _err(TypeError, f"assign {x.dtype} to a {self.dtype} tensor")
     return self._write(x, None)
+  def _written(self) -> list[Tensor]:
+    """The lazy bases a write through this view changed (their graphs hold its value): realizing the view realizes them,
+    as tinygrad's cache[:, sp:sp + 1].assign(k).realize() writes the cache."""
+    out = []
+    for ref, *_ in self._chain():
+      if (b := ref()) is not None and not _is_data(b.uop) and any(u is self.uop for u in b.uop.toposort): out.append(b)
+    return out
   def _chain(self) -> list[tuple]:
     """The steps (base, its shape, how, arg) from self up to the last base of its view chain still held."""
     chain, link = [], self._view

@@ -272,3 +272,12 @@ def test_reshape_to_a_static_shape_checked_at_each_replay():
   a = rnd(3, 4)
   for _ in range(3): np.testing.assert_allclose(f(Tensor(a).reshape(3, v.bind(4))).numpy(), (a + 1) * 2, rtol=1e-6)
   with pytest.raises(JitError, match="vi_rs=5 does not fit the recorded graph"): f(Tensor(rnd(3, 5)).reshape(3, v.bind(5)))
+
+def test_kv_cache_with_tinygrads_assign_realize():
+  MAX = 8
+  var, ck = Variable("start_pos_ar", 0, MAX - 1), Tensor.zeros(1, MAX, 2).contiguous().realize()
+  @TinyJit
+  def f(k, sp):
+    ck[:, sp:sp + 1].assign(k).realize()
+    return ck[:, :sp + 1].sum(1)
+  run(f, [((Tensor(np.full((1, 1, 2), i + 1, np.float32)), var.bind(i)), np.full((1, 2), (i + 1) * (i + 2) / 2)) for i in range(MAX)])

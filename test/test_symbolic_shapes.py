@@ -342,3 +342,16 @@ def test_triu_tril_with_symbolic_sizes_and_diagonal(k):
   x = np.arange(4 * (k + 2), dtype=np.float32).reshape(4, k + 2)
   np.testing.assert_array_equal(Tensor(x).reshape(4, vi + 2).tril(-1).numpy(), np.tril(x, -1))
   np.testing.assert_array_equal(Tensor(x).triu(vi).numpy(), np.triu(x, k))
+
+def test_realizing_a_written_view_realizes_its_base():
+  # tinygrad's KV-cache idiom cache[:, sp:sp+1].assign(x).realize(): the write reaches the cache's buffer, so the next
+  # step's write at another value is a graph of one value (this raised "bound to both" before)
+  v = Variable("step_pos", 0, 7)
+  c, want = Tensor.zeros(2, 8).contiguous().realize(), np.zeros((2, 8), np.float32)
+  for i in range(5):
+    c[:, v.bind(i):v.bind(i) + 1].assign(Tensor.full((2, 1), i + 1.0)).realize()
+    want[:, i] = i + 1
+  np.testing.assert_array_equal(c.numpy(), want)
+  y = (x := Tensor(X) + 1)[0]   # a view only read: its base stays lazy
+  y.realize()
+  assert x.uop.op is not Ops.BUFFER
