@@ -91,7 +91,7 @@ class LaneLowerer(Lowerer):
       init = L(splat(REDUCE_IDENTITY[op](u.dtype), "f32", self.vw))
       frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
       acc = self.line(frames[-1], f"{ALU[op]['f']} {frames[-1].acc}, {self.vec_of(u.src[0], frames[-1])}{self.fm} : {vt}")
-      self.close_loops(frames, vt, acc, init)
+      self.close_loops(frames, vt, acc)
       return self.place(u, fr, frames[0].res)
     srcs = [self.vec_of(s, fr) for s in u.src]
     sdt, c = u.src[0].dtype, cls(u.src[0].dtype)

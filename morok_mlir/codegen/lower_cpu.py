@@ -48,6 +48,7 @@ from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
 from morok_mlir.core.kernel_facts import blocked, in_place, twin
 from morok_mlir.ir.registry import PassError
+from morok_mlir.codegen.emitter import Block, Emitter
 
 # ---------------------------------------------------------------- tables
 # dtype class: f(loat) s(igned int, and index) u(nsigned) b(ool)
@@ -265,18 +266,24 @@ def sum_index(terms: list[UOp]) -> UOp:
   return out
 
 # ---------------------------------------------------------------- the emitter
-class Frame:
-  """A loop body being written: its lines go into the parent's when the loop closes."""
+class Frame(Block):
+  """A loop body being written (the emitter's Block) and what placement knows of it: its range, the values placed in
+  it (forgotten when it closes), its depth and the ranges open around it."""
   def __init__(self, parent: Frame | None, rng: UOp | None = None):
-    self.parent, self.rng, self.lines, self.placed, self.step = parent, rng, [], [], 1
+    super().__init__()
+    self.parent, self.rng, self.placed, self.step, self.loop = parent, rng, [], 1, None
     self.depth = parent.depth + 1 if parent else 0
     self.chain = (parent.chain | {rng}) if parent else frozenset()
+  iv = property(lambda self: self.loop.iv)
+  acc = property(lambda self: self.loop.accs[0])
+  res = property(lambda self: self.loop.res)
+  end = property(lambda self: self.loop.hi)
 
 class Lowerer:
   pass_name = "uop-lower-cpu"   # subclasses (uop-lower-gpu) override effect/reduce/value and this, for messages
   keeps = True                  # whether uop.keep's scratch rows are honoured (stack memory per thread)
   def __init__(self, f: Func):
-    self.f, self.n = f, 0
+    self.f, self.em = f, Emitter()
     if len(f.roots) != 1 or f.roots[0].op is not Ops.SINK or f.results: raise PassError(f"kernel @{f.name} must end in one uop.sink and return nothing")
     self.sink = f.roots[0]
     self.root = Frame(None)
@@ -348,10 +355,7 @@ class Lowerer:
     fr = max((self.open[r] for r in self.ranges[u]), key=lambda fr: fr.depth, default=self.root)
     if not self.ranges[u] <= fr.chain: raise PassError(f"uop.{u.op} mixes ranges of different loop nests", u.loc)
     return fr
-  def line(self, fr: Frame, text: str) -> str:
-    name = f"%{self.n}"; self.n += 1
-    fr.lines.append(f"{name} = {text}")
-    return name
+  def line(self, fr: Frame, text: str) -> str: return self.em.op(fr, text)
   def place(self, u: UOp, fr: Frame, name: str) -> str:
     self.names[u] = name; fr.placed.append(u)
     return name
@@ -364,26 +368,24 @@ class Lowerer:
       if r in self.open: raise PassError(f"range axis={_axis(r)} is closed while its loop is already open", r.loc)
       end = self.value(r.src[0])
       fr = Frame(frames[-1] if frames else parent, r)
-      fr.iv, fr.end = f"%i{self.n}", end; self.n += 1
-      if inits is not None: fr.acc, fr.res = f"%acc{self.n}", f"%{self.n + 1}"; self.n += 2
+      fr.loop = self.em.open_for("", end, "", [""] if inits is not None else [], body=fr)
       self.open[r] = fr; frames.append(fr)
+    if inits is not None:   # each loop's accumulator starts from the enclosing loop's
+      for i, fr in enumerate(frames): fr.loop.inits = [frames[i - 1].acc if i else inits[0]]
     return frames
-  def close_loops(self, frames: list[Frame], ty: str | None = None, yielded: str | None = None, init: str | None = None):
+  def close_loops(self, frames: list[Frame], ty: str | None = None, yielded: str | None = None):
     c0, c1 = self.const(0, dtypes.index), self.const(1, dtypes.index)
     for i, fr in reversed(list(enumerate(frames))):
       for u in fr.placed: del self.names[u]
       del self.open[fr.rng]
-      lo, hi = ("%lo", "%hi") if fr.rng is self.par else (c0, fr.end)
+      lp, end = fr.loop, fr.end
+      lp.lo = c0
+      if fr.rng is self.par: lp.lo, lp.hi = "%lo", "%hi"
       if fr.rng is self.par and im.cval(fr.rng.src[0]) is None:   # parts %lo .. %hi of T of a size read at run time
         t = self.const(_int_attr(self.f, "uop.threads", 1), dtypes.index)
-        lo, hi = (self.line(fr.parent, f"arith.divui {self.line(fr.parent, f'arith.muli {fr.end}, {b} : index')}, {t} : index") for b in (lo, hi))
-      head = f"scf.for {fr.iv} = {lo} to {hi} step {c1 if fr.step == 1 else self.const(fr.step, dtypes.index)}"
-      if ty is None: text = [head + " {"] + ["  " + l for l in fr.lines] + ["}"]
-      else:
-        inner = frames[i + 1].res if i + 1 < len(frames) else yielded
-        start = frames[i - 1].acc if i else init
-        text = [f"{fr.res} = {head} iter_args({fr.acc} = {start}) -> ({ty}) {{"] + ["  " + l for l in fr.lines] + [f"  scf.yield {inner} : {ty}", "}"]
-      fr.parent.lines.extend(text)
+        lp.lo, lp.hi = (self.line(fr.parent, f"arith.divui {self.line(fr.parent, f'arith.muli {end}, {b} : index')}, {t} : index") for b in ("%lo", "%hi"))
+      lp.step = c1 if fr.step == 1 else self.const(fr.step, dtypes.index)
+      self.em.close_for(fr.parent, lp, [frames[i + 1].res if i + 1 < len(frames) else yielded] if ty is not None else [], ty or "")
 
   # -- side effects
   def effect(self, u: UOp):
@@ -405,8 +407,9 @@ class Lowerer:
       val = self.value(v)
       fr = self.target(u)
       if idx.dtype.base.is_bool: val = self.line(fr, f"arith.extui {val} : i1 to i8")
-      st = f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].dtype)}"
-      fr.lines.extend([f"scf.if {gate} {{", "  " + st, "}"] if gate else [st])
+      n = len(fr.lines)
+      self.em.do(fr, f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].dtype)}")
+      if gate: self.em.wrap_if(fr, gate, n)
     elif u.op is Ops.AFTER: self.value(u)
     elif u.op is Ops.REDUCE: self.value(u)   # a kept reduce (see keep): its loop has filled the scratch row
     else: raise PassError(f"uop.{u.op} cannot be lowered as a side effect", u.loc)
@@ -510,7 +513,7 @@ class Lowerer:
     if not frames: return self.place(u, fr, self.value(u.src[0]))  # a reduce over no ranges is its source
     v = self.cast(self.value(u.src[0]), dt, cdt, frames[-1])
     acc = self.scalar_alu(op, cdt, [frames[-1].acc, v], cdt, frames[-1], u, self.fm if dt.is_float else "")
-    self.close_loops(frames, sl(cdt), acc, init)
+    self.close_loops(frames, sl(cdt), acc)
     return self.place(u, fr, self.cast(frames[0].res, cdt, dt, fr))
 
   def alu(self, op: str, srcs: tuple[UOp, ...], names: list[str], dt: DType, fr: Frame, u: UOp, fm: str = "") -> str:
@@ -560,15 +563,13 @@ class Lowerer:
     gives the truncated 1 / a**-e: 1 for a == 1, +-1 for a == -1, else 0."""
     L, t = (lambda text: self.line(fr, text)), sl(dt)
     zero, one, idx = self.const(0, dt), self.const(1, dt), (lambda v: self.const(v, dtypes.index))
-    n = self.n; self.n += 10
-    i, r, b, x, res = (f"%pw{n}_{k}" for k in ("i", "r", "b", "x", "res"))
-    body = [f"%pw{n}_odd = arith.cmpi ne, %pw{n}_bit, {zero} : {t}",
-            f"%pw{n}_rb = arith.muli {r}, {b} : {t}", f"%pw{n}_r2 = arith.select %pw{n}_odd, %pw{n}_rb, {r} : {t}",
-            f"%pw{n}_b2 = arith.muli {b}, {b} : {t}", f"%pw{n}_x2 = arith.shrui {x}, {one} : {t}",
-            f"scf.yield %pw{n}_r2, %pw{n}_b2, %pw{n}_x2 : {t}, {t}, {t}"]
-    fr.lines += [f"{res}:3 = scf.for {i} = {idx(0)} to {idx(dt.bits)} step {idx(1)} iter_args({r} = {one}, {b} = {a}, {x} = {e}) -> ({t}, {t}, {t}) {{",
-                 f"  %pw{n}_bit = arith.andi {x}, {one} : {t}"] + ["  " + l for l in body] + ["}"]
-    out = f"{res}#0"
+    em = self.em
+    with em.for_(fr, idx(0), idx(dt.bits), idx(1), inits=[one, a, e], ty=t) as lp:
+      (r, b, x), B = lp.accs, lp.body
+      odd = em.op(B, f"arith.cmpi ne, {em.op(B, f'arith.andi {x}, {one} : {t}')}, {zero} : {t}")
+      lp.yields = [em.op(B, f"arith.select {odd}, {em.op(B, f'arith.muli {r}, {b} : {t}')}, {r} : {t}"),
+                   em.op(B, f"arith.muli {b}, {b} : {t}"), em.op(B, f"arith.shrui {x}, {one} : {t}")]
+    out = lp.results[0]
     if dt.is_unsigned: return out
     neg = L(f"arith.cmpi slt, {e}, {zero} : {t}")
     odd = L(f"arith.cmpi ne, {L(f'arith.andi {e}, {one} : {t}')}, {zero} : {t}")
@@ -632,9 +633,8 @@ def lower_kernel(f: Func, name: str | None = None, lw: Lowerer | None = None) ->
   """One kernel func (uop dialect, kernel level) -> a public func.func over signless memrefs (text); lw: its lowerer."""
   lw = lw or Lowerer(f)
   lw.effect(lw.sink)
-  args = ", ".join([f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else []))
-  body = "".join(f"    {l}\n" for l in lw.root.lines)
-  return f"  func.func @{name or f.name}({args}) {{\n{body}    return\n  }}\n"
+  args = [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else [])
+  return Emitter.func(name or f.name, args, lw.root)
 
 # ---------------------------------------------------------------- fresh ranges, gates
 def sizes(rs: list[UOp]) -> list[int]: return [int(r.src[0].attrs["value"]) for r in rs]

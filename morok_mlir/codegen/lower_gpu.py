@@ -26,6 +26,7 @@ from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.ir.registry import register, PassError
 from morok_mlir.codegen.lower_cpu import COMPUTE, Lowerer, Frame, mem_type, sl, cls, _axis
+from morok_mlir.codegen.emitter import Emitter
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
 
@@ -142,8 +143,9 @@ class GPULowerer(Lowerer):
         if st.op is Ops.STORE and st.src[0].op is Ops.INDEX: self.address(st.src[0]); self.value(st.src[1])
       for st in stores: self.effect(st)
       self.close_loops(inner)
-      lines = self.close_flat(fr, self.out_rngs)
-      self.root.lines.extend([f"scf.if {guard} {{", *("  " + l for l in lines), "}"] if guard else lines)
+      start = len(self.root.lines)
+      self.root.lines.extend(self.close_flat(fr, self.out_rngs))
+      if guard: self.em.wrap_if(self.root, guard, start)
     elif u.op is Ops.STORE and self.group and u not in self.done:
       # every thread holds the reduced value; thread 0 writes it
       idx, v = u.src
@@ -152,7 +154,7 @@ class GPULowerer(Lowerer):
       t0 = self.line(fr, f"arith.cmpi eq, {self.tid}, {self.const(0, dtypes.index)} : index")
       n = len(fr.lines)
       super().effect(u)
-      fr.lines[n:] = [f"scf.if {t0} {{", *("  " + l for l in fr.lines[n:]), "}"]
+      self.em.wrap_if(fr, t0, n)
     else: super().effect(u)
 
   # -- reductions across the block
@@ -165,14 +167,14 @@ class GPULowerer(Lowerer):
     fr, rngs, t = self.target(u), sorted(u.src[1:], key=_axis), sl(dt)
     init = self.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
-    j, acc, res = f"%i{self.n}", f"%acc{self.n}", f"%{self.n + 1}"; self.n += 2
-    self.flat_ivs(loop, rngs, j)
-    new = self.scalar_alu(op, dt, [acc, self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u)
-    body = self.close_flat(loop, rngs)
-    end, step = self.const(_prod(_size(r) for r in rngs), dtypes.index), self.const(self.local, dtypes.index)
-    fr.lines.extend([f"{res} = scf.for {j} = {self.tid} to {end} step {step} iter_args({acc} = {init}) -> ({t}) {{",
-                     *("  " + l for l in body), f"  scf.yield {new} : {t}", "}"])
-    return self.place(u, fr, self.cast(self.line(fr, f"gpu.all_reduce {ALL_REDUCE[op][cls(dt)]} {res} uniform {{}} : ({t}) -> ({t})"), dt, sdt, fr))
+    lp = self.em.open_for(self.tid, "", "", [init], t, body=loop)
+    self.flat_ivs(loop, rngs, lp.iv)
+    new = self.scalar_alu(op, dt, [lp.accs[0], self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u)
+    self.close_flat(loop, rngs)
+    lp.hi, lp.step = self.const(_prod(_size(r) for r in rngs), dtypes.index), self.const(self.local, dtypes.index)
+    self.em.close_for(fr, lp, [new], t)
+    red = self.line(fr, f"gpu.all_reduce {ALL_REDUCE[op][cls(dt)]} {lp.results[0]} uniform {{}} : ({t}) -> ({t})")
+    return self.place(u, fr, self.cast(red, dt, sdt, fr))
 
   def reduce_lanes(self, us: list[UOp], want: UOp) -> str:
     """The same reduce of every upcast lane in one loop over its ranges (flattened), one accumulator per lane."""
@@ -181,15 +183,14 @@ class GPULowerer(Lowerer):
     fr, rngs, t = self.target(us[0]), sorted(us[0].src[1:], key=_axis), sl(dt)
     init = self.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
-    j, res, accs = f"%i{self.n}", f"%{self.n + 1}", [f"%acc{self.n}_{k}" for k in range(len(us))]; self.n += 2
-    self.flat_ivs(loop, rngs, j)
-    new = [self.scalar_alu(op, dt, [acc, self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u) for u, acc in zip(us, accs)]
-    body = self.close_flat(loop, rngs)
-    end, ts = self.const(_prod(_size(r) for r in rngs), dtypes.index), ", ".join([t] * len(us))
-    fr.lines.extend([f"{res}:{len(us)} = scf.for {j} = {self.const(0, dtypes.index)} to {end} step {self.const(1, dtypes.index)} "
-                     f"iter_args({', '.join(f'{a} = {init}' for a in accs)}) -> ({ts}) {{",
-                     *("  " + l for l in body), f"  scf.yield {', '.join(new)} : {ts}", "}"])
-    for k, u in enumerate(us): self.place(u, fr, self.cast(f"{res}#{k}", dt, sdt, fr))
+    lp = self.em.open_for("", "", "", [init] * len(us), t, body=loop)
+    self.flat_ivs(loop, rngs, lp.iv)
+    new = [self.scalar_alu(op, dt, [acc, self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u) for u, acc in zip(us, lp.accs)]
+    self.close_flat(loop, rngs)
+    lp.hi = self.const(_prod(_size(r) for r in rngs), dtypes.index)
+    lp.lo, lp.step = self.const(0, dtypes.index), self.const(1, dtypes.index)
+    self.em.close_for(fr, lp, new, t)
+    for k, u in enumerate(us): self.place(u, fr, self.cast(lp.results[k], dt, sdt, fr))
     return self.names[want]
 
   def scalar_alu(self, op, srcs, names, dt, fr, u, *rest):
@@ -202,10 +203,9 @@ def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MA
   lw = GPULowerer(f, group_threads)
   lw.effect(lw.sink)
   name = name or f.name
-  args = ", ".join(f"%arg{i}: {mem_type(t.dtype)} {{llvm.align = 16 : i64}}" for i, t in enumerate(f.args))
-  body = "".join(f"      {l}\n" for l in lw.root.lines)
-  return (f"    gpu.func @{name}({args}) kernel attributes {{known_block_size = array<i32: {lw.local}, 1, 1>}} {{\n"
-          f"{body}      gpu.return\n    }}\n"), lw.launch(name)
+  args = [f"%arg{i}: {mem_type(t.dtype)} {{llvm.align = 16 : i64}}" for i, t in enumerate(f.args)]
+  return Emitter.func(name, args, lw.root, "gpu.func", f" kernel attributes {{known_block_size = array<i32: {lw.local}, 1, 1>}}",
+                      "gpu.return", "    "), lw.launch(name)
 
 def gpu_module(kernels: list[str], name: str = "kernels") -> str: return f"  gpu.module @{name} {{\n{''.join(kernels)}  }}\n"
 

@@ -1,0 +1,94 @@
+"""The one place MLIR text is built: SSA names, nesting and indentation of a function body (Emitter), as text, not
+through the bindings' `ir.Value`s (building ops through the bindings costs tens of microseconds an op: a compile's
+hundred thousand ops would take seconds).
+
+A `Block` is a region body being written (a loop's, an if's, a function's); an op's text goes into the block it is
+placed in, and a block's lines go into its parent's, indented, when the op that owns it closes. Values are `Value`s:
+their SSA name (a str, so it formats into op text) and their MLIR type where the emitter knows it."""
+from __future__ import annotations
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+class Value(str):
+  """An SSA value: the string is its name, `type` its MLIR type ("" where the op text alone says it)."""
+  __slots__ = ("type",)
+  def __new__(cls, name: str, type: str = "") -> Value:
+    v = super().__new__(cls, name); v.type = type
+    return v
+
+class Block:
+  """A region body being written: its lines go into the parent's when the op that owns it closes."""
+  def __init__(self): self.lines: list[str] = []
+
+def indent(lines: list[str], by: str = "  ") -> list[str]: return [by + l for l in lines]
+
+@dataclass
+class Loop:
+  """An open scf.for: body (a Block of the caller's kind), its induction variable, and its iter_args (accs), whose values
+  after the loop are `results` (once the loop is closed with what the body yields)."""
+  body: Block
+  iv: Value
+  lo: str
+  hi: str
+  step: str
+  accs: list[Value] = field(default_factory=list)
+  inits: list[str] = field(default_factory=list)
+  res: str = ""
+  results: list[Value] = field(default_factory=list)
+
+class Emitter:
+  """SSA names (`%{stem}{n}`, n counting up: a name is never reused in a function) and the text of ops and regions."""
+  def __init__(self, stem: str = "", start: int = 0): self.stem, self.n = stem, start
+  def fresh(self, stem: str | None = None) -> str:
+    name = f"%{self.stem if stem is None else stem}{self.n}"; self.n += 1
+    return name
+  def op(self, b: Block, text: str, ty: str = "") -> Value:
+    """A one-result op placed at the end of b."""
+    b.lines.append(f"{(name := self.fresh())} = {text}")
+    return Value(name, ty)
+  def do(self, b: Block, text: str): b.lines.append(text)   # an op without results
+  def const(self, b: Block, v, ty: str = "index") -> Value: return self.op(b, f"arith.constant {v} : {ty}", ty)
+
+  # -- scf.for: open (names), write the body, close (the text goes into the parent)
+  def open_for(self, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = "", body: Block | None = None,
+               iv: str | None = None, accs: list[str] | None = None) -> Loop:
+    ivn = iv or self.fresh("i")
+    names = accs or [self.fresh("acc") for _ in inits]
+    lp = Loop(body if body is not None else Block(), Value(ivn, "index"), lo, hi, step, [Value(a, ty) for a in names[:len(inits)]], list(inits))
+    if inits: lp.res = self.fresh("")
+    return lp
+  def close_for(self, parent: Block, lp: Loop, yields: list[str] = (), ty: str = "", res: str | None = None):
+    head = f"scf.for {lp.iv} = {lp.lo} to {lp.hi} step {lp.step}"
+    if not lp.inits:
+      parent.lines.extend([head + " {", *indent(lp.body.lines), "}"]); return
+    res = res or lp.res
+    n = f":{len(lp.inits)}" if len(lp.inits) > 1 else ""
+    tys = ", ".join([ty] * len(lp.inits))
+    parent.lines.extend([f"{res}{n} = {head} iter_args({', '.join(f'{a} = {i}' for a, i in zip(lp.accs, lp.inits))}) -> ({tys}) {{",
+                         *indent(lp.body.lines), f"  scf.yield {', '.join(yields)} : {tys}", "}"])
+    lp.results = [Value(res, ty)] if len(lp.inits) == 1 else [Value(f"{res}#{k}", ty) for k in range(len(lp.inits))]
+  @contextmanager
+  def for_(self, parent: Block, lo: str, hi: str, step: str, iv: str | None = None, inits: list[str] = (), ty: str = "",
+           accs: list[str] | None = None, res: str | None = None):
+    """`with em.for_(b, lo, hi, step) as lp:` writes lp.body; with inits, the body ends by setting lp.yields."""
+    lp = self.open_for(lo, hi, step, inits, ty, iv=iv, accs=accs)
+    lp.yields = []
+    yield lp
+    self.close_for(parent, lp, lp.yields, ty, res)
+
+  @contextmanager
+  def if_(self, parent: Block, cond: str, orelse: bool = False):
+    """`with em.if_(b, c) as (then, other):` an scf.if without results (other: the else block, when orelse)."""
+    then, other = Block(), Block() if orelse else None
+    yield then, other
+    parent.lines.extend([f"scf.if {cond} {{", *indent(then.lines)] + (["} else {", *indent(other.lines)] if orelse else []) + ["}"])
+  def wrap_if(self, b: Block, cond: str, start: int):
+    """The lines of b from start on, under scf.if cond."""
+    b.lines[start:] = [f"scf.if {cond} {{", *indent(b.lines[start:]), "}"]
+
+  # -- functions
+  @staticmethod
+  def func(name: str, args: list[str], body: Block, head: str = "func.func", attrs: str = "", ret: str = "return", by: str = "  ") -> str:
+    """The text of a function whose body is b (indented two levels under `by`)."""
+    lines = "".join(f"{by}  {l}\n" for l in body.lines)
+    return f"{by}{head} @{name}({', '.join(args)}){attrs} {{\n{lines}{by}  {ret}\n{by}}}\n"
