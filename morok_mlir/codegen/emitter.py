@@ -82,6 +82,9 @@ class Emitter:
     then, other = Block(), Block() if orelse else None
     yield then, other
     parent.lines.extend([f"scf.if {cond} {{", *indent(then.lines)] + (["} else {", *indent(other.lines)] if orelse else []) + ["}"])
+  def splice(self, parent: Block, b: Block, cond: str | None = None):
+    """b's lines at the end of parent (a body with no op of its own), under scf.if cond when given."""
+    parent.lines.extend([f"scf.if {cond} {{", *indent(b.lines), "}"] if cond else b.lines)
   def wrap_if(self, b: Block, cond: str, start: int):
     """The lines of b from start on, under scf.if cond."""
     b.lines[start:] = [f"scf.if {cond} {{", *indent(b.lines[start:]), "}"]

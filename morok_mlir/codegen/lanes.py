@@ -147,9 +147,9 @@ class LaneLowerer(Lowerer):
     val = self.vec_of(v, fr)
     buf, at = self.value(idx.src[0]), self.at0(idx.src[1])
     if len(idx.src) > 2:   # lanes gated off (past the output's edge) are not written
-      fr.lines.append(f"vector.maskedstore {buf}[{at}], {self.vec_of(idx.src[2], fr)}, {val} : {mem_type(idx.src[0].dtype)}, "
+      self.em.do(fr, f"vector.maskedstore {buf}[{at}], {self.vec_of(idx.src[2], fr)}, {val} : {mem_type(idx.src[0].dtype)}, "
                       f"{self.vty(dtypes.bool)}, {self.vty(dtypes.float32)}")
-    else: fr.lines.append(f"vector.store {val}, {buf}[{at}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
+    else: self.em.do(fr, f"vector.store {val}, {buf}[{at}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
 
   def touch(self, idx: UOp, write: bool, fr: Frame):
     """Prefetch the lanes' first and last element of idx (clamped into its buffer)."""
@@ -157,7 +157,7 @@ class LaneLowerer(Lowerer):
     last, top, c0 = (lane_coef(idx.src[1], self.lane, {}) or 0) * (self.vw - 1), idx.src[0].dtype.size - 1, self.const(0, dtypes.index)
     clamp = lambda x: self.line(fr, f"arith.maxsi {self.line(fr, f'arith.minsi {x}, {self.const(top, dtypes.index)} : index')}, {c0} : index")
     ends = [base] + [self.line(fr, f"arith.addi {base}, {self.const(last, dtypes.index)} : index")] * bool(last)
-    for at in map(clamp, ends): fr.lines.append(f"memref.prefetch {buf}[{at}], {'write' if write else 'read'}, locality<3>, data : {mt}")
+    for at in map(clamp, ends): self.em.do(fr, f"memref.prefetch {buf}[{at}], {'write' if write else 'read'}, locality<3>, data : {mt}")
 
 def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   """uop.lanes = W (optimize.lanes): the kernel with its innermost loop range r (size S) as ceil(S / W) iterations of W

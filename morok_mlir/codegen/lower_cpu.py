@@ -321,8 +321,7 @@ class Lowerer:
       else:
         buf = arg_buffer(-1 - len(self.scratch), src.dtype.ptr(prod(sizes)))
         self.scratch.add(buf)
-        self.names[buf] = name = f"%keep{len(self.scratch)}"
-        self.root.lines.append(f"{name} = memref.alloca() {{alignment = 64 : i64}} : {mem_type(buf.dtype)}")
+        self.names[buf] = self.em.op(self.root, f"memref.alloca() {{alignment = 64 : i64}} : {mem_type(buf.dtype)}")
         kat, jat = im.linearize(K, sizes), im.linearize(J, sizes)
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, src.dtype.ptr(), (buf, kat)), src), loc=red.loc)
       self.kept_stores.add(st)
@@ -425,7 +424,7 @@ class Lowerer:
     buf, i, _ = self.address(lanes[0].src[0])
     vec = self.line(fr, f"vector.from_elements {', '.join(vals)} : vector<{self.lanes}xf32>")
     # aligned: the address is a multiple of VW (streaming_store checks the index) in a buffer the runtime aligns
-    fr.lines.append(f"vector.store {vec}, {buf}[{i}] {{alignment = {4 * self.lanes} : i64, nontemporal = true}} : "
+    self.em.do(fr, f"vector.store {vec}, {buf}[{i}] {{alignment = {4 * self.lanes} : i64, nontemporal = true}} : "
                     f"{mem_type(u.src[0].src[0].dtype)}, vector<{self.lanes}xf32>")
 
   def address(self, idx: UOp) -> tuple[str, str, str | None]:

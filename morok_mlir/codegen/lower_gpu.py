@@ -26,7 +26,7 @@ from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.ir.registry import register, PassError
 from morok_mlir.codegen.lower_cpu import COMPUTE, Lowerer, Frame, mem_type, sl, cls, _axis
-from morok_mlir.codegen.emitter import Emitter
+from morok_mlir.codegen.emitter import Block, Emitter
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
 
@@ -104,10 +104,9 @@ class GPULowerer(Lowerer):
     for r, iv in zip(rngs, self.digits(fr, rngs, lin) if isinstance(lin, str) else lin):
       self.open[r] = fr; self.place(r, fr, iv)
 
-  def close_flat(self, fr: Frame, rngs: list[UOp]) -> list[str]:
+  def close_flat(self, fr: Frame, rngs: list[UOp]):
     for u in fr.placed: del self.names[u]
     for r in rngs: del self.open[r]
-    return fr.lines
 
   def lane(self, x: UOp, j: int) -> UOp:
     """x at lane j of an upcast thread (last output range + j)."""
@@ -143,9 +142,8 @@ class GPULowerer(Lowerer):
         if st.op is Ops.STORE and st.src[0].op is Ops.INDEX: self.address(st.src[0]); self.value(st.src[1])
       for st in stores: self.effect(st)
       self.close_loops(inner)
-      start = len(self.root.lines)
-      self.root.lines.extend(self.close_flat(fr, self.out_rngs))
-      if guard: self.em.wrap_if(self.root, guard, start)
+      self.close_flat(fr, self.out_rngs)
+      self.em.splice(self.root, fr, guard)
     elif u.op is Ops.STORE and self.group and u not in self.done:
       # every thread holds the reduced value; thread 0 writes it
       idx, v = u.src
@@ -211,9 +209,9 @@ def gpu_module(kernels: list[str], name: str = "kernels") -> str: return f"  gpu
 
 def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func]) -> str:
   """@schedule -> a host function of `gpu.launch_func`s, in schedule order (one stream: order is the dependency)."""
-  lines, consts = [], {}
-  def c(v: int) -> str:
-    if v not in consts: consts[v] = f"%c{v}"; lines.insert(0, f"    %c{v} = arith.constant {v} : index\n")
+  em, head, body, consts = Emitter("c"), Block(), Block(), {}
+  def c(v: int) -> str:   # launch sizes: one constant each, ahead of the launches
+    if v not in consts: consts[v] = em.const(head, v)
     return consts[v]
   for u in f.roots[0].toposort if f.roots else []:
     if u.op is not Ops.KERNEL: continue
@@ -223,9 +221,9 @@ def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func
       raise PassError(f"uop.kernel slots {list(slots)} do not match the arguments of @{callee}", u.loc)
     g, l = launches[callee].global_size, launches[callee].local_size
     args = ", ".join(f"%arg{s} : {mem_type(f.args[s].dtype)}" for s in slots)
-    lines.append(f"    gpu.launch_func @kernels::@{callee} blocks in ({', '.join(c(x) for x in g)}) threads in ({', '.join(c(x) for x in l)}) args({args})\n")
-  params = ", ".join(f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args))
-  return f"  func.func @{f.name}({params}) {{\n{''.join(lines)}    return\n  }}\n"
+    em.do(body, f"gpu.launch_func @kernels::@{callee} blocks in ({', '.join(c(x) for x in g)}) threads in ({', '.join(c(x) for x in l)}) args({args})")
+  em.splice(head, body)
+  return Emitter.func(f.name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)], head)
 
 def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX) -> str:
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
