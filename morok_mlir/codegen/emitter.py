@@ -91,7 +91,13 @@ class Emitter:
 
   # -- functions
   @staticmethod
-  def func(name: str, args: list[str], body: Block, head: str = "func.func", attrs: str = "", ret: str = "return", by: str = "  ") -> str:
-    """The text of a function whose body is b (indented two levels under `by`)."""
+  def func(name: str, args: list[str], body: Block, head: str = "func.func", attrs: str = "", ret: str = "return", depth: int = 1) -> str:
+    """The text of a function whose body is b, the function `depth` levels into its module."""
+    by = "  " * depth
     lines = "".join(f"{by}  {l}\n" for l in body.lines)
     return f"{by}{head} @{name}({', '.join(args)}){attrs} {{\n{lines}{by}  {ret}\n{by}}}\n"
+  @staticmethod
+  def module(funcs: list[str], head: str = "module", depth: int = 0) -> str:
+    """A module (or gpu.module @name: head) of functions' texts."""
+    by = "  " * depth
+    return f"{by}{head} {{\n{''.join(funcs)}{by}}}\n"

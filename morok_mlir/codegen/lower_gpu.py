@@ -203,9 +203,9 @@ def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MA
   name = name or f.name
   args = [f"%arg{i}: {mem_type(t.dtype)} {{llvm.align = 16 : i64}}" for i, t in enumerate(f.args)]
   return Emitter.func(name, args, lw.root, "gpu.func", f" kernel attributes {{known_block_size = array<i32: {lw.local}, 1, 1>}}",
-                      "gpu.return", "    "), lw.launch(name)
+                      "gpu.return", 2), lw.launch(name)
 
-def gpu_module(kernels: list[str], name: str = "kernels") -> str: return f"  gpu.module @{name} {{\n{''.join(kernels)}  }}\n"
+def gpu_module(kernels: list[str], name: str = "kernels") -> str: return Emitter.module(kernels, f"gpu.module @{name}", 1)
 
 def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func]) -> str:
   """@schedule -> a host function of `gpu.launch_func`s, in schedule order (one stream: order is the dependency)."""
@@ -232,7 +232,7 @@ def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX) -> str:
     if f.name in kernels: t, launches[f.name] = lower_kernel(f, group_threads=group_threads); texts.append(t)
     elif "uop.schedule" not in f.attrs: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
   host = [lower_schedule(f, launches, kernels) for f in funcs if "uop.schedule" in f.attrs]
-  return "module attributes {gpu.container_module} {\n" + (gpu_module(texts) if texts else "") + "".join(host) + "}\n"
+  return Emitter.module(([gpu_module(texts)] if texts else []) + host, "module attributes {gpu.container_module}")
 
 @register("uop-lower-gpu", "Kernels -> gpu.func in gpu.module @kernels (ids for output ranges, GROUP reductions via gpu.all_reduce); "
           "@schedule -> gpu.launch_func", on_uops=False)

@@ -70,7 +70,7 @@ def lower_module(funcs: list[Func]) -> str:
     if f.name in kernels: continue
     elif "uop.schedule" in f.attrs: out.append(lower_schedule(f, kernels, progs))
     else: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
-  return "module {\n" + "".join(out) + "}\n"
+  return Emitter.module(out)
 
 @register("uop-lower-cpu", "Kernels -> func.func with scf.for, memref, arith, math; @schedule -> func.call of the kernels", on_uops=False)
 def uop_lower_cpu(module_op):
