@@ -42,10 +42,12 @@ class Emitter:
   def fresh(self, stem: str | None = None) -> str:
     name = f"%{self.stem if stem is None else stem}{self.n}"; self.n += 1
     return name
-  def op(self, b: Block, text: str, ty: str = "") -> Value:
-    """A one-result op placed at the end of b."""
-    b.lines.append(f"{(name := self.fresh())} = {text}")
-    return Value(name, ty)
+  def op(self, b: Block, text: str, ty: str = "") -> Value | str:
+    """A one-result op placed at the end of b: its Value where its type is given, else its name (a kernel has a
+    hundred thousand of these: a plain str is the cheaper)."""
+    name = f"%{self.stem}{self.n}"; self.n += 1
+    b.lines.append(f"{name} = {text}")
+    return Value(name, ty) if ty else name
   def do(self, b: Block, text: str): b.lines.append(text)   # an op without results
   def const(self, b: Block, v, ty: str = "index") -> Value: return self.op(b, f"arith.constant {v} : {ty}", ty)
 

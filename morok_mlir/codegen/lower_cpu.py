@@ -270,8 +270,7 @@ class Frame(Block):
   """A loop body being written (the emitter's Block) and what placement knows of it: its range, the values placed in
   it (forgotten when it closes), its depth and the ranges open around it."""
   def __init__(self, parent: Frame | None, rng: UOp | None = None):
-    super().__init__()
-    self.parent, self.rng, self.placed, self.step, self.loop = parent, rng, [], 1, None
+    self.parent, self.rng, self.lines, self.placed, self.step, self.loop = parent, rng, [], [], 1, None
     self.depth = parent.depth + 1 if parent else 0
     self.chain = (parent.chain | {rng}) if parent else frozenset()
   iv = property(lambda self: self.loop.iv)
@@ -284,6 +283,7 @@ class Lowerer:
   keeps = True                  # whether uop.keep's scratch rows are honoured (stack memory per thread)
   def __init__(self, f: Func):
     self.f, self.em = f, Emitter()
+    self.line = self.em.op   # line(frame, op text) -> the op's result, placed at the end of the frame
     if len(f.roots) != 1 or f.roots[0].op is not Ops.SINK or f.results: raise PassError(f"kernel @{f.name} must end in one uop.sink and return nothing")
     self.sink = f.roots[0]
     self.root = Frame(None)
@@ -354,7 +354,6 @@ class Lowerer:
     fr = max((self.open[r] for r in self.ranges[u]), key=lambda fr: fr.depth, default=self.root)
     if not self.ranges[u] <= fr.chain: raise PassError(f"uop.{u.op} mixes ranges of different loop nests", u.loc)
     return fr
-  def line(self, fr: Frame, text: str) -> str: return self.em.op(fr, text)
   def place(self, u: UOp, fr: Frame, name: str) -> str:
     self.names[u] = name; fr.placed.append(u)
     return name
