@@ -527,34 +527,12 @@ class Lowerer:
 
   def scalar_alu(self, op: str, srcs: tuple[UOp, ...] | DType, names: list[str], dt: DType, fr: Frame, u: UOp, fm: str = "") -> str:
     """op on operands of one register type (srcs: the operand UOps, or only their dtype when no operand is a constant
-    the op looks at), result dtype dt."""
-    L = lambda text: self.line(fr, text)
+    the op looks at), result dtype dt: its rule in the lowerer's table (RULES), or the op of one MLIR op of ALU."""
     sdt = srcs if isinstance(srcs, DType) else srcs[0].dtype if srcs else dt
-    c, t = cls(sdt), sl(sdt)
-    if op is Ops.NEG:  # on bool: logical not, as in tinygrad
-      if c == B: return L(f"arith.xori {names[0]}, {self.const(True, sdt)} : i1")
-      return L(f"arith.negf {names[0]} : {t}") if c == F else L(f"arith.subi {self.const(0, sdt)}, {names[0]} : {t}")
-    if op is Ops.RECIP and c == F: return L(f"arith.divf {self.const(1.0, sdt)}, {names[0]} : {t}")
-    if op is Ops.TRUNC and c != F: return names[0]
-    if op is Ops.MULACC and c != F: return self.scalar_alu(Ops.ADD, sdt, [self.scalar_alu(Ops.MUL, sdt, names[:2], dt, fr, u), names[2]], dt, fr, u)
-    if op in CMP and c in CMP[op]:
-      mop, pred = CMP[op][c].split()
-      return L(f"{mop} {pred}, {names[0]}, {names[1]} : {t}")
-    if op in (Ops.IDIV, Ops.MOD) and c in (S, U): return self.divide(op, srcs, names, sdt, fr)
-    if op in (Ops.SHL, Ops.SHR) and c in (S, U): return self.shift(op, srcs, names, sdt, fr)
-    if op is Ops.POW and c in (S, U): return self.ipow(names[0], names[1], sdt, fr)
+    c = cls(sdt)
+    if (rule := self.rules.get((op, c))) is not None and (r := rule(self, op, srcs, names, sdt, dt, fr, u)) is not None: return r
     if op not in ALU or c not in ALU[op]: raise PassError(f"uop.{op} is not defined on {sdt.name}", u.loc)
-    if op is Ops.SIN and (xs := sin_of_shift(u)) is not None:
-      if abs(xs[1]) == HALF_PI:   # sin(x +- pi/2) and sin(+-pi/2 - x) are +-cos(x): libm's cosf, exact for any x
-        r = L(f"math.cos {self.value(xs[0])} : f32")
-        return L(f"arith.negf {r} : f32") if xs[1] < 0 else r
-      # another shift: it and the sine in f64, rounded once
-      arg = L(f"arith.{'subf' if xs[2] else 'addf'} {self.const(xs[1], dtypes.float64)}, {L(f'arith.extf {self.value(xs[0])} : f32 to f64')} : f64")
-      return L(f"arith.truncf {L(f'math.sin {arg} : f64')} : f64 to f32")
-    if op in POLY and t == "f32":
-      if (xc := exp2_of_product(u)) is not None: return Poly(self, fr).exp2_mul(self.value(xc[0]), xc[1])
-      return getattr(Poly(self, fr), op)(*names)
-    return L(f"{ALU[op][c]} {', '.join(names)}{fm if op in ('add', 'mul', 'max', 'min') else ''} : {t}")
+    return self.line(fr, f"{ALU[op][c]} {', '.join(names)}{fm if op in ('add', 'mul', 'max', 'min') else ''} : {sl(sdt)}")
 
   def ipow(self, a: str, e: str, dt: DType, fr: Frame) -> str:
     """Integer a ** e by squaring over the exponent's bits (wraps like repeated multiplication). A negative exponent
@@ -626,6 +604,41 @@ class Lowerer:
       wider = d.bits > s.bits
       mop = ("arith.extf" if wider else "arith.truncf") if cs == F else ("arith.extui" if cs == U else "arith.extsi") if wider else "arith.trunci"
     return L(f"{mop} {x} : {sl(s)} to {sl(d)}")
+
+# ---------------------------------------------------------------- the per-op table
+# (op, dtype class) -> rule(lowerer, op, srcs, names, sdt, dt, frame, u) -> the result's name (None: the ALU op instead);
+# ops without a rule are one MLIR op of ALU. Targets share it and replace entries (lower_gpu.GPU_RULES).
+def _sin(lw, op, srcs, names, sdt, dt, fr, u):
+  if sl(sdt) != "f32" or (xs := sin_of_shift(u)) is None: return None
+  L = lambda text: lw.line(fr, text)
+  if abs(xs[1]) == HALF_PI:   # sin(x +- pi/2) and sin(+-pi/2 - x) are +-cos(x): libm's cosf, exact for any x
+    r = L(f"math.cos {lw.value(xs[0])} : f32")
+    return L(f"arith.negf {r} : f32") if xs[1] < 0 else r
+  # another shift: it and the sine in f64, rounded once
+  arg = L(f"arith.{'subf' if xs[2] else 'addf'} {lw.const(xs[1], dtypes.float64)}, {L(f'arith.extf {lw.value(xs[0])} : f32 to f64')} : f64")
+  return L(f"arith.truncf {L(f'math.sin {arg} : f64')} : f64 to f32")
+def _poly(lw, op, srcs, names, sdt, dt, fr, u):
+  if sl(sdt) != "f32": return None
+  if (xc := exp2_of_product(u)) is not None: return Poly(lw, fr).exp2_mul(lw.value(xc[0]), xc[1])
+  return getattr(Poly(lw, fr), op)(*names)
+def _cmp(lw, op, srcs, names, sdt, dt, fr, u):
+  mop, pred = CMP[op][cls(sdt)].split()
+  return lw.line(fr, f"{mop} {pred}, {names[0]}, {names[1]} : {sl(sdt)}")
+def _neg(lw, op, srcs, names, sdt, dt, fr, u):   # on bool: logical not, as in tinygrad
+  c, t = cls(sdt), sl(sdt)
+  if c == B: return lw.line(fr, f"arith.xori {names[0]}, {lw.const(True, sdt)} : i1")
+  return lw.line(fr, f"arith.negf {names[0]} : {t}") if c == F else lw.line(fr, f"arith.subi {lw.const(0, sdt)}, {names[0]} : {t}")
+def _imulacc(lw, op, srcs, names, sdt, dt, fr, u):
+  return lw.scalar_alu(Ops.ADD, sdt, [lw.scalar_alu(Ops.MUL, sdt, names[:2], dt, fr, u), names[2]], dt, fr, u)
+INTS = (S, U)
+RULES = {**{(Ops.NEG, c): _neg for c in "fsub"}, **{(op, c): _cmp for op in CMP for c in CMP[op]},
+         (Ops.RECIP, F): lambda lw, op, srcs, names, sdt, dt, fr, u: lw.line(fr, f"arith.divf {lw.const(1.0, sdt)}, {names[0]} : {sl(sdt)}"),
+         **{(Ops.TRUNC, c): (lambda lw, op, srcs, names, *_: names[0]) for c in "sub"}, **{(Ops.MULACC, c): _imulacc for c in "sub"},
+         **{(op, c): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.divide(op, srcs, names, sdt, fr)) for op in (Ops.IDIV, Ops.MOD) for c in INTS},
+         **{(op, c): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.shift(op, srcs, names, sdt, fr)) for op in (Ops.SHL, Ops.SHR) for c in INTS},
+         **{(Ops.POW, c): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.ipow(names[0], names[1], sdt, fr)) for c in INTS},
+         (Ops.SIN, F): _sin, **{(Ops(op), F): _poly for op in POLY}}
+Lowerer.rules = RULES
 
 def lower_kernel(f: Func, name: str | None = None, lw: Lowerer | None = None) -> str:
   """One kernel func (uop dialect, kernel level) -> a public func.func over signless memrefs (text); lw: its lowerer."""

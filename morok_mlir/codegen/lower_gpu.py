@@ -25,7 +25,7 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.ir.registry import register, PassError
-from morok_mlir.codegen.lower_cpu import COMPUTE, Lowerer, Frame, mem_type, sl, cls, _axis
+from morok_mlir.codegen.lower_cpu import COMPUTE, RULES, Lowerer, Frame, mem_type, sl, cls, _axis
 from morok_mlir.codegen.emitter import Block, Emitter
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
@@ -55,8 +55,13 @@ def _size(r: UOp) -> int:
   return int(n)
 def _pow2_at_least(n: int) -> int: return 1 << max(n - 1, 0).bit_length()
 
+# the CPU's table with the GPU's float math (GPU_MATH) in place of its polynomials and libm calls
+GPU_RULES = {**RULES, **{(Ops(op), "f"): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt))))
+                         for op in GPU_MATH}}
+
 class GPULowerer(Lowerer):
   pass_name = "uop-lower-gpu"
+  rules = GPU_RULES
   keeps = False   # a scratch row per GPU thread would live in local memory: the GPU recomputes
   def __init__(self, f: Func, group_threads: int = GROUP_MAX):
     super().__init__(f)
@@ -191,9 +196,6 @@ class GPULowerer(Lowerer):
     for k, u in enumerate(us): self.place(u, fr, self.cast(lp.results[k], dt, sdt, fr))
     return self.names[want]
 
-  def scalar_alu(self, op, srcs, names, dt, fr, u, *rest):
-    if op in GPU_MATH and dt.is_float: return self.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt)))
-    return super().scalar_alu(op, srcs, names, dt, fr, u, *rest)
 
 def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MAX) -> tuple[str, Launch]:
   """One kernel func (uop dialect, kernel level) -> (a `gpu.func ... kernel` over signless memrefs, its launch sizes).
