@@ -299,10 +299,12 @@ class Contraction:
   def text(self) -> str:
     low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
     return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
-            + mm(self.micro()) + (private(low(self.epi_tile, f"{self.name}_epi")) + private(lower_kernel(
-                self.epi_tile, f"{self.name}_pf", LaneLowerer(self.epi_tile, self.lane_of[id(self.epi_tile)], True, self.epi_tile.args[-1])))
-                           if self.epi_tile
-                           else lower_kernel(self.epi, f"{self.name}_epi")))
+            + mm(self.micro()) + (self.tile_phases() if self.epi_tile else lower_kernel(self.epi, f"{self.name}_epi")))
+  def tile_phases(self) -> str:
+    """The tile epilogue and its prefetch, private: mm's one call of each inlines."""
+    lane = self.lane_of[id(ep := self.epi_tile)]
+    return (lower_kernel(ep, f"{self.name}_epi", LaneLowerer(ep, lane), private=True)
+            + lower_kernel(ep, f"{self.name}_pf", LaneLowerer(ep, lane, True, ep.args[-1]), private=True))
 
   def micro(self) -> MicroKernel:
     """The mm phase's problems, each after the other in Ap, Bp and C."""
@@ -340,11 +342,10 @@ class MicroKernel:
   tile: bool = False
   tile_rows: bool = False
 
-def private(text: str) -> str: return text.replace("func.func @", "func.func private @", 1)   # mm's one call of it inlines
 
 IDENTITY = {"add": "0.0", "max": "0xFF800000", "min": "0x7F800000"}   # the reduce's identity (max, min: -inf, +inf)
 
-def mm(mk: MicroKernel) -> str: return MM(mk).text()
+def mm(mk: MicroKernel, private: bool = False) -> str: return MM(mk).text(private)
 
 class MM:
   """The micro-kernel's phase (see Contraction): Goto's loops over KC slices, MC-row blocks and NR-wide panels around an
@@ -381,7 +382,7 @@ class MM:
   def loop(self, lo: str, hi: str, step: str | None = None, inits: list[str] = (), ty: str = ""):
     with self.em.for_(self.b, lo, hi, step or self.c1, inits=inits, ty=ty) as lp, self.into(lp.body): yield lp
 
-  def text(self) -> str:
+  def text(self, private: bool = False) -> str:
     mk = self.mk
     if mk.fused: self.fused()
     elif not self.batched: self.goto(self.lo, self.hi, self.by_m)
@@ -391,7 +392,8 @@ class MM:
         for part, area in zip("abc", mk.areas): self.off[part] = self.L(f"arith.muli {bt.iv}, {self.ci(area)} : index")
         self.goto(self.c0, self.ci(self.mb), True)
     idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if mk.fused else []) if mk.threads > 1 else []
-    return Emitter.func(f"{mk.name}_mm", [f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(mk.args)] + idx, self.b)
+    return Emitter.func(f"{mk.name}_mm", [f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(mk.args)] + idx, self.b,
+                        "func.func private" if private else "func.func")
 
   def goto(self, lo: str, hi: str, by_m: bool):
     """Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels (each

@@ -640,12 +640,13 @@ RULES = {**{(Ops.NEG, c): _neg for c in "fsub"}, **{(op, c): _cmp for op in CMP 
          (Ops.SIN, F): _sin, **{(Ops(op), F): _poly for op in POLY}}
 Lowerer.rules = RULES
 
-def lower_kernel(f: Func, name: str | None = None, lw: Lowerer | None = None) -> str:
-  """One kernel func (uop dialect, kernel level) -> a public func.func over signless memrefs (text); lw: its lowerer."""
+def lower_kernel(f: Func, name: str | None = None, lw: Lowerer | None = None, private: bool = False) -> str:
+  """One kernel func (uop dialect, kernel level) -> a func.func over signless memrefs (text); lw: its lowerer; private: a
+  function only its module calls (a phase another phase calls once: LLVM inlines it)."""
   lw = lw or Lowerer(f)
   lw.effect(lw.sink)
   args = [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else [])
-  return Emitter.func(name or f.name, args, lw.root)
+  return Emitter.func(name or f.name, args, lw.root, "func.func private" if private else "func.func")
 
 # ---------------------------------------------------------------- fresh ranges, gates
 def sizes(rs: list[UOp]) -> list[int]: return [int(r.src[0].attrs["value"]) for r in rs]

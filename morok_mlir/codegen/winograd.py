@@ -26,7 +26,7 @@ from morok_mlir.host import CACHES
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, outer_range, parallel_info, sizes
 from morok_mlir.codegen.lanes import LaneLowerer
-from morok_mlir.codegen.contraction import Contraction, MicroKernel, mm, private
+from morok_mlir.codegen.contraction import Contraction, MicroKernel, mm
 from morok_mlir.codegen.emitter import Block, Emitter
 
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))   # input transform (4x4)
@@ -174,9 +174,9 @@ class Winograd:
   def nblocks(self) -> int: return -(-sizes([outer_range(self.out)])[0] // self.rb)
   def reuse(self) -> list[tuple[int, int, int]]: return [(0, self.wt_slot, 0)] if self.wt_slot is not None else []
   def text(self) -> str:
-    inner = private if self.blocked else str   # blocked: in, mm and out are called by blk only
-    return (lower_kernel(self.wt, f"{self.name}_wt") + inner(lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane)))
-            + inner(mm(self.micro())) + inner(lower_kernel(self.out, f"{self.name}_out")) + (self.blk() if self.blocked else ""))
+    inner = self.blocked   # blocked: in, mm and out are called by blk only
+    return (lower_kernel(self.wt, f"{self.name}_wt") + lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane), inner)
+            + mm(self.micro(), inner) + lower_kernel(self.out, f"{self.name}_out", None, inner) + (self.blk() if self.blocked else ""))
   def micro(self) -> MicroKernel:
     """The 16 products, one after the other in each scratch buffer; blocked: one block's, on the calling thread."""
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, 1 if self.blocked else self.threads, self.mr, self.nr, self.kc,
