@@ -6,6 +6,7 @@ A `Block` is a region body being written (a loop's, an if's, a function's); an o
 placed in, and a block's lines go into its parent's, indented, when the op that owns it closes. Values are `Value`s:
 their SSA name (a str, so it formats into op text) and their MLIR type where the emitter knows it."""
 from __future__ import annotations
+import contextvars
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -35,6 +36,15 @@ class Loop:
   inits: list[str] = field(default_factory=list)
   res: str = ""
   results: list[Value] = field(default_factory=list)
+
+_PUBLIC = contextvars.ContextVar("public_attrs", default="")
+@contextmanager
+def public_attrs(text: str):
+  """The attributes of every public func.func written meanwhile (in this thread): a device's choice, such as the CPU's
+  noinline, for the functions it calls."""
+  token = _PUBLIC.set(text)
+  try: yield
+  finally: _PUBLIC.reset(token)
 
 class Emitter:
   """SSA names (`%{stem}{n}`, n counting up: a name is never reused in a function) and the text of ops and regions."""
@@ -95,7 +105,7 @@ class Emitter:
   @staticmethod
   def func(name: str, args: list[str], body: Block, head: str = "func.func", attrs: str = "", ret: str = "return", depth: int = 1) -> str:
     """The text of a function whose body is b, the function `depth` levels into its module."""
-    by = "  " * depth
+    by, attrs = "  " * depth, attrs or (_PUBLIC.get() if head == "func.func" else "")
     lines = "".join(f"{by}  {l}\n" for l in body.lines)
     return f"{by}{head} @{name}({', '.join(args)}){attrs} {{\n{lines}{by}  {ret}\n{by}}}\n"
   @staticmethod

@@ -271,12 +271,9 @@ class Frame(Block):
   it (forgotten when it closes), its depth and the ranges open around it."""
   def __init__(self, parent: Frame | None, rng: UOp | None = None):
     self.parent, self.rng, self.lines, self.placed, self.step, self.loop = parent, rng, [], [], 1, None
+    self.iv = self.end = self.acc = self.res = None
     self.depth = parent.depth + 1 if parent else 0
     self.chain = (parent.chain | {rng}) if parent else frozenset()
-  iv = property(lambda self: self.loop.iv)
-  acc = property(lambda self: self.loop.accs[0])
-  res = property(lambda self: self.loop.res)
-  end = property(lambda self: self.loop.hi)
 
 class Lowerer:
   pass_name = "uop-lower-cpu"   # subclasses (uop-lower-gpu) override effect/reduce/value and this, for messages
@@ -366,7 +363,8 @@ class Lowerer:
       if r in self.open: raise PassError(f"range axis={_axis(r)} is closed while its loop is already open", r.loc)
       end = self.value(r.src[0])
       fr = Frame(frames[-1] if frames else parent, r)
-      fr.loop = self.em.open_for("", end, "", [""] if inits is not None else [], body=fr)
+      fr.loop = lp = self.em.open_for("", end, "", [""] if inits is not None else [], body=fr)
+      fr.iv, fr.end, fr.acc, fr.res = lp.iv, end, lp.accs[0] if lp.accs else None, lp.res   # the loop's names, for its body
       self.open[r] = fr; frames.append(fr)
     if inits is not None:   # each loop's accumulator starts from the enclosing loop's
       for i, fr in enumerate(frames): fr.loop.inits = [frames[i - 1].acc if i else inits[0]]
