@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 class Value(str):
-  """An SSA value: the string is its name, `type` its MLIR type ("" where the op text alone says it)."""
+  """An SSA value: the string is its name, `type` its MLIR type. Names in the hot paths (loop counters, most results)
+  stay plain strs: an f-string formats a str subclass through a copy."""
   __slots__ = ("type",)
   def __new__(cls, name: str, type: str = "") -> Value:
     v = super().__new__(cls, name); v.type = type
@@ -28,14 +29,14 @@ class Loop:
   """An open scf.for: body (a Block of the caller's kind), its induction variable, and its iter_args (accs), whose values
   after the loop are `results` (once the loop is closed with what the body yields)."""
   body: Block
-  iv: Value
+  iv: str
   lo: str
   hi: str
   step: str
-  accs: list[Value] = field(default_factory=list)
+  accs: list[str] = field(default_factory=list)
   inits: list[str] = field(default_factory=list)
   res: str = ""
-  results: list[Value] = field(default_factory=list)
+  results: list[str] = field(default_factory=list)
 
 _PUBLIC = contextvars.ContextVar("public_attrs", default="")
 @contextmanager
@@ -66,7 +67,7 @@ class Emitter:
                iv: str | None = None, accs: list[str] | None = None) -> Loop:
     ivn = iv or self.fresh("i")
     names = accs or [self.fresh("acc") for _ in inits]
-    lp = Loop(body if body is not None else Block(), Value(ivn, "index"), lo, hi, step, [Value(a, ty) for a in names[:len(inits)]], list(inits))
+    lp = Loop(body if body is not None else Block(), ivn, lo, hi, step, names[:len(inits)], list(inits))
     if inits: lp.res = self.fresh("")
     return lp
   def close_for(self, parent: Block, lp: Loop, yields: list[str] = (), ty: str = "", res: str | None = None):
@@ -78,7 +79,7 @@ class Emitter:
     tys = ", ".join([ty] * len(lp.inits))
     parent.lines.extend([f"{res}{n} = {head} iter_args({', '.join(f'{a} = {i}' for a, i in zip(lp.accs, lp.inits))}) -> ({tys}) {{",
                          *indent(lp.body.lines), f"  scf.yield {', '.join(yields)} : {tys}", "}"])
-    lp.results = [Value(res, ty)] if len(lp.inits) == 1 else [Value(f"{res}#{k}", ty) for k in range(len(lp.inits))]
+    lp.results = [res] if len(lp.inits) == 1 else [f"{res}#{k}" for k in range(len(lp.inits))]
   @contextmanager
   def for_(self, parent: Block, lo: str, hi: str, step: str, iv: str | None = None, inits: list[str] = (), ty: str = "",
            accs: list[str] | None = None, res: str | None = None):
