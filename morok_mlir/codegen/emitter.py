@@ -36,6 +36,7 @@ class Loop:
   accs: list[str] = field(default_factory=list)
   inits: list[str] = field(default_factory=list)
   res: str = ""
+  yields: list[str] = field(default_factory=list)   # what the body yields (a `for_` body sets it)
   results: list[str] = field(default_factory=list)
 
 _PUBLIC = contextvars.ContextVar("public_attrs", default="")
@@ -55,7 +56,7 @@ class Emitter:
     return name
   def op(self, b: Block, text: str, ty: str = "") -> Value | str:
     """A one-result op placed at the end of b: its Value where its type is given, else its name (a kernel has a
-    hundred thousand of these: a plain str is the cheaper)."""
+    hundred thousand of these: a plain str is the cheaper, and fresh() is inlined)."""
     name = f"%{self.stem}{self.n}"; self.n += 1
     b.lines.append(f"{name} = {text}")
     return Value(name, ty) if ty else name
@@ -63,31 +64,28 @@ class Emitter:
   def const(self, b: Block, v, ty: str = "index") -> Value: return self.op(b, f"arith.constant {v} : {ty}", ty)
 
   # -- scf.for: open (names), write the body, close (the text goes into the parent)
-  def open_for(self, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = "", body: Block | None = None,
-               iv: str | None = None, accs: list[str] | None = None) -> Loop:
-    ivn = iv or self.fresh("i")
-    names = accs or [self.fresh("acc") for _ in inits]
-    lp = Loop(body if body is not None else Block(), ivn, lo, hi, step, names[:len(inits)], list(inits))
+  def open_for(self, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = "", body: Block | None = None) -> Loop:
+    """An scf.for's names (counter, iter_args, results) before its body is written; bounds may be set until it closes."""
+    lp = Loop(body if body is not None else Block(), self.fresh("i"), lo, hi, step, [self.fresh("acc") for _ in inits], list(inits))
     if inits: lp.res = self.fresh("")
     return lp
-  def close_for(self, parent: Block, lp: Loop, yields: list[str] = (), ty: str = "", res: str | None = None):
+  def close_for(self, parent: Block, lp: Loop, yields: list[str] = (), ty: str = ""):
+    """The loop's text at the end of parent, its body yielding `yields` (of type ty) to the next iteration."""
     head = f"scf.for {lp.iv} = {lp.lo} to {lp.hi} step {lp.step}"
     if not lp.inits:
       parent.lines.extend([head + " {", *indent(lp.body.lines), "}"]); return
-    res = res or lp.res
+    res = lp.res
     n = f":{len(lp.inits)}" if len(lp.inits) > 1 else ""
     tys = ", ".join([ty] * len(lp.inits))
     parent.lines.extend([f"{res}{n} = {head} iter_args({', '.join(f'{a} = {i}' for a, i in zip(lp.accs, lp.inits))}) -> ({tys}) {{",
                          *indent(lp.body.lines), f"  scf.yield {', '.join(yields)} : {tys}", "}"])
     lp.results = [res] if len(lp.inits) == 1 else [f"{res}#{k}" for k in range(len(lp.inits))]
   @contextmanager
-  def for_(self, parent: Block, lo: str, hi: str, step: str, iv: str | None = None, inits: list[str] = (), ty: str = "",
-           accs: list[str] | None = None, res: str | None = None):
+  def for_(self, parent: Block, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = ""):
     """`with em.for_(b, lo, hi, step) as lp:` writes lp.body; with inits, the body ends by setting lp.yields."""
-    lp = self.open_for(lo, hi, step, inits, ty, iv=iv, accs=accs)
-    lp.yields = []
+    lp = self.open_for(lo, hi, step, inits, ty)
     yield lp
-    self.close_for(parent, lp, lp.yields, ty, res)
+    self.close_for(parent, lp, lp.yields, ty)
 
   @contextmanager
   def if_(self, parent: Block, cond: str, orelse: bool = False):
