@@ -109,3 +109,12 @@ def test_codegen_functions_are_short():
   long = [f"{p.name}:{n.name} ({n.end_lineno - n.lineno + 1} lines)" for p in sorted((ROOT / "morok_mlir" / "codegen").glob("*.py"))
           for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 > 60]
   assert not long, long
+
+def test_lowered_text_not_patched():
+  """What a device asks of the lowered text (noinline on the functions it calls, private phases) is said to the emitter
+  as the text is written: no code generator or CPU runtime patches MLIR text afterwards (re.sub, str.replace on
+  `func.func`). The GPU emulator, which translates a finished GPU kernel's text into a CPU one, is the exception."""
+  files = sorted((ROOT / "morok_mlir" / "codegen").glob("*.py")) + [ROOT / "morok_mlir" / "device" / "cpu.py"]
+  bad = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+         if re.search(r"\bre\.(sub|subn)\(|\.replace\(\"func\.func", line)]
+  assert not bad, "lowered MLIR text patched:\n" + "\n".join(bad)
