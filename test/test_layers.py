@@ -85,3 +85,36 @@ def test_pass_imported_twice_raises():
   code = "import morok_mlir.realize\ntry: import passes.optimize\nexcept ImportError as e: print(e)"
   out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
   assert "pass uop-optimize registered by morok_mlir.passes.optimize and again by passes.optimize" in out.stdout, out.stderr
+
+# an SSA result named by hand, a region opened or closed by hand, a line indented by hand
+BY_HAND = re.compile(r"^\s*%[\w.]+(:\d+)? = |\bscf\.(for|if|yield|parallel|while) |^\s*\}( else \{)?\s*$|^  +$")
+
+def test_codegen_names_and_nests_only_in_the_emitter():
+  """Code generation builds MLIR text through codegen/emitter.py, which alone names SSA values, opens and closes regions
+  (scf.for / scf.if with their iter_args and yields) and indents: no other code generator holds a string that does,
+  nor counts names itself (`self.n += 10`, `n[0] += 1`)."""
+  bad = []
+  for p in sorted((ROOT / "morok_mlir" / "codegen").glob("*.py")):
+    if p.name == "emitter.py": continue
+    src, rel = p.read_text(), p.relative_to(ROOT)
+    tree, strs = ast.parse(src), []
+    skip = docstrings(tree)
+    bad += [f"{rel}:{n.lineno}: {n.value!r}" for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip and BY_HAND.search(n.value)]
+    bad += [f"{rel}:{src.count(chr(10), 0, m.start()) + 1}: {m.group()!r}" for m in re.finditer(r"self\.n\s*\+=|\[0\]\s*\+=", src)]
+  assert not bad, "MLIR names, regions or indentation made outside the emitter:\n" + "\n".join(bad)
+
+def test_codegen_functions_are_short():
+  """No function in codegen/ is longer than 60 lines (Contraction's micro-kernel was one of 153, over list counters)."""
+  long = [f"{p.name}:{n.name} ({n.end_lineno - n.lineno + 1} lines)" for p in sorted((ROOT / "morok_mlir" / "codegen").glob("*.py"))
+          for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 > 60]
+  assert not long, long
+
+def test_lowered_text_not_patched():
+  """What a device asks of the lowered text (noinline on the functions it calls, private phases) is said to the emitter
+  as the text is written: no code generator or CPU runtime patches MLIR text afterwards (re.sub, str.replace on
+  `func.func`). The GPU emulator, which translates a finished GPU kernel's text into a CPU one, is the exception."""
+  files = sorted((ROOT / "morok_mlir" / "codegen").glob("*.py")) + [ROOT / "morok_mlir" / "device" / "cpu.py"]
+  bad = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in files for i, line in enumerate(p.read_text().splitlines(), 1)
+         if re.search(r"\bre\.(sub|subn)\(|\.replace\(\"func\.func", line)]
+  assert not bad, "lowered MLIR text patched:\n" + "\n".join(bad)

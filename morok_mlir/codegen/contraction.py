@@ -1,6 +1,7 @@
 """The contraction micro-kernel: a kernel uop-optimize marked `uop.contraction` (kernel_facts.contraction) as packed
 operands and register-tiled vector FMAs (Contraction); Winograd's 16 products run on it too."""
 from __future__ import annotations
+from contextlib import contextmanager
 from dataclasses import dataclass
 from math import gcd, prod
 from morok_mlir.ir.bridge import Func, arg_buffer, attr_text
@@ -13,6 +14,7 @@ from morok_mlir.core.kernel_facts import contraction, k_contiguous, k_rows, sing
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sizes
 from morok_mlir.codegen.lanes import LaneLowerer, lane_coef
+from morok_mlir.codegen.emitter import Block, Emitter
 
 class Contraction:
   """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC, MC, VW]` (see kernel_facts.contraction: the store is
@@ -297,10 +299,12 @@ class Contraction:
   def text(self) -> str:
     low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
     return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
-            + mm(self.micro()) + (private(low(self.epi_tile, f"{self.name}_epi")) + private(lower_kernel(
-                self.epi_tile, f"{self.name}_pf", LaneLowerer(self.epi_tile, self.lane_of[id(self.epi_tile)], True, self.epi_tile.args[-1])))
-                           if self.epi_tile
-                           else lower_kernel(self.epi, f"{self.name}_epi")))
+            + mm(self.micro()) + (self.tile_phases() if self.epi_tile else lower_kernel(self.epi, f"{self.name}_epi")))
+  def tile_phases(self) -> str:
+    """The tile epilogue and its prefetch, private: mm's one call of each inlines."""
+    lane = self.lane_of[id(ep := self.epi_tile)]
+    return (lower_kernel(ep, f"{self.name}_epi", LaneLowerer(ep, lane), private=True)
+            + lower_kernel(ep, f"{self.name}_pf", LaneLowerer(ep, lane, True, ep.args[-1]), private=True))
 
   def micro(self) -> MicroKernel:
     """The mm phase's problems, each after the other in Ap, Bp and C."""
@@ -338,158 +342,194 @@ class MicroKernel:
   tile: bool = False
   tile_rows: bool = False
 
-def private(text: str) -> str: return text.replace("func.func @", "func.func private @", 1)   # mm's one call of it inlines
 
-def mm(mk: MicroKernel) -> str:
+IDENTITY = {"add": "0.0", "max": "0xFF800000", "min": "0x7F800000"}   # the reduce's identity (max, min: -inf, +inf)
+
+def mm(mk: MicroKernel, private: bool = False) -> str: return MM(mk).text(private)
+
+class MM:
   """The micro-kernel's phase (see Contraction): Goto's loops over KC slices, MC-row blocks and NR-wide panels around an
-  MR x NR register tile of VW-lane vector accumulators."""
-  mr, nr, kc, mc, vw = mk.mr, mk.nr, mk.kc, mk.mc, mk.vw
-  nv, V = nr // vw, f"vector<{vw}xf32>"
-  t = mk.threads
-  out, n, depth = [], [0], [2]
-  def L(text):
-    n[0] += 1; out.append(f"{'  ' * depth[0]}%v{n[0]} = {text}"); return f"%v{n[0]}"
-  def put(text, d=None):
-    if d is not None: depth[0] = d
-    out.append(f"{'  ' * depth[0]}{text}")
-  ci = lambda v: L(f"arith.constant {v} : index")
-  add = lambda x, c: L(f"arith.addi {x}, {ci(c)} : index") if c else x
-  c0, c1 = ci(0), ci(1)
-  ck, ckc = ci(mk.K), ci(kc)
-  one = mk.K <= kc   # one k slice
-  if mk.tile: put(f"%tile = memref.alloca() {{alignment = 64 : i64}} : memref<{mr * nr}xf32>")
-  # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
-  op = mk.op
-  zero = L(f"arith.constant dense<{ {'add': '0.0', 'max': '0xFF800000', 'min': '0x7F800000'}[op]}> : {V}")
-  nb, mb = mk.Np // nr, -(-mk.Mp // mc)   # Bp panels, Ap row blocks: threads split the larger (each thread then
-  by_m = mb > nb                               # streams only its share of the big operand from memory)
-  batched = mk.batch > 1                     # threads split the batch instead; each problem's offsets in the scratch
-  lo, hi = ("%lo", "%hi") if t > 1 else (c0, ci(mk.batch if batched else mb if by_m else nb))
-  at = lambda x, part: L(f"arith.addi {x}, %off{part} : index") if batched else x
-  rowwise = mk.direct_a is not None or mk.rows_a is not None   # the tiles read A's rows (in place, or pack_a's copy)
-  nargs = mk.nargs
-  pa, pb, pc = (f"%arg{nargs + i}" for i in range(3))
-  ta, tb, tc = (f"memref<{x}xf32>" for x in mk.scratch[:3])
+  MR x NR register tile of VW-lane vector accumulators, written on an Emitter (self.b: the block being written)."""
+  def __init__(self, mk: MicroKernel):
+    self.mk, self.em, self.b = mk, Emitter("v", 1), Block()
+    self.nv, self.V, self.tty = mk.nr // mk.vw, f"vector<{mk.vw}xf32>", f"memref<{mk.mr * mk.nr}xf32>"
+    self.c0, self.c1 = self.ci(0), self.ci(1)
+    self.ck, self.ckc = self.ci(mk.K), self.ci(mk.kc)
+    self.one = mk.K <= mk.kc   # one k slice
+    if mk.tile: self.tile_buf = self.L(f"memref.alloca() {{alignment = 64 : i64}} : {self.tty}")
+    # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
+    self.zero = self.L(f"arith.constant dense<{IDENTITY[mk.op]}> : {self.V}")
+    self.nb, self.mb = mk.Np // mk.nr, -(-mk.Mp // mk.mc)   # Bp panels, Ap row blocks: threads split the larger (each thread
+    self.by_m = self.mb > self.nb                            # then streams only its share of the big operand from memory)
+    self.batched = mk.batch > 1                              # threads split the batch instead; each problem's offsets in the scratch
+    self.lo, self.hi = ("%lo", "%hi") if mk.threads > 1 else (self.c0, self.ci(mk.batch if self.batched else self.mb if self.by_m else self.nb))
+    self.rowwise = mk.direct_a is not None or mk.rows_a is not None   # the tiles read A's rows (in place, or pack_a's copy)
+    self.pa, self.pb, self.pc = (f"%arg{mk.nargs + i}" for i in range(3))
+    self.ta, self.tb, self.tc = (f"memref<{x}xf32>" for x in mk.scratch[:3])
+    self.off: dict[str, str] = {}   # a batch's problem offsets in Ap, Bp and C
 
-  def row_block():   # %ic .. the block's first and last MR-row panel
-    ic = L(f"arith.muli %icb, {ci(mc)} : index")
-    ic_end = L(f"arith.minsi {L(f'arith.addi {ic}, {ci(mc)} : index')}, {ci(mk.Mp)} : index")
-    return L(f"arith.divui {ic}, {ci(mr)} : index"), L(f"arith.divui {ic_end}, {ci(mr)} : index")
+  def L(self, text: str) -> str: return self.em.op(self.b, text)
+  def put(self, text: str): self.em.do(self.b, text)
+  def ci(self, v: int) -> str: return self.L(f"arith.constant {v} : index")
+  def add(self, x: str, c: int) -> str: return self.L(f"arith.addi {x}, {self.ci(c)} : index") if c else x
+  def at(self, x: str, part: str) -> str: return self.L(f"arith.addi {x}, {self.off[part]} : index") if self.batched else x
+  @contextmanager
+  def into(self, b: Block):
+    parent, self.b = self.b, b
+    try: yield b
+    finally: self.b = parent
+  @contextmanager
+  def loop(self, lo: str, hi: str, step: str | None = None, inits: list[str] = (), ty: str = ""):
+    with self.em.for_(self.b, lo, hi, step or self.c1, inits=inits, ty=ty) as lp, self.into(lp.body): yield lp
 
-  def tile(ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base):
-    """for %ib in the block: the MR x NR tile of C at (%ib, %jb), accumulated over k in [%kc, kend)."""
-    bbase = at(L(f"arith.muli %jb, {ci(mk.K * nr)} : index"), "b")
-    jcol = L(f"arith.muli %jb, {ci(nr)} : index")
-    put(f"scf.for %ib = {ib_lo} to {ib_hi} step {c1} {{"); depth[0] += 1
-    if not rowwise: abase = a_base()
-    else:   # row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows)
-      if mk.direct_a is not None:
-        slot, off, stride = mk.direct_a
-        a_buf, a_ty = f"%arg{slot}", mem_type(mk.args[slot].dtype)
-      else: off, stride = 0, mk.rows_a   # the row-major copy pack_a made, this problem's at %offa
-      row0, last = L(f"arith.muli %ib, {ci(mr)} : index"), ci(mk.M - 1)
-      rows = [L(f"arith.minsi {add(row0, r)}, {last} : index") for r in range(mr)]
-      rbase = [at(L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index"), "a") if mk.rows_a else
-               L(f"arith.addi {L(f'arith.muli {x}, {ci(stride)} : index')}, {ci(off)} : index") for x in rows]
-    crow = at(L(f"arith.addi {L(f'arith.muli %ib, {ci(mr * mk.Np)} : index')}, {jcol} : index"), "c")
-    offs = [[L(f"arith.addi {crow}, {ci(r * mk.Np + v * vw)} : index") for v in range(nv)] for r in range(mr)]
-    # one k slice: C starts from the identity, nothing to load
-    init = [zero] * len(offs) * nv if one else \
-      [L(f"arith.select {first}, {zero}, {L(f'vector.load {pc}[{o}] : {tc}, {V}')} : {V}") for row in offs for o in row]
-    tty = f"memref<{mr * nr}xf32>"
-    if mk.tile:   # its tile index t, and its calls' arguments (the tile's rows/columns from t)
-      ib = L(f"arith.addi {L(f'arith.muli %bt, {ci(mk.Mp // mr)} : index')}, %ib : index") if batched else "%ib"
-      t = L(f"arith.addi {L(f'arith.muli {ib}, {ci(nb)} : index')}, %jb : index")
-      epi_args = f"{', '.join([f'%arg{i}' for i in range(len(mk.args))] + ['%tile', t, add(t, 1)])}) : " \
-                 f"({', '.join([mem_type(x.dtype) for x in mk.args] + [tty, 'index', 'index'])}) -> ()"
-      # the output rows (and the rows the epilogue reads) this tile will touch, fetched while its k loop runs
-      last = None if one else L(f"arith.cmpi eq, {kend}, {ck} : index")   # several slices: only the last one's tile
-      if last: put(f"scf.if {last} {{")
-      put(f"{'  ' * bool(last)}func.call @{mk.name}_pf({epi_args}")
-      if last: put("}")
-    accs, res = [f"%acc{i}" for i in range(len(init))], f"%res{n[0]}"
-    put(f"{res}:{len(init)} = scf.for %k = %kc to {kend} step {c1} iter_args("
-        + ", ".join(f"{a} = {i}" for a, i in zip(accs, init)) + f") -> ({', '.join([V] * len(init))}) {{"); depth[0] += 1
-    bo = L(f"arith.addi {bbase}, {L(f'arith.muli %k, {ci(nr)} : index')} : index")
-    bv = [L(f"vector.load {pb}[{add(bo, v * vw)}] : {tb}, {V}") for v in range(nv)]
-    # the same row of the next B panel, into L2, a cache line at a time: its first tile then finds it there (weights
-    # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved)
-    for off in range(0, nr, 16):
-      put(f"memref.prefetch {pb}[{L(f'arith.minsi {add(bo, mk.K * nr + off)}, {ci(mk.scratch[1] - 1)} : index')}], read, locality<2>, data : {tb}")
-    if not rowwise: ao = L(f"arith.addi {abase}, {L(f'arith.muli %k, {ci(mr)} : index')} : index")
-    new = []
-    for r in range(mr):
-      ar = L(f"memref.load {a_buf}[{add(ao, r) if not rowwise else L(f'arith.addi {rbase[r]}, %k : index')}] : {a_ty}")
-      av = L(f"vector.broadcast {ar} : f32 to {V}")
-      new += [L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") if op == "add" else
-              L(f"arith.{op}imumf {accs[r * nv + v]}, {L(f'arith.mulf {av}, {bv[v]} : {V}')} : {V}") for v in range(nv)]
-    put(f"scf.yield {', '.join(new)} : {', '.join([V] * len(new))}"); depth[0] -= 1
-    put("}")
-    def to_tile():   # the tile on mm's stack, row-major, or transposed where the epilogue's lanes run along its rows
-      for q in range(mr * nv):
-        if not mk.tile_rows: put(f"vector.store {res}#{q}, %tile[{ci(q * vw)}] : {tty}, {V}"); continue
-        # chunk q of the transposed tile (element p: column p // mr, row p % mr) from the accumulators it takes lanes
-        # of, merged pairwise by shuffles (a scatter costs 11-15% of a 1x1 convolution's time at K = 256)
-        src: dict[int, dict[int, int]] = {}   # accumulator -> {position in the chunk: its lane}
-        for p in range(q * vw, (q + 1) * vw): src.setdefault((p % mr) * nv + p // mr // vw, {})[p - q * vw] = p // mr % vw
-        parts = []
-        for pair in [list(src.items())[i:i + 2] for i in range(0, len(src), 2)]:
-          (a, fa), (b, fb) = pair[0], pair[-1]
-          mask = [fa[p] if p in fa else vw + fb[p] if p in fb else 0 for p in range(vw)]
-          parts.append((L(f"vector.shuffle {res}#{a}, {res}#{b} {mask} : {V}, {V}"), {**fa, **fb}))
-        while len(parts) > 1:
-          (a, fa), (b, fb) = parts[0], parts[1]
-          parts = parts[2:] + [(L(f"vector.shuffle {a}, {b} {[p if p in fa else vw + p for p in range(vw)]} : {V}, {V}"), {**fa, **fb})]
-        put(f"vector.store {parts[0][0]}, %tile[{ci(q * vw)}] : {tty}, {V}")
-      put(f"func.call @{mk.name}_epi({epi_args}")
-    def to_c():
-      for i, o in enumerate(o for row in offs for o in row): put(f"vector.store {res}#{i}, {pc}[{o}] : {tc}, {V}")
-    if not mk.tile: to_c()
-    elif one: to_tile()
-    else:   # the tile is done after the last slice: the epilogue takes it from the stack; C holds the earlier slices'
-      put(f"scf.if {last} {{"); depth[0] += 1
-      to_tile(); depth[0] -= 1
-      put("} else {"); depth[0] += 1
-      to_c(); depth[0] -= 1
-      put("}")
-    depth[0] -= 1; put("}")
+  def text(self, private: bool = False) -> str:
+    mk = self.mk
+    if mk.fused: self.fused()
+    elif not self.batched: self.goto(self.lo, self.hi, self.by_m)
+    else:
+      with self.loop(self.lo, self.hi) as bt:
+        self.bt = bt.iv
+        for part, area in zip("abc", mk.areas): self.off[part] = self.L(f"arith.muli {bt.iv}, {self.ci(area)} : index")
+        self.goto(self.c0, self.ci(self.mb), True)
+    idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if mk.fused else []) if mk.threads > 1 else []
+    return Emitter.func(f"{mk.name}_mm", [f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(mk.args)] + idx, self.b,
+                        "func.func private" if private else "func.func")
 
-  def k_slice():   # %kc's slice end and whether it is the first (C starts from zero)
-    return L(f"arith.minsi {L(f'arith.addi %kc, {ckc} : index')}, {ck} : index"), L(f"arith.cmpi eq, %kc, {c0} : index")
+  def goto(self, lo: str, hi: str, by_m: bool):
+    """Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels (each
+    KC x NR slice L1-resident while the MR-row tiles of the block pass over it); by_m: threads split the row blocks."""
+    with self.loop(self.c0, self.ck, self.ckc) as kc:
+      kend, first = self.k_slice(kc.iv)
+      with self.loop(lo if by_m else self.c0, hi if by_m else self.ci(self.mb)) as icb:
+        ib_lo, ib_hi = self.row_block(icb.iv)
+        with self.loop(self.c0 if by_m else lo, self.ci(self.nb) if by_m else hi) as jb:
+          a_base = lambda ib: self.at(self.L(f"arith.muli {ib}, {self.ci(self.mk.K * self.mk.mr)} : index"), "a")
+          self.tile(kc.iv, jb.iv, ib_lo, ib_hi, kend, first, self.pa, self.ta, a_base)
 
-  if mk.fused:
-    # Goto's order with A packed per block: each thread packs its MC-row block of A (all of K) into its own
-    # L2-sized buffer (picked by the chunk index %tid) right before the tiles use it; A never round-trips memory
+  def fused(self):
+    """Goto's order with A packed per block: each thread packs its MC-row block of A (all of K) into its own L2-sized
+    buffer (picked by the chunk index %tid) right before the tiles use it; A never round-trips memory."""
+    mk = self.mk
     blk = f"memref<{mk.scratch[3]}xf32>"
-    bufs = [f"%arg{nargs + 3 + i}" for i in range(len(mk.scratch) - 3)]
-    tid = "%tid" if t > 1 else c0
+    bufs = [f"%arg{mk.nargs + 3 + i}" for i in range(len(mk.scratch) - 3)]
+    tid = "%tid" if mk.threads > 1 else self.c0
     mine = bufs[0]
-    for i, b in enumerate(bufs[1:], 1): mine = L(f"arith.select {L(f'arith.cmpi eq, {tid}, {ci(i)} : index')}, {b}, {mine} : {blk}")
-    put(f"scf.for %icb = {lo} to {hi} step {c1} {{", 3)
-    ib_lo, ib_hi = row_block()
-    pass_args = [f"%arg{i}" for i in range(nargs + 3)] + [mine] + bufs[1:]
-    put(f"func.call @{mk.name}_pack_a({', '.join(pass_args + [ib_lo, ib_hi])}) : ({', '.join([mem_type(a.dtype) for a in mk.args] + ['index', 'index'])}) -> ()")
-    put(f"scf.for %kc = {c0} to {ck} step {ckc} {{"); depth[0] += 1
-    kend, first = k_slice()
-    put(f"scf.for %jb = {c0} to {ci(nb)} step {c1} {{"); depth[0] += 1
-    tile(ib_lo, ib_hi, kend, first, mine, blk, lambda: L(f"arith.muli {L(f'arith.subi %ib, {ib_lo} : index')}, {ci(mk.K * mr)} : index"))
-    for d in (5, 4, 3): put("}", d)
-  else:
-    # Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels
-    # (each KC x NR slice L1-resident while the MR-row tiles of the block pass over it)
-    if batched:
-      put(f"scf.for %bt = {lo} to {hi} step {c1} {{", 3)
-      for part, area in zip("abc", mk.areas):
-        put(f"%off{part} = arith.muli %bt, {ci(area)} : index")
-      lo, hi, by_m = c0, ci(mb), True
-    put(f"scf.for %kc = {c0} to {ck} step {ckc} {{", 3)
-    kend, first = k_slice()
-    put(f"scf.for %icb = {lo if by_m else c0} to {hi if by_m else ci(mb)} step {c1} {{"); depth[0] += 1
-    ib_lo, ib_hi = row_block()
-    put(f"scf.for %jb = {c0 if by_m else lo} to {ci(nb) if by_m else hi} step {c1} {{"); depth[0] += 1
-    tile(ib_lo, ib_hi, kend, first, pa, ta, lambda: at(L(f"arith.muli %ib, {ci(mk.K * mr)} : index"), "a"))
-    for d in (5, 4, 3): put("}", d)
-    if batched: put("}", 3)
-  idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if mk.fused else []) if t > 1 else []
-  args = ", ".join([f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(mk.args)] + idx)
-  return f"  func.func @{mk.name}_mm({args}) {{\n" + "\n".join(out) + "\n    return\n  }\n"
+    for i, b in enumerate(bufs[1:], 1): mine = self.L(f"arith.select {self.L(f'arith.cmpi eq, {tid}, {self.ci(i)} : index')}, {b}, {mine} : {blk}")
+    with self.loop(self.lo, self.hi) as icb:
+      ib_lo, ib_hi = self.row_block(icb.iv)
+      args = [f"%arg{i}" for i in range(mk.nargs + 3)] + [mine] + bufs[1:] + [ib_lo, ib_hi]
+      self.put(f"func.call @{mk.name}_pack_a({', '.join(args)}) : ({', '.join([mem_type(a.dtype) for a in mk.args] + ['index', 'index'])}) -> ()")
+      with self.loop(self.c0, self.ck, self.ckc) as kc:
+        kend, first = self.k_slice(kc.iv)
+        with self.loop(self.c0, self.ci(self.nb)) as jb:
+          a_base = lambda ib: self.L(f"arith.muli {self.L(f'arith.subi {ib}, {ib_lo} : index')}, {self.ci(mk.K * mk.mr)} : index")
+          self.tile(kc.iv, jb.iv, ib_lo, ib_hi, kend, first, mine, blk, a_base)
+
+  def row_block(self, icb: str) -> tuple[str, str]:   # the block's first and last MR-row panel
+    mc, mr = self.mk.mc, self.mk.mr
+    ic = self.L(f"arith.muli {icb}, {self.ci(mc)} : index")
+    ic_end = self.L(f"arith.minsi {self.L(f'arith.addi {ic}, {self.ci(mc)} : index')}, {self.ci(self.mk.Mp)} : index")
+    return self.L(f"arith.divui {ic}, {self.ci(mr)} : index"), self.L(f"arith.divui {ic_end}, {self.ci(mr)} : index")
+
+  def k_slice(self, kc: str) -> tuple[str, str]:   # the slice's end and whether it is the first (C starts from the identity)
+    return self.L(f"arith.minsi {self.L(f'arith.addi {kc}, {self.ckc} : index')}, {self.ck} : index"), self.L(f"arith.cmpi eq, {kc}, {self.c0} : index")
+
+  def a_rows(self, ib: str, a_buf: str, a_ty: str) -> tuple[str, str, list[str]]:
+    """Row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows)."""
+    mk = self.mk
+    if mk.direct_a is not None:
+      slot, off, stride = mk.direct_a
+      a_buf, a_ty = f"%arg{slot}", mem_type(mk.args[slot].dtype)
+    else: off, stride = 0, mk.rows_a   # the row-major copy pack_a made, this problem's at offset "a"
+    row0, last = self.L(f"arith.muli {ib}, {self.ci(mk.mr)} : index"), self.ci(mk.M - 1)
+    rows = [self.L(f"arith.minsi {self.add(row0, r)}, {last} : index") for r in range(mk.mr)]
+    rbase = [self.at(self.L(f"arith.addi {self.L(f'arith.muli {x}, {self.ci(stride)} : index')}, {self.ci(off)} : index"), "a") if mk.rows_a else
+             self.L(f"arith.addi {self.L(f'arith.muli {x}, {self.ci(stride)} : index')}, {self.ci(off)} : index") for x in rows]
+    return a_buf, a_ty, rbase
+
+  def tile(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
+    """for ib in the block: the MR x NR tile of C at (ib, jb), accumulated over k in [kc, kend)."""
+    mk, V = self.mk, self.V
+    bbase = self.at(self.L(f"arith.muli {jb}, {self.ci(mk.K * mk.nr)} : index"), "b")
+    jcol = self.L(f"arith.muli {jb}, {self.ci(mk.nr)} : index")
+    with self.loop(ib_lo, ib_hi) as ibl:
+      ib = ibl.iv
+      if not self.rowwise: a = a_base(ib)
+      else: a_buf, a_ty, a = self.a_rows(ib, a_buf, a_ty)
+      crow = self.at(self.L(f"arith.addi {self.L(f'arith.muli {ib}, {self.ci(mk.mr * mk.Np)} : index')}, {jcol} : index"), "c")
+      offs = [self.L(f"arith.addi {crow}, {self.ci(r * mk.Np + v * mk.vw)} : index") for r in range(mk.mr) for v in range(self.nv)]
+      # one k slice: C starts from the identity, nothing to load
+      init = [self.zero] * len(offs) if self.one else \
+        [self.L(f"arith.select {first}, {self.zero}, {self.L(f'vector.load {self.pc}[{o}] : {self.tc}, {V}')} : {V}") for o in offs]
+      epi_args, last = self.prefetch(ib, jb, kend) if mk.tile else (None, None)
+      res = self.k_loop(kc, kend, init, bbase, a, a_buf, a_ty)
+      if not mk.tile: self.to_c(res, offs)
+      elif self.one: self.to_tile(res, epi_args)
+      else:   # the tile is done after the last slice: the epilogue takes it from the stack; C holds the earlier slices'
+        with self.em.if_(self.b, last, orelse=True) as (then, other):
+          with self.into(then): self.to_tile(res, epi_args)
+          with self.into(other): self.to_c(res, offs)
+
+  def prefetch(self, ib: str, jb: str, kend: str) -> tuple[str, str | None]:
+    """The epilogue calls' arguments (the tile index t from the tile's rows and columns), and the call of its prefetch:
+    the output rows (and the rows the epilogue reads) this tile will touch, fetched while its k loop runs (several
+    slices: only the last one's tile, under the condition returned)."""
+    mk = self.mk
+    if self.batched: ib = self.L(f"arith.addi {self.L(f'arith.muli {self.bt}, {self.ci(mk.Mp // mk.mr)} : index')}, {ib} : index")
+    t = self.L(f"arith.addi {self.L(f'arith.muli {ib}, {self.ci(self.nb)} : index')}, {jb} : index")
+    epi_args = f"{', '.join([f'%arg{i}' for i in range(len(mk.args))] + [self.tile_buf, t, self.add(t, 1)])}) : " \
+               f"({', '.join([mem_type(x.dtype) for x in mk.args] + [self.tty, 'index', 'index'])}) -> ()"
+    last = None if self.one else self.L(f"arith.cmpi eq, {kend}, {self.ck} : index")
+    if last is None: self.put(f"func.call @{mk.name}_pf({epi_args}")
+    else:
+      with self.em.if_(self.b, last) as (then, _), self.into(then): self.put(f"func.call @{mk.name}_pf({epi_args}")
+    return epi_args, last
+
+  def k_loop(self, kc: str, kend: str, init: list[str], bbase: str, a: str | list[str], a_buf: str, a_ty: str) -> list[str]:
+    """The k loop of a tile: the accumulators carried through FMAs of A's column (broadcast) with B's row."""
+    mk, V, nv = self.mk, self.V, self.nv
+    with self.loop(kc, kend, inits=init, ty=V) as kl:
+      k, accs = kl.iv, kl.accs
+      bo = self.L(f"arith.addi {bbase}, {self.L(f'arith.muli {k}, {self.ci(mk.nr)} : index')} : index")
+      bv = [self.L(f"vector.load {self.pb}[{self.add(bo, v * mk.vw)}] : {self.tb}, {V}") for v in range(nv)]
+      # the same row of the next B panel, into L2, a cache line at a time: its first tile then finds it there (weights
+      # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved)
+      for off in range(0, mk.nr, 16):
+        at = self.L(f"arith.minsi {self.add(bo, mk.K * mk.nr + off)}, {self.ci(mk.scratch[1] - 1)} : index")
+        self.put(f"memref.prefetch {self.pb}[{at}], read, locality<2>, data : {self.tb}")
+      if not self.rowwise: ao = self.L(f"arith.addi {a}, {self.L(f'arith.muli {k}, {self.ci(mk.mr)} : index')} : index")
+      new = []
+      for r in range(mk.mr):
+        ar = self.L(f"memref.load {a_buf}[{self.add(ao, r) if not self.rowwise else self.L(f'arith.addi {a[r]}, {k} : index')}] : {a_ty}")
+        av = self.L(f"vector.broadcast {ar} : f32 to {V}")
+        new += [self.L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") if mk.op == "add" else
+                self.L(f"arith.{mk.op}imumf {accs[r * nv + v]}, {self.L(f'arith.mulf {av}, {bv[v]} : {V}')} : {V}") for v in range(nv)]
+      kl.yields = new
+    return kl.results
+
+  def to_c(self, res: list[str], offs: list[str]):
+    for r, o in zip(res, offs): self.put(f"vector.store {r}, {self.pc}[{o}] : {self.tc}, {self.V}")
+
+  def to_tile(self, res: list[str], epi_args: str):
+    """The tile on mm's stack, row-major, or transposed where the epilogue's lanes run along its rows; then the epilogue."""
+    mk, vw, V = self.mk, self.mk.vw, self.V
+    for q in range(mk.mr * self.nv):
+      v = res[q] if not mk.tile_rows else self.transposed(res, q)
+      self.put(f"vector.store {v}, {self.tile_buf}[{self.ci(q * vw)}] : {self.tty}, {V}")
+    self.put(f"func.call @{mk.name}_epi({epi_args}")
+
+  def transposed(self, res: list[str], q: int) -> str:
+    """Chunk q of the transposed tile (element p: column p // mr, row p % mr) from the accumulators it takes lanes of,
+    merged pairwise by shuffles (a scatter costs 11-15% of a 1x1 convolution's time at K = 256)."""
+    mr, vw, nv, V = self.mk.mr, self.mk.vw, self.nv, self.V
+    src: dict[int, dict[int, int]] = {}   # accumulator -> {position in the chunk: its lane}
+    for p in range(q * vw, (q + 1) * vw): src.setdefault((p % mr) * nv + p // mr // vw, {})[p - q * vw] = p // mr % vw
+    parts = []
+    for pair in [list(src.items())[i:i + 2] for i in range(0, len(src), 2)]:
+      (a, fa), (b, fb) = pair[0], pair[-1]
+      mask = [fa[p] if p in fa else vw + fb[p] if p in fb else 0 for p in range(vw)]
+      parts.append((self.L(f"vector.shuffle {res[a]}, {res[b]} {mask} : {V}, {V}"), {**fa, **fb}))
+    while len(parts) > 1:
+      (a, fa), (b, fb) = parts[0], parts[1]
+      parts = parts[2:] + [(self.L(f"vector.shuffle {a}, {b} {[p if p in fa else vw + p for p in range(vw)]} : {V}, {V}"), {**fa, **fb})]
+    return parts[0][0]

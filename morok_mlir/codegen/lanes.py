@@ -91,23 +91,11 @@ class LaneLowerer(Lowerer):
       init = L(splat(REDUCE_IDENTITY[op](u.dtype), "f32", self.vw))
       frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
       acc = self.line(frames[-1], f"{ALU[op]['f']} {frames[-1].acc}, {self.vec_of(u.src[0], frames[-1])}{self.fm} : {vt}")
-      self.close_loops(frames, vt, acc, init)
+      self.close_loops(frames, vt, acc)
       return self.place(u, fr, frames[0].res)
-    srcs = [self.vec_of(s, fr) for s in u.src]
-    sdt, c = u.src[0].dtype, cls(u.src[0].dtype)
-    if u.op is Ops.WHERE: return self.place(u, fr, L(f"arith.select {', '.join(srcs)} : {self.vty(dtypes.bool)}, {self.vty(u.dtype)}"))
-    if u.op is Ops.NEG: return self.place(u, fr, L(f"arith.negf {srcs[0]} : {self.vty(sdt)}"))
-    if u.op is Ops.RECIP: return self.place(u, fr, L(f"arith.divf {L(f'arith.constant dense<1.0> : {self.vty(sdt)}')}, {srcs[0]} : {self.vty(sdt)}"))
-    if (xc := exp2_of_product(u)) is not None: return self.place(u, fr, Poly(self, fr, self.vw).exp2_mul(self.vec_of(xc[0], fr), xc[1]))
-    if str(u.op) in POLY: return self.place(u, fr, getattr(Poly(self, fr, self.vw), str(u.op))(*srcs))
-    if u.op is Ops.CAST:   # f32 -> bool is != 0 (NaN is true), bool -> f32 is 0 or 1
-      if u.dtype is dtypes.bool:
-        return self.place(u, fr, L(f"arith.cmpf une, {srcs[0]}, {L(f'arith.constant dense<0.0> : {self.vty(sdt)}')} : {self.vty(sdt)}"))
-      return self.place(u, fr, L(f"arith.uitofp {srcs[0]} : {self.vty(sdt)} to {self.vty(u.dtype)}"))
-    if u.op in CMP:
-      mop, pred = CMP[u.op][c].split()
-      return self.place(u, fr, L(f"{mop} {pred}, {srcs[0]}, {srcs[1]} : {self.vty(sdt)}"))
-    return self.place(u, fr, L(f"{ALU[u.op][c]} {', '.join(srcs)} : {self.vty(sdt)}"))
+    srcs, c = [self.vec_of(s, fr) for s in u.src], cls(u.src[0].dtype)
+    if (rule := VRULES.get((u.op, c))) is not None: return self.place(u, fr, rule(self, u, srcs, fr))
+    return self.place(u, fr, L(f"{ALU[u.op][c]} {', '.join(srcs)} : {self.vty(u.src[0].dtype)}"))
 
   def vload(self, u: UOp, fr: Frame) -> str:
     idx, vw = u.src[0], self.vw
@@ -147,9 +135,9 @@ class LaneLowerer(Lowerer):
     val = self.vec_of(v, fr)
     buf, at = self.value(idx.src[0]), self.at0(idx.src[1])
     if len(idx.src) > 2:   # lanes gated off (past the output's edge) are not written
-      fr.lines.append(f"vector.maskedstore {buf}[{at}], {self.vec_of(idx.src[2], fr)}, {val} : {mem_type(idx.src[0].dtype)}, "
+      self.em.do(fr, f"vector.maskedstore {buf}[{at}], {self.vec_of(idx.src[2], fr)}, {val} : {mem_type(idx.src[0].dtype)}, "
                       f"{self.vty(dtypes.bool)}, {self.vty(dtypes.float32)}")
-    else: fr.lines.append(f"vector.store {val}, {buf}[{at}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
+    else: self.em.do(fr, f"vector.store {val}, {buf}[{at}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
 
   def touch(self, idx: UOp, write: bool, fr: Frame):
     """Prefetch the lanes' first and last element of idx (clamped into its buffer)."""
@@ -157,7 +145,25 @@ class LaneLowerer(Lowerer):
     last, top, c0 = (lane_coef(idx.src[1], self.lane, {}) or 0) * (self.vw - 1), idx.src[0].dtype.size - 1, self.const(0, dtypes.index)
     clamp = lambda x: self.line(fr, f"arith.maxsi {self.line(fr, f'arith.minsi {x}, {self.const(top, dtypes.index)} : index')}, {c0} : index")
     ends = [base] + [self.line(fr, f"arith.addi {base}, {self.const(last, dtypes.index)} : index")] * bool(last)
-    for at in map(clamp, ends): fr.lines.append(f"memref.prefetch {buf}[{at}], {'write' if write else 'read'}, locality<3>, data : {mt}")
+    for at in map(clamp, ends): self.em.do(fr, f"memref.prefetch {buf}[{at}], {'write' if write else 'read'}, locality<3>, data : {mt}")
+
+# the lanes' table: (op, dtype class of its first operand) -> rule(lowerer, u, vector operands, frame) -> the result;
+# other ops are one MLIR op of ALU on vectors (LANE_OPS lists what may reach here)
+def _vpoly(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
+  if (xc := exp2_of_product(u)) is not None: return Poly(lw, fr, lw.vw).exp2_mul(lw.vec_of(xc[0], fr), xc[1])
+  return getattr(Poly(lw, fr, lw.vw), str(u.op))(*srcs)
+def _vcmp(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
+  mop, pred = CMP[u.op][cls(u.src[0].dtype)].split()
+  return lw.line(fr, f"{mop} {pred}, {srcs[0]}, {srcs[1]} : {lw.vty(u.src[0].dtype)}")
+def _vconst(lw: LaneLowerer, fr: Frame, v: str, dt: DType) -> str: return lw.line(fr, f"arith.constant dense<{v}> : {lw.vty(dt)}")
+VRULES = {
+  (Ops.WHERE, "b"): lambda lw, u, srcs, fr: lw.line(fr, f"arith.select {', '.join(srcs)} : {lw.vty(dtypes.bool)}, {lw.vty(u.dtype)}"),
+  (Ops.NEG, "f"): lambda lw, u, srcs, fr: lw.line(fr, f"arith.negf {srcs[0]} : {lw.vty(u.src[0].dtype)}"),
+  (Ops.RECIP, "f"): lambda lw, u, srcs, fr: lw.line(fr, f"arith.divf {_vconst(lw, fr, '1.0', u.dtype)}, {srcs[0]} : {lw.vty(u.dtype)}"),
+  # f32 -> bool is != 0 (NaN is true), bool -> f32 is 0 or 1
+  (Ops.CAST, "f"): lambda lw, u, srcs, fr: lw.line(fr, f"arith.cmpf une, {srcs[0]}, {_vconst(lw, fr, '0.0', u.src[0].dtype)} : {lw.vty(u.src[0].dtype)}"),
+  (Ops.CAST, "b"): lambda lw, u, srcs, fr: lw.line(fr, f"arith.uitofp {srcs[0]} : {lw.vty(u.src[0].dtype)} to {lw.vty(u.dtype)}"),
+  **{(Ops(op), "f"): _vpoly for op in POLY}, **{(op, c): _vcmp for op in CMP for c in CMP[op]}}
 
 def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   """uop.lanes = W (optimize.lanes): the kernel with its innermost loop range r (size S) as ceil(S / W) iterations of W

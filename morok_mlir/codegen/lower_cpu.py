@@ -48,6 +48,7 @@ from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
 from morok_mlir.core.kernel_facts import blocked, in_place, twin
 from morok_mlir.ir.registry import PassError
+from morok_mlir.codegen.emitter import Block, Emitter
 
 # ---------------------------------------------------------------- tables
 # dtype class: f(loat) s(igned int, and index) u(nsigned) b(ool)
@@ -265,10 +266,12 @@ def sum_index(terms: list[UOp]) -> UOp:
   return out
 
 # ---------------------------------------------------------------- the emitter
-class Frame:
-  """A loop body being written: its lines go into the parent's when the loop closes."""
+class Frame(Block):
+  """A loop body being written (the emitter's Block) and what placement knows of it: its range, the values placed in
+  it (forgotten when it closes), its depth and the ranges open around it."""
   def __init__(self, parent: Frame | None, rng: UOp | None = None):
-    self.parent, self.rng, self.lines, self.placed, self.step = parent, rng, [], [], 1
+    self.parent, self.rng, self.lines, self.placed, self.step, self.loop = parent, rng, [], [], 1, None
+    self.iv = self.end = self.acc = self.res = None
     self.depth = parent.depth + 1 if parent else 0
     self.chain = (parent.chain | {rng}) if parent else frozenset()
 
@@ -276,7 +279,8 @@ class Lowerer:
   pass_name = "uop-lower-cpu"   # subclasses (uop-lower-gpu) override effect/reduce/value and this, for messages
   keeps = True                  # whether uop.keep's scratch rows are honoured (stack memory per thread)
   def __init__(self, f: Func):
-    self.f, self.n = f, 0
+    self.f, self.em = f, Emitter()
+    self.line = self.em.op   # line(frame, op text) -> the op's result, placed at the end of the frame
     if len(f.roots) != 1 or f.roots[0].op is not Ops.SINK or f.results: raise PassError(f"kernel @{f.name} must end in one uop.sink and return nothing")
     self.sink = f.roots[0]
     self.root = Frame(None)
@@ -314,8 +318,7 @@ class Lowerer:
       else:
         buf = arg_buffer(-1 - len(self.scratch), src.dtype.ptr(prod(sizes)))
         self.scratch.add(buf)
-        self.names[buf] = name = f"%keep{len(self.scratch)}"
-        self.root.lines.append(f"{name} = memref.alloca() {{alignment = 64 : i64}} : {mem_type(buf.dtype)}")
+        self.names[buf] = self.em.op(self.root, f"memref.alloca() {{alignment = 64 : i64}} : {mem_type(buf.dtype)}")
         kat, jat = im.linearize(K, sizes), im.linearize(J, sizes)
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, src.dtype.ptr(), (buf, kat)), src), loc=red.loc)
       self.kept_stores.add(st)
@@ -348,10 +351,6 @@ class Lowerer:
     fr = max((self.open[r] for r in self.ranges[u]), key=lambda fr: fr.depth, default=self.root)
     if not self.ranges[u] <= fr.chain: raise PassError(f"uop.{u.op} mixes ranges of different loop nests", u.loc)
     return fr
-  def line(self, fr: Frame, text: str) -> str:
-    name = f"%{self.n}"; self.n += 1
-    fr.lines.append(f"{name} = {text}")
-    return name
   def place(self, u: UOp, fr: Frame, name: str) -> str:
     self.names[u] = name; fr.placed.append(u)
     return name
@@ -364,26 +363,25 @@ class Lowerer:
       if r in self.open: raise PassError(f"range axis={_axis(r)} is closed while its loop is already open", r.loc)
       end = self.value(r.src[0])
       fr = Frame(frames[-1] if frames else parent, r)
-      fr.iv, fr.end = f"%i{self.n}", end; self.n += 1
-      if inits is not None: fr.acc, fr.res = f"%acc{self.n}", f"%{self.n + 1}"; self.n += 2
+      fr.loop = lp = self.em.open_for("", end, "", [""] if inits is not None else [], body=fr)
+      fr.iv, fr.end, fr.acc, fr.res = lp.iv, end, lp.accs[0] if lp.accs else None, lp.res   # the loop's names, for its body
       self.open[r] = fr; frames.append(fr)
+    if inits is not None:   # each loop's accumulator starts from the enclosing loop's
+      for i, fr in enumerate(frames): fr.loop.inits = [frames[i - 1].acc if i else inits[0]]
     return frames
-  def close_loops(self, frames: list[Frame], ty: str | None = None, yielded: str | None = None, init: str | None = None):
+  def close_loops(self, frames: list[Frame], ty: str | None = None, yielded: str | None = None):
     c0, c1 = self.const(0, dtypes.index), self.const(1, dtypes.index)
     for i, fr in reversed(list(enumerate(frames))):
       for u in fr.placed: del self.names[u]
       del self.open[fr.rng]
-      lo, hi = ("%lo", "%hi") if fr.rng is self.par else (c0, fr.end)
+      lp, end = fr.loop, fr.end
+      lp.lo = c0
+      if fr.rng is self.par: lp.lo, lp.hi = "%lo", "%hi"
       if fr.rng is self.par and im.cval(fr.rng.src[0]) is None:   # parts %lo .. %hi of T of a size read at run time
         t = self.const(_int_attr(self.f, "uop.threads", 1), dtypes.index)
-        lo, hi = (self.line(fr.parent, f"arith.divui {self.line(fr.parent, f'arith.muli {fr.end}, {b} : index')}, {t} : index") for b in (lo, hi))
-      head = f"scf.for {fr.iv} = {lo} to {hi} step {c1 if fr.step == 1 else self.const(fr.step, dtypes.index)}"
-      if ty is None: text = [head + " {"] + ["  " + l for l in fr.lines] + ["}"]
-      else:
-        inner = frames[i + 1].res if i + 1 < len(frames) else yielded
-        start = frames[i - 1].acc if i else init
-        text = [f"{fr.res} = {head} iter_args({fr.acc} = {start}) -> ({ty}) {{"] + ["  " + l for l in fr.lines] + [f"  scf.yield {inner} : {ty}", "}"]
-      fr.parent.lines.extend(text)
+        lp.lo, lp.hi = (self.line(fr.parent, f"arith.divui {self.line(fr.parent, f'arith.muli {end}, {b} : index')}, {t} : index") for b in ("%lo", "%hi"))
+      lp.step = c1 if fr.step == 1 else self.const(fr.step, dtypes.index)
+      self.em.close_for(fr.parent, lp, [frames[i + 1].res if i + 1 < len(frames) else yielded] if ty is not None else [], ty or "")
 
   # -- side effects
   def effect(self, u: UOp):
@@ -405,8 +403,9 @@ class Lowerer:
       val = self.value(v)
       fr = self.target(u)
       if idx.dtype.base.is_bool: val = self.line(fr, f"arith.extui {val} : i1 to i8")
-      st = f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].dtype)}"
-      fr.lines.extend([f"scf.if {gate} {{", "  " + st, "}"] if gate else [st])
+      n = len(fr.lines)
+      self.em.do(fr, f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].dtype)}")
+      if gate: self.em.wrap_if(fr, gate, n)
     elif u.op is Ops.AFTER: self.value(u)
     elif u.op is Ops.REDUCE: self.value(u)   # a kept reduce (see keep): its loop has filled the scratch row
     else: raise PassError(f"uop.{u.op} cannot be lowered as a side effect", u.loc)
@@ -422,7 +421,7 @@ class Lowerer:
     buf, i, _ = self.address(lanes[0].src[0])
     vec = self.line(fr, f"vector.from_elements {', '.join(vals)} : vector<{self.lanes}xf32>")
     # aligned: the address is a multiple of VW (streaming_store checks the index) in a buffer the runtime aligns
-    fr.lines.append(f"vector.store {vec}, {buf}[{i}] {{alignment = {4 * self.lanes} : i64, nontemporal = true}} : "
+    self.em.do(fr, f"vector.store {vec}, {buf}[{i}] {{alignment = {4 * self.lanes} : i64, nontemporal = true}} : "
                     f"{mem_type(u.src[0].src[0].dtype)}, vector<{self.lanes}xf32>")
 
   def address(self, idx: UOp) -> tuple[str, str, str | None]:
@@ -510,7 +509,7 @@ class Lowerer:
     if not frames: return self.place(u, fr, self.value(u.src[0]))  # a reduce over no ranges is its source
     v = self.cast(self.value(u.src[0]), dt, cdt, frames[-1])
     acc = self.scalar_alu(op, cdt, [frames[-1].acc, v], cdt, frames[-1], u, self.fm if dt.is_float else "")
-    self.close_loops(frames, sl(cdt), acc, init)
+    self.close_loops(frames, sl(cdt), acc)
     return self.place(u, fr, self.cast(frames[0].res, cdt, dt, fr))
 
   def alu(self, op: str, srcs: tuple[UOp, ...], names: list[str], dt: DType, fr: Frame, u: UOp, fm: str = "") -> str:
@@ -526,49 +525,25 @@ class Lowerer:
 
   def scalar_alu(self, op: str, srcs: tuple[UOp, ...] | DType, names: list[str], dt: DType, fr: Frame, u: UOp, fm: str = "") -> str:
     """op on operands of one register type (srcs: the operand UOps, or only their dtype when no operand is a constant
-    the op looks at), result dtype dt."""
-    L = lambda text: self.line(fr, text)
+    the op looks at), result dtype dt: its rule in the lowerer's table (RULES), or the op of one MLIR op of ALU."""
     sdt = srcs if isinstance(srcs, DType) else srcs[0].dtype if srcs else dt
-    c, t = cls(sdt), sl(sdt)
-    if op is Ops.NEG:  # on bool: logical not, as in tinygrad
-      if c == B: return L(f"arith.xori {names[0]}, {self.const(True, sdt)} : i1")
-      return L(f"arith.negf {names[0]} : {t}") if c == F else L(f"arith.subi {self.const(0, sdt)}, {names[0]} : {t}")
-    if op is Ops.RECIP and c == F: return L(f"arith.divf {self.const(1.0, sdt)}, {names[0]} : {t}")
-    if op is Ops.TRUNC and c != F: return names[0]
-    if op is Ops.MULACC and c != F: return self.scalar_alu(Ops.ADD, sdt, [self.scalar_alu(Ops.MUL, sdt, names[:2], dt, fr, u), names[2]], dt, fr, u)
-    if op in CMP and c in CMP[op]:
-      mop, pred = CMP[op][c].split()
-      return L(f"{mop} {pred}, {names[0]}, {names[1]} : {t}")
-    if op in (Ops.IDIV, Ops.MOD) and c in (S, U): return self.divide(op, srcs, names, sdt, fr)
-    if op in (Ops.SHL, Ops.SHR) and c in (S, U): return self.shift(op, srcs, names, sdt, fr)
-    if op is Ops.POW and c in (S, U): return self.ipow(names[0], names[1], sdt, fr)
+    c = cls(sdt)
+    if (rule := self.rules.get((op, c))) is not None and (r := rule(self, op, srcs, names, sdt, dt, fr, u)) is not None: return r
     if op not in ALU or c not in ALU[op]: raise PassError(f"uop.{op} is not defined on {sdt.name}", u.loc)
-    if op is Ops.SIN and (xs := sin_of_shift(u)) is not None:
-      if abs(xs[1]) == HALF_PI:   # sin(x +- pi/2) and sin(+-pi/2 - x) are +-cos(x): libm's cosf, exact for any x
-        r = L(f"math.cos {self.value(xs[0])} : f32")
-        return L(f"arith.negf {r} : f32") if xs[1] < 0 else r
-      # another shift: it and the sine in f64, rounded once
-      arg = L(f"arith.{'subf' if xs[2] else 'addf'} {self.const(xs[1], dtypes.float64)}, {L(f'arith.extf {self.value(xs[0])} : f32 to f64')} : f64")
-      return L(f"arith.truncf {L(f'math.sin {arg} : f64')} : f64 to f32")
-    if op in POLY and t == "f32":
-      if (xc := exp2_of_product(u)) is not None: return Poly(self, fr).exp2_mul(self.value(xc[0]), xc[1])
-      return getattr(Poly(self, fr), op)(*names)
-    return L(f"{ALU[op][c]} {', '.join(names)}{fm if op in ('add', 'mul', 'max', 'min') else ''} : {t}")
+    return self.line(fr, f"{ALU[op][c]} {', '.join(names)}{fm if op in ('add', 'mul', 'max', 'min') else ''} : {sl(sdt)}")
 
   def ipow(self, a: str, e: str, dt: DType, fr: Frame) -> str:
     """Integer a ** e by squaring over the exponent's bits (wraps like repeated multiplication). A negative exponent
     gives the truncated 1 / a**-e: 1 for a == 1, +-1 for a == -1, else 0."""
     L, t = (lambda text: self.line(fr, text)), sl(dt)
     zero, one, idx = self.const(0, dt), self.const(1, dt), (lambda v: self.const(v, dtypes.index))
-    n = self.n; self.n += 10
-    i, r, b, x, res = (f"%pw{n}_{k}" for k in ("i", "r", "b", "x", "res"))
-    body = [f"%pw{n}_odd = arith.cmpi ne, %pw{n}_bit, {zero} : {t}",
-            f"%pw{n}_rb = arith.muli {r}, {b} : {t}", f"%pw{n}_r2 = arith.select %pw{n}_odd, %pw{n}_rb, {r} : {t}",
-            f"%pw{n}_b2 = arith.muli {b}, {b} : {t}", f"%pw{n}_x2 = arith.shrui {x}, {one} : {t}",
-            f"scf.yield %pw{n}_r2, %pw{n}_b2, %pw{n}_x2 : {t}, {t}, {t}"]
-    fr.lines += [f"{res}:3 = scf.for {i} = {idx(0)} to {idx(dt.bits)} step {idx(1)} iter_args({r} = {one}, {b} = {a}, {x} = {e}) -> ({t}, {t}, {t}) {{",
-                 f"  %pw{n}_bit = arith.andi {x}, {one} : {t}"] + ["  " + l for l in body] + ["}"]
-    out = f"{res}#0"
+    em = self.em
+    with em.for_(fr, idx(0), idx(dt.bits), idx(1), inits=[one, a, e], ty=t) as lp:
+      (r, b, x), B = lp.accs, lp.body
+      odd = em.op(B, f"arith.cmpi ne, {em.op(B, f'arith.andi {x}, {one} : {t}')}, {zero} : {t}")
+      lp.yields = [em.op(B, f"arith.select {odd}, {em.op(B, f'arith.muli {r}, {b} : {t}')}, {r} : {t}"),
+                   em.op(B, f"arith.muli {b}, {b} : {t}"), em.op(B, f"arith.shrui {x}, {one} : {t}")]
+    out = lp.results[0]
     if dt.is_unsigned: return out
     neg = L(f"arith.cmpi slt, {e}, {zero} : {t}")
     odd = L(f"arith.cmpi ne, {L(f'arith.andi {e}, {one} : {t}')}, {zero} : {t}")
@@ -628,13 +603,48 @@ class Lowerer:
       mop = ("arith.extf" if wider else "arith.truncf") if cs == F else ("arith.extui" if cs == U else "arith.extsi") if wider else "arith.trunci"
     return L(f"{mop} {x} : {sl(s)} to {sl(d)}")
 
-def lower_kernel(f: Func, name: str | None = None, lw: Lowerer | None = None) -> str:
-  """One kernel func (uop dialect, kernel level) -> a public func.func over signless memrefs (text); lw: its lowerer."""
+# ---------------------------------------------------------------- the per-op table
+# (op, dtype class) -> rule(lowerer, op, srcs, names, sdt, dt, frame, u) -> the result's name (None: the ALU op instead);
+# ops without a rule are one MLIR op of ALU. Targets share it and replace entries (lower_gpu.GPU_RULES).
+def _sin(lw, op, srcs, names, sdt, dt, fr, u):
+  if sl(sdt) != "f32" or (xs := sin_of_shift(u)) is None: return None
+  L = lambda text: lw.line(fr, text)
+  if abs(xs[1]) == HALF_PI:   # sin(x +- pi/2) and sin(+-pi/2 - x) are +-cos(x): libm's cosf, exact for any x
+    r = L(f"math.cos {lw.value(xs[0])} : f32")
+    return L(f"arith.negf {r} : f32") if xs[1] < 0 else r
+  # another shift: it and the sine in f64, rounded once
+  arg = L(f"arith.{'subf' if xs[2] else 'addf'} {lw.const(xs[1], dtypes.float64)}, {L(f'arith.extf {lw.value(xs[0])} : f32 to f64')} : f64")
+  return L(f"arith.truncf {L(f'math.sin {arg} : f64')} : f64 to f32")
+def _poly(lw, op, srcs, names, sdt, dt, fr, u):
+  if sl(sdt) != "f32": return None
+  if (xc := exp2_of_product(u)) is not None: return Poly(lw, fr).exp2_mul(lw.value(xc[0]), xc[1])
+  return getattr(Poly(lw, fr), op)(*names)
+def _cmp(lw, op, srcs, names, sdt, dt, fr, u):
+  mop, pred = CMP[op][cls(sdt)].split()
+  return lw.line(fr, f"{mop} {pred}, {names[0]}, {names[1]} : {sl(sdt)}")
+def _neg(lw, op, srcs, names, sdt, dt, fr, u):   # on bool: logical not, as in tinygrad
+  c, t = cls(sdt), sl(sdt)
+  if c == B: return lw.line(fr, f"arith.xori {names[0]}, {lw.const(True, sdt)} : i1")
+  return lw.line(fr, f"arith.negf {names[0]} : {t}") if c == F else lw.line(fr, f"arith.subi {lw.const(0, sdt)}, {names[0]} : {t}")
+def _imulacc(lw, op, srcs, names, sdt, dt, fr, u):
+  return lw.scalar_alu(Ops.ADD, sdt, [lw.scalar_alu(Ops.MUL, sdt, names[:2], dt, fr, u), names[2]], dt, fr, u)
+INTS = (S, U)
+RULES = {**{(Ops.NEG, c): _neg for c in "fsub"}, **{(op, c): _cmp for op in CMP for c in CMP[op]},
+         (Ops.RECIP, F): lambda lw, op, srcs, names, sdt, dt, fr, u: lw.line(fr, f"arith.divf {lw.const(1.0, sdt)}, {names[0]} : {sl(sdt)}"),
+         **{(Ops.TRUNC, c): (lambda lw, op, srcs, names, *_: names[0]) for c in "sub"}, **{(Ops.MULACC, c): _imulacc for c in "sub"},
+         **{(op, c): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.divide(op, srcs, names, sdt, fr)) for op in (Ops.IDIV, Ops.MOD) for c in INTS},
+         **{(op, c): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.shift(op, srcs, names, sdt, fr)) for op in (Ops.SHL, Ops.SHR) for c in INTS},
+         **{(Ops.POW, c): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.ipow(names[0], names[1], sdt, fr)) for c in INTS},
+         (Ops.SIN, F): _sin, **{(Ops(op), F): _poly for op in POLY}}
+Lowerer.rules = RULES
+
+def lower_kernel(f: Func, name: str | None = None, lw: Lowerer | None = None, private: bool = False) -> str:
+  """One kernel func (uop dialect, kernel level) -> a func.func over signless memrefs (text); lw: its lowerer; private: a
+  function only its module calls (a phase another phase calls once: LLVM inlines it)."""
   lw = lw or Lowerer(f)
   lw.effect(lw.sink)
-  args = ", ".join([f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else []))
-  body = "".join(f"    {l}\n" for l in lw.root.lines)
-  return f"  func.func @{name or f.name}({args}) {{\n{body}    return\n  }}\n"
+  args = [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else [])
+  return Emitter.func(name or f.name, args, lw.root, "func.func private" if private else "func.func")
 
 # ---------------------------------------------------------------- fresh ranges, gates
 def sizes(rs: list[UOp]) -> list[int]: return [int(r.src[0].attrs["value"]) for r in rs]

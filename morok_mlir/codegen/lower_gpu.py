@@ -25,7 +25,8 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.ir.registry import register, PassError
-from morok_mlir.codegen.lower_cpu import COMPUTE, Lowerer, Frame, mem_type, sl, cls, _axis
+from morok_mlir.codegen.lower_cpu import COMPUTE, RULES, Lowerer, Frame, mem_type, sl, cls, _axis
+from morok_mlir.codegen.emitter import Block, Emitter
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
 
@@ -54,8 +55,13 @@ def _size(r: UOp) -> int:
   return int(n)
 def _pow2_at_least(n: int) -> int: return 1 << max(n - 1, 0).bit_length()
 
+# the CPU's table with the GPU's float math (GPU_MATH) in place of its polynomials and libm calls
+GPU_RULES = {**RULES, **{(Ops(op), "f"): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt))))
+                         for op in GPU_MATH}}
+
 class GPULowerer(Lowerer):
   pass_name = "uop-lower-gpu"
+  rules = GPU_RULES
   keeps = False   # a scratch row per GPU thread would live in local memory: the GPU recomputes
   def __init__(self, f: Func, group_threads: int = GROUP_MAX):
     super().__init__(f)
@@ -103,10 +109,9 @@ class GPULowerer(Lowerer):
     for r, iv in zip(rngs, self.digits(fr, rngs, lin) if isinstance(lin, str) else lin):
       self.open[r] = fr; self.place(r, fr, iv)
 
-  def close_flat(self, fr: Frame, rngs: list[UOp]) -> list[str]:
+  def close_flat(self, fr: Frame, rngs: list[UOp]):
     for u in fr.placed: del self.names[u]
     for r in rngs: del self.open[r]
-    return fr.lines
 
   def lane(self, x: UOp, j: int) -> UOp:
     """x at lane j of an upcast thread (last output range + j)."""
@@ -142,8 +147,8 @@ class GPULowerer(Lowerer):
         if st.op is Ops.STORE and st.src[0].op is Ops.INDEX: self.address(st.src[0]); self.value(st.src[1])
       for st in stores: self.effect(st)
       self.close_loops(inner)
-      lines = self.close_flat(fr, self.out_rngs)
-      self.root.lines.extend([f"scf.if {guard} {{", *("  " + l for l in lines), "}"] if guard else lines)
+      self.close_flat(fr, self.out_rngs)
+      self.em.splice(self.root, fr, guard)
     elif u.op is Ops.STORE and self.group and u not in self.done:
       # every thread holds the reduced value; thread 0 writes it
       idx, v = u.src
@@ -152,7 +157,7 @@ class GPULowerer(Lowerer):
       t0 = self.line(fr, f"arith.cmpi eq, {self.tid}, {self.const(0, dtypes.index)} : index")
       n = len(fr.lines)
       super().effect(u)
-      fr.lines[n:] = [f"scf.if {t0} {{", *("  " + l for l in fr.lines[n:]), "}"]
+      self.em.wrap_if(fr, t0, n)
     else: super().effect(u)
 
   # -- reductions across the block
@@ -165,14 +170,14 @@ class GPULowerer(Lowerer):
     fr, rngs, t = self.target(u), sorted(u.src[1:], key=_axis), sl(dt)
     init = self.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
-    j, acc, res = f"%i{self.n}", f"%acc{self.n}", f"%{self.n + 1}"; self.n += 2
-    self.flat_ivs(loop, rngs, j)
-    new = self.scalar_alu(op, dt, [acc, self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u)
-    body = self.close_flat(loop, rngs)
-    end, step = self.const(_prod(_size(r) for r in rngs), dtypes.index), self.const(self.local, dtypes.index)
-    fr.lines.extend([f"{res} = scf.for {j} = {self.tid} to {end} step {step} iter_args({acc} = {init}) -> ({t}) {{",
-                     *("  " + l for l in body), f"  scf.yield {new} : {t}", "}"])
-    return self.place(u, fr, self.cast(self.line(fr, f"gpu.all_reduce {ALL_REDUCE[op][cls(dt)]} {res} uniform {{}} : ({t}) -> ({t})"), dt, sdt, fr))
+    lp = self.em.open_for(self.tid, "", "", [init], t, body=loop)
+    self.flat_ivs(loop, rngs, lp.iv)
+    new = self.scalar_alu(op, dt, [lp.accs[0], self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u)
+    self.close_flat(loop, rngs)
+    lp.hi, lp.step = self.const(_prod(_size(r) for r in rngs), dtypes.index), self.const(self.local, dtypes.index)
+    self.em.close_for(fr, lp, [new], t)
+    red = self.line(fr, f"gpu.all_reduce {ALL_REDUCE[op][cls(dt)]} {lp.results[0]} uniform {{}} : ({t}) -> ({t})")
+    return self.place(u, fr, self.cast(red, dt, sdt, fr))
 
   def reduce_lanes(self, us: list[UOp], want: UOp) -> str:
     """The same reduce of every upcast lane in one loop over its ranges (flattened), one accumulator per lane."""
@@ -181,20 +186,16 @@ class GPULowerer(Lowerer):
     fr, rngs, t = self.target(us[0]), sorted(us[0].src[1:], key=_axis), sl(dt)
     init = self.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
-    j, res, accs = f"%i{self.n}", f"%{self.n + 1}", [f"%acc{self.n}_{k}" for k in range(len(us))]; self.n += 2
-    self.flat_ivs(loop, rngs, j)
-    new = [self.scalar_alu(op, dt, [acc, self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u) for u, acc in zip(us, accs)]
-    body = self.close_flat(loop, rngs)
-    end, ts = self.const(_prod(_size(r) for r in rngs), dtypes.index), ", ".join([t] * len(us))
-    fr.lines.extend([f"{res}:{len(us)} = scf.for {j} = {self.const(0, dtypes.index)} to {end} step {self.const(1, dtypes.index)} "
-                     f"iter_args({', '.join(f'{a} = {init}' for a in accs)}) -> ({ts}) {{",
-                     *("  " + l for l in body), f"  scf.yield {', '.join(new)} : {ts}", "}"])
-    for k, u in enumerate(us): self.place(u, fr, self.cast(f"{res}#{k}", dt, sdt, fr))
+    lp = self.em.open_for("", "", "", [init] * len(us), t, body=loop)
+    self.flat_ivs(loop, rngs, lp.iv)
+    new = [self.scalar_alu(op, dt, [acc, self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u) for u, acc in zip(us, lp.accs)]
+    self.close_flat(loop, rngs)
+    lp.hi = self.const(_prod(_size(r) for r in rngs), dtypes.index)
+    lp.lo, lp.step = self.const(0, dtypes.index), self.const(1, dtypes.index)
+    self.em.close_for(fr, lp, new, t)
+    for k, u in enumerate(us): self.place(u, fr, self.cast(lp.results[k], dt, sdt, fr))
     return self.names[want]
 
-  def scalar_alu(self, op, srcs, names, dt, fr, u, *rest):
-    if op in GPU_MATH and dt.is_float: return self.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt)))
-    return super().scalar_alu(op, srcs, names, dt, fr, u, *rest)
 
 def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MAX) -> tuple[str, Launch]:
   """One kernel func (uop dialect, kernel level) -> (a `gpu.func ... kernel` over signless memrefs, its launch sizes).
@@ -202,18 +203,17 @@ def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MA
   lw = GPULowerer(f, group_threads)
   lw.effect(lw.sink)
   name = name or f.name
-  args = ", ".join(f"%arg{i}: {mem_type(t.dtype)} {{llvm.align = 16 : i64}}" for i, t in enumerate(f.args))
-  body = "".join(f"      {l}\n" for l in lw.root.lines)
-  return (f"    gpu.func @{name}({args}) kernel attributes {{known_block_size = array<i32: {lw.local}, 1, 1>}} {{\n"
-          f"{body}      gpu.return\n    }}\n"), lw.launch(name)
+  args = [f"%arg{i}: {mem_type(t.dtype)} {{llvm.align = 16 : i64}}" for i, t in enumerate(f.args)]
+  return Emitter.func(name, args, lw.root, "gpu.func", f" kernel attributes {{known_block_size = array<i32: {lw.local}, 1, 1>}}",
+                      "gpu.return", 2), lw.launch(name)
 
-def gpu_module(kernels: list[str], name: str = "kernels") -> str: return f"  gpu.module @{name} {{\n{''.join(kernels)}  }}\n"
+def gpu_module(kernels: list[str], name: str = "kernels") -> str: return Emitter.module(kernels, f"gpu.module @{name}", 1)
 
 def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func]) -> str:
   """@schedule -> a host function of `gpu.launch_func`s, in schedule order (one stream: order is the dependency)."""
-  lines, consts = [], {}
-  def c(v: int) -> str:
-    if v not in consts: consts[v] = f"%c{v}"; lines.insert(0, f"    %c{v} = arith.constant {v} : index\n")
+  em, head, body, consts = Emitter("c"), Block(), Block(), {}
+  def c(v: int) -> str:   # launch sizes: one constant each, ahead of the launches
+    if v not in consts: consts[v] = em.const(head, v)
     return consts[v]
   for u in f.roots[0].toposort if f.roots else []:
     if u.op is not Ops.KERNEL: continue
@@ -223,9 +223,9 @@ def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func
       raise PassError(f"uop.kernel slots {list(slots)} do not match the arguments of @{callee}", u.loc)
     g, l = launches[callee].global_size, launches[callee].local_size
     args = ", ".join(f"%arg{s} : {mem_type(f.args[s].dtype)}" for s in slots)
-    lines.append(f"    gpu.launch_func @kernels::@{callee} blocks in ({', '.join(c(x) for x in g)}) threads in ({', '.join(c(x) for x in l)}) args({args})\n")
-  params = ", ".join(f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args))
-  return f"  func.func @{f.name}({params}) {{\n{''.join(lines)}    return\n  }}\n"
+    em.do(body, f"gpu.launch_func @kernels::@{callee} blocks in ({', '.join(c(x) for x in g)}) threads in ({', '.join(c(x) for x in l)}) args({args})")
+  em.splice(head, body)
+  return Emitter.func(f.name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)], head)
 
 def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX) -> str:
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
@@ -234,7 +234,7 @@ def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX) -> str:
     if f.name in kernels: t, launches[f.name] = lower_kernel(f, group_threads=group_threads); texts.append(t)
     elif "uop.schedule" not in f.attrs: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
   host = [lower_schedule(f, launches, kernels) for f in funcs if "uop.schedule" in f.attrs]
-  return "module attributes {gpu.container_module} {\n" + (gpu_module(texts) if texts else "") + "".join(host) + "}\n"
+  return Emitter.module(([gpu_module(texts)] if texts else []) + host, "module attributes {gpu.container_module}")
 
 @register("uop-lower-gpu", "Kernels -> gpu.func in gpu.module @kernels (ids for output ranges, GROUP reductions via gpu.all_reduce); "
           "@schedule -> gpu.launch_func", on_uops=False)

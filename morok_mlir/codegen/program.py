@@ -11,6 +11,7 @@ from morok_mlir.codegen.lanes import LaneLowerer, lane_split
 from morok_mlir.codegen.contraction import Contraction
 from morok_mlir.codegen.split_reduce import SplitReduce
 from morok_mlir.codegen.winograd import Winograd, direct
+from morok_mlir.codegen.emitter import Block, Emitter
 
 # choices made for static loop sizes
 STATIC_ONLY = ("uop.contraction", "uop.winograd", "uop.split_reduce", "uop.nontemporal", "uop.lanes")
@@ -34,7 +35,7 @@ def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None
 def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | None = None) -> str:
   """@schedule -> func.call of each kernel's phases (see lower_program) in order."""
   progs = progs or {n: ([(n, parallel_info(k))], []) for n, k in kernels.items()}
-  calls = []
+  em, b = Emitter("s"), Block()
   for u in f.roots[0].toposort if f.roots else []:
     if u.op is not Ops.KERNEL: continue
     callee, slots = u.attrs.get("callee", ("", ""))[1], u.attrs.get("slots", ())
@@ -45,20 +46,18 @@ def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | 
       raise PassError(f"uop.kernel passes ({', '.join(type_text(f.args[s].dtype) for s in slots)}) to @{callee}"
                       f"({', '.join(type_text(a.dtype) for a in k.args)})", u.loc)
     phases, scratch = progs[callee]
-    tys, ops = [mem_type(t.dtype) for t in k.args], [f"%arg{s}" for s in slots]
-    for j, n in enumerate(scratch):  # a contraction's packed operands and tile buffer, for this call only
-      calls.append(f"    %s{len(calls)}_{j} = memref.alloc() {{alignment = 64 : i64}} : memref<{n}xf32>\n")
-    tys, ops = tys + [f"memref<{n}xf32>" for n in scratch], ops + [f"%s{len(calls) - len(scratch) + j}_{j}" for j in range(len(scratch))]
+    # a contraction's packed operands and tile buffer, for this call only
+    tys, ops = [mem_type(t.dtype) for t in k.args] + [f"memref<{n}xf32>" for n in scratch], [f"%arg{s}" for s in slots]
+    ops += [em.op(b, f"memref.alloc() {{alignment = 64 : i64}} : {t}") for t in tys[len(k.args):]]
     for entry, par in phases:
       pt, po = tys, ops
       if par is not None:  # the whole outer loop in one call (as chunk 0, for phases that take the chunk index)
-        calls.append(f"    %lo{len(calls)} = arith.constant 0 : index\n    %hi{len(calls)} = arith.constant {par[0]} : index\n")
-        bounds = [f"%lo{len(calls) - 1}", f"%hi{len(calls) - 1}"] + [f"%lo{len(calls) - 1}"] * (len(par) > 3 and par[3])
+        lo, hi = em.const(b, 0), em.const(b, par[0])
+        bounds = [lo, hi] + [lo] * (len(par) > 3 and par[3])
         pt, po = tys + ["index"] * len(bounds), ops + bounds
-      calls.append(f"    func.call @{entry}({', '.join(po)}) : ({', '.join(pt)}) -> ()\n")
-    calls += [f"    memref.dealloc {o} : {t}\n" for o, t in zip(ops[len(k.args):], tys[len(k.args):])]
-  args = ", ".join(f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args))
-  return f"  func.func @{f.name}({args}) {{\n{''.join(calls)}    return\n  }}\n"
+      em.do(b, f"func.call @{entry}({', '.join(po)}) : ({', '.join(pt)}) -> ()")
+    for o, t in zip(ops[len(k.args):], tys[len(k.args):]): em.do(b, f"memref.dealloc {o} : {t}")
+  return Emitter.func(f.name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)], b)
 
 def lower_module(funcs: list[Func]) -> str:
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
@@ -71,7 +70,7 @@ def lower_module(funcs: list[Func]) -> str:
     if f.name in kernels: continue
     elif "uop.schedule" in f.attrs: out.append(lower_schedule(f, kernels, progs))
     else: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
-  return "module {\n" + "".join(out) + "}\n"
+  return Emitter.module(out)
 
 @register("uop-lower-cpu", "Kernels -> func.func with scf.for, memref, arith, math; @schedule -> func.call of the kernels", on_uops=False)
 def uop_lower_cpu(module_op):

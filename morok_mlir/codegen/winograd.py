@@ -26,7 +26,8 @@ from morok_mlir.host import CACHES
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, outer_range, parallel_info, sizes
 from morok_mlir.codegen.lanes import LaneLowerer
-from morok_mlir.codegen.contraction import Contraction, MicroKernel, mm, private
+from morok_mlir.codegen.contraction import Contraction, MicroKernel, mm
+from morok_mlir.codegen.emitter import Block, Emitter
 
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))   # input transform (4x4)
 G = ((1, 0, 0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0, 0, 1))    # filter transform (4x3)
@@ -49,6 +50,7 @@ def transform(left, right, x: list[list[UOp]]) -> list[list[UOp]]:
   cols = [combine(left, [row[j] for row in x]) for j in range(len(x[0]))]   # left @ x, column by column
   return [combine(right, [col[i] for col in cols]) for i in range(len(left))]
 
+def at(x: UOp, sub: dict) -> UOp: return affine_simplify(x.substitute(sub))
 def store(buf: UOp, idx: UOp, v: UOp) -> UOp: return UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), v))
 def kernel(name: str, args: list[UOp], stores: list[UOp], loops: list[UOp], extra: dict) -> Func:
   end = UOp(Ops.END, dtypes.void, (UOp(Ops.GROUP, dtypes.void, tuple(stores)), *loops))
@@ -96,23 +98,34 @@ class Winograd:
     self.scratch = [16 * self.area[0]] + [16 * x for x in self.area[1:]] * (self.threads if self.blocked else 1)
     n = len(f.args)
     self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
-    ap, bp, cp = self.args[n:n + 3]
-    thr = {"uop.threads": 1} if self.blocked else {k: v for k, v in f.attrs.items() if k == "uop.threads"}   # blocked: rows lo..hi
-    at = lambda x, sub: affine_simplify(x.substitute(sub))
-    col = lambda r: im.mul(im.mod(r, self.rb) if self.blocked else r, im.const(twp))   # a row's first column in B and C
-    # wt: U's 16 values of filter (co, ci) into A's panels, row co of panel co // MR
+    self.thr = {"uop.threads": 1} if self.blocked else {k: v for k, v in f.attrs.items() if k == "uop.threads"}   # blocked: rows lo..hi
+    self.twp, self.tiles = twp, (th, tw, oh, ow)
+    self.wt = self.weights(wt, co, ci, ky, kx)
+    self.inp = self.inputs(img, ci, rest, rows, oy, ky, ox, kx)
+    self.out = self.outputs(end.src[0], red, co, rest, rows, oy, ox)
+    self.wt_slot = next(iter(s)).attrs["slot"] if len(s := {x.src[0].src[0] for x in wt.toposort if x.op is Ops.LOAD}) == 1 \
+      and next(iter(s)).op is Ops.BUFFER else None
+
+  def col(self, r: UOp) -> UOp: return im.mul(im.mod(r, self.rb) if self.blocked else r, im.const(self.twp))   # a row's first column in B and C
+
+  def weights(self, wt: UOp, co: UOp, ci: UOp, ky: UOp, kx: UOp) -> Func:
+    """wt: U's 16 values of filter (co, ci) into A's panels, row co of panel co // MR."""
+    ap = self.args[len(self.f.args)]
     rco, rci = loop_range(0, self.M), loop_range(1, self.K)
     g = [[at(wt, {co: rco, ci: rci, ky: im.const(i), kx: im.const(j)}) for j in range(3)] for i in range(3)]
     pos = im.add(im.add(im.mul(im.idiv(rco, self.mr), im.const(self.K * self.mr)), im.mul(rci, im.const(self.mr))), im.mod(rco, self.mr))
     u = transform(G, G, g)
-    self.wt = kernel(f"{name}_wt", self.args, [store(ap, im.add(pos, im.const(x * self.area[0])), u[x // 4][x % 4]) for x in range(16)],
-                     [rco, rci], {})
-    # in: V's 16 values of input tile (row r, tx = L group + lane) and channel ci into B's panels, column t of panel t // NR
+    return kernel(f"{self.name}_wt", self.args, [store(ap, im.add(pos, im.const(x * self.area[0])), u[x // 4][x % 4]) for x in range(16)],
+                  [rco, rci], {})
+
+  def inputs(self, img: UOp, ci: UOp, rest: list[UOp], rows: int, oy: UOp, ky: UOp, ox: UOp, kx: UOp) -> Func:
+    """in: V's 16 values of input tile (row r, tx = L group + lane) and channel ci into B's panels, column t of panel t // NR."""
+    bp, twp, (th, tw, oh, ow) = self.args[len(self.f.args) + 1], self.twp, self.tiles
     rr, rci2, rg = loop_range(0, rows), loop_range(1, self.K), loop_range(2, twp // self.lanes)
     *rrest, rty = im.unravel(rr, sizes(rest) + [th])
     self.lane = lane_range(self.lanes)
     rtx = im.add(im.mul(rg, im.const(self.lanes)), self.lane)
-    t0 = im.add(col(rr), im.mul(rg, im.const(self.lanes)))   # the lane group's first column
+    t0 = im.add(self.col(rr), im.mul(rg, im.const(self.lanes)))   # the lane group's first column
     base = {ci: rci2, **dict(zip(rest, rrest))}
     lt = lambda a, n: UOp(Ops.CMPLT, dtypes.bool, (a, im.const(n)))
     real = lt(rtx, tw) if twp > tw else None
@@ -129,26 +142,27 @@ class Winograd:
     v = transform(BT, BT, [[tap(i, j) for j in range(4)] for i in range(4)])
     panel = im.add(im.mul(im.idiv(t0, self.nr), im.const(self.K * self.nr)), im.mul(rci2, im.const(self.nr)))
     pos = im.add(im.add(panel, im.mod(t0, self.nr)), self.lane)
-    self.inp = kernel(f"{name}_in", self.args, [store(bp, im.add(pos, im.const(x * self.area[1])), v[x // 4][x % 4]) for x in range(16)],
-                      [rr, rci2, rg], thr)
-    if not all(LaneLowerer.supports(x, self.lane) for row in v for x in row): raise NotImplementedError(f"@{f.name}: an image the lanes cannot read")
-    # out: the kernel's store at the tile's 2x2 outputs (row r, output channel, tile column), its reduce replaced by A^T M A
+    if not all(LaneLowerer.supports(x, self.lane) for row in v for x in row): raise NotImplementedError(f"@{self.f.name}: an image the lanes cannot read")
+    return kernel(f"{self.name}_in", self.args, [store(bp, im.add(pos, im.const(x * self.area[1])), v[x // 4][x % 4]) for x in range(16)],
+                  [rr, rci2, rg], self.thr)
+
+  def outputs(self, st: UOp, red: UOp, co: UOp, rest: list[UOp], rows: int, oy: UOp, ox: UOp) -> Func:
+    """out: the kernel's store at the tile's 2x2 outputs (row r, output channel, tile column), its reduce replaced by A^T M A."""
+    cp, (th, tw, oh, ow) = self.args[len(self.f.args) + 2], self.tiles
+    lt = lambda a, n: UOp(Ops.CMPLT, dtypes.bool, (a, im.const(n)))
     rr, oco, tx = loop_range(0, rows), loop_range(1, self.M), loop_range(2, tw)
     *orest, ty = im.unravel(rr, sizes(rest) + [th])
-    cpos = im.add(im.add(im.mul(oco, im.const(self.Np)), col(rr)), tx)
+    cpos = im.add(im.add(im.mul(oco, im.const(self.Np)), self.col(rr)), tx)
     m = [[UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.add(cpos, im.const((4 * i + j) * self.area[2])))),))
           for j in range(4)] for i in range(4)]
     y = transform(AT, AT, m)
-    st = end.src[0]
     def output(p, q):   # an output past an odd size's end is not stored, nor are its epilogue's loads made
       py, px = im.add(im.mul(ty, im.const(2)), im.const(p)), im.add(im.mul(tx, im.const(2)), im.const(q))
       o = at(st, {red: y[p][q], co: oco, oy: py, ox: px, **dict(zip(rest, orest))})
       cond = im.and_(lt(py, oh) if p and oh % 2 else None, lt(px, ow) if q and ow % 2 else None)
       return o if cond is None else o.substitute({x: gated(x, cond) for x in o.toposort if x.op is Ops.INDEX and x.src[0] is not cp
                                                   and (rr in x.toposort or tx in x.toposort)})
-    self.out = kernel(f"{name}_out", self.args, [output(p, q) for p in range(2) for q in range(2)], [rr, oco, tx], thr)
-    self.wt_slot = next(iter(s)).attrs["slot"] if len(s := {x.src[0].src[0] for x in wt.toposort if x.op is Ops.LOAD}) == 1 \
-      and next(iter(s)).op is Ops.BUFFER else None
+    return kernel(f"{self.name}_out", self.args, [output(p, q) for p in range(2) for q in range(2)], [rr, oco, tx], self.thr)
 
   def phases(self) -> list[tuple[str, tuple | None]]:
     t = self.threads   # a transform writes or reads 16 values per tile and channel
@@ -160,9 +174,9 @@ class Winograd:
   def nblocks(self) -> int: return -(-sizes([outer_range(self.out)])[0] // self.rb)
   def reuse(self) -> list[tuple[int, int, int]]: return [(0, self.wt_slot, 0)] if self.wt_slot is not None else []
   def text(self) -> str:
-    inner = private if self.blocked else str   # blocked: in, mm and out are called by blk only
-    return (lower_kernel(self.wt, f"{self.name}_wt") + inner(lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane)))
-            + inner(mm(self.micro())) + inner(lower_kernel(self.out, f"{self.name}_out")) + (self.blk() if self.blocked else ""))
+    inner = self.blocked   # blocked: in, mm and out are called by blk only
+    return (lower_kernel(self.wt, f"{self.name}_wt") + lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane), inner)
+            + mm(self.micro(), inner) + lower_kernel(self.out, f"{self.name}_out", None, inner) + (self.blk() if self.blocked else ""))
   def micro(self) -> MicroKernel:
     """The 16 products, one after the other in each scratch buffer; blocked: one block's, on the calling thread."""
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, 1 if self.blocked else self.threads, self.mr, self.nr, self.kc,
@@ -171,22 +185,18 @@ class Winograd:
     """The blocked phase: for each of this thread's blocks of RB tile rows, the input transform into its own B panels,
     the block's 16 products into its own C, and the output transform; the thread's buffers picked by its chunk index."""
     n, t, rows = len(self.f.args), self.threads, sizes([outer_range(self.out)])[0]
-    tys = [mem_type(a.dtype) for a in self.args]
-    out, k = [], [0]
-    def L(text):
-      k[0] += 1; out.append(f"    %w{k[0]} = {text}"); return f"%w{k[0]}"
-    c = lambda v: L(f"arith.constant {v} : index")
+    tys, em, b = [mem_type(a.dtype) for a in self.args], Emitter("w", 1), Block()
+    c = lambda v: em.const(b, v)
     ops = [f"%arg{i}" for i in range(len(self.args))]
     for j in range(1, t):   # thread j's V and C are scratch 1 + 2 j and 2 + 2 j
-      mine = L(f"arith.cmpi eq, %tid, {c(j)} : index")
-      for part in (1, 2): ops[n + part] = L(f"arith.select {mine}, %arg{n + part + 2 * j}, {ops[n + part]} : {tys[n + part]}")
+      mine = em.op(b, f"arith.cmpi eq, %tid, {c(j)} : index")
+      for part in (1, 2): ops[n + part] = em.op(b, f"arith.select {mine}, %arg{n + part + 2 * j}, {ops[n + part]} : {tys[n + part]}")
     lo, hi = ("%lo", "%hi") if t > 1 else (c(0), c(self.nblocks))
     one, rb = c(1), c(self.rb)
-    out.append(f"    scf.for %b = {lo} to {hi} step {one} {{")
-    r0 = L(f"arith.muli %b, {rb} : index")
-    r1 = L(f"arith.minsi {L(f'arith.addi {r0}, {rb} : index')}, {c(rows)} : index")
-    for phase, bounds in (("in", [r0, r1]), ("mm", []), ("out", [r0, r1])):
-      out.append(f"      func.call @{self.name}_{phase}({', '.join(ops + bounds)}) : ({', '.join(tys + ['index'] * len(bounds))}) -> ()")
-    out.append("    }")
-    args = ", ".join([f"%arg{i}: {ty}" for i, ty in enumerate(tys)] + (["%lo: index", "%hi: index", "%tid: index"] if t > 1 else []))
-    return f"  func.func @{self.name}_blk({args}) {{\n" + "\n".join(out) + "\n    return\n  }\n"
+    with em.for_(b, lo, hi, one) as lp:
+      L = lambda text: em.op(lp.body, text)
+      r0 = L(f"arith.muli {lp.iv}, {rb} : index")
+      r1 = L(f"arith.minsi {L(f'arith.addi {r0}, {rb} : index')}, {em.const(lp.body, rows)} : index")
+      for phase, bounds in (("in", [r0, r1]), ("mm", []), ("out", [r0, r1])):
+        em.do(lp.body, f"func.call @{self.name}_{phase}({', '.join(ops + bounds)}) : ({', '.join(tys + ['index'] * len(bounds))}) -> ()")
+    return Emitter.func(f"{self.name}_blk", [f"%arg{i}: {ty}" for i, ty in enumerate(tys)] + (["%lo: index", "%hi: index", "%tid: index"] if t > 1 else []), b)

@@ -25,12 +25,13 @@ shared object once that is linked (an ExecutionEngine holds ~1 MB, a loaded obje
 buffers when their last array dies, so a repeated realize does not page-fault fresh memory. The method cache is an LRU
 (lru.LRU: MOROK_MEM_CACHE_ENTRIES, MOROK_MEM_CACHE_MB)."""
 from __future__ import annotations
-import _ctypes, atexit, ctypes, ctypes.util, functools, hashlib, itertools, mmap, os, re, shutil, stat, subprocess, sys, tempfile, threading, time
+import _ctypes, atexit, ctypes, ctypes.util, functools, hashlib, itertools, mmap, os, shutil, stat, subprocess, sys, tempfile, threading, time
 import warnings, weakref
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.ir.bridge import Func
 from morok_mlir.codegen.program import lower_module, lower_program
+from morok_mlir.codegen.emitter import Emitter, public_attrs
 from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
 from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU
@@ -89,11 +90,10 @@ def out_align(f: Func) -> int:
 class CPURenderer:
   """uop-lower-cpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    src, phases, scratch, reuse = lower_program(f, name)
     # noinline: the engine's packed wrapper would otherwise inline the body and LLVM would optimise it twice
-    src = re.sub(r"(func\.func @\w+\(.*\)) \{\n", lambda m: m.group(1) + ' attributes {passthrough = ["noinline"]} {\n', src)
+    with public_attrs(' attributes {passthrough = ["noinline"]}'): src, phases, scratch, reuse = lower_program(f, name)
     par = phases[0][1] if len(phases) == 1 else None
-    return ProgramSpec(name, "module {\n" + src + "}\n", tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), par,
+    return ProgramSpec(name, Emitter.module([src]), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), par,
                        tuple(phases) if len(phases) > 1 else (), tuple(scratch),
                        out_align(f), tuple(reuse))
 

@@ -1,0 +1,114 @@
+"""The one place MLIR text is built: SSA names, nesting and indentation of a function body (Emitter), as text, not
+through the bindings' `ir.Value`s (building ops through the bindings costs tens of microseconds an op: a compile's
+hundred thousand ops would take seconds).
+
+A `Block` is a region body being written (a loop's, an if's, a function's); an op's text goes into the block it is
+placed in, and a block's lines go into its parent's, indented, when the op that owns it closes. Values are `Value`s:
+their SSA name (a str, so it formats into op text) and their MLIR type where the emitter knows it."""
+from __future__ import annotations
+import contextvars
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+class Value(str):
+  """An SSA value: the string is its name, `type` its MLIR type. Names in the hot paths (loop counters, most results)
+  stay plain strs: an f-string formats a str subclass through a copy."""
+  __slots__ = ("type",)
+  def __new__(cls, name: str, type: str = "") -> Value:
+    v = super().__new__(cls, name); v.type = type
+    return v
+
+class Block:
+  """A region body being written: its lines go into the parent's when the op that owns it closes."""
+  def __init__(self): self.lines: list[str] = []
+
+def indent(lines: list[str], by: str = "  ") -> list[str]: return [by + l for l in lines]
+
+@dataclass
+class Loop:
+  """An open scf.for: body (a Block of the caller's kind), its induction variable, and its iter_args (accs), whose values
+  after the loop are `results` (once the loop is closed with what the body yields)."""
+  body: Block
+  iv: str
+  lo: str
+  hi: str
+  step: str
+  accs: list[str] = field(default_factory=list)
+  inits: list[str] = field(default_factory=list)
+  res: str = ""
+  yields: list[str] = field(default_factory=list)   # what the body yields (a `for_` body sets it)
+  results: list[str] = field(default_factory=list)
+
+_PUBLIC = contextvars.ContextVar("public_attrs", default="")
+@contextmanager
+def public_attrs(text: str):
+  """The attributes of every public func.func written meanwhile (in this thread): a device's choice, such as the CPU's
+  noinline, for the functions it calls."""
+  token = _PUBLIC.set(text)
+  try: yield
+  finally: _PUBLIC.reset(token)
+
+class Emitter:
+  """SSA names (`%{stem}{n}`, n counting up: a name is never reused in a function) and the text of ops and regions."""
+  def __init__(self, stem: str = "", start: int = 0): self.stem, self.n = stem, start
+  def fresh(self, stem: str | None = None) -> str:
+    name = f"%{self.stem if stem is None else stem}{self.n}"; self.n += 1
+    return name
+  def op(self, b: Block, text: str, ty: str = "") -> Value | str:
+    """A one-result op placed at the end of b: its Value where its type is given, else its name (a kernel has a
+    hundred thousand of these: a plain str is the cheaper, and fresh() is inlined)."""
+    name = f"%{self.stem}{self.n}"; self.n += 1
+    b.lines.append(f"{name} = {text}")
+    return Value(name, ty) if ty else name
+  def do(self, b: Block, text: str): b.lines.append(text)   # an op without results
+  def const(self, b: Block, v, ty: str = "index") -> Value: return self.op(b, f"arith.constant {v} : {ty}", ty)
+
+  # -- scf.for: open (names), write the body, close (the text goes into the parent)
+  def open_for(self, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = "", body: Block | None = None) -> Loop:
+    """An scf.for's names (counter, iter_args, results) before its body is written; bounds may be set until it closes."""
+    lp = Loop(body if body is not None else Block(), self.fresh("i"), lo, hi, step, [self.fresh("acc") for _ in inits], list(inits))
+    if inits: lp.res = self.fresh("")
+    return lp
+  def close_for(self, parent: Block, lp: Loop, yields: list[str] = (), ty: str = ""):
+    """The loop's text at the end of parent, its body yielding `yields` (of type ty) to the next iteration."""
+    head = f"scf.for {lp.iv} = {lp.lo} to {lp.hi} step {lp.step}"
+    if not lp.inits:
+      parent.lines.extend([head + " {", *indent(lp.body.lines), "}"]); return
+    res = lp.res
+    n = f":{len(lp.inits)}" if len(lp.inits) > 1 else ""
+    tys = ", ".join([ty] * len(lp.inits))
+    parent.lines.extend([f"{res}{n} = {head} iter_args({', '.join(f'{a} = {i}' for a, i in zip(lp.accs, lp.inits))}) -> ({tys}) {{",
+                         *indent(lp.body.lines), f"  scf.yield {', '.join(yields)} : {tys}", "}"])
+    lp.results = [res] if len(lp.inits) == 1 else [f"{res}#{k}" for k in range(len(lp.inits))]
+  @contextmanager
+  def for_(self, parent: Block, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = ""):
+    """`with em.for_(b, lo, hi, step) as lp:` writes lp.body; with inits, the body ends by setting lp.yields."""
+    lp = self.open_for(lo, hi, step, inits, ty)
+    yield lp
+    self.close_for(parent, lp, lp.yields, ty)
+
+  @contextmanager
+  def if_(self, parent: Block, cond: str, orelse: bool = False):
+    """`with em.if_(b, c) as (then, other):` an scf.if without results (other: the else block, when orelse)."""
+    then, other = Block(), Block() if orelse else None
+    yield then, other
+    parent.lines.extend([f"scf.if {cond} {{", *indent(then.lines)] + (["} else {", *indent(other.lines)] if orelse else []) + ["}"])
+  def splice(self, parent: Block, b: Block, cond: str | None = None):
+    """b's lines at the end of parent (a body with no op of its own), under scf.if cond when given."""
+    parent.lines.extend([f"scf.if {cond} {{", *indent(b.lines), "}"] if cond else b.lines)
+  def wrap_if(self, b: Block, cond: str, start: int):
+    """The lines of b from start on, under scf.if cond."""
+    b.lines[start:] = [f"scf.if {cond} {{", *indent(b.lines[start:]), "}"]
+
+  # -- functions
+  @staticmethod
+  def func(name: str, args: list[str], body: Block, head: str = "func.func", attrs: str = "", ret: str = "return", depth: int = 1) -> str:
+    """The text of a function whose body is b, the function `depth` levels into its module."""
+    by, attrs = "  " * depth, attrs or (_PUBLIC.get() if head == "func.func" else "")
+    lines = "".join(f"{by}  {l}\n" for l in body.lines)
+    return f"{by}{head} @{name}({', '.join(args)}){attrs} {{\n{lines}{by}  {ret}\n{by}}}\n"
+  @staticmethod
+  def module(funcs: list[str], head: str = "module", depth: int = 0) -> str:
+    """A module (or gpu.module @name: head) of functions' texts."""
+    by = "  " * depth
+    return f"{by}{head} {{\n{''.join(funcs)}{by}}}\n"
