@@ -1,0 +1,138 @@
+"""A Llama-architecture decoder (Llama 2/3, SmolLM2) in morok_mlir.nn terms: RMSNorm, rotary position embeddings on
+interleaved pairs (GGML's "normal" mode, for which llama.cpp's converter permutes the rows of attn_q/attn_k), grouped-
+query attention over a KV cache per layer, a SwiGLU feed-forward. Weights come as a dict keyed by GGUF tensor names.
+
+The cache has a fixed length (max_context), so one compiled step serves every position: a call writes its T rows at
+start_pos, and attention masks the rows past each query's position. start_pos is an int32 Tensor of shape (1,) (data:
+a TinyJit replays the step for every value)."""
+from __future__ import annotations
+import dataclasses
+import numpy as np
+from morok_mlir import nn
+from morok_mlir.core.provenance import error as _err
+from morok_mlir.tensor import Tensor
+
+@dataclasses.dataclass(frozen=True)
+class LlamaConfig:
+  dim: int
+  n_layers: int
+  n_heads: int
+  n_kv_heads: int
+  vocab_size: int
+  hidden_dim: int
+  norm_eps: float = 1e-5
+  rope_theta: float = 10000.0
+  max_context: int = 512
+  @property
+  def head_dim(self) -> int: return self.dim // self.n_heads
+
+  @staticmethod
+  def from_gguf(metadata: dict, tensors: dict, max_context: int | None = None) -> LlamaConfig:
+    """The hyperparameters of a GGUF file's llama.* keys; max_context is capped by llama.context_length."""
+    m = lambda k, d=None: metadata.get(f"llama.{k}", d)
+    ctx = int(m("context_length", 2048))
+    return LlamaConfig(dim=int(m("embedding_length")), n_layers=int(m("block_count")), n_heads=int(m("attention.head_count")),
+                       n_kv_heads=int(m("attention.head_count_kv", m("attention.head_count"))),
+                       vocab_size=tensors["token_embd.weight"].shape[0], hidden_dim=int(m("feed_forward_length")),
+                       norm_eps=float(m("attention.layer_norm_rms_epsilon", 1e-5)), rope_theta=float(m("rope.freq_base", 10000.0)),
+                       max_context=min(ctx, max_context or ctx))
+
+def rope_table(cfg: LlamaConfig) -> tuple[Tensor, Tensor]:
+  """cos and sin of position * theta^(-2i/head_dim), (max_context, head_dim/2), computed in float64 on the host."""
+  freqs = np.outer(np.arange(cfg.max_context), cfg.rope_theta ** (-np.arange(0, cfg.head_dim, 2) / cfg.head_dim))
+  return Tensor(np.cos(freqs).astype(np.float32)), Tensor(np.sin(freqs).astype(np.float32))
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+  """x (B, T, H, D) rotated on the pairs (x[2i], x[2i+1]) by the angles of cos/sin (T, D/2)."""
+  B, T, H, D = x.shape
+  x = x.reshape(B, T, H, D // 2, 2)
+  x0, x1 = x[..., 0], x[..., 1]
+  c, s = cos.reshape(1, T, 1, D // 2), sin.reshape(1, T, 1, D // 2)
+  return Tensor.stack(x0 * c - x1 * s, x0 * s + x1 * c, dim=-1).reshape(B, T, H, D)
+
+class KVCache:
+  """Keys and values of every position so far, (1, n_kv_heads, max_context, head_dim) each; rows past the last
+  position written are zeros (attention masks them)."""
+  def __init__(self, cfg: LlamaConfig):
+    self.k, self.v = (Tensor.zeros(1, cfg.n_kv_heads, cfg.max_context, cfg.head_dim).contiguous().realize() for _ in range(2))
+  def update(self, k: Tensor, v: Tensor, start_pos: Tensor) -> tuple[Tensor, Tensor]:
+    """Write k, v (1, KV, T, D) at rows start_pos.. start_pos+T-1: row r takes new row r - start_pos when that is in
+    [0, T), as a one-hot (max_context, T) product, so one graph serves every start_pos."""
+    T, n = k.shape[2], self.k.shape[2]
+    sel = ((Tensor.arange(n).reshape(n, 1) - start_pos.reshape(1, 1)) == Tensor.arange(T).reshape(1, T)).float()
+    keep = 1 - sel.sum(1, keepdim=True)
+    self.k.assign(sel @ k + keep * self.k)
+    self.v.assign(sel @ v + keep * self.v)
+    return self.k, self.v
+
+class Attention:
+  def __init__(self, cfg: LlamaConfig):
+    self.cfg = cfg
+    self.wq, self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False), nn.Linear(cfg.dim, cfg.dim, bias=False)
+    self.wk, self.wv = (nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False) for _ in range(2))
+    self.cache = KVCache(cfg)
+  def __call__(self, x: Tensor, start_pos: Tensor, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
+    c, (B, T, _) = self.cfg, x.shape
+    H, KV, D = c.n_heads, c.n_kv_heads, c.head_dim
+    q = apply_rope(self.wq(x).reshape(B, T, H, D), cos, sin)
+    k = apply_rope(self.wk(x).reshape(B, T, KV, D), cos, sin)
+    v = self.wv(x).reshape(B, T, KV, D)
+    keys, values = self.cache.update(k.transpose(1, 2), v.transpose(1, 2), start_pos)
+    # grouped-query attention: the H/KV query heads of a group share one key/value head
+    q = q.reshape(B, T, KV, H // KV, D).permute(0, 2, 3, 1, 4).reshape(B, KV, H // KV * T, D)
+    att = (q @ keys.transpose(2, 3)) * (1 / D ** 0.5) + mask.reshape(1, 1, 1, T, c.max_context).expand(1, 1, H // KV, T, c.max_context) \
+      .reshape(1, 1, H // KV * T, c.max_context)
+    out = att.softmax(-1) @ values   # (B, KV, G*T, D)
+    return self.wo(out.reshape(B, KV, H // KV, T, D).permute(0, 3, 1, 2, 4).reshape(B, T, H * D))
+
+class FeedForward:
+  def __init__(self, cfg: LlamaConfig):
+    self.w1, self.w3 = (nn.Linear(cfg.dim, cfg.hidden_dim, bias=False) for _ in range(2))
+    self.w2 = nn.Linear(cfg.hidden_dim, cfg.dim, bias=False)
+  def __call__(self, x: Tensor) -> Tensor: return self.w2(self.w1(x).silu() * self.w3(x))
+
+class Block:
+  def __init__(self, cfg: LlamaConfig):
+    self.attention, self.feed_forward = Attention(cfg), FeedForward(cfg)
+    self.attention_norm, self.ffn_norm = nn.RMSNorm(cfg.dim, cfg.norm_eps), nn.RMSNorm(cfg.dim, cfg.norm_eps)
+  def __call__(self, x: Tensor, start_pos: Tensor, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
+    h = x + self.attention(self.attention_norm(x), start_pos, cos, sin, mask)
+    return h + self.feed_forward(self.ffn_norm(h))
+
+# GGUF tensor name (per block: "blk.{i}." + name) -> attribute path in Block / Llama
+BLOCK_NAMES = {"attn_norm.weight": "attention_norm.weight", "attn_q.weight": "attention.wq.weight", "attn_k.weight": "attention.wk.weight",
+               "attn_v.weight": "attention.wv.weight", "attn_output.weight": "attention.wo.weight", "ffn_norm.weight": "ffn_norm.weight",
+               "ffn_gate.weight": "feed_forward.w1.weight", "ffn_up.weight": "feed_forward.w3.weight", "ffn_down.weight": "feed_forward.w2.weight"}
+TOP_NAMES = {"token_embd.weight": "tok_embeddings.weight", "output_norm.weight": "norm.weight", "output.weight": "output.weight"}
+
+def _set(obj, path: str, t: Tensor):
+  """obj's attribute at a dotted path (digits index lists) replaced by t, of the same shape."""
+  *parents, last = path.split(".")
+  for p in parents: obj = obj[int(p)] if p.isdigit() else getattr(obj, p)
+  if getattr(obj, last).shape != t.shape: _err(ValueError, f"{path}: expected shape {getattr(obj, last).shape}, got {t.shape}")
+  setattr(obj, last, t)
+
+class Llama:
+  """forward(tokens (1, T) int32, start_pos (1,) int32) -> logits (1, vocab) of the last position, the caches updated."""
+  def __init__(self, cfg: LlamaConfig, weights: dict[str, Tensor]):
+    self.cfg = cfg
+    self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
+    self.layers = [Block(cfg) for _ in range(cfg.n_layers)]
+    self.norm, self.output = nn.RMSNorm(cfg.dim, cfg.norm_eps), nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+    weights = dict(weights)
+    weights.setdefault("output.weight", weights.get("token_embd.weight"))   # tied embeddings (SmolLM2)
+    names = {**TOP_NAMES, **{f"blk.{i}.{k}": f"layers.{i}.{v}" for i in range(cfg.n_layers) for k, v in BLOCK_NAMES.items()}}
+    if missing := [k for k in names if weights.get(k) is None]: _err(KeyError, f"Llama weights missing: {missing[:5]}")
+    for k, path in names.items(): _set(self, path, weights[k])
+    self.cos, self.sin = rope_table(cfg)
+
+  def forward(self, tokens: Tensor, start_pos: Tensor) -> Tensor:
+    T, n = tokens.shape[1], self.cfg.max_context
+    pos = start_pos.reshape(1) + Tensor.arange(T, dtype=start_pos.dtype)
+    cos, sin = self.cos[pos], self.sin[pos]
+    # query t (at position start_pos + t) sees cache rows r <= start_pos + t
+    mask = (Tensor.arange(n).reshape(1, n) <= pos.reshape(T, 1)).where(0.0, float("-inf"))
+    h = self.tok_embeddings(tokens)
+    for layer in self.layers: h = layer(h, start_pos, cos, sin, mask)
+    return self.output(self.norm(h[:, -1:, :])).reshape(1, self.cfg.vocab_size)
+  __call__ = forward
