@@ -1,0 +1,69 @@
+"""Text generation with a Llama-architecture GGUF model: `LLM(path).generate(prompt, max_tokens=N, temperature=0.0)`
+yields the text piece by piece. The prompt is prefilled in one call (padded to a power of two, one compiled step per
+length) and each new token is one decode call; both run under TinyJit with the position as data, the sampling in the
+same kernels."""
+from __future__ import annotations
+from typing import Iterator
+import numpy as np
+from morok_mlir.core.provenance import error as _err
+from morok_mlir.jit import TinyJit
+from morok_mlir.tensor import Tensor
+from morok_mlir.llm.model import Llama, LlamaConfig
+
+def render_chat(template: str, messages: list[dict], bos: str = "", eos: str = "") -> str:
+  """The file's chat template (Jinja, as Hugging Face's apply_chat_template renders it) with a generation prompt."""
+  try: import jinja2
+  except ImportError: _err(ImportError, "chat mode renders the model's chat template with jinja2: pip install 'morok-mlir[llm]' (or jinja2)")
+  env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+  env.globals["raise_exception"] = lambda msg: _err(ValueError, f"chat template: {msg}")
+  return env.from_string(template).render(messages=messages, add_generation_prompt=True, bos_token=bos, eos_token=eos)
+
+class LLM:
+  """A GGUF file's model, tokenizer and chat template. max_context bounds prompt + generated tokens (the KV cache)."""
+  def __init__(self, path: str, max_context: int = 1024):
+    from morok_mlir.llm.gguf import load_gguf
+    from morok_mlir.llm.tokenizer import tokenizer_from_gguf
+    g = load_gguf(path)
+    if g.arch != "llama": _err(ValueError, f"{path}: architecture {g.arch!r} is not supported (llama only)")
+    self.metadata, self.tokenizer = g.metadata, tokenizer_from_gguf(g.metadata)
+    self.model = Llama(LlamaConfig.from_gguf(g.metadata, g.tensors, max_context), g.tensors)
+    self.bos_id, self.eos_id = g.metadata.get("tokenizer.ggml.bos_token_id"), g.metadata.get("tokenizer.ggml.eos_token_id")
+    self._steps: dict = {}
+
+  def chat_prompt(self, message: str, system: str | None = None) -> str:
+    if (t := self.metadata.get("tokenizer.chat_template")) is None: _err(ValueError, "this model file has no chat template")
+    tok = lambda i: self.tokenizer.id_to_token(i) if i is not None else ""
+    msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": message}]
+    return render_chat(t, msgs, tok(self.bos_id), tok(self.eos_id))
+
+  def _step(self, T: int, sampling: tuple) -> TinyJit:
+    """The jitted call for T tokens (a padded prompt, or 1 for decode) and one sampling setting."""
+    if (f := self._steps.get((T, sampling))) is None:
+      f = self._steps[(T, sampling)] = TinyJit(lambda toks, pos, last: self.model.step(toks, pos, last, sampling))
+    return f
+
+  def generate_ids(self, ids: list[int], max_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                   seed: int | None = None) -> Iterator[int]:
+    """Token ids after ids, one per decode call, until eos or max_tokens; seed restarts Tensor's generator."""
+    n = self.model.cfg.max_context
+    if not ids or len(ids) + max_tokens > n: _err(ValueError, f"{len(ids)} prompt tokens + {max_tokens} new ones do not fit max_context={n}")
+    if seed is not None: Tensor.manual_seed(seed)
+    sampling, i32 = (float(temperature), int(top_k), float(top_p)), lambda *x: Tensor(np.array(x, np.int32))
+    T = min(n, max(8, 1 << (len(ids) - 1).bit_length()))
+    tok = self._step(T, sampling)(Tensor(np.array([ids + [0] * (T - len(ids))], np.int32)), i32(0), i32(len(ids) - 1))
+    for p in range(len(ids), len(ids) + max_tokens):
+      if (t := int(tok.numpy()[0])) == self.eos_id: return
+      yield t
+      if p + 1 < len(ids) + max_tokens: tok = self._step(1, sampling)(Tensor(np.array([[t]], np.int32)), i32(p), i32(0))
+
+  def generate(self, prompt: str, max_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+               seed: int | None = None, chat: bool = False) -> Iterator[str]:
+    """The text after prompt, piece by piece as tokens are made (chat: prompt is a user message in the chat template)."""
+    text = self.chat_prompt(prompt) if chat else prompt
+    ids = self.tokenizer.encode(text, add_special_tokens=not chat).ids
+    out, shown = [], ""
+    for t in self.generate_ids(ids, max_tokens, temperature, top_k, top_p, seed):
+      out.append(t)
+      if (s := self.tokenizer.decode(out)).endswith("\ufffd"): continue   # a character split across tokens
+      yield s[len(shown):]
+      shown = s

@@ -126,7 +126,9 @@ class Llama:
     for k, path in names.items(): _set(self, path, weights[k])
     self.cos, self.sin = rope_table(cfg)
 
-  def forward(self, tokens: Tensor, start_pos: Tensor) -> Tensor:
+  def forward(self, tokens: Tensor, start_pos: Tensor, last: Tensor | None = None) -> Tensor:
+    """last (1,) int32: the position within tokens whose logits are returned (default T - 1; a prompt padded to a
+    compiled length reads its last real token)."""
     T, n = tokens.shape[1], self.cfg.max_context
     pos = start_pos.reshape(1) + Tensor.arange(T, dtype=start_pos.dtype)
     cos, sin = self.cos[pos], self.sin[pos]
@@ -134,5 +136,30 @@ class Llama:
     mask = (Tensor.arange(n).reshape(1, n) <= pos.reshape(T, 1)).where(0.0, float("-inf"))
     h = self.tok_embeddings(tokens)
     for layer in self.layers: h = layer(h, start_pos, cos, sin, mask)
-    return self.output(self.norm(h[:, -1:, :])).reshape(1, self.cfg.vocab_size)
+    h = h[:, -1:, :] if last is None else h[:, last.reshape(1), :]
+    return self.output(self.norm(h)).reshape(1, self.cfg.vocab_size)
   __call__ = forward
+
+  def caches(self) -> list[Tensor]: return [t for l in self.layers for t in (l.attention.cache.k, l.attention.cache.v)]
+  def step(self, tokens: Tensor, start_pos: Tensor, last: Tensor | None = None, sampling: tuple = ()) -> Tensor:
+    """One call's work, realized: the next token (sample(logits, *sampling)) and the caches (state of a TinyJit)."""
+    tok = sample(self(tokens, start_pos, last), *sampling)
+    Tensor.realize(tok, *self.caches())
+    return tok
+
+def sample(logits: Tensor, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0) -> Tensor:
+  """A token id (1,) int32 per the last dim of logits (1, V), drawn on the device: argmax for temperature 0, else
+  the Gumbel-max trick (argmax of logits / temperature + Gumbel noise from Tensor.rand, seeded by Tensor.manual_seed) over
+  the top_k largest logits (0: all), further cut to the smallest prefix of them whose probability reaches top_p."""
+  if temperature < 0 or not 0 < top_p <= 1 or top_k < 0: _err(ValueError, f"sample: temperature {temperature} >= 0, top_p {top_p} in (0, 1], top_k {top_k} >= 0")
+  if temperature == 0: return logits.argmax(-1).int()
+  V = logits.shape[-1]
+  if 0 < top_k < V: vals, idx = logits.topk(top_k)
+  elif top_p < 1: vals, idx = logits.sort(-1, descending=True)
+  else: vals, idx = logits, None
+  z = vals / temperature
+  if top_p < 1:   # vals are sorted: keep entry i while the probability before it is below top_p (the first always)
+    probs = z.softmax(-1)
+    z = ((probs.cumsum(-1) - probs) < top_p).where(z, float("-inf"))
+  choice = (z - (-Tensor.rand(*z.shape, device=z.device).log()).log()).argmax(-1)
+  return (choice if idx is None else idx.gather(-1, choice.reshape(1, 1)).reshape(1)).int()
