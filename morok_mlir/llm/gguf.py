@@ -1,0 +1,100 @@
+"""GGUF files (llama.cpp's format) read with the `gguf` package into lazy Tensors whose quantized weights stay in place.
+
+  load_gguf(path) -> GGUFModel(arch, metadata, tensors)
+
+metadata: every key/value of the file (strings decoded, arrays as lists; the header's GGUF.* entries left out).
+tensors: by the file's names ("token_embd.weight", "blk.0.attn_q.weight", ...), float32 values, shapes in PyTorch order
+(gguf's ne reversed: a matrix is (out_features, in_features), so a linear layer is `x @ W.T`). A quantized tensor is a
+uint8 Tensor over the file's own bytes (a read-only np.memmap: nothing is copied or decoded at load) followed by its
+format's decode (morok_mlir.nn.quant), which fuses into the kernel that reads the weight.
+
+Layout facts a llama model needs:
+- attn_q / attn_k rows are NOT in Hugging Face's order. llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel) permutes
+  them per head, `w.reshape(n_head, 2, head_dim // 2, dim).swapaxes(1, 2)`, so that within each head the rotary pairs
+  are adjacent rows (2i, 2i+1) (Meta's original layout, GGML's "normal" RoPE). With these tensors apply RoPE to
+  interleaved pairs: (x[2i], x[2i+1]) rotated by angle pos * base^(-2i/head_dim). HF's rotate_half (pairs (i, i + d/2))
+  on them is wrong; `unpermute_qk` undoes the permutation if HF's form is wanted. attn_k uses n_head_kv heads.
+- A file without output.weight (SmolLM2) ties the output projection to token_embd.weight.
+"""
+from __future__ import annotations
+import math, os, stat
+from dataclasses import dataclass, field
+import numpy as np
+from gguf import GGUFReader, GGMLQuantizationType, GGML_QUANT_SIZES
+from morok_mlir.core.dtype import dtypes
+from morok_mlir.core.provenance import error as _err, user_loc
+from morok_mlir.nn.quant import QUANTS, dequantize
+from morok_mlir.realize import new_buffer
+from morok_mlir.tensor import Tensor
+
+# unquantized types: GGML type name -> the numpy dtype of its elements
+PLAIN = {"F32": np.float32, "F16": np.float16, "BF16": dtypes.bfloat16.np}
+GGML_MAX_DIMS = 4
+
+@dataclass
+class GGUFModel:
+  arch: str                                                       # general.architecture, e.g. "llama"
+  metadata: dict[str, object] = field(repr=False)
+  tensors: dict[str, Tensor] = field(repr=False)
+
+class _Reader(GGUFReader):
+  """gguf 0.19's reader, made to fail with a clear message: its reads stop at the end of the file (the base class returns
+  short arrays and fails later, obscurely), and each tensor's type, dims and data span are checked before they are used."""
+  def __init__(self, path, size: int):
+    self.size = size
+    super().__init__(path, mode="r")
+  def _get(self, offset, dtype, count=1, override_order=None):
+    if (end := int(offset) + np.dtype(dtype).itemsize * int(count)) > self.size:
+      raise ValueError(f"it is truncated: a read at byte {int(offset)} needs {end - int(offset)} bytes, the file has {self.size}")
+    return super()._get(offset, dtype, count, override_order)
+  def _build_tensors(self, start_offs: int, fields) -> None:
+    for f in fields:
+      _, _, _, dims, raw_type, offset = f.parts
+      name, dims, t = f.name, [int(d) for d in dims], int(raw_type[0])
+      if t not in GGMLQuantizationType._value2member_map_: raise ValueError(f"tensor {name!r} has unknown type id {t}")
+      qt = GGMLQuantizationType(t)
+      if qt.name not in PLAIN and qt.name not in QUANTS:
+        raise ValueError(f"tensor {name!r} has type {qt.name}, which is not supported (supported: {sorted({*PLAIN, *QUANTS})})")
+      if not 1 <= len(dims) <= GGML_MAX_DIMS or min(dims) < 1:
+        raise ValueError(f"tensor {name!r} has dims {dims}: 1 to {GGML_MAX_DIMS} dims, each at least 1")
+      block, nbytes = GGML_QUANT_SIZES[qt]
+      if dims[0] % block: raise ValueError(f"tensor {name!r} of {qt.name} has a row of {dims[0]}, not a multiple of its block of {block}")
+      begin, span = start_offs + int(offset[0]), math.prod(dims) // block * nbytes
+      if begin % self.alignment or begin + span > self.size:
+        raise ValueError(f"tensor {name!r} ({qt.name} {dims}) needs bytes {begin}..{begin + span} at alignment {self.alignment},"
+                         f" the file has {self.size}")
+    super()._build_tensors(start_offs, fields)
+
+def _tensor(t, loc: str) -> Tensor:
+  shape, name = tuple(int(d) for d in reversed(t.shape.tolist())), t.tensor_type.name
+  raw = np.asarray(t.data).reshape(-1)   # the memmap's bytes (or elements), no copy
+  if name in PLAIN:
+    x = Tensor(new_buffer(raw.view(PLAIN[name]), loc)).reshape(shape)
+    return x if name == "F32" else x.cast(dtypes.float32)
+  return dequantize(Tensor(new_buffer(raw.view(np.uint8), loc)), name, shape)
+
+def _value(f):
+  v = f.contents()
+  return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+
+def load_gguf(path) -> GGUFModel:
+  """The GGUF file at path as a GGUFModel. The file is mapped read-only, not read: memory stays about the file's size
+  however many times its tensors are used. A file that is not a valid GGUF (not a regular file, wrong magic, truncated,
+  an unknown or unsupported tensor type, absurd dims, data outside the file) raises ValueError saying what is wrong."""
+  loc, path = user_loc(), os.fspath(path)
+  def bad(msg: str): _err(ValueError, f"load_gguf: {path} is not a valid GGUF file: {msg}")
+  if not stat.S_ISREG((st := os.stat(path)).st_mode): _err(ValueError, f"load_gguf: {path} is not a regular file")
+  if st.st_size < 24: bad(f"it is truncated: {st.st_size} bytes is too short for the header")
+  with open(path, "rb") as fh:
+    if (magic := fh.read(4)) != b"GGUF": bad(f"its magic is {magic!r}, not b'GGUF'")
+  try: r = _Reader(path, st.st_size)
+  except (ValueError, KeyError, IndexError, OverflowError) as e: bad(str(e).strip("'\""))
+  metadata = {k: _value(f) for k, f in r.fields.items() if not k.startswith("GGUF.")}
+  if not isinstance(arch := metadata.get("general.architecture"), str): bad("it has no general.architecture string")
+  return GGUFModel(arch, metadata, {t.name: _tensor(t, loc) for t in r.tensors})
+
+def unpermute_qk(w: Tensor, n_head: int) -> Tensor:
+  """attn_q / attn_k rows from the file's per-head interleaved rotary order back to Hugging Face's (rotate_half) order:
+  the inverse of llama.cpp's converter permutation."""
+  rows = w.shape[0]
+  return w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
