@@ -135,7 +135,9 @@ class Llama:
     # query t (at position start_pos + t) sees cache rows r <= start_pos + t
     mask = (Tensor.arange(n).reshape(1, n) <= pos.reshape(T, 1)).where(0.0, float("-inf"))
     h = self.tok_embeddings(tokens)
-    for layer in self.layers: h = layer(h, start_pos, cos, sin, mask)
+    for layer in self.layers:   # realized layer by layer: every layer has one graph structure, so one compiled schedule serves all
+      h = layer(h, start_pos, cos, sin, mask)
+      Tensor.realize(h, layer.attention.cache.k, layer.attention.cache.v)
     h = h[:, -1:, :] if last is None else h[:, last.reshape(1), :]
     return self.output(self.norm(h)).reshape(1, self.cfg.vocab_size)
   __call__ = forward
