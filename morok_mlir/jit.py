@@ -8,11 +8,19 @@ random numbers drawn inside (new counters each call); the returned tensors (fres
 work (a .numpy() result used in Python, a branch on data), which is why a function that reads on the host a value
 computed from its arguments, state or random numbers, or whose schedules keep changing between calls, is never
 replayed (it runs normally every time). Arguments must keep their shapes, dtypes, devices and
-non-tensor values; a call that changes one raises JitError."""
+non-tensor values; a call that changes one raises JitError.
+
+Symbolic sizes (tinygrad's): a bound Variable among the arguments or in a tensor argument's shape is a size, not a
+value to keep: the signature holds the Variable, each replay runs the recorded kernels at the call's value (a
+kernel argument: nothing is compiled again). A value the recorded graphs do not fit (a slice past a dim, or a
+slice's form picked for another value) raises JitError at the caller's line."""
 from __future__ import annotations
 import functools, gc, threading, time
 from dataclasses import dataclass, field
-from morok_mlir.core.uop import UOp, sym_val
+import numpy as np
+from morok_mlir.core.uop import UOp, sym_val, sym_range, sym_attr, sprod, _pairs, guards
+from morok_mlir.core.dtype import dtypes
+from morok_mlir.ir.emit import var_order
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer
@@ -25,9 +33,11 @@ class JitError(RuntimeError): pass
 class _Exec:
   sched: R.Schedule
   device: str
-  srcs: list        # per schedule input: ("arg", i) | ("state", i) | ("out", k, j) | ("rng", i) | ("const", uop)
-  shapes: list      # the realized outputs' shapes (what their buffer UOps carry)
+  srcs: list        # per schedule input: ("arg", i) | ("state", i) | ("out", k, j) | ("rng", i) | ("const", uop) | ("vals",)
+  shapes: list      # the realized outputs' shapes (what their buffer UOps carry; symbolic: in the Variables)
   locs: list
+  vars: dict = field(default_factory=dict)     # Variable -> the value it had, for the schedule's symbolic sizes
+  checks: list = field(default_factory=list)   # (a, b, held, loc): whether sizes a <= b, which a replay's values must keep
 
 @dataclass
 class _Recorder:
@@ -37,9 +47,14 @@ class _Recorder:
   rng: list = field(default_factory=list)      # (counter buffer UOp, values drawn) for each random tensor made
   keep: list = field(default_factory=list)     # keeps recorded Buffers alive, so their ids stay theirs
   host: list = field(default_factory=list)     # the Buffers the call read on the host (.numpy(), .item(), .tolist())
-  def schedule(self, sched: R.Schedule, device: str, inputs: list, bufs: list, outs: list[UOp]):
+  guards: list = field(default_factory=list)   # (a, b, held): the tests of sizes the call's graphs were built under (uop.assume)
+  def schedule(self, sched: R.Schedule, device: str, inputs: list, bufs: list, outs: list[UOp], key: tuple = (), vals: tuple = ()):
     k = len(self.execs)
-    self.execs.append(_Exec(sched, device, list(inputs), [tuple(sym_val(d) for d in o.shape) for o in outs], [o.loc for o in outs]))
+    if not vals: self.execs.append(_Exec(sched, device, list(inputs), [tuple(sym_val(d) for d in o.shape) for o in outs], [o.loc for o in outs]))
+    else:
+      nodes = UOp(Ops.SINK, dtypes.void, tuple(key)).toposort
+      names = sorted((u for u in nodes if u.op is Ops.DEFINE_VAR), key=var_order)
+      self.execs.append(_Exec(sched, device, list(inputs), [o.shape for o in key], [o.loc for o in outs], dict(zip(names, vals)), _checks(nodes)))
     for j in range(sched.n_out): self.made[id(bufs[sched.n_in + j])] = (k, j)
     self.keep += bufs[sched.n_in:sched.n_in + sched.n_out]
   def random(self, counter: UOp, n: int): self.rng.append((counter, n))
@@ -52,6 +67,39 @@ class _Recorder:
     dep = lambda b: b is not None and (id(b) in given or (k := self.made.get(id(b))) is not None and k[0] < len(tainted) and tainted[k[0]])
     for e in self.execs: tainted.append(any(dep(_buffer(u)) for u in e.srcs if u is not None))
     return any(dep(b) for b in self.host)
+
+def _checks(nodes: list[UOp]) -> list[tuple]:
+  """What a graph of symbolic sizes assumed of their values, as (a, b, True, loc) for a <= b: each shrink inside its source, each
+  pad width >= 0, each reshape keeping the element count. Building the graph checked them at the recorded values; a replay
+  checks them at its own (a form picked for one value, x[2:5] along a dim of size n, does not fit n = 3)."""
+  out = []
+  def le(a, b, loc):
+    if isinstance(a, UOp) or isinstance(b, UOp): out.append((a, b, True, loc))
+  for u in nodes:
+    if len(u.src) < 2 or u.op not in (Ops.SHRINK, Ops.PAD, Ops.RESHAPE): continue
+    if u.op is Ops.SHRINK:
+      for s, (b, e) in zip(u.src[0].shape, _pairs(sym_attr(u, "bounds"))): le(0, b, u.loc); le(b, e, u.loc); le(e, s, u.loc)
+    elif u.op is Ops.PAD:
+      for w in sym_attr(u, "padding"): le(0, w, u.loc)
+    else: le(n := sprod(u.src[0].shape), m := sprod(u.shape), u.loc); le(m, n, u.loc)
+  return out
+
+def _unbind(x: UOp, env: dict) -> UOp:
+  """A size with its bound Variables in place of their binds; their values go to env (a Variable has one per call)."""
+  binds = {u: u.src[0] for u in x.toposort if u.op is Ops.BIND}
+  for b, v in binds.items():
+    if (old := env.setdefault(v, val := b.src[1].attrs["value"])) != val:
+      _err(JitError, f"TinyJit: {v!r} is bound to both {old} and {val} in one call")
+  return x.substitute(binds) if binds else x
+def _unbound(shape: tuple, env: dict) -> tuple: return tuple(_unbind(d, env) if isinstance(d, UOp) else d for d in shape)
+
+def _sized(t: Tensor, shape: tuple) -> Tensor:
+  """Argument t, data of a symbolic shape, as its function sees it while recorded: the first elements (as many as the
+  shape's size) of a buffer of the shape's largest size, which is t's buffer. The graph holds no value, so its schedules
+  serve every value; a kernel reads only as far as the size, within t's buffer."""
+  n = sprod(shape)
+  u = R.new_buffer(_data(t.uop).buffer, t.uop.loc, shape=(sym_range(n)[1],))
+  return Tensor._of(u, t.device).shrink(((0, n),)).reshape(shape)
 
 def _data(u: UOp) -> UOp | None:
   """The buffer UOp a data UOp (a buffer, or a reshape of one: the same memory, read in the same order) holds, else None."""
@@ -84,10 +132,14 @@ class TinyJit:
       except AttributeError: sig = None   # a Tensor whose __init__ raised
       if sig == plan.sig: return plan.replay(args)
     # Tensors inside lists, tuples and dicts are arguments too: the non-tensor rest (that structure included) must not change
+    # bound Variables (arguments, or in tensors' shapes) are the call's sizes: the signature holds the Variables, a replay
+    # takes their values (env)
     tensors: list[Tensor] = []
-    rest = _split((args, kwargs), tensors)
+    env: dict[UOp, int] = {}
+    rest = _split((args, kwargs), tensors, env)
+    shapes = [t.shape for t in tensors]   # (a lazy argument realized takes its value's shape)
     if any(not _data(t.uop) for t in tensors): Tensor.realize(*tensors)
-    sig = (tuple((t.shape, t.dtype, t.device) for t in tensors), rest)
+    sig = (tuple((_unbound(sh, env), t.dtype, t.device) for sh, t in zip(shapes, tensors)), rest)
     with self.lock:
       if self.sig is None: self.sig = sig
       elif sig != self.sig:
@@ -95,27 +147,29 @@ class TinyJit:
                        "replays one shape, dtype and device per tensor and the same other arguments (reset() it, or use another TinyJit)")
       cnt, plan = self.cnt, self.plan
       self.cnt += 1
-    if plan is not None: return plan.replay(tensors)
+    if plan is not None: return plan.replay(tensors, env)
     if not self.replayable: return self.fxn(*args, **kwargs)
     rec = _Recorder()
     # the tensors that exist before the call: those it rebinds are its state (parameters, optimizer moments); a Tensor
     # whose __init__ raised (still held by a traceback) has no uop
     before = [(t, u) for t in gc.get_objects() if type(t) is Tensor and (u := getattr(t, "uop", None)) is not None] if cnt >= 1 else []
-    R.capture.rec = rec
+    if sized := {id(t): _sized(t, sh) for t, sh in zip(tensors, shapes) if any(isinstance(d, UOp) for d in sh)}:
+      args, kwargs = _rebuild((args, kwargs), lambda t: sized.get(id(t), t))
+    R.capture.rec, guards.log = rec, rec.guards
     try:
       ret = self.fxn(*args, **kwargs)
       outs = [x for x in _leaves(ret) if isinstance(x, Tensor)]
       if outs: Tensor.realize(*outs)
-    finally: R.capture.rec = None
+    finally: R.capture.rec = guards.log = None
     # a call is replayed once two calls in a row ran the same schedules (a first step often differs: lazy initial
     # state); one that never settles within MAX_TRIES calls runs normally from then on
-    trace = [id(e.sched) for e in rec.execs]
+    # (and with the same values of the sizes the arguments do not give: those a replay keeps)
+    trace = [(id(e.sched), tuple((v, x) for v, x in e.vars.items() if v not in env)) for e in rec.execs]
     with self.lock:
       state = [b for t, u0 in before if t.uop is not u0 and (b := _buffer(u0)) is not None]
-      if any(None in e.srcs for e in rec.execs) or rec.reads_data(tensors, state):
-        self.replayable = False   # None: symbolic sizes' values
+      if rec.reads_data(tensors, state): self.replayable = False
       elif trace == self.last and self.plan is None:
-        self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0])
+        self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0], env)
         if self.plan is not None: self.plan.sig = sig[0] if not kwargs and all(type(x) is Tensor for x in args) else None
       self.last = trace
       if self.plan is None and cnt + 1 >= self.MAX_TRIES: self.replayable = False
@@ -124,13 +178,14 @@ class TinyJit:
 def _key(x):
   try: hash(x); return x
   except TypeError: return repr(x)
-def _split(x, tensors: list):
+def _split(x, tensors: list, env: dict):
   """x's Tensors, appended to tensors, and the rest of x, hashable: its structure (containers as (type, *items), a
   dict's items in key order so keyword order does not matter, the Tensor class for each Tensor) and non-tensor values,
   which a replay keeps."""
   if isinstance(x, Tensor): tensors.append(x); return Tensor
-  if isinstance(x, (tuple, list)): return (type(x), *(_split(v, tensors) for v in x))
-  if isinstance(x, dict): return (type(x), *((_key(k), _split(x[k], tensors)) for k in sorted(x, key=repr)))
+  if isinstance(x, UOp) and x.dtype is dtypes.index: return _unbind(x, env)
+  if isinstance(x, (tuple, list)): return (type(x), *(_split(v, tensors, env) for v in x))
+  if isinstance(x, dict): return (type(x), *((_key(k), _split(x[k], tensors, env)) for k in sorted(x, key=repr)))
   return _key(x)
 def _show(s) -> str:
   """_split's rest as Python-like text."""
@@ -155,7 +210,7 @@ class _Plan:
   intermediates and outputs only later kernels read (reused by every replay, under the plan's lock); each kernel is
   one prepared call that writes the pointers that change and calls its code."""
   @staticmethod
-  def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, UOp, UOp]]) -> _Plan | None:
+  def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, UOp, UOp]], env: dict) -> _Plan | None:
     """None when the call cannot be replayed: a state tensor that did not start as data, or ends as something no
     recorded schedule computed (a lazy graph: replaying would keep its first value)."""
     p = _Plan()
@@ -169,7 +224,11 @@ class _Plan:
       for kind, table in (("arg", argbuf), ("out", rec.made), ("rng", rngbuf), ("state", startbuf)):
         if b in table: return (kind, *table[b]) if kind == "out" else (kind, table[b])
       return ("const", u)
-    p.execs = [_Exec(e.sched, e.device, [where(u) for u in e.srcs], e.shapes, e.locs) for e in rec.execs]
+    p.execs = [_Exec(e.sched, e.device, [("vals",) if u is None else where(u) for u in e.srcs], e.shapes, e.locs, e.vars, e.checks)
+               for e in rec.execs]
+    # the sizes' values a replay keeps (the Variables the arguments do not bind), and what each must satisfy
+    p.kept = {v: x for e in rec.execs for v, x in e.vars.items() if v not in env}
+    p.checks = list(dict.fromkeys([c for e in rec.execs for c in e.checks] + [(*g, None) for g in rec.guards]))
     rebinds = [(t, rec.made.get(id(_buffer(u1)))) for t, _, u1 in state]   # (tensor, (exec, output))
     if any(kj is None for _, kj in rebinds): return None
     p.ret, p.devices = ret, [t.device for t in args + p.state]
@@ -180,7 +239,7 @@ class _Plan:
     p.ret_src = {i: ("out", p.outs.index(p.made[s])) if s[0] == "out" else s for i, s in ret_src.items()}
     p.ret_out = r[1] if type(ret) is Tensor and (r := p.ret_src[id(ret)])[0] == "out" else None   # the usual return: one output
     p.lock, p.keyed = threading.Lock(), any(k.keyed for k in p.steps if isinstance(k, _Kernel))
-    if not p.state and not p.rng and not p.keyed and p.ret_out is not None and len(p.outs) == len(p.fresh) == 1 and \
+    if not p.state and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and len(p.outs) == len(p.fresh) == 1 and \
         all(type(k) is _Kernel for k in p.steps):
       p.replay = p._replay_one
     return p
@@ -192,6 +251,7 @@ class _Plan:
     self.fresh: list[tuple[int, str, int, object, int]] = []   # (v index, device, size, dtype, exec) made anew per replay
     self.made: dict[tuple, tuple] = {}   # ("out", k, j) -> (v index, loc, shape): an output's buffer and its UOp's fields
     self.steps, self.nkernels, self.sig = [], 0, None
+    self.vals: list[tuple[int, str, tuple]] = []   # (v index, device, Variables): a schedule's sizes, written per replay
     self.uops: list = [None] * nargs   # the arguments' buffer UOps during a replay (state changes every call: not kept)
     def on(j: int, dev: str, const: bool) -> int:   # v index of buffer j on dev: copied once for a constant, else per replay
       if const: self.template.append(R.on_device(self.template[j], dev))
@@ -205,6 +265,7 @@ class _Plan:
         if s[0] == "out": j, dev = self.made[s][0], self.execs[s[1]].device
         elif s[0] == "const": j, dev = len(self.template), s[1].buffer.device; self.template.append(s[1].buffer); consts[i] = s[1]
         elif s[0] == "rng": j, dev = first["rng"] + s[1], "CPU"
+        elif s[0] == "vals": j, dev = len(self.template), e.device; self.template.append(None); self.vals.append((j, dev, tuple(e.vars)))
         else: j, dev = first[s[0]] + s[1], self.devices[first[s[0]] + s[1]]
         slot.append(j if dev == e.device else on(j, e.device, s[0] == "const"))
       for j, bt in enumerate(sched.buffer_types[sched.n_in:]):
@@ -217,7 +278,7 @@ class _Plan:
         self.steps.append(_Kernel(it.program, [slot[s] for s in it.slots], [consts.get(s) for s in it.slots], self.template, self.uops))
       self.nkernels += len(sched.items)
 
-  def _replay_one(self, args: list[Tensor]) -> Tensor:
+  def _replay_one(self, args: list[Tensor], env=None) -> Tensor:
     """replay for the usual plan (arguments in, kernels only, one fresh output back), without the general one's steps."""
     v = self.template.copy()
     for i, t in enumerate(args): v[i] = (u if (u := t.uop).op is Ops.BUFFER else u.src[0]).buffer   # (the signature checked: data)
@@ -235,8 +296,27 @@ class _Plan:
     j, loc, shape = self.outs[0]
     return Tensor._of(R.new_buffer(v[j], loc, shape=shape), self.ret.device)
 
-  def replay(self, args: list[Tensor]):
+  def sizes(self, env: dict) -> dict:
+    """Every Variable's value for a replay, checked against what the recorded graphs assumed."""
+    env = self.kept | env if self.kept else env
+    for a, b, held, loc in self.checks:
+      if (sym_val(a, env) <= sym_val(b, env)) != held:
+        vals = ", ".join(f"{v.attrs['name']}={x}" for v, x in sorted(env.items(), key=lambda t: var_order(t[0])))
+        _err(JitError, f"TinyJit: {vals} does not fit the recorded graph ({a!r} <= {b!r} was {held} when recorded{f' at {loc}' if loc else ''}): a size "
+                       "picked for another value (x[2:5] along a dim of size n needs n >= 5); reset() it, or use another TinyJit")
+    return env
+  def _out(self, j: int, v: list, env: dict) -> UOp:
+    """Output j's buffer UOp; a symbolic one is the first elements of its buffer of the largest size, at env's values."""
+    i, loc, shape = self.outs[j]
+    if all(type(d) is int for d in shape): return R.new_buffer(v[i], loc, shape=shape)
+    shape = tuple(sym_val(d, env) for d in shape)
+    return R.new_buffer(v[i].view(sprod(shape), v[i].dtype, 0), loc, shape=shape)
+
+  def replay(self, args: list[Tensor], env: dict | None = None):
     state, v = self.state, self.template.copy()
+    if self.vals or self.checks:
+      env = self.sizes(env or {})
+      for j, dev, names in self.vals: v[j] = Buffer(dev, len(names), dtypes.int64).copyin(np.array([env[n] for n in names], np.int64))
     for i, t in enumerate(args): v[i] = _data(t.uop).buffer
     if state:
       if any(not _data(t.uop) for t in state): Tensor.realize(*[t for t in state if not _data(t.uop)])
@@ -252,7 +332,7 @@ class _Plan:
       for step in self.steps: step(v)
       R.GlobalCounters.time_sum_s += time.perf_counter() - t0
     R.GlobalCounters.kernel_count += self.nkernels
-    outs = [R.new_buffer(v[j], loc, shape=shape) for j, loc, shape in self.outs]   # one buffer UOp per output the call gives back
+    outs = [self._out(j, v, env) for j in range(len(self.outs))]   # one buffer UOp per output the call gives back
     for t, i in self.rebinds: t.uop = outs[i]
     if self.ret_out is not None: return Tensor._of(outs[self.ret_out], self.ret.device)
     def uop(src) -> UOp:

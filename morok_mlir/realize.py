@@ -209,7 +209,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
         if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
   if vals: inputs = inputs + [None]   # symbolic sizes' values: one more input
   bufs = run_schedule(sched, device, inputs, vals, [outs[i] for i in todo])
-  if (rec := capture.rec) is not None: rec.schedule(sched, device, inputs, bufs, [outs[i] for i in todo])
+  if (rec := capture.rec) is not None: rec.schedule(sched, device, inputs, bufs, [outs[i] for i in todo], key, vals)
   for j, i in enumerate(todo):   # a symbolic output's buffer holds its variables' max size: the result is its first elements
     results[i] = bufs[sched.n_in + j] if not vals else bufs[sched.n_in + j].view(sym_val(outs[i].size), outs[i].dtype, 0)
   return results

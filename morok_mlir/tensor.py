@@ -5,7 +5,7 @@ import contextlib, copy, functools, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp, attrs, sym_val
+from morok_mlir.core.uop import UOp, attrs, sym_val, sym_range
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err, vkey
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc
@@ -292,7 +292,19 @@ class Tensor(OpMixin, metaclass=_TensorType):
     return ret if dtype is None else ret.astype(dtype, copy=False)
   def __array_wrap__(self, arr, context=None, return_scalar=False) -> Tensor: return Tensor(np.asarray(arr), device=self.device)
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True):
+    if isinstance(y, UOp): y = self._size_value(y)
     return OpMixin._broadcasted(self, Tensor(y, device=self.device) if isinstance(y, np.ndarray) else y, reverse, match_dtype)
+  def _tri_sym(self, r, c, diagonal) -> Tensor:
+    """The mask col - row >= diagonal of shape (r, c) with a symbolic size or diagonal, from aranges (the movement
+    mask needs static sizes): tinygrad's causal mask full((T, start_pos + T), -inf).triu(start_pos + 1)."""
+    return (Tensor.arange(c, device=self.device)[None, :] - Tensor.arange(r, device=self.device)[:, None]) >= diagonal
+  def _size_value(self, n: UOp) -> Tensor:
+    """A bound size as a 0-d tensor of self's dtype (as a Python int would take; int32 beside bools), read at run time:
+    the element at offset n of an arange over n's range, so the graph holds no value."""
+    lo, hi = sym_range(_shape((n,), "size")[0])
+    dt = dtypes.default_int if self.dtype.is_bool else self.dtype
+    return Tensor.arange(lo, hi + 1, dtype=dt if dt.is_int and dt.min <= lo and hi <= dt.max else dtypes.int64,
+                         device=self.device).shrink(((n - lo, n - lo + 1),)).reshape(()).cast(dt)
   def dot(self, w, dtype=None) -> Tensor: return OpMixin.dot(self, Tensor(w, device=self.device) if isinstance(w, np.ndarray) else w, dtype)
   def matmul(self, x, reverse=False, dtype=None) -> Tensor:
     return OpMixin.matmul(self, Tensor(x, device=self.device) if isinstance(x, np.ndarray) else x, reverse, dtype)
@@ -383,6 +395,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
   @staticmethod
   def arange(start, stop=None, step=1, dtype=None, **kw) -> Tensor:
     if stop is None: start, stop = 0, start
+    if isinstance(stop, UOp): return Tensor._arange_to(start, stop, step, dtype, **kw)
     if any(not isinstance(x, (int, float, np.integer, np.floating)) or isinstance(x, (bool, np.bool_)) for x in (start, stop, step)):
       _err(TypeError, f"arange takes int or float bounds, got ({start!r}, {stop!r}, {step!r})")
     if step == 0: _err(ValueError, "arange: step must be nonzero")
@@ -396,6 +409,15 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if dt.is_int and not fl: arr = np.arange(int(start), int(start) + n * int(step), int(step), dtype=dt.np)
     else: arr = np.arange(start, stop, step, dtype=np.float64 if dt.is_float else np.int64).astype(dt.np)
     return Tensor(_buf(arr), **kw)
+  @staticmethod
+  def _arange_to(start, stop: UOp, step, dtype, **kw) -> Tensor:
+    """arange to a bound size: the first elements of the arange to its greatest value, so one graph serves every value."""
+    if not all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in (start, step)) or step <= 0:
+      _err(TypeError, f"arange to a symbolic size {stop!r} takes an int start and a positive int step, got ({start!r}, {step!r})")
+    n = (_shape((stop,), "arange bound")[0] - int(start) + (step - 1)) // int(step)
+    if (top := sym_range(n)[1]) <= 0 or sym_range(n)[0] < 0:
+      _err(ValueError, f"arange({start}, {stop!r}, {step}) has a negative size at some value of its Variables")
+    return Tensor.arange(start, start + top * step, step, dtype, **kw).shrink(((0, n),))
   @staticmethod
   def eye(n: int, m: int | None = None, dtype=None, **kw) -> Tensor:
     """The identity as pure movement (tinygrad's trick): ones (n,1) padded to rows of n+1, flattened, cut to n*n."""

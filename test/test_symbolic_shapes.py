@@ -85,7 +85,7 @@ def test_bind_out_of_range():
 
 def test_one_var_two_values_in_a_graph():
   v, x = Variable("n", 1, 64), Tensor(X)
-  with pytest.raises(ValueError, match="bound to both"):
+  with pytest.raises(ValueError, match=r"test_symbolic_shapes.py:\d+:\d+: Variable\('n', 1, 64\) is bound to both 3 and 4 in one graph: realize"):
     (x.shrink(((0, v.bind(3)), None)).sum() + x.shrink(((0, v.bind(4)), None)).sum()).numpy()
 
 def test_graph_mlir_roundtrip():
@@ -244,3 +244,98 @@ def test_symbolic_outer_loop_on_threads():
     np.testing.assert_allclose(s.sum(1).numpy(), a[:k].sum(1), rtol=1e-5, atol=1e-4)
     compiled.append(GlobalCounters.compiled)
   assert compiled[1:] == compiled[:1] * 6
+
+def test_size_arithmetic_and_val():
+  # a bound Variable is a size: arithmetic with ints builds expressions whose .val is the bound value's (tinygrad's)
+  v = Variable("sa", 1, 10)
+  vi = v.bind(4)
+  assert (vi + 2).val == 6 and (2 + vi).val == 6 and (vi * 3).val == 12 and (3 * vi).val == 12 and (vi - 1).val == 3
+  assert (vi // 3).val == 1 and (vi % 3).val == 1 and vi.val == 4 and (vi + 2 - 2) is vi
+  assert vi.unbind() == (v, 4) and repr(vi + 2) == "(Variable('sa', 1, 10).bind(4) + 2)"
+  with pytest.raises(ValueError, match=r"test_symbolic_shapes.py:\d+:\d+: Variable\('sa', 1, 10\) is not bound"): (v + 1).val
+  with pytest.raises(TypeError, match="only a bound Variable"): v.unbind()
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_slice_static_dim_with_bound_size(k):
+  # a[:, :vi], a[:, vi:vi+2] and shrink(((0, vi),)) cut a static dim to a symbolic size: one schedule for every value
+  v, a = Variable("cut", 1, 8), X[:4, :10]
+  vi, x = v.bind(k), Tensor(a)
+  np.testing.assert_array_equal(x[:, :vi].numpy(), a[:, :k])
+  np.testing.assert_array_equal(x[:, vi:vi + 2].numpy(), a[:, k:k + 2])
+  np.testing.assert_allclose(x[1:, :vi].sum(1).numpy(), a[1:, :k].sum(1), rtol=1e-6)
+  np.testing.assert_array_equal(x.shrink((None, (0, vi))).numpy(), a[:, :k])
+  np.testing.assert_allclose((x[:, :vi] @ x[:, :vi].T).numpy(), a[:, :k] @ a[:, :k].T, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(x[:, :vi].softmax(-1).numpy(), (e := np.exp(a[:, :k] - a[:, :k].max(1, keepdims=True))) / e.sum(1, keepdims=True),
+                             rtol=1e-5, atol=1e-7)
+
+def test_slice_bound_past_the_dim_raises():
+  # checked at the bound value, as numpy's bounds are (a TinyJit replay checks the values it is given: test_symbolic_jit.py)
+  v, a = Variable("past", 1, 12), X[:4, :11]
+  np.testing.assert_array_equal(Tensor(a)[:, v.bind(9):v.bind(9) + 2].numpy(), a[:, 9:11])   # tinygrad's a[3:5, vi:vi+2]
+  with pytest.raises(IndexError, match=r"test_symbolic_shapes.py:\d+:\d+: slice bound .* is outside dimension 1 of size 11"):
+    Tensor(a)[:, v.bind(10):v.bind(10) + 2]
+  with pytest.raises(ValueError, match="invalid shrink"): Tensor(a).shrink((None, (0, v.bind(12))))
+
+@pytest.mark.parametrize("k", [1, 6])
+def test_bound_size_as_index(k):
+  vi, a = Variable("at", 1, 8).bind(k), X[:4, :9]
+  np.testing.assert_array_equal(Tensor(a)[:, vi].numpy(), a[:, k])
+  np.testing.assert_array_equal(Tensor(a.T.copy())[vi - 1].numpy(), a.T[k - 1])
+  np.testing.assert_array_equal(Tensor(a)[:, :vi][:, vi - 1].numpy(), a[:, k - 1])
+
+@pytest.mark.parametrize("k", [1, 5])
+def test_setitem_and_assign_at_bound_offset(k):
+  # the KV-cache write: cache[:, k:k+2] = x through a bound start
+  vi = Variable("wpos", 0, 8).bind(k)
+  want = np.zeros((2, 10), np.float32)
+  want[:, k:k + 2] = 1
+  c = Tensor.zeros(2, 10).contiguous().realize()
+  c[:, vi:vi + 2] = Tensor.ones(2, 2)
+  np.testing.assert_array_equal(c.numpy(), want)
+  d = Tensor.zeros(2, 10).contiguous().realize()
+  d[:, vi:vi + 2].assign(Tensor.ones(2, 2))
+  np.testing.assert_array_equal(d.numpy(), want)
+
+@pytest.mark.parametrize("k", [1, 4, 9])
+def test_arange_to_bound_size_and_size_as_value(k):
+  vi = Variable("ar", 1, 9).bind(k)
+  np.testing.assert_array_equal(Tensor.arange(vi).numpy(), np.arange(k))
+  np.testing.assert_array_equal(Tensor.arange(vi + 2).numpy(), np.arange(k + 2))
+  np.testing.assert_array_equal(Tensor.arange(1, vi + 2, 2).numpy(), np.arange(1, k + 2, 2))
+  # a size in an elementwise op is its value, read at run time: the causal mask of T=2 new rows after k cached ones
+  mask = Tensor.arange(vi + 2)[None, :] <= Tensor.arange(2)[:, None] + vi
+  np.testing.assert_array_equal(mask.numpy(), np.arange(k + 2)[None, :] <= np.arange(2)[:, None] + k)
+  np.testing.assert_allclose((Tensor(X[:3, :3]) * vi).numpy(), X[:3, :3] * k)
+  np.testing.assert_array_equal((vi + Tensor.ones(3, dtype=dtypes.int32)).numpy(), np.full(3, k + 1))
+
+def test_arange_of_sizes_shares_a_schedule():
+  v = Variable("ar_once", 1, 64)
+  compiled = []
+  for k in (3, 17, 64):
+    np.testing.assert_array_equal((Tensor.arange(v.bind(k)) * 2).numpy(), np.arange(k) * 2)
+    compiled.append(GlobalCounters.compiled)
+  assert compiled[1:] == compiled[:1] * 2
+
+def test_cat_along_symbolic_dims_one_compile():
+  # cat pads each piece by the others' sizes: symbolic ones are zero padding by a bound size; sizes that cancel fold
+  v, w = Variable("cat_i", 1, 10), Variable("cat_j", 1, 10)
+  compiled = []
+  for i, j in ((3, 4), (5, 1), (10, 10)):
+    a, b = X[:3, :i], X[3:6, :j]
+    A, B = Tensor(X[:3, :10]).shrink((None, (0, v.bind(i)))), Tensor(X[3:6, :10]).shrink((None, (0, w.bind(j))))
+    np.testing.assert_array_equal(A.cat(B, dim=1).numpy(), np.concatenate([a, b], 1))
+    np.testing.assert_array_equal(A.cat(A, dim=1).numpy(), np.concatenate([a, a], 1))
+    np.testing.assert_array_equal(A.T.cat(Tensor(X[:2, :3]), B.T, dim=0).numpy(), np.concatenate([a.T, X[:2, :3], b.T], 0))
+    compiled.append(GlobalCounters.compiled)
+  assert compiled[1:] == compiled[:1] * 2
+  assert (v.bind(3) + v.bind(3)) - v.bind(3) - v.bind(3) == 0 and (v.bind(3) + 2) * 3 - v.bind(3) * 3 == 6
+
+@pytest.mark.parametrize("k", [0, 3, 7])
+def test_triu_tril_with_symbolic_sizes_and_diagonal(k):
+  # tinygrad's causal mask: full((1, 1, T, start_pos + T), -inf).triu(start_pos + 1)
+  vi = Variable("tri", 0, 10).bind(k)
+  np.testing.assert_array_equal(Tensor.full((1, 1, 2, vi + 2), float("-inf")).triu(vi + 1).numpy(),
+                                np.triu(np.full((1, 1, 2, k + 2), -np.inf, np.float32), k + 1))
+  x = np.arange(4 * (k + 2), dtype=np.float32).reshape(4, k + 2)
+  np.testing.assert_array_equal(Tensor(x).reshape(4, vi + 2).tril(-1).numpy(), np.tril(x, -1))
+  np.testing.assert_array_equal(Tensor(x).triu(vi).numpy(), np.triu(x, k))

@@ -40,29 +40,38 @@ def sym_attr(u: UOp, name: str) -> tuple:
 def as_index(x) -> UOp: return x if isinstance(x, UOp) else UOp(Ops.CONST, dtypes.index, (), attrs(value=int(x)))
 SYM_PY = {Ops.ADD: operator.add, Ops.SUB: operator.sub, Ops.MUL: operator.mul, Ops.IDIV: operator.floordiv, Ops.MOD: operator.mod,
           Ops.MAX: max, Ops.MIN: min}
-def _offset(x) -> tuple[UOp | None, int]:
-  """A size as (symbolic base or None, constant offset): y + c and y - c split, so offsets cancel."""
-  if not isinstance(x, UOp): return None, x
-  if x.op is Ops.CONST: return None, x.attrs["value"]
-  if x.op in (Ops.ADD, Ops.SUB) and x.src[1].op is Ops.CONST: return x.src[0], x.src[1].attrs["value"] * (1 if x.op is Ops.ADD else -1)
-  return x, 0
-def _at(base: UOp | None, c: int):
-  if base is None: return c
-  return base if c == 0 else UOp(Ops.ADD if c > 0 else Ops.SUB, dtypes.index, (base, as_index(abs(c))), ())
+SYM_TEXT = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%"}
+def _terms(x, k: int, out: dict) -> dict:
+  """out += k * x as {term: coefficient} (None: the constant): sums, differences and constant multiples open up."""
+  if not isinstance(x, UOp) or x.op is Ops.CONST: out[None] = out.get(None, 0) + k * (x if not isinstance(x, UOp) else x.attrs["value"])
+  elif x.op in (Ops.ADD, Ops.SUB): _terms(x.src[0], k, out); _terms(x.src[1], k if x.op is Ops.ADD else -k, out)
+  elif x.op is Ops.MUL and x.src[1].op is Ops.CONST: _terms(x.src[0], k * x.src[1].attrs["value"], out)
+  else: out[x] = out.get(x, 0) + k
+  return out
+def _skey(x: UOp) -> str:
+  """An order for terms that does not depend on bound values (so every value gives one graph)."""
+  if x.op is Ops.BIND: return _skey(x.src[0])
+  if x.op in (Ops.DEFINE_VAR, Ops.CONST): return f"{x.op}:{x.arg}"
+  return f"{x.op}({','.join(map(_skey, x.src))})"
+def _linear(out: dict):
+  """A size from its terms, in one order: the positive terms added, the negative subtracted, then the constant."""
+  c, acc = out.pop(None, 0), None
+  terms = sorted(((t, k) for t, k in out.items() if k), key=lambda tk: _skey(tk[0]))
+  for t, k in sorted(terms, key=lambda tk: tk[1] < 0):
+    term = t if abs(k) == 1 else UOp(Ops.MUL, dtypes.index, (t, as_index(abs(k))), ())
+    if k > 0: acc = term if acc is None else UOp(Ops.ADD, dtypes.index, (acc, term), ())
+    else: acc = UOp(Ops.SUB, dtypes.index, (as_index(0) if acc is None else acc, term), ())
+  if acc is None: return c
+  return acc if c == 0 else UOp(Ops.ADD if c > 0 else Ops.SUB, dtypes.index, (acc, as_index(abs(c))), ())
 def salu(op: Ops, a, b):
-  """Index arithmetic on sizes (int or UOp): ints fold, adding 0 and multiplying by 1 are dropped, constant offsets
-  gather into one (so a shrink undone by a pad gives back the size it started from: (s - 5) + 5 is s)."""
+  """Index arithmetic on sizes (int or UOp): ints fold; sums, differences and constant multiples gather into one
+  canonical sum of terms (so a shrink undone by a pad gives back the size it started from: (s - 5) + 5 is s, and
+  cat's (n + n) - n - n is 0)."""
   if not isinstance(a, UOp) and not isinstance(b, UOp): return SYM_PY[op](a, b)
-  if op in (Ops.ADD, Ops.SUB):
-    (ya, ca), (yb, cb) = _offset(a), _offset(b)
-    if yb is None: return _at(ya, ca + cb if op is Ops.ADD else ca - cb)
-    if op is Ops.SUB and ya is yb: return ca - cb
-    if op is Ops.ADD and ya is None: return _at(yb, ca + cb)
-    if op is Ops.ADD and yb.op is Ops.SUB and yb.src[1] is ya: return _at(yb.src[0], ca + cb)   # y + (z - y)
-    if op is Ops.ADD and ya.op is Ops.SUB and ya.src[1] is yb: return _at(ya.src[0], ca + cb)
-    return _at(UOp(op, dtypes.index, (ya if ya is not None else as_index(0), yb), ()), ca + cb if op is Ops.ADD else ca - cb)
-  if op is Ops.MUL and not isinstance(b, UOp) and b == 1: return a
-  if op is Ops.MUL and not isinstance(a, UOp) and a == 1: return b
+  if op in (Ops.ADD, Ops.SUB): return _linear(_terms(b, 1 if op is Ops.ADD else -1, _terms(a, 1, {})))
+  if op is Ops.MUL and not isinstance(b, UOp): return _linear(_terms(a, b, {}))
+  if op is Ops.MUL and not isinstance(a, UOp): return _linear(_terms(b, a, {}))
+  if op is Ops.IDIV and not isinstance(b, UOp) and b == 1: return a
   return UOp(op, dtypes.index, (as_index(a), as_index(b)), ())
 def sadd(a, b): return salu(Ops.ADD, a, b)
 def ssub(a, b): return salu(Ops.SUB, a, b)
@@ -80,6 +89,34 @@ def sym_val(x, env: dict | None = None) -> int:
   if x.op is Ops.BIND: return sym_val(x.src[1])
   if x.op is Ops.DEFINE_VAR: return env[x]
   return SYM_PY[x.op](*(sym_val(s, env) for s in x.src))
+
+def sym_range(x) -> tuple[int, int]:
+  """The least and greatest value of a size over its variables' ranges (a bound one too: the value may change, the
+  range may not), by interval arithmetic."""
+  if not isinstance(x, UOp): return x, x
+  if x.op is Ops.CONST: return (v := x.attrs["value"]), v
+  if x.op is Ops.BIND: return sym_range(x.src[0])
+  if x.op is Ops.DEFINE_VAR: return x.attrs["min"], x.attrs["max"]
+  (a0, a1), (b0, b1) = sym_range(x.src[0]), sym_range(x.src[1])
+  if x.op is Ops.SUB: return a0 - b1, a1 - b0
+  if x.op in (Ops.ADD, Ops.MAX, Ops.MIN): return SYM_PY[x.op](a0, b0), SYM_PY[x.op](a1, b1)
+  if x.op is Ops.MOD and b0 > 0: return (a0 % b0, a1 % b0) if b0 == b1 and a0 >= 0 and a1 - a0 < b0 and a0 % b0 <= a1 % b0 else (0, b1 - 1)
+  if x.op is Ops.IDIV and b0 > 0: return min(a0 // b0, a0 // b1), max(a1 // b0, a1 // b1)
+  if x.op is Ops.MUL: return min(p := (a0 * b0, a0 * b1, a1 * b0, a1 * b1)), max(p)
+  _err(TypeError, f"no range for the size {x!r}")
+
+class _Guards(threading.local):
+  log: list | None = None   # while a TinyJit records: (a, b, held) for each test a <= b of sizes a graph was built under
+guards = _Guards()
+def _unbound(x):
+  if not isinstance(x, UOp): return x
+  return x.substitute(b) if (b := {u: u.src[0] for u in x.toposort if u.op is Ops.BIND}) else x
+def assume(a, b) -> bool:
+  """Whether size a <= size b at their bound values: a choice made on a value (a slice's form along a symbolic dim) is
+  logged for a TinyJit recording, whose replays at other values must make the same one."""
+  held = sym_val(a) <= sym_val(b)
+  if guards.log is not None and (isinstance(a, UOp) or isinstance(b, UOp)): guards.log.append((_unbound(a), _unbound(b), held))
+  return held
 
 def Variable(name: str, min: int, max: int) -> UOp:
   """A symbolic size in [min, max] (tinygrad's Variable): `.bind(value)` gives a size usable as a tensor dimension."""
@@ -157,6 +194,8 @@ class UOp(OpMixin):
   def __repr__(self):
     if self.op is Ops.DEFINE_VAR: return "Variable({name!r}, {min}, {max})".format(**self.attrs)
     if self.op is Ops.BIND: return f"{self.src[0]!r}.bind({sym_val(self)})"
+    if self.dtype is dtypes.index and (sym := SYM_TEXT.get(self.op)): return f"({self.src[0]!r} {sym} {self.src[1]!r})"
+    if self.dtype is dtypes.index and self.op is Ops.CONST: return repr(self.attrs["value"])
     return f"UOp({self.op}, {self.dtype!r}, {len(self.src)} srcs, arg={self.arg!r})"
   def bind(self, value: int) -> UOp:
     """This define_var bound to value (checked to lie in [min, max]): a size whose value travels apart from the graph."""
@@ -165,6 +204,16 @@ class UOp(OpMixin):
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not a["min"] <= value <= a["max"]:
       _err(ValueError, f"{a['name']} = {value!r} is outside [{a['min']}, {a['max']}]")
     return UOp(Ops.BIND, dtypes.index, (self, as_index(int(value))), ())
+
+  @property
+  def val(self) -> int:
+    """The value of a bound size (a bound Variable, or an expression of them: `(v.bind(3) + 2).val` is 5)."""
+    try: return sym_val(self, {})
+    except KeyError as e: _err(ValueError, f"{e.args[0]!r} is not bound: use .bind(value)")
+  def unbind(self) -> tuple[UOp, int]:
+    """A bound Variable as (the Variable, its value)."""
+    if self.op is not Ops.BIND: _err(TypeError, f"only a bound Variable can be unbound, not a {self.op}")
+    return self.src[0], self.src[1].attrs["value"]
 
   def replace(self, **kw) -> UOp:
     f = dict(op=self.op, dtype=self.dtype, src=self.src, arg=self.arg, loc=self.loc) | kw
@@ -245,3 +294,17 @@ def arg_of(kw: dict) -> tuple:
     a, b = (k, tuple(v) if isinstance(v, list) else v), (k2, tuple(v2) if isinstance(v2, list) else v2)
     return (a, b) if k < k2 else (b, a)
   return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in kw.items()))
+
+# arithmetic on sizes: an index UOp (a Variable, bound or not, or an expression of them) with an int or another builds
+# the symbolic size (tinygrad's `vi + 2`, whose .val is vi.val + 2); any other UOp takes the graph-level op
+def _size_op(name: str, op: Ops):
+  graph = getattr(OpMixin, f"__{name}__")
+  def fwd(self, x, reverse=False):
+    if self.dtype is dtypes.index:
+      if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)): x = int(x)
+      elif x.__class__ is not UOp or x.dtype is not dtypes.index: return NotImplemented   # a Tensor takes it (Tensor + size)
+      return salu(op, x, self) if reverse else salu(op, self, x)
+    return graph(self, x, reverse)
+  setattr(UOp, f"__{name}__", fwd)
+  setattr(UOp, f"__r{name}__", lambda self, x: fwd(self, x, True))
+for _n, _o in (("add", Ops.ADD), ("sub", Ops.SUB), ("mul", Ops.MUL), ("floordiv", Ops.IDIV), ("mod", Ops.MOD)): _size_op(_n, _o)

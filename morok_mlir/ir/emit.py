@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools, weakref
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.provenance import error as _err
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.ir.bridge import Func
 from morok_mlir.dialects.ops import Ops
@@ -34,7 +35,8 @@ def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[UOp], tuple[int, .
         bufs.append(u)
       elif u.op is Ops.BIND:
         if vals.setdefault(u.src[0], v := u.src[1].attrs["value"]) != v:
-          raise ValueError(f"{u.loc or '<unknown>:0'}: {u.src[0]!r} is bound to both {vals[u.src[0]]} and {v} in one graph")
+          _err(ValueError, f"{u.src[0]!r} is bound to both {vals[u.src[0]]} and {v} in one graph: "
+                           "realize a tensor written at one value before writing it at another (a KV cache: realize() it each step)")
         mapping[u] = u.src[0]
     hit = memo[rest] = ([weakref.ref(o) for o in outs[1:]], sink.substitute(mapping).src, bufs,
                         tuple(vals[v] for v in sorted(vals, key=var_order)))

@@ -75,7 +75,9 @@ class DTypeNameError(TypeError, AttributeError):
   """A string that names no dtype: a TypeError (PyTorch's), and an AttributeError of `dtypes` (tinygrad's getattr)."""
 _NONE = type(None)
 def _isint(v) -> bool: return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-def _diag(d) -> int:
+def _diag(d, sym: bool = False) -> int:
+  """A diagonal: an int, or (sym) a bound size (tinygrad's triu(start_pos + 1))."""
+  if sym and isinstance(d, U.UOp): return _sz(d, "diagonal")
   if not _isint(d): _err(TypeError, f"diagonal must be an int, got {d!r}")
   return int(d)
 def _dtype(x) -> DType:

@@ -1,5 +1,6 @@
 """Joining, splitting and layout: compositions of movement ops only (tinygrad's way), no data-dependent loads."""
 from __future__ import annotations
+import functools
 from typing import Self
 from morok_mlir.core.dtype import dtypes, least_upper_dtype
 from morok_mlir.core import uop as U   # symbolic sizes are UOps (uop imports this package: names are read at call time)
@@ -28,14 +29,15 @@ class LayoutMixin(OpBase):
         _err(ValueError, f"cat: sizes of tensors must match except in dimension {d}: expected size {x.shape[bad[0]]} but got size "
                          f"{t.shape[bad[0]]} for tensor {i} in dimension {bad[0]}")
     if len(ts) == 1: return x.cast(dt)
-    sizes = [t._static(d, "cat") for t in ts]
-    total, ret, off = sum(sizes), None, 0
+    if x.ndim == 0: x._static(d, "cat")   # (raises)
+    sizes = [t.shape[d] for t in ts]   # a symbolic one pads the others by a bound size
+    total, ret, off = functools.reduce(U.sadd, sizes), None, 0
     for t, n in zip(ts, sizes):
-      if n:
-        pad = tuple((off, total - off - n) if j == d else None for j in range(x.ndim))
+      if n.__class__ is not int or n:
+        pad = tuple((off, U.ssub(U.ssub(total, off), n)) if j == d else None for j in range(x.ndim))
         p = t.cast(dt).pad(pad)
         ret = p if ret is None else t._full(t.shape, True, dtypes.bool).pad(pad).where(p, ret)
-      off += n
+      off = U.sadd(off, n)
     return ret if ret is not None else x._full(x.shape[:d] + (0,) + x.shape[d + 1:], 0, dt)
   def stack(self, *args: Self, dim: int = 0) -> Self:
     if isinstance(self, (list, tuple)) and args: _err(ValueError, "stack takes tensors, or one sequence of them, not both")
@@ -145,21 +147,25 @@ class LayoutMixin(OpBase):
   def _tri(self, r: int, c: int, diagonal: int = 0) -> Self:
     """The bool mask j - i >= diagonal of shape (r, c), by movement only (tinygrad's): rows of ones padded by s and cut
     so that row i starts i places later, which for both Tensor and UOp needs no arange."""
+    if any(isinstance(x, U.UOp) for x in (r, c, diagonal)): return self._tri_sym(r, c, diagonal)
     if diagonal >= c or r == 0 or c == 0: return self._full((r, c), False, dtypes.bool)
     if r + diagonal <= 0: return self._full((r, c), True, dtypes.bool)
     s = r + c - 1
     t = self._full((s, s), True, dtypes.bool).pad((None, (0, s))).flatten().shrink(((0, s * (2 * s - 1)),)).reshape(s, 2 * s - 1)
     t = t.shrink((None, (0, s)))
     return t.shrink(((0, r), (-diagonal, c - diagonal))) if diagonal <= 0 else t.shrink(((diagonal, r + diagonal), (0, c)))
+  def _tri_sym(self, r, c, diagonal) -> Self:
+    """_tri with a symbolic size or diagonal: a Tensor compares aranges (Tensor._tri_sym); a graph of UOps cannot."""
+    _err(TypeError, f"a triangle mask of a graph of UOps needs static sizes, got ({r!r}, {c!r}, diagonal {diagonal!r})")
   def _mat(self, what: str) -> tuple[int, int]:
     if self.ndim < 2: _err(ValueError, f"{what} expects a tensor with at least 2 dims, got {self.ndim}-d")
-    return self._static(self.ndim - 2, what), self._static(self.ndim - 1, what)
+    return self.shape[-2], self.shape[-1]
   def triu(self, diagonal: int = 0) -> Self:
     """Zero below the diagonal-th diagonal of the last two dims (a mask built by movement, then where)."""
-    return self._tri(*self._mat("triu"), _diag(diagonal)).where(self, self._const(0, self.dtype))
+    return self._tri(*self._mat("triu"), _diag(diagonal, True)).where(self, self._const(0, self.dtype))
   def tril(self, diagonal: int = 0) -> Self:
     """Zero above the diagonal-th diagonal of the last two dims."""
-    return self._tri(*self._mat("tril"), _diag(diagonal) + 1).where(self._const(0, self.dtype), self)
+    return self._tri(*self._mat("tril"), _diag(diagonal, True) + 1).where(self._const(0, self.dtype), self)
   def _pad_mode(self, pads: tuple[tuple[int, int], ...], mode: str) -> Self:
     """reflect / replicate / circular padding (PyTorch's), dim by dim: the pieces before and after are shrinks (flipped
     for reflect, expanded for replicate) joined by cat. As in PyTorch, negative pads cut after reflect and replicate padding

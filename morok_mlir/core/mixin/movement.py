@@ -13,7 +13,8 @@ def _basic_plan(shape: tuple, idx: tuple) -> tuple[list, list, list, list]:
   """numpy's basic indexing (ints, slices of any step, None, ...) as movement: per dim its shrink bounds and
   stride, the dims to flip, and the result's shape. MovementMixin.__getitem__ applies it, _basic_put undoes it."""
   for i in idx:
-    if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))) or isinstance(i, (bool, np.bool_)):
+    if not (i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)) or isinstance(i, U.UOp) and i.dtype is dtypes.index) \
+        or isinstance(i, (bool, np.bool_)):
       _err(TypeError, f"unsupported index {i!r} (ints, slices, None, ..., and on a Tensor integer or bool arrays are supported)")
   if sum(i is Ellipsis for i in idx) > 1: _err(IndexError, "an index can only have a single ellipsis ('...')")
   used = sum(i is not None and i is not Ellipsis for i in idx)
@@ -24,7 +25,7 @@ def _basic_plan(shape: tuple, idx: tuple) -> tuple[list, list, list, list]:
   for i in idx:
     if i is None: out.append(1); continue
     s = shape[d]
-    if isinstance(s, U.UOp):
+    if isinstance(s, U.UOp) or isinstance(i, U.UOp) or isinstance(i, slice) and (isinstance(i.start, U.UOp) or isinstance(i.stop, U.UOp)):
       b, n = _symbolic_slice(s, i, d)
       bounds.append(b); steps.append(1)
       if isinstance(i, slice): out.append(n)
@@ -41,23 +42,31 @@ def _basic_plan(shape: tuple, idx: tuple) -> tuple[list, list, list, list]:
   return bounds, flips, steps, out
 
 def _symbolic_slice(s: U.UOp, i, d: int) -> tuple[tuple, object]:
-  """(shrink bounds, size) of index i (an int, or a slice of step 1) along a symbolic dim of size s, numpy's at s's
-  bound value: each bound is a constant, or an offset from s where numpy's counts from the end (a start or stop left out,
-  or negative), so the graph holds no value and one schedule serves every value that picks the same form."""
-  val = U.sym_val(s)
+  """(shrink bounds, size) of index i (an int, or a slice of step 1) along a symbolic dim of size s (or a slice with a
+  bound size as start or stop along any dim), numpy's at the bound values: each bound is a constant, a bound size as
+  given (it must lie in [0, s] at every value its variables take), or an offset from s where numpy's counts from the
+  end (a start or stop left out, or negative), so the graph holds no value and one schedule serves every value that
+  picks the same form. A bound size as an index is the slice of one element at it."""
+  if isinstance(i, U.UOp): return _symbolic_slice(s, slice(i, i + 1), d)[0], 1
   if not isinstance(i, slice):
-    if not -val <= i < val: _err(IndexError, f"index {i} is out of bounds for dimension {d} with size {s!r}")
+    if not U.assume(int(i) + 1 if i >= 0 else -int(i), s): _err(IndexError, f"index {i} is out of bounds for dimension {d} with size {s!r}")
     lo = int(i) if i >= 0 else U.sadd(s, int(i))
     return (lo, U.sadd(lo, 1)), 1
   if i.step is not None and i.step != 1:
     _err(IndexError, f"slice step {i.step} along dimension {d} of symbolic size {s!r}: only a step of 1 is supported")
   def at(x, default):   # numpy's bound clamped into [0, val], as an int or an offset from s
     if x is None: return default
+    if isinstance(x, U.UOp):   # checked at its value, as numpy's; a TinyJit replay checks it at its own
+      if U.sym_val(_sz(x, "slice bound")) < 0 or not U.assume(x, s):
+        _err(IndexError, f"slice bound {x!r} is outside dimension {d} of size {s!r}")
+      return x
     x = int(x)
-    if x < 0: return U.sadd(s, x) if val + x >= 0 else 0
-    return x if x <= val else s
+    if x < 0: return U.sadd(s, x) if U.assume(-x, s) else 0
+    return x if U.assume(x, s) else s
   lo, hi = at(i.start, 0), at(i.stop, s)
-  return ((lo, hi), U.ssub(hi, lo)) if U.sym_val(hi) > U.sym_val(lo) else ((0, 0), 0)
+  given = isinstance(i.start, U.UOp) or isinstance(i.stop, U.UOp)   # a bound size as a bound: kept whatever its value
+  if given and U.sym_range(U.ssub(hi, lo))[0] >= 0 or U.assume(U.sadd(lo, 1), hi): return (lo, hi), U.ssub(hi, lo)
+  return (0, 0), 0
 
 class MovementMixin(OpBase):
   __slots__ = ()

@@ -1,0 +1,203 @@
+"""TinyJit with symbolic sizes (tinygrad's test_symbolic_jit semantics): bound Variables in a jitted function's arguments;
+one capture replays for every value (the value is a kernel argument: nothing is compiled again, no JitError)."""
+import sys
+import numpy as np
+import pytest
+from morok_mlir import Tensor, Variable
+from morok_mlir.jit import TinyJit, JitError
+from morok_mlir.realize import GlobalCounters
+
+def rnd(*s, seed=0): return np.random.default_rng(seed).standard_normal(s).astype(np.float32)
+A = rnd(4, 16)
+
+def run(f, calls):
+  """calls: (args, want) pairs; checks every result and that nothing compiles once the jit replays."""
+  compiled = []
+  for args, want in calls:
+    got = f(*args)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    compiled.append(GlobalCounters.compiled)
+  assert f.plan is not None and compiled[1:] == compiled[1:2] * (len(compiled) - 1)   # captured by the second call
+
+def test_variable_argument_slices_a_static_dim():
+  v = Variable("vi_slice", 1, 16)
+  @TinyJit
+  def f(a, vi): return (a[:, :vi] * 2).sum(1) + vi
+  x = Tensor(A)
+  run(f, [((x, v.bind(k)), (A[:, :k] * 2).sum(1) + k) for k in (3, 5, 1, 16, 2, 9)])
+
+def test_symbolic_result_has_the_values_shape():
+  v = Variable("vi_out", 1, 16)
+  @TinyJit
+  def g(a, vi): return a.shrink((None, (0, vi))).exp() * 3
+  x = Tensor(A)
+  for k in (4, 7, 2, 16, 1):
+    out = g(x, v.bind(k))
+    assert out.shape == (4, k)
+    np.testing.assert_allclose(out.numpy(), np.exp(A[:, :k]) * 3, rtol=1e-6)
+  assert g.plan is not None
+
+def test_size_expressions_and_arange():
+  v = Variable("vi_expr", 1, 12)
+  @TinyJit
+  def f(a, vi): return (Tensor.arange(vi + 2) * (vi * 3)).float() + a[0, vi:vi + 2].sum()
+  x = Tensor(A)
+  run(f, [((x, v.bind(k)), np.arange(k + 2) * 3 * k + A[0, k:k + 2].sum()) for k in (1, 4, 12, 7)])
+
+def test_kv_cache_attention_one_capture():
+  # a decoder's attention step: the new keys and values written into caches of MAX positions at start_pos (setitem
+  # and assign through a view), RoPE-like frequencies sliced at start_pos, attention over the start_pos + T cached
+  # positions under a causal mask from arange compares
+  MAX, H, D, T = 16, 2, 8, 2
+  var = Variable("start_pos", 0, MAX - T)
+  freqs = rnd(MAX, D, seed=1)
+  ck, cv, fr = Tensor.zeros(1, H, MAX, D).contiguous().realize(), Tensor.zeros(1, H, MAX, D).contiguous().realize(), Tensor(freqs)
+  @TinyJit
+  def step(q, k, v, sp):
+    ck[:, :, sp:sp + T] = k * fr[sp:sp + T]
+    cv[:, :, sp:sp + T].assign(v)
+    Tensor.realize(ck, cv)
+    s = q @ ck[:, :, :sp + T].transpose(-1, -2) / np.sqrt(D)
+    mask = Tensor.arange(sp + T)[None, :] <= Tensor.arange(T)[:, None] + sp
+    return mask.where(s, float("-inf")).softmax(-1) @ cv[:, :, :sp + T]
+  nk, nv = np.zeros((1, H, MAX, D), np.float32), np.zeros((1, H, MAX, D), np.float32)
+  compiled, kernels = [], []
+  for i, sp in enumerate((0, 2, 4, 6, 9, 14, 5)):
+    q, k, v = (rnd(1, H, T, D, seed=10 * i + j) for j in range(3))
+    nk[:, :, sp:sp + T], nv[:, :, sp:sp + T] = k * freqs[sp:sp + T], v
+    s = q @ nk[:, :, :sp + T].transpose(0, 1, 3, 2) / np.sqrt(D)
+    s = np.where(np.arange(sp + T)[None, :] <= np.arange(T)[:, None] + sp, s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    GlobalCounters.kernel_count = 0
+    got = step(Tensor(q), Tensor(k), Tensor(v), var.bind(sp))
+    kernels.append(GlobalCounters.kernel_count)
+    np.testing.assert_allclose(got.numpy(), (e / e.sum(-1, keepdims=True)) @ nv[:, :, :sp + T], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(ck.numpy(), nk)
+    np.testing.assert_array_equal(cv.numpy(), nv)
+    compiled.append(GlobalCounters.compiled)
+  assert step.plan is not None and compiled[1:] == compiled[1:2] * 6 and kernels[2:] == kernels[2:3] * 5
+
+def test_values_outside_the_range_raise_at_the_callers_line():
+  v = Variable("vi_range", 1, 16)
+  @TinyJit
+  def f(a, vi): return a[:, :vi] + 1
+  for k in (3, 4, 5): f(Tensor(A), v.bind(k))
+  line = sys._getframe().f_lineno + 1
+  with pytest.raises(ValueError, match=rf"test_symbolic_jit.py:{line}:\d+: vi_range = 17 is outside \[1, 16\]"): f(Tensor(A), v.bind(17))
+  with pytest.raises(ValueError, match="outside"): f(Tensor(A), v.bind(0))
+  np.testing.assert_array_equal(f(Tensor(A), v.bind(16)).numpy(), A + 1)   # the jit still replays
+
+def test_a_form_picked_for_another_value_raises():
+  # x[:, 1:3] along a dim of symbolic size vi is a slice of two columns for vi >= 3, a shorter one below: a replay at a
+  # value the recorded form does not fit raises (it would read past the data), naming the values and the caller's line
+  v = Variable("vi_form", 1, 16)
+  @TinyJit
+  def f(a, vi): return a[:, :vi][:, 1:3] * 2
+  for k in (5, 6, 9): np.testing.assert_array_equal(f(Tensor(A), v.bind(k)).numpy(), A[:, 1:3] * 2)
+  line = sys._getframe().f_lineno + 1
+  with pytest.raises(JitError, match=rf"test_symbolic_jit.py:{line}:\d+: TinyJit: vi_form=2 does not fit the recorded graph"): f(Tensor(A), v.bind(2))
+  np.testing.assert_array_equal(f(Tensor(A), v.bind(3)).numpy(), A[:, 1:3] * 2)
+
+def test_other_arguments_still_checked():
+  v, w = Variable("vi_chk", 1, 16), Variable("vj_chk", 1, 16)
+  @TinyJit
+  def f(a, vi): return a[:, :vi] + 1
+  for k in (3, 4, 5): f(Tensor(A), v.bind(k))
+  with pytest.raises(JitError, match="arguments changed"): f(Tensor(A), w.bind(4))   # another Variable
+  with pytest.raises(JitError, match="arguments changed"): f(Tensor(A), 4)
+  @TinyJit
+  def g(a, vi, vj): return a[:, :vi] + a[:, :vj]
+  with pytest.raises(JitError, match="bound to both 3 and 4"): g(Tensor(A), v.bind(3), v.bind(4))
+
+def test_tensors_of_symbolic_shape_as_arguments():
+  # tinygrad's form: data reshaped to a bound size (a.reshape(3, vi)), or a lazy slice of a bigger tensor (b[:, :vi])
+  v = Variable("vi_arg", 1, 10)
+  @TinyJit
+  def add(a, b): return (a + b).realize()
+  @TinyJit
+  def mm(a): return a @ a.T
+  @TinyJit
+  def red(a, vi): return a.sum(1) * vi
+  big = rnd(3, 10, seed=5)
+  B, compiled = Tensor(big), []
+  for k in (1, 2, 7, 10, 3):
+    a = rnd(3, k, seed=k)
+    vi = v.bind(k)
+    out = add(Tensor(a).reshape(3, vi), Tensor(a * 2).reshape(3, vi))
+    assert out.shape == (3, k)
+    np.testing.assert_allclose(out.numpy(), a * 3, rtol=1e-6)
+    np.testing.assert_allclose(mm(B[:, :vi]).numpy(), big[:, :k] @ big[:, :k].T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(red(Tensor(a).reshape(3, vi), vi).numpy(), a.sum(1) * k, rtol=1e-5, atol=1e-6)
+    compiled.append(GlobalCounters.compiled)
+  assert add.plan is not None and mm.plan is not None and red.plan is not None and compiled[1:] == compiled[1:2] * 4
+
+def test_two_variables_in_shapes():
+  v, w = Variable("vi_two", 1, 8), Variable("vj_two", 1, 8)
+  @TinyJit
+  def f(a, b): return (a @ b).realize()
+  compiled = []
+  for i, j in ((2, 3), (5, 1), (8, 8), (1, 6)):
+    a, b = rnd(i, 4, seed=i), rnd(4, j, seed=10 + j)
+    out = f(Tensor(a).reshape(v.bind(i), 4), Tensor(b).reshape(4, w.bind(j)))
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-5, atol=1e-6)
+    compiled.append(GlobalCounters.compiled)
+  assert f.plan is not None and compiled[1:] == compiled[1:2] * 3
+
+def test_shape_and_argument_must_agree():
+  v = Variable("vi_agree", 1, 8)
+  @TinyJit
+  def f(a, vi): return a[:, :vi].sum(1)
+  with pytest.raises(JitError, match="bound to both 4 and 3 in one call"): f(Tensor(rnd(3, 3)).reshape(3, v.bind(3)), v.bind(4))
+
+def test_slice_past_the_dim_at_a_replays_value_raises():
+  # a[:, vi:vi+2] fits a dim of 11 for vi <= 9 only (tinygrad's Variable ranges need not fit): a replay at 10 raises
+  v = Variable("vi_past", 1, 12)
+  @TinyJit
+  def f(a, vi): return a[:, vi:vi + 2] + 1
+  a = A[:, :11]
+  for k in (3, 9, 1): np.testing.assert_array_equal(f(Tensor(a), v.bind(k)).numpy(), a[:, k:k + 2] + 1)
+  line = sys._getframe().f_lineno + 1
+  with pytest.raises(JitError, match=rf"test_symbolic_jit.py:{line}:\d+: TinyJit: vi_past=10 does not fit"): f(Tensor(a), v.bind(10))
+
+def _attn(q, k, v):
+  s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(8)
+  e = np.exp(s - s.max(-1, keepdims=True))
+  return e / e.sum(-1, keepdims=True) @ v
+CASES = {   # name: (function, numpy's, argument shapes at size k, the Variable's dim in each)
+  "plus1_pad": (lambda a: (a + 1).pad(((0, 0), (1, 1))), lambda a: np.pad(a + 1, ((0, 0), (1, 1))), [(3, None)]),
+  "add": (lambda a, b: a + b, lambda a, b: a + b, [(3, None), (3, None)]),
+  "matmul": (lambda a, b: a @ b, lambda a, b: a @ b, [(3, None), (None, 5)]),
+  "matmul_plus_static": (lambda a, b: a @ b + Tensor.ones(3, 5), lambda a, b: a @ b + 1, [(3, None), (None, 5)]),
+  "cat_dim0": (lambda a, b: a.cat(b, dim=0), lambda a, b: np.concatenate([a, b], 0), [(None, 3), (None, 3)]),
+  "cat_dim1": (lambda a, b: a.cat(b, dim=1), lambda a, b: np.concatenate([a, b], 1), [(3, None), (3, None)]),
+  "mean": (lambda a: a.mean(1), lambda a: a.mean(1), [(3, None)]),
+  "var": (lambda a: a.var(), lambda a: a.var(ddof=1), [(3, None)]),
+  "softmax": (lambda a: a.softmax(1), lambda a: np.exp(a) / np.exp(a).sum(1, keepdims=True), [(3, None)]),
+  "attention": (lambda q, k, v: q.scaled_dot_product_attention(k, v), _attn, [(2, 4, None, 8)] * 3),
+}
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_jitted_ops_over_a_symbolic_dim(name):
+  # tinygrad's test_symbolic_jit forms: arguments reshaped to a bound size, one capture for every value
+  fn, ref, shapes = CASES[name]
+  v = Variable(f"i_{name}", 1, 10)
+  def call(k, seed):
+    arrs = [rnd(*(k if d is None else d for d in sh), seed=seed + i) for i, sh in enumerate(shapes)]
+    ts = [Tensor(a).reshape(tuple(v.bind(k) if d is None else d for d in sh)) for a, sh in zip(arrs, shapes)]
+    return ts, ref(*arrs)
+  run(TinyJit(fn), [call(k, 7 * k) for k in (1, 4, 2, 10, 7)])
+
+def test_causal_mask_by_triu_one_capture():
+  # tinygrad's llama mask: scores of T new rows against start_pos + T positions, masked by triu(start_pos + 1)
+  MAX, T = 12, 3
+  var, keys = Variable("start_pos_m", 0, MAX - T), rnd(MAX, 4, seed=3)
+  K = Tensor(keys)
+  @TinyJit
+  def f(q, sp):
+    s = q @ K[:sp + T].T + Tensor.full((1, 1, T, sp + T), float("-inf")).triu(sp + 1)
+    return s.softmax(-1)
+  def want(q, sp):
+    s = q @ keys[:sp + T].T + np.triu(np.full((1, 1, T, sp + T), -np.inf, np.float32), sp + 1)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+  run(f, [((Tensor(q := rnd(1, 1, T, 4, seed=sp)), var.bind(sp)), want(q, sp)) for sp in (0, 4, 9, 1, 6)])
