@@ -68,11 +68,11 @@ def test_tiny_llama_prefill_and_decode_match_float64():
   model, ref = Llama(TINY, {k: Tensor(v) for k, v in W.items()}), Ref(TINY, W)
   step = TinyJit(lambda toks, pos: model(toks, pos).realize())
   prompt = [3, 17, 42, 5, 9]
-  got = model(Tensor(np.array([prompt], np.int32)), Tensor(np.array([0], np.int32))).numpy()
+  got = model(Tensor(np.array([prompt], np.int32)), 0).numpy()
   np.testing.assert_allclose(got[0], ref.step(prompt)[-1], rtol=1e-4, atol=1e-4)
   tok = int(got.argmax())
   for p in range(len(prompt), len(prompt) + 4):
-    got = step(Tensor(np.array([[tok]], np.int32)), Tensor(np.array([p], np.int32))).numpy()
+    got = step(Tensor(np.array([[tok]], np.int32)), model.start_pos.bind(p)).numpy()
     np.testing.assert_allclose(got[0], ref.step([tok])[-1], rtol=1e-4, atol=1e-4)
     tok = int(got.argmax())
 
@@ -137,12 +137,12 @@ def test_smollm2_logits_match_float64(smollm2):
   llm, W = smollm2
   ref, ids = Ref(llm.model.cfg, W), llm.tokenizer.encode(PROMPTS[0]).ids
   i32 = lambda *x: Tensor(np.array(x, np.int32))
-  got = llm.model(Tensor(np.array([ids + [0] * (16 - len(ids))], np.int32)), i32(0), i32(len(ids) - 1)).numpy()[0]
+  got = llm.model(Tensor(np.array([ids + [0] * (16 - len(ids))], np.int32)), 0, i32(len(ids) - 1)).numpy()[0]
   want = ref.step(ids)[-1]
   for p in range(len(ids), len(ids) + 3):
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
     tok = int(want.argmax())
-    got, want = llm.model(i32(tok).reshape(1, 1), i32(p)).numpy()[0], ref.step([tok])[-1]
+    got, want = llm.model(i32(tok).reshape(1, 1), p).numpy()[0], ref.step([tok])[-1]
   np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
 
 def test_smollm2_greedy_tokens_match_float64(smollm2):

@@ -1,7 +1,7 @@
 """Text generation with a Llama-architecture GGUF model: `LLM(path).generate(prompt, max_tokens=N, temperature=0.0)`
 yields the text piece by piece. The prompt is prefilled in one call (padded to a power of two, one compiled step per
-length) and each new token is one decode call; both run under TinyJit with the position as data, the sampling in the
-same kernels."""
+length) and each new token is one decode call; both run under TinyJit with the position a bound Variable, the sampling
+in the same kernels."""
 from __future__ import annotations
 from typing import Iterator
 import numpy as np
@@ -57,11 +57,12 @@ class LLM:
     if seed is not None: Tensor.manual_seed(seed)
     sampling, i32 = (float(temperature), int(top_k), float(top_p)), lambda *x: Tensor(np.array(x, np.int32))
     T = min(n, max(8, 1 << (len(ids) - 1).bit_length()))
-    tok = self._step(T, sampling)(Tensor(np.array([ids + [0] * (T - len(ids))], np.int32)), i32(0), i32(len(ids) - 1))
+    pos = self.model.start_pos.bind
+    tok = self._step(T, sampling)(Tensor(np.array([ids + [0] * (T - len(ids))], np.int32)), pos(0), i32(len(ids) - 1))
     for p in range(len(ids), len(ids) + max_tokens):
       if (t := int(tok.numpy()[0])) == self.eos_id: return
       yield t
-      if p + 1 < len(ids) + max_tokens: tok = self._step(1, sampling)(Tensor(np.array([[t]], np.int32)), i32(p), i32(0))
+      if p + 1 < len(ids) + max_tokens: tok = self._step(1, sampling)(Tensor(np.array([[t]], np.int32)), pos(p), i32(0))
 
   def generate(self, prompt: str, max_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                seed: int | None = None, chat: bool = False) -> Iterator[str]:

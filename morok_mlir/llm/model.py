@@ -2,15 +2,15 @@
 interleaved pairs (GGML's "normal" mode, for which llama.cpp's converter permutes the rows of attn_q/attn_k), grouped-
 query attention over a KV cache per layer, a SwiGLU feed-forward. Weights come as a dict keyed by GGUF tensor names.
 
-The cache has a fixed length (max_context), so one compiled step serves every position: a call writes its T rows at
-start_pos, and attention masks the rows past each query's position. start_pos is an int32 Tensor of shape (1,) (data:
-a TinyJit replays the step for every value)."""
+The cache has a fixed length (max_context); a call writes its T rows at start_pos and attends over the start_pos + T
+rows so far. start_pos is a bound Variable, so one compiled step (and one TinyJit capture) serves every position."""
 from __future__ import annotations
 import dataclasses
 import numpy as np
 from morok_mlir import nn
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.tensor import Tensor
+from morok_mlir.core.uop import Variable
 
 @dataclasses.dataclass(frozen=True)
 class LlamaConfig:
@@ -51,19 +51,16 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
   return Tensor.stack(x0 * c - x1 * s, x0 * s + x1 * c, dim=-1).reshape(B, T, H, D)
 
 class KVCache:
-  """Keys and values of every position so far, (1, n_kv_heads, max_context, head_dim) each; rows past the last
-  position written are zeros (attention masks them)."""
+  """Keys and values of every position so far, (1, n_kv_heads, max_context, head_dim) each."""
   def __init__(self, cfg: LlamaConfig):
     self.k, self.v = (Tensor.zeros(1, cfg.n_kv_heads, cfg.max_context, cfg.head_dim).contiguous().realize() for _ in range(2))
-  def update(self, k: Tensor, v: Tensor, start_pos: Tensor) -> tuple[Tensor, Tensor]:
-    """Write k, v (1, KV, T, D) at rows start_pos.. start_pos+T-1: row r takes new row r - start_pos when that is in
-    [0, T), as a one-hot (max_context, T) product, so one graph serves every start_pos."""
-    T, n = k.shape[2], self.k.shape[2]
-    sel = ((Tensor.arange(n).reshape(n, 1) - start_pos.reshape(1, 1)) == Tensor.arange(T).reshape(1, T)).float()
-    keep = 1 - sel.sum(1, keepdim=True)
-    self.k.assign(sel @ k + keep * self.k)
-    self.v.assign(sel @ v + keep * self.v)
-    return self.k, self.v
+  def update(self, k: Tensor, v: Tensor, start_pos) -> tuple[Tensor, Tensor]:
+    """Write k, v (1, KV, T, D) at rows start_pos.. start_pos+T-1; the rows 0.. start_pos+T-1 (a symbolic length)."""
+    T = k.shape[2]
+    self.k[:, :, start_pos:start_pos + T] = k
+    self.v[:, :, start_pos:start_pos + T] = v
+    Tensor.realize(self.k, self.v)
+    return self.k[:, :, :start_pos + T], self.v[:, :, :start_pos + T]
 
 class Attention:
   def __init__(self, cfg: LlamaConfig):
@@ -71,19 +68,17 @@ class Attention:
     self.wq, self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False), nn.Linear(cfg.dim, cfg.dim, bias=False)
     self.wk, self.wv = (nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False) for _ in range(2))
     self.cache = KVCache(cfg)
-  def __call__(self, x: Tensor, start_pos: Tensor, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
+  def __call__(self, x: Tensor, start_pos, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
     c, (B, T, _) = self.cfg, x.shape
     H, KV, D = c.n_heads, c.n_kv_heads, c.head_dim
     q = apply_rope(self.wq(x).reshape(B, T, H, D), cos, sin)
     k = apply_rope(self.wk(x).reshape(B, T, KV, D), cos, sin)
-    v = self.wv(x).reshape(B, T, KV, D)
-    keys, values = self.cache.update(k.transpose(1, 2), v.transpose(1, 2), start_pos)
-    # grouped-query attention: the H/KV query heads of a group share one key/value head
-    q = q.reshape(B, T, KV, H // KV, D).permute(0, 2, 3, 1, 4).reshape(B, KV, H // KV * T, D)
-    att = (q @ keys.transpose(2, 3)) * (1 / D ** 0.5) + mask.reshape(1, 1, 1, T, c.max_context).expand(1, 1, H // KV, T, c.max_context) \
-      .reshape(1, 1, H // KV * T, c.max_context)
-    out = att.softmax(-1) @ values   # (B, KV, G*T, D)
-    return self.wo(out.reshape(B, KV, H // KV, T, D).permute(0, 3, 1, 2, 4).reshape(B, T, H * D))
+    keys, values = self.cache.update(k.transpose(1, 2), self.wv(x).reshape(B, T, KV, D).transpose(1, 2), start_pos)
+    # grouped-query attention: the H/KV query heads of a group (dim 2) share one key/value head
+    q = q.reshape(B, T, KV, H // KV, D).permute(0, 2, 3, 1, 4)
+    att = q @ keys.unsqueeze(2).transpose(-1, -2) * (1 / D ** 0.5) + mask   # (B, KV, G, T, start_pos + T)
+    out = att.softmax(-1) @ values.unsqueeze(2)
+    return self.wo(out.permute(0, 3, 1, 2, 4).reshape(B, T, H * D))
 
 class FeedForward:
   def __init__(self, cfg: LlamaConfig):
@@ -113,7 +108,7 @@ def _set(obj, path: str, t: Tensor):
   setattr(obj, last, t)
 
 class Llama:
-  """forward(tokens (1, T) int32, start_pos (1,) int32) -> logits (1, vocab) of the last position, the caches updated."""
+  """forward(tokens (1, T) int32, start_pos) -> logits (1, vocab) of the last position, the caches updated."""
   def __init__(self, cfg: LlamaConfig, weights: dict[str, Tensor]):
     self.cfg = cfg
     self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
@@ -125,15 +120,17 @@ class Llama:
     if missing := [k for k in names if weights.get(k) is None]: _err(KeyError, f"Llama weights missing: {missing[:5]}")
     for k, path in names.items(): _set(self, path, weights[k])
     self.cos, self.sin = rope_table(cfg)
+    self.start_pos = Variable("start_pos", 0, cfg.max_context - 1)
 
-  def forward(self, tokens: Tensor, start_pos: Tensor, last: Tensor | None = None) -> Tensor:
-    """last (1,) int32: the position within tokens whose logits are returned (default T - 1; a prompt padded to a
+  def forward(self, tokens: Tensor, start_pos, last: Tensor | None = None) -> Tensor:
+    """start_pos: an int, or self.start_pos bound (an int is bound here: one compiled schedule serves every position).
+    last (1,) int32: the position within tokens whose logits are returned (default T - 1; a prompt padded to a
     compiled length reads its last real token)."""
-    T, n = tokens.shape[1], self.cfg.max_context
-    pos = start_pos.reshape(1) + Tensor.arange(T, dtype=start_pos.dtype)
-    cos, sin = self.cos[pos], self.sin[pos]
+    T = tokens.shape[1]
+    if isinstance(start_pos, int): start_pos = self.start_pos.bind(start_pos)
+    cos, sin = self.cos[start_pos:start_pos + T], self.sin[start_pos:start_pos + T]
     # query t (at position start_pos + t) sees cache rows r <= start_pos + t
-    mask = (Tensor.arange(n).reshape(1, n) <= pos.reshape(T, 1)).where(0.0, float("-inf"))
+    mask = (Tensor.arange(start_pos + T).reshape(1, -1) <= (Tensor.arange(T) + start_pos).reshape(T, 1)).where(0.0, float("-inf"))
     h = self.tok_embeddings(tokens)
     for layer in self.layers:   # realized layer by layer: every layer has one graph structure, so one compiled schedule serves all
       h = layer(h, start_pos, cos, sin, mask)
@@ -143,7 +140,7 @@ class Llama:
   __call__ = forward
 
   def caches(self) -> list[Tensor]: return [t for l in self.layers for t in (l.attention.cache.k, l.attention.cache.v)]
-  def step(self, tokens: Tensor, start_pos: Tensor, last: Tensor | None = None, sampling: tuple = ()) -> Tensor:
+  def step(self, tokens: Tensor, start_pos, last: Tensor | None = None, sampling: tuple = ()) -> Tensor:
     """One call's work, realized: the next token (sample(logits, *sampling)) and the caches (state of a TinyJit)."""
     tok = sample(self(tokens, start_pos, last), *sampling)
     Tensor.realize(tok, *self.caches())
