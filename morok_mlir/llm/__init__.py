@@ -37,10 +37,12 @@ class LLM:
     self.model, self.tokenizer, self.metadata, self._steps = model, tokenizer, metadata, {}
     self.bos_id, self.eos_id = metadata.get("tokenizer.ggml.bos_token_id"), metadata.get("tokenizer.ggml.eos_token_id")
 
-  def chat_prompt(self, message: str, system: str | None = None) -> str:
+  def chat_prompt(self, messages: str | list[dict]) -> str:
+    """The chat template rendered for messages ({"role", "content"} dicts; a str is one user message), with the
+    assistant's turn opened."""
     if (t := self.metadata.get("tokenizer.chat_template")) is None: _err(ValueError, "this model file has no chat template")
     tok = lambda i: self.tokenizer.id_to_token(i) if i is not None else ""
-    msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": message}]
+    msgs = [{"role": "user", "content": messages}] if isinstance(messages, str) else messages
     return render_chat(t, msgs, tok(self.bos_id), tok(self.eos_id))
 
   def _step(self, T: int, sampling: tuple) -> TinyJit:
@@ -64,9 +66,10 @@ class LLM:
       yield t
       if p + 1 < len(ids) + max_tokens: tok = self._step(1, sampling)(Tensor(np.array([[t]], np.int32)), pos(p), i32(0))
 
-  def generate(self, prompt: str, max_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+  def generate(self, prompt: str | list[dict], max_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                seed: int | None = None, chat: bool = False) -> Iterator[str]:
-    """The text after prompt, piece by piece as tokens are made (chat: prompt is a user message in the chat template)."""
+    """The text after prompt, piece by piece as tokens are made (chat: prompt is a user message, or a conversation's
+    messages, in the chat template)."""
     text = self.chat_prompt(prompt) if chat else prompt
     ids = self.tokenizer.encode(text, add_special_tokens=not chat).ids
     out, shown = [], ""
