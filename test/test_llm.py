@@ -158,3 +158,24 @@ def test_smollm2_greedy_tokens_match_float64(smollm2):
     want = want[:-1] if want[-1] == llm.eos_id else want
     assert list(llm.generate_ids(ids, max_tokens=12)) == want, text
   if importlib.util.find_spec("jinja2"): assert "Paris" in llm.tokenizer.decode(want)
+
+def test_cli_streams_and_chats(smollm2, monkeypatch, capsys):
+  """python -m morok_mlir.llm: a prompt's continuation printed; --chat reads messages until an empty line."""
+  import io, morok_mlir.llm as L
+  from morok_mlir.llm.__main__ import main
+  llm, _ = smollm2
+  monkeypatch.setattr(L, "LLM", lambda path, max_context: llm)
+  assert main(["--model", "m.gguf", "--max-tokens", "3", "The capital of France is"]) == 0
+  assert "Paris" in capsys.readouterr().out
+  if importlib.util.find_spec("jinja2"):
+    monkeypatch.setattr("sys.stdin", io.StringIO("What is the capital of France?\n\n"))
+    assert main(["--model", "m.gguf", "--chat", "--max-tokens", "8"]) == 0
+    assert "Paris" in capsys.readouterr().out
+
+def test_bad_requests_raise_at_the_callers_line():
+  from morok_mlir.llm import LLM
+  from morok_mlir.llm.model import sample
+  llm = LLM.from_model(Llama(TINY, {k: Tensor(v) for k, v in random_weights(TINY).items()}))
+  with pytest.raises(ValueError, match=r"test_llm.py:\d+.*do not fit max_context=16"): list(llm.generate_ids(list(range(10)), max_tokens=10))
+  with pytest.raises(ValueError, match="top_p"): sample(Tensor(np.zeros((1, 4), np.float32)), 1.0, top_p=1.5)
+  with pytest.raises(ValueError, match="chat template"): llm.chat_prompt("hi")
