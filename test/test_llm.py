@@ -137,7 +137,7 @@ def test_smollm2_logits_match_float64(smollm2):
   llm, W = smollm2
   ref, ids = Ref(llm.model.cfg, W), llm.tokenizer.encode(PROMPTS[0]).ids
   i32 = lambda *x: Tensor(np.array(x, np.int32))
-  got = llm.model(Tensor(np.array([ids + [0] * (16 - len(ids))], np.int32)), 0, i32(len(ids) - 1)).numpy()[0]
+  got = llm.model(Tensor(np.array([ids + [0] * (8 - len(ids))], np.int32)), 0, i32(len(ids) - 1)).numpy()[0]   # padded as LLM pads
   want = ref.step(ids)[-1]
   for p in range(len(ids), len(ids) + 3):
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
@@ -164,7 +164,7 @@ def test_cli_streams_and_chats(smollm2, monkeypatch, capsys):
   import io, morok_mlir.llm as L
   from morok_mlir.llm.__main__ import main
   llm, _ = smollm2
-  monkeypatch.setattr(L, "LLM", lambda path, max_context: llm)
+  monkeypatch.setattr(L, "LLM", lambda path, max_context, float32: llm)
   assert main(["--model", "m.gguf", "--max-tokens", "3", "The capital of France is"]) == 0
   assert "Paris" in capsys.readouterr().out
   if importlib.util.find_spec("jinja2"):
