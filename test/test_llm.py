@@ -26,7 +26,8 @@ class Ref:
   """Llama in float64 numpy over weights W (GGUF names, (out, in) order); step(tokens) -> logits of every new position."""
   def __init__(self, cfg, W):
     self.c, self.W = cfg, _float64(W)
-    self.k, self.v, self.pos = [np.zeros((0, cfg.n_kv_heads, cfg.head_dim))] * cfg.n_layers, [np.zeros((0, cfg.n_kv_heads, cfg.head_dim))] * cfg.n_layers, 0
+    empty = np.zeros((0, cfg.n_kv_heads, cfg.head_dim))
+    self.k, self.v, self.pos = [empty] * cfg.n_layers, [empty] * cfg.n_layers, 0
   def norm(self, x, w): return x / np.sqrt((x * x).mean(-1, keepdims=True) + self.c.norm_eps) * w
   def step(self, tokens):
     c, W, T = self.c, self.W, len(tokens)
@@ -53,7 +54,8 @@ class Ref:
 def random_weights(cfg, seed=0):
   rng, D, KV = np.random.default_rng(seed), cfg.dim, cfg.n_kv_heads * cfg.head_dim
   shapes = {"attn_norm.weight": (D,), "attn_q.weight": (D, D), "attn_k.weight": (KV, D), "attn_v.weight": (KV, D), "attn_output.weight": (D, D),
-            "ffn_norm.weight": (D,), "ffn_gate.weight": (cfg.hidden_dim, D), "ffn_up.weight": (cfg.hidden_dim, D), "ffn_down.weight": (D, cfg.hidden_dim)}
+            "ffn_norm.weight": (D,), "ffn_gate.weight": (cfg.hidden_dim, D), "ffn_up.weight": (cfg.hidden_dim, D),
+            "ffn_down.weight": (D, cfg.hidden_dim)}
   W = {f"blk.{i}.{k}": (1 + 0.1 * rng.standard_normal(s) if len(s) == 1 else rng.standard_normal(s) / np.sqrt(s[1])).astype(np.float32)
        for i in range(cfg.n_layers) for k, s in shapes.items()}
   W["token_embd.weight"] = rng.standard_normal((cfg.vocab_size, D)).astype(np.float32)

@@ -90,7 +90,7 @@ class Block:
   def __init__(self, cfg: LlamaConfig):
     self.attention, self.feed_forward = Attention(cfg), FeedForward(cfg)
     self.attention_norm, self.ffn_norm = nn.RMSNorm(cfg.dim, cfg.norm_eps), nn.RMSNorm(cfg.dim, cfg.norm_eps)
-  def __call__(self, x: Tensor, start_pos: Tensor, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
+  def __call__(self, x: Tensor, start_pos, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
     h = x + self.attention(self.attention_norm(x), start_pos, cos, sin, mask)
     return h + self.feed_forward(self.ffn_norm(h))
 
@@ -150,7 +150,8 @@ def sample(logits: Tensor, temperature: float = 0.0, top_k: int = 0, top_p: floa
   """A token id (1,) int32 per the last dim of logits (1, V), drawn on the device: argmax for temperature 0, else
   the Gumbel-max trick (argmax of logits / temperature + Gumbel noise from Tensor.rand, seeded by Tensor.manual_seed) over
   the top_k largest logits (0: all), further cut to the smallest prefix of them whose probability reaches top_p."""
-  if temperature < 0 or not 0 < top_p <= 1 or top_k < 0: _err(ValueError, f"sample: temperature {temperature} >= 0, top_p {top_p} in (0, 1], top_k {top_k} >= 0")
+  if temperature < 0 or top_k < 0 or not 0 < top_p <= 1:
+    _err(ValueError, f"sample needs temperature >= 0, top_k >= 0 and top_p in (0, 1], got {temperature}, {top_k}, {top_p}")
   if temperature == 0: return logits.argmax(-1).int()
   V = logits.shape[-1]
   if 0 < top_k < V: vals, idx = logits.topk(top_k)
