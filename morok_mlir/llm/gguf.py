@@ -15,12 +15,14 @@ Layout facts a llama model needs:
   interleaved pairs: (x[2i], x[2i+1]) rotated by angle pos * base^(-2i/head_dim). HF's rotate_half (pairs (i, i + d/2))
   on them is wrong; `unpermute_qk` undoes the permutation if HF's form is wanted. attn_k uses n_head_kv heads.
 - A file without output.weight (SmolLM2) ties the output projection to token_embd.weight.
+- Use the tensors as they are, inside the model's graph: realizing one (`.realize()`, `.numpy()`, load_state_dict's
+  assign + realize) stores its float32 values in a buffer of their own, four to seven times the blocks' size.
 """
 from __future__ import annotations
 import math, os, stat
 from dataclasses import dataclass, field
 import numpy as np
-from gguf import GGUFReader, GGMLQuantizationType, GGML_QUANT_SIZES
+from gguf import GGUFReader, GGUFValueType, GGMLQuantizationType, GGML_QUANT_SIZES
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.provenance import error as _err, user_loc
 from morok_mlir.nn.quant import QUANTS, dequantize
@@ -47,6 +49,23 @@ class _Reader(GGUFReader):
     if (end := int(offset) + np.dtype(dtype).itemsize * int(count)) > self.size:
       raise ValueError(f"it is truncated: a read at byte {int(offset)} needs {end - int(offset)} bytes, the file has {self.size}")
     return super()._get(offset, dtype, count, override_order)
+  def _get_field_parts(self, orig_offs, raw_type):
+    if int(raw_type) not in GGUFValueType._value2member_map_: raise ValueError(f"unknown value type {int(raw_type)} at byte {orig_offs}")
+    if raw_type == GGUFValueType.ARRAY:   # the base class reads an array item by item: its length must fit in the file first
+      itype, n = int(self._get(orig_offs, np.uint32)[0]), int(self._get(orig_offs + 4, np.uint64)[0])
+      least = np.dtype(self.gguf_scalar_to_np[GGUFValueType(itype)]).itemsize if itype in self.gguf_scalar_to_np else 8
+      if orig_offs + 12 + n * least > self.size:
+        raise ValueError(f"an array at byte {orig_offs} of {n} items needs at least {n * least} bytes, the file has {self.size}")
+    return super()._get_field_parts(orig_offs, raw_type)
+  # the counts of the header, before the base class reads entry by entry: each entry takes at least these many bytes
+  def _build_fields(self, offs, count):
+    self._fits(offs, int(count), 13, "metadata entries")   # key length, type, a 1-byte value
+    return super()._build_fields(offs, count)
+  def _build_tensor_info(self, offs, count):
+    self._fits(offs, int(count), 24, "tensors")   # name length, dim count, type, offset
+    return super()._build_tensor_info(offs, count)
+  def _fits(self, offs: int, n: int, least: int, what: str):
+    if offs + n * least > self.size: raise ValueError(f"its header lists {n} {what}, more than the {self.size} bytes of the file can hold")
   def _build_tensors(self, start_offs: int, fields) -> None:
     for f in fields:
       _, _, _, dims, raw_type, offset = f.parts
@@ -60,9 +79,10 @@ class _Reader(GGUFReader):
       block, nbytes = GGML_QUANT_SIZES[qt]
       if dims[0] % block: raise ValueError(f"tensor {name!r} of {qt.name} has a row of {dims[0]}, not a multiple of its block of {block}")
       begin, span = start_offs + int(offset[0]), math.prod(dims) // block * nbytes
-      if begin % self.alignment or begin + span > self.size:
-        raise ValueError(f"tensor {name!r} ({qt.name} {dims}) needs bytes {begin}..{begin + span} at alignment {self.alignment},"
-                         f" the file has {self.size}")
+      if begin % self.alignment: raise ValueError(f"tensor {name!r} starts at byte {begin}, not a multiple of the alignment {self.alignment}")
+      if begin + span > self.size:
+        raise ValueError(f"tensor {name!r} ({qt.name} {dims}) needs bytes {begin}..{begin + span}, past the end of the file"
+                         f" ({self.size} bytes): it is truncated, or its dims or offset are wrong")
     super()._build_tensors(start_offs, fields)
 
 def _tensor(t, loc: str) -> Tensor:
@@ -80,7 +100,8 @@ def _value(f):
 def load_gguf(path) -> GGUFModel:
   """The GGUF file at path as a GGUFModel. The file is mapped read-only, not read: memory stays about the file's size
   however many times its tensors are used. A file that is not a valid GGUF (not a regular file, wrong magic, truncated,
-  an unknown or unsupported tensor type, absurd dims, data outside the file) raises ValueError saying what is wrong."""
+  an unknown or unsupported tensor type, absurd dims, data outside the file, big-endian) raises ValueError saying what
+  is wrong."""
   loc, path = user_loc(), os.fspath(path)
   def bad(msg: str): _err(ValueError, f"load_gguf: {path} is not a valid GGUF file: {msg}")
   if not stat.S_ISREG((st := os.stat(path)).st_mode): _err(ValueError, f"load_gguf: {path} is not a regular file")
@@ -89,6 +110,7 @@ def load_gguf(path) -> GGUFModel:
     if (magic := fh.read(4)) != b"GGUF": bad(f"its magic is {magic!r}, not b'GGUF'")
   try: r = _Reader(path, st.st_size)
   except (ValueError, KeyError, IndexError, OverflowError) as e: bad(str(e).strip("'\""))
+  if r.byte_order != "I": bad("it is big-endian: its tensors' bytes are not this machine's numbers")
   metadata = {k: _value(f) for k, f in r.fields.items() if not k.startswith("GGUF.")}
   if not isinstance(arch := metadata.get("general.architecture"), str): bad("it has no general.architecture string")
   return GGUFModel(arch, metadata, {t.name: _tensor(t, loc) for t in r.tensors})

