@@ -59,24 +59,24 @@ class _Recorder:
     self.keep += bufs[sched.n_in:sched.n_in + sched.n_out]
   def random(self, counter: UOp, n: int): self.rng.append((counter, n))
   def host_read(self, b: Buffer): self.host.append(b.base if b.base is not None else b)
-  def reads_data(self, args: list[Tensor], state: list[Buffer]) -> bool:
+  def reads_data(self, args: list[Tensor], state: list[Buffer], alias: dict) -> bool:
     """Whether the call read on the host a value computed from its arguments, its state or random numbers. A replay
     runs no Python: it would keep what the recorded call saw there (a shape, a branch taken, a count)."""
-    given = {id(_buffer(t.uop)) for t in args} | {id(b) for b in state} | {id(u.buffer) for u, _ in self.rng}
+    given = {id(_buffer(t.uop)) for t in args} | {id(b) for b in state} | {id(u.buffer) for u, _ in self.rng} | set(alias)
     tainted: list[bool] = []
     dep = lambda b: b is not None and (id(b) in given or (k := self.made.get(id(b))) is not None and k[0] < len(tainted) and tainted[k[0]])
     for e in self.execs: tainted.append(any(dep(_buffer(u)) for u in e.srcs if u is not None))
     return any(dep(b) for b in self.host)
 
 def _checks(nodes: list[UOp]) -> list[tuple]:
-  """What a graph of symbolic sizes assumed of their values, as (a, b, True, loc) for a <= b: each shrink inside its source, each
-  pad width >= 0, each reshape keeping the element count. Building the graph checked them at the recorded values; a replay
-  checks them at its own (a form picked for one value, x[2:5] along a dim of size n, does not fit n = 3)."""
+  """What a graph of symbolic sizes assumed of their values, as (a, b, True, loc) for a <= b: each shrink inside its
+  source, each pad width >= 0, each reshape keeping the element count. Building the graph checked them at the recorded
+  values; a replay checks them at its own (a form picked for one value, x[2:5] along a dim of size n, does not fit n = 3)."""
   out = []
   def le(a, b, loc):
     if isinstance(a, UOp) or isinstance(b, UOp): out.append((a, b, True, loc))
   for u in nodes:
-    if len(u.src) < 2 or u.op not in (Ops.SHRINK, Ops.PAD, Ops.RESHAPE): continue
+    if u.op not in (Ops.SHRINK, Ops.PAD, Ops.RESHAPE): continue   # (static bounds on a symbolic dim count too)
     if u.op is Ops.SHRINK:
       for s, (b, e) in zip(u.src[0].shape, _pairs(sym_attr(u, "bounds"))): le(0, b, u.loc); le(b, e, u.loc); le(e, s, u.loc)
     elif u.op is Ops.PAD:
@@ -93,13 +93,19 @@ def _unbind(x: UOp, env: dict) -> UOp:
   return x.substitute(binds) if binds else x
 def _unbound(shape: tuple, env: dict) -> tuple: return tuple(_unbind(d, env) if isinstance(d, UOp) else d for d in shape)
 
-def _sized(t: Tensor, shape: tuple) -> Tensor:
+def _padded(b: Buffer, top: int) -> Buffer:
+  """b's contents at the start of a fresh buffer of top elements (a kernel compiled for a symbolic size may read as far
+  as its largest value)."""
+  out = Buffer.fresh(b.device, top, b.dtype)
+  if b.size: out.view(b.size, b.dtype, 0).copyin(b.numpy())
+  return out
+def _sized(t: Tensor, shape: tuple) -> tuple[Tensor, Buffer, int]:
   """Argument t, data of a symbolic shape, as its function sees it while recorded: the first elements (as many as the
-  shape's size) of a buffer of the shape's largest size, which is t's buffer. The graph holds no value, so its schedules
-  serve every value; a kernel reads only as far as the size, within t's buffer."""
-  n = sprod(shape)
-  u = R.new_buffer(_data(t.uop).buffer, t.uop.loc, shape=(sym_range(n)[1],))
-  return Tensor._of(u, t.device).shrink(((0, n),)).reshape(shape)
+  shape's size) of a buffer of the shape's largest size holding t's. The graph holds no value, so its schedules serve
+  every value. Returns that tensor, its buffer and the largest size (a replay pads each call's argument so)."""
+  top = sym_range(n := sprod(shape))[1]
+  u = R.new_buffer(b := _padded(_data(t.uop).buffer, top), t.uop.loc, shape=(top,))
+  return Tensor._of(u, t.device).shrink(((0, n),)).reshape(shape), b, top
 
 def _data(u: UOp) -> UOp | None:
   """The buffer UOp a data UOp (a buffer, or a reshape of one: the same memory, read in the same order) holds, else None."""
@@ -128,9 +134,14 @@ class TinyJit:
     if (plan := self.plan) is not None and plan.sig is not None and not kwargs:
       # a replay's usual call, checked as one tuple compare: positional Tensors holding data of the recorded shapes,
       # dtypes and devices (anything else takes the general path below, which realizes lazy arguments or raises)
-      try: sig = tuple([(t.uop.shape, t.uop.dtype, t.device) if type(t) is Tensor and _data(t.uop) else None for t in args])
+      # (and bound Variables, each as its Variable: the values are the replay's sizes)
+      try: sig = tuple([(t.uop.shape, t.uop.dtype, t.device) if type(t) is Tensor and _data(t.uop) else
+                        t.src[0] if type(t) is UOp and t.op is Ops.BIND else None for t in args])
       except AttributeError: sig = None   # a Tensor whose __init__ raised
-      if sig == plan.sig: return plan.replay(args)
+      if sig == plan.sig:
+        if not plan.nvars: return plan.replay(args)
+        env = {t.src[0]: t.src[1].attrs["value"] for t in args if type(t) is UOp}
+        if len(env) == plan.nvars: return plan.replay([t for t in args if type(t) is Tensor], env)
     # Tensors inside lists, tuples and dicts are arguments too: the non-tensor rest (that structure included) must not change
     # bound Variables (arguments, or in tensors' shapes) are the call's sizes: the signature holds the Variables, a replay
     # takes their values (env)
@@ -153,8 +164,12 @@ class TinyJit:
     # the tensors that exist before the call: those it rebinds are its state (parameters, optimizer moments); a Tensor
     # whose __init__ raised (still held by a traceback) has no uop
     before = [(t, u) for t in gc.get_objects() if type(t) is Tensor and (u := getattr(t, "uop", None)) is not None] if cnt >= 1 else []
-    if sized := {id(t): _sized(t, sh) for t, sh in zip(tensors, shapes) if any(isinstance(d, UOp) for d in sh)}:
-      args, kwargs = _rebuild((args, kwargs), lambda t: sized.get(id(t), t))
+    # a tensor argument of symbolic shape: its function sees it in a buffer of the shape's largest size (_sized)
+    sized = {i: _sized(t, sh) for i, (t, sh) in enumerate(zip(tensors, shapes)) if any(isinstance(d, UOp) for d in sh)}
+    if sized:
+      by_id = {id(tensors[i]): x for i, (x, _, _) in sized.items()}
+      args, kwargs = _rebuild((args, kwargs), lambda t: by_id.get(id(t), t))
+    alias = {id(b): i for i, (_, b, _) in sized.items()}
     R.capture.rec, guards.log = rec, rec.guards
     try:
       ret = self.fxn(*args, **kwargs)
@@ -167,10 +182,15 @@ class TinyJit:
     trace = [(id(e.sched), tuple((v, x) for v, x in e.vars.items() if v not in env)) for e in rec.execs]
     with self.lock:
       state = [b for t, u0 in before if t.uop is not u0 and (b := _buffer(u0)) is not None]
-      if rec.reads_data(tensors, state): self.replayable = False
+      if rec.reads_data(tensors, state, alias): self.replayable = False
       elif trace == self.last and self.plan is None:
-        self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0], env)
-        if self.plan is not None: self.plan.sig = sig[0] if not kwargs and all(type(x) is Tensor for x in args) else None
+        self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0], env, alias)
+        if self.plan is not None: self.plan.padded = [(i, top) for i, (_, _, top) in sized.items()]
+        if self.plan is not None and not kwargs and all(type(x) is Tensor or type(x) is UOp and x.op is Ops.BIND for x in args):
+          shapes = iter(sig[0])
+          self.plan.sig = tuple(next(shapes) if type(x) is Tensor else x.src[0] for x in args)
+          bound = [x.src[0] for x in args if type(x) is UOp]
+          self.plan.nvars = len(bound) if len(set(bound)) == len(bound) else -1   # a Variable given twice: the general path checks it
       self.last = trace
       if self.plan is None and cnt + 1 >= self.MAX_TRIES: self.replayable = False
     return ret
@@ -210,11 +230,11 @@ class _Plan:
   intermediates and outputs only later kernels read (reused by every replay, under the plan's lock); each kernel is
   one prepared call that writes the pointers that change and calls its code."""
   @staticmethod
-  def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, UOp, UOp]], env: dict) -> _Plan | None:
+  def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, UOp, UOp]], env: dict, alias: dict) -> _Plan | None:
     """None when the call cannot be replayed: a state tensor that did not start as data, or ends as something no
     recorded schedule computed (a lazy graph: replaying would keep its first value)."""
     p = _Plan()
-    argbuf = {id(_buffer(t.uop)): i for i, t in enumerate(args)}
+    argbuf = {id(_buffer(t.uop)): i for i, t in enumerate(args)} | alias   # (alias: the padded copies of symbolic ones)
     if any(_buffer(u0) is None for _, u0, _ in state): return None
     startbuf = {id(_buffer(u0)): i for i, (_, u0, _) in enumerate(state)}
     rngbuf = {id(u.buffer): i for i, (u, _) in enumerate(rec.rng)}
@@ -228,7 +248,9 @@ class _Plan:
                for e in rec.execs]
     # the sizes' values a replay keeps (the Variables the arguments do not bind), and what each must satisfy
     p.kept = {v: x for e in rec.execs for v, x in e.vars.items() if v not in env}
-    p.checks = list(dict.fromkeys([c for e in rec.execs for c in e.checks] + [(*g, None) for g in rec.guards]))
+    checks = {}   # one per test (a model's layers repeat theirs), at the first place that made it
+    for a, b, held, loc in [c for e in rec.execs for c in e.checks] + [(*g, None) for g in rec.guards]: checks.setdefault((a, b, held), loc)
+    p.checks = [(*k, loc) for k, loc in checks.items()]
     rebinds = [(t, rec.made.get(id(_buffer(u1)))) for t, _, u1 in state]   # (tensor, (exec, output))
     if any(kj is None for _, kj in rebinds): return None
     p.ret, p.devices = ret, [t.device for t in args + p.state]
@@ -250,7 +272,7 @@ class _Plan:
     self.template: list[Buffer | None] = [None] * (nargs + len(self.state) + len(self.rng))
     self.fresh: list[tuple[int, str, int, object, int]] = []   # (v index, device, size, dtype, exec) made anew per replay
     self.made: dict[tuple, tuple] = {}   # ("out", k, j) -> (v index, loc, shape): an output's buffer and its UOp's fields
-    self.steps, self.nkernels, self.sig = [], 0, None
+    self.steps, self.nkernels, self.sig, self.nvars, self.padded = [], 0, None, 0, []
     self.vals: list[tuple[int, str, tuple]] = []   # (v index, device, Variables): a schedule's sizes, written per replay
     self.uops: list = [None] * nargs   # the arguments' buffer UOps during a replay (state changes every call: not kept)
     def on(j: int, dev: str, const: bool) -> int:   # v index of buffer j on dev: copied once for a constant, else per replay
@@ -302,7 +324,8 @@ class _Plan:
     for a, b, held, loc in self.checks:
       if (sym_val(a, env) <= sym_val(b, env)) != held:
         vals = ", ".join(f"{v.attrs['name']}={x}" for v, x in sorted(env.items(), key=lambda t: var_order(t[0])))
-        _err(JitError, f"TinyJit: {vals} does not fit the recorded graph ({a!r} <= {b!r} was {held} when recorded{f' at {loc}' if loc else ''}): a size "
+        at = f" at {loc}" if loc else ""
+        _err(JitError, f"TinyJit: {vals} does not fit the recorded graph ({a!r} <= {b!r} was {held} when recorded{at}): a size "
                        "picked for another value (x[2:5] along a dim of size n needs n >= 5); reset() it, or use another TinyJit")
     return env
   def _out(self, j: int, v: list, env: dict) -> UOp:
@@ -318,6 +341,7 @@ class _Plan:
       env = self.sizes(env or {})
       for j, dev, names in self.vals: v[j] = Buffer(dev, len(names), dtypes.int64).copyin(np.array([env[n] for n in names], np.int64))
     for i, t in enumerate(args): v[i] = _data(t.uop).buffer
+    for i, top in self.padded: v[i] = _padded(v[i], top)
     if state:
       if any(not _data(t.uop) for t in state): Tensor.realize(*[t for t in state if not _data(t.uop)])
       for i, t in enumerate(state, len(args)): v[i] = _data(t.uop).buffer

@@ -5,7 +5,7 @@ import contextlib, copy, functools, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp, attrs, sym_val, sym_range
+from morok_mlir.core.uop import UOp, attrs, sym_val, sym_range, salu, ssub
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err, vkey
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc
@@ -314,7 +314,9 @@ class Tensor(OpMixin, metaclass=_TensorType):
     """Compute self and lst in one graph; afterwards each holds its result as an input buffer. beam: BEAM's width for
     kernels compiled here (None: the BEAM environment variable; 0: uop-optimize's heuristics only)."""
     todo: dict[UOp, list[Tensor]] = {}
-    for t in (self,) + lst:
+    ts = (self,) + lst
+    if any(t._view is not None for t in ts): ts += tuple(b for t in ts if t._view is not None for b in t._written())
+    for t in ts:
       if _is_data(t.uop): continue
       if t.numel() == 0: t.uop = _buf(np.empty(t.shape, t.dtype.np)); continue  # nothing to compute
       todo.setdefault(t.uop, []).append(t)
@@ -395,7 +397,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
   @staticmethod
   def arange(start, stop=None, step=1, dtype=None, **kw) -> Tensor:
     if stop is None: start, stop = 0, start
-    if isinstance(stop, UOp): return Tensor._arange_to(start, stop, step, dtype, **kw)
+    if isinstance(stop, UOp) or isinstance(start, UOp): return Tensor._arange_to(start, stop, step, dtype, **kw)
     if any(not isinstance(x, (int, float, np.integer, np.floating)) or isinstance(x, (bool, np.bool_)) for x in (start, stop, step)):
       _err(TypeError, f"arange takes int or float bounds, got ({start!r}, {stop!r}, {step!r})")
     if step == 0: _err(ValueError, "arange: step must be nonzero")
@@ -410,13 +412,17 @@ class Tensor(OpMixin, metaclass=_TensorType):
     else: arr = np.arange(start, stop, step, dtype=np.float64 if dt.is_float else np.int64).astype(dt.np)
     return Tensor(_buf(arr), **kw)
   @staticmethod
-  def _arange_to(start, stop: UOp, step, dtype, **kw) -> Tensor:
-    """arange to a bound size: the first elements of the arange to its greatest value, so one graph serves every value."""
-    if not all(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in (start, step)) or step <= 0:
-      _err(TypeError, f"arange to a symbolic size {stop!r} takes an int start and a positive int step, got ({start!r}, {step!r})")
-    n = (_shape((stop,), "arange bound")[0] - int(start) + (step - 1)) // int(step)
+  def _arange_to(start, stop, step, dtype, **kw) -> Tensor:
+    """arange with a bound size as a bound: the first elements of the arange to the size's greatest count (plus the
+    start's value, read at run time, when it is the symbolic one), so one graph serves every value."""
+    ok = lambda x: isinstance(x, UOp) or isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+    if not (ok(start) and ok(stop) and ok(step) and not isinstance(step, UOp)) or step <= 0:
+      _err(TypeError, f"arange with a symbolic bound takes int or bound-size bounds and a positive int step, got ({start!r}, {stop!r}, {step!r})")
+    start, stop = (_shape((x,), "arange bound")[0] if isinstance(x, UOp) else int(x) for x in (start, stop))
+    n = salu(Ops.IDIV, ssub(stop, start) + (int(step) - 1), int(step))
     if (top := sym_range(n)[1]) <= 0 or sym_range(n)[0] < 0:
-      _err(ValueError, f"arange({start}, {stop!r}, {step}) has a negative size at some value of its Variables")
+      _err(ValueError, f"arange({start!r}, {stop!r}, {step}) has a negative size at some value of its Variables")
+    if isinstance(start, UOp): return Tensor.arange(0, top * step, step, dtype, **kw).shrink(((0, n),)) + start
     return Tensor.arange(start, start + top * step, step, dtype, **kw).shrink(((0, n),))
   @staticmethod
   def eye(n: int, m: int | None = None, dtype=None, **kw) -> Tensor:
@@ -557,6 +563,13 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if x.shape != self.shape: x = x._broadcast_to(self.shape) if x.ndim <= self.ndim else _err(ValueError, f"assign {x.shape} to {self.shape}")
     if x.dtype != self.dtype: _err(TypeError, f"assign {x.dtype} to a {self.dtype} tensor")
     return self._write(x, None)
+  def _written(self) -> list[Tensor]:
+    """The lazy bases a write through this view changed (their graphs hold its value): realizing the view realizes them,
+    as tinygrad's cache[:, sp:sp + 1].assign(k).realize() writes the cache."""
+    out = []
+    for ref, *_ in self._chain():
+      if (b := ref()) is not None and not _is_data(b.uop) and any(u is self.uop for u in b.uop.toposort): out.append(b)
+    return out
   def _chain(self) -> list[tuple]:
     """The steps (base, its shape, how, arg) from self up to the last base of its view chain still held."""
     chain, link = [], self._view

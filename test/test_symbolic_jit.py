@@ -201,3 +201,83 @@ def test_causal_mask_by_triu_one_capture():
     e = np.exp(s - s.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
   run(f, [((Tensor(q := rnd(1, 1, T, 4, seed=sp)), var.bind(sp)), want(q, sp)) for sp in (0, 4, 9, 1, 6)])
+
+def test_toy_decoder_kv_cache_one_capture():
+  # a decoder layer as an LLM runs it token by token: embedding, RMSNorm, q/k/v, RoPE from cos/sin sliced at
+  # start_pos, grouped KV caches written at start_pos and read to start_pos + 1, the triu mask, logits. The jitted step
+  # (start_pos a bound Variable) gives what the step with start_pos a Python int gives, and compiles nothing once captured
+  MAX, DIM, H, KVH, V, HD = 16, 16, 4, 2, 20, 4
+  rng = np.random.default_rng(0)
+  W = {n: Tensor(rng.standard_normal(s).astype(np.float32) * 0.3) for n, s in
+       dict(emb=(V, DIM), wq=(DIM, DIM), wk=(DIM, KVH * HD), wv=(DIM, KVH * HD), wo=(DIM, DIM), out=(DIM, V), norm=(DIM,)).items()}
+  fr = np.outer(np.arange(MAX), 1.0 / 10000 ** (np.arange(0, HD, 2) / HD)).astype(np.float32)
+  COS, SIN = Tensor(np.cos(fr)), Tensor(np.sin(fr))
+  def rope(x, c, s):
+    x = x.reshape(1, 1, x.shape[2], HD // 2, 2)
+    a, b, c, s = x[..., 0], x[..., 1], c.reshape(1, 1, 1, HD // 2), s.reshape(1, 1, 1, HD // 2)
+    return Tensor.stack(a * c - b * s, a * s + b * c, dim=-1).reshape(1, 1, -1, HD)
+  def make():
+    ck, cv = Tensor.zeros(1, MAX, KVH, HD).contiguous().realize(), Tensor.zeros(1, MAX, KVH, HD).contiguous().realize()
+    def step(tok, sp):
+      x = W["emb"][tok].reshape(1, 1, DIM)
+      h = x * (x.square().mean(-1, keepdim=True) + 1e-5).rsqrt() * W["norm"]
+      q, k, v = (h @ W["wq"]).reshape(1, 1, H, HD), (h @ W["wk"]).reshape(1, 1, KVH, HD), (h @ W["wv"]).reshape(1, 1, KVH, HD)
+      q, k = rope(q, COS[sp:sp + 1], SIN[sp:sp + 1]), rope(k, COS[sp:sp + 1], SIN[sp:sp + 1])
+      ck[:, sp:sp + 1].assign(k)
+      cv[:, sp:sp + 1].assign(v)
+      Tensor.realize(ck, cv)
+      keys, vals = (c[:, :sp + 1].repeat_interleave(H // KVH, dim=2).transpose(1, 2) for c in (ck, cv))
+      mask = Tensor.full((1, 1, 1, sp + 1), float("-inf")).triu(sp + 1)
+      a = ((q.transpose(1, 2) @ keys.transpose(-1, -2)) / np.sqrt(HD) + mask).softmax(-1) @ vals
+      return ((x + a.transpose(1, 2).reshape(1, 1, DIM) @ W["wo"]) @ W["out"]).realize()
+    return step
+  ref, jit, var = make(), TinyJit(make()), Variable("start_pos_dec", 0, MAX - 1)
+  compiled = []
+  for i, t in enumerate(rng.integers(0, V, MAX)):
+    c0 = GlobalCounters.compiled
+    got = jit(Tensor([int(t)]), var.bind(i))
+    compiled.append(GlobalCounters.compiled - c0)   # (the reference compiles per position: counted apart)
+    np.testing.assert_allclose(got.numpy(), ref(Tensor([int(t)]), i).numpy(), rtol=1e-4, atol=1e-5)
+  assert jit.plan is not None and compiled[0] > 0 and compiled[2:] == [0] * (MAX - 2)
+
+def test_one_variable_given_twice():
+  v = Variable("vi_twice", 1, 16)
+  @TinyJit
+  def f(a, vi, vj): return a[:, :vi] + a[:, :vj]
+  for k in (2, 5, 9): np.testing.assert_array_equal(f(Tensor(A), v.bind(k), v.bind(k)).numpy(), A[:, :k] * 2)
+  with pytest.raises(JitError, match="bound to both 3 and 4"): f(Tensor(A), v.bind(3), v.bind(4))
+
+def test_host_read_of_a_symbolic_argument_is_never_replayed():
+  # a branch on a value read on the host from an argument of symbolic shape: the function runs every call
+  v = Variable("vi_host", 1, 16)
+  @TinyJit
+  def f(a): return a * 2 if a.sum().item() > 0 else a * 3
+  for k, sign in ((3, 1), (5, 1), (7, 1), (2, -1), (4, -1)):
+    a = np.abs(rnd(2, k, seed=k)) * sign
+    np.testing.assert_allclose(f(Tensor(a).reshape(2, v.bind(k))).numpy(), a * (2 if sign > 0 else 3), rtol=1e-6)
+  assert f.plan is None
+
+def test_arange_from_a_bound_start():
+  # the positions start_pos .. start_pos + T (RoPE's, or a mask's rows) from arange(sp, sp + T): a static size
+  v = Variable("vi_pos", 0, 12)
+  @TinyJit
+  def f(sp): return Tensor.arange(sp, sp + 3) * 2 + Tensor.arange(sp, 14).sum()
+  run(f, [((v.bind(k),), np.arange(k, k + 3) * 2 + np.arange(k, 14).sum()) for k in (0, 5, 12, 1, 7)])
+
+def test_reshape_to_a_static_shape_checked_at_each_replay():
+  # (a + 1).reshape(3, 4) of a (3, vi) argument holds for vi = 4 only: another value raises, not a read past the data
+  v = Variable("vi_rs", 1, 16)
+  @TinyJit
+  def f(a): return (a + 1).reshape(3, 4) * 2
+  a = rnd(3, 4)
+  for _ in range(3): np.testing.assert_allclose(f(Tensor(a).reshape(3, v.bind(4))).numpy(), (a + 1) * 2, rtol=1e-6)
+  with pytest.raises(JitError, match="vi_rs=5 does not fit the recorded graph"): f(Tensor(rnd(3, 5)).reshape(3, v.bind(5)))
+
+def test_kv_cache_with_tinygrads_assign_realize():
+  MAX = 8
+  var, ck = Variable("start_pos_ar", 0, MAX - 1), Tensor.zeros(1, MAX, 2).contiguous().realize()
+  @TinyJit
+  def f(k, sp):
+    ck[:, sp:sp + 1].assign(k).realize()
+    return ck[:, :sp + 1].sum(1)
+  run(f, [((Tensor(np.full((1, 1, 2), i + 1, np.float32)), var.bind(i)), np.full((1, 2), (i + 1) * (i + 2) / 2)) for i in range(MAX)])

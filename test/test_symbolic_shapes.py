@@ -302,6 +302,9 @@ def test_arange_to_bound_size_and_size_as_value(k):
   np.testing.assert_array_equal(Tensor.arange(vi).numpy(), np.arange(k))
   np.testing.assert_array_equal(Tensor.arange(vi + 2).numpy(), np.arange(k + 2))
   np.testing.assert_array_equal(Tensor.arange(1, vi + 2, 2).numpy(), np.arange(1, k + 2, 2))
+  np.testing.assert_array_equal(Tensor.arange(vi, 12).numpy(), np.arange(k, 12))          # a symbolic start: its value added
+  np.testing.assert_array_equal(Tensor.arange(vi, vi + 3).numpy(), np.arange(k, k + 3))   # (a static size: 3)
+  np.testing.assert_array_equal(Tensor.arange(vi - 1, vi * 2, 3, dtype=dtypes.float32).numpy(), np.arange(k - 1, 2 * k, 3, dtype=np.float32))
   # a size in an elementwise op is its value, read at run time: the causal mask of T=2 new rows after k cached ones
   mask = Tensor.arange(vi + 2)[None, :] <= Tensor.arange(2)[:, None] + vi
   np.testing.assert_array_equal(mask.numpy(), np.arange(k + 2)[None, :] <= np.arange(2)[:, None] + k)
@@ -339,3 +342,16 @@ def test_triu_tril_with_symbolic_sizes_and_diagonal(k):
   x = np.arange(4 * (k + 2), dtype=np.float32).reshape(4, k + 2)
   np.testing.assert_array_equal(Tensor(x).reshape(4, vi + 2).tril(-1).numpy(), np.tril(x, -1))
   np.testing.assert_array_equal(Tensor(x).triu(vi).numpy(), np.triu(x, k))
+
+def test_realizing_a_written_view_realizes_its_base():
+  # tinygrad's KV-cache idiom cache[:, sp:sp+1].assign(x).realize(): the write reaches the cache's buffer, so the next
+  # step's write at another value is a graph of one value (this raised "bound to both" before)
+  v = Variable("step_pos", 0, 7)
+  c, want = Tensor.zeros(2, 8).contiguous().realize(), np.zeros((2, 8), np.float32)
+  for i in range(5):
+    c[:, v.bind(i):v.bind(i) + 1].assign(Tensor.full((2, 1), i + 1.0)).realize()
+    want[:, i] = i + 1
+  np.testing.assert_array_equal(c.numpy(), want)
+  y = (x := Tensor(X) + 1)[0]   # a view only read: its base stays lazy
+  y.realize()
+  assert x.uop.op is not Ops.BUFFER
