@@ -1,7 +1,7 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import contextlib, copy, functools, math, operator, sys, threading, weakref
+import collections, contextlib, copy, functools, inspect, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
@@ -764,6 +764,28 @@ def _numpy_kw(fn):
     kw.update({k: v for k, v in (("keepdim", keepdims), ("correction", ddof), ("dtype", dtype)) if v is not None})
     return fn(self, *args, **kw)
   return call
+_KW_ALIAS = {"dim": "axis", "min": "min_", "max": "max_"}   # PyTorch's keyword -> this method's parameter
+return_types = {n: collections.namedtuple(n, ("values", "indices")) for n in ("max", "min")}   # torch.return_types.max/min
+def _torch_kw(fn):
+  """PyTorch's keywords where the parameter has tinygrad's name (dim= for axis=, clamp's min=/max=); an unknown keyword
+  is a TypeError at the user's line. max/min given dim= answer as PyTorch's: (values, indices), a named tuple; given
+  axis= (or positionally) they stay tinygrad's, the values only."""
+  params = inspect.signature(fn).parameters
+  pair = fn.__name__ in return_types and "dim" not in params
+  @functools.wraps(fn)
+  def call(self, *args, **kw):
+    if pair and "dim" in kw:
+      d, keep = kw.pop("dim"), kw.pop("keepdim", False)
+      if args or kw: _err(TypeError, f"{fn.__name__}(dim=) takes only keepdim= besides, got {args or next(iter(kw))!r}")
+      return return_types[fn.__name__](fn(self, d, keep), getattr(self, "arg" + fn.__name__)(d, keep))
+    for k in [k for k in kw if k not in params]:
+      if (to := _KW_ALIAS.get(k)) in params and to not in kw: kw[to] = kw.pop(k)
+      else: _err(TypeError, f"{fn.__name__}() got an unexpected keyword argument {k!r}")
+    return fn(self, *args, **kw)
+  return call
+_TORCH_KW = ("prod", "any", "all", "mean", "std", "var", "var_mean", "std_mean", "logsumexp", "argmax", "argmin", "softmax", "log_softmax",
+             "cumsum", "cumprod", "logcumsumexp", "cummax", "cat", "stack", "squeeze", "unsqueeze", "flatten", "split", "chunk", "clip", "clamp")
+for _name in ("sum", "max", "min") + _TORCH_KW: setattr(Tensor, _name, _torch_kw(getattr(Tensor, _name)))
 for _name in ("sum", "prod", "max", "min", "any", "all", "mean", "std", "var"): setattr(Tensor, _name, _numpy_kw(getattr(Tensor, _name)))
 
 # in-place operators rebind the tensor, as in tinygrad
