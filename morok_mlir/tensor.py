@@ -8,7 +8,7 @@ from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, attrs, sym_val, sym_range, salu, ssub
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bshape, _cv, _dtype, _isint, _prod, _shape, _err, vkey
-from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc
+from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc, OpTypeError
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.core.index_math import smax
 from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
@@ -124,6 +124,17 @@ def _index_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
   if any(len(o) > 1 for o in out):
     _err(IndexError, f"shape mismatch: indexing arrays could not be broadcast together with shapes {' '.join(str(tuple(s)) for s in shapes)}")
   return tuple(o.pop() if o else 1 for o in out)
+
+def _torch_floats(a: np.ndarray) -> dict | None:
+  """PyTorch's way to print floats, as numpy's formatter: integral values as `2.`, others with 4 decimals, scientific
+  when the finite magnitudes span over 1000x or leave [1e-4, 1e8]; one width for all."""
+  if a.dtype.kind != "f" or not a.size: return None
+  m = np.abs(a[np.isfinite(a) & (a != 0)].astype(np.float64))
+  sci = m.size > 0 and (m.max() > 1e8 or (not np.all(m == np.round(m)) and (m.max() / m.min() > 1000 or m.min() < 1e-4)))
+  fmt = "{:.4e}" if sci else "{:.0f}." if np.all(m == np.round(m)) else "{:.4f}"
+  text = lambda x: fmt.format(x) if np.isfinite(x) else str(float(x))
+  width = max(len(text(x)) for x in a.flat)
+  return {"float_kind": lambda x: text(x).rjust(width)}
 
 # ---------------------------------------------------------------- Tensor
 class _Modes(threading.local):
@@ -271,8 +282,29 @@ class Tensor(OpMixin, metaclass=_TensorType):
   def __len__(self) -> int:
     if not self.shape: _err(TypeError, "len() of a 0-d tensor")
     return sym_val(self.shape[0])   # a symbolic size: its bound value, the length .numpy() gives
-  def __repr__(self) -> str: return f"<Tensor {self.uop.op} shape={self.shape} dtype={self.dtype} device={self.device}>"
-  def __bool__(self): _err(TypeError, "__bool__ on a Tensor is ambiguous; use .item() or .numpy()")
+  def __repr__(self) -> str:
+    """PyTorch's: the values (it realizes), then dtype, device and requires_grad where they are not the default ones."""
+    try: vals = np.array2string(a := self.numpy(), separator=", ", prefix="tensor(", formatter=_torch_floats(a))
+    except Exception as e: return f"<Tensor {self.uop.op} shape={self.shape} dtype={self.dtype} device={self.device} (unreadable: {e})>"
+    extra = [f"size={self.shape}"] * (self.numel() == 0 and self.ndim > 1)
+    if self.dtype not in (dtypes.default_float, dtypes.default_int, dtypes.bool): extra.append(f"dtype={self.dtype!r}")
+    if self.device != Device.DEFAULT: extra.append(f"device={self.device!r}")
+    if self.requires_grad: extra.append("requires_grad=True")
+    return f"tensor({', '.join([vals, *extra])})"
+  def _scalar(self, what: str):
+    """The one element's value for a Python conversion (PyTorch's: any tensor of one element, it realizes)."""
+    if self.numel() != 1: _err(ValueError, f"only one element tensors can be converted to Python scalars ({what} of shape {self.shape})")
+    return self.numpy().item()
+  def __float__(self) -> float: return float(self._scalar("float()"))
+  def __int__(self) -> int: return int(self._scalar("int()"))
+  def __bool__(self) -> bool:
+    if self.numel() != 1: _err(OpTypeError, f"the truth value of a tensor of shape {self.shape} is ambiguous: use .any() or .all()")
+    return bool(self._scalar("bool()"))
+  def __format__(self, spec: str) -> str:
+    """A format spec formats the one element's value (f"{t:.2f}"); no spec is str(t)."""
+    if not spec: return str(self)
+    if self.numel() != 1: _err(TypeError, f"a format spec ({spec!r}) needs a tensor of one element, got shape {self.shape}: format t.tolist()")
+    return format(self._scalar("format"), spec)
   def __deepcopy__(self, memo: dict) -> Tensor:
     """An independent tensor with the same values, dtype, device, requires_grad and (copied) grad."""
     ret = memo[id(self)] = Tensor(self.numpy(), self.dtype, device=self.device, requires_grad=self.requires_grad)
@@ -551,8 +583,11 @@ class Tensor(OpMixin, metaclass=_TensorType):
     return Tensor(out.reshape(self.shape[:-1] + (num_samples,)), device=self.device)
 
   # ---- devices
-  def to(self, device=None) -> Tensor:
-    """The same values on another device (a `copy` in the graph); self when already there."""
+  def to(self, device=None, dtype=None) -> Tensor:
+    """The same values on another device (a `copy` in the graph), self when already there; PyTorch's forms too:
+    to(dtype) casts, to(device, dtype) both."""
+    if isinstance(device, DType): device, dtype = None if dtype is None else _err(TypeError, "to(): two dtypes given"), device
+    if dtype is not None: return self.cast(dtype).to(self.device if device is None else device)
     if (dev := _device(device)) == self.device: return self
     ret = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), attrs(device=dev), _loc()), device=dev)
     ret._requires_grad = self._requires_grad

@@ -238,7 +238,7 @@ def test_getitem_shapes(idx):
 def test_properties():
   t = Tensor(np.zeros((2, 3), np.int16))
   assert (t.ndim, t.numel(), t.size(), t.size(-1), len(t), t.element_size(), t.nbytes()) == (2, 6, (2, 3), 3, 2, 2, 12)
-  assert "int16" in repr(t) and "(2, 3)" in repr(t)
+  assert "int16" in repr(t) and repr(t).startswith("tensor([[0, 0, 0],")
   assert t.cast(dtypes.float32).uop.op is Ops.CAST and t.cast(dtypes.int16) is t and t.bitcast(dtypes.uint16).uop.op is Ops.BITCAST
   assert t.detach().uop.op is Ops.DETACH and t.contiguous().uop.op is Ops.CONTIGUOUS
 

@@ -53,3 +53,38 @@ def test_keywords_against_torch():
     np.testing.assert_array_equal(rv.values.numpy(), ti.values.numpy()); np.testing.assert_array_equal(rv.indices.numpy(), ti.indices.numpy())
     np.testing.assert_allclose(t.sum(dim=d, keepdim=True).numpy(), x.sum(dim=d, keepdim=True).numpy(), rtol=1e-6)
   np.testing.assert_array_equal(t.clamp(min=0.5).numpy(), x.clamp(min=0.5).numpy())
+
+# ---- Python conversions, formatting, printing, to()
+def test_python_scalar_conversions():
+  assert float(Tensor([2.5])) == 2.5 and int(Tensor(3.9)) == 3 and int(Tensor([[-7]], dtype=dtypes.int64)) == -7
+  assert bool(Tensor([0.0])) is False and bool(Tensor(1)) is True and f"{Tensor(3.14159):.2f}" == "3.14" and f"{Tensor([7]):>3d}" == "  7"
+  assert float(Tensor(np.float32(0.1))) == float(np.float32(0.1))
+
+def test_conversion_of_several_elements_names_the_users_line():
+  t = Tensor([1.0, 2.0])
+  for conv in (float, int):
+    with pytest.raises(ValueError, match=r"test_torch_habits\.py:\d+.*one element"): conv(t)
+  with pytest.raises(RuntimeError, match=r"test_torch_habits\.py:\d+.*ambiguous"): bool(t)
+  with pytest.raises(TypeError, match=r"test_torch_habits\.py:\d+.*one element"): f"{t:.2f}"
+
+def test_repr_shows_values_like_pytorch():
+  assert repr(Tensor([1.0, 2.5])) == str(Tensor([1.0, 2.5])) == f"{Tensor([1.0, 2.5])}" == "tensor([1.0000, 2.5000])"
+  assert repr(Tensor([[1, 2], [3, 4]])) == "tensor([[1, 2],\n        [3, 4]])"
+  assert repr(Tensor([1, 2], dtype=dtypes.int16)) == "tensor([1, 2], dtype=dtypes.int16)"
+  assert repr(Tensor(3.0)) == "tensor(3.)" and repr(Tensor.ones(2, requires_grad=True)) == "tensor([1., 1.], requires_grad=True)"
+  assert repr(Tensor([1e-6, 1.0])) == "tensor([1.0000e-06, 1.0000e+00])" and repr(Tensor([-1.0, float("nan")])) == "tensor([-1., nan])"
+  assert repr(Tensor.zeros(0, 3)) == "tensor([], size=(0, 3))"
+  assert repr(Tensor([1.0, 2.0]) * 2) == "tensor([2., 4.])"   # a lazy tensor is realized to be shown
+
+def test_to_dtype_and_device():
+  t = Tensor([1.5, -2.5])
+  assert t.to(dtypes.int32).tolist() == [1, -2] and t.to(dtypes.float16).dtype is dtypes.float16
+  u = t.to("CPU", dtypes.float64)
+  assert u.dtype is dtypes.float64 and u.device == "CPU" and u.tolist() == [1.5, -2.5]
+  assert t.to(device="CPU", dtype=dtypes.int64).tolist() == [1, -2] and t.to("CPU") is t
+
+@needs_torch
+def test_conversions_against_torch():
+  for v in ([2.5], 3.9, [[-7.0]]):
+    assert float(Tensor(v)) == float(torch.tensor(v)) and int(Tensor(v)) == int(torch.tensor(v))
+  assert repr(Tensor([1.0, 2.5])) == repr(torch.tensor([1.0, 2.5])) and f"{Tensor(2.0):.3f}" == f"{torch.tensor(2.0):.3f}"
