@@ -77,10 +77,15 @@ def _data(u: UOp) -> UOp: return u if u.op is Ops.BUFFER else u.src[0]   # the b
 
 def _infer(data) -> DType:
   """tinygrad's dtype of a Python (nested) list: all bools -> bool, any float -> float32, else int32."""
-  flat = [x.dtype if isinstance(x, Tensor) else _scalar_dtype(x, "a list holding ") for x in _flat(data)]
+  flat = [x.dtype if isinstance(x, Tensor) else _np_dtype(x.dtype) if isinstance(x, np.ndarray) else _scalar_dtype(x, "a list holding ")
+          for x in _flat(data)]
   if not flat: return dtypes.default_float
   if all(d.is_bool for d in flat): return dtypes.bool
   return dtypes.default_float if any(d.is_float for d in flat) else dtypes.default_int
+
+def _np_dtype(t) -> DType:
+  try: return dtypes.from_np(t)
+  except TypeError as e: _err(TypeError, f"cannot make a tensor from an array of {e}")
 
 def _scalar_dtype(x, what: str = "") -> DType:
   try: return dtypes.from_py(x)
@@ -184,6 +189,9 @@ class Tensor(OpMixin, metaclass=_TensorType):
         try: dtypes.from_np(data.dtype)
         except TypeError as e: _err(TypeError, f"cannot make a tensor from an array of {e}")
         self.uop = _buf(data.astype(dt.np))
+    elif isinstance(data, (bytes, bytearray, memoryview)):   # tinygrad's: the bytes as uint8, or read as dtype
+      try: self.uop = _buf(np.frombuffer(bytes(data), (dt or dtypes.uint8).np).copy())
+      except ValueError as e: _err(ValueError, f"cannot read {len(bytes(data))} bytes as {dt}: {e}")
     elif data is None: self.uop = _buf(np.empty((0,), dtype=(dt or dtypes.default_float).np))
     else: _err(TypeError, f"cannot make a tensor from {type(data).__name__}")
     if requires_grad is not None: self.requires_grad = requires_grad
@@ -276,6 +284,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
   @property
   def lazydata(self) -> UOp: return self.uop
   def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._dim(dim)]
+  def dim(self) -> int: return self.ndim
   def element_size(self) -> int: return self.dtype.itemsize
   def nbytes(self) -> int: return self.numel() * self.dtype.itemsize
   def is_floating_point(self) -> bool: return self.dtype.is_float
@@ -592,6 +601,13 @@ class Tensor(OpMixin, metaclass=_TensorType):
     ret = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), attrs(device=dev), _loc()), device=dev)
     ret._requires_grad = self._requires_grad
     return ret
+  def cpu(self) -> Tensor: return self.to("CPU")
+  # PyTorch's in-place ops, through assign (tinygrad's semantics: self is rebound, views write their bases); they return self
+  def add_(self, x, alpha=1) -> Tensor: return self.assign(self + (x if alpha == 1 else x * alpha))
+  def sub_(self, x, alpha=1) -> Tensor: return self.assign(self - (x if alpha == 1 else x * alpha))
+  def mul_(self, x) -> Tensor: return self.assign(self * x)
+  def zero_(self) -> Tensor: return self.fill_(0)
+  def fill_(self, value) -> Tensor: return self.assign(self.full_like(value))
   def assign(self, x) -> Tensor:
     """Replace the value held by self (functional: tensors built from the old value keep it)."""
     x = x if isinstance(x, Tensor) else Tensor(x, self.dtype, device=self.device)
@@ -772,6 +788,19 @@ class Tensor(OpMixin, metaclass=_TensorType):
     nb = len(shape)
     order = (*range(nb, nb + ins), *range(nb), *range(nb + ins, nb + len(R)))
     return x.permute(dims + rest).reshape((S,) + R), lin, order
+  def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along dim, that dim removed (PyTorch's)."""
+    d = self._dim(dim)
+    return tuple(self[(slice(None),) * d + (i,)] for i in range(self._static(d, "unbind")))
+  def nonzero(self, as_tuple: bool = False):
+    """The indices of the nonzero elements, one row each (int32, as argmax): it realizes, as in PyTorch, since the
+    result's size is data. as_tuple: one 1-d tensor per dim instead (numpy's nonzero)."""
+    v = self.numpy()
+    idx = np.argwhere(v.reshape(-1) if as_tuple and v.ndim == 0 else v).astype(np.int32)   # as_tuple: a 0-d tensor as 1-d, as PyTorch
+    return tuple(Tensor(np.ascontiguousarray(c), device=self.device) for c in idx.T) if as_tuple else Tensor(idx, device=self.device)
+  def sequential(self, layers) -> Tensor:
+    """Each layer (a callable) applied in turn, starting from self (tinygrad's)."""
+    return functools.reduce(lambda x, f: f(x), layers, self)
   def masked_select(self, mask: Tensor) -> Tensor:
     """The elements where mask (broadcast with self) is True, flattened: the mask is realized, as in PyTorch (the
     result's size is data)."""
@@ -819,7 +848,8 @@ def _torch_kw(fn):
     return fn(self, *args, **kw)
   return call
 _TORCH_KW = ("prod", "any", "all", "mean", "std", "var", "var_mean", "std_mean", "logsumexp", "argmax", "argmin", "softmax", "log_softmax",
-             "cumsum", "cumprod", "logcumsumexp", "cummax", "cat", "stack", "squeeze", "unsqueeze", "flatten", "split", "chunk", "clip", "clamp")
+             "cumsum", "cumprod", "logcumsumexp", "cummax", "cat", "stack", "squeeze", "unsqueeze", "flatten", "split", "chunk", "clip", "clamp",
+             "norm", "unbind")
 for _name in ("sum", "max", "min") + _TORCH_KW: setattr(Tensor, _name, _torch_kw(getattr(Tensor, _name)))
 for _name in ("sum", "prod", "max", "min", "any", "all", "mean", "std", "var"): setattr(Tensor, _name, _numpy_kw(getattr(Tensor, _name)))
 

@@ -88,3 +88,65 @@ def test_conversions_against_torch():
   for v in ([2.5], 3.9, [[-7.0]]):
     assert float(Tensor(v)) == float(torch.tensor(v)) and int(Tensor(v)) == int(torch.tensor(v))
   assert repr(Tensor([1.0, 2.5])) == repr(torch.tensor([1.0, 2.5])) and f"{Tensor(2.0):.3f}" == f"{torch.tensor(2.0):.3f}"
+
+# ---- PyTorch's small methods
+B = np.array([[1., -2., 0.], [3., 0., 4.]], np.float32)
+
+def test_dim_t_mm_cpu():
+  t = Tensor(B)
+  assert t.dim() == 2 and Tensor(1.0).dim() == 0 and t.cpu().device == "CPU"
+  np.testing.assert_array_equal(t.t().numpy(), B.T); assert Tensor([1, 2]).t().shape == (2,)
+  np.testing.assert_allclose(t.mm(t.t()).numpy(), B @ B.T)
+  with pytest.raises(ValueError, match=r"test_torch_habits\.py:\d+"): Tensor.ones(2, 2, 2).t()
+  with pytest.raises(ValueError, match=r"test_torch_habits\.py:\d+"): Tensor.ones(3).mm(Tensor.ones(3, 1))
+
+def test_in_place_ops_return_self():
+  x = Tensor([1., 2.])
+  assert x.add_(1) is x and x.tolist() == [2., 3.]
+  assert x.sub_(Tensor([1., 1.]), alpha=2) is x and x.tolist() == [0., 1.]
+  assert x.mul_(3) is x and x.tolist() == [0., 3.]
+  assert x.fill_(7) is x and x.tolist() == [7., 7.] and x.zero_() is x and x.tolist() == [0., 0.]
+  m = Tensor(np.zeros((2, 2), np.float32)); m[0].fill_(5)   # a view writes its base, as t[0] = 5
+  assert m.tolist() == [[5., 5.], [0., 0.]]
+
+def test_unbind():
+  for d in (0, 1, -1):
+    parts = Tensor(B).unbind(d)
+    assert len(parts) == B.shape[d]
+    for i, p in enumerate(parts): np.testing.assert_array_equal(p.numpy(), np.take(B, i, axis=d))
+
+@pytest.mark.parametrize("p", [2, 1, 3, 0.5, 0, float("inf"), float("-inf"), "fro"])
+def test_norm(p):
+  q = 2 if p == "fro" else p
+  ref = lambda axis, keep: np.linalg.norm(B.reshape(-1) if axis is None else B, ord=q, axis=0 if axis is None else axis, keepdims=keep)
+  np.testing.assert_allclose(Tensor(B).norm(p).numpy(), ref(None, False), rtol=1e-5)
+  np.testing.assert_allclose(Tensor(B).norm(p, dim=1).numpy(), ref(1, False), rtol=1e-5)
+  np.testing.assert_allclose(Tensor(B).norm(p, dim=0, keepdim=True).numpy(), ref(0, True), rtol=1e-5)
+
+def test_nonzero():
+  np.testing.assert_array_equal(Tensor(B).nonzero().numpy(), np.argwhere(B))
+  for got, want in zip(Tensor(B).nonzero(as_tuple=True), np.nonzero(B), strict=True): np.testing.assert_array_equal(got.numpy(), want)
+  assert Tensor(3).nonzero().shape == (1, 0) and Tensor(0).nonzero().shape == (0, 0) and Tensor.zeros(4).nonzero().shape == (0, 1)
+
+def test_sequential():
+  np.testing.assert_array_equal(Tensor(B).sequential([lambda z: z * 2, Tensor.relu]).numpy(), np.maximum(B * 2, 0))
+  assert Tensor(B).sequential([]).tolist() == B.tolist()
+
+def test_tensor_from_list_of_arrays_tensors_and_bytes():
+  np.testing.assert_array_equal(Tensor([np.ones(2), np.zeros(2)]).numpy(), [[1, 1], [0, 0]])
+  assert Tensor([np.ones(2), np.zeros(2)]).dtype is dtypes.float32 and Tensor([np.arange(2), np.arange(2)]).dtype is dtypes.int32
+  np.testing.assert_array_equal(Tensor([Tensor([1., 2.]), Tensor([3., 4.])]).numpy(), [[1, 2], [3, 4]])
+  b = Tensor(b"ab\x01")
+  assert b.dtype is dtypes.uint8 and b.tolist() == [97, 98, 1] and Tensor(bytearray(b"\x02")).tolist() == [2]
+  assert Tensor(np.int32(258).tobytes(), dtype=dtypes.int32).tolist() == [258]
+  with pytest.raises(ValueError, match=r"test_torch_habits\.py:\d+"): Tensor(b"abc", dtype=dtypes.int32)
+  with pytest.raises(TypeError, match=r"test_torch_habits\.py:\d+"): Tensor([np.ones(2, np.complex64)])
+
+@needs_torch
+def test_small_methods_against_torch():
+  x, t = torch.tensor(B), Tensor(B)
+  np.testing.assert_allclose(t.norm().numpy(), x.norm().numpy(), rtol=1e-6)
+  np.testing.assert_allclose(t.norm(1, dim=1).numpy(), x.norm(1, dim=1).numpy(), rtol=1e-6)
+  np.testing.assert_array_equal(t.nonzero().numpy(), x.nonzero().numpy())
+  np.testing.assert_array_equal(t.t().numpy(), x.t().numpy()); np.testing.assert_allclose(t.mm(t.t()).numpy(), x.mm(x.t()).numpy())
+  for a, b in zip(t.unbind(1), x.unbind(1), strict=True): np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -26,6 +26,11 @@ class LinalgMixin(OpBase):
     return x._binop(Ops.MUL, w).sum(-1, dtype=acc)._cast(out)
   def matmul(self, x: Self, reverse=False, dtype=None) -> Self:
     return x.dot(self, dtype) if reverse else self.dot(x, dtype)
+  def mm(self, x: Self, dtype=None) -> Self:
+    """PyTorch's mm: matmul of two matrices, without broadcasting."""
+    if self.ndim != 2 or getattr(x, "ndim", None) != 2:
+      _err(ValueError, f"mm() multiplies two matrices, got shapes {self.shape} and {getattr(x, 'shape', type(x).__name__)}: use matmul")
+    return self.matmul(x, dtype=dtype)
   def __matmul__(self, x) -> Self: return self.matmul(x)
   def __rmatmul__(self, x) -> Self: return self.matmul(x, True)
   @staticmethod

@@ -167,6 +167,10 @@ class MovementMixin(OpBase):
     if self.ndim == 0: return self   # a 0-d tensor accepts dim 0/-1, as in PyTorch
     axes = tuple(sorted(a for a in axes if isinstance(self.shape[a], U.UOp) or self.shape[a] > 1))  # flipping a size-0/1 dim is a no-op
     return self._op(Ops.FLIP, self.shape, axes=axes) if axes else self
+  def t(self) -> Self:
+    """PyTorch's t(): a matrix transposed; a 0-d or 1-d tensor as it is."""
+    if self.ndim > 2: _err(ValueError, f"t() expects a tensor with <= 2 dimensions, got shape {self.shape}: use transpose or permute")
+    return self.transpose(0, 1) if self.ndim == 2 else self
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Self:
     d0, d1 = self._dim(dim0), self._dim(dim1)
     if self.ndim == 0: return self   # a 0-d tensor accepts dims 0/-1, as in PyTorch

@@ -1,5 +1,6 @@
 """Reductions over dims (sum, prod, max, min, any, all, mean, var, std) and the softmax family."""
 from __future__ import annotations
+import math
 from typing import Self
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
@@ -71,6 +72,15 @@ class ReduceMixin(OpBase):
     return v, self.mean(axis, keepdim=True).reshape(v.shape)
   def std_mean(self, axis=None, keepdim=False, correction=1) -> tuple[Self, Self]:
     return self.std(axis, keepdim, correction), self.var_mean(axis, keepdim, correction)[1]   # the same var node (UOps are shared)
+  def norm(self, p=2, dim=None, keepdim=False) -> Self:
+    """PyTorch's vector norm over dim (all of them for None): (sum |x|^p)^(1/p); p inf/-inf the max/min of |x|, p 0 the
+    count of nonzeros; "fro" is p 2. Computed in float."""
+    x, p = self._fl().abs(), 2 if p == "fro" else p
+    if not isinstance(p, (int, float)) or isinstance(p, bool): _err(TypeError, f"norm(): p must be a number or 'fro', got {p!r}")
+    if p in (math.inf, -math.inf): return x.max(dim, keepdim) if p > 0 else x.min(dim, keepdim)
+    if p == 0: return x.ne(0).cast(x.dtype).sum(dim, keepdim)
+    if p == 1: return x.sum(dim, keepdim)
+    return x.square().sum(dim, keepdim).sqrt() if p == 2 else x.pow(p).sum(dim, keepdim).pow(1 / p)
   def _softmax(self, axis, dtype=None):
     x = self.cast(dtype) if dtype is not None else self._fl()   # in float: an unsigned x - max would wrap
     if _narrow_float(x.dtype): x = x.float()   # float16/bfloat16 run in float32, rounded once at the end (PyTorch)
