@@ -63,6 +63,19 @@ class Emitter:
   def do(self, b: Block, text: str): b.lines.append(text)   # an op without results
   def const(self, b: Block, v, ty: str = "index") -> Value: return self.op(b, f"arith.constant {v} : {ty}", ty)
 
+  # -- typed ops: the text of arith/memref ops from operand names and their MLIR types (op: the name without `arith.`)
+  def arith(self, b: Block, op: str, ty: str, *xs: str) -> str: return self.op(b, f"arith.{op} {', '.join(xs)} : {ty}")
+  def math(self, b: Block, op: str, ty: str, *xs: str) -> str: return self.op(b, f"math.{op} {', '.join(xs)} : {ty}")
+  def cast(self, b: Block, op: str, x: str, src: str, dst: str) -> str: return self.op(b, f"arith.{op} {x} : {src} to {dst}")
+  def cmpi(self, b: Block, pred: str, x: str, y: str, ty: str) -> str: return self.op(b, f"arith.cmpi {pred}, {x}, {y} : {ty}")
+  def cmpf(self, b: Block, pred: str, x: str, y: str, ty: str) -> str: return self.op(b, f"arith.cmpf {pred}, {x}, {y} : {ty}")
+  def select(self, b: Block, cond: str, x: str, y: str, ty: str, cty: str = "") -> str:
+    """cond ? x : y; cty, the condition's type where it is a vector of i1 (a scalar i1 is implied)."""
+    return self.op(b, f"arith.select {cond}, {x}, {y} : {cty + ', ' if cty else ''}{ty}")
+  def load(self, b: Block, buf: str, i: str, mt: str) -> str: return self.op(b, f"memref.load {buf}[{i}] : {mt}")
+  def store(self, b: Block, v: str, buf: str, i: str, mt: str): b.lines.append(f"memref.store {v}, {buf}[{i}] : {mt}")
+  def alloca(self, b: Block, mt: str, align: int = 64) -> str: return self.op(b, f"memref.alloca() {{alignment = {align} : i64}} : {mt}")
+
   # -- scf.for: open (names), write the body, close (the text goes into the parent)
   def open_for(self, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = "", body: Block | None = None) -> Loop:
     """An scf.for's names (counter, iter_args, results) before its body is written; bounds may be set until it closes."""

@@ -84,11 +84,11 @@ class LaneLowerer(Lowerer):
     if (n := self.names.get(u)) is not None: return n
     fr = self.target(u)
     L = lambda text: self.line(fr, text)
-    if u is self.lane: return self.place(u, fr, L(f"arith.constant dense<{list(range(self.vw))}> : {self.vty(dtypes.index)}"))
+    if u is self.lane: return self.place(u, fr, self.em.const(fr, f"dense<{list(range(self.vw))}>", self.vty(dtypes.index)))
     if u.op is Ops.LOAD: return self.place(u, fr, self.vload(u, fr))
     if u.op is Ops.REDUCE:   # a vector accumulator per lane, carried through the reduce's loops
       vt, op = self.vty(u.dtype), u.attrs["op"]
-      init = L(splat(REDUCE_IDENTITY[op](u.dtype), "f32", self.vw))
+      init = splat(self.em, fr, REDUCE_IDENTITY[op](u.dtype), "f32", self.vw)
       frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
       acc = self.line(frames[-1], f"{ALU[op]['f']} {frames[-1].acc}, {self.vec_of(u.src[0], frames[-1])}{self.fm} : {vt}")
       self.close_loops(frames, vt, acc)

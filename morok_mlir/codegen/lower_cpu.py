@@ -71,8 +71,7 @@ CMP = {"cmplt": _t("arith.cmpf olt", "arith.cmpi slt", "arith.cmpi ult", "arith.
        "cmpeq": _t("arith.cmpf oeq", "arith.cmpi eq", "arith.cmpi eq", "arith.cmpi eq"),
        "cmpne": _t("arith.cmpf une", "arith.cmpi ne", "arith.cmpi ne", "arith.cmpi ne")}
 # (source class, destination class) -> cast op; None: decided by width below
-CASTS = {(F, S): "arith.fptosi", (F, U): "arith.fptoui", (S, F): "arith.sitofp", (U, F): "arith.uitofp", (B, F): "arith.uitofp",
-         (B, S): "arith.extui", (B, U): "arith.extui"}
+CASTS = {(F, S): "fptosi", (F, U): "fptoui", (S, F): "sitofp", (U, F): "uitofp", (B, F): "uitofp", (B, S): "extui", (B, U): "extui"}
 # ops whose operands `value` does not lower first in operand order (they open loops, run effects or take addresses)
 _OWN_OPERANDS = frozenset((Ops.RANGE, Ops.BUFFER, Ops.AFTER, Ops.REDUCE, Ops.LOAD, Ops.INDEX))
 UNSUPPORTED = {"bufferize": "a bufferize left in a kernel (run uop-kernel-split first)", "special": "GPU ids", "wmma": "tensor cores",
@@ -115,17 +114,17 @@ class Bf16:
   inf stays inf); a NaN keeps its sign and top payload bits and is made quiet (rounding could carry it to inf).
   Vectorizes, and rounds numbers as ml_dtypes and PyTorch do."""
   @staticmethod
-  def widen(L, c, x: str) -> str:
-    i = L(f"arith.extui {L(f'arith.bitcast {x} : bf16 to i16')} : i16 to i32")
-    return L(f"arith.bitcast {L(f'arith.shli {i}, {c(16)} : i32')} : i32 to f32")
+  def widen(em: Emitter, fr: Block, c, x: str) -> str:
+    i = em.cast(fr, "extui", em.cast(fr, "bitcast", x, "bf16", "i16"), "i16", "i32")
+    return em.cast(fr, "bitcast", em.arith(fr, "shli", "i32", i, c(16)), "i32", "f32")
   @staticmethod
-  def narrow(L, c, x: str) -> str:
-    op = lambda name, a, b: L(f"arith.{name} {a}, {b} : i32")
-    b = L(f"arith.bitcast {x} : f32 to i32")
+  def narrow(em: Emitter, fr: Block, c, x: str) -> str:
+    op = lambda name, a, b: em.arith(fr, name, "i32", a, b)
+    b = em.cast(fr, "bitcast", x, "f32", "i32")
     hi = op("shrui", b, c(16))
     r = op("shrui", op("addi", b, op("addi", op("andi", hi, c(1)), c(0x7fff))), c(16))
-    r = L(f"arith.select {L(f'arith.cmpf uno, {x}, {x} : f32')}, {op('ori', hi, c(0x40))}, {r} : i32")
-    return L(f"arith.bitcast {L(f'arith.trunci {r} : i32 to i16')} : i16 to bf16")
+    r = em.select(fr, em.cmpf(fr, "uno", x, x, "f32"), op("ori", hi, c(0x40)), r, "i32")
+    return em.cast(fr, "bitcast", em.cast(fr, "trunci", r, "i32", "i16"), "i16", "bf16")
 
 # ---------------------------------------------------------------- polynomial transcendentals (f32)
 POLY = ("exp2", "log2", "pow")
@@ -153,9 +152,9 @@ def sin_of_shift(u: UOp) -> tuple[UOp, float, bool] | None:
   if r.op is Ops.CONST and l.op is not Ops.CONST: return l, -float(r.attrs["value"]) if sub else float(r.attrs["value"]), False
   return None
 
-def splat(v, elem: str, n: int) -> str:
-  """The text of an n-lane vector constant of v (elem: its MLIR element type)."""
-  return f"arith.constant dense<{const_text(v, elem).split(' :')[0]}> : vector<{n}x{elem}>"
+def splat(em: Emitter, b: Block, v, elem: str, n: int) -> str:
+  """An n-lane vector constant of v at the end of b (elem: its MLIR element type)."""
+  return em.const(b, f"dense<{const_text(v, elem).split(' :')[0]}>", f"vector<{n}x{elem}>")
 
 POLY_DT = {"f32": dtypes.float32, "f64": dtypes.float64, "i32": dtypes.int32, "i64": dtypes.int64}   # Poly's scalar types
 class Poly:
@@ -176,60 +175,61 @@ class Poly:
   def t(self, ty: str) -> str: return f"vector<{self.w}x{ty}>" if self.w else ty
   def c(self, v, ty="f32") -> str:
     if not self.w: return self.lw.const(v, POLY_DT[ty])
-    return self.L(splat(v, ty, self.w))
-  def op(self, name: str, *a, ty="f32") -> str: return self.L(f"{name} {', '.join(a)} : {self.t(ty)}")
+    return splat(self.lw.em, self.fr, v, ty, self.w)
+  def op(self, name: str, *a, ty="f32") -> str: return self.lw.em.arith(self.fr, name, self.t(ty), *a)
+  def math(self, name: str, *a, ty="f32") -> str: return self.lw.em.math(self.fr, name, self.t(ty), *a)
   def horner(self, x: str, coefs, ty="f32") -> str:
     p = self.c(coefs[0], ty)
-    for k in coefs[1:]: p = self.op("math.fma", p, x, self.c(k, ty), ty=ty)
+    for k in coefs[1:]: p = self.math("fma", p, x, self.c(k, ty), ty=ty)
     return p
   def sel(self, cond: str, a: str, b: str, ty="f32") -> str:
-    return self.L(f"arith.select {cond}, {a}, {b} : {self.t('i1') + ', ' if self.w else ''}{self.t(ty)}")
-  def cmp(self, pred: str, a: str, b: str, ty="f32") -> str: return self.L(f"arith.cmpf {pred}, {a}, {b} : {self.t(ty)}")
-  def bool(self, name: str, a: str, b: str) -> str: return self.L(f"arith.{name} {a}, {b} : {self.t('i1')}")
-  def cast(self, op: str, x: str, src: str, dst: str) -> str: return self.L(f"{op} {x} : {self.t(src)} to {self.t(dst)}")
+    return self.lw.em.select(self.fr, cond, a, b, self.t(ty), self.t('i1') if self.w else "")
+  def cmp(self, pred: str, a: str, b: str, ty="f32") -> str: return self.lw.em.cmpf(self.fr, pred, a, b, self.t(ty))
+  def bool(self, name: str, a: str, b: str) -> str: return self.lw.em.arith(self.fr, name, self.t('i1'), a, b)
+  def cast(self, op: str, x: str, src: str, dst: str) -> str: return self.lw.em.cast(self.fr, op, x, self.t(src), self.t(dst))
   def exp2(self, x: str, lo: str | None = None) -> str:
     """2^(x + lo), lo a small correction below x's rounding (exp2_mul's), or 2^x."""
-    xc = self.op("arith.minimumf", self.op("arith.maximumf", x, self.c(-160.0)), self.c(130.0))
-    n = self.op("math.roundeven", xc)
-    f = self.op("arith.subf", xc, n)
-    if lo is not None: f = self.op("arith.addf", f, lo)
-    return self.sel(self.cmp("uno", x, x), x, self.scaled(f, self.cast("arith.fptosi", n, "f32", "i32")))
+    xc = self.op("minimumf", self.op("maximumf", x, self.c(-160.0)), self.c(130.0))
+    n = self.math("roundeven", xc)
+    f = self.op("subf", xc, n)
+    if lo is not None: f = self.op("addf", f, lo)
+    return self.sel(self.cmp("uno", x, x), x, self.scaled(f, self.cast("fptosi", n, "f32", "i32")))
   def exp2_mul(self, x: str, c: float) -> str:
     """2^(x * c) for a constant c (exp and sigmoid: x / ln 2), the product's rounding recovered by an FMA and c split in
     two f32 parts: a plain exp2 of the rounded product is off by |x c| * 2^-24 relative (exp(80): 64 ulp)."""
     chi = float(np.float32(c))
-    th = self.op("arith.mulf", x, self.c(chi))
-    tl = self.op("math.fma", x, self.c(float(np.float32(c - chi))), self.op("math.fma", x, self.c(chi), self.op("arith.negf", th)))
-    return self.exp2(th, self.sel(self.cmp("olt", self.op("math.absf", th), self.c(128.0)), tl, self.c(0.0)))   # inf: tl is NaN
+    th = self.op("mulf", x, self.c(chi))
+    tl = self.math("fma", x, self.c(float(np.float32(c - chi))), self.math("fma", x, self.c(chi), self.op("negf", th)))
+    return self.exp2(th, self.sel(self.cmp("olt", self.math("absf", th), self.c(128.0)), tl, self.c(0.0)))   # inf: tl is NaN
   def scaled(self, f: str, ni: str) -> str:
     """exp2(f) * 2^ni for f in [-1/2, 1/2] and an i32 ni in [-160, 130]."""
-    r = self.op("math.fma", self.horner(f, self.EXP2), f, self.c(1.0))
-    h = self.op("arith.shrsi", ni, self.c(1, "i32"), ty="i32")   # 2^n as 2^h * 2^(n-h): both halves are normal floats
-    for e in (h, self.op("arith.subi", ni, h, ty="i32")):
-      bits = self.op("arith.shli", self.op("arith.addi", e, self.c(127, "i32"), ty="i32"), self.c(23, "i32"), ty="i32")
-      r = self.op("arith.mulf", r, self.cast("arith.bitcast", bits, "i32", "f32"))
+    r = self.math("fma", self.horner(f, self.EXP2), f, self.c(1.0))
+    h = self.op("shrsi", ni, self.c(1, "i32"), ty="i32")   # 2^n as 2^h * 2^(n-h): both halves are normal floats
+    for e in (h, self.op("subi", ni, h, ty="i32")):
+      bits = self.op("shli", self.op("addi", e, self.c(127, "i32"), ty="i32"), self.c(23, "i32"), ty="i32")
+      r = self.op("mulf", r, self.cast("bitcast", bits, "i32", "f32"))
     return r
   def log2(self, x: str, wide: bool = False) -> str:
     """wide: log2 of a positive finite x as f64 (for pow), no edge values."""
     small = self.cmp("olt", x, self.c(1.1754943508222875e-38))   # subnormal (and <= 0, fixed below): scale by 2^23
-    xs = self.sel(small, self.op("arith.mulf", x, self.c(8388608.0)), x)
-    bits = self.cast("arith.bitcast", xs, "f32", "i32")
-    e = self.op("arith.subi", self.op("arith.shrui", bits, self.c(23, "i32"), ty="i32"),
+    xs = self.sel(small, self.op("mulf", x, self.c(8388608.0)), x)
+    bits = self.cast("bitcast", xs, "f32", "i32")
+    e = self.op("subi", self.op("shrui", bits, self.c(23, "i32"), ty="i32"),
                 self.sel(small, self.c(150, "i32"), self.c(127, "i32"), "i32"), ty="i32")
-    mb = self.op("arith.ori", self.op("arith.andi", bits, self.c(0x7fffff, "i32"), ty="i32"), self.c(0x3f800000, "i32"), ty="i32")
-    m = self.cast("arith.bitcast", mb, "i32", "f32")                 # x = m * 2^e, m in [1, 2)
+    mb = self.op("ori", self.op("andi", bits, self.c(0x7fffff, "i32"), ty="i32"), self.c(0x3f800000, "i32"), ty="i32")
+    m = self.cast("bitcast", mb, "i32", "f32")                 # x = m * 2^e, m in [1, 2)
     big = self.cmp("ogt", m, self.c(1.4142135623730951))
-    m = self.sel(big, self.op("arith.mulf", m, self.c(0.5)), m)      # m in [sqrt(1/2), sqrt(2)): z small around 0
-    e = self.op("arith.addi", e, self.cast("arith.extui", big, "i1", "i32"), ty="i32")
-    z = self.op("arith.subf", m, self.c(1.0))
-    z2 = self.op("arith.mulf", z, z)
-    y = self.op("arith.mulf", self.op("arith.mulf", self.horner(z, self.LOG), z), z2)
+    m = self.sel(big, self.op("mulf", m, self.c(0.5)), m)      # m in [sqrt(1/2), sqrt(2)): z small around 0
+    e = self.op("addi", e, self.cast("extui", big, "i1", "i32"), ty="i32")
+    z = self.op("subf", m, self.c(1.0))
+    z2 = self.op("mulf", z, z)
+    y = self.op("mulf", self.op("mulf", self.horner(z, self.LOG), z), z2)
     if wide:   # log2(x) in f64, the sum and scaling unrounded: y's few ulp of z^3 / 3 stay below 2^-30
-      z64, y64, e64 = self.cast("arith.extf", z, "f32", "f64"), self.cast("arith.extf", y, "f32", "f64"), self.cast("arith.sitofp", e, "i32", "f64")
-      ln = self.op("arith.addf", z64, self.op("math.fma", self.op("arith.mulf", z64, z64, ty="f64"), self.c(-0.5, "f64"), y64, ty="f64"), ty="f64")
-      return self.op("math.fma", ln, self.c(1.4426950408889634, "f64"), e64, ty="f64")
-    ln = self.op("arith.addf", z, self.op("math.fma", z2, self.c(-0.5), y))
-    r = self.op("math.fma", ln, self.c(1.4426950408889634), self.cast("arith.sitofp", e, "i32", "f32"))
+      z64, y64, e64 = self.cast("extf", z, "f32", "f64"), self.cast("extf", y, "f32", "f64"), self.cast("sitofp", e, "i32", "f64")
+      ln = self.op("addf", z64, self.math("fma", self.op("mulf", z64, z64, ty="f64"), self.c(-0.5, "f64"), y64, ty="f64"), ty="f64")
+      return self.math("fma", ln, self.c(1.4426950408889634, "f64"), e64, ty="f64")
+    ln = self.op("addf", z, self.math("fma", z2, self.c(-0.5), y))
+    r = self.math("fma", ln, self.c(1.4426950408889634), self.cast("sitofp", e, "i32", "f32"))
     inf = self.c(float("inf"))
     r = self.sel(self.cmp("oeq", x, inf), inf, r)
     r = self.sel(self.cmp("oeq", x, self.c(0.0)), self.c(float("-inf")), r)
@@ -239,25 +239,25 @@ class Poly:
     f32 would cost |y log2 x| ulp), the sign of x to an odd integer power, NaN for a finite x < 0 to a non-integer one,
     and C's edge values: x ** 0 = 1 and 1 ** y = 1 (NaN too), (-1) ** +-inf = 1, 0 ** y = 0 or inf by y's sign, inf
     likewise."""
-    ax, inf, one = self.op("math.absf", x), self.c(float("inf")), self.c(1.0)
+    ax, inf, one = self.math("absf", x), self.c(float("inf")), self.c(1.0)
     ok = self.bool("andi", self.cmp("ogt", ax, self.c(0.0)), self.cmp("olt", ax, inf))
     lg = self.log2(self.sel(ok, ax, one), wide=True)
     for v, s in ((0.0, "-inf"), (float("inf"), "inf")): lg = self.sel(self.cmp("oeq", ax, self.c(v)), self.c(float(s), "f64"), lg, "f64")
-    t = self.op("arith.mulf", lg, self.cast("arith.extf", y, "f32", "f64"), ty="f64")
-    t = self.op("arith.minimumf", self.op("arith.maximumf", t, self.c(-160.0, "f64"), ty="f64"), self.c(130.0, "f64"), ty="f64")
+    t = self.op("mulf", lg, self.cast("extf", y, "f32", "f64"), ty="f64")
+    t = self.op("minimumf", self.op("maximumf", t, self.c(-160.0, "f64"), ty="f64"), self.c(130.0, "f64"), ty="f64")
     # 2^t all in f64 (2^n by its exponent bits: normal in f64 over the whole range), rounded to f32 once
-    n = self.op("math.roundeven", t, ty="f64")
-    e = self.op("arith.addi", self.cast("arith.fptosi", n, "f64", "i64"), self.c(1023, "i64"), ty="i64")
-    scale = self.cast("arith.bitcast", self.op("arith.shli", e, self.c(52, "i64"), ty="i64"), "i64", "f64")
-    r64 = self.op("arith.mulf", self.horner(self.op("arith.subf", t, n, ty="f64"), self.EXP2_64, "f64"), scale, ty="f64")
-    r = self.cast("arith.truncf", r64, "f64", "f32")
-    fy, half = self.op("math.floor", y), self.op("arith.mulf", y, self.c(0.5))
-    odd = self.bool("andi", self.cmp("oeq", fy, y), self.cmp("one", self.op("math.floor", half), half))
-    signed = self.L(f"arith.cmpi slt, {self.cast('arith.bitcast', x, 'f32', 'i32')}, {self.c(0, 'i32')} : {self.t('i32')}")   # -0.0 too
-    r = self.sel(self.bool("andi", odd, signed), self.op("arith.negf", r), r)
+    n = self.math("roundeven", t, ty="f64")
+    e = self.op("addi", self.cast("fptosi", n, "f64", "i64"), self.c(1023, "i64"), ty="i64")
+    scale = self.cast("bitcast", self.op("shli", e, self.c(52, "i64"), ty="i64"), "i64", "f64")
+    r64 = self.op("mulf", self.horner(self.op("subf", t, n, ty="f64"), self.EXP2_64, "f64"), scale, ty="f64")
+    r = self.cast("truncf", r64, "f64", "f32")
+    fy, half = self.math("floor", y), self.op("mulf", y, self.c(0.5))
+    odd = self.bool("andi", self.cmp("oeq", fy, y), self.cmp("one", self.math("floor", half), half))
+    signed = self.lw.em.cmpi(self.fr, "slt", self.cast("bitcast", x, "f32", "i32"), self.c(0, "i32"), self.t("i32"))   # -0.0 too
+    r = self.sel(self.bool("andi", odd, signed), self.op("negf", r), r)
     r = self.sel(self.bool("andi", self.bool("andi", ok, signed), self.cmp("une", fy, y)), self.c(float("nan")), r)   # -inf is not
     r = self.sel(self.cmp("uno", x, y), self.c(float("nan")), r)   # the NaN t would be (and lanes poisoned by its fptosi)
-    r = self.sel(self.bool("andi", self.cmp("oeq", ax, one), self.cmp("oeq", self.op("math.absf", y), inf)), one, r)
+    r = self.sel(self.bool("andi", self.cmp("oeq", ax, one), self.cmp("oeq", self.math("absf", y), inf)), one, r)
     return self.sel(self.bool("ori", self.cmp("oeq", y, self.c(0.0)), self.cmp("oeq", x, one)), one, r)
 
 def sum_index(terms: list[UOp]) -> UOp:
@@ -318,7 +318,7 @@ class Lowerer:
       else:
         buf = arg_buffer(-1 - len(self.scratch), src.dtype.ptr(prod(sizes)))
         self.scratch.add(buf)
-        self.names[buf] = self.em.op(self.root, f"memref.alloca() {{alignment = 64 : i64}} : {mem_type(buf.dtype)}")
+        self.names[buf] = self.em.alloca(self.root, mem_type(buf.dtype))
         kat, jat = im.linearize(K, sizes), im.linearize(J, sizes)
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, src.dtype.ptr(), (buf, kat)), src), loc=red.loc)
       self.kept_stores.add(st)
@@ -402,9 +402,9 @@ class Lowerer:
       buf, i, gate = self.address(idx)
       val = self.value(v)
       fr = self.target(u)
-      if idx.dtype.base.is_bool: val = self.line(fr, f"arith.extui {val} : i1 to i8")
+      if idx.dtype.base.is_bool: val = self.em.cast(fr, "extui", val, "i1", "i8")
       n = len(fr.lines)
-      self.em.do(fr, f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].dtype)}")
+      self.em.store(fr, val, buf, i, mem_type(idx.src[0].dtype))
       if gate: self.em.wrap_if(fr, gate, n)
     elif u.op is Ops.AFTER: self.value(u)
     elif u.op is Ops.REDUCE: self.value(u)   # a kept reduce (see keep): its loop has filled the scratch row
@@ -470,14 +470,14 @@ class Lowerer:
       buf, i, gate = self.value(idx.src[0]), self.value(split), self.value(idx.src[2])
     else:
       buf, i, gate = self.address(idx)
-      if gate is not None: i = self.line(fr, f"arith.select {gate}, {i}, {self.const(0, dtypes.index)} : index")
+      if gate is not None: i = self.em.select(fr, gate, i, self.const(0, dtypes.index), "index")
     mt, dt = mem_type(idx.src[0].dtype), u.dtype
     if gate is not None:
       zero = self.const(False if dt.is_bool else 0.0 if dt.is_float else 0, dt)
       if idx.src[0].size == 0: return zero  # no element to read: every executed load is gated off
-    v = self.line(fr, f"memref.load {buf}[{i}] : {mt}")
-    if dt.is_bool: v = self.line(fr, f"arith.cmpi ne, {v}, {self.const(0, dtypes.int8)} : i8")
-    return self.line(fr, f"arith.select {gate}, {v}, {zero} : {sl(dt)}") if gate is not None else v
+    v = self.em.load(fr, buf, i, mt)
+    if dt.is_bool: v = self.em.cmpi(fr, "ne", v, self.const(0, dtypes.int8), "i8")
+    return self.em.select(fr, gate, v, zero, sl(dt)) if gate is not None else v
 
   def gated_base(self, idx: UOp) -> UOp | None:
     """A gated address as where(gate, outer, 0) + inner, when its sum splits into terms that use only the gate's ranges
@@ -517,8 +517,8 @@ class Lowerer:
     every other op on a storage dtype (COMPUTE) widens its operands, runs in the compute dtype and rounds back."""
     sdt = srcs[0].dtype if srcs else dt
     if op is Ops.CAST: return self.cast(names[0], sdt, dt, fr)
-    if op is Ops.BITCAST: return names[0] if sl(sdt) == sl(dt) else self.line(fr, f"arith.bitcast {names[0]} : {sl(sdt)} to {sl(dt)}")
-    if op is Ops.WHERE: return self.line(fr, f"arith.select {names[0]}, {names[1]}, {names[2]} : {sl(dt)}")
+    if op is Ops.BITCAST: return names[0] if sl(sdt) == sl(dt) else self.em.cast(fr, "bitcast", names[0], sl(sdt), sl(dt))
+    if op is Ops.WHERE: return self.em.select(fr, *names[:3], sl(dt))
     if (cdt := COMPUTE.get(sdt)) is None: return self.scalar_alu(op, srcs, names, dt, fr, u, fm)
     r = self.scalar_alu(op, cdt, [self.cast(n, sdt, cdt, fr) for n in names], COMPUTE.get(dt, dt), fr, u, fm)
     return self.cast(r, cdt, dt, fr) if dt is sdt else r
@@ -585,23 +585,21 @@ class Lowerer:
     return L(f"arith.select {ok}, {L(f'{mop} {a}, {b} : {t}')}, {self.const(0, dt)} : {t}")   # select: the poison is not chosen
 
   def cast(self, x: str, s: DType, d: DType, fr: Frame) -> str:
-    L = lambda text: self.line(fr, text)
+    em = self.em
     if sl(s) == sl(d): return x
     c = lambda v: self.const(v, dtypes.int32)
-    if (w := COMPUTE.get(s)) is not None: x, s = Bf16.widen(L, c, x), w   # exact: then on from the compute dtype
-    if (w := COMPUTE.get(d)) is not None: return Bf16.narrow(L, c, self.cast(x, s, w, fr))
+    if (w := COMPUTE.get(s)) is not None: x, s = Bf16.widen(em, fr, c, x), w   # exact: then on from the compute dtype
+    if (w := COMPUTE.get(d)) is not None: return Bf16.narrow(em, fr, c, self.cast(x, s, w, fr))
     if sl(s) == sl(d): return x
-    if s is dtypes.index: x, s = L(f"arith.index_cast {x} : index to i64"), dtypes.int64
-    if d is dtypes.index: return L(f"arith.index_cast {self.cast(x, s, dtypes.int64, fr)} : i64 to index")
+    if s is dtypes.index: x, s = em.cast(fr, "index_cast", x, "index", "i64"), dtypes.int64
+    if d is dtypes.index: return em.cast(fr, "index_cast", self.cast(x, s, dtypes.int64, fr), "i64", "index")
     if sl(s) == sl(d): return x
     cs, cd = cls(s), cls(d)
-    if cd == B:
-      pred = "arith.cmpf une" if cs == F else "arith.cmpi ne"
-      return L(f"{pred.split()[0]} {pred.split()[1]}, {x}, {self.const(0.0 if cs == F else 0, s)} : {sl(s)}")
+    if cd == B: return (em.cmpf(fr, "une", x, self.const(0.0, s), sl(s)) if cs == F else em.cmpi(fr, "ne", x, self.const(0, s), sl(s)))
     if (mop := CASTS.get((cs, cd))) is None:  # same class, different width
       wider = d.bits > s.bits
-      mop = ("arith.extf" if wider else "arith.truncf") if cs == F else ("arith.extui" if cs == U else "arith.extsi") if wider else "arith.trunci"
-    return L(f"{mop} {x} : {sl(s)} to {sl(d)}")
+      mop = ("extf" if wider else "truncf") if cs == F else ("extui" if cs == U else "extsi") if wider else "trunci"
+    return em.cast(fr, mop, x, sl(s), sl(d))
 
 # ---------------------------------------------------------------- the per-op table
 # (op, dtype class) -> rule(lowerer, op, srcs, names, sdt, dt, frame, u) -> the result's name (None: the ALU op instead);
