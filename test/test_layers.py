@@ -109,8 +109,6 @@ OP_TEXT_PENDING = {   # functions still writing arith/memref/vector op text them
   "contraction.py": {"MM.__init__", "MM.a_rows", "MM.add", "MM.at", "MM.ci", "MM.fused", "MM.goto", "MM.k_loop", "MM.k_slice",
                      "MM.prefetch", "MM.row_block", "MM.text", "MM.tile", "MM.to_c", "MM.to_tile", "MM.transposed"},
   "lanes.py": {"LaneLowerer.effect", "LaneLowerer.touch", "LaneLowerer.vec_of", "LaneLowerer.vload", "_vconst"},
-  "lower_cpu.py": {"Lowerer._value", "Lowerer.close_loops", "Lowerer.divide", "Lowerer.ipow", "Lowerer.shift", "Lowerer.store_lanes",
-                   "_neg", "_sin"},
   "lower_gpu.py": {"GPULowerer.digits", "GPULowerer.effect"},
   "program.py": {"lower_schedule"},
   "winograd.py": {"Winograd.blk"},

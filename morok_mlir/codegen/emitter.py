@@ -74,6 +74,11 @@ class Emitter:
     return self.op(b, f"arith.select {cond}, {x}, {y} : {cty + ', ' if cty else ''}{ty}")
   def load(self, b: Block, buf: str, i: str, mt: str) -> str: return self.op(b, f"memref.load {buf}[{i}] : {mt}")
   def store(self, b: Block, v: str, buf: str, i: str, mt: str): b.lines.append(f"memref.store {v}, {buf}[{i}] : {mt}")
+  def constant(self, b: Block, text: str) -> str: return self.op(b, f"arith.constant {text}")   # text: `value : type`
+  def vload(self, b: Block, buf: str, i: str, mt: str, vt: str) -> str: return self.op(b, f"vector.load {buf}[{i}] : {mt}, {vt}")
+  def vstore(self, b: Block, v: str, buf: str, i: str, mt: str, vt: str, attrs: str = ""):
+    b.lines.append(f"vector.store {v}, {buf}[{i}]{' {' + attrs + '}' if attrs else ''} : {mt}, {vt}")
+  def from_elements(self, b: Block, xs: list[str], vt: str) -> str: return self.op(b, f"vector.from_elements {', '.join(xs)} : {vt}")
   def alloca(self, b: Block, mt: str, align: int = 64) -> str: return self.op(b, f"memref.alloca() {{alignment = {align} : i64}} : {mt}")
 
   # -- scf.for: open (names), write the body, close (the text goes into the parent)

@@ -379,7 +379,7 @@ class Lowerer:
       if fr.rng is self.par: lp.lo, lp.hi = "%lo", "%hi"
       if fr.rng is self.par and im.cval(fr.rng.src[0]) is None:   # parts %lo .. %hi of T of a size read at run time
         t = self.const(_int_attr(self.f, "uop.threads", 1), dtypes.index)
-        lp.lo, lp.hi = (self.line(fr.parent, f"arith.divui {self.line(fr.parent, f'arith.muli {end}, {b} : index')}, {t} : index") for b in ("%lo", "%hi"))
+        lp.lo, lp.hi = (self.em.arith(fr.parent, "divui", "index", self.em.arith(fr.parent, "muli", "index", end, b), t) for b in ("%lo", "%hi"))
       lp.step = c1 if fr.step == 1 else self.const(fr.step, dtypes.index)
       self.em.close_for(fr.parent, lp, [frames[i + 1].res if i + 1 < len(frames) else yielded] if ty is not None else [], ty or "")
 
@@ -419,10 +419,10 @@ class Lowerer:
     lanes = [at_lane(u, fr.rng, j) for j in range(self.lanes)]
     vals = [self.value(st.src[1]) for st in lanes]
     buf, i, _ = self.address(lanes[0].src[0])
-    vec = self.line(fr, f"vector.from_elements {', '.join(vals)} : vector<{self.lanes}xf32>")
+    vt = f"vector<{self.lanes}xf32>"
+    vec = self.em.from_elements(fr, vals, vt)
     # aligned: the address is a multiple of VW (streaming_store checks the index) in a buffer the runtime aligns
-    self.em.do(fr, f"vector.store {vec}, {buf}[{i}] {{alignment = {4 * self.lanes} : i64, nontemporal = true}} : "
-                    f"{mem_type(u.src[0].src[0].dtype)}, vector<{self.lanes}xf32>")
+    self.em.vstore(fr, vec, buf, i, mem_type(u.src[0].src[0].dtype), vt, f"alignment = {4 * self.lanes} : i64, nontemporal = true")
 
   def address(self, idx: UOp) -> tuple[str, str, str | None]:
     return self.value(idx.src[0]), self.value(idx.src[1]), self.value(idx.src[2]) if len(idx.src) > 2 else None
@@ -458,7 +458,7 @@ class Lowerer:
     if u.op is Ops.REDUCE: return self.reduce(u)
     srcs = [self.value(s) for s in u.src] if u.op not in (Ops.LOAD, Ops.INDEX) else []
     fr = self.target(u)
-    if u.op is Ops.CONST: return self.place(u, fr, self.line(fr, f"arith.constant {const_text(u.attrs['value'], u.dtype.mlir)}"))
+    if u.op is Ops.CONST: return self.place(u, fr, self.em.constant(fr, const_text(u.attrs['value'], u.dtype.mlir)))
     if u.op is Ops.LOAD: return self.place(u, fr, self.load(u, fr))
     if u.op is Ops.INDEX: raise PassError("uop.index used as a value (only loads and stores take addresses)", u.loc)
     return self.place(u, fr, self.alu(u.op, u.src, srcs, u.dtype, fr, u))
@@ -535,27 +535,25 @@ class Lowerer:
   def ipow(self, a: str, e: str, dt: DType, fr: Frame) -> str:
     """Integer a ** e by squaring over the exponent's bits (wraps like repeated multiplication). A negative exponent
     gives the truncated 1 / a**-e: 1 for a == 1, +-1 for a == -1, else 0."""
-    L, t = (lambda text: self.line(fr, text)), sl(dt)
+    t, em = sl(dt), self.em
     zero, one, idx = self.const(0, dt), self.const(1, dt), (lambda v: self.const(v, dtypes.index))
-    em = self.em
     with em.for_(fr, idx(0), idx(dt.bits), idx(1), inits=[one, a, e], ty=t) as lp:
       (r, b, x), B = lp.accs, lp.body
-      odd = em.op(B, f"arith.cmpi ne, {em.op(B, f'arith.andi {x}, {one} : {t}')}, {zero} : {t}")
-      lp.yields = [em.op(B, f"arith.select {odd}, {em.op(B, f'arith.muli {r}, {b} : {t}')}, {r} : {t}"),
-                   em.op(B, f"arith.muli {b}, {b} : {t}"), em.op(B, f"arith.shrui {x}, {one} : {t}")]
+      odd = em.cmpi(B, "ne", em.arith(B, "andi", t, x, one), zero, t)
+      lp.yields = [em.select(B, odd, em.arith(B, "muli", t, r, b), r, t), em.arith(B, "muli", t, b, b), em.arith(B, "shrui", t, x, one)]
     out = lp.results[0]
     if dt.is_unsigned: return out
-    neg = L(f"arith.cmpi slt, {e}, {zero} : {t}")
-    odd = L(f"arith.cmpi ne, {L(f'arith.andi {e}, {one} : {t}')}, {zero} : {t}")
+    neg = em.cmpi(fr, "slt", e, zero, t)
+    odd = em.cmpi(fr, "ne", em.arith(fr, "andi", t, e, one), zero, t)
     m1 = self.const(-1, dt)
-    sgn = L(f"arith.select {odd}, {m1}, {one} : {t}")
-    frac = L(f"arith.select {L(f'arith.cmpi eq, {a}, {m1} : {t}')}, {sgn}, {zero} : {t}")
-    frac = L(f"arith.select {L(f'arith.cmpi eq, {a}, {one} : {t}')}, {one}, {frac} : {t}")
-    return L(f"arith.select {neg}, {frac}, {out} : {t}")
+    sgn = em.select(fr, odd, m1, one, t)
+    frac = em.select(fr, em.cmpi(fr, "eq", a, m1, t), sgn, zero, t)
+    frac = em.select(fr, em.cmpi(fr, "eq", a, one, t), one, frac, t)
+    return em.select(fr, neg, frac, out, t)
 
   def divide(self, op: str, srcs, names: list[str], dt: DType, fr: Frame) -> str:
     """Integer idiv/mod without LLVM's undefined (trapping) cases: x/0 -> 0, x%0 -> 0, MIN/-1 -> -MIN (wraps), MIN%-1 -> 0."""
-    L, t, signed = (lambda text: self.line(fr, text)), sl(dt), not dt.is_unsigned
+    L, t, signed, em = (lambda text: self.line(fr, text)), sl(dt), not dt.is_unsigned, self.em
     mop = ALU[op][cls(dt)]
     a, b = names
     d = srcs[1]
@@ -564,14 +562,14 @@ class Lowerer:
       if signed and dt is dtypes.index and d.attrs["value"] > 0 and im.bounds(srcs[0])[0] >= 0: mop = ALU[op][U]
       return L(f"{mop} {a}, {b} : {t}")
     zero, one = self.const(0, dt), self.const(1, dt)
-    isz = bad = L(f"arith.cmpi eq, {b}, {zero} : {t}")
+    isz = bad = em.cmpi(fr, "eq", b, zero, t)
     if signed:
-      ism1 = L(f"arith.cmpi eq, {b}, {self.const(-1, dt)} : {t}")
-      bad = L(f"arith.ori {isz}, {ism1} : i1")
-    q = L(f"{mop} {a}, {L(f'arith.select {bad}, {one}, {b} : {t}')} : {t}")
+      ism1 = em.cmpi(fr, "eq", b, self.const(-1, dt), t)
+      bad = em.arith(fr, "ori", "i1", isz, ism1)
+    q = L(f"{mop} {a}, {em.select(fr, bad, one, b, t)} : {t}")
     if op is Ops.MOD: return q  # x % 1 is already the 0 we want for both bad divisors
-    if signed: q = L(f"arith.select {ism1}, {L(f'arith.subi {zero}, {a} : {t}')}, {q} : {t}")
-    return L(f"arith.select {isz}, {zero}, {q} : {t}")
+    if signed: q = em.select(fr, ism1, em.arith(fr, "subi", t, zero, a), q, t)
+    return em.select(fr, isz, zero, q, t)
 
   def shift(self, op: str, srcs, names: list[str], dt: DType, fr: Frame) -> str:
     """Shifts as numpy defines them for every amount: one outside [0, bits) (a negative one too, read as unsigned) shifts
@@ -580,9 +578,9 @@ class Lowerer:
     L, t, (a, b), d = (lambda text: self.line(fr, text)), sl(dt), names, srcs[1]
     mop = ALU[op][cls(dt)]
     if d.op is Ops.CONST and 0 <= d.attrs["value"] < dt.bits: return L(f"{mop} {a}, {b} : {t}")
-    ok = L(f"arith.cmpi ult, {b}, {self.const(dt.bits, dt)} : {t}")
-    if op is Ops.SHR and not dt.is_unsigned: return L(f"arith.shrsi {a}, {L(f'arith.select {ok}, {b}, {self.const(dt.bits - 1, dt)} : {t}')} : {t}")
-    return L(f"arith.select {ok}, {L(f'{mop} {a}, {b} : {t}')}, {self.const(0, dt)} : {t}")   # select: the poison is not chosen
+    ok, em = self.em.cmpi(fr, "ult", b, self.const(dt.bits, dt), t), self.em
+    if op is Ops.SHR and not dt.is_unsigned: return em.arith(fr, "shrsi", t, a, em.select(fr, ok, b, self.const(dt.bits - 1, dt), t))
+    return em.select(fr, ok, L(f"{mop} {a}, {b} : {t}"), self.const(0, dt), t)   # select: the poison is not chosen
 
   def cast(self, x: str, s: DType, d: DType, fr: Frame) -> str:
     em = self.em
@@ -606,13 +604,13 @@ class Lowerer:
 # ops without a rule are one MLIR op of ALU. Targets share it and replace entries (lower_gpu.GPU_RULES).
 def _sin(lw, op, srcs, names, sdt, dt, fr, u):
   if sl(sdt) != "f32" or (xs := sin_of_shift(u)) is None: return None
-  L = lambda text: lw.line(fr, text)
+  em = lw.em
   if abs(xs[1]) == HALF_PI:   # sin(x +- pi/2) and sin(+-pi/2 - x) are +-cos(x): libm's cosf, exact for any x
-    r = L(f"math.cos {lw.value(xs[0])} : f32")
-    return L(f"arith.negf {r} : f32") if xs[1] < 0 else r
+    r = em.math(fr, "cos", "f32", lw.value(xs[0]))
+    return em.arith(fr, "negf", "f32", r) if xs[1] < 0 else r
   # another shift: it and the sine in f64, rounded once
-  arg = L(f"arith.{'subf' if xs[2] else 'addf'} {lw.const(xs[1], dtypes.float64)}, {L(f'arith.extf {lw.value(xs[0])} : f32 to f64')} : f64")
-  return L(f"arith.truncf {L(f'math.sin {arg} : f64')} : f64 to f32")
+  arg = em.arith(fr, "subf" if xs[2] else "addf", "f64", lw.const(xs[1], dtypes.float64), em.cast(fr, "extf", lw.value(xs[0]), "f32", "f64"))
+  return em.cast(fr, "truncf", em.math(fr, "sin", "f64", arg), "f64", "f32")
 def _poly(lw, op, srcs, names, sdt, dt, fr, u):
   if sl(sdt) != "f32": return None
   if (xc := exp2_of_product(u)) is not None: return Poly(lw, fr).exp2_mul(lw.value(xc[0]), xc[1])
@@ -622,8 +620,8 @@ def _cmp(lw, op, srcs, names, sdt, dt, fr, u):
   return lw.line(fr, f"{mop} {pred}, {names[0]}, {names[1]} : {sl(sdt)}")
 def _neg(lw, op, srcs, names, sdt, dt, fr, u):   # on bool: logical not, as in tinygrad
   c, t = cls(sdt), sl(sdt)
-  if c == B: return lw.line(fr, f"arith.xori {names[0]}, {lw.const(True, sdt)} : i1")
-  return lw.line(fr, f"arith.negf {names[0]} : {t}") if c == F else lw.line(fr, f"arith.subi {lw.const(0, sdt)}, {names[0]} : {t}")
+  if c == B: return lw.em.arith(fr, "xori", "i1", names[0], lw.const(True, sdt))
+  return lw.em.arith(fr, "negf", t, names[0]) if c == F else lw.em.arith(fr, "subi", t, lw.const(0, sdt), names[0])
 def _imulacc(lw, op, srcs, names, sdt, dt, fr, u):
   return lw.scalar_alu(Ops.ADD, sdt, [lw.scalar_alu(Ops.MUL, sdt, names[:2], dt, fr, u), names[2]], dt, fr, u)
 INTS = (S, U)
