@@ -79,6 +79,16 @@ class Emitter:
   def vstore(self, b: Block, v: str, buf: str, i: str, mt: str, vt: str, attrs: str = ""):
     b.lines.append(f"vector.store {v}, {buf}[{i}]{' {' + attrs + '}' if attrs else ''} : {mt}, {vt}")
   def from_elements(self, b: Block, xs: list[str], vt: str) -> str: return self.op(b, f"vector.from_elements {', '.join(xs)} : {vt}")
+  def broadcast(self, b: Block, x: str, ty: str, vt: str) -> str: return self.op(b, f"vector.broadcast {x} : {ty} to {vt}")
+  def reduction(self, b: Block, kind: str, x: str, vt: str, ty: str) -> str: return self.op(b, f"vector.reduction <{kind}>, {x} : {vt} into {ty}")
+  def shuffle(self, b: Block, x: str, y: str, mask: list[int], xt: str, yt: str) -> str:
+    return self.op(b, f"vector.shuffle {x}, {y} {mask} : {xt}, {yt}")
+  def maskedload(self, b: Block, buf: str, i: str, mask: str, other: str, mt: str, mask_t: str, vt: str) -> str:
+    return self.op(b, f"vector.maskedload {buf}[{i}], {mask}, {other} : {mt}, {mask_t}, {vt} into {vt}")
+  def maskedstore(self, b: Block, buf: str, i: str, mask: str, v: str, mt: str, mask_t: str, vt: str):
+    b.lines.append(f"vector.maskedstore {buf}[{i}], {mask}, {v} : {mt}, {mask_t}, {vt}")
+  def prefetch(self, b: Block, buf: str, i: str, write: bool, mt: str):
+    b.lines.append(f"memref.prefetch {buf}[{i}], {'write' if write else 'read'}, locality<3>, data : {mt}")
   def alloca(self, b: Block, mt: str, align: int = 64) -> str: return self.op(b, f"memref.alloca() {{alignment = {align} : i64}} : {mt}")
 
   # -- scf.for: open (names), write the body, close (the text goes into the parent)
