@@ -108,8 +108,6 @@ OP_TEXT = re.compile(r"\b(arith|memref|vector)\.[a-z]")
 OP_TEXT_PENDING = {   # functions still writing arith/memref/vector op text themselves: the list only shrinks
   "contraction.py": {"MM.__init__", "MM.a_rows", "MM.add", "MM.at", "MM.ci", "MM.fused", "MM.goto", "MM.k_loop", "MM.k_slice",
                      "MM.prefetch", "MM.row_block", "MM.text", "MM.tile", "MM.to_c", "MM.to_tile", "MM.transposed"},
-  "program.py": {"lower_schedule"},
-  "winograd.py": {"Winograd.blk"},
 }
 
 def op_text_writers() -> dict[str, set[str]]:

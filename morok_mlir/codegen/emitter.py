@@ -89,7 +89,10 @@ class Emitter:
     b.lines.append(f"vector.maskedstore {buf}[{i}], {mask}, {v} : {mt}, {mask_t}, {vt}")
   def prefetch(self, b: Block, buf: str, i: str, write: bool, mt: str):
     b.lines.append(f"memref.prefetch {buf}[{i}], {'write' if write else 'read'}, locality<3>, data : {mt}")
-  def alloca(self, b: Block, mt: str, align: int = 64) -> str: return self.op(b, f"memref.alloca() {{alignment = {align} : i64}} : {mt}")
+  def alloca(self, b: Block, mt: str, align: int = 64, heap: bool = False) -> str:
+    """Memory of type mt, on the stack (alloca) or the heap (alloc: dealloc it)."""
+    return self.op(b, f"memref.{'alloc' if heap else 'alloca'}() {{alignment = {align} : i64}} : {mt}")
+  def dealloc(self, b: Block, x: str, mt: str): b.lines.append(f"memref.dealloc {x} : {mt}")
 
   # -- scf.for: open (names), write the body, close (the text goes into the parent)
   def open_for(self, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = "", body: Block | None = None) -> Loop:
