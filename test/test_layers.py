@@ -104,34 +104,21 @@ def test_codegen_names_and_nests_only_in_the_emitter():
     bad += [f"{rel}:{src.count(chr(10), 0, m.start()) + 1}: {m.group()!r}" for m in re.finditer(r"self\.n\s*\+=|\[0\]\s*\+=", src)]
   assert not bad, "MLIR names, regions or indentation made outside the emitter:\n" + "\n".join(bad)
 
-OP_TEXT = re.compile(r"\b(arith|memref|vector)\.[a-z]")
-OP_TEXT_PENDING = {   # functions still writing arith/memref/vector op text themselves: the list only shrinks
-  "contraction.py": {"MM.__init__", "MM.a_rows", "MM.add", "MM.at", "MM.ci", "MM.fused", "MM.goto", "MM.k_loop", "MM.k_slice",
-                     "MM.prefetch", "MM.row_block", "MM.text", "MM.tile", "MM.to_c", "MM.to_tile", "MM.transposed"},
-}
-
-def op_text_writers() -> dict[str, set[str]]:
-  """codegen file -> the functions (Class.method) holding a string with arith/memref/vector op text. Module- and
-  class-level tables (lower_cpu.ALU, lanes.VRULES) are the op tables: they may."""
-  out = {}
-  def walk(n, scope: tuple, in_func: bool, name: str, skip: set):
-    if isinstance(n, (ast.FunctionDef, ast.ClassDef)): scope, in_func = scope + (n.name,), in_func or isinstance(n, ast.FunctionDef)
-    if in_func and isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip and OP_TEXT.search(n.value):
-      out.setdefault(name, set()).add(".".join(scope))
-    for c in ast.iter_child_nodes(n): walk(c, scope, in_func, name, skip)
-  for p in sorted((ROOT / "morok_mlir" / "codegen").glob("*.py")):
-    if p.name != "emitter.py": walk(tree := ast.parse(p.read_text()), (), False, p.name, docstrings(tree))
-  return out
+OP_TEXT = re.compile(r"\b(arith|math|memref|vector)\.[a-z]")
 
 def test_op_text_only_in_the_emitter_and_tables():
-  """MLIR op text is written by the emitter's typed op helpers (Emitter.arith, cast, cmpi, select, load, store, ...)
-  and the per-op tables; OP_TEXT_PENDING lists the functions not yet moved onto them, and must list no other (a
-  function moved over leaves the list)."""
-  found = op_text_writers()
-  new = {f: sorted(fs - OP_TEXT_PENDING.get(f, set())) for f, fs in found.items() if fs - OP_TEXT_PENDING.get(f, set())}
-  gone = {f: sorted(fs - found.get(f, set())) for f, fs in OP_TEXT_PENDING.items() if fs - found.get(f, set())}
-  assert not new, f"op text written outside the emitter's helpers and the op tables: {new}"
-  assert not gone, f"no longer writing op text (remove from OP_TEXT_PENDING): {gone}"
+  """MLIR op text is written by the emitter's typed op helpers (Emitter.arith, cast, cmpi, select, load, vstore, ...)
+  and the per-op tables (module- and class-level: lower_cpu.ALU, lanes.VRULES): no function of another code
+  generator holds a string with arith/math/memref/vector op text."""
+  bad = []
+  def walk(n, scope: tuple, in_func: bool, rel: str, skip: set):
+    if isinstance(n, (ast.FunctionDef, ast.ClassDef)): scope, in_func = scope + (n.name,), in_func or isinstance(n, ast.FunctionDef)
+    if in_func and isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip and OP_TEXT.search(n.value):
+      bad.append(f"{rel}:{n.lineno} ({'.'.join(scope)}): {n.value!r}")
+    for c in ast.iter_child_nodes(n): walk(c, scope, in_func, rel, skip)
+  for p in sorted((ROOT / "morok_mlir" / "codegen").glob("*.py")):
+    if p.name != "emitter.py": walk(tree := ast.parse(p.read_text()), (), False, p.relative_to(ROOT).as_posix(), docstrings(tree))
+  assert not bad, "op text written outside the emitter's helpers and the op tables:\n" + "\n".join(bad)
 
 def test_codegen_functions_are_short():
   """No function in codegen/ is longer than 60 lines (Contraction's micro-kernel was one of 153, over list counters)."""

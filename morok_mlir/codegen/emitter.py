@@ -87,8 +87,9 @@ class Emitter:
     return self.op(b, f"vector.maskedload {buf}[{i}], {mask}, {other} : {mt}, {mask_t}, {vt} into {vt}")
   def maskedstore(self, b: Block, buf: str, i: str, mask: str, v: str, mt: str, mask_t: str, vt: str):
     b.lines.append(f"vector.maskedstore {buf}[{i}], {mask}, {v} : {mt}, {mask_t}, {vt}")
-  def prefetch(self, b: Block, buf: str, i: str, write: bool, mt: str):
-    b.lines.append(f"memref.prefetch {buf}[{i}], {'write' if write else 'read'}, locality<3>, data : {mt}")
+  def prefetch(self, b: Block, buf: str, i: str, write: bool, mt: str, locality: int = 3):
+    b.lines.append(f"memref.prefetch {buf}[{i}], {'write' if write else 'read'}, locality<{locality}>, data : {mt}")
+  def fma(self, b: Block, x: str, y: str, z: str, vt: str) -> str: return self.op(b, f"vector.fma {x}, {y}, {z} : {vt}")
   def alloca(self, b: Block, mt: str, align: int = 64, heap: bool = False) -> str:
     """Memory of type mt, on the stack (alloca) or the heap (alloc: dealloc it)."""
     return self.op(b, f"memref.{'alloc' if heap else 'alloca'}() {{alignment = {align} : i64}} : {mt}")
