@@ -171,7 +171,6 @@ class Poly:
          2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
   def __init__(self, lw: Lowerer, fr: Frame, width: int = 0):   # width > 0: on vectors of that many lanes (LaneLowerer)
     self.lw, self.fr, self.w = lw, fr, width
-  def L(self, text: str) -> str: return self.lw.line(self.fr, text)
   def t(self, ty: str) -> str: return f"vector<{self.w}x{ty}>" if self.w else ty
   def c(self, v, ty="f32") -> str:
     if not self.w: return self.lw.const(v, POLY_DT[ty])
