@@ -104,6 +104,22 @@ def test_codegen_names_and_nests_only_in_the_emitter():
     bad += [f"{rel}:{src.count(chr(10), 0, m.start()) + 1}: {m.group()!r}" for m in re.finditer(r"self\.n\s*\+=|\[0\]\s*\+=", src)]
   assert not bad, "MLIR names, regions or indentation made outside the emitter:\n" + "\n".join(bad)
 
+OP_TEXT = re.compile(r"\b(arith|math|memref|vector)\.[a-z]")
+
+def test_op_text_only_in_the_emitter_and_tables():
+  """MLIR op text is written by the emitter's typed op helpers (Emitter.arith, cast, cmpi, select, load, vstore, ...)
+  and the per-op tables (module- and class-level: lower_cpu.ALU, lanes.VRULES): no function of another code
+  generator holds a string with arith/math/memref/vector op text."""
+  bad = []
+  def walk(n, scope: tuple, in_func: bool, rel: str, skip: set):
+    if isinstance(n, (ast.FunctionDef, ast.ClassDef)): scope, in_func = scope + (n.name,), in_func or isinstance(n, ast.FunctionDef)
+    if in_func and isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip and OP_TEXT.search(n.value):
+      bad.append(f"{rel}:{n.lineno} ({'.'.join(scope)}): {n.value!r}")
+    for c in ast.iter_child_nodes(n): walk(c, scope, in_func, rel, skip)
+  for p in sorted((ROOT / "morok_mlir" / "codegen").glob("*.py")):
+    if p.name != "emitter.py": walk(tree := ast.parse(p.read_text()), (), False, p.relative_to(ROOT).as_posix(), docstrings(tree))
+  assert not bad, "op text written outside the emitter's helpers and the op tables:\n" + "\n".join(bad)
+
 def test_codegen_functions_are_short():
   """No function in codegen/ is longer than 60 lines (Contraction's micro-kernel was one of 153, over list counters)."""
   long = [f"{p.name}:{n.name} ({n.end_lineno - n.lineno + 1} lines)" for p in sorted((ROOT / "morok_mlir" / "codegen").glob("*.py"))

@@ -356,9 +356,9 @@ class MM:
     self.c0, self.c1 = self.ci(0), self.ci(1)
     self.ck, self.ckc = self.ci(mk.K), self.ci(mk.kc)
     self.one = mk.K <= mk.kc   # one k slice
-    if mk.tile: self.tile_buf = self.L(f"memref.alloca() {{alignment = 64 : i64}} : {self.tty}")
+    if mk.tile: self.tile_buf = self.em.alloca(self.b, self.tty)
     # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
-    self.zero = self.L(f"arith.constant dense<{IDENTITY[mk.op]}> : {self.V}")
+    self.zero = self.em.const(self.b, f"dense<{IDENTITY[mk.op]}>", self.V)
     self.nb, self.mb = mk.Np // mk.nr, -(-mk.Mp // mk.mc)   # Bp panels, Ap row blocks: threads split the larger (each thread
     self.by_m = self.mb > self.nb                            # then streams only its share of the big operand from memory)
     self.batched = mk.batch > 1                              # threads split the batch instead; each problem's offsets in the scratch
@@ -368,11 +368,11 @@ class MM:
     self.ta, self.tb, self.tc = (f"memref<{x}xf32>" for x in mk.scratch[:3])
     self.off: dict[str, str] = {}   # a batch's problem offsets in Ap, Bp and C
 
-  def L(self, text: str) -> str: return self.em.op(self.b, text)
   def put(self, text: str): self.em.do(self.b, text)
-  def ci(self, v: int) -> str: return self.L(f"arith.constant {v} : index")
-  def add(self, x: str, c: int) -> str: return self.L(f"arith.addi {x}, {self.ci(c)} : index") if c else x
-  def at(self, x: str, part: str) -> str: return self.L(f"arith.addi {x}, {self.off[part]} : index") if self.batched else x
+  def ix(self, op: str, *xs: str) -> str: return self.em.arith(self.b, op, "index", *xs)   # index arithmetic
+  def ci(self, v: int) -> str: return self.em.const(self.b, v)
+  def add(self, x: str, c: int) -> str: return self.ix("addi", x, self.ci(c)) if c else x
+  def at(self, x: str, part: str) -> str: return self.ix("addi", x, self.off[part]) if self.batched else x
   @contextmanager
   def into(self, b: Block):
     parent, self.b = self.b, b
@@ -389,7 +389,7 @@ class MM:
     else:
       with self.loop(self.lo, self.hi) as bt:
         self.bt = bt.iv
-        for part, area in zip("abc", mk.areas): self.off[part] = self.L(f"arith.muli {bt.iv}, {self.ci(area)} : index")
+        for part, area in zip("abc", mk.areas): self.off[part] = self.ix("muli", bt.iv, self.ci(area))
         self.goto(self.c0, self.ci(self.mb), True)
     idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if mk.fused else []) if mk.threads > 1 else []
     return Emitter.func(f"{mk.name}_mm", [f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(mk.args)] + idx, self.b,
@@ -403,7 +403,7 @@ class MM:
       with self.loop(lo if by_m else self.c0, hi if by_m else self.ci(self.mb)) as icb:
         ib_lo, ib_hi = self.row_block(icb.iv)
         with self.loop(self.c0 if by_m else lo, self.ci(self.nb) if by_m else hi) as jb:
-          a_base = lambda ib: self.at(self.L(f"arith.muli {ib}, {self.ci(self.mk.K * self.mk.mr)} : index"), "a")
+          a_base = lambda ib: self.at(self.ix("muli", ib, self.ci(self.mk.K * self.mk.mr)), "a")
           self.tile(kc.iv, jb.iv, ib_lo, ib_hi, kend, first, self.pa, self.ta, a_base)
 
   def fused(self):
@@ -414,7 +414,7 @@ class MM:
     bufs = [f"%arg{mk.nargs + 3 + i}" for i in range(len(mk.scratch) - 3)]
     tid = "%tid" if mk.threads > 1 else self.c0
     mine = bufs[0]
-    for i, b in enumerate(bufs[1:], 1): mine = self.L(f"arith.select {self.L(f'arith.cmpi eq, {tid}, {self.ci(i)} : index')}, {b}, {mine} : {blk}")
+    for i, b in enumerate(bufs[1:], 1): mine = self.em.select(self.b, self.em.cmpi(self.b, "eq", tid, self.ci(i), "index"), b, mine, blk)
     with self.loop(self.lo, self.hi) as icb:
       ib_lo, ib_hi = self.row_block(icb.iv)
       args = [f"%arg{i}" for i in range(mk.nargs + 3)] + [mine] + bufs[1:] + [ib_lo, ib_hi]
@@ -422,17 +422,17 @@ class MM:
       with self.loop(self.c0, self.ck, self.ckc) as kc:
         kend, first = self.k_slice(kc.iv)
         with self.loop(self.c0, self.ci(self.nb)) as jb:
-          a_base = lambda ib: self.L(f"arith.muli {self.L(f'arith.subi {ib}, {ib_lo} : index')}, {self.ci(mk.K * mk.mr)} : index")
+          a_base = lambda ib: self.ix("muli", self.ix("subi", ib, ib_lo), self.ci(mk.K * mk.mr))
           self.tile(kc.iv, jb.iv, ib_lo, ib_hi, kend, first, mine, blk, a_base)
 
   def row_block(self, icb: str) -> tuple[str, str]:   # the block's first and last MR-row panel
     mc, mr = self.mk.mc, self.mk.mr
-    ic = self.L(f"arith.muli {icb}, {self.ci(mc)} : index")
-    ic_end = self.L(f"arith.minsi {self.L(f'arith.addi {ic}, {self.ci(mc)} : index')}, {self.ci(self.mk.Mp)} : index")
-    return self.L(f"arith.divui {ic}, {self.ci(mr)} : index"), self.L(f"arith.divui {ic_end}, {self.ci(mr)} : index")
+    ic = self.ix("muli", icb, self.ci(mc))
+    ic_end = self.ix("minsi", self.ix("addi", ic, self.ci(mc)), self.ci(self.mk.Mp))
+    return self.ix("divui", ic, self.ci(mr)), self.ix("divui", ic_end, self.ci(mr))
 
   def k_slice(self, kc: str) -> tuple[str, str]:   # the slice's end and whether it is the first (C starts from the identity)
-    return self.L(f"arith.minsi {self.L(f'arith.addi {kc}, {self.ckc} : index')}, {self.ck} : index"), self.L(f"arith.cmpi eq, {kc}, {self.c0} : index")
+    return self.ix("minsi", self.ix("addi", kc, self.ckc), self.ck), self.em.cmpi(self.b, "eq", kc, self.c0, "index")
 
   def a_rows(self, ib: str, a_buf: str, a_ty: str) -> tuple[str, str, list[str]]:
     """Row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows)."""
@@ -441,26 +441,26 @@ class MM:
       slot, off, stride = mk.direct_a
       a_buf, a_ty = f"%arg{slot}", mem_type(mk.args[slot].dtype)
     else: off, stride = 0, mk.rows_a   # the row-major copy pack_a made, this problem's at offset "a"
-    row0, last = self.L(f"arith.muli {ib}, {self.ci(mk.mr)} : index"), self.ci(mk.M - 1)
-    rows = [self.L(f"arith.minsi {self.add(row0, r)}, {last} : index") for r in range(mk.mr)]
-    rbase = [self.at(self.L(f"arith.addi {self.L(f'arith.muli {x}, {self.ci(stride)} : index')}, {self.ci(off)} : index"), "a") if mk.rows_a else
-             self.L(f"arith.addi {self.L(f'arith.muli {x}, {self.ci(stride)} : index')}, {self.ci(off)} : index") for x in rows]
+    row0, last = self.ix("muli", ib, self.ci(mk.mr)), self.ci(mk.M - 1)
+    rows = [self.ix("minsi", self.add(row0, r), last) for r in range(mk.mr)]
+    base = lambda x: self.ix("addi", self.ix("muli", x, self.ci(stride)), self.ci(off))
+    rbase = [self.at(base(x), "a") if mk.rows_a else base(x) for x in rows]
     return a_buf, a_ty, rbase
 
   def tile(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
     """for ib in the block: the MR x NR tile of C at (ib, jb), accumulated over k in [kc, kend)."""
     mk, V = self.mk, self.V
-    bbase = self.at(self.L(f"arith.muli {jb}, {self.ci(mk.K * mk.nr)} : index"), "b")
-    jcol = self.L(f"arith.muli {jb}, {self.ci(mk.nr)} : index")
+    bbase = self.at(self.ix("muli", jb, self.ci(mk.K * mk.nr)), "b")
+    jcol = self.ix("muli", jb, self.ci(mk.nr))
     with self.loop(ib_lo, ib_hi) as ibl:
       ib = ibl.iv
       if not self.rowwise: a = a_base(ib)
       else: a_buf, a_ty, a = self.a_rows(ib, a_buf, a_ty)
-      crow = self.at(self.L(f"arith.addi {self.L(f'arith.muli {ib}, {self.ci(mk.mr * mk.Np)} : index')}, {jcol} : index"), "c")
-      offs = [self.L(f"arith.addi {crow}, {self.ci(r * mk.Np + v * mk.vw)} : index") for r in range(mk.mr) for v in range(self.nv)]
+      crow = self.at(self.ix("addi", self.ix("muli", ib, self.ci(mk.mr * mk.Np)), jcol), "c")
+      offs = [self.ix("addi", crow, self.ci(r * mk.Np + v * mk.vw)) for r in range(mk.mr) for v in range(self.nv)]
       # one k slice: C starts from the identity, nothing to load
       init = [self.zero] * len(offs) if self.one else \
-        [self.L(f"arith.select {first}, {self.zero}, {self.L(f'vector.load {self.pc}[{o}] : {self.tc}, {V}')} : {V}") for o in offs]
+        [self.em.select(self.b, first, self.zero, self.em.vload(self.b, self.pc, o, self.tc, V), V) for o in offs]
       epi_args, last = self.prefetch(ib, jb, kend) if mk.tile else (None, None)
       res = self.k_loop(kc, kend, init, bbase, a, a_buf, a_ty)
       if not mk.tile: self.to_c(res, offs)
@@ -475,11 +475,11 @@ class MM:
     the output rows (and the rows the epilogue reads) this tile will touch, fetched while its k loop runs (several
     slices: only the last one's tile, under the condition returned)."""
     mk = self.mk
-    if self.batched: ib = self.L(f"arith.addi {self.L(f'arith.muli {self.bt}, {self.ci(mk.Mp // mk.mr)} : index')}, {ib} : index")
-    t = self.L(f"arith.addi {self.L(f'arith.muli {ib}, {self.ci(self.nb)} : index')}, {jb} : index")
+    if self.batched: ib = self.ix("addi", self.ix("muli", self.bt, self.ci(mk.Mp // mk.mr)), ib)
+    t = self.ix("addi", self.ix("muli", ib, self.ci(self.nb)), jb)
     epi_args = f"{', '.join([f'%arg{i}' for i in range(len(mk.args))] + [self.tile_buf, t, self.add(t, 1)])}) : " \
                f"({', '.join([mem_type(x.dtype) for x in mk.args] + [self.tty, 'index', 'index'])}) -> ()"
-    last = None if self.one else self.L(f"arith.cmpi eq, {kend}, {self.ck} : index")
+    last = None if self.one else self.em.cmpi(self.b, "eq", kend, self.ck, "index")
     if last is None: self.put(f"func.call @{mk.name}_pf({epi_args}")
     else:
       with self.em.if_(self.b, last) as (then, _), self.into(then): self.put(f"func.call @{mk.name}_pf({epi_args}")
@@ -490,32 +490,31 @@ class MM:
     mk, V, nv = self.mk, self.V, self.nv
     with self.loop(kc, kend, inits=init, ty=V) as kl:
       k, accs = kl.iv, kl.accs
-      bo = self.L(f"arith.addi {bbase}, {self.L(f'arith.muli {k}, {self.ci(mk.nr)} : index')} : index")
-      bv = [self.L(f"vector.load {self.pb}[{self.add(bo, v * mk.vw)}] : {self.tb}, {V}") for v in range(nv)]
+      bo = self.ix("addi", bbase, self.ix("muli", k, self.ci(mk.nr)))
+      bv = [self.em.vload(self.b, self.pb, self.add(bo, v * mk.vw), self.tb, V) for v in range(nv)]
       # the same row of the next B panel, into L2, a cache line at a time: its first tile then finds it there (weights
       # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved)
       for off in range(0, mk.nr, 16):
-        at = self.L(f"arith.minsi {self.add(bo, mk.K * mk.nr + off)}, {self.ci(mk.scratch[1] - 1)} : index")
-        self.put(f"memref.prefetch {self.pb}[{at}], read, locality<2>, data : {self.tb}")
-      if not self.rowwise: ao = self.L(f"arith.addi {a}, {self.L(f'arith.muli {k}, {self.ci(mk.mr)} : index')} : index")
+        self.em.prefetch(self.b, self.pb, self.ix("minsi", self.add(bo, mk.K * mk.nr + off), self.ci(mk.scratch[1] - 1)), False, self.tb, 2)
+      if not self.rowwise: ao = self.ix("addi", a, self.ix("muli", k, self.ci(mk.mr)))
       new = []
       for r in range(mk.mr):
-        ar = self.L(f"memref.load {a_buf}[{self.add(ao, r) if not self.rowwise else self.L(f'arith.addi {a[r]}, {k} : index')}] : {a_ty}")
-        av = self.L(f"vector.broadcast {ar} : f32 to {V}")
-        new += [self.L(f"vector.fma {av}, {bv[v]}, {accs[r * nv + v]} : {V}") if mk.op == "add" else
-                self.L(f"arith.{mk.op}imumf {accs[r * nv + v]}, {self.L(f'arith.mulf {av}, {bv[v]} : {V}')} : {V}") for v in range(nv)]
+        ar = self.em.load(self.b, a_buf, self.add(ao, r) if not self.rowwise else self.ix("addi", a[r], k), a_ty)
+        av = self.em.broadcast(self.b, ar, "f32", V)
+        new += [self.em.fma(self.b, av, bv[v], accs[r * nv + v], V) if mk.op == "add" else
+                self.em.arith(self.b, f"{mk.op}imumf", V, accs[r * nv + v], self.em.arith(self.b, "mulf", V, av, bv[v])) for v in range(nv)]
       kl.yields = new
     return kl.results
 
   def to_c(self, res: list[str], offs: list[str]):
-    for r, o in zip(res, offs): self.put(f"vector.store {r}, {self.pc}[{o}] : {self.tc}, {self.V}")
+    for r, o in zip(res, offs): self.em.vstore(self.b, r, self.pc, o, self.tc, self.V)
 
   def to_tile(self, res: list[str], epi_args: str):
     """The tile on mm's stack, row-major, or transposed where the epilogue's lanes run along its rows; then the epilogue."""
     mk, vw, V = self.mk, self.mk.vw, self.V
     for q in range(mk.mr * self.nv):
       v = res[q] if not mk.tile_rows else self.transposed(res, q)
-      self.put(f"vector.store {v}, {self.tile_buf}[{self.ci(q * vw)}] : {self.tty}, {V}")
+      self.em.vstore(self.b, v, self.tile_buf, self.ci(q * vw), self.tty, V)
     self.put(f"func.call @{mk.name}_epi({epi_args}")
 
   def transposed(self, res: list[str], q: int) -> str:
@@ -528,8 +527,8 @@ class MM:
     for pair in [list(src.items())[i:i + 2] for i in range(0, len(src), 2)]:
       (a, fa), (b, fb) = pair[0], pair[-1]
       mask = [fa[p] if p in fa else vw + fb[p] if p in fb else 0 for p in range(vw)]
-      parts.append((self.L(f"vector.shuffle {res[a]}, {res[b]} {mask} : {V}, {V}"), {**fa, **fb}))
+      parts.append((self.em.shuffle(self.b, res[a], res[b], mask, V, V), {**fa, **fb}))
     while len(parts) > 1:
       (a, fa), (b, fb) = parts[0], parts[1]
-      parts = parts[2:] + [(self.L(f"vector.shuffle {a}, {b} {[p if p in fa else vw + p for p in range(vw)]} : {V}, {V}"), {**fa, **fb})]
+      parts = parts[2:] + [(self.em.shuffle(self.b, a, b, [p if p in fa else vw + p for p in range(vw)], V, V), {**fa, **fb})]
     return parts[0][0]

@@ -63,6 +63,38 @@ class Emitter:
   def do(self, b: Block, text: str): b.lines.append(text)   # an op without results
   def const(self, b: Block, v, ty: str = "index") -> Value: return self.op(b, f"arith.constant {v} : {ty}", ty)
 
+  # -- typed ops: the text of arith/memref ops from operand names and their MLIR types (op: the name without `arith.`)
+  def arith(self, b: Block, op: str, ty: str, *xs: str) -> str: return self.op(b, f"arith.{op} {', '.join(xs)} : {ty}")
+  def math(self, b: Block, op: str, ty: str, *xs: str) -> str: return self.op(b, f"math.{op} {', '.join(xs)} : {ty}")
+  def cast(self, b: Block, op: str, x: str, src: str, dst: str) -> str: return self.op(b, f"arith.{op} {x} : {src} to {dst}")
+  def cmpi(self, b: Block, pred: str, x: str, y: str, ty: str) -> str: return self.op(b, f"arith.cmpi {pred}, {x}, {y} : {ty}")
+  def cmpf(self, b: Block, pred: str, x: str, y: str, ty: str) -> str: return self.op(b, f"arith.cmpf {pred}, {x}, {y} : {ty}")
+  def select(self, b: Block, cond: str, x: str, y: str, ty: str, cty: str = "") -> str:
+    """cond ? x : y; cty, the condition's type where it is a vector of i1 (a scalar i1 is implied)."""
+    return self.op(b, f"arith.select {cond}, {x}, {y} : {cty + ', ' if cty else ''}{ty}")
+  def load(self, b: Block, buf: str, i: str, mt: str) -> str: return self.op(b, f"memref.load {buf}[{i}] : {mt}")
+  def store(self, b: Block, v: str, buf: str, i: str, mt: str): b.lines.append(f"memref.store {v}, {buf}[{i}] : {mt}")
+  def constant(self, b: Block, text: str) -> str: return self.op(b, f"arith.constant {text}")   # text: `value : type`
+  def vload(self, b: Block, buf: str, i: str, mt: str, vt: str) -> str: return self.op(b, f"vector.load {buf}[{i}] : {mt}, {vt}")
+  def vstore(self, b: Block, v: str, buf: str, i: str, mt: str, vt: str, attrs: str = ""):
+    b.lines.append(f"vector.store {v}, {buf}[{i}]{' {' + attrs + '}' if attrs else ''} : {mt}, {vt}")
+  def from_elements(self, b: Block, xs: list[str], vt: str) -> str: return self.op(b, f"vector.from_elements {', '.join(xs)} : {vt}")
+  def broadcast(self, b: Block, x: str, ty: str, vt: str) -> str: return self.op(b, f"vector.broadcast {x} : {ty} to {vt}")
+  def reduction(self, b: Block, kind: str, x: str, vt: str, ty: str) -> str: return self.op(b, f"vector.reduction <{kind}>, {x} : {vt} into {ty}")
+  def shuffle(self, b: Block, x: str, y: str, mask: list[int], xt: str, yt: str) -> str:
+    return self.op(b, f"vector.shuffle {x}, {y} {mask} : {xt}, {yt}")
+  def maskedload(self, b: Block, buf: str, i: str, mask: str, other: str, mt: str, mask_t: str, vt: str) -> str:
+    return self.op(b, f"vector.maskedload {buf}[{i}], {mask}, {other} : {mt}, {mask_t}, {vt} into {vt}")
+  def maskedstore(self, b: Block, buf: str, i: str, mask: str, v: str, mt: str, mask_t: str, vt: str):
+    b.lines.append(f"vector.maskedstore {buf}[{i}], {mask}, {v} : {mt}, {mask_t}, {vt}")
+  def prefetch(self, b: Block, buf: str, i: str, write: bool, mt: str, locality: int = 3):
+    b.lines.append(f"memref.prefetch {buf}[{i}], {'write' if write else 'read'}, locality<{locality}>, data : {mt}")
+  def fma(self, b: Block, x: str, y: str, z: str, vt: str) -> str: return self.op(b, f"vector.fma {x}, {y}, {z} : {vt}")
+  def alloca(self, b: Block, mt: str, align: int = 64, heap: bool = False) -> str:
+    """Memory of type mt, on the stack (alloca) or the heap (alloc: dealloc it)."""
+    return self.op(b, f"memref.{'alloc' if heap else 'alloca'}() {{alignment = {align} : i64}} : {mt}")
+  def dealloc(self, b: Block, x: str, mt: str): b.lines.append(f"memref.dealloc {x} : {mt}")
+
   # -- scf.for: open (names), write the body, close (the text goes into the parent)
   def open_for(self, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = "", body: Block | None = None) -> Loop:
     """An scf.for's names (counter, iter_args, results) before its body is written; bounds may be set until it closes."""

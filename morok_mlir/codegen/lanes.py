@@ -75,7 +75,7 @@ class LaneLowerer(Lowerer):
     if s in self.vec: return self.value(s)
     if (b := self.bcast.get(s)) is not None and (b[0] is self.root or b[0] in self.open.values()): return b[1]
     n, sfr = self.value(s), self.target(s)
-    self.bcast[s] = (sfr, name := self.line(sfr, f"vector.broadcast {n} : {sl(s.dtype)} to {self.vty(s.dtype)}"))
+    self.bcast[s] = (sfr, name := self.em.broadcast(sfr, n, sl(s.dtype), self.vty(s.dtype)))
     return name
   def at0(self, e: UOp) -> str: return self.value(affine_simplify(e.substitute({self.lane: im.const(0)})))
 
@@ -84,11 +84,11 @@ class LaneLowerer(Lowerer):
     if (n := self.names.get(u)) is not None: return n
     fr = self.target(u)
     L = lambda text: self.line(fr, text)
-    if u is self.lane: return self.place(u, fr, L(f"arith.constant dense<{list(range(self.vw))}> : {self.vty(dtypes.index)}"))
+    if u is self.lane: return self.place(u, fr, self.em.const(fr, f"dense<{list(range(self.vw))}>", self.vty(dtypes.index)))
     if u.op is Ops.LOAD: return self.place(u, fr, self.vload(u, fr))
     if u.op is Ops.REDUCE:   # a vector accumulator per lane, carried through the reduce's loops
       vt, op = self.vty(u.dtype), u.attrs["op"]
-      init = L(splat(REDUCE_IDENTITY[op](u.dtype), "f32", self.vw))
+      init = splat(self.em, fr, REDUCE_IDENTITY[op](u.dtype), "f32", self.vw)
       frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
       acc = self.line(frames[-1], f"{ALU[op]['f']} {frames[-1].acc}, {self.vec_of(u.src[0], frames[-1])}{self.fm} : {vt}")
       self.close_loops(frames, vt, acc)
@@ -101,26 +101,23 @@ class LaneLowerer(Lowerer):
     idx, vw = u.src[0], self.vw
     buf, step, mt = self.value(idx.src[0]), lane_coef(idx.src[1], self.lane, {}), mem_type(idx.src[0].dtype)
     base, n = self.at0(idx.src[1]), step * vw
-    L = lambda text: self.line(fr, text)
+    em, bt, ft = self.em, self.vty(dtypes.bool), self.vty(dtypes.float32)
     if step == 0:   # one element, gated per lane: read where any lane's gate holds (then it is in bounds)
       mask = self.value(idx.src[2])
-      some = L(f"vector.reduction <or>, {mask} : {self.vty(dtypes.bool)} into i1")
-      v = L(f"memref.load {buf}[{L(f'arith.select {some}, {base}, {self.const(0, dtypes.index)} : index')}] : {mt}")
-      zero = L(f"arith.constant dense<0.0> : {self.vty(dtypes.float32)}")
-      vec = L(f"vector.broadcast {v} : f32 to {self.vty(dtypes.float32)}")
-      return L(f"arith.select {mask}, {vec}, {zero} : {self.vty(dtypes.bool)}, {self.vty(dtypes.float32)}")
+      some = em.reduction(fr, "or", mask, bt, "i1")
+      v = em.load(fr, buf, em.select(fr, some, base, self.const(0, dtypes.index), "index"), mt)
+      zero = em.const(fr, "dense<0.0>", ft)
+      return em.select(fr, mask, em.broadcast(fr, v, "f32", ft), zero, ft, bt)
     if len(idx.src) > 2: mask = self.vec_of(idx.src[2], fr)
-    elif step == 1: return L(f"vector.load {buf}[{base}] : {mt}, {self.vty(dtypes.float32)}")
-    else: mask = L(f"arith.constant dense<true> : {self.vty(dtypes.bool)}")
+    elif step == 1: return em.vload(fr, buf, base, mt, ft)
+    else: mask = em.const(fr, "dense<true>", bt)
     if step > 1:   # lane j's gate on element j*step, the elements between off
-      off = L(f"arith.constant dense<false> : {self.vty(dtypes.bool)}")
-      spread = [i // step if i % step == 0 else vw for i in range(n)]
-      mask = L(f"vector.shuffle {mask}, {off} {spread} : {self.vty(dtypes.bool)}, {self.vty(dtypes.bool)}")
-    zero = L(f"arith.constant dense<0.0> : {self.vty(dtypes.float32, n)}")
+      off = em.const(fr, "dense<false>", bt)
+      mask = em.shuffle(fr, mask, off, [i // step if i % step == 0 else vw for i in range(n)], bt, bt)
     vt = self.vty(dtypes.float32, n)
-    v = L(f"vector.maskedload {buf}[{base}], {mask}, {zero} : {mt}, {self.vty(dtypes.bool, n)}, {vt} into {vt}")
+    v = em.maskedload(fr, buf, base, mask, em.const(fr, "dense<0.0>", vt), mt, self.vty(dtypes.bool, n), vt)
     if step == 1: return v
-    return L(f"vector.shuffle {v}, {v} {[j * step for j in range(vw)]} : {self.vty(dtypes.float32, n)}, {self.vty(dtypes.float32, n)}")
+    return em.shuffle(fr, v, v, [j * step for j in range(vw)], vt, vt)
 
   def effect(self, u: UOp):
     if u.op is not Ops.STORE or u not in self.vec or u in self.done: return super().effect(u)
@@ -134,18 +131,18 @@ class LaneLowerer(Lowerer):
       return
     val = self.vec_of(v, fr)
     buf, at = self.value(idx.src[0]), self.at0(idx.src[1])
-    if len(idx.src) > 2:   # lanes gated off (past the output's edge) are not written
-      self.em.do(fr, f"vector.maskedstore {buf}[{at}], {self.vec_of(idx.src[2], fr)}, {val} : {mem_type(idx.src[0].dtype)}, "
-                      f"{self.vty(dtypes.bool)}, {self.vty(dtypes.float32)}")
-    else: self.em.do(fr, f"vector.store {val}, {buf}[{at}] : {mem_type(idx.src[0].dtype)}, {self.vty(dtypes.float32)}")
+    mt, ft = mem_type(idx.src[0].dtype), self.vty(dtypes.float32)
+    if len(idx.src) > 2: self.em.maskedstore(fr, buf, at, self.vec_of(idx.src[2], fr), val, mt, self.vty(dtypes.bool), ft)   # gated off: unwritten
+    else: self.em.vstore(fr, val, buf, at, mt, ft)
 
   def touch(self, idx: UOp, write: bool, fr: Frame):
     """Prefetch the lanes' first and last element of idx (clamped into its buffer)."""
     buf, mt, base = self.value(idx.src[0]), mem_type(idx.src[0].dtype), self.at0(idx.src[1])
     last, top, c0 = (lane_coef(idx.src[1], self.lane, {}) or 0) * (self.vw - 1), idx.src[0].dtype.size - 1, self.const(0, dtypes.index)
-    clamp = lambda x: self.line(fr, f"arith.maxsi {self.line(fr, f'arith.minsi {x}, {self.const(top, dtypes.index)} : index')}, {c0} : index")
-    ends = [base] + [self.line(fr, f"arith.addi {base}, {self.const(last, dtypes.index)} : index")] * bool(last)
-    for at in map(clamp, ends): self.em.do(fr, f"memref.prefetch {buf}[{at}], {'write' if write else 'read'}, locality<3>, data : {mt}")
+    em = self.em
+    clamp = lambda x: em.arith(fr, "maxsi", "index", em.arith(fr, "minsi", "index", x, self.const(top, dtypes.index)), c0)
+    ends = [base] + [em.arith(fr, "addi", "index", base, self.const(last, dtypes.index))] * bool(last)
+    for at in map(clamp, ends): em.prefetch(fr, buf, at, write, mt)
 
 # the lanes' table: (op, dtype class of its first operand) -> rule(lowerer, u, vector operands, frame) -> the result;
 # other ops are one MLIR op of ALU on vectors (LANE_OPS lists what may reach here)
@@ -155,14 +152,14 @@ def _vpoly(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
 def _vcmp(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
   mop, pred = CMP[u.op][cls(u.src[0].dtype)].split()
   return lw.line(fr, f"{mop} {pred}, {srcs[0]}, {srcs[1]} : {lw.vty(u.src[0].dtype)}")
-def _vconst(lw: LaneLowerer, fr: Frame, v: str, dt: DType) -> str: return lw.line(fr, f"arith.constant dense<{v}> : {lw.vty(dt)}")
+def _vconst(lw: LaneLowerer, fr: Frame, v: str, dt: DType) -> str: return lw.em.const(fr, f"dense<{v}>", lw.vty(dt))
 VRULES = {
-  (Ops.WHERE, "b"): lambda lw, u, srcs, fr: lw.line(fr, f"arith.select {', '.join(srcs)} : {lw.vty(dtypes.bool)}, {lw.vty(u.dtype)}"),
-  (Ops.NEG, "f"): lambda lw, u, srcs, fr: lw.line(fr, f"arith.negf {srcs[0]} : {lw.vty(u.src[0].dtype)}"),
-  (Ops.RECIP, "f"): lambda lw, u, srcs, fr: lw.line(fr, f"arith.divf {_vconst(lw, fr, '1.0', u.dtype)}, {srcs[0]} : {lw.vty(u.dtype)}"),
+  (Ops.WHERE, "b"): lambda lw, u, srcs, fr: lw.em.select(fr, *srcs, lw.vty(u.dtype), lw.vty(dtypes.bool)),
+  (Ops.NEG, "f"): lambda lw, u, srcs, fr: lw.em.arith(fr, "negf", lw.vty(u.src[0].dtype), srcs[0]),
+  (Ops.RECIP, "f"): lambda lw, u, srcs, fr: lw.em.arith(fr, "divf", lw.vty(u.dtype), _vconst(lw, fr, '1.0', u.dtype), srcs[0]),
   # f32 -> bool is != 0 (NaN is true), bool -> f32 is 0 or 1
-  (Ops.CAST, "f"): lambda lw, u, srcs, fr: lw.line(fr, f"arith.cmpf une, {srcs[0]}, {_vconst(lw, fr, '0.0', u.src[0].dtype)} : {lw.vty(u.src[0].dtype)}"),
-  (Ops.CAST, "b"): lambda lw, u, srcs, fr: lw.line(fr, f"arith.uitofp {srcs[0]} : {lw.vty(u.src[0].dtype)} to {lw.vty(u.dtype)}"),
+  (Ops.CAST, "f"): lambda lw, u, srcs, fr: lw.em.cmpf(fr, "une", srcs[0], _vconst(lw, fr, '0.0', u.src[0].dtype), lw.vty(u.src[0].dtype)),
+  (Ops.CAST, "b"): lambda lw, u, srcs, fr: lw.em.cast(fr, "uitofp", srcs[0], lw.vty(u.src[0].dtype), lw.vty(u.dtype)),
   **{(Ops(op), "f"): _vpoly for op in POLY}, **{(op, c): _vcmp for op in CMP for c in CMP[op]}}
 
 def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:

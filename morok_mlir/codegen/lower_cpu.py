@@ -71,8 +71,7 @@ CMP = {"cmplt": _t("arith.cmpf olt", "arith.cmpi slt", "arith.cmpi ult", "arith.
        "cmpeq": _t("arith.cmpf oeq", "arith.cmpi eq", "arith.cmpi eq", "arith.cmpi eq"),
        "cmpne": _t("arith.cmpf une", "arith.cmpi ne", "arith.cmpi ne", "arith.cmpi ne")}
 # (source class, destination class) -> cast op; None: decided by width below
-CASTS = {(F, S): "arith.fptosi", (F, U): "arith.fptoui", (S, F): "arith.sitofp", (U, F): "arith.uitofp", (B, F): "arith.uitofp",
-         (B, S): "arith.extui", (B, U): "arith.extui"}
+CASTS = {(F, S): "fptosi", (F, U): "fptoui", (S, F): "sitofp", (U, F): "uitofp", (B, F): "uitofp", (B, S): "extui", (B, U): "extui"}
 # ops whose operands `value` does not lower first in operand order (they open loops, run effects or take addresses)
 _OWN_OPERANDS = frozenset((Ops.RANGE, Ops.BUFFER, Ops.AFTER, Ops.REDUCE, Ops.LOAD, Ops.INDEX))
 UNSUPPORTED = {"bufferize": "a bufferize left in a kernel (run uop-kernel-split first)", "special": "GPU ids", "wmma": "tensor cores",
@@ -115,17 +114,17 @@ class Bf16:
   inf stays inf); a NaN keeps its sign and top payload bits and is made quiet (rounding could carry it to inf).
   Vectorizes, and rounds numbers as ml_dtypes and PyTorch do."""
   @staticmethod
-  def widen(L, c, x: str) -> str:
-    i = L(f"arith.extui {L(f'arith.bitcast {x} : bf16 to i16')} : i16 to i32")
-    return L(f"arith.bitcast {L(f'arith.shli {i}, {c(16)} : i32')} : i32 to f32")
+  def widen(em: Emitter, fr: Block, c, x: str) -> str:
+    i = em.cast(fr, "extui", em.cast(fr, "bitcast", x, "bf16", "i16"), "i16", "i32")
+    return em.cast(fr, "bitcast", em.arith(fr, "shli", "i32", i, c(16)), "i32", "f32")
   @staticmethod
-  def narrow(L, c, x: str) -> str:
-    op = lambda name, a, b: L(f"arith.{name} {a}, {b} : i32")
-    b = L(f"arith.bitcast {x} : f32 to i32")
+  def narrow(em: Emitter, fr: Block, c, x: str) -> str:
+    op = lambda name, a, b: em.arith(fr, name, "i32", a, b)
+    b = em.cast(fr, "bitcast", x, "f32", "i32")
     hi = op("shrui", b, c(16))
     r = op("shrui", op("addi", b, op("addi", op("andi", hi, c(1)), c(0x7fff))), c(16))
-    r = L(f"arith.select {L(f'arith.cmpf uno, {x}, {x} : f32')}, {op('ori', hi, c(0x40))}, {r} : i32")
-    return L(f"arith.bitcast {L(f'arith.trunci {r} : i32 to i16')} : i16 to bf16")
+    r = em.select(fr, em.cmpf(fr, "uno", x, x, "f32"), op("ori", hi, c(0x40)), r, "i32")
+    return em.cast(fr, "bitcast", em.cast(fr, "trunci", r, "i32", "i16"), "i16", "bf16")
 
 # ---------------------------------------------------------------- polynomial transcendentals (f32)
 POLY = ("exp2", "log2", "pow")
@@ -153,9 +152,9 @@ def sin_of_shift(u: UOp) -> tuple[UOp, float, bool] | None:
   if r.op is Ops.CONST and l.op is not Ops.CONST: return l, -float(r.attrs["value"]) if sub else float(r.attrs["value"]), False
   return None
 
-def splat(v, elem: str, n: int) -> str:
-  """The text of an n-lane vector constant of v (elem: its MLIR element type)."""
-  return f"arith.constant dense<{const_text(v, elem).split(' :')[0]}> : vector<{n}x{elem}>"
+def splat(em: Emitter, b: Block, v, elem: str, n: int) -> str:
+  """An n-lane vector constant of v at the end of b (elem: its MLIR element type)."""
+  return em.const(b, f"dense<{const_text(v, elem).split(' :')[0]}>", f"vector<{n}x{elem}>")
 
 POLY_DT = {"f32": dtypes.float32, "f64": dtypes.float64, "i32": dtypes.int32, "i64": dtypes.int64}   # Poly's scalar types
 class Poly:
@@ -172,64 +171,64 @@ class Poly:
          2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
   def __init__(self, lw: Lowerer, fr: Frame, width: int = 0):   # width > 0: on vectors of that many lanes (LaneLowerer)
     self.lw, self.fr, self.w = lw, fr, width
-  def L(self, text: str) -> str: return self.lw.line(self.fr, text)
   def t(self, ty: str) -> str: return f"vector<{self.w}x{ty}>" if self.w else ty
   def c(self, v, ty="f32") -> str:
     if not self.w: return self.lw.const(v, POLY_DT[ty])
-    return self.L(splat(v, ty, self.w))
-  def op(self, name: str, *a, ty="f32") -> str: return self.L(f"{name} {', '.join(a)} : {self.t(ty)}")
+    return splat(self.lw.em, self.fr, v, ty, self.w)
+  def op(self, name: str, *a, ty="f32") -> str: return self.lw.em.arith(self.fr, name, self.t(ty), *a)
+  def math(self, name: str, *a, ty="f32") -> str: return self.lw.em.math(self.fr, name, self.t(ty), *a)
   def horner(self, x: str, coefs, ty="f32") -> str:
     p = self.c(coefs[0], ty)
-    for k in coefs[1:]: p = self.op("math.fma", p, x, self.c(k, ty), ty=ty)
+    for k in coefs[1:]: p = self.math("fma", p, x, self.c(k, ty), ty=ty)
     return p
   def sel(self, cond: str, a: str, b: str, ty="f32") -> str:
-    return self.L(f"arith.select {cond}, {a}, {b} : {self.t('i1') + ', ' if self.w else ''}{self.t(ty)}")
-  def cmp(self, pred: str, a: str, b: str, ty="f32") -> str: return self.L(f"arith.cmpf {pred}, {a}, {b} : {self.t(ty)}")
-  def bool(self, name: str, a: str, b: str) -> str: return self.L(f"arith.{name} {a}, {b} : {self.t('i1')}")
-  def cast(self, op: str, x: str, src: str, dst: str) -> str: return self.L(f"{op} {x} : {self.t(src)} to {self.t(dst)}")
+    return self.lw.em.select(self.fr, cond, a, b, self.t(ty), self.t('i1') if self.w else "")
+  def cmp(self, pred: str, a: str, b: str, ty="f32") -> str: return self.lw.em.cmpf(self.fr, pred, a, b, self.t(ty))
+  def bool(self, name: str, a: str, b: str) -> str: return self.lw.em.arith(self.fr, name, self.t('i1'), a, b)
+  def cast(self, op: str, x: str, src: str, dst: str) -> str: return self.lw.em.cast(self.fr, op, x, self.t(src), self.t(dst))
   def exp2(self, x: str, lo: str | None = None) -> str:
     """2^(x + lo), lo a small correction below x's rounding (exp2_mul's), or 2^x."""
-    xc = self.op("arith.minimumf", self.op("arith.maximumf", x, self.c(-160.0)), self.c(130.0))
-    n = self.op("math.roundeven", xc)
-    f = self.op("arith.subf", xc, n)
-    if lo is not None: f = self.op("arith.addf", f, lo)
-    return self.sel(self.cmp("uno", x, x), x, self.scaled(f, self.cast("arith.fptosi", n, "f32", "i32")))
+    xc = self.op("minimumf", self.op("maximumf", x, self.c(-160.0)), self.c(130.0))
+    n = self.math("roundeven", xc)
+    f = self.op("subf", xc, n)
+    if lo is not None: f = self.op("addf", f, lo)
+    return self.sel(self.cmp("uno", x, x), x, self.scaled(f, self.cast("fptosi", n, "f32", "i32")))
   def exp2_mul(self, x: str, c: float) -> str:
     """2^(x * c) for a constant c (exp and sigmoid: x / ln 2), the product's rounding recovered by an FMA and c split in
     two f32 parts: a plain exp2 of the rounded product is off by |x c| * 2^-24 relative (exp(80): 64 ulp)."""
     chi = float(np.float32(c))
-    th = self.op("arith.mulf", x, self.c(chi))
-    tl = self.op("math.fma", x, self.c(float(np.float32(c - chi))), self.op("math.fma", x, self.c(chi), self.op("arith.negf", th)))
-    return self.exp2(th, self.sel(self.cmp("olt", self.op("math.absf", th), self.c(128.0)), tl, self.c(0.0)))   # inf: tl is NaN
+    th = self.op("mulf", x, self.c(chi))
+    tl = self.math("fma", x, self.c(float(np.float32(c - chi))), self.math("fma", x, self.c(chi), self.op("negf", th)))
+    return self.exp2(th, self.sel(self.cmp("olt", self.math("absf", th), self.c(128.0)), tl, self.c(0.0)))   # inf: tl is NaN
   def scaled(self, f: str, ni: str) -> str:
     """exp2(f) * 2^ni for f in [-1/2, 1/2] and an i32 ni in [-160, 130]."""
-    r = self.op("math.fma", self.horner(f, self.EXP2), f, self.c(1.0))
-    h = self.op("arith.shrsi", ni, self.c(1, "i32"), ty="i32")   # 2^n as 2^h * 2^(n-h): both halves are normal floats
-    for e in (h, self.op("arith.subi", ni, h, ty="i32")):
-      bits = self.op("arith.shli", self.op("arith.addi", e, self.c(127, "i32"), ty="i32"), self.c(23, "i32"), ty="i32")
-      r = self.op("arith.mulf", r, self.cast("arith.bitcast", bits, "i32", "f32"))
+    r = self.math("fma", self.horner(f, self.EXP2), f, self.c(1.0))
+    h = self.op("shrsi", ni, self.c(1, "i32"), ty="i32")   # 2^n as 2^h * 2^(n-h): both halves are normal floats
+    for e in (h, self.op("subi", ni, h, ty="i32")):
+      bits = self.op("shli", self.op("addi", e, self.c(127, "i32"), ty="i32"), self.c(23, "i32"), ty="i32")
+      r = self.op("mulf", r, self.cast("bitcast", bits, "i32", "f32"))
     return r
   def log2(self, x: str, wide: bool = False) -> str:
     """wide: log2 of a positive finite x as f64 (for pow), no edge values."""
     small = self.cmp("olt", x, self.c(1.1754943508222875e-38))   # subnormal (and <= 0, fixed below): scale by 2^23
-    xs = self.sel(small, self.op("arith.mulf", x, self.c(8388608.0)), x)
-    bits = self.cast("arith.bitcast", xs, "f32", "i32")
-    e = self.op("arith.subi", self.op("arith.shrui", bits, self.c(23, "i32"), ty="i32"),
+    xs = self.sel(small, self.op("mulf", x, self.c(8388608.0)), x)
+    bits = self.cast("bitcast", xs, "f32", "i32")
+    e = self.op("subi", self.op("shrui", bits, self.c(23, "i32"), ty="i32"),
                 self.sel(small, self.c(150, "i32"), self.c(127, "i32"), "i32"), ty="i32")
-    mb = self.op("arith.ori", self.op("arith.andi", bits, self.c(0x7fffff, "i32"), ty="i32"), self.c(0x3f800000, "i32"), ty="i32")
-    m = self.cast("arith.bitcast", mb, "i32", "f32")                 # x = m * 2^e, m in [1, 2)
+    mb = self.op("ori", self.op("andi", bits, self.c(0x7fffff, "i32"), ty="i32"), self.c(0x3f800000, "i32"), ty="i32")
+    m = self.cast("bitcast", mb, "i32", "f32")                 # x = m * 2^e, m in [1, 2)
     big = self.cmp("ogt", m, self.c(1.4142135623730951))
-    m = self.sel(big, self.op("arith.mulf", m, self.c(0.5)), m)      # m in [sqrt(1/2), sqrt(2)): z small around 0
-    e = self.op("arith.addi", e, self.cast("arith.extui", big, "i1", "i32"), ty="i32")
-    z = self.op("arith.subf", m, self.c(1.0))
-    z2 = self.op("arith.mulf", z, z)
-    y = self.op("arith.mulf", self.op("arith.mulf", self.horner(z, self.LOG), z), z2)
+    m = self.sel(big, self.op("mulf", m, self.c(0.5)), m)      # m in [sqrt(1/2), sqrt(2)): z small around 0
+    e = self.op("addi", e, self.cast("extui", big, "i1", "i32"), ty="i32")
+    z = self.op("subf", m, self.c(1.0))
+    z2 = self.op("mulf", z, z)
+    y = self.op("mulf", self.op("mulf", self.horner(z, self.LOG), z), z2)
     if wide:   # log2(x) in f64, the sum and scaling unrounded: y's few ulp of z^3 / 3 stay below 2^-30
-      z64, y64, e64 = self.cast("arith.extf", z, "f32", "f64"), self.cast("arith.extf", y, "f32", "f64"), self.cast("arith.sitofp", e, "i32", "f64")
-      ln = self.op("arith.addf", z64, self.op("math.fma", self.op("arith.mulf", z64, z64, ty="f64"), self.c(-0.5, "f64"), y64, ty="f64"), ty="f64")
-      return self.op("math.fma", ln, self.c(1.4426950408889634, "f64"), e64, ty="f64")
-    ln = self.op("arith.addf", z, self.op("math.fma", z2, self.c(-0.5), y))
-    r = self.op("math.fma", ln, self.c(1.4426950408889634), self.cast("arith.sitofp", e, "i32", "f32"))
+      z64, y64, e64 = self.cast("extf", z, "f32", "f64"), self.cast("extf", y, "f32", "f64"), self.cast("sitofp", e, "i32", "f64")
+      ln = self.op("addf", z64, self.math("fma", self.op("mulf", z64, z64, ty="f64"), self.c(-0.5, "f64"), y64, ty="f64"), ty="f64")
+      return self.math("fma", ln, self.c(1.4426950408889634, "f64"), e64, ty="f64")
+    ln = self.op("addf", z, self.math("fma", z2, self.c(-0.5), y))
+    r = self.math("fma", ln, self.c(1.4426950408889634), self.cast("sitofp", e, "i32", "f32"))
     inf = self.c(float("inf"))
     r = self.sel(self.cmp("oeq", x, inf), inf, r)
     r = self.sel(self.cmp("oeq", x, self.c(0.0)), self.c(float("-inf")), r)
@@ -239,25 +238,25 @@ class Poly:
     f32 would cost |y log2 x| ulp), the sign of x to an odd integer power, NaN for a finite x < 0 to a non-integer one,
     and C's edge values: x ** 0 = 1 and 1 ** y = 1 (NaN too), (-1) ** +-inf = 1, 0 ** y = 0 or inf by y's sign, inf
     likewise."""
-    ax, inf, one = self.op("math.absf", x), self.c(float("inf")), self.c(1.0)
+    ax, inf, one = self.math("absf", x), self.c(float("inf")), self.c(1.0)
     ok = self.bool("andi", self.cmp("ogt", ax, self.c(0.0)), self.cmp("olt", ax, inf))
     lg = self.log2(self.sel(ok, ax, one), wide=True)
     for v, s in ((0.0, "-inf"), (float("inf"), "inf")): lg = self.sel(self.cmp("oeq", ax, self.c(v)), self.c(float(s), "f64"), lg, "f64")
-    t = self.op("arith.mulf", lg, self.cast("arith.extf", y, "f32", "f64"), ty="f64")
-    t = self.op("arith.minimumf", self.op("arith.maximumf", t, self.c(-160.0, "f64"), ty="f64"), self.c(130.0, "f64"), ty="f64")
+    t = self.op("mulf", lg, self.cast("extf", y, "f32", "f64"), ty="f64")
+    t = self.op("minimumf", self.op("maximumf", t, self.c(-160.0, "f64"), ty="f64"), self.c(130.0, "f64"), ty="f64")
     # 2^t all in f64 (2^n by its exponent bits: normal in f64 over the whole range), rounded to f32 once
-    n = self.op("math.roundeven", t, ty="f64")
-    e = self.op("arith.addi", self.cast("arith.fptosi", n, "f64", "i64"), self.c(1023, "i64"), ty="i64")
-    scale = self.cast("arith.bitcast", self.op("arith.shli", e, self.c(52, "i64"), ty="i64"), "i64", "f64")
-    r64 = self.op("arith.mulf", self.horner(self.op("arith.subf", t, n, ty="f64"), self.EXP2_64, "f64"), scale, ty="f64")
-    r = self.cast("arith.truncf", r64, "f64", "f32")
-    fy, half = self.op("math.floor", y), self.op("arith.mulf", y, self.c(0.5))
-    odd = self.bool("andi", self.cmp("oeq", fy, y), self.cmp("one", self.op("math.floor", half), half))
-    signed = self.L(f"arith.cmpi slt, {self.cast('arith.bitcast', x, 'f32', 'i32')}, {self.c(0, 'i32')} : {self.t('i32')}")   # -0.0 too
-    r = self.sel(self.bool("andi", odd, signed), self.op("arith.negf", r), r)
+    n = self.math("roundeven", t, ty="f64")
+    e = self.op("addi", self.cast("fptosi", n, "f64", "i64"), self.c(1023, "i64"), ty="i64")
+    scale = self.cast("bitcast", self.op("shli", e, self.c(52, "i64"), ty="i64"), "i64", "f64")
+    r64 = self.op("mulf", self.horner(self.op("subf", t, n, ty="f64"), self.EXP2_64, "f64"), scale, ty="f64")
+    r = self.cast("truncf", r64, "f64", "f32")
+    fy, half = self.math("floor", y), self.op("mulf", y, self.c(0.5))
+    odd = self.bool("andi", self.cmp("oeq", fy, y), self.cmp("one", self.math("floor", half), half))
+    signed = self.lw.em.cmpi(self.fr, "slt", self.cast("bitcast", x, "f32", "i32"), self.c(0, "i32"), self.t("i32"))   # -0.0 too
+    r = self.sel(self.bool("andi", odd, signed), self.op("negf", r), r)
     r = self.sel(self.bool("andi", self.bool("andi", ok, signed), self.cmp("une", fy, y)), self.c(float("nan")), r)   # -inf is not
     r = self.sel(self.cmp("uno", x, y), self.c(float("nan")), r)   # the NaN t would be (and lanes poisoned by its fptosi)
-    r = self.sel(self.bool("andi", self.cmp("oeq", ax, one), self.cmp("oeq", self.op("math.absf", y), inf)), one, r)
+    r = self.sel(self.bool("andi", self.cmp("oeq", ax, one), self.cmp("oeq", self.math("absf", y), inf)), one, r)
     return self.sel(self.bool("ori", self.cmp("oeq", y, self.c(0.0)), self.cmp("oeq", x, one)), one, r)
 
 def sum_index(terms: list[UOp]) -> UOp:
@@ -318,7 +317,7 @@ class Lowerer:
       else:
         buf = arg_buffer(-1 - len(self.scratch), src.dtype.ptr(prod(sizes)))
         self.scratch.add(buf)
-        self.names[buf] = self.em.op(self.root, f"memref.alloca() {{alignment = 64 : i64}} : {mem_type(buf.dtype)}")
+        self.names[buf] = self.em.alloca(self.root, mem_type(buf.dtype))
         kat, jat = im.linearize(K, sizes), im.linearize(J, sizes)
       st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, src.dtype.ptr(), (buf, kat)), src), loc=red.loc)
       self.kept_stores.add(st)
@@ -379,7 +378,7 @@ class Lowerer:
       if fr.rng is self.par: lp.lo, lp.hi = "%lo", "%hi"
       if fr.rng is self.par and im.cval(fr.rng.src[0]) is None:   # parts %lo .. %hi of T of a size read at run time
         t = self.const(_int_attr(self.f, "uop.threads", 1), dtypes.index)
-        lp.lo, lp.hi = (self.line(fr.parent, f"arith.divui {self.line(fr.parent, f'arith.muli {end}, {b} : index')}, {t} : index") for b in ("%lo", "%hi"))
+        lp.lo, lp.hi = (self.em.arith(fr.parent, "divui", "index", self.em.arith(fr.parent, "muli", "index", end, b), t) for b in ("%lo", "%hi"))
       lp.step = c1 if fr.step == 1 else self.const(fr.step, dtypes.index)
       self.em.close_for(fr.parent, lp, [frames[i + 1].res if i + 1 < len(frames) else yielded] if ty is not None else [], ty or "")
 
@@ -402,9 +401,9 @@ class Lowerer:
       buf, i, gate = self.address(idx)
       val = self.value(v)
       fr = self.target(u)
-      if idx.dtype.base.is_bool: val = self.line(fr, f"arith.extui {val} : i1 to i8")
+      if idx.dtype.base.is_bool: val = self.em.cast(fr, "extui", val, "i1", "i8")
       n = len(fr.lines)
-      self.em.do(fr, f"memref.store {val}, {buf}[{i}] : {mem_type(idx.src[0].dtype)}")
+      self.em.store(fr, val, buf, i, mem_type(idx.src[0].dtype))
       if gate: self.em.wrap_if(fr, gate, n)
     elif u.op is Ops.AFTER: self.value(u)
     elif u.op is Ops.REDUCE: self.value(u)   # a kept reduce (see keep): its loop has filled the scratch row
@@ -419,10 +418,10 @@ class Lowerer:
     lanes = [at_lane(u, fr.rng, j) for j in range(self.lanes)]
     vals = [self.value(st.src[1]) for st in lanes]
     buf, i, _ = self.address(lanes[0].src[0])
-    vec = self.line(fr, f"vector.from_elements {', '.join(vals)} : vector<{self.lanes}xf32>")
+    vt = f"vector<{self.lanes}xf32>"
+    vec = self.em.from_elements(fr, vals, vt)
     # aligned: the address is a multiple of VW (streaming_store checks the index) in a buffer the runtime aligns
-    self.em.do(fr, f"vector.store {vec}, {buf}[{i}] {{alignment = {4 * self.lanes} : i64, nontemporal = true}} : "
-                    f"{mem_type(u.src[0].src[0].dtype)}, vector<{self.lanes}xf32>")
+    self.em.vstore(fr, vec, buf, i, mem_type(u.src[0].src[0].dtype), vt, f"alignment = {4 * self.lanes} : i64, nontemporal = true")
 
   def address(self, idx: UOp) -> tuple[str, str, str | None]:
     return self.value(idx.src[0]), self.value(idx.src[1]), self.value(idx.src[2]) if len(idx.src) > 2 else None
@@ -458,7 +457,7 @@ class Lowerer:
     if u.op is Ops.REDUCE: return self.reduce(u)
     srcs = [self.value(s) for s in u.src] if u.op not in (Ops.LOAD, Ops.INDEX) else []
     fr = self.target(u)
-    if u.op is Ops.CONST: return self.place(u, fr, self.line(fr, f"arith.constant {const_text(u.attrs['value'], u.dtype.mlir)}"))
+    if u.op is Ops.CONST: return self.place(u, fr, self.em.constant(fr, const_text(u.attrs['value'], u.dtype.mlir)))
     if u.op is Ops.LOAD: return self.place(u, fr, self.load(u, fr))
     if u.op is Ops.INDEX: raise PassError("uop.index used as a value (only loads and stores take addresses)", u.loc)
     return self.place(u, fr, self.alu(u.op, u.src, srcs, u.dtype, fr, u))
@@ -470,14 +469,14 @@ class Lowerer:
       buf, i, gate = self.value(idx.src[0]), self.value(split), self.value(idx.src[2])
     else:
       buf, i, gate = self.address(idx)
-      if gate is not None: i = self.line(fr, f"arith.select {gate}, {i}, {self.const(0, dtypes.index)} : index")
+      if gate is not None: i = self.em.select(fr, gate, i, self.const(0, dtypes.index), "index")
     mt, dt = mem_type(idx.src[0].dtype), u.dtype
     if gate is not None:
       zero = self.const(False if dt.is_bool else 0.0 if dt.is_float else 0, dt)
       if idx.src[0].size == 0: return zero  # no element to read: every executed load is gated off
-    v = self.line(fr, f"memref.load {buf}[{i}] : {mt}")
-    if dt.is_bool: v = self.line(fr, f"arith.cmpi ne, {v}, {self.const(0, dtypes.int8)} : i8")
-    return self.line(fr, f"arith.select {gate}, {v}, {zero} : {sl(dt)}") if gate is not None else v
+    v = self.em.load(fr, buf, i, mt)
+    if dt.is_bool: v = self.em.cmpi(fr, "ne", v, self.const(0, dtypes.int8), "i8")
+    return self.em.select(fr, gate, v, zero, sl(dt)) if gate is not None else v
 
   def gated_base(self, idx: UOp) -> UOp | None:
     """A gated address as where(gate, outer, 0) + inner, when its sum splits into terms that use only the gate's ranges
@@ -517,8 +516,8 @@ class Lowerer:
     every other op on a storage dtype (COMPUTE) widens its operands, runs in the compute dtype and rounds back."""
     sdt = srcs[0].dtype if srcs else dt
     if op is Ops.CAST: return self.cast(names[0], sdt, dt, fr)
-    if op is Ops.BITCAST: return names[0] if sl(sdt) == sl(dt) else self.line(fr, f"arith.bitcast {names[0]} : {sl(sdt)} to {sl(dt)}")
-    if op is Ops.WHERE: return self.line(fr, f"arith.select {names[0]}, {names[1]}, {names[2]} : {sl(dt)}")
+    if op is Ops.BITCAST: return names[0] if sl(sdt) == sl(dt) else self.em.cast(fr, "bitcast", names[0], sl(sdt), sl(dt))
+    if op is Ops.WHERE: return self.em.select(fr, *names[:3], sl(dt))
     if (cdt := COMPUTE.get(sdt)) is None: return self.scalar_alu(op, srcs, names, dt, fr, u, fm)
     r = self.scalar_alu(op, cdt, [self.cast(n, sdt, cdt, fr) for n in names], COMPUTE.get(dt, dt), fr, u, fm)
     return self.cast(r, cdt, dt, fr) if dt is sdt else r
@@ -535,27 +534,25 @@ class Lowerer:
   def ipow(self, a: str, e: str, dt: DType, fr: Frame) -> str:
     """Integer a ** e by squaring over the exponent's bits (wraps like repeated multiplication). A negative exponent
     gives the truncated 1 / a**-e: 1 for a == 1, +-1 for a == -1, else 0."""
-    L, t = (lambda text: self.line(fr, text)), sl(dt)
+    t, em = sl(dt), self.em
     zero, one, idx = self.const(0, dt), self.const(1, dt), (lambda v: self.const(v, dtypes.index))
-    em = self.em
     with em.for_(fr, idx(0), idx(dt.bits), idx(1), inits=[one, a, e], ty=t) as lp:
       (r, b, x), B = lp.accs, lp.body
-      odd = em.op(B, f"arith.cmpi ne, {em.op(B, f'arith.andi {x}, {one} : {t}')}, {zero} : {t}")
-      lp.yields = [em.op(B, f"arith.select {odd}, {em.op(B, f'arith.muli {r}, {b} : {t}')}, {r} : {t}"),
-                   em.op(B, f"arith.muli {b}, {b} : {t}"), em.op(B, f"arith.shrui {x}, {one} : {t}")]
+      odd = em.cmpi(B, "ne", em.arith(B, "andi", t, x, one), zero, t)
+      lp.yields = [em.select(B, odd, em.arith(B, "muli", t, r, b), r, t), em.arith(B, "muli", t, b, b), em.arith(B, "shrui", t, x, one)]
     out = lp.results[0]
     if dt.is_unsigned: return out
-    neg = L(f"arith.cmpi slt, {e}, {zero} : {t}")
-    odd = L(f"arith.cmpi ne, {L(f'arith.andi {e}, {one} : {t}')}, {zero} : {t}")
+    neg = em.cmpi(fr, "slt", e, zero, t)
+    odd = em.cmpi(fr, "ne", em.arith(fr, "andi", t, e, one), zero, t)
     m1 = self.const(-1, dt)
-    sgn = L(f"arith.select {odd}, {m1}, {one} : {t}")
-    frac = L(f"arith.select {L(f'arith.cmpi eq, {a}, {m1} : {t}')}, {sgn}, {zero} : {t}")
-    frac = L(f"arith.select {L(f'arith.cmpi eq, {a}, {one} : {t}')}, {one}, {frac} : {t}")
-    return L(f"arith.select {neg}, {frac}, {out} : {t}")
+    sgn = em.select(fr, odd, m1, one, t)
+    frac = em.select(fr, em.cmpi(fr, "eq", a, m1, t), sgn, zero, t)
+    frac = em.select(fr, em.cmpi(fr, "eq", a, one, t), one, frac, t)
+    return em.select(fr, neg, frac, out, t)
 
   def divide(self, op: str, srcs, names: list[str], dt: DType, fr: Frame) -> str:
     """Integer idiv/mod without LLVM's undefined (trapping) cases: x/0 -> 0, x%0 -> 0, MIN/-1 -> -MIN (wraps), MIN%-1 -> 0."""
-    L, t, signed = (lambda text: self.line(fr, text)), sl(dt), not dt.is_unsigned
+    L, t, signed, em = (lambda text: self.line(fr, text)), sl(dt), not dt.is_unsigned, self.em
     mop = ALU[op][cls(dt)]
     a, b = names
     d = srcs[1]
@@ -564,14 +561,14 @@ class Lowerer:
       if signed and dt is dtypes.index and d.attrs["value"] > 0 and im.bounds(srcs[0])[0] >= 0: mop = ALU[op][U]
       return L(f"{mop} {a}, {b} : {t}")
     zero, one = self.const(0, dt), self.const(1, dt)
-    isz = bad = L(f"arith.cmpi eq, {b}, {zero} : {t}")
+    isz = bad = em.cmpi(fr, "eq", b, zero, t)
     if signed:
-      ism1 = L(f"arith.cmpi eq, {b}, {self.const(-1, dt)} : {t}")
-      bad = L(f"arith.ori {isz}, {ism1} : i1")
-    q = L(f"{mop} {a}, {L(f'arith.select {bad}, {one}, {b} : {t}')} : {t}")
+      ism1 = em.cmpi(fr, "eq", b, self.const(-1, dt), t)
+      bad = em.arith(fr, "ori", "i1", isz, ism1)
+    q = L(f"{mop} {a}, {em.select(fr, bad, one, b, t)} : {t}")
     if op is Ops.MOD: return q  # x % 1 is already the 0 we want for both bad divisors
-    if signed: q = L(f"arith.select {ism1}, {L(f'arith.subi {zero}, {a} : {t}')}, {q} : {t}")
-    return L(f"arith.select {isz}, {zero}, {q} : {t}")
+    if signed: q = em.select(fr, ism1, em.arith(fr, "subi", t, zero, a), q, t)
+    return em.select(fr, isz, zero, q, t)
 
   def shift(self, op: str, srcs, names: list[str], dt: DType, fr: Frame) -> str:
     """Shifts as numpy defines them for every amount: one outside [0, bits) (a negative one too, read as unsigned) shifts
@@ -580,41 +577,39 @@ class Lowerer:
     L, t, (a, b), d = (lambda text: self.line(fr, text)), sl(dt), names, srcs[1]
     mop = ALU[op][cls(dt)]
     if d.op is Ops.CONST and 0 <= d.attrs["value"] < dt.bits: return L(f"{mop} {a}, {b} : {t}")
-    ok = L(f"arith.cmpi ult, {b}, {self.const(dt.bits, dt)} : {t}")
-    if op is Ops.SHR and not dt.is_unsigned: return L(f"arith.shrsi {a}, {L(f'arith.select {ok}, {b}, {self.const(dt.bits - 1, dt)} : {t}')} : {t}")
-    return L(f"arith.select {ok}, {L(f'{mop} {a}, {b} : {t}')}, {self.const(0, dt)} : {t}")   # select: the poison is not chosen
+    ok, em = self.em.cmpi(fr, "ult", b, self.const(dt.bits, dt), t), self.em
+    if op is Ops.SHR and not dt.is_unsigned: return em.arith(fr, "shrsi", t, a, em.select(fr, ok, b, self.const(dt.bits - 1, dt), t))
+    return em.select(fr, ok, L(f"{mop} {a}, {b} : {t}"), self.const(0, dt), t)   # select: the poison is not chosen
 
   def cast(self, x: str, s: DType, d: DType, fr: Frame) -> str:
-    L = lambda text: self.line(fr, text)
+    em = self.em
     if sl(s) == sl(d): return x
     c = lambda v: self.const(v, dtypes.int32)
-    if (w := COMPUTE.get(s)) is not None: x, s = Bf16.widen(L, c, x), w   # exact: then on from the compute dtype
-    if (w := COMPUTE.get(d)) is not None: return Bf16.narrow(L, c, self.cast(x, s, w, fr))
+    if (w := COMPUTE.get(s)) is not None: x, s = Bf16.widen(em, fr, c, x), w   # exact: then on from the compute dtype
+    if (w := COMPUTE.get(d)) is not None: return Bf16.narrow(em, fr, c, self.cast(x, s, w, fr))
     if sl(s) == sl(d): return x
-    if s is dtypes.index: x, s = L(f"arith.index_cast {x} : index to i64"), dtypes.int64
-    if d is dtypes.index: return L(f"arith.index_cast {self.cast(x, s, dtypes.int64, fr)} : i64 to index")
+    if s is dtypes.index: x, s = em.cast(fr, "index_cast", x, "index", "i64"), dtypes.int64
+    if d is dtypes.index: return em.cast(fr, "index_cast", self.cast(x, s, dtypes.int64, fr), "i64", "index")
     if sl(s) == sl(d): return x
     cs, cd = cls(s), cls(d)
-    if cd == B:
-      pred = "arith.cmpf une" if cs == F else "arith.cmpi ne"
-      return L(f"{pred.split()[0]} {pred.split()[1]}, {x}, {self.const(0.0 if cs == F else 0, s)} : {sl(s)}")
+    if cd == B: return (em.cmpf(fr, "une", x, self.const(0.0, s), sl(s)) if cs == F else em.cmpi(fr, "ne", x, self.const(0, s), sl(s)))
     if (mop := CASTS.get((cs, cd))) is None:  # same class, different width
       wider = d.bits > s.bits
-      mop = ("arith.extf" if wider else "arith.truncf") if cs == F else ("arith.extui" if cs == U else "arith.extsi") if wider else "arith.trunci"
-    return L(f"{mop} {x} : {sl(s)} to {sl(d)}")
+      mop = ("extf" if wider else "truncf") if cs == F else ("extui" if cs == U else "extsi") if wider else "trunci"
+    return em.cast(fr, mop, x, sl(s), sl(d))
 
 # ---------------------------------------------------------------- the per-op table
 # (op, dtype class) -> rule(lowerer, op, srcs, names, sdt, dt, frame, u) -> the result's name (None: the ALU op instead);
 # ops without a rule are one MLIR op of ALU. Targets share it and replace entries (lower_gpu.GPU_RULES).
 def _sin(lw, op, srcs, names, sdt, dt, fr, u):
   if sl(sdt) != "f32" or (xs := sin_of_shift(u)) is None: return None
-  L = lambda text: lw.line(fr, text)
+  em = lw.em
   if abs(xs[1]) == HALF_PI:   # sin(x +- pi/2) and sin(+-pi/2 - x) are +-cos(x): libm's cosf, exact for any x
-    r = L(f"math.cos {lw.value(xs[0])} : f32")
-    return L(f"arith.negf {r} : f32") if xs[1] < 0 else r
+    r = em.math(fr, "cos", "f32", lw.value(xs[0]))
+    return em.arith(fr, "negf", "f32", r) if xs[1] < 0 else r
   # another shift: it and the sine in f64, rounded once
-  arg = L(f"arith.{'subf' if xs[2] else 'addf'} {lw.const(xs[1], dtypes.float64)}, {L(f'arith.extf {lw.value(xs[0])} : f32 to f64')} : f64")
-  return L(f"arith.truncf {L(f'math.sin {arg} : f64')} : f64 to f32")
+  arg = em.arith(fr, "subf" if xs[2] else "addf", "f64", lw.const(xs[1], dtypes.float64), em.cast(fr, "extf", lw.value(xs[0]), "f32", "f64"))
+  return em.cast(fr, "truncf", em.math(fr, "sin", "f64", arg), "f64", "f32")
 def _poly(lw, op, srcs, names, sdt, dt, fr, u):
   if sl(sdt) != "f32": return None
   if (xc := exp2_of_product(u)) is not None: return Poly(lw, fr).exp2_mul(lw.value(xc[0]), xc[1])
@@ -624,8 +619,8 @@ def _cmp(lw, op, srcs, names, sdt, dt, fr, u):
   return lw.line(fr, f"{mop} {pred}, {names[0]}, {names[1]} : {sl(sdt)}")
 def _neg(lw, op, srcs, names, sdt, dt, fr, u):   # on bool: logical not, as in tinygrad
   c, t = cls(sdt), sl(sdt)
-  if c == B: return lw.line(fr, f"arith.xori {names[0]}, {lw.const(True, sdt)} : i1")
-  return lw.line(fr, f"arith.negf {names[0]} : {t}") if c == F else lw.line(fr, f"arith.subi {lw.const(0, sdt)}, {names[0]} : {t}")
+  if c == B: return lw.em.arith(fr, "xori", "i1", names[0], lw.const(True, sdt))
+  return lw.em.arith(fr, "negf", t, names[0]) if c == F else lw.em.arith(fr, "subi", t, lw.const(0, sdt), names[0])
 def _imulacc(lw, op, srcs, names, sdt, dt, fr, u):
   return lw.scalar_alu(Ops.ADD, sdt, [lw.scalar_alu(Ops.MUL, sdt, names[:2], dt, fr, u), names[2]], dt, fr, u)
 INTS = (S, U)

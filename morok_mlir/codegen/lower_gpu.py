@@ -99,9 +99,9 @@ class GPULowerer(Lowerer):
     stride, out = _prod(sizes), []
     for k, size in enumerate(sizes):
       stride //= size
-      iv = lin if stride == 1 else self.line(fr, f"arith.divui {lin}, {self.const(stride, dtypes.index)} : index")
-      out.append(self.line(fr, f"arith.remui {iv}, {self.const(size, dtypes.index)} : index") if k else iv)
-    if upcast > 1: out[-1] = self.line(fr, f"arith.muli {out[-1]}, {self.const(upcast, dtypes.index)} : index")
+      iv = lin if stride == 1 else self.em.arith(fr, "divui", "index", lin, self.const(stride, dtypes.index))
+      out.append(self.em.arith(fr, "remui", "index", iv, self.const(size, dtypes.index)) if k else iv)
+    if upcast > 1: out[-1] = self.em.arith(fr, "muli", "index", out[-1], self.const(upcast, dtypes.index))
     return out
 
   def flat_ivs(self, fr: Frame, rngs: list[UOp], lin: str | list[str]):
@@ -132,7 +132,7 @@ class GPULowerer(Lowerer):
       else:
         lin = self.line(self.root, "gpu.global_id x")
         if self.glob * self.local * self.upcast != self.n_out:
-          guard = self.line(self.root, f"arith.cmpi ult, {lin}, {self.const(self.n_out // self.upcast, dtypes.index)} : index")
+          guard = self.em.cmpi(self.root, "ult", lin, self.const(self.n_out // self.upcast, dtypes.index), "index")
       fr = Frame(self.root, self.out_rngs[0] if self.out_rngs else None); fr.chain = frozenset(self.out_rngs)
       self.flat_ivs(fr, self.out_rngs, self.digits(fr, self.out_rngs, lin, self.upcast))
       stores = []
@@ -154,7 +154,7 @@ class GPULowerer(Lowerer):
       idx, v = u.src
       if idx.op is Ops.INDEX: self.address(idx); self.value(v)
       fr = self.target(u)
-      t0 = self.line(fr, f"arith.cmpi eq, {self.tid}, {self.const(0, dtypes.index)} : index")
+      t0 = self.em.cmpi(fr, "eq", self.tid, self.const(0, dtypes.index), "index")
       n = len(fr.lines)
       super().effect(u)
       self.em.wrap_if(fr, t0, n)

@@ -48,7 +48,7 @@ def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | 
     phases, scratch = progs[callee]
     # a contraction's packed operands and tile buffer, for this call only
     tys, ops = [mem_type(t.dtype) for t in k.args] + [f"memref<{n}xf32>" for n in scratch], [f"%arg{s}" for s in slots]
-    ops += [em.op(b, f"memref.alloc() {{alignment = 64 : i64}} : {t}") for t in tys[len(k.args):]]
+    ops += [em.alloca(b, t, heap=True) for t in tys[len(k.args):]]
     for entry, par in phases:
       pt, po = tys, ops
       if par is not None:  # the whole outer loop in one call (as chunk 0, for phases that take the chunk index)
@@ -56,7 +56,7 @@ def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | 
         bounds = [lo, hi] + [lo] * (len(par) > 3 and par[3])
         pt, po = tys + ["index"] * len(bounds), ops + bounds
       em.do(b, f"func.call @{entry}({', '.join(po)}) : ({', '.join(pt)}) -> ()")
-    for o, t in zip(ops[len(k.args):], tys[len(k.args):]): em.do(b, f"memref.dealloc {o} : {t}")
+    for o, t in zip(ops[len(k.args):], tys[len(k.args):]): em.dealloc(b, o, t)
   return Emitter.func(f.name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)], b)
 
 def lower_module(funcs: list[Func]) -> str:

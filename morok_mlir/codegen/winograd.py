@@ -189,14 +189,13 @@ class Winograd:
     c = lambda v: em.const(b, v)
     ops = [f"%arg{i}" for i in range(len(self.args))]
     for j in range(1, t):   # thread j's V and C are scratch 1 + 2 j and 2 + 2 j
-      mine = em.op(b, f"arith.cmpi eq, %tid, {c(j)} : index")
-      for part in (1, 2): ops[n + part] = em.op(b, f"arith.select {mine}, %arg{n + part + 2 * j}, {ops[n + part]} : {tys[n + part]}")
+      mine = em.cmpi(b, "eq", "%tid", c(j), "index")
+      for part in (1, 2): ops[n + part] = em.select(b, mine, f"%arg{n + part + 2 * j}", ops[n + part], tys[n + part])
     lo, hi = ("%lo", "%hi") if t > 1 else (c(0), c(self.nblocks))
     one, rb = c(1), c(self.rb)
     with em.for_(b, lo, hi, one) as lp:
-      L = lambda text: em.op(lp.body, text)
-      r0 = L(f"arith.muli {lp.iv}, {rb} : index")
-      r1 = L(f"arith.minsi {L(f'arith.addi {r0}, {rb} : index')}, {em.const(lp.body, rows)} : index")
+      r0 = em.arith(lp.body, "muli", "index", lp.iv, rb)
+      r1 = em.arith(lp.body, "minsi", "index", em.arith(lp.body, "addi", "index", r0, rb), em.const(lp.body, rows))
       for phase, bounds in (("in", [r0, r1]), ("mm", []), ("out", [r0, r1])):
         em.do(lp.body, f"func.call @{self.name}_{phase}({', '.join(ops + bounds)}) : ({', '.join(tys + ['index'] * len(bounds))}) -> ()")
     return Emitter.func(f"{self.name}_blk", [f"%arg{i}: {ty}" for i, ty in enumerate(tys)] + (["%lo: index", "%hi: index", "%tid: index"] if t > 1 else []), b)
