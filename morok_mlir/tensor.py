@@ -75,6 +75,14 @@ def _data(u: UOp) -> UOp: return u if u.op is Ops.BUFFER else u.src[0]   # the b
 
 
 
+def _host_array(x) -> np.ndarray:
+  """The values of an object from another array library: through DLPack, or numpy's __array__ (a device tensor's DLPack
+  is refused by numpy, its __array__ may copy it to the host)."""
+  for f in ((np.from_dlpack,) if hasattr(x, "__dlpack__") else ()) + ((np.asarray,) if hasattr(x, "__array__") else ()):
+    try: return f(x)
+    except (BufferError, TypeError, RuntimeError, ValueError) as e: err = e
+  _err(TypeError, f"cannot make a tensor from {type(x).__name__}: {err}")
+
 def _infer(data) -> DType:
   """tinygrad's dtype of a Python (nested) list: all bools -> bool, any float -> float32, else int32."""
   flat = [x.dtype if isinstance(x, Tensor) else _np_dtype(x.dtype) if isinstance(x, np.ndarray) else _scalar_dtype(x, "a list holding ")
@@ -193,6 +201,8 @@ class Tensor(OpMixin, metaclass=_TensorType):
       try: self.uop = _buf(np.frombuffer(bytes(data), (dt or dtypes.uint8).np).copy())
       except ValueError as e: _err(ValueError, f"cannot read {len(bytes(data))} bytes as {dt}: {e}")
     elif data is None: self.uop = _buf(np.empty((0,), dtype=(dt or dtypes.default_float).np))
+    elif hasattr(data, "__dlpack__") or hasattr(data, "__array__"):   # a torch/jax/cupy... host tensor: copied, as an ndarray
+      self.uop = new_buffer(_host_array(data), _loc(), copy=True) if dt is None else Tensor(_host_array(data), dt).uop
     else: _err(TypeError, f"cannot make a tensor from {type(data).__name__}")
     if requires_grad is not None: self.requires_grad = requires_grad
 
@@ -387,6 +397,27 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if (rec := _capture.rec) is not None: rec.host_read(b)
     # the copy in recycled host memory (the CPU allocator's pool: no page faults on a repeated call)
     return b.copyout(Device["CPU"].allocator.alloc(b.size, b.dtype)).reshape(self.shape)
+  # ---- DLPack (the array API's exchange protocol), host memory only: numpy's exporter hands out the realized buffer's
+  # own memory (read-only), its capsule holding the array, whose base chain holds the allocator's block
+  def __dlpack_device__(self) -> tuple[int, int]:
+    if self.device != "CPU": raise BufferError(f"DLPack export of a {self.device} tensor is not supported yet: use .to('CPU')")
+    return (1, 0)   # kDLCPU, device 0
+  def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+    self.__dlpack_device__()
+    if self.dtype.npdt.kind not in "biuf": raise BufferError(f"numpy's DLPack cannot export {self.dtype}: cast the tensor first")
+    arr = _data(self.realize().uop).buffer.as_numpy().reshape(self.shape)
+    if max_version is None or max_version[0] < 1:   # the legacy capsule cannot say read-only: export a copy, where allowed
+      if copy is False: raise BufferError("DLPack before 1.0 cannot export a tensor's read-only memory without a copy (copy=False)")
+      arr = arr.copy()
+    return arr.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+  @staticmethod
+  def from_dlpack(x) -> Tensor:
+    """A tensor over the memory of x (any DLPack exporter on the host: torch, jax, numpy), without a copy where the layout
+    allows (C-contiguous, native byte order): as numpy's from_dlpack, the memory is shared; the exporter must not write to
+    it while the tensor lives."""
+    try: arr = np.from_dlpack(x)
+    except (BufferError, TypeError, RuntimeError, AttributeError) as e: _err(type(e) if type(e) is not AttributeError else TypeError, f"from_dlpack: {e}")
+    return Tensor(new_buffer(arr, _loc()))
   def item(self):
     if self.numel() != 1: _err(ValueError, f"item() needs a tensor with one element, got shape {self.shape}")
     return self.numpy().item()
