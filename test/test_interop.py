@@ -54,3 +54,85 @@ def test_torch_dlpack():
   x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
   assert (Tensor(x).numpy() == x.numpy()).all() and (Tensor.from_dlpack(x).numpy() == x.numpy()).all()
   assert (torch.from_dlpack(Tensor(x) * 2) == x * 2).all()
+
+# ---- torch_load: checkpoints in torch.save's zip format, written here without torch: stand-ins whose names pickle writes
+# as torch's globals (fake torch modules for the pickler's lookup)
+import collections, io, os, pickle, sys, types, zipfile
+from morok_mlir.nn.state import torch_load
+
+_STORAGES = {np.dtype(k): type(v, (), {"__module__": "torch"}) for k, v in [("float32", "FloatStorage"), ("int64", "LongStorage"),
+             ("float16", "HalfStorage"), ("bool", "BoolStorage"), ("uint8", "ByteStorage"), ("int32", "IntStorage")]}
+def _rebuild_tensor_v2(*a): pass
+def _rebuild_parameter(*a): pass
+_rebuild_tensor_v2.__module__ = _rebuild_parameter.__module__ = "torch._utils"
+
+class St:      # a storage: a flat array
+  def __init__(self, arr): self.arr = arr
+class T:       # a tensor over a storage
+  def __init__(self, st, offset, shape, stride): self.st, self.args = st, (offset, shape, stride)
+  def __reduce__(self): return _rebuild_tensor_v2, (self.st, *self.args, False, collections.OrderedDict())
+class P:       # an nn.Parameter
+  def __init__(self, t): self.t = t
+  def __reduce__(self): return _rebuild_parameter, (self.t, True, collections.OrderedDict())
+
+def _save(path, obj, monkeypatch, storage_bytes=None):
+  torch, utils = types.ModuleType("torch"), types.ModuleType("torch._utils")
+  for c in _STORAGES.values(): setattr(torch, c.__name__, c)
+  utils._rebuild_tensor_v2, utils._rebuild_parameter = _rebuild_tensor_v2, _rebuild_parameter
+  monkeypatch.setitem(sys.modules, "torch", torch); monkeypatch.setitem(sys.modules, "torch._utils", utils)
+  sts: dict[int, St] = {}
+  class Pickler(pickle.Pickler):
+    def persistent_id(self, obj):
+      if not isinstance(obj, St): return None
+      sts.setdefault(id(obj), obj)
+      return ("storage", _STORAGES[obj.arr.dtype], str(list(sts).index(id(obj))), "cpu", obj.arr.size)
+  buf = io.BytesIO(); Pickler(buf, protocol=2).dump(obj)
+  with zipfile.ZipFile(path, "w") as z:
+    z.writestr("archive/data.pkl", buf.getvalue()); z.writestr("archive/byteorder", "little"); z.writestr("archive/version", "3\n")
+    for i, st in enumerate(sts.values()): z.writestr(f"archive/data/{i}", storage_bytes if storage_bytes is not None else st.arr.tobytes())
+
+def test_torch_load_state_dict(tmp_path, monkeypatch):
+  w = np.arange(12, dtype=np.float32)
+  shared = St(w)
+  sd = collections.OrderedDict([("w", P(T(shared, 0, (3, 4), (4, 1)))), ("wT", T(shared, 0, (4, 3), (1, 4))),   # strides honoured
+                                ("row", T(shared, 5, (3,), (1,))), ("b", T(St(np.array([1, -2], np.int64)), 0, (2,), (1,))),
+                                ("h", T(St(np.array([0.5, 2], np.float16)), 1, (), ())),
+                                ("m", T(St(np.array([True, False, True])), 0, (3,), (1,))), ("step", 7)])
+  _save(fn := tmp_path / "m.pt", sd, monkeypatch)
+  got = torch_load(fn)
+  assert list(got) == list(sd) and got["step"] == 7
+  assert (got["w"].numpy() == w.reshape(3, 4)).all() and (got["wT"].numpy() == w.reshape(3, 4).T).all()
+  assert (got["row"].numpy() == w[5:8]).all() and got["b"].numpy().tolist() == [1, -2] and got["b"].dtype.name == "int64"
+  assert got["h"].numpy().dtype == np.float16 and got["h"].item() == 2 and got["m"].numpy().tolist() == [True, False, True]
+
+@pytest.mark.parametrize("offset, shape, stride", [(10, (3,), (1,)), (0, (3, 4), (5, 1)), (0, (2,), (-1,)), (0, (2, 2), (1,))])
+def test_torch_load_checks_views(tmp_path, monkeypatch, offset, shape, stride):
+  _save(fn := tmp_path / "m.pt", {"x": T(St(np.arange(12, dtype=np.float32)), offset, shape, stride)}, monkeypatch)
+  with pytest.raises(ValueError, match="torch_load"): torch_load(fn)
+
+def test_torch_load_checks_storage_size(tmp_path, monkeypatch):
+  _save(fn := tmp_path / "m.pt", {"x": T(St(np.arange(4, dtype=np.float32)), 0, (4,), (1,))}, monkeypatch, storage_bytes=b"\0" * 8)
+  with pytest.raises(ValueError, match="holds 8 bytes"): torch_load(fn)
+
+class Evil:
+  def __init__(self, f, arg): self.f, self.arg = f, arg
+  def __reduce__(self): return self.f, (self.arg,)
+
+@pytest.mark.parametrize("f", [os.system, eval, getattr(__import__("builtins"), "exec")])
+def test_torch_load_refuses_code(tmp_path, f):
+  marker = tmp_path / "ran"
+  with zipfile.ZipFile(fn := tmp_path / "evil.pt", "w") as z:
+    z.writestr("archive/data.pkl", pickle.dumps({"x": Evil(f, f"open({str(marker)!r}, 'w')" if f is not os.system else f"touch {marker}")}, protocol=2))
+  with pytest.raises(ValueError, match="refused"): torch_load(fn)
+  assert not marker.exists()
+
+def test_torch_load_not_a_checkpoint(tmp_path):
+  (fn := tmp_path / "x.pt").write_bytes(pickle.dumps({"a": 1}))
+  with pytest.raises(ValueError, match="not a PyTorch zip"): torch_load(fn)
+
+def test_torch_load_of_torch_save(tmp_path):
+  torch = pytest.importorskip("torch")
+  m = torch.nn.Linear(3, 2)
+  torch.save(m.state_dict(), fn := tmp_path / "m.pt")
+  got = torch_load(fn)
+  assert all((got[k].numpy() == v.detach().numpy()).all() for k, v in m.state_dict().items())

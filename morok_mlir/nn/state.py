@@ -1,7 +1,8 @@
-"""Parameters and state dicts of a model (any object holding Tensors in attributes, lists, tuples and dicts), and
-safetensors files (written by the `safetensors` package's numpy API, read and checked here)."""
+"""Parameters and state dicts of a model (any object holding Tensors in attributes, lists, tuples and dicts),
+safetensors files (written by the `safetensors` package's numpy API, read and checked here) and PyTorch checkpoints
+(read without torch, by an unpickler that knows only what a state dict holds)."""
 from __future__ import annotations
-import json, math, os, stat
+import collections, json, math, os, pickle, stat, zipfile
 import numpy as np
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.provenance import error as _err, user_loc
@@ -87,3 +88,56 @@ def _safe_header(f, size: int, fn) -> dict[str, tuple]:
   for (_, e0, k0), (b1, _, k1) in zip(spans, spans[1:]):
     if b1 < e0: bad(f"the data of entries {k0!r} and {k1!r} overlap")
   return ret
+
+_TORCH_STORAGES = {"FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
+                   "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32,
+                   "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool}
+
+def torch_load(fn) -> dict:
+  """The object of a PyTorch checkpoint (torch.save's zip format, since PyTorch 1.6): a state dict (nested dicts, lists and
+  tuples of Tensors, numbers and strings), its tensors in memory of their own. Nothing in the file can run code: the
+  unpickler resolves only OrderedDict, the storage classes and torch._utils' _rebuild_tensor_v2 and _rebuild_parameter
+  (a pickled module, or anything else, raises ValueError); each tensor's offset, shape and strides are checked against
+  its storage's bytes, its dtype taken from the storage's class."""
+  def bad(msg: str): _err(ValueError, f"torch_load: {fn}: {msg}")
+  if not zipfile.is_zipfile(fn): bad("not a PyTorch zip checkpoint (the format before PyTorch 1.6 is not supported: re-save it)")
+  with zipfile.ZipFile(fn) as z:
+    if len(pkls := [n for n in z.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]) != 1: bad("no single <archive>/data.pkl")
+    prefix = pkls[0][:-len("data.pkl")]
+    big = f"{prefix}byteorder" in z.namelist() and z.read(f"{prefix}byteorder").strip() == b"big"
+    storages: dict[str, np.ndarray] = {}
+    def storage(pid) -> np.ndarray:
+      if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage" and isinstance(pid[1], _TorchStorage)
+              and isinstance(pid[2], str) and type(pid[4]) is int): bad(f"unknown persistent id {pid!r}")
+      dt, key, numel = pid[1].dtype, pid[2], pid[4]
+      if key not in storages:
+        try: info = z.getinfo(f"{prefix}data/{key}")
+        except KeyError: bad(f"storage {key!r} is missing")
+        if info.file_size != numel * dt.itemsize: bad(f"storage {key!r} holds {info.file_size} bytes, not {numel} {dt}")
+        if len(raw := z.read(info)) != info.file_size: bad(f"storage {key!r} is shorter than its zip entry says")
+        arr = np.frombuffer(raw, f"u{dt.itemsize}")
+        if dt is dtypes.bool and (arr > 1).any(): bad(f"bool storage {key!r} holds bytes other than 0 and 1")
+        storages[key] = (arr.byteswap() if big else arr).view(dt.npdt)   # read only here: each tensor copies its part
+      if storages[key].dtype != dt.npdt: bad(f"storage {key!r} is read as two dtypes")
+      return storages[key]
+    def rebuild(st, offset, shape, strides, *_) -> Tensor:
+      if not (isinstance(st, np.ndarray) and all(type(x) is int and x >= 0 for x in (offset, *shape, *strides)) and len(shape) == len(strides)):
+        bad(f"a tensor with offset {offset!r}, shape {shape!r}, strides {strides!r}")
+      if math.prod(shape) and offset + sum((d - 1) * s for d, s in zip(shape, strides)) >= st.size:
+        bad(f"a tensor of shape {tuple(shape)}, strides {tuple(strides)} at offset {offset} reads past its storage of {st.size}")
+      arr = np.lib.stride_tricks.as_strided(st[offset:] if math.prod(shape) else st[:0], tuple(shape),
+                                            tuple(s * st.itemsize for s in strides), writeable=False)
+      return Tensor(new_buffer(np.array(arr, order="C"), user_loc()))   # the copy is ours
+    globs = {("collections", "OrderedDict"): collections.OrderedDict, ("torch._utils", "_rebuild_tensor_v2"): rebuild,
+             ("torch._utils", "_rebuild_parameter"): lambda t, *_: t, **{("torch", k): _TorchStorage(dt) for k, dt in _TORCH_STORAGES.items()}}
+    class Unpickler(pickle.Unpickler):
+      def find_class(self, module, name):
+        if (f := globs.get((module, name))) is None: bad(f"it references {module}.{name}, which a state dict does not hold (refused)")
+        return f
+      def persistent_load(self, pid): return storage(pid)
+    with z.open(pkls[0]) as f:
+      try: return Unpickler(f).load()
+      except (pickle.UnpicklingError, EOFError, TypeError, AttributeError, IndexError) as e: bad(f"its pickle is broken ({type(e).__name__}: {e})")
+
+class _TorchStorage:
+  def __init__(self, dtype): self.dtype = dtype
