@@ -416,7 +416,8 @@ class Tensor(OpMixin, metaclass=_TensorType):
     allows (C-contiguous, native byte order): as numpy's from_dlpack, the memory is shared; the exporter must not write to
     it while the tensor lives."""
     try: arr = np.from_dlpack(x)
-    except (BufferError, TypeError, RuntimeError, AttributeError) as e: _err(type(e) if type(e) is not AttributeError else TypeError, f"from_dlpack: {e}")
+    except (BufferError, TypeError, RuntimeError, AttributeError) as e:   # (no __dlpack__ is an AttributeError)
+      _err(BufferError if isinstance(e, BufferError) else TypeError, f"from_dlpack: {e}")
     return Tensor(new_buffer(arr, _loc()))
   def item(self):
     if self.numel() != 1: _err(ValueError, f"item() needs a tensor with one element, got shape {self.shape}")

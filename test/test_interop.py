@@ -122,7 +122,8 @@ class Evil:
 def test_torch_load_refuses_code(tmp_path, f):
   marker = tmp_path / "ran"
   with zipfile.ZipFile(fn := tmp_path / "evil.pt", "w") as z:
-    z.writestr("archive/data.pkl", pickle.dumps({"x": Evil(f, f"open({str(marker)!r}, 'w')" if f is not os.system else f"touch {marker}")}, protocol=2))
+    code = f"touch {marker}" if f is os.system else f"open({str(marker)!r}, 'w')"
+    z.writestr("archive/data.pkl", pickle.dumps({"x": Evil(f, code)}, protocol=2))
   with pytest.raises(ValueError, match="refused"): torch_load(fn)
   assert not marker.exists()
 
