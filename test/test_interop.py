@@ -75,11 +75,14 @@ class P:       # an nn.Parameter
   def __init__(self, t): self.t = t
   def __reduce__(self): return _rebuild_parameter, (self.t, True, collections.OrderedDict())
 
-def _save(path, obj, monkeypatch, storage_bytes=None):
+def _fake_torch(monkeypatch):
   torch, utils = types.ModuleType("torch"), types.ModuleType("torch._utils")
   for c in _STORAGES.values(): setattr(torch, c.__name__, c)
   utils._rebuild_tensor_v2, utils._rebuild_parameter = _rebuild_tensor_v2, _rebuild_parameter
   monkeypatch.setitem(sys.modules, "torch", torch); monkeypatch.setitem(sys.modules, "torch._utils", utils)
+
+def _save(path, obj, monkeypatch, storage_bytes=None):
+  _fake_torch(monkeypatch)
   sts: dict[int, St] = {}
   class Pickler(pickle.Pickler):
     def persistent_id(self, obj):
@@ -119,17 +122,45 @@ class Evil:
   def __reduce__(self): return self.f, (self.arg,)
 
 @pytest.mark.parametrize("f", [os.system, eval, getattr(__import__("builtins"), "exec")])
-def test_torch_load_refuses_code(tmp_path, f):
+@pytest.mark.parametrize("zipped", [True, False])
+def test_torch_load_refuses_code(tmp_path, f, zipped):
   marker = tmp_path / "ran"
-  with zipfile.ZipFile(fn := tmp_path / "evil.pt", "w") as z:
-    code = f"touch {marker}" if f is os.system else f"open({str(marker)!r}, 'w')"
-    z.writestr("archive/data.pkl", pickle.dumps({"x": Evil(f, code)}, protocol=2))
+  code = f"touch {marker}" if f is os.system else f"open({str(marker)!r}, 'w')"
+  evil = pickle.dumps({"x": Evil(f, code)}, protocol=2)
+  if not zipped: (fn := tmp_path / "evil.pt").write_bytes(evil)
+  else:
+    with zipfile.ZipFile(fn := tmp_path / "evil.pt", "w") as z: z.writestr("archive/data.pkl", evil)
   with pytest.raises(ValueError, match="refused"): torch_load(fn)
   assert not marker.exists()
 
-def test_torch_load_not_a_checkpoint(tmp_path):
-  (fn := tmp_path / "x.pt").write_bytes(pickle.dumps({"a": 1}))
-  with pytest.raises(ValueError, match="not a PyTorch zip"): torch_load(fn)
+@pytest.mark.parametrize("data, msg", [(pickle.dumps({"a": 1}), "not a PyTorch checkpoint"), (b"\x80\x02garbage", "pickle is broken"),
+                                       (b"", "pickle is broken")])
+def test_torch_load_not_a_checkpoint(tmp_path, data, msg):
+  (fn := tmp_path / "x.pt").write_bytes(data)
+  with pytest.raises(ValueError, match=msg): torch_load(fn)
+
+def _save_legacy(path, obj, monkeypatch, numel_delta=0):   # torch.save(..., _use_new_zipfile_serialization=False)
+  _fake_torch(monkeypatch)
+  sts: dict[int, St] = {}
+  class Pickler(pickle.Pickler):
+    def persistent_id(self, obj):
+      if not isinstance(obj, St): return None
+      sts.setdefault(id(obj), obj)
+      return ("storage", _STORAGES[obj.arr.dtype], str(list(sts).index(id(obj))), "cpu", obj.arr.size, None)
+  with open(path, "wb") as f:
+    for x in (0x1950a86a20f9469cfc6c, 1001, {"protocol_version": 1001, "little_endian": True}): pickle.dump(x, f, protocol=2)
+    Pickler(f, protocol=2).dump(obj)
+    pickle.dump([str(i) for i in range(len(sts))], f, protocol=2)
+    for st in sts.values(): f.write((st.arr.size + numel_delta).to_bytes(8, "little") + st.arr.tobytes())
+
+def test_torch_load_legacy_format(tmp_path, monkeypatch):
+  w = np.arange(6, dtype=np.float32)
+  _save_legacy(fn := tmp_path / "m.pt", {"w": P(T(st := St(w), 0, (2, 3), (3, 1))), "wT": T(st, 0, (3, 2), (1, 3)),
+                                         "b": T(St(np.array([3, 4], np.int32)), 1, (1,), (1,))}, monkeypatch)
+  got = torch_load(fn)
+  assert (got["w"].numpy() == w.reshape(2, 3)).all() and (got["wT"].numpy() == w.reshape(2, 3).T).all() and got["b"].tolist() == [4]
+  _save_legacy(fn, {"w": T(St(w), 0, (6,), (1,))}, monkeypatch, numel_delta=1)
+  with pytest.raises(ValueError, match="storage '0' is not 6"): torch_load(fn)
 
 def test_torch_load_of_torch_save(tmp_path):
   torch = pytest.importorskip("torch")

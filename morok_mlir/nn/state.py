@@ -94,50 +94,78 @@ _TORCH_STORAGES = {"FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float
                    "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool}
 
 def torch_load(fn) -> dict:
-  """The object of a PyTorch checkpoint (torch.save's zip format, since PyTorch 1.6): a state dict (nested dicts, lists and
-  tuples of Tensors, numbers and strings), its tensors in memory of their own. Nothing in the file can run code: the
-  unpickler resolves only OrderedDict, the storage classes and torch._utils' _rebuild_tensor_v2 and _rebuild_parameter
-  (a pickled module, or anything else, raises ValueError); each tensor's offset, shape and strides are checked against
-  its storage's bytes, its dtype taken from the storage's class."""
-  def bad(msg: str): _err(ValueError, f"torch_load: {fn}: {msg}")
-  if not zipfile.is_zipfile(fn): bad("not a PyTorch zip checkpoint (the format before PyTorch 1.6 is not supported: re-save it)")
-  with zipfile.ZipFile(fn) as z:
-    if len(pkls := [n for n in z.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]) != 1: bad("no single <archive>/data.pkl")
-    prefix = pkls[0][:-len("data.pkl")]
-    big = f"{prefix}byteorder" in z.namelist() and z.read(f"{prefix}byteorder").strip() == b"big"
-    storages: dict[str, np.ndarray] = {}
-    def storage(pid) -> np.ndarray:
-      if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage" and isinstance(pid[1], _TorchStorage)
-              and isinstance(pid[2], str) and type(pid[4]) is int): bad(f"unknown persistent id {pid!r}")
-      dt, key, numel = pid[1].dtype, pid[2], pid[4]
-      if key not in storages:
+  """The object of a PyTorch checkpoint (torch.save's zip format since PyTorch 1.6, or the format before it): a state dict
+  (nested dicts, lists and tuples of Tensors, numbers and strings), its tensors in memory of their own. Nothing in the file
+  can run code: the unpickler resolves only OrderedDict, the storage classes and torch._utils' _rebuild_tensor_v2 and
+  _rebuild_parameter (a pickled module, or anything else, raises ValueError); storages are checked against the bytes the
+  file holds, each tensor's offset, shape and strides against its storage, its dtype taken from the storage's class."""
+  def bad(msg: str): _err(_TorchLoadError, f"torch_load: {fn}: {msg}")
+  def rebuild(st, offset, shape, strides, *_) -> Tensor:
+    if not (isinstance(st, np.ndarray) and all(type(x) is int and x >= 0 for x in (offset, *shape, *strides)) and len(shape) == len(strides)):
+      bad(f"a tensor with offset {offset!r}, shape {shape!r}, strides {strides!r}")
+    if math.prod(shape) and offset + sum((d - 1) * s for d, s in zip(shape, strides)) >= st.size:
+      bad(f"a tensor of shape {tuple(shape)}, strides {tuple(strides)} at offset {offset} reads past its storage of {st.size}")
+    arr = np.lib.stride_tricks.as_strided(st[offset:] if math.prod(shape) else st[:0], tuple(shape),
+                                          tuple(s * st.itemsize for s in strides), writeable=False)
+    return Tensor(new_buffer(np.array(arr, order="C"), user_loc()))   # the copy is ours
+  storages: dict[str, np.ndarray] = {}
+  def storage(key: str, dt, numel: int, read) -> np.ndarray:
+    if key not in storages:
+      raw = read(key, numel * dt.itemsize)
+      arr = np.frombuffer(raw, f"u{dt.itemsize}")
+      if dt is dtypes.bool and (arr > 1).any(): bad(f"bool storage {key!r} holds bytes other than 0 and 1")
+      storages[key] = (arr.byteswap() if big else arr).view(dt.npdt)   # read only here: each tensor copies its part
+    if storages[key].dtype != dt.npdt or storages[key].size != numel: bad(f"storage {key!r} is read as two dtypes or sizes")
+    return storages[key]
+  def load(f, storage=storage, rebuild=rebuild):
+    return _torch_unpickle(f, lambda pid: storage(*_torch_pid(pid, bad)), rebuild, bad)
+  if zipfile.is_zipfile(fn):
+    with zipfile.ZipFile(fn) as z:
+      if len(pkls := [n for n in z.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]) != 1: bad("no single <archive>/data.pkl")
+      prefix = pkls[0][:-len("data.pkl")]
+      big = f"{prefix}byteorder" in z.namelist() and z.read(f"{prefix}byteorder").strip() == b"big"
+      def read(key: str, nbytes: int) -> bytes:
         try: info = z.getinfo(f"{prefix}data/{key}")
         except KeyError: bad(f"storage {key!r} is missing")
-        if info.file_size != numel * dt.itemsize: bad(f"storage {key!r} holds {info.file_size} bytes, not {numel} {dt}")
-        if len(raw := z.read(info)) != info.file_size: bad(f"storage {key!r} is shorter than its zip entry says")
-        arr = np.frombuffer(raw, f"u{dt.itemsize}")
-        if dt is dtypes.bool and (arr > 1).any(): bad(f"bool storage {key!r} holds bytes other than 0 and 1")
-        storages[key] = (arr.byteswap() if big else arr).view(dt.npdt)   # read only here: each tensor copies its part
-      if storages[key].dtype != dt.npdt: bad(f"storage {key!r} is read as two dtypes")
-      return storages[key]
-    def rebuild(st, offset, shape, strides, *_) -> Tensor:
-      if not (isinstance(st, np.ndarray) and all(type(x) is int and x >= 0 for x in (offset, *shape, *strides)) and len(shape) == len(strides)):
-        bad(f"a tensor with offset {offset!r}, shape {shape!r}, strides {strides!r}")
-      if math.prod(shape) and offset + sum((d - 1) * s for d, s in zip(shape, strides)) >= st.size:
-        bad(f"a tensor of shape {tuple(shape)}, strides {tuple(strides)} at offset {offset} reads past its storage of {st.size}")
-      arr = np.lib.stride_tricks.as_strided(st[offset:] if math.prod(shape) else st[:0], tuple(shape),
-                                            tuple(s * st.itemsize for s in strides), writeable=False)
-      return Tensor(new_buffer(np.array(arr, order="C"), user_loc()))   # the copy is ours
-    globs = {("collections", "OrderedDict"): collections.OrderedDict, ("torch._utils", "_rebuild_tensor_v2"): rebuild,
-             ("torch._utils", "_rebuild_parameter"): lambda t, *_: t, **{("torch", k): _TorchStorage(dt) for k, dt in _TORCH_STORAGES.items()}}
-    class Unpickler(pickle.Unpickler):
-      def find_class(self, module, name):
-        if (f := globs.get((module, name))) is None: bad(f"it references {module}.{name}, which a state dict does not hold (refused)")
-        return f
-      def persistent_load(self, pid): return storage(pid)
-    with z.open(pkls[0]) as f:
-      try: return Unpickler(f).load()
-      except (pickle.UnpicklingError, EOFError, TypeError, AttributeError, IndexError) as e: bad(f"its pickle is broken ({type(e).__name__}: {e})")
+        if info.file_size != nbytes: bad(f"storage {key!r} holds {info.file_size} bytes, not {nbytes}")
+        if len(raw := z.read(info)) != nbytes: bad(f"storage {key!r} is shorter than its zip entry says")
+        return raw
+      with z.open(pkls[0]) as f: return load(f, lambda *a: storage(*a, read))
+  with open(fn, "rb") as f:   # before 1.6: pickles of a magic number, 1001, system info, the object, its storages' keys; the storages
+    for want in (0x1950a86a20f9469cfc6c, 1001):
+      if _torch_unpickle(f, None, None, bad) != want: bad("not a PyTorch checkpoint")
+    if not isinstance(info := _torch_unpickle(f, None, None, bad), dict): bad("not a PyTorch checkpoint")
+    big, start, sizes = info.get("little_endian") is False, f.tell(), {}
+    load(f, lambda key, dt, numel: sizes.setdefault(key, (dt, numel)) and np.empty(0), lambda *a: None)   # a pass to find the storages
+    if sorted(keys := _torch_unpickle(f, None, None, bad)) != sorted(sizes): bad(f"its storage keys {keys!r} are not the pickle's")
+    end = os.fstat(f.fileno()).st_size
+    for key in keys:
+      dt, numel = sizes[key]
+      if int.from_bytes(f.read(8), "little") != numel or numel * dt.itemsize > end - f.tell(): bad(f"storage {key!r} is not {numel} {dt}")
+      storage(key, dt, numel, lambda _, n: f.read(n))
+    f.seek(start)
+    return load(f, lambda *a: storage(*a, None))
 
+def _torch_pid(pid, bad) -> tuple:
+  """(key, dtype, numel) of a storage's persistent id: ("storage", class, key, location, numel) and a view's None before 1.6."""
+  if not (isinstance(pid, tuple) and len(pid) in (5, 6) and pid[0] == "storage" and isinstance(pid[1], _TorchStorage)
+          and isinstance(pid[2], str) and type(pid[4]) is int and pid[4] >= 0 and pid[5:] in ((), (None,))): bad(f"unknown persistent id {pid!r}")
+  return pid[2], pid[1].dtype, pid[4]
+
+def _torch_unpickle(f, storage, rebuild, bad):
+  """One pickle from f, its globals restricted to a state dict's (none at all without rebuild)."""
+  globs = {} if rebuild is None else {("collections", "OrderedDict"): collections.OrderedDict, ("torch._utils", "_rebuild_tensor_v2"): rebuild,
+           ("torch._utils", "_rebuild_parameter"): lambda t, *_: t, **{("torch", k): _TorchStorage(dt) for k, dt in _TORCH_STORAGES.items()}}
+  class Unpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+      if (g := globs.get((module, name))) is None: bad(f"it references {module}.{name}, which a state dict does not hold (refused)")
+      return g
+    def persistent_load(self, pid): return storage(pid) if storage else bad(f"unexpected persistent id {pid!r}")
+  try: return Unpickler(f).load()
+  except _TorchLoadError: raise
+  except (pickle.UnpicklingError, EOFError, TypeError, AttributeError, IndexError, ValueError, KeyError) as e:
+    bad(f"its pickle is broken ({type(e).__name__}: {e})")
+
+class _TorchLoadError(ValueError): pass
 class _TorchStorage:
   def __init__(self, dtype): self.dtype = dtype
