@@ -31,11 +31,11 @@ def test_legacy_dlpack_exports_a_copy():
   with pytest.raises(BufferError, match="copy"): t.__dlpack__(copy=False)
 
 def test_dlpack_lifetime():
-  t = Tensor(np.arange(4096, dtype=np.float32)) * 2   # pooled memory: a recycled block would be overwritten below
+  t = Tensor(np.arange(1 << 15, dtype=np.float32)) * 2   # pooled memory: a recycled block would be overwritten below
   a = np.from_dlpack(t)
   del t; gc.collect()
-  junk = [(Tensor(np.full(4096, 7.0, np.float32)) + 1).realize() for _ in range(4)]
-  assert (a == np.arange(4096, dtype=np.float32) * 2).all() and len(junk) == 4
+  junk = [(Tensor(np.full(1 << 15, 7.0, np.float32)) + 1).realize() for _ in range(4)]
+  assert (a == np.arange(1 << 15, dtype=np.float32) * 2).all() and len(junk) == 4
 
 def test_round_trip_and_foreign_objects():
   x = np.arange(6, dtype=np.int64).reshape(2, 3)
