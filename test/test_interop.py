@@ -81,18 +81,24 @@ def _fake_torch(monkeypatch):
   utils._rebuild_tensor_v2, utils._rebuild_parameter = _rebuild_tensor_v2, _rebuild_parameter
   monkeypatch.setitem(sys.modules, "torch", torch); monkeypatch.setitem(sys.modules, "torch._utils", utils)
 
-def _save(path, obj, monkeypatch, storage_bytes=None):
+def _pickle(f, obj, monkeypatch, *pid_tail) -> list[St]:
+  """Pickle obj into f as torch.save does, storages as persistent ids ("storage", class, key, "cpu", numel, *pid_tail);
+  the storages in key order."""
   _fake_torch(monkeypatch)
   sts: dict[int, St] = {}
   class Pickler(pickle.Pickler):
     def persistent_id(self, obj):
       if not isinstance(obj, St): return None
       sts.setdefault(id(obj), obj)
-      return ("storage", _STORAGES[obj.arr.dtype], str(list(sts).index(id(obj))), "cpu", obj.arr.size)
-  buf = io.BytesIO(); Pickler(buf, protocol=2).dump(obj)
+      return ("storage", _STORAGES[obj.arr.dtype], str(list(sts).index(id(obj))), "cpu", obj.arr.size, *pid_tail)
+  Pickler(f, protocol=2).dump(obj)
+  return list(sts.values())
+
+def _save(path, obj, monkeypatch, storage_bytes=None):
+  sts = _pickle(buf := io.BytesIO(), obj, monkeypatch)
   with zipfile.ZipFile(path, "w") as z:
     z.writestr("archive/data.pkl", buf.getvalue()); z.writestr("archive/byteorder", "little"); z.writestr("archive/version", "3\n")
-    for i, st in enumerate(sts.values()): z.writestr(f"archive/data/{i}", storage_bytes if storage_bytes is not None else st.arr.tobytes())
+    for i, st in enumerate(sts): z.writestr(f"archive/data/{i}", storage_bytes if storage_bytes is not None else st.arr.tobytes())
 
 def test_torch_load_state_dict(tmp_path, monkeypatch):
   w = np.arange(12, dtype=np.float32)
@@ -140,18 +146,11 @@ def test_torch_load_not_a_checkpoint(tmp_path, data, msg):
   with pytest.raises(ValueError, match=msg): torch_load(fn)
 
 def _save_legacy(path, obj, monkeypatch, numel_delta=0):   # torch.save(..., _use_new_zipfile_serialization=False)
-  _fake_torch(monkeypatch)
-  sts: dict[int, St] = {}
-  class Pickler(pickle.Pickler):
-    def persistent_id(self, obj):
-      if not isinstance(obj, St): return None
-      sts.setdefault(id(obj), obj)
-      return ("storage", _STORAGES[obj.arr.dtype], str(list(sts).index(id(obj))), "cpu", obj.arr.size, None)
   with open(path, "wb") as f:
     for x in (0x1950a86a20f9469cfc6c, 1001, {"protocol_version": 1001, "little_endian": True}): pickle.dump(x, f, protocol=2)
-    Pickler(f, protocol=2).dump(obj)
+    sts = _pickle(f, obj, monkeypatch, None)
     pickle.dump([str(i) for i in range(len(sts))], f, protocol=2)
-    for st in sts.values(): f.write((st.arr.size + numel_delta).to_bytes(8, "little") + st.arr.tobytes())
+    for st in sts: f.write((st.arr.size + numel_delta).to_bytes(8, "little") + st.arr.tobytes())
 
 def test_torch_load_legacy_format(tmp_path, monkeypatch):
   w = np.arange(6, dtype=np.float32)
