@@ -493,7 +493,8 @@ class Tensor(OpMixin, metaclass=_TensorType):
       _err(TypeError, f"arange with a symbolic bound takes int or bound-size bounds and a positive int step, got ({start!r}, {stop!r}, {step!r})")
     start, stop = (_shape((x,), "arange bound")[0] if isinstance(x, UOp) else int(x) for x in (start, stop))
     n = salu(Ops.IDIV, ssub(stop, start) + (int(step) - 1), int(step))
-    if (top := sym_range(n)[1]) <= 0 or sym_range(n)[0] < 0:
+    lo, top = sym_range(n)
+    if top <= 0 or lo < 0:
       _err(ValueError, f"arange({start!r}, {stop!r}, {step}) has a negative size at some value of its Variables")
     if isinstance(start, UOp): return Tensor.arange(0, top * step, step, dtype, **kw).shrink(((0, n),)) + start
     return Tensor.arange(start, start + top * step, step, dtype, **kw).shrink(((0, n),))
