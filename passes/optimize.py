@@ -40,7 +40,7 @@ from morok_mlir.ir.registry import register, Option, PassError
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
-from morok_mlir.core.kernel_facts import ONE, contraction, contraction_tiles, in_place, ranges_of, rsize, single_store, twin, winograd
+from morok_mlir.core.kernel_facts import ONE, contraction, contraction_tiles, extent, in_place, ranges_of, rsize, single_store, twin, winograd
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
@@ -215,16 +215,16 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   nodes, rngs, loops, work = facts(sink)
   attrs, keep = dict(f.attrs), None
   if any(u.op is Ops.REDUCE and u.dtype.is_float for u in nodes): attrs["uop.fastmath"] = None
-  # a loop that runs to a symbolic size: tiles, blocks and vector lanes are chosen for static sizes, so plain loops; the
-  # outer loop still runs on threads (each takes its part of the size read at run time)
-  if any(im.cval(r.src[0]) is None for r in rngs):
-    if threaded(): attrs["uop.threads"] = threads
-    return replace(f, attrs=attrs)
+  # a loop to a symbolic size: choices are made for the size's largest value (rsize), laid out for it, and run to the
+  # value read at run time; the choices that need static sizes (Winograd's tiles, split reduces, streamed stores) are
+  # not made, nor a contraction with a symbolic size on a range inside another of its kind (see kernel_facts.extent)
+  sym = any(im.cval(r.src[0]) is None for r in rngs)
   size = 2 * prod(rsize(r) for r in rngs)
-  if (size >= MM_MIN_FLOPS and (c := contraction(f.roots[0])) is not None and not depthwise(c)   # size first: contraction asks Z3
-      or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g.roots[0])) is not None and (f := g)):
+  if (size >= MM_MIN_FLOPS and (c := contraction(f.roots[0])) is not None and not depthwise(c) and fits(c, sym)   # size first: Z3
+      or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g.roots[0])) is not None
+      and fits(c, sym) and (f := g)):
     _, _, _, I, J, K, _ = c
-    if WINOGRAD and (w := winograd(c)) is not None and winograd_pays(tiles := winograd_tiles(c, w), size):
+    if WINOGRAD and not sym and (w := winograd(c)) is not None and winograd_pays(tiles := winograd_tiles(c, w), size):
       mm = contraction_tiles(rsize(w[2]), tiles, rsize(w[3]), vec, caches, threads)   # Cout x tiles x Cin
       attrs["uop.winograd"] = (*mm, vec, winograd_block(c, w, mm[0], vec, caches, threads))
     else: attrs["uop.contraction"] = (*contraction_tiles(prod(map(rsize, I)), prod(map(rsize, J)), prod(map(rsize, K)), vec, caches, threads), vec)
@@ -232,18 +232,22 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   else:
     if (m := merge_loops(sink)) is not sink: f, (nodes, rngs, loops, work) = replace(f, roots=[sink := m]), facts(m)
     if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = REDUCE_BLOCK
-    if threads > 1 and not loops and (sr := split_reduce(f, threads)) is not None:
+    if threads > 1 and not loops and not sym and (sr := split_reduce(f, threads)) is not None:
       attrs["uop.split_reduce"], attrs["uop.threads"] = sr, threads
     elif threaded(): attrs["uop.threads"] = threads
     # a kept row shares the core's L2 with the row it is computed from and with the other thread's rows
     if keep := kept(f, nodes, loops, caches[1] // 4): attrs["uop.keep"] = keep[0]
     elif w := lanes(f, vec): attrs["uop.lanes"] = w
   # a row kept in the output is scaled there, from cache, by plain stores (streaming them measured slower)
-  if not keep or not keep[1]:
+  if not sym and (not keep or not keep[1]):
     if (inner := streaming_store(f, vec)) is not None:
       attrs["uop.nontemporal"] = vec
       if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = vec   # chunks start on a lane group
   return replace(f, attrs=attrs)
+
+def fits(c, sym: bool) -> bool:
+  """Whether codegen.contraction runs contraction c: each of its range kinds with a symbolic size only on its outermost."""
+  return not sym or all(extent(rs) is not None for rs in c[3:])
 
 def lanes(f: Func, vec: int) -> int | None:
   """W for uop.lanes: the kernel's one f32 store steps by 1 with its innermost loop, and its value reduces inside that

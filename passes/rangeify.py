@@ -361,9 +361,8 @@ RECOMPUTE_WORK = 1 << 16   # a reduce doing less work in all than this is recomp
 def reduced(u: UOp, body: int) -> int:
   """The ops per element a reduce_axis counts for: the elements it folds, when its whole work (the elements it reads
   times the ops of its inline body, `body`) is worth a kernel."""
-  sizes = [u.src[0].shape[a] for a in u.attrs["axes"]]
-  if not all(isinstance(d, int) for d in sizes + list(u.shape)): return SHARED_COST
-  return prod(sizes) if prod(sizes) * prod(u.shape) * max(body, 1) >= RECOMPUTE_WORK else 1
+  sizes = [im.smax(u.src[0].shape[a]) for a in u.attrs["axes"]]   # symbolic sizes at their largest (as kernels are laid out)
+  return prod(sizes) if prod(sizes) * prod(map(im.smax, u.shape)) * max(body, 1) >= RECOMPUTE_WORK else 1
 
 def var_loads(dvs: list[UOp], buf: UOp) -> dict[UOp, UOp]:
   """Each define_var -> its value read from buf (int64, one per variable), clamped to [min, max]."""

@@ -10,11 +10,13 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
-from morok_mlir.core.kernel_facts import contraction, k_contiguous, k_rows, single_store
+from morok_mlir.core.kernel_facts import contraction, extent, k_contiguous, k_rows, rsize, single_store
 from morok_mlir.ir.registry import PassError
-from morok_mlir.codegen.lower_cpu import _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sizes
+from morok_mlir.codegen.lower_cpu import _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sl
 from morok_mlir.codegen.lanes import LaneLowerer, lane_coef
 from morok_mlir.codegen.emitter import Block, Emitter
+
+def sizes(rs: list[UOp]) -> list[int]: return [rsize(r) for r in rs]   # the layout's: a symbolic size at its largest
 
 class Contraction:
   """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC, MC, VW]` (see kernel_facts.contraction: the store is
@@ -31,7 +33,12 @@ class Contraction:
   MC-row block (all of K) into its own L2-sized buffer, picked by its chunk index, just before the tiles use it.
   A pack whose rows are neighbours in the operand's innermost row range, read a small fixed step apart (a convolution's
   image side: output columns), runs them as vector lanes (pack_lanes, LaneLowerer); other operands pack element-wise.
-  A pack of one input buffer's values alone (weights) runs once per input: its phase result is kept (reuse)."""
+  A pack of one input buffer's values alone (weights) runs once per input: its phase result is kept (reuse).
+  Symbolic sizes (only the outermost range of each of I, J, K and T may have one: kernel_facts.extent): the scratch and
+  every index are laid out for the sizes' largest values, and the loops run to the values read at run time (M, N, K and
+  the batch as `extent`s): mm's row blocks, panels and k slices up to them, its last ones partial; rows past M and
+  columns past N are computed on whatever the scratch holds and never stored (the epilogue's gates are the sizes read
+  at run time), so the same tiles serve every value."""
   def __init__(self, f: Func, name: str):
     self.f, self.name = f, name
     if (found := contraction(f.roots[0])) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
@@ -41,6 +48,9 @@ class Contraction:
       raise PassError(f"@{f.name}: uop.contraction must be array<i64: MR, NR, KC, MC, VW> of positive sizes, got {attr_text(c)}")
     self.mr, self.nr, self.kc, self.mc, self.vw = c
     self.M, self.N, self.K, self.batch = (prod(sizes(rs)) for rs in (I, J, K, T))
+    self.rt = [extent(rs) for rs in (I, J, K, T)]   # the same, read at run time (constants where static)
+    if None in self.rt: raise PassError(f"@{f.name}: uop.contraction with a symbolic size on a range inside another of its kind")
+    self.sym = any(im.cval(x) is None for x in self.rt)
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
     self.direct_a = self.in_place(a, I, K, self.Np == self.nr) if not T else None
@@ -63,7 +73,7 @@ class Contraction:
     # and that phase's result is kept per input (reuse)
     t = _int_attr(f, "uop.threads", 1)
     mc_blk = max(self.mr, min(self.mc, self.mc * self.kc // (2 * self.K) // self.mr * self.mr))
-    self.fused = self.direct_a is None and not T and -(-self.Mp // mc_blk) > self.Np // self.nr and \
+    self.fused = self.direct_a is None and not T and not self.sym and -(-self.Mp // mc_blk) > self.Np // self.nr and \
       not (self.a_slot is not None and k_contiguous(a, K[-1]))
     if self.fused: self.mc = mc_blk
     # Ap, Bp, C; a batch (over T) of each, one after the other
@@ -100,11 +110,18 @@ class Contraction:
     if not row and (lanes := self.pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
     order = T + ((K + rs) if k_first else (rs + K))
     new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
+    loops = list(new.values())
     lin, kl = im.linearize([new[r] for r in rs], sizes(rs)), im.linearize([new[r] for r in K], sizes(K))
+    if im.cval(n := extent(rs)) is None and not row:
+      # rows to a symbolic count: all panels' rows written, those past the last repeating it (they reach only C's pad
+      # rows or columns; left unwritten, they would be whatever the scratch held, denormals and all, in the FMAs)
+      lin = UOp(Ops.RANGE, dtypes.index, (im.mul(im.idiv(im.add(n, im.const(w - 1)), w), im.const(w)),), new[rs[0]].arg)
+      loops = [lin if u is new[rs[0]] else u for u in loops if not any(u is new[r] for r in rs[1:])]
+      new.update(zip(rs, im.unravel(UOp(Ops.MIN, dtypes.index, (lin, im.sub(n, im.const(1)))), sizes(rs))))
     idx = self.packed_at(lin, kl, w, row)
     if T: idx = im.add(im.mul(im.linearize([new[r] for r in T], sizes(T)), im.const(per_batch)), idx)
     st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
-    return Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *new.values())),))],
+    return Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *loops)),))],
                 {"uop.kernel": None, **self.thr})
 
   def pack_block(self, x, rs, w, buf):
@@ -131,7 +148,7 @@ class Contraction:
     # gated to its lanes (the others may point anywhere), and rows past the last (lanes of the last panel, reaching
     # only C's pad rows) read the last row. per: panels per block (a block packed inside mm), else the whole operand
     _, _, K, T = self.ranges
-    if not rs: return None
+    if not rs or self.sym: return None
     sz = sizes(rs)
     S, n_rows, L = sz[-1], prod(sz), self.vw if w % self.vw == 0 else w
     J = (S - gcd(L, S) + L - 1) // S   # the most row boundaries a group crosses
@@ -207,11 +224,13 @@ class Contraction:
       loops, m, n, at = [t, r, *([v] if nv > 1 else [])], im.add(m0, r), im.add(n0, col), im.add(im.mul(r, im.const(self.nr)), col)
     # the lane side (J for columns, I for rows): indices must step along it as one run; lanes past its edge read nothing.
     # The scalar side: its positions past the edge (the last tile's) are clamped: never stored
-    rs, cs = (I, m, self.M, self.Mp), (J, n, self.N, self.Np)
-    (L, lin, ln, lp), (S, slin, sn, sp) = (rs, cs) if rows else (cs, rs)
-    scal = dict(zip(S, im.unravel(UOp(Ops.MIN, dtypes.index, (slin, im.const(sn - 1))) if sp != sn else slin, sizes(S))))
+    # (a size read at run time where symbolic): the edge a side's positions may pass, None where they never do
+    rs, cs = (I, m, self.rt[0] if self.Mp != self.M or im.cval(self.rt[0]) is None else None), \
+             (J, n, self.rt[1] if self.Np != self.N or im.cval(self.rt[1]) is None else None)
+    (L, lin, ln), (S, slin, sn) = (rs, cs) if rows else (cs, rs)
+    scal = dict(zip(S, im.unravel(UOp(Ops.MIN, dtypes.index, (slin, im.sub(sn, im.const(1)))) if sn is not None else slin, sizes(S))))
     scal.update(zip(T, im.unravel(im.idiv(t, per), sizes(T))))
-    cut = UOp(Ops.CMPLT, dtypes.bool, (lin, im.const(ln))) if lp != ln else None
+    cut = UOp(Ops.CMPLT, dtypes.bool, (lin, ln)) if ln is not None else None
     # the first lane's position on the lane side, and how many lanes a vector holds there (they never straddle a run)
     Ls, szL, base, W = set(L), sizes(L), m0 if rows else im.add(n0, im.mul(v, im.const(self.vw))), self.mr if rows else self.vw
     sub, memo = {cload: UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (tile, at)),))}, {}
@@ -236,7 +255,7 @@ class Contraction:
       sub[u] = gated(ix, cut) if lanes and u is not st.src[0] else ix
     idx, val = sub[st.src[0]], st.src[1].substitute({**sub, **scal})
     if Ls & set(val.toposort) or lane_coef(idx.src[1], lane, {}) != 1 or not LaneLowerer.supports(val, lane): return None
-    idx = gated(idx, im.and_(UOp(Ops.CMPLT, dtypes.bool, (slin, im.const(sn))) if sp != sn else None, cut))
+    idx = gated(idx, im.and_(UOp(Ops.CMPLT, dtypes.bool, (slin, sn)) if sn is not None else None, cut))
     body = UOp(Ops.END, dtypes.void, (UOp(Ops.STORE, dtypes.void, (idx, val), loc=st.loc), *loops))
     f = Func(f"{self.name}_epi", self.args + [tile], [], [UOp(Ops.SINK, dtypes.void, (body,))],
              {"uop.kernel": None, "uop.threads": 1, **{k: v for k, v in self.f.attrs.items() if k == "uop.fastmath"}})   # the sums reassociate
@@ -251,7 +270,7 @@ class Contraction:
     for u in self.f.roots[0].toposort:
       if u.op is not Ops.REDUCE or u.attrs.get("op") != "add" or len(u.src) != len(K) + 1 or u.dtype is not dtypes.float32: continue
       K2 = sorted(u.src[1:], key=_axis)
-      if sizes(K2) != sizes(K) or a.substitute(dict(zip(K, K2))) is not u.src[0]: continue
+      if [r.src[0] for r in K2] != [r.src[0] for r in K] or a.substitute(dict(zip(K, K2))) is not u.src[0]: continue
       idx = self.packed_at(lin, im.linearize(K2, sizes(K)), self.mr, self.rows_a or 0)
       if T: idx = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.ka)), idx)
       out[u] = UOp(Ops.REDUCE, u.dtype, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (ap, idx)),)), *u.src[1:]), u.arg, u.loc)
@@ -282,7 +301,7 @@ class Contraction:
   def phases(self) -> list[tuple[str, tuple[int, int, int] | None]]:
     t = _int_attr(self.f, "uop.threads", 1)
     par = lambda f, work: (parallel_info(f)[0], t if work >= self.PAR_MIN else 1, 1) if t > 1 else None
-    nmm = self.batch if self.batch > 1 else max(self.Np // self.nr, -(-self.Mp // self.mc))
+    nmm = t if self.micro().split_sym else self.batch if self.batch > 1 else max(self.Np // self.nr, -(-self.Mp // self.mc))
     mm_par = (nmm, t if self.batch * self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1, *((1,) if self.fused else ())) if t > 1 else None
     bt = self.batch
     return [*([(f"{self.name}_pack_a", par(self.pack_a, bt * self.M * self.K))] if self.pack_a is not None and not self.fused else []),
@@ -310,7 +329,7 @@ class Contraction:
     """The mm phase's problems, each after the other in Ap, Bp and C."""
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, _int_attr(self.f, "uop.threads", 1), self.mr, self.nr, self.kc,
                        self.mc, self.vw, self.M, self.K, self.Mp, self.Np, self.batch, (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np),
-                       self.op, self.direct_a, self.rows_a, self.fused, self.epi_tile is not None, self.tile_rows)
+                       self.op, self.direct_a, self.rows_a, self.fused, self.epi_tile is not None, self.tile_rows, tuple(self.rt))
 
 @dataclass
 class MicroKernel:
@@ -318,7 +337,8 @@ class MicroKernel:
   panels in the scratch buffers after the nargs kernel arguments (problems `areas` floats apart in Ap, Bp and C), or A's
   rows read in place (direct_a: slot, offset, stride) or from pack_a's row-major copy (rows_a: its row stride). fused: A
   packed per MC-row block inside mm, by the pack_a phase it calls. tile: the epilogue runs per finished tile (_epi and
-  its prefetch _pf, called with the tile; tile_rows: the tile transposed). op: add (FMAs), or max or min (column reduces)."""
+  its prefetch _pf, called with the tile; tile_rows: the tile transposed). op: add (FMAs), or max or min (column reduces).
+  rt: M, N, K and the batch as index expressions read at run time (symbolic sizes; M, K, batch: the layout's maxima)."""
   name: str
   args: list[UOp]
   nargs: int
@@ -341,9 +361,18 @@ class MicroKernel:
   fused: bool = False
   tile: bool = False
   tile_rows: bool = False
+  rt: tuple = ()
+
+  @property
+  def split_sym(self) -> bool:
+    """Whether what threads split (the batch, A's row blocks or B's panels: MM.by_m) has a size read at run time: the
+    phase then takes parts %lo .. %hi of `threads` (its par is (threads, threads, 1))."""
+    m, n, _, bt = (im.cval(x) is None for x in self.rt) if self.rt else (False,) * 4
+    return bt if self.batch > 1 else m if -(-self.Mp // self.mc) > self.Np // self.nr else n
 
 
 IDENTITY = {"add": "0.0", "max": "0xFF800000", "min": "0x7F800000"}   # the reduce's identity (max, min: -inf, +inf)
+SIZE_OPS = {Ops.ADD: "addi", Ops.SUB: "subi", Ops.MUL: "muli", Ops.MAX: "maxsi", Ops.MIN: "minsi", Ops.IDIV: "divsi", Ops.MOD: "remsi"}
 
 def mm(mk: MicroKernel, private: bool = False) -> str: return MM(mk).text(private)
 
@@ -354,7 +383,9 @@ class MM:
     self.mk, self.em, self.b = mk, Emitter("v", 1), Block()
     self.nv, self.V, self.tty = mk.nr // mk.vw, f"vector<{mk.vw}xf32>", f"memref<{mk.mr * mk.nr}xf32>"
     self.c0, self.c1 = self.ci(0), self.ci(1)
-    self.ck, self.ckc = self.ci(mk.K), self.ci(mk.kc)
+    self.known: dict[UOp, str] = {}
+    M, N, K, B = mk.rt or map(im.const, (mk.M, mk.Np, mk.K, mk.batch))   # read at run time where symbolic
+    self.ck, self.ckc, self.mlast = self.size(K), self.ci(mk.kc), self.size(im.sub(M, im.const(1)))   # k's end, rows' last
     self.one = mk.K <= mk.kc   # one k slice
     if mk.tile: self.tile_buf = self.em.alloca(self.b, self.tty)
     # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
@@ -362,13 +393,31 @@ class MM:
     self.nb, self.mb = mk.Np // mk.nr, -(-mk.Mp // mk.mc)   # Bp panels, Ap row blocks: threads split the larger (each thread
     self.by_m = self.mb > self.nb                            # then streams only its share of the big operand from memory)
     self.batched = mk.batch > 1                              # threads split the batch instead; each problem's offsets in the scratch
-    self.lo, self.hi = ("%lo", "%hi") if mk.threads > 1 else (self.c0, self.ci(mk.batch if self.batched else self.mb if self.by_m else self.nb))
+    # the same counts at run time (the layout keeps the static ones: C's rows are Np apart, tiles numbered by nb)
+    cdiv = lambda x, d: im.idiv(im.add(x, im.const(d - 1)), d)
+    mp = im.mul(cdiv(M, mk.mr), im.const(mk.mr))
+    self.mp, self.nb_rt, self.mb_rt = self.size(mp), self.size(cdiv(N, mk.nr)), self.size(cdiv(mp, mk.mc))
+    cnt = self.size(B) if self.batched else self.mb_rt if self.by_m else self.nb_rt
+    if mk.threads == 1: self.lo, self.hi = self.c0, cnt
+    elif not mk.split_sym: self.lo, self.hi = "%lo", "%hi"
+    else: self.lo, self.hi = (self.ix("divui", self.ix("muli", cnt, x), self.ci(mk.threads)) for x in ("%lo", "%hi"))
     self.rowwise = mk.direct_a is not None or mk.rows_a is not None   # the tiles read A's rows (in place, or pack_a's copy)
     self.pa, self.pb, self.pc = (f"%arg{mk.nargs + i}" for i in range(3))
     self.ta, self.tb, self.tc = (f"memref<{x}xf32>" for x in mk.scratch[:3])
     self.off: dict[str, str] = {}   # a batch's problem offsets in Ap, Bp and C
 
   def put(self, text: str): self.em.do(self.b, text)
+  def size(self, u: UOp) -> str:
+    """A size as a value at the function's start: a constant, or an index expression of the variables' values."""
+    if (n := self.known.get(u)) is not None: return n
+    if (c := im.cval(u)) is not None: n = self.ci(c)
+    elif u.op is Ops.LOAD: n = self.em.load(self.b, f"%arg{u.src[0].src[0].attrs['slot']}", self.size(u.src[0].src[1]), mem_type(u.src[0].src[0].dtype))
+    elif u.op is Ops.CAST: n = self.em.cast(self.b, "index_cast", self.size(u.src[0]), sl(u.src[0].dtype), "index")
+    elif u.op in SIZE_OPS and u.dtype is dtypes.index: n = self.ix(SIZE_OPS[u.op], *map(self.size, u.src))   # sizes are >= 0
+    else: raise PassError(f"@{self.mk.name}: a size read at run time as uop.{u.op}", u.loc)
+    self.known[u] = n
+    return n
+
   def ix(self, op: str, *xs: str) -> str: return self.em.arith(self.b, op, "index", *xs)   # index arithmetic
   def ci(self, v: int) -> str: return self.em.const(self.b, v)
   def add(self, x: str, c: int) -> str: return self.ix("addi", x, self.ci(c)) if c else x
@@ -390,7 +439,7 @@ class MM:
       with self.loop(self.lo, self.hi) as bt:
         self.bt = bt.iv
         for part, area in zip("abc", mk.areas): self.off[part] = self.ix("muli", bt.iv, self.ci(area))
-        self.goto(self.c0, self.ci(self.mb), True)
+        self.goto(self.c0, self.mb_rt, True)
     idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if mk.fused else []) if mk.threads > 1 else []
     return Emitter.func(f"{mk.name}_mm", [f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(mk.args)] + idx, self.b,
                         "func.func private" if private else "func.func")
@@ -400,9 +449,9 @@ class MM:
     KC x NR slice L1-resident while the MR-row tiles of the block pass over it); by_m: threads split the row blocks."""
     with self.loop(self.c0, self.ck, self.ckc) as kc:
       kend, first = self.k_slice(kc.iv)
-      with self.loop(lo if by_m else self.c0, hi if by_m else self.ci(self.mb)) as icb:
+      with self.loop(lo if by_m else self.c0, hi if by_m else self.mb_rt) as icb:
         ib_lo, ib_hi = self.row_block(icb.iv)
-        with self.loop(self.c0 if by_m else lo, self.ci(self.nb) if by_m else hi) as jb:
+        with self.loop(self.c0 if by_m else lo, self.nb_rt if by_m else hi) as jb:
           a_base = lambda ib: self.at(self.ix("muli", ib, self.ci(self.mk.K * self.mk.mr)), "a")
           self.tile(kc.iv, jb.iv, ib_lo, ib_hi, kend, first, self.pa, self.ta, a_base)
 
@@ -421,14 +470,14 @@ class MM:
       self.put(f"func.call @{mk.name}_pack_a({', '.join(args)}) : ({', '.join([mem_type(a.dtype) for a in mk.args] + ['index', 'index'])}) -> ()")
       with self.loop(self.c0, self.ck, self.ckc) as kc:
         kend, first = self.k_slice(kc.iv)
-        with self.loop(self.c0, self.ci(self.nb)) as jb:
+        with self.loop(self.c0, self.nb_rt) as jb:
           a_base = lambda ib: self.ix("muli", self.ix("subi", ib, ib_lo), self.ci(mk.K * mk.mr))
           self.tile(kc.iv, jb.iv, ib_lo, ib_hi, kend, first, mine, blk, a_base)
 
   def row_block(self, icb: str) -> tuple[str, str]:   # the block's first and last MR-row panel
     mc, mr = self.mk.mc, self.mk.mr
     ic = self.ix("muli", icb, self.ci(mc))
-    ic_end = self.ix("minsi", self.ix("addi", ic, self.ci(mc)), self.ci(self.mk.Mp))
+    ic_end = self.ix("minsi", self.ix("addi", ic, self.ci(mc)), self.mp)
     return self.ix("divui", ic, self.ci(mr)), self.ix("divui", ic_end, self.ci(mr))
 
   def k_slice(self, kc: str) -> tuple[str, str]:   # the slice's end and whether it is the first (C starts from the identity)
@@ -441,7 +490,7 @@ class MM:
       slot, off, stride = mk.direct_a
       a_buf, a_ty = f"%arg{slot}", mem_type(mk.args[slot].dtype)
     else: off, stride = 0, mk.rows_a   # the row-major copy pack_a made, this problem's at offset "a"
-    row0, last = self.ix("muli", ib, self.ci(mk.mr)), self.ci(mk.M - 1)
+    row0, last = self.ix("muli", ib, self.ci(mk.mr)), self.mlast
     rows = [self.ix("minsi", self.add(row0, r), last) for r in range(mk.mr)]
     base = lambda x: self.ix("addi", self.ix("muli", x, self.ci(stride)), self.ci(off))
     rbase = [self.at(base(x), "a") if mk.rows_a else base(x) for x in rows]

@@ -309,7 +309,7 @@ class Lowerer:
     for n, red in enumerate(sorted(reds, key=lambda u: min(_axis(r) for r in u.src[1:]))):
       if (tw := twin(red, nodes, loops)) is None: raise PassError(f"@{self.f.name}: uop.keep names a reduce its loops do not recompute", red.loc)
       (t, K, J), src = tw, red.src[0]
-      sizes = [im.cval(r.src[0]) for r in K]
+      sizes = [im.smax(r.src[0]) for r in K]   # a symbolic size: its row laid out for the largest
       # the output row (stored for k, loaded back at j), unless the output goes out in nontemporal lanes (past the cache)
       if n == 0 and not self.lanes and (out := in_place(self.sink, red, t, J)) is not None:
         buf, at = out.src[0].src

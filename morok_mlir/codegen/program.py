@@ -13,8 +13,8 @@ from morok_mlir.codegen.split_reduce import SplitReduce
 from morok_mlir.codegen.winograd import Winograd, direct
 from morok_mlir.codegen.emitter import Block, Emitter
 
-# choices made for static loop sizes
-STATIC_ONLY = ("uop.contraction", "uop.winograd", "uop.split_reduce", "uop.nontemporal", "uop.lanes")
+# choices made for static loop sizes (a contraction's and lanes' run to symbolic sizes too)
+STATIC_ONLY = ("uop.winograd", "uop.split_reduce", "uop.nontemporal")
 
 def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int]]]:
   """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes,

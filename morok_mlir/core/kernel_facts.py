@@ -20,7 +20,17 @@ from morok_mlir.dialects.ops import Ops
 from morok_mlir.host import CACHES
 from morok_mlir.lru import LRU
 
-def rsize(r: UOp) -> int: return int(r.src[0].attrs["value"])
+def rsize(r: UOp) -> int:
+  """A range's size; a symbolic one's largest value (what its buffers are allocated and its kernel's layout laid out for)."""
+  return v if (v := im.cval(r.src[0])) is not None else im.smax(r.src[0])
+
+def extent(rs: list[UOp]) -> UOp | None:
+  """The number of positions the linear index of ranges rs (sorted by axis, laid out at their sizes' largest values) runs
+  over: their sizes' product, the outermost's read at run time where it is symbolic. None where another is symbolic: its
+  positions would not be a prefix of the layout."""
+  if any(im.cval(r.src[0]) is None for r in rs[1:]): return None
+  if not rs or im.cval(rs[0].src[0]) is not None: return im.const(prod(rsize(r) for r in rs))
+  return im.mul(rs[0].src[0], im.const(prod(rsize(r) for r in rs[1:])))
 
 def ranges_of(u: UOp) -> set[UOp]: return {x for x in u.toposort if x.op is Ops.RANGE}
 
@@ -221,7 +231,7 @@ def twin(red: UOp, nodes: set[UOp], loops: list[UOp]) -> tuple[UOp, list[UOp], l
   K, src = sorted(red.src[1:], key=lambda r: r.attrs["axis"]), red.src[0]
   if not K or len(K) > 3 or any(r.op is not Ops.RANGE or r.attrs.get("kind") != "reduce" for r in K): return None
   used = ranges_of(src)
-  cands = [[r for r in loops if r not in used and im.cval(r.src[0]) == im.cval(k.src[0]) is not None] for k in K]
+  cands = [[r for r in loops if r not in used and r.src[0] is k.src[0]] for k in K]   # one size: equal constants, or one symbolic size
   for J in itertools.product(*cands):
     if len(set(J)) == len(J) and (t := src.substitute(dict(zip(K, J)))) in nodes: return t, K, list(J)
   return None
