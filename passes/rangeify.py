@@ -131,7 +131,7 @@ class Rangeifier:
         x, lo = p.src[0], sym_attr(p, "padding")[::2]
         self.loops, xidx = self.loop_ranges(x.shape)
         v = yield (x, tuple(xidx), None, False)
-        at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize([im.add(i, im.const(o)) for i, o in zip(xidx, lo)], node.shape)))
+        at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize([im.add(i, im.const(o)) for i, o in zip(xidx, lo)], laid(buf, node.shape))))
         st = UOp(Ops.STORE, dtypes.void, (at, v), loc=p.loc)
         buf = UOp(Ops.AFTER, buf.dtype, (buf, UOp(Ops.END, dtypes.void, (st, *self.loops), loc=p.loc) if self.loops else st), loc=p.loc)
       self.materialised[node] = buf
@@ -151,14 +151,14 @@ class Rangeifier:
     i = i if node.src[1].dtype is dtypes.index else UOp(Ops.CAST, dtypes.index, (i,), loc=node.loc)
     if (valid := im.in_bounds(i, 0, node.shape[ax])) is False: return buf
     v = (yield (node.src[2], idx, None, False))
-    at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize(idx[:ax] + (i,) + idx[ax + 1:], node.shape)) + ((valid,) if valid is not None else ()))
+    at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize(idx[:ax] + (i,) + idx[ax + 1:], laid(buf, node.shape))) + ((valid,) if valid is not None else ()))
     if op != "store": v = UOp(Ops(op), node.dtype, (UOp(Ops.LOAD, node.dtype, (at,), loc=node.loc), v), loc=node.loc)
     st = UOp(Ops.STORE, dtypes.void, (at, v), loc=node.loc)
     return UOp(Ops.AFTER, buf.dtype, (buf, UOp(Ops.END, dtypes.void, (st, *self.loops), loc=node.loc) if self.loops else st), loc=node.loc)
 
 
   def load(self, buf: UOp, node: UOp, idx, gate) -> UOp:
-    src = (buf, im.linearize(idx, node.shape)) + ((gate,) if gate is not None else ())
+    src = (buf, im.linearize(idx, laid(buf, node.shape))) + ((gate,) if gate is not None else ())
     return UOp(Ops.LOAD, node.dtype, (UOp(Ops.INDEX, node.dtype.ptr(), src),), loc=node.loc)
 
   def value(self, node: UOp, idx: tuple, gate, inline_root=False) -> UOp:
@@ -363,6 +363,13 @@ def reduced(u: UOp, body: int) -> int:
   times the ops of its inline body, `body`) is worth a kernel."""
   sizes = [im.smax(u.src[0].shape[a]) for a in u.attrs["axes"]]   # symbolic sizes at their largest (as kernels are laid out)
   return prod(sizes) if prod(sizes) * prod(map(im.smax, u.shape)) * max(body, 1) >= RECOMPUTE_WORK else 1
+
+def laid(buf: UOp, shape) -> tuple:
+  """The shape buf's elements are laid out in: an input's or output's own (row-major at the values' sizes), a buffer the
+  schedule makes (bufferize) at its sizes' largest values (uop-kernel-split stores it so): reading it back is then
+  affine in the loops, whatever the values."""
+  while buf.op is Ops.AFTER: buf = buf.src[0]
+  return shape if buf.op is Ops.BUFFER else tuple(im.smax(d) for d in shape)
 
 def var_loads(dvs: list[UOp], buf: UOp) -> dict[UOp, UOp]:
   """Each define_var -> its value read from buf (int64, one per variable), clamped to [min, max]."""

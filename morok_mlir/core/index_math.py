@@ -82,13 +82,23 @@ def reshape_index(idx, shape, new_shape) -> tuple[UOp, ...]:
   in runs of equal size (1s dropped): a dim kept as it is passes its index through, and only a run that merges or splits
   dims goes through a flat index (unravel of linearize), so index math a pad or concat offsets (i - lo, defined under a
   gate) stays affine across reshapes that do not touch its dim."""
-  if any(isinstance(d, UOp) for d in (*shape, *new_shape)) or 0 in shape: return unravel(linearize(idx, shape), new_shape)
-  src, dst = [(i, d) for i, d in zip(idx, shape) if d != 1], [k for k, d in enumerate(new_shape) if d != 1]
+  flat = lambda: unravel(linearize(idx, shape), new_shape)
+  if 0 in shape: return flat()
+  sym = lambda d: isinstance(d, UOp)
+  src, dst = [(i, d) for i, d in zip(idx, shape) if sym(d) or d != 1], [k for k, d in enumerate(new_shape) if sym(d) or d != 1]
   out, a, b = [const(0)] * len(new_shape), 0, 0
   while a < len(src) or b < len(dst):
+    # a symbolic dim matches only the same size alone (a run of static dims around it keeps its own matching); any
+    # other reshape over symbolic dims goes through the flat index
+    if a == len(src) or b == len(dst): return flat()
     ga, gb, pa, pb = [src[a]], [dst[b]], src[a][1], new_shape[dst[b]]
     a, b = a + 1, b + 1
+    if sym(pa) or sym(pb):
+      if pa is not pb: return flat()
+      out[gb[0]] = ga[0][0]
+      continue
     while pa != pb:
+      if (a == len(src) or sym(src[a][1])) if pa < pb else (b == len(dst) or sym(new_shape[dst[b]])): return flat()
       if pa < pb: ga.append(src[a]); pa *= src[a][1]; a += 1
       else: gb.append(dst[b]); pb *= new_shape[dst[b]]; b += 1
     if len(ga) == 1 and len(gb) == 1: out[gb[0]] = ga[0][0]

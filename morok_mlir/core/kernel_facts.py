@@ -53,8 +53,11 @@ def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
   # gates are comparisons of index math: rebuilt from affine parts, a range that only cancels out disappears
   rest = [g for e, f in zip(exprs, forms) if f is None and r in ranges_of(g := affine_simplify(e))]
   if not rest: return False
-  # Z3 encodes index math only: an address or gate that reads memory (a gathered index) counts as dependent
-  if any(u.op is Ops.LOAD or not u.src and u.op not in (Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR) for e in rest for u in e.toposort): return True
+  # Z3 encodes index math only: an address or gate that reads memory (a gathered index) counts as dependent; a load at
+  # an address without ranges (a symbolic size's value) is one unknown, the same in both
+  fixed = {x for e in rest for u in e.toposort if u.op is Ops.LOAD and not ranges_of(u) for x in u.toposort}
+  if any(u not in fixed and (u.op is Ops.LOAD or not u.src and u.op not in (Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR)) for e in rest for u in e.toposort):
+    return True
   import z3
   from morok_mlir.core.prove import ZSem
   twin = UOp(Ops.RANGE, r.dtype, r.src, attrs(axis=-1 - r.attrs["axis"], kind=r.attrs["kind"]))
