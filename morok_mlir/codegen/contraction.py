@@ -386,6 +386,10 @@ class MM:
     self.known: dict[UOp, str] = {}
     M, N, K, B = mk.rt or map(im.const, (mk.M, mk.Np, mk.K, mk.batch))   # read at run time where symbolic
     self.ck, self.ckc, self.mlast = self.size(K), self.ci(mk.kc), self.size(im.sub(M, im.const(1)))   # k's end, rows' last
+    # M read at run time: the full MR-row panels run as MR-row tiles, the rows past them one at a time (rem_rows); a
+    # transposed tile (tile_rows) takes whole panels
+    self.rem = im.cval(M) is None and not mk.tile_rows
+    if self.rem: self.mrt, self.full = self.size(M), self.size(im.idiv(M, mk.mr))
     self.one = mk.K <= mk.kc   # one k slice
     if mk.tile: self.tile_buf = self.em.alloca(self.b, self.tty)
     # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
@@ -483,15 +487,18 @@ class MM:
   def k_slice(self, kc: str) -> tuple[str, str]:   # the slice's end and whether it is the first (C starts from the identity)
     return self.ix("minsi", self.ix("addi", kc, self.ckc), self.ck), self.em.cmpi(self.b, "eq", kc, self.c0, "index")
 
-  def a_rows(self, ib: str, a_buf: str, a_ty: str) -> tuple[str, str, list[str]]:
-    """Row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows)."""
+  def a_rows(self, ib: str | None, a_buf: str, a_ty: str, row: str | None = None) -> tuple[str, str, list[str]]:
+    """Row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows); or
+    the one row `row`."""
     mk = self.mk
     if mk.direct_a is not None:
       slot, off, stride = mk.direct_a
       a_buf, a_ty = f"%arg{slot}", mem_type(mk.args[slot].dtype)
     else: off, stride = 0, mk.rows_a   # the row-major copy pack_a made, this problem's at offset "a"
-    row0, last = self.ix("muli", ib, self.ci(mk.mr)), self.mlast
-    rows = [self.ix("minsi", self.add(row0, r), last) for r in range(mk.mr)]
+    if row is not None: rows = [row]
+    else:
+      row0, last = self.ix("muli", ib, self.ci(mk.mr)), self.mlast
+      rows = [self.ix("minsi", self.add(row0, r), last) for r in range(mk.mr)]
     base = lambda x: self.ix("addi", self.ix("muli", x, self.ci(stride)), self.ci(off))
     rbase = [self.at(base(x), "a") if mk.rows_a else base(x) for x in rows]
     return a_buf, a_ty, rbase
@@ -501,7 +508,8 @@ class MM:
     mk, V = self.mk, self.V
     bbase = self.at(self.ix("muli", jb, self.ci(mk.K * mk.nr)), "b")
     jcol = self.ix("muli", jb, self.ci(mk.nr))
-    with self.loop(ib_lo, ib_hi) as ibl:
+    if self.rem: self.rem_rows(kc, jb, ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base, bbase, jcol)
+    with self.loop(ib_lo, self.ix("minsi", ib_hi, self.full) if self.rem else ib_hi) as ibl:
       ib = ibl.iv
       if not self.rowwise: a = a_base(ib)
       else: a_buf, a_ty, a = self.a_rows(ib, a_buf, a_ty)
@@ -511,6 +519,7 @@ class MM:
       init = [self.zero] * len(offs) if self.one else \
         [self.em.select(self.b, first, self.zero, self.em.vload(self.b, self.pc, o, self.tc, V), V) for o in offs]
       epi_args, last = self.prefetch(ib, jb, kend) if mk.tile else (None, None)
+      if mk.tile: self.pf(epi_args, last)
       res = self.k_loop(kc, kend, init, bbase, a, a_buf, a_ty)
       if not mk.tile: self.to_c(res, offs)
       elif self.one: self.to_tile(res, epi_args)
@@ -528,13 +537,45 @@ class MM:
     t = self.ix("addi", self.ix("muli", ib, self.ci(self.nb)), jb)
     epi_args = f"{', '.join([f'%arg{i}' for i in range(len(mk.args))] + [self.tile_buf, t, self.add(t, 1)])}) : " \
                f"({', '.join([mem_type(x.dtype) for x in mk.args] + [self.tty, 'index', 'index'])}) -> ()"
-    last = None if self.one else self.em.cmpi(self.b, "eq", kend, self.ck, "index")
-    if last is None: self.put(f"func.call @{mk.name}_pf({epi_args}")
-    else:
-      with self.em.if_(self.b, last) as (then, _), self.into(then): self.put(f"func.call @{mk.name}_pf({epi_args}")
-    return epi_args, last
+    return epi_args, None if self.one else self.em.cmpi(self.b, "eq", kend, self.ck, "index")
 
-  def k_loop(self, kc: str, kend: str, init: list[str], bbase: str, a: str | list[str], a_buf: str, a_ty: str) -> list[str]:
+  def pf(self, epi_args: str, last: str | None):
+    if last is None: self.put(f"func.call @{self.mk.name}_pf({epi_args}")
+    else:
+      with self.em.if_(self.b, last) as (then, _), self.into(then): self.put(f"func.call @{self.mk.name}_pf({epi_args}")
+
+  def rem_rows(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base, bbase: str, jcol: str):
+    """The rows past the last full MR-row panel (M read at run time), when that panel is in this block, each as a 1 x NR
+    tile (an MR-row tile would do MR times the work of one row); with a tile epilogue, each row into its place in the
+    tile, and the epilogue once on the panel."""
+    mk, V = self.mk, self.V
+    here = self.em.arith(self.b, "andi", "i1", self.em.cmpi(self.b, "ule", ib_lo, self.full, "index"),
+                         self.em.cmpi(self.b, "ult", self.full, ib_hi, "index"))
+    with self.em.if_(self.b, here) as (then, _), self.into(then):
+      with self.loop(self.ix("muli", self.full, self.ci(mk.mr)), self.mrt) as rl:
+        q = self.ix("remui", rl.iv, self.ci(mk.mr))
+        if self.rowwise: a_buf, a_ty, a = self.a_rows(None, a_buf, a_ty, rl.iv)
+        else: a = self.ix("addi", a_base(self.full), q)
+        crow = self.at(self.ix("addi", self.ix("muli", rl.iv, self.ci(mk.Np)), jcol), "c")
+        offs = [self.add(crow, v * mk.vw) for v in range(self.nv)]
+        init = [self.zero] * self.nv if self.one else \
+          [self.em.select(self.b, first, self.zero, self.em.vload(self.b, self.pc, o, self.tc, V), V) for o in offs]
+        res = self.k_loop(kc, kend, init, bbase, a, a_buf, a_ty, 1)
+        at = self.ix("muli", q, self.ci(mk.nr))
+        to_tile = lambda: [self.em.vstore(self.b, r, self.tile_buf, self.add(at, v * mk.vw), self.tty, V) for v, r in enumerate(res)]
+        if not mk.tile: self.to_c(res, offs)
+        elif self.one: to_tile()
+        else:
+          with self.em.if_(self.b, self.em.cmpi(self.b, "eq", kend, self.ck, "index"), orelse=True) as (t, o):
+            with self.into(t): to_tile()
+            with self.into(o): self.to_c(res, offs)
+      if mk.tile:
+        epi_args, last = self.prefetch(self.full, jb, kend)
+        if last is None: self.put(f"func.call @{mk.name}_epi({epi_args}")
+        else:
+          with self.em.if_(self.b, last) as (t, _), self.into(t): self.put(f"func.call @{mk.name}_epi({epi_args}")
+
+  def k_loop(self, kc: str, kend: str, init: list[str], bbase: str, a: str | list[str], a_buf: str, a_ty: str, rows: int = 0) -> list[str]:
     """The k loop of a tile: the accumulators carried through FMAs of A's column (broadcast) with B's row."""
     mk, V, nv = self.mk, self.V, self.nv
     with self.loop(kc, kend, inits=init, ty=V) as kl:
@@ -547,7 +588,7 @@ class MM:
         self.em.prefetch(self.b, self.pb, self.ix("minsi", self.add(bo, mk.K * mk.nr + off), self.ci(mk.scratch[1] - 1)), False, self.tb, 2)
       if not self.rowwise: ao = self.ix("addi", a, self.ix("muli", k, self.ci(mk.mr)))
       new = []
-      for r in range(mk.mr):
+      for r in range(rows or mk.mr):
         ar = self.em.load(self.b, a_buf, self.add(ao, r) if not self.rowwise else self.ix("addi", a[r], k), a_ty)
         av = self.em.broadcast(self.b, ar, "f32", V)
         new += [self.em.fma(self.b, av, bv[v], accs[r * nv + v], V) if mk.op == "add" else

@@ -1,0 +1,104 @@
+"""Kernels over symbolic sizes (a bound Variable: rows of a matmul, a sequence length) get the tiles and vector lanes of
+static ones, laid out for the Variable's largest value, and handle the remainder at run time: each value checked
+against numpy at the sizes where remainders show (1, a lane group -1/+1, a register tile +1, primes, the extremes),
+under TinyJit (one capture, every value a kernel argument) and without it."""
+import numpy as np
+import pytest
+from morok_mlir import Tensor, Variable
+from morok_mlir.jit import TinyJit
+from morok_mlir.realize import GlobalCounters
+
+MAX = 128
+# 1, lanes of AVX2/AVX-512 -1 and +1, register tiles (8, 6 rows; 32, 64 columns) +1, primes, the largest
+SIZES = (1, 7, 9, 15, 16, 17, 31, 33, 37, 65, 97, MAX - 1, MAX)
+
+def rnd(*s, seed=0): return np.random.default_rng(seed).standard_normal(s).astype(np.float32)
+
+def check(f, calls, rtol=1e-4, atol=1e-4):
+  """calls: (args, want) pairs; every result checked, nothing compiled once the capture replays."""
+  compiled = []
+  for args, want in calls:
+    np.testing.assert_allclose(f(*args).numpy(), want, rtol=rtol, atol=atol)
+    compiled.append(GlobalCounters.compiled)
+  assert f.plan is not None and compiled[1:] == compiled[1:2] * (len(compiled) - 1)
+
+def test_matmul_symbolic_rows_jit():
+  X, W, B = rnd(MAX, 96), rnd(96, 100, seed=1), rnd(100, seed=2)
+  v, w, b = Variable("rows_mm", 1, MAX), Tensor(W), Tensor(B)
+  @TinyJit
+  def f(x, m): return (x[:m] @ w + b).relu()   # the epilogue (bias, relu) on the tiles
+  x = Tensor(X)
+  check(f, [((x, v.bind(m)), np.maximum(X[:m] @ W + B, 0)) for m in SIZES])
+
+def test_matmul_symbolic_columns_and_depth_jit():
+  A, Bm = rnd(64, MAX), rnd(MAX, MAX, seed=1)
+  v = Variable("cols_mm", 1, MAX)
+  a, bm = Tensor(A), Tensor(Bm)
+  @TinyJit
+  def cols(n): return a @ bm[:, :n]          # N symbolic
+  check(cols, [((v.bind(n),), A @ Bm[:, :n]) for n in SIZES])
+  @TinyJit
+  def depth(n): return a[:, :n] @ bm[:n]     # K symbolic: the sum runs to n
+  check(depth, [((v.bind(n),), A[:, :n] @ Bm[:n]) for n in SIZES])
+
+def test_matmul_symbolic_without_jit():
+  X, W = rnd(MAX, 80), rnd(80, 72, seed=1)
+  v, x, w = Variable("rows_plain", 1, MAX), Tensor(X), Tensor(W)
+  for m in (1, 17, 97, MAX):
+    np.testing.assert_allclose((x[:v.bind(m)] @ w).numpy(), X[:m] @ W, rtol=1e-4, atol=1e-4)
+
+def attention_ref(q, k, v):
+  s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1])
+  s = np.exp(s - s.max(-1, keepdims=True))
+  return (s / s.sum(-1, keepdims=True)) @ v
+
+def test_attention_symbolic_length_jit():
+  H, D = 2, 32
+  Q, K, V = (rnd(1, H, MAX, D, seed=i) for i in range(3))
+  var = Variable("len_att", 1, MAX)
+  @TinyJit
+  def f(q, k, v, n): return (q[:, :, :n] @ k[:, :, :n].transpose(-1, -2) / np.sqrt(D)).softmax(-1) @ v[:, :, :n]
+  q, k, v = Tensor(Q), Tensor(K), Tensor(V)
+  check(f, [((q, k, v, var.bind(n)), attention_ref(Q[:, :, :n], K[:, :, :n], V[:, :, :n])) for n in SIZES])
+
+def test_decode_attention_over_a_symbolic_cache_jit():
+  # one query row against the first n cached positions (a KV cache under TinyJit): M = 1, N and K symbolic
+  H, D = 2, 64
+  Q, K, V = rnd(1, H, 1, D), rnd(1, H, MAX, D, seed=1), rnd(1, H, MAX, D, seed=2)
+  var = Variable("pos_att", 1, MAX)
+  k, v = Tensor(K), Tensor(V)
+  @TinyJit
+  def f(q, n): return (q @ k[:, :, :n].transpose(-1, -2) / 8).softmax(-1) @ v[:, :, :n]
+  q = Tensor(Q)
+  check(f, [((q, var.bind(n)), attention_ref(Q, K[:, :, :n], V[:, :, :n])) for n in SIZES])
+
+@pytest.mark.parametrize("op", ["sum0", "sum1", "max1", "mean0", "softmax1"])
+def test_reductions_symbolic_jit(op):
+  X = rnd(MAX, 300)
+  v = Variable(f"red_{op}", 1, MAX)
+  fns = {"sum0": (lambda t: t.sum(0), lambda a: a.sum(0)), "sum1": (lambda t: t.sum(1), lambda a: a.sum(1)),
+         "max1": (lambda t: t.max(1), lambda a: a.max(1)), "mean0": (lambda t: t.mean(0), lambda a: a.mean(0)),
+         "softmax1": (lambda t: t.softmax(1), lambda a: np.exp(a - a.max(1, keepdims=True)) / np.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True))}
+  mine, ref = fns[op]
+  @TinyJit
+  def f(x, m): return mine(x[:m]) if op.endswith("0") else mine(x[:, :m].T.contiguous().T)
+  x = Tensor(X)
+  check(f, [((x, v.bind(m)), ref(X[:m]) if op.endswith("0") else ref(np.ascontiguousarray(X[:, :m]))) for m in SIZES])
+
+def test_pooling_lanes_symbolic_width_jit():
+  # a store stepping along a symbolic innermost loop, its value a reduce inside it (uop.lanes: vector lanes, the last
+  # group's lanes past the size masked off)
+  X = rnd(4, 5, MAX)
+  v = Variable("pool_w", 1, MAX)
+  @TinyJit
+  def f(x, n): return x[:, :, :n].max(1) + x[:, :, :n].sum(1)
+  x = Tensor(X)
+  check(f, [((x, v.bind(n)), X[:, :, :n].max(1) + X[:, :, :n].sum(1)) for n in SIZES])
+
+def test_elementwise_symbolic_jit():
+  X = rnd(MAX, 33)
+  v = Variable("ew_rows", 1, MAX)
+  @TinyJit
+  def f(x, m): return (x[:m] * 2 + 1).exp() - x[:m].sigmoid()
+  x = Tensor(X)
+  check(f, [((x, v.bind(m)), np.exp(X[:m] * 2 + 1) - 1 / (1 + np.exp(-X[:m]))) for m in SIZES], rtol=1e-5, atol=1e-5)
