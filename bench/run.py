@@ -1,7 +1,7 @@
 """morok-mlir vs numpy vs PyTorch (eager) on the CPU, in one process, 2 threads each.
 
   python bench/run.py [--beam N] [workload ...]   workloads: ew sum softmax mm1024 mm2048 conv mlp overhead gather
-                                          layernorm sort attention train trainmlp traincnn minilm compile
+                                          layernorm sort attention train trainmlp traincnn minilm compile symbolic
                                           (or a row's letter: d = mm1024 mm2048, e = conv, f = mlp, ...)
                                           light (onnx's nine light models against onnxruntime), light_<model> (one)
 
@@ -477,6 +477,37 @@ def searched(w: dict, beam: int) -> None:
 ROUNDS = 5
 LETTERS = {"a": ["ew"], "b": ["sum"], "c": ["softmax"], "d": ["mm1024", "mm2048"], "e": ["conv"], "f": ["mlp"]}
 
+def ab(fa, fb, runs: int = 15) -> tuple[float, float]:
+  """Median seconds of fa and fb, called alternately (interleaved A/B: both see the same machine state), after warm-up."""
+  for _ in range(3): fa(); fb()
+  ta, tb = [], []
+  for _ in range(runs):
+    for f, ts in ((fa, ta), (fb, tb)):
+      t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
+  return statistics.median(ta), statistics.median(tb)
+
+def symbolic_rows() -> None:
+  """s. a kernel over a symbolic size (a bound Variable, one TinyJit capture for every value) against the same kernel at
+  that size as a static one (a TinyJit per size), interleaved in one process, at sizes off the tile and lane widths and
+  at the Variable's extremes: x[:m] @ W (512 x 512), m in [1, 512]; softmax(q k^T / 8) v over L positions, 12 heads of
+  64, L in [1, 512]."""
+  from morok_mlir import Variable
+  from morok_mlir.jit import TinyJit
+  x, w = Tensor(rnd(512, 512)).realize(), Tensor(rnd(512, 512)).realize()
+  q, k, v = (Tensor(rnd(1, 12, 512, 64)).realize() for _ in range(3))
+  att = lambda n: ((q[:, :, :n] @ k[:, :, :n].transpose(-1, -2)) / 8).softmax(-1) @ v[:, :, :n]
+  rows = [("s. matmul x[:m] @ W, 512x512", "m", lambda n: (x[:n] @ w).realize(), (1, 7, 17, 100, 257, 512)),
+          ("s. attention H12 D64 over L", "L", lambda n: att(n).realize(), (1, 17, 100, 257, 512))]
+  print(f"\n| {'workload (symbolic size in [1, 512])':<38} | {'size':>5} | {'static ms':>9} | {'symbolic ms':>11} | {'x static':>8} |")
+  print(f"|{'-' * 40}|{'-' * 7}|{'-' * 11}|{'-' * 13}|{'-' * 10}|")
+  for name, var, fn, sizes in rows:
+    V, sym = Variable(var, 1, 512), TinyJit(fn)
+    for n in sizes:
+      sta = TinyJit(fn)
+      if not np.allclose(sym(V.bind(n)).numpy(), sta(n).numpy(), rtol=1e-4, atol=1e-4): print(f"  !! {name}: symbolic differs from static at {n}")
+      ts, ty = ab(lambda: sta(n), lambda: sym(V.bind(n)))
+      print(f"| {name:<38} | {n:>5} | {ts * 1e3:9.3f} | {ty * 1e3:11.3f} | {ty / ts:8.2f} |", flush=True)
+
 def main(names, beam: int = 0):
   if beam: os.environ.pop("BEAM", None)   # the rows themselves are the heuristic's
   load = os.getloadavg()
@@ -490,7 +521,7 @@ def main(names, beam: int = 0):
   print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
   compiles = []
   for n in names:
-    if n == "compile" or n.startswith("light"): continue
+    if n in ("compile", "symbolic") or n.startswith("light"): continue
     w = WORKLOADS[n]()
     runs = w.get("runs", RUNS)
     t0 = time.perf_counter(); out = w["morok"]()
@@ -514,6 +545,7 @@ def main(names, beam: int = 0):
       print(f"|   {k:<40} | {ms(k):>9} | {'':>9} | {'':>9} | {'':>12} | {vs('numpy'):>7} | {vs('torch'):>7} | {'':>7} |"
             f"  x morok {t[k] / t['morok']:.2f}")
     if beam and n in BEAM_ROWS: searched(w, beam)
+  if "symbolic" in names: symbolic_rows()
   if light := [n[6:] for n in names if n.startswith("light")]: light_rows([x for x in LIGHT if x in light or "" in light])
   for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
   if "compile" in names:
@@ -530,4 +562,4 @@ if __name__ == "__main__":
   if "--beam" in args:
     i = args.index("--beam"); beam = int(args[i + 1]); del args[i:i + 2]
   # sort (row m) runs only when named: its 210 kernels compile for minutes
-  main([x for a in args for x in LETTERS.get(a, [a])] or [w for w in WORKLOADS if w != "sort"] + ["compile", "light"], beam)
+  main([x for a in args for x in LETTERS.get(a, [a])] or [w for w in WORKLOADS if w != "sort"] + ["compile", "symbolic", "light"], beam)

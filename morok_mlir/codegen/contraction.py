@@ -487,16 +487,15 @@ class MM:
   def k_slice(self, kc: str) -> tuple[str, str]:   # the slice's end and whether it is the first (C starts from the identity)
     return self.ix("minsi", self.ix("addi", kc, self.ckc), self.ck), self.em.cmpi(self.b, "eq", kc, self.c0, "index")
 
-  def a_rows(self, ib: str | None, a_buf: str, a_ty: str, row: str | None = None) -> tuple[str, str, list[str]]:
+  def a_rows(self, ib: str | None, a_buf: str, a_ty: str, rows: list[str] | None = None) -> tuple[str, str, list[str]]:
     """Row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows); or
-    the one row `row`."""
+    the given rows."""
     mk = self.mk
     if mk.direct_a is not None:
       slot, off, stride = mk.direct_a
       a_buf, a_ty = f"%arg{slot}", mem_type(mk.args[slot].dtype)
     else: off, stride = 0, mk.rows_a   # the row-major copy pack_a made, this problem's at offset "a"
-    if row is not None: rows = [row]
-    else:
+    if rows is None:
       row0, last = self.ix("muli", ib, self.ci(mk.mr)), self.mlast
       rows = [self.ix("minsi", self.add(row0, r), last) for r in range(mk.mr)]
     base = lambda x: self.ix("addi", self.ix("muli", x, self.ci(stride)), self.ci(off))
@@ -545,35 +544,45 @@ class MM:
       with self.em.if_(self.b, last) as (then, _), self.into(then): self.put(f"func.call @{self.mk.name}_pf({epi_args}")
 
   def rem_rows(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base, bbase: str, jcol: str):
-    """The rows past the last full MR-row panel (M read at run time), when that panel is in this block, each as a 1 x NR
-    tile (an MR-row tile would do MR times the work of one row); with a tile epilogue, each row into its place in the
-    tile, and the epilogue once on the panel."""
-    mk, V = self.mk, self.V
+    """The m % MR rows past the last full MR-row panel (M read at run time), when that panel is in this block, as tiles
+    of 4, 2 and 1 rows (those of m % MR's bits; an MR-row tile would do MR rows' work for each); with a tile epilogue,
+    each into its rows of the tile, and the epilogue once on the panel."""
+    mk = self.mk
     here = self.em.arith(self.b, "andi", "i1", self.em.cmpi(self.b, "ule", ib_lo, self.full, "index"),
                          self.em.cmpi(self.b, "ult", self.full, ib_hi, "index"))
     with self.em.if_(self.b, here) as (then, _), self.into(then):
-      with self.loop(self.ix("muli", self.full, self.ci(mk.mr)), self.mrt) as rl:
-        q = self.ix("remui", rl.iv, self.ci(mk.mr))
-        if self.rowwise: a_buf, a_ty, a = self.a_rows(None, a_buf, a_ty, rl.iv)
-        else: a = self.ix("addi", a_base(self.full), q)
-        crow = self.at(self.ix("addi", self.ix("muli", rl.iv, self.ci(mk.Np)), jcol), "c")
-        offs = [self.add(crow, v * mk.vw) for v in range(self.nv)]
-        init = [self.zero] * self.nv if self.one else \
-          [self.em.select(self.b, first, self.zero, self.em.vload(self.b, self.pc, o, self.tc, V), V) for o in offs]
-        res = self.k_loop(kc, kend, init, bbase, a, a_buf, a_ty, 1)
-        at = self.ix("muli", q, self.ci(mk.nr))
-        to_tile = lambda: [self.em.vstore(self.b, r, self.tile_buf, self.add(at, v * mk.vw), self.tty, V) for v, r in enumerate(res)]
-        if not mk.tile: self.to_c(res, offs)
-        elif self.one: to_tile()
-        else:
-          with self.em.if_(self.b, self.em.cmpi(self.b, "eq", kend, self.ck, "index"), orelse=True) as (t, o):
-            with self.into(t): to_tile()
-            with self.into(o): self.to_c(res, offs)
+      row0 = self.ix("muli", self.full, self.ci(mk.mr))
+      rem = self.ix("subi", self.mrt, row0)
+      for p in (4, 2, 1):
+        if p >= mk.mr: continue
+        has = self.em.cmpi(self.b, "ne", self.ix("andi", rem, self.ci(p)), self.c0, "index")
+        with self.em.if_(self.b, has) as (t, _), self.into(t):
+          q = self.ix("andi", rem, self.ci(-2 * p))   # the first of these rows in the panel: m % MR's bits above p
+          self.rows_tile(p, q, self.ix("addi", row0, q), kc, kend, first, a_buf, a_ty, a_base, bbase, jcol)
       if mk.tile:
         epi_args, last = self.prefetch(self.full, jb, kend)
         if last is None: self.put(f"func.call @{mk.name}_epi({epi_args}")
         else:
           with self.em.if_(self.b, last) as (t, _), self.into(t): self.put(f"func.call @{mk.name}_epi({epi_args}")
+
+  def rows_tile(self, p: int, q: str, row: str, kc: str, kend: str, first: str, a_buf: str, a_ty: str, a_base, bbase: str, jcol: str):
+    """A p x NR tile of C at rows row .. row+p-1 (q .. q+p-1 of the last panel)."""
+    mk, V = self.mk, self.V
+    if self.rowwise: a_buf, a_ty, a = self.a_rows(None, a_buf, a_ty, [self.add(row, r) for r in range(p)])
+    else: a = self.ix("addi", a_base(self.full), q)
+    crow = self.at(self.ix("addi", self.ix("muli", row, self.ci(mk.Np)), jcol), "c")
+    offs = [self.add(crow, r * mk.Np + v * mk.vw) for r in range(p) for v in range(self.nv)]
+    init = [self.zero] * len(offs) if self.one else \
+      [self.em.select(self.b, first, self.zero, self.em.vload(self.b, self.pc, o, self.tc, V), V) for o in offs]
+    res = self.k_loop(kc, kend, init, bbase, a, a_buf, a_ty, p)
+    at = self.ix("muli", q, self.ci(mk.nr))
+    to_tile = lambda: [self.em.vstore(self.b, x, self.tile_buf, self.add(at, i * mk.vw), self.tty, V) for i, x in enumerate(res)]
+    if not mk.tile: self.to_c(res, offs)
+    elif self.one: to_tile()
+    else:
+      with self.em.if_(self.b, self.em.cmpi(self.b, "eq", kend, self.ck, "index"), orelse=True) as (t, o):
+        with self.into(t): to_tile()
+        with self.into(o): self.to_c(res, offs)
 
   def k_loop(self, kc: str, kend: str, init: list[str], bbase: str, a: str | list[str], a_buf: str, a_ty: str, rows: int = 0) -> list[str]:
     """The k loop of a tile: the accumulators carried through FMAs of A's column (broadcast) with B's row."""

@@ -4,7 +4,7 @@
 // x[:m] @ W, 256 x 256, m symbolic (read from the variables' buffer, clamped to [1, 512]): the contraction is tiled as
 // at m = 512 (8 x 32 register tiles of 16-lane vectors, KC 256, MC 512), laid out for it, and run to the m read at run
 // time: ceil(ceil(m / 8) * 8 / 512) row blocks, the full 8-row panels (m / 8 of them) as 8 x 32 tiles, the m % 8 rows
-// past them one at a time as 1 x 32 tiles (two vector accumulators), then the tile epilogue once on their panel.
+// past them as tiles of 4, 2 and 1 rows (m % 8's bits), then the tile epilogue once on their panel.
 // OPT: func.func private @mm({{.*}}uop.contraction = array<i64: 8, 32, 256, 512, 16>
 // OPT-SAME: uop.threads = 2
 // CHECK-LABEL: func.func @mm_pack_a(
@@ -19,8 +19,13 @@
 // CHECK: %[[BLOCKS:.*]] = arith.divsi {{.*}}, %c512 : index
 // CHECK: scf.for %{{.*}} = %c0 to %[[BLOCKS]] step %c1 {
 // CHECK: scf.if
-// CHECK: %[[REM:.*]] = arith.muli %[[FULL]], %{{.*}} : index
-// CHECK-NEXT: scf.for %{{.*}} = %[[REM]] to %[[M]] step %c1 {
+// CHECK: %[[ROW0:.*]] = arith.muli %[[FULL]], %{{.*}} : index
+// CHECK-NEXT: %[[REM:.*]] = arith.subi %[[M]], %[[ROW0]] : index
+// CHECK: arith.andi %[[REM]], %c4{{(_[0-9]+)?}} : index
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK: arith.andi %[[REM]], %c2{{(_[0-9]+)?}} : index
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK: arith.andi %[[REM]], %c1{{(_[0-9]+)?}} : index
 // CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>) {
 // CHECK: func.call @mm_epi(
 // CHECK: %[[TILES:.*]] = arith.minsi %{{.*}}, %[[FULL]] : index
