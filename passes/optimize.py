@@ -40,7 +40,7 @@ from morok_mlir.ir.registry import register, Option, PassError
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
-from morok_mlir.core.kernel_facts import ONE, contraction, contraction_tiles, extent, in_place, ranges_of, rsize, single_store, twin, winograd
+from morok_mlir.core.kernel_facts import ONE, contraction, contraction_tiles, extent, in_place, lane_coef, ranges_of, rsize, single_store, twin, winograd
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
@@ -257,7 +257,7 @@ def lanes(f: Func, vec: int) -> int | None:
   if (one := single_store(f.roots[0])) is None: return None
   _, st, inner = one
   if len(st.src[0].src) != 2 or not any(u.op is Ops.REDUCE and inner in u.src[0].toposort for u in st.toposort): return None
-  if (form := affine(st.src[0].src[1], {})) is None or form.get(inner) != 1 or (n := rsize(inner)) < 4: return None
+  if lane_coef(st.src[0].src[1], inner, {}) != 1 or (n := rsize(inner)) < 4: return None   # (a symbolic row stride too)
   w = vec if n % vec == 0 or n % (vec // 2) else vec // 2
   while w > 4 and w // 2 >= n: w //= 2
   return w

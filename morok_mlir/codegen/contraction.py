@@ -50,7 +50,6 @@ class Contraction:
     self.M, self.N, self.K, self.batch = (prod(sizes(rs)) for rs in (I, J, K, T))
     self.rt = [extent(rs) for rs in (I, J, K, T)]   # the same, read at run time (constants where static)
     if None in self.rt: raise PassError(f"@{f.name}: uop.contraction with a symbolic size on a range inside another of its kind")
-    self.sym = any(im.cval(x) is None for x in self.rt)
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
     self.direct_a = self.in_place(a, I, K, self.Np == self.nr) if not T else None
@@ -100,6 +99,9 @@ class Contraction:
     self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **self.thr})
     self.tile_rows = False   # see tile_epilogue
     self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp, sums)
+
+  @property
+  def sym(self) -> bool: return any(im.cval(x) is None for x in self.rt)   # a size read at run time
 
   def pack(self, x, rs, w, buf, k_first, per_batch, row=0):
     # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first

@@ -8,22 +8,8 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
-from morok_mlir.core.kernel_facts import single_store
+from morok_mlir.core.kernel_facts import lane_coef, single_store
 from morok_mlir.codegen.lower_cpu import ALU, CMP, POLY, Frame, Lowerer, Poly, _axis, cls, exp2_of_product, gated, lane_range, mem_type, sl, splat
-
-def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
-  """The step of index expression e per step of range `lane` when e is linear in it (other terms may be anything), else None."""
-  for u in e.toposort:   # operands first: each node once
-    if u in memo: continue
-    cs = [memo[s] for s in u.src]
-    if u is lane: c = 1
-    elif all(x == 0 for x in cs): c = 0
-    elif u.op in (Ops.ADD, Ops.SUB) and None not in cs: c = cs[0] + cs[1] if u.op is Ops.ADD else cs[0] - cs[1]
-    elif u.op is Ops.MUL and None not in cs and (k := next((im.cval(s) for s in u.src if im.cval(s) is not None), None)) is not None:
-      c = (cs[0] if im.cval(u.src[1]) == k else cs[1]) * k
-    else: c = None
-    memo[u] = c
-  return memo[e]
 
 # ops a lane-dependent value may be made of (dtype class -> ops), and the largest address step a load's lanes may take
 LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL}, "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.CAST},

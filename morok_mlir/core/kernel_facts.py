@@ -7,6 +7,8 @@ lower by (uop-lower-cpu, codegen.winograd). Pure analysis of the kernel's sink (
   winograd(c)            the roles of a 3x3 convolution's ranges and operands (uop.winograd)
   k_contiguous, k_rows   how an operand reads memory along a reduce range
   single_store           the one f32 store of a one-loop-nest kernel (uop.lanes, uop.nontemporal)
+  lane_coef              an index's step per step of a range (uop.lanes, vector lanes in codegen)
+  extent                 the positions a group of ranges runs over, symbolic sizes read at run time
   twin, in_place         a reduce's source that the loops compute again, and where it can be kept (uop.keep)
   blocked                a float add reduce as nested blocks of bounded length (uop.reduce_block)"""
 from __future__ import annotations
@@ -221,6 +223,21 @@ def winograd(c) -> tuple | None:
     pairs.append((mates[0], k))
   if pairs[0][0] is pairs[1][0]: return None
   return img, wt, co, ci, pairs[0], pairs[1]
+
+def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
+  """The step of index expression e per step of range `lane` when e is linear in it (other terms may be anything, symbolic
+  sizes too), else None."""
+  for u in e.toposort:   # operands first: each node once
+    if u in memo: continue
+    cs = [memo[s] for s in u.src]
+    if u is lane: c = 1
+    elif all(x == 0 for x in cs): c = 0
+    elif u.op in (Ops.ADD, Ops.SUB) and None not in cs: c = cs[0] + cs[1] if u.op is Ops.ADD else cs[0] - cs[1]
+    elif u.op is Ops.MUL and None not in cs and (k := next((im.cval(s) for s in u.src if im.cval(s) is not None), None)) is not None:
+      c = (cs[0] if im.cval(u.src[1]) == k else cs[1]) * k
+    else: c = None
+    memo[u] = c
+  return memo[e]
 
 def single_store(sink: UOp) -> tuple[UOp, UOp, UOp] | None:
   """(end, store, innermost loop range) of a kernel that is one loop nest ending in one store of an f32 value."""
