@@ -490,14 +490,15 @@ def symbolic_rows() -> None:
   """s. a kernel over a symbolic size (a bound Variable, one TinyJit capture for every value) against the same kernel at
   that size as a static one (a TinyJit per size), interleaved in one process, at sizes off the tile and lane widths and
   at the Variable's extremes: x[:m] @ W (512 x 512), m in [1, 512]; softmax(q k^T / 8) v over L positions, 12 heads of
-  64, L in [1, 512]."""
+  64, L in [1, 512]; and a kernel too small to time, so the row shows what a replay with a Variable costs besides."""
   from morok_mlir import Variable
   from morok_mlir.jit import TinyJit
   x, w = Tensor(rnd(512, 512)).realize(), Tensor(rnd(512, 512)).realize()
   q, k, v = (Tensor(rnd(1, 12, 512, 64)).realize() for _ in range(3))
   att = lambda n: ((q[:, :, :n] @ k[:, :, :n].transpose(-1, -2)) / 8).softmax(-1) @ v[:, :, :n]
   rows = [("s. matmul x[:m] @ W, 512x512", "m", lambda n: (x[:n] @ w).realize(), (1, 7, 17, 100, 257, 512)),
-          ("s. attention H12 D64 over L", "L", lambda n: att(n).realize(), (1, 17, 100, 257, 512))]
+          ("s. attention H12 D64 over L", "L", lambda n: att(n).realize(), (1, 17, 100, 257, 512)),
+          ("s. replay cost: x[:m, :16] * 2", "m", lambda n: (x[:n, :16] * 2).realize(), (1, 512))]
   print(f"\n| {'workload (symbolic size in [1, 512])':<38} | {'size':>5} | {'static ms':>9} | {'symbolic ms':>11} | {'x static':>8} |")
   print(f"|{'-' * 40}|{'-' * 7}|{'-' * 11}|{'-' * 13}|{'-' * 10}|")
   for name, var, fn, sizes in rows:

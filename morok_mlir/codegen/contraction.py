@@ -388,10 +388,11 @@ class MM:
     self.known: dict[UOp, str] = {}
     M, N, K, B = mk.rt or map(im.const, (mk.M, mk.Np, mk.K, mk.batch))   # read at run time where symbolic
     self.ck, self.ckc, self.mlast = self.size(K), self.ci(mk.kc), self.size(im.sub(M, im.const(1)))   # k's end, rows' last
-    # M read at run time: the full MR-row panels run as MR-row tiles, the rows past them one at a time (rem_rows); a
-    # transposed tile (tile_rows) takes whole panels
+    # M read at run time: the full MR-row panels run as MR-row tiles, and so does the last one when more than half full
+    # (its rows past M repeat the last: one pass over B's panels); the rows of a last panel at most half full run as
+    # smaller tiles (rem_rows). A transposed tile (tile_rows) takes whole panels
     self.rem = im.cval(M) is None and not mk.tile_rows
-    if self.rem: self.mrt, self.full = self.size(M), self.size(im.idiv(M, mk.mr))
+    if self.rem: self.mrt, self.full = self.size(M), self.size(im.idiv(im.add(M, im.const(mk.mr - 1 - mk.mr // 2)), mk.mr))
     self.one = mk.K <= mk.kc   # one k slice
     if mk.tile: self.tile_buf = self.em.alloca(self.b, self.tty)
     # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
@@ -546,9 +547,9 @@ class MM:
       with self.em.if_(self.b, last) as (then, _), self.into(then): self.put(f"func.call @{self.mk.name}_pf({epi_args}")
 
   def rem_rows(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base, bbase: str, jcol: str):
-    """The m % MR rows past the last full MR-row panel (M read at run time), when that panel is in this block, as tiles
-    of 4, 2 and 1 rows (those of m % MR's bits; an MR-row tile would do MR rows' work for each); with a tile epilogue,
-    each into its rows of the tile, and the epilogue once on the panel."""
+    """The m % MR <= MR / 2 rows past the last full MR-row panel (M read at run time), when that panel is in this block,
+    as tiles of 4, 2 and 1 rows (those of m % MR's bits; an MR-row tile would do MR rows' work for them); with a tile
+    epilogue, each into its rows of the tile, and the epilogue once on the panel."""
     mk = self.mk
     here = self.em.arith(self.b, "andi", "i1", self.em.cmpi(self.b, "ule", ib_lo, self.full, "index"),
                          self.em.cmpi(self.b, "ult", self.full, ib_hi, "index"))

@@ -3,8 +3,9 @@
 
 // x[:m] @ W, 256 x 256, m symbolic (read from the variables' buffer, clamped to [1, 512]): the contraction is tiled as
 // at m = 512 (8 x 32 register tiles of 16-lane vectors, KC 256, MC 512), laid out for it, and run to the m read at run
-// time: ceil(ceil(m / 8) * 8 / 512) row blocks, the full 8-row panels (m / 8 of them) as 8 x 32 tiles, the m % 8 rows
-// past them as tiles of 4, 2 and 1 rows (m % 8's bits), then the tile epilogue once on their panel.
+// time: ceil(ceil(m / 8) * 8 / 512) row blocks, the 8-row panels as 8 x 32 tiles ((m + 3) / 8 of them: the last one
+// too when more than half full), the m % 8 <= 4 rows past them as tiles of 4, 2 and 1 rows (m % 8's bits), then the
+// tile epilogue once on their panel.
 // OPT: func.func private @mm({{.*}}uop.contraction = array<i64: 8, 32, 256, 512, 16>
 // OPT-SAME: uop.threads = 2
 // CHECK-LABEL: func.func @mm_pack_a(
@@ -15,7 +16,8 @@
 // CHECK-LABEL: func.func @mm_mm(
 // CHECK: memref.load %arg1[{{.*}}] : memref<1xi64>
 // CHECK: %[[M:.*]] = arith.minsi {{.*}}, %c512 : index
-// CHECK: %[[FULL:.*]] = arith.divsi %[[M]], %c8 : index
+// CHECK: %[[M3:.*]] = arith.addi %[[M]], %c3 : index
+// CHECK: %[[FULL:.*]] = arith.divsi %[[M3]], %c8 : index
 // CHECK: %[[BLOCKS:.*]] = arith.divsi {{.*}}, %c512 : index
 // CHECK: scf.for %{{.*}} = %c0 to %[[BLOCKS]] step %c1 {
 // CHECK: scf.if
