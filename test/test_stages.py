@@ -52,5 +52,5 @@ def test_debug4_prints_every_stage_in_order(tmp_path):
                      env={**os.environ, "DEBUG": "4", "MOROK_DISK_CACHE": "0"})
   assert r.returncode == 0, r.stderr
   heads = [line[9:] for line in r.stdout.splitlines() if line.startswith("// ----- ") and not line.startswith("// ----- kernel")]
-  assert heads == STAGES, heads
-  assert '"uop.reduce_axis"' in r.stdout.split("// ----- uop-rangeify")[0] and "define void @kernel" in r.stdout
+  assert heads == ["graph", *(f"after {p}" for p in PIPELINE), "lowered", "llvm"], heads
+  assert '"uop.reduce_axis"' in r.stdout.split("// ----- after uop-rangeify")[0] and "define void @kernel" in r.stdout

@@ -83,8 +83,7 @@ def test_written_page_in_browser(tmp_path, browser):
     cells = row.find_elements(By.TAG_NAME, "td")
     assert cells[2].text == "1" and re.fullmatch(r"[\d.]+ (us|ms)", cells[3].text), [c.text for c in cells]
     assert "scf.for" in cells[5].get_attribute("textContent")
-  d.find_elements(By.CSS_SELECTOR, "#tabs button")[1].click()   # uop-rangeify: the user's graph as loops, new ops marked
-  d.save_screenshot(str(ROOT / "docs" / "viz.png"))
+  d.save_screenshot(str(ROOT / "docs" / "viz.png"))   # the graph as built, the clicked op's source line and its ops marked
 
 def test_served_page(tmp_path, browser):
   """VIZ=1 serves the page on 127.0.0.1 while the program runs (a free port when VIZ_PORT is taken or 0): the URL is on stderr once."""

@@ -3,7 +3,7 @@ after it), `lowered` (the kernels in upstream MLIR) and `llvm` (their LLVM IR). 
 active in this thread (Tensor.mlir, DEBUG=4, VIZ): without one the pipeline runs as one PassManager."""
 from __future__ import annotations
 import re, threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Callable
 from mlir import ir
 from morok_mlir.ir.bridge import Func, import_module
@@ -41,13 +41,13 @@ class Stages:
     self.texts[name] = m if isinstance(m, str) else m.operation.get_asm(enable_debug_info=True)
     if self.viz and funcs is None and not isinstance(m, str): funcs = import_module(m)
     if self.viz and funcs is not None: self.funcs[name] = funcs
-    if self.echo: print(f"// ----- {name}\n{self.text(name)}", flush=True)
+    if self.echo: print(f"// ----- {name if name in ('graph', 'lowered', 'llvm') else 'after ' + name}\n{self.text(name)}", flush=True)
 
   def lower(self, dev, kernels: list[Func]) -> None:
     """The `lowered` and `llvm` stages: each kernel as its device renders it (upstream MLIR) and, on the CPU, the LLVM IR
     its compiler makes of it; one `// -----` chunk per kernel (morok-opt --split-input-file reads them)."""
     if self.viz: self.kernels = kernels
-    specs = [(f.name, dev.renderer.render(f)) for f in kernels]
+    with getattr(dev, "lock", None) or nullcontext(): specs = [(f.name, dev.renderer.render(f)) for f in kernels]   # as dev.compile renders
     self.add("lowered", "".join(f"// ----- kernel {n}\n{s.src}" for n, s in specs))
     if dev.name != "CPU": return
     ctx = ir.Context()   # the LLVM dialect module is parsed apart from the compiler's context (its lock is the device's)

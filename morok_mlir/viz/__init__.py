@@ -111,7 +111,7 @@ def data(recs: list[Stages] | None = None) -> dict:
     locs.update(n["loc"] for s in st if s["graph"] and "nodes" in s["graph"] for n in s["graph"]["nodes"] if n["loc"])
     title = getattr(rec, "title", "")
     locs.add(title)
-    out.append({"title": title, "stages": st, "kernels": _kernels(rec)})
+    out.append({"title": title, "stages": st, "kernels": _kernels(rec), "done": "lowered" in rec.texts})
   return {"records": out, "sources": {loc: src for loc in locs if (src := _source(loc))}}
 
 def page(recs: list[Stages] | None = None) -> str:

@@ -99,7 +99,8 @@ function render() {
   const rec = D.records[cur.rec];
   document.querySelectorAll("nav button").forEach((b, i) => b.classList.toggle("on", i === cur.rec));
   if (!rec) { document.getElementById("title").textContent = "no compile recorded yet: realize something, then reload"; return; }
-  document.getElementById("title").textContent = `#${cur.rec} realize at ${rec.title}`;
+  document.getElementById("title").textContent = `#${cur.rec} realize at ${rec.title}` +
+    (rec.done ? "" : ` (stopped after ${rec.stages.length ? rec.stages[rec.stages.length - 1].name : "no stage"}: the compile failed or is running)`);
   document.getElementById("source").textContent = D.sources[rec.title] || "";
   const tabs = document.getElementById("tabs");
   tabs.replaceChildren(...rec.stages.map((st, i) => {
