@@ -17,7 +17,7 @@ from morok_mlir.realize import choices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAX_RECORDS = 256    # the most recent compiles kept: each holds its stages' texts and UOps
-MAX_NODES = 1500     # a stage with more ops shows its text only (a layout of more takes the browser seconds)
+MAX_NODES = 5000     # a stage with more ops is not drawn, its text only shown (its graph would swell the page)
 MAX_DIFF_LINES = 20000
 records: list[Stages] = []
 _lock = threading.Lock()
@@ -45,16 +45,20 @@ def _sub(u: UOp) -> str:
   return (ty + " " + extra)[:48]
 
 def _graph(funcs: list[Func], prev: set | None) -> dict:
+  """Nodes and edges of each function. A constant is drawn inside each op that reads it (`<- value`), not as a node: its
+  edges would cross the whole graph (and dagre's time grows with every rank they cross)."""
   nodes, edges, groups = [], [], []
   for fi, f in enumerate(funcs):
-    order = list(dict.fromkeys(u for r in f.all_roots() for u in r.toposort))
+    roots = set(f.all_roots())
+    order = [u for u in dict.fromkeys(u for r in f.all_roots() for u in r.toposort) if u.op is not Ops.CONST or u in roots]
     ids = {u: f"n{fi}_{i}" for i, u in enumerate(order)}
     groups.append({"id": f"f{fi}", "label": "@" + f.name})
     for u in order:
       try: sub = _sub(u)
       except Exception: sub = u.dtype.name   # a kernel-level node without a shape rule
+      if consts := [str(s.attrs.get("value")) for s in u.src if s not in ids]: sub = f"{sub} <- {', '.join(consts)}"[:56]
       nodes.append({"id": ids[u], "op": str(u.op), "sub": sub, "loc": u.loc, "g": f"f{fi}", "new": prev is not None and u not in prev})
-      edges += [[ids[s], ids[u]] for s in dict.fromkeys(u.src)]
+      edges += [[ids[s], ids[u]] for s in dict.fromkeys(u.src) if s in ids]
   return {"too_many": len(nodes)} if len(nodes) > MAX_NODES else {"nodes": nodes, "edges": edges, "groups": groups}
 
 _SSA = re.compile(r"%[\w#]+")

@@ -2,6 +2,7 @@
 // the stage's MLIR text, lines new since the stage before highlighted; an op's source line on hover and click.
 const D = JSON.parse(document.getElementById("data").textContent);
 const NS = "http://www.w3.org/2000/svg", CH = 6.8;   // width of one character of the SVG's 11px monospace font
+const MAX_AUTO = 800;   // a function of more ops is laid out on request (dagre: ~1 s for 700 ops on a busy 2-core machine)
 // node colours by op family, as tinygrad's VIZ groups them
 const COLOR = [[/^(buffer|load|store|index|bufferize|define_var|bind|copy|assign)$/, "#cfe2ff"], [/^(reshape|permute|expand|pad|shrink|flip)$/, "#fff1b8"],
                [/^(reduce_axis|reduce|mulacc|wmma)$/, "#ffc9c9"], [/^(range|end|special|if|endif|barrier)$/, "#e5d4ff"],
@@ -21,17 +22,26 @@ function select(loc, what) {   // every op of the same source line, in the graph
 function drawGraph(g, box) {
   box.replaceChildren();
   if (!g) { box.innerHTML = '<div class="note">no graph at this stage: its text is the upstream MLIR or LLVM IR</div>'; return; }
-  if (g.too_many) { box.innerHTML = `<div class="note">${g.too_many} ops: too many to lay out; the text is beside</div>`; return; }
-  const G = new dagre.graphlib.Graph({ compound: true });
+  if (g.too_many) { box.innerHTML = `<div class="note">${g.too_many} ops: too many to draw; the text is beside</div>`; return; }
+  // each function laid out on its own (dagre's time grows faster than its graph): one SVG per function, in module order
+  for (const c of g.groups) {
+    const nodes = g.nodes.filter(n => n.g === c.id), ids = new Set(nodes.map(n => n.id));
+    const head = document.createElement("div"); head.className = "fn"; head.textContent = `${c.label}  (${nodes.length} ops)`;
+    box.appendChild(head);
+    const draw = () => box.insertBefore(layoutSvg(nodes, g.edges.filter(([a]) => ids.has(a)), box), head.nextSibling);
+    if (nodes.length <= MAX_AUTO) { draw(); continue; }
+    const b = document.createElement("button"); b.textContent = `lay out ${nodes.length} ops (slow)`;
+    b.addEventListener("click", () => { b.remove(); draw(); });
+    head.appendChild(b);
+  }
+}
+
+function layoutSvg(nodes, edges, box) {
+  const G = new dagre.graphlib.Graph();
   G.setGraph({ rankdir: "TB", nodesep: 12, ranksep: 26, marginx: 10, marginy: 10 });
   G.setDefaultEdgeLabel(() => ({}));
-  const many = g.groups.length > 1;
-  if (many) for (const c of g.groups) G.setNode(c.id, { label: c.label, paddingTop: 22 });
-  for (const n of g.nodes) {
-    G.setNode(n.id, { width: Math.max(n.op.length, n.sub.length) * CH + 14, height: 32, n });
-    if (many) G.setParent(n.id, n.g);
-  }
-  for (const [a, b] of g.edges) G.setEdge(a, b);
+  for (const n of nodes) G.setNode(n.id, { width: Math.max(n.op.length, n.sub.length) * CH + 14, height: 32 });
+  for (const [a, b] of edges) G.setEdge(a, b);
   dagre.layout(G);
   const { width, height } = G.graph();
   // as wide as the pane at most (a wide graph is scaled down, never below half size: then the pane scrolls)
@@ -39,14 +49,8 @@ function drawGraph(g, box) {
   const svg = el("svg", { width: w, height: (height + 20) * w / (width + 20), viewBox: `0 0 ${width + 20} ${height + 20}` });
   const defs = el("defs"), m = el("marker", { id: "arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" });
   m.appendChild(el("path", { d: "M0,0 L8,4 L0,8 z", fill: "#8f98a6" })); defs.appendChild(m); svg.appendChild(defs);
-  if (many) for (const c of g.groups) {
-    const v = G.node(c.id), gr = el("g", { class: "cluster" });
-    gr.appendChild(el("rect", { x: v.x - v.width / 2, y: v.y - v.height / 2, width: v.width, height: v.height, rx: 6 }));
-    gr.appendChild(el("text", { x: v.x - v.width / 2 + 8, y: v.y - v.height / 2 + 15 }, c.label));
-    svg.appendChild(gr);
-  }
   for (const e of G.edges()) svg.appendChild(el("path", { class: "edge", d: "M" + G.edge(e).points.map(p => `${p.x},${p.y}`).join(" L") }));
-  for (const n of g.nodes) {
+  for (const n of nodes) {
     const v = G.node(n.id), gr = el("g", { class: "node" + (n.new ? " new" : ""), transform: `translate(${v.x - v.width / 2},${v.y - v.height / 2})` });
     if (n.loc) gr.dataset.loc = n.loc;
     gr.appendChild(el("title", {}, `${n.op} ${n.sub}\n${where(n.loc)}`));
@@ -58,7 +62,7 @@ function drawGraph(g, box) {
     gr.addEventListener("click", () => select(n.loc, `${n.op} ${n.sub}`));
     svg.appendChild(gr);
   }
-  box.appendChild(svg);
+  return svg;
 }
 
 function drawText(st, pre) {
