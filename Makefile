@@ -22,7 +22,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && export DEBIAN_FRONTEND=noninteractive && \
-	  { apt-get install -y -q chromium chromium-driver || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }; } >/dev/null 2>&1; } || \
+	  { apt-get install -y -q chromium chromium-driver || \
+	    { apt-get update -q && apt-get install -y -q chromium chromium-driver; }; } >/dev/null 2>&1; } || \
 	echo "chromium and chromium-driver are not installed (apt-get as root installs them): test_viz's browser tests will skip"
 
 setup: $(VENV)/.installed browser

@@ -4,11 +4,17 @@ const D = JSON.parse(document.getElementById("data").textContent);
 const NS = "http://www.w3.org/2000/svg", CH = 6.8;   // width of one character of the SVG's 11px monospace font
 const MAX_AUTO = 800;   // a function of more ops is laid out on request (dagre: ~1 s for 700 ops on a busy 2-core machine)
 // node colours by op family, as tinygrad's VIZ groups them
-const COLOR = [[/^(buffer|load|store|index|bufferize|define_var|bind|copy|assign)$/, "#cfe2ff"], [/^(reshape|permute|expand|pad|shrink|flip)$/, "#fff1b8"],
+const COLOR = [[/^(buffer|load|store|index|bufferize|define_var|bind|copy|assign)$/, "#cfe2ff"],
+               [/^(reshape|permute|expand|pad|shrink|flip)$/, "#fff1b8"],
                [/^(reduce_axis|reduce|mulacc|wmma)$/, "#ffc9c9"], [/^(range|end|special|if|endif|barrier)$/, "#e5d4ff"],
                [/^(kernel|sink|after|group)$/, "#c3f0c8"], [/^const$/, "#eceff3"]];
 const color = op => (COLOR.find(([re]) => re.test(op)) || [0, "#ffffff"])[1];
-const el = (tag, attrs = {}, text) => { const e = document.createElementNS(NS, tag); for (const k in attrs) e.setAttribute(k, attrs[k]); if (text != null) e.textContent = text; return e; };
+const el = (tag, attrs = {}, text) => {
+  const e = document.createElementNS(NS, tag);
+  for (const k in attrs) e.setAttribute(k, attrs[k]);
+  if (text != null) e.textContent = text;
+  return e;
+};
 const short = loc => loc ? loc.replace(/^.*\//, "") : "";
 let cur = { rec: 0, stage: 0 }, selected = null;
 
@@ -51,7 +57,8 @@ function layoutSvg(nodes, edges, box) {
   m.appendChild(el("path", { d: "M0,0 L8,4 L0,8 z", fill: "#8f98a6" })); defs.appendChild(m); svg.appendChild(defs);
   for (const e of G.edges()) svg.appendChild(el("path", { class: "edge", d: "M" + G.edge(e).points.map(p => `${p.x},${p.y}`).join(" L") }));
   for (const n of nodes) {
-    const v = G.node(n.id), gr = el("g", { class: "node" + (n.new ? " new" : ""), transform: `translate(${v.x - v.width / 2},${v.y - v.height / 2})` });
+    const v = G.node(n.id);
+    const gr = el("g", { class: "node" + (n.new ? " new" : ""), transform: `translate(${v.x - v.width / 2},${v.y - v.height / 2})` });
     if (n.loc) gr.dataset.loc = n.loc;
     gr.appendChild(el("title", {}, `${n.op} ${n.sub}\n${where(n.loc)}`));
     gr.appendChild(el("rect", { width: v.width, height: v.height, rx: 4, fill: color(n.op) }));
@@ -78,7 +85,11 @@ function drawText(st, pre) {
     }
     frag.appendChild(s);
   }
-  if (st.gone) { const g = document.createElement("span"); g.className = "gone"; g.textContent = `(${st.gone} lines of the stage before are gone)`; frag.appendChild(g); }
+  if (st.gone) {
+    const g = document.createElement("span");
+    g.className = "gone"; g.textContent = `(${st.gone} lines of the stage before are gone)`;
+    frag.appendChild(g);
+  }
   pre.appendChild(frag);
 }
 
