@@ -55,3 +55,17 @@ def test_debug4_prints_every_stage_in_order(tmp_path):
   heads = [line[9:] for line in r.stdout.splitlines() if line.startswith("// ----- ") and not line.startswith("// ----- kernel")]
   assert heads == ["graph", *(f"after {p}" for p in PIPELINE), "lowered", "llvm"], heads
   assert '"uop.reduce_axis"' in r.stdout.split("// ----- after uop-rangeify")[0] and "define void @kernel" in r.stdout
+
+def test_nothing_is_printed_when_not_asked(monkeypatch):
+  """Without a recorder (no mlir(), DEBUG < 4, no VIZ) a compile runs the pipeline in one PassManager and prints no module."""
+  from morok_mlir import realize
+  from morok_mlir.ir import pipeline, stages
+  monkeypatch.setattr(realize, "DEBUG", 0)
+  monkeypatch.setattr(stages, "WATCH", None)
+  monkeypatch.setattr(stages.Stages, "add", lambda *a, **k: pytest.fail("a module was printed"))
+  runs, real = [], pipeline.run_pipeline
+  monkeypatch.setattr(pipeline, "run_pipeline", lambda m, p, *a: (runs.append(p), real(m, p, *a))[1])
+  compiled = GlobalCounters.compiled
+  x = Tensor(np.arange(7, dtype=np.float32))
+  np.testing.assert_allclose((x * 5.25 - 3.5).exp2().numpy(), np.exp2(np.arange(7) * 5.25 - 3.5), rtol=1e-6)
+  assert GlobalCounters.compiled > compiled and runs == [",".join(PIPELINE)]

@@ -1,7 +1,7 @@
 """VIZ: the page of a small program's realize, written (VIZ=PATH.html) and served (VIZ=1), opened in headless Chromium:
 the graph of every stage drawn with its ops' names, the text beside it, each op's source line, the kernels with their loop
 nests and run times. The screenshot of the written page is docs/viz.png."""
-import json, os, pathlib, re, shutil, subprocess, sys, urllib.request
+import json, os, pathlib, re, shutil, subprocess, sys, threading, urllib.request
 import pytest
 from morok_mlir.ir.pipeline import PIPELINE
 
@@ -91,8 +91,10 @@ def test_served_page(tmp_path, browser):
   (tmp_path / "prog.py").write_text(PROG + "import sys; print('ready', flush=True); sys.stdin.read()\n")
   p = subprocess.Popen([sys.executable, str(tmp_path / "prog.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, cwd=tmp_path, env=env(tmp_path, VIZ="1", VIZ_PORT="0"))
+  guard = threading.Timer(300, p.kill)   # a hung child ends the test's reads
+  guard.start()
   try:
-    url = p.stderr.readline().strip()
+    url = next((line.strip() for line in p.stderr if line.startswith("VIZ:")), "")
     assert re.fullmatch(r"VIZ: http://127\.0\.0\.1:\d+/", url), url
     assert p.stdout.readline().strip().startswith("[") and p.stdout.readline().strip() == "ready"
     url = url[5:]
@@ -103,6 +105,7 @@ def test_served_page(tmp_path, browser):
   finally:
     p.stdin.close()
     p.wait(timeout=60)
+    guard.cancel()
     err = p.stderr.read()
   assert p.returncode == 0 and "VIZ:" not in err, err
 
