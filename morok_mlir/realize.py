@@ -96,9 +96,8 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
 
 def compile_stages(outs: list[UOp], device: str | None = None, beam: int = 0) -> stages.Stages:
   """Every stage of compiling outs for device (Tensor.mlir): recorded, nothing compiled to code or run, no cache filled."""
-  with stages.recording(rec := stages.Stages()):
-    funcs = {f.name: f for f in lower_to_kernels(graph_func(normalize(outs)[0]), 0, beam)}
-    rec.lower(Device[device or Device.DEFAULT], [funcs[k.attrs["callee"][1]] for k in funcs["schedule"].roots[0].src])
+  with stages.recording(rec := stages.Stages()): funcs = {f.name: f for f in lower_to_kernels(graph_func(normalize(outs)[0]), 0, beam)}
+  rec.lower(Device[device or Device.DEFAULT], [funcs[k.attrs["callee"][1]] for k in funcs["schedule"].roots[0].src])
   return rec
 
 def schedule_nbytes(s: Schedule) -> int:

@@ -136,3 +136,20 @@ def test_page_data_and_loop_nests():
   rec.title = "x.py:1:1 </script>"   # data that holds the closing tag stays inside its script element
   blob = viz.page([rec]).split('<script type="application/json" id="data">')[1].split("</script>")[0]
   assert json.loads(blob)["records"][0]["title"] == rec.title
+
+def test_a_failed_compile_keeps_its_stages(monkeypatch):
+  """A pass that fails: the record shows the stages before it and says where the compile stopped."""
+  import dataclasses
+  import numpy as np
+  from morok_mlir import Tensor, viz
+  from morok_mlir.ir import stages
+  from morok_mlir.ir.registry import PASSES, PassError
+  from morok_mlir.ir.pipeline import CompileError
+  def fail(funcs, **kw): raise PassError("no kernels today")
+  monkeypatch.setattr(stages, "WATCH", viz._watch)
+  monkeypatch.setattr(viz, "records", [])
+  monkeypatch.setitem(PASSES, "uop-kernel-split", dataclasses.replace(PASSES["uop-kernel-split"], run=fail))
+  with pytest.raises(CompileError, match="no kernels today"): (Tensor(np.ones(5, np.float32)) * 9.5 - 0.25).numpy()
+  rec, = viz.data()["records"]
+  assert [s["name"] for s in rec["stages"]] == ["graph", "uop-rangeify", "uop-simplify"] and not rec["done"] and not rec["kernels"]
+  assert rec["title"].startswith(f"{__file__}:")
