@@ -11,7 +11,7 @@ from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bs
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc, OpTypeError
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.core.index_math import smax
-from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
+from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture, compile_stages as _compile_stages
 from morok_mlir.device import Device
 
 _KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
@@ -381,6 +381,14 @@ class Tensor(OpMixin, metaclass=_TensorType):
           b = t.uop = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it
           if t._requires_grad and id(t) not in _leaves: _realized[b] = u
     return self
+  def mlir(self, stage: str = "graph", debuginfo: bool = False) -> str:
+    """The module that computes this tensor at a stage of the compiler, as MLIR text: "graph" (as built, before any pass;
+    what morok-opt reads), a pass's name (the module after it: uop-rangeify, uop-simplify, uop-kernel-split,
+    uop-optimize), "lowered" (the kernels in upstream MLIR) or "llvm" (their LLVM IR, on the CPU). Nothing runs.
+    debuginfo: with each op's location (the user's file:line)."""
+    if not isinstance(stage, str): _err(TypeError, f"mlir(): stage must be a str, got {type(stage).__name__}")
+    try: return _compile_stages([self.uop], self.device).text(stage, debuginfo)
+    except ValueError as e: _err(ValueError, f"mlir(): {e}")
   def numpy(self) -> np.ndarray:
     """The value in a numpy array of the caller's own: writing to it changes no tensor, and no later write to a tensor
     changes it. A lazy tensor no one else holds (a temporary: `(a * b).exp().numpy()`) is computed into fresh host memory
