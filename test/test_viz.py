@@ -1,6 +1,6 @@
 """VIZ: the page of a small program's realize, written (VIZ=PATH.html) and served (VIZ=1), opened in headless Chromium:
 the graph of every stage drawn with its ops' names, the text beside it, each op's source line, the kernels with their loop
-nests and run times. The screenshot of the written page is docs/viz.png."""
+nests and run times. The screenshot of the written page is docs/viz.png (MOROK_VIZ_PNG=docs/viz.png refreshes it)."""
 import json, os, pathlib, re, shutil, subprocess, sys, threading, urllib.request
 import pytest
 from morok_mlir.ir.pipeline import PIPELINE
@@ -83,7 +83,8 @@ def test_written_page_in_browser(tmp_path, browser):
     cells = row.find_elements(By.TAG_NAME, "td")
     assert cells[2].text == "1" and re.fullmatch(r"[\d.]+ (us|ms)", cells[3].text), [c.text for c in cells]
     assert "scf.for" in cells[5].get_attribute("textContent")
-  d.save_screenshot(str(ROOT / "docs" / "viz.png"))   # the graph as built, the clicked op's source line and its ops marked
+  # the graph as built, the clicked op's source line and its ops marked; MOROK_VIZ_PNG=docs/viz.png refreshes the README's picture
+  assert d.save_screenshot(png := os.environ.get("MOROK_VIZ_PNG", str(tmp_path / "viz.png"))) and os.path.getsize(png) > 10_000
 
 def test_served_page(tmp_path, browser):
   """VIZ=1 serves the page on 127.0.0.1 while the program runs (a free port when VIZ_PORT is taken or 0): the URL is on stderr once."""
