@@ -27,6 +27,7 @@ class DType:
   is_float = is_int = is_unsigned = is_bool = False
   @property
   def bits(self) -> int: return 1 if self.is_bool else self.itemsize * 8
+  bitsize = bits   # tinygrad's name
   @property
   def signless(self) -> str:
     """The element type arith/memref use: MLIR's arith ops want signless integers."""
