@@ -67,7 +67,8 @@ OTHERS = [d for d in dtypes.all if d not in FP8]
 @pytest.mark.parametrize("src", OTHERS + list(FP8), ids=ids)
 def test_cast_to_fp8(src, dt):
   """Every dtype's edge values to fp8 as ml_dtypes rounds them (float64 and ints through float32, as ml_dtypes does)."""
-  if src.is_float: x = np.concatenate([EDGE32.astype(src.np), (rng.standard_normal(500) * 10.0 ** rng.integers(-7, 6, 500)).astype(F32).astype(src.np)])
+  if src.is_float:
+    x = np.concatenate([EDGE32.astype(src.np), (rng.standard_normal(500) * 10.0 ** rng.integers(-7, 6, 500)).astype(F32).astype(src.np)])
   elif src.is_bool: x = np.array([True, False, True])
   else:
     info = np.iinfo(src.np)

@@ -127,7 +127,8 @@ def test_conv2d_padding_same(k, dil):
   if torch is not None:
     want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding="same", dilation=dil).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-  np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), padding="valid", dilation=dil).numpy(), conv_ref(x, w, [(0, 0)] * 2, dil), rtol=1e-4, atol=1e-4)
+  valid = Tensor(x).conv2d(Tensor(w), padding="valid", dilation=dil).numpy()
+  np.testing.assert_allclose(valid, conv_ref(x, w, [(0, 0)] * 2, dil), rtol=1e-4, atol=1e-4)
 
 def test_conv_layers_padding_same():
   x1 = rnd(2, 3, 11, seed=9)
@@ -153,7 +154,8 @@ def test_lstm_cell():
     c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
     return sigmoid(o) * np.tanh(c), c
   for got, want in zip(cell(Tensor(x), (Tensor(h), Tensor(c))), ref(x, h, c)): np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
-  for got, want in zip(cell(Tensor(x)), ref(x, np.zeros((5, 4)), np.zeros((5, 4)))): np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+  for got, want in zip(cell(Tensor(x)), ref(x, np.zeros((5, 4)), np.zeros((5, 4)))):
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
   if torch is not None:
     t = torch.nn.LSTMCell(3, 4)
     with torch.no_grad():

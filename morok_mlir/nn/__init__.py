@@ -153,8 +153,8 @@ class LSTMCell:
     self.weight_hh = Tensor.uniform(hidden_size * 4, hidden_size, low=-stdv, high=stdv)
     self.bias_ih, self.bias_hh = (Tensor.zeros(hidden_size * 4), Tensor.zeros(hidden_size * 4)) if bias else (None, None)
   def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
-    if x.ndim != 2 or x.shape[1] != self.weight_ih.shape[1]:
-      _err(ValueError, f"LSTMCell({self.weight_ih.shape[1]}, {self.weight_hh.shape[1]}) takes a (batch, {self.weight_ih.shape[1]}) input, got {x.shape}")
+    if x.ndim != 2 or x.shape[1] != (n := self.weight_ih.shape[1]):
+      _err(ValueError, f"LSTMCell({n}, {self.weight_hh.shape[1]}) takes a (batch, {n}) input, got {x.shape}")
     if hc is None: hc = (Tensor.zeros(x.shape[0], self.weight_hh.shape[1], dtype=x.dtype, device=x.device),) * 2
     gates = x.linear(self.weight_ih.T, self.bias_ih) + hc[0].linear(self.weight_hh.T, self.bias_hh)
     i, f, g, o = gates.chunk(4, dim=1)
