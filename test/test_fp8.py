@@ -140,6 +140,8 @@ def test_reductions_and_matmul(dt):
   assert float(Tensor(np.ones(300, FP8[dt])).sum().numpy()) == float(FP8[dt](300))   # an fp8 accumulator would stop at 16 or 32
   w = rng.integers(-2, 3, (40, 7)).astype(F32).astype(FP8[dt])
   same((Tensor(x) @ Tensor(w)).numpy(), (x.astype(F32) @ w.astype(F32)).astype(FP8[dt]))
+  a, b = (rng.integers(-2, 3, s).astype(F32).astype(FP8[dt]) for s in ((64, 256), (256, 128)))   # the packed micro-kernel's sizes
+  same((Tensor(a) @ Tensor(b)).numpy(), (a.astype(F32) @ b.astype(F32)).astype(FP8[dt]))
   got = Tensor(x).softmax(1).numpy()
   assert got.dtype == np.dtype(FP8[dt]) and np.allclose(got.astype(F32).sum(1), 1, atol=0.2)
 
