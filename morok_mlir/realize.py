@@ -106,9 +106,16 @@ def schedule_nbytes(s: Schedule) -> int:
   return 4096 + sum(getattr(it.program, "nbytes", 0) for it in s.items)
 
 # ---------------------------------------------------------------- realize
-class GlobalCounters:
+class _Counters(type):
+  @property
+  def mem_used(cls) -> int:
+    """Bytes of device memory held by live buffers now, over the devices in use (not reset; the CPU's arrays under 64 KiB
+    come from numpy and are not counted)."""
+    return sum(getattr(getattr(d, "allocator", None), "used", 0) for d in {id(d): d for d in Device._found.values()}.values())
+
+class GlobalCounters(metaclass=_Counters):
   """Totals since the last reset (tinygrad's name): kernels run, kernels compiled, time in kernels (a TinyJit replay
-  of the usual plan adds its kernels' time only under DEBUG: two clock reads are ~4% of a small replay)."""
+  of the usual plan adds its kernels' time only under DEBUG: two clock reads are ~4% of a small replay); mem_used."""
   kernel_count = 0
   compiled = 0
   time_sum_s = 0.0
