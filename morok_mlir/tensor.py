@@ -22,10 +22,14 @@ def _device(name) -> str:
   from morok_mlir.device import Device
   if name is None: return Device.DEFAULT  # not remembered: the default may change (Device.DEFAULT = ...)
   if not isinstance(name, str): _err(TypeError, f"a device is a name such as 'CPU', got {type(name).__name__}")
-  try: Device[name]
+  try: d = Device[name]
   except KeyError as e: _err(ValueError, str(e.args[0]))
-  dev = _KNOWN_DEVICES[name] = Device.canonicalize(name)
-  return dev
+  if (init := getattr(d, "init", None)) is None: _KNOWN_DEVICES[name] = Device.canonicalize(name)
+  else:   # a device that may be absent (no driver, no GPU) says so here, at the user's line, not at a later realize
+    try: init(); why = None
+    except RuntimeError as e: why = str(e)
+    if why is not None: _err(RuntimeError, f"device {name!r} is not available: {why}")
+  return Device.canonicalize(name)
 
 
 # ---------------------------------------------------------------- helpers

@@ -152,6 +152,17 @@ def test_dlpack_on_cuda_shares_device_memory(fake_cuda):
   gc.collect(); dlpack.sweep()
   assert len(dlpack._alive) == n0 + 1
 
+def test_an_absent_gpu_fails_where_the_tensor_is_moved(monkeypatch):
+  """.to("CUDA") and Tensor(..., device="CUDA") without a driver or GPU: one RuntimeError at the user's line, no chain."""
+  def no_driver(): raise cuda.CUDAUnavailable("no CUDA driver (libcuda.so) found")
+  monkeypatch.setattr(cuda, "driver", no_driver)
+  monkeypatch.setattr(cuda, "CUDA", cuda.CUDADevice())
+  monkeypatch.setattr(Device, "_found", {})
+  with pytest.raises(RuntimeError, match=r"test_cuda.py:\d+:\d+: device 'CUDA' is not available: no CUDA driver") as e:
+    Tensor([1.0, 2.0]).to("CUDA")
+  assert e.value.__cause__ is None and e.value.__context__ is None
+  with pytest.raises(RuntimeError, match=r"test_cuda.py:\d+:\d+: device 'cuda' is not available"): Tensor([1.0], device="cuda")
+
 def test_buffers_on_fake_cuda(fake_cuda):
   dev, fake = fake_cuda
   a = np.arange(100, dtype=np.float32)
