@@ -94,6 +94,17 @@ class Emitter:
     """Memory of type mt, on the stack (alloca) or the heap (alloc: dealloc it)."""
     return self.op(b, f"memref.{'alloc' if heap else 'alloca'}() {{alignment = {align} : i64}} : {mt}")
   def dealloc(self, b: Block, x: str, mt: str): b.lines.append(f"memref.dealloc {x} : {mt}")
+  def call(self, b: Block, fn: str, args: list[str], tys: list[str]):
+    """A call of @fn, which returns nothing, on args of types tys."""
+    b.lines.append(f"func.call @{fn}({', '.join(args)}) : ({', '.join(tys)}) -> ()")
+
+  # -- gpu ops
+  def gpu_id(self, b: Block, kind: str) -> str: return self.op(b, f"gpu.{kind} x")   # kind: thread_id, block_id, global_id
+  def all_reduce(self, b: Block, op: str, x: str, ty: str) -> str: return self.op(b, f"gpu.all_reduce {op} {x} uniform {{}} : ({ty}) -> ({ty})")
+  def launch(self, b: Block, kernel: str, blocks: list[str], threads: list[str], args: list[str], tys: list[str]):
+    """A launch of @kernels::@kernel over blocks x threads (three sizes each)."""
+    b.lines.append(f"gpu.launch_func @kernels::@{kernel} blocks in ({', '.join(blocks)}) threads in ({', '.join(threads)}) "
+                   f"args({', '.join(f'{a} : {t}' for a, t in zip(args, tys))})")
 
   # -- scf.for: open (names), write the body, close (the text goes into the parent)
   def open_for(self, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = "", body: Block | None = None) -> Loop:
@@ -144,3 +155,14 @@ class Emitter:
     """A module (or gpu.module @name: head) of functions' texts."""
     by = "  " * depth
     return f"{by}{head} {{\n{''.join(funcs)}{by}}}\n"
+  @staticmethod
+  def gpu_func(name: str, args: list[str], body: Block, block_size: int) -> str:
+    """A gpu.func kernel run by blocks of block_size threads (inside a gpu.module)."""
+    return Emitter.func(name, args, body, "gpu.func", f" kernel attributes {{known_block_size = array<i32: {block_size}, 1, 1>}}", "gpu.return", 2)
+  @staticmethod
+  def gpu_module(kernels: list[str], host: list[str] = ()) -> str:
+    """A module of GPU kernels (in `gpu.module @kernels`) and the host functions that launch them."""
+    gpu = [Emitter.module(kernels, "gpu.module @kernels", 1)] if kernels else []
+    return Emitter.module(gpu + list(host), f"module attributes {{{GPU_CONTAINER}}}")
+
+GPU_CONTAINER = "gpu.container_module"   # the unit attribute of a module holding gpu.modules
