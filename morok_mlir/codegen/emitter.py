@@ -145,8 +145,11 @@ class Emitter:
 
   # -- functions
   @staticmethod
-  def func(name: str, args: list[str], body: Block, head: str = "func.func", attrs: str = "", ret: str = "return", depth: int = 1) -> str:
-    """The text of a function whose body is b, the function `depth` levels into its module."""
+  def func(name: str, args: list[str], body: Block, head: str = "func.func", attrs: str = "", ret: str = "return", depth: int = 1,
+           private: bool = False) -> str:
+    """The text of a function whose body is b, the function `depth` levels into its module; private: a func.func only its
+    module calls."""
+    if private: head = "func.func private"
     by, attrs = "  " * depth, attrs or (_PUBLIC.get() if head == "func.func" else "")
     lines = "".join(f"{by}  {l}\n" for l in body.lines)
     return f"{by}{head} @{name}({', '.join(args)}){attrs} {{\n{lines}{by}  {ret}\n{by}}}\n"
@@ -157,7 +160,9 @@ class Emitter:
     return f"{by}{head} {{\n{''.join(funcs)}{by}}}\n"
   @staticmethod
   def gpu_func(name: str, args: list[str], body: Block, block_size: int) -> str:
-    """A gpu.func kernel run by blocks of block_size threads (inside a gpu.module)."""
+    """A gpu.func kernel run by blocks of block_size threads (inside a gpu.module); args: `name: type`, each 16-byte
+    aligned (the runtime's allocations are 256-byte aligned: the back end may then use 16-byte loads and stores)."""
+    args = [f"{a} {{llvm.align = 16 : i64}}" for a in args]
     return Emitter.func(name, args, body, "gpu.func", f" kernel attributes {{known_block_size = array<i32: {block_size}, 1, 1>}}", "gpu.return", 2)
   @staticmethod
   def gpu_module(kernels: list[str], host: list[str] = ()) -> str:

@@ -50,7 +50,7 @@ from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis, _int_a
 
 def parallel_info(f: Func) -> tuple[int, int, int] | None:
   """(outer loop size, threads, chunk grain) of a kernel uop-optimize marked parallel, else None. An outer loop that
-  runs to a symbolic size is split in the kernel (Lowerer.close_loops): its chunks are parts i .. j of `threads`."""
+  runs to a symbolic size is split in the kernel (CPU.bounds): its chunks are parts i .. j of `threads`."""
   if "uop.threads" not in f.attrs or (r := outer_range(f)) is None: return None
   t = _int_attr(f, "uop.threads", 1)
   return (t, t, 1) if im.cval(r.src[0]) is None else (int(r.src[0].attrs["value"]), t, _int_attr(f, "uop.grain", 1))
@@ -224,7 +224,7 @@ class CPU(Policy):
       lp.lo, lp.hi = (em.arith(fr.parent, "divui", "index", em.arith(fr.parent, "muli", "index", fr.end, b), t) for b in ("%lo", "%hi"))
   def func(self, lw: Placement, name: str, private: bool) -> str:
     args = [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(lw.f.args)] + (["%lo: index", "%hi: index"] if self.par else [])
-    return Emitter.func(name, args, lw.root, "func.func private" if private else "func.func")
+    return Emitter.func(name, args, lw.root, private=private)
 
 class Lowerer(Placement):
   """A kernel's placement with each op's semantics: loads, the per-op table's rules and what they share (casts,

@@ -104,8 +104,7 @@ class GPU(Policy):
     if self.tid is None: self.tid, self.bid = self.gpu_id(lw, "thread_id"), self.gpu_id(lw, "block_id")
   def all_reduce(self, lw: Placement, fr: Frame, op: str, x: str, dt: DType) -> str: return lw.em.all_reduce(fr, ALL_REDUCE[op][cls(dt)], x, sl(dt))
   def func(self, lw: Placement, name: str, private: bool = False) -> str:
-    args = [f"%arg{i}: {mem_type(t.dtype)} {{llvm.align = 16 : i64}}" for i, t in enumerate(lw.f.args)]
-    return Emitter.gpu_func(name, args, lw.root, self.local)
+    return Emitter.gpu_func(name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(lw.f.args)], lw.root, self.local)
   @staticmethod
   def launch_call(em: Emitter, b: Block, launch: Launch, args: list[str], tys: list[str], c) -> None:
     """The host's launch of a kernel on args (c: an index constant of the host function)."""
@@ -226,8 +225,6 @@ def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MA
   lw = Lowerer(f, pol := policy(f, group_threads))
   lw.effect(lw.sink)
   return pol.func(lw, name := name or f.name), pol.launch(name)
-
-def gpu_module(kernels: list[str], name: str = "kernels") -> str: return Emitter.module(kernels, f"gpu.module @{name}", 1)
 
 def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func], policy: type[GPU] = GPU) -> str:
   """@schedule -> a host function of the kernels' launches (policy.launch_call), in schedule order (one stream: order is
