@@ -60,7 +60,6 @@ class Emitter:
     name = f"%{self.stem}{self.n}"; self.n += 1
     b.lines.append(f"{name} = {text}")
     return Value(name, ty) if ty else name
-  def do(self, b: Block, text: str): b.lines.append(text)   # an op without results
   def const(self, b: Block, v, ty: str = "index") -> Value: return self.op(b, f"arith.constant {v} : {ty}", ty)
 
   # -- typed ops: the text of arith/memref ops from operand names and their MLIR types (op: the name without `arith.`)

@@ -69,7 +69,7 @@ class GPU(Policy):
   `gpu` ops here, arithmetic on the thread's number in the emulator's policy (Emulated)."""
   name, rules, keeps = "uop-lower-gpu", GPU_RULES, False   # a scratch row per GPU thread would live in local memory: recompute
   def __init__(self, f: Func, group_threads: int = GROUP_MAX):
-    self.f, self.group_threads, self.tid = f, group_threads, None
+    self.group_threads, self.tid = group_threads, None
     ends = [s for s in f.roots[0].src if s.op is Ops.END] if f.roots else []
     if len(ends) > 1: raise PassError(f"uop-lower-gpu maps one loop nest per kernel, @{f.name} has {len(ends)}", ends[1].loc)
     self.end = ends[0] if ends else None
