@@ -60,6 +60,7 @@ def emulate(outs: list[UOp]) -> list[np.ndarray]:
 def kernel_program(spec) -> CPUProgram:
   """A CUDA ProgramSpec's kernel (its func, lowered again with the policy Emulated) run on the CPU over every thread of
   its launch; call it with call_ptrs(*buffer addresses)."""
+  if spec.func is None: raise ValueError(f"kernel {spec.name}: its ProgramSpec carries no kernel func (CUDARenderer.render makes one that does)")
   text, launch = lower_kernel(spec.func, spec.name, policy=Emulated)
   em, b, consts = Emitter("e"), Block(), {}
   def c(v: int) -> str:
