@@ -45,6 +45,7 @@ from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.emitter import Block, Emitter, Loop
+from morok_mlir.codegen import fp8
 from morok_mlir.codegen.tables import ALU, CASTS, CMP, COMPUTE, B, F, S, U, cls, mem_type, sl   # noqa: F401 (mem_type: for the phases)
 from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis, _int_attr, outer_range   # noqa: F401 (_axis: for the phases)
 
@@ -72,6 +73,8 @@ class Bf16:
     r = op("shrui", op("addi", b, op("addi", op("andi", hi, c(1)), c(0x7fff))), c(16))
     r = em.select(fr, em.cmpf(fr, "uno", x, x, "f32"), op("ori", hi, c(0x40)), r, "i32")
     return em.cast(fr, "bitcast", em.cast(fr, "trunci", r, "i32", "i16"), "i16", "bf16")
+
+CONVERT = {dtypes.bfloat16: Bf16, dtypes.fp8e4m3: fp8.E4M3, dtypes.fp8e5m2: fp8.E5M2}   # a storage dtype's conversions
 
 # ---------------------------------------------------------------- polynomial transcendentals (f32)
 POLY = ("exp2", "log2", "pow")
@@ -339,8 +342,8 @@ class Lowerer(Placement):
     em = self.em
     if sl(s) == sl(d): return x
     c = lambda v: self.const(v, dtypes.int32)
-    if (w := COMPUTE.get(s)) is not None: x, s = Bf16.widen(em, fr, c, x), w   # exact: then on from the compute dtype
-    if (w := COMPUTE.get(d)) is not None: return Bf16.narrow(em, fr, c, self.cast(x, s, w, fr))
+    if (w := COMPUTE.get(s)) is not None: x, s = CONVERT[s].widen(em, fr, c, x), w   # exact: then on from the compute dtype
+    if (w := COMPUTE.get(d)) is not None: return CONVERT[d].narrow(em, fr, c, self.cast(x, s, w, fr))
     if sl(s) == sl(d): return x
     if s is dtypes.index: x, s = em.cast(fr, "index_cast", x, "index", "i64"), dtypes.int64
     if d is dtypes.index: return em.cast(fr, "index_cast", self.cast(x, s, dtypes.int64, fr), "i64", "index")

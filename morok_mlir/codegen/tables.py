@@ -38,5 +38,5 @@ def mem_type(dt: DType) -> str:
 def sl(dt: DType) -> str: return dt.signless  # register type (index stays index, bool i1)
 
 # storage dtype -> the dtype its ops compute in (LLVM has no bf16 arithmetic on most targets; where it has, it flushes
-# subnormals or rounds per target, so bf16 is widened here, computed, and rounded back by lower_cpu.Bf16)
-COMPUTE = {dtypes.bfloat16: dtypes.float32}
+# subnormals or rounds per target, so bf16 is widened here, computed, and rounded back by lower_cpu.Bf16; fp8 likewise)
+COMPUTE = {dtypes.bfloat16: dtypes.float32, dtypes.fp8e4m3: dtypes.float32, dtypes.fp8e5m2: dtypes.float32}
