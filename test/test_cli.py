@@ -337,3 +337,15 @@ def test_reader_that_stops_early_ends_it_quietly():
   p = subprocess.run([sys.executable, "-m", "morok_mlir.cli", "--list-passes"], stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
   os.close(w)
   assert "Traceback" not in p.stderr and p.returncode == 1, p.stderr
+
+def test_version():
+  r = opt("--version")
+  assert r.returncode == 0 and re.match(rb"morok-opt \(morok-mlir \S+\):\n  MLIR version 22\.", r.stdout), r.stdout
+
+def test_ir_dumps_name_the_input_file(tmp_path):
+  """--mlir-print-ir-after-all with --mlir-print-debuginfo: the dumps' locations are the input's, under its name."""
+  f = tmp_path / "g.mlir"; f.write_text(ADD)
+  r = opt(str(f), "-p", "uop-rangeify", "--mlir-print-ir-after-all", "--mlir-print-debuginfo")
+  assert r.returncode == 0 and b"IR Dump After UopRangeify (uop-rangeify)" in r.stderr, r.stderr
+  locs = set(re.findall(rb'loc\("([^"]*)":(\d+)', r.stderr))
+  assert locs and all(n == str(f).encode() and int(l) <= 4 for n, l in locs), locs

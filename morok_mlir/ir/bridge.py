@@ -88,10 +88,23 @@ def const_text(v, elem: str) -> str:
   if elem.startswith(("f", "bf")): return f"{_fmt_float(v, elem)} : {elem}"
   return f"{int(v)} : {elem.lstrip('u') if elem.startswith('ui') else elem}" if elem != "index" else f"{int(v)} : index"
 
-def _loc(u: UOp) -> str:
-  if not u.loc: return ""
-  m = re.fullmatch(r"(.*?):(\d+)(?::(\d+))?", u.loc)
-  return f' loc("{m.group(1)}":{m.group(2)}:{m.group(3) or 0})' if m else f' loc("{u.loc}")'
+def _loc(loc: str | None) -> str:
+  if not loc: return ""
+  m = re.fullmatch(r"(.*?):(\d+)(?::(\d+))?", loc)
+  return f' loc("{m.group(1)}":{m.group(2)}:{m.group(3) or 0})' if m else f' loc("{loc}")'
+
+def inherited_locs(order: list[UOp]) -> dict[UOp, str | None]:
+  """The location each node of `order` (sources before users) is printed at: its own, else that of its nearest user that
+  has one (a pass's new ops come from the ops that use them: a load from the add it feeds, a range from its reduce), else
+  that of its nearest source (a sink, a store of a new buffer). Hash-consed nodes are shared, so nothing is written back."""
+  loc = {u: u.loc for u in order}
+  for u in reversed(order):
+    if (l := loc[u]) is not None:
+      for s in u.src:
+        if loc.get(s, "") is None: loc[s] = l
+  for u in order:
+    if loc[u] is None: loc[u] = next((loc[s] for s in u.src if loc.get(s) is not None), None)
+  return loc
 
 def func_text(f: Func) -> str:
   names: dict[UOp, str] = {}
@@ -103,6 +116,7 @@ def func_text(f: Func) -> str:
   for r in f.all_roots():
     for u in r.toposort:
       if u not in seen: seen.add(u); order.append(u)
+  locs = inherited_locs(order)
   for u in order:
     if u.op is Ops.BUFFER and u.attrs.get("slot") is not None and u.attrs["slot"] < len(f.args) and f.args[u.attrs["slot"]] is u:
       names[u] = f"%arg{u.attrs['slot']}"; continue
@@ -114,7 +128,7 @@ def func_text(f: Func) -> str:
     if res: names[u] = f"%{len(names)}"
     ins = ", ".join(names[s] for s in u.src)
     sig = f"({', '.join(ty(s) for s in u.src)}) -> " + ("()" if u.op is Ops.SINK else ty(u))
-    lines.append(f'    {res}"uop.{u.op}"({ins})' + (f" {{{atext}}}" if atext else "") + f" : {sig}{_loc(u)}")
+    lines.append(f'    {res}"uop.{u.op}"({ins})' + (f" {{{atext}}}" if atext else "") + f" : {sig}{_loc(locs[u])}")
   ret = "    return" + (" " + ", ".join(names[r] for r in f.results) + " : " + ", ".join(ty(r) for r in f.results) if f.results else "")
   fattrs = (" attributes {" + ", ".join(k if v is None else f"{k} = {attr_text(v)}" for k, v in f.attrs.items()) + "}") if f.attrs else ""
   vis = f"{f.visibility} " if f.visibility else ""
@@ -202,10 +216,40 @@ def import_module(module: ir.Module | ir.Operation) -> list[Func]:
   mop = module.operation if isinstance(module, ir.Module) else module
   return [import_func(op) for op in mop.regions[0].blocks[0].operations if op.operation.name == "func.func"]
 
+_REBUILT = "<rebuilt by a pass>"   # the source name of a pass's output text: its positions are nobody's source lines
+
 def replace_module_body(module_op: ir.Operation, text: str) -> None:
-  """Swap the module's contents for the ops parsed from text (used by Python passes that rebuild the IR)."""
+  """Swap the module's contents for the ops parsed from text (used by Python passes that rebuild the IR). An op the text
+  gives no location keeps the one its input had, never a position in the text: a function (and its arguments and
+  return) that of the input's function of the same name, else its first located op's; any other op its parent's."""
   with module_op.context:
-    new = ir.Module.parse(text)
+    new = ir.Operation.parse(text, source_name=_REBUILT)
   block = module_op.regions[0].blocks[0]
+  old = {_sym(op): op.location for op in block.operations}
+  old_args = {_sym(op): [a.location for a in op.regions[0].blocks[0].arguments] for op in block.operations if _has_body(op)}
   for op in list(block.operations): op.erase()
-  for op in list(new.body.operations): block.append(op)
+  for op in list(new.regions[0].blocks[0].operations):
+    block.append(op)
+    _relocate(op.operation, old, old_args, module_op.location)
+
+def _sym(op) -> str | None:
+  return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else None
+def _has_body(op) -> bool: return len(op.regions) > 0 and len(op.regions[0].blocks) > 0
+def _rebuilt(loc: ir.Location) -> bool: return loc.is_a_file() and loc.filename == _REBUILT
+
+def _relocate(top: ir.Operation, old: dict, old_args: dict, module_loc: ir.Location) -> None:
+  if _rebuilt(top.location):
+    first = []
+    def find(op):
+      if not _rebuilt(op.location): first.append(op.location); return ir.WalkResult.INTERRUPT
+      return ir.WalkResult.ADVANCE
+    if (loc := old.get(name := _sym(top))) is None: top.walk(find, ir.WalkOrder.PRE_ORDER)
+    top.location = loc or (first[0] if first else module_loc)
+  if _has_body(top):
+    prev = old_args.get(_sym(top), [])
+    for i, a in enumerate(top.regions[0].blocks[0].arguments):
+      if _rebuilt(a.location): a.set_location(prev[i] if i < len(prev) else top.location)
+  def fix(op):
+    if _rebuilt(op.location): op.location = op.parent.location
+    return ir.WalkResult.ADVANCE
+  top.walk(fix, ir.WalkOrder.PRE_ORDER)
