@@ -279,7 +279,9 @@ def _read(path: str) -> bytes:
 
 def main(argv=None) -> int:
   """morok-opt. A reader that stops early (`| head`) ends it quietly, as it ends other Unix tools."""
+  from morok_mlir.core.env import EnvError
   try: return _run(argv)
+  except EnvError as e: print(f"morok-opt: error: {e}", file=sys.stderr); return 1
   except BrokenPipeError:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the interpreter's last flush must not fail again
     return 1

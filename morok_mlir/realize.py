@@ -4,7 +4,7 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import itertools, os, threading, time, weakref
+import itertools, threading, time, weakref
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
@@ -15,6 +15,7 @@ from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import compile_lock, lower_to_kernels
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.lru import LRU
+from morok_mlir.core import env
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.device import search as _search   # noqa: F401 (registers uop-optimize's beam search)
@@ -49,7 +50,7 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
 # ---------------------------------------------------------------- compile: graph -> schedule of compiled kernels
 CUT_NEVER = MOVEMENT | {Ops.BUFFER, Ops.CONST}
 
-DEBUG = int(os.environ.get("DEBUG", "0"))
+DEBUG = env.get("DEBUG")
 
 @dataclass
 class ScheduleItem:
@@ -193,10 +194,8 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
     else: todo.append(i)
   if not todo: return results
   key, inputs, vals = normalize([outs[i] for i in todo])
-  if beam is None: beam = os.environ.get("BEAM", "0") or "0"
-  if not isinstance(beam, int) and not (isinstance(beam, str) and beam.isdigit()) or int(beam) < 0:
-    raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
-  beam = int(beam)
+  if beam is None: beam = env.get("BEAM")
+  if not isinstance(beam, int) or beam < 0: raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
   if (sched := _schedule_cache.get(ck := (device, key) if not beam else (device, key, beam))) is None:
     if cut and (pieces := cut_deep([outs[i] for i in todo], device)) is not None:
       for i, r in zip(todo, realize(pieces, device, cut=False, beam=beam)): results[i] = r
