@@ -16,6 +16,7 @@ from morok_mlir.ir.pipeline import compile_lock, lower_to_kernels
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.lru import LRU
 from morok_mlir.core import env
+from morok_mlir.core.progress import progress
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.device import search as _search   # noqa: F401 (registers uop-optimize's beam search)
@@ -80,11 +81,12 @@ def choices(a: dict) -> str:
 
 def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   """beam > 0 (CPU): each new kernel's choices are searched by timing (device/search.py); 0: uop-optimize's heuristics."""
+  t0 = time.perf_counter()
   funcs = {f.name: f for f in lower_to_kernels(graph, DEBUG, beam if device == "CPU" else 0)}
   sched = funcs.pop("schedule")
   dev = Device[device]
   items = []
-  for k in sched.roots[0].src:
+  for k in progress(sched.roots[0].src, "compile", "kernel", since=t0):
     name = k.attrs["callee"][1]
     if DEBUG >= 3: print(module_text([funcs[name]]))
     items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else ""))

@@ -37,6 +37,7 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.host import CACHES, THREADS, VEC_WIDTH
 from morok_mlir.ir.registry import register, Option, PassError
 from morok_mlir.core import env, index_math as im
+from morok_mlir.core.progress import progress
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
 from morok_mlir.core.kernel_facts import ONE, contraction, contraction_tiles, in_place, ranges_of, rsize, single_store, twin, winograd
@@ -286,4 +287,5 @@ def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0,
   if beam and SEARCH is None: raise PassError("uop-optimize: beam > 0 needs the CPU device's search (morok_mlir.device.search)")
   kernel = lambda f: "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK
   funcs = [optimize_kernel(f, threads, vec, caches) if kernel(f) else f for f in funcs]
-  return [SEARCH(f, beam, threads, vec) if beam and kernel(f) else f for f in funcs]
+  if not beam: return funcs
+  return [SEARCH(f, beam, threads, vec) if kernel(f) else f for f in progress(funcs, f"BEAM={beam}", "function")]
