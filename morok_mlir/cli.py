@@ -170,28 +170,30 @@ def select_dumps(text: str, ins: Instrument) -> str:
   return "".join(out)
 
 @contextmanager
-def _stderr_captured():
-  """fd 2 (where MLIR's C++ code prints) into a file while the block runs: yields a function that reads what it got."""
+def _stderr_through(edit):
+  """What the block writes to fd 2 (where MLIR's C++ code prints), passed through edit(text) onto stderr when it ends,
+  also when it raises (a dump after a failed pass comes with the failure)."""
   with tempfile.TemporaryFile("w+b") as f:
     sys.stderr.flush(); saved = os.dup(2); os.dup2(f.fileno(), 2)
-    try: yield lambda: (f.seek(0), f.read().decode("utf-8", "replace"))[1]
-    finally: sys.stderr.flush(); os.dup2(saved, 2); os.close(saved)
+    try: yield
+    finally:
+      sys.stderr.flush(); os.dup2(saved, 2); os.close(saved)
+      f.seek(0); sys.stderr.write(edit(f.read().decode("utf-8", "replace"))); sys.stderr.flush()
 
 def _run_instrumented(module, pipeline: str, verify_each: bool, debuginfo: bool, ins: Instrument, fname: str) -> None:
   """The pipeline on module, its IR dumps (selected, their locations under the input's name) and timing on stderr."""
   from morok_mlir.ir.pipeline import build_pass_manager
   pm = build_pass_manager(pipeline, module.context, verify_each)
   if ins.printing():
-    pm.enable_ir_printing(print_before_all=ins.before != frozenset(), print_after_all=ins.after != frozenset(),
+    # MLIR aborts when module-scope printing is set up on a multi-threaded context (its dumps would race)
+    if ins.module_scope: module.context.enable_multithreading(False)
+    pm.enable_ir_printing(print_before_all=ins.before != frozenset(), print_after_all=ins.after != frozenset() or ins.after_failure,
                           print_module_scope=ins.module_scope, print_after_change=ins.after_change,
                           print_after_failure=ins.after_failure, enable_debug_info=debuginfo)
   if ins.timing: pm.enable_timing()
   try:
     if not ins.printing(): pm.run(module.operation); return
-    with _stderr_captured() as got:
-      try: pm.run(module.operation)
-      finally: text = got()
-    sys.stderr.write(select_dumps(text, ins).replace('loc("-":', f"loc({json.dumps(fname)}:")); sys.stderr.flush()
+    with _stderr_through(lambda text: select_dumps(text, ins).replace('loc("-":', f"loc({json.dumps(fname)}:")): pm.run(module.operation)
   finally:
     sys.stderr.flush()
     del pm   # MLIR prints the timing report when the pass manager goes
@@ -235,7 +237,7 @@ _PRINT_FLAGS = {
   "--mlir-print-ir-before": dict(action="append", default=[], metavar="PASS", help="print the IR before the passes named"),
   "--mlir-print-ir-after": dict(action="append", default=[], metavar="PASS", help="print the IR after the passes named"),
   "--mlir-print-ir-after-change": dict(action="store_true", help="print the IR after a pass only where it changed it"),
-  "--mlir-print-ir-after-failure": dict(action="store_true", help="print the IR after a pass that failed"),
+  "--mlir-print-ir-after-failure": dict(action="store_true", help="print the IR after a pass only where it failed"),
   "--mlir-print-ir-module-scope": dict(action="store_true", help="print the whole module, not only the op a pass ran on"),
   "--mlir-print-local-scope": dict(action="store_true", help="print locations and attributes inline, not as #aliases"),
   "--mlir-timing": dict(action="store_true", help="print each pass's wall time (on stderr) after the run"),

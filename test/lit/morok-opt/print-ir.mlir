@@ -4,6 +4,8 @@
 // RUN: morok-opt %s -p 'uop-rangeify,canonicalize,uop-simplify' --mlir-print-ir-before=uop-simplify --mlir-print-ir-after=canonicalize,uop-rangeify 2>&1 >/dev/null | FileCheck %s --check-prefix=SOME
 // RUN: morok-opt %s -p 'uop-rangeify,func.func(cse)' --mlir-timing 2>&1 >/dev/null | FileCheck %s --check-prefix=TIME
 // RUN: not morok-opt %s -p uop-rangeify --mlir-print-ir-after=uop-nothing 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not morok-opt %s -p 'uop-rangeify,uop-lower-cpu' --mlir-print-ir-after-failure 2>&1 | FileCheck %s --check-prefix=FAIL
+// RUN: morok-opt %s -p 'uop-rangeify,func.func(cse)' --mlir-print-ir-after=cse --mlir-print-ir-module-scope 2>&1 >/dev/null | FileCheck %s --check-prefix=SCOPE
 
 // ALL: // -----// IR Dump After UopRangeify (uop-rangeify) //----- //
 // ALL-NEXT: module {
@@ -28,6 +30,16 @@
 // TIME: Total
 
 // BAD: morok-opt: error: --mlir-print-ir-after: no pass named 'uop-nothing'
+
+// the IR a pass failed on, then its error (uop-lower-cpu takes kernels, not a graph)
+// FAIL-NOT: IR Dump After UopRangeify
+// FAIL: // -----// IR Dump After UopLowerCpu Failed (uop-lower-cpu) //----- //
+// FAIL-NEXT: module {
+// FAIL: error: uop-lower-cpu:
+
+// module scope: the whole module after a pass nested in func.func (MLIR needs the context single-threaded for it)
+// SCOPE: // -----// IR Dump After CSE (cse) ('func.func' operation: @f) //----- //
+// SCOPE-NEXT: module {
 func.func @f(%a: tensor<4xf32>) -> tensor<1xf32> {
   %0 = "uop.reduce_axis"(%a) {op = "add", axes = array<i64: 0>} : (tensor<4xf32>) -> tensor<1xf32>
   return %0 : tensor<1xf32>
