@@ -88,6 +88,7 @@ def const_text(v, elem: str) -> str:
   if elem.startswith(("f", "bf")): return f"{_fmt_float(v, elem)} : {elem}"
   return f"{int(v)} : {elem.lstrip('u') if elem.startswith('ui') else elem}" if elem != "index" else f"{int(v)} : index"
 
+@functools.lru_cache(maxsize=4096)   # a graph's ops share a few hundred lines of the user's
 def _loc(loc: str | None) -> str:
   if not loc: return ""
   m = re.fullmatch(r"(.*?):(\d+)(?::(\d+))?", loc)
