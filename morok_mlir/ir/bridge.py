@@ -221,36 +221,42 @@ _REBUILT = "<rebuilt by a pass>"   # the source name of a pass's output text: it
 
 def replace_module_body(module_op: ir.Operation, text: str) -> None:
   """Swap the module's contents for the ops parsed from text (used by Python passes that rebuild the IR). An op the text
-  gives no location keeps the one its input had, never a position in the text: a function (and its arguments and
-  return) that of the input's function of the same name, else its first located op's; any other op its parent's."""
+  gives no location keeps one the input had, never a position in the text: a function (at any depth: a gpu.func) that
+  of the input's function of its name, its arguments theirs; another top-level op its first located op's; any other op
+  (and block argument) its parent's."""
   with module_op.context:
     new = ir.Operation.parse(text, source_name=_REBUILT)
   block = module_op.regions[0].blocks[0]
-  old = {_sym(op): op.location for op in block.operations}
-  old_args = {_sym(op): [a.location for a in op.regions[0].blocks[0].arguments] for op in block.operations if _has_body(op)}
+  old = {n: (op.location, [a.location for a in op.regions[0].blocks[0].arguments] if _has_body(op) else [])
+         for op in block.operations if (n := _sym(op)) is not None}
   for op in list(block.operations): op.erase()
   for op in list(new.regions[0].blocks[0].operations):
     block.append(op)
-    _relocate(op.operation, old, old_args, module_op.location)
+    op = op.operation
+    if _rebuilt(op.location) and _sym(op) not in old: op.location = _first_located(op) or module_op.location
+    op.walk(lambda o: _relocate(o, old), ir.WalkOrder.PRE_ORDER)
 
 def _sym(op) -> str | None:
   return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else None
 def _has_body(op) -> bool: return len(op.regions) > 0 and len(op.regions[0].blocks) > 0
 def _rebuilt(loc: ir.Location) -> bool: return loc.is_a_file() and loc.filename == _REBUILT
 
-def _relocate(top: ir.Operation, old: dict, old_args: dict, module_loc: ir.Location) -> None:
-  if _rebuilt(top.location):
-    first = []
-    def find(op):
-      if not _rebuilt(op.location): first.append(op.location); return ir.WalkResult.INTERRUPT
-      return ir.WalkResult.ADVANCE
-    if (loc := old.get(name := _sym(top))) is None: top.walk(find, ir.WalkOrder.PRE_ORDER)
-    top.location = loc or (first[0] if first else module_loc)
-  if _has_body(top):
-    prev = old_args.get(_sym(top), [])
-    for i, a in enumerate(top.regions[0].blocks[0].arguments):
-      if _rebuilt(a.location): a.set_location(prev[i] if i < len(prev) else top.location)
-  def fix(op):
-    if _rebuilt(op.location): op.location = op.parent.location
-    return ir.WalkResult.ADVANCE
-  top.walk(fix, ir.WalkOrder.PRE_ORDER)
+def _first_located(top: ir.Operation) -> ir.Location | None:
+  found = []
+  def visit(op):
+    if _rebuilt(op.location): return ir.WalkResult.ADVANCE
+    found.append(op.location); return ir.WalkResult.INTERRUPT
+  top.walk(visit, ir.WalkOrder.PRE_ORDER)
+  return found[0] if found else None
+
+def _relocate(op: ir.Operation, old: dict) -> ir.WalkResult:
+  """op (its parent already done) and its blocks' arguments at locations of the input (see replace_module_body)."""
+  if _rebuilt(op.location):
+    op.location = old[sym][0] if (sym := _sym(op)) in old else op.parent.location
+  if len(op.regions):
+    args = old.get(_sym(op), (None, []))[1]
+    for r in op.regions:
+      for b in r.blocks:
+        for i, a in enumerate(b.arguments):
+          if _rebuilt(a.location): a.set_location(args[i] if i < len(args) else op.location)
+  return ir.WalkResult.ADVANCE
