@@ -22,7 +22,7 @@ os.environ.setdefault("MOROK_THREADS", str(THREADS))
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from morok_mlir import Tensor
-from morok_mlir.host import CPU_NAME
+from morok_mlir.host import CACHES, CPU_NAME, VEC_WIDTH
 from morok_mlir.core.progress import progress, write
 try:
   import torch
@@ -483,6 +483,8 @@ def main(names, beam: int = 0):
   load = os.getloadavg()
   print(f"# morok-mlir CPU bench, {datetime.date.today()}, {platform.processor() or platform.machine()} "
         f"({CPU_NAME}, {os.cpu_count()} cores), {THREADS} threads, load average {load[0]:.2f}")
+  isa = {16: "AVX-512", 8: "AVX2"}.get(VEC_WIDTH, "SSE")
+  print(f"ISA {isa} ({VEC_WIDTH} f32 lanes), caches L1d {CACHES[0] >> 10} KiB, L2 {CACHES[1] >> 10} KiB, L3 {CACHES[2] >> 20} MiB")
   print(f"numpy {np.__version__} (OpenBLAS, OPENBLAS_CORETYPE unset), torch {torch.__version__ if torch else 'not installed'}")
   bw, rbw, peak = copy_bandwidth(), read_bandwidth(), fma_peak()
   print(f"machine limits measured now (best of 9, {THREADS} threads): copy bandwidth {bw:.1f} GB/s (read + write), "

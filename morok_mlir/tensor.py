@@ -1,7 +1,7 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import collections, contextlib, copy, functools, inspect, math, operator, sys, threading, weakref
+import collections, contextlib, copy, ctypes, functools, inspect, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
@@ -11,7 +11,7 @@ from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bs
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc, OpTypeError
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.core.index_math import smax
-from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
+from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture, compile_stages as _compile_stages
 from morok_mlir.device import Device
 
 _KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
@@ -381,6 +381,14 @@ class Tensor(OpMixin, metaclass=_TensorType):
           b = t.uop = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it
           if t._requires_grad and id(t) not in _leaves: _realized[b] = u
     return self
+  def mlir(self, stage: str = "graph", debuginfo: bool = False) -> str:
+    """The module that computes this tensor at a stage of the compiler, as MLIR text: "graph" (as built, before any pass;
+    what morok-opt reads), a pass's name (the module after it: uop-rangeify, uop-simplify, uop-kernel-split,
+    uop-optimize), "lowered" (the kernels in upstream MLIR) or "llvm" (their LLVM IR, on the CPU). Nothing runs.
+    debuginfo: with each op's location (the user's file:line)."""
+    if not isinstance(stage, str): _err(TypeError, f"mlir(): stage must be a str, got {type(stage).__name__}")
+    try: return _compile_stages([self.uop], self.device).text(stage, debuginfo)
+    except ValueError as e: _err(ValueError, f"mlir(): {e}")
   def numpy(self) -> np.ndarray:
     """The value in a numpy array of the caller's own: writing to it changes no tensor, and no later write to a tensor
     changes it. A lazy tensor no one else holds (a temporary: `(a * b).exp().numpy()`) is computed into fresh host memory
@@ -419,6 +427,18 @@ class Tensor(OpMixin, metaclass=_TensorType):
     except (BufferError, TypeError, RuntimeError, AttributeError) as e:   # (no __dlpack__ is an AttributeError)
       _err(BufferError if isinstance(e, BufferError) else TypeError, f"from_dlpack: {e}")
     return Tensor(new_buffer(arr, _loc()))
+  @staticmethod
+  def from_blob(ptr: int, shape, dtype=None, device=None, **kw) -> Tensor:
+    """A tensor over the host memory at address ptr (tinygrad's): C-contiguous elements of dtype (default float32), not
+    copied and not owned. The memory must stay valid, and unchanged, for as long as the tensor and tensors computed from
+    it live (compiled programs may keep what they derive from an input). device: CPU only (host memory)."""
+    dt, shape = _dtype(dtype or dtypes.default_float), _shape(_argfix(shape) if isinstance(shape, (tuple, list)) else (shape,))
+    if _device(device) != "CPU": _err(NotImplementedError, f"from_blob of host memory onto {_device(device)}: make it on the CPU, then .to()")
+    if not isinstance(ptr, (int, np.integer)) or isinstance(ptr, bool) or (ptr <= 0 and math.prod(shape)):
+      _err(TypeError, f"from_blob needs a memory address (a positive int), got {ptr!r}")
+    nbytes = math.prod(shape) * dt.itemsize
+    arr = np.frombuffer((ctypes.c_char * nbytes).from_address(int(ptr)), dt.np) if nbytes else np.empty(0, dt.np)
+    return Tensor(new_buffer(arr.reshape(shape), _loc(), dt), **kw)
   def item(self):
     if self.numel() != 1: _err(ValueError, f"item() needs a tensor with one element, got shape {self.shape}")
     return self.numpy().item()
@@ -634,6 +654,12 @@ class Tensor(OpMixin, metaclass=_TensorType):
     ret = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), attrs(device=dev), _loc()), device=dev)
     ret._requires_grad = self._requires_grad
     return ret
+  def to_(self, device) -> Tensor:
+    """to(device) in place (tinygrad's): self (and its grad) now live on device; self, returned, is no longer a view."""
+    ret = self.to(device)
+    if self.grad is not None: self.grad = self.grad.to(device)
+    self.uop, self.device, self._view = ret.uop, ret.device, None
+    return self
   def cpu(self) -> Tensor: return self.to("CPU")
   # PyTorch's in-place ops, through assign (tinygrad's semantics: self is rebound, views write their bases); they return self
   def add_(self, x, alpha=1) -> Tensor: return self.assign(self + (x if alpha == 1 else x * alpha))

@@ -284,9 +284,9 @@ def _fn(ty: str, op: str = "add", n: int = 2) -> str:
   return f'func.func @f({args}) -> {ty} {{\n  %0 = "uop.{op}"({names}) : ({", ".join([ty] * n)}) -> {ty}\n  return %0 : {ty}\n}}\n'
 BUF = 'func.func @f(%a: tensor<4xf32>) -> {1} {{\n  %0 = "uop.buffer"() {{slot = {0} : i64}} : () -> {1}\n  return %0 : {1}\n}}\n'
 HOSTILE = {
-  **{f"elem-{e}": _fn(f"tensor<4x{e}>") for e in ("i3", "i128", "f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "tf32", "f80", "f128",
+  **{f"elem-{e}": _fn(f"tensor<4x{e}>") for e in ("i3", "i128", "f8E4M3FNUZ", "tf32", "f80", "f128",
                                                     "si32", "ui3", "i0", "complex<f32>", "vector<4xf32>", "!uop.token")},
-  **{f"scalar-{e}": _fn(e) for e in ("tf32", "i128", "f8E4M3FN", "complex<f32>", "none")},
+  **{f"scalar-{e}": _fn(e) for e in ("tf32", "i128", "complex<f32>", "none")},
   "dynamic": _fn("tensor<?x4xf32>"), "dynamic-1": _fn("tensor<?xf32>", "neg", 1), "unranked": _fn("tensor<*xf32>"),
   "scalable": _fn("vector<[4]xf32>"), "vector-2d": _fn("vector<2x4xf32>"), "encoding": _fn('tensor<4xf32, "enc">'),
   "memref-space": _fn("memref<4xf32, 3>"), "memref-strided": _fn("memref<4xf32, strided<[2]>>"), "tuple": _fn("tuple<f32>"),
@@ -306,6 +306,7 @@ EDGE = {"rank-0": _fn("tensor<f32>"), "one": _fn("tensor<1xf32>"), "bool": _fn("
         "unused-tf32-no-uop": "func.func @f(%a: tensor<4xtf32>) {\n  return\n}\n",
         "upstream-op": ADD.replace('"uop.add"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>', "arith.addf %a, %a : tensor<4xf32>"),
         "slot-ok": BUF.format(0, "tensor<4xf32>"), "empty": _fn("tensor<0x4xf32>"),
+        "fp8": _fn("tensor<4xf8E4M3FN>"), "fp8-scalar": _fn("f8E5M2"),
         "two-functions": _fn("tensor<4xf32>") + _fn("tensor<4xf32>").replace("@f", "@g")}
 PIPELINES = ["", "uop-rangeify", "uop-simplify", "uop-rangeify,uop-kernel-split", "uop-rangeify,uop-kernel-split,uop-optimize",
              "uop-rangeify,uop-simplify,uop-kernel-split,uop-optimize,uop-lower-cpu", "uop-rangeify,uop-kernel-split,uop-lower-gpu",

@@ -7,10 +7,11 @@ from morok_mlir.core import env
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BAD = {"DEBUG": "abc", "BEAM": "two", "DEVICE": "tpu", "MOROK_THREADS": "-3", "MOROK_CACHE_DIR": None, "MOROK_DISK_CACHE": "yes",
        "MOROK_CACHE_MAX_MB": "lots", "MOROK_MEM_CACHE_ENTRIES": "0", "MOROK_MEM_CACHE_MB": "-1", "WINO": "off",
-       "MOROK_PROGRESS": "2", "VIZ": "page"}
+       "MOROK_PROGRESS": "2", "VIZ": "page", "VIZ_PORT": "http"}
 GOOD = {"DEBUG": ("2", 2), "BEAM": ("4", 4), "DEVICE": ("cuda:0", "cuda:0"), "MOROK_THREADS": ("3", 3), "MOROK_CACHE_DIR": ("/x", "/x"),
         "MOROK_DISK_CACHE": ("0", False), "MOROK_CACHE_MAX_MB": ("1.5", 1.5), "MOROK_MEM_CACHE_ENTRIES": ("16", 16),
-        "MOROK_MEM_CACHE_MB": ("4", 4.0), "WINO": ("0", False), "MOROK_PROGRESS": ("0", False), "VIZ": ("out.html", "out.html")}
+        "MOROK_MEM_CACHE_MB": ("4", 4.0), "WINO": ("0", False), "MOROK_PROGRESS": ("0", False), "VIZ": ("out.html", "out.html"),
+        "VIZ_PORT": ("0", 0)}
 
 def test_every_knob_is_listed_here():
   assert set(BAD) == set(GOOD) == set(env.KNOBS)

@@ -49,6 +49,7 @@ from morok_mlir.core.index_math import at_lane
 from morok_mlir.core.kernel_facts import blocked, in_place, twin
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.emitter import Block, Emitter
+from morok_mlir.codegen import fp8
 
 # ---------------------------------------------------------------- tables
 # dtype class: f(loat) s(igned int, and index) u(nsigned) b(ool)
@@ -106,7 +107,7 @@ def parallel_info(f: Func) -> tuple[int, int, int] | None:
 
 # storage dtype -> the dtype its ops compute in (LLVM has no bf16 arithmetic on most targets; where it has, it flushes
 # subnormals or rounds per target, so bf16 is widened here, computed, and rounded back by Bf16)
-COMPUTE = {dtypes.bfloat16: dtypes.float32}
+COMPUTE = {dtypes.bfloat16: dtypes.float32, dtypes.fp8e4m3: dtypes.float32, dtypes.fp8e5m2: dtypes.float32}
 
 class Bf16:
   """bfloat16 <-> float32 in integer ops: bf16 is the top half of an f32, so widening is a shift; narrowing rounds to
@@ -125,6 +126,8 @@ class Bf16:
     r = op("shrui", op("addi", b, op("addi", op("andi", hi, c(1)), c(0x7fff))), c(16))
     r = em.select(fr, em.cmpf(fr, "uno", x, x, "f32"), op("ori", hi, c(0x40)), r, "i32")
     return em.cast(fr, "bitcast", em.cast(fr, "trunci", r, "i32", "i16"), "i16", "bf16")
+
+CONVERT = {dtypes.bfloat16: Bf16, dtypes.fp8e4m3: fp8.E4M3, dtypes.fp8e5m2: fp8.E5M2}   # a storage dtype's conversions
 
 # ---------------------------------------------------------------- polynomial transcendentals (f32)
 POLY = ("exp2", "log2", "pow")
@@ -585,8 +588,8 @@ class Lowerer:
     em = self.em
     if sl(s) == sl(d): return x
     c = lambda v: self.const(v, dtypes.int32)
-    if (w := COMPUTE.get(s)) is not None: x, s = Bf16.widen(em, fr, c, x), w   # exact: then on from the compute dtype
-    if (w := COMPUTE.get(d)) is not None: return Bf16.narrow(em, fr, c, self.cast(x, s, w, fr))
+    if (w := COMPUTE.get(s)) is not None: x, s = CONVERT[s].widen(em, fr, c, x), w   # exact: then on from the compute dtype
+    if (w := COMPUTE.get(d)) is not None: return CONVERT[d].narrow(em, fr, c, self.cast(x, s, w, fr))
     if sl(s) == sl(d): return x
     if s is dtypes.index: x, s = em.cast(fr, "index_cast", x, "index", "i64"), dtypes.int64
     if d is dtypes.index: return em.cast(fr, "index_cast", self.cast(x, s, dtypes.int64, fr), "i64", "index")

@@ -17,9 +17,9 @@ class Knob:
   parse: Callable[[str], object]  # the value's text -> its value; ValueError where it is not accepted
   doc: str
 
-def _int(lo: int) -> Callable[[str], int]:
+def _int(lo: int, hi: float = float("inf")) -> Callable[[str], int]:
   def parse(s: str) -> int:
-    if not re.fullmatch(r"\s*[+-]?\d+\s*", s) or (v := int(s)) < lo: raise ValueError(s)
+    if not re.fullmatch(r"\s*[+-]?\d+\s*", s) or not lo <= (v := int(s)) <= hi: raise ValueError(s)
     return v
   return parse
 
@@ -36,7 +36,7 @@ def _device(s: str) -> str:
   return s.strip()
 
 def _viz(s: str) -> str:
-  if s.strip() not in ("0", "1") and not s.endswith(".html"): raise ValueError(s)
+  if s.strip() not in ("0", "1") and not s.endswith((".html", ".htm")): raise ValueError(s)
   return s.strip() if s.strip() in ("0", "1") else s
 
 def _path(s: str) -> str: return s
@@ -54,7 +54,9 @@ KNOBS: dict[str, Knob] = {
   "MOROK_MEM_CACHE_MB": Knob("512", "a number of megabytes >= 0 (0: the default)", _number, "bytes of each in-memory cache"),
   "WINO": Knob("1", "0 or 1", _flag, "0 turns Winograd convolutions off (uop-optimize)"),
   "MOROK_PROGRESS": Knob("1", "0 or 1", _flag, "0 hides the progress bars of long work (shown only on a terminal, with tqdm)"),
-  "VIZ": Knob("0", "0, 1 or a PATH.html", _viz, "1: the web page of every stage on 127.0.0.1; PATH.html: that page as one file"),
+  "VIZ": Knob("0", "0 (off), 1 (serve the page on 127.0.0.1) or a path ending in .html (write it at exit)", _viz,
+              "the web page of every compile's stages: 1 serves it, PATH.html writes it as one file at exit"),
+  "VIZ_PORT": Knob("8000", "a port number 0..65535", _int(0, 65535), "the port VIZ=1 serves on (0, or a port taken: a free one)"),
 }
 
 _seen: dict[tuple[str, str], object] = {}   # (name, text) -> value: a knob read per call costs a dict lookup

@@ -454,6 +454,7 @@ class CPUAllocator:
   def __init__(self):
     self.pool: dict[int, list] = {}; self.pooled = 0
     self.live: dict[int, weakref.finalize] = {}   # data address -> the finalizer that recycles its block
+    self.used = 0   # bytes of the live pooled blocks (GlobalCounters.mem_used; arrays under SMALL bytes are numpy's own)
     self.lock = threading.RLock()
   def _block(self, nbytes: int):
     try: return self._new_block(nbytes)
@@ -485,10 +486,12 @@ class CPUAllocator:
     arr = np.frombuffer(mv, dt.np)
     addr = arr.ctypes.data
     self.live[addr] = weakref.finalize(arr, self._recycle, addr, block, nbytes)  # numpy keeps its own view of mv, not mv
+    with self.lock: self.used += nbytes
     return arr
   def _recycle(self, addr: int, block, nbytes: int) -> None:
     with self.lock:
       self.live.pop(addr, None)
+      self.used -= nbytes
       if self.pooled + nbytes <= self.POOL_LIMIT:
         self.pool.setdefault(nbytes, []).append(block); self.pooled += nbytes
   def free(self, arr: np.ndarray) -> None:

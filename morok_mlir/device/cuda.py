@@ -85,6 +85,7 @@ class CUDAAllocator:
   def __init__(self, dev: CUDADevice):
     self.dev, self.pool, self.pooled = dev, OrderedDict(), 0  # (nbytes, ptr) -> None, LRU order
     self.live: dict[int, weakref.finalize] = {}   # ptr -> the finalizer that pools the block when its CUDABuffer dies
+    self.used = 0   # bytes of the live blocks (GlobalCounters.mem_used)
     self.lock = threading.RLock()
   def alloc(self, size: int, dtype) -> CUDABuffer:
     dt = to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
@@ -104,10 +105,12 @@ class CUDAAllocator:
     buf = CUDABuffer(ptr, int(size), dt, nbytes)
     fin = self.live[ptr] = weakref.finalize(buf, self._recycle, nbytes, ptr)
     fin.atexit = False   # at exit the driver frees everything itself
+    with self.lock: self.used += nbytes
     return buf
   def _recycle(self, nbytes: int, ptr: int) -> None:
     with self.lock:
       self.live.pop(ptr, None)
+      self.used -= nbytes
       if self.pooled + nbytes > self.POOL_LIMIT: self.release(self.pooled + nbytes - self.POOL_LIMIT)
       self.pool[(nbytes, ptr)] = None; self.pooled += nbytes
   def free(self, buf: CUDABuffer) -> None:

@@ -66,9 +66,10 @@ def _fmt_float(v: float, ty: str) -> str:
   if math.isnan(v) or math.isinf(v):  # hex bit patterns: MLIR has no literal for these
     import numpy as np
     np_t = dtypes.from_mlir(ty).np
-    bits = np.array(v, dtype=np_t).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(np_t).itemsize]).item()
+    bits = np.array(v, dtype=np_t).view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(np_t).itemsize]).item()
     return f"{hex(bits)}"
-  if ty == "bf16": v = float(dtypes.bfloat16.np(v))  # rounded through float32 as every cast to bfloat16 is (ml_dtypes, PyTorch)
+  # rounded through float32 as every cast to bfloat16 and fp8 is (ml_dtypes, PyTorch)
+  if ty in ("bf16", "f8E4M3FN", "f8E5M2"): v = float(dtypes.from_mlir(ty).np(v))
   s = repr(float(v))   # MLIR's float literal needs a point: 1e-08 -> 1.0e-08
   return s.replace("e", ".0e") if "e" in s and "." not in s else s
 
