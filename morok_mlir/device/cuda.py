@@ -19,10 +19,11 @@ thread makes the device's context current before its first call."""
 from __future__ import annotations
 import ctypes, threading, time, weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import numpy as np
 from morok_mlir.ir.bridge import Func
-from morok_mlir.codegen.lower_gpu import lower_kernel, gpu_module
+from morok_mlir.codegen.lower_gpu import lower_kernel
+from morok_mlir.codegen.emitter import Emitter
 from morok_mlir.core.dtype import DType, dtypes, to_dtype
 from morok_mlir.lru import LRU
 from morok_mlir.device.cpu import _arg, stored_slots
@@ -157,6 +158,7 @@ class ProgramSpec:
   outs: tuple[int, ...]                 # arguments the kernel stores to
   global_size: tuple[int, int, int]
   local_size: tuple[int, int, int]
+  func: Func | None = field(default=None, compare=False, repr=False)   # the kernel it was lowered from (the emulator lowers it again)
 
 @dataclass(frozen=True)
 class CompiledSpec:
@@ -168,8 +170,8 @@ class CUDARenderer:
   """uop-lower-gpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
     text, launch = lower_kernel(f, name)
-    src = "module attributes {gpu.container_module} {\n" + gpu_module([text]) + "}\n"
-    return ProgramSpec(name, src, tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), launch.global_size, launch.local_size)
+    return ProgramSpec(name, Emitter.gpu_module([text]), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
+                       launch.global_size, launch.local_size, f)
 
 class CUDACompiler:
   def compile(self, spec: ProgramSpec, chip: str) -> CompiledSpec: return CompiledSpec(spec, ptx_for(spec.src, chip), chip)
