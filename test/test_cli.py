@@ -350,3 +350,17 @@ def test_ir_dumps_name_the_input_file(tmp_path):
   assert r.returncode == 0 and b"IR Dump After UopRangeify (uop-rangeify)" in r.stderr, r.stderr
   locs = set(re.findall(rb'loc\("([^"]*)":(\d+)', r.stderr))
   assert locs and all(n == str(f).encode() and int(l) <= 4 for n, l in locs), locs
+
+def test_graph_printout_has_only_the_users_lines():
+  """Tensor.mlir's graph, morok-opt's input: the function, its arguments, its ops and its return are at the user's lines,
+  none at a line of the text printed for MLIR."""
+  from mlir import ir
+  from morok_mlir import Tensor
+  from morok_mlir.dialects import new_context
+  t = (Tensor([1.0, 2.0, 3.0]) * 2 + 1).sum()
+  with new_context():
+    m = ir.Module.parse(t.mlir("graph", debuginfo=True))
+    ops = []
+    m.body.operations[0].operation.walk(lambda op: (ops.append(op), ir.WalkResult.ADVANCE)[1], ir.WalkOrder.PRE_ORDER)
+    args = list(m.body.operations[0].regions[0].blocks[0].arguments)
+    assert len(ops) > 3 and all(x.location.filename == __file__ for x in ops + args), [str(x.location) for x in ops + args]

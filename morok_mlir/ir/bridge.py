@@ -111,14 +111,16 @@ def inherited_locs(order: list[UOp]) -> dict[UOp, str | None]:
 def func_text(f: Func) -> str:
   names: dict[UOp, str] = {}
   lines: list[str] = []
-  args = [f"%arg{i}: {ty(t)}" + (" {" + ", ".join(f"{k} = {v}" for k, v in f.arg_attrs[i].items()) + "}" if f.arg_attrs and f.arg_attrs[i] else "")
-          for i, t in enumerate(f.args)]
   order: list[UOp] = []
   seen: set[UOp] = set()
   for r in f.all_roots():
     for u in r.toposort:
       if u not in seen: seen.add(u); order.append(u)
   locs = inherited_locs(order)
+  # an argument is where its first reader is, the function and its return where its first result is
+  args = [f"%arg{i}: {ty(t)}" + (" {" + ", ".join(f"{k} = {v}" for k, v in f.arg_attrs[i].items()) + "}" if f.arg_attrs and f.arg_attrs[i] else "")
+          + _loc(locs.get(t)) for i, t in enumerate(f.args)]
+  floc = _loc(next((l for r in f.all_roots() if (l := locs.get(r))), None))
   for u in order:
     if u.op is Ops.BUFFER and u.attrs.get("slot") is not None and u.attrs["slot"] < len(f.args) and f.args[u.attrs["slot"]] is u:
       names[u] = f"%arg{u.attrs['slot']}"; continue
@@ -135,7 +137,7 @@ def func_text(f: Func) -> str:
   fattrs = (" attributes {" + ", ".join(k if v is None else f"{k} = {attr_text(v)}" for k, v in f.attrs.items()) + "}") if f.attrs else ""
   vis = f"{f.visibility} " if f.visibility else ""
   rtys = (" -> (" + ", ".join(ty(r) for r in f.results) + ")") if f.results else ""
-  return f"  func.func {vis}@{f.name}({', '.join(args)}){rtys}{fattrs} {{\n" + "\n".join(lines + [ret]) + "\n  }\n"
+  return f"  func.func {vis}@{f.name}({', '.join(args)}){rtys}{fattrs} {{\n" + "\n".join(lines + [ret + floc]) + f"\n  }}{floc}\n"
 
 def module_text(funcs: list[Func]) -> str: return "module {\n" + "".join(func_text(f) for f in funcs) + "}\n"
 
@@ -221,10 +223,10 @@ def import_module(module: ir.Module | ir.Operation) -> list[Func]:
 _REBUILT = "<rebuilt by a pass>"   # the source name of a pass's output text: its positions are nobody's source lines
 
 def replace_module_body(module_op: ir.Operation, text: str) -> None:
-  """Swap the module's contents for the ops parsed from text (used by Python passes that rebuild the IR). An op the text
-  gives no location keeps one the input had, never a position in the text: a function (at any depth: a gpu.func) that
-  of the input's function of its name, its arguments theirs; another top-level op its first located op's; any other op
-  (and block argument) its parent's."""
+  """Swap the module's contents for the ops parsed from text (used by Python passes that rebuild the IR). A function the
+  input had (by name, at any depth: a gpu.func) keeps the input's location, and its arguments theirs by position; an op
+  the text gives no location gets one of the input, never a position in the text: a top-level op its first located
+  op's, any other op (and block argument) its parent's."""
   with module_op.context:
     new = ir.Operation.parse(text, source_name=_REBUILT)
   block = module_op.regions[0].blocks[0]
@@ -252,12 +254,12 @@ def _first_located(top: ir.Operation) -> ir.Location | None:
 
 def _relocate(op: ir.Operation, old: dict) -> ir.WalkResult:
   """op (its parent already done) and its blocks' arguments at locations of the input (see replace_module_body)."""
-  if _rebuilt(op.location):
-    op.location = old[sym][0] if (sym := _sym(op)) in old else op.parent.location
-  if len(op.regions):
-    args = old.get(_sym(op), (None, []))[1]
-    for r in op.regions:
-      for b in r.blocks:
-        for i, a in enumerate(b.arguments):
-          if _rebuilt(a.location): a.set_location(args[i] if i < len(args) else op.location)
+  if (prev := old.get(_sym(op)) if "sym_name" in op.attributes else None) is not None: op.location = prev[0]
+  elif _rebuilt(op.location): op.location = op.parent.location
+  for r in op.regions:
+    for b in r.blocks:
+      args = prev[1] if prev is not None and b == op.regions[0].blocks[0] else []
+      for i, a in enumerate(b.arguments):
+        if i < len(args): a.set_location(args[i])
+        elif _rebuilt(a.location): a.set_location(op.location)
   return ir.WalkResult.ADVANCE
