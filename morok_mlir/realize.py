@@ -4,7 +4,7 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import itertools, os, threading, time, weakref
+import itertools, threading, time, weakref
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
@@ -16,6 +16,8 @@ from morok_mlir.ir.pipeline import compile_lock, lower_to_kernels
 from morok_mlir.ir import stages
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.lru import LRU
+from morok_mlir.core import env
+from morok_mlir.core.progress import progress
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.device import search as _search   # noqa: F401 (registers uop-optimize's beam search)
@@ -50,7 +52,7 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
 # ---------------------------------------------------------------- compile: graph -> schedule of compiled kernels
 CUT_NEVER = MOVEMENT | {Ops.BUFFER, Ops.CONST}
 
-DEBUG = int(os.environ.get("DEBUG", "0"))
+DEBUG = env.get("DEBUG")
 
 @dataclass
 class ScheduleItem:
@@ -81,13 +83,14 @@ def choices(a: dict) -> str:
 
 def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   """beam > 0 (CPU): each new kernel's choices are searched by timing (device/search.py); 0: uop-optimize's heuristics."""
+  t0 = time.perf_counter()
   rec = stages.active() or stages.new(DEBUG)   # every stage's module, when asked for (DEBUG=4, VIZ)
   with stages.recording(rec): funcs = {f.name: f for f in lower_to_kernels(graph, DEBUG, beam if device == "CPU" else 0)}
   sched = funcs.pop("schedule")
   dev = Device[device]
   if rec is not None: rec.lower(dev, [funcs[k.attrs["callee"][1]] for k in sched.roots[0].src])
   items = []
-  for k in sched.roots[0].src:
+  for k in progress(sched.roots[0].src, "compile", "kernel", since=t0):
     name = k.attrs["callee"][1]
     if DEBUG >= 3: print(module_text([funcs[name]]))
     items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else ""))
@@ -210,10 +213,8 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
     else: todo.append(i)
   if not todo: return results
   key, inputs, vals = normalize([outs[i] for i in todo])
-  if beam is None: beam = os.environ.get("BEAM", "0") or "0"
-  if not isinstance(beam, int) and not (isinstance(beam, str) and beam.isdigit()) or int(beam) < 0:
-    raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
-  beam = int(beam)
+  if beam is None: beam = env.get("BEAM")
+  if not isinstance(beam, int) or beam < 0: raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
   if (sched := _schedule_cache.get(ck := (device, key) if not beam else (device, key, beam))) is None:
     if cut and (pieces := cut_deep([outs[i] for i in todo], device)) is not None:
       for i, r in zip(todo, realize(pieces, device, cut=False, beam=beam)): results[i] = r

@@ -113,7 +113,7 @@ def test_served_page(tmp_path, browser):
 def test_bad_viz_value_is_one_clear_error(tmp_path):
   r = run(tmp_path, "yes")
   assert r.returncode != 0
-  assert "VIZ='yes': expected 0 (off), 1 (serve the page on 127.0.0.1) or a path ending in .html" in r.stderr.splitlines()[-1]
+  assert "VIZ='yes': VIZ must be 0 (off), 1 (serve the page on 127.0.0.1) or a path ending in .html" in r.stderr.splitlines()[-1]
 
 def test_page_data_and_loop_nests():
   """The page's data without a browser: every stage, graphs for the uop stages, text diffs that ignore SSA renumbering."""

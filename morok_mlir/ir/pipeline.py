@@ -90,7 +90,7 @@ def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True)
       if isinstance(el, str):
         try: pm.add(el)
         except ValueError as e: raise PipelineError(f"upstream pass '{el}': {str(e).strip()}") from None
-      else: pm.add(_python_pass(el[0], el[1], verify_each, func_locs), name=el[0].name)
+      else: pm.add(_python_pass(el[0], el[1], verify_each, func_locs), name=el[0].pass_name, argument=el[0].name)
   return pm
 
 def run_pipeline(module: ir.Module, pipeline: str, verify_each: bool = True) -> None:

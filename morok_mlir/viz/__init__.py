@@ -7,6 +7,7 @@ turns on for every compile of realize()."""
 from __future__ import annotations
 import atexit, difflib, html, json, linecache, os, re, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from morok_mlir.core import env
 from morok_mlir.core.provenance import user_loc
 from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops
@@ -162,9 +163,7 @@ def start(value: str) -> None:
     atexit.register(lambda: print(f"VIZ: wrote {write(value)}", file=sys.stderr))
   elif value == "1":
     enable()
-    port = os.environ.get("VIZ_PORT", "8000")
-    if not port.isdigit() or int(port) > 65535: raise ValueError(f"VIZ_PORT={port!r}: expected a port number 0..65535")
-    try: _, url = serve(int(port))
+    try: _, url = serve(env.get("VIZ_PORT"))
     except OSError: _, url = serve(0)
     print(f"VIZ: {url}", file=sys.stderr)
     atexit.register(_hold, url)
