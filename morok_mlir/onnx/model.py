@@ -11,6 +11,7 @@ from morok_mlir.tensor import Tensor
 from morok_mlir.jit import TinyJit
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.provenance import user_loc
+from morok_mlir.core.progress import progress
 from morok_mlir.onnx.ops import OPS, REFUSE, INVALID, owned, AXIS_OPS, AXES_INPUT, AXIS_RANGE
 
 class InvalidModel(ValueError):
@@ -319,7 +320,7 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
     if init.name not in vals or vals[init.name] is None:
       vals[init.name] = folded[init.name] if folded is not None and init.name in folded else to_tensor(tensor_array(init, base), copy=False)
       if folded is not None: folded[init.name] = vals[init.name]
-  for node in graph.node:
+  for node in progress(graph.node, f"onnx {graph.name or 'graph'}", "node"):
     if folded is not None and node.output and all(n in folded for n in node.output if n):
       for n in node.output:
         if n: vals[n] = folded[n]
