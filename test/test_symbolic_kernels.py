@@ -102,3 +102,13 @@ def test_elementwise_symbolic_jit():
   def f(x, m): return (x[:m] * 2 + 1).exp() - x[:m].sigmoid()
   x = Tensor(X)
   check(f, [((x, v.bind(m)), np.exp(X[:m] * 2 + 1) - 1 / (1 + np.exp(-X[:m]))) for m in SIZES], rtol=1e-5, atol=1e-5)
+
+def test_matmul_symbolic_inner_row_range_jit():
+  # rows (b, i) with the symbolic i inside the static b: the contraction's rows are not a prefix of its layout there,
+  # so the kernel keeps plain loops; its values are right at every size
+  X, W = rnd(3, MAX, 40), rnd(40, 72, seed=1)
+  v, w = Variable("rows_inner", 1, MAX), Tensor(W)
+  @TinyJit
+  def f(x, m): return x[:, :m] @ w
+  x = Tensor(X)
+  check(f, [((x, v.bind(m)), X[:, :m] @ W) for m in (1, 9, 17, 97, MAX)])
