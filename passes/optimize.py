@@ -40,7 +40,8 @@ from morok_mlir.core import env, index_math as im
 from morok_mlir.core.progress import progress
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
-from morok_mlir.core.kernel_facts import ONE, contraction, contraction_tiles, extent, in_place, lane_coef, ranges_of, rsize, single_store, twin, winograd
+from morok_mlir.core.kernel_facts import (ONE, contraction, contraction_tiles, extent, in_place, lane_coef, ranges_of,
+  rsize, single_store, twin, winograd)
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops

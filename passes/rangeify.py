@@ -151,7 +151,8 @@ class Rangeifier:
     i = i if node.src[1].dtype is dtypes.index else UOp(Ops.CAST, dtypes.index, (i,), loc=node.loc)
     if (valid := im.in_bounds(i, 0, node.shape[ax])) is False: return buf
     v = (yield (node.src[2], idx, None, False))
-    at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize(idx[:ax] + (i,) + idx[ax + 1:], laid(buf, node.shape))) + ((valid,) if valid is not None else ()))
+    at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize(idx[:ax] + (i,) + idx[ax + 1:], laid(buf, node.shape)))
+             + ((valid,) if valid is not None else ()))
     if op != "store": v = UOp(Ops(op), node.dtype, (UOp(Ops.LOAD, node.dtype, (at,), loc=node.loc), v), loc=node.loc)
     st = UOp(Ops.STORE, dtypes.void, (at, v), loc=node.loc)
     return UOp(Ops.AFTER, buf.dtype, (buf, UOp(Ops.END, dtypes.void, (st, *self.loops), loc=node.loc) if self.loops else st), loc=node.loc)

@@ -418,7 +418,9 @@ class MM:
     """A size as a value at the function's start: a constant, or an index expression of the variables' values."""
     if (n := self.known.get(u)) is not None: return n
     if (c := im.cval(u)) is not None: n = self.ci(c)
-    elif u.op is Ops.LOAD: n = self.em.load(self.b, f"%arg{u.src[0].src[0].attrs['slot']}", self.size(u.src[0].src[1]), mem_type(u.src[0].src[0].dtype))
+    elif u.op is Ops.LOAD:
+      buf, i = u.src[0].src[:2]
+      n = self.em.load(self.b, f"%arg{buf.attrs['slot']}", self.size(i), mem_type(buf.dtype))
     elif u.op is Ops.CAST: n = self.em.cast(self.b, "index_cast", self.size(u.src[0]), sl(u.src[0].dtype), "index")
     elif u.op in SIZE_OPS and u.dtype is dtypes.index: n = self.ix(SIZE_OPS[u.op], *map(self.size, u.src))   # sizes are >= 0
     else: raise PassError(f"@{self.mk.name}: a size read at run time as uop.{u.op}", u.loc)
