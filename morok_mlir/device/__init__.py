@@ -1,7 +1,9 @@
 """Devices, in the shape of Morok's device.rs: each is a renderer (our pass pipeline to upstream MLIR), a compiler
 (upstream MLIR to machine code), a runtime (compiled code -> callable program) and an allocator.
 
-  Device["CPU"]      the device (implementations are imported on first use); "cpu" and "CPU:0" name the same one
+  Device["CPU"]      the device (implementations are imported on first use); "cpu" and "CPU:0" name the same one;
+                     "CPU:1", "CPU:2", ... are virtual CPU devices: the CPU's compiler, threads and memory, their own
+                     name, so their Buffers, schedules and copies are theirs (several devices in one process)
   Device.DEFAULT     "CPU", or the env var DEVICE; `with Device.default(name):` sets it for one thread
   dev.compile(f: Func) -> program: program.call_buffers(bufs: list[Buffer], inputs) runs it on allocated Buffers
   dev.allocator                   alloc/free/copyin/copyout/copy/offset/ptr of the device's memory (see buffer.py)
@@ -26,15 +28,24 @@ class _Device:
     try: yield
     finally: self._local.default = prev
   @staticmethod
-  def canonicalize(name: str) -> str: return name.split(":")[0].upper()
+  def canonicalize(name: str) -> str:
+    base, _, idx = name.partition(":")
+    return f"CPU:{int(idx)}" if base.upper() == "CPU" and idx.isdigit() and int(idx) else base.upper()
   @property
   def names(self) -> list[str]: return list(self._impls)
   def __getitem__(self, name: str):
     if (d := self._found.get(name)) is not None: return d   # every Buffer looks its device up: keep that a dict hit
-    key = self.canonicalize(name)
+    key = (c := self.canonicalize(name)).split(":")[0]
     if key not in self._impls: raise KeyError(f"unknown device {name!r} (devices: {', '.join(self._impls)})")
     mod, attr = self._impls[key]
-    d = self._found[name] = getattr(importlib.import_module(mod), attr)
+    d = getattr(importlib.import_module(mod), attr)
+    if c != key: d = self._found.get(c) or _Virtual(d, c)
+    self._found[name] = d
     return d
+
+class _Virtual:
+  """A device that is another one's compiler, runtime and memory under its own name (CPU:1, CPU:2, ...)."""
+  def __init__(self, dev, name: str): self._dev, self.name = dev, name
+  def __getattr__(self, k): return getattr(self._dev, k)
 
 Device = _Device()
