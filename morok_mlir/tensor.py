@@ -12,6 +12,8 @@ from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_l
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.core.index_math import smax
 from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
+from morok_mlir import multi_realize as _multi
+from morok_mlir.device.buffer import Buffer
 from morok_mlir.device import Device
 
 _KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
@@ -20,6 +22,10 @@ def _device(name) -> str:
   if type(name) is str and (dev := _KNOWN_DEVICES.get(name)) is not None: return dev
   from morok_mlir.device import Device
   if name is None: return Device.DEFAULT  # not remembered: the default may change (Device.DEFAULT = ...)
+  if isinstance(name, (tuple, list)):   # several devices: a multi tensor's (tinygrad's)
+    if not name: _err(ValueError, "a tensor on several devices needs at least one")
+    if len(devs := tuple(_device(n) for n in name)) != len(set(devs)): _err(ValueError, f"a device appears twice in {devs}")
+    return devs
   if not isinstance(name, str): _err(TypeError, f"a device is a name such as 'CPU', got {type(name).__name__}")
   try: Device[name]
   except KeyError as e: _err(ValueError, str(e.args[0]))
@@ -70,7 +76,8 @@ def _flat(data):
 def _buf(arr: np.ndarray, loc: str | None = None) -> UOp:
   return new_buffer(arr, loc or _loc())
 
-def _is_data(u: UOp) -> bool: return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+def _is_data(u: UOp) -> bool:
+  return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) or (u.op is Ops.MULTI and all(map(_is_data, u.src)))
 def _data(u: UOp) -> UOp: return u if u.op is Ops.BUFFER else u.src[0]   # the buffer UOp of data
 
 
@@ -204,6 +211,8 @@ class Tensor(OpMixin, metaclass=_TensorType):
     elif hasattr(data, "__dlpack__") or hasattr(data, "__array__"):   # a torch/jax/cupy... host tensor: copied, as an ndarray
       self.uop = new_buffer(_host_array(data), _loc(), copy=True) if dt is None else Tensor(_host_array(data), dt).uop
     else: _err(TypeError, f"cannot make a tensor from {type(data).__name__}")
+    if type(self.device) is tuple and self.uop.op is not Ops.MULTI and any(u.buffer is not None for u in self.uop.toposort):
+      self.uop = _multi.replicated(self.uop, self.device)   # data given for several devices: a copy on each
     if requires_grad is not None: self.requires_grad = requires_grad
 
   @staticmethod
@@ -373,12 +382,12 @@ class Tensor(OpMixin, metaclass=_TensorType):
       todo.setdefault(t.uop, []).append(t)
     if todo:
       devs = {ts[0].device for ts in todo.values()}
-      if len(devs) > 1: _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(devs))}): realize them separately")
-      outs = _realize(list(todo), device=devs.pop(), beam=beam)
+      if len(devs) > 1: _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(map(str, devs)))}): realize them separately")
+      outs = _realize(list(todo), device=dev, beam=beam) if type(dev := devs.pop()) is str else _multi.realize_multi(list(todo), beam)
       for (u, ts), out in zip(todo.items(), outs):
-        if out.size != sym_val(u.size) or out.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
+        if type(out) is Buffer and (out.size != sym_val(u.size) or out.dtype != u.dtype): raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
         for t in ts:   # tensors that were one node (equal constants) get a node each over the one Buffer: each its own leaf
-          b = t.uop = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it
+          b = t.uop = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape)) if type(out) is Buffer else out  # (u's provenance)
           if t._requires_grad and id(t) not in _leaves: _realized[b] = u
     return self
   def numpy(self) -> np.ndarray:
@@ -388,6 +397,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
     realized (it keeps its value, whose memory stays immutable: compiled programs keep what they derive from inputs)
     and its buffer copied."""
     u = self.uop
+    if type(self.device) is tuple: return self.to(self.device[0]).numpy()
     if sys.getrefcount(self) <= _TEMP_REFS and not _is_data(u) and all(type(d) is int for d in u.shape):
       b = _realize([u], device=self.device)[0]   # a fresh buffer (u is no input): no UOp, so no graph can read it
       if b.size != u.size or b.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {b} for {u.shape} {u.dtype}")
@@ -631,10 +641,24 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if isinstance(device, DType): device, dtype = None if dtype is None else _err(TypeError, "to(): two dtypes given"), device
     if dtype is not None: return self.cast(dtype).to(self.device if device is None else device)
     if (dev := _device(device)) == self.device: return self
+    if type(dev) is tuple: return (self if type(self.device) is str else self.to(self.device[0])).shard(dev)
+    if type(self.device) is tuple: return Tensor(_multi.gather_to(self.realize().uop, dev), device=dev)   # gathered on dev
     ret = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), attrs(device=dev), _loc()), device=dev)
     ret._requires_grad = self._requires_grad
     return ret
   def cpu(self) -> Tensor: return self.to("CPU")
+  def shard(self, devices, axis: int | None = None) -> Tensor:
+    """The value on several devices (tinygrad's): split along axis (shards of ceil(n / len(devices)), the last one
+    shorter; refused where one would be empty), or a whole copy on each (axis None). Ops on it run on every device."""
+    devs = _device(tuple(devices) if isinstance(devices, (tuple, list)) else (devices,))
+    if type(self.device) is tuple: _err(RuntimeError, f"shard() of a tensor already on {self.device}: .to() one device first")
+    try: ret = Tensor(_multi.shard(self.uop, devs, None if axis is None else self._dim(axis)), device=devs)
+    except ValueError as e: _err(ValueError, str(e))
+    ret._requires_grad = self._requires_grad
+    return ret
+  def shard_(self, devices, axis: int | None = None) -> Tensor:
+    self.uop, self.device = (t := self.shard(devices, axis)).uop, t.device
+    return self
   # PyTorch's in-place ops, through assign (tinygrad's semantics: self is rebound, views write their bases); they return self
   def add_(self, x, alpha=1) -> Tensor: return self.assign(self + (x if alpha == 1 else x * alpha))
   def sub_(self, x, alpha=1) -> Tensor: return self.assign(self - (x if alpha == 1 else x * alpha))
