@@ -150,6 +150,9 @@ class TinyJit:
     rest = _split((args, kwargs), tensors, env)
     shapes = [t.shape for t in tensors]   # (a lazy argument realized takes its value's shape)
     if any(not _data(t.uop) for t in tensors): Tensor.realize(*tensors)
+    if any(t.uop.op is Ops.MULTI for t in tensors):   # a tensor on several devices: each device's shard is an argument
+      tensors = [Tensor._of(u, d) for t in tensors for u, d in (zip(t.uop.src, t.device) if t.uop.op is Ops.MULTI else [(t.uop, t.device)])]
+      shapes = [t.shape for t in tensors]
     sig = (tuple((_unbound(sh, env), t.dtype, t.device) for sh, t in zip(shapes, tensors)), rest)
     with self.lock:
       if self.sig is None: self.sig = sig
@@ -233,6 +236,7 @@ class _Plan:
   def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, UOp, UOp]], env: dict, alias: dict) -> _Plan | None:
     """None when the call cannot be replayed: a state tensor that did not start as data, or ends as something no
     recorded schedule computed (a lazy graph: replaying would keep its first value)."""
+    if any(isinstance(t, Tensor) and t.uop.op is Ops.MULTI for t in _leaves(ret)): return None   # runs normally: returns on several devices
     p = _Plan()
     argbuf = {id(_buffer(t.uop)): i for i, t in enumerate(args)} | alias   # (alias: the padded copies of symbolic ones)
     if any(_buffer(u0) is None for _, u0, _ in state): return None

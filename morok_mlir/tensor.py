@@ -451,7 +451,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
     dev, u, rg, srcs = self.device, self.uop, self._requires_grad, ()
     for x in src:
       if x.device != dev:
-        _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({dev, *(s.device for s in src)}))}")
+        _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted(map(str, {dev, *(s.device for s in src)})))}")
       srcs += (x.uop,)
       # True if a source requires grad, else None if one is unset, else False (tinygrad's)
       if rg is not True and (r := x._requires_grad) is not False: rg = r
