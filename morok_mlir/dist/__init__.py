@@ -15,13 +15,14 @@ aborts the job on exit (so the others fail too); before a collective the ranks c
 mismatch is a DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message); a WORLD_SIZE or RANK
 that disagrees with the engine's is refused at init."""
 from __future__ import annotations
-import os
+import math, os
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes, to_dtype
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.realize import new_buffer
-from morok_mlir.tensor import Tensor, _data
+from morok_mlir.tensor import Tensor, _data, _is_data
+from morok_mlir.device import Device
 
 class DistError(RuntimeError): pass
 
@@ -61,8 +62,7 @@ class Communicator:
     if not isinstance(x, Tensor): _err(TypeError, f"{what} takes a Tensor, got {type(x).__name__}")
     if type(x.device) is tuple: _err(TypeError, f"{what} of a tensor on several devices ({x.device}): .to() one device first")
     if self.check: self._agree(x.shape, x.dtype, what)
-    b = _data(x.realize().uop).buffer
-    return self.b.array(b, x.shape)
+    return self.b.array(_data((x if _is_data(x.uop) else x.realize()).uop).buffer, x.shape)
   def _agree(self, shape, dtype, what: str):
     """Every rank calls `what` with the same shape and dtype, else a DistError naming two that differ."""
     mine = np.array([len(shape), _DTYPES.index(dtype) if dtype in _DTYPES else -1, *shape, *[0] * (8 - len(shape))], np.int64)
@@ -73,9 +73,9 @@ class Communicator:
     r = next(i for i in range(self.world_size) if (allm[i] != allm[0]).any())
     _err(DistError, f"{what}: ranks disagree on the tensor: rank 0 has {desc(allm[0])}, rank {r} has {desc(allm[r])}")
   def _out(self, shape, dtype: DType, device: str) -> tuple[Buffer, object]:
-    b = Buffer(device, int(np.prod(shape)), dtype).allocate()
+    b = Buffer.fresh(Device[device].name, math.prod(shape), dtype)
     return b, self.b.array(b, shape)
-  def _tensor(self, b: Buffer, shape, device) -> Tensor: return Tensor(new_buffer(b, shape=tuple(shape)), device=device)
+  def _tensor(self, b: Buffer, shape, device) -> Tensor: return Tensor._of(new_buffer(b, shape=tuple(shape)), device)
   def _op(self, op: str) -> str:
     if op not in OPS: _err(ValueError, f"op must be one of {', '.join(OPS)}, got {op!r}")
     return op

@@ -3,17 +3,18 @@ completion against a deadline, so a rank that died or hangs is a DistError here,
 device crosses to the host first (no CUDA-aware MPI is assumed). Started by mpiexec (its PMI environment), or alone as
 a world of one."""
 from __future__ import annotations
-import atexit, time
+import atexit, os, sys, time
 import numpy as np
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.dist import DistError, _check_world
 
-_aborting = []   # set once an operation timed out: the job is aborted on exit (MPI_Finalize would wait for the lost rank)
+_aborting = []   # set once an operation timed out: the process leaves without MPI_Finalize, which would wait for the lost
+                 # rank; mpiexec ends the job when a rank exits so (MPI_Abort instead could cut the error's text short)
 
 def _abort_at_exit():
   if _aborting:
-    from mpi4py import MPI
-    MPI.COMM_WORLD.Abort(1)
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(1)
 
 class MPIBackend:
   def __init__(self, env: dict, timeout: float):
@@ -37,15 +38,17 @@ class MPIBackend:
     raise DistError(f"the MPI backend moves host memory: {b.device} tensors go through .to('CPU') first (or use the nccl backend)")
 
   def wait(self, req, what: str):
-    """Poll req until done (MPI's progress runs inside Test), spinning briefly, then sleeping a little longer each time."""
-    if req.Test(): return
-    t0, nap = time.monotonic(), 0.0
-    while not req.Test():
+    """Poll req until done: MPI progresses only inside Test, so it spins (as a blocking call would) for a second, then
+    naps 1 ms between tests until the deadline."""
+    test, t0 = req.Test, time.monotonic()
+    while not test():
+      for _ in range(256):
+        if test(): return
       if (dt := time.monotonic() - t0) > self.timeout:
         _aborting.append(what)
         raise DistError(f"rank {self.rank}: {what} did not complete within {self.timeout:g} s: another rank died, hangs, or called a "
-                        "different collective (the job is aborted when this process exits)")
-      if dt > 1e-3: time.sleep(nap := min(nap * 2 or 1e-5, 1e-3))
+                        "different collective (the job ends when this process exits)")
+      if dt > 1.0: time.sleep(1e-3)
 
   def allreduce(self, src, out, op: str, what: str): self.wait(self.comm.Iallreduce(src, out, self.OPS[op]), what)
   def allgather(self, src, out, what: str) -> np.ndarray:
