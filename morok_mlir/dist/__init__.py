@@ -10,8 +10,9 @@ pointers). No transport of our own: a backend moves the bytes of realized Buffer
   comm.broadcast(t, root=0); comm.send(t, dst); comm.recv(shape, dtype, src); comm.barrier()
 
 Faults are errors, not hangs: every operation completes within `timeout` seconds (MOROK_DIST_TIMEOUT, default 300)
-or raises DistError naming the operation (a rank died, hangs, or called another collective), after which the process
-aborts the job on exit (so the others fail too); before a collective the ranks compare shapes and dtypes, and a
+or its process reports a DistError naming the rank and the operation (a rank died, hangs, or called another
+collective) and ends (MPI: mpiexec then ends the job; NCCL: raised, the communicator aborted); before a collective
+the ranks compare shapes and dtypes, and a
 mismatch is a DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message); a WORLD_SIZE or RANK
 that disagrees with the engine's is refused at init."""
 from __future__ import annotations
