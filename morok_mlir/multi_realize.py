@@ -51,23 +51,21 @@ def _resolve_copies(roots: list[UOp], beam) -> tuple[list[UOp], dict[UOp, str]]:
         where[n] = c.attrs["device"]
     roots = [r.substitute(m) for r in roots]
 
-def realize_multi(outs: list[UOp], beam=None) -> list[UOp]:
-  """Realize logical UOps over multi values: per output, a `multi` of input buffers (or one input buffer, for a copy of
-  a multi value to a single device)."""
-  vals = shard_graph(outs)
-  pieces = [(d, s) for v in vals for d, s in (zip(v.devices, v.shards) if isinstance(v, Sharded) else [(None, v)])]
+def realize_multi(outs: list[UOp], devices: tuple[str, ...], beam=None) -> list[UOp]:
+  """Realize logical UOps of tensors on `devices`: per output, a `multi` of input buffers (an output no multi value
+  reaches, such as a constant, whole on each device)."""
+  vals = [v if isinstance(v, Sharded) else Sharded(tuple(copy(v, d) for d in devices), None, devices) for v in shard_graph(outs)]
+  pieces = [(d, s) for v in vals for d, s in zip(v.devices, v.shards)]
   roots = lower_allreduce([s for _, s in pieces], int(os.environ.get("RING", RING_BYTES)))
-  roots, where = _resolve_copies(roots, beam)
-  dev = _devices(roots, where)
+  roots, _ = _resolve_copies(roots, beam)
   by_dev: dict[str, list[int]] = {}
-  for i, ((d, _), r) in enumerate(zip(pieces, roots)): by_dev.setdefault(d or dev[r] or R.Device.DEFAULT, []).append(i)
+  for i, (d, _) in enumerate(pieces): by_dev.setdefault(d, []).append(i)
   done: list[UOp | None] = [None] * len(roots)
   for d, idx in by_dev.items():
     for i, b in zip(idx, R.realize([roots[i] for i in idx], d, beam=beam)):
       done[i] = R.new_buffer(R.on_device(b, d), pieces[i][1].loc, shape=pieces[i][1].shape)
   ret, k = [], 0
   for o, v in zip(outs, vals):
-    if not isinstance(v, Sharded): ret.append(done[k]); k += 1; continue
     ret.append(multi(tuple(done[k:k + len(v.shards)]), v.axis, v.devices, o.loc))
     k += len(v.shards)
   return ret

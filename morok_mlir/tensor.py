@@ -188,7 +188,9 @@ class Tensor(OpMixin, metaclass=_TensorType):
     dt = None if dtype is None else _dtype(dtype)
     self.device, self._requires_grad, self.grad, self._view = _device(device), None, None, None
     if isinstance(data, UOp): self.uop = data if dt is None or data.dtype == dt else Tensor(data).cast(dt).uop
-    elif isinstance(data, Tensor): self.uop = (data if dt is None else data.cast(dt)).uop
+    elif isinstance(data, Tensor):
+      self.uop = (data if dt is None else data.cast(dt)).uop
+      if device is None: self.device = data.device   # (a multi tensor's graph stays on its devices)
     elif isinstance(data, (bool, int, float, np.generic)):
       if dt is None or isinstance(data, np.generic):   # a numpy scalar may be complex, str, ...
         sdt = _scalar_dtype(data)
@@ -383,7 +385,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if todo:
       devs = {ts[0].device for ts in todo.values()}
       if len(devs) > 1: _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(map(str, devs)))}): realize them separately")
-      outs = _realize(list(todo), device=dev, beam=beam) if type(dev := devs.pop()) is str else _multi.realize_multi(list(todo), beam)
+      outs = _realize(list(todo), device=dev, beam=beam) if type(dev := devs.pop()) is str else _multi.realize_multi(list(todo), dev, beam)
       for (u, ts), out in zip(todo.items(), outs):
         if type(out) is Buffer and (out.size != sym_val(u.size) or out.dtype != u.dtype): raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
         for t in ts:   # tensors that were one node (equal constants) get a node each over the one Buffer: each its own leaf
@@ -530,6 +532,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
   def _random_bits(shape: tuple[int, ...], device: str) -> Tensor:
     """64 random bits (uint64) per element of shape: threefry of counters drawn .. drawn + n - 1 under the seed."""
     if any(isinstance(x, UOp) for x in shape): _err(TypeError, f"random tensors need static sizes, got {shape}")
+    if type(device) is tuple: return Tensor._random_bits(shape, device[0]).to(device)   # drawn once, the same on every device
     n = _prod(shape)
     if n >= 1 << 31: _err(ValueError, f"random tensors of 2^31 or more elements are not supported, got {shape}")
     kc = Tensor(Tensor._counter_input(n), device=device)

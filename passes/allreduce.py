@@ -43,9 +43,14 @@ def ring(u: UOp) -> UOp:
 
 def lower_allreduce(roots: list[UOp], ring_bytes: int) -> list[UOp]:
   """roots with every allreduce replaced: naive below ring_bytes (and for two devices' tiny values), ring from it."""
-  m = {u: (ring if u.size * u.dtype.itemsize >= ring_bytes and len(u.src) > 1 else naive)(u)
-       for r in roots for u in r.toposort if u.op is Ops.ALLREDUCE}
-  return [r.substitute(m) for r in roots] if m else roots
+  if not any(u.op is Ops.ALLREDUCE for r in roots for u in r.toposort): return roots
+  new: dict[UOp, UOp] = {}   # bottom-up: an allreduce's sources may hold allreduces (softmax's sum of exp(x - max))
+  for r in roots:
+    for u in r.toposort:
+      if u in new: continue
+      n = u if (src := tuple(new[s] for s in u.src)) == u.src else u.replace(src=src)
+      new[u] = (ring if n.size * n.dtype.itemsize >= ring_bytes and len(n.src) > 1 else naive)(n) if n.op is Ops.ALLREDUCE else n
+  return [new[r] for r in roots]
 
 RING_BYTES = 1 << 20
 

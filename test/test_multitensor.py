@@ -99,3 +99,19 @@ def test_tinyjit_over_sharded_inputs():
     a = rng.standard_normal((8, 6)).astype(np.float32)
     close(f(Tensor(a).shard(D2, axis=0)), np.maximum(a @ W, 0).sum(0))
   assert f.plan is not None   # replayed, not re-run
+
+def test_softmax_along_the_split_axis(monkeypatch):
+  """The sum's allreduce reads the max's (exp(x - max)): allreduces inside allreduces are lowered bottom-up."""
+  for ring in ("0", str(1 << 20)):
+    monkeypatch.setenv("RING", ring)
+    close(Tensor(A).shard(D2, axis=1).softmax(1), np.exp(A) / np.exp(A).sum(1, keepdims=True))
+
+def test_creation_on_devices():
+  assert Tensor.zeros(3, device=D2).device == ("CPU", "CPU:1")
+  close(Tensor.zeros(3, device=D2) + 1, np.ones(3))
+  close(Tensor.arange(4, device=D2) * 2, np.arange(4) * 2)
+  close(Tensor([1.0, 2.0], device=D2), [1.0, 2.0])
+  Tensor.manual_seed(1)
+  r = Tensor.rand(5, device=D2)
+  Tensor.manual_seed(1)
+  assert r.device == ("CPU", "CPU:1") and np.array_equal(r.numpy(), Tensor.rand(5).numpy())   # drawn once, the same numbers
