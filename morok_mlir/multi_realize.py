@@ -86,3 +86,10 @@ def gather_to(u: UOp, device: str) -> UOp:
   """A realized multi value (a `multi` of input buffers) whole on one device: a single-device graph of copies."""
   ax = u.attrs["axis"]
   return gather(Sharded(u.src, None if ax < 0 else ax, tuple(u.attrs["devices"].split(","))), device)
+
+def realize_on(u: UOp, device: str, beam=None) -> UOp:
+  """A one-device value computed from multi values (a gradient flowing back to a leaf that was sharded lazily), realized
+  on device as an input buffer."""
+  v = shard_graph([copy(u, device)])[0]
+  roots, _ = _resolve_copies(lower_allreduce([v if isinstance(v, UOp) else gather(v, device)], int(os.environ.get("RING", RING_BYTES))), beam)
+  return R.new_buffer(R.on_device(R.realize(roots, device, beam=beam)[0], device), u.loc, shape=u.shape)

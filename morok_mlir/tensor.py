@@ -277,7 +277,9 @@ class Tensor(OpMixin, metaclass=_TensorType):
           _err(RuntimeError, f"a target {t.shape} {t.dtype} is not part of the graph of this tensor")
         g = Tensor.zeros(t.shape, dtype=t.dtype, device=t.device).uop
       # forward values the rules use (exp's result, a product's operands) are read from what was realized, not recomputed
-      ret.append(Tensor(g.substitute(back) if back else g, device=t.device))
+      if back: g = g.substitute(back)
+      if type(self.device) is tuple and type(t.device) is str: g = _multi.realize_on(g, t.device)   # from several devices to one
+      ret.append(Tensor(g, device=t.device))
     return ret
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d self / d t into t.grad for every tensor t marked requires_grad=True that self depends on."""

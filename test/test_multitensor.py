@@ -115,3 +115,12 @@ def test_creation_on_devices():
   r = Tensor.rand(5, device=D2)
   Tensor.manual_seed(1)
   assert r.device == ("CPU", "CPU:1") and np.array_equal(r.numpy(), Tensor.rand(5).numpy())   # drawn once, the same numbers
+
+@pytest.mark.parametrize("wa", [None, 1], ids=["replicated", "column"])
+def test_gradient_reaches_a_leaf_sharded_lazily(wa):
+  """w stays on one device; w.shard(...) in the graph: its gradient comes back to w's device (the copies' slices summed)."""
+  w = Tensor(W, requires_grad=True)
+  loss = (Tensor(A).shard(D2, axis=0 if wa is None else None) @ w.shard(D2, axis=wa)).relu().sum()
+  loss.backward()
+  assert w.grad.device == "CPU"
+  np.testing.assert_allclose(w.grad.numpy(), A.T @ (A @ W > 0).astype(np.float32), rtol=1e-5, atol=1e-5)
