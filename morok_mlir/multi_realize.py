@@ -51,12 +51,17 @@ def _resolve_copies(roots: list[UOp], beam) -> tuple[list[UOp], dict[UOp, str]]:
         where[n] = c.attrs["device"]
     roots = [r.substitute(m) for r in roots]
 
+def ring_bytes() -> int:
+  """RING_BYTES in the environment (read at each call): allreduces of at least so many bytes go around the ring."""
+  if not (v := os.environ.get("RING_BYTES", str(RING_BYTES))).isdigit(): raise ValueError(f"RING_BYTES must be an integer >= 0, got {v!r}")
+  return int(v)
+
 def realize_multi(outs: list[UOp], devices: tuple[str, ...], beam=None) -> list[UOp]:
   """Realize logical UOps of tensors on `devices`: per output, a `multi` of input buffers (an output no multi value
   reaches, such as a constant, whole on each device)."""
   vals = [v if isinstance(v, Sharded) else Sharded(tuple(copy(v, d) for d in devices), None, devices) for v in shard_graph(outs)]
   pieces = [(d, s) for v in vals for d, s in zip(v.devices, v.shards)]
-  roots = lower_allreduce([s for _, s in pieces], int(os.environ.get("RING", RING_BYTES)))
+  roots = lower_allreduce([s for _, s in pieces], ring_bytes())
   roots, _ = _resolve_copies(roots, beam)
   by_dev: dict[str, list[int]] = {}
   for i, (d, _) in enumerate(pieces): by_dev.setdefault(d, []).append(i)
@@ -91,5 +96,5 @@ def realize_on(u: UOp, device: str, beam=None) -> UOp:
   """A one-device value computed from multi values (a gradient flowing back to a leaf that was sharded lazily), realized
   on device as an input buffer."""
   v = shard_graph([copy(u, device)])[0]
-  roots, _ = _resolve_copies(lower_allreduce([v if isinstance(v, UOp) else gather(v, device)], int(os.environ.get("RING", RING_BYTES))), beam)
+  roots, _ = _resolve_copies(lower_allreduce([v if isinstance(v, UOp) else gather(v, device)], ring_bytes()), beam)
   return R.new_buffer(R.on_device(R.realize(roots, device, beam=beam)[0], device), u.loc, shape=u.shape)

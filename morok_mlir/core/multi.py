@@ -137,8 +137,6 @@ def _node(u: UOp, src: list) -> UOp | Sharded:
 
 MOVEMENT_OPS = frozenset((Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP))
 
-def has_multi(outs: list[UOp]) -> bool: return any(u.op is Ops.MULTI for o in outs for u in o.toposort)
-
 def shard_graph(outs: list[UOp]) -> list[UOp | Sharded]:
   """Each logical output as per-device graphs (a Sharded), or one UOp where it is a single device's (a copy to it)."""
   new: dict[UOp, UOp | Sharded] = {}
