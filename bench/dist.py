@@ -11,12 +11,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 << 24]   # bytes of float32
 
-def best(fn, reps: int) -> float:
-  fn()
-  ts = []
+def best(fns, reps: int) -> list[float]:
+  """The fastest of reps timed calls of each fn, the fns taking turns (a shared machine's load then hits them alike)."""
+  for f in fns: f()
+  ts = [[] for _ in fns]
   for _ in range(reps):
-    t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
-  return float(np.median(ts))
+    for f, t in zip(fns, ts):
+      t0 = time.perf_counter(); f(); t.append(time.perf_counter() - t0)
+  return [min(t) for t in ts]
 
 def allreduce_bench():
   from mpi4py import MPI
@@ -28,9 +30,7 @@ def allreduce_bench():
     a = np.random.default_rng(comm.rank).standard_normal(nbytes // 4).astype(np.float32)
     out, t = np.empty_like(a), Tensor(a).realize()
     reps = max(5, min(200, (1 << 26) // nbytes))
-    mpi = best(lambda: mc.Allreduce(a, out, MPI.SUM), reps)
-    ours = best(lambda: comm.allreduce(t), reps)
-    nochk = best(lambda: fast.allreduce(t), reps)
+    mpi, ours, nochk = best([lambda: mc.Allreduce(a, out, MPI.SUM), lambda: comm.allreduce(t), lambda: fast.allreduce(t)], reps)
     rows.append((nbytes, mpi, ours, nochk))
   if comm.rank == 0:
     print(f"{'bytes':>10} {'mpi4py GB/s':>12} {'ours GB/s':>10} {'ratio':>6} {'no check GB/s':>14} {'ratio':>6}")

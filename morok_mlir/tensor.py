@@ -22,7 +22,7 @@ def _device(name) -> str:
   if type(name) is str and (dev := _KNOWN_DEVICES.get(name)) is not None: return dev
   from morok_mlir.device import Device
   if name is None: return Device.DEFAULT  # not remembered: the default may change (Device.DEFAULT = ...)
-  if isinstance(name, (tuple, list)):   # several devices: a multi tensor's (tinygrad's)
+  if type(name) is tuple:   # several devices: a multi tensor's (tinygrad's)
     if not name: _err(ValueError, "a tensor on several devices needs at least one")
     if len(devs := tuple(_device(n) for n in name)) != len(set(devs)): _err(ValueError, f"a device appears twice in {devs}")
     return devs
