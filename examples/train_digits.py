@@ -58,14 +58,21 @@ def train(epochs: int = 12, batch: int = 64, lr: float = 3e-3, seed: int = 0, pr
     Tensor.realize(loss, *opt.schedule_step())   # the loss with the update: one schedule, the forward pass run once
     return loss
 
-  def dp_step(x: Tensor, y: Tensor) -> Tensor:
+  # data-parallel: the allreduce is a host call between two jitted graphs, the gradients and the update
+  @TinyJit
+  def grads(x: Tensor, y: Tensor, *ps: Tensor) -> tuple[Tensor, Tensor]:   # ps: the parameters, which a replay reads anew
     opt.zero_grad()
     loss = model(x).cross_entropy(y).backward()
-    flat = Tensor.cat(*[p.grad.flatten() for p in params]).realize(loss)   # every gradient in one message
-    flat = comm.allreduce(flat) / comm.world_size   # the mean of the ranks' means: the global batch's mean
+    flat = Tensor.cat(*[p.grad.flatten() for p in params])   # every gradient in one message
+    return loss.realize(flat), flat
+  @TinyJit
+  def update(flat: Tensor):
     o = 0
     for p in params: p.grad, o = flat[o:o + p.numel()].reshape(p.shape), o + p.numel()
-    opt.step()
+    Tensor.realize(*opt.schedule_step())
+  def dp_step(x: Tensor, y: Tensor) -> Tensor:
+    loss, flat = grads(x, y, *params)
+    update(comm.allreduce(flat) / comm.world_size)   # the mean of the ranks' means: the global batch's mean
     return loss
 
   if comm is not None: step = dp_step
