@@ -46,7 +46,8 @@ def dp_bench(steps: int = 40):
   train = [sys.executable, str(ROOT / "examples/train_digits.py"), "--epochs", "2", "--steps", str(steps)]
   runs = {"2 processes x 1 thread (--dp, mpiexec -n 2)": step_ms([mpiexec, "-n", "2", *train, "--dp"], {"MOROK_THREADS": "1"}),
           "1 process x 2 threads (--dp, a world of one)": step_ms([*train, "--dp"], {"MOROK_THREADS": "2"}),
-          "1 process x 2 threads (TinyJit step, no --dp)": step_ms(train, {"MOROK_THREADS": "2"})}
+          "1 process x 2 threads (TinyJit step, no --dp)": step_ms(train, {"MOROK_THREADS": "2"}),
+          "1 process x 1 thread (--dp, a world of one)": step_ms([*train, "--dp"], {"MOROK_THREADS": "1"})}
   for k, v in runs.items(): print(f"{k:<48} {v:8.2f} ms per step (global batch 64)")
 
 if __name__ == "__main__":

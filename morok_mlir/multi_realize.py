@@ -8,7 +8,6 @@ from morok_mlir.core.uop import UOp
 from morok_mlir.core.multi import Sharded, shard_graph, multi, copy, gather, split_bounds
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.passes.allreduce import lower_allreduce, RING_BYTES
-from morok_mlir.device.buffer import Buffer
 from morok_mlir import realize as R
 
 def _devices(roots: list[UOp], where: dict[UOp, str]) -> dict[UOp, str | None]:
@@ -82,7 +81,8 @@ def replicated(u: UOp, devices: tuple[str, ...]) -> UOp:
 def shard(u: UOp, devices: tuple[str, ...], axis: int | None) -> UOp:
   """u on devices: split along axis (split_bounds), or whole on each (axis None)."""
   if axis is None: return replicated(u, devices)
-  if (b := split_bounds(n := u.shape[axis], len(devices))) is None or not isinstance(n, int):
+  if not isinstance(n := u.shape[axis], int): raise ValueError(f"cannot split a symbolic dim ({n!r}) over devices")
+  if (b := split_bounds(n, len(devices))) is None:
     raise ValueError(f"cannot split a dim of size {n} over {len(devices)} devices: a shard would be empty")
   cut = lambda lo, hi: u.shrink(tuple((lo, hi) if i == axis else None for i in range(len(u.shape))))
   return multi(tuple(copy(cut(lo, hi), d) for d, (lo, hi) in zip(devices, b)), axis, devices, u.loc)

@@ -20,6 +20,7 @@ from morok_mlir.core.provenance import OpTypeError
 
 ELEMENTWISE = frozenset(GRAPH_ALU | {Ops.CONTIGUOUS, Ops.DETACH, Ops.THREEFRY, Ops.ASSIGN})
 ALLREDUCE_OPS = frozenset((Ops.ADD, Ops.MAX))
+MOVEMENT_OPS = frozenset((Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP))
 
 def split_bounds(n: int, ndev: int) -> list[tuple[int, int]]:
   """tinygrad's split: shards of ceil(n / ndev) along the axis, the last one shorter; None when one would be empty."""
@@ -134,8 +135,6 @@ def _node(u: UOp, src: list) -> UOp | Sharded:
   # no per-shard form (gather, scatter, ...): every operand whole on every device
   whole = [replicate(v) if isinstance(v, Sharded) else v for v in src]
   return Sharded(tuple(u.replace(src=tuple(v.shards[k] if isinstance(v, Sharded) else v for v in whole)) for k in range(len(devs))), None, devs)
-
-MOVEMENT_OPS = frozenset((Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP))
 
 def shard_graph(outs: list[UOp]) -> list[UOp | Sharded]:
   """Each logical output as per-device graphs (a Sharded), or one UOp where it is a single device's (a copy to it)."""
