@@ -184,6 +184,7 @@ class TinyJit:
     # (and with the same values of the sizes the arguments do not give: those a replay keeps)
     trace = [(id(e.sched), tuple((v, x) for v, x in e.vars.items() if v not in env)) for e in rec.execs]
     with self.lock:
+      before = [x for t, u0 in before for x in _shards(t, u0)]   # a multi tensor's shards are state of their own
       state = [b for t, u0 in before if t.uop is not u0 and (b := _buffer(u0)) is not None]
       if rec.reads_data(tensors, state, alias): self.replayable = False
       elif trace == self.last and self.plan is None:
@@ -403,6 +404,25 @@ class _Copy:
   """A replay step: buffer j's copy on device (an input from another device), as the realize driver makes it."""
   def __init__(self, j: int, dst: int, device: str): self.j, self.dst, self.device = j, dst, device
   def __call__(self, v: list): v[self.dst] = R.on_device(v[self.j], self.device)
+
+class _ShardOf:
+  """Shard k of a multi tensor as a state tensor of its own: read, and rebound in place, through the tensor's multi."""
+  __slots__ = ("t", "k")
+  def __init__(self, t: Tensor, k: int): self.t, self.k = t, k
+  @property
+  def device(self) -> str: return self.t.device[self.k]
+  @property
+  def uop(self) -> UOp:
+    if (m := self.t.uop).op is not Ops.MULTI or any(s.op is not Ops.BUFFER for s in m.src): m = self.t.realize().uop   # (changed lazily)
+    return m.src[self.k]
+  @uop.setter
+  def uop(self, u: UOp): m = self.t.uop; self.t.uop = m.replace(src=m.src[:self.k] + (u,) + m.src[self.k + 1:])
+
+def _shards(t: Tensor, u0: UOp) -> list:
+  """(t, u0), or for a multi tensor of data that stays one over the same devices, (shard k, u0's shard k) per device."""
+  data = lambda m: m.op is Ops.MULTI and all(s.op is Ops.BUFFER for s in m.src)
+  if not (data(u0) and data(u1 := t.uop) and u1.arg == u0.arg and len(u1.src) == len(u0.src)): return [(t, u0)]
+  return [(_ShardOf(t, k), s) for k, s in enumerate(u0.src)]
 
 def _tensor(u: UOp, like: Tensor) -> Tensor:
   """A fresh Tensor holding buffer u (of like's shape and device: the recorded call returned like realized)."""

@@ -17,7 +17,7 @@ if mode == "ops":
   if r == 0: comm.send(Tensor(x) + 100, 1)
   if r == 1: np.testing.assert_array_equal(comm.recv((4, 3), "float32", 0).numpy(), every[0] + 100)
   comm.barrier()
-  print(f"rank {r} of {n} ok (local rank {comm.local_rank})")
+  print(f"rank {r} of {n} ok (local rank {comm.local_rank})", flush=True)
 elif mode == "shape": comm.allreduce(Tensor(np.ones((2, 3 + r), np.float32)))
 elif mode == "dtype": comm.allreduce(Tensor(np.ones((2, 3), np.float32 if r == 0 else np.int32)))
 elif mode == "recv":
