@@ -237,7 +237,6 @@ class _Plan:
   def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, UOp, UOp]], env: dict, alias: dict) -> _Plan | None:
     """None when the call cannot be replayed: a state tensor that did not start as data, or ends as something no
     recorded schedule computed (a lazy graph: replaying would keep its first value)."""
-    if any(isinstance(t, Tensor) and t.uop.op is Ops.MULTI for t in _leaves(ret)): return None   # runs normally: returns on several devices
     p = _Plan()
     argbuf = {id(_buffer(t.uop)): i for i, t in enumerate(args)} | alias   # (alias: the padded copies of symbolic ones)
     if any(_buffer(u0) is None for _, u0, _ in state): return None
@@ -259,11 +258,15 @@ class _Plan:
     rebinds = [(t, rec.made.get(id(_buffer(u1)))) for t, _, u1 in state]   # (tensor, (exec, output))
     if any(kj is None for _, kj in rebinds): return None
     p.ret, p.devices = ret, [t.device for t in args + p.state]
-    ret_src = {id(t): where(t.uop) for t in _leaves(ret) if isinstance(t, Tensor)}
-    p._layout(len(args), [("out", *kj) for _, kj in rebinds] + list(ret_src.values()))
-    p.outs = list(dict.fromkeys(p.made[s] for s in [("out", *kj) for _, kj in rebinds] + list(ret_src.values()) if s[0] == "out"))
+    # a returned multi tensor: its shards' sources, its attributes and dtype
+    ret_src = {id(t): ("multi", tuple(map(where, u.src)), u.arg, u.dtype) if (u := t.uop).op is Ops.MULTI else where(u)
+               for t in _leaves(ret) if isinstance(t, Tensor)}
+    rets = [x for s in ret_src.values() for x in (s[1] if s[0] == "multi" else (s,))]
+    p._layout(len(args), [("out", *kj) for _, kj in rebinds] + rets)
+    p.outs = list(dict.fromkeys(p.made[s] for s in [("out", *kj) for _, kj in rebinds] + rets if s[0] == "out"))
     p.rebinds = [(t, p.outs.index(p.made[("out", *kj)])) for t, kj in rebinds]
-    p.ret_src = {i: ("out", p.outs.index(p.made[s])) if s[0] == "out" else s for i, s in ret_src.items()}
+    out = lambda s: ("out", p.outs.index(p.made[s])) if s[0] == "out" else s
+    p.ret_src = {i: ("multi", tuple(map(out, s[1])), *s[2:]) if s[0] == "multi" else out(s) for i, s in ret_src.items()}
     p.ret_out = r[1] if type(ret) is Tensor and (r := p.ret_src[id(ret)])[0] == "out" else None   # the usual return: one output
     p.lock, p.keyed = threading.Lock(), any(k.keyed for k in p.steps if isinstance(k, _Kernel))
     if not p.state and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and len(p.outs) == len(p.fresh) == 1 and \
@@ -365,6 +368,7 @@ class _Plan:
     for t, i in self.rebinds: t.uop = outs[i]
     if self.ret_out is not None: return Tensor._of(outs[self.ret_out], self.ret.device)
     def uop(src) -> UOp:
+      if src[0] == "multi": return UOp(Ops.MULTI, src[3], tuple(map(uop, src[1])), src[2])
       if src[0] == "out": return outs[src[1]]
       if src[0] == "rng": return R.new_buffer(rng[src[1]].buffer, None, shape=(2,))
       return src[1] if src[0] == "const" else (args if src[0] == "arg" else state)[src[1]].uop

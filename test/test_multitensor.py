@@ -173,3 +173,14 @@ def test_tinyjit_replays_a_data_parallel_step():
   (want, _), (got, f) = train(None), train(D2)
   assert f.plan is not None   # replayed
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+def test_tinyjit_replays_a_function_returning_a_multi_tensor():
+  @TinyJit
+  def f(x, w): return (x @ w).relu().realize()
+  w = Tensor(W).shard(D2).realize()
+  for _ in range(4):
+    a = rng.standard_normal((8, 6)).astype(np.float32)
+    out = f(Tensor(a).shard(D2, axis=0), w)
+    assert out.device == ("CPU", "CPU:1") and out.uop.attrs["axis"] == 0
+    close(out, np.maximum(a @ W, 0))
+  assert f.plan is not None
