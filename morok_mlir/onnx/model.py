@@ -11,6 +11,10 @@ from morok_mlir.tensor import Tensor
 from morok_mlir.jit import TinyJit
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.provenance import user_loc
+from morok_mlir.device import Device
+from morok_mlir.device.buffer import Buffer
+from morok_mlir.realize import new_buffer
+from morok_mlir.onnx import ops
 from morok_mlir.onnx.ops import OPS, REFUSE, INVALID, owned, AXIS_OPS, AXES_INPUT, AXIS_RANGE
 
 class InvalidModel(ValueError):
@@ -31,6 +35,11 @@ DTYPES = {onnx.TensorProto.FLOAT: dtypes.float32, onnx.TensorProto.DOUBLE: dtype
           onnx.TensorProto.INT16: dtypes.int16, onnx.TensorProto.UINT16: dtypes.uint16, onnx.TensorProto.INT32: dtypes.int32,
           onnx.TensorProto.UINT32: dtypes.uint32, onnx.TensorProto.INT64: dtypes.int64, onnx.TensorProto.UINT64: dtypes.uint64}
 if (_bf16 := getattr(dtypes, "bfloat16", None)) is not None: DTYPES[onnx.TensorProto.BFLOAT16] = _bf16
+
+DTYPES_NP = {dt.npdt: dt for dt in DTYPES.values() if dt.npdt is not None}
+# control inputs (see control_inputs) whose values key a replay: integers and booleans of a few elements (a sample rate, a flag)
+CONTROL_DTYPES = {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64}
+CONTROL_NUMEL = 16
 
 def dtype_of(t: int):
   if (dt := DTYPES.get(t)) is None:
@@ -318,7 +327,7 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
   for init in graph.initializer:
     if init.name not in vals or vals[init.name] is None:
       vals[init.name] = folded[init.name] if folded is not None and init.name in folded else to_tensor(tensor_array(init, base), copy=False)
-      if folded is not None: folded[init.name] = vals[init.name]
+      if folded is not None: _fold(folded, (), init.name, vals[init.name])
   for node in graph.node:
     if folded is not None and node.output and all(n in folded for n in node.output if n):
       for n in node.output:
@@ -330,8 +339,52 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
     if (folded is not None and node.op_type not in NOT_FOLDED and all(n in folded for n in node.input if n)
         and not any(x.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for x in node.attribute)):
       for n, v in zip(node.output, outs):
-        if n: folded[n] = vals[n] = _host_full(v, a) if node.op_type == "ConstantOfShape" and isinstance(v, Tensor) else v
+        if n: vals[n] = _fold(folded, node.input, n, _host_full(v, a) if node.op_type == "ConstantOfShape" and isinstance(v, Tensor) else v)
   return [vals[o.name] for o in graph.output]
+
+class Scope(dict):
+  """The folded values of one set of control inputs' values (see control_inputs): those computed from them (its own
+  items, the control inputs' tensors among them) over the model's common ones (base: initializers and what they alone
+  make), which every set shares."""
+  def __init__(self, base: dict, own: dict): super().__init__(own); self.base = base
+  def __contains__(self, n): return dict.__contains__(self, n) or n in self.base
+  def __getitem__(self, n): return dict.__getitem__(self, n) if dict.__contains__(self, n) else self.base[n]
+
+def _fold(folded: dict, ins, n: str, v):
+  """Keep folded value v of name n (made from the names ins): in a Scope's own items when one of ins is, else common."""
+  if type(folded) is Scope and not any(dict.__contains__(folded, i) for i in ins): folded = folded.base
+  folded[n] = v
+  return v
+
+# inputs of the ops that read them on the host to decide what runs: If's condition, Loop's trip count and condition
+HOST_DECIDES = {"If": (0,), "Loop": (0, 1)}
+
+def control_inputs(graph: onnx.GraphProto) -> set:
+  """The names from outside graph (its inputs, the outer scope) whose values decide, through any nodes, a branch
+  or a trip count inside it (subgraphs included): a call keyed on their values is one straight graph."""
+  made = {o: node for node in graph.node for o in node.output if o}
+  todo = []
+  for node in graph.node:
+    todo += [node.input[k] for k in HOST_DECIDES.get(node.op_type, ()) if k < len(node.input)]
+    for x in node.attribute:
+      if x.type != onnx.AttributeProto.GRAPH: continue
+      inner = control_inputs(x.g)
+      formal = {i.name for i in x.g.input}
+      todo += [*(inner - formal), *(node.input if inner & formal else ())]   # a body's own input: any of the node's
+  seen, out = set(), set()
+  while todo:
+    if not (n := todo.pop()) or n in seen: continue
+    seen.add(n)
+    if (node := made.get(n)) is None: out.add(n)
+    else: todo += [*node.input, *(n for x in node.attribute if x.type == onnx.AttributeProto.GRAPH for n in _outer_names(x.g))]
+  return out
+
+def _outer_names(g: onnx.GraphProto) -> set:
+  """The names g's nodes (and their subgraphs') read from outside g."""
+  own = {i.name for i in g.input} | {i.name for i in g.initializer} | {o for node in g.node for o in node.output}
+  reads = {i for node in g.node for i in node.input if i} | {n for node in g.node for x in node.attribute
+                                                              if x.type == onnx.AttributeProto.GRAPH for n in _outer_names(x.g)}
+  return reads - own
 
 # what an op raises on values it cannot take (a shape, an axis, an index read from a tensor): the node's error
 VALUE_ERRORS = (ValueError, IndexError, KeyError, TypeError, ArithmeticError, StopIteration)
@@ -373,6 +426,8 @@ class OnnxModel:
     self._folded: dict = {}   # run_graph's values that depend on no graph input, realized on the first call
     self._jits: dict = {}     # the inputs' names, shapes, dtypes and devices -> a TinyJit of the graph on them (see __call__)
     self._jit_lock = threading.Lock()
+    self._control = control_inputs(self.graph) & set(self.input_names)
+    self._fast: dict = {}     # a call's arrays' names, shapes, dtypes (control values) -> (TinyJit, argument order, device, loc)
 
   def check_inputs(self, inputs: dict | None, kw: dict) -> dict:
     """The call's inputs as Tensors, checked against the graph as onnxruntime checks them: every name one of the graph's
@@ -395,25 +450,69 @@ class OnnxModel:
     return vals
 
   def __call__(self, inputs: dict | None = None, as_numpy: bool = True, **kw) -> dict:
+    if not kw and type(inputs) is dict and (outs := self._replay(inputs)) is not None: return self._give(outs, as_numpy)
     vals = self.check_inputs(inputs, kw)
-    inputs = vals
     inits = {i.name for i in self.graph.initializer}
-    if inits & set(inputs): outs = self._run(vals, None)
+    if inits & set(vals): outs = self._run(vals, None)
     elif not all(isinstance(v, Tensor) for v in vals.values()): outs = self._run(vals, self._folded)
     else:
-      # A graph whose host reads (shapes, axes, counts) see only constants and the inputs' shapes is the same kernels
-      # for inputs of the same shapes: TinyJit replays them without interpreting the graph again. One that reads an
-      # input's data on the host (NonZero, a Loop's count) is never replayed (TinyJit sees the read) and runs normally.
-      names = sorted(vals)
-      key = tuple((n, vals[n].shape, vals[n].dtype, vals[n].device) for n in names)
+      # A graph whose host reads (shapes, axes, counts, branches) see only constants, the inputs' shapes and the values
+      # of its small integer control inputs (an If's condition made from one) is the same kernels for inputs of the same
+      # shapes and control values: TinyJit replays them without interpreting the graph again, the control values folded
+      # in as constants. One that reads other input data on the host (NonZero, a condition computed from a float
+      # tensor) is never replayed (TinyJit sees the read) and runs normally.
+      ctl = {n: v.numpy() for n, v in vals.items() if n in self._control and v.dtype in CONTROL_DTYPES and v.numel() <= CONTROL_NUMEL}
+      names = sorted(n for n in vals if n not in ctl)
+      key = tuple((n, vals[n].shape, vals[n].dtype, vals[n].device) for n in names) + tuple((n, ctl[n].tobytes()) for n in sorted(ctl))
       with self._jit_lock:
         if (jit := self._jits.get(key)) is None:
-          if len(self._jits) >= self.MAX_JITS: del self._jits[next(iter(self._jits))]
-          jit = self._jits[key] = TinyJit(lambda *ts: self._run(dict(zip(names, ts)), self._folded))
+          if len(self._jits) >= self.MAX_JITS:
+            del self._jits[next(iter(self._jits))]
+            self._fast.clear()
+          fixed = {n: vals[n] for n in ctl}
+          scope = Scope(self._folded, fixed) if fixed else self._folded
+          jit = self._jits[key] = TinyJit(lambda *ts: self._traced(dict(zip(names, ts)), fixed, scope))
       outs = jit(*[vals[n] for n in names])
+      if jit.plan is not None and not kw and type(inputs) is dict: self._remember(inputs, jit, names)
+    return self._give(outs, as_numpy)
+
+  def _give(self, outs: list, as_numpy: bool) -> dict:
     return dict(zip(self.output_names, [_numpy(o) for o in outs] if as_numpy else outs))
 
+  def _fast_key(self, inputs: dict) -> tuple | None:
+    """A call of numpy arrays (native byte order), by names, shapes, dtypes and control inputs' values; else None."""
+    key = []
+    for n, a in inputs.items():
+      if type(a) is not np.ndarray or not a.dtype.isnative: return None
+      key.append((n, a.shape, a.dtype, a.tobytes()) if n in self._control else (n, a.shape, a.dtype))
+    return tuple(key)
+
+  def _remember(self, inputs: dict, jit: TinyJit, names: list):
+    """A call of arrays whose replay exists: later calls of arrays like them go straight to it (_replay)."""
+    if (key := self._fast_key(inputs)) is not None:
+      with self._jit_lock: self._fast[key] = (jit, names, Device.DEFAULT, user_loc())
+
+  def _replay(self, inputs: dict) -> list | None:
+    """The replay of a call of arrays of names, shapes, dtypes and control values checked before (a _remember'ed call):
+    each argument copied into a fresh buffer (a replay's kernels may keep what they derive from an input buffer's
+    contents), none of the graph interpreted; None for any other call."""
+    if not self._fast or (key := self._fast_key(inputs)) is None or (hit := self._fast.get(key)) is None: return None
+    jit, names, dev, loc = hit
+    if Device.DEFAULT != dev: return None
+    ts = []
+    for n in names:
+      a = inputs[n]
+      b = Buffer.fresh(dev, a.size, DTYPES_NP[a.dtype]).copyin(np.ascontiguousarray(a).reshape(-1))
+      ts.append(Tensor._of(new_buffer(b, loc, shape=a.shape), dev))
+    return jit(*ts)
+
   MAX_JITS = 8   # input signatures replayed at once (each holds its intermediates' memory)
+  def _traced(self, args: dict, fixed: dict, scope: dict) -> list:
+    """_run of a recorded call: its ops see which values are the call's data (ops.CALL: an If on them is merged)."""
+    ops.CALL.args = {id(u) for t in args.values() for u in t.uop.toposort}
+    try: return self._run({**args, **fixed}, scope)
+    finally: ops.CALL.args = None
+
   def _run(self, vals: dict, folded: dict | None) -> list:
     outs = run_graph(self.graph, vals, self.opset, folded, self.base)
     flat = [t for o in outs for t in (o if isinstance(o, list) else [o]) if isinstance(t, Tensor)]

@@ -5,7 +5,7 @@ values (graph attributes as callables), opset the model's default-domain opset. 
 ValueError or IndexError, which the model reports as the node's. The model checks before anything runs: INVALID (attribute
 values ONNX forbids), REFUSE (values this front end does not run), AXIS_OPS (axes against the ranks inference finds)."""
 from __future__ import annotations
-import itertools, math, os, re
+import itertools, math, os, re, threading
 import numpy as np
 import onnx
 from morok_mlir.tensor import Tensor
@@ -1128,11 +1128,12 @@ def _dequant(i, a, o):
   if zp is not None: r = r - _qaxis(zp, x, a).cast(dtypes.float32)
   return (r * _qaxis(s, x, a)).cast(s.dtype)
 def _dyn_quant(i, a, o):
+  # the scale and zero point are made once (a kernel of their own), not again for every element that reads them
   x = i[0]
   lo, hi = x.min().minimum(0), x.max().maximum(0)
-  s = (hi - lo) / 255
-  zp = (0 - lo / s).round().clip(0, 255)
-  return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8), s, zp.cast(dtypes.uint8)
+  s = ((hi - lo) / 255).contiguous()
+  zp = (0 - lo / s).round().clip(0, 255).contiguous()
+  return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8).contiguous(), s, zp.cast(dtypes.uint8)
 def _int_in(t, zp): return t.cast(dtypes.int32) - (zp.cast(dtypes.int32) if zp is not None else 0)
 def _matmul_int(i, a, o):
   A, B = i[0], i[1]
@@ -1260,9 +1261,26 @@ def _resize(i, a, o):
   return x
 
 # ---- control flow and sequences
+# the graph inputs' data a call computes on (set by the model around a call); an If whose condition reads one
+CALL = threading.local()
+MERGE_NODES = 64   # an If on data runs both branches (and picks with where) when they hold at most this many nodes together
+def _nodes(g: onnx.GraphProto) -> int:
+  return sum(1 + sum(_nodes(x.g) for x in n.attribute if x.type == onnx.AttributeProto.GRAPH) for n in g.node)
+def _merged(c: Tensor, then, other) -> tuple | None:
+  """Both branches' outputs picked by c with where: one straight graph that a replay runs whatever c holds; None when
+  the branches are not small or give outputs of other shapes or dtypes."""
+  if _nodes(then.graph) + _nodes(other.graph) > MERGE_NODES: return None
+  t, e = then(), other()
+  if len(t) != len(e) or not all(isinstance(x, Tensor) and isinstance(y, Tensor) and x.shape == y.shape and x.dtype == y.dtype
+                                 for x, y in zip(t, e)): return None
+  c = c.reshape(()).cast(dtypes.bool)
+  return tuple(c.where(x, y) for x, y in zip(t, e))
 def _if(i, a, o):
-  if len(c := _vals(i[0])) != 1: raise ValueError(f"the condition has {len(c)} elements (shape {i[0].shape}), If takes one")
-  return tuple((a["then_branch"] if bool(c[0]) else a["else_branch"])())
+  if (n := i[0].numel()) != 1: raise ValueError(f"the condition has {n} elements (shape {i[0].shape}), If takes one")
+  # a condition computed from the call's data would be read on the host each call (no replay): where of both branches
+  if (args := getattr(CALL, "args", None)) and any(id(u) in args for u in i[0].uop.toposort) and \
+     (out := _merged(i[0], a["then_branch"], a["else_branch"])) is not None: return out
+  return tuple((a["then_branch"] if bool(_vals(i[0])[0]) else a["else_branch"])())
 def _loop(i, a, o):
   M, cond, carried = i[0], i[1], list(i[2:])
   body = a["body"]

@@ -1,0 +1,137 @@
+"""ONNX models with control flow, carried state and small per-call work (test/onnx_cf_models.py): their outputs against
+onnxruntime when it is installed, else onnx's reference evaluator; later calls replay the recorded kernels without
+interpreting the graph again (run_node is not called), whichever way an If goes; quantized integer outputs are exact."""
+import pathlib, sys
+import numpy as np
+import pytest
+onnx = pytest.importorskip("onnx")
+from onnx import helper as h, TensorProto as TP, numpy_helper as nh
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import onnx_cf_models as M
+from morok_mlir.onnx import OnnxModel, InvalidModel
+import morok_mlir.onnx.model as model_mod
+
+def reference(m: onnx.ModelProto):
+  """f(feeds) -> {output name: array}: onnxruntime's CPU session, else onnx's reference evaluator."""
+  try:
+    import onnxruntime as ort
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in s.get_outputs()]
+    return lambda feeds: dict(zip(names, s.run(None, feeds)))
+  except ImportError:
+    from onnx.reference import ReferenceEvaluator
+    r = ReferenceEvaluator(m)
+    return lambda feeds: dict(zip(r.output_names, r.run(None, feeds)))
+
+@pytest.fixture
+def interpreted(monkeypatch):
+  """A list that grows by one for each graph node the model interprets (a replay interprets none)."""
+  seen = []
+  run = model_mod.run_node
+  def counted(node, *a):
+    seen.append(node.op_type)
+    return run(node, *a)
+  monkeypatch.setattr(model_mod, "run_node", counted)
+  return seen
+
+def stream(name, calls, feeds_of, interpreted, exact=()):
+  """calls calls of model name, each output named in carry fed back as its input (both sides carry their own);
+  every output matches the reference; the last three calls interpret no node."""
+  m, feeds, carry = M.MODELS[name]()
+  om, ref = OnnxModel(m), reference(m)
+  mine = theirs = {}
+  for k in range(calls):
+    f = feeds_of(feeds, k)
+    got = om({**f, **{i: mine[o] for o, i in carry.items() if o in mine}})
+    want = ref({**f, **{i: theirs[o] for o, i in carry.items() if o in theirs}})
+    for n, w in want.items():
+      assert got[n].dtype == w.dtype and got[n].shape == w.shape, n
+      if n in exact: np.testing.assert_array_equal(got[n], w, err_msg=f"call {k}: {n}")
+      else: np.testing.assert_allclose(got[n], w, rtol=1e-4, atol=1e-5, err_msg=f"call {k}: {n}")
+    mine, theirs = got, want
+    if k == calls - 4: interpreted.clear()
+  assert interpreted == [], f"the last calls interpreted {interpreted}"
+  return om
+
+def test_streaming_if_taken_both_ways_replays(interpreted):
+  """The VAD-like model: an If on the sample-rate input, taken both ways in consecutive calls, with the LSTM state fed
+  back: each sample rate is one straight graph, replayed (the If's value is keyed, not read on the host per call)."""
+  om = stream("vad", 12, lambda feeds, k: feeds(k, 16000 if k % 2 else 8000), interpreted)
+  assert om._control == {"sr"}
+
+def test_streaming_if_one_way(interpreted):
+  stream("vad", 8, lambda feeds, k: feeds(k), interpreted)
+
+def test_loop_static_trip_count_replays(interpreted): stream("loop", 7, lambda feeds, k: feeds(k), interpreted)
+def test_scan_replays(interpreted): stream("scan", 7, lambda feeds, k: feeds(k), interpreted)
+def test_tiny_graph_replays(interpreted): stream("tiny", 7, lambda feeds, k: feeds(k), interpreted)
+
+def test_quantized_encoder_exact(interpreted):
+  """DynamicQuantizeLinear + MatMulInteger (int32 out) and QLinearMatMul (uint8 out): integers equal to the reference's."""
+  stream("qenc", 7, lambda feeds, k: feeds(k), interpreted, exact=("acc", "q"))
+
+def _if_on_data(then_op="Relu", else_op="Neg", else_shape=4):
+  br = lambda name, op, n: h.make_graph([h.make_node(op, ["x"], [name])] if n == 4 else
+                                        [h.make_node("Slice", ["x", "z1", "n1"], [name])], name, [], [h.make_tensor_value_info(name, TP.FLOAT, None)])
+  nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0), h.make_node("Greater", ["s", "zero"], ["c"]),
+           h.make_node("If", ["c"], ["y"], then_branch=br("t", then_op, 4), else_branch=br("e", else_op, else_shape))]
+  inits = [nh.from_array(np.array(0, np.float32), "zero"), nh.from_array(np.array([0], np.int64), "z1"), nh.from_array(np.array([2], np.int64), "n1")]
+  return h.make_model(h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [4])], [h.make_tensor_value_info("y", TP.FLOAT, None)],
+                                   inits), opset_imports=[h.make_opsetid("", 17)])
+
+def test_if_on_data_is_one_graph(interpreted):
+  """An If whose condition is computed from a float input: both (small) branches run and where picks, so a replay
+  follows the data both ways."""
+  om = OnnxModel(_if_on_data())
+  for k in range(8):
+    x = np.random.default_rng(k).standard_normal(4).astype(np.float32) + (1 if k % 2 else -1)
+    np.testing.assert_allclose(om({"x": x})["y"], np.maximum(x, 0) if x.sum() > 0 else -x)
+    if k == 4: interpreted.clear()
+  assert interpreted == []
+
+def test_if_on_data_with_branches_of_other_shapes():
+  """Branches whose outputs differ in shape cannot be merged: each call reads the condition and follows it."""
+  om = OnnxModel(_if_on_data(else_shape=2))
+  for k in range(6):
+    x = np.random.default_rng(k).standard_normal(4).astype(np.float32) + (1 if k % 2 else -1)
+    np.testing.assert_allclose(om({"x": x})["y"], np.maximum(x, 0) if x.sum() > 0 else x[:2])
+
+def test_replayed_calls_read_the_arrays_given_now():
+  """A replayed call copies its arrays: one changed in place after a call gives the new result, the arrays returned
+  are the caller's own, and an input of another dtype is still refused."""
+  m, feeds, _ = M.tiny()
+  om = OnnxModel(m)
+  a, b = np.arange(16, dtype=np.float32), np.ones(16, np.float32)
+  outs = [om({"a": a, "b": b})["y"] for _ in range(4)]
+  a[:] = 2
+  y = om({"a": a, "b": b})["y"]
+  np.testing.assert_array_equal(y, np.full(16, 6, np.float32))
+  outs[-1][:] = -1
+  np.testing.assert_array_equal(outs[-2], (np.arange(16) + 1) * np.arange(16))
+  with pytest.raises(InvalidModel, match="must be dtypes.float32"): om({"a": a.astype(np.float64), "b": b})
+
+@pytest.mark.parametrize("K", [7, 256, 600])
+def test_matmul_integer_exact_at_the_extremes(K):
+  """MatMulInteger of uint8 x int8 at their extreme values and zero points, for reductions past what float32 holds
+  exactly in one sum: the int32 result equals numpy's integer matmul."""
+  r = np.random.default_rng(K)
+  A = np.where(r.random((5, K)) < 0.5, 255, 0).astype(np.uint8)
+  B = np.where(r.random((K, 3)) < 0.5, 127, -128).astype(np.int8)
+  nodes = [h.make_node("MatMulInteger", ["A", "B", "za", "zb"], ["Y"])]
+  g = h.make_graph(nodes, "mmi", [h.make_tensor_value_info("A", TP.UINT8, [5, K])], [h.make_tensor_value_info("Y", TP.INT32, [5, 3])],
+                   [nh.from_array(B, "B"), nh.from_array(np.uint8(0), "za"), nh.from_array(np.int8(-128), "zb")])
+  om = OnnxModel(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+  want = A.astype(np.int64) @ (B.astype(np.int64) + 128)
+  for _ in range(3): np.testing.assert_array_equal(om({"A": A})["Y"], want.astype(np.int32))
+
+def test_control_inputs_found_through_nodes_and_subgraphs():
+  """The inputs whose values decide a branch or a trip count, through nodes and an inner graph's outer-scope reads."""
+  m, _, _ = M.vad()
+  assert model_mod.control_inputs(m.graph) == {"sr", "sr16k"}
+  inner = h.make_graph([h.make_node("If", ["flag"], ["o"], then_branch=h.make_graph([h.make_node("Identity", ["x"], ["t"])], "t", [],
+                        [h.make_tensor_value_info("t", TP.FLOAT, None)]), else_branch=h.make_graph([h.make_node("Neg", ["x"], ["e"])], "e", [],
+                        [h.make_tensor_value_info("e", TP.FLOAT, None)]))], "b", [], [h.make_tensor_value_info("o", TP.FLOAT, None)])
+  g = h.make_graph([h.make_node("Not", ["n"], ["flag"]), h.make_node("If", ["k"], ["y"], then_branch=inner, else_branch=inner)], "g",
+                   [h.make_tensor_value_info(n, t, []) for n, t in (("n", TP.BOOL), ("k", TP.BOOL), ("x", TP.FLOAT))],
+                   [h.make_tensor_value_info("y", TP.FLOAT, None)])
+  assert model_mod.control_inputs(g) == {"n", "k"}
