@@ -1135,26 +1135,45 @@ def _dyn_quant(i, a, o):
   zp = (0 - lo / s).round().clip(0, 255).contiguous()
   return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8).contiguous(), s, zp.cast(dtypes.uint8)
 def _int_in(t, zp): return t.cast(dtypes.int32) - (zp.cast(dtypes.int32) if zp is not None else 0)
+def _float_in(t, zp): return t.cast(dtypes.float32) - (zp.cast(dtypes.float32) if zp is not None else 0)
+def _small_ints(*ts) -> bool:
+  """Whether ts are 8-bit integers on the CPU: minus their zero points each value lies in [-255, 255], a product's in
+  [-65025, 65025], and a sum of 258 of them is below 2^24, exact in float32 whatever the order of the adds."""
+  return all(t.dtype in (dtypes.int8, dtypes.uint8) and t.device == "CPU" for t in ts)
+EXACT_K = 256   # the reduction chunk whose float32 sum of 8-bit products is exact (see _small_ints)
+def _int_matmul(A: Tensor, za, B: Tensor, zb) -> Tensor:
+  """(A - za) @ (B - zb) in int32 as onnx defines it. Of 8-bit operands on the CPU: float32 matmuls (the packed
+  contraction, the int8 weight's panels packed once) over chunks of EXACT_K of the reduction, each exact, added in int32."""
+  if not (_small_ints(A, B) and A.ndim >= 2 and B.ndim >= 2): return _int_in(A, za) @ _int_in(B, zb)
+  a, b, K = _float_in(A, za), _float_in(B, zb), A.shape[-1]
+  if K <= EXACT_K: return (a @ b).cast(dtypes.int32)
+  n = -(-K // EXACT_K)
+  a = a.pad((0, n * EXACT_K - K)).reshape(*a.shape[:-1], n, EXACT_K).transpose(-3, -2)
+  b = b.pad(((0, n * EXACT_K - K), (0, 0))).reshape(*b.shape[:-2], n, EXACT_K, b.shape[-1])
+  return (a @ b).cast(dtypes.int32).sum(-3, dtype=dtypes.int32)
 def _matmul_int(i, a, o):
   A, B = i[0], i[1]
   za, zb = (i[2] if len(i) > 2 else None), (i[3] if len(i) > 3 else None)
   if zb is not None and zb.ndim == 1 and zb.numel() > 1: zb = zb.reshape(1, -1)
   if za is not None and za.ndim == 1 and za.numel() > 1: za = za.reshape(-1, 1)
-  return _int_in(A, za) @ _int_in(B, zb)
-def _conv_int(i, a, o):
-  x, w = i[0], i[1]
-  zx, zw = (i[2] if len(i) > 2 else None), (i[3] if len(i) > 3 else None)
+  return _int_matmul(A, za, B, zb)
+def _int_conv(x, zx, w, zw, b, a, o) -> Tensor:
+  """ConvInteger's int32 result (plus int32 bias b); of 8-bit operands whose output sums at most EXACT_K products, a
+  float32 conv (exact, see _small_ints)."""
   if zw is not None and zw.numel() > 1: zw = zw.reshape(-1, *(1,) * (w.ndim - 1))   # one zero point per output channel
-  return _conv([_int_in(x, zx), _int_in(w, zw)], a, o)
+  if not (_small_ints(x, w) and math.prod(w.shape[1:]) <= EXACT_K): return _conv([_int_in(x, zx), _int_in(w, zw), b], a, o)
+  r = _conv([_float_in(x, zx), _float_in(w, zw)], a, o).cast(dtypes.int32)
+  return r if b is None else r + b.cast(dtypes.int32).reshape(1, -1, *(1,) * (x.ndim - 2))
+def _conv_int(i, a, o):
+  return _int_conv(i[0], i[2] if len(i) > 2 else None, i[1], i[3] if len(i) > 3 else None, None, a, o)
 def _qlinear_matmul(i, a, o):
   A, sa, za, B, sb, zb, sy, zy = i
-  r = (_int_in(A, za) @ _int_in(B, zb)).cast(dtypes.float32) * (sa * sb / sy).cast(dtypes.float32)
+  r = _int_matmul(A, za, B, zb).cast(dtypes.float32) * (sa * sb / sy).cast(dtypes.float32)
   return _sat(r + zy.cast(dtypes.float32), zy.dtype)
 def _qlinear_conv(i, a, o):
   x, sx, zx, w, sw, zw, sy, zy = i[:8]
   b = i[8] if len(i) > 8 else None
-  if zw.numel() > 1: zw = zw.reshape(-1, *(1,) * (w.ndim - 1))
-  r = _conv([_int_in(x, zx), _int_in(w, zw), b], a, o).cast(dtypes.float32)
+  r = _int_conv(x, zx, w, zw, b, a, o).cast(dtypes.float32)
   sw = sw.reshape(1, -1, *(1,) * (x.ndim - 2)) if sw.numel() > 1 else sw
   return _sat(r * (sx * sw / sy) + zy.cast(dtypes.float32), zy.dtype)
 
