@@ -135,3 +135,36 @@ def test_control_inputs_found_through_nodes_and_subgraphs():
                    [h.make_tensor_value_info(n, t, []) for n, t in (("n", TP.BOOL), ("k", TP.BOOL), ("x", TP.FLOAT))],
                    [h.make_tensor_value_info("y", TP.FLOAT, None)])
   assert model_mod.control_inputs(g) == {"n", "k"}
+
+def _if_on_step():
+  """y = x * 2 on the first call of a stream (step == 0), else x + 1: an If on a counter input."""
+  br = lambda name, op: h.make_graph([h.make_node(op, ["x", "one" if op == "Add" else "two"], [name])], name, [],
+                                     [h.make_tensor_value_info(name, TP.FLOAT, [4])])
+  nodes = [h.make_node("Equal", ["step", "zero"], ["first"]), h.make_node("If", ["first"], ["y"], then_branch=br("t", "Mul"), else_branch=br("e", "Add"))]
+  inits = [nh.from_array(np.array(0, np.int64), "zero"), nh.from_array(np.array(1, np.float32), "one"), nh.from_array(np.array(2, np.float32), "two")]
+  return h.make_model(h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [4]), h.make_tensor_value_info("step", TP.INT64, [])],
+                                   [h.make_tensor_value_info("y", TP.FLOAT, [4])], inits), opset_imports=[h.make_opsetid("", 17)])
+
+def test_if_on_a_counter_stops_keying(interpreted):
+  """A control input whose value changes every call (a step counter) keys a few replays, then is the call's data: the
+  If on it is merged and one replay serves every later step."""
+  om = OnnxModel(_if_on_step())
+  x = np.arange(4, dtype=np.float32)
+  for k in range(12):
+    np.testing.assert_array_equal(om({"x": x, "step": np.array(k % 12 if k < 8 else 0 if k == 10 else k, np.int64)})["y"],
+                                  x * 2 if k == 0 or k == 10 else x + 1)
+    if k == 8: interpreted.clear()
+  assert interpreted == []
+
+def test_replayed_outputs_are_the_callers_own():
+  """Outputs that are a constant, an input and a computed value, written to by the caller after each replayed call:
+  later calls still give the right values."""
+  g = h.make_graph([h.make_node("Identity", ["c"], ["y1"]), h.make_node("Add", ["x", "c"], ["y2"]), h.make_node("Identity", ["x"], ["y3"])], "g",
+                   [h.make_tensor_value_info("x", TP.FLOAT, [4])], [h.make_tensor_value_info(n, TP.FLOAT, [4]) for n in ("y1", "y2", "y3")],
+                   [nh.from_array(np.ones(4, np.float32), "c")])
+  om = OnnxModel(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+  for k in range(6):
+    x = np.full(4, k, np.float32)
+    out = om({"x": x})
+    np.testing.assert_array_equal(np.stack([out["y1"], out["y2"], out["y3"]]), np.stack([np.ones(4), x + 1, x]))
+    for v in out.values(): v[:] = -7

@@ -3,13 +3,14 @@ Tensors, each node is one call into the op table (ops.py), and the outputs are r
 model (subgraphs included) is checked before anything runs: against ONNX's rules as onnxruntime checks them at load
 (InvalidModel), and against the table (Unsupported)."""
 from __future__ import annotations
-import math, os, re, threading
+import math, os, re, sys, threading
 import numpy as np
 import onnx
 from onnx import numpy_helper, helper
 from morok_mlir.tensor import Tensor
 from morok_mlir.jit import TinyJit
 from morok_mlir.core.dtype import dtypes
+from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import user_loc
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
@@ -40,6 +41,7 @@ DTYPES_NP = {dt.npdt: dt for dt in DTYPES.values() if dt.npdt is not None}
 # control inputs (see control_inputs) whose values key a replay: integers and booleans of a few elements (a sample rate, a flag)
 CONTROL_DTYPES = {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64}
 CONTROL_NUMEL = 16
+CONTROL_VALUES = 4   # the values of one control input that key replays; a fifth makes it data
 
 def dtype_of(t: int):
   if (dt := DTYPES.get(t)) is None:
@@ -409,6 +411,25 @@ def _numpy(v):
   if isinstance(v, list): return [_numpy(x) for x in v]
   return None if v is None else v.numpy()
 
+def _listed(outs) -> list: return [outs] if isinstance(outs, Tensor) else outs
+
+def _handed(t) -> np.ndarray:
+  """A replay's output as an array: the memory of a buffer the replay made for it and no one else holds (its only
+  reference the output's UOp: a fresh output, or a fresh copy of an argument; a constant is held by the plan) becomes
+  the array, as numpy() does for a temporary; any other output is copied."""
+  if type(t) is not Tensor or (u := t.uop).op is not Ops.BUFFER or (b := u.buffer) is None or b.device != "CPU" or b.base is not None \
+     or sys.getrefcount(b) != 3: return _numpy(t)
+  a = b.as_numpy()
+  a.flags.writeable = True
+  return a.reshape(u.shape)
+
+def _plain(plan) -> bool:
+  """Whether a TinyJit plan's replays may read arguments from buffers rewritten between calls: its kernels all on the
+  CPU keep nothing derived from an argument's buffer (no panels packed per argument), and no output is an argument."""
+  try: return not plan.keyed and not plan.padded and all(e.device == "CPU" for e in plan.execs) and \
+    all(src[0] != "arg" for src in plan.ret_src.values())
+  except AttributeError: return False
+
 class OnnxModel:
   """OnnxModel(path | bytes | onnx.ModelProto); model(**inputs) or model(inputs) -> {output name: numpy array} (Tensors
   with as_numpy=False). Inputs are numpy arrays or Tensors by graph input name. The model is checked whole at load
@@ -427,6 +448,7 @@ class OnnxModel:
     self._jits: dict = {}     # the inputs' names, shapes, dtypes and devices -> a TinyJit of the graph on them (see __call__)
     self._jit_lock = threading.Lock()
     self._control = control_inputs(self.graph) & set(self.input_names)
+    self._values: dict = {}   # control input -> the values it keyed replays with (one that keeps changing stops keying)
     self._fast: dict = {}     # a call's arrays' names, shapes, dtypes (control values) -> (TinyJit, argument order, device, loc)
 
   def check_inputs(self, inputs: dict | None, kw: dict) -> dict:
@@ -450,7 +472,8 @@ class OnnxModel:
     return vals
 
   def __call__(self, inputs: dict | None = None, as_numpy: bool = True, **kw) -> dict:
-    if not kw and type(inputs) is dict and (outs := self._replay(inputs)) is not None: return self._give(outs, as_numpy)
+    if not kw and type(inputs) is dict and (outs := self._replay(inputs)) is not None:
+      return dict(zip(self.output_names, [_handed(o) for o in outs] if as_numpy else outs))
     vals = self.check_inputs(inputs, kw)
     inits = {i.name for i in self.graph.initializer}
     if inits & set(vals): outs = self._run(vals, None)
@@ -462,6 +485,10 @@ class OnnxModel:
       # in as constants. One that reads other input data on the host (NonZero, a condition computed from a float
       # tensor) is never replayed (TinyJit sees the read) and runs normally.
       ctl = {n: v.numpy() for n, v in vals.items() if n in self._control and v.dtype in CONTROL_DTYPES and v.numel() <= CONTROL_NUMEL}
+      for n, v in ctl.items():   # a counter (a step number) would make a replay per value: it becomes the call's data
+        if len(seen := self._values.setdefault(n, set())) < CONTROL_VALUES: seen.add(v.tobytes())
+        elif v.tobytes() not in seen: self._control, self._fast = self._control - {n}, {}
+      ctl = {n: v for n, v in ctl.items() if n in self._control}
       names = sorted(n for n in vals if n not in ctl)
       key = tuple((n, vals[n].shape, vals[n].dtype, vals[n].device) for n in names) + tuple((n, ctl[n].tobytes()) for n in sorted(ctl))
       with self._jit_lock:
@@ -472,7 +499,7 @@ class OnnxModel:
           fixed = {n: vals[n] for n in ctl}
           scope = Scope(self._folded, fixed) if fixed else self._folded
           jit = self._jits[key] = TinyJit(lambda *ts: self._traced(dict(zip(names, ts)), fixed, scope))
-      outs = jit(*[vals[n] for n in names])
+      outs = _listed(jit(*[vals[n] for n in names]))
       if jit.plan is not None and not kw and type(inputs) is dict: self._remember(inputs, jit, names)
     return self._give(outs, as_numpy)
 
@@ -489,29 +516,39 @@ class OnnxModel:
 
   def _remember(self, inputs: dict, jit: TinyJit, names: list):
     """A call of arrays whose replay exists: later calls of arrays like them go straight to it (_replay)."""
-    if (key := self._fast_key(inputs)) is not None:
-      with self._jit_lock: self._fast[key] = (jit, names, Device.DEFAULT, user_loc())
+    if (key := self._fast_key(inputs)) is None or key in self._fast: return
+    dev, loc = Device.DEFAULT, user_loc()
+    held = None
+    if dev == "CPU" and _plain(jit.plan):   # arguments copied into buffers of the replay's own, kept between calls
+      held = [np.empty(inputs[n].shape, inputs[n].dtype) for n in names]
+      held = [(a, Tensor._of(new_buffer(Buffer(dev, a.size, DTYPES_NP[a.dtype]).allocate(a.reshape(-1)), loc, shape=a.shape), dev)) for a in held]
+    with self._jit_lock: self._fast[key] = (jit, names, dev, loc, held, threading.Lock())
 
   def _replay(self, inputs: dict) -> list | None:
-    """The replay of a call of arrays of names, shapes, dtypes and control values checked before (a _remember'ed call):
-    each argument copied into a fresh buffer (a replay's kernels may keep what they derive from an input buffer's
-    contents), none of the graph interpreted; None for any other call."""
+    """The replay of a call of arrays of names, shapes, dtypes and control values checked before (a _remember'ed call),
+    none of the graph interpreted; None for any other call. Each argument is copied: into the replay's own buffer when
+    its kernels keep nothing derived from an argument's contents (_plain), else into a fresh one."""
     if not self._fast or (key := self._fast_key(inputs)) is None or (hit := self._fast.get(key)) is None: return None
-    jit, names, dev, loc = hit
+    jit, names, dev, loc, held, lock = hit
     if Device.DEFAULT != dev: return None
+    if held is not None:
+      with lock:   # (until the outputs, fresh buffers, are made: another thread's call then writes its arguments)
+        for n, (a, _) in zip(names, held): np.copyto(a, inputs[n])
+        return _listed(jit(*[t for _, t in held]))
     ts = []
     for n in names:
       a = inputs[n]
       b = Buffer.fresh(dev, a.size, DTYPES_NP[a.dtype]).copyin(np.ascontiguousarray(a).reshape(-1))
       ts.append(Tensor._of(new_buffer(b, loc, shape=a.shape), dev))
-    return jit(*ts)
+    return _listed(jit(*ts))
 
   MAX_JITS = 8   # input signatures replayed at once (each holds its intermediates' memory)
   def _traced(self, args: dict, fixed: dict, scope: dict) -> list:
     """_run of a recorded call: its ops see which values are the call's data (ops.CALL: an If on them is merged)."""
     ops.CALL.args = {id(u) for t in args.values() for u in t.uop.toposort}
-    try: return self._run({**args, **fixed}, scope)
+    try: outs = self._run({**args, **fixed}, scope)
     finally: ops.CALL.args = None
+    return outs[0] if len(outs) == 1 and isinstance(outs[0], Tensor) else outs   # (one Tensor: TinyJit's shortest replay)
 
   def _run(self, vals: dict, folded: dict | None) -> list:
     outs = run_graph(self.graph, vals, self.opset, folded, self.base)
