@@ -168,3 +168,20 @@ def test_replayed_outputs_are_the_callers_own():
     out = om({"x": x})
     np.testing.assert_array_equal(np.stack([out["y1"], out["y2"], out["y3"]]), np.stack([np.ones(4), x + 1, x]))
     for v in out.values(): v[:] = -7
+
+def test_streaming_state_kept_as_tensors(interpreted):
+  """The VAD-like stream with Tensors in and out (the state stays a Tensor between calls): the same results as arrays."""
+  from morok_mlir import Tensor
+  m, feeds, _ = M.vad()
+  om, ref = OnnxModel(m), reference(m)
+  state = theirs = np.zeros((2, 1, M.HID), np.float32)
+  state = Tensor(state)
+  for k in range(9):
+    f = feeds(k, 16000 if k % 2 else 8000)
+    got = om({"x": Tensor(f["x"]), "sr": Tensor(f["sr"]), "state": state}, as_numpy=False)
+    want = ref({**f, "state": theirs})
+    np.testing.assert_allclose(got["prob"].numpy(), want["prob"], rtol=1e-4, atol=1e-5)
+    state, theirs = got["stateN"], want["stateN"]
+    if k == 5: interpreted.clear()
+  np.testing.assert_allclose(state.numpy(), theirs, rtol=1e-4, atol=1e-5)
+  assert interpreted == []

@@ -507,37 +507,44 @@ class OnnxModel:
     return dict(zip(self.output_names, [_numpy(o) for o in outs] if as_numpy else outs))
 
   def _fast_key(self, inputs: dict) -> tuple | None:
-    """A call of numpy arrays (native byte order), by names, shapes, dtypes and control inputs' values; else None."""
+    """A call of numpy arrays (native byte order) and Tensors holding CPU data, by names, types, shapes, dtypes and
+    control inputs' values; else None."""
     key = []
     for n, a in inputs.items():
-      if type(a) is not np.ndarray or not a.dtype.isnative: return None
-      key.append((n, a.shape, a.dtype, a.tobytes()) if n in self._control else (n, a.shape, a.dtype))
+      if type(a) is np.ndarray:
+        if not a.dtype.isnative: return None
+        key.append((n, a.shape, a.dtype, a.tobytes()) if n in self._control else (n, a.shape, a.dtype))
+      elif type(a) is Tensor and (u := a.uop).op is Ops.BUFFER and (b := u.buffer) is not None and b.device == "CPU":
+        key.append((n, Tensor, u.shape, u.dtype, b.as_numpy().tobytes()) if n in self._control else (n, Tensor, u.shape, u.dtype))
+      else: return None
     return tuple(key)
 
   def _remember(self, inputs: dict, jit: TinyJit, names: list):
-    """A call of arrays whose replay exists: later calls of arrays like them go straight to it (_replay)."""
+    """A call whose replay exists: later calls of inputs like its go straight to it (_replay)."""
     if (key := self._fast_key(inputs)) is None or key in self._fast: return
     dev, loc = Device.DEFAULT, user_loc()
     held = None
-    if dev == "CPU" and _plain(jit.plan):   # arguments copied into buffers of the replay's own, kept between calls
-      held = [np.empty(inputs[n].shape, inputs[n].dtype) for n in names]
-      held = [(a, Tensor._of(new_buffer(Buffer(dev, a.size, DTYPES_NP[a.dtype]).allocate(a.reshape(-1)), loc, shape=a.shape), dev)) for a in held]
+    if dev == "CPU" and _plain(jit.plan):   # arrays copied into buffers of the replay's own, kept between calls
+      held = [np.empty(a.shape, a.dtype) if type(a := inputs[n]) is np.ndarray else None for n in names]
+      held = [a if a is None else (a, Tensor._of(new_buffer(Buffer(dev, a.size, DTYPES_NP[a.dtype]).allocate(a.reshape(-1)), loc, shape=a.shape), dev))
+              for a in held]
     with self._jit_lock: self._fast[key] = (jit, names, dev, loc, held, threading.Lock())
 
   def _replay(self, inputs: dict) -> list | None:
-    """The replay of a call of arrays of names, shapes, dtypes and control values checked before (a _remember'ed call),
-    none of the graph interpreted; None for any other call. Each argument is copied: into the replay's own buffer when
-    its kernels keep nothing derived from an argument's contents (_plain), else into a fresh one."""
+    """The replay of a call of inputs of names, shapes, dtypes and control values checked before (a _remember'ed call),
+    none of the graph interpreted; None for any other call. A Tensor is the argument; an array is copied: into the
+    replay's own buffer when its kernels keep nothing derived from an argument's contents (_plain), else a fresh one."""
     if not self._fast or (key := self._fast_key(inputs)) is None or (hit := self._fast.get(key)) is None: return None
     jit, names, dev, loc, held, lock = hit
     if Device.DEFAULT != dev: return None
     if held is not None:
       with lock:   # (until the outputs, fresh buffers, are made: another thread's call then writes its arguments)
-        for n, (a, _) in zip(names, held): np.copyto(a, inputs[n])
-        return _listed(jit(*[t for _, t in held]))
+        for n, h in zip(names, held):
+          if h is not None: np.copyto(h[0], inputs[n])
+        return _listed(jit(*[inputs[n] if h is None else h[1] for n, h in zip(names, held)]))
     ts = []
     for n in names:
-      a = inputs[n]
+      if type(a := inputs[n]) is Tensor: ts.append(a); continue
       b = Buffer.fresh(dev, a.size, DTYPES_NP[a.dtype]).copyin(np.ascontiguousarray(a).reshape(-1))
       ts.append(Tensor._of(new_buffer(b, loc, shape=a.shape), dev))
     return _listed(jit(*ts))
