@@ -403,15 +403,17 @@ def light_rows(models) -> None:
 CF_RUNS = 300
 def cf_rows(models) -> None:
   """Small ONNX models of control flow, carried state and microseconds of work (test/onnx_cf_models.py: a VAD-like
-  streaming model with an If and an LSTM, a Loop, a Scan, an int8 encoder, a 2-op graph) through OnnxModel (numpy
-  arrays in and out, as a streaming caller feeds them; the replay from the fourth call on) and onnxruntime's CPU
-  provider (2 intra-op threads), outputs checked against onnxruntime's first; per-call microseconds, alternating blocks."""
+  streaming model with an If and an LSTM, a Loop, a Scan, an int8 encoder, an int8 QDQ layer, a 2-op graph) through
+  OnnxModel (numpy arrays in and out, as a streaming caller feeds them; the replay from the fourth call on) and
+  onnxruntime's CPU provider (2 intra-op threads), outputs checked against onnxruntime's first; per-call
+  microseconds, alternating blocks."""
   try: import onnxruntime as ort
   except ImportError: print("\nonnx control-flow models not measured: onnxruntime is not installed (pip install -e '.[bench]')"); return
   sys.path.insert(0, os.path.join(ROOT, "test"))
   import onnx_cf_models as cf
   from morok_mlir.onnx import OnnxModel
-  print(f"\ns. small ONNX models (control flow, state, int8) against onnxruntime {ort.__version__}, CPU, {THREADS} threads; x ort = ort us / morok us\n")
+  print(f"\ns. small ONNX models (control flow, state, int8) against onnxruntime {ort.__version__}, CPU, {THREADS} threads; "
+        "x ort = ort us / morok us\n")
   print(f"| {'model':<8} | {'morok us':>9} | {'ort us':>9} | {'x ort':>6} |")
   print(f"|{'-' * 10}|{'-' * 11}|{'-' * 11}|{'-' * 8}|")
   for name in models:
@@ -470,7 +472,7 @@ def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float]]:
     with tempfile.TemporaryDirectory() as d: out.append((n, fresh_process(CHAIN_SRC.format(root=ROOT, n=n), d)[0]))
   return out
 
-CF = ("vad", "loop", "scan", "qenc", "tiny")
+CF = ("vad", "loop", "scan", "qenc", "qdq", "tiny")
 LIGHT = ("resnet50", "bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "shufflenet", "squeezenet", "vgg19", "zfnet512")
 WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
              "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather, "layernorm": w_layernorm, "sort": w_sort,

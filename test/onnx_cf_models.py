@@ -2,8 +2,8 @@
 onnx's helper API (no stored files): a streaming voice-activity-like model (a conv front end, an If on a scalar input
 choosing between two subgraphs that read the outer scope, an LSTM whose state is an input and an output), a Loop with
 a static trip count, a Scan, an int8-quantized encoder (DynamicQuantizeLinear + MatMulInteger, QLinearMatMul,
-QuantizeLinear/DequantizeLinear) and a tiny elementwise graph. Each builder returns (model, feeds(k) -> the k-th call's
-inputs, carry: {output name: input name} a streaming caller feeds back)."""
+QuantizeLinear/DequantizeLinear), an int8 layer in QDQ form and a tiny elementwise graph. Each builder returns (model,
+feeds(k) -> the k-th call's inputs, carry: {output name: input name} a streaming caller feeds back)."""
 import numpy as np
 import onnx
 from onnx import helper as h, numpy_helper as nh, TensorProto as TP
@@ -115,6 +115,19 @@ def qenc(n: int = 16, d: int = 128, f: int = 256):
   xs = _rng(7).standard_normal((4, n, d)).astype(np.float32)
   return m, lambda k: {"x": xs[k % 4]}, {}
 
+def qdq(n: int = 16, d: int = 128, f: int = 256):
+  """x [16, 128] float -> QuantizeLinear/DequantizeLinear (uint8) -> MatMul with DequantizeLinear(int8 weights [128, 256],
+  a scale per output column) -> + bias -> Relu -> y: the QDQ form of an int8 layer, as onnxruntime's quantizer writes it."""
+  r = _rng(9)
+  nodes = [h.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]), h.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+           h.make_node("DequantizeLinear", ["w", "ws"], ["wd"], axis=1), h.make_node("MatMul", ["xd", "wd"], ["mm"]),
+           h.make_node("Add", ["mm", "b"], ["yb"]), h.make_node("Relu", ["yb"], ["y"])]
+  inits = [_init("xs", np.float32(0.03)), _init("xz", np.uint8(128)), _init("w", r.integers(-127, 128, (d, f), dtype=np.int8)),
+           _init("ws", (r.random(f) * 0.01 + 0.005).astype(np.float32)), _init("b", _w(r, f, scale=0.5))]
+  m = _model(nodes, "qdq", [h.make_tensor_value_info("x", TP.FLOAT, [n, d])], [h.make_tensor_value_info("y", TP.FLOAT, [n, f])], inits)
+  xs = _rng(10).standard_normal((4, n, d)).astype(np.float32)
+  return m, lambda k: {"x": xs[k % 4]}, {}
+
 def tiny():
   """a [16], b [16] -> (a + b) * a: a call of a few nanoseconds of arithmetic."""
   nodes = [h.make_node("Add", ["a", "b"], ["s"]), h.make_node("Mul", ["s", "a"], ["y"])]
@@ -123,4 +136,4 @@ def tiny():
   xs = _rng(8).standard_normal((4, 2, 16)).astype(np.float32)
   return m, lambda k: {"a": xs[k % 4, 0], "b": xs[k % 4, 1]}, {}
 
-MODELS = {"vad": vad, "loop": loop, "scan": scan, "qenc": qenc, "tiny": tiny}
+MODELS = {"vad": vad, "loop": loop, "scan": scan, "qenc": qenc, "qdq": qdq, "tiny": tiny}

@@ -70,6 +70,10 @@ def test_quantized_encoder_exact(interpreted):
   """DynamicQuantizeLinear + MatMulInteger (int32 out) and QLinearMatMul (uint8 out): integers equal to the reference's."""
   stream("qenc", 7, lambda feeds, k: feeds(k), interpreted, exact=("acc", "q"))
 
+def test_qdq_layer(interpreted):
+  """The QDQ form (QuantizeLinear/DequantizeLinear around a float MatMul, int8 weights with a scale per column)."""
+  stream("qdq", 6, lambda feeds, k: feeds(k), interpreted)
+
 def _if_on_data(then_op="Relu", else_op="Neg", else_shape=4):
   br = lambda name, op, n: h.make_graph([h.make_node(op, ["x"], [name])] if n == 4 else
                                         [h.make_node("Slice", ["x", "z1", "n1"], [name])], name, [], [h.make_tensor_value_info(name, TP.FLOAT, None)])
@@ -140,7 +144,8 @@ def _if_on_step():
   """y = x * 2 on the first call of a stream (step == 0), else x + 1: an If on a counter input."""
   br = lambda name, op: h.make_graph([h.make_node(op, ["x", "one" if op == "Add" else "two"], [name])], name, [],
                                      [h.make_tensor_value_info(name, TP.FLOAT, [4])])
-  nodes = [h.make_node("Equal", ["step", "zero"], ["first"]), h.make_node("If", ["first"], ["y"], then_branch=br("t", "Mul"), else_branch=br("e", "Add"))]
+  nodes = [h.make_node("Equal", ["step", "zero"], ["first"]),
+           h.make_node("If", ["first"], ["y"], then_branch=br("t", "Mul"), else_branch=br("e", "Add"))]
   inits = [nh.from_array(np.array(0, np.int64), "zero"), nh.from_array(np.array(1, np.float32), "one"), nh.from_array(np.array(2, np.float32), "two")]
   return h.make_model(h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [4]), h.make_tensor_value_info("step", TP.INT64, [])],
                                    [h.make_tensor_value_info("y", TP.FLOAT, [4])], inits), opset_imports=[h.make_opsetid("", 17)])

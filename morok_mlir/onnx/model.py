@@ -525,9 +525,8 @@ class OnnxModel:
     dev, loc = Device.DEFAULT, user_loc()
     held = None
     if dev == "CPU" and _plain(jit.plan):   # arrays copied into buffers of the replay's own, kept between calls
-      held = [np.empty(a.shape, a.dtype) if type(a := inputs[n]) is np.ndarray else None for n in names]
-      held = [a if a is None else (a, Tensor._of(new_buffer(Buffer(dev, a.size, DTYPES_NP[a.dtype]).allocate(a.reshape(-1)), loc, shape=a.shape), dev))
-              for a in held]
+      own = lambda a: (a, Tensor._of(new_buffer(Buffer(dev, a.size, DTYPES_NP[a.dtype]).allocate(a.reshape(-1)), loc, shape=a.shape), dev))
+      held = [own(np.empty(a.shape, a.dtype)) if type(a := inputs[n]) is np.ndarray else None for n in names]
     with self._jit_lock: self._fast[key] = (jit, names, dev, loc, held, threading.Lock())
 
   def _replay(self, inputs: dict) -> list | None:
