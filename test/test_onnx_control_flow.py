@@ -100,6 +100,22 @@ def test_if_on_data_with_branches_of_other_shapes():
     x = np.random.default_rng(k).standard_normal(4).astype(np.float32) + (1 if k % 2 else -1)
     np.testing.assert_allclose(om({"x": x})["y"], np.maximum(x, 0) if x.sum() > 0 else x[:2])
 
+def test_if_on_data_with_a_branch_that_cannot_run():
+  """A branch that fails on these inputs (a Reshape to 3 elements of a 4-element tensor) is not the one taken: the If
+  gives the other branch's value; taken, it raises the model's error."""
+  shape = nh.from_array(np.array([3], np.int64), "three")
+  br = lambda name, node: h.make_graph([node], name, [], [h.make_tensor_value_info(name, TP.FLOAT, None)])
+  nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0), h.make_node("Greater", ["s", "zero"], ["c"]),
+           h.make_node("If", ["c"], ["y"], then_branch=br("t", h.make_node("Relu", ["x"], ["t"])),
+                       else_branch=br("e", h.make_node("Reshape", ["x", "three"], ["e"])))]
+  g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", TP.FLOAT, [4])], [h.make_tensor_value_info("y", TP.FLOAT, None)],
+                   [nh.from_array(np.array(0, np.float32), "zero"), shape])
+  om = OnnxModel(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+  for k in range(4):
+    x = np.arange(4, dtype=np.float32) + k
+    np.testing.assert_array_equal(om({"x": x})["y"], x)
+  with pytest.raises(InvalidModel, match="Reshape"): om({"x": -np.ones(4, np.float32)})
+
 def test_replayed_calls_read_the_arrays_given_now():
   """A replayed call copies its arrays: one changed in place after a call gives the new result, the arrays returned
   are the caller's own, and an input of another dtype is still refused."""

@@ -1289,7 +1289,8 @@ def _merged(c: Tensor, then, other) -> tuple | None:
   """Both branches' outputs picked by c with where: one straight graph that a replay runs whatever c holds; None when
   the branches are not small or give outputs of other shapes or dtypes."""
   if _nodes(then.graph) + _nodes(other.graph) > MERGE_NODES: return None
-  t, e = then(), other()
+  try: t, e = then(), other()
+  except Exception: return None   # a branch that cannot run on these values: the one c picks runs alone (and raises if it is that one)
   if len(t) != len(e) or not all(isinstance(x, Tensor) and isinstance(y, Tensor) and x.shape == y.shape and x.dtype == y.dtype
                                  for x, y in zip(t, e)): return None
   c = c.reshape(()).cast(dtypes.bool)
