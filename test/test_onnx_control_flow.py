@@ -145,9 +145,10 @@ def test_matmul_integer_exact_at_the_extremes(K):
   for _ in range(3): np.testing.assert_array_equal(om({"A": A})["Y"], want.astype(np.int32))
 
 def test_control_inputs_found_through_nodes_and_subgraphs():
-  """The inputs whose values decide a branch or a trip count, through nodes and an inner graph's outer-scope reads."""
+  """The inputs whose values decide a branch, a trip count or a shape, through nodes and an inner graph's outer-scope
+  reads."""
   m, _, _ = M.vad()
-  assert model_mod.control_inputs(m.graph) == {"sr", "sr16k"}
+  assert model_mod.control_inputs(m.graph) == {"sr", "sr16k", "shape3", "ax0", "split11"}   # (initializers: shapes, axes)
   inner = h.make_graph([h.make_node("If", ["flag"], ["o"], then_branch=h.make_graph([h.make_node("Identity", ["x"], ["t"])], "t", [],
                         [h.make_tensor_value_info("t", TP.FLOAT, None)]), else_branch=h.make_graph([h.make_node("Neg", ["x"], ["e"])], "e", [],
                         [h.make_tensor_value_info("e", TP.FLOAT, None)]))], "b", [], [h.make_tensor_value_info("o", TP.FLOAT, None)])
@@ -205,4 +206,17 @@ def test_streaming_state_kept_as_tensors(interpreted):
     state, theirs = got["stateN"], want["stateN"]
     if k == 5: interpreted.clear()
   np.testing.assert_allclose(state.numpy(), theirs, rtol=1e-4, atol=1e-5)
+  assert interpreted == []
+
+def test_shape_from_a_small_input_replays(interpreted):
+  """A Reshape whose shape is a graph input (int64 [2]): keyed by its value like a condition, each shape replays."""
+  g = h.make_graph([h.make_node("Reshape", ["x", "shape"], ["r"]), h.make_node("Mul", ["r", "r"], ["y"])], "g",
+                   [h.make_tensor_value_info("x", TP.FLOAT, [12]), h.make_tensor_value_info("shape", TP.INT64, [2])],
+                   [h.make_tensor_value_info("y", TP.FLOAT, None)])
+  om = OnnxModel(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+  x = np.arange(12, dtype=np.float32)
+  for k in range(10):
+    s = (3, 4) if k % 2 else (6, 2)
+    np.testing.assert_array_equal(om({"x": x, "shape": np.array(s, np.int64)})["y"], (x * x).reshape(s))
+    if k == 7: interpreted.clear()
   assert interpreted == []

@@ -358,8 +358,13 @@ def _fold(folded: dict, ins, n: str, v):
   folded[n] = v
   return v
 
-# inputs of the ops that read them on the host to decide what runs: If's condition, Loop's trip count and condition
-HOST_DECIDES = {"If": (0,), "Loop": (0, 1)}
+# inputs of the ops that read them on the host to decide what runs: If's condition, Loop's trip count and condition,
+# RNNs' sequence lengths, and the shapes, axes, counts and bounds that decide an output's shape
+HOST_DECIDES = {"If": (0,), "Loop": (0, 1), "RNN": (4,), "GRU": (4,), "LSTM": (4,), "Reshape": (1,), "Expand": (1,), "Tile": (1,),
+                "ConstantOfShape": (0,), "Range": (0, 1, 2), "OneHot": (1,), "TopK": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3),
+                "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Resize": (1, 2, 3), "CumSum": (1,),
+                **{k: (1,) for k in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                                     "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")}}
 
 def control_inputs(graph: onnx.GraphProto) -> set:
   """The names from outside graph (its inputs, the outer scope) whose values decide, through any nodes, a branch
