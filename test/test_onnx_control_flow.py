@@ -220,3 +220,22 @@ def test_shape_from_a_small_input_replays(interpreted):
     np.testing.assert_array_equal(om({"x": x, "shape": np.array(s, np.int64)})["y"], (x * x).reshape(s))
     if k == 7: interpreted.clear()
   assert interpreted == []
+
+@pytest.mark.parametrize("kind,lens", [("LSTM", None), ("LSTM", [5, 3]), ("GRU", None), ("RNN", [2, 5])])
+def test_rnn_sequence_against_the_reference(kind, lens):
+  """A bidirectional RNN over 5 steps (the input's part of every step's gates is one contraction), with and without
+  sequence lengths, against the reference."""
+  T, N, I, H, G = 5, 2, 8, 6, {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
+  r = np.random.default_rng(G)
+  ins = ["x", "W", "R", "B"] + (["lens"] if lens else [])
+  outs = ["Y", "Yh"] + (["Yc"] if kind == "LSTM" else [])
+  inits = [nh.from_array((r.standard_normal((2, G * H, I)) * 0.3).astype(np.float32), "W"),
+           nh.from_array((r.standard_normal((2, G * H, H)) * 0.3).astype(np.float32), "R"),
+           nh.from_array((r.standard_normal((2, 2 * G * H)) * 0.3).astype(np.float32), "B")]
+  if lens: inits.append(nh.from_array(np.array(lens, np.int32), "lens"))
+  g = h.make_graph([h.make_node(kind, ins, outs, hidden_size=H, direction="bidirectional")], "g",
+                   [h.make_tensor_value_info("x", TP.FLOAT, [T, N, I])], [h.make_tensor_value_info(o, TP.FLOAT, None) for o in outs], inits)
+  m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+  x = r.standard_normal((T, N, I)).astype(np.float32)
+  got, want = OnnxModel(m)({"x": x}), reference(m)({"x": x})
+  for o in outs: np.testing.assert_allclose(got[o], want[o], rtol=1e-4, atol=1e-5, err_msg=o)

@@ -1071,9 +1071,10 @@ def _rnn(kind: str):
       c = c0[d] if c0 is not None else Tensor.zeros(N, H, dtype=X.dtype)
       p = P[d] if P is not None else None
       out = [None] * T
+      XW = X @ w.T + wb if T > 1 else None   # the input's part of every step's gates in one contraction
       for t in (range(T - 1, -1, -1) if rev else range(T)):
-        xw = X[t] @ w.T + wb
-        live = Tensor(np.array([t < n for n in L]).reshape(N, 1))
+        xw = XW[t] if XW is not None else X[t] @ w.T + wb
+        live = Tensor(np.array([t < n for n in L]).reshape(N, 1)) if lens is not None else None
         if kind == "RNN": hn, cn = f[0](_clipv(xw + h @ r.T + rb, clip)), c
         elif kind == "GRU":
           xz, xr, xh = xw.split(H, 1)
@@ -1094,8 +1095,8 @@ def _rnn(kind: str):
           cn = ft * c + it * f[1](_clipv(gc, clip))
           ot = f[0](_clipv(go + (p.split(H, 0)[1] * cn if p is not None else 0), clip))
           hn = ot * f[2](cn)
-        h, c = live.where(hn, h), live.where(cn, c)
-        out[t] = live.where(hn, 0).cast(X.dtype)
+        if lens is None: h, c, out[t] = hn, cn, hn   # (every row lives every step)
+        else: h, c, out[t] = live.where(hn, h), live.where(cn, c), live.where(hn, 0).cast(X.dtype)
       ys.append(Tensor.stack(*out) if T else Tensor.zeros(0, N, H, dtype=X.dtype))
       hs.append(h)
       cs.append(c)
