@@ -239,3 +239,25 @@ def test_rnn_sequence_against_the_reference(kind, lens):
   x = r.standard_normal((T, N, I)).astype(np.float32)
   got, want = OnnxModel(m)({"x": x}), reference(m)({"x": x})
   for o in outs: np.testing.assert_allclose(got[o], want[o], rtol=1e-4, atol=1e-5, err_msg=o)
+
+def test_loop_until_a_condition_on_data(interpreted):
+  """A Loop of at most 8 trips that stops when the carried sum passes a bound (its condition is the data): the trips
+  it takes follow each call's input, and the calls replay."""
+  body = h.make_graph(
+    [h.make_node("Mul", ["h_in", "half"], ["hh"]), h.make_node("Add", ["hh", "x"], ["h_out"]),
+     h.make_node("ReduceSum", ["h_out"], ["s"], keepdims=0), h.make_node("Less", ["s", "bound"], ["cond_out"])],
+    "body", [h.make_tensor_value_info("i", TP.INT64, []), h.make_tensor_value_info("cond_in", TP.BOOL, []),
+             h.make_tensor_value_info("h_in", TP.FLOAT, [4])],
+    [h.make_tensor_value_info("cond_out", TP.BOOL, []), h.make_tensor_value_info("h_out", TP.FLOAT, [4])])
+  g = h.make_graph([h.make_node("Loop", ["M", "go", "h0"], ["hN"], body=body)], "g",
+                   [h.make_tensor_value_info("x", TP.FLOAT, [4]), h.make_tensor_value_info("h0", TP.FLOAT, [4])],
+                   [h.make_tensor_value_info("hN", TP.FLOAT, [4])],
+                   [nh.from_array(np.array(8, np.int64), "M"), nh.from_array(np.array(True), "go"),
+                    nh.from_array(np.float32(0.5), "half"), nh.from_array(np.float32(10), "bound")])
+  m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+  om, ref = OnnxModel(m), reference(m)
+  for k in range(8):
+    f = {"x": np.full(4, 0.4 * (k + 1), np.float32), "h0": np.zeros(4, np.float32)}
+    np.testing.assert_allclose(om(f)["hN"], ref(f)["hN"], rtol=1e-6)
+    if k == 4: interpreted.clear()
+  assert interpreted == []

@@ -1302,11 +1302,32 @@ def _if(i, a, o):
   if (args := getattr(CALL, "args", None)) and any(id(u) in args for u in i[0].uop.toposort) and \
      (out := _merged(i[0], a["then_branch"], a["else_branch"])) is not None: return out
   return tuple((a["then_branch"] if bool(_vals(i[0])[0]) else a["else_branch"])())
+LOOP_UNROLL = 64   # a Loop whose condition is the call's data runs all its trips, masked, up to this many
+def _reads_call(t: Tensor) -> bool:
+  """Whether t is computed from the call's data (ops.CALL): reading it on the host would stop replays."""
+  return bool(args := getattr(CALL, "args", None)) and any(id(u) in args for u in t.uop.toposort)
+def _masked_loop(n: int, cond: Tensor, carried: list, body) -> list | None:
+  """A Loop of n trips at most whose condition is the call's data, as one straight graph: every trip runs and a trip
+  after the condition fell keeps the carried values (where); None when the condition is not the call's data, the body
+  gives scan outputs or carried values of other shapes, or fails on a trip past the end."""
+  if len(body.graph.output) != 1 + len(carried): return None
+  alive = cond.reshape(()).cast(dtypes.bool)
+  try:
+    for it in range(n):
+      outs = body(Tensor(np.array(it, np.int64)), alive, *carried)
+      if it == 0 and not (_reads_call(cond) or _reads_call(outs[0])): return None
+      if not all(isinstance(x, Tensor) and x.shape == y.shape and x.dtype == y.dtype for x, y in zip(outs[1:], carried)): return None
+      carried = [alive.where(x, y) for x, y in zip(outs[1:], carried)]
+      alive = alive & outs[0].reshape(()).cast(dtypes.bool)
+  except Exception: return None   # (the plain loop runs it, and raises what a trip it runs raises)
+  return carried
 def _loop(i, a, o):
   M, cond, carried = i[0], i[1], list(i[2:])
   body = a["body"]
   if M is None and cond is None: raise NotImplementedError("Loop with neither a trip count nor a condition (it never ends)")
   n = int(_scalar(M)) if M is not None else None
+  if n is not None and n <= LOOP_UNROLL and cond is not None and getattr(CALL, "args", None) and \
+     (out := _masked_loop(n, cond, carried, body)) is not None: return tuple(out)
   c = bool(_scalar(cond)) if cond is not None else True
   scans, it = [], 0
   while c and (n is None or it < n):
