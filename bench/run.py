@@ -23,7 +23,8 @@ os.environ.setdefault("MOROK_THREADS", str(THREADS))
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from morok_mlir import Tensor
-from morok_mlir.host import CPU_NAME
+from morok_mlir.host import CACHES, CPU_NAME, VEC_WIDTH
+from morok_mlir.core.progress import progress, write
 try:
   import torch
   torch.set_num_threads(THREADS)
@@ -513,6 +514,8 @@ def main(names, beam: int = 0):
   load = os.getloadavg()
   print(f"# morok-mlir CPU bench, {datetime.date.today()}, {platform.processor() or platform.machine()} "
         f"({CPU_NAME}, {os.cpu_count()} cores), {THREADS} threads, load average {load[0]:.2f}")
+  isa = {16: "AVX-512", 8: "AVX2"}.get(VEC_WIDTH, "SSE")
+  print(f"ISA {isa} ({VEC_WIDTH} f32 lanes), caches L1d {CACHES[0] >> 10} KiB, L2 {CACHES[1] >> 10} KiB, L3 {CACHES[2] >> 20} MiB")
   print(f"numpy {np.__version__} (OpenBLAS, OPENBLAS_CORETYPE unset), torch {torch.__version__ if torch else 'not installed'}")
   bw, rbw, peak = copy_bandwidth(), read_bandwidth(), fma_peak()
   print(f"machine limits measured now (best of 9, {THREADS} threads): copy bandwidth {bw:.1f} GB/s (read + write), "
@@ -520,16 +523,16 @@ def main(names, beam: int = 0):
   hdr = f"| {'workload':<42} | {'morok ms':>9} | {'numpy ms':>9} | {'torch ms':>9} | {'morok rate':>12} | {'x numpy':>7} | {'x torch':>7} | {'% limit':>7} |"
   print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
   compiles = []
-  for n in names:
+  for n in progress(names, "bench", "row"):
     if n == "compile" or n.startswith(("light", "onnxcf")): continue
     w = WORKLOADS[n]()
     runs = w.get("runs", RUNS)
     t0 = time.perf_counter(); out = w["morok"]()
     if (first := time.perf_counter() - t0) > 1: compiles.append((w["name"], first))   # compile dominates the first realize
-    if "check" in w and not w["check"](): print(f"  !! {n}: morok differs from numpy")
+    if "check" in w and not w["check"](): write(f"  !! {n}: morok differs from numpy")
     if w["tol"]:   # the first call's result against numpy's first: a training step moves its state every call
       ref, got = w["numpy"](), out.numpy()
-      if not np.allclose(got, ref, rtol=w["tol"], atol=w["tol"]): print(f"  !! {n}: morok differs from numpy by {np.abs(got - ref).max()}")
+      if not np.allclose(got, ref, rtol=w["tol"], atol=w["tol"]): write(f"  !! {n}: morok differs from numpy by {np.abs(got - ref).max()}")
     t = blocks({k: w[k] for k in ("morok", "numpy", "torch") if w.get(k) and (k != "torch" or torch)}, runs, w.get("extra"))
     ms = lambda k: "-" if t[k] is None else f"{t[k] * (1e6 if w.get('us') else 1e3):9.2f}"
     ratio = lambda k: "-" if t[k] is None else f"{t[k] / t['morok']:.2f}"
@@ -539,10 +542,10 @@ def main(names, beam: int = 0):
     elif "items" in w: rate, pct = f"{w['items'] / t['morok']:.1f} sent/s", "-"
     elif "flops" in w: rate, pct = f"{w['flops'] / t['morok'] / 1e9:.0f} GFLOP/s", f"{100 * w['flops'] / t['morok'] / 1e9 / peak:.0f}%"
     else: rate, pct = "-", "-"
-    print(f"| {w['name']:<42} | {ms('morok'):>9} | {ms('numpy'):>9} | {ms('torch'):>9} | {rate:>12} | {ratio('numpy'):>7} | {ratio('torch'):>7} | {pct:>7} |", flush=True)
+    write(f"| {w['name']:<42} | {ms('morok'):>9} | {ms('numpy'):>9} | {ms('torch'):>9} | {rate:>12} | {ratio('numpy'):>7} | {ratio('torch'):>7} | {pct:>7} |")
     for k in w.get("extra", {}):   # a replay of the same work is compared with numpy and torch as the row is
       vs = lambda o: f"{t[o] / t[k]:.2f}" if t[o] is not None and k.startswith("TinyJit replay of the same") else ""
-      print(f"|   {k:<40} | {ms(k):>9} | {'':>9} | {'':>9} | {'':>12} | {vs('numpy'):>7} | {vs('torch'):>7} | {'':>7} |"
+      write(f"|   {k:<40} | {ms(k):>9} | {'':>9} | {'':>9} | {'':>12} | {vs('numpy'):>7} | {vs('torch'):>7} | {'':>7} |"
             f"  x morok {t[k] / t['morok']:.2f}")
     if beam and n in BEAM_ROWS: searched(w, beam)
   if light := [n[6:] for n in names if n.startswith("light")]: light_rows([x for x in LIGHT if x in light or "" in light])

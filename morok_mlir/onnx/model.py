@@ -12,6 +12,7 @@ from morok_mlir.jit import TinyJit
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import user_loc
+from morok_mlir.core.progress import progress
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.realize import new_buffer
@@ -330,7 +331,7 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
     if init.name not in vals or vals[init.name] is None:
       vals[init.name] = folded[init.name] if folded is not None and init.name in folded else to_tensor(tensor_array(init, base), copy=False)
       if folded is not None: _fold(folded, (), init.name, vals[init.name])
-  for node in graph.node:
+  for node in progress(graph.node, f"onnx {graph.name or 'graph'}", "node"):
     if folded is not None and node.output and all(n in folded for n in node.output if n):
       for n in node.output:
         if n: vals[n] = folded[n]
