@@ -4,7 +4,7 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import itertools, os, threading, time, weakref
+import itertools, threading, time, weakref
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
@@ -13,8 +13,11 @@ from morok_mlir.dialects.ops import MOVEMENT, Ops
 from morok_mlir.ir.bridge import Func, module_text
 from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import compile_lock, lower_to_kernels
+from morok_mlir.ir import stages
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.lru import LRU
+from morok_mlir.core import env
+from morok_mlir.core.progress import progress
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.device import search as _search   # noqa: F401 (registers uop-optimize's beam search)
@@ -49,7 +52,7 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
 # ---------------------------------------------------------------- compile: graph -> schedule of compiled kernels
 CUT_NEVER = MOVEMENT | {Ops.BUFFER, Ops.CONST}
 
-DEBUG = int(os.environ.get("DEBUG", "0"))
+DEBUG = env.get("DEBUG")
 
 @dataclass
 class ScheduleItem:
@@ -67,6 +70,7 @@ class Schedule:
   buffer_types: list[UOp]  # one buffer UOp (a sized pointer dtype) per schedule buffer: inputs, outputs, intermediates
   n_in: int
   n_out: int
+  stages: stages.Stages | None = None   # VIZ's record of this compile, which each run adds its kernels' times to
 
 
 def choices(a: dict) -> str:
@@ -79,16 +83,25 @@ def choices(a: dict) -> str:
 
 def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   """beam > 0 (CPU): each new kernel's choices are searched by timing (device/search.py); 0: uop-optimize's heuristics."""
-  funcs = {f.name: f for f in lower_to_kernels(graph, DEBUG, beam if device == "CPU" else 0)}
+  t0 = time.perf_counter()
+  rec = stages.active() or stages.new(DEBUG)   # every stage's module, when asked for (DEBUG=4, VIZ)
+  with stages.recording(rec): funcs = {f.name: f for f in lower_to_kernels(graph, DEBUG, beam if device == "CPU" else 0)}
   sched = funcs.pop("schedule")
   dev = Device[device]
+  if rec is not None: rec.lower(dev, [funcs[k.attrs["callee"][1]] for k in sched.roots[0].src])
   items = []
-  for k in sched.roots[0].src:
+  for k in progress(sched.roots[0].src, "compile", "kernel", since=t0):
     name = k.attrs["callee"][1]
     if DEBUG >= 3: print(module_text([funcs[name]]))
     items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else ""))
   # inputs: the graph's, then (with symbolic sizes) the int64 buffer of the variables' values (uop-rangeify)
-  return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results))
+  return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results), rec if rec and rec.viz else None)
+
+def compile_stages(outs: list[UOp], device: str | None = None, beam: int = 0) -> stages.Stages:
+  """Every stage of compiling outs for device (Tensor.mlir): recorded, nothing compiled to code or run, no cache filled."""
+  with stages.recording(rec := stages.Stages()): funcs = {f.name: f for f in lower_to_kernels(graph_func(normalize(outs)[0]), 0, beam)}
+  rec.lower(Device[device or Device.DEFAULT], [funcs[k.attrs["callee"][1]] for k in funcs["schedule"].roots[0].src])
+  return rec
 
 def schedule_nbytes(s: Schedule) -> int:
   """What a cached schedule keeps alive: its programs (compiled code; shared ones counted in each schedule) and ~4 KB
@@ -96,9 +109,16 @@ def schedule_nbytes(s: Schedule) -> int:
   return 4096 + sum(getattr(it.program, "nbytes", 0) for it in s.items)
 
 # ---------------------------------------------------------------- realize
-class GlobalCounters:
+class _Counters(type):
+  @property
+  def mem_used(cls) -> int:
+    """Bytes of device memory held by live buffers now, over the devices in use (not reset; the CPU's arrays under 64 KiB
+    come from numpy and are not counted)."""
+    return sum(getattr(getattr(d, "allocator", None), "used", 0) for d in {id(d): d for d in Device._found.values()}.values())
+
+class GlobalCounters(metaclass=_Counters):
   """Totals since the last reset (tinygrad's name): kernels run, kernels compiled, time in kernels (a TinyJit replay
-  of the usual plan adds its kernels' time only under DEBUG: two clock reads are ~4% of a small replay)."""
+  of the usual plan adds its kernels' time only under DEBUG: two clock reads are ~4% of a small replay); mem_used."""
   kernel_count = 0
   compiled = 0
   time_sum_s = 0.0
@@ -193,10 +213,8 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
     else: todo.append(i)
   if not todo: return results
   key, inputs, vals = normalize([outs[i] for i in todo])
-  if beam is None: beam = os.environ.get("BEAM", "0") or "0"
-  if not isinstance(beam, int) and not (isinstance(beam, str) and beam.isdigit()) or int(beam) < 0:
-    raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
-  beam = int(beam)
+  if beam is None: beam = env.get("BEAM")
+  if not isinstance(beam, int) or beam < 0: raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
   if (sched := _schedule_cache.get(ck := (device, key) if not beam else (device, key, beam))) is None:
     if cut and (pieces := cut_deep([outs[i] for i in todo], device)) is not None:
       for i, r in zip(todo, realize(pieces, device, cut=False, beam=beam)): results[i] = r
@@ -237,6 +255,7 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
     dt = time.perf_counter() - t0
     dt_sum += dt
     if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us  {it.choices}")
+    if sched.stages is not None: sched.stages.ran(it.name, dt)
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
   for b in bufs[n_in + n_out:]: b.deallocate()
   return bufs[:n_in + n_out]
