@@ -110,5 +110,21 @@ def test_nccl_backend_needs_nccl4py_or_a_gpu(monkeypatch):
   monkeypatch.delenv("RANK", raising=False)
   with pytest.raises(dist.DistError, match="needs a launcher"): dist.init("nccl")
 
-@pytest.mark.skip(reason="NCCL collectives need CUDA GPUs and NVIDIA's NCCL library; this machine and CI have neither")
-def test_nccl_collectives_on_gpus(): pass
+def _no_nccl_gpu() -> str | None:
+  try: import nccl.core  # noqa: F401
+  except ImportError as e: return f"nccl4py is not installed (pip install 'morok-mlir[nccl]'): {e}"
+  from morok_mlir.device.cuda import available
+  ok, why = available()
+  return None if ok else f"no CUDA GPU: {why}"
+
+@pytest.mark.skipif(_no_nccl_gpu() is not None, reason=str(_no_nccl_gpu()))
+def test_nccl_one_rank_collectives_on_a_gpu(monkeypatch):
+  """A 1-rank NCCL communicator under torchrun's environment: each collective of a CUDA tensor is the tensor itself."""
+  from morok_mlir import Tensor, dist
+  with socket.socket() as s: s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+  for k, v in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+    monkeypatch.setenv(k, v)
+  comm = dist.init("nccl")
+  x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).to("CUDA")
+  for got in (comm.allreduce(x), comm.allreduce(x, op="max"), comm.allgather(x), comm.reduce_scatter(x), comm.broadcast(x, root=0)):
+    assert got.device == "CUDA" and np.array_equal(got.numpy(), x.numpy())
