@@ -275,6 +275,7 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
     finally: sched.calls.append(calls)
     dt_sum = time.perf_counter() - t0
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
+  if len(bufs) == n_in + n_out: return bufs
   for b in bufs[n_in + n_out:]: b.deallocate()
   return bufs[:n_in + n_out]
 
