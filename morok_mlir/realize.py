@@ -11,7 +11,7 @@ from morok_mlir.core.uop import UOp, attrs, sym_val
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import MOVEMENT, Ops
 from morok_mlir.ir.bridge import Func, module_text
-from morok_mlir.ir.emit import normalize, graph_func
+from morok_mlir.ir.emit import normalize, structure, graph_func
 from morok_mlir.ir.pipeline import compile_lock, lower_to_kernels
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.lru import LRU
@@ -222,7 +222,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
     elif o.buffer is not None: results[i] = o.buffer
     else: todo.append(i); touts.append(o)
   if not todo: return results
-  key, inputs, vals = normalize(touts)
+  key, inputs, vals = structure(touts)
   if beam is None: beam = (_env.get(_BEAM) if _env is not None else os.environ.get("BEAM")) or 0
   if beam.__class__ is not int or beam < 0: beam = _beam(beam)
   if (sched := _schedule_cache.get(ck := (device, key) if not beam else (device, key, beam))) is None:
@@ -232,13 +232,13 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
     with compile_lock:
       if (sched := _schedule_cache.get(ck)) is None:   # another thread may have compiled it while this one waited
         t0 = time.perf_counter()
-        sched = compile_schedule(graph_func(key), device, beam)
+        sched = compile_schedule(graph_func(normalize(touts)[0]), device, beam)
         _schedule_cache[ck] = sched
         GlobalCounters.compiled += len(sched.items)
         if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
   if vals: inputs = inputs + [None]   # symbolic sizes' values: one more input
   bufs = run_schedule(sched, device, inputs, vals, touts)
-  if (rec := capture.rec) is not None: rec.schedule(sched, device, inputs, bufs, touts, key, vals)
+  if (rec := capture.rec) is not None: rec.schedule(sched, device, inputs, bufs, touts, normalize(touts)[0] if vals else (), vals)
   n_in = sched.n_in
   for j, i in enumerate(todo):   # a symbolic output's buffer holds its variables' max size: the result is its first elements
     results[i] = bufs[n_in + j] if not vals else bufs[n_in + j].view(sym_val(outs[i].size), outs[i].dtype, 0)
