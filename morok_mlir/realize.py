@@ -131,7 +131,7 @@ class GlobalCounters:
   def reset(cls): cls.kernel_count, cls.compiled, cls.time_sum_s = 0, 0, 0.0
 
 # the schedules own their programs: an evicted schedule frees the programs no other schedule or method cache holds
-_schedule_cache: dict[tuple[str, tuple[UOp, ...]], Schedule] = LRU(schedule_nbytes)
+_schedule_cache: dict[tuple, Schedule] = LRU(schedule_nbytes)   # (device, emit.structure's key[, beam]) -> schedule
 
 def _alloc_error(e: Exception, sched: Schedule, outs: list[UOp]) -> MemoryError:
   """A failed allocation of the schedule's buffers (outputs first) as a MemoryError at the user's line, naming the
