@@ -4,7 +4,7 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import itertools, os, threading, time, weakref
+import collections, gc, itertools, os, threading, time, weakref
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
@@ -204,6 +204,13 @@ def on_device(b: Buffer, device: str) -> Buffer:
     with _copies_lock: c = _copies.setdefault(b, {}).setdefault(device, c)
   return c
 
+# the outputs of the last few realizes, kept alive until the next garbage collection: a loop that rebuilds the same
+# graph on the same tensors (a model's forward on its weights) gets the same hash-consed UOps back, whose structure key
+# is remembered (emit.structure: the MLP's forward ~60 us of walk -> a lookup). Their inputs live as long as they would
+# if the graph were cyclic garbage: a deleted tensor's memory goes at the next collection (gc.collect() included).
+_recent: collections.deque = collections.deque(maxlen=4)
+gc.callbacks.append(lambda phase, info: _recent.clear() if phase == "start" else None)
+
 def _beam(b) -> int:
   if isinstance(b, bytes): b = os.fsdecode(b)
   if not isinstance(b, int) and not (isinstance(b, str) and b.isdigit()) or int(b) < 0: raise ValueError(f"BEAM must be an integer >= 0, got {b!r}")
@@ -223,6 +230,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
     else: todo.append(i); touts.append(o)
   if not todo: return results
   key, inputs, vals = structure(touts)
+  _recent.append(touts)
   if beam is None: beam = (_env.get(_BEAM) if _env is not None else os.environ.get("BEAM")) or 0
   if beam.__class__ is not int or beam < 0: beam = _beam(beam)
   if (sched := _schedule_cache.get(ck := (device, key) if not beam else (device, key, beam))) is None:

@@ -155,3 +155,13 @@ def test_prepared_calls_follow_a_program_onto_its_shared_object(tmp_path):
   """, MOROK_CACHE_DIR=tmp_path, MOROK_DISK_CACHE=1)
   assert p.returncode == 0, p.stderr[-3000:]
   assert "RESULT True 0" in p.stdout, p.stdout + p.stderr[-2000:]
+
+def test_recent_graphs_let_their_inputs_go_at_the_next_collection():
+  """The driver keeps the last few realized graphs (a loop realizing one graph again finds its key) only until the next
+  garbage collection: a deleted tensor's buffer is freed by gc.collect(), as it would be were the graph cyclic garbage."""
+  import gc, weakref
+  x = Tensor(np.ones(1000, np.float32))
+  buf = weakref.ref(x.uop.buffer)
+  for _ in range(2): (x * 2 + 1).realize()
+  del x; gc.collect()
+  assert buf() is None
