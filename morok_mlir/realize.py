@@ -209,7 +209,7 @@ def on_device(b: Buffer, device: str) -> Buffer:
 # is remembered (emit.structure: the MLP's forward ~60 us of walk -> a lookup). Their inputs live as long as they would
 # if the graph were cyclic garbage: a deleted tensor's memory goes at the next collection (gc.collect() included).
 _recent: collections.deque = collections.deque(maxlen=4)
-gc.callbacks.append(lambda phase, info: _recent.clear() if phase == "start" else None)
+gc.callbacks.append(lambda phase, info, recent=_recent: recent.clear() if phase == "start" else None)
 
 def _beam(b) -> int:
   if isinstance(b, bytes): b = os.fsdecode(b)

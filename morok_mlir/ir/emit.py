@@ -1,8 +1,8 @@
 """emit: the graph of UOps a realize() asks for -> the graph-level `uop` function (see docs/pipeline.md).
 
 Input data enters a graph as `buffer` UOps made by `new_buffer`, each owning its Buffer (device/buffer.py). Input buffers
-are numbered by first use, so two graphs of the same structure on different data give the same
-(hash-consed) UOps: that tuple is the schedule cache's key, found before any MLIR is built."""
+are numbered by first use, so two graphs of the same structure on different data give the same (hash-consed) UOps
+(normalize: what is compiled) and the same tuple (structure: the schedule cache's key, found before any MLIR is built)."""
 from __future__ import annotations
 import itertools, weakref
 import numpy as np
