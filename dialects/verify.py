@@ -100,7 +100,7 @@ def _same_shape(name, ins, out, a):
   (k, s, e), (ko, o, oe) = split_type(ins[0]), split_type(out)
   if (k, s) != (ko, o): return f"result must have the operand's shape, got {out} from {ins[0]}"
   if name == "bitcast":
-    width = lambda t: 1 if t == "i1" else int(re.sub(r"\D", "", t) or 64)
+    width = lambda t: 1 if t == "i1" else ITEMSIZE[t] * 8 if t in ITEMSIZE else int(re.sub(r"\D", "", t) or 64)   # (f8E4M3FN: 8)
     if width(e) != width(oe): return f"bitcast needs equal widths, got {e} and {oe}"
 
 def _where(name, ins, out, a):

@@ -8,3 +8,7 @@ from morok_mlir.core.uop import Variable
 from morok_mlir.device import Device
 from morok_mlir.jit import TinyJit
 no_grad = Tensor.test   # PyTorch's torch.no_grad(): a context manager and decorator
+from morok_mlir.core import env as _env
+if _env.get("VIZ") != "0":   # VIZ=1: the compiler's stages on a local web page; VIZ=PATH.html: written at exit
+  from morok_mlir import viz as _viz
+  _viz.start(_env.get("VIZ"))

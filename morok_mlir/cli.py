@@ -1,7 +1,9 @@
 """morok-opt: an mlir-opt for the `uop` dialect. Reads MLIR, runs a pipeline mixing our passes and upstream ones,
 prints the result. Every user error is a diagnostic and exit code 1, never an abort."""
 from __future__ import annotations
-import argparse, json, os, re, sys
+import argparse, json, os, re, sys, tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
 import numpy as np
 from morok_mlir.ir.diagnostics import format_mlir_error
 
@@ -138,14 +140,72 @@ def check_input(text: str) -> str | None:
 
 def _diag(err: Exception, fname: str) -> str: return format_mlir_error(str(err), fname)
 
+# ---------------------------------------------------------------- mlir-opt's IR printing and timing
+@dataclass
+class Instrument:
+  """mlir-opt's --mlir-print-ir-* and --mlir-timing: which IR dumps go to stderr (before/after: the passes named, by
+  their pipeline argument; None: every pass; empty: none), and whether the timing report follows the run."""
+  before: frozenset | None = frozenset()
+  after: frozenset | None = frozenset()
+  after_change: bool = False
+  after_failure: bool = False
+  module_scope: bool = False
+  timing: bool = False
+  local_scope: bool = False   # --mlir-print-local-scope: the output's locations and attributes inline, not as #aliases
+  def printing(self) -> bool: return self.before != frozenset() or self.after != frozenset() or self.after_failure
+
+# The banner MLIR's IR printer writes before each dump: `// -----// IR Dump After CSE (cse) //----- //`, with ` Failed`
+# before the argument after a failure and ` ('func.func' operation: @f)` after it at module scope.
+_DUMP = re.compile(r"^// -----// IR Dump (Before|After) .*?\(([^()\n]*)\)[^\n]* //----- //\n", re.M)
+
+def select_dumps(text: str, ins: Instrument) -> str:
+  """MLIR's stderr during a run, with only the dumps of the passes selected: MLIR's bindings print before or after all
+  passes or none, mlir-opt's --mlir-print-ir-before/after=PASS name some."""
+  out, pos, keep = [], 0, True
+  for m in _DUMP.finditer(text):
+    if keep: out.append(text[pos:m.start()])
+    sel = ins.before if m.group(1) == "Before" else ins.after
+    keep, pos = sel is None or m.group(2) in sel or (ins.after_failure and " Failed (" in m.group()), m.start()
+  if keep: out.append(text[pos:])
+  return "".join(out)
+
+@contextmanager
+def _stderr_through(edit):
+  """What the block writes to fd 2 (where MLIR's C++ code prints), passed through edit(text) onto stderr when it ends,
+  also when it raises (a dump after a failed pass comes with the failure)."""
+  with tempfile.TemporaryFile("w+b") as f:
+    sys.stderr.flush(); saved = os.dup(2); os.dup2(f.fileno(), 2)
+    try: yield
+    finally:
+      sys.stderr.flush(); os.dup2(saved, 2); os.close(saved)
+      f.seek(0); sys.stderr.write(edit(f.read().decode("utf-8", "replace"))); sys.stderr.flush()
+
+def _run_instrumented(module, pipeline: str, verify_each: bool, debuginfo: bool, ins: Instrument, fname: str) -> None:
+  """The pipeline on module, its IR dumps (selected, their locations under the input's name) and timing on stderr."""
+  from morok_mlir.ir.pipeline import build_pass_manager
+  pm = build_pass_manager(pipeline, module.context, verify_each)
+  if ins.printing():
+    # MLIR aborts when module-scope printing is set up on a multi-threaded context (its dumps would race)
+    if ins.module_scope: module.context.enable_multithreading(False)
+    pm.enable_ir_printing(print_before_all=ins.before != frozenset(), print_after_all=ins.after != frozenset() or ins.after_failure,
+                          print_module_scope=ins.module_scope, print_after_change=ins.after_change,
+                          print_after_failure=ins.after_failure, enable_debug_info=debuginfo)
+  if ins.timing: pm.enable_timing()
+  try:
+    if not ins.printing(): pm.run(module.operation); return
+    with _stderr_through(lambda text: select_dumps(text, ins).replace('loc("-":', f"loc({json.dumps(fname)}:")): pm.run(module.operation)
+  finally:
+    sys.stderr.flush()
+    del pm   # MLIR prints the timing report when the pass manager goes
+
 _CTX = None
 
-def process(text: str, fname: str, pipeline: str, verify_each: bool, debuginfo: bool) -> tuple[str, str | None]:
+def process(text: str, fname: str, pipeline: str, verify_each: bool, debuginfo: bool, ins: Instrument | None = None) -> tuple[str, str | None]:
   """-> (printed output, error message or None)."""
   from mlir import ir
   from morok_mlir.dialects import new_context
   from morok_mlir.dialects.verify import verify_module
-  from morok_mlir.ir.pipeline import run_pipeline, PipelineError
+  from morok_mlir.ir.pipeline import PipelineError
   from morok_mlir.device import search   # noqa: F401 (uop-optimize{beam=n} compiles and times kernels on the CPU)
   global _CTX
   if (err := check_input(text)): return "", f"{fname}:{err}"
@@ -155,19 +215,61 @@ def process(text: str, fname: str, pipeline: str, verify_each: bool, debuginfo: 
     except ir.MLIRError as e: return "", _diag(e, fname)
     problems = lambda: "\n".join(_diag(Exception(f"{str(l)[4:-1]}: error: {m}"), fname) for l, m in verify_module(module.operation))
     if (err := problems()): return "", err
+    ins = ins or Instrument()
     if pipeline:
-      try: run_pipeline(module, pipeline, verify_each)
+      try: _run_instrumented(module, pipeline, verify_each, debuginfo, ins, fname)
       except PipelineError as e: return "", f"morok-opt: error: {e}"
       except ir.MLIRError as e: return "", _diag(e, fname)
       if not verify_each:  # still say so when the result is invalid, but print it (generic form) for debugging
         try: module.operation.verify()
         except ir.MLIRError as e: err = _diag(e, fname)
         err = err or problems()
-    out = module.operation.get_asm(enable_debug_info=debuginfo)
+    out = module.operation.get_asm(enable_debug_info=debuginfo, use_local_scope=ins.local_scope)
     # Module.parse names every source "-": give locations the real file name
     return (out.replace('loc("-":', f"loc({json.dumps(fname)}:") if debuginfo else out), err or None
 
 class _ArgError(Exception): pass
+
+# mlir-opt's spelling: PASS lists are pipeline arguments (uop-rangeify, cse), comma-separated, the flag repeatable
+_PRINT_FLAGS = {
+  "--mlir-print-ir-before-all": dict(action="store_true", help="print the IR (on stderr) before every pass"),
+  "--mlir-print-ir-after-all": dict(action="store_true", help="print the IR (on stderr) after every pass"),
+  "--mlir-print-ir-before": dict(action="append", default=[], metavar="PASS", help="print the IR before the passes named"),
+  "--mlir-print-ir-after": dict(action="append", default=[], metavar="PASS", help="print the IR after the passes named"),
+  "--mlir-print-ir-after-change": dict(action="store_true", help="print the IR after a pass only where it changed it"),
+  "--mlir-print-ir-after-failure": dict(action="store_true", help="print the IR after a pass only where it failed"),
+  "--mlir-print-ir-module-scope": dict(action="store_true", help="print the whole module, not only the op a pass ran on"),
+  "--mlir-print-local-scope": dict(action="store_true", help="print locations and attributes inline, not as #aliases"),
+  "--mlir-timing": dict(action="store_true", help="print each pass's wall time (on stderr) after the run"),
+}
+
+def _pass_names(lists: list[str], flag: str) -> frozenset:
+  """The pass arguments of repeated, comma-separated flags; each must name one of ours or an upstream pass."""
+  from mlir import ir
+  from mlir.passmanager import PassManager
+  from morok_mlir.ir.pipeline import PipelineError
+  from morok_mlir.ir.registry import PASSES
+  names = frozenset(n.strip() for l in lists for n in l.split(",") if n.strip())
+  for n in sorted(names - PASSES.keys()):
+    try:
+      with ir.Context(): PassManager("builtin.module").add(n)
+    except ValueError: raise PipelineError(f"{flag}: no pass named '{n}' (morok-opt --list-passes lists ours, mlir-opt --help upstream's)") from None
+  return names
+
+def _instrument(args) -> Instrument:
+  sel = lambda every, lists, flag: None if every else _pass_names(lists, flag)
+  return Instrument(sel(args.mlir_print_ir_before_all, args.mlir_print_ir_before, "--mlir-print-ir-before"),
+                    sel(args.mlir_print_ir_after_all, args.mlir_print_ir_after, "--mlir-print-ir-after"),
+                    args.mlir_print_ir_after_change, args.mlir_print_ir_after_failure, args.mlir_print_ir_module_scope, args.mlir_timing,
+                    args.mlir_print_local_scope)
+
+def _version() -> str:
+  from importlib.metadata import version, PackageNotFoundError
+  def v(pkg):
+    try: return version(pkg)
+    except PackageNotFoundError: return "unknown"
+  return (f"morok-opt (morok-mlir {v('morok-mlir')}):\n  MLIR version {v('xtc-mlir-python-bindings')} (xtc-mlir-python-bindings)\n"
+          f"  Python {sys.version.split()[0]}, numpy {v('numpy')}, z3 {v('z3-solver')}")
 
 class _Parser(argparse.ArgumentParser):
   def error(self, message): raise _ArgError(message)  # argparse exits 2; every morok-opt error exits 1
@@ -179,7 +281,9 @@ def _read(path: str) -> bytes:
 
 def main(argv=None) -> int:
   """morok-opt. A reader that stops early (`| head`) ends it quietly, as it ends other Unix tools."""
+  from morok_mlir.core.env import EnvError
   try: return _run(argv)
+  except EnvError as e: print(f"morok-opt: error: {e}", file=sys.stderr); return 1
   except BrokenPipeError:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the interpreter's last flush must not fail again
     return 1
@@ -195,8 +299,11 @@ def _run(argv=None) -> int:
   ap.add_argument("--verify-each", dest="verify_each", action="store_true", default=True, help="verify after every pass (default)")
   ap.add_argument("--no-verify-each", dest="verify_each", action="store_false")
   ap.add_argument("--verify-rules", action="store_true", help="prove every rewrite rule with Z3 and print the verdicts")
+  for flag, kw in _PRINT_FLAGS.items(): ap.add_argument(flag, **kw)
+  ap.add_argument("--version", action="store_true", help="print the versions of morok-mlir and of its MLIR")
   try: args = ap.parse_args(argv)
   except _ArgError as e: print(f"{ap.format_usage()}morok-opt: error: {e}", file=sys.stderr); return 1
+  if args.version: print(_version()); return 0
   if args.list_passes: print(_list_passes()); return 0
   if args.verify_rules:
     from morok_mlir.core.prove import main as prove_main
@@ -212,10 +319,11 @@ def _run(argv=None) -> int:
   _register()
   try:
     parse_pipeline(args.pass_pipeline)  # reject a bad pipeline before reading any IR
+    ins = _instrument(args)
   except PipelineError as e: print(f"morok-opt: error: {e}", file=sys.stderr); return 1
   outs, failed = [], False
   for first, chunk in _chunks(text, args.split_input_file):
-    out, err = process("\n" * first + chunk, fname, args.pass_pipeline, args.verify_each, args.mlir_print_debuginfo)
+    out, err = process("\n" * first + chunk, fname, args.pass_pipeline, args.verify_each, args.mlir_print_debuginfo, ins)
     if err: print(err, file=sys.stderr); failed = True
     if out: outs.append(out)
   result = "// -----\n".join(outs)

@@ -3,6 +3,7 @@ register, the threads this process may use. Facts, not a runtime: passes take th
 device builds with them, so neither imports the other for them."""
 from __future__ import annotations
 import os
+from morok_mlir.core import env
 
 def _cpu_flags() -> frozenset:
   try: return frozenset(next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":", 1)[1].split())
@@ -14,7 +15,7 @@ def _cpu_name() -> str:
 CPU_NAME = _cpu_name()   # with CPU_FLAGS, what a tuned choice is keyed by (device/search.py)
 # f32 lanes of the widest vector register: what uop-optimize vectorizes for and the micro-kernel tiles with
 VEC_WIDTH = 16 if "avx512f" in CPU_FLAGS else 8 if "avx" in CPU_FLAGS else 4
-THREADS = int(os.environ.get("MOROK_THREADS", 0)) or len(os.sched_getaffinity(0))
+THREADS = env.get("MOROK_THREADS") or len(os.sched_getaffinity(0))
 
 def _cache_bytes(level: int, default: int) -> int:
   """Bytes of cpu0's level-`level` data (or unified) cache, from sysfs; `default` where the kernel does not say."""

@@ -39,6 +39,14 @@ class _Exec:
   vars: dict = field(default_factory=dict)     # Variable -> the value it had, for the schedule's symbolic sizes
   checks: list = field(default_factory=list)   # (a, b, held, loc): whether sizes a <= b, which a replay's values must keep
 
+@dataclass(frozen=True)
+class ExecItem:
+  """One captured kernel of TinyJit.jit_cache: prg, its compiled program (prg.name is the kernel's name), and bufs, the
+  Buffers it runs on in argument order: the plan's own (intermediates, constants), None where each replay gives new
+  ones (the arguments, the state, the outputs that leave the call)."""
+  prg: object
+  bufs: list
+
 @dataclass
 class _Recorder:
   """What one traced call did, filled by realize() and Tensor.realize() through R.capture."""
@@ -127,6 +135,11 @@ class TinyJit:
     self.sig, self.last, self.plan, self.replayable = None, None, None, True
     functools.update_wrapper(self, fxn)
   def __get__(self, obj, objtype=None): return self if obj is None else functools.partial(self.__call__, obj)
+  @property
+  def jit_cache(self) -> list[ExecItem]:
+    """The captured kernels a replay runs, in order (tinygrad's): empty until a call has been captured."""
+    if (p := self.plan) is None: return []
+    return [ExecItem(s.prog, [p.template[j] for j in s.slots]) for s in p.steps if isinstance(s, _Kernel)]
   def reset(self):
     with self.lock: self.cnt, self.sig, self.last, self.plan, self.replayable = 0, None, None, None, True
 

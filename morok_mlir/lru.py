@@ -1,15 +1,16 @@
 """The bounded cache behind the schedule cache and every device's method cache: least recently used entries go first,
 past a count and a byte budget (MOROK_MEM_CACHE_ENTRIES, default 1024; MOROK_MEM_CACHE_MB, default 512)."""
 from __future__ import annotations
-import os, threading
+import threading
+from morok_mlir.core import env
 from collections import OrderedDict
 
 # in-memory caches (the schedule cache here, each device's method cache) hold at most this many entries and bytes
-MEM_CACHE_ENTRIES = int(os.environ.get("MOROK_MEM_CACHE_ENTRIES", 1024))
+MEM_CACHE_ENTRIES = env.get("MOROK_MEM_CACHE_ENTRIES")
 # a network's schedules (resnet50: 130 kernels with packed weight panels and scratch, ~300 MB) must fit, or every call
 # compiles its pieces again from the disk cache (seconds); a fixed budget, not a share of the machine's memory: the
 # library lives in someone else's process. A small kernel's program is ~7 KB of it (its shared object and text).
-MEM_CACHE_MB = float(os.environ.get("MOROK_MEM_CACHE_MB", 0)) or 512.0
+MEM_CACHE_MB = env.get("MOROK_MEM_CACHE_MB") or 512.0
 
 class LRU(OrderedDict):
   """A dict that drops its least recently used entries past max_entries entries or max_bytes bytes (size(value) each).

@@ -13,8 +13,11 @@ from morok_mlir.dialects.ops import MOVEMENT, Ops
 from morok_mlir.ir.bridge import Func, module_text
 from morok_mlir.ir.emit import normalize, structure, graph_func
 from morok_mlir.ir.pipeline import compile_lock, lower_to_kernels
+from morok_mlir.ir import stages
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.lru import LRU
+from morok_mlir.core import env
+from morok_mlir.core.progress import progress
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.device import search as _search   # noqa: F401 (registers uop-optimize's beam search)
@@ -49,9 +52,9 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
 # ---------------------------------------------------------------- compile: graph -> schedule of compiled kernels
 CUT_NEVER = MOVEMENT | {Ops.BUFFER, Ops.CONST}
 
-DEBUG = int(os.environ.get("DEBUG", "0"))
-# BEAM is read at every realize: os.environ's own table, as its get() would look it up (get() spends ~0.5 us encoding the
-# name; the value, bytes on POSIX, is what isdigit() checks); None where os.environ is not CPython's
+DEBUG = env.get("DEBUG")
+# BEAM is read at every realize: unset (the usual case) is seen in os.environ's own table, as its get() would look it up
+# (get() spends ~0.5 us encoding the name); a value set goes through env.get, which parses and checks it
 _env = os.environ._data if hasattr(os.environ, "_data") and hasattr(os.environ, "encodekey") else None
 _BEAM = os.environ.encodekey("BEAM") if _env is not None else None
 
@@ -71,6 +74,7 @@ class Schedule:
   buffer_types: list[UOp]  # one buffer UOp (a sized pointer dtype) per schedule buffer: inputs, outputs, intermediates
   n_in: int
   n_out: int
+  stages: stages.Stages | None = None   # VIZ's record of this compile, which each run adds its kernels' times to
   def __post_init__(self):
     self.allocs = [(b.size, b.dtype.base) for b in self.buffer_types[self.n_in:]]   # (elements, dtype) of each buffer it makes
     self.calls: list[list[_Call]] = []   # prepared kernel calls, one list per run in flight (a free list: pop and append)
@@ -104,16 +108,25 @@ def choices(a: dict) -> str:
 
 def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   """beam > 0 (CPU): each new kernel's choices are searched by timing (device/search.py); 0: uop-optimize's heuristics."""
-  funcs = {f.name: f for f in lower_to_kernels(graph, DEBUG, beam if device == "CPU" else 0)}
+  t0 = time.perf_counter()
+  rec = stages.active() or stages.new(DEBUG)   # every stage's module, when asked for (DEBUG=4, VIZ)
+  with stages.recording(rec): funcs = {f.name: f for f in lower_to_kernels(graph, DEBUG, beam if device == "CPU" else 0)}
   sched = funcs.pop("schedule")
   dev = Device[device]
+  if rec is not None: rec.lower(dev, [funcs[k.attrs["callee"][1]] for k in sched.roots[0].src])
   items = []
-  for k in sched.roots[0].src:
+  for k in progress(sched.roots[0].src, "compile", "kernel", since=t0):
     name = k.attrs["callee"][1]
     if DEBUG >= 3: print(module_text([funcs[name]]))
     items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else ""))
   # inputs: the graph's, then (with symbolic sizes) the int64 buffer of the variables' values (uop-rangeify)
-  return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results))
+  return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results), rec if rec and rec.viz else None)
+
+def compile_stages(outs: list[UOp], device: str | None = None, beam: int = 0) -> stages.Stages:
+  """Every stage of compiling outs for device (Tensor.mlir): recorded, nothing compiled to code or run, no cache filled."""
+  with stages.recording(rec := stages.Stages()): funcs = {f.name: f for f in lower_to_kernels(graph_func(normalize(outs)[0]), 0, beam)}
+  rec.lower(Device[device or Device.DEFAULT], [funcs[k.attrs["callee"][1]] for k in funcs["schedule"].roots[0].src])
+  return rec
 
 def schedule_nbytes(s: Schedule) -> int:
   """What a cached schedule keeps alive: its programs (compiled code; shared ones counted in each schedule) and ~4 KB
@@ -121,9 +134,16 @@ def schedule_nbytes(s: Schedule) -> int:
   return 4096 + sum(getattr(it.program, "nbytes", 0) for it in s.items)
 
 # ---------------------------------------------------------------- realize
-class GlobalCounters:
+class _Counters(type):
+  @property
+  def mem_used(cls) -> int:
+    """Bytes of device memory held by live buffers now, over the devices in use (not reset; the CPU's arrays under 64 KiB
+    come from numpy and are not counted)."""
+    return sum(getattr(getattr(d, "allocator", None), "used", 0) for d in {id(d): d for d in Device._found.values()}.values())
+
+class GlobalCounters(metaclass=_Counters):
   """Totals since the last reset (tinygrad's name): kernels run, kernels compiled, time in kernels (a TinyJit replay
-  of the usual plan adds its kernels' time only under DEBUG: two clock reads are ~4% of a small replay)."""
+  of the usual plan adds its kernels' time only under DEBUG: two clock reads are ~4% of a small replay); mem_used."""
   kernel_count = 0
   compiled = 0
   time_sum_s = 0.0
@@ -211,11 +231,6 @@ def on_device(b: Buffer, device: str) -> Buffer:
 _recent: collections.deque = collections.deque(maxlen=4)
 gc.callbacks.append(lambda phase, info, recent=_recent: recent.clear() if phase == "start" else None)
 
-def _beam(b) -> int:
-  if isinstance(b, bytes): b = os.fsdecode(b)
-  if not isinstance(b, int) and not (isinstance(b, str) and b.isdigit()) or int(b) < 0: raise ValueError(f"BEAM must be an integer >= 0, got {b!r}")
-  return int(b)
-
 def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: int | None = None) -> list[Buffer]:
   """Compute graph-level UOps on `device` (Device.DEFAULT if None); returns one flat Buffer per UOp, on device (a UOp
   that is already an input buffer gives its own Buffer, wherever it is). Inputs on other devices are copied to device
@@ -231,8 +246,8 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
   if not todo: return results
   key, inputs, vals = structure(touts)
   _recent.append(touts)
-  if beam is None: beam = (_env.get(_BEAM) if _env is not None else os.environ.get("BEAM")) or 0
-  if beam.__class__ is not int or beam < 0: beam = _beam(beam)
+  if beam is None: beam = env.get("BEAM") if _env is None or _env.get(_BEAM) else 0
+  if not isinstance(beam, int) or beam < 0: raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
   if (sched := _schedule_cache.get(ck := (device, key) if not beam else (device, key, beam))) is None:
     if cut and (pieces := cut_deep(touts, device)) is not None:
       for i, r in zip(todo, realize(pieces, device, cut=False, beam=beam)): results[i] = r
@@ -267,7 +282,7 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
   n_in, n_out = sched.n_in, sched.n_out
   try: bufs = bufs + [Buffer.fresh(device, n, dt) for n, dt in sched.allocs]
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
-  if DEBUG >= 2: dt_sum = _run_timed(sched, bufs, inputs)
+  if DEBUG >= 2 or sched.stages is not None: dt_sum = _run_timed(sched, bufs, inputs)
   else:
     try: calls = sched.calls.pop()
     except IndexError: calls = [_Call(it, n_in) for it in sched.items]
@@ -288,13 +303,14 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
   return bufs[:n_in + n_out]
 
 def _run_timed(sched: Schedule, bufs: list[Buffer], inputs: list[UOp | None]) -> float:
-  """The kernels one by one through call_buffers, each timed and printed (DEBUG >= 2)."""
+  """The kernels one by one through call_buffers, each timed: printed (DEBUG >= 2), added to VIZ's record."""
   dt_sum = 0.0
   for it in sched.items:
     t0 = time.perf_counter()
     it.run([bufs[s] for s in it.slots], [inputs[s] if s < sched.n_in else None for s in it.slots])
     dt_sum += (dt := time.perf_counter() - t0)
-    print(f"  {it.name:<24} {dt * 1e6:9.1f} us  {it.choices}")
+    if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us  {it.choices}")
+    if sched.stages is not None: sched.stages.ran(it.name, dt)
   return dt_sum
 
 class _Capture(threading.local):

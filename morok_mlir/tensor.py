@@ -1,7 +1,7 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import collections, contextlib, copy, functools, inspect, math, operator, sys, threading, weakref
+import collections, contextlib, copy, ctypes, functools, inspect, math, operator, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
@@ -11,8 +11,9 @@ from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bs
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc, OpTypeError
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.core.index_math import smax
-from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture
-from morok_mlir.device import Device
+from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture, compile_stages as _compile_stages
+from morok_mlir.device import Device, dlpack
+from morok_mlir.device.buffer import Buffer
 
 _KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
 def _device(name) -> str:
@@ -21,10 +22,14 @@ def _device(name) -> str:
   from morok_mlir.device import Device
   if name is None: return Device.DEFAULT  # not remembered: the default may change (Device.DEFAULT = ...)
   if not isinstance(name, str): _err(TypeError, f"a device is a name such as 'CPU', got {type(name).__name__}")
-  try: Device[name]
+  try: d = Device[name]
   except KeyError as e: _err(ValueError, str(e.args[0]))
-  dev = _KNOWN_DEVICES[name] = Device.canonicalize(name)
-  return dev
+  if (init := getattr(d, "init", None)) is None: _KNOWN_DEVICES[name] = Device.canonicalize(name)
+  else:   # a device that may be absent (no driver, no GPU) says so here, at the user's line, not at a later realize
+    try: init(); why = None
+    except RuntimeError as e: why = str(e)
+    if why is not None: _err(RuntimeError, f"device {name!r} is not available: {why}")
+  return Device.canonicalize(name)
 
 
 # ---------------------------------------------------------------- helpers
@@ -82,6 +87,25 @@ def _host_array(x) -> np.ndarray:
     try: return f(x)
     except (BufferError, TypeError, RuntimeError, ValueError) as e: err = e
   _err(TypeError, f"cannot make a tensor from {type(x).__name__}: {err}")
+
+def _from_capsule(x, kind: int) -> UOp:
+  """The buffer UOp over the memory x's DLPack capsule describes: host memory of any dtype here, or CUDA memory."""
+  if kind not in (dlpack.KDL_CPU, dlpack.KDL_CUDA): raise BufferError(f"DLPack device type {kind} is not supported (CPU and CUDA are)")
+  # stream 1, the legacy default stream: our stream is a blocking one, ordered after the producer's work there
+  try: cap = x.__dlpack__(max_version=dlpack.VERSION, **({"stream": 1} if kind == dlpack.KDL_CUDA else {}))
+  except TypeError: cap = x.__dlpack__()   # a producer before DLPack 1.0
+  imp = dlpack.Imported(cap)
+  if not imp.contiguous: raise BufferError(f"a DLPack tensor with strides {imp.strides} for shape {imp.shape}: make it contiguous first")
+  n = math.prod(imp.shape)
+  if kind == dlpack.KDL_CPU:
+    mem = (ctypes.c_char * (n * imp.dtype.itemsize)).from_address(imp.ptr) if n else bytearray(0)
+    if n: mem.owner = imp   # the producer's memory lives while the array over it does
+    return new_buffer(np.frombuffer(mem, imp.dtype.np).reshape(imp.shape), _loc(), dtype=imp.dtype)
+  from morok_mlir.device.cuda import CUDABuffer
+  if imp.device[1] != (dev := Device["CUDA"]).ordinal: raise BufferError(f"DLPack memory of CUDA device {imp.device[1]}, not {dev.ordinal}")
+  cb = CUDABuffer(imp.ptr, n, imp.dtype, n * imp.dtype.itemsize)
+  cb.owner = imp   # not the allocator's: freeing it returns the memory to its producer
+  return new_buffer(Buffer("CUDA", n, imp.dtype).allocate(opaque=cb), _loc(), shape=imp.shape)
 
 def _infer(data) -> DType:
   """tinygrad's dtype of a Python (nested) list: all bools -> bool, any float -> float32, else int32."""
@@ -366,7 +390,8 @@ class Tensor(OpMixin, metaclass=_TensorType):
     kernels compiled here (None: the BEAM environment variable; 0: uop-optimize's heuristics only)."""
     todo: dict[UOp, list[Tensor]] = {}
     ts = (self, *lst)
-    if self._view is not None or lst and any(t._view is not None for t in lst): ts += tuple(b for t in ts if t._view is not None for b in t._written())
+    if self._view is not None or lst and any(t._view is not None for t in lst):
+      ts += tuple(b for t in ts if t._view is not None for b in t._written())
     dev = None
     for t in ts:
       if _is_data(u := t.uop): continue
@@ -384,6 +409,14 @@ class Tensor(OpMixin, metaclass=_TensorType):
           b = t.uop = new_buffer(out, u.loc, shape=shape)  # keeps the provenance of what computed it
           if t._requires_grad and id(t) not in _leaves: _realized[b] = u
     return self
+  def mlir(self, stage: str = "graph", debuginfo: bool = False) -> str:
+    """The module that computes this tensor at a stage of the compiler, as MLIR text: "graph" (as built, before any pass;
+    what morok-opt reads), a pass's name (the module after it: uop-rangeify, uop-simplify, uop-kernel-split,
+    uop-optimize), "lowered" (the kernels in upstream MLIR) or "llvm" (their LLVM IR, on the CPU). Nothing runs.
+    debuginfo: with each op's location (the user's file:line)."""
+    if not isinstance(stage, str): _err(TypeError, f"mlir(): stage must be a str, got {type(stage).__name__}")
+    try: return _compile_stages([self.uop], self.device).text(stage, debuginfo)
+    except ValueError as e: _err(ValueError, f"mlir(): {e}")
   def numpy(self) -> np.ndarray:
     """The value in a numpy array of the caller's own: writing to it changes no tensor, and no later write to a tensor
     changes it. A lazy tensor no one else holds (a temporary: `(a * b).exp().numpy()`) is computed into fresh host memory
@@ -400,28 +433,51 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if (rec := _capture.rec) is not None: rec.host_read(b)
     # the copy in recycled host memory (the CPU allocator's pool: no page faults on a repeated call)
     return b.copyout(Device["CPU"].allocator.alloc(b.size, b.dtype)).reshape(self.shape)
-  # ---- DLPack (the array API's exchange protocol), host memory only: numpy's exporter hands out the realized buffer's
-  # own memory (read-only), its capsule holding the array, whose base chain holds the allocator's block
+  # ---- DLPack (the array API's exchange protocol): host memory of numpy's types through numpy's exporter (the realized
+  # buffer's own memory, read-only, its capsule holding the array); device memory and bfloat16/fp8 through our own
+  # capsules (device/dlpack.py), which hold the buffer
   def __dlpack_device__(self) -> tuple[int, int]:
-    if self.device != "CPU": raise BufferError(f"DLPack export of a {self.device} tensor is not supported yet: use .to('CPU')")
-    return (1, 0)   # kDLCPU, device 0
+    return (dlpack.KDL_CPU, 0) if self.device == "CPU" else (dlpack.KDL_CUDA, Device["CUDA"].ordinal) if self.device == "CUDA" else \
+      _err(BufferError, f"DLPack export of a {self.device} tensor is not supported: use .to('CPU')")
   def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-    self.__dlpack_device__()
-    if self.dtype.npdt.kind not in "biuf": raise BufferError(f"numpy's DLPack cannot export {self.dtype}: cast the tensor first")
-    arr = _data(self.realize().uop).buffer.as_numpy().reshape(self.shape)
-    if max_version is None or max_version[0] < 1:   # the legacy capsule cannot say read-only: export a copy, where allowed
+    here, versioned = self.__dlpack_device__(), max_version is not None and max_version[0] >= 1
+    if dl_device is not None and tuple(dl_device) != here:
+      if tuple(dl_device) != (dlpack.KDL_CPU, 0) or copy is False: raise BufferError(f"DLPack export of a {self.device} tensor to {dl_device}")
+      return self.to("CPU").__dlpack__(stream, max_version, None, copy)
+    b = _data(self.realize().uop).buffer
+    if not versioned:   # the legacy capsule cannot say read-only: export a copy, where allowed
       if copy is False: raise BufferError("DLPack before 1.0 cannot export a tensor's read-only memory without a copy (copy=False)")
-      arr = arr.copy()
-    return arr.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+      b = b.copy_to(self.device)
+    if self.device == "CPU" and self.dtype.npdt.isbuiltin == 1:   # numpy's own types (not ml_dtypes')
+      return b.as_numpy().reshape(self.shape).__dlpack__(stream=stream, max_version=max_version, copy=False if versioned else None)
+    if self.device != "CPU": Device[self.device].synchronize("DLPack export")   # the consumer's stream then sees finished data
+    return dlpack.to_capsule(b.ptr, here, self.shape, self.dtype, b, versioned, read_only=versioned)
   @staticmethod
   def from_dlpack(x) -> Tensor:
-    """A tensor over the memory of x (any DLPack exporter on the host: torch, jax, numpy), without a copy where the layout
-    allows (C-contiguous, native byte order): as numpy's from_dlpack, the memory is shared; the exporter must not write to
-    it while the tensor lives."""
-    try: arr = np.from_dlpack(x)
-    except (BufferError, TypeError, RuntimeError, AttributeError) as e:   # (no __dlpack__ is an AttributeError)
+    """A tensor over the memory of x (any DLPack exporter: torch, jax, numpy, cupy), without a copy where the layout
+    allows (C-contiguous, native byte order): the memory is shared; the exporter must not write to it while the tensor
+    lives. Host memory and, with a CUDA device here, CUDA memory."""
+    try:
+      kind = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else dlpack.KDL_CPU
+      if kind == dlpack.KDL_CPU:
+        try: return Tensor(new_buffer(np.from_dlpack(x), _loc()))
+        except (BufferError, TypeError, RuntimeError) as e:   # a type numpy lacks (bfloat16, fp8): read the capsule here
+          if not hasattr(x, "__dlpack__"): raise e
+      return Tensor(_from_capsule(x, kind), device="CUDA" if kind == dlpack.KDL_CUDA else "CPU")
+    except (BufferError, TypeError, RuntimeError, AttributeError, ValueError) as e:   # (no __dlpack__ is an AttributeError)
       _err(BufferError if isinstance(e, BufferError) else TypeError, f"from_dlpack: {e}")
-    return Tensor(new_buffer(arr, _loc()))
+  @staticmethod
+  def from_blob(ptr: int, shape, dtype=None, device=None, **kw) -> Tensor:
+    """A tensor over the host memory at address ptr (tinygrad's): C-contiguous elements of dtype (default float32), not
+    copied and not owned. The memory must stay valid, and unchanged, for as long as the tensor and tensors computed from
+    it live (compiled programs may keep what they derive from an input). device: CPU only (host memory)."""
+    dt, shape = _dtype(dtype or dtypes.default_float), _shape(_argfix(shape) if isinstance(shape, (tuple, list)) else (shape,))
+    if _device(device) != "CPU": _err(NotImplementedError, f"from_blob of host memory onto {_device(device)}: make it on the CPU, then .to()")
+    if not isinstance(ptr, (int, np.integer)) or isinstance(ptr, bool) or (ptr <= 0 and math.prod(shape)):
+      _err(TypeError, f"from_blob needs a memory address (a positive int), got {ptr!r}")
+    nbytes = math.prod(shape) * dt.itemsize
+    arr = np.frombuffer((ctypes.c_char * nbytes).from_address(int(ptr)), dt.np) if nbytes else np.empty(0, dt.np)
+    return Tensor(new_buffer(arr.reshape(shape), _loc(), dt), **kw)
   def item(self):
     if self.numel() != 1: _err(ValueError, f"item() needs a tensor with one element, got shape {self.shape}")
     return self.numpy().item()
@@ -637,6 +693,12 @@ class Tensor(OpMixin, metaclass=_TensorType):
     ret = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), attrs(device=dev), _loc()), device=dev)
     ret._requires_grad = self._requires_grad
     return ret
+  def to_(self, device) -> Tensor:
+    """to(device) in place (tinygrad's): self (and its grad) now live on device; self, returned, is no longer a view."""
+    ret = self.to(device)
+    if self.grad is not None: self.grad = self.grad.to(device)
+    self.uop, self.device, self._view = ret.uop, ret.device, None
+    return self
   def cpu(self) -> Tensor: return self.to("CPU")
   # PyTorch's in-place ops, through assign (tinygrad's semantics: self is rebound, views write their bases); they return self
   def add_(self, x, alpha=1) -> Tensor: return self.assign(self + (x if alpha == 1 else x * alpha))

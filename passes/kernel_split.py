@@ -54,7 +54,7 @@ def split_func(f: Func, prefix: str = "") -> list[Func]:
                         visibility="private"))
     # after the last writer of every buffer it reads or writes (a kernel may update a buffer in place: scatter)
     deps = tuple(dict.fromkeys(calls[writer[b.attrs["slot"]]] for b in order if b.attrs["slot"] in writer))
-    calls.append(UOp(Ops.KERNEL, dtypes.void, deps, attrs(callee=("@sym", name), slots=tuple(b.attrs["slot"] for b in order))))
+    calls.append(UOp(Ops.KERNEL, dtypes.void, deps, attrs(callee=("@sym", name), slots=tuple(b.attrs["slot"] for b in order)), body.loc))
     for b in stored: writer[b.attrs["slot"]] = k
   sched_args = f.args + list(temps.values())
   sched = Func(prefix + "schedule", sched_args, [], [UOp(Ops.SINK, dtypes.void, tuple(calls))],

@@ -29,7 +29,6 @@ Heuristics; with beam = n > 0 each static kernel's choices are then searched by 
 Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), l2, l3 (cache bytes, 0:
 the machine's), beam (0: no search)."""
 from __future__ import annotations
-import os
 from dataclasses import replace
 from math import prod
 from morok_mlir.ir.bridge import Func
@@ -37,7 +36,8 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.host import CACHES, THREADS, VEC_WIDTH
 from morok_mlir.ir.registry import register, Option, PassError
-from morok_mlir.core import index_math as im
+from morok_mlir.core import env, index_math as im
+from morok_mlir.core.progress import progress
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
 from morok_mlir.core.kernel_facts import ONE, contraction, contraction_tiles, in_place, ranges_of, rsize, single_store, twin, winograd
@@ -45,7 +45,7 @@ from morok_mlir.core.kernel_facts import ONE, contraction, contraction_tiles, in
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
 
-WINOGRAD = os.environ.get("WINO", "1") != "0"
+WINOGRAD = env.get("WINO")
 
 def winograd_tiles(c, w) -> int:
   """The 2x2 output tiles of a convolution winograd() accepted (a batch of images, rows and columns rounded up)."""
@@ -287,4 +287,5 @@ def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0,
   if beam and SEARCH is None: raise PassError("uop-optimize: beam > 0 needs the CPU device's search (morok_mlir.device.search)")
   kernel = lambda f: "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK
   funcs = [optimize_kernel(f, threads, vec, caches) if kernel(f) else f for f in funcs]
-  return [SEARCH(f, beam, threads, vec) if beam and kernel(f) else f for f in funcs]
+  if not beam: return funcs
+  return [SEARCH(f, beam, threads, vec) if kernel(f) else f for f in progress(funcs, f"BEAM={beam}", "function")]

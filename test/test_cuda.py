@@ -124,6 +124,45 @@ def test_tensors_stay_on_the_gpu(fake_cuda):
   assert fake.copies == {"HtoD": 1, "DtoH": 3, "DtoD": 0}   # each .numpy(), and .to("CPU"): device->host
   np.testing.assert_allclose((y.sum(axis=1) + z.max()).numpy(), (a + 1).sum(axis=1) + ((a + 1) * 2).max(), rtol=1e-6)
 
+def test_dlpack_on_cuda_shares_device_memory(fake_cuda):
+  """A CUDA tensor exports its device memory (kDLCUDA, read-only in a DLPack 1.x capsule; a legacy capsule gets a device
+  copy) and Tensor.from_dlpack imports a foreign CUDA capsule without a copy; the producer's deleter runs once the
+  importing tensor dies."""
+  import gc
+  from morok_mlir.device import dlpack
+  dev, fake = fake_cuda
+  gc.collect(); dlpack.sweep()
+  n0, a = len(dlpack._alive), np.arange(12, dtype=np.float32).reshape(3, 4)
+  x = (Tensor(a).to("CUDA") * 2).realize()
+  assert x.__dlpack_device__() == (2, 0)
+  class Foreign:   # a CUDA producer that is not a Tensor (as a torch CUDA tensor is to us)
+    def __dlpack_device__(self): return (2, 0)
+    def __dlpack__(self, stream=None, max_version=None): return x.__dlpack__(stream=stream, max_version=max_version)
+  y = Tensor.from_dlpack(Foreign())
+  assert y.device == "CUDA" and y.shape == (3, 4) and y.uop.buffer.ptr == x.uop.buffer.ptr
+  copies = dict(fake.copies)
+  np.testing.assert_array_equal((y + 1).numpy(), a * 2 + 1)
+  assert fake.copies["HtoD"] == copies["HtoD"]   # the import moved nothing through the host
+  legacy = dlpack.Imported(x.__dlpack__())
+  assert legacy.ptr != x.uop.buffer.ptr and fake.copies["DtoD"] == copies["DtoD"] + 1
+  legacy.release()
+  z = Tensor.from_dlpack(Foreign())   # (y's buffer may stay in the caches of the graphs that read it)
+  assert len(dlpack._alive) == n0 + 2
+  del z
+  gc.collect(); dlpack.sweep()
+  assert len(dlpack._alive) == n0 + 1
+
+def test_an_absent_gpu_fails_where_the_tensor_is_moved(monkeypatch):
+  """.to("CUDA") and Tensor(..., device="CUDA") without a driver or GPU: one RuntimeError at the user's line, no chain."""
+  def no_driver(): raise cuda.CUDAUnavailable("no CUDA driver (libcuda.so) found")
+  monkeypatch.setattr(cuda, "driver", no_driver)
+  monkeypatch.setattr(cuda, "CUDA", cuda.CUDADevice())
+  monkeypatch.setattr(Device, "_found", {})
+  with pytest.raises(RuntimeError, match=r"test_cuda.py:\d+:\d+: device 'CUDA' is not available: no CUDA driver") as e:
+    Tensor([1.0, 2.0]).to("CUDA")
+  assert e.value.__cause__ is None and e.value.__context__ is None
+  with pytest.raises(RuntimeError, match=r"test_cuda.py:\d+:\d+: device 'cuda' is not available"): Tensor([1.0], device="cuda")
+
 def test_buffers_on_fake_cuda(fake_cuda):
   dev, fake = fake_cuda
   a = np.arange(100, dtype=np.float32)

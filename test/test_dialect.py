@@ -131,7 +131,8 @@ def test_every_verify_check_has_a_bad_case():
 
 # every op: element types from the dtype table, static shapes, 1-d vectors, at most 2^47 bytes (passes assume all of it)
 TYPE_BAD = [("tensor<4xf8E5M2FNUZ>", "element type f8E5M2FNUZ"), ("tensor<4xi3>", "element type i3"), ("i128", "unsupported type i128"),
-            ("tensor<4xf8E4M3FN>", "element type f8E4M3FN"), ("f8E5M2", "unsupported type f8E5M2"), ("tensor<4xsi32>", "element type si32"),
+            ("tensor<4xf8E4M3FNUZ>", "element type f8E4M3FNUZ"), ("f8E4M3B11FNUZ", "unsupported type f8E4M3B11FNUZ"),
+            ("tensor<4xsi32>", "element type si32"),
             ("tensor<4xui3>", "element type ui3"), ("tensor<4xtf32>", "element type tf32"), ("tensor<4xcomplex<f32>>", "unsupported type"),
             ("tensor<4xvector<4xf32>>", "unsupported type"), ("tensor<?x4xf32>", "static shapes"), ("tensor<*xf32>", "static shapes"),
             ("vector<[4]xf32>", "static shapes"), ('tensor<4xf32, "enc">', "no layout, encoding"), ("memref<4xf32, 3>", "memory space"),
@@ -143,7 +144,8 @@ TYPE_BAD = [("tensor<4xf8E5M2FNUZ>", "element type f8E5M2FNUZ"), ("tensor<4xi3>"
 def test_verify_rejects_types(ctx, ty, want):
   msg = problems(ctx, F.format(args=f"%a: {ty}", body=f'%0 = "uop.detach"(%a) : ({ty}) -> {ty}'))
   assert "'uop.detach' op" in msg and want in msg, msg
-  if want.startswith("element type"): assert "(supported: i1, i8, i16, i32, i64, ui8, ui16, ui32, ui64, f16, bf16, f32, f64, index)" in msg
+  if want.startswith("element type"):
+    assert "(supported: i1, i8, i16, i32, i64, ui8, ui16, ui32, ui64, f8E4M3FN, f8E5M2, f16, bf16, f32, f64, index)" in msg
 
 def test_verify_accepts_every_dtype(ctx):
   from morok_mlir.core.dtype import dtypes

@@ -31,7 +31,7 @@ CASES = [(dt, bo, lay) for dt in dtypes.all for bo in orders(dt) for lay in LAYO
 def close(out, ref, dt, rtol=None):
   ref = np.asarray(ref)
   assert out.shape == ref.shape and out.dtype == ref.dtype.newbyteorder("="), (out.shape, out.dtype, ref.shape, ref.dtype)
-  if dt.is_float: np.testing.assert_allclose(out, ref, rtol=rtol or {2: 1e-2, 4: 1e-6, 8: 1e-12}[dt.itemsize])
+  if dt.is_float: np.testing.assert_allclose(out, ref, rtol=rtol or {1: 1e-7, 2: 1e-2, 4: 1e-6, 8: 1e-12}[dt.itemsize])
   else: np.testing.assert_array_equal(out, ref)
 
 @pytest.mark.parametrize("dt,bo,layout", CASES, ids=[f"{d.name}-{'native' if b in '|' + NATIVE else 'swapped'}-{l}" for d, b, l in CASES])
@@ -39,11 +39,11 @@ def test_byte_order_and_layout(dt, bo, layout):
   x = LAYOUTS[layout](base(dt).astype(dt.npdt.newbyteorder(bo)))
   nat = x.astype(dt.np)   # the same numbers, native
   t = Tensor(x)
-  assert t.dtype == dt and t.shape == x.shape and x.dtype.byteorder in "|" + bo
+  assert t.dtype == dt and t.shape == x.shape and x.dtype.byteorder in "|" + bo + "=" * (dt.itemsize == 1)   # (ml_dtypes' fp8 says '=')
   close(t.numpy(), nat, dt)
   close((t + t).numpy(), nat + nat, dt)
   close(t.cast(dtypes.float32).mul(2).numpy(), nat.astype(np.float32) * 2, dtypes.float32)
-  narrow = dt in (dtypes.float16, dtypes.bfloat16)   # accumulated in float32, rounded once
+  narrow = dt.is_float and dt.itemsize < 4   # float16, bfloat16, fp8: accumulated in float32, rounded once
   close(t.sum().numpy(), np.sum(nat, dtype=np.float32 if narrow else t.sum().dtype.np).astype(t.sum().dtype.np), dt, rtol=1e-2 if narrow else 1e-5)
   close(t.max().numpy(), nat.max(), dt)
   if x.ndim: close(t.flip(0)[..., 1:].numpy(), nat[::-1, ..., 1:], dt)
@@ -201,7 +201,7 @@ HOSTILE = [  # (call, the exception it raises, or numpy's answer); one call per 
   (lambda: t.cast(np.complex64), TypeError),
   (lambda: t.cast(dtypes.index), TypeError),
   (lambda: Tensor.zeros(2, dtype=str), TypeError),
-  (lambda: t.bitcast(dtypes.float16), TypeError),
+  (lambda: t.bitcast(dtypes.float64), TypeError),
   (lambda: Tensor([1], device="TPU"), ValueError),
   (lambda: t.to(5), TypeError),
   (lambda: Tensor([1], device=["CPU"]), TypeError),
@@ -221,7 +221,7 @@ HOSTILE = [  # (call, the exception it raises, or numpy's answer); one call per 
   (lambda: x4.conv2d(w3, stride=(1, 1, 1)), ValueError),
   (lambda: x4.conv2d(w3, padding=(1, 1, 1)), ValueError),
   (lambda: x4.conv2d(w3, dilation=1.5), TypeError),
-  (lambda: x4.conv2d(w3, padding="same"), TypeError),
+  (lambda: x4.conv2d(w3, padding="full"), ValueError),
   (lambda: x4.conv2d(w3, bias=Tensor.ones(2)), ValueError),
   (lambda: x4.conv2d(np.ones((1, 1, 3, 3))), TypeError),
   (lambda: Tensor.ones(5, 5).conv2d(Tensor.ones(3, 3)), ValueError),

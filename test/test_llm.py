@@ -184,3 +184,26 @@ def test_bad_requests_raise_at_the_callers_line():
   with pytest.raises(ValueError, match=r"test_llm.py:\d+.*do not fit max_context=16"): list(llm.generate_ids(list(range(10)), max_tokens=10))
   with pytest.raises(ValueError, match="top_p"): sample(Tensor(np.zeros((1, 4), np.float32)), 1.0, top_p=1.5)
   with pytest.raises(ValueError, match="chat template"): llm.chat_prompt("hi")
+
+def test_a_prompt_extending_the_cached_one_prefills_only_the_rest(monkeypatch):
+  """A conversation's next turn reuses the cache's rows of the turns before (the prefill starts after the common
+  prefix, at a bound position > 0) and gives the reference's greedy tokens; a prompt that diverges recomputes from there."""
+  from morok_mlir.llm import LLM
+  W = random_weights(TINY, seed=2)
+  llm = LLM.from_model(Llama(TINY, {k: Tensor(v) for k, v in W.items()}))
+  starts, step = [], llm._step
+  monkeypatch.setattr(llm, "_step", lambda T, s: (lambda f: lambda toks, pos, last: (starts.append((T, pos.val)), f(toks, pos, last))[1])(step(T, s)))
+  def want(prompt, n):
+    ref, out, feed = Ref(TINY, W), [], list(prompt)
+    for _ in range(n):
+      out.append(int(ref.step(feed)[-1].argmax()))
+      feed = out[-1:]
+    return out
+  first = list(llm.generate_ids([1, 2, 3], max_tokens=3))
+  assert first == want([1, 2, 3], 3)
+  turn2 = [1, 2, 3] + first + [9, 4]
+  assert list(llm.generate_ids(turn2, max_tokens=3)) == want(turn2, 3)
+  prefill = [s for s in starts if s[0] > 1]
+  assert prefill[1][1] == 5, prefill   # 1, 2, 3 and the two fed tokens of the first answer were cached (the third never fed)
+  assert list(llm.generate_ids([1, 5, 6], max_tokens=2)) == want([1, 5, 6], 2)
+  assert [s for s in starts if s[0] > 1][2][1] == 1

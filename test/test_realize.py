@@ -66,7 +66,10 @@ def test_devices_on_tensors():
   assert a.device == Device.DEFAULT == "CPU" and (a + 1).device == "CPU" and a.to("cpu:0") is a
   with pytest.raises(ValueError, match=r"test_realize\.py:\d+.*unknown device"):
     a.to("TPU")
-  if "CUDA" in Device.names:
+  from morok_mlir.device.cuda import available
+  if not available()[0]:
+    with pytest.raises(RuntimeError, match=r"test_realize\.py:\d+.*'CUDA' is not available"): a.to("CUDA")
+  else:
     c = a.to("CUDA")
     assert c.device == "CUDA" and c.uop.op is Ops.COPY and (c * 2).device == "CUDA"
     with pytest.raises(RuntimeError, match=r"test_realize\.py:\d+.*one device"):

@@ -9,7 +9,7 @@ from morok_mlir.dialects.ops import Ops
 
 ALL, INTS, FLOATS, SINTS = dtypes.all, dtypes.ints, dtypes.floats, dtypes.sints
 NUMS = INTS + FLOATS
-TOL = {dtypes.float16: 1e-2, dtypes.bfloat16: 2e-2, dtypes.float32: 2e-6, dtypes.float64: 1e-12}
+TOL = {dtypes.fp8e4m3: 0.13, dtypes.fp8e5m2: 0.26, dtypes.float16: 1e-2, dtypes.bfloat16: 2e-2, dtypes.float32: 2e-6, dtypes.float64: 1e-12}
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 def data(shape, dt, lo=-10, hi=10, seed=0, nonzero=False, full=False):
@@ -27,7 +27,7 @@ def check(t: Tensor, ref, rtol=None, atol=0.0):
   out, ref = t.numpy(), np.asarray(ref)
   assert out.shape == ref.shape, (out.shape, ref.shape)
   assert out.dtype == ref.dtype, (out.dtype, ref.dtype)
-  if out.dtype.kind == "f" or out.dtype == dtypes.bfloat16.npdt:   # ml_dtypes' bfloat16 has numpy kind 'V'
+  if out.dtype.kind == "f" or out.dtype in (dtypes.bfloat16.npdt, dtypes.fp8e4m3.npdt, dtypes.fp8e5m2.npdt):   # ml_dtypes' (kind 'V')
     np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64), rtol=rtol if rtol is not None else TOL[t.dtype], atol=atol,
                                equal_nan=True)
   else: np.testing.assert_array_equal(out, ref)
@@ -136,9 +136,9 @@ def test_unary(name, dt):
   a = _round_data(dt) if name in ("round", "floor", "ceil", "trunc") and dt.is_float else \
       data((4, 5), dt, seed=7, full=name in ("neg", "abs", "sign", "bitwise_not", "square", "relu"), **kw)
   if name in FLOAT_FNS:
-    r = ref(a.astype(np.float32 if dt == dtypes.bfloat16 else fdt(dt).np))   # numpy's bfloat16 ufuncs would round every step
-    check(f(Tensor(a)), r.astype(fdt(dt).np), rtol={dtypes.float16: 1e-2, dtypes.bfloat16: 1e-2, dtypes.float64: 1e-7}.get(fdt(dt), 1e-5),
-          atol=1e-2 if dt in (dtypes.float16, dtypes.bfloat16) else 1e-6)
+    r = ref(a.astype(np.float32 if dt in (dtypes.bfloat16, *dtypes.fp8s) else fdt(dt).np))   # ml_dtypes' ufuncs would round every step
+    rtol = {dtypes.float16: 1e-2, dtypes.bfloat16: 1e-2, dtypes.float64: 1e-7}.get(fdt(dt), TOL.get(dt, 1e-5))
+    check(f(Tensor(a)), r.astype(fdt(dt).np), rtol=rtol, atol=1e-2 if dt in (dtypes.float16, dtypes.bfloat16, *dtypes.fp8s) else 1e-6)
   else: check(f(Tensor(a)), ref(a))
 
 def test_where_and_clip():
@@ -241,7 +241,7 @@ AXES = [None, 0, -1, (0, 2), 1]
 @pytest.mark.parametrize("keepdim", [False, True])
 def test_sum_max_min(dt, keepdim):
   a = data((2, 3, 4), dt, seed=16, full=True) if dt.is_int else data((2, 3, 4), dt, seed=16)
-  narrow = dt in (dtypes.float16, dtypes.bfloat16)   # accumulate in float32, rounded once; ints and bools in 64 bits (numpy's)
+  narrow = dt.is_float and dt.itemsize < 4   # fp8, float16, bfloat16 accumulate in float32, rounded once; ints and bools in 64 bits (numpy's)
   for ax in AXES:
     ref = np.sum(a.astype(np.float32), ax, keepdims=keepdim).astype(dt.np) if narrow else np.sum(a, ax, keepdims=keepdim)
     check(Tensor(a).sum(ax, keepdim=keepdim), ref, rtol=1e-5 if dt == dtypes.float32 else None)

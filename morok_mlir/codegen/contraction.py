@@ -368,7 +368,7 @@ class MM:
     self.ta, self.tb, self.tc = (f"memref<{x}xf32>" for x in mk.scratch[:3])
     self.off: dict[str, str] = {}   # a batch's problem offsets in Ap, Bp and C
 
-  def put(self, text: str): self.em.do(self.b, text)
+  def call(self, fn: str, args: list[str], tys: list[str]): self.em.call(self.b, fn, args, tys)
   def ix(self, op: str, *xs: str) -> str: return self.em.arith(self.b, op, "index", *xs)   # index arithmetic
   def ci(self, v: int) -> str: return self.em.const(self.b, v)
   def add(self, x: str, c: int) -> str: return self.ix("addi", x, self.ci(c)) if c else x
@@ -392,8 +392,7 @@ class MM:
         for part, area in zip("abc", mk.areas): self.off[part] = self.ix("muli", bt.iv, self.ci(area))
         self.goto(self.c0, self.ci(self.mb), True)
     idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if mk.fused else []) if mk.threads > 1 else []
-    return Emitter.func(f"{mk.name}_mm", [f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(mk.args)] + idx, self.b,
-                        "func.func private" if private else "func.func")
+    return Emitter.func(f"{mk.name}_mm", [f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(mk.args)] + idx, self.b, private=private)
 
   def goto(self, lo: str, hi: str, by_m: bool):
     """Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels (each
@@ -418,7 +417,7 @@ class MM:
     with self.loop(self.lo, self.hi) as icb:
       ib_lo, ib_hi = self.row_block(icb.iv)
       args = [f"%arg{i}" for i in range(mk.nargs + 3)] + [mine] + bufs[1:] + [ib_lo, ib_hi]
-      self.put(f"func.call @{mk.name}_pack_a({', '.join(args)}) : ({', '.join([mem_type(a.dtype) for a in mk.args] + ['index', 'index'])}) -> ()")
+      self.call(f"{mk.name}_pack_a", args, [mem_type(a.dtype) for a in mk.args] + ['index', 'index'])
       with self.loop(self.c0, self.ck, self.ckc) as kc:
         kend, first = self.k_slice(kc.iv)
         with self.loop(self.c0, self.ci(self.nb)) as jb:
@@ -477,12 +476,12 @@ class MM:
     mk = self.mk
     if self.batched: ib = self.ix("addi", self.ix("muli", self.bt, self.ci(mk.Mp // mk.mr)), ib)
     t = self.ix("addi", self.ix("muli", ib, self.ci(self.nb)), jb)
-    epi_args = f"{', '.join([f'%arg{i}' for i in range(len(mk.args))] + [self.tile_buf, t, self.add(t, 1)])}) : " \
-               f"({', '.join([mem_type(x.dtype) for x in mk.args] + [self.tty, 'index', 'index'])}) -> ()"
+    epi_args = ([f'%arg{i}' for i in range(len(mk.args))] + [self.tile_buf, t, self.add(t, 1)],
+                [mem_type(x.dtype) for x in mk.args] + [self.tty, 'index', 'index'])
     last = None if self.one else self.em.cmpi(self.b, "eq", kend, self.ck, "index")
-    if last is None: self.put(f"func.call @{mk.name}_pf({epi_args}")
+    if last is None: self.call(f"{mk.name}_pf", *epi_args)
     else:
-      with self.em.if_(self.b, last) as (then, _), self.into(then): self.put(f"func.call @{mk.name}_pf({epi_args}")
+      with self.em.if_(self.b, last) as (then, _), self.into(then): self.call(f"{mk.name}_pf", *epi_args)
     return epi_args, last
 
   def k_loop(self, kc: str, kend: str, init: list[str], bbase: str, a: str | list[str], a_buf: str, a_ty: str) -> list[str]:
@@ -509,13 +508,13 @@ class MM:
   def to_c(self, res: list[str], offs: list[str]):
     for r, o in zip(res, offs): self.em.vstore(self.b, r, self.pc, o, self.tc, self.V)
 
-  def to_tile(self, res: list[str], epi_args: str):
+  def to_tile(self, res: list[str], epi_args: tuple[list[str], list[str]]):
     """The tile on mm's stack, row-major, or transposed where the epilogue's lanes run along its rows; then the epilogue."""
     mk, vw, V = self.mk, self.mk.vw, self.V
     for q in range(mk.mr * self.nv):
       v = res[q] if not mk.tile_rows else self.transposed(res, q)
       self.em.vstore(self.b, v, self.tile_buf, self.ci(q * vw), self.tty, V)
-    self.put(f"func.call @{mk.name}_epi({epi_args}")
+    self.call(f"{mk.name}_epi", *epi_args)
 
   def transposed(self, res: list[str], q: int) -> str:
     """Chunk q of the transposed tile (element p: column p // mr, row p % mr) from the accumulators it takes lanes of,

@@ -60,7 +60,6 @@ class Emitter:
     name = f"%{self.stem}{self.n}"; self.n += 1
     b.lines.append(f"{name} = {text}")
     return Value(name, ty) if ty else name
-  def do(self, b: Block, text: str): b.lines.append(text)   # an op without results
   def const(self, b: Block, v, ty: str = "index") -> Value: return self.op(b, f"arith.constant {v} : {ty}", ty)
 
   # -- typed ops: the text of arith/memref ops from operand names and their MLIR types (op: the name without `arith.`)
@@ -94,6 +93,17 @@ class Emitter:
     """Memory of type mt, on the stack (alloca) or the heap (alloc: dealloc it)."""
     return self.op(b, f"memref.{'alloc' if heap else 'alloca'}() {{alignment = {align} : i64}} : {mt}")
   def dealloc(self, b: Block, x: str, mt: str): b.lines.append(f"memref.dealloc {x} : {mt}")
+  def call(self, b: Block, fn: str, args: list[str], tys: list[str]):
+    """A call of @fn, which returns nothing, on args of types tys."""
+    b.lines.append(f"func.call @{fn}({', '.join(args)}) : ({', '.join(tys)}) -> ()")
+
+  # -- gpu ops
+  def gpu_id(self, b: Block, kind: str) -> str: return self.op(b, f"gpu.{kind} x")   # kind: thread_id, block_id, global_id
+  def all_reduce(self, b: Block, op: str, x: str, ty: str) -> str: return self.op(b, f"gpu.all_reduce {op} {x} uniform {{}} : ({ty}) -> ({ty})")
+  def launch(self, b: Block, kernel: str, blocks: list[str], threads: list[str], args: list[str], tys: list[str]):
+    """A launch of @kernels::@kernel over blocks x threads (three sizes each)."""
+    b.lines.append(f"gpu.launch_func @kernels::@{kernel} blocks in ({', '.join(blocks)}) threads in ({', '.join(threads)}) "
+                   f"args({', '.join(f'{a} : {t}' for a, t in zip(args, tys))})")
 
   # -- scf.for: open (names), write the body, close (the text goes into the parent)
   def open_for(self, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = "", body: Block | None = None) -> Loop:
@@ -134,8 +144,11 @@ class Emitter:
 
   # -- functions
   @staticmethod
-  def func(name: str, args: list[str], body: Block, head: str = "func.func", attrs: str = "", ret: str = "return", depth: int = 1) -> str:
-    """The text of a function whose body is b, the function `depth` levels into its module."""
+  def func(name: str, args: list[str], body: Block, head: str = "func.func", attrs: str = "", ret: str = "return", depth: int = 1,
+           private: bool = False) -> str:
+    """The text of a function whose body is b, the function `depth` levels into its module; private: a func.func only its
+    module calls."""
+    if private: head = "func.func private"
     by, attrs = "  " * depth, attrs or (_PUBLIC.get() if head == "func.func" else "")
     lines = "".join(f"{by}  {l}\n" for l in body.lines)
     return f"{by}{head} @{name}({', '.join(args)}){attrs} {{\n{lines}{by}  {ret}\n{by}}}\n"
@@ -144,3 +157,16 @@ class Emitter:
     """A module (or gpu.module @name: head) of functions' texts."""
     by = "  " * depth
     return f"{by}{head} {{\n{''.join(funcs)}{by}}}\n"
+  @staticmethod
+  def gpu_func(name: str, args: list[str], body: Block, block_size: int) -> str:
+    """A gpu.func kernel run by blocks of block_size threads (inside a gpu.module); args: `name: type`, each 16-byte
+    aligned (the runtime's allocations are 256-byte aligned: the back end may then use 16-byte loads and stores)."""
+    args = [f"{a} {{llvm.align = 16 : i64}}" for a in args]
+    return Emitter.func(name, args, body, "gpu.func", f" kernel attributes {{known_block_size = array<i32: {block_size}, 1, 1>}}", "gpu.return", 2)
+  @staticmethod
+  def gpu_module(kernels: list[str], host: list[str] = ()) -> str:
+    """A module of GPU kernels (in `gpu.module @kernels`) and the host functions that launch them."""
+    gpu = [Emitter.module(kernels, "gpu.module @kernels", 1)] if kernels else []
+    return Emitter.module(gpu + list(host), f"module attributes {{{GPU_CONTAINER}}}")
+
+GPU_CONTAINER = "gpu.container_module"   # the unit attribute of a module holding gpu.modules

@@ -3,9 +3,8 @@
 Each kernel becomes a public `func.func` over signless, static memrefs: `scf.for` loops, `memref.load/store`, `arith`,
 `math`. `@schedule` becomes a function that `func.call`s the kernels on its arguments (`slots`), dependencies first.
 
-Placement: ranges closed by one `uop.end` (or `uop.reduce`) become nested `scf.for`s in the order of their `axis`;
-every op is emitted in the innermost open loop among the ranges it depends on (so loop-invariant loads and index
-math are hoisted), a reduce opens its loops (carrying the accumulator as `iter_args`) where its result is needed.
+Placement (which loop each op lives in) is placement.py's; this module is the CPU's policy for it (`CPU`: a parallel
+kernel's outer loop runs over a thread's chunk) and each op's semantics on every target (`Lowerer`, `RULES`).
 A gated load clamps its address to 0 where the gate is false and selects 0 for the value, so padding never reads
 out of bounds (an empty buffer gives the constant 0).
 
@@ -39,74 +38,23 @@ module, each kernel as its template's phases: program.lower_module. Unsupported 
 from __future__ import annotations
 import math
 import numpy as np
-from math import prod
-from morok_mlir.ir.bridge import Func, arg_buffer, attr_text, const_text
-from morok_mlir.core.dtype import DType, PtrDType, dtypes
+from morok_mlir.ir.bridge import Func, const_text
+from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, attrs
-from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
+from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
-from morok_mlir.core.index_math import at_lane
-from morok_mlir.core.kernel_facts import blocked, in_place, twin
 from morok_mlir.ir.registry import PassError
-from morok_mlir.codegen.emitter import Block, Emitter
-
-# ---------------------------------------------------------------- tables
-# dtype class: f(loat) s(igned int, and index) u(nsigned) b(ool)
-def cls(dt: DType) -> str: return "f" if dt.is_float else "u" if dt.is_unsigned else "b" if dt.is_bool else "s"
-
-F, S, U, B = "fsub"
-def _t(f=None, s=None, u=None, b=None): return {k: v for k, v in zip("fsub", (f, s, u, b)) if v}
-ALU = {  # op -> dtype class -> MLIR op taking (a, b[, c]) of one type
-  "add": _t("arith.addf", "arith.addi", "arith.addi", "arith.ori"), "sub": _t("arith.subf", "arith.subi", "arith.subi", "arith.xori"),
-  "mul": _t("arith.mulf", "arith.muli", "arith.muli", "arith.andi"), "fdiv": _t("arith.divf"),
-  "idiv": _t(None, "arith.divsi", "arith.divui"), "mod": _t("arith.remf", "arith.remsi", "arith.remui"),
-  "max": _t("arith.maximumf", "arith.maxsi", "arith.maxui", "arith.ori"), "min": _t("arith.minimumf", "arith.minsi", "arith.minui", "arith.andi"),
-  "and": _t(None, "arith.andi", "arith.andi", "arith.andi"), "or": _t(None, "arith.ori", "arith.ori", "arith.ori"),
-  "xor": _t(None, "arith.xori", "arith.xori", "arith.xori"), "shl": _t(None, "arith.shli", "arith.shli"),
-  "shr": _t(None, "arith.shrsi", "arith.shrui"), "pow": _t("math.powf"),
-  "sqrt": _t("math.sqrt"), "exp2": _t("math.exp2"), "log2": _t("math.log2"), "sin": _t("math.sin"), "trunc": _t("math.trunc"),
-  "mulacc": _t("math.fma"),
-}
-CMP = {"cmplt": _t("arith.cmpf olt", "arith.cmpi slt", "arith.cmpi ult", "arith.cmpi ult"),
-       "cmpeq": _t("arith.cmpf oeq", "arith.cmpi eq", "arith.cmpi eq", "arith.cmpi eq"),
-       "cmpne": _t("arith.cmpf une", "arith.cmpi ne", "arith.cmpi ne", "arith.cmpi ne")}
-# (source class, destination class) -> cast op; None: decided by width below
-CASTS = {(F, S): "fptosi", (F, U): "fptoui", (S, F): "sitofp", (U, F): "uitofp", (B, F): "uitofp", (B, S): "extui", (B, U): "extui"}
-# ops whose operands `value` does not lower first in operand order (they open loops, run effects or take addresses)
-_OWN_OPERANDS = frozenset((Ops.RANGE, Ops.BUFFER, Ops.AFTER, Ops.REDUCE, Ops.LOAD, Ops.INDEX))
-UNSUPPORTED = {"bufferize": "a bufferize left in a kernel (run uop-kernel-split first)", "special": "GPU ids", "wmma": "tensor cores",
-               "vectorize": "vectors", "gep": "vectors", "if": "if blocks", "endif": "if blocks", "barrier": "barriers",
-               "define_var": "symbolic sizes", "bind": "symbolic sizes", "threefry": "threefry (decompose it first)"}
-
-def mem_type(dt: DType) -> str:
-  """The memref type of a buffer in memory: signless, bool as bytes."""
-  if not isinstance(dt, PtrDType) or dt.size is None: raise PassError(f"kernel arguments must be flat static memrefs, got {dt}")
-  return f"memref<{dt.size}x{'i8' if dt.base.is_bool else dt.base.signless}>"
-
-def sl(dt: DType) -> str: return dt.signless  # register type (index stays index, bool i1)
-
-def _axis(r: UOp) -> int: return r.attrs.get("axis", 0)
-
-def _int_attr(f: Func, name: str, default: int = 0) -> int:
-  if type(v := f.attrs.get(name, default)) is not int: raise PassError(f"@{f.name}: attribute {name} must be an i64 integer, got {attr_text(v)}")
-  return v
-
-def outer_range(f: Func) -> UOp | None:
-  """The outermost loop range of a kernel (the first axis its store's `end` closes), or None."""
-  ends = [u for u in f.roots[0].toposort if u.op is Ops.END] if f.roots else []
-  rngs = [r for e in ends for r in e.src[1:] if r.op is Ops.RANGE]
-  return min(rngs, key=_axis, default=None)
+from morok_mlir.codegen.emitter import Block, Emitter, Loop
+from morok_mlir.codegen import fp8
+from morok_mlir.codegen.tables import ALU, CASTS, CMP, COMPUTE, B, F, S, U, cls, mem_type, sl   # noqa: F401 (mem_type: for the phases)
+from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis, _int_attr, outer_range   # noqa: F401 (_axis: for the phases)
 
 def parallel_info(f: Func) -> tuple[int, int, int] | None:
   """(outer loop size, threads, chunk grain) of a kernel uop-optimize marked parallel, else None. An outer loop that
-  runs to a symbolic size is split in the kernel (Lowerer.close_loops): its chunks are parts i .. j of `threads`."""
+  runs to a symbolic size is split in the kernel (CPU.bounds): its chunks are parts i .. j of `threads`."""
   if "uop.threads" not in f.attrs or (r := outer_range(f)) is None: return None
   t = _int_attr(f, "uop.threads", 1)
   return (t, t, 1) if im.cval(r.src[0]) is None else (int(r.src[0].attrs["value"]), t, _int_attr(f, "uop.grain", 1))
-
-# storage dtype -> the dtype its ops compute in (LLVM has no bf16 arithmetic on most targets; where it has, it flushes
-# subnormals or rounds per target, so bf16 is widened here, computed, and rounded back by Bf16)
-COMPUTE = {dtypes.bfloat16: dtypes.float32}
 
 class Bf16:
   """bfloat16 <-> float32 in integer ops: bf16 is the top half of an f32, so widening is a shift; narrowing rounds to
@@ -125,6 +73,8 @@ class Bf16:
     r = op("shrui", op("addi", b, op("addi", op("andi", hi, c(1)), c(0x7fff))), c(16))
     r = em.select(fr, em.cmpf(fr, "uno", x, x, "f32"), op("ori", hi, c(0x40)), r, "i32")
     return em.cast(fr, "bitcast", em.cast(fr, "trunci", r, "i32", "i16"), "i16", "bf16")
+
+CONVERT = {dtypes.bfloat16: Bf16, dtypes.fp8e4m3: fp8.E4M3, dtypes.fp8e5m2: fp8.E5M2}   # a storage dtype's conversions
 
 # ---------------------------------------------------------------- polynomial transcendentals (f32)
 POLY = ("exp2", "log2", "pow")
@@ -264,203 +214,25 @@ def sum_index(terms: list[UOp]) -> UOp:
   for t in terms: out = im.add(out, t)
   return out
 
-# ---------------------------------------------------------------- the emitter
-class Frame(Block):
-  """A loop body being written (the emitter's Block) and what placement knows of it: its range, the values placed in
-  it (forgotten when it closes), its depth and the ranges open around it."""
-  def __init__(self, parent: Frame | None, rng: UOp | None = None):
-    self.parent, self.rng, self.lines, self.placed, self.step, self.loop = parent, rng, [], [], 1, None
-    self.iv = self.end = self.acc = self.res = None
-    self.depth = parent.depth + 1 if parent else 0
-    self.chain = (parent.chain | {rng}) if parent else frozenset()
+# ---------------------------------------------------------------- the CPU's policy, each op's semantics
+class CPU(Policy):
+  """Plain scf.for loops; a kernel uop-optimize marked parallel (uop.threads) runs its outer loop over the chunk
+  %lo .. %hi its function takes (an outer loop to a symbolic size: parts %lo .. %hi of `threads`)."""
+  def __init__(self, f: Func): self.par = outer_range(f) if "uop.threads" in f.attrs else None
+  def bounds(self, lw: Placement, fr: Frame, lp: Loop):
+    if fr.rng is not self.par: return
+    lp.lo, lp.hi = "%lo", "%hi"
+    if im.cval(fr.rng.src[0]) is None:
+      t, em = lw.const(_int_attr(lw.f, "uop.threads", 1), dtypes.index), lw.em
+      lp.lo, lp.hi = (em.arith(fr.parent, "divui", "index", em.arith(fr.parent, "muli", "index", fr.end, b), t) for b in ("%lo", "%hi"))
+  def func(self, lw: Placement, name: str, private: bool) -> str:
+    args = [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(lw.f.args)] + (["%lo: index", "%hi: index"] if self.par else [])
+    return Emitter.func(name, args, lw.root, private=private)
 
-class Lowerer:
-  pass_name = "uop-lower-cpu"   # subclasses (uop-lower-gpu) override effect/reduce/value and this, for messages
-  keeps = True                  # whether uop.keep's scratch rows are honoured (stack memory per thread)
-  def __init__(self, f: Func):
-    self.f, self.em = f, Emitter()
-    self.line = self.em.op   # line(frame, op text) -> the op's result, placed at the end of the frame
-    if len(f.roots) != 1 or f.roots[0].op is not Ops.SINK or f.results: raise PassError(f"kernel @{f.name} must end in one uop.sink and return nothing")
-    self.sink = f.roots[0]
-    self.root = Frame(None)
-    self.par = outer_range(f) if "uop.threads" in f.attrs else None  # the range whose loop runs from %lo to %hi
-    self.fm = " fastmath<reassoc,contract>" if "uop.fastmath" in f.attrs else ""
-    self.lanes = _int_attr(f, "uop.nontemporal", 0)   # see store_lanes
-    self.block = _int_attr(f, "uop.reduce_block", 0)   # float add reduces longer than this accumulate in blocks
-    self.names: dict[UOp, str] = {}      # values valid at the current point
-    self.open: dict[UOp, Frame] = {}     # range -> the loop frame it is the counter of
-    self.done: set[UOp] = set()          # side effects emitted
-    self.ranges: dict[UOp, frozenset] = {}
-    for i, t in enumerate(f.args): self.names[t] = f"%arg{i}"
-    self.scratch: set[UOp] = set()
-    self.kept_stores: set[UOp] = set()   # stores of kept values (plain stores, whatever uop.nontemporal says)
-    if self.keeps and "uop.keep" in f.attrs: self.keep(tuple(f.attrs["uop.keep"]))
-    self.rs(self.sink)
-
-  def keep(self, axes: tuple[int, ...]):
-    """uop.keep (optimize.kept): each named reduce stores its source, element by element as it reduces it, where the
-    loops that compute the same value at their own indices (`twin`) then load it instead (an `after` on the reduce
-    orders them). That place is the output itself when the kernel's one store writes each of those elements once and
-    has the source's dtype (a softmax row is scaled in place, from cache: one row of cache, not two), else a scratch row
-    on the stack (one per call, so per thread)."""
-    loops = [r for e in self.sink.toposort if e.op is Ops.END for r in e.src[1:]]
-    nodes, sub = set(self.sink.toposort), {}
-    reds = [u for u in self.sink.toposort if u.op is Ops.REDUCE and u.src[1:] and min(_axis(r) for r in u.src[1:]) in axes]
-    for n, red in enumerate(sorted(reds, key=lambda u: min(_axis(r) for r in u.src[1:]))):
-      if (tw := twin(red, nodes, loops)) is None: raise PassError(f"@{self.f.name}: uop.keep names a reduce its loops do not recompute", red.loc)
-      (t, K, J), src = tw, red.src[0]
-      sizes = [im.cval(r.src[0]) for r in K]
-      # the output row (stored for k, loaded back at j), unless the output goes out in nontemporal lanes (past the cache)
-      if n == 0 and not self.lanes and (out := in_place(self.sink, red, t, J)) is not None:
-        buf, at = out.src[0].src
-        kat, jat = at.substitute(dict(zip(J, K))), at
-      else:
-        buf = arg_buffer(-1 - len(self.scratch), src.dtype.ptr(prod(sizes)))
-        self.scratch.add(buf)
-        self.names[buf] = self.em.alloca(self.root, mem_type(buf.dtype))
-        kat, jat = im.linearize(K, sizes), im.linearize(J, sizes)
-      st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, src.dtype.ptr(), (buf, kat)), src), loc=red.loc)
-      self.kept_stores.add(st)
-      sub[red] = new = red.replace(src=(UOp(Ops.AFTER, src.dtype, (src, st), loc=red.loc), *red.src[1:]))
-      sub[t] = UOp(Ops.LOAD, t.dtype, (UOp(Ops.INDEX, t.dtype.ptr(), (UOp(Ops.AFTER, buf.dtype, (buf, new)), jat)),), loc=t.loc)
-    self.sink = self.sink.substitute(sub)
-
-  # -- placement
-  def rs(self, u: UOp) -> frozenset:
-    """The open ranges u depends on: those of its sources, plus itself for a range, minus those a reduce/end closes.
-    Only nodes not seen yet are walked (nodes built later, such as upcast lanes, reuse what is known below them)."""
-    if (known := self.ranges.get(u)) is not None: return known
-    stack = [(u, False)]
-    while stack:
-      x, post = stack.pop()
-      if x in self.ranges: continue
-      if not post:
-        stack.append((x, True)); stack.extend((s, False) for s in x.src if s not in self.ranges)
-        continue
-      rs = frozenset().union(*(self.ranges[s] for s in x.src))
-      if x.op is Ops.RANGE: rs |= {x}
-      if x.op in (Ops.REDUCE, Ops.END):
-        if any(r.op is not Ops.RANGE for r in x.src[1:]): raise PassError(f"uop.{x.op} closes a non-range", x.loc)
-        rs -= set(x.src[1:])
-      self.ranges[x] = rs
-    return self.ranges[u]
-  def target(self, u: UOp) -> Frame:
-    if (missing := [r for r in self.rs(u) if r not in self.open]):
-      raise PassError(f"uop.{u.op} uses range axis={_axis(missing[0])} outside the loop that closes it", u.loc)
-    fr = max((self.open[r] for r in self.ranges[u]), key=lambda fr: fr.depth, default=self.root)
-    if not self.ranges[u] <= fr.chain: raise PassError(f"uop.{u.op} mixes ranges of different loop nests", u.loc)
-    return fr
-  def place(self, u: UOp, fr: Frame, name: str) -> str:
-    self.names[u] = name; fr.placed.append(u)
-    return name
-  def const(self, v, dt: DType) -> str: return self.value(UOp(Ops.CONST, dt, (), attrs(value=v)))
-
-  def open_loops(self, parent: Frame, rngs: list[UOp], inits: list[str] | None = None) -> list[Frame]:
-    """Nested loops over rngs (sorted by axis) under parent; with inits, each carries one accumulator."""
-    frames = []
-    for r in sorted(rngs, key=_axis):
-      if r in self.open: raise PassError(f"range axis={_axis(r)} is closed while its loop is already open", r.loc)
-      end = self.value(r.src[0])
-      fr = Frame(frames[-1] if frames else parent, r)
-      fr.loop = lp = self.em.open_for("", end, "", [""] if inits is not None else [], body=fr)
-      fr.iv, fr.end, fr.acc, fr.res = lp.iv, end, lp.accs[0] if lp.accs else None, lp.res   # the loop's names, for its body
-      self.open[r] = fr; frames.append(fr)
-    if inits is not None:   # each loop's accumulator starts from the enclosing loop's
-      for i, fr in enumerate(frames): fr.loop.inits = [frames[i - 1].acc if i else inits[0]]
-    return frames
-  def close_loops(self, frames: list[Frame], ty: str | None = None, yielded: str | None = None):
-    c0, c1 = self.const(0, dtypes.index), self.const(1, dtypes.index)
-    for i, fr in reversed(list(enumerate(frames))):
-      for u in fr.placed: del self.names[u]
-      del self.open[fr.rng]
-      lp, end = fr.loop, fr.end
-      lp.lo = c0
-      if fr.rng is self.par: lp.lo, lp.hi = "%lo", "%hi"
-      if fr.rng is self.par and im.cval(fr.rng.src[0]) is None:   # parts %lo .. %hi of T of a size read at run time
-        t = self.const(_int_attr(self.f, "uop.threads", 1), dtypes.index)
-        lp.lo, lp.hi = (self.em.arith(fr.parent, "divui", "index", self.em.arith(fr.parent, "muli", "index", end, b), t) for b in ("%lo", "%hi"))
-      lp.step = c1 if fr.step == 1 else self.const(fr.step, dtypes.index)
-      self.em.close_for(fr.parent, lp, [frames[i + 1].res if i + 1 < len(frames) else yielded] if ty is not None else [], ty or "")
-
-  # -- side effects
-  def effect(self, u: UOp):
-    if u in self.done: return
-    self.done.add(u)
-    if u.op in (Ops.SINK, Ops.GROUP):
-      for s in u.src: self.effect(s)
-    elif u.op is Ops.END:
-      frames = self.open_loops(self.target(u), list(u.src[1:]))
-      self.effect(u.src[0])
-      self.close_loops(frames)
-    elif u.op is Ops.STORE:
-      idx, v = u.src
-      if idx.op is not Ops.INDEX: raise PassError("uop.store must store through a uop.index", u.loc)
-      # a kept value's store (to a scratch row) is no output store: lowering rebuilds its node (affine index forms),
-      # so it is known by its buffer too
-      if self.lanes and u not in self.kept_stores and idx.src[0] not in self.scratch: return self.store_lanes(u)
-      buf, i, gate = self.address(idx)
-      val = self.value(v)
-      fr = self.target(u)
-      if idx.dtype.base.is_bool: val = self.em.cast(fr, "extui", val, "i1", "i8")
-      n = len(fr.lines)
-      self.em.store(fr, val, buf, i, mem_type(idx.src[0].dtype))
-      if gate: self.em.wrap_if(fr, gate, n)
-    elif u.op is Ops.AFTER: self.value(u)
-    elif u.op is Ops.REDUCE: self.value(u)   # a kept reduce (see keep): its loop has filled the scratch row
-    else: raise PassError(f"uop.{u.op} cannot be lowered as a side effect", u.loc)
-
-  def store_lanes(self, u: UOp):
-    """uop.nontemporal = VW (optimize.streaming_store chose the kernel): the innermost loop steps VW; the store's value
-    is computed for lanes r .. r+VW-1 (index math in affine form, so the lanes' loads are base + 0..VW-1 and LLVM's
-    SLP vectorizer turns the VW isomorphic scalar chains into vector code), then one nontemporal vector store."""
-    fr = self.target(u)
-    fr.step = self.lanes
-    lanes = [at_lane(u, fr.rng, j) for j in range(self.lanes)]
-    vals = [self.value(st.src[1]) for st in lanes]
-    buf, i, _ = self.address(lanes[0].src[0])
-    vt = f"vector<{self.lanes}xf32>"
-    vec = self.em.from_elements(fr, vals, vt)
-    # aligned: the address is a multiple of VW (streaming_store checks the index) in a buffer the runtime aligns
-    self.em.vstore(fr, vec, buf, i, mem_type(u.src[0].src[0].dtype), vt, f"alignment = {4 * self.lanes} : i64, nontemporal = true")
-
-  def address(self, idx: UOp) -> tuple[str, str, str | None]:
-    return self.value(idx.src[0]), self.value(idx.src[1]), self.value(idx.src[2]) if len(idx.src) > 2 else None
-
-  # -- values
-  def value(self, u: UOp) -> str:
-    """The SSA name of u's value, emitting it (and its operands, in operand order) where it is first needed."""
-    if (n := self.names.get(u)) is not None: return n
-    if u.op not in _OWN_OPERANDS:
-      # a chain of plain ops is lowered operands first from an explicit post-order (the order the recursion below
-      # would take), so each nested call finds its operands named: depth costs heap, not the C stack
-      for x in self._operands_first(u): self._value(x)
-    return self._value(u)
-  def _operands_first(self, u: UOp) -> list[UOp]:
-    order, seen, stack = [], set(), [(u, False)]
-    while stack:
-      x, post = stack.pop()
-      if post: order.append(x); continue
-      if x in seen or x in self.names: continue
-      seen.add(x); stack.append((x, True))
-      if x.op not in _OWN_OPERANDS: stack.extend((s, False) for s in reversed(x.src))
-    return order[:-1]
-  def _value(self, u: UOp) -> str:
-    if (n := self.names.get(u)) is not None: return n
-    if u.op in UNSUPPORTED: raise PassError(f"{self.pass_name} does not support {UNSUPPORTED[u.op]} yet (uop.{u.op})", u.loc)
-    if u.op is Ops.RANGE:
-      if u not in self.open: raise PassError(f"range axis={_axis(u)} is used outside the loop that closes it", u.loc)
-      return self.open[u].iv
-    if u.op is Ops.BUFFER: raise PassError(f"buffer slot {u.attrs.get('slot')} is not an argument of @{self.f.name}", u.loc)
-    if u.op is Ops.AFTER:
-      for d in u.src[1:]: self.effect(d)
-      return self.value(u.src[0])
-    if u.op is Ops.REDUCE: return self.reduce(u)
-    srcs = [self.value(s) for s in u.src] if u.op not in (Ops.LOAD, Ops.INDEX) else []
-    fr = self.target(u)
-    if u.op is Ops.CONST: return self.place(u, fr, self.em.constant(fr, const_text(u.attrs['value'], u.dtype.mlir)))
-    if u.op is Ops.LOAD: return self.place(u, fr, self.load(u, fr))
-    if u.op is Ops.INDEX: raise PassError("uop.index used as a value (only loads and stores take addresses)", u.loc)
-    return self.place(u, fr, self.alu(u.op, u.src, srcs, u.dtype, fr, u))
+class Lowerer(Placement):
+  """A kernel's placement with each op's semantics: loads, the per-op table's rules and what they share (casts,
+  guarded division and shifts, integer powers). policy: the target's (the CPU's by default)."""
+  def __init__(self, f: Func, policy: Policy | None = None): super().__init__(f, policy or CPU(f))
 
   def load(self, u: UOp, fr: Frame) -> str:
     idx = u.src[0]
@@ -495,21 +267,6 @@ class Lowerer:
     if lo < 0 or hi >= buf.dtype.size: return None
     return im.add(UOp(Ops.WHERE, dtypes.index, (gate, sum_index(outer), im.const(0))), rest)
 
-  def reduce(self, u: UOp) -> str:
-    op, dt = u.attrs.get("op"), u.dtype
-    if op not in REDUCE_IDENTITY: raise PassError(f"reduce op must be add|mul|max|min, got {op!r}", u.loc)
-    if cls(dt) not in ALU[op]: raise PassError(f"reduce {op} is not defined on {dt.name}", u.loc)
-    fr = self.target(u)
-    if self.block and op is Ops.ADD and dt.is_float and None not in (n := [im.cval(r.src[0]) for r in u.src[1:]]) and prod(n) > self.block:
-      return self.place(u, fr, self.value(blocked(u, self.block)))
-    cdt = COMPUTE.get(dt, dt)   # the accumulator's dtype: rounded to dt once, after the loop
-    init = self.const(REDUCE_IDENTITY[op](cdt), cdt)
-    frames = self.open_loops(fr, list(u.src[1:]), inits=[init])
-    if not frames: return self.place(u, fr, self.value(u.src[0]))  # a reduce over no ranges is its source
-    v = self.cast(self.value(u.src[0]), dt, cdt, frames[-1])
-    acc = self.scalar_alu(op, cdt, [frames[-1].acc, v], cdt, frames[-1], u, self.fm if dt.is_float else "")
-    self.close_loops(frames, sl(cdt), acc)
-    return self.place(u, fr, self.cast(frames[0].res, cdt, dt, fr))
 
   def alu(self, op: str, srcs: tuple[UOp, ...], names: list[str], dt: DType, fr: Frame, u: UOp, fm: str = "") -> str:
     """op on operands srcs (named names) with result dtype dt. Casts, bitcasts and selects move values as they are;
@@ -585,8 +342,8 @@ class Lowerer:
     em = self.em
     if sl(s) == sl(d): return x
     c = lambda v: self.const(v, dtypes.int32)
-    if (w := COMPUTE.get(s)) is not None: x, s = Bf16.widen(em, fr, c, x), w   # exact: then on from the compute dtype
-    if (w := COMPUTE.get(d)) is not None: return Bf16.narrow(em, fr, c, self.cast(x, s, w, fr))
+    if (w := COMPUTE.get(s)) is not None: x, s = CONVERT[s].widen(em, fr, c, x), w   # exact: then on from the compute dtype
+    if (w := COMPUTE.get(d)) is not None: return CONVERT[d].narrow(em, fr, c, self.cast(x, s, w, fr))
     if sl(s) == sl(d): return x
     if s is dtypes.index: x, s = em.cast(fr, "index_cast", x, "index", "i64"), dtypes.int64
     if d is dtypes.index: return em.cast(fr, "index_cast", self.cast(x, s, dtypes.int64, fr), "i64", "index")
@@ -631,15 +388,14 @@ RULES = {**{(Ops.NEG, c): _neg for c in "fsub"}, **{(op, c): _cmp for op in CMP 
          **{(op, c): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.shift(op, srcs, names, sdt, fr)) for op in (Ops.SHL, Ops.SHR) for c in INTS},
          **{(Ops.POW, c): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.ipow(names[0], names[1], sdt, fr)) for c in INTS},
          (Ops.SIN, F): _sin, **{(Ops(op), F): _poly for op in POLY}}
-Lowerer.rules = RULES
+CPU.rules = RULES
 
-def lower_kernel(f: Func, name: str | None = None, lw: Lowerer | None = None, private: bool = False) -> str:
-  """One kernel func (uop dialect, kernel level) -> a func.func over signless memrefs (text); lw: its lowerer; private: a
-  function only its module calls (a phase another phase calls once: LLVM inlines it)."""
+def lower_kernel(f: Func, name: str | None = None, lw: Placement | None = None, private: bool = False) -> str:
+  """One kernel func (uop dialect, kernel level) -> its function's text (a func.func over signless memrefs with the CPU's
+  policy); lw: its lowerer; private: a function only its module calls (a phase another phase calls once: LLVM inlines it)."""
   lw = lw or Lowerer(f)
   lw.effect(lw.sink)
-  args = [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)] + (["%lo: index", "%hi: index"] if lw.par else [])
-  return Emitter.func(name or f.name, args, lw.root, "func.func private" if private else "func.func")
+  return lw.policy.func(lw, name or f.name, private)
 
 # ---------------------------------------------------------------- fresh ranges, gates
 def sizes(rs: list[UOp]) -> list[int]: return [int(r.src[0].attrs["value"]) for r in rs]

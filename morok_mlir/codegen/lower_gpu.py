@@ -1,6 +1,7 @@
 """uop-lower-gpu: kernel-level `uop` functions (docs/pipeline.md section 2) -> `gpu.module` / `gpu.func` + host launches.
 
-The scalar code is uop-lower-cpu's: `GPULowerer` subclasses its `Lowerer` and changes only where loops go.
+The placement and each op's semantics are the CPU's (placement.Placement, lower_cpu.Lowerer); the policy `GPU` changes
+where loops go, the op table (GPU_RULES: the GPU's float math) and the function's head.
 - The output ranges of a kernel (the `uop.end` after its store) become one flat global id, row-major with the last
   axis fastest, so neighbouring threads touch neighbouring elements (coalesced). `local` threads per block,
   `global` blocks; a `scf.if gid < N` guards the tail when `local` does not divide N.
@@ -13,7 +14,8 @@ The scalar code is uop-lower-cpu's: `GPULowerer` subclasses its `Lowerer` and ch
   runtime's allocations are 256-byte aligned) the NVPTX back end emits 16-byte `ld/st.global.v4` for contiguous
   operands (others stay scalar). The lanes' reduces run as one loop with 4 accumulators: a matmul thread loads
   A[m, k] once for 4 outputs (register tiling along N; no shared-memory tiling yet).
-- `morok_mlir.device.gpu_emulator` runs this pass's output on the CPU (one loop iteration per thread) to test it.
+- `morok_mlir.device.gpu_emulator` lowers the same kernels with its own policy (ids from a loop counter, launches as
+  loops of calls) to run them on the CPU.
 
 Public API: `lower_kernel(f, name) -> (text of one gpu.func, Launch)`, `lower_module(funcs) -> str` (one `gpu.module
 @kernels` with every kernel plus a host `@schedule` of `gpu.launch_func`s), the pass `uop-lower-gpu`."""
@@ -21,12 +23,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from morok_mlir.ir.bridge import Func, import_module, replace_module_body
-from morok_mlir.core.dtype import dtypes
+from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.ir.registry import register, PassError
-from morok_mlir.codegen.lower_cpu import COMPUTE, RULES, Lowerer, Frame, mem_type, sl, cls, _axis
-from morok_mlir.codegen.emitter import Block, Emitter
+from morok_mlir.codegen.tables import COMPUTE, cls, mem_type, sl
+from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis
+from morok_mlir.codegen.lower_cpu import RULES, Lowerer
+from morok_mlir.codegen.emitter import GPU_CONTAINER, Block, Emitter
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
 
@@ -59,21 +63,24 @@ def _pow2_at_least(n: int) -> int: return 1 << max(n - 1, 0).bit_length()
 GPU_RULES = {**RULES, **{(Ops(op), "f"): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt))))
                          for op in GPU_MATH}}
 
-class GPULowerer(Lowerer):
-  pass_name = "uop-lower-gpu"
-  rules = GPU_RULES
-  keeps = False   # a scratch row per GPU thread would live in local memory: the GPU recomputes
+class GPU(Policy):
+  """The GPU's policy: the output nest as global ids (GROUP: block ids, the reduces strided over a block's threads),
+  UPCAST lanes, GPU_RULES. What the ids and a block's combine are made of is the target's (`ids`, `all_reduce`):
+  `gpu` ops here, arithmetic on the thread's number in the emulator's policy (Emulated)."""
+  name, rules, keeps = "uop-lower-gpu", GPU_RULES, False   # a scratch row per GPU thread would live in local memory: recompute
   def __init__(self, f: Func, group_threads: int = GROUP_MAX):
-    super().__init__(f)
-    self.par = None   # no CPU thread chunks (uop.threads): the grid is the parallelism
-    ends = [s for s in self.sink.src if s.op is Ops.END]
+    self.group_threads, self.tid = group_threads, None
+    ends = [s for s in f.roots[0].src if s.op is Ops.END] if f.roots else []
     if len(ends) > 1: raise PassError(f"uop-lower-gpu maps one loop nest per kernel, @{f.name} has {len(ends)}", ends[1].loc)
     self.end = ends[0] if ends else None
     # serial ranges (a scatter's indexed axis: iterations may write one element) stay loops inside each thread
     rngs = sorted(self.end.src[1:], key=_axis) if self.end else []
     self.out_rngs, self.serial = [r for r in rngs if r.attrs["kind"] != "serial"], [r for r in rngs if r.attrs["kind"] == "serial"]
+    self.lane_groups: dict[UOp, list[UOp]] = {}   # a reduce of one lane -> the same reduce of every lane
+
+  def bind(self, lw: Placement):
     n = _prod(_size(r) for r in self.out_rngs)
-    top = [u for u in self.sink.toposort if u.op is Ops.REDUCE and self.ranges[u] <= set(self.out_rngs)]
+    top = [u for u in lw.sink.toposort if u.op is Ops.REDUCE and lw.ranges[u] <= set(self.out_rngs)]
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
     ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
              and u.dtype is not dtypes.index for u in top)   # bf16 accumulates in f32: 32-bit shuffles
@@ -83,134 +90,145 @@ class GPULowerer(Lowerer):
     # alignment in the address), and the lanes' reduces share one loop (a matmul thread then loads A[m, k] once for 4
     # outputs). Not with nested reduces.
     last = _size(self.out_rngs[-1]) if self.out_rngs else 0
-    nested = any(v.op is Ops.REDUCE for u in self.sink.toposort if u.op is Ops.REDUCE for v in u.src[0].toposort)
+    nested = any(v.op is Ops.REDUCE for u in lw.sink.toposort if u.op is Ops.REDUCE for v in u.src[0].toposort)
     self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested and not self.serial else 1
-    self.lane_groups: dict[UOp, list[UOp]] = {}   # a reduce of one lane -> the same reduce of every lane
-    if self.group: self.local, self.glob = min(group_threads, max(32, _pow2_at_least(red))), n
+    if self.group: self.local, self.glob = min(self.group_threads, max(32, _pow2_at_least(red))), n
     else: self.local = max(1, min(n // self.upcast, LOCAL_MAX)); self.glob = max(1, -(-(n // self.upcast) // self.local))  # empty: one idle thread
-    self.n_out, self.tid = n, None
+    self.n_out = n
 
   def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group), self.upcast)
 
-  def digits(self, fr: Frame, rngs: list[UOp], lin: str, upcast: int = 1) -> list[str]:
+  # -- what the ids, a block's combine and the function are made of
+  def gpu_id(self, lw: Placement, kind: str) -> str: return lw.em.gpu_id(lw.root, kind)   # at the top of the kernel
+  def ids(self, lw: Placement):
+    if self.tid is None: self.tid, self.bid = self.gpu_id(lw, "thread_id"), self.gpu_id(lw, "block_id")
+  def all_reduce(self, lw: Placement, fr: Frame, op: str, x: str, dt: DType) -> str: return lw.em.all_reduce(fr, ALL_REDUCE[op][cls(dt)], x, sl(dt))
+  def func(self, lw: Placement, name: str, private: bool = False) -> str:
+    return Emitter.gpu_func(name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(lw.f.args)], lw.root, self.local)
+  @staticmethod
+  def launch_call(em: Emitter, b: Block, launch: Launch, args: list[str], tys: list[str], c) -> None:
+    """The host's launch of a kernel on args (c: an index constant of the host function)."""
+    em.launch(b, launch.name, [c(x) for x in launch.global_size], [c(x) for x in launch.local_size], args, tys)
+  @staticmethod
+  def module(kernels: list[str], host: list[str]) -> str: return Emitter.gpu_module(kernels, host)
+
+  # -- the output ranges: digits of the thread's number
+  def digits(self, lw: Placement, fr: Frame, rngs: list[UOp], lin: str, upcast: int = 1) -> list[str]:
     """Each range's digit of the row-major linear index lin (last range fastest); with upcast, lin counts groups of
     `upcast` along the last range and the last digit is the group's first element."""
     sizes = [_size(r) for r in rngs[:-1]] + [_size(rngs[-1]) // upcast] if rngs else []
-    stride, out = _prod(sizes), []
+    stride, out, c = _prod(sizes), [], (lambda v: lw.const(v, dtypes.index))
     for k, size in enumerate(sizes):
       stride //= size
-      iv = lin if stride == 1 else self.em.arith(fr, "divui", "index", lin, self.const(stride, dtypes.index))
-      out.append(self.em.arith(fr, "remui", "index", iv, self.const(size, dtypes.index)) if k else iv)
-    if upcast > 1: out[-1] = self.em.arith(fr, "muli", "index", out[-1], self.const(upcast, dtypes.index))
+      iv = lin if stride == 1 else lw.em.arith(fr, "divui", "index", lin, c(stride))
+      out.append(lw.em.arith(fr, "remui", "index", iv, c(size)) if k else iv)
+    if upcast > 1: out[-1] = lw.em.arith(fr, "muli", "index", out[-1], c(upcast))
     return out
 
-  def flat_ivs(self, fr: Frame, rngs: list[UOp], lin: str | list[str]):
+  def flat_ivs(self, lw: Placement, fr: Frame, rngs: list[UOp], lin: str | list[str]):
     """Bind each range to its digit of lin (a linear index, or digits already computed)."""
-    for r, iv in zip(rngs, self.digits(fr, rngs, lin) if isinstance(lin, str) else lin):
-      self.open[r] = fr; self.place(r, fr, iv)
+    for r, iv in zip(rngs, self.digits(lw, fr, rngs, lin) if isinstance(lin, str) else lin):
+      lw.open[r] = fr; lw.place(r, fr, iv)
 
-  def close_flat(self, fr: Frame, rngs: list[UOp]):
-    for u in fr.placed: del self.names[u]
-    for r in rngs: del self.open[r]
+  @staticmethod
+  def close_flat(lw: Placement, fr: Frame, rngs: list[UOp]):
+    for u in fr.placed: del lw.names[u]
+    for r in rngs: del lw.open[r]
 
   def lane(self, x: UOp, j: int) -> UOp:
     """x at lane j of an upcast thread (last output range + j)."""
     return x if self.upcast == 1 else at_lane(x, self.out_rngs[-1], j)
 
-  def ids(self):
-    if self.tid is None:
-      self.tid = self.line(self.root, "gpu.thread_id x")
-      self.bid = self.line(self.root, "gpu.block_id x")
+  # -- side effects: the output nest, a GROUP kernel's store by thread 0
+  def effect(self, lw: Placement, u: UOp) -> bool:
+    if u is self.end: self.nest(lw, u)
+    elif u.op is Ops.STORE and self.group: self.store0(lw, u)
+    else: return False
+    return True
 
-  # -- the output loop nest -> global ids
-  def effect(self, u: UOp):
-    if u is self.end and not self.n_out: self.done.add(u); return   # an empty output: the kernel stores nothing
-    if u is self.end and u not in self.done:
-      self.done.add(u); self.ids()
-      guard = None
-      if self.group: lin = self.bid
-      else:
-        lin = self.line(self.root, "gpu.global_id x")
-        if self.glob * self.local * self.upcast != self.n_out:
-          guard = self.em.cmpi(self.root, "ult", lin, self.const(self.n_out // self.upcast, dtypes.index), "index")
-      fr = Frame(self.root, self.out_rngs[0] if self.out_rngs else None); fr.chain = frozenset(self.out_rngs)
-      self.flat_ivs(fr, self.out_rngs, self.digits(fr, self.out_rngs, lin, self.upcast))
-      stores = []
-      for st0 in (u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],)):   # a kernel with several outputs: each store's lanes
-        lanes = [self.lane(st0, j) for j in range(self.upcast)]
-        for ru in (x for x in lanes[0].toposort if self.upcast > 1 and x.op is Ops.REDUCE and self.out_rngs[-1] in self.rs(x)):
-          group = [self.lane(ru, j) for j in range(self.upcast)]
-          if all(g in st.toposort for g, st in zip(group, lanes)): self.lane_groups.update((g, group) for g in group)
-        stores += lanes
-      inner = self.open_loops(fr, self.serial)
-      for st in stores:   # every lane's loads before any store: a store might alias them and keep them from merging
-        if st.op is Ops.STORE and st.src[0].op is Ops.INDEX: self.address(st.src[0]); self.value(st.src[1])
-      for st in stores: self.effect(st)
-      self.close_loops(inner)
-      self.close_flat(fr, self.out_rngs)
-      self.em.splice(self.root, fr, guard)
-    elif u.op is Ops.STORE and self.group and u not in self.done:
-      # every thread holds the reduced value; thread 0 writes it
-      idx, v = u.src
-      if idx.op is Ops.INDEX: self.address(idx); self.value(v)
-      fr = self.target(u)
-      t0 = self.em.cmpi(fr, "eq", self.tid, self.const(0, dtypes.index), "index")
-      n = len(fr.lines)
-      super().effect(u)
-      self.em.wrap_if(fr, t0, n)
-    else: super().effect(u)
+  def nest(self, lw: Placement, u: UOp):
+    """The output loop nest as the thread's number (a block's in GROUP kernels), its serial ranges loops inside."""
+    lw.done.add(u)
+    if not self.n_out: return   # an empty output: the kernel stores nothing
+    self.ids(lw)
+    guard, lin = None, self.bid if self.group else self.gpu_id(lw, "global_id")
+    if not self.group and self.glob * self.local * self.upcast != self.n_out:
+      guard = lw.em.cmpi(lw.root, "ult", lin, lw.const(self.n_out // self.upcast, dtypes.index), "index")
+    fr = Frame(lw.root, self.out_rngs[0] if self.out_rngs else None); fr.chain = frozenset(self.out_rngs)
+    self.flat_ivs(lw, fr, self.out_rngs, self.digits(lw, fr, self.out_rngs, lin, self.upcast))
+    stores = []
+    for st0 in (u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],)):   # a kernel with several outputs: each store's lanes
+      lanes = [self.lane(st0, j) for j in range(self.upcast)]
+      for ru in (x for x in lanes[0].toposort if self.upcast > 1 and x.op is Ops.REDUCE and self.out_rngs[-1] in lw.rs(x)):
+        group = [self.lane(ru, j) for j in range(self.upcast)]
+        if all(g in st.toposort for g, st in zip(group, lanes)): self.lane_groups.update((g, group) for g in group)
+      stores += lanes
+    inner = lw.open_loops(fr, self.serial)
+    for st in stores:   # every lane's loads before any store: a store might alias them and keep them from merging
+      if st.op is Ops.STORE and st.src[0].op is Ops.INDEX: lw.address(st.src[0]); lw.value(st.src[1])
+    for st in stores: lw.effect(st)
+    lw.close_loops(inner)
+    self.close_flat(lw, fr, self.out_rngs)
+    lw.em.splice(lw.root, fr, guard)
+
+  def store0(self, lw: Placement, u: UOp):
+    """Every thread holds the reduced value; thread 0 writes it."""
+    lw.done.add(u)
+    idx, v = u.src
+    if idx.op is Ops.INDEX: lw.address(idx); lw.value(v)
+    fr = lw.target(u)
+    t0 = lw.em.cmpi(fr, "eq", self.tid, lw.const(0, dtypes.index), "index")
+    n = len(fr.lines)
+    lw.store(u)
+    lw.em.wrap_if(fr, t0, n)
 
   # -- reductions across the block
-  def reduce(self, u: UOp) -> str:
-    if u in self.lane_groups: return self.reduce_lanes(self.lane_groups[u], u)
-    if u not in self.group: return super().reduce(u)
-    self.ids()
+  def reduce(self, lw: Placement, u: UOp) -> str | None:
+    if u in self.lane_groups: return self.reduce_lanes(lw, self.lane_groups[u], u)
+    if u not in self.group: return None
+    self.ids(lw)
     op, sdt = u.attrs["op"], u.dtype
     dt = COMPUTE.get(sdt, sdt)
-    fr, rngs, t = self.target(u), sorted(u.src[1:], key=_axis), sl(dt)
-    init = self.const(REDUCE_IDENTITY[op](dt), dt)
+    fr, rngs, t = lw.target(u), sorted(u.src[1:], key=_axis), sl(dt)
+    init = lw.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
-    lp = self.em.open_for(self.tid, "", "", [init], t, body=loop)
-    self.flat_ivs(loop, rngs, lp.iv)
-    new = self.scalar_alu(op, dt, [lp.accs[0], self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u)
-    self.close_flat(loop, rngs)
-    lp.hi, lp.step = self.const(_prod(_size(r) for r in rngs), dtypes.index), self.const(self.local, dtypes.index)
-    self.em.close_for(fr, lp, [new], t)
-    red = self.line(fr, f"gpu.all_reduce {ALL_REDUCE[op][cls(dt)]} {lp.results[0]} uniform {{}} : ({t}) -> ({t})")
-    return self.place(u, fr, self.cast(red, dt, sdt, fr))
+    lp = lw.em.open_for(self.tid, "", "", [init], t, body=loop)
+    self.flat_ivs(lw, loop, rngs, lp.iv)
+    new = lw.scalar_alu(op, dt, [lp.accs[0], lw.cast(lw.value(u.src[0]), sdt, dt, loop)], dt, loop, u)
+    self.close_flat(lw, loop, rngs)
+    lp.hi, lp.step = lw.const(_prod(_size(r) for r in rngs), dtypes.index), lw.const(self.local, dtypes.index)
+    lw.em.close_for(fr, lp, [new], t)
+    return lw.place(u, fr, lw.cast(self.all_reduce(lw, fr, op, lp.results[0], dt), dt, sdt, fr))
 
-  def reduce_lanes(self, us: list[UOp], want: UOp) -> str:
+  def reduce_lanes(self, lw: Placement, us: list[UOp], want: UOp) -> str:
     """The same reduce of every upcast lane in one loop over its ranges (flattened), one accumulator per lane."""
     op, sdt = us[0].attrs["op"], us[0].dtype
     dt = COMPUTE.get(sdt, sdt)   # accumulate in the compute dtype, round once (as uop-lower-cpu)
-    fr, rngs, t = self.target(us[0]), sorted(us[0].src[1:], key=_axis), sl(dt)
-    init = self.const(REDUCE_IDENTITY[op](dt), dt)
+    fr, rngs, t = lw.target(us[0]), sorted(us[0].src[1:], key=_axis), sl(dt)
+    init = lw.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
-    lp = self.em.open_for("", "", "", [init] * len(us), t, body=loop)
-    self.flat_ivs(loop, rngs, lp.iv)
-    new = [self.scalar_alu(op, dt, [acc, self.cast(self.value(u.src[0]), sdt, dt, loop)], dt, loop, u) for u, acc in zip(us, lp.accs)]
-    self.close_flat(loop, rngs)
-    lp.hi = self.const(_prod(_size(r) for r in rngs), dtypes.index)
-    lp.lo, lp.step = self.const(0, dtypes.index), self.const(1, dtypes.index)
-    self.em.close_for(fr, lp, new, t)
-    for k, u in enumerate(us): self.place(u, fr, self.cast(lp.results[k], dt, sdt, fr))
-    return self.names[want]
+    lp = lw.em.open_for("", "", "", [init] * len(us), t, body=loop)
+    self.flat_ivs(lw, loop, rngs, lp.iv)
+    new = [lw.scalar_alu(op, dt, [acc, lw.cast(lw.value(u.src[0]), sdt, dt, loop)], dt, loop, u) for u, acc in zip(us, lp.accs)]
+    self.close_flat(lw, loop, rngs)
+    lp.hi = lw.const(_prod(_size(r) for r in rngs), dtypes.index)
+    lp.lo, lp.step = lw.const(0, dtypes.index), lw.const(1, dtypes.index)
+    lw.em.close_for(fr, lp, new, t)
+    for k, u in enumerate(us): lw.place(u, fr, lw.cast(lp.results[k], dt, sdt, fr))
+    return lw.names[want]
 
 
-def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MAX) -> tuple[str, Launch]:
+def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MAX, policy: type[GPU] = GPU) -> tuple[str, Launch]:
   """One kernel func (uop dialect, kernel level) -> (a `gpu.func ... kernel` over signless memrefs, its launch sizes).
-  group_threads: threads per block of GROUP kernels at most (the CPU emulator takes 1)."""
-  lw = GPULowerer(f, group_threads)
+  group_threads: threads per block of GROUP kernels at most; policy: GPU, or a policy that runs it elsewhere (the
+  emulator's)."""
+  lw = Lowerer(f, pol := policy(f, group_threads))
   lw.effect(lw.sink)
-  name = name or f.name
-  args = [f"%arg{i}: {mem_type(t.dtype)} {{llvm.align = 16 : i64}}" for i, t in enumerate(f.args)]
-  return Emitter.func(name, args, lw.root, "gpu.func", f" kernel attributes {{known_block_size = array<i32: {lw.local}, 1, 1>}}",
-                      "gpu.return", 2), lw.launch(name)
+  return pol.func(lw, name := name or f.name), pol.launch(name)
 
-def gpu_module(kernels: list[str], name: str = "kernels") -> str: return Emitter.module(kernels, f"gpu.module @{name}", 1)
-
-def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func]) -> str:
-  """@schedule -> a host function of `gpu.launch_func`s, in schedule order (one stream: order is the dependency)."""
+def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func], policy: type[GPU] = GPU) -> str:
+  """@schedule -> a host function of the kernels' launches (policy.launch_call), in schedule order (one stream: order is
+  the dependency)."""
   em, head, body, consts = Emitter("c"), Block(), Block(), {}
   def c(v: int) -> str:   # launch sizes: one constant each, ahead of the launches
     if v not in consts: consts[v] = em.const(head, v)
@@ -221,24 +239,21 @@ def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func
     if callee not in launches: raise PassError(f"uop.kernel calls @{callee}, which is not a kernel of this module", u.loc)
     if any(not 0 <= s < len(f.args) for s in slots) or [f.args[s].dtype for s in slots] != [a.dtype for a in kernels[callee].args]:
       raise PassError(f"uop.kernel slots {list(slots)} do not match the arguments of @{callee}", u.loc)
-    g, l = launches[callee].global_size, launches[callee].local_size
-    args = ", ".join(f"%arg{s} : {mem_type(f.args[s].dtype)}" for s in slots)
-    em.do(body, f"gpu.launch_func @kernels::@{callee} blocks in ({', '.join(c(x) for x in g)}) threads in ({', '.join(c(x) for x in l)}) args({args})")
+    policy.launch_call(em, body, launches[callee], [f"%arg{s}" for s in slots], [mem_type(f.args[s].dtype) for s in slots], c)
   em.splice(head, body)
   return Emitter.func(f.name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)], head)
 
-def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX) -> str:
+def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX, policy: type[GPU] = GPU) -> str:
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
-  texts, launches, host = [], {}, []
+  texts, launches = [], {}
   for f in funcs:
-    if f.name in kernels: t, launches[f.name] = lower_kernel(f, group_threads=group_threads); texts.append(t)
+    if f.name in kernels: t, launches[f.name] = lower_kernel(f, group_threads=group_threads, policy=policy); texts.append(t)
     elif "uop.schedule" not in f.attrs: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
-  host = [lower_schedule(f, launches, kernels) for f in funcs if "uop.schedule" in f.attrs]
-  return Emitter.module(([gpu_module(texts)] if texts else []) + host, "module attributes {gpu.container_module}")
+  return policy.module(texts, [lower_schedule(f, launches, kernels, policy) for f in funcs if "uop.schedule" in f.attrs])
 
 @register("uop-lower-gpu", "Kernels -> gpu.func in gpu.module @kernels (ids for output ranges, GROUP reductions via gpu.all_reduce); "
           "@schedule -> gpu.launch_func", on_uops=False)
 def uop_lower_gpu(module_op):
   from mlir import ir
   replace_module_body(module_op, lower_module(import_module(module_op)))
-  with module_op.context: module_op.attributes["gpu.container_module"] = ir.UnitAttr.get()
+  with module_op.context: module_op.attributes[GPU_CONTAINER] = ir.UnitAttr.get()

@@ -55,7 +55,7 @@ def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | 
         lo, hi = em.const(b, 0), em.const(b, par[0])
         bounds = [lo, hi] + [lo] * (len(par) > 3 and par[3])
         pt, po = tys + ["index"] * len(bounds), ops + bounds
-      em.do(b, f"func.call @{entry}({', '.join(po)}) : ({', '.join(pt)}) -> ()")
+      em.call(b, entry, po, pt)
     for o, t in zip(ops[len(k.args):], tys[len(k.args):]): em.dealloc(b, o, t)
   return Emitter.func(f.name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)], b)
 

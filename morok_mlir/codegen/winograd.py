@@ -197,5 +197,5 @@ class Winograd:
       r0 = em.arith(lp.body, "muli", "index", lp.iv, rb)
       r1 = em.arith(lp.body, "minsi", "index", em.arith(lp.body, "addi", "index", r0, rb), em.const(lp.body, rows))
       for phase, bounds in (("in", [r0, r1]), ("mm", []), ("out", [r0, r1])):
-        em.do(lp.body, f"func.call @{self.name}_{phase}({', '.join(ops + bounds)}) : ({', '.join(tys + ['index'] * len(bounds))}) -> ()")
+        em.call(lp.body, f"{self.name}_{phase}", ops + bounds, tys + ['index'] * len(bounds))
     return Emitter.func(f"{self.name}_blk", [f"%arg{i}: {ty}" for i, ty in enumerate(tys)] + (["%lo: index", "%hi: index", "%tid: index"] if t > 1 else []), b)

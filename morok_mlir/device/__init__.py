@@ -7,14 +7,15 @@
   dev.allocator                   alloc/free/copyin/copyout/copy/offset/ptr of the device's memory (see buffer.py)
   Buffer(device, size, dtype)     memory on a device (device/buffer.py)"""
 from __future__ import annotations
-import contextlib, importlib, os, threading
+import contextlib, importlib, threading
+from morok_mlir.core import env
 
 class _Local(threading.local):
   default: str | None = None   # (a class attribute: reading it when unset raises nothing)
 
 class _Device:
   _impls = {"CPU": ("morok_mlir.device.cpu", "CPU"), "CUDA": ("morok_mlir.device.cuda", "CUDA")}
-  def __init__(self): self._default, self._local, self._found = self.canonicalize(os.environ.get("DEVICE", "CPU")), _Local(), {}
+  def __init__(self): self._default, self._local, self._found = self.canonicalize(env.get("DEVICE")), _Local(), {}
   @property
   def DEFAULT(self) -> str:
     """The device of tensors made without one: this thread's inside a `with Device.default(name):` block, else the

@@ -35,6 +35,7 @@ from morok_mlir.codegen.emitter import Emitter, public_attrs
 from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
 from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU
+from morok_mlir.core import env
 from morok_mlir.device import disk_prune
 from morok_mlir.device.pool import Pool
 from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS
@@ -176,9 +177,9 @@ class DiskCache:
   program moves onto the loaded object; with the cache off, in a private temporary directory, deleted once loaded."""
   VERSION = "morok-cpu-2"
   def __init__(self):
-    self.enabled = os.environ.get("MOROK_DISK_CACHE", "1") != "0"
-    self.dir = os.environ.get("MOROK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "morok-mlir")   # (checked when first used)
-    self.max_bytes = int(float(os.environ.get("MOROK_CACHE_MAX_MB", 512)) * 2**20)
+    self.enabled = env.get("MOROK_DISK_CACHE")
+    self.dir = env.get("MOROK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "morok-mlir")   # (checked when first used)
+    self.max_bytes = int(env.get("MOROK_CACHE_MAX_MB") * 2**20)
     self.queue: list[tuple] = []   # (key, object file, directory, program) waiting for the link worker
     self.idle = threading.Condition()
     self.worker: threading.Thread | None = None
@@ -453,6 +454,7 @@ class CPUAllocator:
   def __init__(self):
     self.pool: dict[int, list] = {}; self.pooled = 0
     self.live: dict[int, weakref.finalize] = {}   # data address -> the finalizer that recycles its block
+    self.used = 0   # bytes of the live pooled blocks (GlobalCounters.mem_used; arrays under SMALL bytes are numpy's own)
     self.lock = threading.RLock()
   def _block(self, nbytes: int):
     try: return self._new_block(nbytes)
@@ -484,10 +486,12 @@ class CPUAllocator:
     arr = np.frombuffer(mv, dt.np)
     addr = arr.ctypes.data
     self.live[addr] = weakref.finalize(arr, self._recycle, addr, block, nbytes)  # numpy keeps its own view of mv, not mv
+    with self.lock: self.used += nbytes
     return arr
   def _recycle(self, addr: int, block, nbytes: int) -> None:
     with self.lock:
       self.live.pop(addr, None)
+      self.used -= nbytes
       if self.pooled + nbytes <= self.POOL_LIMIT:
         self.pool.setdefault(nbytes, []).append(block); self.pooled += nbytes
   def free(self, arr: np.ndarray) -> None:

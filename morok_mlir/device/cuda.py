@@ -19,10 +19,11 @@ thread makes the device's context current before its first call."""
 from __future__ import annotations
 import ctypes, threading, time, weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import numpy as np
 from morok_mlir.ir.bridge import Func
-from morok_mlir.codegen.lower_gpu import lower_kernel, gpu_module
+from morok_mlir.codegen.lower_gpu import lower_kernel
+from morok_mlir.codegen.emitter import Emitter
 from morok_mlir.core.dtype import DType, dtypes, to_dtype
 from morok_mlir.lru import LRU
 from morok_mlir.device.cpu import _arg, stored_slots
@@ -85,6 +86,7 @@ class CUDAAllocator:
   def __init__(self, dev: CUDADevice):
     self.dev, self.pool, self.pooled = dev, OrderedDict(), 0  # (nbytes, ptr) -> None, LRU order
     self.live: dict[int, weakref.finalize] = {}   # ptr -> the finalizer that pools the block when its CUDABuffer dies
+    self.used = 0   # bytes of the live blocks (GlobalCounters.mem_used)
     self.lock = threading.RLock()
   def alloc(self, size: int, dtype) -> CUDABuffer:
     dt = to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
@@ -104,10 +106,12 @@ class CUDAAllocator:
     buf = CUDABuffer(ptr, int(size), dt, nbytes)
     fin = self.live[ptr] = weakref.finalize(buf, self._recycle, nbytes, ptr)
     fin.atexit = False   # at exit the driver frees everything itself
+    with self.lock: self.used += nbytes
     return buf
   def _recycle(self, nbytes: int, ptr: int) -> None:
     with self.lock:
       self.live.pop(ptr, None)
+      self.used -= nbytes
       if self.pooled + nbytes > self.POOL_LIMIT: self.release(self.pooled + nbytes - self.POOL_LIMIT)
       self.pool[(nbytes, ptr)] = None; self.pooled += nbytes
   def free(self, buf: CUDABuffer) -> None:
@@ -154,6 +158,7 @@ class ProgramSpec:
   outs: tuple[int, ...]                 # arguments the kernel stores to
   global_size: tuple[int, int, int]
   local_size: tuple[int, int, int]
+  func: Func | None = field(default=None, compare=False, repr=False)   # the kernel it was lowered from (the emulator lowers it again)
 
 @dataclass(frozen=True)
 class CompiledSpec:
@@ -165,8 +170,8 @@ class CUDARenderer:
   """uop-lower-gpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
     text, launch = lower_kernel(f, name)
-    src = "module attributes {gpu.container_module} {\n" + gpu_module([text]) + "}\n"
-    return ProgramSpec(name, src, tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), launch.global_size, launch.local_size)
+    return ProgramSpec(name, Emitter.gpu_module([text]), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
+                       launch.global_size, launch.local_size, f)
 
 class CUDACompiler:
   def compile(self, spec: ProgramSpec, chip: str) -> CompiledSpec: return CompiledSpec(spec, ptx_for(spec.src, chip), chip)

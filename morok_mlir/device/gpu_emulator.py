@@ -1,87 +1,72 @@
-"""Run uop-lower-gpu's output on the CPU: every GPU thread becomes one iteration of a host loop.
+"""Run uop-lower-gpu's kernels on the CPU: every GPU thread becomes one iteration of a host loop.
 
 What it is for: testing the GPU lowering's index math (flat global ids, tail guards, upcast lanes, GROUP strides over
-reduce ranges) against numpy on machines without a GPU. The gpu.func bodies are kept as they are, with the ids made
-from the loop counter: thread = i % local, block = i // local, global = i. Threads never talk to each other here, so
-GROUP kernels are lowered with one thread per block (`group_threads=1`), where `gpu.all_reduce` of one value is that
-value; what this does not test is the combine across threads, which only the GPU itself can.
+reduce ranges) against numpy on machines without a GPU. The kernels are lowered by uop-lower-gpu itself with the policy
+`Emulated`: the same placement, index math and op table, with a thread's ids computed from its number, the kernel
+function's last argument (thread = i % local, block = i // local, global = i), and each launch a loop over its threads
+calling the kernel. Threads never talk to each other here, so GROUP kernels get one thread per block, where a block's
+combine of one value is that value; what this does not test is the combine across threads, which only the GPU can.
 
   emulate(outs) -> [np.ndarray]   realize graph-level UOps through uop-lower-gpu, on the CPU
   kernel_program(spec) -> CPUProgram
                                   one CUDA kernel (its ProgramSpec) as a CPU program on the same buffer pointers,
                                   running every thread of its launch: what a fake CUDA driver launches"""
 from __future__ import annotations
-import itertools, re
+from math import prod
 import numpy as np
+from morok_mlir.ir.bridge import Func
 from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
-from morok_mlir.codegen.lower_gpu import lower_module
-from morok_mlir.codegen.lower_cpu import mem_type
+from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp
+from morok_mlir.codegen.emitter import Block, Emitter
+from morok_mlir.codegen.tables import mem_type
+from morok_mlir.codegen.placement import Frame, Placement
+from morok_mlir.codegen.lower_gpu import GPU, Launch, lower_kernel, lower_module
 from morok_mlir.device.cpu import CPUCompiler, CPUProgram, ProgramSpec, _arg
 
-_FUNC = re.compile(r"gpu\.func @(\w+)\((.*)\) kernel attributes \{[^}]*\} \{")
-_LAUNCH = re.compile(r"gpu\.launch_func @kernels::@(\w+) blocks in \((%\w+), %\w+, %\w+\) threads in \((%\w+), %\w+, %\w+\) args\((.*)\)")
-_IDS = {"thread_id": "arith.remui %emu_gid, %emu_local", "block_id": "arith.divui %emu_gid, %emu_local", "global_id": "arith.maxui %emu_gid, %emu_gid"}
+THREAD = "%thread"   # the kernel function's last argument: the number of the thread it runs as, in its launch
 
-def cpu_text(gpu_text: str) -> str:
-  """A uop-lower-gpu module as a CPU module: kernels are func.funcs taking (buffers..., gid, local), and each
-  gpu.launch_func is a scf.for over blocks x threads calling its kernel."""
-  n, out, in_gpu_module = itertools.count(), [], False
-  for line in gpu_text.splitlines():
-    s = line.strip()
-    if s.startswith("module attributes {gpu.container_module}"): out.append("module {"); continue
-    if s.startswith("gpu.module @"): in_gpu_module = True; continue
-    if in_gpu_module and line == "  }": in_gpu_module = False; continue   # the gpu.module's own closing brace
-    if (m := _FUNC.search(line)):
-      out.append(f"  func.func @{m.group(1)}({m.group(2)}, %emu_gid: index, %emu_local: index) {{")
-      out.append("    %emu_true = arith.constant true"); continue
-    if (m := re.match(r"(\s*)(%\w+) = gpu\.(thread_id|block_id|global_id) x$", line)):
-      out.append(f"{m.group(1)}{m.group(2)} = {_IDS[m.group(3)]} : index"); continue
-    if (m := re.match(r"(\s*)(%\w+) = gpu\.all_reduce \w+ (%\w+) uniform \{\} : \((\w+)\) -> \(\w+\)$", line)):
-      out.append(f"{m.group(1)}{m.group(2)} = arith.select %emu_true, {m.group(3)}, {m.group(3)} : {m.group(4)}"); continue
-    if s == "gpu.return": out.append(line.replace("gpu.return", "return")); continue
-    if (m := _LAUNCH.search(line)):
-      k, args = next(n), [a.split(" : ") for a in m.group(4).split(", ")]
-      out += [f"    %emu_n{k} = arith.muli {m.group(2)}, {m.group(3)} : index",
-              f"    %emu_z{k} = arith.constant 0 : index", f"    %emu_o{k} = arith.constant 1 : index",
-              f"    scf.for %emu_i{k} = %emu_z{k} to %emu_n{k} step %emu_o{k} {{",
-              f"      func.call @{m.group(1)}({', '.join(a for a, _ in args)}, %emu_i{k}, {m.group(3)}) : ({', '.join(t for _, t in args)}, index, index) -> ()",
-              "    }"]
-      continue
-    out.append(line)
-  return "\n".join(out) + "\n"
+class Emulated(GPU):
+  """uop-lower-gpu's policy for a CPU: a kernel is a func.func of (buffers..., thread number), its ids arithmetic on that
+  number; a launch is a loop over its threads calling it. One thread per GROUP block (group_threads is not taken)."""
+  def __init__(self, f: Func, group_threads: int = 1): super().__init__(f, 1)
+  def gpu_id(self, lw: Placement, kind: str) -> str:
+    if kind == "global_id": return THREAD
+    return lw.em.arith(lw.root, "remui" if kind == "thread_id" else "divui", "index", THREAD, lw.const(self.local, dtypes.index))
+  def all_reduce(self, lw: Placement, fr: Frame, op: str, x: str, dt: DType) -> str: return x   # one thread per block
+  def func(self, lw: Placement, name: str, private: bool = False) -> str:
+    return Emitter.func(name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(lw.f.args)] + [f"{THREAD}: index"], lw.root)
+  @staticmethod
+  def launch_call(em: Emitter, b: Block, launch: Launch, args: list[str], tys: list[str], c) -> None:
+    with em.for_(b, c(0), c(prod(launch.global_size) * prod(launch.local_size)), c(1)) as lp:
+      em.call(lp.body, launch.name, args + [lp.iv], tys + ["index"])
+  @staticmethod
+  def module(kernels: list[str], host: list[str]) -> str: return Emitter.module(kernels + host)
 
 def emulate(outs: list[UOp]) -> list[np.ndarray]:
   """Graph-level UOps computed by the GPU lowering, run on the CPU (see the module docstring)."""
   key, inputs, _ = normalize(outs)
   funcs = lower_to_kernels(graph_func(key))
   sched = next(f for f in funcs if f.name == "schedule")
-  text = cpu_text(lower_module(funcs, group_threads=1))
   args = tuple(_arg(t) for t in sched.args)
-  prog = CPUProgram(CPUCompiler().compile(ProgramSpec("schedule", text, args, ())))
+  prog = CPUProgram(CPUCompiler().compile(ProgramSpec("schedule", lower_module(funcs, policy=Emulated), args, ())))
   bufs = [u.buffer.numpy() for u in inputs]
   bufs += [np.zeros(size, dt.np) for size, dt in args[len(inputs):]]
   prog.call_ptrs(*[b.ctypes.data for b in bufs])
   return [bufs[len(inputs) + i].reshape(o.shape) for i, o in enumerate(outs)]
 
 def kernel_program(spec) -> CPUProgram:
-  """A CUDA ProgramSpec's kernel (lowered with group_threads=1 where it reduces across threads) run on the CPU over its
-  1-D launch; call it with call_ptrs(*buffer addresses)."""
-  (g, *gyz), (l, *lyz) = spec.global_size, spec.local_size
-  if gyz != [1, 1] or lyz != [1, 1]: raise ValueError(f"1-D launches only, got {spec.global_size} x {spec.local_size}")
+  """A CUDA ProgramSpec's kernel (its func, lowered again with the policy Emulated) run on the CPU over every thread of
+  its launch; call it with call_ptrs(*buffer addresses)."""
+  if spec.func is None: raise ValueError(f"kernel {spec.name}: its ProgramSpec carries no kernel func (CUDARenderer.render makes one that does)")
+  text, launch = lower_kernel(spec.func, spec.name, policy=Emulated)
+  em, b, consts = Emitter("e"), Block(), {}
+  def c(v: int) -> str:
+    if v not in consts: consts[v] = em.const(b, v)
+    return consts[v]
   tys = [mem_type(dt.ptr(size)) for size, dt in spec.args]
-  text = cpu_text(spec.src).rstrip()[:-1] + f"""  func.func @emu({', '.join(f'%a{i}: {t}' for i, t in enumerate(tys))}) {{
-    %n = arith.constant {g * l} : index
-    %l = arith.constant {l} : index
-    %z = arith.constant 0 : index
-    %o = arith.constant 1 : index
-    scf.for %i = %z to %n step %o {{
-      func.call @{spec.name}({', '.join(f'%a{i}' for i in range(len(tys)))}, %i, %l) : ({', '.join(tys)}, index, index) -> ()
-    }}
-    return
-  }}
-}}
-"""
-  return CPUProgram(CPUCompiler().compile(ProgramSpec("emu", text, spec.args, ())))
+  Emulated.launch_call(em, b, launch, [f"%arg{i}" for i in range(len(tys))], tys, c)
+  src = Emitter.module([text, Emitter.func("emu", [f"%arg{i}: {t}" for i, t in enumerate(tys)], b)])
+  return CPUProgram(CPUCompiler().compile(ProgramSpec("emu", src, spec.args, ())))

@@ -29,6 +29,7 @@ from morok_mlir.core.dtype import PtrDType
 from morok_mlir.core import index_math as im
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.host import CPU_FLAGS, CPU_NAME
+from morok_mlir.core import env
 from morok_mlir.passes import optimize
 from morok_mlir.codegen import winograd
 
@@ -38,7 +39,7 @@ ROUNDS, MARGIN = 5, 0.03   # finalists' alternating rounds; how much faster than
 # register tiles (MR rows, NR / VW vectors) around the heuristic's: MR*NV accumulators + NV B vectors + 1 broadcast
 # fit the vector registers (16 without AVX-512, 32 with)
 TILES = {16: ((6, 2), (4, 3), (8, 1), (4, 2)), 32: ((8, 2), (12, 2), (6, 4), (4, 4))}
-DEBUG = int(os.environ.get("DEBUG", "0"))
+DEBUG = env.get("DEBUG")
 stats = {"searches": 0, "compiles": 0, "runs": 0, "hits": 0}
 log: collections.deque = collections.deque(maxlen=256)   # (kernel, heuristic's choices, chosen) per search or hit, for benchmarks
 _memo: dict[str, dict] = {}

@@ -66,9 +66,10 @@ def _fmt_float(v: float, ty: str) -> str:
   if math.isnan(v) or math.isinf(v):  # hex bit patterns: MLIR has no literal for these
     import numpy as np
     np_t = dtypes.from_mlir(ty).np
-    bits = np.array(v, dtype=np_t).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(np_t).itemsize]).item()
+    bits = np.array(v, dtype=np_t).view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(np_t).itemsize]).item()
     return f"{hex(bits)}"
-  if ty == "bf16": v = float(dtypes.bfloat16.np(v))  # rounded through float32 as every cast to bfloat16 is (ml_dtypes, PyTorch)
+  # rounded through float32 as every cast to bfloat16 and fp8 is (ml_dtypes, PyTorch)
+  if ty in ("bf16", "f8E4M3FN", "f8E5M2"): v = float(dtypes.from_mlir(ty).np(v))
   s = repr(float(v))   # MLIR's float literal needs a point: 1e-08 -> 1.0e-08
   return s.replace("e", ".0e") if "e" in s and "." not in s else s
 
@@ -88,21 +89,38 @@ def const_text(v, elem: str) -> str:
   if elem.startswith(("f", "bf")): return f"{_fmt_float(v, elem)} : {elem}"
   return f"{int(v)} : {elem.lstrip('u') if elem.startswith('ui') else elem}" if elem != "index" else f"{int(v)} : index"
 
-def _loc(u: UOp) -> str:
-  if not u.loc: return ""
-  m = re.fullmatch(r"(.*?):(\d+)(?::(\d+))?", u.loc)
-  return f' loc("{m.group(1)}":{m.group(2)}:{m.group(3) or 0})' if m else f' loc("{u.loc}")'
+@functools.lru_cache(maxsize=4096)   # a graph's ops share a few hundred lines of the user's
+def _loc(loc: str | None) -> str:
+  if not loc: return ""
+  m = re.fullmatch(r"(.*?):(\d+)(?::(\d+))?", loc)
+  return f' loc("{m.group(1)}":{m.group(2)}:{m.group(3) or 0})' if m else f' loc("{loc}")'
+
+def inherited_locs(order: list[UOp]) -> dict[UOp, str | None]:
+  """The location each node of `order` (sources before users) is printed at: its own, else that of its nearest user that
+  has one (a pass's new ops come from the ops that use them: a load from the add it feeds, a range from its reduce), else
+  that of its nearest source (a sink, a store of a new buffer). Hash-consed nodes are shared, so nothing is written back."""
+  loc = {u: u.loc for u in order}
+  for u in reversed(order):
+    if (l := loc[u]) is not None:
+      for s in u.src:
+        if loc.get(s, "") is None: loc[s] = l
+  for u in order:
+    if loc[u] is None: loc[u] = next((loc[s] for s in u.src if loc.get(s) is not None), None)
+  return loc
 
 def func_text(f: Func) -> str:
   names: dict[UOp, str] = {}
   lines: list[str] = []
-  args = [f"%arg{i}: {ty(t)}" + (" {" + ", ".join(f"{k} = {v}" for k, v in f.arg_attrs[i].items()) + "}" if f.arg_attrs and f.arg_attrs[i] else "")
-          for i, t in enumerate(f.args)]
   order: list[UOp] = []
   seen: set[UOp] = set()
   for r in f.all_roots():
     for u in r.toposort:
       if u not in seen: seen.add(u); order.append(u)
+  locs = inherited_locs(order)
+  # an argument is where its first reader is, the function and its return where its first result is
+  args = [f"%arg{i}: {ty(t)}" + (" {" + ", ".join(f"{k} = {v}" for k, v in f.arg_attrs[i].items()) + "}" if f.arg_attrs and f.arg_attrs[i] else "")
+          + _loc(locs.get(t)) for i, t in enumerate(f.args)]
+  floc = _loc(next((l for r in f.all_roots() if (l := locs.get(r))), None))
   for u in order:
     if u.op is Ops.BUFFER and u.attrs.get("slot") is not None and u.attrs["slot"] < len(f.args) and f.args[u.attrs["slot"]] is u:
       names[u] = f"%arg{u.attrs['slot']}"; continue
@@ -114,12 +132,12 @@ def func_text(f: Func) -> str:
     if res: names[u] = f"%{len(names)}"
     ins = ", ".join(names[s] for s in u.src)
     sig = f"({', '.join(ty(s) for s in u.src)}) -> " + ("()" if u.op is Ops.SINK else ty(u))
-    lines.append(f'    {res}"uop.{u.op}"({ins})' + (f" {{{atext}}}" if atext else "") + f" : {sig}{_loc(u)}")
+    lines.append(f'    {res}"uop.{u.op}"({ins})' + (f" {{{atext}}}" if atext else "") + f" : {sig}{_loc(locs[u])}")
   ret = "    return" + (" " + ", ".join(names[r] for r in f.results) + " : " + ", ".join(ty(r) for r in f.results) if f.results else "")
   fattrs = (" attributes {" + ", ".join(k if v is None else f"{k} = {attr_text(v)}" for k, v in f.attrs.items()) + "}") if f.attrs else ""
   vis = f"{f.visibility} " if f.visibility else ""
   rtys = (" -> (" + ", ".join(ty(r) for r in f.results) + ")") if f.results else ""
-  return f"  func.func {vis}@{f.name}({', '.join(args)}){rtys}{fattrs} {{\n" + "\n".join(lines + [ret]) + "\n  }\n"
+  return f"  func.func {vis}@{f.name}({', '.join(args)}){rtys}{fattrs} {{\n" + "\n".join(lines + [ret + floc]) + f"\n  }}{floc}\n"
 
 def module_text(funcs: list[Func]) -> str: return "module {\n" + "".join(func_text(f) for f in funcs) + "}\n"
 
@@ -202,10 +220,46 @@ def import_module(module: ir.Module | ir.Operation) -> list[Func]:
   mop = module.operation if isinstance(module, ir.Module) else module
   return [import_func(op) for op in mop.regions[0].blocks[0].operations if op.operation.name == "func.func"]
 
+_REBUILT = "<rebuilt by a pass>"   # the source name of a pass's output text: its positions are nobody's source lines
+
 def replace_module_body(module_op: ir.Operation, text: str) -> None:
-  """Swap the module's contents for the ops parsed from text (used by Python passes that rebuild the IR)."""
+  """Swap the module's contents for the ops parsed from text (used by Python passes that rebuild the IR). A function the
+  input had (by name, at any depth: a gpu.func) keeps the input's location, and its arguments theirs by position; an op
+  the text gives no location gets one of the input, never a position in the text: a top-level op its first located
+  op's, any other op (and block argument) its parent's."""
   with module_op.context:
-    new = ir.Module.parse(text)
+    new = ir.Operation.parse(text, source_name=_REBUILT)
   block = module_op.regions[0].blocks[0]
+  old = {n: (op.location, [a.location for a in op.regions[0].blocks[0].arguments] if _has_body(op) else [])
+         for op in block.operations if (n := _sym(op)) is not None}
   for op in list(block.operations): op.erase()
-  for op in list(new.body.operations): block.append(op)
+  for op in list(new.regions[0].blocks[0].operations):
+    block.append(op)
+    op = op.operation
+    if _rebuilt(op.location) and _sym(op) not in old: op.location = _first_located(op) or module_op.location
+    op.walk(lambda o: _relocate(o, old), ir.WalkOrder.PRE_ORDER)
+
+def _sym(op) -> str | None:
+  return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else None
+def _has_body(op) -> bool: return len(op.regions) > 0 and len(op.regions[0].blocks) > 0
+def _rebuilt(loc: ir.Location) -> bool: return loc.is_a_file() and loc.filename == _REBUILT
+
+def _first_located(top: ir.Operation) -> ir.Location | None:
+  found = []
+  def visit(op):
+    if _rebuilt(op.location): return ir.WalkResult.ADVANCE
+    found.append(op.location); return ir.WalkResult.INTERRUPT
+  top.walk(visit, ir.WalkOrder.PRE_ORDER)
+  return found[0] if found else None
+
+def _relocate(op: ir.Operation, old: dict) -> ir.WalkResult:
+  """op (its parent already done) and its blocks' arguments at locations of the input (see replace_module_body)."""
+  if (prev := old.get(_sym(op)) if "sym_name" in op.attributes else None) is not None: op.location = prev[0]
+  elif _rebuilt(op.location): op.location = op.parent.location
+  for r in op.regions:
+    for b in r.blocks:
+      args = prev[1] if prev is not None and b == op.regions[0].blocks[0] else []
+      for i, a in enumerate(b.arguments):
+        if i < len(args): a.set_location(args[i])
+        elif _rebuilt(a.location): a.set_location(op.location)
+  return ir.WalkResult.ADVANCE

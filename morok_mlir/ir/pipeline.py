@@ -12,6 +12,7 @@ from morok_mlir.ir.diagnostics import format_mlir_error
 from morok_mlir.dialects import new_context
 from morok_mlir.dialects.verify import verify_module, signature_problem
 from morok_mlir.ir.registry import PASSES, PassError, PassInfo
+from morok_mlir.ir import stages
 
 class PipelineError(ValueError): pass
 
@@ -89,7 +90,7 @@ def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True)
       if isinstance(el, str):
         try: pm.add(el)
         except ValueError as e: raise PipelineError(f"upstream pass '{el}': {str(e).strip()}") from None
-      else: pm.add(_python_pass(el[0], el[1], verify_each, func_locs), name=el[0].name)
+      else: pm.add(_python_pass(el[0], el[1], verify_each, func_locs), name=el[0].pass_name, argument=el[0].name)
   return pm
 
 def run_pipeline(module: ir.Module, pipeline: str, verify_each: bool = True) -> None:
@@ -117,14 +118,17 @@ def mlir_context():
 
 def lower_to_kernels(graph: Func, debug: int = 0, beam: int = 0) -> list[Func]:
   """A graph function -> its kernels and @schedule: printed as a `uop` module, the PIPELINE run inside MLIR's
-  PassManager (its passes registered by importing morok_mlir.passes), imported back. debug >= 4 runs the passes one by one and prints the IR after each. beam > 0: uop-optimize
-  searches each kernel's choices with that beam width."""
+  PassManager (its passes registered by importing morok_mlir.passes), imported back. beam > 0: uop-optimize searches
+  each kernel's choices with that beam width. With a stage recorder active (ir/stages.py), or debug >= 4 (which prints
+  them), the passes run one by one and the module is recorded before the first and after each."""
   text = module_text([graph])
   pipeline = [p + f"{{beam={beam}}}" if beam and p == "uop-optimize" else p for p in PIPELINE]
+  rec = stages.active() or (stages.Stages(echo=True) if debug >= 4 else None)
   with compile_lock, mlir_context():
     module = ir.Module.parse(text)
-    for p in (pipeline if debug >= 4 else [",".join(pipeline)]):
+    if rec is not None: rec.add("graph", module, [graph])
+    for p in (pipeline if rec is not None else [",".join(pipeline)]):
       try: run_pipeline(module, p)
       except ir.MLIRError as e: raise CompileError(format_mlir_error(str(e))) from None
-      if debug >= 4: print(f"// ----- after {p}\n{module}")
+      if rec is not None: rec.add(p.split("{")[0], module)
     return import_module(module)

@@ -17,6 +17,10 @@ class PassInfo:
   run: Callable          # run(funcs: list[Func], **options) -> list[Func]   (UOp level), or run(module_op, **options)
   options: dict[str, Option] = field(default_factory=dict)
   on_uops: bool = True   # True: the pass works on imported UOp DAGs; False: directly on the MLIR module
+  @property
+  def pass_name(self) -> str:
+    """The name MLIR's IR dumps and timing report show, spelled as upstream's (uop-kernel-split -> UopKernelSplit)."""
+    return "".join(w.capitalize() for w in self.name.split("-"))
 
 PASSES: dict[str, PassInfo] = {}
 

@@ -1,6 +1,7 @@
 """Text generation with a Llama-architecture GGUF model: `LLM(path).generate(prompt, max_tokens=N, temperature=0.0)`
 yields the text piece by piece. The prompt is prefilled in one call (padded to a power of two, one compiled step per
-length) and each new token is one decode call; both run under TinyJit with the position a bound Variable, the sampling
+length; only the part after what the KV cache holds from the previous generation, so a chat's earlier turns are not
+computed again) and each new token is one decode call; both run under TinyJit with the position a bound Variable, the sampling
 in the same kernels."""
 from __future__ import annotations
 from typing import Iterator
@@ -38,6 +39,7 @@ class LLM:
     return self
   def _init(self, model: Llama, tokenizer, metadata: dict):
     self.model, self.tokenizer, self.metadata, self._steps = model, tokenizer, metadata, {}
+    self._cached: list[int] = []   # the tokens whose keys and values the cache holds, from position 0
     self.bos_id, self.eos_id = metadata.get("tokenizer.ggml.bos_token_id"), metadata.get("tokenizer.ggml.eos_token_id")
 
   def chat_prompt(self, messages: str | list[dict]) -> str:
@@ -61,13 +63,19 @@ class LLM:
     if not ids or len(ids) + max_tokens > n: _err(ValueError, f"{len(ids)} prompt tokens + {max_tokens} new ones do not fit max_context={n}")
     if seed is not None: Tensor.manual_seed(seed)
     sampling, i32 = (float(temperature), int(top_k), float(top_p)), lambda *x: Tensor(np.array(x, np.int32))
-    T = min(n, max(8, 1 << (len(ids) - 1).bit_length()))
-    pos = self.model.start_pos.bind
-    tok = self._step(T, sampling)(Tensor(np.array([ids + [0] * (T - len(ids))], np.int32)), pos(0), i32(len(ids) - 1))
+    # a prompt that starts with what the cache holds (a conversation's earlier turns) prefills only what follows it
+    keep = next((i for i, (a, b) in enumerate(zip(self._cached, ids[:-1])) if a != b), min(len(self._cached), len(ids) - 1))
+    new, pos = ids[keep:], self.model.start_pos.bind
+    T = min(n - keep, max(8, 1 << (len(new) - 1).bit_length()))
+    self._cached = ids[:keep]
+    tok = self._step(T, sampling)(Tensor(np.array([new + [0] * (T - len(new))], np.int32)), pos(keep), i32(len(new) - 1))
+    self._cached = list(ids)
     for p in range(len(ids), len(ids) + max_tokens):
       if (t := int(tok.numpy()[0])) == self.eos_id: return
       yield t
-      if p + 1 < len(ids) + max_tokens: tok = self._step(1, sampling)(Tensor(np.array([[t]], np.int32)), pos(p), i32(0))
+      if p + 1 < len(ids) + max_tokens:
+        tok = self._step(1, sampling)(Tensor(np.array([[t]], np.int32)), pos(p), i32(0))
+        self._cached.append(t)
 
   def generate(self, prompt: str | list[dict], max_tokens: int = 64, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                seed: int | None = None, chat: bool = False) -> Iterator[str]:

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     stream(args.prompt, False)
     return 0
   messages, message = [], args.prompt
-  while True:   # each turn prefills the whole conversation so far
+  while True:   # each turn prefills only what follows the conversation the KV cache holds
     if message is None:
       try: message = input("> ")
       except (EOFError, KeyboardInterrupt): return 0

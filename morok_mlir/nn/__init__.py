@@ -39,6 +39,12 @@ class LayerNorm:
     x = x.layernorm(eps=self.eps, axis=self.axis)
     return x * self.weight + self.bias if self.elementwise_affine else x
 
+class LayerNorm2d(LayerNorm):
+  """LayerNorm over the channels of an NCHW input (at each position), as tinygrad's: normalized_shape is the channels."""
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim != 4: _err(ValueError, f"LayerNorm2d takes an NCHW input, got shape {x.shape}")
+    return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
 class Embedding:
   """Rows of weight (vocab_size, embed_size, glorot uniform) picked by integer ids: a gather, O(ids x embed_size)."""
   def __init__(self, vocab_size: int, embed_size: int):
@@ -82,6 +88,12 @@ BatchNorm1d = BatchNorm
 def Conv1d(in_channels: int, out_channels: int, kernel_size: int, stride=1, padding=0, dilation=1, groups: int = 1, bias: bool = True) -> Conv2d:
   """A Conv2d with a 1-d kernel: (N, C, L) inputs (tinygrad's)."""
   return Conv2d(in_channels, out_channels, (kernel_size,) if isinstance(kernel_size, int) else kernel_size, stride, padding, dilation, groups, bias)
+
+def ConvTranspose1d(in_channels: int, out_channels: int, kernel_size: int, stride=1, padding=0, output_padding=0, dilation=1, groups: int = 1,
+                    bias: bool = True) -> ConvTranspose2d:
+  """A ConvTranspose2d with a 1-d kernel: (N, C, L) inputs (tinygrad's)."""
+  return ConvTranspose2d(in_channels, out_channels, (kernel_size,) if isinstance(kernel_size, int) else kernel_size, stride, padding,
+                         output_padding, dilation, groups, bias)
 
 class ConvTranspose2d:
   """weight (in_channels, out_channels / groups, *kernel_size), uniform in +-1/sqrt(in_channels * prod(kernel_size))."""
@@ -130,3 +142,21 @@ class RMSNorm:
   def __call__(self, x: Tensor) -> Tensor:
     y = x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
     return y * self.weight if self.weight is not None else y
+
+class LSTMCell:
+  """One step of an LSTM (PyTorch's layout and tinygrad's initialisation): gates i, f, g, o from
+  x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh (weights uniform in +-1/sqrt(hidden_size), biases zero);
+  c' = sigmoid(f) * c + sigmoid(i) * tanh(g), h' = sigmoid(o) * tanh(c'). hc None: zero states."""
+  def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+    stdv = 1.0 / math.sqrt(hidden_size)
+    self.weight_ih = Tensor.uniform(hidden_size * 4, input_size, low=-stdv, high=stdv)
+    self.weight_hh = Tensor.uniform(hidden_size * 4, hidden_size, low=-stdv, high=stdv)
+    self.bias_ih, self.bias_hh = (Tensor.zeros(hidden_size * 4), Tensor.zeros(hidden_size * 4)) if bias else (None, None)
+  def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+    if x.ndim != 2 or x.shape[1] != (n := self.weight_ih.shape[1]):
+      _err(ValueError, f"LSTMCell({n}, {self.weight_hh.shape[1]}) takes a (batch, {n}) input, got {x.shape}")
+    if hc is None: hc = (Tensor.zeros(x.shape[0], self.weight_hh.shape[1], dtype=x.dtype, device=x.device),) * 2
+    gates = x.linear(self.weight_ih.T, self.bias_ih) + hc[0].linear(self.weight_hh.T, self.bias_hh)
+    i, f, g, o = gates.chunk(4, dim=1)
+    c = f.sigmoid() * hc[1] + i.sigmoid() * g.tanh()
+    return (o.sigmoid() * c.tanh()).contiguous(), c.contiguous()

@@ -39,10 +39,14 @@ class Optimizer:
 
 class SGD(Optimizer):
   """p -= lr * g, g the gradient plus weight_decay * p; with momentum, b = momentum * b + g and g = b (or g + momentum * b,
-  nesterov), as PyTorch's SGD."""
-  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
+  nesterov), as PyTorch's SGD. ns_params (Muon's): g, as a matrix of its first dim by the rest, is orthogonalized by
+  5 Newton-Schulz steps of that polynomial before the learning rate scales it (tinygrad's LARS)."""
+  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+               ns_params: tuple | None = None):
     super().__init__(params, lr)
-    self.momentum, self.wd, self.nesterov = momentum, weight_decay, nesterov
+    self.momentum, self.wd, self.nesterov, self.ns_params = momentum, weight_decay, nesterov, ns_params
+    if ns_params is not None and (t := next((t for t in self.params if t.ndim == 0), None)) is not None:
+      _err(ValueError, f"Newton-Schulz (Muon) orthogonalizes matrices: a 0-d parameter has none (shape {t.shape})")
     self.b = [_state(t, 0.0) for t in self.params] if momentum else []
   def _step(self, idx: list[int], grads: list[Tensor]) -> list[Tensor]:
     for i, g in zip(idx, grads):
@@ -51,8 +55,13 @@ class SGD(Optimizer):
       if self.momentum:
         self.b[i].assign(self.momentum * self.b[i] + g)   # b is zero on the first step: no special case
         g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
+      if self.ns_params is not None: g = g.reshape(g.shape[0], -1).newton_schulz(5, self.ns_params).reshape(g.shape)
       t.assign((t.detach() - g * self._lr(t)).cast(t.dtype))
     return [self.b[i] for i in idx] if self.momentum else []
+
+def Muon(params: list[Tensor], lr=3e-3, momentum=0.96, weight_decay=0.0, nesterov=True, ns_params=(3.4445, -4.7750, 2.0315)) -> SGD:
+  """Muon (tinygrad's defaults): SGD with nesterov momentum whose step direction is orthogonalized by Newton-Schulz."""
+  return SGD(params, lr, momentum, weight_decay, nesterov, ns_params)
 
 class LAMB(Optimizer):
   """Adam's moments with bias correction, the update scaled by the trust ratio |p| / |update| (LAMB); adam=True skips

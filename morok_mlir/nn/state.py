@@ -42,7 +42,7 @@ def safe_save(tensors: dict[str, Tensor], fn: str, metadata: dict[str, str] | No
 
 _SAFE_DTYPES = {"BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16, "I16": dtypes.int16,
                 "F16": dtypes.float16, "BF16": dtypes.bfloat16, "U32": dtypes.uint32, "I32": dtypes.int32, "F32": dtypes.float32,
-                "U64": dtypes.uint64, "I64": dtypes.int64, "F64": dtypes.float64}
+                "U64": dtypes.uint64, "I64": dtypes.int64, "F64": dtypes.float64, "F8_E4M3": dtypes.fp8e4m3, "F8_E5M2": dtypes.fp8e5m2}
 SAFE_MAX_HEADER = 100 << 20   # the safetensors library's own limit
 
 def safe_load(fn) -> dict[str, Tensor]:
@@ -91,7 +91,8 @@ def _safe_header(f, size: int, fn) -> dict[str, tuple]:
 
 _TORCH_STORAGES = {"FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
                    "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32,
-                   "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool}
+                   "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool,
+                   "Float8_e4m3fnStorage": dtypes.fp8e4m3, "Float8_e5m2Storage": dtypes.fp8e5m2}
 
 def torch_load(fn) -> dict:
   """The object of a PyTorch checkpoint (torch.save's zip format since PyTorch 1.6, or the format before it): a state dict

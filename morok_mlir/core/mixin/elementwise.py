@@ -1,7 +1,7 @@
 """Elementwise ops: dtypes and casts, broadcasting and promotion, arithmetic, bitwise ops, comparisons, where,
 division and remainder, and the math functions (float composites in float32 at least)."""
 from __future__ import annotations
-import math
+import functools, math
 from typing import Self
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes, least_upper_dtype
@@ -14,6 +14,7 @@ _BOOL_ALU = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND, Ops.MAX: Ops.OR, Ops.MIN: Ops.AN
 # a Python int or float operand of a tensor: (its type, vkey, the tensor's dtype, match_dtype) -> (the constant's value and
 # dtype), worked out once (dtype rules, range checks, rounding to the dtype)
 _SCALARS: dict = {}
+_UINT = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}   # item size -> the unsigned int of it
 
 def _opposite(r: OpBase, b: OpBase) -> OpBase:
   """r is nonzero with the sign opposite to b's: where a truncating quotient/remainder needs the floor correction.
@@ -34,9 +35,23 @@ class ElementwiseMixin(OpBase):
   def cast(self, dtype) -> Self: return self._cast(_dtype(dtype))
   def _cast(self, dt: DType) -> Self: return self if dt is self.dtype else self._op(Ops.CAST, self.shape, dt)
   def bitcast(self, dtype) -> Self:
-    dt = _dtype(dtype)
-    if dt.itemsize != self.dtype.itemsize or dt.is_bool != self.dtype.is_bool: _err(TypeError, f"bitcast {self.dtype} -> {dt} needs equal item sizes")
-    return self if dt == self.dtype else self._op(Ops.BITCAST, self.shape, dt)
+    """The same bytes read as dtype. Between item sizes (tinygrad's rule) the last dim changes: n items of self become
+    n * itemsize / dtype.itemsize of dtype, little-endian (numpy's .view on these machines), so its bytes must divide."""
+    dt, src = _dtype(dtype), self.dtype
+    if dt.is_bool != src.is_bool: _err(OpTypeError, f"bitcast {src} -> {dt}: bool has no bit pattern to share (cast it)")
+    if dt.itemsize == src.itemsize: return self if dt == src else self._op(Ops.BITCAST, self.shape, dt)
+    n = self.shape[-1] if self.ndim else None
+    if not isinstance(n, int) or n * src.itemsize % dt.itemsize:
+      _err(OpTypeError, f"bitcast {src} -> {dt} needs equal item sizes, or a static last dim whose {src.itemsize}-byte items fill whole "
+                        f"{dt.itemsize}-byte ones: got shape {self.shape}")
+    u_src, u_dt = (_UINT[d.itemsize] for d in (src, dt))
+    x = self.bitcast(u_src)
+    if (rate := dt.itemsize // src.itemsize) > 1:   # rate pieces of each wider item, the lowest first
+      x = x.reshape(*self.shape[:-1], n // rate, rate)
+      parts = [x.shrink((None,) * (x.ndim - 1) + ((i, i + 1),)).cast(u_dt) << 8 * src.itemsize * i for i in range(rate)]
+      return functools.reduce(lambda a, b: a | b, parts).squeeze(-1).bitcast(dt)
+    rate = src.itemsize // dt.itemsize   # each item split into rate narrower ones, the lowest first
+    return x.unsqueeze(-1).cat(*[x.unsqueeze(-1) >> 8 * dt.itemsize * i for i in range(1, rate)], dim=-1).cast(u_dt).flatten(-2).bitcast(dt)
   def float(self) -> Self: return self.cast(dtypes.float32)
   def half(self) -> Self: return self.cast(dtypes.float16)
   def double(self) -> Self: return self.cast(dtypes.float64)

@@ -31,6 +31,18 @@ class LinalgMixin(OpBase):
     if self.ndim != 2 or getattr(x, "ndim", None) != 2:
       _err(ValueError, f"mm() multiplies two matrices, got shapes {self.shape} and {getattr(x, 'shape', type(x).__name__)}: use matmul")
     return self.matmul(x, dtype=dtype)
+  def newton_schulz(self, steps: int, params: tuple, eps: float = 1.0e-7) -> Self:
+    """tinygrad's Newton-Schulz iteration of an odd polynomial (Muon's orthogonalization) on the last two dims: G scaled
+    to unit Frobenius norm, then `steps` times G = sum_i params[i] * (G G^T)^i G; the wide side is kept last (a tall
+    matrix is transposed, iterated and transposed back), so G G^T is the smaller Gram matrix."""
+    if self.ndim < 2: _err(ValueError, f"newton_schulz needs a tensor with two or more dims, got shape {self.shape}")
+    if self.shape[-2] > self.shape[-1]: return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    g = self / (self.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      gram, term, acc = g @ g.transpose(-2, -1), g, g * params[0]
+      for p in params[1:]: term = gram @ term; acc = acc + term * p
+      g = acc
+    return g
   def __matmul__(self, x) -> Self: return self.matmul(x)
   def __rmatmul__(self, x) -> Self: return self.matmul(x, True)
   @staticmethod

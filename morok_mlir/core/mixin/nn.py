@@ -241,10 +241,19 @@ def _ints(v, n: int, name: str, least: int, counts: tuple[int, ...] = (1,)) -> t
   if any(x < least for x in vs): _err(ValueError, f"{name} must be {'positive' if least else 'non-negative'}, got {name}={v}")
   return tuple(int(x) for x in vs) * (n if len(vs) == 1 else 1)
 
+def _same_pads(padding, HW, stride, dilation):
+  """padding as conv2d takes it: a string of PyTorch's as the flat pads it means, anything else as it is."""
+  if not isinstance(padding, str): return padding
+  if padding == "valid": return 0
+  if padding != "same": _err(ValueError, f"invalid padding string {padding!r}: 'same' or 'valid'")
+  if any(s != 1 for s in stride): _err(ValueError, f"padding='same' is not supported for strided convolutions (stride {tuple(stride)})")
+  return [p for d, k in zip(dilation[::-1], HW[::-1]) for p in (d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2)]
+
 def conv2d(self: OpBase, weight: OpBase, bias: OpBase | None = None, groups=1, stride=1, dilation=1, padding=0, dtype=None) -> OpBase:
   """tinygrad's / PyTorch's conv2d (NCHW input, (cout, cin/groups, kh, kw) weight); padding: int, one per spatial dim,
-  or PyTorch's flat (left, right, top, bottom). Arguments are checked as PyTorch checks them: groups, stride and dilation
-  positive, padding non-negative, one value or one per spatial dim."""
+  or PyTorch's flat (left, right, top, bottom), or PyTorch's strings: 'valid' (none) and 'same' (the output keeps the
+  input's size: d*(k-1) per dim, the odd one on the right/bottom, stride 1 only). Arguments are checked as PyTorch checks
+  them: groups, stride and dilation positive, padding non-negative, one value or one per spatial dim."""
   if not isinstance(weight, OpBase) or not (bias is None or isinstance(bias, OpBase)):
     _err(TypeError, "conv2d takes a weight Tensor and an optional bias Tensor")
   if weight.ndim < 3 or self.ndim != weight.ndim:
@@ -252,7 +261,7 @@ def conv2d(self: OpBase, weight: OpBase, bias: OpBase | None = None, groups=1, s
   (bs, cin_), (cout, cin), HW = self.shape[:2], weight.shape[:2], weight.shape[2:]
   groups, = _ints(groups, 1, "groups", 1)
   stride, dilation = _ints(stride, len(HW), "stride", 1), _ints(dilation, len(HW), "dilation", 1)
-  pads = _ints(padding, len(HW), "padding", 0, (1, 2))
+  pads = _ints(_same_pads(padding, HW, stride, dilation), len(HW), "padding", 0, (1, 2))
   if groups * cin != cin_ or cout % groups:
     _err(ValueError, f"input {self.shape} does not match weight {weight.shape} with groups={groups}")
   if bias is not None and bias.shape != (cout,):

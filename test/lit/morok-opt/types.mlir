@@ -2,7 +2,7 @@
 // runs, naming what is supported: never an internal error inside a pass.
 // RUN: not morok-opt %s --split-input-file -p uop-rangeify,uop-simplify,uop-kernel-split,uop-optimize,uop-lower-cpu 2>&1 | FileCheck %s
 
-// CHECK: types.mlir:[[@LINE+2]]:8: error: 'uop.add' op element type tf32 of tensor<4xtf32> is not supported (supported: i1, i8, i16, i32, i64, ui8, ui16, ui32, ui64, f16, bf16, f32, f64, index)
+// CHECK: types.mlir:[[@LINE+2]]:8: error: 'uop.add' op element type tf32 of tensor<4xtf32> is not supported (supported: i1, i8, i16, i32, i64, ui8, ui16, ui32, ui64, f8E4M3FN, f8E5M2, f16, bf16, f32, f64, index)
 func.func @f(%a: tensor<4xtf32>) -> tensor<4xtf32> {
   %0 = "uop.add"(%a, %a) : (tensor<4xtf32>, tensor<4xtf32>) -> tensor<4xtf32>
   return %0 : tensor<4xtf32>
@@ -10,10 +10,10 @@ func.func @f(%a: tensor<4xtf32>) -> tensor<4xtf32> {
 
 // -----
 
-// CHECK: types.mlir:[[@LINE+2]]:8: error: 'uop.neg' op element type f8E4M3FN of tensor<4xf8E4M3FN> is not supported
-func.func @f(%a: tensor<4xf8E4M3FN>) -> tensor<4xf8E4M3FN> {
-  %0 = "uop.neg"(%a) : (tensor<4xf8E4M3FN>) -> tensor<4xf8E4M3FN>
-  return %0 : tensor<4xf8E4M3FN>
+// CHECK: types.mlir:[[@LINE+2]]:8: error: 'uop.neg' op element type f8E4M3FNUZ of tensor<4xf8E4M3FNUZ> is not supported
+func.func @f(%a: tensor<4xf8E4M3FNUZ>) -> tensor<4xf8E4M3FNUZ> {
+  %0 = "uop.neg"(%a) : (tensor<4xf8E4M3FNUZ>) -> tensor<4xf8E4M3FNUZ>
+  return %0 : tensor<4xf8E4M3FNUZ>
 }
 
 // -----
