@@ -407,15 +407,18 @@ class _Kernel:
     self.args, self.run = p
     for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr
   def __call__(self, v: list):
+    if (a := self.args) is not None and a.code is self.prog.code:   # the usual replay (a keyed kernel has no args)
+      ptrs = a.ptrs
+      for i, j in self.var: ptrs[i] = v[j].ptr
+      return self.run()
     if self.keyed:
       inputs = list(self.inputs)
       for i, j in self.keyed: inputs[i] = self.uops[j]
       return self.prog.call_buffers([v[j] for j in self.slots], inputs)
-    if (a := self.args) is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
-    if a.code is not self.prog.code: self._bind(v); a = self.args
-    ptrs = a.ptrs
-    for i, j in self.var: ptrs[i] = v[j].ptr
-    self.run()
+    if a is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
+    self._bind(v)
+    if self.args is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
+    self(v)
 
 class _Copy:
   """A replay step: buffer j's copy on device (an input from another device), as the realize driver makes it."""

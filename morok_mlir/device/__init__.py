@@ -12,20 +12,23 @@ from __future__ import annotations
 import contextlib, importlib, threading
 from morok_mlir.core import env
 
+class _Local(threading.local):
+  default: str | None = None   # (a class attribute: reading it when unset raises nothing)
+
 class _Device:
   _impls = {"CPU": ("morok_mlir.device.cpu", "CPU"), "CUDA": ("morok_mlir.device.cuda", "CUDA")}
-  def __init__(self): self._default, self._local, self._found = self.canonicalize(env.get("DEVICE")), threading.local(), {}
+  def __init__(self): self._default, self._local, self._found = self.canonicalize(env.get("DEVICE")), _Local(), {}
   @property
   def DEFAULT(self) -> str:
     """The device of tensors made without one: this thread's inside a `with Device.default(name):` block, else the
     process's (`Device.DEFAULT = name` sets that one, as tinygrad's)."""
-    return getattr(self._local, "default", None) or self._default
+    return self._local.default or self._default
   @DEFAULT.setter
   def DEFAULT(self, name: str): self._default = name
   @contextlib.contextmanager
   def default(self, name: str):
     """Device.DEFAULT is name in this thread only, inside the block."""
-    prev, self._local.default = getattr(self._local, "default", None), name
+    prev, self._local.default = self._local.default, name
     try: yield
     finally: self._local.default = prev
   @staticmethod
