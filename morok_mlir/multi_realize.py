@@ -3,11 +3,11 @@ uop-allreduce (copies and adds) -> rounds of realize() per device, a round compu
 copies read. Every step is one realize() on one device, so the schedule cache, TinyJit's recording (a copied value
 enters the next graph as an input on its own device, which realize and a replay copy over) and DEBUG all apply."""
 from __future__ import annotations
-import os
+from morok_mlir.core import env
 from morok_mlir.core.uop import UOp
 from morok_mlir.core.multi import Sharded, shard_graph, multi, copy, gather, split_bounds
 from morok_mlir.dialects.ops import Ops
-from morok_mlir.passes.allreduce import lower_allreduce, RING_BYTES
+from morok_mlir.passes.allreduce import lower_allreduce
 from morok_mlir import realize as R
 
 def _devices(roots: list[UOp], where: dict[UOp, str]) -> dict[UOp, str | None]:
@@ -52,8 +52,7 @@ def _resolve_copies(roots: list[UOp], beam) -> tuple[list[UOp], dict[UOp, str]]:
 
 def ring_bytes() -> int:
   """RING_BYTES in the environment (read at each call): allreduces of at least so many bytes go around the ring."""
-  if not (v := os.environ.get("RING_BYTES", str(RING_BYTES))).isdigit(): raise ValueError(f"RING_BYTES must be an integer >= 0, got {v!r}")
-  return int(v)
+  return env.get("RING_BYTES")
 
 def realize_multi(outs: list[UOp], devices: tuple[str, ...], beam=None) -> list[UOp]:
   """Realize logical UOps of tensors on `devices`: per output, a `multi` of input buffers (an output no multi value

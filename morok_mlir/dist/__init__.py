@@ -18,6 +18,7 @@ that disagrees with the engine's is refused at init."""
 from __future__ import annotations
 import math, os
 import numpy as np
+from morok_mlir.core import env as knobs
 from morok_mlir.core.dtype import DType, dtypes, to_dtype
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer
@@ -56,7 +57,7 @@ class Communicator:
   allreduce/allgather/reduce_scatter/broadcast/send/recv/barrier on host or device arrays, see mpi.py)."""
   def __init__(self, backend, check: bool | None = None):
     self.b, self.rank, self.world_size, self.local_rank = backend, backend.rank, backend.world_size, backend.local_rank
-    self.check = os.environ.get("MOROK_DIST_CHECK", "1") != "0" if check is None else check
+    self.check = knobs.get("MOROK_DIST_CHECK") if check is None else check
   def __repr__(self): return f"<Communicator {type(self.b).__name__} rank {self.rank} of {self.world_size}>"
 
   def _in(self, x: Tensor, what: str):
@@ -127,8 +128,8 @@ class Communicator:
 def init(backend: str | None = None, timeout: float | None = None, check: bool | None = None) -> Communicator:
   """A Communicator for this process. backend: "mpi" or "nccl" (None: MOROK_DIST_BACKEND, else mpi). timeout: seconds
   any one operation may take (None: MOROK_DIST_TIMEOUT, else 300)."""
-  backend = (backend or os.environ.get("MOROK_DIST_BACKEND") or "mpi").lower()
-  timeout = float(os.environ.get("MOROK_DIST_TIMEOUT", 300) if timeout is None else timeout)
+  backend = (backend or knobs.get("MOROK_DIST_BACKEND")).lower()
+  timeout = float(knobs.get("MOROK_DIST_TIMEOUT") if timeout is None else timeout)
   if timeout <= 0: _err(ValueError, f"timeout must be > 0 seconds, got {timeout}")
   env = launch_env()
   if backend == "mpi":
