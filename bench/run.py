@@ -4,6 +4,7 @@
                                           layernorm sort attention train trainmlp traincnn minilm compile symbolic
                                           (or a row's letter: d = mm1024 mm2048, e = conv, f = mlp, ...)
                                           light (onnx's nine light models against onnxruntime), light_<model> (one)
+                                          onnxcf (small control-flow/state/int8 ONNX models against onnxruntime), onnxcf_<model>
 
 --beam N adds a "searched" line under the matmul, conv and MLP rows: their kernels searched with BEAM=N (the search's
 own time, then heuristic and searched timed alternately in rounds, medians) and the attributes the search chose.
@@ -400,6 +401,35 @@ def light_rows(models) -> None:
     print(f"| {name:<14} | {mk * 1e3:9.1f} | {ot * 1e3:9.1f} | {ot / mk:6.2f} | {first:12.1f} |", flush=True)
     del m, sess
 
+CF_RUNS = 300
+def cf_rows(models) -> None:
+  """Small ONNX models of control flow, carried state and microseconds of work (test/onnx_cf_models.py: a VAD-like
+  streaming model with an If and an LSTM, a Loop, a Scan, an int8 encoder, an int8 QDQ layer, a 2-op graph) through
+  OnnxModel (numpy arrays in and out, as a streaming caller feeds them; the replay from the fourth call on) and
+  onnxruntime's CPU provider (2 intra-op threads), outputs checked against onnxruntime's first; per-call
+  microseconds, alternating blocks."""
+  try: import onnxruntime as ort
+  except ImportError: print("\nonnx control-flow models not measured: onnxruntime is not installed (pip install -e '.[bench]')"); return
+  sys.path.insert(0, os.path.join(ROOT, "test"))
+  import onnx_cf_models as cf
+  from morok_mlir.onnx import OnnxModel
+  print(f"\ns. small ONNX models (control flow, state, int8) against onnxruntime {ort.__version__}, CPU, {THREADS} threads; "
+        "x ort = ort us / morok us\n")
+  print(f"| {'model':<8} | {'morok us':>9} | {'ort us':>9} | {'x ort':>6} |")
+  print(f"|{'-' * 10}|{'-' * 11}|{'-' * 11}|{'-' * 8}|")
+  for name in models:
+    model, feeds, carry = cf.MODELS[name]()
+    m, f = OnnxModel(model), feeds(0)
+    opts = ort.SessionOptions(); opts.intra_op_num_threads, opts.inter_op_num_threads = THREADS, 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    got, want = [m(f) for _ in range(4)][-1], dict(zip([o.name for o in sess.get_outputs()], sess.run(None, f)))
+    for k, w in want.items():
+      if not np.allclose(got[k], w, rtol=1e-4, atol=1e-5): print(f"  !! {name}: {k} differs from onnxruntime's by {np.abs(got[k] - w).max()}")
+    f = {**f, **{i: got[o] for o, i in carry.items()}}   # the state a stream feeds back: the previous call's output
+    ts = [blocks({"morok": lambda: m(f)}, CF_RUNS, {"ort": lambda: sess.run(None, f)}) for _ in range(2)]
+    mk, ot = statistics.median(t["morok"] for t in ts), statistics.median(t["ort"] for t in ts)
+    print(f"| {name:<8} | {mk * 1e6:9.1f} | {ot * 1e6:9.1f} | {ot / mk:6.2f} |", flush=True)
+
 def w_overhead():
   a = np.arange(3, dtype=np.float32); A, ta = Tensor(a), tt(a)
   from morok_mlir import TinyJit
@@ -443,6 +473,7 @@ def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float]]:
     with tempfile.TemporaryDirectory() as d: out.append((n, fresh_process(CHAIN_SRC.format(root=ROOT, n=n), d)[0]))
   return out
 
+CF = ("vad", "loop", "scan", "qenc", "qdq", "tiny")
 LIGHT = ("resnet50", "bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "shufflenet", "squeezenet", "vgg19", "zfnet512")
 WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
              "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather, "layernorm": w_layernorm, "sort": w_sort,
@@ -525,7 +556,7 @@ def main(names, beam: int = 0):
   print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
   compiles = []
   for n in progress(names, "bench", "row"):
-    if n in ("compile", "symbolic") or n.startswith("light"): continue
+    if n in ("compile", "symbolic") or n.startswith(("light", "onnxcf")): continue
     w = WORKLOADS[n]()
     runs = w.get("runs", RUNS)
     t0 = time.perf_counter(); out = w["morok"]()
@@ -551,6 +582,7 @@ def main(names, beam: int = 0):
     if beam and n in BEAM_ROWS: searched(w, beam)
   if "symbolic" in names: symbolic_rows()
   if light := [n[6:] for n in names if n.startswith("light")]: light_rows([x for x in LIGHT if x in light or "" in light])
+  if cf := [n[6:] for n in names if n.startswith("onnxcf")]: cf_rows([x for x in CF if x in cf or "" in cf])
   for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
   if "compile" in names:
     print("\nh. compile time, first realize of the MLP (f) in a new process (s): first realize / whole process")

@@ -96,6 +96,15 @@ _ops: list[OpDef] = [
         f'%1 = "uop.contiguous"(%0) : ({_t()}) -> {_t()}'),
   OpDef("copy", "graph", "a:T", "r:T", {"device": "str"}, "Copy the value to `device`.",
         f'%1 = "uop.copy"(%0) {{device = "CPU"}} : ({_t()}) -> {_t()}'),
+  OpDef("multi", "graph", "srcs:tensor*", "r:tensor", {"axis": "int", "devices": "str"},
+        "One value held by several devices, srcs[i] by device i of the comma-separated `devices`: split along `axis` (the value "
+        "is the sources' concatenation), or, with axis = -1, replicated (each source the whole value). Graph ops on it are logical; morok_mlir/core/multi.py turns them "
+        "into per-device ops before the graph is emitted.",
+        f'%2 = "uop.multi"(%0, %1) {{axis = 0 : i64, devices = "CPU,CPU:1"}} : ({_t("2x3")}, {_t("2x3")}) -> {_t("4x3")}'),
+  OpDef("allreduce", "graph", "srcs:T*", "r:T", {"device": "str", "devices": "str", "op": "str"},
+        "The elementwise add|max of srcs, srcs[i] held by device i of the comma-separated `devices`, as a value on `device`. "
+        "uop-allreduce lowers it to copies and adds.",
+        f'%2 = "uop.allreduce"(%0, %1) {{device = "CPU:1", devices = "CPU,CPU:1", op = "add"}} : ({_t()}, {_t()}) -> {_t()}'),
   OpDef("assign", "graph", "target:T, value:T", "r:T", {}, "Write value into target's buffer; the result is target after the write.",
         f'%2 = "uop.assign"(%0, %1) : ({_t()}, {_t()}) -> {_t()}'),
   OpDef("detach", "graph", "a:T", "r:T", {}, "Identity that stops gradients.", f'%1 = "uop.detach"(%0) : ({_t()}) -> {_t()}'),

@@ -163,6 +163,9 @@ class TinyJit:
     rest = _split((args, kwargs), tensors, env)
     shapes = [t.shape for t in tensors]   # (a lazy argument realized takes its value's shape)
     if any(not _data(t.uop) for t in tensors): Tensor.realize(*tensors)
+    if any(t.uop.op is Ops.MULTI for t in tensors):   # a tensor on several devices: each device's shard is an argument
+      tensors = [Tensor._of(u, d) for t in tensors for u, d in (zip(t.uop.src, t.device) if t.uop.op is Ops.MULTI else [(t.uop, t.device)])]
+      shapes = [t.shape for t in tensors]
     sig = (tuple((_unbound(sh, env), t.dtype, t.device) for sh, t in zip(shapes, tensors)), rest)
     with self.lock:
       if self.sig is None: self.sig = sig
@@ -194,6 +197,7 @@ class TinyJit:
     # (and with the same values of the sizes the arguments do not give: those a replay keeps)
     trace = [(id(e.sched), tuple((v, x) for v, x in e.vars.items() if v not in env)) for e in rec.execs]
     with self.lock:
+      before = [x for t, u0 in before for x in _shards(t, u0)]   # a multi tensor's shards are state of their own
       state = [b for t, u0 in before if t.uop is not u0 and (b := _buffer(u0)) is not None]
       if rec.reads_data(tensors, state, alias): self.replayable = False
       elif trace == self.last and self.plan is None:
@@ -267,11 +271,15 @@ class _Plan:
     rebinds = [(t, rec.made.get(id(_buffer(u1)))) for t, _, u1 in state]   # (tensor, (exec, output))
     if any(kj is None for _, kj in rebinds): return None
     p.ret, p.devices = ret, [t.device for t in args + p.state]
-    ret_src = {id(t): where(t.uop) for t in _leaves(ret) if isinstance(t, Tensor)}
-    p._layout(len(args), [("out", *kj) for _, kj in rebinds] + list(ret_src.values()))
-    p.outs = list(dict.fromkeys(p.made[s] for s in [("out", *kj) for _, kj in rebinds] + list(ret_src.values()) if s[0] == "out"))
+    # a returned multi tensor: its shards' sources, its attributes and dtype
+    ret_src = {id(t): ("multi", tuple(map(where, u.src)), u.arg, u.dtype) if (u := t.uop).op is Ops.MULTI else where(u)
+               for t in _leaves(ret) if isinstance(t, Tensor)}
+    rets = [x for s in ret_src.values() for x in (s[1] if s[0] == "multi" else (s,))]
+    p._layout(len(args), [("out", *kj) for _, kj in rebinds] + rets)
+    p.outs = list(dict.fromkeys(p.made[s] for s in [("out", *kj) for _, kj in rebinds] + rets if s[0] == "out"))
     p.rebinds = [(t, p.outs.index(p.made[("out", *kj)])) for t, kj in rebinds]
-    p.ret_src = {i: ("out", p.outs.index(p.made[s])) if s[0] == "out" else s for i, s in ret_src.items()}
+    out = lambda s: ("out", p.outs.index(p.made[s])) if s[0] == "out" else s
+    p.ret_src = {i: ("multi", tuple(map(out, s[1])), *s[2:]) if s[0] == "multi" else out(s) for i, s in ret_src.items()}
     p.ret_out = r[1] if type(ret) is Tensor and (r := p.ret_src[id(ret)])[0] == "out" else None   # the usual return: one output
     p.lock, p.keyed = threading.Lock(), any(k.keyed for k in p.steps if isinstance(k, _Kernel))
     if not p.state and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and len(p.outs) == len(p.fresh) == 1 and \
@@ -373,6 +381,7 @@ class _Plan:
     for t, i in self.rebinds: t.uop = outs[i]
     if self.ret_out is not None: return Tensor._of(outs[self.ret_out], self.ret.device)
     def uop(src) -> UOp:
+      if src[0] == "multi": return UOp(Ops.MULTI, src[3], tuple(map(uop, src[1])), src[2])
       if src[0] == "out": return outs[src[1]]
       if src[0] == "rng": return R.new_buffer(rng[src[1]].buffer, None, shape=(2,))
       return src[1] if src[0] == "const" else (args if src[0] == "arg" else state)[src[1]].uop
@@ -398,20 +407,42 @@ class _Kernel:
     self.args, self.run = p
     for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr
   def __call__(self, v: list):
+    if (a := self.args) is not None and a.code is self.prog.code:   # the usual replay (a keyed kernel has no args)
+      ptrs = a.ptrs
+      for i, j in self.var: ptrs[i] = v[j].ptr
+      return self.run()
     if self.keyed:
       inputs = list(self.inputs)
       for i, j in self.keyed: inputs[i] = self.uops[j]
       return self.prog.call_buffers([v[j] for j in self.slots], inputs)
-    if (a := self.args) is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
-    if a.code is not self.prog.code: self._bind(v); a = self.args
-    ptrs = a.ptrs
-    for i, j in self.var: ptrs[i] = v[j].ptr
-    self.run()
+    if a is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
+    self._bind(v)
+    if self.args is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
+    self(v)
 
 class _Copy:
   """A replay step: buffer j's copy on device (an input from another device), as the realize driver makes it."""
   def __init__(self, j: int, dst: int, device: str): self.j, self.dst, self.device = j, dst, device
   def __call__(self, v: list): v[self.dst] = R.on_device(v[self.j], self.device)
+
+class _ShardOf:
+  """Shard k of a multi tensor as a state tensor of its own: read, and rebound in place, through the tensor's multi."""
+  __slots__ = ("t", "k")
+  def __init__(self, t: Tensor, k: int): self.t, self.k = t, k
+  @property
+  def device(self) -> str: return self.t.device[self.k]
+  @property
+  def uop(self) -> UOp:
+    if (m := self.t.uop).op is not Ops.MULTI or any(s.op is not Ops.BUFFER for s in m.src): m = self.t.realize().uop   # (changed lazily)
+    return m.src[self.k]
+  @uop.setter
+  def uop(self, u: UOp): m = self.t.uop; self.t.uop = m.replace(src=m.src[:self.k] + (u,) + m.src[self.k + 1:])
+
+def _shards(t: Tensor, u0: UOp) -> list:
+  """(t, u0), or for a multi tensor of data that stays one over the same devices, (shard k, u0's shard k) per device."""
+  data = lambda m: m.op is Ops.MULTI and all(s.op is Ops.BUFFER for s in m.src)
+  if not (data(u0) and data(u1 := t.uop) and u1.arg == u0.arg and len(u1.src) == len(u0.src)): return [(t, u0)]
+  return [(_ShardOf(t, k), s) for k, s in enumerate(u0.src)]
 
 def _tensor(u: UOp, like: Tensor) -> Tensor:
   """A fresh Tensor holding buffer u (of like's shape and device: the recorded call returned like realized)."""

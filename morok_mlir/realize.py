@@ -4,14 +4,14 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import itertools, threading, time, weakref
+import collections, gc, itertools, os, threading, time, weakref
 from dataclasses import dataclass
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import MOVEMENT, Ops
 from morok_mlir.ir.bridge import Func, module_text
-from morok_mlir.ir.emit import normalize, graph_func
+from morok_mlir.ir.emit import normalize, structure, graph_func
 from morok_mlir.ir.pipeline import compile_lock, lower_to_kernels
 from morok_mlir.ir import stages
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
@@ -34,10 +34,10 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
   dtype: the array's dtype when the caller knows it; else it is checked here, and numpy dtypes
   that are not supported (complex, object, str, datetime, structured, longdouble) raise TypeError at loc."""
   if type(data) is Buffer:
-    u = UOp.unique(Ops.BUFFER, data.dtype, (("id", next(_ids)), ("shape", tuple(shape))), loc)   # attrs(id=, shape=), prebuilt
+    u = UOp.unique(Ops.BUFFER, data.dtype, (("id", next(_ids)), ("shape", shape := tuple(shape))), loc)   # attrs(id=, shape=), prebuilt
     if data.device == "CPU":   # contents never change (see below)
       (data._buf if data._buf is not None and data.base is None else data.as_numpy()).flags.writeable = False
-    u.buffer = data
+    u.buffer, u.__dict__["shape"] = data, shape
     return u
   if dtype is None:
     try: dtype = dtypes.from_np(data.dtype)
@@ -53,6 +53,10 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
 CUT_NEVER = MOVEMENT | {Ops.BUFFER, Ops.CONST}
 
 DEBUG = env.get("DEBUG")
+# BEAM is read at every realize: unset (the usual case) is seen in os.environ's own table, as its get() would look it up
+# (get() spends ~0.5 us encoding the name); a value set goes through env.get, which parses and checks it
+_env = os.environ._data if hasattr(os.environ, "_data") and hasattr(os.environ, "encodekey") else None
+_BEAM = os.environ.encodekey("BEAM") if _env is not None else None
 
 @dataclass
 class ScheduleItem:
@@ -71,7 +75,28 @@ class Schedule:
   n_in: int
   n_out: int
   stages: stages.Stages | None = None   # VIZ's record of this compile, which each run adds its kernels' times to
+  def __post_init__(self):
+    self.allocs = [(b.size, b.dtype.base) for b in self.buffer_types[self.n_in:]]   # (elements, dtype) of each buffer it makes
+    self.calls: list[list[_Call]] = []   # prepared kernel calls, one list per run in flight (a free list: pop and append)
 
+class _Call:
+  """One kernel of a schedule as a prepared call (CPU): an argument set of its own, into which a run writes the buffers'
+  pointers before one ctypes call. Until then, and for a program without prepare or one that keeps what it derives from
+  an input (packed weights, which call_buffers keeps per input UOp), a run goes through call_buffers."""
+  __slots__ = ("prog", "slots", "const", "args", "run", "fast")
+  def __init__(self, it: ScheduleItem, n_in: int):
+    # (a kernel with scratch buffers, a contraction's packed panels, runs long enough that its own argument sets serve)
+    self.fast = hasattr(it.program, "prepare") and not getattr(getattr(it.program, "spec", None), "scratch", ())
+    self.prog, self.slots, self.args, self.run = it.program, it.slots, None, None
+    self.const = frozenset(i for i, s in enumerate(it.slots) if s < n_in)
+  def prepare(self) -> bool:
+    """An argument set for the program's code, once that code stays: a JIT-compiled program moves onto its shared object
+    once linked, and a set made for the engine would keep the engine (~1 MB) alive while the schedule is cached."""
+    self.args = None
+    if getattr(self.prog.code, "engine", None) is not None: return False
+    if (p := self.prog.prepare(self.const)) is None: self.fast = False; return False
+    self.args, self.run = p
+    return True
 
 def choices(a: dict) -> str:
   """A kernel's CPU choices in a few words: contraction (or Winograd) tile, threads, split reduce, streamed stores."""
@@ -126,7 +151,7 @@ class GlobalCounters(metaclass=_Counters):
   def reset(cls): cls.kernel_count, cls.compiled, cls.time_sum_s = 0, 0, 0.0
 
 # the schedules own their programs: an evicted schedule frees the programs no other schedule or method cache holds
-_schedule_cache: dict[tuple[str, tuple[UOp, ...]], Schedule] = LRU(schedule_nbytes)
+_schedule_cache: dict[tuple, Schedule] = LRU(schedule_nbytes)   # (device, emit.structure's key[, beam]) -> schedule
 
 def _alloc_error(e: Exception, sched: Schedule, outs: list[UOp]) -> MemoryError:
   """A failed allocation of the schedule's buffers (outputs first) as a MemoryError at the user's line, naming the
@@ -199,6 +224,13 @@ def on_device(b: Buffer, device: str) -> Buffer:
     with _copies_lock: c = _copies.setdefault(b, {}).setdefault(device, c)
   return c
 
+# the outputs of the last few realizes, kept alive until the next garbage collection: a loop that rebuilds the same
+# graph on the same tensors (a model's forward on its weights) gets the same hash-consed UOps back, whose structure key
+# is remembered (emit.structure: the MLP's forward ~60 us of walk -> a lookup). Their inputs live as long as they would
+# if the graph were cyclic garbage: a deleted tensor's memory goes at the next collection (gc.collect() included).
+_recent: collections.deque = collections.deque(maxlen=4)
+gc.callbacks.append(lambda phase, info, recent=_recent: recent.clear() if phase == "start" else None)
+
 def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: int | None = None) -> list[Buffer]:
   """Compute graph-level UOps on `device` (Device.DEFAULT if None); returns one flat Buffer per UOp, on device (a UOp
   that is already an input buffer gives its own Buffer, wherever it is). Inputs on other devices are copied to device
@@ -206,31 +238,33 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
   beam: BEAM's width for new kernels (None: the BEAM environment variable, read at each call; 0: heuristics only)."""
   device = Device[device or Device.DEFAULT].name
   results: list[Buffer | None] = [None] * len(outs)
-  todo = []
+  todo, touts = [], []
   for i, o in enumerate(outs):
     if o.size == 0: results[i] = Buffer(device, 0, o.dtype).allocate()
     elif o.buffer is not None: results[i] = o.buffer
-    else: todo.append(i)
+    else: todo.append(i); touts.append(o)
   if not todo: return results
-  key, inputs, vals = normalize([outs[i] for i in todo])
-  if beam is None: beam = env.get("BEAM")
+  key, inputs, vals = structure(touts)
+  _recent.append(touts)
+  if beam is None: beam = env.get("BEAM") if _env is None or _env.get(_BEAM) else 0
   if not isinstance(beam, int) or beam < 0: raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
   if (sched := _schedule_cache.get(ck := (device, key) if not beam else (device, key, beam))) is None:
-    if cut and (pieces := cut_deep([outs[i] for i in todo], device)) is not None:
+    if cut and (pieces := cut_deep(touts, device)) is not None:
       for i, r in zip(todo, realize(pieces, device, cut=False, beam=beam)): results[i] = r
       return results
     with compile_lock:
       if (sched := _schedule_cache.get(ck)) is None:   # another thread may have compiled it while this one waited
         t0 = time.perf_counter()
-        sched = compile_schedule(graph_func(key), device, beam)
+        sched = compile_schedule(graph_func(normalize(touts)[0]), device, beam)
         _schedule_cache[ck] = sched
         GlobalCounters.compiled += len(sched.items)
         if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
   if vals: inputs = inputs + [None]   # symbolic sizes' values: one more input
-  bufs = run_schedule(sched, device, inputs, vals, [outs[i] for i in todo])
-  if (rec := capture.rec) is not None: rec.schedule(sched, device, inputs, bufs, [outs[i] for i in todo], key, vals)
+  bufs = run_schedule(sched, device, inputs, vals, touts)
+  if (rec := capture.rec) is not None: rec.schedule(sched, device, inputs, bufs, touts, normalize(touts)[0] if vals else (), vals)
+  n_in = sched.n_in
   for j, i in enumerate(todo):   # a symbolic output's buffer holds its variables' max size: the result is its first elements
-    results[i] = bufs[sched.n_in + j] if not vals else bufs[sched.n_in + j].view(sym_val(outs[i].size), outs[i].dtype, 0)
+    results[i] = bufs[n_in + j] if not vals else bufs[n_in + j].view(sym_val(outs[i].size), outs[i].dtype, 0)
   return results
 
 def run_schedule(sched: Schedule, device: str, inputs: list[UOp | None], vals=(), outs: list[UOp] = ()) -> list[Buffer]:
@@ -246,19 +280,38 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
   """run_schedule on input Buffers already on device; inputs[i]: the UOp whose immutable contents bufs[i] holds (a
   program may keep what it derives from them, e.g. packed weights), or None."""
   n_in, n_out = sched.n_in, sched.n_out
-  try: bufs = bufs + [Buffer(device, b.size, b.dtype.base).allocate() for b in sched.buffer_types[n_in:]]
+  try: bufs = bufs + [Buffer.fresh(device, n, dt) for n, dt in sched.allocs]
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
+  if DEBUG >= 2 or sched.stages is not None: dt_sum = _run_timed(sched, bufs, inputs)
+  else:
+    try: calls = sched.calls.pop()
+    except IndexError: calls = [_Call(it, n_in) for it in sched.items]
+    t0 = time.perf_counter()
+    try:
+      for c in calls:
+        if (a := c.args) is None or a.code is not c.prog.code:
+          if not c.fast or not c.prepare():
+            c.prog.call_buffers([bufs[s] for s in c.slots], [inputs[s] if s < n_in else None for s in c.slots]); continue
+          a = c.args
+        a.ptrs[:len(c.slots)] = [bufs[s].ptr for s in c.slots]
+        c.run()
+    finally: sched.calls.append(calls)
+    dt_sum = time.perf_counter() - t0
+  GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
+  if len(bufs) == n_in + n_out: return bufs
+  for b in bufs[n_in + n_out:]: b.deallocate()
+  return bufs[:n_in + n_out]
+
+def _run_timed(sched: Schedule, bufs: list[Buffer], inputs: list[UOp | None]) -> float:
+  """The kernels one by one through call_buffers, each timed: printed (DEBUG >= 2), added to VIZ's record."""
   dt_sum = 0.0
   for it in sched.items:
     t0 = time.perf_counter()
-    it.run([bufs[s] for s in it.slots], [inputs[s] if s < n_in else None for s in it.slots])
-    dt = time.perf_counter() - t0
-    dt_sum += dt
+    it.run([bufs[s] for s in it.slots], [inputs[s] if s < sched.n_in else None for s in it.slots])
+    dt_sum += (dt := time.perf_counter() - t0)
     if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us  {it.choices}")
     if sched.stages is not None: sched.stages.ran(it.name, dt)
-  GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
-  for b in bufs[n_in + n_out:]: b.deallocate()
-  return bufs[:n_in + n_out]
+  return dt_sum
 
 class _Capture(threading.local):
   rec = None   # a TinyJit recording the schedules this thread runs (morok_mlir.jit)

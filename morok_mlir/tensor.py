@@ -14,6 +14,7 @@ from morok_mlir.core.index_math import smax
 from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture, compile_stages as _compile_stages
 from morok_mlir.device import Device, dlpack
 from morok_mlir.device.buffer import Buffer
+from morok_mlir import multi_realize as _multi
 
 _KNOWN_DEVICES: dict = {}  # name as given -> canonical name, for names already checked
 def _device(name) -> str:
@@ -21,6 +22,10 @@ def _device(name) -> str:
   if type(name) is str and (dev := _KNOWN_DEVICES.get(name)) is not None: return dev
   from morok_mlir.device import Device
   if name is None: return Device.DEFAULT  # not remembered: the default may change (Device.DEFAULT = ...)
+  if type(name) is tuple:   # several devices: a multi tensor's (tinygrad's)
+    if not name: _err(ValueError, "a tensor on several devices needs at least one")
+    if len(devs := tuple(_device(n) for n in name)) != len(set(devs)): _err(ValueError, f"a device appears twice in {devs}")
+    return devs
   if not isinstance(name, str): _err(TypeError, f"a device is a name such as 'CPU', got {type(name).__name__}")
   try: d = Device[name]
   except KeyError as e: _err(ValueError, str(e.args[0]))
@@ -75,7 +80,8 @@ def _flat(data):
 def _buf(arr: np.ndarray, loc: str | None = None) -> UOp:
   return new_buffer(arr, loc or _loc())
 
-def _is_data(u: UOp) -> bool: return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+def _is_data(u: UOp) -> bool:
+  return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) or (u.op is Ops.MULTI and all(map(_is_data, u.src)))
 def _data(u: UOp) -> UOp: return u if u.op is Ops.BUFFER else u.src[0]   # the buffer UOp of data
 
 
@@ -205,7 +211,9 @@ class Tensor(OpMixin, metaclass=_TensorType):
     dt = None if dtype is None else _dtype(dtype)
     self.device, self._requires_grad, self.grad, self._view = _device(device), None, None, None
     if isinstance(data, UOp): self.uop = data if dt is None or data.dtype == dt else Tensor(data).cast(dt).uop
-    elif isinstance(data, Tensor): self.uop = (data if dt is None else data.cast(dt)).uop
+    elif isinstance(data, Tensor):
+      self.uop = (data if dt is None else data.cast(dt)).uop
+      if device is None: self.device = data.device   # (a multi tensor's graph stays on its devices)
     elif isinstance(data, (bool, int, float, np.generic)):
       if dt is None or isinstance(data, np.generic):   # a numpy scalar may be complex, str, ...
         sdt = _scalar_dtype(data)
@@ -228,6 +236,8 @@ class Tensor(OpMixin, metaclass=_TensorType):
     elif hasattr(data, "__dlpack__") or hasattr(data, "__array__"):   # a torch/jax/cupy... host tensor: copied, as an ndarray
       self.uop = new_buffer(_host_array(data), _loc(), copy=True) if dt is None else Tensor(_host_array(data), dt).uop
     else: _err(TypeError, f"cannot make a tensor from {type(data).__name__}")
+    if type(self.device) is tuple and self.uop.op is not Ops.MULTI and any(u.buffer is not None for u in self.uop.toposort):
+      self.uop = _multi.replicated(self.uop, self.device)   # data given for several devices: a copy on each
     if requires_grad is not None: self.requires_grad = requires_grad
 
   @staticmethod
@@ -290,7 +300,9 @@ class Tensor(OpMixin, metaclass=_TensorType):
           _err(RuntimeError, f"a target {t.shape} {t.dtype} is not part of the graph of this tensor")
         g = Tensor.zeros(t.shape, dtype=t.dtype, device=t.device).uop
       # forward values the rules use (exp's result, a product's operands) are read from what was realized, not recomputed
-      ret.append(Tensor(g.substitute(back) if back else g, device=t.device))
+      if back: g = g.substitute(back)
+      if type(self.device) is tuple and type(t.device) is str: g = _multi.realize_on(g, t.device)   # from several devices to one
+      ret.append(Tensor(g, device=t.device))
     return ret
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d self / d t into t.grad for every tensor t marked requires_grad=True that self depends on."""
@@ -389,20 +401,25 @@ class Tensor(OpMixin, metaclass=_TensorType):
     """Compute self and lst in one graph; afterwards each holds its result as an input buffer. beam: BEAM's width for
     kernels compiled here (None: the BEAM environment variable; 0: uop-optimize's heuristics only)."""
     todo: dict[UOp, list[Tensor]] = {}
-    ts = (self,) + lst
-    if any(t._view is not None for t in ts): ts += tuple(b for t in ts if t._view is not None for b in t._written())
+    ts = (self, *lst)
+    if self._view is not None or lst and any(t._view is not None for t in lst):
+      ts += tuple(b for t in ts if t._view is not None for b in t._written())
+    dev = None
     for t in ts:
-      if _is_data(t.uop): continue
-      if t.numel() == 0: t.uop = _buf(np.empty(t.shape, t.dtype.np)); continue  # nothing to compute
-      todo.setdefault(t.uop, []).append(t)
+      if _is_data(u := t.uop): continue
+      if u.size == 0: t.uop = _buf(np.empty(t.shape, t.dtype.np)); continue  # nothing to compute
+      if (same := todo.get(u)) is not None: same.append(t); continue
+      if dev is not None and t.device != dev:
+        _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(map(str, {dev, t.device})))}): realize them separately")
+      dev, todo[u] = t.device, [t]
     if todo:
-      devs = {ts[0].device for ts in todo.values()}
-      if len(devs) > 1: _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(devs))}): realize them separately")
-      outs = _realize(list(todo), device=devs.pop(), beam=beam)
+      outs = _realize(list(todo), device=dev, beam=beam) if type(dev) is str else _multi.realize_multi(list(todo), dev, beam)
       for (u, ts), out in zip(todo.items(), outs):
-        if out.size != sym_val(u.size) or out.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
+        if type(out) is Buffer and (out.size != sym_val(u.size) or out.dtype != u.dtype):
+          raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")
+        shape = u.shape if u.size.__class__ is int else tuple(sym_val(d) for d in u.shape)
         for t in ts:   # tensors that were one node (equal constants) get a node each over the one Buffer: each its own leaf
-          b = t.uop = new_buffer(out, u.loc, shape=tuple(sym_val(d) for d in u.shape))  # keeps the provenance of what computed it
+          b = t.uop = new_buffer(out, u.loc, shape=shape) if type(out) is Buffer else out  # keeps the provenance of what computed it
           if t._requires_grad and id(t) not in _leaves: _realized[b] = u
     return self
   def mlir(self, stage: str = "graph", debuginfo: bool = False) -> str:
@@ -420,6 +437,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
     realized (it keeps its value, whose memory stays immutable: compiled programs keep what they derive from inputs)
     and its buffer copied."""
     u = self.uop
+    if type(self.device) is tuple: return self.to(self.device[0]).numpy()
     if sys.getrefcount(self) <= _TEMP_REFS and not _is_data(u) and all(type(d) is int for d in u.shape):
       b = _realize([u], device=self.device)[0]   # a fresh buffer (u is no input): no UOp, so no graph can read it
       if b.size != u.size or b.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {b} for {u.shape} {u.dtype}")
@@ -496,7 +514,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
     dev, u, rg, srcs = self.device, self.uop, self._requires_grad, ()
     for x in src:
       if x.device != dev:
-        _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted({dev, *(s.device for s in src)}))}")
+        _err(RuntimeError, f"expected all tensors on one device, got {', '.join(sorted(map(str, {dev, *(s.device for s in src)})))}")
       srcs += (x.uop,)
       # True if a source requires grad, else None if one is unset, else False (tinygrad's)
       if rg is not True and (r := x._requires_grad) is not False: rg = r
@@ -575,6 +593,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
   def _random_bits(shape: tuple[int, ...], device: str) -> Tensor:
     """64 random bits (uint64) per element of shape: threefry of counters drawn .. drawn + n - 1 under the seed."""
     if any(isinstance(x, UOp) for x in shape): _err(TypeError, f"random tensors need static sizes, got {shape}")
+    if type(device) is tuple: return Tensor._random_bits(shape, device[0]).to(device)   # drawn once, the same on every device
     n = _prod(shape)
     if n >= 1 << 31: _err(ValueError, f"random tensors of 2^31 or more elements are not supported, got {shape}")
     kc = Tensor(Tensor._counter_input(n), device=device)
@@ -686,6 +705,8 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if isinstance(device, DType): device, dtype = None if dtype is None else _err(TypeError, "to(): two dtypes given"), device
     if dtype is not None: return self.cast(dtype).to(self.device if device is None else device)
     if (dev := _device(device)) == self.device: return self
+    if type(dev) is tuple: return (self if type(self.device) is str else self.to(self.device[0])).shard(dev)
+    if type(self.device) is tuple: return Tensor(_multi.gather_to(self.realize().uop, dev), device=dev)   # gathered on dev
     ret = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), attrs(device=dev), _loc()), device=dev)
     ret._requires_grad = self._requires_grad
     return ret
@@ -696,6 +717,18 @@ class Tensor(OpMixin, metaclass=_TensorType):
     self.uop, self.device, self._view = ret.uop, ret.device, None
     return self
   def cpu(self) -> Tensor: return self.to("CPU")
+  def shard(self, devices, axis: int | None = None) -> Tensor:
+    """The value on several devices (tinygrad's): split along axis (shards of ceil(n / len(devices)), the last one
+    shorter; refused where one would be empty), or a whole copy on each (axis None). Ops on it run on every device."""
+    devs = _device(tuple(devices) if isinstance(devices, (tuple, list)) else (devices,))
+    if type(self.device) is tuple: _err(RuntimeError, f"shard() of a tensor already on {self.device}: .to() one device first")
+    try: ret = Tensor(_multi.shard(self.uop, devs, None if axis is None else self._dim(axis)), device=devs)
+    except ValueError as e: _err(ValueError, str(e))
+    ret._requires_grad = self._requires_grad
+    return ret
+  def shard_(self, devices, axis: int | None = None) -> Tensor:
+    self.uop, self.device = (t := self.shard(devices, axis)).uop, t.device
+    return self
   # PyTorch's in-place ops, through assign (tinygrad's semantics: self is rebound, views write their bases); they return self
   def add_(self, x, alpha=1) -> Tensor: return self.assign(self + (x if alpha == 1 else x * alpha))
   def sub_(self, x, alpha=1) -> Tensor: return self.assign(self - (x if alpha == 1 else x * alpha))
@@ -981,6 +1014,7 @@ for _name in ("full_like", "zeros_like", "ones_like", "empty_like", "rand_like",
 
 for _name, _v in list({k: v for c in reversed(Tensor.__mro__[:-1]) for k, v in vars(c).items()}.items()):   # OpMixin's too
   if _name.startswith("_") and not (_name.startswith("__") and _name not in ("__hash__", "__init_subclass__", "__class_getitem__")): continue
+  if _name == "realize": continue   # builds no op (its errors walk the stack): the scope would be ~1 us of a ~10 us realize
   if isinstance(_v, staticmethod): setattr(Tensor, _name, staticmethod(_api(_v.__func__)))
   elif isinstance(_v, classmethod): setattr(Tensor, _name, classmethod(_api(_v.__func__)))
   elif callable(_v) and not isinstance(_v, type): setattr(Tensor, _name, _api(_v))

@@ -6,3 +6,4 @@ from morok_mlir.passes import dce, cse  # noqa: F401  (registration order: dce a
 from morok_mlir.passes import optimize  # noqa: F401
 from morok_mlir.passes import rangeify, kernel_split  # noqa: F401
 from morok_mlir.passes import simplify  # noqa: F401
+from morok_mlir.passes import allreduce  # noqa: F401

@@ -173,7 +173,7 @@ def _call_args(op, operands):
       out.append(list(operands[i:i + k]) if v == "variadic" else (operands[i] if k else None)); i += k
   return out
 
-EXPLICIT = {"buffer", "const", "cast", "bitcast", "reshape", "permute", "expand", "pad", "shrink", "flip", "reduce_axis",
+EXPLICIT = {"buffer", "multi", "const", "cast", "bitcast", "reshape", "permute", "expand", "pad", "shrink", "flip", "reduce_axis",
             "bufferize", "after", "vectorize", "gep"}  # result types the table leaves open
 
 @pytest.mark.parametrize("name", OPS)

@@ -7,11 +7,13 @@ from morok_mlir.core import env
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BAD = {"DEBUG": "abc", "BEAM": "two", "DEVICE": "tpu", "MOROK_THREADS": "-3", "MOROK_CACHE_DIR": None, "MOROK_DISK_CACHE": "yes",
        "MOROK_CACHE_MAX_MB": "lots", "MOROK_MEM_CACHE_ENTRIES": "0", "MOROK_MEM_CACHE_MB": "-1", "WINO": "off",
-       "MOROK_PROGRESS": "2", "VIZ": "page", "VIZ_PORT": "http"}
+       "MOROK_PROGRESS": "2", "VIZ": "page", "VIZ_PORT": "http", "RING_BYTES": "1MB", "MOROK_DIST_BACKEND": "gloo",
+       "MOROK_DIST_TIMEOUT": "0", "MOROK_DIST_CHECK": "no"}
 GOOD = {"DEBUG": ("2", 2), "BEAM": ("4", 4), "DEVICE": ("cuda:0", "cuda:0"), "MOROK_THREADS": ("3", 3), "MOROK_CACHE_DIR": ("/x", "/x"),
         "MOROK_DISK_CACHE": ("0", False), "MOROK_CACHE_MAX_MB": ("1.5", 1.5), "MOROK_MEM_CACHE_ENTRIES": ("16", 16),
         "MOROK_MEM_CACHE_MB": ("4", 4.0), "WINO": ("0", False), "MOROK_PROGRESS": ("0", False), "VIZ": ("out.html", "out.html"),
-        "VIZ_PORT": ("0", 0)}
+        "VIZ_PORT": ("0", 0), "RING_BYTES": ("0", 0), "MOROK_DIST_BACKEND": ("NCCL", "nccl"), "MOROK_DIST_TIMEOUT": ("2.5", 2.5),
+        "MOROK_DIST_CHECK": ("0", False)}
 
 def test_every_knob_is_listed_here():
   assert set(BAD) == set(GOOD) == set(env.KNOBS)
@@ -54,3 +56,10 @@ def test_docs_table_lists_every_knob():
   doc = (ROOT / "docs" / "environment.md").read_text()
   rows = re.findall(r"^\| `([A-Z_]+)` \|", doc, re.M)
   assert sorted(rows) == sorted(env.KNOBS), rows
+
+def test_the_package_reads_the_environment_only_through_the_table():
+  """os.environ/getenv reads elsewhere would skip the check (writes, as setdefault of CUDA_VISIBLE_DEVICES, are not reads)."""
+  reads = re.compile(r"os\.environ\.get\(|os\.getenv\(|os\.environ\[[^]]+\](?!\s*=)")
+  found = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "morok_mlir").rglob("*.py")) if p.name != "env.py"
+           for i, line in enumerate(p.read_text().splitlines(), 1) if reads.search(line)]
+  assert not found, found

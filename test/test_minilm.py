@@ -37,3 +37,27 @@ def test_one_compile_per_bucket():
   GlobalCounters.reset()
   embed(b)
   assert GlobalCounters.compiled == 0
+
+def test_tensor_parallel_forward_on_two_devices_equals_unsharded():
+  """Megatron's split over CPU:0 and CPU:1: q/k/v and the intermediate Linear column-split (their heads and features
+  on both devices), the attention output and the output Linear row-split (an allreduce each), the rest replicated."""
+  from morok_mlir import Tensor
+  from morok_mlir.nn.state import get_state_dict
+  model, tok, _ = load()
+  enc = [tok.encode(s).ids for s in ("A man is eating food.", "The new movie is awesome, we loved every minute of it")]
+  ids, mask = np.zeros((2, 16), np.int32), np.zeros((2, 16), np.float32)
+  for r, e in enumerate(enc): ids[r, :len(e)], mask[r, :len(e)] = e, 1
+  ref = model(Tensor(ids), Tensor(mask)).numpy()
+  devs, state = ("CPU:0", "CPU:1"), get_state_dict(model)
+  axis = lambda k: 0 if any(n in k for n in (".query.", ".key.", ".value.", ".intermediate.")) else \
+                   1 if k.endswith(("attention.output.dense.weight", ".output.dense.weight")) and ".attention.self." not in k else None
+  saved = {k: (t.uop, t.device) for k, t in state.items()}   # the cached model is restored for the other tests
+  try:
+    for k, t in state.items(): t.shard_(devs, axis(k) if t.ndim == 2 or axis(k) == 0 else None)
+    assert state["encoder.layer.0.intermediate.dense.weight"].uop.attrs["axis"] == 0
+    assert state["encoder.layer.0.output.dense.weight"].uop.attrs["axis"] == 1
+    got = model(Tensor(ids).to(devs), Tensor(mask).to(devs))
+    assert got.device == ("CPU", "CPU:1")
+    np.testing.assert_allclose(got.numpy(), ref, atol=2e-5)
+  finally:
+    for k, t in state.items(): t.uop, t.device = saved[k]

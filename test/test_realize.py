@@ -74,3 +74,97 @@ def test_devices_on_tensors():
     assert c.device == "CUDA" and c.uop.op is Ops.COPY and (c * 2).device == "CUDA"
     with pytest.raises(RuntimeError, match=r"test_realize\.py:\d+.*one device"):
       a + c
+
+# ---- the schedule cache's key: one compiled schedule per graph structure, never one shared by different graphs
+def test_same_structure_fresh_inputs_hits_the_schedule_cache():
+  from morok_mlir.realize import GlobalCounters, _schedule_cache
+  r = np.random.default_rng(0)
+  b = r.standard_normal(5, dtype=np.float32)
+  x, B, want = Tensor(r.standard_normal(5, dtype=np.float32)), Tensor(b), None
+  want = x.numpy()
+  x = (x * 0.5 + B).realize(); want = want * 0.5 + b   # compiles
+  GlobalCounters.reset(); n = len(_schedule_cache)
+  for _ in range(4):   # each step's input is the last step's result: a new buffer, a new graph of the same structure
+    x = (x * 0.5 + B).realize(); want = want * 0.5 + b
+  assert GlobalCounters.compiled == 0 and GlobalCounters.kernel_count == 4 and len(_schedule_cache) == n
+  np.testing.assert_allclose(x.numpy(), want, rtol=1e-6)
+
+GRAPHS = {   # name -> (inputs' shapes and dtype, morok, numpy): alike in shape, so a key that lost a detail would merge them
+  "x*0.5+y": (((6,), (6,)), np.float32, lambda x, y: x * 0.5 + y),
+  "x*0.25+y": (((6,), (6,)), np.float32, lambda x, y: x * 0.25 + y),
+  "x*2+y int": (((6,), (6,)), np.int32, lambda x, y: x * 2 + y),
+  "x*0.5+y 7": (((7,), (7,)), np.float32, lambda x, y: x * 0.5 + y),
+  "y*0.5+x": (((6,), (6,)), np.float32, lambda x, y: y * 0.5 + x),
+  "x+y": (((6,), (6,)), np.float32, lambda x, y: x + y),
+  "x+x": (((6,), (6,)), np.float32, lambda x, y: x + x),
+  "(x+y)*(z+w)": (((6,), (6,), (6,), (6,)), np.float32, lambda x, y, z, w: (x + y) * (z + w)),
+  "(x+y)*(x+y)": (((6,), (6,), (6,), (6,)), np.float32, lambda x, y, z, w: (x + y) * (x + y)),
+  "(x+y)*(y+x)": (((6,), (6,), (6,), (6,)), np.float32, lambda x, y, z, w: (x + y) * (y + x)),
+  "(x+x)*(y+y)": (((6,), (6,), (6,), (6,)), np.float32, lambda x, y, z, w: (x + x) * (y + y)),
+  "(x+y)*(z+x)": (((6,), (6,), (6,), (6,)), np.float32, lambda x, y, z, w: (x + y) * (z + x)),
+  "x 2x3 sum0": (((2, 3), (6,)), np.float32, lambda x, y: x.sum(0)),
+  "x 3x2 sum0": (((3, 2), (6,)), np.float32, lambda x, y: x.sum(0)),
+}
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_graphs_that_differ_get_schedules_of_their_own(order):
+  """Every pair of these graphs differs in one detail (a constant, a dtype, a size, an operand's order, which inputs are
+  one buffer): each realized twice on fresh inputs, alternately, gives its own numpy result every time."""
+  r = np.random.default_rng(1)
+  for _ in range(2):
+    for name, (shapes, dt, f) in list(GRAPHS.items())[::order]:
+      arrs = [(r.standard_normal(s) * 4).astype(dt) for s in shapes]
+      got = f(*[Tensor(a) for a in arrs]).numpy()
+      np.testing.assert_allclose(got, f(*arrs), rtol=1e-5, err_msg=name)
+
+def test_key_of_several_outputs_keeps_their_order():
+  r = np.random.default_rng(2)
+  for _ in range(2):
+    a, b = r.standard_normal(4, dtype=np.float32), r.standard_normal(4, dtype=np.float32)
+    A, B = Tensor(a), Tensor(b)
+    s, d = A + B, A - B
+    Tensor.realize(s, d)
+    np.testing.assert_allclose(s.numpy(), a + b); np.testing.assert_allclose(d.numpy(), a - b)
+    s, d = A + B, A - B
+    Tensor.realize(d, s)
+    np.testing.assert_allclose(s.numpy(), a + b); np.testing.assert_allclose(d.numpy(), a - b)
+
+def test_constant_subgraph_seen_alone_then_under_inputs():
+  """A subgraph without inputs is its own key (normalize marks it once); later graphs that use it with inputs still
+  number and substitute their inputs."""
+  c = Tensor.arange(5).float() * 3
+  np.testing.assert_allclose(c.numpy(), np.arange(5) * 3)
+  for k in range(2):
+    x = np.full(5, k + 1, np.float32)
+    np.testing.assert_allclose((Tensor(x) + c).numpy(), x + np.arange(5) * 3)
+    np.testing.assert_allclose((c * Tensor(x)).numpy(), np.arange(5) * 3 * x)
+
+def test_prepared_calls_follow_a_program_onto_its_shared_object(tmp_path):
+  """A schedule run before and after its JIT-compiled kernel moved onto its shared object gives the same results, and
+  the engine is not kept (the run's prepared calls are made once the code stays)."""
+  p = run_script("""
+    import gc, numpy as np
+    from morok_mlir import Tensor
+    from morok_mlir.device.cpu import CPU, _Code
+    B = Tensor(np.arange(3, dtype=np.float32))
+    x = Tensor(np.ones(3, np.float32))
+    outs = [(x := (x * 0.5 + B).realize()).numpy() for _ in range(3)]
+    CPU.disk.flush(); gc.collect()
+    outs += [(x := (x * 0.5 + B).realize()).numpy() for _ in range(3)]
+    CPU.disk.flush(); gc.collect()
+    want, w = [], np.ones(3, np.float32)
+    for _ in range(6): w = w * 0.5 + np.arange(3, dtype=np.float32); want.append(w)
+    print("RESULT", all(np.allclose(o, w) for o, w in zip(outs, want)), sum(hasattr(c, "engine") for c in gc.get_objects() if isinstance(c, _Code)))
+  """, MOROK_CACHE_DIR=tmp_path, MOROK_DISK_CACHE=1)
+  assert p.returncode == 0, p.stderr[-3000:]
+  assert "RESULT True 0" in p.stdout, p.stdout + p.stderr[-2000:]
+
+def test_recent_graphs_let_their_inputs_go_at_the_next_collection():
+  """The driver keeps the last few realized graphs (a loop realizing one graph again finds its key) only until the next
+  garbage collection: a deleted tensor's buffer is freed by gc.collect(), as it would be were the graph cyclic garbage."""
+  import gc, weakref
+  x = Tensor(np.ones(1000, np.float32))
+  buf = weakref.ref(x.uop.buffer)
+  for _ in range(2): (x * 2 + 1).realize()
+  del x; gc.collect()
+  assert buf() is None

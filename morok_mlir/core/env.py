@@ -41,6 +41,16 @@ def _viz(s: str) -> str:
 
 def _path(s: str) -> str: return s
 
+def _one_of(*names: str) -> Callable[[str], str]:
+  def parse(s: str) -> str:
+    if s.strip().lower() not in names: raise ValueError(s)
+    return s.strip().lower()
+  return parse
+
+def _seconds(s: str) -> float:
+  if not (v := float(s)) > 0 or v == float("inf"): raise ValueError(s)
+  return v
+
 KNOBS: dict[str, Knob] = {
   "DEBUG": Knob("0", "an integer >= 0", _int(0), "1: compile times; 2: each kernel's name, run time and CPU choices; "
                 "3: each kernel's IR; 4: the module after every pass"),
@@ -57,6 +67,10 @@ KNOBS: dict[str, Knob] = {
   "VIZ": Knob("0", "0 (off), 1 (serve the page on 127.0.0.1) or a path ending in .html (write it at exit)", _viz,
               "the web page of every compile's stages: 1 serves it, PATH.html writes it as one file at exit"),
   "VIZ_PORT": Knob("8000", "a port number 0..65535", _int(0, 65535), "the port VIZ=1 serves on (0, or a port taken: a free one)"),
+  "RING_BYTES": Knob("1048576", "an integer >= 0", _int(0), "allreduces of this many bytes or more run as a ring (uop-allreduce), smaller ones naive"),
+  "MOROK_DIST_BACKEND": Knob("mpi", "mpi or nccl", _one_of("mpi", "nccl"), "dist.init()'s engine: MPI (CPU buffers) or NCCL (CUDA buffers)"),
+  "MOROK_DIST_TIMEOUT": Knob("300", "a number of seconds > 0", _seconds, "seconds a collective may take before its rank reports the others dead or hung"),
+  "MOROK_DIST_CHECK": Knob("1", "0 or 1", _flag, "0 skips the shape/dtype comparison between ranks before each collective"),
 }
 
 _seen: dict[tuple[str, str], object] = {}   # (name, text) -> value: a knob read per call costs a dict lookup

@@ -65,6 +65,14 @@ def _nz(ctx: UOp, g: UOp) -> UOp:
 
 def _float_cast(ret: UOp) -> bool: return ret.dtype.is_float and ret.src[0].dtype.is_float
 
+def _multi_grad(ctx: UOp, ret: UOp) -> tuple:
+  """A split value's sources take their slices of the gradient; a replicated one's first source takes it whole (the value
+  is any one copy: giving every copy the gradient would count it once per device)."""
+  if (ax := ret.attrs["axis"]) < 0: return (ctx,) + (None,) * (len(ret.src) - 1)
+  ends = [0]
+  for s in ret.src: ends.append(ends[-1] + s.shape[ax])
+  return tuple(ctx.shrink(tuple((lo, hi) if i == ax else (0, d) for i, d in enumerate(ctx.shape))) for lo, hi in zip(ends, ends[1:]))
+
 pm_gradient = PatternMatcher([
   (UPat(Ops.ADD), lambda ctx: (ctx, ctx)),
   (UPat(Ops.SUB), lambda ctx: (ctx, -ctx)),
@@ -101,6 +109,8 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.SHRINK, name="ret"), lambda ctx, ret: (ctx._op(Ops.PAD, ret.src[0].shape, padding=tuple(
     v for s, (b, e) in zip(ret.src[0].shape, _pairs(sym_attr(ret, "bounds"))) for v in (b, ssub(s, e)))),)),
   (UPat((Ops.CONTIGUOUS, Ops.COPY)), lambda ctx: (ctx,)),
+  (UPat(Ops.MULTI, name="ret"), _multi_grad),
+  (UPat(Ops.ALLREDUCE, name="ret"), lambda ctx, ret: tuple(ctx if ret.attrs["op"] == Ops.ADD else s.eq(ret).cast(ctx.dtype) * ctx for s in ret.src)),
   (UPat(Ops.ASSIGN), lambda ctx: (None, ctx)),   # the result is the value written
 ])
 

@@ -146,6 +146,9 @@ SHAPE_RULES = {
   Ops.PAD: lambda u: tuple(sadd(sadd(s, b), a) for s, (b, a) in zip(u.src[0].shape, _pairs(sym_attr(u, "padding")))),
   Ops.SHRINK: lambda u: tuple(ssub(e, b) for b, e in _pairs(sym_attr(u, "bounds"))),
   Ops.REDUCE_AXIS: lambda u: tuple(1 if i in u.attrs["axes"] else s for i, s in enumerate(u.src[0].shape)),
+  Ops.ALLREDUCE: _src0,
+  Ops.MULTI: lambda u: u.src[0].shape if (ax := u.attrs["axis"]) < 0 else
+    tuple(sum(s.shape[ax] for s in u.src) if i == ax else d for i, d in enumerate(u.src[0].shape)),
 }
 
 # the hash-consing table: a plain dict of weak references (WeakValueDictionary costs ~2x more per node built). A key

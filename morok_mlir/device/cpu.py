@@ -464,7 +464,7 @@ class CPUAllocator:
       raise err from None
   def _new_block(self, nbytes: int):
     if nbytes >= self.HUGE:
-      m = mmap.mmap(-1, nbytes)
+      m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # (shared memory gets no huge pages)
       try: m.madvise(mmap.MADV_HUGEPAGE)
       except (AttributeError, OSError): pass
       return m

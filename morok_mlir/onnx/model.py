@@ -3,15 +3,20 @@ Tensors, each node is one call into the op table (ops.py), and the outputs are r
 model (subgraphs included) is checked before anything runs: against ONNX's rules as onnxruntime checks them at load
 (InvalidModel), and against the table (Unsupported)."""
 from __future__ import annotations
-import math, os, re, threading
+import math, os, re, sys, threading
 import numpy as np
 import onnx
 from onnx import numpy_helper, helper
 from morok_mlir.tensor import Tensor
 from morok_mlir.jit import TinyJit
 from morok_mlir.core.dtype import dtypes
+from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import user_loc
 from morok_mlir.core.progress import progress
+from morok_mlir.device import Device
+from morok_mlir.device.buffer import Buffer
+from morok_mlir.realize import new_buffer
+from morok_mlir.onnx import ops
 from morok_mlir.onnx.ops import OPS, REFUSE, INVALID, owned, AXIS_OPS, AXES_INPUT, AXIS_RANGE
 
 class InvalidModel(ValueError):
@@ -32,6 +37,12 @@ DTYPES = {onnx.TensorProto.FLOAT: dtypes.float32, onnx.TensorProto.DOUBLE: dtype
           onnx.TensorProto.INT16: dtypes.int16, onnx.TensorProto.UINT16: dtypes.uint16, onnx.TensorProto.INT32: dtypes.int32,
           onnx.TensorProto.UINT32: dtypes.uint32, onnx.TensorProto.INT64: dtypes.int64, onnx.TensorProto.UINT64: dtypes.uint64}
 if (_bf16 := getattr(dtypes, "bfloat16", None)) is not None: DTYPES[onnx.TensorProto.BFLOAT16] = _bf16
+
+DTYPES_NP = {dt.npdt: dt for dt in DTYPES.values() if dt.npdt is not None}
+# control inputs (see control_inputs) whose values key a replay: integers and booleans of a few elements (a sample rate, a flag)
+CONTROL_DTYPES = {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64}
+CONTROL_NUMEL = 16
+CONTROL_VALUES = 4   # the values of one control input that key replays; a fifth makes it data
 
 def dtype_of(t: int):
   if (dt := DTYPES.get(t)) is None:
@@ -319,7 +330,7 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
   for init in graph.initializer:
     if init.name not in vals or vals[init.name] is None:
       vals[init.name] = folded[init.name] if folded is not None and init.name in folded else to_tensor(tensor_array(init, base), copy=False)
-      if folded is not None: folded[init.name] = vals[init.name]
+      if folded is not None: _fold(folded, (), init.name, vals[init.name])
   for node in progress(graph.node, f"onnx {graph.name or 'graph'}", "node"):
     if folded is not None and node.output and all(n in folded for n in node.output if n):
       for n in node.output:
@@ -331,8 +342,57 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
     if (folded is not None and node.op_type not in NOT_FOLDED and all(n in folded for n in node.input if n)
         and not any(x.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for x in node.attribute)):
       for n, v in zip(node.output, outs):
-        if n: folded[n] = vals[n] = _host_full(v, a) if node.op_type == "ConstantOfShape" and isinstance(v, Tensor) else v
+        if n: vals[n] = _fold(folded, node.input, n, _host_full(v, a) if node.op_type == "ConstantOfShape" and isinstance(v, Tensor) else v)
   return [vals[o.name] for o in graph.output]
+
+class Scope(dict):
+  """The folded values of one set of control inputs' values (see control_inputs): those computed from them (its own
+  items, the control inputs' tensors among them) over the model's common ones (base: initializers and what they alone
+  make), which every set shares."""
+  def __init__(self, base: dict, own: dict): super().__init__(own); self.base = base
+  def __contains__(self, n): return dict.__contains__(self, n) or n in self.base
+  def __getitem__(self, n): return dict.__getitem__(self, n) if dict.__contains__(self, n) else self.base[n]
+
+def _fold(folded: dict, ins, n: str, v):
+  """Keep folded value v of name n (made from the names ins): in a Scope's own items when one of ins is, else common."""
+  if type(folded) is Scope and not any(dict.__contains__(folded, i) for i in ins): folded = folded.base
+  folded[n] = v
+  return v
+
+# inputs of the ops that read them on the host to decide what runs: If's condition, Loop's trip count and condition,
+# RNNs' sequence lengths, and the shapes, axes, counts and bounds that decide an output's shape
+HOST_DECIDES = {"If": (0,), "Loop": (0, 1), "RNN": (4,), "GRU": (4,), "LSTM": (4,), "Reshape": (1,), "Expand": (1,), "Tile": (1,),
+                "ConstantOfShape": (0,), "Range": (0, 1, 2), "OneHot": (1,), "TopK": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3),
+                "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Resize": (1, 2, 3), "CumSum": (1,),
+                **{k: (1,) for k in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                                     "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")}}
+
+def control_inputs(graph: onnx.GraphProto) -> set:
+  """The names from outside graph (its inputs, the outer scope) whose values decide, through any nodes, a branch
+  or a trip count inside it (subgraphs included): a call keyed on their values is one straight graph."""
+  made = {o: node for node in graph.node for o in node.output if o}
+  todo = []
+  for node in graph.node:
+    todo += [node.input[k] for k in HOST_DECIDES.get(node.op_type, ()) if k < len(node.input)]
+    for x in node.attribute:
+      if x.type != onnx.AttributeProto.GRAPH: continue
+      inner = control_inputs(x.g)
+      formal = {i.name for i in x.g.input}
+      todo += [*(inner - formal), *(node.input if inner & formal else ())]   # a body's own input: any of the node's
+  seen, out = set(), set()
+  while todo:
+    if not (n := todo.pop()) or n in seen: continue
+    seen.add(n)
+    if (node := made.get(n)) is None: out.add(n)
+    else: todo += [*node.input, *(n for x in node.attribute if x.type == onnx.AttributeProto.GRAPH for n in _outer_names(x.g))]
+  return out
+
+def _outer_names(g: onnx.GraphProto) -> set:
+  """The names g's nodes (and their subgraphs') read from outside g."""
+  own = {i.name for i in g.input} | {i.name for i in g.initializer} | {o for node in g.node for o in node.output}
+  reads = {i for node in g.node for i in node.input if i} | {n for node in g.node for x in node.attribute
+                                                              if x.type == onnx.AttributeProto.GRAPH for n in _outer_names(x.g)}
+  return reads - own
 
 # what an op raises on values it cannot take (a shape, an axis, an index read from a tensor): the node's error
 VALUE_ERRORS = (ValueError, IndexError, KeyError, TypeError, ArithmeticError, StopIteration)
@@ -357,6 +417,25 @@ def _numpy(v):
   if isinstance(v, list): return [_numpy(x) for x in v]
   return None if v is None else v.numpy()
 
+def _listed(outs) -> list: return [outs] if isinstance(outs, Tensor) else outs
+
+def _handed(t) -> np.ndarray:
+  """A replay's output as an array: the memory of a buffer the replay made for it and no one else holds (its only
+  reference the output's UOp: a fresh output, or a fresh copy of an argument; a constant is held by the plan) becomes
+  the array, as numpy() does for a temporary; any other output is copied."""
+  if type(t) is not Tensor or (u := t.uop).op is not Ops.BUFFER or (b := u.buffer) is None or b.device != "CPU" or b.base is not None \
+     or sys.getrefcount(b) != 3: return _numpy(t)
+  a = b.as_numpy()
+  a.flags.writeable = True
+  return a.reshape(u.shape)
+
+def _plain(plan) -> bool:
+  """Whether a TinyJit plan's replays may read arguments from buffers rewritten between calls: its kernels all on the
+  CPU keep nothing derived from an argument's buffer (no panels packed per argument), and no output is an argument."""
+  try: return not plan.keyed and not plan.padded and all(e.device == "CPU" for e in plan.execs) and \
+    all(src[0] != "arg" for src in plan.ret_src.values())
+  except AttributeError: return False
+
 class OnnxModel:
   """OnnxModel(path | bytes | onnx.ModelProto); model(**inputs) or model(inputs) -> {output name: numpy array} (Tensors
   with as_numpy=False). Inputs are numpy arrays or Tensors by graph input name. The model is checked whole at load
@@ -374,6 +453,9 @@ class OnnxModel:
     self._folded: dict = {}   # run_graph's values that depend on no graph input, realized on the first call
     self._jits: dict = {}     # the inputs' names, shapes, dtypes and devices -> a TinyJit of the graph on them (see __call__)
     self._jit_lock = threading.Lock()
+    self._control = control_inputs(self.graph) & set(self.input_names)
+    self._values: dict = {}   # control input -> the values it keyed replays with (one that keeps changing stops keying)
+    self._fast: dict = {}     # a call's arrays' names, shapes, dtypes (control values) -> (TinyJit, argument order, device, loc)
 
   def check_inputs(self, inputs: dict | None, kw: dict) -> dict:
     """The call's inputs as Tensors, checked against the graph as onnxruntime checks them: every name one of the graph's
@@ -396,25 +478,90 @@ class OnnxModel:
     return vals
 
   def __call__(self, inputs: dict | None = None, as_numpy: bool = True, **kw) -> dict:
+    if not kw and type(inputs) is dict and (outs := self._replay(inputs)) is not None:
+      return dict(zip(self.output_names, [_handed(o) for o in outs] if as_numpy else outs))
     vals = self.check_inputs(inputs, kw)
-    inputs = vals
     inits = {i.name for i in self.graph.initializer}
-    if inits & set(inputs): outs = self._run(vals, None)
+    if inits & set(vals): outs = self._run(vals, None)
     elif not all(isinstance(v, Tensor) for v in vals.values()): outs = self._run(vals, self._folded)
     else:
-      # A graph whose host reads (shapes, axes, counts) see only constants and the inputs' shapes is the same kernels
-      # for inputs of the same shapes: TinyJit replays them without interpreting the graph again. One that reads an
-      # input's data on the host (NonZero, a Loop's count) is never replayed (TinyJit sees the read) and runs normally.
-      names = sorted(vals)
-      key = tuple((n, vals[n].shape, vals[n].dtype, vals[n].device) for n in names)
+      # A graph whose host reads (shapes, axes, counts, branches) see only constants, the inputs' shapes and the values
+      # of its small integer control inputs (an If's condition made from one) is the same kernels for inputs of the same
+      # shapes and control values: TinyJit replays them without interpreting the graph again, the control values folded
+      # in as constants. One that reads other input data on the host (NonZero, a condition computed from a float
+      # tensor) is never replayed (TinyJit sees the read) and runs normally.
+      ctl = {n: v.numpy() for n, v in vals.items() if n in self._control and v.dtype in CONTROL_DTYPES and v.numel() <= CONTROL_NUMEL}
+      for n, v in ctl.items():   # a counter (a step number) would make a replay per value: it becomes the call's data
+        if len(seen := self._values.setdefault(n, set())) < CONTROL_VALUES: seen.add(v.tobytes())
+        elif v.tobytes() not in seen: self._control, self._fast = self._control - {n}, {}
+      ctl = {n: v for n, v in ctl.items() if n in self._control}
+      names = sorted(n for n in vals if n not in ctl)
+      key = tuple((n, vals[n].shape, vals[n].dtype, vals[n].device) for n in names) + tuple((n, ctl[n].tobytes()) for n in sorted(ctl))
       with self._jit_lock:
         if (jit := self._jits.get(key)) is None:
-          if len(self._jits) >= self.MAX_JITS: del self._jits[next(iter(self._jits))]
-          jit = self._jits[key] = TinyJit(lambda *ts: self._run(dict(zip(names, ts)), self._folded))
-      outs = jit(*[vals[n] for n in names])
+          if len(self._jits) >= self.MAX_JITS:
+            del self._jits[next(iter(self._jits))]
+            self._fast.clear()
+          fixed = {n: vals[n] for n in ctl}
+          scope = Scope(self._folded, fixed) if fixed else self._folded
+          jit = self._jits[key] = TinyJit(lambda *ts: self._traced(dict(zip(names, ts)), fixed, scope))
+      outs = _listed(jit(*[vals[n] for n in names]))
+      if jit.plan is not None and not kw and type(inputs) is dict: self._remember(inputs, jit, names)
+    return self._give(outs, as_numpy)
+
+  def _give(self, outs: list, as_numpy: bool) -> dict:
     return dict(zip(self.output_names, [_numpy(o) for o in outs] if as_numpy else outs))
 
+  def _fast_key(self, inputs: dict) -> tuple | None:
+    """A call of numpy arrays (native byte order) and Tensors holding CPU data, by names, types, shapes, dtypes and
+    control inputs' values; else None."""
+    key = []
+    for n, a in inputs.items():
+      if type(a) is np.ndarray:
+        if not a.dtype.isnative: return None
+        key.append((n, a.shape, a.dtype, a.tobytes()) if n in self._control else (n, a.shape, a.dtype))
+      elif type(a) is Tensor and (u := a.uop).op is Ops.BUFFER and (b := u.buffer) is not None and b.device == "CPU":
+        key.append((n, Tensor, u.shape, u.dtype, b.as_numpy().tobytes()) if n in self._control else (n, Tensor, u.shape, u.dtype))
+      else: return None
+    return tuple(key)
+
+  def _remember(self, inputs: dict, jit: TinyJit, names: list):
+    """A call whose replay exists: later calls of inputs like its go straight to it (_replay)."""
+    if (key := self._fast_key(inputs)) is None or key in self._fast: return
+    dev, loc = Device.DEFAULT, user_loc()
+    held = None
+    if dev == "CPU" and _plain(jit.plan):   # arrays copied into buffers of the replay's own, kept between calls
+      own = lambda a: (a, Tensor._of(new_buffer(Buffer(dev, a.size, DTYPES_NP[a.dtype]).allocate(a.reshape(-1)), loc, shape=a.shape), dev))
+      held = [own(np.empty(a.shape, a.dtype)) if type(a := inputs[n]) is np.ndarray else None for n in names]
+    with self._jit_lock: self._fast[key] = (jit, names, dev, loc, held, threading.Lock())
+
+  def _replay(self, inputs: dict) -> list | None:
+    """The replay of a call of inputs of names, shapes, dtypes and control values checked before (a _remember'ed call),
+    none of the graph interpreted; None for any other call. A Tensor is the argument; an array is copied: into the
+    replay's own buffer when its kernels keep nothing derived from an argument's contents (_plain), else a fresh one."""
+    if not self._fast or (key := self._fast_key(inputs)) is None or (hit := self._fast.get(key)) is None: return None
+    jit, names, dev, loc, held, lock = hit
+    if Device.DEFAULT != dev: return None
+    if held is not None:
+      with lock:   # (until the outputs, fresh buffers, are made: another thread's call then writes its arguments)
+        for n, h in zip(names, held):
+          if h is not None: np.copyto(h[0], inputs[n])
+        return _listed(jit(*[inputs[n] if h is None else h[1] for n, h in zip(names, held)]))
+    ts = []
+    for n in names:
+      if type(a := inputs[n]) is Tensor: ts.append(a); continue
+      b = Buffer.fresh(dev, a.size, DTYPES_NP[a.dtype]).copyin(np.ascontiguousarray(a).reshape(-1))
+      ts.append(Tensor._of(new_buffer(b, loc, shape=a.shape), dev))
+    return _listed(jit(*ts))
+
   MAX_JITS = 8   # input signatures replayed at once (each holds its intermediates' memory)
+  def _traced(self, args: dict, fixed: dict, scope: dict) -> list:
+    """_run of a recorded call: its ops see which values are the call's data (ops.CALL: an If on them is merged)."""
+    ops.CALL.args = {id(u) for t in args.values() for u in t.uop.toposort}
+    try: outs = self._run({**args, **fixed}, scope)
+    finally: ops.CALL.args = None
+    return outs[0] if len(outs) == 1 and isinstance(outs[0], Tensor) else outs   # (one Tensor: TinyJit's shortest replay)
+
   def _run(self, vals: dict, folded: dict | None) -> list:
     outs = run_graph(self.graph, vals, self.opset, folded, self.base)
     flat = [t for o in outs for t in (o if isinstance(o, list) else [o]) if isinstance(t, Tensor)]

@@ -5,7 +5,7 @@ values (graph attributes as callables), opset the model's default-domain opset. 
 ValueError or IndexError, which the model reports as the node's. The model checks before anything runs: INVALID (attribute
 values ONNX forbids), REFUSE (values this front end does not run), AXIS_OPS (axes against the ranks inference finds)."""
 from __future__ import annotations
-import itertools, math, os, re
+import itertools, math, os, re, threading
 import numpy as np
 import onnx
 from morok_mlir.tensor import Tensor
@@ -1071,9 +1071,10 @@ def _rnn(kind: str):
       c = c0[d] if c0 is not None else Tensor.zeros(N, H, dtype=X.dtype)
       p = P[d] if P is not None else None
       out = [None] * T
+      XW = X @ w.T + wb if T > 1 else None   # the input's part of every step's gates in one contraction
       for t in (range(T - 1, -1, -1) if rev else range(T)):
-        xw = X[t] @ w.T + wb
-        live = Tensor(np.array([t < n for n in L]).reshape(N, 1))
+        xw = XW[t] if XW is not None else X[t] @ w.T + wb
+        live = Tensor(np.array([t < n for n in L]).reshape(N, 1)) if lens is not None else None
         if kind == "RNN": hn, cn = f[0](_clipv(xw + h @ r.T + rb, clip)), c
         elif kind == "GRU":
           xz, xr, xh = xw.split(H, 1)
@@ -1094,8 +1095,8 @@ def _rnn(kind: str):
           cn = ft * c + it * f[1](_clipv(gc, clip))
           ot = f[0](_clipv(go + (p.split(H, 0)[1] * cn if p is not None else 0), clip))
           hn = ot * f[2](cn)
-        h, c = live.where(hn, h), live.where(cn, c)
-        out[t] = live.where(hn, 0).cast(X.dtype)
+        if lens is None: h, c, out[t] = hn, cn, hn   # (every row lives every step)
+        else: h, c, out[t] = live.where(hn, h), live.where(cn, c), live.where(hn, 0).cast(X.dtype)
       ys.append(Tensor.stack(*out) if T else Tensor.zeros(0, N, H, dtype=X.dtype))
       hs.append(h)
       cs.append(c)
@@ -1128,32 +1129,52 @@ def _dequant(i, a, o):
   if zp is not None: r = r - _qaxis(zp, x, a).cast(dtypes.float32)
   return (r * _qaxis(s, x, a)).cast(s.dtype)
 def _dyn_quant(i, a, o):
+  # the scale and zero point are made once (a kernel of their own), not again for every element that reads them
   x = i[0]
   lo, hi = x.min().minimum(0), x.max().maximum(0)
-  s = (hi - lo) / 255
-  zp = (0 - lo / s).round().clip(0, 255)
-  return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8), s, zp.cast(dtypes.uint8)
+  s = ((hi - lo) / 255).contiguous()
+  zp = (0 - lo / s).round().clip(0, 255).contiguous()
+  return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8).contiguous(), s, zp.cast(dtypes.uint8)
 def _int_in(t, zp): return t.cast(dtypes.int32) - (zp.cast(dtypes.int32) if zp is not None else 0)
+def _float_in(t, zp): return t.cast(dtypes.float32) - (zp.cast(dtypes.float32) if zp is not None else 0)
+def _small_ints(*ts) -> bool:
+  """Whether ts are 8-bit integers on the CPU: minus their zero points each value lies in [-255, 255], a product's in
+  [-65025, 65025], and a sum of 258 of them is below 2^24, exact in float32 whatever the order of the adds."""
+  return all(t.dtype in (dtypes.int8, dtypes.uint8) and t.device == "CPU" for t in ts)
+EXACT_K = 256   # the reduction chunk whose float32 sum of 8-bit products is exact (see _small_ints)
+def _int_matmul(A: Tensor, za, B: Tensor, zb) -> Tensor:
+  """(A - za) @ (B - zb) in int32 as onnx defines it. Of 8-bit operands on the CPU: float32 matmuls (the packed
+  contraction, the int8 weight's panels packed once) over chunks of EXACT_K of the reduction, each exact, added in int32."""
+  if not (_small_ints(A, B) and A.ndim >= 2 and B.ndim >= 2): return _int_in(A, za) @ _int_in(B, zb)
+  a, b, K = _float_in(A, za), _float_in(B, zb), A.shape[-1]
+  if K <= EXACT_K: return (a @ b).cast(dtypes.int32)
+  n = -(-K // EXACT_K)
+  a = a.pad((0, n * EXACT_K - K)).reshape(*a.shape[:-1], n, EXACT_K).transpose(-3, -2)
+  b = b.pad(((0, n * EXACT_K - K), (0, 0))).reshape(*b.shape[:-2], n, EXACT_K, b.shape[-1])
+  return (a @ b).cast(dtypes.int32).sum(-3, dtype=dtypes.int32)
 def _matmul_int(i, a, o):
   A, B = i[0], i[1]
   za, zb = (i[2] if len(i) > 2 else None), (i[3] if len(i) > 3 else None)
   if zb is not None and zb.ndim == 1 and zb.numel() > 1: zb = zb.reshape(1, -1)
   if za is not None and za.ndim == 1 and za.numel() > 1: za = za.reshape(-1, 1)
-  return _int_in(A, za) @ _int_in(B, zb)
-def _conv_int(i, a, o):
-  x, w = i[0], i[1]
-  zx, zw = (i[2] if len(i) > 2 else None), (i[3] if len(i) > 3 else None)
+  return _int_matmul(A, za, B, zb)
+def _int_conv(x, zx, w, zw, b, a, o) -> Tensor:
+  """ConvInteger's int32 result (plus int32 bias b); of 8-bit operands whose output sums at most EXACT_K products, a
+  float32 conv (exact, see _small_ints)."""
   if zw is not None and zw.numel() > 1: zw = zw.reshape(-1, *(1,) * (w.ndim - 1))   # one zero point per output channel
-  return _conv([_int_in(x, zx), _int_in(w, zw)], a, o)
+  if not (_small_ints(x, w) and math.prod(w.shape[1:]) <= EXACT_K): return _conv([_int_in(x, zx), _int_in(w, zw), b], a, o)
+  r = _conv([_float_in(x, zx), _float_in(w, zw)], a, o).cast(dtypes.int32)
+  return r if b is None else r + b.cast(dtypes.int32).reshape(1, -1, *(1,) * (x.ndim - 2))
+def _conv_int(i, a, o):
+  return _int_conv(i[0], i[2] if len(i) > 2 else None, i[1], i[3] if len(i) > 3 else None, None, a, o)
 def _qlinear_matmul(i, a, o):
   A, sa, za, B, sb, zb, sy, zy = i
-  r = (_int_in(A, za) @ _int_in(B, zb)).cast(dtypes.float32) * (sa * sb / sy).cast(dtypes.float32)
+  r = _int_matmul(A, za, B, zb).cast(dtypes.float32) * (sa * sb / sy).cast(dtypes.float32)
   return _sat(r + zy.cast(dtypes.float32), zy.dtype)
 def _qlinear_conv(i, a, o):
   x, sx, zx, w, sw, zw, sy, zy = i[:8]
   b = i[8] if len(i) > 8 else None
-  if zw.numel() > 1: zw = zw.reshape(-1, *(1,) * (w.ndim - 1))
-  r = _conv([_int_in(x, zx), _int_in(w, zw), b], a, o).cast(dtypes.float32)
+  r = _int_conv(x, zx, w, zw, b, a, o).cast(dtypes.float32)
   sw = sw.reshape(1, -1, *(1,) * (x.ndim - 2)) if sw.numel() > 1 else sw
   return _sat(r * (sx * sw / sy) + zy.cast(dtypes.float32), zy.dtype)
 
@@ -1260,14 +1281,53 @@ def _resize(i, a, o):
   return x
 
 # ---- control flow and sequences
+# the graph inputs' data a call computes on (set by the model around a call); an If whose condition reads one
+CALL = threading.local()
+MERGE_NODES = 64   # an If on data runs both branches (and picks with where) when they hold at most this many nodes together
+def _nodes(g: onnx.GraphProto) -> int:
+  return sum(1 + sum(_nodes(x.g) for x in n.attribute if x.type == onnx.AttributeProto.GRAPH) for n in g.node)
+def _merged(c: Tensor, then, other) -> tuple | None:
+  """Both branches' outputs picked by c with where: one straight graph that a replay runs whatever c holds; None when
+  the branches are not small or give outputs of other shapes or dtypes."""
+  if _nodes(then.graph) + _nodes(other.graph) > MERGE_NODES: return None
+  try: t, e = then(), other()
+  except Exception: return None   # a branch that cannot run on these values: the one c picks runs alone (and raises if it is that one)
+  if len(t) != len(e) or not all(isinstance(x, Tensor) and isinstance(y, Tensor) and x.shape == y.shape and x.dtype == y.dtype
+                                 for x, y in zip(t, e)): return None
+  c = c.reshape(()).cast(dtypes.bool)
+  return tuple(c.where(x, y) for x, y in zip(t, e))
 def _if(i, a, o):
-  if len(c := _vals(i[0])) != 1: raise ValueError(f"the condition has {len(c)} elements (shape {i[0].shape}), If takes one")
-  return tuple((a["then_branch"] if bool(c[0]) else a["else_branch"])())
+  if (n := i[0].numel()) != 1: raise ValueError(f"the condition has {n} elements (shape {i[0].shape}), If takes one")
+  # a condition computed from the call's data would be read on the host each call (no replay): where of both branches
+  if (args := getattr(CALL, "args", None)) and any(id(u) in args for u in i[0].uop.toposort) and \
+     (out := _merged(i[0], a["then_branch"], a["else_branch"])) is not None: return out
+  return tuple((a["then_branch"] if bool(_vals(i[0])[0]) else a["else_branch"])())
+LOOP_UNROLL = 64   # a Loop whose condition is the call's data runs all its trips, masked, up to this many
+def _reads_call(t: Tensor) -> bool:
+  """Whether t is computed from the call's data (ops.CALL): reading it on the host would stop replays."""
+  return bool(args := getattr(CALL, "args", None)) and any(id(u) in args for u in t.uop.toposort)
+def _masked_loop(n: int, cond: Tensor, carried: list, body) -> list | None:
+  """A Loop of n trips at most whose condition is the call's data, as one straight graph: every trip runs and a trip
+  after the condition fell keeps the carried values (where); None when the condition is not the call's data, the body
+  gives scan outputs or carried values of other shapes, or fails on a trip past the end."""
+  if len(body.graph.output) != 1 + len(carried): return None
+  alive = cond.reshape(()).cast(dtypes.bool)
+  try:
+    for it in range(n):
+      outs = body(Tensor(np.array(it, np.int64)), alive, *carried)
+      if it == 0 and not (_reads_call(cond) or _reads_call(outs[0])): return None
+      if not all(isinstance(x, Tensor) and x.shape == y.shape and x.dtype == y.dtype for x, y in zip(outs[1:], carried)): return None
+      carried = [alive.where(x, y) for x, y in zip(outs[1:], carried)]
+      alive = alive & outs[0].reshape(()).cast(dtypes.bool)
+  except Exception: return None   # (the plain loop runs it, and raises what a trip it runs raises)
+  return carried
 def _loop(i, a, o):
   M, cond, carried = i[0], i[1], list(i[2:])
   body = a["body"]
   if M is None and cond is None: raise NotImplementedError("Loop with neither a trip count nor a condition (it never ends)")
   n = int(_scalar(M)) if M is not None else None
+  if n is not None and n <= LOOP_UNROLL and cond is not None and getattr(CALL, "args", None) and \
+     (out := _masked_loop(n, cond, carried, body)) is not None: return tuple(out)
   c = bool(_scalar(cond)) if cond is not None else True
   scans, it = [], 0
   while c and (n is None or it < n):

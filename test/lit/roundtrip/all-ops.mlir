@@ -290,6 +290,20 @@ func.func @copy_example(%arg0: tensor<4xf32>) {
   return
 }
 
+// CHECK-LABEL: func.func @multi_example
+// CHECK-NEXT: %0 = "uop.multi"(%arg0, %arg1) {axis = 0 : i64, devices = "CPU,CPU:1"} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+func.func @multi_example(%arg0: tensor<2x3xf32>, %arg1: tensor<2x3xf32>) {
+  %2 = "uop.multi"(%arg0, %arg1) {axis = 0 : i64, devices = "CPU,CPU:1"} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @allreduce_example
+// CHECK-NEXT: %0 = "uop.allreduce"(%arg0, %arg1) {device = "CPU:1", devices = "CPU,CPU:1", op = "add"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+func.func @allreduce_example(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>) {
+  %2 = "uop.allreduce"(%arg0, %arg1) {device = "CPU:1", devices = "CPU,CPU:1", op = "add"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @assign_example
 // CHECK-NEXT: %0 = "uop.assign"(%arg0, %arg1) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
 func.func @assign_example(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>) {

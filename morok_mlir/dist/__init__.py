@@ -1,0 +1,141 @@
+"""Several processes: a Communicator (allreduce, allgather, reduce_scatter, broadcast, send/recv, barrier) over an
+existing engine: MPI (mpi4py, CPU buffers, one host or many) or NCCL (nccl4py, CUDA buffers, zero-copy on device
+pointers). No transport of our own: a backend moves the bytes of realized Buffers.
+
+  comm = dist.init()              # the launcher's environment: mpiexec (PMI_RANK/PMI_SIZE, OMPI_COMM_WORLD_*) or
+                                  # torchrun/Slurm (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)
+  comm.allreduce(t, op="sum")     # -> a new Tensor: the elementwise sum (or max/min/prod) over ranks
+  comm.allgather(t)               # the ranks' tensors concatenated along dim 0
+  comm.reduce_scatter(t)          # the sum over ranks, rank r keeping its part r of dim 0
+  comm.broadcast(t, root=0); comm.send(t, dst); comm.recv(shape, dtype, src); comm.barrier()
+
+Faults are errors, not hangs: every operation completes within `timeout` seconds (MOROK_DIST_TIMEOUT, default 300)
+or its process reports a DistError naming the rank and the operation (a rank died, hangs, or called another
+collective) and ends (MPI: mpiexec then ends the job; NCCL: raised, the communicator aborted); before a collective
+the ranks compare shapes and dtypes, and a
+mismatch is a DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message); a WORLD_SIZE or RANK
+that disagrees with the engine's is refused at init."""
+from __future__ import annotations
+import math, os
+import numpy as np
+from morok_mlir.core import env as knobs
+from morok_mlir.core.dtype import DType, dtypes, to_dtype
+from morok_mlir.core.provenance import error as _err
+from morok_mlir.device.buffer import Buffer
+from morok_mlir.realize import new_buffer
+from morok_mlir.tensor import Tensor, _data, _is_data
+from morok_mlir.device import Device
+
+class DistError(RuntimeError): pass
+
+OPS = ("sum", "max", "min", "prod")
+_DTYPES = [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
+           dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64]
+
+def launch_env(environ=os.environ) -> dict:
+  """rank, world_size, local_rank as the launcher says (None where it does not), and the launcher's name."""
+  def num(*keys):
+    for k in keys:
+      if (v := environ.get(k)) is not None:
+        if not v.strip().isdigit(): raise DistError(f"{k}={v!r} is not a non-negative integer")
+        return int(v)
+    return None
+  mpi = num("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK") is not None
+  return {"rank": num("RANK"), "world_size": num("WORLD_SIZE"), "local_rank": num("LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"),
+          "master": (environ.get("MASTER_ADDR"), num("MASTER_PORT")), "launcher": "mpiexec" if mpi else "torchrun" if num("RANK") is not None else None}
+
+def _check_world(env: dict, rank: int, size: int, engine: str):
+  """The launcher's RANK/WORLD_SIZE must be the engine's: a mismatch (a torchrun run of an MPI program, two mpiexec
+  sizes) would otherwise hang in the first collective."""
+  if env["world_size"] is not None and env["world_size"] != size:
+    raise DistError(f"WORLD_SIZE={env['world_size']} but {engine} sees {size} process(es): launch with `mpiexec -n {env['world_size']}`"
+                    f"{' (torchrun starts processes MPI does not connect)' if env['launcher'] == 'torchrun' else ''}")
+  if env["rank"] is not None and env["rank"] != rank: raise DistError(f"RANK={env['rank']} but {engine} numbers this process {rank}")
+
+class Communicator:
+  """Tensor-level collectives over a backend's buffer-level ones (backend: .rank, .world_size, .local_rank and
+  allreduce/allgather/reduce_scatter/broadcast/send/recv/barrier on host or device arrays, see mpi.py)."""
+  def __init__(self, backend, check: bool | None = None):
+    self.b, self.rank, self.world_size, self.local_rank = backend, backend.rank, backend.world_size, backend.local_rank
+    self.check = knobs.get("MOROK_DIST_CHECK") if check is None else check
+  def __repr__(self): return f"<Communicator {type(self.b).__name__} rank {self.rank} of {self.world_size}>"
+
+  def _in(self, x: Tensor, what: str):
+    if not isinstance(x, Tensor): _err(TypeError, f"{what} takes a Tensor, got {type(x).__name__}")
+    if type(x.device) is tuple: _err(TypeError, f"{what} of a tensor on several devices ({x.device}): .to() one device first")
+    if self.check: self._agree(x.shape, x.dtype, what)
+    return self.b.array(_data((x if _is_data(x.uop) else x.realize()).uop).buffer, x.shape)
+  def _agree(self, shape, dtype, what: str):
+    """Every rank calls `what` with the same shape and dtype, else a DistError naming two that differ."""
+    mine = np.array([len(shape), _DTYPES.index(dtype) if dtype in _DTYPES else -1, *shape, *[0] * (8 - len(shape))], np.int64)
+    if len(shape) > 8: return
+    allm = self.b.allgather(mine, np.empty((self.world_size, 10), np.int64), f"{what} (shape check)")
+    if (allm == mine).all(): return
+    desc = lambda m: f"{_DTYPES[m[1]].name if m[1] >= 0 else '?'}{m[2:2 + m[0]].tolist()}"
+    r = next(i for i in range(self.world_size) if (allm[i] != allm[0]).any())
+    _err(DistError, f"{what}: ranks disagree on the tensor: rank 0 has {desc(allm[0])}, rank {r} has {desc(allm[r])}")
+  def _out(self, shape, dtype: DType, device: str) -> tuple[Buffer, object]:
+    b = Buffer.fresh(Device[device].name, math.prod(shape), dtype)
+    return b, self.b.array(b, shape)
+  def _tensor(self, b: Buffer, shape, device) -> Tensor: return Tensor._of(new_buffer(b, shape=tuple(shape)), device)
+  def _op(self, op: str) -> str:
+    if op not in OPS: _err(ValueError, f"op must be one of {', '.join(OPS)}, got {op!r}")
+    return op
+
+  def allreduce(self, x: Tensor, op: str = "sum") -> Tensor:
+    src = self._in(x, "allreduce")
+    b, out = self._out(x.shape, x.dtype, x.device)
+    self.b.allreduce(src, out, self._op(op), f"allreduce({op}) of {x.dtype.name}{list(x.shape)}")
+    return self._tensor(b, x.shape, x.device)
+  def allgather(self, x: Tensor) -> Tensor:
+    if x.ndim == 0: _err(ValueError, "allgather of a 0-d tensor: reshape it to (1,)")
+    src = self._in(x, "allgather")
+    shape = (x.shape[0] * self.world_size, *x.shape[1:])
+    b, out = self._out(shape, x.dtype, x.device)
+    self.b.allgather(src, out, f"allgather of {x.dtype.name}{list(x.shape)}")
+    return self._tensor(b, shape, x.device)
+  def reduce_scatter(self, x: Tensor, op: str = "sum") -> Tensor:
+    if x.ndim == 0 or x.shape[0] % self.world_size:
+      _err(ValueError, f"reduce_scatter needs dim 0 divisible by the world size {self.world_size}, got shape {x.shape}")
+    src = self._in(x, "reduce_scatter")
+    shape = (x.shape[0] // self.world_size, *x.shape[1:])
+    b, out = self._out(shape, x.dtype, x.device)
+    self.b.reduce_scatter(src, out, self._op(op), f"reduce_scatter({op}) of {x.dtype.name}{list(x.shape)}")
+    return self._tensor(b, shape, x.device)
+  def broadcast(self, x: Tensor, root: int = 0) -> Tensor:
+    if not 0 <= root < self.world_size: _err(ValueError, f"root {root} is not a rank (world size {self.world_size})")
+    src = self._in(x, "broadcast")
+    b, out = self._out(x.shape, x.dtype, x.device)
+    self.b.broadcast(src, out, root, f"broadcast of {x.dtype.name}{list(x.shape)} from rank {root}")
+    return self._tensor(b, x.shape, x.device)
+  def send(self, x: Tensor, dst: int) -> None:
+    if not 0 <= dst < self.world_size or dst == self.rank: _err(ValueError, f"dst {dst} is not another rank (world size {self.world_size})")
+    head = np.array([len(x.shape), _DTYPES.index(x.dtype), *x.shape], np.int64)
+    self.b.send(head, dst, f"send header to rank {dst}", tag=1)
+    self.b.send(self.b.array(_data(x.realize().uop).buffer, x.shape), dst, f"send of {x.dtype.name}{list(x.shape)} to rank {dst}")
+  def recv(self, shape, dtype, src: int, device: str = "CPU") -> Tensor:
+    shape, dtype = tuple(shape), to_dtype(dtype)
+    if not 0 <= src < self.world_size or src == self.rank: _err(ValueError, f"src {src} is not another rank (world size {self.world_size})")
+    head = self.b.recv(np.empty(2 + 8, np.int64), src, f"recv header from rank {src}", tag=1, count=True)
+    got = f"{_DTYPES[head[1]].name}{head[2:2 + head[0]].tolist()}"
+    if got != f"{dtype.name}{list(shape)}": _err(DistError, f"recv from rank {src}: expected {dtype.name}{list(shape)}, rank {src} sent {got}")
+    b, out = self._out(shape, dtype, device)
+    self.b.recv(out, src, f"recv of {got} from rank {src}")
+    return self._tensor(b, shape, device)
+  def barrier(self) -> None: self.b.barrier()
+  def close(self) -> None: self.b.close()
+
+def init(backend: str | None = None, timeout: float | None = None, check: bool | None = None) -> Communicator:
+  """A Communicator for this process. backend: "mpi" or "nccl" (None: MOROK_DIST_BACKEND, else mpi). timeout: seconds
+  any one operation may take (None: MOROK_DIST_TIMEOUT, else 300)."""
+  backend = (backend or knobs.get("MOROK_DIST_BACKEND")).lower()
+  timeout = float(knobs.get("MOROK_DIST_TIMEOUT") if timeout is None else timeout)
+  if timeout <= 0: _err(ValueError, f"timeout must be > 0 seconds, got {timeout}")
+  env = launch_env()
+  if backend == "mpi":
+    from morok_mlir.dist.mpi import MPIBackend
+    return Communicator(MPIBackend(env, timeout), check)
+  if backend == "nccl":
+    from morok_mlir.dist.nccl import NCCLBackend
+    return Communicator(NCCLBackend(env, timeout), check)
+  _err(ValueError, f"unknown backend {backend!r} (mpi, nccl)")

@@ -1,0 +1,130 @@
+"""morok_mlir.dist: the Communicator on MPI (mpiexec -n 2 over loopback), start-up checks, faults; NCCL's parts that
+need no GPU."""
+import os, re, shutil, socket, subprocess, sys, threading, time
+from pathlib import Path
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+pytest.importorskip("mpi4py", reason="the dist extra (mpi4py, mpich) is not installed: pip install '.[dist]'")
+need_mpi = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (the mpich wheel of the dist extra provides one)")
+
+def mpirun(mode: str, n: int = 2, timeout: float = 120, extra=(), env=None) -> subprocess.CompletedProcess:
+  e = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")} | {"PYTHONPATH": str(ROOT)} | (env or {})
+  return subprocess.run([MPIEXEC, *extra, "-n", str(n), sys.executable, str(ROOT / "test/dist_worker.py"), mode],
+                        capture_output=True, text=True, timeout=timeout, env=e, cwd=ROOT)
+
+@need_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives_match_numpy(n):
+  p = mpirun("ops", n)
+  assert p.returncode == 0, p.stdout + p.stderr
+  # (the ranks' lines reach mpiexec's stdout in any order, one possibly inside another's)
+  assert sorted(re.findall(r"rank \d+ of \d+ ok \(local rank \d+\)", p.stdout)) == [f"rank {r} of {n} ok (local rank {r})" for r in range(n)]
+
+@need_mpi
+@pytest.mark.parametrize("mode,msg", [("shape", "rank 0 has float32[2, 3], rank 1 has float32[2, 4]"),
+                                      ("dtype", "rank 0 has float32[2, 3], rank 1 has int32[2, 3]"),
+                                      ("recv", "expected float32[3, 4], rank 0 sent float32[4, 3]")])
+def test_mismatch_across_ranks_names_both(mode, msg):
+  p = mpirun(mode)
+  assert p.returncode != 0 and msg in p.stderr and "dist_worker.py:" in p.stderr, p.stderr
+
+@need_mpi
+def test_hung_rank_is_an_error_within_the_timeout():
+  t0 = time.monotonic()
+  p = mpirun("hang", env={"T": "3"})
+  assert p.returncode != 0 and "rank 0: allreduce" in p.stderr and "did not complete within 3 s" in p.stderr, p.stderr
+  assert time.monotonic() - t0 < 60   # the sleeping rank is aborted with the job, not waited for
+
+@need_mpi
+def test_dead_rank_ends_the_job():
+  p = mpirun("dead", env={"T": "3"})   # mpiexec's default: a rank's death ends the job with its exit status
+  assert p.returncode == 3, p.stdout + p.stderr
+  p = mpirun("dead", env={"T": "3"}, extra=["-disable-auto-cleanup"])   # the others live on: they raise
+  assert p.returncode != 0 and "rank 0: allreduce" in p.stderr and "another rank died" in p.stderr, p.stderr
+
+def _init_alone(env: dict) -> subprocess.CompletedProcess:
+  e = {k: v for k, v in os.environ.items() if not k.startswith(("PMI", "OMPI", "RANK", "WORLD_SIZE", "LOCAL_RANK"))} | {"PYTHONPATH": str(ROOT)} | env
+  code = "from morok_mlir import dist; c = dist.init(); print(c.rank, c.world_size)"
+  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=e, cwd=ROOT)
+
+def test_world_of_one_without_a_launcher():
+  p = _init_alone({})
+  assert p.returncode == 0 and p.stdout.split() == ["0", "1"], p.stderr
+
+def test_world_size_mismatch_caught_at_start():
+  p = _init_alone({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"})   # torchrun's variables
+  assert p.returncode != 0 and "WORLD_SIZE=2 but MPI sees 1 process(es)" in p.stderr and "mpiexec -n 2" in p.stderr, p.stderr
+
+def test_launch_env():
+  from morok_mlir.dist import launch_env, DistError
+  e = launch_env({"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"})
+  assert (e["rank"], e["world_size"], e["local_rank"], e["master"], e["launcher"]) == (1, 4, 1, ("10.0.0.1", 29500), "torchrun")
+  assert launch_env({"PMI_RANK": "0", "PMI_SIZE": "2"})["launcher"] == "mpiexec"
+  with pytest.raises(DistError, match="WORLD_SIZE='two'"): launch_env({"WORLD_SIZE": "two"})
+
+def test_argument_checks():
+  from morok_mlir import Tensor, dist
+  c = dist.init(timeout=30)
+  with pytest.raises(ValueError, match="op must be one of"): c.allreduce(Tensor([1.0]), op="mean")
+  with pytest.raises(ValueError, match="divisible by the world size"): c.reduce_scatter(Tensor(1.0))
+  with pytest.raises(ValueError, match="root 1 is not a rank"): c.broadcast(Tensor([1.0]), root=1)
+  with pytest.raises(TypeError, match="several devices"): c.allreduce(Tensor([1.0, 2.0]).shard(("CPU:0", "CPU:1")))
+  np.testing.assert_array_equal(c.allreduce(Tensor([1.0, 2.0])).numpy(), [1.0, 2.0])   # a world of one
+
+# ---- NCCL: what runs without a GPU
+def _free_port() -> int:
+  with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+
+def test_nccl_rendezvous_hands_out_the_id():
+  from morok_mlir.dist.nccl import rendezvous
+  port, got = _free_port(), {}
+  ts = [threading.Thread(target=lambda r: got.__setitem__(r, rendezvous("127.0.0.1", port, r, 3, b"id" * 64 if r == 0 else None, 20)), args=(r,))
+        for r in range(3)]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  assert got == {r: b"id" * 64 for r in range(3)}
+
+def test_nccl_rendezvous_faults():
+  from morok_mlir.dist import DistError
+  from morok_mlir.dist.nccl import rendezvous
+  with pytest.raises(DistError, match=r"only ranks \[0\] of 2 reached"): rendezvous("127.0.0.1", _free_port(), 0, 2, b"x", 0.5)
+  with pytest.raises(DistError, match="rank 1: rank 0 did not answer"): rendezvous("127.0.0.1", _free_port(), 1, 2, None, 0.5)
+  port, err = _free_port(), []
+  def zero():
+    try: rendezvous("127.0.0.1", port, 0, 2, b"x", 10)
+    except DistError as e: err.append(str(e))
+  t = threading.Thread(target=zero); t.start()
+  with pytest.raises(DistError, match="rank 0 at .* refused this rank"): rendezvous("127.0.0.1", port, 1, 3, None, 2)
+  t.join()
+  assert err == ["WORLD_SIZE differs between ranks: rank 0 has 2, rank 1 has 3"]
+
+def test_nccl_backend_needs_nccl4py_or_a_gpu(monkeypatch):
+  from morok_mlir import dist
+  try: import nccl.core  # noqa: F401
+  except ImportError:
+    with pytest.raises(dist.DistError, match=r"needs nccl4py: pip install 'morok-mlir\[nccl\]'"): dist.init("nccl")
+    return
+  monkeypatch.delenv("RANK", raising=False)
+  with pytest.raises(dist.DistError, match="needs a launcher"): dist.init("nccl")
+
+def _no_nccl_gpu() -> str | None:
+  try: import nccl.core  # noqa: F401
+  except ImportError as e: return f"nccl4py is not installed (pip install 'morok-mlir[nccl]'): {e}"
+  from morok_mlir.device.cuda import available
+  ok, why = available()
+  return None if ok else f"no CUDA GPU: {why}"
+
+@pytest.mark.skipif(_no_nccl_gpu() is not None, reason=str(_no_nccl_gpu()))
+def test_nccl_one_rank_collectives_on_a_gpu(monkeypatch):
+  """A 1-rank NCCL communicator under torchrun's environment: each collective of a CUDA tensor is the tensor itself."""
+  from morok_mlir import Tensor, dist
+  with socket.socket() as s: s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+  for k, v in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+    monkeypatch.setenv(k, v)
+  comm = dist.init("nccl")
+  x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).to("CUDA")
+  for got in (comm.allreduce(x), comm.allreduce(x, op="max"), comm.allgather(x), comm.reduce_scatter(x), comm.broadcast(x, root=0)):
+    assert got.device == "CUDA" and np.array_equal(got.numpy(), x.numpy())
