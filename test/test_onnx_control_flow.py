@@ -1,5 +1,5 @@
 """ONNX models with control flow, carried state and small per-call work (test/onnx_cf_models.py): their outputs against
-onnxruntime when it is installed, else onnx's reference evaluator; later calls replay the recorded kernels without
+onnxruntime's (the test extra installs it); later calls replay the recorded kernels without
 interpreting the graph again (run_node is not called), whichever way an If goes; quantized integer outputs are exact."""
 import pathlib, sys
 import numpy as np
@@ -11,17 +11,13 @@ import onnx_cf_models as M
 from morok_mlir.onnx import OnnxModel, InvalidModel
 import morok_mlir.onnx.model as model_mod
 
+ort = pytest.importorskip("onnxruntime", reason="the reference outputs are onnxruntime's: pip install 'morok-mlir[test]'")
+
 def reference(m: onnx.ModelProto):
-  """f(feeds) -> {output name: array}: onnxruntime's CPU session, else onnx's reference evaluator."""
-  try:
-    import onnxruntime as ort
-    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [o.name for o in s.get_outputs()]
-    return lambda feeds: dict(zip(names, s.run(None, feeds)))
-  except ImportError:
-    from onnx.reference import ReferenceEvaluator
-    r = ReferenceEvaluator(m)
-    return lambda feeds: dict(zip(r.output_names, r.run(None, feeds)))
+  """f(feeds) -> {output name: array}: onnxruntime's CPU session."""
+  s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+  names = [o.name for o in s.get_outputs()]
+  return lambda feeds: dict(zip(names, s.run(None, feeds)))
 
 @pytest.fixture
 def interpreted(monkeypatch):
