@@ -87,7 +87,7 @@ def test_pass_imported_twice_raises():
   assert "pass uop-optimize registered by morok_mlir.passes.optimize and again by passes.optimize" in out.stdout, out.stderr
 
 # an SSA result named by hand, a region opened or closed by hand, a line indented by hand
-BY_HAND = re.compile(r"^\s*%[\w.]+(:\d+)? = |\bscf\.(for|if|yield|parallel|while) |^\s*\}( else \{)?\s*$|^  +$")
+BY_HAND = re.compile(r"%arg(\d|\{|$)|^%(lo|hi|tid|thread)\b|^\s*%[\w.]+(:\d+)? = |\bscf\.(for|if|yield|parallel|while) |^\s*\}( else \{)?\s*$|^  +$")
 
 # what may hold MLIR text besides the emitter: nothing of codegen/ or device/ but the CPU pool's own worker loop (LLVM
 # dialect for the runtime itself, no kernel's code)

@@ -14,7 +14,7 @@ from morok_mlir.core.kernel_facts import contraction, extent, k_contiguous, k_ro
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sl
 from morok_mlir.codegen.lanes import LaneLowerer, lane_coef
-from morok_mlir.codegen.emitter import Block, Emitter
+from morok_mlir.codegen.emitter import HI, LO, TID, Block, Emitter, arg, params
 
 def sizes(rs: list[UOp]) -> list[int]: return [rsize(r) for r in rs]   # the layout's: a symbolic size at its largest
 
@@ -406,10 +406,10 @@ class MM:
     self.mp, self.nb_rt, self.mb_rt = self.size(mp), self.size(cdiv(N, mk.nr)), self.size(cdiv(mp, mk.mc))
     cnt = self.size(B) if self.batched else self.mb_rt if self.by_m else self.nb_rt
     if mk.threads == 1: self.lo, self.hi = self.c0, cnt
-    elif not mk.split_sym: self.lo, self.hi = "%lo", "%hi"
-    else: self.lo, self.hi = (self.ix("divui", self.ix("muli", cnt, x), self.ci(mk.threads)) for x in ("%lo", "%hi"))
+    elif not mk.split_sym: self.lo, self.hi = LO, HI
+    else: self.lo, self.hi = (self.ix("divui", self.ix("muli", cnt, x), self.ci(mk.threads)) for x in (LO, HI))
     self.rowwise = mk.direct_a is not None or mk.rows_a is not None   # the tiles read A's rows (in place, or pack_a's copy)
-    self.pa, self.pb, self.pc = (f"%arg{mk.nargs + i}" for i in range(3))
+    self.pa, self.pb, self.pc = (arg(mk.nargs + i) for i in range(3))
     self.ta, self.tb, self.tc = (f"memref<{x}xf32>" for x in mk.scratch[:3])
     self.off: dict[str, str] = {}   # a batch's problem offsets in Ap, Bp and C
 
@@ -420,7 +420,7 @@ class MM:
     if (c := im.cval(u)) is not None: n = self.ci(c)
     elif u.op is Ops.LOAD:
       buf, i = u.src[0].src[:2]
-      n = self.em.load(self.b, f"%arg{buf.attrs['slot']}", self.size(i), mem_type(buf.dtype))
+      n = self.em.load(self.b, arg(buf.attrs['slot']), self.size(i), mem_type(buf.dtype))
     elif u.op is Ops.CAST: n = self.em.cast(self.b, "index_cast", self.size(u.src[0]), sl(u.src[0].dtype), "index")
     elif u.op in SIZE_OPS and u.dtype is dtypes.index: n = self.ix(SIZE_OPS[u.op], *map(self.size, u.src))   # sizes are >= 0
     else: raise PassError(f"@{self.mk.name}: a size read at run time as uop.{u.op}", u.loc)
@@ -449,8 +449,8 @@ class MM:
         self.bt = bt.iv
         for part, area in zip("abc", mk.areas): self.off[part] = self.ix("muli", bt.iv, self.ci(area))
         self.goto(self.c0, self.mb_rt, True)
-    idx = ["%lo: index", "%hi: index"] + (["%tid: index"] if mk.fused else []) if mk.threads > 1 else []
-    return Emitter.func(f"{mk.name}_mm", [f"%arg{i}: {mem_type(a.dtype)}" for i, a in enumerate(mk.args)] + idx, self.b, private=private)
+    idx = (LO, HI) + ((TID,) if mk.fused else ()) if mk.threads > 1 else ()
+    return Emitter.func(f"{mk.name}_mm", params([mem_type(a.dtype) for a in mk.args], *idx), self.b, private=private)
 
   def goto(self, lo: str, hi: str, by_m: bool):
     """Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels (each
@@ -468,13 +468,13 @@ class MM:
     buffer (picked by the chunk index %tid) right before the tiles use it; A never round-trips memory."""
     mk = self.mk
     blk = f"memref<{mk.scratch[3]}xf32>"
-    bufs = [f"%arg{mk.nargs + 3 + i}" for i in range(len(mk.scratch) - 3)]
-    tid = "%tid" if mk.threads > 1 else self.c0
+    bufs = [arg(mk.nargs + 3 + i) for i in range(len(mk.scratch) - 3)]
+    tid = TID if mk.threads > 1 else self.c0
     mine = bufs[0]
     for i, b in enumerate(bufs[1:], 1): mine = self.em.select(self.b, self.em.cmpi(self.b, "eq", tid, self.ci(i), "index"), b, mine, blk)
     with self.loop(self.lo, self.hi) as icb:
       ib_lo, ib_hi = self.row_block(icb.iv)
-      args = [f"%arg{i}" for i in range(mk.nargs + 3)] + [mine] + bufs[1:] + [ib_lo, ib_hi]
+      args = [arg(i) for i in range(mk.nargs + 3)] + [mine] + bufs[1:] + [ib_lo, ib_hi]
       self.call(f"{mk.name}_pack_a", args, [mem_type(a.dtype) for a in mk.args] + ['index', 'index'])
       with self.loop(self.c0, self.ck, self.ckc) as kc:
         kend, first = self.k_slice(kc.iv)
@@ -497,7 +497,7 @@ class MM:
     mk = self.mk
     if mk.direct_a is not None:
       slot, off, stride = mk.direct_a
-      a_buf, a_ty = f"%arg{slot}", mem_type(mk.args[slot].dtype)
+      a_buf, a_ty = arg(slot), mem_type(mk.args[slot].dtype)
     else: off, stride = 0, mk.rows_a   # the row-major copy pack_a made, this problem's at offset "a"
     if rows is None:
       row0, last = self.ix("muli", ib, self.ci(mk.mr)), self.mlast
@@ -538,7 +538,7 @@ class MM:
     mk = self.mk
     if self.batched: ib = self.ix("addi", self.ix("muli", self.bt, self.ci(mk.Mp // mk.mr)), ib)
     t = self.ix("addi", self.ix("muli", ib, self.ci(self.nb)), jb)
-    epi_args = ([f'%arg{i}' for i in range(len(mk.args))] + [self.tile_buf, t, self.add(t, 1)],
+    epi_args = ([arg(i) for i in range(len(mk.args))] + [self.tile_buf, t, self.add(t, 1)],
                 [mem_type(x.dtype) for x in mk.args] + [self.tty, 'index', 'index'])
     return epi_args, None if self.one else self.em.cmpi(self.b, "eq", kend, self.ck, "index")
 

@@ -169,4 +169,12 @@ class Emitter:
     gpu = [Emitter.module(kernels, "gpu.module @kernels", 1)] if kernels else []
     return Emitter.module(gpu + list(host), f"module attributes {{{GPU_CONTAINER}}}")
 
+# a function's parameters: the kernel's buffers %arg0.. in slot order, then index parameters its callers pass
+LO, HI, TID = "%lo", "%hi", "%tid"   # the bounds of the chunk a thread runs, and that thread's index
+THREAD = "%thread"                   # an emulated GPU kernel's last parameter: the number of the thread it runs as
+def arg(i: int) -> str: return f"%arg{i}"
+def params(types: list[str], *index: str) -> list[str]:
+  """`%argI: type` per buffer type, then `name: index` per index parameter (LO, HI, TID)."""
+  return [f"{arg(i)}: {t}" for i, t in enumerate(types)] + [f"{x}: index" for x in index]
+
 GPU_CONTAINER = "gpu.container_module"   # the unit attribute of a module holding gpu.modules

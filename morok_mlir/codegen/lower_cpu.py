@@ -44,7 +44,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.ir.registry import PassError
-from morok_mlir.codegen.emitter import Block, Emitter, Loop
+from morok_mlir.codegen.emitter import HI, LO, Block, Emitter, Loop, params
 from morok_mlir.codegen import fp8
 from morok_mlir.codegen.tables import ALU, CASTS, CMP, COMPUTE, B, F, S, U, cls, mem_type, sl   # noqa: F401 (mem_type: for the phases)
 from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis, _int_attr, outer_range   # noqa: F401 (_axis: for the phases)
@@ -221,12 +221,12 @@ class CPU(Policy):
   def __init__(self, f: Func): self.par = outer_range(f) if "uop.threads" in f.attrs else None
   def bounds(self, lw: Placement, fr: Frame, lp: Loop):
     if fr.rng is not self.par: return
-    lp.lo, lp.hi = "%lo", "%hi"
+    lp.lo, lp.hi = LO, HI
     if im.cval(fr.rng.src[0]) is None:
       t, em = lw.const(_int_attr(lw.f, "uop.threads", 1), dtypes.index), lw.em
-      lp.lo, lp.hi = (em.arith(fr.parent, "divui", "index", em.arith(fr.parent, "muli", "index", fr.end, b), t) for b in ("%lo", "%hi"))
+      lp.lo, lp.hi = (em.arith(fr.parent, "divui", "index", em.arith(fr.parent, "muli", "index", fr.end, b), t) for b in (LO, HI))
   def func(self, lw: Placement, name: str, private: bool) -> str:
-    args = [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(lw.f.args)] + (["%lo: index", "%hi: index"] if self.par else [])
+    args = params([mem_type(t.dtype) for t in lw.f.args], *((LO, HI) if self.par else ()))
     return Emitter.func(name, args, lw.root, private=private)
 
 class Lowerer(Placement):

@@ -30,7 +30,7 @@ from morok_mlir.ir.registry import register, PassError
 from morok_mlir.codegen.tables import COMPUTE, cls, mem_type, sl
 from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis
 from morok_mlir.codegen.lower_cpu import RULES, Lowerer
-from morok_mlir.codegen.emitter import GPU_CONTAINER, Block, Emitter
+from morok_mlir.codegen.emitter import GPU_CONTAINER, Block, Emitter, arg, params
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
 
@@ -104,7 +104,7 @@ class GPU(Policy):
     if self.tid is None: self.tid, self.bid = self.gpu_id(lw, "thread_id"), self.gpu_id(lw, "block_id")
   def all_reduce(self, lw: Placement, fr: Frame, op: str, x: str, dt: DType) -> str: return lw.em.all_reduce(fr, ALL_REDUCE[op][cls(dt)], x, sl(dt))
   def func(self, lw: Placement, name: str, private: bool = False) -> str:
-    return Emitter.gpu_func(name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(lw.f.args)], lw.root, self.local)
+    return Emitter.gpu_func(name, params([mem_type(t.dtype) for t in lw.f.args]), lw.root, self.local)
   @staticmethod
   def launch_call(em: Emitter, b: Block, launch: Launch, args: list[str], tys: list[str], c) -> None:
     """The host's launch of a kernel on args (c: an index constant of the host function)."""
@@ -239,9 +239,9 @@ def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func
     if callee not in launches: raise PassError(f"uop.kernel calls @{callee}, which is not a kernel of this module", u.loc)
     if any(not 0 <= s < len(f.args) for s in slots) or [f.args[s].dtype for s in slots] != [a.dtype for a in kernels[callee].args]:
       raise PassError(f"uop.kernel slots {list(slots)} do not match the arguments of @{callee}", u.loc)
-    policy.launch_call(em, body, launches[callee], [f"%arg{s}" for s in slots], [mem_type(f.args[s].dtype) for s in slots], c)
+    policy.launch_call(em, body, launches[callee], [arg(s) for s in slots], [mem_type(f.args[s].dtype) for s in slots], c)
   em.splice(head, body)
-  return Emitter.func(f.name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)], head)
+  return Emitter.func(f.name, params([mem_type(t.dtype) for t in f.args]), head)
 
 def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX, policy: type[GPU] = GPU) -> str:
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}

@@ -19,7 +19,7 @@ from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
 from morok_mlir.core.kernel_facts import blocked, in_place, twin
 from morok_mlir.ir.registry import PassError
-from morok_mlir.codegen.emitter import Block, Emitter, Loop
+from morok_mlir.codegen.emitter import Block, Emitter, Loop, arg
 from morok_mlir.codegen.tables import ALU, COMPUTE, UNSUPPORTED, cls, mem_type, sl
 
 def _axis(r: UOp) -> int: return r.attrs.get("axis", 0)
@@ -82,7 +82,7 @@ class Placement:
     self.open: dict[UOp, Frame] = {}     # range -> the loop frame it is the counter of
     self.done: set[UOp] = set()          # side effects emitted
     self.ranges: dict[UOp, frozenset] = {}
-    for i, t in enumerate(f.args): self.names[t] = f"%arg{i}"
+    for i, t in enumerate(f.args): self.names[t] = arg(i)
     self.scratch: set[UOp] = set()
     self.kept_stores: set[UOp] = set()   # stores of kept values (plain stores, whatever uop.nontemporal says)
     if policy.keeps and "uop.keep" in f.attrs: self.keep(tuple(f.attrs["uop.keep"]))

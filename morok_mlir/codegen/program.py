@@ -11,7 +11,7 @@ from morok_mlir.codegen.lanes import LaneLowerer, lane_split
 from morok_mlir.codegen.contraction import Contraction
 from morok_mlir.codegen.split_reduce import SplitReduce
 from morok_mlir.codegen.winograd import Winograd, direct
-from morok_mlir.codegen.emitter import Block, Emitter
+from morok_mlir.codegen.emitter import Block, Emitter, arg, params
 
 # choices made for static loop sizes (a contraction's and lanes' run to symbolic sizes too)
 STATIC_ONLY = ("uop.winograd", "uop.split_reduce", "uop.nontemporal")
@@ -47,7 +47,7 @@ def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | 
                       f"({', '.join(type_text(a.dtype) for a in k.args)})", u.loc)
     phases, scratch = progs[callee]
     # a contraction's packed operands and tile buffer, for this call only
-    tys, ops = [mem_type(t.dtype) for t in k.args] + [f"memref<{n}xf32>" for n in scratch], [f"%arg{s}" for s in slots]
+    tys, ops = [mem_type(t.dtype) for t in k.args] + [f"memref<{n}xf32>" for n in scratch], [arg(s) for s in slots]
     ops += [em.alloca(b, t, heap=True) for t in tys[len(k.args):]]
     for entry, par in phases:
       pt, po = tys, ops
@@ -57,7 +57,7 @@ def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | 
         pt, po = tys + ["index"] * len(bounds), ops + bounds
       em.call(b, entry, po, pt)
     for o, t in zip(ops[len(k.args):], tys[len(k.args):]): em.dealloc(b, o, t)
-  return Emitter.func(f.name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(f.args)], b)
+  return Emitter.func(f.name, params([mem_type(t.dtype) for t in f.args]), b)
 
 def lower_module(funcs: list[Func]) -> str:
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}

@@ -27,7 +27,7 @@ from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, outer_range, parallel_info, sizes
 from morok_mlir.codegen.lanes import LaneLowerer
 from morok_mlir.codegen.contraction import Contraction, MicroKernel, mm
-from morok_mlir.codegen.emitter import Block, Emitter
+from morok_mlir.codegen.emitter import HI, LO, TID, Block, Emitter, arg, params
 
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))   # input transform (4x4)
 G = ((1, 0, 0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0, 0, 1))    # filter transform (4x3)
@@ -187,15 +187,15 @@ class Winograd:
     n, t, rows = len(self.f.args), self.threads, sizes([outer_range(self.out)])[0]
     tys, em, b = [mem_type(a.dtype) for a in self.args], Emitter("w", 1), Block()
     c = lambda v: em.const(b, v)
-    ops = [f"%arg{i}" for i in range(len(self.args))]
+    ops = [arg(i) for i in range(len(self.args))]
     for j in range(1, t):   # thread j's V and C are scratch 1 + 2 j and 2 + 2 j
-      mine = em.cmpi(b, "eq", "%tid", c(j), "index")
-      for part in (1, 2): ops[n + part] = em.select(b, mine, f"%arg{n + part + 2 * j}", ops[n + part], tys[n + part])
-    lo, hi = ("%lo", "%hi") if t > 1 else (c(0), c(self.nblocks))
+      mine = em.cmpi(b, "eq", TID, c(j), "index")
+      for part in (1, 2): ops[n + part] = em.select(b, mine, arg(n + part + 2 * j), ops[n + part], tys[n + part])
+    lo, hi = (LO, HI) if t > 1 else (c(0), c(self.nblocks))
     one, rb = c(1), c(self.rb)
     with em.for_(b, lo, hi, one) as lp:
       r0 = em.arith(lp.body, "muli", "index", lp.iv, rb)
       r1 = em.arith(lp.body, "minsi", "index", em.arith(lp.body, "addi", "index", r0, rb), em.const(lp.body, rows))
       for phase, bounds in (("in", [r0, r1]), ("mm", []), ("out", [r0, r1])):
         em.call(lp.body, f"{self.name}_{phase}", ops + bounds, tys + ['index'] * len(bounds))
-    return Emitter.func(f"{self.name}_blk", [f"%arg{i}: {ty}" for i, ty in enumerate(tys)] + (["%lo: index", "%hi: index", "%tid: index"] if t > 1 else []), b)
+    return Emitter.func(f"{self.name}_blk", params(tys, *((LO, HI, TID) if t > 1 else ())), b)

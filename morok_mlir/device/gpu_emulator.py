@@ -20,13 +20,12 @@ from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp
-from morok_mlir.codegen.emitter import Block, Emitter
+from morok_mlir.codegen.emitter import THREAD, Block, Emitter, arg, params
 from morok_mlir.codegen.tables import mem_type
 from morok_mlir.codegen.placement import Frame, Placement
 from morok_mlir.codegen.lower_gpu import GPU, Launch, lower_kernel, lower_module
 from morok_mlir.device.cpu import CPUCompiler, CPUProgram, ProgramSpec, _arg
 
-THREAD = "%thread"   # the kernel function's last argument: the number of the thread it runs as, in its launch
 
 class Emulated(GPU):
   """uop-lower-gpu's policy for a CPU: a kernel is a func.func of (buffers..., thread number), its ids arithmetic on that
@@ -37,7 +36,7 @@ class Emulated(GPU):
     return lw.em.arith(lw.root, "remui" if kind == "thread_id" else "divui", "index", THREAD, lw.const(self.local, dtypes.index))
   def all_reduce(self, lw: Placement, fr: Frame, op: str, x: str, dt: DType) -> str: return x   # one thread per block
   def func(self, lw: Placement, name: str, private: bool = False) -> str:
-    return Emitter.func(name, [f"%arg{i}: {mem_type(t.dtype)}" for i, t in enumerate(lw.f.args)] + [f"{THREAD}: index"], lw.root)
+    return Emitter.func(name, params([mem_type(t.dtype) for t in lw.f.args], THREAD), lw.root)
   @staticmethod
   def launch_call(em: Emitter, b: Block, launch: Launch, args: list[str], tys: list[str], c) -> None:
     with em.for_(b, c(0), c(prod(launch.global_size) * prod(launch.local_size)), c(1)) as lp:
@@ -67,6 +66,6 @@ def kernel_program(spec) -> CPUProgram:
     if v not in consts: consts[v] = em.const(b, v)
     return consts[v]
   tys = [mem_type(dt.ptr(size)) for size, dt in spec.args]
-  Emulated.launch_call(em, b, launch, [f"%arg{i}" for i in range(len(tys))], tys, c)
-  src = Emitter.module([text, Emitter.func("emu", [f"%arg{i}: {t}" for i, t in enumerate(tys)], b)])
+  Emulated.launch_call(em, b, launch, [arg(i) for i in range(len(tys))], tys, c)
+  src = Emitter.module([text, Emitter.func("emu", params(tys), b)])
   return CPUProgram(CPUCompiler().compile(ProgramSpec("emu", src, spec.args, ())))
