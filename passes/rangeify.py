@@ -219,11 +219,15 @@ class Rangeifier:
     if op is Ops.REDUCE_AXIS:
       # under a gate (a pad or cat of the reduce's result) the lowering computes the reduce at every place, kept or not:
       # cat(a @ b, c @ d) would run both products over the whole output; one worth a kernel is stored where it is valid
-      # a kernel holds one contraction (uop-optimize tiles one): a second one met inline is stored by its own kernel
+      # a kernel holds one contraction (uop-optimize tiles one): a second one met inline is stored by its own kernel, and
+      # so is another reduce of one value for the whole contraction (an RMSNorm's before a matrix-vector product): inline,
+      # it keeps the kernel off the tiled contraction, for a few stored elements (one read per row, as softmax's max in
+      # attention, is computed where the contraction packs its rows)
       big = reduced(u, 1) > 1
       mm = product(u, big)
       if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx) or gate is not None and big
-                              or mm and self.contracted.setdefault(self.root, u) is not u):
+                              or mm and self.contracted.setdefault(self.root, u) is not u
+                              or not mm and self.contracted.get(self.root, u) is not u and not self.uses_loops(idx)):
         return self.load((yield from self.bufferize(u)), u, idx, gate)
       if mm: self.contracted.setdefault(self.root, u)
       rngs, cidx = [], []
@@ -295,6 +299,9 @@ class Rangeifier:
     if (v := self.tops.get(u)) is None:
       self.tops[u] = v = epilogue(u, lambda x: x in self.force or x in self.shared or x in self.materialised) is not None
     return v
+
+  def uses_loops(self, idx) -> bool:
+    return any(r.op is Ops.RANGE for i in idx for r in i.toposort)
 
   def inlinable(self, idx) -> bool:
     """A reduce can stay inline when the loops its indices use are a prefix of the loop nest (no recompute)."""
