@@ -241,3 +241,25 @@ def test_lowering_reads_the_optimizers_contraction(monkeypatch):
   monkeypatch.setattr(facts, "depends", lambda *a: asked.append(a) or depends(*a))
   for f in kernels: lower_program(f, f.name)
   assert not asked
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_quantized_weights_are_never_kept_as_float32_panels(rows):
+  """A product with weights in quantized blocks reads them in place: one row (a decode step) runs as vector lanes over
+  the blocks, several rows as a contraction whose packed panels are made per call and not kept (a float32 copy of the
+  weights); float32 weights' panels are kept, as before."""
+  from morok_mlir.codegen.contraction import Contraction
+  from morok_mlir.ir.emit import graph_func, normalize
+  from morok_mlir.ir.pipeline import lower_to_kernels
+  from morok_mlir.nn.quant import dequantize
+  rng = np.random.default_rng(0)
+  blocks = rng.integers(0, 255, (1536 * 576 // 32, 20), dtype=np.uint8)
+  blocks[:, :4] = np.array([0.01, 0.02], np.float16).view(np.uint8)   # scale and minimum: finite, well-conditioned
+  raw = Tensor(blocks)
+  x, w32 = Tensor(rng.standard_normal((rows, 576)).astype(np.float32)), Tensor(rng.standard_normal((1536, 576)).astype(np.float32))
+  def kernels(t): return [f for f in lower_to_kernels(graph_func(normalize([t.uop])[0])) if f.name != "schedule"]
+  (q,) = kernels(x @ dequantize(raw, "Q4_1", (1536, 576)).T)
+  assert ("uop.lanes" in q.attrs) if rows == 1 else ("uop.contraction" in q.attrs and Contraction(q, "k").reuse() == []), q.attrs
+  (f,) = kernels(Tensor(rng.standard_normal((3, 576)).astype(np.float32)) @ w32.T)
+  assert Contraction(f, "k").reuse(), "float32 weights' panels are kept"
+  ref = x.numpy() @ dequantize(raw, "Q4_1", (1536, 576)).numpy().T
+  np.testing.assert_allclose((x @ dequantize(raw, "Q4_1", (1536, 576)).T).numpy(), ref, rtol=1e-4, atol=1e-3)

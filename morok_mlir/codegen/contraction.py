@@ -312,10 +312,12 @@ class Contraction:
             *([] if self.epi_tile else [(f"{self.name}_epi", par(self.epi, bt * self.M * self.N))])]
 
   def reuse(self) -> list[tuple[int, int, int]]:
-    """(phase, argument, scratch) of pack_a (a phase of its own) and pack_b when their panels are a function of one input buffer."""
+    """(phase, argument, scratch) of pack_a (a phase of its own) and pack_b when their panels are a function of one input
+    buffer of 4-byte elements: panels of narrower data (quantized blocks, float16) would keep a float32 copy of weights
+    that are narrow to save memory (an LLM's: its resident memory is to stay near its file's size)."""
     names = [e for e, _ in self.phases()]
     return [(names.index(f"{self.name}_pack_{x}"), slot, s) for x, slot, s in (("a", self.a_slot, 0), ("b", self.b_slot, 1))
-            if slot is not None and f"{self.name}_pack_{x}" in names]
+            if slot is not None and f"{self.name}_pack_{x}" in names and self.f.args[slot].dtype.base.itemsize >= 4]
 
   def text(self) -> str:
     low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
