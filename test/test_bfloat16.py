@@ -92,7 +92,10 @@ def test_cast_to_bf16(src):
 def test_cast_from_bf16(dst):
   """bf16 -> every dtype. Floats: exact widening (float16 rounds, and overflows to inf); bool: != 0 (NaN is true);
   ints: truncation toward zero where the value fits, and out of range (and NaN) exactly what float32 -> int gives."""
-  x = ALL_BF
+  check_cast_from(ALL_BF, dst)
+
+def check_cast_from(x: np.ndarray, dst) -> None:
+  """Tensor(x).cast(dst) against float32's widening (floats, bool) or truncation toward zero where the value fits (ints)."""
   got = Tensor(x).cast(dst).numpy()
   if dst.is_float or dst.is_bool:
     with np.errstate(all="ignore"): same(got, x.astype(F32).astype(dst.np))
@@ -100,7 +103,7 @@ def test_cast_from_bf16(dst):
   f = x.astype(np.float64)
   info = np.iinfo(dst.np)
   fits = np.isfinite(f) & (np.trunc(f) >= info.min) & (np.trunc(f) < 2.0 ** (info.bits - (info.min < 0)))   # 2^64 itself does not fit
-  assert fits.sum() > 100 and np.array_equal(got[fits], np.trunc(f[fits]).astype(dst.np))
+  assert fits.sum() > 50 and np.array_equal(got[fits], np.trunc(f[fits]).astype(dst.np))
   assert np.array_equal(got, Tensor(x.astype(F32)).cast(dst).numpy())   # the float32 cast's out-of-range behaviour
 
 def test_cast_round_to_nearest_even_ties():
@@ -212,6 +215,17 @@ def test_promotion_with_python_scalars():
   assert least_upper_dtype(dtypes.int64, dtypes.uint64) is dtypes.float16   # unchanged by the new lattice node
 
 # ---------------------------------------------------------------- the dialect
+def morok_opt_round_trip(src: str) -> tuple[str, str]:
+  """morok-opt's printout of src (which it must parse back to the same text) and src lowered by the CPU pipeline."""
+  opt = str(pathlib.Path(sys.executable).with_name("morok-opt"))
+  run = lambda *a, input: subprocess.run([opt, *a], input=input, capture_output=True, timeout=120)
+  once = run("-", input=src.encode())
+  assert once.returncode == 0, once.stderr.decode()
+  assert run("-", input=once.stdout).stdout == once.stdout
+  low = run("-", "-p", "uop-rangeify,uop-simplify,uop-kernel-split,uop-optimize,uop-lower-cpu", input=src.encode())
+  assert low.returncode == 0, low.stderr.decode()
+  return once.stdout.decode(), low.stdout.decode()
+
 def test_uop_dialect_round_trip():
   """A bf16 tensor type is an element type of the dialect: morok-opt prints what it parsed, and the whole CPU pipeline
   lowers it to bf16 memrefs with the float32 compute in between."""
@@ -222,15 +236,8 @@ def test_uop_dialect_round_trip():
          '  %3 = "uop.cast"(%b) : (tensor<4xf16>) -> tensor<4xf32>\n'
          '  %4 = "uop.add"(%2, %3) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n'
          '  return %4 : tensor<4xf32>\n}\n')
-  opt = str(pathlib.Path(sys.executable).with_name("morok-opt"))
-  run = lambda *a, input: subprocess.run([opt, *a], input=input, capture_output=True, timeout=120)
-  once = run("-", input=src.encode())
-  assert once.returncode == 0, once.stderr.decode()
-  assert "tensor<4xbf16>" in once.stdout.decode() and "1.500000e+00 : bf16" in once.stdout.decode()
-  assert run("-", input=once.stdout).stdout == once.stdout
-  low = run("-", "-p", "uop-rangeify,uop-simplify,uop-kernel-split,uop-optimize,uop-lower-cpu", input=src.encode())
-  assert low.returncode == 0, low.stderr.decode()
-  text = low.stdout.decode()
+  once, text = morok_opt_round_trip(src)
+  assert "tensor<4xbf16>" in once and "1.500000e+00 : bf16" in once
   assert "memref<4xbf16>" in text and "arith.bitcast" in text and re.search(r"arith\.mulf .* : f32", text)
 
 def test_bad_bitcast_is_a_python_error():

@@ -125,6 +125,16 @@ def test_gradient_reaches_a_leaf_sharded_lazily(wa):
   assert w.grad.device == "CPU"
   np.testing.assert_allclose(w.grad.numpy(), A.T @ (A @ W > 0).astype(np.float32), rtol=1e-5, atol=1e-5)
 
+def _linear_adam(devs):
+  """A seeded Linear(6, 4), its parameters replicated on devs (none: one device), and Adam over them."""
+  from morok_mlir.nn import Linear
+  from morok_mlir.nn.optim import Adam
+  from morok_mlir.nn.state import get_parameters
+  Tensor.manual_seed(0)
+  m = Linear(6, 4)
+  for p in get_parameters(m) if devs else (): p.shard_(devs)
+  return m, Adam(get_parameters(m), lr=0.01)
+
 def test_data_parallel_training_in_one_process():
   """Replicated parameters, batches split over the devices, Adam: the weights after 3 steps equal one device's."""
   from morok_mlir.nn import Linear
@@ -132,11 +142,7 @@ def test_data_parallel_training_in_one_process():
   from morok_mlir.nn.state import get_parameters
   y = rng.integers(0, 4, 8).astype(np.int32)
   def train(devs):
-    Tensor.manual_seed(0)
-    m = Linear(6, 4)
-    if devs:
-      for p in get_parameters(m): p.shard_(devs)
-    opt = Adam(get_parameters(m), lr=0.01)
+    m, opt = _linear_adam(devs)
     with Tensor.train():
       for _ in range(3):
         xb, yb = (Tensor(A), Tensor(y)) if not devs else (Tensor(A).shard(devs, axis=0), Tensor(y).shard(devs, axis=0))
@@ -156,11 +162,7 @@ def test_tinyjit_replays_a_data_parallel_step():
   xs = [rng.standard_normal((8, 6)).astype(np.float32) for _ in range(5)]
   ys = [rng.integers(0, 4, 8).astype(np.int32) for _ in range(5)]
   def train(devs):
-    Tensor.manual_seed(0)
-    m = Linear(6, 4)
-    if devs:
-      for p in get_parameters(m): p.shard_(devs)
-    opt = Adam(get_parameters(m), lr=0.01)
+    m, opt = _linear_adam(devs)
     def step(x, y):
       opt.zero_grad()
       loss = m(x).cross_entropy(y).backward()
