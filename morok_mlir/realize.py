@@ -89,11 +89,12 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   sched = funcs.pop("schedule")
   dev = Device[device]
   if rec is not None: rec.lower(dev, [funcs[k.attrs["callee"][1]] for k in sched.roots[0].src])
-  items = []
+  items, progs = [], {}   # a kernel the schedule calls several times (uop-kernel-split's equal kernels) compiles once
   for k in progress(sched.roots[0].src, "compile", "kernel", since=t0):
-    name = k.attrs["callee"][1]
-    if DEBUG >= 3: print(module_text([funcs[name]]))
-    items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else ""))
+    if (p := progs.get(name := k.attrs["callee"][1])) is None:
+      if DEBUG >= 3: print(module_text([funcs[name]]))
+      p = progs[name] = dev.compile(funcs[name])
+    items.append(ScheduleItem(name, p, k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else ""))
   # inputs: the graph's, then (with symbolic sizes) the int64 buffer of the variables' values (uop-rangeify)
   return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results), rec if rec and rec.viz else None)
 
