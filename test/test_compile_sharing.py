@@ -1,0 +1,57 @@
+"""Compile work is done once per distinct kernel: uop-kernel-split makes equal kernels one function that the schedule
+calls on each one's buffers, realize compiles each function once, and the graph pipeline's passes hand their graphs
+on in Python (the module is written and verified once, after the last) with the same result as pass by pass."""
+import numpy as np
+from mlir import ir
+from morok_mlir import Tensor
+from morok_mlir import realize as rz
+from morok_mlir.device.cpu import CPU
+from morok_mlir.ir.bridge import module_text
+from morok_mlir.ir.emit import normalize, graph_func
+from morok_mlir.ir.pipeline import PIPELINE, lower_to_kernels, mlir_context, compile_lock, run_pipeline
+
+def chain(x: np.ndarray, n: int):
+  """The same step n times: a row max and a column sum feeding an elementwise update (tensor and numpy)."""
+  t = Tensor(x)
+  for _ in range(n):
+    t = t - t.max(1, keepdim=True) * 0.5 + t.sum(0, keepdim=True) * 0.001
+    x = x - x.max(1, keepdims=True) * 0.5 + x.sum(0, keepdims=True) * 0.001
+  return t, x
+
+def test_equal_kernels_are_one_function():
+  t, _ = chain(np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8), 12)
+  funcs = lower_to_kernels(graph_func(normalize([t.uop])[0]))
+  kernels, sched = [f for f in funcs if "uop.kernel" in f.attrs], funcs[-1]
+  calls = [k.attrs["callee"][1] for k in sched.roots[0].src]
+  assert len(calls) == 24 and set(calls) == {k.name for k in kernels}
+  assert len(kernels) <= len(calls) // 2, f"{len(kernels)} kernel functions for {len(calls)} calls of a repeated step"
+
+def test_each_kernel_function_compiles_once(monkeypatch):
+  monkeypatch.setattr(rz, "_schedule_cache", {})
+  x = np.linspace(-1, 1, 48, dtype=np.float32).reshape(6, 8)
+  t, want = chain(x, 10)
+  compiled, real = [], CPU.compile
+  monkeypatch.setattr(CPU, "compile", lambda f: (compiled.append(f.name), real(f))[1])
+  np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-5)
+  (sched,) = rz._schedule_cache.values()
+  assert sorted(compiled) == sorted({it.name for it in sched.items}) and len(compiled) < len(sched.items) // 2, compiled
+
+def graphs():
+  r = np.random.default_rng(0)
+  a, w = Tensor(r.standard_normal((4, 6), dtype=np.float32)), Tensor(r.standard_normal((6, 5), dtype=np.float32))
+  img, k = Tensor(r.standard_normal((1, 2, 6, 6), dtype=np.float32)), Tensor(r.standard_normal((3, 2, 3, 3), dtype=np.float32))
+  yield ((a * 2).exp2().sum(1, keepdim=True) + a).max(0)
+  yield (a @ w).relu().softmax(1)
+  yield img.conv2d(k, padding=1).max_pool2d()
+  yield chain(np.ones((4, 4), np.float32), 3)[0]
+
+def test_handed_on_pipeline_matches_pass_by_pass():
+  """The graph pipeline with its passes handing their graphs on writes the module that running it pass by pass writes."""
+  for t in graphs():
+    text = module_text([graph_func(normalize([t.uop])[0])])
+    with compile_lock, mlir_context():
+      out = []
+      for fuse in (False, True):
+        run_pipeline(m := ir.Module.parse(text), ",".join(PIPELINE), fuse=fuse)
+        out.append(str(m))
+    assert out[0] == out[1]
