@@ -5,7 +5,7 @@ import numpy as np
 from mlir import ir
 from morok_mlir import Tensor
 from morok_mlir import realize as rz
-from morok_mlir.device.cpu import CPU
+from morok_mlir.device.cpu import CPU, CPUDevice
 from morok_mlir.ir.bridge import module_text
 from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import PIPELINE, lower_to_kernels, mlir_context, compile_lock, run_pipeline
@@ -30,11 +30,36 @@ def test_each_kernel_function_compiles_once(monkeypatch):
   monkeypatch.setattr(rz, "_schedule_cache", {})
   x = np.linspace(-1, 1, 48, dtype=np.float32).reshape(6, 8)
   t, want = chain(x, 10)
-  compiled, real = [], CPU.compile
-  monkeypatch.setattr(CPU, "compile", lambda f: (compiled.append(f.name), real(f))[1])
+  compiled, real = [], CPU.compile_many
+  monkeypatch.setattr(CPU, "compile_many", lambda fs: (compiled.extend(f.name for f in fs), real(fs))[1])
   np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-5)
   (sched,) = rz._schedule_cache.values()
   assert sorted(compiled) == sorted({it.name for it in sched.items}) and len(compiled) < len(sched.items) // 2, compiled
+
+def test_kernels_compiled_together_are_each_cached(tmp_path):
+  """Kernels JIT-compiled in one engine run right, and each is then in the disk cache under its own key: a new device
+  loads every one of them from there, compiles nothing, and gets the same results."""
+  r = np.random.default_rng(2)
+  xs = [r.standard_normal((5, 7)).astype(np.float32) for _ in range(3)]
+  outs = [Tensor(xs[0]).exp2() * 3, Tensor(xs[1]).max(1), Tensor(xs[2]).abs().sum(0).sqrt()]
+  want = [np.exp2(xs[0]) * 3, xs[1].max(1), np.sqrt(np.abs(xs[2]).sum(0))]
+  funcs = [[f for f in lower_to_kernels(graph_func(normalize([o.uop])[0])) if "uop.kernel" in f.attrs] for o in outs]
+  assert all(len(fs) == 1 for fs in funcs)
+  results = []
+  for _ in range(2):   # compiled together, then loaded from the disk cache by a new device
+    dev = CPUDevice()
+    dev.disk.enabled, dev.disk.dir = True, str(tmp_path)
+    progs = dev.compile_many([fs[0] for fs in funcs])
+    dev.disk.flush()
+    got = []
+    for p, x, w in zip(progs, xs, want):
+      out = np.zeros(w.size, np.float32)
+      p(out, x.reshape(-1))
+      got.append(out.reshape(w.shape))
+    results.append((dev.disk.hits, dev.disk.misses, got))
+  assert results[0][:2] == (0, 3) and results[1][:2] == (3, 0)
+  for _, _, got in results:
+    for g, w in zip(got, want): np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 def graphs():
   r = np.random.default_rng(0)
@@ -55,3 +80,16 @@ def test_handed_on_pipeline_matches_pass_by_pass():
         run_pipeline(m := ir.Module.parse(text), ",".join(PIPELINE), fuse=fuse)
         out.append(str(m))
     assert out[0] == out[1]
+
+def test_equal_code_in_one_batch(tmp_path):
+  """int8 and uint8 kernels lower to the same code (i8): compiled in one engine they share it, each checked as its dtype."""
+  a, b = np.array([1, 0, 3], np.int8), np.array([1, 0, 3], np.uint8)
+  fs = [[f for f in lower_to_kernels(graph_func(normalize([(Tensor(x).neg() * 3).uop])[0])) if "uop.kernel" in f.attrs][0] for x in (a, b)]
+  dev = CPUDevice()
+  dev.disk.enabled, dev.disk.dir = True, str(tmp_path)
+  progs = dev.compile_many(fs)
+  for p, x in zip(progs, (a, b)):
+    out = np.zeros(3, x.dtype)
+    p(out, x)
+    np.testing.assert_array_equal(out, -x * x.dtype.type(3))
+  dev.disk.flush()
