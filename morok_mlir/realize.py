@@ -90,9 +90,9 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   dev = Device[device]
   if rec is not None: rec.lower(dev, [funcs[k.attrs["callee"][1]] for k in sched.roots[0].src])
   # each kernel function once (the schedule may call one several times: uop-kernel-split's equal kernels); a device that
-  # compiles several at once (the CPU: one JIT engine) gets them in groups
+  # compiles several at once (the CPU: JIT engines of several, in parallel processes) gets them in groups
   names, progs = list(dict.fromkeys(k.attrs["callee"][1] for k in sched.roots[0].src)), {}
-  n = getattr(dev, "BATCH", 1)
+  n = getattr(dev, "GROUP", 1)
   for group in progress([names[i:i + n] for i in range(0, len(names), n)], "compile", f"{n} kernels" if n > 1 else "kernel", since=t0):
     if DEBUG >= 3: print(module_text([funcs[name] for name in group]))
     progs |= zip(group, dev.compile_many([funcs[name] for name in group]) if n > 1 else [dev.compile(funcs[group[0]])])

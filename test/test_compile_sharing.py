@@ -93,3 +93,20 @@ def test_equal_code_in_one_batch(tmp_path):
     p(out, x)
     np.testing.assert_array_equal(out, -x * x.dtype.type(3))
   dev.disk.flush()
+
+def test_kernels_compiled_in_a_forked_process(tmp_path):
+  """With a compile process forked (WORKERS=1), its share of the kernels reaches this process through the disk cache
+  it wrote: loaded from there, not compiled here, with the same results as the kernels compiled here."""
+  r = np.random.default_rng(3)
+  xs = [r.standard_normal((4, 5 + i)).astype(np.float32) for i in range(4)]
+  funcs = [[f for f in lower_to_kernels(graph_func(normalize([(Tensor(x) * (i + 2)).exp2().uop])[0])) if "uop.kernel" in f.attrs][0]
+           for i, x in enumerate(xs)]
+  dev = CPUDevice()
+  dev.disk.enabled, dev.disk.dir, dev.WORKERS = True, str(tmp_path), 1
+  progs = dev.compile_many(funcs)
+  dev.disk.flush()
+  assert (dev.disk.hits, dev.disk.misses) == (2, 2)
+  for i, (p, x) in enumerate(zip(progs, xs)):
+    out = np.zeros(x.size, np.float32)
+    p(out, x.reshape(-1))
+    np.testing.assert_allclose(out, np.exp2(x.reshape(-1) * (i + 2)), rtol=1e-5)

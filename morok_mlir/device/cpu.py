@@ -330,9 +330,13 @@ def _workers() -> Pool:
     with _pool_lock:
       if _pool is None: _pool = Pool(max(1, THREADS - 1), _lock)
   return _pool
+_orphans: list = []
 def _forked():
-  global _pool
-  _pool = None   # a forked child has none of the parent's workers
+  global _pool, _ctx
+  # a forked child has none of the parent's workers, nor its MLIR context's threads: that context is left alone (its
+  # destructor would wait for them) and a new one made when needed
+  _orphans.append(_ctx)
+  _pool = _ctx = None
 os.register_at_fork(after_in_child=_forked)
 
 def chunks(n: int, parts: int, grain: int) -> list[tuple[int, int]]:
@@ -572,6 +576,7 @@ class CPUDevice:
     self.compile_ms: list[float] = []   # per compiled kernel (cache misses), for DEBUG output and benchmarks
   BATCH = 16   # kernels JIT-compiled in one engine: one LLVM codegen (an engine costs ~14 ms before any code), and a
                # bound on the shared object a later process maps for any one of them
+  GROUP = 64   # kernels the realize driver hands compile_many at once (a progress bar's step; batches for the workers)
   def compile(self, f: Func) -> CPUProgram: return self.compile_many([f])[0]
   def compile_many(self, funcs: list[Func]) -> list[CPUProgram]:
     """A program per kernel: from the method cache, else the disk cache, else JIT-compiled together, BATCH at a time."""
@@ -588,11 +593,52 @@ class CPUDevice:
         progs[k] = self.method_cache[k] = p
         self.compile_ms.append((time.perf_counter() - t0) * 1e3)
       todo = list(todo.items())
-      for i in range(0, len(todo), self.BATCH):
-        t0, batch = time.perf_counter(), todo[i:i + self.BATCH]
+      t0 = time.perf_counter()
+      w = self._workers(len(todo))
+      mine, children = todo[::w + 1], []   # this process's share, and each forked process's
+      for share in (todo[i::w + 1] for i in range(1, w + 1)):
+        if (pid := self._fork(share)) is not None: children.append((pid, share))
+        else: mine += share
+      for i in range(0, len(mine), self.BATCH):
+        batch = mine[i:i + self.BATCH]
         for (k, _), p in zip(batch, self.jit([spec for _, spec in batch])): progs[k] = self.method_cache[k] = p
-        self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(batch)] * len(batch)
+      for pid, share in children:   # their kernels from the disk cache they wrote (JIT here those a child failed to)
+        os.waitpid(pid, 0)
+        for k, spec in share: progs[k] = self.method_cache[k] = self.load(spec) or self.jit([spec])[0]
+      if todo: self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(todo)] * len(todo)
     return [progs[k] for k in keys]
+  WORKERS: int | None = None   # compile processes besides this one (None: the cores to spare, from the load average)
+  def _workers(self, kernels: int) -> int:
+    """Compile processes to fork for this many new kernels: one per core to spare (LLVM holds the GIL, so threads would
+    take turns; the load average counts this process), each with a batch or more to do (a child's kernels reach this
+    process through the disk cache, linked: ~50 ms more), and none without the disk cache."""
+    if not self.disk.enabled: return 0
+    if self.WORKERS is not None: return max(0, min(self.WORKERS, kernels - 1))
+    return max(0, min(min(THREADS, len(os.sched_getaffinity(0))) - round(os.getloadavg()[0]), kernels // self.BATCH - 1))
+  def _fork(self, share: list) -> int | None:
+    """A process (forked: nothing to import) that JIT-compiles share's kernels and links them into the disk cache."""
+    try:
+      with _lock: pid = os.fork()   # (_lock held: no other thread of this process is inside MLIR or LLVM meanwhile)
+    except OSError: return None
+    if pid == 0: self._child([share[i:i + self.BATCH] for i in range(0, len(share), self.BATCH)])
+    return pid
+  def _child(self, batches: list[list]) -> None:
+    from mlir.execution_engine import ExecutionEngine
+    global NICE
+    self.disk._lock = threading.RLock()   # (another thread of the parent may have held it)
+    NICE = []                             # this link is what the parent waits for
+    try:
+      for batch in batches:
+        specs = [spec for _, spec in batch]
+        keys = [self.disk.key(s) for s in specs]
+        code = dict(zip(keys, specs))
+        with _lock, _context():
+          engine = ExecutionEngine(self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code]), opt_level=3, enable_pic=True)
+          engine.raw_lookup(f"k{keys[0]}_{specs[0].phases[0][0] if specs[0].phases else specs[0].name}")   # compiled here
+          fd, obj = self.disk._mkstemp(d := self.disk.dir, keys[0], "o"); os.close(fd)
+          engine.dump_to_object_file(obj)
+        self.disk._link(list(code), obj, d, [])
+    finally: os._exit(0)
   def load(self, spec: ProgramSpec) -> CPUProgram | None:
     """The program from the disk cache when it holds a verified object for spec, else None."""
     if (so := self.disk.get(key := self.disk.key(spec))) is None: return None
