@@ -1,6 +1,7 @@
 """Compile work is done once per distinct kernel: uop-kernel-split makes equal kernels one function that the schedule
 calls on each one's buffers, realize compiles each function once, and the graph pipeline's passes hand their graphs
 on in Python (the module is written and verified once, after the last) with the same result as pass by pass."""
+import os
 import numpy as np
 from mlir import ir
 from morok_mlir import Tensor
@@ -58,6 +59,10 @@ def test_kernels_compiled_together_are_each_cached(tmp_path):
       got.append(out.reshape(w.shape))
     results.append((dev.disk.hits, dev.disk.misses, got))
   assert results[0][:2] == (0, 3) and results[1][:2] == (3, 0)
+  # one object under three names, which the loaded programs count once between them
+  sos = [os.path.join(tmp_path, f) for f in os.listdir(tmp_path) if f.endswith(".so")]
+  assert len(sos) == 3 and len({os.stat(f).st_ino for f in sos}) == 1
+  assert sum(p.code.nbytes for p in progs) <= os.path.getsize(sos[0])
   for _, _, got in results:
     for g, w in zip(got, want): np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 

@@ -293,18 +293,18 @@ class DiskCache:
       for key in keys:
         fd, tsum = self._mkstemp(d, key, "sum"); made.append(tsum); sums.append(tsum)
         with open(fd, "wb") as f: f.write(self.digest(key, data))
-      for prog in progs:
+      names = []   # a fresh name of this process's own for each key but the last, which takes tmp itself
+      for key in keys[:-1] if self.enabled else []:
+        fd, src = self._mkstemp(d, key, "so"); os.close(fd); os.unlink(src); os.link(tmp, src); made.append(src); names.append(src)
+      for prog in progs:   # (once linked under every name: a program counts its share of the file)
         if (p := prog()) is not None:
           try: p._load(tmp)
           except (OSError, AttributeError, RuntimeError): pass   # it keeps its engine
       if not self.enabled: return
-      for i, (key, tsum) in enumerate(zip(keys, sums)):
+      for key, src, tsum in zip(keys, names + [tmp], sums):
         so = os.path.join(d, key + ".so")
         for dst in (so, so[:-3] + ".sum"):   # a directory where an entry belongs is damage too
           if os.path.isdir(dst) and not os.path.islink(dst): shutil.rmtree(dst, ignore_errors=True)
-        src = tmp
-        if i < len(keys) - 1:   # a fresh name of this process's own for each key but the last, which takes tmp itself
-          fd, src = self._mkstemp(d, key, "so"); os.close(fd); os.unlink(src); os.link(tmp, src); made.append(src)
         os.replace(src, so); os.replace(tsum, so[:-3] + ".sum")
       with self._lock:   # (written is None until the first check of this process)
         due = self.written is None or self.written + len(data) >= self.max_bytes // 16
@@ -354,7 +354,8 @@ class _Code:
   def __init__(self, entries: list[str], engine=None, lib: str | None = None):
     if lib is not None:
       h = ctypes.CDLL(lib)   # ctypes never closes it: __del__ does
-      self.handle, self.nbytes = h._handle, os.path.getsize(lib)
+      st = os.stat(lib)      # (an object several kernels' entries share is mapped once: each counts its share)
+      self.handle, self.nbytes = h._handle, st.st_size // max(1, st.st_nlink)
       addrs = [ctypes.cast(getattr(h, f"_mlir_{e}"), ctypes.c_void_p).value for e in entries]
     else:
       self.engine, self.nbytes = engine, ENGINE_BYTES
