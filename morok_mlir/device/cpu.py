@@ -604,7 +604,7 @@ class CPUDevice:
         batch = mine[i:i + self.BATCH]
         for (k, _), p in zip(batch, self.jit([spec for _, spec in batch])): progs[k] = self.method_cache[k] = p
       for pid, share in children:   # their kernels from the disk cache they wrote (JIT here those a child failed to)
-        os.waitpid(pid, 0)
+        self._wait(pid)
         for k, spec in share: progs[k] = self.method_cache[k] = self.load(spec) or self.jit([spec])[0]
       if todo: self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(todo)] * len(todo)
     return [progs[k] for k in keys]
@@ -621,25 +621,33 @@ class CPUDevice:
     try:
       with _lock: pid = os.fork()   # (_lock held: no other thread of this process is inside MLIR or LLVM meanwhile)
     except OSError: return None
-    if pid == 0: self._child([share[i:i + self.BATCH] for i in range(0, len(share), self.BATCH)])
+    if pid == 0:   # the child never returns into its parent's code, whatever happens in it
+      try: self._child([share[i:i + self.BATCH] for i in range(0, len(share), self.BATCH)])
+      finally: os._exit(0)
     return pid
+  CHILD_LIMIT = 600.0   # seconds a compile process may take before this process compiles its share itself
+  def _wait(self, pid: int) -> None:
+    """Until the compile process pid exits; killed past CHILD_LIMIT (its kernels are then compiled here)."""
+    deadline = time.monotonic() + self.CHILD_LIMIT
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+      if time.monotonic() > deadline: os.kill(pid, 9); os.waitpid(pid, 0); return
+      time.sleep(0.002)
   def _child(self, batches: list[list]) -> None:
+    """In a forked compile process: each batch JIT-compiled in one engine and linked into the disk cache."""
     from mlir.execution_engine import ExecutionEngine
     global NICE
     self.disk._lock = threading.RLock()   # (another thread of the parent may have held it)
     NICE = []                             # this link is what the parent waits for
-    try:
-      for batch in batches:
-        specs = [spec for _, spec in batch]
-        keys = [self.disk.key(s) for s in specs]
-        code = dict(zip(keys, specs))
-        with _lock, _context():
-          engine = ExecutionEngine(self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code]), opt_level=3, enable_pic=True)
-          engine.raw_lookup(f"k{keys[0]}_{specs[0].phases[0][0] if specs[0].phases else specs[0].name}")   # compiled here
-          fd, obj = self.disk._mkstemp(d := self.disk.dir, keys[0], "o"); os.close(fd)
-          engine.dump_to_object_file(obj)
-        self.disk._link(list(code), obj, d, [])
-    finally: os._exit(0)
+    for batch in batches:
+      specs = [spec for _, spec in batch]
+      keys = [self.disk.key(s) for s in specs]
+      code = dict(zip(keys, specs))
+      with _lock, _context():
+        engine = ExecutionEngine(self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code]), opt_level=3, enable_pic=True)
+        engine.raw_lookup(f"k{keys[0]}_{specs[0].phases[0][0] if specs[0].phases else specs[0].name}")   # compiled here
+        fd, obj = self.disk._mkstemp(d := self.disk.dir, keys[0], "o"); os.close(fd)
+        engine.dump_to_object_file(obj)
+      self.disk._link(list(code), obj, d, [])
   def load(self, spec: ProgramSpec) -> CPUProgram | None:
     """The program from the disk cache when it holds a verified object for spec, else None."""
     if (so := self.disk.get(key := self.disk.key(spec))) is None: return None
