@@ -595,7 +595,7 @@ class CPUDevice:
         self.compile_ms.append((time.perf_counter() - t0) * 1e3)
       todo = list(todo.items())
       t0 = time.perf_counter()
-      w = self._workers(len(todo))
+      w = self._workers([spec for _, spec in todo])
       mine, children = todo[::w + 1], []   # this process's share, and each forked process's
       for share in (todo[i::w + 1] for i in range(1, w + 1)):
         if (pid := self._fork(share)) is not None: children.append((pid, share))
@@ -609,13 +609,17 @@ class CPUDevice:
       if todo: self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(todo)] * len(todo)
     return [progs[k] for k in keys]
   WORKERS: int | None = None   # compile processes besides this one (None: the cores to spare, from the load average)
-  def _workers(self, kernels: int) -> int:
-    """Compile processes to fork for this many new kernels: one per core to spare (LLVM holds the GIL, so threads would
-    take turns; the load average counts this process), each with a batch or more to do (a child's kernels reach this
-    process through the disk cache, linked: ~50 ms more), and none without the disk cache."""
-    if not self.disk.enabled: return 0
-    if self.WORKERS is not None: return max(0, min(self.WORKERS, kernels - 1))
-    return max(0, min(min(THREADS, len(os.sched_getaffinity(0))) - round(os.getloadavg()[0]), kernels // self.BATCH - 1))
+  CHILD_WORK = 100_000         # characters of kernel text a compile process gets at least (~0.35 s of LLVM's work)
+  def _workers(self, specs: list[ProgramSpec]) -> int:
+    """Compile processes to fork for these new kernels: one per core to spare (LLVM holds the GIL, so threads would take
+    turns), each with CHILD_WORK or more to do (a child's kernels reach this process through the disk cache, linked:
+    ~50-100 ms more), and none without the disk cache. Measured on 2 cores at load 1.9, shufflenet's first call (35
+    kernels, 0.69 M characters) took 2.90 s in one process and 1.98 s with a second; at load 3-4, with no core to
+    spare, a second process made 24 matmul kernels 8% slower."""
+    if not self.disk.enabled or len(specs) < 2: return 0
+    if self.WORKERS is not None: return min(self.WORKERS, len(specs) - 1)
+    spare = min(THREADS, len(os.sched_getaffinity(0))) - int(os.getloadavg()[0])
+    return max(0, min(spare, sum(len(s.src) for s in specs) // self.CHILD_WORK - 1, len(specs) - 1))
   def _fork(self, share: list) -> int | None:
     """A process (forked: nothing to import) that JIT-compiles share's kernels and links them into the disk cache."""
     try:
