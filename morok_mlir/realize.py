@@ -114,11 +114,15 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   sched = funcs.pop("schedule")
   dev = Device[device]
   if rec is not None: rec.lower(dev, [funcs[k.attrs["callee"][1]] for k in sched.roots[0].src])
-  items = []
-  for k in progress(sched.roots[0].src, "compile", "kernel", since=t0):
-    name = k.attrs["callee"][1]
-    if DEBUG >= 3: print(module_text([funcs[name]]))
-    items.append(ScheduleItem(name, dev.compile(funcs[name]), k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else ""))
+  # each kernel function once (the schedule may call one several times: uop-kernel-split's equal kernels); a device that
+  # compiles several at once (the CPU: JIT engines of several, in parallel processes) gets them in groups
+  names, progs = list(dict.fromkeys(k.attrs["callee"][1] for k in sched.roots[0].src)), {}
+  n = getattr(dev, "GROUP", 1)
+  for group in progress([names[i:i + n] for i in range(0, len(names), n)], "compile", f"{n} kernels" if n > 1 else "kernel", since=t0):
+    if DEBUG >= 3: print(module_text([funcs[name] for name in group]))
+    progs |= zip(group, dev.compile_many([funcs[name] for name in group]) if n > 1 else [dev.compile(funcs[group[0]])])
+  items = [ScheduleItem(name, progs[name], k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else "")
+           for k in sched.roots[0].src for name in (k.attrs["callee"][1],)]
   # inputs: the graph's, then (with symbolic sizes) the int64 buffer of the variables' values (uop-rangeify)
   return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results), rec if rec and rec.viz else None)
 

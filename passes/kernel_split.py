@@ -1,9 +1,11 @@
 """uop-kernel-split: one kernel per store, per `bufferize` and per store an `after` waits for, plus a `@schedule` that runs them in order.
 
 Each bufferize becomes an intermediate buffer (a schedule argument after the inputs and outputs) written by its
-own kernel; its consumers load from that buffer and wait for that kernel (`uop.kernel` operands)."""
+own kernel; its consumers load from that buffer and wait for that kernel (`uop.kernel` operands). Kernels of one body
+(over their own arguments) are one function that the schedule calls on each one's buffers: a chain of repeated steps
+is optimized and compiled once per distinct step, not once per call."""
 from __future__ import annotations
-from morok_mlir.core.uop import UOp, attrs
+from morok_mlir.core.uop import UOp, attrs, arg_of
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.ir.bridge import Func, arg_buffer
 from morok_mlir.ir.registry import register
@@ -17,6 +19,18 @@ def _kernel_name(root: UOp, n: int) -> str:
   sizes = [size(r) for r in nodes if r.op is Ops.RANGE and r.attrs["kind"] in ("loop", "serial")]
   red = [size(r) for r in nodes if r.op is Ops.RANGE and r.attrs["kind"] == "reduce"]
   return ("r_" if red else "E_") + "_".join(sizes + red or ["1"]) + f"_k{n}"
+
+def _canonical(body: UOp, remap: dict[UOp, UOp]) -> UOp:
+  """body over the kernel's own arguments (remap: schedule buffer -> argument) with its ranges numbered 0, 1, ... in
+  their order: the same computation at two places of a graph (whose ranges rangeify numbered apart) is one node."""
+  axes = {a: i for i, a in enumerate(sorted({u.attrs["axis"] for u in body.toposort if u.op is Ops.RANGE}))}
+  new: dict[UOp, UOp] = {}
+  for u in body.toposort:
+    if u in remap: new[u] = remap[u]; continue
+    src = tuple(new[s] for s in u.src)
+    arg = arg_of({**u.attrs, "axis": axes[u.attrs["axis"]]}) if u.op is Ops.RANGE else u.arg
+    new[u] = u if src == u.src and arg == u.arg else u.replace(src=src, arg=arg)
+  return new[body]
 
 def split_func(f: Func, prefix: str = "") -> list[Func]:
   """The kernels of one graph function and its schedule; prefix keeps the names of several graphs in one module apart."""
@@ -43,15 +57,15 @@ def split_func(f: Func, prefix: str = "") -> list[Func]:
     bodies.append(UOp(Ops.END, dtypes.void, (st, *rngs), loc=u.loc) if rngs else st)
   bodies = list(dict.fromkeys(bodies + [new[s] for s in sink.src]))   # an output updated in place was met as an `after`
   writer: dict[int, int] = {}                # schedule slot -> index of the kernel that writes it
-  kernels, calls = [], []
+  kernels, calls, names = [], [], {}        # names: kernel sink (hash-consed: equal bodies are one node) -> function name
   for k, body in enumerate(bodies):
     bufs = [u for u in body.toposort if u.op is Ops.BUFFER]
     stored = [s.src[0].src[0] for s in body.toposort if s.op is Ops.STORE]
     order = stored + [b for b in bufs if b not in stored]
     remap = {b: arg_buffer(i, b.dtype) for i, b in enumerate(order)}
-    name = prefix + _kernel_name(body, k)
-    kernels.append(Func(name, [remap[b] for b in order], [], [UOp(Ops.SINK, dtypes.void, (body.substitute(remap),))], {"uop.kernel": None},
-                        visibility="private"))
+    if (name := names.get(ksink := UOp(Ops.SINK, dtypes.void, (_canonical(body, remap),)))) is None:
+      names[ksink] = name = prefix + _kernel_name(body, k)
+      kernels.append(Func(name, [remap[b] for b in order], [], [ksink], {"uop.kernel": None}, visibility="private"))
     # after the last writer of every buffer it reads or writes (a kernel may update a buffer in place: scatter)
     deps = tuple(dict.fromkeys(calls[writer[b.attrs["slot"]]] for b in order if b.attrs["slot"] in writer))
     calls.append(UOp(Ops.KERNEL, dtypes.void, deps, attrs(callee=("@sym", name), slots=tuple(b.attrs["slot"] for b in order)), body.loc))

@@ -54,7 +54,7 @@ POINTS = [("_ops_gen.py", "", "register_operation"),              # an MLIR dial
           ("morok_mlir/ir/pipeline.py", "mlir_context", "_ctx_uses += 1"),
           ("morok_mlir/ir/pipeline.py", "run", "replace_module_body"),
           ("morok_mlir/realize.py", "realize", "_schedule_cache[ck] = sched"),
-          ("morok_mlir/device/cpu.py", "compile", "return CompiledSpec"),
+          ("morok_mlir/device/cpu.py", "lower_many", "return mod"),
           ("threading.py", "put>start", "_start_new_thread")]     # the disk cache's link worker, before it runs
 
 @pytest.mark.parametrize("point", POINTS, ids=[p[2] for p in POINTS])

@@ -64,7 +64,7 @@ def test_nothing_is_printed_when_not_asked(monkeypatch):
   monkeypatch.setattr(stages, "WATCH", None)
   monkeypatch.setattr(stages.Stages, "add", lambda *a, **k: pytest.fail("a module was printed"))
   runs, real = [], pipeline.run_pipeline
-  monkeypatch.setattr(pipeline, "run_pipeline", lambda m, p, *a: (runs.append(p), real(m, p, *a))[1])
+  monkeypatch.setattr(pipeline, "run_pipeline", lambda m, p, *a, **k: (runs.append(p), real(m, p, *a, **k))[1])
   compiled = GlobalCounters.compiled
   x = Tensor(np.arange(7, dtype=np.float32))
   np.testing.assert_allclose((x * 5.25 - 3.5).exp2().numpy(), np.exp2(np.arange(7) * 5.25 - 3.5), rtol=1e-6)

@@ -3,6 +3,9 @@
 Public API (what the realize driver uses):
   CPU.compile(f: Func) -> CPUProgram        lower + JIT one kernel; the method cache (keyed by the canonical lowered
                                             text) compiles each distinct kernel once per process
+  CPU.compile_many(fs) -> [CPUProgram]      the same for several kernels: those in neither cache are JIT-compiled
+                                            together, BATCH to an engine (one LLVM codegen; its object is one shared
+                                            object, entered in the disk cache under each kernel's key)
   program(*bufs: np.ndarray)                run it; buffers are checked (count, dtype, size, contiguity, writable
                                             outputs) and a bad one raises ValueError/TypeError before any native code
   program.call_ptrs(*addrs: int)            the unchecked fast path on raw data pointers (~1 us); programs are re-entrant
@@ -117,6 +120,28 @@ class CPUCompiler:
       mod = ir.Module.parse(spec.src)   # raises MLIRError (a Python exception) on bad text
       PassManager.parse(LLVM_PIPELINE).run(mod.operation)
       return CompiledSpec(spec.name, str(mod), spec)
+  @staticmethod
+  def lower_many(specs: list[ProgramSpec], prefixes: list[str]):
+    """The kernels as one LLVM-dialect module (in the current context, holding _lock), each one's functions renamed
+    with its prefix (declarations of outside functions kept once): one JIT engine, one LLVM codegen for all of them."""
+    from mlir import ir
+    from mlir.passmanager import PassManager
+    mod, declared = ir.Module.create(ir.Location.unknown()), set()
+    for spec, pre in zip(specs, prefixes):
+      m = ir.Module.parse(spec.src)
+      ops = list(m.body.operations)
+      for op in ops:
+        if len(op.regions) and len(op.regions[0].blocks):
+          name = ir.StringAttr(op.attributes["sym_name"]).value
+          ir.SymbolTable.replace_all_symbol_uses(name, pre + name, m.operation)
+          ir.SymbolTable.set_symbol_name(op, pre + name)
+      for op in ops:
+        if len(op.regions) and not len(op.regions[0].blocks):
+          if (name := ir.StringAttr(op.attributes["sym_name"]).value) in declared: continue
+          declared.add(name)
+        mod.body.append(op)
+    PassManager.parse(LLVM_PIPELINE).run(mod.operation)
+    return mod
 
 def _trusted(st: os.stat_result) -> bool:
   """A file or folder only this user (or root, who can write into any process anyway) can have written: its owner is
@@ -175,7 +200,7 @@ class DiskCache:
   Every JIT-compiled kernel is linked (one after another on a background thread, the linker at the lowest CPU priority,
   so the kernels a fresh model just compiled run at full speed meanwhile; a process waits for them at exit) and its
   program moves onto the loaded object; with the cache off, in a private temporary directory, deleted once loaded."""
-  VERSION = "morok-cpu-2"
+  VERSION = "morok-cpu-3"   # 3: entry points named after the key (k<key>_kernel), several kernels to one object
   def __init__(self):
     self.enabled = env.get("MOROK_DISK_CACHE")
     self.dir = env.get("MOROK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "morok-mlir")   # (checked when first used)
@@ -220,16 +245,17 @@ class DiskCache:
     try: os.utime(so)
     except OSError: pass   # a read-only cache is still a cache
     return so
-  def put(self, key: str, p: CPUProgram) -> None:
-    """Store the JIT-compiled program's object code, and move the program onto it once linked."""
+  def put(self, keys: list[str], progs: list[CPUProgram]) -> None:
+    """Store the object code of programs JIT-compiled in one engine (one shared object, an entry under each key), and
+    move the programs onto it once linked."""
     try:
       d = self.dir if self.enabled else self._private()
       os.makedirs(d, 0o700, exist_ok=True)   # (removed since it was checked)
-      fd, obj = self._mkstemp(d, key, "o"); os.close(fd)
-      with _lock: p.code.engine.dump_to_object_file(obj)
+      fd, obj = self._mkstemp(d, keys[0], "o"); os.close(fd)
+      with _lock: progs[0].code.engine.dump_to_object_file(obj)
     except OSError: return
     with self.idle:
-      self.queue.append((key, obj, d, weakref.ref(p)))
+      self.queue.append((keys, obj, d, [weakref.ref(p) for p in progs]))
       # set once started: a worker that never started (an interrupt inside start()) would keep flush() waiting at exit
       if self.worker is None: (w := threading.Thread(target=self._links, daemon=True, name="morok-link")).start(); self.worker = w
   def _links(self) -> None:
@@ -254,22 +280,32 @@ class DiskCache:
         self._tmpdir = tempfile.mkdtemp(prefix="morok-")
         atexit.register(shutil.rmtree, self._tmpdir, True)
     return self._tmpdir
-  def _link(self, key: str, obj: str, d: str, prog: weakref.ref) -> None:
-    so, made = os.path.join(d, key + ".so"), [obj]
+  def _link(self, keys: list[str], obj: str, d: str, progs: list[weakref.ref]) -> None:
+    """Link the object of one engine's programs, move them onto it, and enter it under each key (hard links of one file:
+    a process that loads several of them maps it once)."""
+    made = [obj]
     try:
-      fd, tmp = self._mkstemp(d, key, "so"); os.close(fd); made.append(tmp)
+      fd, tmp = self._mkstemp(d, keys[0], "so"); os.close(fd); made.append(tmp)
       if all(subprocess.run([*NICE, *cc, "-o", tmp, obj, "-lm"], capture_output=True).returncode for cc in LINKS): return
       with open(os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
         os.fchmod(f.fileno(), 0o644); data = f.read()   # not group-writable whatever the umask: get() trusts it
-      fd, tsum = self._mkstemp(d, key, "sum"); made.append(tsum)
-      with open(fd, "wb") as f: f.write(self.digest(key, data))
-      if (p := prog()) is not None:
-        try: p._load(tmp)
-        except (OSError, AttributeError, RuntimeError): pass   # it keeps its engine
+      sums = []
+      for key in keys:
+        fd, tsum = self._mkstemp(d, key, "sum"); made.append(tsum); sums.append(tsum)
+        with open(fd, "wb") as f: f.write(self.digest(key, data))
+      names = []   # a fresh name of this process's own for each key but the last, which takes tmp itself
+      for key in keys[:-1] if self.enabled else []:
+        fd, src = self._mkstemp(d, key, "so"); os.close(fd); os.unlink(src); os.link(tmp, src); made.append(src); names.append(src)
+      for prog in progs:   # (once linked under every name: a program counts its share of the file)
+        if (p := prog()) is not None:
+          try: p._load(tmp)
+          except (OSError, AttributeError, RuntimeError): pass   # it keeps its engine
       if not self.enabled: return
-      for dst in (so, so[:-3] + ".sum"):   # a directory where an entry belongs is damage too
-        if os.path.isdir(dst) and not os.path.islink(dst): shutil.rmtree(dst, ignore_errors=True)
-      os.replace(tmp, so); os.replace(tsum, so[:-3] + ".sum")
+      for key, src, tsum in zip(keys, names + [tmp], sums):
+        so = os.path.join(d, key + ".so")
+        for dst in (so, so[:-3] + ".sum"):   # a directory where an entry belongs is damage too
+          if os.path.isdir(dst) and not os.path.islink(dst): shutil.rmtree(dst, ignore_errors=True)
+        os.replace(src, so); os.replace(tsum, so[:-3] + ".sum")
       with self._lock:   # (written is None until the first check of this process)
         due = self.written is None or self.written + len(data) >= self.max_bytes // 16
         self.written = 0 if due else self.written + len(data)
@@ -294,9 +330,13 @@ def _workers() -> Pool:
     with _pool_lock:
       if _pool is None: _pool = Pool(max(1, THREADS - 1), _lock)
   return _pool
+_orphans: list = []
 def _forked():
-  global _pool
-  _pool = None   # a forked child has none of the parent's workers
+  global _pool, _ctx
+  # a forked child has none of the parent's workers, nor its MLIR context's threads: that context is left alone (its
+  # destructor would wait for them) and a new one made when needed
+  _orphans.append(_ctx)
+  _pool = _ctx = None
 os.register_at_fork(after_in_child=_forked)
 
 def chunks(n: int, parts: int, grain: int) -> list[tuple[int, int]]:
@@ -314,7 +354,8 @@ class _Code:
   def __init__(self, entries: list[str], engine=None, lib: str | None = None):
     if lib is not None:
       h = ctypes.CDLL(lib)   # ctypes never closes it: __del__ does
-      self.handle, self.nbytes = h._handle, os.path.getsize(lib)
+      st = os.stat(lib)      # (an object several kernels' entries share is mapped once: each counts its share)
+      self.handle, self.nbytes = h._handle, st.st_size // max(1, st.st_nlink)
       addrs = [ctypes.cast(getattr(h, f"_mlir_{e}"), ctypes.c_void_p).value for e in entries]
     else:
       self.engine, self.nbytes = engine, ENGINE_BYTES
@@ -337,11 +378,12 @@ class CPUProgram:
   moves onto once linked) and argument sets. Re-entrant: a call takes an argument set from a free list and puts it
   back (one pop and one append, atomic under the GIL), so threads never share one; a set made for the engine is dropped
   on return once the program has moved, and the engine is freed when the last such set goes."""
-  def __init__(self, c: CompiledSpec | None = None, spec: ProgramSpec | None = None, lib: str | None = None):
+  def __init__(self, c: CompiledSpec | None = None, spec: ProgramSpec | None = None, lib: str | None = None, engine=None, prefix: str = ""):
     self.spec = spec = c.spec if c is not None else spec
     self.name = spec.name
     self._entries = spec.phases or ((spec.name, spec.par),)
-    if lib is not None: self.code = _Code([e for e, _ in self._entries], lib=lib)
+    self._symbols = [prefix + e for e, _ in self._entries]   # (prefix: the entry points' names in a shared engine and object)
+    if lib is not None or engine is not None: self.code = _Code(self._symbols, engine=engine, lib=lib)
     else:
       from mlir import ir
       from mlir.execution_engine import ExecutionEngine
@@ -361,7 +403,7 @@ class CPUProgram:
     return self.code.nbytes + len(self.spec.src) + 4 * sum(self.spec.scratch)
   def _load(self, lib: str) -> None:
     """Move onto the shared object lib (the same code as the engine's): calls in flight finish on the engine."""
-    self.code, self._free = _Code([e for e, _ in self._entries], lib=lib), []
+    self.code, self._free = _Code(self._symbols, lib=lib), []
   def _argset(self) -> _Args:
     code, spec = self.code, self.spec
     n, ns = len(spec.args), len(spec.args) + len(spec.scratch)
@@ -533,25 +575,104 @@ class CPUDevice:
     self.method_cache: LRU = LRU(lambda p: p.nbytes)
     self.lock = threading.RLock()       # one compile at a time (and the method cache's compound get-or-build)
     self.compile_ms: list[float] = []   # per compiled kernel (cache misses), for DEBUG output and benchmarks
-  def compile(self, f: Func) -> CPUProgram:
+  BATCH = 16   # kernels JIT-compiled in one engine: one LLVM codegen (an engine costs ~14 ms before any code), and a
+               # bound on the shared object a later process maps for any one of them
+  GROUP = 64   # kernels the realize driver hands compile_many at once (a progress bar's step; batches for the workers)
+  def compile(self, f: Func) -> CPUProgram: return self.compile_many([f])[0]
+  def compile_many(self, funcs: list[Func]) -> list[CPUProgram]:
+    """A program per kernel: from the method cache, else the disk cache, else JIT-compiled together, BATCH at a time."""
     with self.lock:
-      spec = self.renderer.render(f)
+      specs = [self.renderer.render(f) for f in funcs]
       # the argument dtypes join the key: int8/uint8/bool buffers all lower to i8 memrefs, but the checks differ
-      if (p := self.method_cache.get(key := (spec.src, spec.args, spec.par, spec.phases))) is None:
+      keys = [(s.src, s.args, s.par, s.phases) for s in specs]
+      progs, todo = {}, {}
+      for k, spec in zip(keys, specs):
+        if k in progs or k in todo: continue
+        if (p := self.method_cache.get(k)) is not None: progs[k] = p; continue
         t0 = time.perf_counter()
-        p = self.method_cache[key] = self.build(spec)
+        if (p := self.load(spec)) is None: todo[k] = spec; continue
+        progs[k] = self.method_cache[k] = p
         self.compile_ms.append((time.perf_counter() - t0) * 1e3)
-    return p
+      todo = list(todo.items())
+      t0 = time.perf_counter()
+      w = self._workers([spec for _, spec in todo])
+      mine, children = todo[::w + 1], []   # this process's share, and each forked process's
+      for share in (todo[i::w + 1] for i in range(1, w + 1)):
+        if (pid := self._fork(share)) is not None: children.append((pid, share))
+        else: mine += share
+      for i in range(0, len(mine), self.BATCH):
+        batch = mine[i:i + self.BATCH]
+        for (k, _), p in zip(batch, self.jit([spec for _, spec in batch])): progs[k] = self.method_cache[k] = p
+      for pid, share in children:   # their kernels from the disk cache they wrote (JIT here those a child failed to)
+        self._wait(pid)
+        for k, spec in share: progs[k] = self.method_cache[k] = self.load(spec) or self.jit([spec])[0]
+      if todo: self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(todo)] * len(todo)
+    return [progs[k] for k in keys]
+  WORKERS: int | None = None   # compile processes besides this one (None: the cores to spare, from the load average)
+  CHILD_WORK = 100_000         # characters of kernel text a compile process gets at least (~0.35 s of LLVM's work)
+  def _workers(self, specs: list[ProgramSpec]) -> int:
+    """Compile processes to fork for these new kernels: one per core to spare (LLVM holds the GIL, so threads would take
+    turns), each with CHILD_WORK or more to do (a child's kernels reach this process through the disk cache, linked:
+    ~50-100 ms more), and none without the disk cache. Measured on 2 cores at load 1.9, shufflenet's first call (35
+    kernels, 0.69 M characters) took 2.90 s in one process and 1.98 s with a second; at load 3-4, with no core to
+    spare, a second process made 24 matmul kernels 8% slower."""
+    if not self.disk.enabled or len(specs) < 2: return 0
+    if self.WORKERS is not None: return min(self.WORKERS, len(specs) - 1)
+    spare = min(THREADS, len(os.sched_getaffinity(0))) - int(os.getloadavg()[0])
+    return max(0, min(spare, sum(len(s.src) for s in specs) // self.CHILD_WORK - 1, len(specs) - 1))
+  def _fork(self, share: list) -> int | None:
+    """A process (forked: nothing to import) that JIT-compiles share's kernels and links them into the disk cache."""
+    try:
+      with _lock: pid = os.fork()   # (_lock held: no other thread of this process is inside MLIR or LLVM meanwhile)
+    except OSError: return None
+    if pid == 0:   # the child never returns into its parent's code, whatever happens in it
+      try: self._child([share[i:i + self.BATCH] for i in range(0, len(share), self.BATCH)])
+      finally: os._exit(0)
+    return pid
+  CHILD_LIMIT = 600.0   # seconds a compile process may take before this process compiles its share itself
+  def _wait(self, pid: int) -> None:
+    """Until the compile process pid exits; killed past CHILD_LIMIT (its kernels are then compiled here)."""
+    deadline = time.monotonic() + self.CHILD_LIMIT
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+      if time.monotonic() > deadline: os.kill(pid, 9); os.waitpid(pid, 0); return
+      time.sleep(0.002)
+  def _child(self, batches: list[list]) -> None:
+    """In a forked compile process: each batch JIT-compiled in one engine and linked into the disk cache."""
+    from mlir.execution_engine import ExecutionEngine
+    global NICE
+    self.disk._lock = threading.RLock()   # (another thread of the parent may have held it)
+    NICE = []                             # this link is what the parent waits for
+    for batch in batches:
+      specs = [spec for _, spec in batch]
+      keys = [self.disk.key(s) for s in specs]
+      code = dict(zip(keys, specs))
+      with _lock, _context():
+        engine = ExecutionEngine(self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code]), opt_level=3, enable_pic=True)
+        engine.raw_lookup(f"k{keys[0]}_{specs[0].phases[0][0] if specs[0].phases else specs[0].name}")   # compiled here
+        fd, obj = self.disk._mkstemp(d := self.disk.dir, keys[0], "o"); os.close(fd)
+        engine.dump_to_object_file(obj)
+      self.disk._link(list(code), obj, d, [])
+  def load(self, spec: ProgramSpec) -> CPUProgram | None:
+    """The program from the disk cache when it holds a verified object for spec, else None."""
+    if (so := self.disk.get(key := self.disk.key(spec))) is None: return None
+    try:
+      p = self.runtime(spec=spec, lib=so, prefix=f"k{key}_"); self.disk.hits += 1
+      return p
+    except (OSError, AttributeError, RuntimeError, ValueError): return None  # unloadable, or lacks an entry point: rebuild it
+  def jit(self, specs: list[ProgramSpec]) -> list[CPUProgram]:
+    """The programs compiled in one JIT engine (and stored in the disk cache), each one's functions named after its key."""
+    from mlir.execution_engine import ExecutionEngine
+    keys = [self.disk.key(s) for s in specs]
+    code = dict(zip(keys, specs))   # one code per key (equal text: int8, uint8 and bool arguments all lower to i8)
+    with _lock, _context():
+      engine = ExecutionEngine(self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code]), opt_level=3, enable_pic=True)
+    progs = [self.runtime(spec=s, engine=engine, prefix=f"k{k}_") for s, k in zip(specs, keys)]
+    self.disk.misses += len(specs)
+    self.disk.put(list(code), progs)
+    return progs
   def build(self, spec: ProgramSpec) -> CPUProgram:
     """From the disk cache when it holds a verified object for spec, else JIT (and store it there)."""
-    if (so := self.disk.get(key := self.disk.key(spec))) is not None:
-      try:
-        p = self.runtime(spec=spec, lib=so); self.disk.hits += 1
-        return p
-      except (OSError, AttributeError, RuntimeError, ValueError): pass  # unloadable, or lacks an entry point: rebuild it
-    p = self.runtime(self.compiler.compile(spec)); self.disk.misses += 1
-    self.disk.put(key, p)
-    return p
+    return self.load(spec) or self.jit([spec])[0]
 
 CPU = CPUDevice()
 

@@ -53,16 +53,23 @@ def parse_pipeline(text: str) -> list[tuple[PassInfo, dict] | str]:
     else: out.append(el)
   return out
 
-def _python_pass(info: PassInfo, opts: dict, verify: bool, func_locs: dict):
+def _python_pass(info: PassInfo, opts: dict, verify: bool, func_locs: dict, carry: dict, hand_on: bool):
+  """Our pass as a PassManager callback. hand_on: the next element is also a pass of ours on uop graphs, which takes
+  this one's functions from carry instead of the module (not written, printed, parsed, verified and imported again in
+  between: for a big graph that round trip costs more than the passes); the last of such a run writes the module."""
   def run(op, pass_):
     if not func_locs:  # the first of our passes sees the functions where the input had them: rebuilt ones lose their place
       func_locs.update((ir.StringAttr(f.operation.attributes["sym_name"]).value, f.operation.location)
                        for f in op.regions[0].blocks[0].operations if f.operation.name == "func.func")
     try:
       if info.on_uops:  # every function is imported as a uop graph: one the import cannot represent is the user's error
-        for f in op.regions[0].blocks[0].operations:
-          if f.operation.name == "func.func" and (msg := signature_problem(f.operation)): raise PassError(msg, f.operation.location)
-        replace_module_body(op, module_text(info.run(import_module(op), **opts)))
+        if (funcs := carry.pop("funcs", None)) is None:
+          for f in op.regions[0].blocks[0].operations:
+            if f.operation.name == "func.func" and (msg := signature_problem(f.operation)): raise PassError(msg, f.operation.location)
+          funcs = import_module(op)
+        out = info.run(funcs, **opts)
+        if hand_on: carry["funcs"] = out; return
+        replace_module_body(op, module_text(out))
       else: info.run(op, **opts)
       errs = verify_module(op) if verify else []
     except (PassError, IRImportError) as e:
@@ -81,21 +88,29 @@ def _location(loc, module_op, msg: str, func_locs: dict) -> ir.Location:
   if loc and (m := re.fullmatch(r"(.*):(\d+):(\d+)", loc)): return ir.Location.file(m.group(1), int(m.group(2)), int(m.group(3)), module_op.context)
   return next((func_locs[n] for n in re.findall(r"@([\w.$\-]+)", msg) if n in func_locs), module_op.location)
 
-def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True) -> PassManager:
+def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True, fuse: bool = False) -> PassManager:
+  """fuse: consecutive passes of ours on uop graphs hand their functions on in Python, and the module is written (and
+  verified) after the last of each such run only."""
+  carry: dict = {}
   with ctx:
     pm = PassManager("builtin.module")
     pm.enable_verifier(verify_each)
     func_locs: dict = {}
-    for el in parse_pipeline(pipeline):
+    els = parse_pipeline(pipeline)
+    ours = [not isinstance(el, str) and el[0].on_uops for el in els] + [False]
+    for i, el in enumerate(els):
       if isinstance(el, str):
         try: pm.add(el)
         except ValueError as e: raise PipelineError(f"upstream pass '{el}': {str(e).strip()}") from None
-      else: pm.add(_python_pass(el[0], el[1], verify_each, func_locs), name=el[0].pass_name, argument=el[0].name)
+      else:
+        run = _python_pass(el[0], el[1], verify_each, func_locs, carry, fuse and ours[i] and ours[i + 1])
+        pm.add(run, name=el[0].pass_name, argument=el[0].name)
   return pm
 
-def run_pipeline(module: ir.Module, pipeline: str, verify_each: bool = True) -> None:
-  """Run pipeline on module in place; raises PipelineError (bad pipeline) or ir.MLIRError (a pass failed)."""
-  build_pass_manager(pipeline, module.context, verify_each).run(module.operation)
+def run_pipeline(module: ir.Module, pipeline: str, verify_each: bool = True, fuse: bool = False) -> None:
+  """Run pipeline on module in place; raises PipelineError (bad pipeline) or ir.MLIRError (a pass failed). fuse: see
+  build_pass_manager."""
+  build_pass_manager(pipeline, module.context, verify_each, fuse).run(module.operation)
 
 # ---------------------------------------------------------------- the graph pipeline of realize()
 PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-optimize"]
@@ -118,7 +133,8 @@ def mlir_context():
 
 def lower_to_kernels(graph: Func, debug: int = 0, beam: int = 0) -> list[Func]:
   """A graph function -> its kernels and @schedule: printed as a `uop` module, the PIPELINE run inside MLIR's
-  PassManager (its passes registered by importing morok_mlir.passes), imported back. beam > 0: uop-optimize searches
+  PassManager (its passes registered by importing morok_mlir.passes; they hand their graphs on in Python, and the
+  module is written and verified after the last), imported back. beam > 0: uop-optimize searches
   each kernel's choices with that beam width. With a stage recorder active (ir/stages.py), or debug >= 4 (which prints
   them), the passes run one by one and the module is recorded before the first and after each."""
   text = module_text([graph])
@@ -128,7 +144,7 @@ def lower_to_kernels(graph: Func, debug: int = 0, beam: int = 0) -> list[Func]:
     module = ir.Module.parse(text)
     if rec is not None: rec.add("graph", module, [graph])
     for p in (pipeline if rec is not None else [",".join(pipeline)]):
-      try: run_pipeline(module, p)
+      try: run_pipeline(module, p, fuse=True)
       except ir.MLIRError as e: raise CompileError(format_mlir_error(str(e))) from None
       if rec is not None: rec.add(p.split("{")[0], module)
     return import_module(module)

@@ -4,7 +4,7 @@
 // for the first (it writes a buffer the first wrote).
 // CHECK: func.func private @[[K0:E_5_3_k0]](%{{.*}}: memref<15xf32>, %{{.*}}: memref<15xf32>) attributes {uop.kernel}
 // CHECK: func.func private @[[K1:E_2_3_k1]](%[[T:.*]]: memref<15xf32>, %{{.*}}: memref<6xi32>, %{{.*}}: memref<6xf32>) attributes {uop.kernel}
-// CHECK: "uop.range"(%{{.*}}) {axis = 2 : i64, kind = "serial"}
+// CHECK: "uop.range"(%{{.*}}) {axis = 0 : i64, kind = "serial"}
 // CHECK: %[[P:.*]] = "uop.index"(%[[T]], %{{.*}}, %{{.*}}) : (memref<15xf32>, index, i1) -> !uop.ptr<f32>
 // CHECK: "uop.store"(%[[P]], %{{.*}})
 // CHECK: func.func @schedule
