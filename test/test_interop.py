@@ -201,3 +201,12 @@ def test_torch_load_of_torch_save(tmp_path):
   torch.save(m.state_dict(), fn := tmp_path / "m.pt")
   got = torch_load(fn)
   assert all((got[k].numpy() == v.detach().numpy()).all() for k, v in m.state_dict().items())
+
+def test_torch_dlpack_of_bfloat16_and_fp8_both_ways():
+  torch = pytest.importorskip("torch")
+  t = Tensor([1.5, -2.0, 3.0]).cast("bfloat16").realize()
+  assert torch.equal(torch.from_dlpack(t), torch.tensor([1.5, -2.0, 3.0], dtype=torch.bfloat16))
+  for name, tdt in (("bfloat16", torch.bfloat16), ("fp8e4m3", torch.float8_e4m3fn), ("fp8e5m2", torch.float8_e5m2)):
+    u = Tensor.from_dlpack(torch.tensor([0.5, 448.0, -3.0]).to(tdt))
+    assert u.dtype.name == name and (u.cast("float32").numpy() == [0.5, 448.0, -3.0]).all()
+  assert _released()
