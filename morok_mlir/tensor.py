@@ -94,6 +94,13 @@ def _host_array(x) -> np.ndarray:
     except (BufferError, TypeError, RuntimeError, ValueError) as e: err = e
   _err(TypeError, f"cannot make a tensor from {type(x).__name__}: {err}")
 
+def _host_array_at(ptr: int, shape: tuple[int, ...], dt: DType, owner=None) -> np.ndarray:
+  """An array over the host memory at ptr (not copied); owner lives while the array does."""
+  if not (nbytes := math.prod(shape) * dt.itemsize): return np.empty(shape, dt.np)
+  mem = (ctypes.c_char * nbytes).from_address(int(ptr))
+  mem.owner = owner
+  return np.frombuffer(mem, dt.np).reshape(shape)
+
 def _from_capsule(x, kind: int) -> UOp:
   """The buffer UOp over the memory x's DLPack capsule describes: host memory of any dtype here, or CUDA memory."""
   if kind not in (dlpack.KDL_CPU, dlpack.KDL_CUDA): raise BufferError(f"DLPack device type {kind} is not supported (CPU and CUDA are)")
@@ -103,10 +110,7 @@ def _from_capsule(x, kind: int) -> UOp:
   imp = dlpack.Imported(cap)
   if not imp.contiguous: raise BufferError(f"a DLPack tensor with strides {imp.strides} for shape {imp.shape}: make it contiguous first")
   n = math.prod(imp.shape)
-  if kind == dlpack.KDL_CPU:
-    mem = (ctypes.c_char * (n * imp.dtype.itemsize)).from_address(imp.ptr) if n else bytearray(0)
-    if n: mem.owner = imp   # the producer's memory lives while the array over it does
-    return new_buffer(np.frombuffer(mem, imp.dtype.np).reshape(imp.shape), _loc(), dtype=imp.dtype)
+  if kind == dlpack.KDL_CPU: return new_buffer(_host_array_at(imp.ptr, imp.shape, imp.dtype, imp), _loc(), dtype=imp.dtype)
   from morok_mlir.device.cuda import CUDABuffer
   if imp.device[1] != (dev := Device["CUDA"]).ordinal: raise BufferError(f"DLPack memory of CUDA device {imp.device[1]}, not {dev.ordinal}")
   cb = CUDABuffer(imp.ptr, n, imp.dtype, n * imp.dtype.itemsize)
@@ -489,9 +493,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if _device(device) != "CPU": _err(NotImplementedError, f"from_blob of host memory onto {_device(device)}: make it on the CPU, then .to()")
     if not isinstance(ptr, (int, np.integer)) or isinstance(ptr, bool) or (ptr <= 0 and math.prod(shape)):
       _err(TypeError, f"from_blob needs a memory address (a positive int), got {ptr!r}")
-    nbytes = math.prod(shape) * dt.itemsize
-    arr = np.frombuffer((ctypes.c_char * nbytes).from_address(int(ptr)), dt.np) if nbytes else np.empty(0, dt.np)
-    return Tensor(new_buffer(arr.reshape(shape), _loc(), dt), **kw)
+    return Tensor(new_buffer(_host_array_at(ptr, shape, dt), _loc(), dt), **kw)
   def item(self):
     if self.numel() != 1: _err(ValueError, f"item() needs a tensor with one element, got shape {self.shape}")
     return self.numpy().item()

@@ -28,10 +28,8 @@ KDL_CPU, KDL_CUDA = 1, 2
 READ_ONLY = 1                                   # DLPACK_FLAG_BITMASK_READ_ONLY
 VERSION = (1, 1)                                # the fp8 codes came with 1.1
 # (code, bits) of each dtype: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6, kDLFloat8_e4m3fn 10, kDLFloat8_e5m2 12
-CODES: dict[DType, tuple[int, int]] = {dtypes.bool: (6, 8), dtypes.bfloat16: (4, 16), dtypes.fp8e4m3: (10, 8), dtypes.fp8e5m2: (12, 8),
-  **{d: (0 if not d.is_unsigned else 1, d.bits) for d in (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64,
-                                                           dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)},
-  **{d: (2, d.bits) for d in (dtypes.float16, dtypes.float32, dtypes.float64)}}
+CODES: dict[DType, tuple[int, int]] = {**{d: (1 if d.is_unsigned else 0, d.bits) for d in dtypes.ints},
+  **{d: (2, d.bits) for d in dtypes.floats}, dtypes.bool: (6, 8), dtypes.bfloat16: (4, 16), dtypes.fp8e4m3: (10, 8), dtypes.fp8e5m2: (12, 8)}
 DTYPES = {v: k for k, v in CODES.items()}
 NAMES = {False: (b"dltensor", b"used_dltensor"), True: (b"dltensor_versioned", b"used_dltensor_versioned")}
 
