@@ -26,6 +26,7 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.dialects.ops import Ops, MOVEMENT, REDUCE_IDENTITY
 from morok_mlir.ir.registry import register, PassError
 from morok_mlir.core import index_math as im
+from morok_mlir.core.kernel_facts import ranges_of
 from morok_mlir.core.threefry import threefry2x32
 
 
@@ -227,7 +228,7 @@ class Rangeifier:
       mm = product(u, big)
       if not inline_root and (u in self.force or u in self.materialised or not self.inlinable(idx) or gate is not None and big
                               or mm and self.contracted.setdefault(self.root, u) is not u
-                              or not mm and self.contracted.get(self.root, u) is not u and not self.uses_loops(idx)):
+                              or not mm and self.contracted.get(self.root, u) is not u and not any(map(ranges_of, idx))):
         return self.load((yield from self.bufferize(u)), u, idx, gate)
       if mm: self.contracted.setdefault(self.root, u)
       rngs, cidx = [], []
@@ -300,14 +301,10 @@ class Rangeifier:
       self.tops[u] = v = epilogue(u, lambda x: x in self.force or x in self.shared or x in self.materialised) is not None
     return v
 
-  def uses_loops(self, idx) -> bool:
-    return any(r.op is Ops.RANGE for i in idx for r in i.toposort)
-
   def inlinable(self, idx) -> bool:
     """A reduce can stay inline when the loops its indices use are a prefix of the loop nest (no recompute)."""
-    used = set()
-    for i in idx: used |= {r for r in i.toposort if r.op is Ops.RANGE}
-    loops = [r for r in self.loops]
+    used = set().union(*map(ranges_of, idx))
+    loops = list(self.loops)
     if not used <= set(loops): return False  # depends on an enclosing reduce's counter: recomputed each step
     depth = max((loops.index(r) for r in used if r in loops), default=-1)
     return all(r in used for r in loops[:depth + 1])
