@@ -50,9 +50,7 @@ def split_func(f: Func, prefix: str = "") -> list[Func]:
       continue
     buf = new[u] = temps[u] = arg_buffer(n_args + len(temps), u.dtype)
     val, rngs = new[u.src[0]], u.src[1:]
-    lin, stride = im.const(0), 1
-    for r in reversed(rngs):
-      lin = im.add(im.mul(r, im.sint(stride)), lin); stride *= im.smax(r.src[0])   # laid out for a symbolic size's largest (rangeify.laid)
+    lin = im.linearize(rngs, [im.smax(r.src[0]) for r in rngs])   # laid out for a symbolic size's largest (rangeify.laid)
     st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, u.dtype.base.ptr(), (buf, lin)), val), loc=u.loc)
     bodies.append(UOp(Ops.END, dtypes.void, (st, *rngs), loc=u.loc) if rngs else st)
   bodies = list(dict.fromkeys(bodies + [new[s] for s in sink.src]))   # an output updated in place was met as an `after`
