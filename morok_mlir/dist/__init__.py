@@ -23,7 +23,7 @@ from morok_mlir.core.dtype import DType, dtypes, to_dtype
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.realize import new_buffer
-from morok_mlir.tensor import Tensor, _data, _is_data
+from morok_mlir.tensor import Tensor, _data
 from morok_mlir.device import Device
 
 class DistError(RuntimeError): pass
@@ -52,6 +52,11 @@ def _check_world(env: dict, rank: int, size: int, engine: str):
                     f"{' (torchrun starts processes MPI does not connect)' if env['launcher'] == 'torchrun' else ''}")
   if env["rank"] is not None and env["rank"] != rank: raise DistError(f"RANK={env['rank']} but {engine} numbers this process {rank}")
 
+HEAD_DIMS = 8   # a collective's (ndim, dtype, shape) header, as every rank sends and receives it: 2 + HEAD_DIMS int64s
+def _header(shape, dtype: DType) -> np.ndarray:
+  return np.array([len(shape), _DTYPES.index(dtype) if dtype in _DTYPES else -1, *shape, *[0] * (HEAD_DIMS - len(shape))], np.int64)
+def _describe(head: np.ndarray) -> str: return f"{_DTYPES[head[1]].name if head[1] >= 0 else '?'}{head[2:2 + head[0]].tolist()}"
+
 class Communicator:
   """Tensor-level collectives over a backend's buffer-level ones (backend: .rank, .world_size, .local_rank and
   allreduce/allgather/reduce_scatter/broadcast/send/recv/barrier on host or device arrays, see mpi.py)."""
@@ -60,20 +65,19 @@ class Communicator:
     self.check = knobs.get("MOROK_DIST_CHECK") if check is None else check
   def __repr__(self): return f"<Communicator {type(self.b).__name__} rank {self.rank} of {self.world_size}>"
 
-  def _in(self, x: Tensor, what: str):
+  def _in(self, x: Tensor, what: str, check: bool = True):
     if not isinstance(x, Tensor): _err(TypeError, f"{what} takes a Tensor, got {type(x).__name__}")
     if type(x.device) is tuple: _err(TypeError, f"{what} of a tensor on several devices ({x.device}): .to() one device first")
-    if self.check: self._agree(x.shape, x.dtype, what)
-    return self.b.array(_data((x if _is_data(x.uop) else x.realize()).uop).buffer, x.shape)
+    if check and self.check: self._agree(x.shape, x.dtype, what)
+    return self.b.array(_data(x.realize().uop).buffer, x.shape)
   def _agree(self, shape, dtype, what: str):
     """Every rank calls `what` with the same shape and dtype, else a DistError naming two that differ."""
-    mine = np.array([len(shape), _DTYPES.index(dtype) if dtype in _DTYPES else -1, *shape, *[0] * (8 - len(shape))], np.int64)
-    if len(shape) > 8: return
-    allm = self.b.allgather(mine, np.empty((self.world_size, 10), np.int64), f"{what} (shape check)")
+    if len(shape) > HEAD_DIMS: return
+    mine = _header(shape, dtype)
+    allm = self.b.allgather(mine, np.empty((self.world_size, len(mine)), np.int64), f"{what} (shape check)")
     if (allm == mine).all(): return
-    desc = lambda m: f"{_DTYPES[m[1]].name if m[1] >= 0 else '?'}{m[2:2 + m[0]].tolist()}"
     r = next(i for i in range(self.world_size) if (allm[i] != allm[0]).any())
-    _err(DistError, f"{what}: ranks disagree on the tensor: rank 0 has {desc(allm[0])}, rank {r} has {desc(allm[r])}")
+    _err(DistError, f"{what}: ranks disagree on the tensor: rank 0 has {_describe(allm[0])}, rank {r} has {_describe(allm[r])}")
   def _out(self, shape, dtype: DType, device: str) -> tuple[Buffer, object]:
     b = Buffer.fresh(Device[device].name, math.prod(shape), dtype)
     return b, self.b.array(b, shape)
@@ -110,14 +114,15 @@ class Communicator:
     return self._tensor(b, x.shape, x.device)
   def send(self, x: Tensor, dst: int) -> None:
     if not 0 <= dst < self.world_size or dst == self.rank: _err(ValueError, f"dst {dst} is not another rank (world size {self.world_size})")
-    head = np.array([len(x.shape), _DTYPES.index(x.dtype), *x.shape], np.int64)
-    self.b.send(head, dst, f"send header to rank {dst}", tag=1)
-    self.b.send(self.b.array(_data(x.realize().uop).buffer, x.shape), dst, f"send of {x.dtype.name}{list(x.shape)} to rank {dst}")
+    if len(x.shape) > HEAD_DIMS: _err(ValueError, f"send of a tensor of {len(x.shape)} dims: at most {HEAD_DIMS}")
+    src = self._in(x, "send", check=False)
+    self.b.send(_header(x.shape, x.dtype), dst, f"send header to rank {dst}", tag=1)
+    self.b.send(src, dst, f"send of {x.dtype.name}{list(x.shape)} to rank {dst}")
   def recv(self, shape, dtype, src: int, device: str = "CPU") -> Tensor:
     shape, dtype = tuple(shape), to_dtype(dtype)
     if not 0 <= src < self.world_size or src == self.rank: _err(ValueError, f"src {src} is not another rank (world size {self.world_size})")
-    head = self.b.recv(np.empty(2 + 8, np.int64), src, f"recv header from rank {src}", tag=1, count=True)
-    got = f"{_DTYPES[head[1]].name}{head[2:2 + head[0]].tolist()}"
+    head = self.b.recv(np.empty(2 + HEAD_DIMS, np.int64), src, f"recv header from rank {src}", tag=1)
+    got = _describe(head)
     if got != f"{dtype.name}{list(shape)}": _err(DistError, f"recv from rank {src}: expected {dtype.name}{list(shape)}, rank {src} sent {got}")
     b, out = self._out(shape, dtype, device)
     self.b.recv(out, src, f"recv of {got} from rank {src}")

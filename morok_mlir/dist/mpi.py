@@ -54,7 +54,7 @@ class MPIBackend:
     if self.rank == root: out[...] = src
     self.run(what, self.comm.Bcast, out, root)
   def send(self, arr, dst: int, what: str, tag: int = 0): self.run(what, self.comm.Send, arr, dst, tag)
-  def recv(self, arr, src: int, what: str, tag: int = 0, count: bool = False):
+  def recv(self, arr, src: int, what: str, tag: int = 0):
     self.run(what, self.comm.Recv, arr, src, tag)
     return arr
   def barrier(self): self.run("barrier", self.comm.Barrier)

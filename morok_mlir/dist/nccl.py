@@ -95,7 +95,7 @@ class NCCLBackend:
   def send(self, arr, dst, what, tag=0):
     if not hasattr(arr, "__cuda_array_interface__"): return self._host(lambda s, o: self.comm.send(s, dst, stream=self.stream), arr, None, what)
     self.comm.send(arr, dst, stream=self.stream); self.wait(what)
-  def recv(self, arr, src, what, tag=0, count=False):
+  def recv(self, arr, src, what, tag=0):
     if not hasattr(arr, "__cuda_array_interface__"): return self._host(lambda s, o: self.comm.recv(o, src, stream=self.stream), None, arr, what)
     self.comm.recv(arr, src, stream=self.stream); self.wait(what)
     return arr
