@@ -268,7 +268,8 @@ def _version() -> str:
   def v(pkg):
     try: return version(pkg)
     except PackageNotFoundError: return "unknown"
-  return (f"morok-opt (morok-mlir {v('morok-mlir')}):\n  MLIR version {v('xtc-mlir-python-bindings')} (xtc-mlir-python-bindings)\n"
+  from morok_mlir import __version__
+  return (f"morok-opt (morok-mlir {__version__}):\n  MLIR version {v('xtc-mlir-python-bindings')} (xtc-mlir-python-bindings)\n"
           f"  Python {sys.version.split()[0]}, numpy {v('numpy')}, z3 {v('z3-solver')}")
 
 class _Parser(argparse.ArgumentParser):

@@ -230,8 +230,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
     elif isinstance(data, np.ndarray):  # new_buffer copies: the user may change the array later
       if dt is None or data.dtype == dt.npdt: self.uop = new_buffer(data, _loc(), copy=True)
       else:
-        try: dtypes.from_np(data.dtype)
-        except TypeError as e: _err(TypeError, f"cannot make a tensor from an array of {e}")
+        _np_dtype(data.dtype)
         self.uop = _buf(data.astype(dt.np))
     elif isinstance(data, (bytes, bytearray, memoryview)):   # tinygrad's: the bytes as uint8, or read as dtype
       try: self.uop = _buf(np.frombuffer(bytes(data), (dt or dtypes.uint8).np).copy())

@@ -1299,8 +1299,7 @@ def _merged(c: Tensor, then, other) -> tuple | None:
 def _if(i, a, o):
   if (n := i[0].numel()) != 1: raise ValueError(f"the condition has {n} elements (shape {i[0].shape}), If takes one")
   # a condition computed from the call's data would be read on the host each call (no replay): where of both branches
-  if (args := getattr(CALL, "args", None)) and any(id(u) in args for u in i[0].uop.toposort) and \
-     (out := _merged(i[0], a["then_branch"], a["else_branch"])) is not None: return out
+  if _reads_call(i[0]) and (out := _merged(i[0], a["then_branch"], a["else_branch"])) is not None: return out
   return tuple((a["then_branch"] if bool(_vals(i[0])[0]) else a["else_branch"])())
 LOOP_UNROLL = 64   # a Loop whose condition is the call's data runs all its trips, masked, up to this many
 def _reads_call(t: Tensor) -> bool:
