@@ -229,10 +229,12 @@ class DiskCache:
                     f"under a folder others can write to, or not creatable): its shared objects could run another user's code; "
                     f"using {d} instead", RuntimeWarning, stacklevel=2)
     return d
-  def key(self, spec: ProgramSpec) -> str:
+  @functools.cached_property
+  def salt(self) -> str:
+    """What besides a kernel's text decides its code: this cache's format, the MLIR release, our pipeline, the CPU."""
     from importlib.metadata import version
-    salt = f"{self.VERSION}|{version('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
-    return hashlib.sha256((salt + spec.src).encode()).hexdigest()[:40]
+    return f"{self.VERSION}|{version('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
+  def key(self, spec: ProgramSpec) -> str: return hashlib.sha256((self.salt + spec.src).encode()).hexdigest()[:40]
   @staticmethod
   def digest(key: str, data: bytes) -> bytes: return hashlib.sha256(key.encode() + b"\0" + data).hexdigest().encode()
   def get(self, key: str) -> str | None:
@@ -638,16 +640,13 @@ class CPUDevice:
       time.sleep(0.002)
   def _child(self, batches: list[list]) -> None:
     """In a forked compile process: each batch JIT-compiled in one engine and linked into the disk cache."""
-    from mlir.execution_engine import ExecutionEngine
     global NICE
     self.disk._lock = threading.RLock()   # (another thread of the parent may have held it)
     NICE = []                             # this link is what the parent waits for
     for batch in batches:
       specs = [spec for _, spec in batch]
-      keys = [self.disk.key(s) for s in specs]
-      code = dict(zip(keys, specs))
+      keys, code, engine = self._engine(specs)
       with _lock, _context():
-        engine = ExecutionEngine(self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code]), opt_level=3, enable_pic=True)
         engine.raw_lookup(f"k{keys[0]}_{specs[0].phases[0][0] if specs[0].phases else specs[0].name}")   # compiled here
         fd, obj = self.disk._mkstemp(d := self.disk.dir, keys[0], "o"); os.close(fd)
         engine.dump_to_object_file(obj)
@@ -661,15 +660,18 @@ class CPUDevice:
     except (OSError, AttributeError, RuntimeError, ValueError): return None  # unloadable, or lacks an entry point: rebuild it
   def jit(self, specs: list[ProgramSpec]) -> list[CPUProgram]:
     """The programs compiled in one JIT engine (and stored in the disk cache), each one's functions named after its key."""
-    from mlir.execution_engine import ExecutionEngine
-    keys = [self.disk.key(s) for s in specs]
-    code = dict(zip(keys, specs))   # one code per key (equal text: int8, uint8 and bool arguments all lower to i8)
-    with _lock, _context():
-      engine = ExecutionEngine(self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code]), opt_level=3, enable_pic=True)
+    keys, code, engine = self._engine(specs)
     progs = [self.runtime(spec=s, engine=engine, prefix=f"k{k}_") for s, k in zip(specs, keys)]
     self.disk.misses += len(specs)
     self.disk.put(list(code), progs)
     return progs
+  def _engine(self, specs: list[ProgramSpec]):
+    """(each spec's disk key, one spec per key, a JIT engine of those, each one's functions named after its key)."""
+    from mlir.execution_engine import ExecutionEngine
+    keys = [self.disk.key(s) for s in specs]
+    code = dict(zip(keys, specs))   # one code per key (equal text: int8, uint8 and bool arguments all lower to i8)
+    with _lock, _context():
+      return keys, code, ExecutionEngine(self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code]), opt_level=3, enable_pic=True)
   def build(self, spec: ProgramSpec) -> CPUProgram:
     """From the disk cache when it holds a verified object for spec, else JIT (and store it there)."""
     return self.load(spec) or self.jit([spec])[0]
