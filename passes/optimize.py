@@ -205,9 +205,8 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
     rngs = [u for u in nodes if u.op is Ops.RANGE]
     loops = [r for r in rngs if r.attrs.get("kind") == "loop"]
     body = sum(1 for u in nodes if u.dtype not in (dtypes.index, dtypes.bool, dtypes.void) and u.op is not Ops.CONST)
-    n = lambda r: im.smax(r.src[0])
-    return nodes, rngs, loops, body * (prod(n(r) for r in loops) + sum(
-      prod(n(r) for r in u.src[1:]) * prod(n(r) for r in ranges_of(u) if r in loops) for u in nodes if u.op is Ops.REDUCE))
+    return nodes, rngs, loops, body * (prod(map(rsize, loops)) + sum(
+      prod(map(rsize, u.src[1:])) * prod(rsize(r) for r in ranges_of(u) if r in loops) for u in nodes if u.op is Ops.REDUCE))
   def threaded() -> bool:
     """Whether the outer loop runs on threads: enough work, at least one iteration per thread, no serial loop outside."""
     if threads <= 1 or not loops or work < PAR_MIN_WORK: return False

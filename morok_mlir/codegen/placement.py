@@ -17,7 +17,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
-from morok_mlir.core.kernel_facts import blocked, in_place, twin
+from morok_mlir.core.kernel_facts import blocked, in_place, rsize, twin
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.emitter import Block, Emitter, Loop, arg
 from morok_mlir.codegen.tables import ALU, COMPUTE, UNSUPPORTED, cls, mem_type, sl
@@ -101,7 +101,7 @@ class Placement:
     for n, red in enumerate(sorted(reds, key=lambda u: min(_axis(r) for r in u.src[1:]))):
       if (tw := twin(red, nodes, loops)) is None: raise PassError(f"@{self.f.name}: uop.keep names a reduce its loops do not recompute", red.loc)
       (t, K, J), src = tw, red.src[0]
-      sizes = [im.smax(r.src[0]) for r in K]   # a symbolic size: its row laid out for the largest
+      sizes = [rsize(r) for r in K]   # a symbolic size: its row laid out for the largest
       # the output row (stored for k, loaded back at j), unless the output goes out in nontemporal lanes (past the cache)
       if n == 0 and not self.lanes and (out := in_place(self.sink, red, t, J)) is not None:
         buf, at = out.src[0].src
