@@ -3,20 +3,12 @@ through the bindings' `ir.Value`s (building ops through the bindings costs tens 
 hundred thousand ops would take seconds).
 
 A `Block` is a region body being written (a loop's, an if's, a function's); an op's text goes into the block it is
-placed in, and a block's lines go into its parent's, indented, when the op that owns it closes. Values are `Value`s:
-their SSA name (a str, so it formats into op text) and their MLIR type where the emitter knows it."""
+placed in, and a block's lines go into its parent's, indented, when the op that owns it closes. A value is its SSA
+name, a str that formats into op text; its type is the caller's (the typed helpers take it)."""
 from __future__ import annotations
 import contextvars
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-
-class Value(str):
-  """An SSA value: the string is its name, `type` its MLIR type. Names in the hot paths (loop counters, most results)
-  stay plain strs: an f-string formats a str subclass through a copy."""
-  __slots__ = ("type",)
-  def __new__(cls, name: str, type: str = "") -> Value:
-    v = super().__new__(cls, name); v.type = type
-    return v
 
 class Block:
   """A region body being written: its lines go into the parent's when the op that owns it closes."""
@@ -54,13 +46,12 @@ class Emitter:
   def fresh(self, stem: str | None = None) -> str:
     name = f"%{self.stem if stem is None else stem}{self.n}"; self.n += 1
     return name
-  def op(self, b: Block, text: str, ty: str = "") -> Value | str:
-    """A one-result op placed at the end of b: its Value where its type is given, else its name (a kernel has a
-    hundred thousand of these: a plain str is the cheaper, and fresh() is inlined)."""
+  def op(self, b: Block, text: str) -> str:
+    """A one-result op placed at the end of b: its name (a kernel has a hundred thousand of these: fresh() is inlined)."""
     name = f"%{self.stem}{self.n}"; self.n += 1
     b.lines.append(f"{name} = {text}")
-    return Value(name, ty) if ty else name
-  def const(self, b: Block, v, ty: str = "index") -> Value: return self.op(b, f"arith.constant {v} : {ty}", ty)
+    return name
+  def const(self, b: Block, v, ty: str = "index") -> str: return self.op(b, f"arith.constant {v} : {ty}")
 
   # -- typed ops: the text of arith/memref ops from operand names and their MLIR types (op: the name without `arith.`)
   def arith(self, b: Block, op: str, ty: str, *xs: str) -> str: return self.op(b, f"arith.{op} {', '.join(xs)} : {ty}")
