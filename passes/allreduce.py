@@ -6,6 +6,7 @@ device adding its own chunk (reduce-scatter: device k-1 ends with chunk k's tota
 once more (allgather), and each device joins the chunks (2(n-1)/n of the value sent per device, in 2(n-1) steps).
 The allreduces of one value share their copies and adds (the nodes are hash-consed)."""
 from __future__ import annotations
+from morok_mlir.core.pattern import PatternMatcher, UPat, graph_rewrite
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.ir.bridge import Func
@@ -44,13 +45,11 @@ def ring(u: UOp) -> UOp:
 def lower_allreduce(roots: list[UOp], ring_bytes: int) -> list[UOp]:
   """roots with every allreduce replaced: naive below ring_bytes (and for two devices' tiny values), ring from it."""
   if not any(u.op is Ops.ALLREDUCE for r in roots for u in r.toposort): return roots
-  new: dict[UOp, UOp] = {}   # bottom-up: an allreduce's sources may hold allreduces (softmax's sum of exp(x - max))
-  for r in roots:
-    for u in r.toposort:
-      if u in new: continue
-      n = u if (src := tuple(new[s] for s in u.src)) == u.src else u.replace(src=src)
-      new[u] = (ring if n.size * n.dtype.itemsize >= ring_bytes and len(n.src) > 1 else naive)(n) if n.op is Ops.ALLREDUCE else n
-  return [new[r] for r in roots]
+  # bottom-up: an allreduce's sources may hold allreduces (softmax's sum of exp(x - max))
+  pm = PatternMatcher([(UPat(Ops.ALLREDUCE, name="u"),
+                        lambda u: (ring if u.size * u.dtype.itemsize >= ring_bytes and len(u.src) > 1 else naive)(u))])
+  memo: dict[UOp, UOp] = {}
+  return [graph_rewrite(r, pm, memo) for r in roots]
 
 RING_BYTES = 1 << 20
 
