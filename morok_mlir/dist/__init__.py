@@ -10,11 +10,11 @@ pointers). No transport of our own: a backend moves the bytes of realized Buffer
   comm.broadcast(t, root=0); comm.send(t, dst); comm.recv(shape, dtype, src); comm.barrier()
 
 Faults are errors, not hangs: every operation completes within `timeout` seconds (MOROK_DIST_TIMEOUT, default 300)
-or its process reports a DistError naming the rank and the operation (a rank died, hangs, or called another
-collective) and ends (MPI: mpiexec then ends the job; NCCL: raised, the communicator aborted); before a collective
-the ranks compare shapes and dtypes, and a
-mismatch is a DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message); a WORLD_SIZE or RANK
-that disagrees with the engine's is refused at init."""
+or raises a DistError naming the rank, the operation and the ranks that did not answer (died, hang, or called another
+collective); the communicator is unusable after it (later calls raise at once; MPI: the process aborts the job at
+exit; NCCL: the communicator aborted). Before a collective the ranks compare shapes and dtypes, and a mismatch is a
+DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message); a WORLD_SIZE or RANK that disagrees
+with the engine's is refused at init."""
 from __future__ import annotations
 import math, os
 import numpy as np
@@ -74,7 +74,7 @@ class Communicator:
     """Every rank calls `what` with the same shape and dtype, else a DistError naming two that differ."""
     if len(shape) > HEAD_DIMS: return
     mine = _header(shape, dtype)
-    allm = self.b.allgather(mine, np.empty((self.world_size, len(mine)), np.int64), f"{what} (shape check)")
+    allm = self.b.agree(mine, np.empty((self.world_size, len(mine)), np.int64), f"{what} (shape check)")
     if (allm == mine).all(): return
     r = next(i for i in range(self.world_size) if (allm[i] != allm[0]).any())
     _err(DistError, f"{what}: ranks disagree on the tensor: rank 0 has {_describe(allm[0])}, rank {r} has {_describe(allm[r])}")

@@ -90,6 +90,7 @@ class NCCLBackend:
       return self._host(lambda s, o: self.comm.allgather(s, o, stream=self.stream), src, out, what)
     self.comm.allgather(src, out, stream=self.stream); self.wait(what)
     return out
+  agree = allgather
   def reduce_scatter(self, src, out, op, what): self.comm.reduce_scatter(src, out, self.OPS[op], stream=self.stream); self.wait(what)
   def broadcast(self, src, out, root, what): self.comm.broadcast(src, out, root, stream=self.stream); self.wait(what)
   def send(self, arr, dst, what, tag=0):
