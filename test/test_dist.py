@@ -54,6 +54,32 @@ def test_dead_rank_is_an_exception_within_the_timeout():
   p = mpirun("dead", timeout=60, env={"T": "2"}, extra=["-disable-auto-cleanup"])   # the others live on: they raise
   assert re.match(r"rank 0: allreduce.* did not complete within 2 s: no word from rank 1 ", _caught(p, 0, 2)), p.stdout
 
+@need_mpi
+def test_mismatch_after_a_skipped_shape_check_is_an_exception():
+  """Rank 0 repeats the call all ranks agreed on (no shape check), rank 1 changes the shape (checks): no wrong answer,
+  both wait on different communicators until the timeout."""
+  p = mpirun("stale", timeout=60, env={"T": "2"})
+  assert re.match(r"rank 0: allreduce\(sum\) of float32\[4, 3\] did not complete within 2 s: ", _caught(p, 0, 2)), p.stdout
+
+class _Loopback:
+  """A world of one that records the calls a Communicator makes of its backend."""
+  rank, world_size, local_rank = 0, 1, 0
+  def __init__(self): self.calls = []
+  def array(self, b): return b.as_numpy()
+  def agree(self, src, out, what):
+    self.calls.append("check"); out[...] = src
+    return out
+  def allreduce(self, src, out, op, what): self.calls.append("allreduce"); out[...] = src
+  def allgather(self, src, out, what): self.calls.append("allgather"); out[...] = src
+
+def test_shape_check_skipped_while_the_call_repeats():
+  from morok_mlir import Tensor, dist
+  c, a, b = dist.Communicator(lb := _Loopback(), check=True), Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((3, 2), np.float32))
+  for t, f in [(a, c.allreduce), (a, c.allreduce), (b, c.allreduce), (a, c.allreduce), (a, c.allgather), (a, c.allgather)]:
+    np.testing.assert_array_equal(f(t).numpy(), t.numpy())
+  assert lb.calls == ["check", "allreduce", "allreduce", "check", "allreduce", "check", "allreduce", "check", "allgather", "allgather"]
+  assert dist.Communicator(lb := _Loopback(), check=False).allreduce(a).shape == (2, 3) and lb.calls == ["allreduce"]
+
 def _init_alone(env: dict) -> subprocess.CompletedProcess:
   e = {k: v for k, v in os.environ.items() if not k.startswith(("PMI", "OMPI", "RANK", "WORLD_SIZE", "LOCAL_RANK"))} | {"PYTHONPATH": str(ROOT)} | env
   code = "from morok_mlir import dist; c = dist.init(); print(c.rank, c.world_size)"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import atexit, sys, time
 import numpy as np
 from morok_mlir.device.buffer import Buffer
-from morok_mlir.dist import DistError, _check_world
+from morok_mlir.dist import DistError, _check_world, name
 
 NOTE = 256   # bytes of a fault notice: what the rank that gave up was waiting in
 
@@ -29,19 +29,19 @@ class MPIBackend:
     self.OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}
     self.broken, self.notes = None, []   # what timed out (None: usable); the notices' send requests
 
-  def array(self, b: Buffer, shape) -> np.ndarray:
-    """The host array MPI reads or writes: a CPU Buffer's own memory, else a host copy (written back by the caller)."""
-    if hasattr(b.allocator, "as_numpy"): return b.as_numpy().reshape(shape)
+  def array(self, b: Buffer) -> np.ndarray:
+    """The flat host array MPI reads or writes: a CPU Buffer's own memory."""
+    if hasattr(b.allocator, "as_numpy"): return b.as_numpy()
     raise DistError(f"the MPI backend moves host memory: {b.device} tensors go through .to('CPU') first (or use the nccl backend)")
 
-  def usable(self, what: str):
+  def usable(self, what):
     if self.broken is not None:
-      raise DistError(f"rank {self.rank}: {what}: this communicator is unusable since {self.broken} timed out (MPI cannot cancel a "
+      raise DistError(f"rank {self.rank}: {name(what)}: this communicator is unusable since {self.broken} timed out (MPI cannot cancel a "
                       "started collective): end the process")
-  def run(self, what: str, start, *args):
+  def run(self, what, start, *args):
     """start(*args), an MPI nonblocking call, tested until done or the deadline. The last part of the timeout (a
     tenth, at most 1 s) is left to learn which ranks also gave up."""
-    self.usable(what)
+    if self.broken is not None: self.usable(what)
     try:
       req = start(*args)
       if req.Test(): return
@@ -50,11 +50,11 @@ class MPIBackend:
       while not req.Test():
         if time.monotonic() > end: self._fault(what, t0 + self.timeout)
     except self.MPI.Exception as e:
-      self._broke(what)
+      self._broke(what := name(what))
       raise DistError(f"rank {self.rank}: {what} failed in MPI: {e.Get_error_string()}") from None
-  def _fault(self, what: str, deadline: float):
+  def _fault(self, what, deadline: float):
     """Tell the other ranks what this one gave up on, hear what they gave up on until the deadline, and raise."""
-    self._broke(what)
+    self._broke(what := name(what))
     note = np.frombuffer(what.encode()[:NOTE].ljust(NOTE), np.uint8)
     for p in range(self.world_size):
       if p != self.rank:
@@ -67,9 +67,10 @@ class MPIBackend:
         heard[st.Get_source()] = buf.tobytes().rstrip().decode(errors="replace")
       else: time.sleep(1e-3)
     lost = [p for p in range(self.world_size) if p != self.rank and p not in heard]
-    raise DistError(f"rank {self.rank}: {what} did not complete within {self.timeout:g} s: no word from rank{'s' * (len(lost) > 1)} "
-                    f"{', '.join(map(str, lost))} (died, hangs, or is busy elsewhere)" + "".join(f"; rank {p} gave up in {w}" for p, w in heard.items()) +
-                    ". This communicator is unusable now: later calls raise, and at exit this process aborts the MPI job")
+    why = ([f"no word from rank{'s' * (len(lost) > 1)} {', '.join(map(str, lost))} (died, hangs, or is busy elsewhere)"] if lost else []) + \
+          [f"rank {p} gave up in {w}" for p, w in sorted(heard.items())]
+    raise DistError(f"rank {self.rank}: {what} did not complete within {self.timeout:g} s: {'; '.join(why)}. This communicator is unusable "
+                    "now: later calls raise, and at exit this process aborts the MPI job")
   def _broke(self, what: str):
     if self.broken is None: atexit.register(self._abort)
     self.broken = what
@@ -77,15 +78,13 @@ class MPIBackend:
     sys.stdout.flush(); sys.stderr.flush()
     self.comm.Abort(1)
 
-  def allreduce(self, src, out, op: str, what: str): self.run(what, self.comm.Iallreduce, src, out, self.OPS[op])
-  def allgather(self, src, out, what: str) -> np.ndarray:
-    self.run(what, self.comm.Iallgather, src, out)
-    return out
+  def allreduce(self, src, out, op: str, what): self.run(what, self.comm.Iallreduce, src, out, self.OPS[op])
+  def allgather(self, src, out, what): self.run(what, self.comm.Iallgather, src, out)
   def agree(self, src, out, what: str) -> np.ndarray:
     self.run(what, self.checks.Iallgather, src, out)
     return out
-  def reduce_scatter(self, src, out, op: str, what: str): self.run(what, self.comm.Ireduce_scatter_block, src, out, self.OPS[op])
-  def broadcast(self, src, out, root: int, what: str):
+  def reduce_scatter(self, src, out, op: str, what): self.run(what, self.comm.Ireduce_scatter_block, src, out, self.OPS[op])
+  def broadcast(self, src, out, root: int, what):
     if self.rank == root: out[...] = src
     self.run(what, self.comm.Ibcast, out, root)
   def send(self, arr, dst: int, what: str, tag: int = 0): self.run(what, self.comm.Isend, arr, dst, tag)
