@@ -63,8 +63,11 @@ def test_mismatch_after_a_skipped_shape_check_is_an_exception():
 
 class _Loopback:
   """A world of one that records the calls a Communicator makes of its backend."""
-  rank, world_size, local_rank = 0, 1, 0
+  rank, world_size, local_rank, broken = 0, 1, 0, None
   def __init__(self): self.calls = []
+  def usable(self, what):
+    from morok_mlir.dist import DistError
+    raise DistError(f"{what}: unusable since {self.broken} timed out")
   def array(self, b): return b.as_numpy()
   def agree(self, src, out, what):
     self.calls.append("check"); out[...] = src
@@ -79,6 +82,14 @@ def test_shape_check_skipped_while_the_call_repeats():
     np.testing.assert_array_equal(f(t).numpy(), t.numpy())
   assert lb.calls == ["check", "allreduce", "allreduce", "check", "allreduce", "check", "allreduce", "check", "allgather", "allgather"]
   assert dist.Communicator(lb := _Loopback(), check=False).allreduce(a).shape == (2, 3) and lb.calls == ["allreduce"]
+
+def test_a_broken_communicator_raises_before_calling_its_backend():
+  from morok_mlir import Tensor, dist
+  c = dist.Communicator(lb := _Loopback(), check=True)
+  lb.broken = "allreduce(sum) of float32[2]"
+  for f in (lambda: c.allreduce(Tensor([1.0, 2.0])), lambda: c.allgather(Tensor([1.0])), c.barrier):
+    with pytest.raises(dist.DistError, match=r"unusable since allreduce\(sum\) of float32\[2\] timed out"): f()
+  assert lb.calls == []
 
 def _init_alone(env: dict) -> subprocess.CompletedProcess:
   e = {k: v for k, v in os.environ.items() if not k.startswith(("PMI", "OMPI", "RANK", "WORLD_SIZE", "LOCAL_RANK"))} | {"PYTHONPATH": str(ROOT)} | env

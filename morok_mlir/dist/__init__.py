@@ -62,7 +62,8 @@ def name(what) -> str:
   return what() if callable(what) else what
 
 class Communicator:
-  """Tensor-level collectives over a backend's buffer-level ones (backend: .rank, .world_size, .local_rank and
+  """Tensor-level collectives over a backend's buffer-level ones (backend: .rank, .world_size, .local_rank, .broken
+  (what timed out, None while usable) and usable(what) raising when broken, and
   allreduce/allgather/reduce_scatter/broadcast/send/recv/barrier on host or device arrays, see mpi.py; each takes the
   operation's name, or a function making it, for its errors). A call costs a few microseconds of Python on top of the
   backend's: the shape check is skipped while the ranks call what they last agreed on."""
@@ -73,6 +74,7 @@ class Communicator:
   def __repr__(self): return f"<Communicator {type(self.b).__name__} rank {self.rank} of {self.world_size}>"
 
   def _in(self, x: Tensor, what: str, check: bool = True):
+    if self.b.broken is not None: self.b.usable(what)
     if type(x) is not Tensor and not isinstance(x, Tensor): _err(TypeError, f"{what} takes a Tensor, got {type(x).__name__}")
     if type(x.device) is tuple: _err(TypeError, f"{what} of a tensor on several devices ({x.device}): .to() one device first")
     if check and self.check and (what, x.shape, x.dtype) != self.agreed: self._agree(x.shape, x.dtype, what)
@@ -133,13 +135,16 @@ class Communicator:
   def recv(self, shape, dtype, src: int, device: str = "CPU") -> Tensor:
     shape, dtype = tuple(shape), to_dtype(dtype)
     if not 0 <= src < self.world_size or src == self.rank: _err(ValueError, f"src {src} is not another rank (world size {self.world_size})")
+    if self.b.broken is not None: self.b.usable("recv")
     head = self.b.recv(np.empty(2 + HEAD_DIMS, np.int64), src, f"recv header from rank {src}", tag=1)
     got = _describe(head)
     if got != f"{dtype.name}{list(shape)}": _err(DistError, f"recv from rank {src}: expected {dtype.name}{list(shape)}, rank {src} sent {got}")
     b, out = self._out(shape, dtype, device)
     self.b.recv(out, src, f"recv of {got} from rank {src}")
     return self._tensor(b, shape, device)
-  def barrier(self) -> None: self.b.barrier()
+  def barrier(self) -> None:
+    if self.b.broken is not None: self.b.usable("barrier")
+    self.b.barrier()
   def close(self) -> None: self.b.close()
 
 def init(backend: str | None = None, timeout: float | None = None, check: bool | None = None) -> Communicator:

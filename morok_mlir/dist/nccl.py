@@ -71,17 +71,23 @@ class NCCLBackend:
     self.stream = int(self.cuda.stream)
     self.comm = nccl.Communicator.init(self.world_size, self.rank, nccl.UniqueId.from_bytes(uid))
     self.OPS = {"sum": nccl.SUM, "max": nccl.MAX, "min": nccl.MIN, "prod": nccl.PROD}
+    self.broken = None   # what timed out (None: usable)
 
   def array(self, b: Buffer) -> DeviceArray:
     if Device.canonicalize(b.device) != "CUDA": raise DistError(f"the NCCL backend moves CUDA memory: {b.device} tensors go through .to('CUDA') first")
     return DeviceArray(b, (b.size,))
-  def wait(self, what: str):
+  def usable(self, what):
+    if self.broken is not None:
+      raise DistError(f"rank {self.rank}: {name(what)}: this communicator is unusable since {self.broken} timed out (its NCCL communicator "
+                      "was aborted): end the process")
+  def wait(self, what):
     """The stream's work done within the deadline, else abort the communicator (its peers then fail too)."""
     from morok_mlir.device.cuda import driver
     t0 = time.monotonic()
     while int((r := driver().cuStreamQuery(self.cuda.stream))[0] if isinstance(r, tuple) else r) != 0:   # CUDA_ERROR_NOT_READY: running
       if time.monotonic() - t0 > self.timeout:
         self.comm.abort()
+        self.broken = name(what)
         raise DistError(f"rank {self.rank}: {name(what)} did not complete within {self.timeout:g} s: another rank died or hangs")
       time.sleep(1e-4)
   def allreduce(self, src, out, op, what): self.comm.allreduce(src, out, self.OPS[op], stream=self.stream); self.wait(what)
