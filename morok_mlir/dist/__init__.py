@@ -13,8 +13,8 @@ Faults are errors, not hangs: every operation completes within `timeout` seconds
 or raises a DistError naming the rank, the operation and the ranks that did not answer (died, hang, or called another
 collective); the communicator is unusable after it (later calls raise at once; MPI: the process aborts the job at
 exit; NCCL: the communicator aborted). Before a collective the ranks compare shapes and dtypes, and a mismatch is a
-DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message); a WORLD_SIZE or RANK that disagrees
-with the engine's is refused at init."""
+DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message, and so does repeating the call the
+ranks last agreed on); a WORLD_SIZE or RANK that disagrees with the engine's is refused at init."""
 from __future__ import annotations
 import math, os
 import numpy as np
