@@ -23,11 +23,14 @@ class LaneLowerer(Lowerer):
   before the tile's k loop, so the output and residual rows it will touch come in from L3 or memory meanwhile."""
   def __init__(self, f: Func, lane: UOp, prefetch: bool = False, skip: UOp | None = None):
     self.lane, self.vw, self.prefetch, self.skip = lane, im.cval(lane.src[0]), prefetch, skip
-    self.vec = set()   # the values that are vectors: those depending on the lane, but for a reduce over it (a scalar)
-    for u in f.roots[0].toposort:
-      if u is lane or any(s in self.vec for s in u.src) and not (u.op is Ops.REDUCE and lane in u.src[1:]): self.vec.add(u)
+    self.vec: set[UOp] = set()   # the values that are vectors: those depending on the lane, but for a reduce over it (a scalar)
+    self.mark(f.roots[0])
     self.bcast: dict[UOp, tuple[Frame, str]] = {}
     super().__init__(f)
+  def mark(self, x: UOp) -> UOp:
+    for u in x.toposort:
+      if u is self.lane or any(s in self.vec for s in u.src) and not (u.op is Ops.REDUCE and self.lane in u.src[1:]): self.vec.add(u)
+    return x
 
   @staticmethod
   def supports(x: UOp, lane: UOp) -> bool: return lane_supported(x, lane)
@@ -66,13 +69,19 @@ class LaneLowerer(Lowerer):
 
   def lane_reduce(self, u: UOp) -> str:
     """A reduce over the lanes (and other ranges): a vector accumulator through the other ranges' loops, its lanes
-    combined once after them."""
+    combined once after them. The innermost of those ranges, when short (a block's halves), is unrolled and its
+    iterations combined before they meet the accumulator: independent vector ops, a shorter dependency chain."""
     fr, vt, op, t = self.target(u), self.vty(u.dtype), u.attrs["op"], sl(u.dtype)
-    frames = self.open_loops(fr, [r for r in u.src[1:] if r is not self.lane], inits=[splat(self.em, fr, REDUCE_IDENTITY[op](u.dtype), t, self.vw)])
-    if not frames: return self.place(u, fr, self.em.reduction(fr, KIND[op], self.vec_of(u.src[0], fr), vt, t))
-    acc = self.line(frames[-1], f"{ALU[op][cls(u.dtype)]} {frames[-1].acc}, {self.vec_of(u.src[0], frames[-1])}{self.fm} : {vt}")
-    self.close_loops(frames, vt, acc)
-    return self.place(u, fr, self.em.reduction(fr, KIND[op], frames[0].res, vt, t))
+    others = sorted((r for r in u.src[1:] if r is not self.lane), key=_axis)
+    unroll = others.pop() if others and (n := im.cval(others[-1].src[0])) is not None and n <= UNROLL else None
+    frames = self.open_loops(fr, others, inits=[splat(self.em, fr, REDUCE_IDENTITY[op](u.dtype), t, self.vw)])
+    inner, alu = frames[-1] if frames else fr, lambda a, b: self.line(inner, f"{ALU[op][cls(u.dtype)]} {a}, {b}{self.fm} : {vt}")
+    srcs = [self.mark(affine_simplify(u.src[0].substitute({unroll: im.const(i)}))) for i in range(n)] if unroll is not None else [u.src[0]]
+    vals = [self.vec_of(x, inner) for x in srcs]
+    while len(vals) > 1: vals = [alu(a, b) for a, b in zip(vals[::2], vals[1::2])] + vals[len(vals) & ~1:]
+    if frames: self.close_loops(frames, vt, alu(frames[-1].acc, vals[0]))
+    # the lanes combined as a tree where the reduce may reassociate (uop.fastmath), not one add after another
+    return self.place(u, fr, self.em.reduction(fr, KIND[op], frames[0].res if frames else vals[0], vt, t, self.fm and " fastmath<reassoc>"))
 
   def vload(self, u: UOp, fr: Frame) -> str:
     idx, vw = u.src[0], self.vw
@@ -122,6 +131,7 @@ class LaneLowerer(Lowerer):
     for at in map(clamp, ends): em.prefetch(fr, buf, at, write, mt)
 
 KIND = {"add": "add", "max": "maximumf", "min": "minimumf"}   # a reduce's vector.reduction (f32)
+UNROLL = 4   # a lane reduce's innermost other range up to this long is unrolled
 
 # the lanes' table: (op, dtype class of its first operand) -> rule(lowerer, u, vector operands, frame) -> the result;
 # other ops are one MLIR op of ALU on vectors (LANE_OPS lists what may reach here)

@@ -6,7 +6,8 @@
 // b = (o*64 + k) // 32 (20 bytes: fp16 d, fp16 m, 16 bytes of nibbles), byte (o*64 + k) % 16, nibble (k % 32) // 16.
 // split_ranges runs the divisions as ranges of their own, k = 32*b + 16*h + j: no division is left, and the nibbles'
 // byte is 20*(2o + b) + 4 + j, contiguous in j. The reduce's innermost range j then runs as vector lanes
-// (uop.reduce_lanes): 16 bytes per load at 16 lanes, 8 at 8 (j split once more), one vector accumulator summed once per row.
+// (uop.reduce_lanes): 16 bytes per load at 16 lanes, 8 at 8 (j split once more), the nibble halves h unrolled into
+// one vector accumulator, its lanes summed as a tree (reassoc) once per row.
 // CHECK-LABEL: func.func private @q4_1
 // CHECK-SAME: uop.reduce_lanes = 16
 // CHECK-NOT: uop.idiv
@@ -21,7 +22,7 @@
 // CPU16: vector.load %arg2[%{{.*}}] : memref<160xi8>, vector<16xi8>
 // CPU16: vector.load %arg1[%{{.*}}] : memref<64xf32>, vector<16xf32>
 // CPU16: arith.uitofp %{{.*}} : vector<16xi8> to vector<16xf32>
-// CPU16: vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
+// CPU16: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
 // CPU16: memref.store
 // CPU8-LABEL: func.func @q4_1
 // CPU8: vector.load %arg2[%{{.*}}] : memref<160xi8>, vector<8xi8>
