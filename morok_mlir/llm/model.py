@@ -71,7 +71,8 @@ class Attention:
   def __call__(self, x: Tensor, start_pos, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
     c, (B, T, _) = self.cfg, x.shape
     H, KV, D = c.n_heads, c.n_kv_heads, c.head_dim
-    q = apply_rope(self.wq(x).reshape(B, T, H, D), cos, sin)
+    # stored: read inline, the rotation would be computed again for every cached position the scores run over
+    q = apply_rope(self.wq(x).reshape(B, T, H, D), cos, sin).contiguous()
     k = apply_rope(self.wk(x).reshape(B, T, KV, D), cos, sin)
     keys, values = self.cache.update(k.transpose(1, 2), self.wv(x).reshape(B, T, KV, D).transpose(1, 2), start_pos)
     # grouped-query attention: the H/KV query heads of a group (dim 2) share one key/value head
