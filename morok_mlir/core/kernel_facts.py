@@ -105,6 +105,8 @@ def find_contraction(sink: UOp) -> Contraction | None:
   loops = sorted(ends[0].src[1:], key=lambda r: r.attrs["axis"])
   reds = [u for u in ends[0].src[0].toposort if u.op is Ops.REDUCE and u.dtype is dtypes.float32 and u.src[0].op is Ops.MUL
           and (u.attrs.get("op") == "add" or u.attrs.get("op") in ("max", "min") and u.src[0].src[1] is ONE)]
+  # a product's operand may reduce inline too (an RMSNorm's mean of squares, per row): the product is the outermost
+  reds = [r for r in reds if not any(r in c.src[0].toposort for c in reds if c is not r)]
   if len(reds) != 1: return None
   red = reds[0]
   K = sorted(red.src[1:], key=lambda r: r.attrs["axis"])
