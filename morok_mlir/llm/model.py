@@ -93,8 +93,9 @@ class Block:
     self.attention, self.feed_forward = Attention(cfg), FeedForward(cfg)
     self.attention_norm, self.ffn_norm = nn.RMSNorm(cfg.dim, cfg.norm_eps), nn.RMSNorm(cfg.dim, cfg.norm_eps)
   def __call__(self, x: Tensor, start_pos, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
-    h = x + self.attention(self.attention_norm(x), start_pos, cos, sin, mask)
-    return h + self.feed_forward(self.ffn_norm(h))
+    # the normalized rows stored once: read inline, every projection's kernel would normalize them again per weight row
+    h = x + self.attention(self.attention_norm(x).contiguous(), start_pos, cos, sin, mask)
+    return h + self.feed_forward(self.ffn_norm(h).contiguous())
 
 # GGUF tensor name (per block: "blk.{i}." + name) -> attribute path in Block / Llama
 BLOCK_NAMES = {"attn_norm.weight": "attention_norm.weight", "attn_q.weight": "attention.wq.weight", "attn_k.weight": "attention.wk.weight",
@@ -138,7 +139,7 @@ class Llama:
       h = layer(h, start_pos, cos, sin, mask)
       Tensor.realize(h, layer.attention.cache.k, layer.attention.cache.v)
     h = h[:, -1:, :] if last is None else h[:, last.reshape(1), :]
-    return self.output(self.norm(h)).reshape(1, self.cfg.vocab_size)
+    return self.output(self.norm(h).contiguous()).reshape(1, self.cfg.vocab_size)
   __call__ = forward
 
   def caches(self) -> list[Tensor]: return [t for l in self.layers for t in (l.attention.cache.k, l.attention.cache.v)]
