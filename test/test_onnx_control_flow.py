@@ -257,3 +257,33 @@ def test_loop_until_a_condition_on_data(interpreted):
     np.testing.assert_allclose(om(f)["hN"], ref(f)["hN"], rtol=1e-6)
     if k == 4: interpreted.clear()
   assert interpreted == []
+
+def test_replays_of_arrays_make_no_buffer_uop(monkeypatch):
+  """A replayed call of numpy arrays runs the recorded kernels on the replay's own buffers, its inputs copied in and
+  outputs copied out: no buffer UOp (Tensor, Buffer) per call; strided arrays and calls from threads still give the
+  reference's results, each output the caller's own."""
+  import threading
+  import morok_mlir.realize as R
+  m, feeds, _ = M.loop()
+  om, ref = OnnxModel(m), reference(m)
+  for k in range(4): om(feeds(k))
+  made = []
+  new_buffer = R.new_buffer
+  monkeypatch.setattr(R, "new_buffer", lambda *a, **kw: made.append(1) or new_buffer(*a, **kw))
+  wide = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
+  f = {"x": wide[:, ::2], "h0": np.zeros((1, 32), np.float32)}   # (a strided view)
+  want = ref({"x": np.ascontiguousarray(f["x"]), "h0": f["h0"]})
+  got = [om(f) for _ in range(3)]
+  assert made == []
+  for g in got: np.testing.assert_allclose(g["hs"], want["hs"], rtol=1e-4, atol=1e-5)
+  got[0]["hs"][:] = 0
+  np.testing.assert_allclose(got[1]["hs"], want["hs"], rtol=1e-4, atol=1e-5)
+  errs = []
+  def work(seed):
+    for k in range(20):
+      f = feeds(seed + k)
+      if not np.allclose(om(f)["hN"], ref(f)["hN"], rtol=1e-4, atol=1e-5): errs.append((seed, k))
+  ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  assert not errs

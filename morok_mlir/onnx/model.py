@@ -3,7 +3,7 @@ Tensors, each node is one call into the op table (ops.py), and the outputs are r
 model (subgraphs included) is checked before anything runs: against ONNX's rules as onnxruntime checks them at load
 (InvalidModel), and against the table (Unsupported)."""
 from __future__ import annotations
-import math, os, re, sys, threading
+import functools, math, os, re, sys, threading
 import numpy as np
 import onnx
 from onnx import numpy_helper, helper
@@ -15,6 +15,7 @@ from morok_mlir.core.provenance import user_loc
 from morok_mlir.core.progress import progress
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
+from morok_mlir import realize as R
 from morok_mlir.realize import new_buffer
 from morok_mlir.onnx import ops
 from morok_mlir.onnx.ops import OPS, REFUSE, INVALID, owned, AXIS_OPS, AXES_INPUT, AXIS_RANGE
@@ -436,6 +437,47 @@ def _plain(plan) -> bool:
     all(src[0] != "arg" for src in plan.ret_src.values())
   except AttributeError: return False
 
+class _Direct:
+  """A plain plan (_plain) replayed on numpy arrays in and out: its kernels run on buffers of this object's own, each
+  input copied in and each output copied out under the plan's lock, every pointer written once, so a call makes no
+  Tensor, UOp or Buffer and costs its kernels' calls and the copies. None (make) for a plan with more than kernels
+  (state, random numbers, symbolic sizes, copies between devices) or outputs other than computed or constant tensors."""
+  @staticmethod
+  def make(plan, names: list, inputs: dict):
+    rets = [plan.ret] if type(plan.ret) is Tensor else plan.ret
+    if plan.state or plan.rng or plan.vals or plan.checks or not all(hasattr(s, "prog") for s in plan.steps) or type(rets) is not list or \
+       not all(type(t) is Tensor and plan.ret_src[id(t)][0] in ("out", "const") for t in rets): return None
+    return _Direct(plan, names, inputs, rets)
+  def __init__(self, plan, names: list, inputs: dict, rets: list):
+    v, self.lock, self.n = plan.template.copy(), plan.lock, plan.nkernels
+    for i, n in enumerate(names): v[i] = Buffer("CPU", inputs[n].size, DTYPES_NP[inputs[n].dtype]).allocate()
+    for j, dev, size, dt, _ in plan.fresh: v[j] = Buffer(dev, size, dt).allocate()
+    self.ins = [(n, v[i].as_numpy().reshape(inputs[n].shape)) for i, n in enumerate(names)]
+    # [program, its argument set (None: call_buffers keeps a constant's packed panels), run, buffers, constant inputs]
+    self.kernels = [self._prepare([s.prog, None, None, [v[j] for j in s.slots], s.inputs]) for s in plan.steps]
+    def out(t: Tensor) -> np.ndarray:
+      if (src := plan.ret_src[id(t)])[0] == "const": return src[1].buffer.as_numpy().reshape(src[1].shape)
+      j, _, shape = plan.outs[src[1]]
+      return v[j].as_numpy().reshape(shape)
+    self.outs = [out(t) for t in rets]
+  @staticmethod
+  def _prepare(k: list) -> list:
+    prog, _, _, bufs, inputs = k
+    if (p := prog.prepare(frozenset(i for i, u in enumerate(inputs) if u is not None)) if hasattr(prog, "prepare") else None) is None:
+      k[1], k[2] = None, functools.partial(prog.call_buffers, bufs, inputs)
+    else:
+      (args := p[0]).ptrs[:len(bufs)] = [b.ptr for b in bufs]
+      k[1], k[2] = args, p[1]
+    return k
+  def __call__(self, inputs: dict) -> list[np.ndarray]:
+    with self.lock:
+      for n, a in self.ins: np.copyto(a, inputs[n])
+      for k in self.kernels:
+        if k[1] is not None and k[1].code is not k[0].code: self._prepare(k)   # (the program moved onto its shared object)
+        k[2]()
+      R.GlobalCounters.kernel_count += self.n
+      return [o.copy() for o in self.outs]
+
 class OnnxModel:
   """OnnxModel(path | bytes | onnx.ModelProto); model(**inputs) or model(inputs) -> {output name: numpy array} (Tensors
   with as_numpy=False). Inputs are numpy arrays or Tensors by graph input name. The model is checked whole at load
@@ -478,8 +520,7 @@ class OnnxModel:
     return vals
 
   def __call__(self, inputs: dict | None = None, as_numpy: bool = True, **kw) -> dict:
-    if not kw and type(inputs) is dict and (outs := self._replay(inputs)) is not None:
-      return dict(zip(self.output_names, [_handed(o) for o in outs] if as_numpy else outs))
+    if not kw and type(inputs) is dict and (outs := self._replay(inputs, as_numpy)) is not None: return dict(zip(self.output_names, outs))
     vals = self.check_inputs(inputs, kw)
     inits = {i.name for i in self.graph.initializer}
     if inits & set(vals): outs = self._run(vals, None)
@@ -529,30 +570,35 @@ class OnnxModel:
     """A call whose replay exists: later calls of inputs like its go straight to it (_replay)."""
     if (key := self._fast_key(inputs)) is None or key in self._fast: return
     dev, loc = Device.DEFAULT, user_loc()
-    held = None
+    held = direct = None
     if dev == "CPU" and _plain(jit.plan):   # arrays copied into buffers of the replay's own, kept between calls
       own = lambda a: (a, Tensor._of(new_buffer(Buffer(dev, a.size, DTYPES_NP[a.dtype]).allocate(a.reshape(-1)), loc, shape=a.shape), dev))
       held = [own(np.empty(a.shape, a.dtype)) if type(a := inputs[n]) is np.ndarray else None for n in names]
-    with self._jit_lock: self._fast[key] = (jit, names, dev, loc, held, threading.Lock())
+      if all(type(inputs[n]) is np.ndarray for n in names): direct = _Direct.make(jit.plan, names, inputs)
+    with self._jit_lock: self._fast[key] = (jit, names, dev, loc, held, threading.Lock(), direct)
 
-  def _replay(self, inputs: dict) -> list | None:
-    """The replay of a call of inputs of names, shapes, dtypes and control values checked before (a _remember'ed call),
-    none of the graph interpreted; None for any other call. A Tensor is the argument; an array is copied: into the
-    replay's own buffer when its kernels keep nothing derived from an argument's contents (_plain), else a fresh one."""
+  def _replay(self, inputs: dict, as_numpy: bool) -> list | None:
+    """The outputs (arrays when as_numpy) of the replay of a call of inputs of names, shapes, dtypes and control values
+    checked before (a _remember'ed call), none of the graph interpreted; None for any other call. A Tensor is the
+    argument; an array is copied: into the replay's own buffer when its kernels keep nothing derived from an argument's
+    contents (_plain), else a fresh one. Arrays in and out of a plain plan take its direct replay (_Direct)."""
     if not self._fast or (key := self._fast_key(inputs)) is None or (hit := self._fast.get(key)) is None: return None
-    jit, names, dev, loc, held, lock = hit
+    jit, names, dev, loc, held, lock, direct = hit
     if Device.DEFAULT != dev: return None
+    if direct is not None and as_numpy and not R.DEBUG: return direct(inputs)
     if held is not None:
       with lock:   # (until the outputs, fresh buffers, are made: another thread's call then writes its arguments)
         for n, h in zip(names, held):
           if h is not None: np.copyto(h[0], inputs[n])
-        return _listed(jit(*[inputs[n] if h is None else h[1] for n, h in zip(names, held)]))
-    ts = []
-    for n in names:
-      if type(a := inputs[n]) is Tensor: ts.append(a); continue
-      b = Buffer.fresh(dev, a.size, DTYPES_NP[a.dtype]).copyin(np.ascontiguousarray(a).reshape(-1))
-      ts.append(Tensor._of(new_buffer(b, loc, shape=a.shape), dev))
-    return _listed(jit(*ts))
+        outs = _listed(jit(*[inputs[n] if h is None else h[1] for n, h in zip(names, held)]))
+    else:
+      ts = []
+      for n in names:
+        if type(a := inputs[n]) is Tensor: ts.append(a); continue
+        b = Buffer.fresh(dev, a.size, DTYPES_NP[a.dtype]).copyin(np.ascontiguousarray(a).reshape(-1))
+        ts.append(Tensor._of(new_buffer(b, loc, shape=a.shape), dev))
+      outs = _listed(jit(*ts))
+    return [_handed(o) for o in outs] if as_numpy else outs
 
   MAX_JITS = 8   # input signatures replayed at once (each holds its intermediates' memory)
   def _traced(self, args: dict, fixed: dict, scope: dict) -> list:
