@@ -287,3 +287,45 @@ def test_replays_of_arrays_make_no_buffer_uop(monkeypatch):
   for t in ts: t.start()
   for t in ts: t.join()
   assert not errs
+
+def test_constants_of_quantized_layers_fold_once(interpreted):
+  """Values computed from initializers alone are realized once, as onnxruntime folds constants: the QDQ layer's
+  dequantized weight (a folded node) and the int8 encoder's weights minus their zero points (inside MatMulInteger and
+  QLinearMatMul) become float32 buffers that replays read; the outputs stay the reference's (integers exactly)."""
+  from morok_mlir.dialects.ops import Ops
+  from morok_mlir.core.dtype import dtypes
+  om = stream("qdq", 6, lambda feeds, k: feeds(k), interpreted)
+  assert om._folded["wd"].uop.op is Ops.BUFFER
+  interpreted.clear()
+  om = stream("qenc", 6, lambda feeds, k: feeds(k), interpreted, exact=("acc", "q"))
+  assert len(om._consts) == 2 and all(t.uop.op is Ops.BUFFER and t.dtype == dtypes.float32 for t in om._consts.values())
+
+@pytest.mark.parametrize("op", ["ConvInteger", "QLinearConv", "MatMulIntegerData"])
+def test_quantized_ops_with_constant_or_data_weights(op):
+  """ConvInteger and QLinearConv of int8 weights with a zero point and a scale per output channel (folded once), and MatMulInteger
+  of two call inputs (nothing folded): equal to the reference's integers over several calls."""
+  r = np.random.default_rng(3)
+  x = r.integers(0, 256, (1, 3, 9, 9), dtype=np.uint8)
+  if op == "MatMulIntegerData":
+    nodes, ins = [h.make_node("MatMulInteger", ["A", "B", "za"], ["y"])], [("A", TP.UINT8, [6, 40]), ("B", TP.INT8, [40, 5])]
+    inits, out = [nh.from_array(np.uint8(9), "za")], ("y", TP.INT32)
+    feeds = lambda k: {"A": r.integers(0, 256, (6, 40), dtype=np.uint8), "B": r.integers(-128, 128, (40, 5), dtype=np.int8)}
+  else:
+    w = r.integers(-128, 128, (4, 3, 3, 3), dtype=np.int8)
+    inits = [nh.from_array(w, "w"), nh.from_array(np.uint8(7), "zx"), nh.from_array(np.array([0, 3, -2, 5], np.int8), "zw")]
+    ins, feeds = [("x", TP.UINT8, [1, 3, 9, 9])], lambda k: {"x": r.integers(0, 256, (1, 3, 9, 9), dtype=np.uint8)}
+    if op == "ConvInteger":   # (onnxruntime's ConvInteger takes one weight zero point)
+      inits[2] = nh.from_array(np.int8(3), "zw")
+      nodes, out = [h.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"], pads=[1, 1, 1, 1])], ("y", TP.INT32)
+    else:
+      inits += [nh.from_array(np.float32(0.02), "sx"), nh.from_array(np.array([0.01, 0.02, 0.015, 0.03], np.float32), "sw"),
+                nh.from_array(np.float32(0.5), "sy"), nh.from_array(np.uint8(100), "zy")]
+      inits[2] = nh.from_array(np.zeros(4, np.int8), "zw")   # (onnxruntime's QLinearConv takes int8 weights of zero point 0)
+      nodes, out = [h.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy"], ["y"], pads=[1, 1, 1, 1])], ("y", TP.UINT8)
+  g = h.make_graph(nodes, "g", [h.make_tensor_value_info(*i) for i in ins], [h.make_tensor_value_info(out[0], out[1], None)], inits)
+  m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+  om, ref = OnnxModel(m), reference(m)
+  for k in range(5):
+    f = feeds(k)
+    np.testing.assert_array_equal(om(f)["y"], ref(f)["y"], err_msg=f"call {k}")
+  assert (len(om._consts) == 0) == (op == "MatMulIntegerData")

@@ -10,6 +10,7 @@ from onnx import numpy_helper, helper
 from morok_mlir.tensor import Tensor
 from morok_mlir.jit import TinyJit
 from morok_mlir.core.dtype import dtypes
+from morok_mlir.core.uop import guards
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import user_loc
 from morok_mlir.core.progress import progress
@@ -335,7 +336,7 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
   for node in progress(graph.node, f"onnx {graph.name or 'graph'}", "node"):
     if folded is not None and node.output and all(n in folded for n in node.output if n):
       for n in node.output:
-        if n: vals[n] = folded[n]
+        if n: vals[n] = _pend(folded[n])
       continue
     a, outs = run_node(node, vals, opset, base)
     for n, v in zip(node.output, outs):
@@ -343,8 +344,15 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
     if (folded is not None and node.op_type not in NOT_FOLDED and all(n in folded for n in node.input if n)
         and not any(x.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for x in node.attribute)):
       for n, v in zip(node.output, outs):
-        if n: vals[n] = _fold(folded, node.input, n, _host_full(v, a) if node.op_type == "ConstantOfShape" and isinstance(v, Tensor) else v)
+        if n: vals[n] = _pend(_fold(folded, node.input, n, _host_full(v, a) if node.op_type == "ConstantOfShape" and isinstance(v, Tensor) else v))
   return [vals[o.name] for o in graph.output]
+
+def _pend(v):
+  """A folded value; one that computes (not a view of data) is realized once at the end of a recorded call (the
+  model's _settle), as onnxruntime folds constants: replays then read it instead of computing it each call."""
+  if (pending := getattr(ops.CALL, "pending", None)) is not None and type(v) is Tensor and v.uop.op is not Ops.BUFFER and ops.computed(v):
+    pending.append((None, v))
+  return v
 
 class Scope(dict):
   """The folded values of one set of control inputs' values (see control_inputs): those computed from them (its own
@@ -493,6 +501,7 @@ class OnnxModel:
     self._takes = set(self.input_names) | inits   # the names a call may give
     self.output_names = [o.name for o in self.graph.output]
     self._folded: dict = {}   # run_graph's values that depend on no graph input, realized on the first call
+    self._consts: dict = {}   # values ops compute from constants alone (ops.hoisted): their graph -> the Tensor realized
     self._jits: dict = {}     # the inputs' names, shapes, dtypes and devices -> a TinyJit of the graph on them (see __call__)
     self._jit_lock = threading.Lock()
     self._control = control_inputs(self.graph) & set(self.input_names)
@@ -603,10 +612,24 @@ class OnnxModel:
   MAX_JITS = 8   # input signatures replayed at once (each holds its intermediates' memory)
   def _traced(self, args: dict, fixed: dict, scope: dict) -> list:
     """_run of a recorded call: its ops see which values are the call's data (ops.CALL: an If on them is merged)."""
-    ops.CALL.args = {id(u) for t in args.values() for u in t.uop.toposort}
-    try: outs = self._run({**args, **fixed}, scope)
-    finally: ops.CALL.args = None
+    ops.CALL.args, ops.CALL.consts, ops.CALL.pending = {id(u) for t in args.values() for u in t.uop.toposort}, self._consts, []
+    try:
+      outs = self._run({**args, **fixed}, scope)
+      self._settle(ops.CALL.pending)
+    finally: ops.CALL.args = ops.CALL.pending = None
     return outs[0] if len(outs) == 1 and isinstance(outs[0], Tensor) else outs   # (one Tensor: TinyJit's shortest replay)
+
+  def _settle(self, pending: list):
+    """The constants a recorded call computed (ops.hoisted's, and run_graph's folded values) realized together, outside
+    the call's record: later calls read them as data (a replay computes none of them again)."""
+    todo = {id(t): (u, t) for u, t in pending if t.uop.op is not Ops.BUFFER}
+    if not todo: return
+    rec, log = R.capture.rec, guards.log
+    R.capture.rec = guards.log = None
+    try: Tensor.realize(*[t for _, t in todo.values()])
+    finally: R.capture.rec, guards.log = rec, log
+    for u, t in todo.values():
+      if u is not None: self._consts[u] = t
 
   def _run(self, vals: dict, folded: dict | None) -> list:
     outs = run_graph(self.graph, vals, self.opset, folded, self.base)

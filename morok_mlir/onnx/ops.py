@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.dtype import dtypes, DType
-from morok_mlir.dialects.ops import Ops
+from morok_mlir.dialects.ops import Ops, GRAPH_ALU
 from morok_mlir.core.provenance import user_loc
 from morok_mlir.realize import new_buffer
 
@@ -1135,8 +1135,8 @@ def _dyn_quant(i, a, o):
   s = ((hi - lo) / 255).contiguous()
   zp = (0 - lo / s).round().clip(0, 255).contiguous()
   return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8).contiguous(), s, zp.cast(dtypes.uint8)
-def _int_in(t, zp): return t.cast(dtypes.int32) - (zp.cast(dtypes.int32) if zp is not None else 0)
-def _float_in(t, zp): return t.cast(dtypes.float32) - (zp.cast(dtypes.float32) if zp is not None else 0)
+def _int_in(t, zp): return hoisted(t.cast(dtypes.int32) - (zp.cast(dtypes.int32) if zp is not None else 0))
+def _float_in(t, zp): return hoisted(t.cast(dtypes.float32) - (zp.cast(dtypes.float32) if zp is not None else 0))
 def _small_ints(*ts) -> bool:
   """Whether ts are 8-bit integers on the CPU: minus their zero points each value lies in [-255, 255], a product's in
   [-65025, 65025], and a sum of 258 of them is below 2^24, exact in float32 whatever the order of the adds."""
@@ -1305,6 +1305,19 @@ LOOP_UNROLL = 64   # a Loop whose condition is the call's data runs all its trip
 def _reads_call(t: Tensor) -> bool:
   """Whether t is computed from the call's data (ops.CALL): reading it on the host would stop replays."""
   return bool(args := getattr(CALL, "args", None)) and any(id(u) in args for u in t.uop.toposort)
+def computed(t: Tensor) -> bool:
+  """Whether t's graph computes values (more than views of data and constants) without drawing random numbers."""
+  ops = {u.op for u in t.uop.toposort}
+  return not ops.isdisjoint(GRAPH_ALU | {Ops.REDUCE_AXIS}) and Ops.THREEFRY not in ops
+def hoisted(t: Tensor) -> Tensor:
+  """t, where a recorded call (CALL.args) computes it from the model's constants alone (a quantized weight minus its
+  zero point): its value realized once (CALL.consts, by t's graph), so replays read it as data, as onnxruntime folds
+  constants; a contraction then keeps such a weight's packed panels between calls. Until the call ends (the model
+  realizes CALL.pending) t itself."""
+  if not getattr(CALL, "args", None) or _reads_call(t) or not computed(t): return t
+  if (v := CALL.consts.get(t.uop)) is not None: return v
+  CALL.pending.append((t.uop, t))
+  return t
 def _masked_loop(n: int, cond: Tensor, carried: list, body) -> list | None:
   """A Loop of n trips at most whose condition is the call's data, as one straight graph: every trip runs and a trip
   after the condition fell keeps the carried values (where); None when the condition is not the call's data, the body
