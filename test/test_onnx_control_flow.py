@@ -329,3 +329,30 @@ def test_quantized_ops_with_constant_or_data_weights(op):
     f = feeds(k)
     np.testing.assert_array_equal(om(f)["y"], ref(f)["y"], err_msg=f"call {k}")
   assert (len(om._consts) == 0) == (op == "MatMulIntegerData")
+
+def _ew_loop(trips: int = 6):
+  """x [4], h0 [4] -> hN, hs [trips, 4] with h = h * 0.5 + x: a Loop whose body computes no reduce."""
+  body = h.make_graph(
+    [h.make_node("Identity", ["cond_in"], ["cond_out"]), h.make_node("Mul", ["h_in", "half"], ["hh"]), h.make_node("Add", ["hh", "x"], ["h_out"]),
+     h.make_node("Identity", ["h_out"], ["h_scan"])],
+    "body", [h.make_tensor_value_info("i", TP.INT64, []), h.make_tensor_value_info("cond_in", TP.BOOL, []), h.make_tensor_value_info("h_in", TP.FLOAT, [4])],
+    [h.make_tensor_value_info(n, t, s) for n, t, s in (("cond_out", TP.BOOL, []), ("h_out", TP.FLOAT, [4]), ("h_scan", TP.FLOAT, [4]))])
+  g = h.make_graph([h.make_node("Loop", ["M", "", "h0"], ["hN", "hs"], body=body)], "g",
+                   [h.make_tensor_value_info("x", TP.FLOAT, [4]), h.make_tensor_value_info("h0", TP.FLOAT, [4])],
+                   [h.make_tensor_value_info("hN", TP.FLOAT, [4]), h.make_tensor_value_info("hs", TP.FLOAT, [trips, 4])],
+                   [nh.from_array(np.array(trips, np.int64), "M"), nh.from_array(np.float32(0.5), "half")])
+  return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+def test_loop_state_through_a_reduce_is_stored_by_its_kernel(interpreted):
+  """A Loop whose carried value is a matmul's (h = tanh(h @ W + x)) stores each trip's value in the matmul's kernel:
+  one kernel per trip and the outputs' (not a reduce kernel and an elementwise one per trip, and the stack computing
+  the last trip again); a body without a reduce stays fused across trips. Both against the reference."""
+  om = stream("loop", 6, lambda feeds, k: feeds(k), interpreted)
+  assert next(iter(om._fast.values()))[0].plan.nkernels <= 6 + 2
+  m = _ew_loop()
+  om, ref = OnnxModel(m), reference(m)
+  for k in range(5):
+    f = {"x": np.full(4, k, np.float32), "h0": np.arange(4, dtype=np.float32)}
+    got, want = om(f), ref(f)
+    for n in want: np.testing.assert_allclose(got[n], want[n], rtol=1e-6, err_msg=n)
+  assert next(iter(om._fast.values()))[0].plan.nkernels <= 2

@@ -1333,6 +1333,22 @@ def _masked_loop(n: int, cond: Tensor, carried: list, body) -> list | None:
       alive = alive & outs[0].reshape(()).cast(dtypes.bool)
   except Exception: return None   # (the plain loop runs it, and raises what a trip it runs raises)
   return carried
+def _carried(new: list, old: list, scans: list) -> tuple[list, list]:
+  """A trip's carried values (and the scan outputs that are one of them), each one that the trip computed through a
+  reduce of the carried values made contiguous: the next trip's reduce reads it from memory anyway, and stored where
+  it is made, after its elementwise tail, that tail runs in the reduce's kernel instead of a kernel of its own (and
+  is not computed again by each reader, a scan output's stack among them)."""
+  stop = {t.uop for t in old if isinstance(t, Tensor)}
+  def through_reduce(u) -> bool:
+    dep = set()
+    for x in u.toposort:
+      if x in stop or any(s in dep for s in x.src):
+        dep.add(x)
+        if x.op is Ops.REDUCE_AXIS: return True
+    return False
+  made = {t.uop: t.contiguous() for t in new if isinstance(t, Tensor) and t.uop not in stop and through_reduce(t.uop)}
+  pick = lambda t: made.get(t.uop, t) if isinstance(t, Tensor) else t
+  return [pick(t) for t in new], [pick(t) for t in scans]
 def _loop(i, a, o):
   M, cond, carried = i[0], i[1], list(i[2:])
   body = a["body"]
@@ -1345,7 +1361,7 @@ def _loop(i, a, o):
   while c and (n is None or it < n):
     outs = body(Tensor(np.array(it, np.int64)), Tensor(np.array(c)), *carried)
     if cond is not None: c = bool(_scalar(outs[0]))   # without a condition input the body's condition is ignored (spec)
-    carried, sc = list(outs[1:1 + len(carried)]), outs[1 + len(carried):]
+    carried, sc = _carried(list(outs[1:1 + len(carried)]), carried, outs[1 + len(carried):])
     scans.append(sc)
     it += 1
   nsc = len(body.graph.output) - 1 - len(carried)
@@ -1368,7 +1384,7 @@ def _scan(i, a, o):
     sl = [x.shrink(tuple(((T - 1 - t, T - t) if dr else (t, t + 1)) if d == ax else None for d in range(x.ndim))).squeeze(ax)
           for x, ax, dr in zip(xs, in_axes, in_dirs)]
     outs = body(*states, *sl)
-    states, ys = list(outs[:len(states)]), outs[len(states):]
+    states, ys = _carried(list(outs[:len(states)]), states, outs[len(states):])
     outs_all.append(ys)
   nout = len(body.graph.output) - len(states)
   out_axes, out_dirs = a.get("scan_output_axes", [0] * nout), a.get("scan_output_directions", [0] * nout)
