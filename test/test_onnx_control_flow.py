@@ -356,3 +356,22 @@ def test_loop_state_through_a_reduce_is_stored_by_its_kernel(interpreted):
     got, want = om(f), ref(f)
     for n in want: np.testing.assert_allclose(got[n], want[n], rtol=1e-6, err_msg=n)
   assert next(iter(om._fast.values()))[0].plan.nkernels <= 2
+
+def test_threaded_kernels_of_a_replay_run_either_way():
+  """A direct replay times each kernel split for threads both ways in its first calls and keeps one: after those calls
+  each such kernel has chosen, and the results are the reference's on threads and with every chunk on the calling
+  thread alike."""
+  from morok_mlir.host import THREADS
+  if THREADS < 2: pytest.skip("one thread: no kernel is split")
+  g = h.make_graph([h.make_node("Mul", ["x", "x"], ["s"]), h.make_node("Add", ["s", "x"], ["y"])], "g",
+                   [h.make_tensor_value_info("x", TP.FLOAT, [1 << 20])], [h.make_tensor_value_info("y", TP.FLOAT, [1 << 20])])
+  m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+  om, x = OnnxModel(m), np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
+  want = x * x + x
+  for _ in range(4 + 2 * model_mod._Direct.TUNE): np.testing.assert_allclose(om({"x": x})["y"], want, rtol=1e-6)
+  d = om._fast[om._fast_key({"x": x})][6]
+  split = [k for k in d.steps if k.args is not None and any(len(p) > 1 for _, p in k.args.phases)]
+  assert split and not d.tuning and all(type(k.serial) is bool for k in split)
+  for serial in (True, False):
+    for k in split: k.serial = serial; k.prepare()
+    np.testing.assert_allclose(om({"x": x})["y"], want, rtol=1e-6)

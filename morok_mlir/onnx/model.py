@@ -3,7 +3,7 @@ Tensors, each node is one call into the op table (ops.py), and the outputs are r
 model (subgraphs included) is checked before anything runs: against ONNX's rules as onnxruntime checks them at load
 (InvalidModel), and against the table (Unsupported)."""
 from __future__ import annotations
-import functools, math, os, re, sys, threading
+import functools, math, os, re, sys, threading, time
 import numpy as np
 import onnx
 from onnx import numpy_helper, helper
@@ -445,11 +445,32 @@ def _plain(plan) -> bool:
     all(src[0] != "arg" for src in plan.ret_src.values())
   except AttributeError: return False
 
+class _Step:
+  """One kernel of a direct replay: its program's argument set of the replay's own (None: call_buffers, which keeps a
+  constant's packed panels), pointers written once, and run. A kernel split into chunks for threads may run them all
+  on the calling thread instead (serial: decided by _Direct's first calls)."""
+  __slots__ = ("prog", "args", "run", "bufs", "inputs", "serial", "times")
+  def __init__(self, prog, bufs: list, inputs: list):
+    self.prog, self.bufs, self.inputs, self.serial, self.times = prog, bufs, inputs, None, None
+    self.prepare()
+    if self.args is not None and any(len(packs) > 1 for _, packs in self.args.phases): self.times = ([], [])
+  def prepare(self):
+    prog, bufs = self.prog, self.bufs
+    if (p := prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None)) if hasattr(prog, "prepare") else None) is None:
+      self.args, self.run = None, functools.partial(prog.call_buffers, bufs, self.inputs)
+      return
+    (a := p[0]).ptrs[:len(bufs)] = [b.ptr for b in bufs]
+    self.args, self.run = a, (lambda: [fn(x) for fn, packs in a.phases for x in packs]) if self.serial else p[1]
+
 class _Direct:
   """A plain plan (_plain) replayed on numpy arrays in and out: its kernels run on buffers of this object's own, each
   input copied in and each output copied out under the plan's lock, every pointer written once, so a call makes no
   Tensor, UOp or Buffer and costs its kernels' calls and the copies. None (make) for a plan with more than kernels
-  (state, random numbers, symbolic sizes, copies between devices) or outputs other than computed or constant tensors."""
+  (state, random numbers, symbolic sizes, copies between devices) or outputs other than computed or constant tensors.
+  The first TUNE calls time each kernel split for threads both ways in turn, on the threads and all on the calling
+  thread, and then each keeps the faster: a small kernel loses more to handing chunks to a thread than it gains (far
+  more while other processes hold the cores)."""
+  TUNE = 8
   @staticmethod
   def make(plan, names: list, inputs: dict):
     rets = [plan.ret] if type(plan.ret) is Tensor else plan.ret
@@ -461,30 +482,35 @@ class _Direct:
     for i, n in enumerate(names): v[i] = Buffer("CPU", inputs[n].size, DTYPES_NP[inputs[n].dtype]).allocate()
     for j, dev, size, dt, _ in plan.fresh: v[j] = Buffer(dev, size, dt).allocate()
     self.ins = [(n, v[i].as_numpy().reshape(inputs[n].shape)) for i, n in enumerate(names)]
-    # [program, its argument set (None: call_buffers keeps a constant's packed panels), run, buffers, constant inputs]
-    self.kernels = [self._prepare([s.prog, None, None, [v[j] for j in s.slots], s.inputs]) for s in plan.steps]
+    self.steps = [_Step(s.prog, [v[j] for j in s.slots], s.inputs) for s in plan.steps]
+    self.tuning = [k for k in self.steps if k.times is not None]
     def out(t: Tensor) -> np.ndarray:
       if (src := plan.ret_src[id(t)])[0] == "const": return src[1].buffer.as_numpy().reshape(src[1].shape)
       j, _, shape = plan.outs[src[1]]
       return v[j].as_numpy().reshape(shape)
     self.outs = [out(t) for t in rets]
-  @staticmethod
-  def _prepare(k: list) -> list:
-    prog, _, _, bufs, inputs = k
-    if (p := prog.prepare(frozenset(i for i, u in enumerate(inputs) if u is not None)) if hasattr(prog, "prepare") else None) is None:
-      k[1], k[2] = None, functools.partial(prog.call_buffers, bufs, inputs)
-    else:
-      (args := p[0]).ptrs[:len(bufs)] = [b.ptr for b in bufs]
-      k[1], k[2] = args, p[1]
-    return k
   def __call__(self, inputs: dict) -> list[np.ndarray]:
     with self.lock:
       for n, a in self.ins: np.copyto(a, inputs[n])
-      for k in self.kernels:
-        if k[1] is not None and k[1].code is not k[0].code: self._prepare(k)   # (the program moved onto its shared object)
-        k[2]()
+      if self.tuning: self._timed()
+      else:
+        for k in self.steps:
+          if k.args is not None and k.args.code is not k.prog.code: k.prepare()   # (the program moved onto its shared object)
+          k.run()
       R.GlobalCounters.kernel_count += self.n
       return [o.copy() for o in self.outs]
+  def _timed(self):
+    for k in self.steps:
+      if k.args is not None and k.args.code is not k.prog.code: k.prepare()
+      if k.times is None: k.run(); continue
+      k.serial = len(k.times[1]) < len(k.times[0])   # (in turn)
+      k.prepare()
+      t0 = time.perf_counter(); k.run(); k.times[k.serial].append(time.perf_counter() - t0)
+    if len(self.tuning[0].times[1]) >= self.TUNE:
+      for k in self.tuning:
+        k.serial, k.times = sorted(k.times[1])[self.TUNE // 2] < sorted(k.times[0])[self.TUNE // 2], None
+        k.prepare()
+      self.tuning = []
 
 class OnnxModel:
   """OnnxModel(path | bytes | onnx.ModelProto); model(**inputs) or model(inputs) -> {output name: numpy array} (Tensors
