@@ -296,6 +296,8 @@ def test_constants_of_quantized_layers_fold_once(interpreted):
   from morok_mlir.core.dtype import dtypes
   om = stream("qdq", 6, lambda feeds, k: feeds(k), interpreted)
   assert om._folded["wd"].uop.op is Ops.BUFFER
+  # every kernel of the replay runs on an argument set of its own, the weight's panels packed once and read from there
+  assert all(k.args is not None for v in om._fast.values() for k in v[6].steps)
   interpreted.clear()
   om = stream("qenc", 6, lambda feeds, k: feeds(k), interpreted, exact=("acc", "q"))
   assert len(om._consts) == 2 and all(t.uop.op is Ops.BUFFER and t.dtype == dtypes.float32 for t in om._consts.values())

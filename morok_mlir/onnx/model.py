@@ -446,18 +446,21 @@ def _plain(plan) -> bool:
   except AttributeError: return False
 
 class _Step:
-  """One kernel of a direct replay: its program's argument set of the replay's own (None: call_buffers, which keeps a
-  constant's packed panels), pointers written once, and run. A kernel split into chunks for threads may run them all
-  on the calling thread instead (serial: decided by _Direct's first calls)."""
+  """One kernel of a direct replay: its program's argument set of the replay's own, pointers written once, and run. A
+  phase that packs a constant (a weight's panels) reads the result call_buffers keeps for it: its first run is that
+  call_buffers, which packs them; without such a result the kernel keeps running through call_buffers. A kernel split
+  into chunks for threads may run them all on the calling thread instead (serial: decided by _Direct's first calls)."""
   __slots__ = ("prog", "args", "run", "bufs", "inputs", "serial", "times")
   def __init__(self, prog, bufs: list, inputs: list):
     self.prog, self.bufs, self.inputs, self.serial, self.times = prog, bufs, inputs, None, None
-    self.prepare()
+    self.prepare(first=True)
     if self.args is not None and any(len(packs) > 1 for _, packs in self.args.phases): self.times = ([], [])
-  def prepare(self):
+  def prepare(self, first: bool = False):
     prog, bufs = self.prog, self.bufs
-    if (p := prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None)) if hasattr(prog, "prepare") else None) is None:
-      self.args, self.run = None, functools.partial(prog.call_buffers, bufs, self.inputs)
+    if (p := prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None), self.inputs)) is None:
+      call = functools.partial(prog.call_buffers, bufs, self.inputs)
+      def once(): call(); self.prepare()
+      self.args, self.run = None, once if first else call
       return
     (a := p[0]).ptrs[:len(bufs)] = [b.ptr for b in bufs]
     self.args, self.run = a, (lambda: [fn(x) for fn, packs in a.phases for x in packs]) if self.serial else p[1]
