@@ -346,11 +346,13 @@ def _ew_loop(trips: int = 6):
   return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
 
 def test_loop_state_through_a_reduce_is_stored_by_its_kernel(interpreted):
-  """A Loop whose carried value is a matmul's (h = tanh(h @ W + x)) stores each trip's value in the matmul's kernel:
-  one kernel per trip and the outputs' (not a reduce kernel and an elementwise one per trip, and the stack computing
-  the last trip again); a body without a reduce stays fused across trips. Both against the reference."""
+  """A Loop or Scan whose carried value is a matmul's (h = tanh(h @ W + x)) stores each trip's value in the matmul's
+  kernel: one kernel per trip and the outputs' (not a reduce kernel and an elementwise one per trip, and the stack
+  computing trips again); a body without a reduce stays fused across trips. All against the reference."""
   om = stream("loop", 6, lambda feeds, k: feeds(k), interpreted)
   assert next(iter(om._fast.values()))[0].plan.nkernels <= 6 + 2
+  om = stream("scan", 6, lambda feeds, k: feeds(k), interpreted)   # (its scan output y = s * 2 reads the stored s)
+  assert next(iter(om._fast.values()))[0].plan.nkernels <= 8 + 2
   m = _ew_loop()
   om, ref = OnnxModel(m), reference(m)
   for k in range(5):

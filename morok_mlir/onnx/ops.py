@@ -1334,8 +1334,8 @@ def _masked_loop(n: int, cond: Tensor, carried: list, body) -> list | None:
   except Exception: return None   # (the plain loop runs it, and raises what a trip it runs raises)
   return carried
 def _carried(new: list, old: list, scans: list) -> tuple[list, list]:
-  """A trip's carried values (and the scan outputs that are one of them), each one that the trip computed through a
-  reduce of the carried values made contiguous: the next trip's reduce reads it from memory anyway, and stored where
+  """A trip's carried values, each one that the trip computed through a reduce of the carried values made contiguous,
+  and its scan outputs reading those: the next trip's reduce reads such a value from memory anyway, and stored where
   it is made, after its elementwise tail, that tail runs in the reduce's kernel instead of a kernel of its own (and
   is not computed again by each reader, a scan output's stack among them)."""
   stop = {t.uop for t in old if isinstance(t, Tensor)}
@@ -1347,7 +1347,10 @@ def _carried(new: list, old: list, scans: list) -> tuple[list, list]:
         if x.op is Ops.REDUCE_AXIS: return True
     return False
   made = {t.uop: t.contiguous() for t in new if isinstance(t, Tensor) and t.uop not in stop and through_reduce(t.uop)}
-  pick = lambda t: made.get(t.uop, t) if isinstance(t, Tensor) else t
+  subst = {u: t.uop for u, t in made.items()}
+  def pick(t):
+    if not made or not isinstance(t, Tensor): return t
+    return made[t.uop] if t.uop in made else t if (u := t.uop.substitute(subst)) is t.uop else Tensor._of(u, t.device)
   return [pick(t) for t in new], [pick(t) for t in scans]
 def _loop(i, a, o):
   M, cond, carried = i[0], i[1], list(i[2:])
