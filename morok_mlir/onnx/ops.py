@@ -1129,12 +1129,13 @@ def _dequant(i, a, o):
   if zp is not None: r = r - _qaxis(zp, x, a).cast(dtypes.float32)
   return (r * _qaxis(s, x, a)).cast(s.dtype)
 def _dyn_quant(i, a, o):
-  # the scale and zero point are made once (a kernel of their own), not again for every element that reads them
+  # the range's ends made once (one kernel of both reduces), not again for every element that reads them; the scale,
+  # zero point and quantized values are computed from them where they are read (in a consumer's kernel)
   x = i[0]
-  lo, hi = x.min().minimum(0), x.max().maximum(0)
-  s = ((hi - lo) / 255).contiguous()
-  zp = (0 - lo / s).round().clip(0, 255).contiguous()
-  return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8).contiguous(), s, zp.cast(dtypes.uint8)
+  lo, hi = Tensor.stack(x.min().minimum(0), x.max().maximum(0)).contiguous()
+  s = (hi - lo) / 255
+  zp = (0 - lo / s).round().clip(0, 255)
+  return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8), s, zp.cast(dtypes.uint8)
 def _int_in(t, zp): return hoisted(t.cast(dtypes.int32) - (zp.cast(dtypes.int32) if zp is not None else 0))
 def _float_in(t, zp): return hoisted(t.cast(dtypes.float32) - (zp.cast(dtypes.float32) if zp is not None else 0))
 def _small_ints(*ts) -> bool:
