@@ -339,7 +339,7 @@ def _ew_loop(trips: int = 6):
   body = h.make_graph(
     [h.make_node("Identity", ["cond_in"], ["cond_out"]), h.make_node("Mul", ["h_in", "half"], ["hh"]), h.make_node("Add", ["hh", "x"], ["h_out"]),
      h.make_node("Identity", ["h_out"], ["h_scan"])],
-    "body", [h.make_tensor_value_info("i", TP.INT64, []), h.make_tensor_value_info("cond_in", TP.BOOL, []), h.make_tensor_value_info("h_in", TP.FLOAT, [4])],
+    "body", [h.make_tensor_value_info(n, t, s) for n, t, s in (("i", TP.INT64, []), ("cond_in", TP.BOOL, []), ("h_in", TP.FLOAT, [4]))],
     [h.make_tensor_value_info(n, t, s) for n, t, s in (("cond_out", TP.BOOL, []), ("h_out", TP.FLOAT, [4]), ("h_scan", TP.FLOAT, [4]))])
   g = h.make_graph([h.make_node("Loop", ["M", "", "h0"], ["hN", "hs"], body=body)], "g",
                    [h.make_tensor_value_info("x", TP.FLOAT, [4]), h.make_tensor_value_info("h0", TP.FLOAT, [4])],
