@@ -381,3 +381,17 @@ def test_threaded_kernels_of_a_replay_run_either_way():
   for serial in (True, False):
     for k in split: k.serial = serial; k.prepare()
     np.testing.assert_allclose(om({"x": x})["y"], want, rtol=1e-6)
+
+def test_folded_broadcast_stays_lazy():
+  """A value computed from initializers is stored once, but its broadcast is not: Expand(c * 2) to 512x512 keeps
+  reading the stored 512 values (no 1 MiB constant), with the reference's result."""
+  from morok_mlir.dialects.ops import Ops
+  g = h.make_graph([h.make_node("Mul", ["c", "two"], ["c2"]), h.make_node("Expand", ["c2", "shape"], ["big"]), h.make_node("Add", ["x", "big"], ["y"])],
+                   "g", [h.make_tensor_value_info("x", TP.FLOAT, [512, 512])], [h.make_tensor_value_info("y", TP.FLOAT, [512, 512])],
+                   [nh.from_array(np.arange(512, dtype=np.float32), "c"), nh.from_array(np.float32(2), "two"),
+                    nh.from_array(np.array([512, 512], np.int64), "shape")])
+  m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+  om, ref = OnnxModel(m), reference(m)
+  x = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32)
+  for _ in range(4): np.testing.assert_array_equal(om({"x": x})["y"], ref({"x": x})["y"])
+  assert om._folded["c2"].uop.op is Ops.BUFFER and om._folded["big"].uop.op is Ops.EXPAND

@@ -1307,9 +1307,13 @@ def _reads_call(t: Tensor) -> bool:
   """Whether t is computed from the call's data (ops.CALL): reading it on the host would stop replays."""
   return bool(args := getattr(CALL, "args", None)) and any(id(u) in args for u in t.uop.toposort)
 def computed(t: Tensor) -> bool:
-  """Whether t's graph computes values (more than views of data and constants) without drawing random numbers."""
-  ops = {u.op for u in t.uop.toposort}
-  return not ops.isdisjoint(GRAPH_ALU | {Ops.REDUCE_AXIS}) and Ops.THREEFRY not in ops
+  """Whether t's graph computes values (more than views of data and constants) without drawing random numbers, into
+  no more elements than the data it reads: stored once, it takes no more memory than that data (a broadcast of a
+  computed value is left lazy)."""
+  nodes = t.uop.toposort
+  ops = {u.op for u in nodes}
+  if ops.isdisjoint(GRAPH_ALU | {Ops.REDUCE_AXIS}) or Ops.THREEFRY in ops or not isinstance(n := t.uop.size, int): return False
+  return n <= sum(u.size for u in nodes if u.op is Ops.BUFFER and isinstance(u.size, int))
 def hoisted(t: Tensor) -> Tensor:
   """t, where a recorded call (CALL.args) computes it from the model's constants alone (a quantized weight minus its
   zero point): its value realized once (CALL.consts, by t's graph), so replays read it as data, as onnxruntime folds
