@@ -450,9 +450,9 @@ class _Step:
   phase that packs a constant (a weight's panels) reads the result call_buffers keeps for it: its first run is that
   call_buffers, which packs them; without such a result the kernel keeps running through call_buffers. A kernel split
   into chunks for threads may run them all on the calling thread instead (serial: decided by _Direct's first calls)."""
-  __slots__ = ("prog", "args", "run", "bufs", "inputs", "serial", "times")
+  __slots__ = ("prog", "args", "run", "runs", "bufs", "inputs", "serial", "times")
   def __init__(self, prog, bufs: list, inputs: list):
-    self.prog, self.bufs, self.inputs, self.serial, self.times = prog, bufs, inputs, None, None
+    self.prog, self.bufs, self.inputs, self.serial, self.times = prog, bufs, inputs, False, None
     self.prepare(first=True)
     if self.args is not None and any(len(packs) > 1 for _, packs in self.args.phases): self.times = ([], [])
   def prepare(self, first: bool = False):
@@ -460,10 +460,11 @@ class _Step:
     if (p := prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None), self.inputs)) is None:
       call = functools.partial(prog.call_buffers, bufs, self.inputs)
       def once(): call(); self.prepare()
-      self.args, self.run = None, once if first else call
+      self.args, self.runs, self.run = None, None, once if first else call
       return
     (a := p[0]).ptrs[:len(bufs)] = [b.ptr for b in bufs]
-    self.args, self.run = a, (lambda: [fn(x) for fn, packs in a.phases for x in packs]) if self.serial else p[1]
+    self.args, self.runs = a, (p[1], lambda: [fn(x) for fn, packs in a.phases for x in packs])   # (on threads, on this one)
+    self.run = self.runs[self.serial]
 
 class _Direct:
   """A plain plan (_plain) replayed on numpy arrays in and out: its kernels run on buffers of this object's own, each
@@ -486,7 +487,7 @@ class _Direct:
     for j, dev, size, dt, _ in plan.fresh: v[j] = Buffer(dev, size, dt).allocate()
     self.ins = [(n, v[i].as_numpy().reshape(inputs[n].shape)) for i, n in enumerate(names)]
     self.steps = [_Step(s.prog, [v[j] for j in s.slots], s.inputs) for s in plan.steps]
-    self.tuning = [k for k in self.steps if k.times is not None]
+    self.tuning, self.timed = [k for k in self.steps if k.times is not None], 0
     def out(t: Tensor) -> np.ndarray:
       if (src := plan.ret_src[id(t)])[0] == "const": return src[1].buffer.as_numpy().reshape(src[1].shape)
       j, _, shape = plan.outs[src[1]]
@@ -505,14 +506,15 @@ class _Direct:
   def _timed(self):
     for k in self.steps:
       if k.args is not None and k.args.code is not k.prog.code: k.prepare()
-      if k.times is None: k.run(); continue
-      k.serial = len(k.times[1]) < len(k.times[0])   # (in turn)
-      k.prepare()
-      t0 = time.perf_counter(); k.run(); k.times[k.serial].append(time.perf_counter() - t0)
-    if len(self.tuning[0].times[1]) >= self.TUNE:
+      if k.times is None or k.runs is None: k.run(); continue
+      way = len(k.times[1]) < len(k.times[0])   # (in turn)
+      t0 = time.perf_counter(); k.runs[way](); k.times[way].append(time.perf_counter() - t0)
+    self.timed += 1
+    if self.timed >= 2 * self.TUNE:
       for k in self.tuning:
-        k.serial, k.times = sorted(k.times[1])[self.TUNE // 2] < sorted(k.times[0])[self.TUNE // 2], None
-        k.prepare()
+        mid = [sorted(t)[len(t) // 2] if t else None for t in k.times]
+        k.serial, k.times = None not in mid and mid[1] < mid[0], None
+        if k.runs is not None: k.run = k.runs[k.serial]
       self.tuning = []
 
 class OnnxModel:
