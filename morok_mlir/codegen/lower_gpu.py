@@ -20,7 +20,7 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
 Public API: `lower_kernel(f, name) -> (text of one gpu.func, Launch)`, `lower_module(funcs) -> str` (one `gpu.module
 @kernels` with every kernel plus a host `@schedule` of `gpu.launch_func`s), the pass `uop-lower-gpu`."""
 from __future__ import annotations
-import math
+import functools, math
 from dataclasses import dataclass
 from morok_mlir.ir.bridge import Func, import_module, replace_module_body
 from morok_mlir.core.dtype import DType, dtypes
@@ -33,6 +33,7 @@ from morok_mlir.codegen.lower_cpu import RULES, Lowerer
 from morok_mlir.codegen.emitter import GPU_CONTAINER, Block, Emitter, arg, params
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import at_lane
+from morok_mlir.core.kernel_facts import rsize
 
 LOCAL_MAX = 256        # threads per block for elementwise kernels
 UPCAST = 4             # outputs per thread of an elementwise kernel whose last axis it divides: 16-byte accesses
@@ -54,9 +55,11 @@ class Launch:
   upcast: int = 1                     # consecutive outputs (of the last axis) per thread
 
 def _prod(xs) -> int: return math.prod(xs)
-def _size(r: UOp) -> int:
-  if (n := im.cval(r.src[0])) is None: raise PassError("uop-lower-gpu needs static range sizes (symbolic sizes are not supported yet)", r.loc)
-  return int(n)
+def _size(r: UOp) -> int: return rsize(r)   # a symbolic size's largest value: what the launch is sized for
+def _ends(rngs: list[UOp], upcast: int = 1) -> list[UOp]:
+  """The ranges' sizes as index UOps (a symbolic one is its value read at run time), the last in groups of upcast (static)."""
+  return [r.src[0] for r in rngs[:-1]] + [im.const(im.cval(rngs[-1].src[0]) // upcast) if upcast > 1 else rngs[-1].src[0]] if rngs else []
+def _count(sizes: list[UOp]) -> UOp: return functools.reduce(im.mul, sizes, im.const(1))
 def _pow2_at_least(n: int) -> int: return 1 << max(n - 1, 0).bit_length()
 
 # the CPU's table with the GPU's float math (GPU_MATH) in place of its polynomials and libm calls
@@ -88,12 +91,13 @@ class GPU(Policy):
     # UPCAST (tinygrad's name): a thread computes UPCAST neighbours along the last axis, so its loads and stores of
     # contiguous operands are 16-byte vectors (the last range becomes digit * UPCAST + j: the back end sees the
     # alignment in the address), and the lanes' reduces share one loop (a matmul thread then loads A[m, k] once for 4
-    # outputs). Not with nested reduces.
-    last = _size(self.out_rngs[-1]) if self.out_rngs else 0
+    # outputs). Not with nested reduces, nor along a symbolic last axis (its value need not be a multiple of UPCAST).
+    last = (im.cval(self.out_rngs[-1].src[0]) or 0) if self.out_rngs else 0
     nested = any(v.op is Ops.REDUCE for u in lw.sink.toposort if u.op is Ops.REDUCE for v in u.src[0].toposort)
     self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested and not self.serial else 1
     if self.group: self.local, self.glob = min(self.group_threads, max(32, _pow2_at_least(red))), n
     else: self.local = max(1, min(n // self.upcast, LOCAL_MAX)); self.glob = max(1, -(-(n // self.upcast) // self.local))  # empty: one idle thread
+    if self.glob >= 1 << 31: raise PassError(f"uop-lower-gpu: {n} outputs need {self.glob} blocks, more than a launch holds (2^31 - 1)", self.end.loc)
     self.n_out = n
 
   def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group), self.upcast)
@@ -115,14 +119,14 @@ class GPU(Policy):
   # -- the output ranges: digits of the thread's number
   def digits(self, lw: Placement, fr: Frame, rngs: list[UOp], lin: str, upcast: int = 1) -> list[str]:
     """Each range's digit of the row-major linear index lin (last range fastest); with upcast, lin counts groups of
-    `upcast` along the last range and the last digit is the group's first element."""
-    sizes = [_size(r) for r in rngs[:-1]] + [_size(rngs[-1]) // upcast] if rngs else []
-    stride, out, c = _prod(sizes), [], (lambda v: lw.const(v, dtypes.index))
+    `upcast` along the last range and the last digit is the group's first element. Symbolic sizes divide at their values
+    read at run time, so the positions in use are lin < their product, packed into the first threads (a symbolic
+    outermost range, the usual one, divides nothing: its digit is lin over the static sizes inside it)."""
+    sizes, out = _ends(rngs, upcast), []
     for k, size in enumerate(sizes):
-      stride //= size
-      iv = lin if stride == 1 else lw.em.arith(fr, "divui", "index", lin, c(stride))
-      out.append(lw.em.arith(fr, "remui", "index", iv, c(size)) if k else iv)
-    if upcast > 1: out[-1] = lw.em.arith(fr, "muli", "index", out[-1], c(upcast))
+      iv = lin if im.cval(stride := _count(sizes[k + 1:])) == 1 else lw.em.arith(fr, "divui", "index", lin, lw.value(stride))
+      out.append(lw.em.arith(fr, "remui", "index", iv, lw.value(size)) if k else iv)
+    if upcast > 1: out[-1] = lw.em.arith(fr, "muli", "index", out[-1], lw.const(upcast, dtypes.index))
     return out
 
   def flat_ivs(self, lw: Placement, fr: Frame, rngs: list[UOp], lin: str | list[str]):
@@ -152,8 +156,10 @@ class GPU(Policy):
     if not self.n_out: return   # an empty output: the kernel stores nothing
     self.ids(lw)
     guard, lin = None, self.bid if self.group else self.gpu_id(lw, "global_id")
-    if not self.group and self.glob * self.local * self.upcast != self.n_out:
-      guard = lw.em.cmpi(lw.root, "ult", lin, lw.const(self.n_out // self.upcast, dtypes.index), "index")
+    # the launch is sized for the largest sizes: threads (blocks, in GROUP) past the sizes' values at run time do nothing
+    count = _count(_ends(self.out_rngs, self.upcast))
+    if im.cval(count) is None or not self.group and self.glob * self.local * self.upcast != self.n_out:
+      guard = lw.em.cmpi(lw.root, "ult", lin, lw.value(count), "index")
     fr = Frame(lw.root, self.out_rngs[0] if self.out_rngs else None); fr.chain = frozenset(self.out_rngs)
     self.flat_ivs(lw, fr, self.out_rngs, self.digits(lw, fr, self.out_rngs, lin, self.upcast))
     stores = []
@@ -196,7 +202,7 @@ class GPU(Policy):
     self.flat_ivs(lw, loop, rngs, lp.iv)
     new = lw.scalar_alu(op, dt, [lp.accs[0], lw.cast(lw.value(u.src[0]), sdt, dt, loop)], dt, loop, u)
     self.close_flat(lw, loop, rngs)
-    lp.hi, lp.step = lw.const(_prod(_size(r) for r in rngs), dtypes.index), lw.const(self.local, dtypes.index)
+    lp.hi, lp.step = lw.value(_count(_ends(rngs))), lw.const(self.local, dtypes.index)
     lw.em.close_for(fr, lp, [new], t)
     return lw.place(u, fr, lw.cast(self.all_reduce(lw, fr, op, lp.results[0], dt), dt, sdt, fr))
 
@@ -211,7 +217,7 @@ class GPU(Policy):
     self.flat_ivs(lw, loop, rngs, lp.iv)
     new = [lw.scalar_alu(op, dt, [acc, lw.cast(lw.value(u.src[0]), sdt, dt, loop)], dt, loop, u) for u, acc in zip(us, lp.accs)]
     self.close_flat(lw, loop, rngs)
-    lp.hi = lw.const(_prod(_size(r) for r in rngs), dtypes.index)
+    lp.hi = lw.value(_count(_ends(rngs)))
     lp.lo, lp.step = lw.const(0, dtypes.index), lw.const(1, dtypes.index)
     lw.em.close_for(fr, lp, new, t)
     for k, u in enumerate(us): lw.place(u, fr, lw.cast(lp.results[k], dt, sdt, fr))

@@ -19,7 +19,7 @@ from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp
+from morok_mlir.core.uop import UOp, sym_val
 from morok_mlir.codegen.emitter import THREAD, Block, Emitter, arg, params
 from morok_mlir.codegen.tables import mem_type
 from morok_mlir.codegen.placement import Frame, Placement
@@ -45,16 +45,21 @@ class Emulated(GPU):
   def module(kernels: list[str], host: list[str]) -> str: return Emitter.module(kernels + host)
 
 def emulate(outs: list[UOp]) -> list[np.ndarray]:
-  """Graph-level UOps computed by the GPU lowering, run on the CPU (see the module docstring)."""
-  key, inputs, _ = normalize(outs)
+  """Graph-level UOps computed by the GPU lowering, run on the CPU (see the module docstring). Symbolic sizes' values
+  go in as the schedule's int64 input. Outputs and intermediates start as 0xFF bytes (NaN, -1), so an element no thread
+  stored shows; a symbolic output is a view of the first elements of its buffer (laid out for the largest values), whose
+  `.base` is the whole buffer: the elements past the values' must keep their fill."""
+  key, inputs, vals = normalize(outs)
   funcs = lower_to_kernels(graph_func(key))
   sched = next(f for f in funcs if f.name == "schedule")
   args = tuple(_arg(t) for t in sched.args)
   prog = CPUProgram(CPUCompiler().compile(ProgramSpec("schedule", lower_module(funcs, policy=Emulated), args, ())))
-  bufs = [u.buffer.numpy() for u in inputs]
-  bufs += [np.zeros(size, dt.np) for size, dt in args[len(inputs):]]
+  bufs = [u.buffer.numpy() for u in inputs] + ([np.array(vals, np.int64)] if vals else [])
+  n_in = len(bufs)
+  for size, dt in args[n_in:]: (b := np.empty(size, dt.np)).view(np.uint8).fill(0xFF); bufs.append(b)
   prog.call_ptrs(*[b.ctypes.data for b in bufs])
-  return [bufs[len(inputs) + i].reshape(o.shape) for i, o in enumerate(outs)]
+  shapes = [tuple(sym_val(d) for d in o.shape) for o in outs]
+  return [bufs[n_in + i][:prod(s)].reshape(s) for i, s in enumerate(shapes)]
 
 def kernel_program(spec) -> CPUProgram:
   """A CUDA ProgramSpec's kernel (its func, lowered again with the policy Emulated) run on the CPU over every thread of

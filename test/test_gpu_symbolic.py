@@ -1,0 +1,133 @@
+"""Symbolic sizes on the GPU without a GPU: uop-lower-gpu sizes the launch for each Variable's largest value and every
+thread (every block, in GROUP kernels) guards its position against the value read at run time from the int64 buffer of
+the values; reduce loops run to it. Checked as the other GPU code is: the kernels run by the CPU emulator against numpy
+at 1, a middle value and the largest (the elements past the value's must stay unwritten), the PTX assembled by ptxas for
+sm_80 and sm_90, and the runtime, TinyJit replays included, on the fake driver of test_cuda.py."""
+import numpy as np
+import pytest
+from morok_mlir import Tensor, Variable
+from morok_mlir.codegen.emitter import Emitter
+from morok_mlir.codegen.lower_gpu import lower_kernel
+from morok_mlir.device.gpu_emulator import emulate
+from morok_mlir.device.ptx import kernel_names
+from morok_mlir.jit import TinyJit
+from morok_mlir.realize import GlobalCounters
+from test_gpu_lowering import kernels, ptx_for
+from test_cuda import fake_cuda  # noqa: F401 (the fixture)
+
+MAX = 64
+def rnd(*s, seed=0): return np.random.default_rng(seed).standard_normal(s).astype(np.float32)
+A, B, S = rnd(MAX, 100), rnd(100, 36, seed=1), rnd(MAX, MAX, seed=2)
+
+def sm(x): return (e := np.exp(x - x.max(-1, keepdims=True))) / e.sum(-1, keepdims=True)
+CASES = {  # name: (tensor at n, numpy at n); n is a Variable in [1, MAX]
+  "rows_upcast": (lambda n: (Tensor(A)[:n] * 2).exp(), lambda k: np.exp(A[:k] * 2)),          # 4 lanes per thread, guarded
+  "cols": (lambda n: Tensor(A)[:, :n] + 1, lambda k: A[:, :k] + 1),                           # an inner symbolic digit
+  "rowsum": (lambda n: Tensor(A)[:n].sum(1), lambda k: A[:k].sum(1)),                          # GROUP blocks guarded
+  "sum_to_n": (lambda n: Tensor(S)[:, :n].sum(1), lambda k: S[:, :k].sum(1)),                  # GROUP loop to n
+  "colmax": (lambda n: Tensor(A)[:n].max(0), lambda k: A[:k].max(0)),
+  "full_sum": (lambda n: Tensor(A)[:n].sum(), lambda k: A[:k].sum()),
+  "matmul_rows": (lambda n: Tensor(A)[:n] @ Tensor(B), lambda k: A[:k] @ B),
+  "matmul_depth": (lambda n: Tensor(S)[:, :n] @ Tensor(A)[:n, :36], lambda k: S[:, :k] @ A[:k, :36]),   # k loop to n, 4 lanes
+  "matmul_cols": (lambda n: Tensor(S) @ Tensor(A)[:, :n], lambda k: S @ A[:, :k]),
+  "attention": (lambda n: (Tensor(S)[:n, :n] * 0.5).softmax(-1) @ Tensor(A)[:n], lambda k: sm(S[:k, :k] * 0.5) @ A[:k]),
+}
+
+@pytest.mark.parametrize("k", [1, 37, MAX])
+@pytest.mark.parametrize("name", list(CASES))
+def test_emulated_symbolic(name, k):
+  build, ref = CASES[name]
+  got = emulate([build(Variable("n", 1, MAX).bind(k)).lazydata])[0]
+  np.testing.assert_allclose(got, ref(k), rtol=1e-5, atol=1e-5)
+  # the output buffer is laid out for n = MAX: what is past the value's elements kept the emulator's fill (NaN bytes)
+  tail = got.base[got.size:] if got.base is not None else got[:0]
+  assert np.isnan(tail).all(), f"{(~np.isnan(tail)).sum()} elements stored past the value's {got.size}"
+
+def test_one_lowering_for_every_value():
+  """The launch is sized for n's largest value and the kernel reads n: every value lowers to the same text."""
+  texts = {tuple(lower_kernel(f)[0] for f in kernels(CASES["cols"][0](Variable("n", 1, MAX).bind(k)))) for k in (1, 37, MAX)}
+  assert len(texts) == 1
+  (k,) = kernels(CASES["rows_upcast"][0](Variable("n", 1, MAX).bind(5)))
+  _, l = lower_kernel(k)
+  assert l.upcast == 4 and l.global_size[0] * l.local_size[0] * 4 >= MAX * 100
+
+@pytest.mark.parametrize("chip", ["sm_80", "sm_90"])
+def test_symbolic_ptx(chip):
+  """Every symbolic kernel assembles with ptxas (no spills, checked by ptx_for), reading the bound from the values'
+  buffer (an 8-byte global load) and branching on it."""
+  ks = [f for name in CASES for f in kernels(CASES[name][0](Variable("n", 1, MAX).bind(9)))]
+  names = [f"{f.name}_{i}" for i, f in enumerate(ks)]   # the cases' kernels, in one module
+  ptx = ptx_for(Emitter.gpu_module([lower_kernel(f, name)[0] for f, name in zip(ks, names)]), chip)
+  assert kernel_names(ptx) == names
+  for name in names:
+    body = ptx.split(f".entry {name}(")[1].split(".entry")[0]
+    assert "ld.global.b64" in body and "setp." in body, name
+
+def test_symbolic_on_fake_cuda(fake_cuda):
+  """Without TinyJit: one compiled schedule serves every value, the values' buffer goes to each kernel like any buffer."""
+  dev, fake = fake_cuda
+  x, w = Tensor(A).to("CUDA"), Tensor(B).to("CUDA")
+  v = Variable("n_fake", 1, MAX)
+  compiled = []
+  for k in (1, 37, MAX, 5):
+    y = (x[:v.bind(k)] @ w).relu().realize()
+    assert read_values(fake, fake.launches[-1]) == [k]
+    np.testing.assert_allclose(y.numpy(), np.maximum(A[:k] @ B, 0), rtol=1e-5, atol=1e-5)
+    compiled.append(GlobalCounters.compiled)
+  assert compiled[1:] == compiled[:1] * 3
+
+def read_values(fake, launch) -> list[int]:
+  """The values in a launch's int64 buffer of one value (its own 8-byte block on the fake device)."""
+  return [int(fake.mem[a].view(np.int64)[0]) for a in launch[3] if a in fake.mem and fake.mem[a].nbytes == 8]
+
+def test_tinyjit_symbolic_replays_fake_cuda(fake_cuda):
+  """A jitted function over a symbolic length on CUDA: captured once, each replay writes the call's value into the
+  values' buffer its kernels read (nothing compiled again), the results right at each value."""
+  _, fake = fake_cuda
+  x = Tensor(S).to("CUDA").realize()
+  v = Variable("n_jit", 1, MAX)
+  @TinyJit
+  def f(a, n): return ((a[:n, :n] * 0.5).softmax(-1) * 2).sum(0) + n
+  compiled, sent = [], []
+  for k in (3, 9, 1, MAX, 37, 9):
+    launches, copies = len(fake.launches), fake.copies["HtoD"]
+    got = f(x, v.bind(k))
+    assert got.shape == (k,) and got.device == "CUDA" and len(fake.launches) > launches
+    assert read_values(fake, fake.launches[-1]) == [k]
+    sent.append(fake.copies["HtoD"] - copies)
+    np.testing.assert_allclose(got.numpy(), (sm(S[:k, :k] * 0.5) * 2).sum(0) + k, rtol=1e-5, atol=1e-5)
+    compiled.append(GlobalCounters.compiled)
+  assert f.plan is not None and compiled[1:] == compiled[1:2] * 5
+  assert sent[2:] == [1] * 4   # a replay sends the value to the device, nothing else
+
+def test_decoder_attention_step_fake_cuda(fake_cuda):
+  """A decoder's attention step on CUDA under TinyJit (test_symbolic_jit's kv-cache case): the new keys and values
+  written into caches of MAX positions at start_pos, attention over the start_pos + T cached positions under a causal
+  mask; one capture replays for every position."""
+  M, H, D, T = 16, 2, 8, 2
+  var = Variable("start_pos_cuda", 0, M - T)
+  freqs = rnd(M, D, seed=1)
+  ck, cv = (Tensor.zeros(1, H, M, D, device="CUDA").contiguous().realize() for _ in range(2))
+  fr = Tensor(freqs).to("CUDA")
+  @TinyJit
+  def step(q, k, v, sp):
+    ck[:, :, sp:sp + T] = k * fr[sp:sp + T]
+    cv[:, :, sp:sp + T].assign(v)
+    Tensor.realize(ck, cv)
+    s = q @ ck[:, :, :sp + T].transpose(-1, -2) / np.sqrt(D)
+    mask = Tensor.arange(sp + T, device="CUDA")[None, :] <= Tensor.arange(T, device="CUDA")[:, None] + sp
+    return mask.where(s, float("-inf")).softmax(-1) @ cv[:, :, :sp + T]
+  nk, nv = np.zeros((1, H, M, D), np.float32), np.zeros((1, H, M, D), np.float32)
+  compiled = []
+  for i, sp in enumerate((0, 2, 4, 6, 9, 14, 5)):
+    q, k, v = (rnd(1, H, T, D, seed=10 * i + j) for j in range(3))
+    nk[:, :, sp:sp + T], nv[:, :, sp:sp + T] = k * freqs[sp:sp + T], v
+    s = q @ nk[:, :, :sp + T].transpose(0, 1, 3, 2) / np.sqrt(D)
+    s = np.where(np.arange(sp + T)[None, :] <= np.arange(T)[:, None] + sp, s, -np.inf)
+    got = step(*(Tensor(x).to("CUDA") for x in (q, k, v)), var.bind(sp))
+    assert got.device == "CUDA"
+    np.testing.assert_allclose(got.numpy(), sm(s) @ nv[:, :, :sp + T], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(ck.numpy(), nk)
+    np.testing.assert_array_equal(cv.numpy(), nv)
+    compiled.append(GlobalCounters.compiled)
+  assert step.plan is not None and compiled[1:] == compiled[1:2] * 6
