@@ -131,3 +131,26 @@ def test_decoder_attention_step_fake_cuda(fake_cuda):
     np.testing.assert_array_equal(cv.numpy(), nv)
     compiled.append(GlobalCounters.compiled)
   assert step.plan is not None and compiled[1:] == compiled[1:2] * 6
+
+def test_tiny_llama_decode_fake_cuda(fake_cuda, monkeypatch):
+  """The LLM decode path on CUDA: test_llm's tiny Llama (GQA, RoPE, KV cache) with CUDA the default device, prefill of
+  5 tokens, then 4 decode steps at the symbolic start_pos under TinyJit, against the float64 reference."""
+  from morok_mlir.device import Device
+  from morok_mlir.llm.model import Llama
+  from test_llm import TINY, Ref, random_weights
+  _, fake = fake_cuda
+  monkeypatch.setattr(Device, "DEFAULT", "CUDA")
+  W = random_weights(TINY)
+  model, ref = Llama(TINY, {k: Tensor(v) for k, v in W.items()}), Ref(TINY, W)
+  step = TinyJit(lambda toks, pos: model(toks, pos).realize())
+  prompt = [3, 17, 42, 5, 9]
+  got = model(Tensor(np.array([prompt], np.int32)), 0).numpy()
+  np.testing.assert_allclose(got[0], ref.step(prompt)[-1], rtol=1e-4, atol=1e-4)
+  tok = int(got.argmax())
+  for p in range(len(prompt), len(prompt) + 4):
+    launches = len(fake.launches)
+    out = step(Tensor(np.array([[tok]], np.int32)), model.start_pos.bind(p))
+    assert out.device == "CUDA" and len(fake.launches) > launches
+    np.testing.assert_allclose(out.numpy()[0], ref.step([tok])[-1], rtol=1e-4, atol=1e-4)
+    tok = int(out.numpy().argmax())
+  assert step.plan is not None

@@ -14,6 +14,11 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
   runtime's allocations are 256-byte aligned) the NVPTX back end emits 16-byte `ld/st.global.v4` for contiguous
   operands (others stay scalar). The lanes' reduces run as one loop with 4 accumulators: a matmul thread loads
   A[m, k] once for 4 outputs (register tiling along N; no shared-memory tiling yet).
+- Symbolic sizes (a range to a Variable's value, read from the int64 buffer of the values): the launch is sized for the
+  largest values, so launch sizes stay static (one launch configuration for every value: a replay sends only the new
+  value, and a captured CUDA graph can keep its launches); the output digits divide by the values read at run time, so
+  the positions in use are the first threads, and a thread (a block, in GROUP kernels) past them does nothing; reduce
+  loops run to the values. A value far below its maximum leaves idle blocks, each exiting at its first branch.
 - `morok_mlir.device.gpu_emulator` lowers the same kernels with its own policy (ids from a loop counter, launches as
   loops of calls) to run them on the CPU.
 

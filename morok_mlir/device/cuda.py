@@ -7,7 +7,9 @@ Public API, shaped like the CPU device's:
   CUDA.compile(f: Func) -> CUDAProgram      lower + PTX for this GPU's chip + cuModuleLoadData; the method cache is
                                             keyed by (lowered text, argument dtypes, chip), one entry per GPU arch
   program(*bufs, wait=False)                launch on CUDABuffers (checked); program.call_buffers(bufs, inputs): the
-                                            realize driver's path on allocated Buffers (device/buffer.py), no host copies
+                                            realize driver's path on allocated Buffers (device/buffer.py), no host copies;
+                                            a symbolic kernel's int64 buffer of the values is one of them, and its launch
+                                            (sized for the values' maxima) is the same for every value
   CUDA.allocator.alloc(size, dtype) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf); .copy(dst, src);
                                             .offset, .ptr: the interface every allocator has; a block goes back to the
                                             pool at free() or when its CUDABuffer dies
