@@ -43,6 +43,13 @@ def test_emulated_symbolic(name, k):
   tail = got.base[got.size:] if got.base is not None else got[:0]
   assert np.isnan(tail).all(), f"{(~np.isnan(tail)).sum()} elements stored past the value's {got.size}"
 
+@pytest.mark.parametrize("name", ["cols", "rowsum", "sum_to_n", "matmul_depth", "matmul_cols"])
+def test_emulated_value_zero(name):
+  """A Variable at 0: no thread passes its guard (an inner digit would divide by 0), reduces give their identity."""
+  build, ref = CASES[name]
+  got = emulate([build(Variable("n0", 0, MAX).bind(0)).lazydata])[0]
+  np.testing.assert_array_equal(got, ref(0))
+
 def test_one_lowering_for_every_value():
   """The launch is sized for n's largest value and the kernel reads n: every value lowers to the same text."""
   texts = {tuple(lower_kernel(f)[0] for f in kernels(CASES["cols"][0](Variable("n", 1, MAX).bind(k)))) for k in (1, 37, MAX)}
