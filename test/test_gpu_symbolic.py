@@ -9,7 +9,7 @@ from morok_mlir import Tensor, Variable
 from morok_mlir.codegen.emitter import Emitter
 from morok_mlir.codegen.lower_gpu import lower_kernel
 from morok_mlir.device.gpu_emulator import emulate
-from morok_mlir.device.ptx import kernel_names
+from morok_mlir.device.ptx import kernel_names, ptxas
 from morok_mlir.jit import TinyJit
 from morok_mlir.realize import GlobalCounters
 from test_gpu_lowering import kernels, ptx_for
@@ -61,14 +61,17 @@ def test_one_lowering_for_every_value():
 @pytest.mark.parametrize("chip", ["sm_80", "sm_90"])
 def test_symbolic_ptx(chip):
   """Every symbolic kernel assembles with ptxas (no spills, checked by ptx_for), reading the bound from the values'
-  buffer (an 8-byte global load) and branching on it."""
+  buffer (an 8-byte global load) and branching on it; ptxas -v's registers (14-29 today) stay within 64 (1024 threads
+  resident per SM), shared memory is used by the GROUP kernels' combine only."""
   ks = [f for name in CASES for f in kernels(CASES[name][0](Variable("n", 1, MAX).bind(9)))]
   names = [f"{f.name}_{i}" for i, f in enumerate(ks)]   # the cases' kernels, in one module
   ptx = ptx_for(Emitter.gpu_module([lower_kernel(f, name)[0] for f, name in zip(ks, names)]), chip)
   assert kernel_names(ptx) == names
-  for name in names:
+  info = ptxas(ptx, chip)
+  for f, name in zip(ks, names):
     body = ptx.split(f".entry {name}(")[1].split(".entry")[0]
     assert "ld.global.b64" in body and "setp." in body, name
+    assert info[name]["registers"] <= 64 and (info[name]["smem"] > 0) == lower_kernel(f)[1].group, (name, info[name])
 
 def test_symbolic_on_fake_cuda(fake_cuda):
   """Without TinyJit: one compiled schedule serves every value, the values' buffer goes to each kernel like any buffer."""

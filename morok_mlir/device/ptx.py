@@ -3,7 +3,7 @@ gpu.module to PTX text inside a `gpu.binary`; we read it from the binary's objec
 
   ptx_for(module_text, chip="sm_90") -> str      the PTX of the module's only gpu.module
   ptx_modules(module_text, chip) -> {name: ptx}
-  ptxas(ptx, chip) -> {kernel: {registers, stack, spill_stores, spill_loads}}   assembled by NVIDIA's ptxas (tests)
+  ptxas(ptx, chip) -> {kernel: {registers, stack, spill_stores, spill_loads, smem}}   assembled by NVIDIA's ptxas (tests)
   python -m morok_mlir.device.ptx [--chip sm_90] [file]   prints the PTX of a module (stdin by default)
 
 The chip is checked against CHIPS before MLIR sees it: the NVPTX back end aborts the process on a chip whose PTX
@@ -57,7 +57,7 @@ def ptx_for(module_text: str, chip: str = "sm_90", opt: int = 3) -> str:
 def kernel_names(ptx: str) -> list[str]: return re.findall(r"^\.visible \.entry (\w+)\(", ptx, re.M)
 
 _PTXAS_INFO = re.compile(r"Compiling entry function '(\w+)'.*?(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
-                         r".*?Used (\d+) registers", re.S)
+                         r".*?Used (\d+) registers([^\n]*)", re.S)
 
 def ptxas_path() -> str | None:
   """NVIDIA's PTX assembler from the nvidia-cuda-nvcc-cu12 wheel (a test dependency), or None."""
@@ -67,7 +67,7 @@ def ptxas_path() -> str | None:
 
 def ptxas(ptx: str, chip: str) -> dict[str, dict[str, int]]:
   """Assemble ptx for chip with `ptxas -v` (what the driver's JIT would do on a GPU): per kernel, its registers,
-  stack frame and spilled bytes. An error of the assembler is a PTXError with its message."""
+  stack frame, spilled bytes and static shared memory (smem, bytes). An error of the assembler is a PTXError with its message."""
   check_chip(chip)
   if (exe := ptxas_path()) is None: raise PTXError("ptxas not found: pip install nvidia-cuda-nvcc-cu12")
   with tempfile.TemporaryDirectory() as d:
@@ -75,7 +75,8 @@ def ptxas(ptx: str, chip: str) -> dict[str, dict[str, int]]:
     with open(src, "w") as f: f.write(ptx)
     r = subprocess.run([exe, f"-arch={chip}", "-v", src, "-o", os.path.join(d, "k.cubin")], capture_output=True, text=True)
   if r.returncode: raise PTXError(f"ptxas -arch={chip}: {r.stderr.strip()}")
-  return {m[0]: {"stack": int(m[1]), "spill_stores": int(m[2]), "spill_loads": int(m[3]), "registers": int(m[4])}
+  return {m[0]: {"stack": int(m[1]), "spill_stores": int(m[2]), "spill_loads": int(m[3]), "registers": int(m[4]),
+                 "smem": int(x[1]) if (x := re.search(r"(\d+) bytes smem", m[5])) else 0}
           for m in _PTXAS_INFO.findall(r.stdout + r.stderr)}
 
 def main(argv: list[str] | None = None) -> int:
