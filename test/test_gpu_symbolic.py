@@ -164,3 +164,10 @@ def test_tiny_llama_decode_fake_cuda(fake_cuda, monkeypatch):
     np.testing.assert_allclose(out.numpy()[0], ref.step([tok])[-1], rtol=1e-4, atol=1e-4)
     tok = int(out.numpy().argmax())
   assert step.plan is not None
+
+def test_a_launch_too_large_fails_at_the_users_line(fake_cuda):
+  """Sized for its maximum, a Variable's launch can exceed 2^31 - 1 blocks: a CompileError at the line that made it."""
+  from morok_mlir.ir.pipeline import CompileError
+  big = Variable("rows_big", 1, 1 << 33)
+  t = Tensor.full((big.bind(3), 1024), 2.0, device="CUDA").contiguous()
+  with pytest.raises(CompileError, match=r"test_gpu_symbolic.py:\d+:\d+: error: uop-lower-gpu: .* more than a launch holds"): t.realize()

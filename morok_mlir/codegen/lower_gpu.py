@@ -102,7 +102,8 @@ class GPU(Policy):
     self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested and not self.serial else 1
     if self.group: self.local, self.glob = min(self.group_threads, max(32, _pow2_at_least(red))), n
     else: self.local = max(1, min(n // self.upcast, LOCAL_MAX)); self.glob = max(1, -(-(n // self.upcast) // self.local))  # empty: one idle thread
-    if self.glob >= 1 << 31: raise PassError(f"uop-lower-gpu: {n} outputs need {self.glob} blocks, more than a launch holds (2^31 - 1)", self.end.loc)
+    if self.glob >= 1 << 31:
+      raise PassError(f"uop-lower-gpu: {n} outputs need {self.glob} blocks, more than a launch holds (2^31 - 1)", self.end.loc)
     self.n_out = n
 
   def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group), self.upcast)

@@ -24,6 +24,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 import numpy as np
 from morok_mlir.ir.bridge import Func
+from morok_mlir.ir.pipeline import CompileError
+from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_gpu import lower_kernel
 from morok_mlir.codegen.emitter import Emitter
 from morok_mlir.core.dtype import DType, dtypes, to_dtype
@@ -171,7 +173,8 @@ class CompiledSpec:
 class CUDARenderer:
   """uop-lower-gpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    text, launch = lower_kernel(f, name)
+    try: text, launch = lower_kernel(f, name)
+    except PassError as e: raise CompileError(f"{e.loc}: error: {e}" if e.loc else f"error: {e}") from None   # as the CPU's passes say it
     return ProgramSpec(name, Emitter.gpu_module([text]), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
                        launch.global_size, launch.local_size, f)
 
