@@ -61,7 +61,7 @@ def test_one_lowering_for_every_value():
 @pytest.mark.parametrize("chip", ["sm_80", "sm_90"])
 def test_symbolic_ptx(chip):
   """Every symbolic kernel assembles with ptxas (no spills, checked by ptx_for), reading the bound from the values'
-  buffer (an 8-byte global load) and branching on it; ptxas -v's registers (14-29 today) stay within 64 (1024 threads
+  buffer (an 8-byte global load) and branching on it; ptxas -v's registers stay within 64 (1024 threads
   resident per SM), shared memory is used by the GROUP kernels' combine only."""
   ks = [f for name in CASES for f in kernels(CASES[name][0](Variable("n", 1, MAX).bind(9)))]
   names = [f"{f.name}_{i}" for i, f in enumerate(ks)]   # the cases' kernels, in one module
