@@ -25,6 +25,8 @@ from morok_mlir.device.buffer import Buffer
 from morok_mlir.realize import new_buffer
 from morok_mlir.tensor import Tensor, _data
 from morok_mlir.device import Device
+from morok_mlir import multi_realize as _multi
+from morok_mlir.core import multi as _core_multi
 
 class DistError(RuntimeError): pass
 
@@ -79,6 +81,10 @@ class Communicator:
     if type(x.device) is tuple: _err(TypeError, f"{what} of a tensor on several devices ({x.device}): .to() one device first")
     if check and self.check and (what, x.shape, x.dtype) != self.agreed: self._agree(x.shape, x.dtype, what)
     return self.b.array(_data(x.realize().uop).buffer)
+  def agree(self, shape, dtype: DType, what: str) -> None:
+    """Every rank calls `what` on a value of this shape and dtype, else a DistError (at the user's line) naming two."""
+    if self.b.broken is not None: self.b.usable(what)
+    if self.check and (what, tuple(shape), dtype) != self.agreed: self._agree(tuple(shape), dtype, what)
   def _agree(self, shape, dtype, what: str):
     """Every rank calls `what` with the same shape and dtype, else a DistError naming two that differ. Skipped (by
     _in) while the call is the one all ranks last agreed on: every rank knows that one, so either all skip (all call
@@ -156,8 +162,20 @@ def init(backend: str | None = None, timeout: float | None = None, check: bool |
   env = launch_env()
   if backend == "mpi":
     from morok_mlir.dist.mpi import MPIBackend
-    return Communicator(MPIBackend(env, timeout), check)
+    return use(Communicator(MPIBackend(env, timeout), check))
   if backend == "nccl":
     from morok_mlir.dist.nccl import NCCLBackend
-    return Communicator(NCCLBackend(env, timeout), check)
+    return use(Communicator(NCCLBackend(env, timeout), check))
   _err(ValueError, f"unknown backend {backend!r} (mpi, nccl)")
+
+def use(comm: Communicator) -> Communicator:
+  """comm becomes the one the ranks' devices (devices()) run their collectives on."""
+  _multi.COMM, _core_multi.RANK = comm, comm.rank
+  return comm
+
+def devices(device: str = "CPU") -> tuple[str, ...]:
+  """The ranks' devices of the communicator init() made (`CPU@0`, `CPU@1`, ...): `Tensor.shard(dist.devices(), axis)`
+  splits a value over the processes, each holding its own shard; reduces over the split axis call the Communicator."""
+  if _multi.COMM is None: _err(RuntimeError, "dist.devices() needs dist.init() first")
+  if "@" in device or ":" in device: _err(ValueError, f"devices(): a device kind such as 'CPU', got {device!r}")
+  return tuple(f"{device.upper()}@{r}" for r in range(_multi.COMM.world_size))
