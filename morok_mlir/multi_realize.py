@@ -8,6 +8,7 @@ all find the same collectives in the same order), runs only its own, and calls t
 for each `allreduce` over ranks: its partial (or its shard, for a gather: an allgather) realized locally, the result an
 input of the next round. Another rank's shard is a placeholder input (a Buffer never given memory here)."""
 from __future__ import annotations
+import math
 from morok_mlir.core import env
 from morok_mlir.core.uop import UOp
 from morok_mlir.core.multi import Sharded, shard_graph, multi, copy, gather, split_bounds, rank_of, mine
@@ -65,9 +66,10 @@ def _comm():
 
 def _cross(u: UOp) -> bool: return u.op is Ops.ALLREDUCE and "@" in u.attrs["devices"]
 
-def _remote(u: UOp, device: str) -> UOp:
-  """A placeholder for another rank's value: an input of u's shape and dtype whose Buffer is never given memory here."""
-  return R.new_buffer(Buffer(device, u.size, u.dtype), u.loc, shape=u.shape)
+def placeholder(shape: tuple, dtype, device: str, loc: str | None = None) -> UOp:
+  """Another rank's value: an input of its shape and dtype whose Buffer is never given memory here."""
+  return R.new_buffer(Buffer(device, math.prod(shape), dtype), loc, shape=shape)
+def _remote(u: UOp, device: str) -> UOp: return placeholder(u.shape, u.dtype, device, u.loc)
 
 def _gather_axis(src: tuple[UOp, ...]) -> int | None:
   """The axis along which an allreduce's sources are shards padded to the whole (a gather: gather() in core/multi.py)."""
@@ -113,6 +115,9 @@ def _collectives(roots: list[UOp], beam) -> list[UOp]:
         below[u] = any(below[s] or _cross(s) for s in u.src)
         if _cross(u) and not below[u]: groups.setdefault((u.attrs["op"], u.src), []).append(u)
     if not groups: return roots
+    if R.capture.rec is not None:   # a replay would run the kernels and skip the Communicator: a wrong answer
+      raise RuntimeError(f"{next(iter(groups.values()))[0].loc or '<unknown>'}: TinyJit cannot record a collective over ranks (a replay "
+                         "would skip it): call this step without TinyJit, or jit the parts between collectives")
     m = {}
     for (op, src), us in groups.items():
       devs = tuple(us[0].attrs["devices"].split(","))
