@@ -38,6 +38,9 @@ elif mode == "shard":   # tensors split over the ranks' devices: every rank's re
   close(Tensor(A).shard(devs, axis=0).reshape(6, 8).to("CPU"), A.reshape(6, 8))   # no per-shard form: gathered
   parts = np.array_split(A, [5] if n == 2 else n)
   close(dist.from_local(Tensor(parts[r]), 0).sum(0) * 2, A.sum(0) * 2)
+  try: Tensor(A).shard(("CPU@0", "CPU@1", "CPU@2"), axis=0)
+  except ValueError as e: assert "dist_worker.py:" in str(e) and "are not the 2 ranks' (CPU@0,CPU@1" in str(e), e
+  else: raise AssertionError("a split over 3 ranks ran on 2")
   try: Tensor(A).shard(devs, axis=0) @ Tensor(A).shard(devs)
   except Exception as e: assert "dist_worker.py:" in str(e) and "6" in str(e), e
   else: raise AssertionError("a matmul of mismatched shapes ran")

@@ -87,6 +87,14 @@ def test_rank_devices_need_init(monkeypatch):
   with pytest.raises(RuntimeError, match="test_dist.py:.*dist.devices\\(\\) needs dist.init\\(\\) first"): dist.devices()
   with pytest.raises(RuntimeError, match="call morok_mlir.dist.init\\(\\) first"): Tensor([1.0, 2.0]).shard(("CPU@0", "CPU@1"), axis=0)
 
+def test_split_over_a_world_of_one():
+  from morok_mlir import Tensor, dist
+  comm, a = dist.init(timeout=30), np.arange(12, dtype=np.float32).reshape(4, 3)
+  x = Tensor(a).shard(dist.devices(), axis=0)
+  assert x.device == ("CPU@0",) and comm.world_size == 1
+  np.testing.assert_array_equal(x.sum(0).numpy(), a.sum(0))
+  np.testing.assert_array_equal((x * 2).numpy(), a * 2)
+
 class _Loopback:
   """A world of one that records the calls a Communicator makes of its backend."""
   rank, world_size, local_rank, broken = 0, 1, 0, None

@@ -28,15 +28,16 @@ ELEMENTWISE = frozenset(GRAPH_ALU | {Ops.CONTIGUOUS, Ops.DETACH, Ops.THREEFRY, O
 ALLREDUCE_OPS = frozenset((Ops.ADD, Ops.MAX))
 MOVEMENT_OPS = frozenset((Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP))
 
-RANK: int | None = None   # this process's rank among rank devices (dist.init() sets it)
+RANK, WORLD = None, None   # this process's rank and the number of ranks (dist.init() sets them)
 
 def rank_of(device: str) -> int | None: return int(device.rpartition("@")[2]) if "@" in device else None
 def mine(devices: tuple[str, ...]) -> str | None:
   """The device of `devices` this process holds: for rank devices the one of its rank, else None."""
   if rank_of(devices[0]) is None: return None
   if RANK is None: raise RuntimeError(f"devices {','.join(devices)} are ranks': call morok_mlir.dist.init() first")
-  if (d := f"{devices[0].rpartition('@')[0]}@{RANK}") not in devices: raise RuntimeError(f"rank {RANK} holds none of {','.join(devices)}")
-  return d
+  if devices != (ranks := tuple(f"{devices[0].rpartition('@')[0]}@{r}" for r in range(WORLD))):   # else an allreduce would miss some
+    raise ValueError(f"devices {','.join(devices)} are not the {WORLD} ranks' ({','.join(ranks)}, as dist.devices() gives them)")
+  return ranks[RANK]
 
 def split_bounds(n: int, ndev: int) -> list[tuple[int, int]]:
   """tinygrad's split: shards of ceil(n / ndev) along the axis, the last one shorter; None when one would be empty."""

@@ -170,7 +170,7 @@ def init(backend: str | None = None, timeout: float | None = None, check: bool |
 
 def use(comm: Communicator) -> Communicator:
   """comm becomes the one the ranks' devices (devices()) run their collectives on."""
-  _multi.COMM, _core_multi.RANK = comm, comm.rank
+  _multi.COMM, _core_multi.RANK, _core_multi.WORLD = comm, comm.rank, comm.world_size
   return comm
 
 def devices(device: str = "CPU") -> tuple[str, ...]:
