@@ -62,13 +62,13 @@ def test_mismatch_after_a_skipped_shape_check_is_an_exception():
   assert re.match(r"rank 0: allreduce\(sum\) of float32\[4, 3\] did not complete within 2 s: ", _caught(p, 0, 2)), p.stdout
 
 @need_mpi
-@pytest.mark.parametrize("mode", ["shard", "shard_grad"])
-def test_tensors_split_over_ranks(mode):
+@pytest.mark.parametrize("mode,n", [("shard", 2), ("shard", 3), ("shard_grad", 2)])
+def test_tensors_split_over_ranks(mode, n):
   """Tensor.shard(dist.devices(), axis): each process holds its own shard; reduces over the split axis (and gathers)
   run through the Communicator; every rank's results equal the unsharded ones (dist_worker.py's asserts)."""
-  p = mpirun(mode)
+  p = mpirun(mode, n)
   assert p.returncode == 0, p.stdout + p.stderr
-  assert sorted(re.findall(rf"rank \d {mode} ok", p.stdout)) == [f"rank {r} {mode} ok" for r in range(2)], p.stdout
+  assert sorted(re.findall(rf"rank \d {mode} ok", p.stdout)) == [f"rank {r} {mode} ok" for r in range(n)], p.stdout
 
 @need_mpi
 @pytest.mark.parametrize("mode,msg", [("shard_shape", "shard: ranks disagree on the tensor: rank 0 has float32[8, 6], rank 1 has float32[9, 6]"),
