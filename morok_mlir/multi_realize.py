@@ -82,15 +82,13 @@ def _allgather(src: tuple[UOp, ...], k: int, ax: int, local: str, beam) -> UOp:
   shards = [s.src[0] for s in src]
   m, n = max(s.shape[ax] for s in shards), src[0].shape[ax]
   pad = lambda u, lo, hi: u.pad(tuple((lo, hi) if i == ax else (0, 0) for i in range(len(u.shape))))
-  mine_ = pad(shards[k], 0, m - shards[k].shape[ax])
-  b = _run([mine_.reshape((1, *mine_.shape))], local, beam)[0]
-  from morok_mlir.tensor import Tensor
-  g = _comm().allgather(Tensor._of(b, local)).uop
+  own = pad(shards[k], 0, m - shards[k].shape[ax])
+  g = _comm().of_uop("allgather", _run([own.reshape((1, *own.shape))], local, beam)[0], local)
   out, lo = None, 0
   for r, s in enumerate(shards):
     w = s.shape[ax]
-    part = pad(g.shrink(tuple((r, r + 1) if i == 0 else None for i in range(len(g.shape)))).reshape(mine_.shape)
-               .shrink(tuple((0, w) if i == ax else None for i in range(len(mine_.shape)))), lo, n - lo - w)
+    part = pad(g.shrink(tuple((r, r + 1) if i == 0 else None for i in range(len(g.shape)))).reshape(own.shape)
+               .shrink(tuple((0, w) if i == ax else None for i in range(len(own.shape)))), lo, n - lo - w)
     out, lo = part if out is None else out + part, lo + w
   return out
 
@@ -121,11 +119,9 @@ def _collectives(roots: list[UOp], beam) -> list[UOp]:
     m = {}
     for (op, src), us in groups.items():
       devs = tuple(us[0].attrs["devices"].split(","))
-      local, k = mine(devs), devs.index(mine(devs))
-      if (ax := _gather_axis(src)) is not None and op == Ops.ADD: val = _allgather(src, k, ax, local, beam)
-      else:
-        from morok_mlir.tensor import Tensor
-        val = _comm().allreduce(Tensor._of(_run([src[k]], local, beam)[0], local), COLLECTIVE[Ops(op)]).uop
+      k = devs.index(local := mine(devs))
+      if op == Ops.ADD and (ax := _gather_axis(src)) is not None: val = _allgather(src, k, ax, local, beam)
+      else: val = _comm().of_uop("allreduce", _run([src[k]], local, beam)[0], local, COLLECTIVE[Ops(op)])
       for u in us:
         d = u.attrs["device"]
         m[u] = val if d == local else _remote(u, d) if rank_of(d) is not None else copy(val, d)
@@ -182,7 +178,7 @@ def gather_to(u: UOp, device: str) -> UOp:
   ranks: the value, gathered now)."""
   if mine(devs := tuple(u.attrs["devices"].split(","))) is not None: return realize_on(u, device)
   ax = u.attrs["axis"]
-  return gather(Sharded(u.src, None if ax < 0 else ax, tuple(u.attrs["devices"].split(","))), device)
+  return gather(Sharded(u.src, None if ax < 0 else ax, devs), device)
 
 def realize_on(u: UOp, device: str, beam=None) -> UOp:
   """A one-device value computed from multi values (a gradient flowing back to a leaf that was sharded lazily), realized

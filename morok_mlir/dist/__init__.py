@@ -152,6 +152,10 @@ class Communicator:
     if self.b.broken is not None: self.b.usable("barrier")
     self.b.barrier()
   def close(self) -> None: self.b.close()
+  def of_uop(self, fn: str, u, device: str, *args):
+    """fn (allreduce, allgather) of u, a realized input UOp on device, as one: the collectives the realize driver runs
+    for tensors split over the ranks (multi_realize.py)."""
+    return getattr(self, fn)(Tensor._of(u, device), *args).uop
 
 def init(backend: str | None = None, timeout: float | None = None, check: bool | None = None) -> Communicator:
   """A Communicator for this process. backend: "mpi" or "nccl" (None: MOROK_DIST_BACKEND, else mpi). timeout: seconds
