@@ -10,7 +10,7 @@ input of the next round. Another rank's shard is a placeholder input (a Buffer n
 from __future__ import annotations
 import math
 from morok_mlir.core import env
-from morok_mlir.core.uop import UOp
+from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.multi import Sharded, shard_graph, multi, copy, gather, split_bounds, rank_of, mine
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.dialects.ops import Ops
@@ -64,6 +64,23 @@ def _comm():
   if COMM is None: raise RuntimeError("tensors on ranks' devices (BASE@r) need morok_mlir.dist.init() first")
   return COMM
 
+class _CommCall:
+  """A Communicator call as a device program (call_buffers: bufs[0] in, bufs[1] out), so that a collective is a schedule
+  of one item: run as any schedule, and recorded and replayed by TinyJit in order with the kernels."""
+  def __init__(self, fn: str, op: str, shape: tuple): self.fn, self.op, self.shape = fn, op, shape
+  def call_buffers(self, bufs: list[Buffer], inputs) -> None: _comm().into(self.fn, bufs[0], bufs[1], self.shape, self.op)
+
+_comm_scheds: dict[tuple, R.Schedule] = {}   # one per collective, shape, dtype and device: TinyJit knows a step by its schedule
+def _collective(fn: str, u: UOp, device: str, shape: tuple, op: str = "sum") -> UOp:
+  """fn of u (a realized input on device) over the ranks, as an input of `shape` on device."""
+  if (sched := _comm_scheds.get(key := (fn, op, u.shape, shape, u.dtype, device))) is None:
+    bts = [UOp(Ops.BUFFER, u.dtype.ptr(math.prod(sh)), (), attrs(slot=i)) for i, sh in enumerate((u.shape, shape))]
+    sched = _comm_scheds[key] = R.Schedule([R.ScheduleItem(f"{fn}_{op}" if fn == "allreduce" else fn, _CommCall(fn, op, u.shape), (0, 1))], bts, 1, 1)
+  bufs = R.run_schedule(sched, device, [u])
+  ret = R.new_buffer(bufs[1], u.loc, shape=shape)
+  if (rec := R.capture.rec) is not None: rec.schedule(sched, device, [u], bufs, [ret])
+  return ret
+
 def _cross(u: UOp) -> bool: return u.op is Ops.ALLREDUCE and "@" in u.attrs["devices"]
 
 def placeholder(shape: tuple, dtype, device: str, loc: str | None = None) -> UOp:
@@ -83,7 +100,7 @@ def _allgather(src: tuple[UOp, ...], k: int, ax: int, local: str, beam) -> UOp:
   m, n = max(s.shape[ax] for s in shards), src[0].shape[ax]
   pad = lambda u, lo, hi: u.pad(tuple((lo, hi) if i == ax else (0, 0) for i in range(len(u.shape))))
   own = pad(shards[k], 0, m - shards[k].shape[ax])
-  g = _comm().of_uop("allgather", _run([own.reshape((1, *own.shape))], local, beam)[0], local)
+  g = _collective("allgather", _run([own.reshape((1, *own.shape))], local, beam)[0], local, (len(src), *own.shape))
   out, lo = None, 0
   for r, s in enumerate(shards):
     w = s.shape[ax]
@@ -113,15 +130,12 @@ def _collectives(roots: list[UOp], beam) -> list[UOp]:
         below[u] = any(below[s] or _cross(s) for s in u.src)
         if _cross(u) and not below[u]: groups.setdefault((u.attrs["op"], u.src), []).append(u)
     if not groups: return roots
-    if R.capture.rec is not None:   # a replay would run the kernels and skip the Communicator: a wrong answer
-      raise RuntimeError(f"{next(iter(groups.values()))[0].loc or '<unknown>'}: TinyJit cannot record a collective over ranks (a replay "
-                         "would skip it): call this step without TinyJit, or jit the parts between collectives")
     m = {}
     for (op, src), us in groups.items():
       devs = tuple(us[0].attrs["devices"].split(","))
       k = devs.index(local := mine(devs))
       if op == Ops.ADD and (ax := _gather_axis(src)) is not None: val = _allgather(src, k, ax, local, beam)
-      else: val = _comm().of_uop("allreduce", _run([src[k]], local, beam)[0], local, COLLECTIVE[Ops(op)])
+      else: val = _collective("allreduce", _run([src[k]], local, beam)[0], local, src[k].shape, COLLECTIVE[Ops(op)])
       for u in us:
         d = u.attrs["device"]
         m[u] = val if d == local else _remote(u, d) if rank_of(d) is not None else copy(val, d)

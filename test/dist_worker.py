@@ -79,10 +79,33 @@ elif mode == "shard_grad":   # data-parallel: the batch split over the ranks, th
   print(f"rank {r} shard_grad ok", flush=True)
 elif mode == "shard_shape": Tensor(np.ones((8 + r, 6), np.float32)).shard(dist.devices(), axis=0)
 elif mode == "local_shape": dist.from_local(Tensor(np.ones((2, 3 + r), np.float32)), 0)
-elif mode == "shard_jit":
+elif mode == "shard_jit":   # a data-parallel step under TinyJit: its replays call the Communicator as the recorded call did
   from morok_mlir.jit import TinyJit
-  f = TinyJit(lambda x: x.sum(0).realize())
-  for _ in range(3): f(Tensor(x).shard(dist.devices(), axis=0))
+  from morok_mlir.nn import Linear
+  from morok_mlir.nn.optim import Adam
+  from morok_mlir.nn.state import get_parameters
+  rng, devs = np.random.default_rng(0), dist.devices()
+  xs = [rng.standard_normal((8, 6)).astype(np.float32) for _ in range(5)]
+  ys = [rng.integers(0, 4, 8).astype(np.int32) for _ in range(5)]
+  def train(devs):
+    Tensor.manual_seed(0)
+    m = Linear(6, 4)
+    for p in get_parameters(m) if devs else (): p.shard_(devs)
+    opt = Adam(get_parameters(m), lr=0.01)
+    def step(x, y):
+      opt.zero_grad()
+      loss = m(x).cross_entropy(y).backward()
+      Tensor.realize(*opt.schedule_step())
+      return loss.realize()
+    f = TinyJit(step) if devs else step
+    with Tensor.train():
+      losses = [f(*((Tensor(x), Tensor(y)) if not devs else (Tensor(x).shard(devs, axis=0), Tensor(y).shard(devs, axis=0)))).numpy()
+                for x, y in zip(xs, ys)]
+    return m.weight.numpy(), losses, f
+  (want, wl, _), (got, gl, f) = train(None), train(devs)
+  assert f.plan is not None   # replayed
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6); np.testing.assert_allclose(gl, wl, rtol=1e-5)
+  print(f"rank {r} shard_jit ok", flush=True)
 elif mode == "shape": comm.allreduce(Tensor(np.ones((2, 3 + r), np.float32)))
 elif mode == "dtype": comm.allreduce(Tensor(np.ones((2, 3), np.float32 if r == 0 else np.int32)))
 elif mode == "recv":

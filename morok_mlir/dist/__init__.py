@@ -152,10 +152,14 @@ class Communicator:
     if self.b.broken is not None: self.b.usable("barrier")
     self.b.barrier()
   def close(self) -> None: self.b.close()
-  def of_uop(self, fn: str, u, device: str, *args):
-    """fn (allreduce, allgather) of u, a realized input UOp on device, as one: the collectives the realize driver runs
-    for tensors split over the ranks (multi_realize.py)."""
-    return getattr(self, fn)(Tensor._of(u, device), *args).uop
+  def into(self, fn: str, src: Buffer, out: Buffer, shape: tuple, op: str = "sum") -> None:
+    """fn ("allreduce" with op, or "allgather") of src, a Buffer holding a value of `shape`, written into out; checked as
+    the Tensor methods are. The realize driver's collectives for tensors split over the ranks (multi_realize.py)."""
+    if self.b.broken is not None: self.b.usable(fn)
+    if self.check and (fn, shape, src.dtype) != self.agreed: self._agree(shape, src.dtype, fn)
+    what = lambda: f"{fn}{f'({op})' if fn == 'allreduce' else ''} of {src.dtype.name}{list(shape)}"
+    if fn == "allreduce": self.b.allreduce(self.b.array(src), self.b.array(out), self._op(op), what)
+    else: self.b.allgather(self.b.array(src), self.b.array(out), what)
 
 def init(backend: str | None = None, timeout: float | None = None, check: bool | None = None) -> Communicator:
   """A Communicator for this process. backend: "mpi" or "nccl" (None: MOROK_DIST_BACKEND, else mpi). timeout: seconds
