@@ -196,14 +196,14 @@ def from_local(t: Tensor, axis: int = 0) -> Tensor:
   if not isinstance(t, Tensor) or type(t.device) is tuple: _err(TypeError, "from_local takes a Tensor on one device")
   if t.ndim == 0 or t.ndim > HEAD_DIMS: _err(ValueError, f"from_local of a tensor of {t.ndim} dims: 1 to {HEAD_DIMS}")
   comm, ax = _multi.COMM, t._dim(axis)
-  heads = comm.b.agree(mine := _header(t.shape, t.dtype), np.empty((comm.world_size, len(mine)), np.int64), "from_local (shapes)")
+  heads = comm.b.agree(head := _header(t.shape, t.dtype), np.empty((comm.world_size, len(head)), np.int64), "from_local (shapes)")
   rest = lambda h: (h[:2].tolist(), [d for i, d in enumerate(h[2:2 + h[0]]) if i != ax])
   for r in range(comm.world_size):
     if rest(heads[r]) != rest(heads[0]) or heads[r][2 + ax] == 0:
       _err(DistError, f"from_local along dim {ax}: rank 0 has {_describe(heads[0])}, rank {r} has {_describe(heads[r])}"
            f"{' (an empty shard)' if heads[r][2 + ax] == 0 else ' (only dim ' + str(ax) + ' may differ)'}")
-  dt = t.dtype
-  srcs = tuple(_core_multi.copy(t.uop, d) if r == comm.rank else _multi.placeholder(tuple(heads[r][2:2 + heads[r][0]].tolist()), dt, d, t.uop.loc)
+  shape = lambda h: tuple(h[2:2 + h[0]].tolist())
+  srcs = tuple(_core_multi.copy(t.uop, d) if r == comm.rank else _multi.placeholder(shape(heads[r]), t.dtype, d, t.uop.loc)
                for r, d in enumerate(devs))
   ret = Tensor(_core_multi.multi(srcs, ax, devs, t.uop.loc), device=devs)
   ret._requires_grad = t._requires_grad
