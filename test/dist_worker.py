@@ -78,6 +78,9 @@ elif mode == "shard_grad":   # data-parallel: the batch split over the ranks, th
   for g, want in zip(train(devs), train(None)): np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
   print(f"rank {r} shard_grad ok", flush=True)
 elif mode == "shard_shape": Tensor(np.ones((8 + r, 6), np.float32)).shard(dist.devices(), axis=0)
+elif mode == "shard_diverge":   # the ranks build different graphs (not SPMD): the collective's shape check names both
+  t = Tensor(x).shard(dist.devices(), axis=0)
+  (t if r == 0 else t[:, :2]).sum(0).numpy()
 elif mode == "local_shape": dist.from_local(Tensor(np.ones((2, 3 + r), np.float32)), 0)
 elif mode == "shard_jit":   # a data-parallel step under TinyJit: its replays call the Communicator as the recorded call did
   from morok_mlir.jit import TinyJit

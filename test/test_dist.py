@@ -72,6 +72,7 @@ def test_tensors_split_over_ranks(mode, n):
 
 @need_mpi
 @pytest.mark.parametrize("mode,msg", [("shard_shape", "shard: ranks disagree on the tensor: rank 0 has float32[8, 6], rank 1 has float32[9, 6]"),
+                                      ("shard_diverge", "allreduce: ranks disagree on the tensor: rank 0 has float32[1, 3], rank 1 has float32[1, 2]"),
                                       ("local_shape", "from_local along dim 0: rank 0 has float32[2, 3], rank 1 has float32[2, 4]")])
 def test_split_over_ranks_errors(mode, msg):
   p = mpirun(mode)
