@@ -439,10 +439,11 @@ class _ShardOf:
   def uop(self, u: UOp): m = self.t.uop; self.t.uop = m.replace(src=m.src[:self.k] + (u,) + m.src[self.k + 1:])
 
 def _shards(t: Tensor, u0: UOp) -> list:
-  """(t, u0), or for a multi tensor of data that stays one over the same devices, (shard k, u0's shard k) per device."""
+  """(t, u0), or for a multi tensor of data that stays one over the same devices, (shard k, u0's shard k) per device
+  (this process's: another rank's shard is a placeholder, which no kernel reads or writes here)."""
   data = lambda m: m.op is Ops.MULTI and all(s.op is Ops.BUFFER for s in m.src)
   if not (data(u0) and data(u1 := t.uop) and u1.arg == u0.arg and len(u1.src) == len(u0.src)): return [(t, u0)]
-  return [(_ShardOf(t, k), s) for k, s in enumerate(u0.src)]
+  return [(_ShardOf(t, k), s) for k, s in enumerate(u0.src) if "@" not in s.buffer.device or s.buffer.is_allocated]
 
 def _tensor(u: UOp, like: Tensor) -> Tensor:
   """A fresh Tensor holding buffer u (of like's shape and device: the recorded call returned like realized)."""

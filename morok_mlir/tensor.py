@@ -440,7 +440,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
     realized (it keeps its value, whose memory stays immutable: compiled programs keep what they derive from inputs)
     and its buffer copied."""
     u = self.uop
-    if type(self.device) is tuple: return self.to(self.device[0]).numpy()
+    if type(self.device) is tuple: return self.to(_multi.mine(self.device) or self.device[0]).numpy()   # over ranks: gathered here
     if sys.getrefcount(self) <= _TEMP_REFS and not _is_data(u) and all(type(d) is int for d in u.shape):
       b = _realize([u], device=self.device)[0]   # a fresh buffer (u is no input): no UOp, so no graph can read it
       if b.size != u.size or b.dtype != u.dtype: raise RuntimeError(f"{u.loc}: realize returned {b} for {u.shape} {u.dtype}")

@@ -43,11 +43,12 @@ def ring(u: UOp) -> UOp:
   return out.reshape(u.shape)
 
 def lower_allreduce(roots: list[UOp], ring_bytes: int) -> list[UOp]:
-  """roots with every allreduce replaced: naive below ring_bytes (and for two devices' tiny values), ring from it."""
-  if not any(u.op is Ops.ALLREDUCE for r in roots for u in r.toposort): return roots
+  """roots with every allreduce replaced: naive below ring_bytes (and for two devices' tiny values), ring from it. One
+  over ranks' devices (BASE@r: other processes, which no copy reaches) stays, for the Communicator."""
+  if not any(u.op is Ops.ALLREDUCE and "@" not in u.attrs["devices"] for r in roots for u in r.toposort): return roots
   # bottom-up: an allreduce's sources may hold allreduces (softmax's sum of exp(x - max))
-  pm = PatternMatcher([(UPat(Ops.ALLREDUCE, name="u"),
-                        lambda u: (ring if u.size * u.dtype.itemsize >= ring_bytes and len(u.src) > 1 else naive)(u))])
+  lower = lambda u: (ring if u.size * u.dtype.itemsize >= ring_bytes and len(u.src) > 1 else naive)(u)
+  pm = PatternMatcher([(UPat(Ops.ALLREDUCE, name="u"), lambda u: None if "@" in u.attrs["devices"] else lower(u))])
   memo: dict[UOp, UOp] = {}
   return [graph_rewrite(r, pm, memo) for r in roots]
 

@@ -18,6 +18,97 @@ if mode == "ops":
   if r == 1: np.testing.assert_array_equal(comm.recv((4, 3), "float32", 0).numpy(), every[0] + 100)
   comm.barrier()
   print(f"rank {r} of {n} ok (local rank {comm.local_rank})", flush=True)
+elif mode == "shard":   # tensors split over the ranks' devices: every rank's results equal numpy's on the whole value
+  rng, devs = np.random.default_rng(0), dist.devices()
+  A, B, W = (rng.standard_normal(s).astype(np.float32) for s in ((8, 6), (8, 6), (6, 6)))
+  close = lambda t, ref: np.testing.assert_allclose(t.numpy(), ref, rtol=1e-5, atol=1e-5)
+  x = Tensor(A).shard(devs, axis=0).realize()
+  assert devs == tuple(f"CPU@{k}" for k in range(n)) and x.device == devs and x.shape == A.shape
+  assert [s.buffer.is_allocated for s in x.uop.src] == [k == r for k in range(n)]   # this rank's shard only
+  y = (x * Tensor(B).shard(devs, axis=0) + 1).relu().realize()   # elementwise stays split
+  assert y.uop.attrs["axis"] == 0 and [s.buffer.is_allocated for s in y.uop.src] == [k == r for k in range(n)]
+  close(y, np.maximum(A * B + 1, 0))   # .numpy(): an allgather
+  for ax in (0, 1):
+    xs = Tensor(A).shard(devs, axis=ax)
+    close(xs.sum(ax), A.sum(ax)); close(xs.max(ax), A.max(ax)); close(xs.sum(), A.sum()); close(xs.mean(1 - ax), A.mean(1 - ax))
+    close(xs.softmax(ax), np.exp(A) / np.exp(A).sum(ax, keepdims=True))   # an allreduce reading another's result
+  for xa, wa in ((0, None), (None, 1), (1, 0)):   # data-, column- and row-parallel matmul
+    close(Tensor(A).shard(devs, axis=xa) @ Tensor(W).shard(devs, axis=wa), A @ W)
+  close(Tensor(A[:5]).shard(devs, axis=0).sum(0), A[:5].sum(0))   # uneven shards (3 and 2 rows)
+  close(Tensor(A).shard(devs, axis=0).reshape(6, 8).to("CPU"), A.reshape(6, 8))   # no per-shard form: gathered
+  parts = np.array_split(A, [5] if n == 2 else n)
+  close(dist.from_local(Tensor(parts[r]), 0).sum(0) * 2, A.sum(0) * 2)
+  try: Tensor(A).shard(devs + ("CPU@9",), axis=0)
+  except ValueError as e: assert "dist_worker.py:" in str(e) and f"are not the {n} ranks' ({','.join(devs)}" in str(e), e
+  else: raise AssertionError(f"a split over {n + 1} ranks ran on {n}")
+  try: Tensor(A).shard(devs, axis=0) @ Tensor(A).shard(devs)
+  except Exception as e: assert "dist_worker.py:" in str(e) and "6" in str(e), e
+  else: raise AssertionError("a matmul of mismatched shapes ran")
+  print(f"rank {r} shard ok", flush=True)
+elif mode == "shard_grad":   # data-parallel: the batch split over the ranks, the weights replicated
+  from morok_mlir.nn import Linear
+  from morok_mlir.nn.optim import Adam
+  from morok_mlir.nn.state import get_parameters
+  rng, devs = np.random.default_rng(0), dist.devices()
+  A, W = rng.standard_normal((8, 6)).astype(np.float32), rng.standard_normal((6, 4)).astype(np.float32)
+  def loss_grad(x, w):
+    loss = ((x @ w).relu() - 0.5).square().mean()
+    loss.backward()
+    return loss.numpy(), w.grad.numpy()
+  ref = loss_grad(Tensor(A), Tensor(W, requires_grad=True))
+  got = loss_grad(Tensor(A).shard(devs, axis=0), Tensor(W).shard(devs).requires_grad_())
+  np.testing.assert_allclose(got[0], ref[0], rtol=1e-5); np.testing.assert_allclose(got[1], ref[1], rtol=1e-5, atol=1e-6)
+  w = Tensor(W, requires_grad=True)   # a one-device leaf replicated in the graph: its gradient comes back to it
+  ((Tensor(A).shard(devs, axis=0) @ w.shard(devs)).relu() - 0.5).square().mean().backward()
+  assert w.grad.device == "CPU"
+  np.testing.assert_allclose(w.grad.numpy(), ref[1], rtol=1e-5, atol=1e-6)
+  y = rng.integers(0, 4, 8).astype(np.int32)
+  def train(devs):   # 3 Adam steps of a Linear on the global batch
+    Tensor.manual_seed(0)
+    m = Linear(6, 4)
+    for p in get_parameters(m) if devs else (): p.shard_(devs)
+    opt = Adam(get_parameters(m), lr=0.01)
+    with Tensor.train():
+      for _ in range(3):
+        xb, yb = (Tensor(A), Tensor(y)) if not devs else (Tensor(A).shard(devs, axis=0), Tensor(y).shard(devs, axis=0))
+        opt.zero_grad()
+        m(xb).cross_entropy(yb).backward()
+        opt.step()
+    return m.weight.numpy(), m.bias.numpy()
+  for g, want in zip(train(devs), train(None)): np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+  print(f"rank {r} shard_grad ok", flush=True)
+elif mode == "shard_shape": Tensor(np.ones((8 + r, 6), np.float32)).shard(dist.devices(), axis=0)
+elif mode == "shard_diverge":   # the ranks build different graphs (not SPMD): the collective's shape check names both
+  t = Tensor(x).shard(dist.devices(), axis=0)
+  (t if r == 0 else t[:, :2]).sum(0).numpy()
+elif mode == "local_shape": dist.from_local(Tensor(np.ones((2, 3 + r), np.float32)), 0)
+elif mode == "shard_jit":   # a data-parallel step under TinyJit: its replays call the Communicator as the recorded call did
+  from morok_mlir.jit import TinyJit
+  from morok_mlir.nn import Linear
+  from morok_mlir.nn.optim import Adam
+  from morok_mlir.nn.state import get_parameters
+  rng, devs = np.random.default_rng(0), dist.devices()
+  xs = [rng.standard_normal((8, 6)).astype(np.float32) for _ in range(5)]
+  ys = [rng.integers(0, 4, 8).astype(np.int32) for _ in range(5)]
+  def train(devs):
+    Tensor.manual_seed(0)
+    m = Linear(6, 4)
+    for p in get_parameters(m) if devs else (): p.shard_(devs)
+    opt = Adam(get_parameters(m), lr=0.01)
+    def step(x, y):
+      opt.zero_grad()
+      loss = m(x).cross_entropy(y).backward()
+      Tensor.realize(*opt.schedule_step())
+      return loss.realize()
+    f = TinyJit(step) if devs else step
+    with Tensor.train():
+      losses = [f(*((Tensor(x), Tensor(y)) if not devs else (Tensor(x).shard(devs, axis=0), Tensor(y).shard(devs, axis=0)))).numpy()
+                for x, y in zip(xs, ys)]
+    return m.weight.numpy(), losses, f
+  (want, wl, _), (got, gl, f) = train(None), train(devs)
+  assert f.plan is not None   # replayed
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6); np.testing.assert_allclose(gl, wl, rtol=1e-5)
+  print(f"rank {r} shard_jit ok", flush=True)
 elif mode == "shape": comm.allreduce(Tensor(np.ones((2, 3 + r), np.float32)))
 elif mode == "dtype": comm.allreduce(Tensor(np.ones((2, 3), np.float32 if r == 0 else np.int32)))
 elif mode == "recv":

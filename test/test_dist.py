@@ -61,6 +61,40 @@ def test_mismatch_after_a_skipped_shape_check_is_an_exception():
   p = mpirun("stale", timeout=60, env={"T": "2"})
   assert re.match(r"rank 0: allreduce\(sum\) of float32\[4, 3\] did not complete within 2 s: ", _caught(p, 0, 2)), p.stdout
 
+@need_mpi
+@pytest.mark.parametrize("mode,n", [("shard", 2), ("shard", 3), ("shard_grad", 2), ("shard_jit", 2)])
+def test_tensors_split_over_ranks(mode, n):
+  """Tensor.shard(dist.devices(), axis): each process holds its own shard; reduces over the split axis (and gathers)
+  run through the Communicator; every rank's results equal the unsharded ones (dist_worker.py's asserts)."""
+  p = mpirun(mode, n)
+  assert p.returncode == 0, p.stdout + p.stderr
+  assert sorted(re.findall(rf"rank \d {mode} ok", p.stdout)) == [f"rank {r} {mode} ok" for r in range(n)], p.stdout
+
+@need_mpi
+@pytest.mark.parametrize("mode,msg", [("shard_shape", "shard: ranks disagree on the tensor: rank 0 has float32[8, 6], rank 1 has float32[9, 6]"),
+                                      ("shard_diverge", "allreduce: ranks disagree on the tensor: rank 0 has float32[1, 3], rank 1 has float32[1, 2]"),
+                                      ("local_shape", "from_local along dim 0: rank 0 has float32[2, 3], rank 1 has float32[2, 4]")])
+def test_split_over_ranks_errors(mode, msg):
+  p = mpirun(mode)
+  assert p.returncode != 0 and msg in p.stderr and "dist_worker.py:" in p.stderr, p.stderr
+
+def test_rank_devices_need_init(monkeypatch):
+  from morok_mlir import Tensor, dist
+  from morok_mlir.core import multi
+  from morok_mlir.device import Device
+  assert Device.canonicalize("cpu@1") == "CPU@1" and Device["CPU@1"].name == "CPU@1"
+  monkeypatch.setattr(dist._multi, "COMM", None); monkeypatch.setattr(multi, "RANK", None)
+  with pytest.raises(RuntimeError, match="test_dist.py:.*dist.devices\\(\\) needs dist.init\\(\\) first"): dist.devices()
+  with pytest.raises(RuntimeError, match="call morok_mlir.dist.init\\(\\) first"): Tensor([1.0, 2.0]).shard(("CPU@0", "CPU@1"), axis=0)
+
+def test_split_over_a_world_of_one():
+  from morok_mlir import Tensor, dist
+  comm, a = dist.init(timeout=30), np.arange(12, dtype=np.float32).reshape(4, 3)
+  x = Tensor(a).shard(dist.devices(), axis=0)
+  assert x.device == ("CPU@0",) and comm.world_size == 1
+  np.testing.assert_array_equal(x.sum(0).numpy(), a.sum(0))
+  np.testing.assert_array_equal((x * 2).numpy(), a * 2)
+
 class _Loopback:
   """A world of one that records the calls a Communicator makes of its backend."""
   rank, world_size, local_rank, broken = 0, 1, 0, None

@@ -9,6 +9,12 @@ device-free operand is cut to each shard's slice), a reduce over the split axis 
 along the split axis, a reshape that moves it, a gather) first gathers the value on every device (copies and a
 concatenation), then runs replicated. A `copy` of a multi value to one device gathers it there.
 
+Devices named BASE@r (`CPU@1`) are ranks': one process each (morok_mlir.dist), every one building the same graph and
+holding only its own shard (SPMD). The rewrite is the same (it works on shapes); what crosses ranks is an `allreduce`
+whose devices are ranks, which the realize driver runs through the Communicator: a reduce's partials, or a gather (the
+shards padded to the whole and summed, which the driver runs as an allgather). A replicated value gathers as the local
+copy.
+
 A node's device is implicit: a `copy` or `allreduce` is on its `device`, an input buffer on its Buffer's, any other node
 on its sources' (a node with none, such as a constant, on whichever device reads it)."""
 from __future__ import annotations
@@ -21,6 +27,17 @@ from morok_mlir.core.provenance import OpTypeError
 ELEMENTWISE = frozenset(GRAPH_ALU | {Ops.CONTIGUOUS, Ops.DETACH, Ops.THREEFRY, Ops.ASSIGN})
 ALLREDUCE_OPS = frozenset((Ops.ADD, Ops.MAX))
 MOVEMENT_OPS = frozenset((Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP))
+
+RANK, WORLD = None, None   # this process's rank and the number of ranks (dist.init() sets them)
+
+def rank_of(device: str) -> int | None: return int(device.rpartition("@")[2]) if "@" in device else None
+def mine(devices: tuple[str, ...]) -> str | None:
+  """The device of `devices` this process holds: for rank devices the one of its rank, else None."""
+  if rank_of(devices[0]) is None: return None
+  if RANK is None: raise RuntimeError(f"devices {','.join(devices)} are ranks': call morok_mlir.dist.init() first")
+  if devices != (ranks := tuple(f"{devices[0].rpartition('@')[0]}@{r}" for r in range(WORLD))):   # else an allreduce would miss some
+    raise ValueError(f"devices {','.join(devices)} are not the {WORLD} ranks' ({','.join(ranks)}, as dist.devices() gives them)")
+  return ranks[RANK]
 
 def split_bounds(n: int, ndev: int) -> list[tuple[int, int]]:
   """tinygrad's split: shards of ceil(n / ndev) along the axis, the last one shorter; None when one would be empty."""
@@ -48,11 +65,16 @@ def _cut(u: UOp, axis: int, lo: int, hi: int) -> UOp:
   return u.shrink(tuple((lo, hi) if i == axis else None for i in range(len(u.shape))))
 
 def gather(x: Sharded, device: str) -> UOp:
-  """The whole value on device: its own copy, or the shards copied there and joined (pad and add: one kernel)."""
-  if x.axis is None: return x.shards[x.devices.index(device)] if device in x.devices else copy(x.shards[0], device)
-  n, parts = x.bounds[-1][1], []
+  """The whole value on device: its own copy, or the shards copied there and joined (pad and add: one kernel). Over
+  ranks: the local copy, or an allreduce of the padded shards (the driver's allgather)."""
+  if x.axis is None:
+    if device in x.devices: return x.shards[x.devices.index(device)]
+    src = x.shards[x.devices.index(m)] if (m := mine(x.devices)) is not None else x.shards[0]
+    return copy(src, device)
+  n, parts, ranks = x.bounds[-1][1], [], mine(x.devices) is not None
   for s, d, (lo, hi) in zip(x.shards, x.devices, x.bounds):
-    parts.append((s if d == device else copy(s, device)).pad(tuple((lo, n - hi) if i == x.axis else (0, 0) for i in range(len(s.shape)))))
+    parts.append((s if d == device or ranks else copy(s, device)).pad(tuple((lo, n - hi) if i == x.axis else (0, 0) for i in range(len(s.shape)))))
+  if ranks: return UOp(Ops.ALLREDUCE, parts[0].dtype, tuple(parts), attrs(op=Ops.ADD, device=device, devices=",".join(x.devices)), parts[0].loc)
   ret = parts[0]
   for p in parts[1:]: ret = ret + p
   return ret

@@ -4,6 +4,8 @@
   Device["CPU"]      the device (implementations are imported on first use); "cpu" and "CPU:0" name the same one;
                      "CPU:1", "CPU:2", ... are virtual CPU devices: the CPU's compiler, threads and memory, their own
                      name, so their Buffers, schedules and copies are theirs (several devices in one process)
+                     "CPU@1", ... name a rank's device (morok_mlir.dist): the local rank's is a virtual CPU device,
+                     another rank's is never given memory here
   Device.DEFAULT     "CPU", or the env var DEVICE; `with Device.default(name):` sets it for one thread
   dev.compile(f: Func) -> program: program.call_buffers(bufs: list[Buffer], inputs) runs it on allocated Buffers
   dev.allocator                   alloc/free/copyin/copyout/copy/offset/ptr of the device's memory (see buffer.py)
@@ -33,13 +35,16 @@ class _Device:
     finally: self._local.default = prev
   @staticmethod
   def canonicalize(name: str) -> str:
+    name, at, rank = name.partition("@")
     base, _, idx = name.partition(":")
-    return f"CPU:{int(idx)}" if base.upper() == "CPU" and idx.isdigit() and int(idx) else base.upper()
+    dev = f"CPU:{int(idx)}" if base.upper() == "CPU" and idx.isdigit() and int(idx) else base.upper()
+    return f"{dev}@{int(rank) if rank.isdigit() else rank}" if at else dev
   @property
   def names(self) -> list[str]: return list(self._impls)
   def __getitem__(self, name: str):
     if (d := self._found.get(name)) is not None: return d   # every Buffer looks its device up: keep that a dict hit
-    key = (c := self.canonicalize(name)).split(":")[0]
+    key = (c := self.canonicalize(name)).split("@")[0].split(":")[0]
+    if "@" in c and not c.partition("@")[2].isdigit(): raise KeyError(f"unknown device {name!r}: a rank's device is BASE@RANK, e.g. CPU@1")
     if key not in self._impls: raise KeyError(f"unknown device {name!r} (devices: {', '.join(self._impls)})")
     mod, attr = self._impls[key]
     d = getattr(importlib.import_module(mod), attr)

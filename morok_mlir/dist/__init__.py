@@ -25,6 +25,8 @@ from morok_mlir.device.buffer import Buffer
 from morok_mlir.realize import new_buffer
 from morok_mlir.tensor import Tensor, _data
 from morok_mlir.device import Device
+from morok_mlir import multi_realize as _multi
+from morok_mlir.core import multi as _core_multi
 
 class DistError(RuntimeError): pass
 
@@ -79,6 +81,10 @@ class Communicator:
     if type(x.device) is tuple: _err(TypeError, f"{what} of a tensor on several devices ({x.device}): .to() one device first")
     if check and self.check and (what, x.shape, x.dtype) != self.agreed: self._agree(x.shape, x.dtype, what)
     return self.b.array(_data(x.realize().uop).buffer)
+  def agree(self, shape, dtype: DType, what: str) -> None:
+    """Every rank calls `what` on a value of this shape and dtype, else a DistError (at the user's line) naming two."""
+    if self.b.broken is not None: self.b.usable(what)
+    if self.check and (what, tuple(shape), dtype) != self.agreed: self._agree(tuple(shape), dtype, what)
   def _agree(self, shape, dtype, what: str):
     """Every rank calls `what` with the same shape and dtype, else a DistError naming two that differ. Skipped (by
     _in) while the call is the one all ranks last agreed on: every rank knows that one, so either all skip (all call
@@ -146,6 +152,14 @@ class Communicator:
     if self.b.broken is not None: self.b.usable("barrier")
     self.b.barrier()
   def close(self) -> None: self.b.close()
+  def into(self, fn: str, src: Buffer, out: Buffer, shape: tuple, op: str = "sum") -> None:
+    """fn ("allreduce" with op, or "allgather") of src, a Buffer holding a value of `shape`, written into out; checked as
+    the Tensor methods are. The realize driver's collectives for tensors split over the ranks (multi_realize.py)."""
+    if self.b.broken is not None: self.b.usable(fn)
+    if self.check and (fn, shape, src.dtype) != self.agreed: self._agree(shape, src.dtype, fn)
+    what = lambda: f"{fn}{f'({op})' if fn == 'allreduce' else ''} of {src.dtype.name}{list(shape)}"
+    if fn == "allreduce": self.b.allreduce(self.b.array(src), self.b.array(out), self._op(op), what)
+    else: self.b.allgather(self.b.array(src), self.b.array(out), what)
 
 def init(backend: str | None = None, timeout: float | None = None, check: bool | None = None) -> Communicator:
   """A Communicator for this process. backend: "mpi" or "nccl" (None: MOROK_DIST_BACKEND, else mpi). timeout: seconds
@@ -156,8 +170,41 @@ def init(backend: str | None = None, timeout: float | None = None, check: bool |
   env = launch_env()
   if backend == "mpi":
     from morok_mlir.dist.mpi import MPIBackend
-    return Communicator(MPIBackend(env, timeout), check)
+    return use(Communicator(MPIBackend(env, timeout), check))
   if backend == "nccl":
     from morok_mlir.dist.nccl import NCCLBackend
-    return Communicator(NCCLBackend(env, timeout), check)
+    return use(Communicator(NCCLBackend(env, timeout), check))
   _err(ValueError, f"unknown backend {backend!r} (mpi, nccl)")
+
+def use(comm: Communicator) -> Communicator:
+  """comm becomes the one the ranks' devices (devices()) run their collectives on."""
+  _multi.COMM, _core_multi.RANK, _core_multi.WORLD = comm, comm.rank, comm.world_size
+  return comm
+
+def devices(device: str = "CPU") -> tuple[str, ...]:
+  """The ranks' devices of the communicator init() made (`CPU@0`, `CPU@1`, ...): `Tensor.shard(dist.devices(), axis)`
+  splits a value over the processes, each holding its own shard; reduces over the split axis call the Communicator."""
+  if _multi.COMM is None: _err(RuntimeError, "dist.devices() needs dist.init() first")
+  if "@" in device or ":" in device: _err(ValueError, f"devices(): a device kind such as 'CPU', got {device!r}")
+  return tuple(f"{device.upper()}@{r}" for r in range(_multi.COMM.world_size))
+
+def from_local(t: Tensor, axis: int = 0) -> Tensor:
+  """The tensor split along axis over the ranks' devices whose shard on this rank is t (PyTorch's DTensor.from_local
+  with Shard(axis)): every rank gives its own part, of any size along axis but none empty, every other dim and the
+  dtype the same on all (else a DistError naming two ranks'). One small allgather of the shapes."""
+  devs = devices()
+  if not isinstance(t, Tensor) or type(t.device) is tuple: _err(TypeError, "from_local takes a Tensor on one device")
+  if t.ndim == 0 or t.ndim > HEAD_DIMS: _err(ValueError, f"from_local of a tensor of {t.ndim} dims: 1 to {HEAD_DIMS}")
+  comm, ax = _multi.COMM, t._dim(axis)
+  heads = comm.b.agree(head := _header(t.shape, t.dtype), np.empty((comm.world_size, len(head)), np.int64), "from_local (shapes)")
+  rest = lambda h: (h[:2].tolist(), [d for i, d in enumerate(h[2:2 + h[0]]) if i != ax])
+  for r in range(comm.world_size):
+    if rest(heads[r]) != rest(heads[0]) or heads[r][2 + ax] == 0:
+      _err(DistError, f"from_local along dim {ax}: rank 0 has {_describe(heads[0])}, rank {r} has {_describe(heads[r])}"
+           f"{' (an empty shard)' if heads[r][2 + ax] == 0 else ' (only dim ' + str(ax) + ' may differ)'}")
+  shape = lambda h: tuple(h[2:2 + h[0]].tolist())
+  srcs = tuple(_core_multi.copy(t.uop, d) if r == comm.rank else _multi.placeholder(shape(heads[r]), t.dtype, d, t.uop.loc)
+               for r, d in enumerate(devs))
+  ret = Tensor(_core_multi.multi(srcs, ax, devs, t.uop.loc), device=devs)
+  ret._requires_grad = t._requires_grad
+  return ret
