@@ -35,6 +35,7 @@ def main():
   for i in range(args.decode_tokens): tok = dec(Tensor(np.array([[int(tok.numpy()[0])]], np.int32)), pos(p + i), Tensor(np.array([0], np.int32)))
   decode = args.decode_tokens / (time.perf_counter() - t0)
   rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+  now = {l.split(":")[0]: int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(("RssAnon", "RssFile"))}
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   from run import read_bandwidth   # (imported last: torch, if installed, would count in the resident memory)
   bw, size = read_bandwidth(), os.path.getsize(path)
@@ -42,6 +43,7 @@ def main():
         f"load {load:.1f} s, first prefill call {first:.1f} s; "
         f"prefill {len(ids)} tokens (padded to {T}) {len(ids) / statistics.median(ts):.1f} tokens/s; decode {decode:.2f} tokens/s, "
         f"{100 * decode * size / (bw * 1e9):.0f}% of the read-bandwidth limit ({bw:.1f} GB/s for the file's {size / 1e6:.0f} MB per token); "
-        f"peak resident memory {rss / 1e6:.0f} MB ({rss / size:.2f}x the file)")
+        f"peak resident memory {rss / 1e6:.0f} MB ({rss / size:.2f}x the file), at the end {now['RssAnon'] / 1e6:.0f} MB anonymous + "
+        f"{now['RssFile'] / 1e6:.0f} MB file-backed (the GGUF's mapped pages, the MLIR/LLVM and Python libraries)")
 
 if __name__ == "__main__": main()
