@@ -4,8 +4,9 @@
 
 Prefill: the jitted prompt call (prompt padded to a power of two; tokens/s counts the real prompt tokens), median of
 runs after warm-up. Decode: tokens/s of greedy decode calls after their TinyJit captured (the sampling in the kernel,
-the token read back on the host each step, as generation does)."""
-import os, sys, time, argparse, statistics, importlib.util
+the token read back on the host each step, as generation does). Then the decode's share of the read-bandwidth limit
+(the file's bytes read once per token, at bench/run.py's measured 2-thread read bandwidth) and the peak resident memory."""
+import os, sys, time, argparse, statistics, importlib.util, resource
 os.environ.setdefault("MOROK_THREADS", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np
@@ -33,8 +34,16 @@ def main():
   t0, tok, p = time.perf_counter(), Tensor(np.array([ids[-1]], np.int32)), len(ids)
   for i in range(args.decode_tokens): tok = dec(Tensor(np.array([[int(tok.numpy()[0])]], np.int32)), pos(p + i), Tensor(np.array([0], np.int32)))
   decode = args.decode_tokens / (time.perf_counter() - t0)
+  rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+  now = {l.split(":")[0]: int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(("RssAnon", "RssFile"))}
+  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+  from run import read_bandwidth   # (imported last: torch, if installed, would count in the resident memory)
+  bw, size = read_bandwidth(), os.path.getsize(path)
   print(f"SmolLM2-135M Q4_1{' (float32 weights)' if args.float32 else ''}, {os.environ['MOROK_THREADS']} threads, load average {os.getloadavg()[0]:.2f}: "
         f"load {load:.1f} s, first prefill call {first:.1f} s; "
-        f"prefill {len(ids)} tokens (padded to {T}) {len(ids) / statistics.median(ts):.1f} tokens/s; decode {decode:.2f} tokens/s")
+        f"prefill {len(ids)} tokens (padded to {T}) {len(ids) / statistics.median(ts):.1f} tokens/s; decode {decode:.2f} tokens/s, "
+        f"{100 * decode * size / (bw * 1e9):.0f}% of the read-bandwidth limit ({bw:.1f} GB/s for the file's {size / 1e6:.0f} MB per token); "
+        f"peak resident memory {rss / 1e6:.0f} MB ({rss / size:.2f}x the file), at the end {now['RssAnon'] / 1e6:.0f} MB anonymous + "
+        f"{now['RssFile'] / 1e6:.0f} MB file-backed (the GGUF's mapped pages, the MLIR/LLVM and Python libraries)")
 
 if __name__ == "__main__": main()

@@ -24,6 +24,7 @@ from morok_mlir.ir.emit import var_order
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer
+from morok_mlir.device.cpu import SharedScratch
 from morok_mlir import realize as R
 from morok_mlir.tensor import Tensor
 
@@ -296,6 +297,10 @@ class _Plan:
     self.steps, self.nkernels, self.sig, self.nvars, self.padded = [], 0, None, 0, []
     self.vals: list[tuple[int, str, tuple]] = []   # (v index, device, Variables): a schedule's sizes, written per replay
     self.uops: list = [None] * nargs   # the arguments' buffer UOps during a replay (state changes every call: not kept)
+    # the kernels run one after another (under the plan's lock): they share one set of scratch buffers (a contraction's
+    # panels), each position as big as any kernel's, not one set per kernel kept for the plan's life (an LLM's prefill
+    # plan held ~15 MB per layer)
+    self.scratch = SharedScratch(e.sched.items for e in self.execs)
     def on(j: int, dev: str, const: bool) -> int:   # v index of buffer j on dev: copied once for a constant, else per replay
       if const: self.template.append(R.on_device(self.template[j], dev))
       else: self.template.append(None); self.steps.append(_Copy(j, len(self.template) - 1, dev))
@@ -318,7 +323,8 @@ class _Plan:
         if j < sched.n_out: self.made[("out", k, j)] = (len(self.template) - 1, e.locs[j], e.shapes[j])
         slot.append(len(self.template) - 1)
       for it in sched.items:
-        self.steps.append(_Kernel(it.program, [slot[s] for s in it.slots], [consts.get(s) for s in it.slots], self.template, self.uops))
+        self.steps.append(_Kernel(it.program, [slot[s] for s in it.slots], [consts.get(s) for s in it.slots], self.template, self.uops,
+                                  self.scratch))
       self.nkernels += len(sched.items)
 
   def _replay_one(self, args: list[Tensor], env=None) -> Tensor:
@@ -391,9 +397,9 @@ class _Kernel:
   """One kernel of a replay: its program on an argument set of the plan's own (CPU), where the pointers of the plan's
   buffers and constants are written once and the others (arguments, state, fresh outputs) each call; else (a program
   without prepare, or one that keeps what it derives from a constant) its call_buffers."""
-  __slots__ = ("prog", "slots", "inputs", "args", "run", "fixed", "var", "keyed", "uops")
-  def __init__(self, prog, slots: list[int], inputs: list, template: list, uops: list):
-    self.prog, self.slots, self.inputs, self.uops = prog, slots, inputs, uops
+  __slots__ = ("prog", "slots", "inputs", "args", "run", "fixed", "var", "keyed", "uops", "scratch")
+  def __init__(self, prog, slots: list[int], inputs: list, template: list, uops: list, scratch=None):
+    self.prog, self.slots, self.inputs, self.uops, self.scratch = prog, slots, inputs, uops, scratch
     self.fixed = [(i, j) for i, j in enumerate(slots) if template[j] is not None]
     self.var = tuple((i, j) for i, j in enumerate(slots) if template[j] is None)
     # a phase that only repacks an argument (a weight passed in: B panels) runs once per argument buffer, as outside
@@ -403,7 +409,8 @@ class _Kernel:
     self.args = None
     if hasattr(prog, "prepare") and not self.keyed: self._bind(template)
   def _bind(self, v: list):
-    if (p := self.prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None))) is None: self.args = None; return
+    if (p := self.prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None), scratch=self.scratch)) is None:
+      self.args = None; return
     self.args, self.run = p
     for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr
   def __call__(self, v: list):

@@ -223,6 +223,11 @@ def test_matvec_in_vector_lanes_at_both_widths(name, vec, monkeypatch):
   raw = random_blocks(name, rows * cols // QUANTS[name].block, seed=4)
   W = ref_dequantize(raw, QT[name]).reshape(rows, cols).astype(np.float64)
   x = np.random.default_rng(5).standard_normal((2, cols)).astype(np.float32)
+  o = np.random.default_rng(6).standard_normal(rows).astype(np.float32)
   for xs in (x[:1], x):   # one row (the decode step's matrix-vector product) and two
     ref = xs.astype(np.float64) @ W.T
-    np.testing.assert_allclose((Tensor(xs) @ dequantize(Tensor(raw), name, (rows, cols)).T).numpy(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    y = Tensor(xs) @ dequantize(Tensor(raw), name, (rows, cols)).T
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    # a costly epilogue (SiLU, then a product: a feed-forward's gate) runs as a phase of its own over the reduces
+    ref = ref * 0.5 * (1 + np.tanh(ref / 2)) * o   # x * sigmoid(x), without overflow
+    np.testing.assert_allclose((y.silu() * Tensor(o)).numpy(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())

@@ -2,14 +2,15 @@
 that depends on it a vector (the contraction's packs and tile epilogues, Winograd's input transform); lane_split
 rewrites a kernel marked `uop.lanes = W` so its innermost loop steps W lanes."""
 from __future__ import annotations
-from morok_mlir.ir.bridge import Func
+from math import prod
+from morok_mlir.ir.bridge import Func, arg_buffer
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
 from morok_mlir.core.kernel_facts import LANE_MAX_STEP, innermost, lane_coef, lane_reduce_of, lane_supported, single_store
-from morok_mlir.codegen.lower_cpu import ALU, CMP, POLY, cast_op, Frame, Lowerer, Poly, _axis, cls, exp2_of_product, gated, lane_range, mem_type, sl, splat
+from morok_mlir.codegen.lower_cpu import ALU, CMP, POLY, cast_op, Frame, Lowerer, lower_kernel, parallel_info, Poly, _axis, cls, exp2_of_product, gated, lane_range, mem_type, sl, splat
 
 class LaneLowerer(Lowerer):
   """A kernel whose range `lane` (size VW, closed by no loop) runs as the VW lanes of vectors: every value that depends
@@ -187,3 +188,31 @@ def reduce_lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   sink = im.with_ranges(f.roots[0], r, (*parts, lane), im.add(im.mul(parts[0], im.const(w)), lane) if parts else lane)
   if (red := lane_reduce_of(single_store(sink)[1])) is None or not lane_supported(red.src[0], lane): return None
   return Func(f.name, f.args, f.results, [sink], f.attrs), lane
+
+COSTLY = {Ops.EXP2, Ops.LOG2, Ops.POW, Ops.SIN, Ops.SQRT, Ops.FDIV, Ops.RECIP}   # per-element ops worth a vectorized pass
+class LaneReduce:
+  """A uop.reduce_lanes kernel whose store applies costly scalar ops to the reduce (SiLU after a matrix-vector
+  product: an exp and a division per output, in scalar code between the vector reduces), as two phases: the reduces
+  into a scratch buffer in the loops' order (threaded as the kernel), then the store's value over that buffer as
+  vector lanes along the innermost loop (one thread: a few thousand elements). Else one phase (LaneLowerer)."""
+  def __init__(self, f: Func, name: str, w: int):
+    self.name, (g, lane) = name, reduce_lane_split(f, w)
+    end, st, _ = single_store(g.roots[0])
+    red, loops = lane_reduce_of(st), sorted(end.src[1:], key=_axis)
+    self.split = all(im.cval(r.src[0]) is not None for r in loops) and any(
+      u.op in COSTLY for u in st.src[1].toposort if u is not red and red in u.toposort)
+    if not self.split: self.parts, self.scratch = [(name, LaneLowerer(g, lane), g)], []; return
+    sizes = [im.cval(r.src[0]) for r in loops]
+    n, args = prod(sizes), list(f.args) + [arg_buffer(len(f.args), dtypes.float32.ptr(prod(sizes)))]
+    lin = im.const(0)
+    for r, s in zip(loops, sizes): lin = im.add(im.mul(lin, im.const(s)), r)
+    at = UOp(Ops.INDEX, dtypes.float32.ptr(), (args[-1], lin))
+    sink = lambda st: [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *end.src[1:])),))]
+    red_f = Func(f"{name}_red", args, [], sink(UOp(Ops.STORE, dtypes.void, (at, red))), g.attrs)
+    epi = Func(f"{name}_epi", args, [], sink(st.substitute({red: UOp(Ops.LOAD, dtypes.float32, (at,))})),
+               {k: v for k, v in g.attrs.items() if k != "uop.threads"})
+    self.scratch = [n]
+    self.parts = [(red_f.name, LaneLowerer(red_f, lane), red_f)]
+    self.parts.append((epi.name, LaneLowerer(*ls), ls[0]) if (ls := lane_split(epi, w)) is not None else (epi.name, None, epi))
+  def text(self) -> str: return "".join(lower_kernel(f, n, lw) for n, lw, f in self.parts)
+  def phases(self): return [(n, parallel_info(f)) for n, _, f in self.parts]

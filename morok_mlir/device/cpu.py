@@ -375,6 +375,20 @@ class _Args:
   def __init__(self, code, ptrs, phases, scratch, keep):
     self.code, self.ptrs, self.phases, self.scratch, self.keep = code, ptrs, phases, scratch, keep
 
+class SharedScratch:
+  """Scratch buffers for programs that never run at the same time (a TinyJit plan's kernels, run one after another):
+  position i as big as the largest any of the schedule items' programs asks for, allocated when first used."""
+  def __init__(self, items):
+    self.sizes, self.arrays = [], {}
+    for it in (it for group in items for it in group):
+      for i, n in enumerate(getattr(getattr(it.program, "spec", None), "scratch", ())):
+        if i == len(self.sizes): self.sizes.append(0)
+        self.sizes[i] = max(self.sizes[i], n)
+  def get(self, i: int, n: int) -> np.ndarray:
+    if i >= len(self.sizes) or n > self.sizes[i]: return CPU.allocator.alloc(n, dtypes.float32)   # a program not counted
+    if (a := self.arrays.get(i)) is None: a = self.arrays[i] = CPU.allocator.alloc(self.sizes[i], dtypes.float32)
+    return a
+
 class CPUProgram:
   """A compiled kernel: its code (a JIT engine, or a shared object from the disk cache, which a JIT-compiled program
   moves onto once linked) and argument sets. Re-entrant: a call takes an argument set from a free list and puts it
@@ -406,10 +420,11 @@ class CPUProgram:
   def _load(self, lib: str) -> None:
     """Move onto the shared object lib (the same code as the engine's): calls in flight finish on the engine."""
     self.code, self._free = _Code(self._symbols, lib=lib), []
-  def _argset(self, kept: dict | None = None) -> _Args:
+  def _argset(self, kept: dict | None = None, shared: SharedScratch | None = None) -> _Args:
     code, spec = self.code, self.spec
     n, ns = len(spec.args), len(spec.args) + len(spec.scratch)
-    scratch = [kept[i] if kept and i in kept else CPU.allocator.alloc(x, dtypes.float32) for i, x in enumerate(spec.scratch)]
+    scratch = [kept[i] if kept and i in kept else shared.get(i, x) if shared is not None else CPU.allocator.alloc(x, dtypes.float32)
+               for i, x in enumerate(spec.scratch)]
     ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + [a.ctypes.data for a in scratch]))
     slot = lambda i: ctypes.addressof(ptrs) + i * ctypes.sizeof(ctypes.c_void_p)
     phases, keep = [], []   # (fn, [argument pack per chunk]); keep: the chunk bounds the packs point into
@@ -459,21 +474,22 @@ class CPUProgram:
       for u in list(self._kept):
         if total <= self.KEEP_BYTES or len(self._kept) == 1: break
         total -= sum(a.nbytes for a in self._kept.pop(u).values())
-  def prepare(self, const: frozenset = frozenset(), inputs: list | None = None) -> tuple | None:
+  def prepare(self, const: frozenset = frozenset(), inputs: list | None = None, scratch: SharedScratch | None = None) -> tuple | None:
     """An argument set of the caller's own, for a caller that runs this program on other buffers many times (a TinyJit
     replay): (args, run), where the caller writes buffer pointers into args.ptrs[:len(spec.args)] and run() calls
     every phase on them (one ctypes call for a serial kernel); the caller holds args while it uses run. None when a
     phase of an argument in const (an input whose contents never change) is reusable: call_buffers keeps that phase's
     result; unless inputs (call_buffers') name inputs whose results it keeps already: the set then reads those (and
     holds them) and run() skips their phases. The set pins the code it was made for (the engine, if the program has
-    moved onto its shared object since): prepare again when args.code is not self.code."""
+    moved onto its shared object since): prepare again when args.code is not self.code. scratch: buffers shared with
+    programs that never run at the same time as this set (else the set has its own)."""
     kept, skip = {}, set()   # scratch -> the result kept for its input; the phases that made them
     for phase, arg, s in self.spec.reuse:
       if arg not in const: continue
       with self._kept_lock: out = self._kept.get(inputs[arg], {}).get(s) if inputs is not None else None
       if out is None: return None
       kept[s] = out; skip.add(phase)
-    a = self._argset(kept)
+    a = self._argset(kept, scratch)
     a.phases = [p for i, p in enumerate(a.phases) if i not in skip]
     if len(a.phases) == 1 and len(a.phases[0][1]) == 1: run = functools.partial(a.phases[0][0], a.phases[0][1][0])
     else:
