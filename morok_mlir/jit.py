@@ -286,6 +286,7 @@ class _Plan:
     if not p.state and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and len(p.outs) == len(p.fresh) == 1 and \
         all(type(k) is _Kernel for k in p.steps):
       p.replay = p._replay_one
+    p.run = _graphs(p.steps)
     return p
 
   def _layout(self, nargs: int, leaving: list):
@@ -337,10 +338,10 @@ class _Plan:
     with self.lock:
       if R.DEBUG:
         t0 = time.perf_counter()
-        for step in self.steps: step(v)
+        for step in self.run: step(v)
         R.GlobalCounters.time_sum_s += time.perf_counter() - t0
       else:
-        for step in self.steps: step(v)
+        for step in self.run: step(v)
     R.GlobalCounters.kernel_count += self.nkernels
     j, loc, shape = self.outs[0]
     return Tensor._of(R.new_buffer(v[j], loc, shape=shape), self.ret.device)
@@ -380,7 +381,7 @@ class _Plan:
     with self.lock:
       if self.keyed: self.uops[:] = [_data(t.uop) for t in args]
       t0 = time.perf_counter()
-      for step in self.steps: step(v)
+      for step in self.run: step(v)
       R.GlobalCounters.time_sum_s += time.perf_counter() - t0
     R.GlobalCounters.kernel_count += self.nkernels
     outs = [self._out(j, v, env) for j in range(len(self.outs))]   # one buffer UOp per output the call gives back
@@ -426,6 +427,16 @@ class _Kernel:
     self._bind(v)
     if self.args is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
     self(v)
+
+def _graphs(steps: list) -> list:
+  """steps, each run of kernels whose program has a Graph (a device that replays kernels as one graph: CUDA's) as one
+  step of that Graph."""
+  out, run = [], []
+  graph = lambda s: getattr(s.prog, "Graph", None) if type(s) is _Kernel and s.args is None and not s.keyed else None
+  for s in steps + [None]:
+    if run and (s is None or graph(s) is not graph(run[0]) or s.prog.dev is not run[0].prog.dev): out.append(graph(run[0])(run)); run = []
+    if s is not None: (run if graph(s) else out).append(s)
+  return out
 
 class _Copy:
   """A replay step: buffer j's copy on device (an input from another device), as the realize driver makes it."""

@@ -16,44 +16,84 @@ gpu = pytest.mark.skipif(not OK, reason=f"no CUDA GPU: {WHY}")
 # ---------------------------------------------------------------- a fake driver: no GPU needed
 class FakeDriver:
   """Just enough of cuda-python's driver API, backed by host memory, to run the runtime's logic without a GPU. It counts
-  copies by direction; a kernel whose "PTX" is `// fake <n>` (see FakeCompiler) runs through the CPU emulator."""
+  copies by direction; a kernel whose "PTX" is `// fake <n>` (see FakeCompiler) runs through the CPU emulator, at once.
+  Work on a stream in `busy` has not finished: an event recorded there stays pending until that stream or the event is
+  synchronized. CUDA graphs: a graph is a list of kernel nodes (their parameter values copied when added or set, as the
+  driver does), instantiating copies it, launching one runs its nodes in order. A call named in `fail` returns an error."""
   class CUdevice_attribute: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 0, 1
+  class CUDA_KERNEL_NODE_PARAMS: pass
   def __init__(self, capacity=1 << 30):
-    self.mem, self.capacity, self.launches, self.specs, self.programs = {}, capacity, [], {}, {}
+    self.mem, self.capacity, self.launches, self.launch_specs, self.specs, self.programs = {}, capacity, [], [], {}, {}
     self.copies = {"HtoD": 0, "DtoH": 0, "DtoD": 0}
+    self.pinned, self.pinned_copies, self.streams, self.busy, self.fail = {}, 0, itertools.count(), set(), set()
+    self.direct, self.graph_launches, self.node_sets = 0, 0, 0   # cuLaunchKernel calls, cuGraphLaunch calls, node updates
   def _ok(self, *v): return (0, *v)
+  def __getattribute__(self, name):
+    if name.startswith("cu") and name in object.__getattribute__(self, "fail"): return lambda *a: (1, None)
+    return object.__getattribute__(self, name)
   def cuInit(self, flags): return self._ok()
   def cuDeviceGetCount(self): return self._ok(1)
   def cuDeviceGet(self, i): return self._ok(i)
   def cuDeviceGetAttribute(self, a, dev): return self._ok((8, 6)[a])
   def cuDevicePrimaryCtxRetain(self, dev): return self._ok("ctx")
   def cuCtxSetCurrent(self, ctx): return self._ok()
-  def cuStreamCreate(self, flags): return self._ok("stream")
-  def cuStreamSynchronize(self, s): return self._ok()
-  def cuGetErrorName(self, e): return self._ok({2: b"CUDA_ERROR_OUT_OF_MEMORY", 218: b"CUDA_ERROR_INVALID_PTX"}[e])
+  def cuStreamCreate(self, flags): return self._ok(f"stream{next(self.streams)}")
+  def cuStreamSynchronize(self, s): self.busy.discard(s); return self._ok()
+  def cuEventCreate(self, flags): return self._ok({"stream": None})
+  def cuEventRecord(self, ev, s): ev["stream"] = s if s in self.busy else None; return self._ok()
+  def cuEventQuery(self, ev): return (600,) if ev["stream"] in self.busy else self._ok()
+  def cuEventSynchronize(self, ev): self.busy.discard(ev["stream"]); return self._ok()
+  def cuGetErrorName(self, e):
+    return self._ok({1: b"CUDA_ERROR_INVALID_VALUE", 2: b"CUDA_ERROR_OUT_OF_MEMORY", 218: b"CUDA_ERROR_INVALID_PTX"}[e])
   def cuGetErrorString(self, e): return self._ok(b"the driver said no")
   def cuMemAlloc(self, n):
     if sum(a.nbytes for a in self.mem.values()) + n > self.capacity: return (2, None)
     a = np.zeros(n, np.uint8); self.mem[a.ctypes.data] = a; return self._ok(a.ctypes.data)
   def cuMemFree(self, p): del self.mem[p]; return self._ok()
-  def _copy(self, kind, dst, src, n): self.copies[kind] += 1; ctypes.memmove(dst, src, n); return self._ok()
+  def cuMemHostAlloc(self, n, flags): a = np.zeros(n, np.uint8); self.pinned[a.ctypes.data] = a; return self._ok(a.ctypes.data)
+  def cuMemFreeHost(self, p): del self.pinned[p]; return self._ok()
+  def _copy(self, kind, dst, src, n):
+    host = src if kind == "HtoD" else dst
+    self.pinned_copies += any(p <= host and host + n <= p + a.nbytes for p, a in self.pinned.items())
+    self.copies[kind] += 1; ctypes.memmove(dst, src, n); return self._ok()
   def cuMemcpyHtoD(self, d, s, n): return self._copy("HtoD", d, s, n)
   def cuMemcpyDtoH(self, d, s, n): return self._copy("DtoH", d, s, n)
+  def cuMemcpyHtoDAsync(self, d, s, n, stream): return self._copy("HtoD", d, s, n)
+  def cuMemcpyDtoHAsync(self, d, s, n, stream): return self._copy("DtoH", d, s, n)
   def cuMemcpyDtoDAsync(self, d, s, n, stream): return self._copy("DtoD", d, s, n)
   def cuModuleLoadData(self, image): return self._ok(image[:-1].decode()) if image.startswith(b"//") else (218, None)
   def cuModuleGetFunction(self, mod, name): return self._ok((mod, name))
   def cuModuleUnload(self, mod): return self._ok()
-  def cuLaunchKernel(self, fn, gx, gy, gz, lx, ly, lz, shm, stream, params, extra):
+  def _args(self, fn, params) -> list[int]:
     spec = self.specs.get(fn[0])
-    n = len(spec.args) if spec else len(self.launch_args)
     ptrs = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
-    addrs = [ctypes.c_void_p.from_address(ptrs[i]).value for i in range(n)]
-    self.launches.append((fn[1], (gx, gy, gz), (lx, ly, lz), addrs))
-    if spec is not None:
+    return [ctypes.c_void_p.from_address(ptrs[i]).value for i in range(len(spec.args) if spec else len(self.launch_args))]
+  def _run(self, fn, grid, block, addrs):
+    self.launches.append((fn[1], grid, block, addrs)); self.launch_specs.append(self.specs.get(fn[0]))
+    if (spec := self.specs.get(fn[0])) is not None:
       from morok_mlir.device.gpu_emulator import kernel_program
       if (p := self.programs.get(fn[0])) is None: p = self.programs[fn[0]] = kernel_program(spec)
       p.call_ptrs(*addrs)
+  def cuLaunchKernel(self, fn, gx, gy, gz, lx, ly, lz, shm, stream, params, extra):
+    self.direct += 1; self._run(fn, (gx, gy, gz), (lx, ly, lz), self._args(fn, params)); return self._ok()
+  def _node(self, p):
+    return {"fn": p.func, "grid": (p.gridDimX, p.gridDimY, p.gridDimZ), "block": (p.blockDimX, p.blockDimY, p.blockDimZ),
+            "args": self._args(p.func, p.kernelParams)}
+  def cuGraphCreate(self, flags): return self._ok([])
+  def cuGraphAddKernelNode(self, g, deps, n, p):
+    assert len(deps) == n and all(any(d is x for x in g) for d in deps)
+    g.append(node := self._node(p)); return self._ok(node)
+  def cuGraphInstantiateWithFlags(self, g, flags): return self._ok({"graph": g, "nodes": [dict(x) for x in g]})
+  def cuGraphExecKernelNodeSetParams(self, e, node, p):
+    i = next(i for i, x in enumerate(e["graph"]) if x is node)
+    assert e["nodes"][i]["fn"] == p.func   # (a node's kernel cannot change in an instantiated graph)
+    self.node_sets += 1; e["nodes"][i] = self._node(p); return self._ok()
+  def cuGraphLaunch(self, e, stream):
+    self.graph_launches += 1
+    for x in e["nodes"]: self._run(x["fn"], x["grid"], x["block"], x["args"])
     return self._ok()
+  def cuGraphExecDestroy(self, e): return self._ok()
+  def cuGraphDestroy(self, g): return self._ok()
 
 class FakeCompiler:
   """Registers the kernel with the fake driver instead of making PTX (which only a GPU could run)."""
@@ -82,17 +122,17 @@ def fake_cuda(monkeypatch):
   return dev, fake
 
 def test_cuda_runtime_with_fake_driver(monkeypatch):
-  fake = FakeDriver(capacity=10_000)
+  fake = FakeDriver(capacity=10_240)
   monkeypatch.setattr(cuda, "_drv", fake)
   dev = cuda.CUDADevice()
-  a = dev.allocator.from_numpy(np.arange(1000, dtype=np.float32))       # 4000 bytes
+  a = dev.allocator.from_numpy(np.arange(1000, dtype=np.float32))       # 4000 bytes: a block of 4096
   assert dev.chip == "sm_86" and np.array_equal(dev.allocator.to_numpy(a), np.arange(1000, dtype=np.float32))
   b = dev.allocator.alloc(1000, "float32"); dev.allocator.copy(b, a)
   assert np.array_equal(dev.allocator.to_numpy(b), np.arange(1000, dtype=np.float32))
   dev.allocator.free(b)
-  c = dev.allocator.alloc(1500, "float32")                               # 6000 more: the pooled block is released (LRU) to fit
+  c = dev.allocator.alloc(1500, "float32")                               # 6144 more: the cached block is released (LRU) to fit
   assert len(fake.mem) == 2 and dev.allocator.pooled == 0
-  with pytest.raises(cuda.CUDAError, match=r"cuMemAlloc\(8000\): CUDA_ERROR_OUT_OF_MEMORY"): dev.allocator.alloc(2000, "float32")
+  with pytest.raises(cuda.CUDAError, match=r"cuMemAlloc\(8192\): CUDA_ERROR_OUT_OF_MEMORY"): dev.allocator.alloc(2000, "float32")
   for x in (a, c): dev.allocator.free(x)
   (k,), _ = _kernels(Tensor(np.ones((8, 8), np.float32)) + 1)
   p = dev.compile(k)
@@ -186,12 +226,12 @@ def test_memory_back_to_the_pool_fake_cuda(fake_cuda):
   x = Tensor(np.ones(1000, np.float32)).to("CUDA")
   y = (x + 1).realize()
   ptr = y.uop.buffer.ptr
-  assert ptr in dev.allocator.live and (4000, ptr) not in dev.allocator.pool
+  assert ptr in dev.allocator.live and (4096, ptr) not in dev.allocator.pool
   z = Tensor(y.uop, device="CUDA")          # a second tensor on the same buffer keeps it
   del y; gc.collect()
   assert ptr in dev.allocator.live
   del z; gc.collect()
-  assert ptr not in dev.allocator.live and (4000, ptr) in dev.allocator.pool
+  assert ptr not in dev.allocator.live and (4096, ptr) in dev.allocator.pool
   assert (x + 2).realize().uop.buffer.ptr == ptr   # and is handed out again
   v = Buffer("CUDA", 1000, "float32").allocate().view(10, np.dtype("float32"), 0)
   p = v.base.ptr

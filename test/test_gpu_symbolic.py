@@ -12,6 +12,7 @@ from morok_mlir.device.gpu_emulator import emulate
 from morok_mlir.device.ptx import kernel_names, ptxas
 from morok_mlir.jit import TinyJit
 from morok_mlir.realize import GlobalCounters
+from morok_mlir.core.dtype import dtypes
 from test_gpu_lowering import kernels, ptx_for
 from test_cuda import fake_cuda  # noqa: F401 (the fixture)
 
@@ -81,14 +82,15 @@ def test_symbolic_on_fake_cuda(fake_cuda):
   compiled = []
   for k in (1, 37, MAX, 5):
     y = (x[:v.bind(k)] @ w).relu().realize()
-    assert read_values(fake, fake.launches[-1]) == [k]
+    assert read_values(fake) == [k]
     np.testing.assert_allclose(y.numpy(), np.maximum(A[:k] @ B, 0), rtol=1e-5, atol=1e-5)
     compiled.append(GlobalCounters.compiled)
   assert compiled[1:] == compiled[:1] * 3
 
-def read_values(fake, launch) -> list[int]:
-  """The values in a launch's int64 buffer of one value (its own 8-byte block on the fake device)."""
-  return [int(fake.mem[a].view(np.int64)[0]) for a in launch[3] if a in fake.mem and fake.mem[a].nbytes == 8]
+def read_values(fake, i: int = -1) -> list[int]:
+  """The values in launch i's int64 buffer of one value."""
+  args = fake.launch_specs[i].args
+  return [int(fake.mem[a].view(np.int64)[0]) for a, arg in zip(fake.launches[i][3], args) if arg == (1, dtypes.int64)]
 
 def test_tinyjit_symbolic_replays_fake_cuda(fake_cuda):
   """A jitted function over a symbolic length on CUDA: captured once, each replay writes the call's value into the
@@ -103,7 +105,7 @@ def test_tinyjit_symbolic_replays_fake_cuda(fake_cuda):
     launches, copies = len(fake.launches), fake.copies["HtoD"]
     got = f(x, v.bind(k))
     assert got.shape == (k,) and got.device == "CUDA" and len(fake.launches) > launches
-    assert read_values(fake, fake.launches[-1]) == [k]
+    assert read_values(fake) == [k]
     sent.append(fake.copies["HtoD"] - copies)
     np.testing.assert_allclose(got.numpy(), (sm(S[:k, :k] * 0.5) * 2).sum(0) + k, rtol=1e-5, atol=1e-5)
     compiled.append(GlobalCounters.compiled)

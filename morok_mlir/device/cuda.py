@@ -19,7 +19,7 @@ Every failing driver call raises CUDAError naming the call (and the kernel, for 
 the device: launches take their own parameter arrays, the pool and the method cache (an LRU) are locked, and each
 thread makes the device's context current before its first call."""
 from __future__ import annotations
-import ctypes, threading, time, weakref
+import ctypes, threading, time, warnings, weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 import numpy as np
@@ -81,65 +81,135 @@ class CUDABuffer:
   size: int         # elements
   dtype: DType
   nbytes: int
+  stream: object = None   # the stream its work is queued on (None: the device's)
+
+def size_class(nbytes: int) -> int:
+  """The bytes of the cached block that holds nbytes: a multiple of 512, or above 1 MiB of an eighth of the power of two
+  below, so that a freed block serves nearby sizes (as PyTorch's caching allocator rounds) and wastes at most 1/8."""
+  step = 512 if nbytes <= 1 << 20 else 1 << (nbytes.bit_length() - 4)
+  return -(-nbytes // step) * step
+
+NOT_READY = 600   # CUDA_ERROR_NOT_READY: cuEventQuery's answer while the work before the event runs
 
 class CUDAAllocator:
-  """Device memory pooled by byte size (Morok's LRU allocator): freed blocks are kept for reuse, and when the device
-  runs out of memory the least recently freed ones are released and the allocation retried. A block is freed by free()
-  or when the CUDABuffer alloc returned dies, whichever comes first (views made by offset() own nothing)."""
-  POOL_LIMIT = 4 << 30
+  """Device memory cached by size class and ordered by stream (PyTorch's caching allocator). A freed block is kept with
+  the stream its work was queued on: work queued later on that stream runs after it, so the same stream reuses the block
+  at once; another stream only once an event recorded at the free has completed (recorded when more than one stream
+  allocates). Past `limit` cached bytes the least recently freed blocks go back to the driver; empty_cache() returns
+  all of them, and so does running out of device memory before the allocation is retried. A block is freed by free() or
+  when the CUDABuffer alloc returned dies, whichever comes first (views made by offset() own nothing).
+  Host copies go through pinned (page-locked) staging buffers, reused, in pieces of at most STAGE bytes, queued on the
+  device's stream; where pinning fails, through pageable memory after the stream's work."""
+  limit, STAGE = 4 << 30, 8 << 20
   def __init__(self, dev: CUDADevice):
-    self.dev, self.pool, self.pooled = dev, OrderedDict(), 0  # (nbytes, ptr) -> None, LRU order
+    self.dev, self.pool, self.pooled = dev, OrderedDict(), 0  # (class bytes, ptr) -> (stream, event | None), LRU order
     self.live: dict[int, weakref.finalize] = {}   # ptr -> the finalizer that pools the block when its CUDABuffer dies
     self.used = 0   # bytes of the live blocks (GlobalCounters.mem_used)
     self.lock = threading.RLock()
-  def alloc(self, size: int, dtype) -> CUDABuffer:
+    self.streams: set = set()   # the streams blocks were allocated on
+    self.events: list = []      # idle events, reused
+    self.staging: list = [[0, 0, None], [0, 0, None]]   # pinned host buffers, used in turn: [address, bytes, event of last copy]
+    self.turn, self.pinned = 0, True   # pinned: False once cuMemHostAlloc failed
+  def alloc(self, size: int, dtype, stream=None) -> CUDABuffer:
     dt = to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
     if not isinstance(size, (int, np.integer)) or size < 0: raise ValueError(f"bad buffer size {size!r}")
     nbytes = max(int(size) * dt.itemsize, 1)   # cuMemAlloc(0) is an error
-    ptr = None
+    self.dev.init()
+    cls, s, ptr = size_class(nbytes), self.dev.stream if stream is None else stream, None
     with self.lock:
+      self.streams.add(s)
       for key in reversed(self.pool):
-        if key[0] == nbytes: del self.pool[key]; self.pooled -= nbytes; ptr = key[1]; break
+        if key[0] == cls and self._reusable(*self.pool[key], s): ptr = key[1]; self._unpool(key); break
     if ptr is None:
-      self.dev.init()
       d = driver()
-      try: ptr = int(check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes})"))
+      try: ptr = int(check(d.cuMemAlloc(cls), f"cuMemAlloc({cls})"))
       except CUDAError:
         if not self.pool: raise
-        self.release(); ptr = int(check(d.cuMemAlloc(nbytes), f"cuMemAlloc({nbytes}) after emptying the pool"))
-    buf = CUDABuffer(ptr, int(size), dt, nbytes)
-    fin = self.live[ptr] = weakref.finalize(buf, self._recycle, nbytes, ptr)
+        self.empty_cache(); ptr = int(check(d.cuMemAlloc(cls), f"cuMemAlloc({cls}) after emptying the cache"))
+    buf = CUDABuffer(ptr, int(size), dt, nbytes, stream)
+    fin = self.live[ptr] = weakref.finalize(buf, self._recycle, cls, ptr, s)
     fin.atexit = False   # at exit the driver frees everything itself
-    with self.lock: self.used += nbytes
+    with self.lock: self.used += cls
     return buf
-  def _recycle(self, nbytes: int, ptr: int) -> None:
+  def _reusable(self, freed_on, event, stream) -> bool:
+    if freed_on is stream or freed_on == stream: return True
+    if event is None: return False
+    if int((ret := driver().cuEventQuery(event))[0]) == NOT_READY: return False
+    check(ret, "cuEventQuery")
+    return True
+  def _unpool(self, key) -> None:
+    _, event = self.pool.pop(key); self.pooled -= key[0]
+    if event is not None: self.events.append(event)
+  def _event(self, stream):
+    """An event recorded on stream now: it completes once the work queued before it has."""
+    ev = self.events.pop() if self.events else check(driver().cuEventCreate(2), "cuEventCreate")   # CU_EVENT_DISABLE_TIMING
+    check(driver().cuEventRecord(ev, stream), "cuEventRecord")
+    return ev
+  def _recycle(self, cls: int, ptr: int, stream) -> None:
     with self.lock:
       self.live.pop(ptr, None)
-      self.used -= nbytes
-      if self.pooled + nbytes > self.POOL_LIMIT: self.release(self.pooled + nbytes - self.POOL_LIMIT)
-      self.pool[(nbytes, ptr)] = None; self.pooled += nbytes
+      self.used -= cls
+      self.pool[(cls, ptr)] = (stream, self._event(stream) if len(self.streams) > 1 else None); self.pooled += cls
+      if self.pooled > self.limit: self.release(self.pooled - self.limit)
   def free(self, buf: CUDABuffer) -> None:
-    """Return buf's block now (the caller promises not to use buf again); a view or an already freed buffer is ignored."""
+    """Return buf's block now (the caller promises to queue no more work on buf); a view or a freed buffer is ignored."""
     with self.lock:
       if (fin := self.live.get(buf.ptr)) is not None and (p := fin.peek()) is not None and p[0] is buf: fin()
       buf.ptr = 0
   def release(self, nbytes: int | None = None) -> None:
-    """Give pooled blocks back to the driver, least recently used first, until nbytes are freed (all by default)."""
+    """Give cached blocks back to the driver, least recently freed first, until nbytes are freed (all by default)."""
     with self.lock:
       while self.pool and (nbytes is None or nbytes > 0):
-        (n, ptr), _ = self.pool.popitem(last=False)
-        check(driver().cuMemFree(ptr), "cuMemFree"); self.pooled -= n
-        if nbytes is not None: nbytes -= n
+        key = next(iter(self.pool))
+        self._unpool(key)
+        check(driver().cuMemFree(key[1]), "cuMemFree")
+        if nbytes is not None: nbytes -= key[0]
+  def empty_cache(self) -> None:
+    """Every cached block back to the driver (torch.cuda.empty_cache); live buffers keep theirs."""
+    self.release()
+  def _stage(self, n: int) -> int | None:
+    """The next pinned staging buffer of at least n bytes, idle (its last copy done), or None where pinning failed."""
+    if not self.pinned: return None
+    d, st = driver(), self.staging[self.turn]
+    self.turn ^= 1
+    if st[2] is not None: check(d.cuEventSynchronize(st[2]), "cuEventSynchronize")
+    if st[1] < n:
+      if st[0]: check(d.cuMemFreeHost(st[0]), "cuMemFreeHost"); st[:2] = 0, 0
+      want = min(max(n, 64 << 10), self.STAGE)
+      err, ptr = d.cuMemHostAlloc(want, 0)
+      if int(err) != 0: self.pinned = False; return None   # (a locked-memory limit, say): pageable copies from now on
+      st[:2] = int(ptr), want
+      if st[2] is None: st[2] = check(d.cuEventCreate(2), "cuEventCreate")
+    return st[0]
   def _host(self, arr: np.ndarray, buf: CUDABuffer, what: str):
     if type(arr) is not np.ndarray or not arr.flags.c_contiguous or arr.nbytes != buf.size * buf.dtype.itemsize:
       raise ValueError(f"{what}: need a C-contiguous array of {buf.size * buf.dtype.itemsize} bytes, got {getattr(arr, 'nbytes', arr)!r}")
+  def _pieces(self, total: int):
+    for off in range(0, total, self.STAGE): yield off, min(self.STAGE, total - off), self._stage(min(self.STAGE, total - off))
   def copyin(self, buf: CUDABuffer, arr: np.ndarray) -> None:
+    """arr's bytes into buf, queued on the stream (arr may change once this returns: they were copied to staging)."""
     self._host(arr, buf, "copyin")
-    if arr.nbytes: self.dev.synchronize(); check(driver().cuMemcpyHtoD(buf.ptr, arr.ctypes.data, arr.nbytes), "cuMemcpyHtoD")
+    d, src = driver(), arr.ctypes.data
+    with self.lock:
+      for off, n, h in self._pieces(arr.nbytes):
+        if h is None:
+          self.dev.synchronize(); check(d.cuMemcpyHtoD(buf.ptr + off, src + off, arr.nbytes - off), "cuMemcpyHtoD"); return
+        ctypes.memmove(h, src + off, n)
+        check(d.cuMemcpyHtoDAsync(buf.ptr + off, h, n, self.dev.stream), "cuMemcpyHtoDAsync")
+        check(d.cuEventRecord(self.staging[self.turn ^ 1][2], self.dev.stream), "cuEventRecord")
   def copyout(self, arr: np.ndarray, buf: CUDABuffer) -> None:
+    """buf's bytes into arr, after the work queued on the stream."""
     self._host(arr, buf, "copyout")
     if not arr.flags.writeable: raise ValueError("copyout: destination is read-only")
-    if arr.nbytes: self.dev.synchronize(); check(driver().cuMemcpyDtoH(arr.ctypes.data, buf.ptr, arr.nbytes), "cuMemcpyDtoH")
+    d, dst = driver(), arr.ctypes.data
+    with self.lock:
+      for off, n, h in self._pieces(arr.nbytes):
+        if h is None:
+          self.dev.synchronize(); check(d.cuMemcpyDtoH(dst + off, buf.ptr + off, arr.nbytes - off), "cuMemcpyDtoH"); return
+        ev = self.staging[self.turn ^ 1][2]
+        check(d.cuMemcpyDtoHAsync(h, buf.ptr + off, n, self.dev.stream), "cuMemcpyDtoHAsync")
+        check(d.cuEventRecord(ev, self.dev.stream), "cuEventRecord"); check(d.cuEventSynchronize(ev), "cuEventSynchronize")
+        ctypes.memmove(dst + off, h, n)
   def copy(self, dst: CUDABuffer, src: CUDABuffer) -> None:
     if dst.nbytes != src.nbytes: raise ValueError(f"copy: {src.nbytes} bytes into {dst.nbytes}")
     check(driver().cuMemcpyDtoDAsync(dst.ptr, src.ptr, src.nbytes, self.dev.stream), "cuMemcpyDtoD")
@@ -221,6 +291,65 @@ class CUDAProgram:
     self.launch_ptrs(*[b.ptr for b in bufs])
     if wait: self.dev.synchronize(f"kernel {self.label}")
     return time.perf_counter() - t0 if wait else None
+
+class CUDAGraph:
+  """A run of a TinyJit replay's CUDA kernels as one CUDA graph: built on its first call (a chain of kernel nodes,
+  cuGraphAddKernelNode), instantiated once, and launched with one cuGraphLaunch per call; a later call first sets the
+  arguments that changed (new input and output pointers, a new buffer of the sizes' values) in the instantiated graph
+  (cuGraphExecKernelNodeSetParams), and builds it again where that fails. A graph the driver refuses is dropped, with
+  a warning naming the call, for launches kernel by kernel. kernels: steps with .prog (a CUDAProgram) and .slots
+  (the indices of its buffers in a replay's list)."""
+  def __init__(self, kernels: list):
+    self.kernels, self.dev = kernels, kernels[0].prog.dev
+    self.params = [k.prog._params() for k in kernels]   # per node: (pointer values, void*[] at them), read by the driver
+    self.graph = self.exec = None
+    self.nodes, self.last, self.failed = [], [], None
+  def _node(self, prog: CUDAProgram, params):
+    p = driver().CUDA_KERNEL_NODE_PARAMS()
+    p.func, p.sharedMemBytes, p.kernelParams = prog.fn, 0, ctypes.addressof(params)
+    (p.gridDimX, p.gridDimY, p.gridDimZ), (p.blockDimX, p.blockDimY, p.blockDimZ) = prog.spec.global_size, prog.spec.local_size
+    return p
+  def _build(self, addrs: list) -> None:
+    d = driver()
+    self.graph, self.nodes = check(d.cuGraphCreate(0), "cuGraphCreate"), []
+    for k, (ptrs, params), a in zip(self.kernels, self.params, addrs):
+      ptrs[:len(a)] = a
+      deps = self.nodes[-1:]
+      self.nodes.append(check(d.cuGraphAddKernelNode(self.graph, deps, len(deps), self._node(k.prog, params)),
+                              f"kernel {k.prog.label}: cuGraphAddKernelNode"))
+    self.exec, self.last = check(d.cuGraphInstantiateWithFlags(self.graph, 0), "cuGraphInstantiateWithFlags"), addrs
+  def _update(self, addrs: list) -> None:
+    d = driver()
+    for i, (k, (ptrs, params), a) in enumerate(zip(self.kernels, self.params, addrs)):
+      if a == self.last[i]: continue
+      ptrs[:len(a)] = a
+      check(d.cuGraphExecKernelNodeSetParams(self.exec, self.nodes[i], self._node(k.prog, params)),
+            f"kernel {k.prog.label}: cuGraphExecKernelNodeSetParams")
+    self.last = addrs
+  def _destroy(self) -> None:
+    d, (g, e), self.graph, self.exec = driver(), (self.graph, self.exec), None, None
+    if e is not None: d.cuGraphExecDestroy(e)
+    if g is not None: d.cuGraphDestroy(g)
+  def __del__(self):
+    try: self.dev.synchronize(); self._destroy()
+    except Exception: pass   # the driver is gone (interpreter exit)
+  def __call__(self, v: list) -> None:
+    addrs = [[v[j].ptr for j in k.slots] for k in self.kernels]
+    if self.failed is None:
+      self.dev.current()
+      try:
+        if self.exec is None: self._build(addrs)
+        else:
+          try: self._update(addrs)
+          except CUDAError: self._destroy(); self._build(addrs)   # an update the driver refuses: instantiated anew
+        return check(driver().cuGraphLaunch(self.exec, self.dev.stream), "cuGraphLaunch")
+      except CUDAError as e:
+        self.failed = e
+        self._destroy()
+        warnings.warn(f"TinyJit on CUDA: {len(self.kernels)} kernels are launched one by one: their CUDA graph failed ({e})",
+                      RuntimeWarning, stacklevel=2)
+    for k, a in zip(self.kernels, addrs): k.prog.launch_ptrs(*a)
+CUDAProgram.Graph = CUDAGraph   # what TinyJit replays a run of this device's kernels through
 
 class CUDADevice:
   name = "CUDA"
