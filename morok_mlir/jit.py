@@ -392,7 +392,7 @@ class _Plan:
     i, loc, shape = self.outs[j]
     if (f := self.shaped[j] if self.shaped else None) is None: return R.new_buffer(v[i], loc, shape=shape)
     n, *shape = f(*xs)
-    return R.new_buffer(v[i].view(n, v[i].dtype, 0), loc, shape=tuple(shape))
+    return R.new_buffer(v[i].head(n), loc, shape=tuple(shape))
 
   def replay(self, args: list[Tensor], env: dict | None = None):
     state, v, xs = self.state, self.template.copy(), ()
