@@ -513,7 +513,7 @@ class CPUAllocator:
       except (AttributeError, OSError): pass
       return m
     raw = np.empty(nbytes + self.ALIGN, np.uint8)
-    off = -raw.ctypes.data % self.ALIGN
+    off = -self.ptr(raw) % self.ALIGN
     return raw[off:off + nbytes]
   def alloc(self, size: int, dtype) -> np.ndarray:
     dt = dtype if type(dtype) is DType else to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
@@ -528,7 +528,7 @@ class CPUAllocator:
     if block is None: block = self._block(nbytes)
     mv = memoryview(block)
     arr = np.frombuffer(mv, dt.np)
-    addr = arr.ctypes.data
+    addr = self.ptr(arr)
     self.live[addr] = weakref.finalize(arr, self._recycle, addr, block, nbytes)  # numpy keeps its own view of mv, not mv
     with self.lock: self.used += nbytes
     return arr
