@@ -119,7 +119,7 @@ class Variants:
   @property
   def code(self):
     """One object while every copy keeps its code (a prepared set is made for those)."""
-    if (codes := tuple(p.code for p in self.progs)) != self._codes: self._codes, self._code = codes, object()
+    if (codes := tuple([p.code for p in self.progs])) != self._codes: self._codes, self._code = codes, object()
     return self._code
   def pick(self, addr: int) -> int:
     """The copy for the values at address addr."""
