@@ -307,9 +307,10 @@ def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int]) -> l
   bounds whose choices (`choice`) differ from the wider run's (a product too small to pack: plain loops; wider panels
   for fewer rows; no threads), optimized for that run's largest bound s (each value's bound min(s, its largest)) and
   marked uop.variant_of = f's name, uop.variant = (values argument, k, bound, ...). The runs are found by halving s
-  from the largest value down, then bisecting where the choices change. The realize driver runs the narrowest copy
-  whose bounds hold the values read at run time (realize.Variants): a small value runs what the heuristics choose for
-  small sizes, not for the largest."""
+  from the largest value down, then bisecting where the choices change; at most MAX_VARIANTS are kept, those where
+  the threads change first, then the widest (a value in a run not kept runs the next wider copy). The realize
+  driver runs the narrowest copy whose bounds hold the values read at run time (realize.Variants): a small value runs
+  what the heuristics choose for small sizes, not for the largest."""
   if not (clamps := value_clamps(f.roots[0])): return [optimize_kernel(f, threads, vec, caches)]
   memo: dict[int, tuple[Func, dict]] = {}
   def at(s: int) -> dict:   # f's choices for every value at most s
@@ -319,13 +320,16 @@ def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int]) -> l
     return memo[s][1]
   hi = top = max(hi for *_, hi in clamps.values())
   out, ends = [], []
-  while hi > 1 and len(ends) < MAX_VARIANTS:
+  while hi > 1:
     if at(lo := hi // 2) == at(hi): hi = lo; continue
     while hi - lo > 1:   # at(lo) differs from at(hi): the largest bound whose choices differ
       if at(mid := (lo + hi) // 2) == at(hi): hi = mid
       else: lo = mid
     ends.append(hi := lo)
-  for s in ends:
+  # the copies most worth a compile: where the threads change (waking one costs more than a small value's work), then
+  # the widest
+  wider, threads_of = dict(zip(ends, [top, *ends])), lambda s: at(s).get("uop.threads")
+  for s in sorted(sorted(ends, key=lambda s: (threads_of(s) == threads_of(wider[s]), -s))[:MAX_VARIANTS], reverse=True):
     at_s = (next(iter(clamps.values()))[0], *(x for _, k, lo, hi in clamps.values() for x in (k, max(lo, min(hi, s)))))
     out.append(replace(memo[s][0], name=f"{f.name}_v{len(out) + 1}", attrs={**memo[s][0].attrs, "uop.variant_of": f.name, "uop.variant": at_s}))
   at(top)
