@@ -311,7 +311,7 @@ def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int]) -> l
   the threads change first, then the widest (a value in a run not kept runs the next wider copy). The realize
   driver runs the narrowest copy whose bounds hold the values read at run time (realize.Variants): a small value runs
   what the heuristics choose for small sizes, not for the largest."""
-  if not (clamps := value_clamps(f.roots[0])): return [optimize_kernel(f, threads, vec, caches)]
+  if not MAX_VARIANTS or not (clamps := value_clamps(f.roots[0])): return [optimize_kernel(f, threads, vec, caches)]
   memo: dict[int, tuple[Func, dict]] = {}
   def at(s: int) -> dict:   # f's choices for every value at most s
     if s not in memo:
