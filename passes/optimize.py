@@ -320,9 +320,12 @@ def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int]) -> l
     return memo[s][1]
   hi = top = max(hi for *_, hi in clamps.values())
   out, ends = [], []
+  kind = lambda s: (frozenset(at(s)), at(s).get("uop.threads"))
   while hi > 1:
     if at(lo := hi // 2) == at(hi): hi = lo; continue
-    while hi - lo > 1:   # at(lo) differs from at(hi): the largest bound whose choices differ
+    # at(lo) differs from at(hi): where the kind of kernel or its threads change, the largest bound that differs (other
+    # changes, a tile's width, are taken where halving met them: each bound tried is a whole analysis of the kernel)
+    while hi - lo > 1 and kind(lo) != kind(hi):
       if at(mid := (lo + hi) // 2) == at(hi): hi = mid
       else: lo = mid
     ends.append(hi := lo)
