@@ -5,7 +5,7 @@ runs on Buffers of its own device. realize() is safe from any number of Python t
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
 import bisect, collections, ctypes, gc, itertools, os, threading, time, types, weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
 from morok_mlir.core.dtype import dtypes
@@ -109,10 +109,11 @@ class Variants:
     # one value (the usual case): the copies' bounds in order, searched by bisection
     self.one = [at[0][1] for at in self.bounds] if len({at[0][0] for at in self.bounds if len(at) == 1}) == 1 and \
       all(len(at) == 1 for at in self.bounds) else None
-    specs = [getattr(p, "spec", None) for p in self.progs]
-    # (a TinyJit replay passes the input UOps of the arguments any copy repacks; a copy with scratch runs unprepared)
-    self.spec = types.SimpleNamespace(reuse=tuple({r for s in specs for r in getattr(s, "reuse", ())}),
-                                      scratch=tuple(x for s in specs for x in getattr(s, "scratch", ())))
+    # the kernel's own spec, but a TinyJit replay passes the input UOps of the arguments any copy repacks, and the driver
+    # leaves unprepared a kernel any copy of which has scratch buffers
+    specs = [p.spec for p in self.progs]
+    self.spec = replace(program.spec, reuse=tuple(dict.fromkeys(r for s in specs for r in s.reuse)),
+                        scratch=next((s.scratch for s in reversed(specs) if s.scratch), ()))
     self._codes, self._code = None, None
   @property
   def nbytes(self) -> int: return sum(getattr(p, "nbytes", 0) for p in self.progs)
