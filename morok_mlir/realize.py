@@ -106,9 +106,8 @@ class Variants:
   def __init__(self, program, narrow: list[tuple[tuple, object]]):
     self.name, self.slot, self.progs = program.name, narrow[0][0][0], [p for _, p in narrow] + [program]
     self.bounds = [tuple((8 * k, b) for k, b in zip(at[1::2], at[2::2])) for at, _ in narrow]   # (byte offset, bound)
-    # one value (the usual case): the copies' bounds in order, searched by bisection
-    self.one = [at[0][1] for at in self.bounds] if len({at[0][0] for at in self.bounds if len(at) == 1}) == 1 and \
-      all(len(at) == 1 for at in self.bounds) else None
+    # one value (the usual case): the copies' bounds, ascending, searched by bisection
+    self.one = [at[0][1] for at in self.bounds] if all(len(at) == 1 for at in self.bounds) else None
     # the kernel's own spec, but a TinyJit replay passes the input UOps of the arguments any copy repacks, and the driver
     # leaves unprepared a kernel any copy of which has scratch buffers
     specs = [p.spec for p in self.progs]
@@ -176,8 +175,8 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   for group in progress([names[i:i + n] for i in range(0, len(names), n)], "compile", f"{n} kernels" if n > 1 else "kernel", since=t0):
     if DEBUG >= 3: print(module_text([funcs[name] for name in group]))
     progs |= zip(group, dev.compile_many([funcs[name] for name in group]) if n > 1 else [dev.compile(funcs[group[0]])])
-  for n, vs in narrow.items():
-    if n in progs: progs[n] = Variants(progs[n], [(funcs[v].attrs["uop.variant"], progs[v]) for v in reversed(vs)])
+  for name, vs in narrow.items():
+    if name in progs: progs[name] = Variants(progs[name], [(funcs[v].attrs["uop.variant"], progs[v]) for v in reversed(vs)])
   items = [ScheduleItem(name, progs[name], k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else "")
            for k in sched.roots[0].src for name in (k.attrs["callee"][1],)]
   # inputs: the graph's, then (with symbolic sizes) the int64 buffer of the variables' values (uop-rangeify)
