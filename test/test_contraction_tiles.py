@@ -258,7 +258,7 @@ def test_quantized_weights_are_never_kept_as_float32_panels(rows):
   x, w32 = Tensor(rng.standard_normal((rows, 576)).astype(np.float32)), Tensor(rng.standard_normal((1536, 576)).astype(np.float32))
   def kernels(t): return [f for f in lower_to_kernels(graph_func(normalize([t.uop])[0])) if f.name != "schedule"]
   (q,) = kernels(x @ dequantize(raw, "Q4_1", (1536, 576)).T)
-  assert ("uop.lanes" in q.attrs) if rows == 1 else ("uop.contraction" in q.attrs and Contraction(q, "k").reuse() == []), q.attrs
+  assert ("uop.reduce_lanes" in q.attrs) if rows == 1 else ("uop.contraction" in q.attrs and Contraction(q, "k").reuse() == []), q.attrs
   (f,) = kernels(Tensor(rng.standard_normal((3, 576)).astype(np.float32)) @ w32.T)
   assert Contraction(f, "k").reuse(), "float32 weights' panels are kept"
   ref = x.numpy() @ dequantize(raw, "Q4_1", (1536, 576)).numpy().T

@@ -210,3 +210,19 @@ def test_huge_array_count_fails_fast(tmp_path):
   put(data, offset_of(r.fields["big"].parts[4], r), 1 << 58, 8)   # parts: key len, key, type, item type, count, items
   (tmp_path / "arr.gguf").write_bytes(bytes(data))
   with pytest.raises(ValueError, match=f"an array at byte .* of {1 << 58} items needs at least"): load_gguf(tmp_path / "arr.gguf")
+
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("name", list(QUANTS))
+def test_matvec_in_vector_lanes_at_both_widths(name, vec, monkeypatch):
+  """The blocks' decode in vector lanes along the reduce (uop.reduce_lanes, split_ranges' block ranges) at the AVX2 and
+  AVX-512 widths on any machine: rows odd in number, three blocks per row, against the reference decode in float64."""
+  import morok_mlir.passes.optimize as opt, morok_mlir.realize as R
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  monkeypatch.setattr(R, "_schedule_cache", {})       # schedules for this width stay here
+  rows, cols = 7, 3 * QUANTS[name].block
+  raw = random_blocks(name, rows * cols // QUANTS[name].block, seed=4)
+  W = ref_dequantize(raw, QT[name]).reshape(rows, cols).astype(np.float64)
+  x = np.random.default_rng(5).standard_normal((2, cols)).astype(np.float32)
+  for xs in (x[:1], x):   # one row (the decode step's matrix-vector product) and two
+    ref = xs.astype(np.float64) @ W.T
+    np.testing.assert_allclose((Tensor(xs) @ dequantize(Tensor(raw), name, (rows, cols)).T).numpy(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())

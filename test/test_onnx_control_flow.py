@@ -257,3 +257,141 @@ def test_loop_until_a_condition_on_data(interpreted):
     np.testing.assert_allclose(om(f)["hN"], ref(f)["hN"], rtol=1e-6)
     if k == 4: interpreted.clear()
   assert interpreted == []
+
+def test_replays_of_arrays_make_no_buffer_uop(monkeypatch):
+  """A replayed call of numpy arrays runs the recorded kernels on the replay's own buffers, its inputs copied in and
+  outputs copied out: no buffer UOp (Tensor, Buffer) per call; strided arrays and calls from threads still give the
+  reference's results, each output the caller's own."""
+  import threading
+  import morok_mlir.realize as R
+  m, feeds, _ = M.loop()
+  om, ref = OnnxModel(m), reference(m)
+  for k in range(4): om(feeds(k))
+  made = []
+  new_buffer = R.new_buffer
+  monkeypatch.setattr(R, "new_buffer", lambda *a, **kw: made.append(1) or new_buffer(*a, **kw))
+  wide = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
+  f = {"x": wide[:, ::2], "h0": np.zeros((1, 32), np.float32)}   # (a strided view)
+  want = ref({"x": np.ascontiguousarray(f["x"]), "h0": f["h0"]})
+  got = [om(f) for _ in range(3)]
+  assert made == []
+  for g in got: np.testing.assert_allclose(g["hs"], want["hs"], rtol=1e-4, atol=1e-5)
+  got[0]["hs"][:] = 0
+  np.testing.assert_allclose(got[1]["hs"], want["hs"], rtol=1e-4, atol=1e-5)
+  errs = []
+  def work(seed):
+    for k in range(20):
+      f = feeds(seed + k)
+      if not np.allclose(om(f)["hN"], ref(f)["hN"], rtol=1e-4, atol=1e-5): errs.append((seed, k))
+  ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  assert not errs
+
+def test_constants_of_quantized_layers_fold_once(interpreted):
+  """Values computed from initializers alone are realized once, as onnxruntime folds constants: the QDQ layer's
+  dequantized weight (a folded node) and the int8 encoder's weights minus their zero points (inside MatMulInteger and
+  QLinearMatMul) become float32 buffers that replays read; the outputs stay the reference's (integers exactly)."""
+  from morok_mlir.dialects.ops import Ops
+  from morok_mlir.core.dtype import dtypes
+  om = stream("qdq", 6, lambda feeds, k: feeds(k), interpreted)
+  assert om._folded["wd"].uop.op is Ops.BUFFER
+  # every kernel of the replay runs on an argument set of its own, the weight's panels packed once and read from there
+  assert all(k.args is not None for v in om._fast.values() for k in v[6].steps)
+  interpreted.clear()
+  om = stream("qenc", 6, lambda feeds, k: feeds(k), interpreted, exact=("acc", "q"))
+  assert len(om._consts) == 2 and all(t.uop.op is Ops.BUFFER and t.dtype == dtypes.float32 for t in om._consts.values())
+  # DynamicQuantizeLinear's range in one kernel, its values computed in the contraction reading them: 5 kernels in all
+  assert next(iter(om._fast.values()))[0].plan.nkernels <= 5
+
+@pytest.mark.parametrize("op", ["ConvInteger", "QLinearConv", "MatMulIntegerData"])
+def test_quantized_ops_with_constant_or_data_weights(op):
+  """ConvInteger and QLinearConv of int8 weights with a zero point and a scale per output channel (folded once), and MatMulInteger
+  of two call inputs (nothing folded): equal to the reference's integers over several calls."""
+  r = np.random.default_rng(3)
+  x = r.integers(0, 256, (1, 3, 9, 9), dtype=np.uint8)
+  if op == "MatMulIntegerData":
+    nodes, ins = [h.make_node("MatMulInteger", ["A", "B", "za"], ["y"])], [("A", TP.UINT8, [6, 40]), ("B", TP.INT8, [40, 5])]
+    inits, out = [nh.from_array(np.uint8(9), "za")], ("y", TP.INT32)
+    feeds = lambda k: {"A": r.integers(0, 256, (6, 40), dtype=np.uint8), "B": r.integers(-128, 128, (40, 5), dtype=np.int8)}
+  else:
+    w = r.integers(-128, 128, (4, 3, 3, 3), dtype=np.int8)
+    inits = [nh.from_array(w, "w"), nh.from_array(np.uint8(7), "zx"), nh.from_array(np.array([0, 3, -2, 5], np.int8), "zw")]
+    ins, feeds = [("x", TP.UINT8, [1, 3, 9, 9])], lambda k: {"x": r.integers(0, 256, (1, 3, 9, 9), dtype=np.uint8)}
+    if op == "ConvInteger":   # (onnxruntime's ConvInteger takes one weight zero point)
+      inits[2] = nh.from_array(np.int8(3), "zw")
+      nodes, out = [h.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"], pads=[1, 1, 1, 1])], ("y", TP.INT32)
+    else:
+      inits += [nh.from_array(np.float32(0.02), "sx"), nh.from_array(np.array([0.01, 0.02, 0.015, 0.03], np.float32), "sw"),
+                nh.from_array(np.float32(0.5), "sy"), nh.from_array(np.uint8(100), "zy")]
+      inits[2] = nh.from_array(np.zeros(4, np.int8), "zw")   # (onnxruntime's QLinearConv takes int8 weights of zero point 0)
+      nodes, out = [h.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy"], ["y"], pads=[1, 1, 1, 1])], ("y", TP.UINT8)
+  g = h.make_graph(nodes, "g", [h.make_tensor_value_info(*i) for i in ins], [h.make_tensor_value_info(out[0], out[1], None)], inits)
+  m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+  om, ref = OnnxModel(m), reference(m)
+  for k in range(5):
+    f = feeds(k)
+    np.testing.assert_array_equal(om(f)["y"], ref(f)["y"], err_msg=f"call {k}")
+  assert (len(om._consts) == 0) == (op == "MatMulIntegerData")
+
+def _ew_loop(trips: int = 6):
+  """x [4], h0 [4] -> hN, hs [trips, 4] with h = h * 0.5 + x: a Loop whose body computes no reduce."""
+  body = h.make_graph(
+    [h.make_node("Identity", ["cond_in"], ["cond_out"]), h.make_node("Mul", ["h_in", "half"], ["hh"]), h.make_node("Add", ["hh", "x"], ["h_out"]),
+     h.make_node("Identity", ["h_out"], ["h_scan"])],
+    "body", [h.make_tensor_value_info(n, t, s) for n, t, s in (("i", TP.INT64, []), ("cond_in", TP.BOOL, []), ("h_in", TP.FLOAT, [4]))],
+    [h.make_tensor_value_info(n, t, s) for n, t, s in (("cond_out", TP.BOOL, []), ("h_out", TP.FLOAT, [4]), ("h_scan", TP.FLOAT, [4]))])
+  g = h.make_graph([h.make_node("Loop", ["M", "", "h0"], ["hN", "hs"], body=body)], "g",
+                   [h.make_tensor_value_info("x", TP.FLOAT, [4]), h.make_tensor_value_info("h0", TP.FLOAT, [4])],
+                   [h.make_tensor_value_info("hN", TP.FLOAT, [4]), h.make_tensor_value_info("hs", TP.FLOAT, [trips, 4])],
+                   [nh.from_array(np.array(trips, np.int64), "M"), nh.from_array(np.float32(0.5), "half")])
+  return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+def test_loop_state_through_a_reduce_is_stored_by_its_kernel(interpreted):
+  """A Loop or Scan whose carried value is a matmul's (h = tanh(h @ W + x)) stores each trip's value in the matmul's
+  kernel: one kernel per trip and the outputs' (not a reduce kernel and an elementwise one per trip, and the stack
+  computing trips again); a body without a reduce stays fused across trips. All against the reference."""
+  om = stream("loop", 6, lambda feeds, k: feeds(k), interpreted)
+  assert next(iter(om._fast.values()))[0].plan.nkernels <= 6 + 2
+  om = stream("scan", 6, lambda feeds, k: feeds(k), interpreted)   # (its scan output y = s * 2 reads the stored s)
+  assert next(iter(om._fast.values()))[0].plan.nkernels <= 8 + 2
+  m = _ew_loop()
+  om, ref = OnnxModel(m), reference(m)
+  for k in range(5):
+    f = {"x": np.full(4, k, np.float32), "h0": np.arange(4, dtype=np.float32)}
+    got, want = om(f), ref(f)
+    for n in want: np.testing.assert_allclose(got[n], want[n], rtol=1e-6, err_msg=n)
+  assert next(iter(om._fast.values()))[0].plan.nkernels <= 2
+
+def test_threaded_kernels_of_a_replay_run_either_way():
+  """A direct replay times each kernel split for threads both ways in its first calls and keeps one: after those calls
+  each such kernel has chosen, and the results are the reference's on threads and with every chunk on the calling
+  thread alike."""
+  from morok_mlir.host import THREADS
+  if THREADS < 2: pytest.skip("one thread: no kernel is split")
+  g = h.make_graph([h.make_node("Mul", ["x", "x"], ["s"]), h.make_node("Add", ["s", "x"], ["y"])], "g",
+                   [h.make_tensor_value_info("x", TP.FLOAT, [1 << 20])], [h.make_tensor_value_info("y", TP.FLOAT, [1 << 20])])
+  m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+  om, x = OnnxModel(m), np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
+  want = x * x + x
+  for _ in range(4 + 2 * model_mod._Direct.TUNE): np.testing.assert_allclose(om({"x": x})["y"], want, rtol=1e-6)
+  d = om._fast[om._fast_key({"x": x})][6]
+  split = [k for k in d.steps if k.args is not None and any(len(p) > 1 for _, p in k.args.phases)]
+  assert split and not d.tuning and all(type(k.serial) is bool for k in split)
+  for serial in (True, False):
+    for k in split: k.serial = serial; k.prepare()
+    np.testing.assert_allclose(om({"x": x})["y"], want, rtol=1e-6)
+
+def test_folded_broadcast_stays_lazy():
+  """A value computed from initializers is stored once, but its broadcast is not: Expand(c * 2) to 512x512 keeps
+  reading the stored 512 values (no 1 MiB constant), with the reference's result."""
+  from morok_mlir.dialects.ops import Ops
+  g = h.make_graph([h.make_node("Mul", ["c", "two"], ["c2"]), h.make_node("Expand", ["c2", "shape"], ["big"]), h.make_node("Add", ["x", "big"], ["y"])],
+                   "g", [h.make_tensor_value_info("x", TP.FLOAT, [512, 512])], [h.make_tensor_value_info("y", TP.FLOAT, [512, 512])],
+                   [nh.from_array(np.arange(512, dtype=np.float32), "c"), nh.from_array(np.float32(2), "two"),
+                    nh.from_array(np.array([512, 512], np.int64), "shape")])
+  m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+  om, ref = OnnxModel(m), reference(m)
+  x = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32)
+  for _ in range(4): np.testing.assert_array_equal(om({"x": x})["y"], ref({"x": x})["y"])
+  assert om._folded["c2"].uop.op is Ops.BUFFER and om._folded["big"].uop.op is Ops.EXPAND

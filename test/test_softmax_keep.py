@@ -143,13 +143,18 @@ def test_attention_epilogue_sums_reassociate(mask):
 @pytest.mark.parametrize("rows", [1, 3])
 def test_a_norm_before_a_matrix_vector_product_keeps_it_a_contraction(rows):
   """An RMSNorm's mean of squares, one value for the whole product (a decode step's single row), is stored by its own
-  kernel: inline, the product's kernel was no tiled contraction (5x slower). Several rows: the norm stays inline (one
-  kernel); both against float64."""
+  kernel, so the product's kernel only reads its rows and the weights. Several rows: the norm stays inline (one
+  kernel), and that kernel is still a product of two operands (the norm's reduce inside one of them: computed where
+  its rows are packed), with float32 and with quantized weights; against float64."""
   from morok_mlir import nn
+  from morok_mlir.core.kernel_facts import contraction
+  from morok_mlir.nn.quant import dequantize
   x, w = rng.standard_normal((rows, 576)).astype(np.float32), rng.standard_normal((1536, 576)).astype(np.float32)
   t = nn.RMSNorm(576)(Tensor(x)) @ Tensor(w).T
-  if rows == 1:
-    ks = kernels(t)
-    assert len(ks) == 2 and {"uop.contraction", "uop.lanes"} & ks[1].attrs.keys(), [(f.name, list(f.attrs)) for f in ks]   # tiled or vectorized
+  ks = kernels(t)
+  if rows == 1: assert len(ks) == 2, [(f.name, list(f.attrs)) for f in ks]   # the product's rows then read contiguously
+  else:
+    q = nn.RMSNorm(576)(Tensor(x)) @ dequantize(Tensor(np.zeros((1536 * 576 // 32, 20), np.uint8)), "Q4_1", (1536, 576)).T
+    assert all(len(k) == 1 and contraction(k[0].roots[0]) is not None for k in (ks, kernels(q))), [list(f.attrs) for f in ks]
   x64 = x.astype(np.float64)
   np.testing.assert_allclose(t.numpy(), (x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6)) @ w.T, rtol=1e-4, atol=1e-3)

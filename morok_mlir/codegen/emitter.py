@@ -70,7 +70,8 @@ class Emitter:
     b.lines.append(f"vector.store {v}, {buf}[{i}]{' {' + attrs + '}' if attrs else ''} : {mt}, {vt}")
   def from_elements(self, b: Block, xs: list[str], vt: str) -> str: return self.op(b, f"vector.from_elements {', '.join(xs)} : {vt}")
   def broadcast(self, b: Block, x: str, ty: str, vt: str) -> str: return self.op(b, f"vector.broadcast {x} : {ty} to {vt}")
-  def reduction(self, b: Block, kind: str, x: str, vt: str, ty: str) -> str: return self.op(b, f"vector.reduction <{kind}>, {x} : {vt} into {ty}")
+  def reduction(self, b: Block, kind: str, x: str, vt: str, ty: str, fm: str = "") -> str:
+    return self.op(b, f"vector.reduction <{kind}>, {x}{fm} : {vt} into {ty}")
   def shuffle(self, b: Block, x: str, y: str, mask: list[int], xt: str, yt: str) -> str:
     return self.op(b, f"vector.shuffle {x}, {y} {mask} : {xt}, {yt}")
   def maskedload(self, b: Block, buf: str, i: str, mask: str, other: str, mt: str, mask_t: str, vt: str) -> str:

@@ -8,14 +8,8 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
-from morok_mlir.core.kernel_facts import lane_coef, single_store
-from morok_mlir.codegen.lower_cpu import ALU, CMP, POLY, Frame, Lowerer, Poly, _axis, cls, exp2_of_product, gated, lane_range, mem_type, sl, splat
-
-# ops a lane-dependent value may be made of (dtype class -> ops), and the largest address step a load's lanes may take
-LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL}, "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.CAST},
-            "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD, Ops.REDUCE,
-                  Ops.EXP2, Ops.LOG2, Ops.POW, Ops.CAST}}   # casts between f32 and bool (a mask read as floats)
-LANE_MAX_STEP = 4
+from morok_mlir.core.kernel_facts import LANE_MAX_STEP, innermost, lane_coef, lane_reduce_of, lane_supported, single_store
+from morok_mlir.codegen.lower_cpu import ALU, CMP, POLY, cast_op, Frame, Lowerer, Poly, _axis, cls, exp2_of_product, gated, lane_range, mem_type, sl, splat
 
 class LaneLowerer(Lowerer):
   """A kernel whose range `lane` (size VW, closed by no loop) runs as the VW lanes of vectors: every value that depends
@@ -29,28 +23,17 @@ class LaneLowerer(Lowerer):
   before the tile's k loop, so the output and residual rows it will touch come in from L3 or memory meanwhile."""
   def __init__(self, f: Func, lane: UOp, prefetch: bool = False, skip: UOp | None = None):
     self.lane, self.vw, self.prefetch, self.skip = lane, im.cval(lane.src[0]), prefetch, skip
-    self.vec = set()
-    for u in f.roots[0].toposort:
-      if u is lane or any(s in self.vec for s in u.src): self.vec.add(u)
+    self.vec: set[UOp] = set()   # the values that are vectors: those depending on the lane, but for a reduce over it (a scalar)
+    self.mark(f.roots[0])
     self.bcast: dict[UOp, tuple[Frame, str]] = {}
     super().__init__(f)
+  def mark(self, x: UOp) -> UOp:
+    for u in x.toposort:
+      if u is self.lane or any(s in self.vec for s in u.src) and not (u.op is Ops.REDUCE and self.lane in u.src[1:]): self.vec.add(u)
+    return x
 
   @staticmethod
-  def supports(x: UOp, lane: UOp) -> bool:
-    """Whether x (a value of an f32 store whose address steps by 1 with `lane`) can be computed as lane vectors."""
-    memo, dep = {}, {lane}
-    for u in x.toposort:
-      if u is not lane and any(s in dep for s in u.src): dep.add(u)
-      if u not in dep or u is lane or u.op is Ops.INDEX: continue
-      if u.dtype not in (dtypes.index, dtypes.bool, dtypes.float32) or u.op not in LANE_OPS[cls(u.dtype)]: return False
-      if u.op is Ops.WHERE and u.src[1].dtype is not dtypes.float32: return False
-      if u.op is Ops.CAST and {u.dtype, u.src[0].dtype} != {dtypes.float32, dtypes.bool}: return False
-      if u.op is Ops.REDUCE and u.attrs.get("op") not in ("add", "max", "min"): return False
-      if u.op is Ops.LOAD:
-        idx = u.src[0]
-        if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER: return False
-        if (c := lane_coef(idx.src[1], lane, memo)) is None or not 0 <= c <= LANE_MAX_STEP or c == 0 and len(idx.src) < 3: return False
-    return True
+  def supports(x: UOp, lane: UOp) -> bool: return lane_supported(x, lane)
 
   def rs(self, u: UOp) -> frozenset:
     self.ranges.setdefault(self.lane, frozenset())   # no loop runs over the lanes: their values sit in the loops around them
@@ -66,6 +49,7 @@ class LaneLowerer(Lowerer):
   def at0(self, e: UOp) -> str: return self.value(affine_simplify(e.substitute({self.lane: im.const(0)})))
 
   def _value(self, u: UOp) -> str:
+    if u.op is Ops.REDUCE and self.lane in u.src[1:] and u not in self.names: return self.lane_reduce(u)
     if u not in self.vec: return super()._value(u)
     if (n := self.names.get(u)) is not None: return n
     fr = self.target(u)
@@ -83,25 +67,41 @@ class LaneLowerer(Lowerer):
     if (rule := VRULES.get((u.op, c))) is not None: return self.place(u, fr, rule(self, u, srcs, fr))
     return self.place(u, fr, L(f"{ALU[u.op][c]} {', '.join(srcs)} : {self.vty(u.src[0].dtype)}"))
 
+  def lane_reduce(self, u: UOp) -> str:
+    """A reduce over the lanes (and other ranges): a vector accumulator through the other ranges' loops, its lanes
+    combined once after them. The innermost of those ranges, when short (a block's halves), is unrolled and its
+    iterations combined before they meet the accumulator: independent vector ops, a shorter dependency chain."""
+    fr, vt, op, t = self.target(u), self.vty(u.dtype), u.attrs["op"], sl(u.dtype)
+    others = sorted((r for r in u.src[1:] if r is not self.lane), key=_axis)
+    unroll = others.pop() if others and (n := im.cval(others[-1].src[0])) is not None and n <= UNROLL else None
+    frames = self.open_loops(fr, others, inits=[splat(self.em, fr, REDUCE_IDENTITY[op](u.dtype), t, self.vw)])
+    inner, alu = frames[-1] if frames else fr, lambda a, b: self.line(inner, f"{ALU[op][cls(u.dtype)]} {a}, {b}{self.fm} : {vt}")
+    srcs = [self.mark(affine_simplify(u.src[0].substitute({unroll: im.const(i)}))) for i in range(n)] if unroll is not None else [u.src[0]]
+    vals = [self.vec_of(x, inner) for x in srcs]
+    while len(vals) > 1: vals = [alu(a, b) for a, b in zip(vals[::2], vals[1::2])] + vals[len(vals) & ~1:]
+    if frames: self.close_loops(frames, vt, alu(frames[-1].acc, vals[0]))
+    # the lanes combined as a tree where the reduce may reassociate (uop.fastmath), not one add after another
+    return self.place(u, fr, self.em.reduction(fr, KIND[op], frames[0].res if frames else vals[0], vt, t, self.fm and " fastmath<reassoc>"))
+
   def vload(self, u: UOp, fr: Frame) -> str:
     idx, vw = u.src[0], self.vw
     buf, step, mt = self.value(idx.src[0]), lane_coef(idx.src[1], self.lane, {}), mem_type(idx.src[0].dtype)
     base, n = self.at0(idx.src[1]), step * vw
-    em, bt, ft = self.em, self.vty(dtypes.bool), self.vty(dtypes.float32)
+    em, bt, ft, t, z = self.em, self.vty(dtypes.bool), self.vty(u.dtype), sl(u.dtype), "0.0" if u.dtype.is_float else "0"
     if step == 0:   # one element, gated per lane: read where any lane's gate holds (then it is in bounds)
       mask = self.value(idx.src[2])
       some = em.reduction(fr, "or", mask, bt, "i1")
       v = em.load(fr, buf, em.select(fr, some, base, self.const(0, dtypes.index), "index"), mt)
-      zero = em.const(fr, "dense<0.0>", ft)
-      return em.select(fr, mask, em.broadcast(fr, v, "f32", ft), zero, ft, bt)
+      zero = em.const(fr, f"dense<{z}>", ft)
+      return em.select(fr, mask, em.broadcast(fr, v, t, ft), zero, ft, bt)
     if len(idx.src) > 2: mask = self.vec_of(idx.src[2], fr)
     elif step == 1: return em.vload(fr, buf, base, mt, ft)
     else: mask = em.const(fr, "dense<true>", bt)
     if step > 1:   # lane j's gate on element j*step, the elements between off
       off = em.const(fr, "dense<false>", bt)
       mask = em.shuffle(fr, mask, off, [i // step if i % step == 0 else vw for i in range(n)], bt, bt)
-    vt = self.vty(dtypes.float32, n)
-    v = em.maskedload(fr, buf, base, mask, em.const(fr, "dense<0.0>", vt), mt, self.vty(dtypes.bool, n), vt)
+    vt = self.vty(u.dtype, n)
+    v = em.maskedload(fr, buf, base, mask, em.const(fr, f"dense<{z}>", vt), mt, self.vty(dtypes.bool, n), vt)
     if step == 1: return v
     return em.shuffle(fr, v, v, [j * step for j in range(vw)], vt, vt)
 
@@ -130,6 +130,9 @@ class LaneLowerer(Lowerer):
     ends = [base] + [em.arith(fr, "addi", "index", base, self.const(last, dtypes.index))] * bool(last)
     for at in map(clamp, ends): em.prefetch(fr, buf, at, write, mt)
 
+KIND = {"add": "add", "max": "maximumf", "min": "minimumf"}   # a reduce's vector.reduction (f32)
+UNROLL = 4   # a lane reduce's innermost other range up to this long is unrolled
+
 # the lanes' table: (op, dtype class of its first operand) -> rule(lowerer, u, vector operands, frame) -> the result;
 # other ops are one MLIR op of ALU on vectors (LANE_OPS lists what may reach here)
 def _vpoly(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
@@ -139,13 +142,18 @@ def _vcmp(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
   mop, pred = CMP[u.op][cls(u.src[0].dtype)].split()
   return lw.line(fr, f"{mop} {pred}, {srcs[0]}, {srcs[1]} : {lw.vty(u.src[0].dtype)}")
 def _vconst(lw: LaneLowerer, fr: Frame, v: str, dt: DType) -> str: return lw.em.const(fr, f"dense<{v}>", lw.vty(dt))
+def _vcast(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
+  """A cast on vectors: to bool is != 0 (NaN is true), from bool 0 or 1, else lower_cpu's op by class and width."""
+  s, d, em = u.src[0].dtype, u.dtype, lw.em
+  if sl(s) == sl(d): return srcs[0]
+  if d.is_bool: return (em.cmpf if s.is_float else em.cmpi)(fr, "une" if s.is_float else "ne", srcs[0], _vconst(lw, fr, "0.0" if s.is_float else "0", s), lw.vty(s))
+  return em.cast(fr, cast_op(s, d), srcs[0], lw.vty(s), lw.vty(d))
 VRULES = {
   (Ops.WHERE, "b"): lambda lw, u, srcs, fr: lw.em.select(fr, *srcs, lw.vty(u.dtype), lw.vty(dtypes.bool)),
   (Ops.NEG, "f"): lambda lw, u, srcs, fr: lw.em.arith(fr, "negf", lw.vty(u.src[0].dtype), srcs[0]),
   (Ops.RECIP, "f"): lambda lw, u, srcs, fr: lw.em.arith(fr, "divf", lw.vty(u.dtype), _vconst(lw, fr, '1.0', u.dtype), srcs[0]),
-  # f32 -> bool is != 0 (NaN is true), bool -> f32 is 0 or 1
-  (Ops.CAST, "f"): lambda lw, u, srcs, fr: lw.em.cmpf(fr, "une", srcs[0], _vconst(lw, fr, '0.0', u.src[0].dtype), lw.vty(u.src[0].dtype)),
-  (Ops.CAST, "b"): lambda lw, u, srcs, fr: lw.em.cast(fr, "uitofp", srcs[0], lw.vty(u.src[0].dtype), lw.vty(u.dtype)),
+  **{(Ops.CAST, c): _vcast for c in "fsub"},
+  **{(Ops.BITCAST, c): lambda lw, u, srcs, fr: lw.em.cast(fr, "bitcast", srcs[0], lw.vty(u.src[0].dtype), lw.vty(u.dtype)) for c in "fsu"},
   **{(Ops(op), "f"): _vpoly for op in POLY}, **{(op, c): _vcmp for op in CMP for c in CMP[op]}}
 
 def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
@@ -166,3 +174,16 @@ def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   if lane_coef(st.src[0].src[1], lane, {}) != 1 or not LaneLowerer.supports(st.src[1], lane): return None
   end = UOp(Ops.END, dtypes.void, (st, *[outer if r is inner else r for r in end.src[1:]]))
   return Func(f.name, f.args, f.results, [UOp(Ops.SINK, dtypes.void, (end,))], f.attrs), lane
+
+def reduce_lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
+  """uop.reduce_lanes = W (optimize.reduce_lanes): the kernel with the innermost range r of its one f32 reduce (static
+  size S, a multiple of W) as S / W iterations of W lanes, r = r' * W + lane, when LaneLowerer can run the reduce's source
+  so; else None. The reduce's loads then read W neighbouring elements at once (a matrix-vector product's rows)."""
+  if w < 2 or (one := single_store(f.roots[0])) is None or (red := lane_reduce_of(one[1])) is None: return None
+  r = innermost(red)
+  if (n := im.cval(r.src[0])) is None or n % w: return None
+  lane, parts = lane_range(w), ()
+  if n > w: parts = (UOp(Ops.RANGE, dtypes.index, (im.const(n // w),), attrs(axis=_axis(r), kind=r.attrs.get("kind"))),)
+  sink = im.with_ranges(f.roots[0], r, (*parts, lane), im.add(im.mul(parts[0], im.const(w)), lane) if parts else lane)
+  if (red := lane_reduce_of(single_store(sink)[1])) is None or not lane_supported(red.src[0], lane): return None
+  return Func(f.name, f.args, f.results, [sink], f.attrs), lane

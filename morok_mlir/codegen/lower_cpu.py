@@ -46,7 +46,7 @@ from morok_mlir.core import index_math as im
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.emitter import HI, LO, Block, Emitter, Loop, params
 from morok_mlir.codegen import fp8
-from morok_mlir.codegen.tables import ALU, CASTS, CMP, COMPUTE, B, F, S, U, cls, mem_type, sl   # noqa: F401 (mem_type: for the phases)
+from morok_mlir.codegen.tables import ALU, CMP, COMPUTE, B, F, S, U, cast_op, cls, mem_type, sl   # noqa: F401 (mem_type: for the phases)
 from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis, _int_attr, outer_range   # noqa: F401 (_axis: for the phases)
 
 def parallel_info(f: Func) -> tuple[int, int, int] | None:
@@ -348,12 +348,8 @@ class Lowerer(Placement):
     if s is dtypes.index: x, s = em.cast(fr, "index_cast", x, "index", "i64"), dtypes.int64
     if d is dtypes.index: return em.cast(fr, "index_cast", self.cast(x, s, dtypes.int64, fr), "i64", "index")
     if sl(s) == sl(d): return x
-    cs, cd = cls(s), cls(d)
-    if cd == B: return (em.cmpf(fr, "une", x, self.const(0.0, s), sl(s)) if cs == F else em.cmpi(fr, "ne", x, self.const(0, s), sl(s)))
-    if (mop := CASTS.get((cs, cd))) is None:  # same class, different width
-      wider = d.bits > s.bits
-      mop = ("extf" if wider else "truncf") if cs == F else ("extui" if cs == U else "extsi") if wider else "trunci"
-    return em.cast(fr, mop, x, sl(s), sl(d))
+    if cls(d) == B: return (em.cmpf(fr, "une", x, self.const(0.0, s), sl(s)) if cls(s) == F else em.cmpi(fr, "ne", x, self.const(0, s), sl(s)))
+    return em.cast(fr, cast_op(s, d), x, sl(s), sl(d))
 
 # ---------------------------------------------------------------- the per-op table
 # (op, dtype class) -> rule(lowerer, op, srcs, names, sdt, dt, frame, u) -> the result's name (None: the ALU op instead);

@@ -7,7 +7,7 @@ from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.ir.registry import register, PassError
 from morok_mlir.codegen.lower_cpu import _int_attr, lower_kernel, mem_type, parallel_info
-from morok_mlir.codegen.lanes import LaneLowerer, lane_split
+from morok_mlir.codegen.lanes import LaneLowerer, lane_split, reduce_lane_split
 from morok_mlir.codegen.contraction import Contraction
 from morok_mlir.codegen.split_reduce import SplitReduce
 from morok_mlir.codegen.winograd import Winograd, direct
@@ -28,8 +28,9 @@ def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None
     except NotImplementedError: f = direct(f)   # an image its lanes cannot read (a flipped or channels-last one)
   if "uop.contraction" in f.attrs: return (c := Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
   if "uop.split_reduce" in f.attrs: return (c := SplitReduce(f, name)).text(), c.phases(), c.scratch, []
-  if "uop.lanes" in f.attrs and (ls := lane_split(f, _int_attr(f, "uop.lanes"))) is not None:
-    return lower_kernel(ls[0], name, LaneLowerer(*ls)), [(name, parallel_info(ls[0]))], [], []
+  for attr, split in (("uop.lanes", lane_split), ("uop.reduce_lanes", reduce_lane_split)):
+    if attr in f.attrs and (ls := split(f, _int_attr(f, attr))) is not None:
+      return lower_kernel(ls[0], name, LaneLowerer(*ls)), [(name, parallel_info(ls[0]))], [], []
   return lower_kernel(f, name), [(name, parallel_info(f))], [], []
 
 def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | None = None) -> str:

@@ -26,6 +26,13 @@ CMP = {"cmplt": _t("arith.cmpf olt", "arith.cmpi slt", "arith.cmpi ult", "arith.
        "cmpne": _t("arith.cmpf une", "arith.cmpi ne", "arith.cmpi ne", "arith.cmpi ne")}
 # (source class, destination class) -> cast op; None: decided by width below
 CASTS = {(F, S): "fptosi", (F, U): "fptoui", (S, F): "sitofp", (U, F): "uitofp", (B, F): "uitofp", (B, S): "extui", (B, U): "extui"}
+def cast_op(s: DType, d: DType) -> str:
+  """The arith cast between two numeric register types (neither bool, index nor a COMPUTE storage type): by class, else
+  by width within one class (integer widening follows the source's signedness)."""
+  cs, cd = cls(s), cls(d)
+  if (mop := CASTS.get((cs, cd))) is not None: return mop
+  if cs == F: return "extf" if d.bits > s.bits else "truncf"
+  return ("extui" if cs == U else "extsi") if d.bits > s.bits else "trunci"
 UNSUPPORTED = {"bufferize": "a bufferize left in a kernel (run uop-kernel-split first)", "special": "GPU ids", "wmma": "tensor cores",
                "vectorize": "vectors", "gep": "vectors", "if": "if blocks", "endif": "if blocks", "barrier": "barriers",
                "define_var": "symbolic sizes", "bind": "symbolic sizes", "threefry": "threefry (decompose it first)"}

@@ -2,6 +2,7 @@
 build, so rangeify's output is small before uop-simplify runs. Bounds come from `uop.range` ends.
 A size (a shape's dim, a divisor, a stride) is an int or, when it is symbolic, an index UOp (see uop.SYM_ATTR)."""
 from __future__ import annotations
+import itertools, math
 from morok_mlir.core.uop import UOp, as_index as sint, attrs   # sint: a size as an index UOp
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core import symbolic
@@ -171,3 +172,36 @@ def at_lane(x: UOp, r: UOp, j: int) -> UOp:
   """x with range r advanced by j (lane j of a group of neighbours), index math in affine form: the lanes' addresses
   then differ only in their constant, which LLVM's SLP vectorizer and the NVPTX back end merge into vector accesses."""
   return affine_simplify(x.substitute({r: add(r, const(j))}) if j else x)
+
+def with_ranges(x: UOp, r: UOp, parts: tuple[UOp, ...], e: UOp) -> UOp:
+  """x with range r replaced by the expression e of the ranges parts: r's place among a reduce's or an end's ranges
+  goes to parts (in order), every use of its value to e; index math in affine form."""
+  new: dict[UOp, UOp] = {r: e}
+  for u in x.toposort:
+    if u in new: continue
+    src = tuple(new.get(s, s) for s in u.src)
+    if u.op in (Ops.REDUCE, Ops.END) and r in u.src[1:]: src = (src[0], *(p for s in u.src[1:] for p in (parts if s is r else (new.get(s, s),))))
+    new[u] = u if src == u.src else u.replace(src=src)
+  return affine_simplify(new[x])
+
+def _divmods(x: UOp) -> list[UOp]:
+  return [u for u in x.toposort if u.op in (Ops.IDIV, Ops.MOD) and u.dtype is dtypes.index and cval(u.src[1]) is not None]
+
+def split_ranges(x: UOp, ok) -> UOp:
+  """x with ranges r (static size n, ok(r)) that index math divides or takes modulo by a constant c without folding
+  (r's term k*r spans c or more) run as two, r = ro * f + ri with f = c / gcd(c, k) dividing n, where that folds more of
+  them: (.. + k*r) // c and % c become affine in ro and ri. A GGUF block's weight k is byte (k // 32) * 20 + k % 16 in
+  nibble (k % 32) // 16: split as k = 32 * b + 16 * h + j, neighbouring j address neighbouring bytes (vector lanes).
+  ro takes r's place in the loop nest, ri a fresh axis past every other: the innermost of its reduce."""
+  fresh = itertools.count(1 + max((u.attrs["axis"] for u in x.toposort if u.op is Ops.RANGE), default=0))
+  while True:
+    cands, memo, left = set(), {}, len(_divmods(x))
+    for u in _divmods(x):
+      for r, k in (affine(u.src[0], memo) or {}).items():
+        if r != 1 and r.op is Ops.RANGE and ok(r) and (n := cval(r.src[0])) and 1 < (f := cval(u.src[1]) // math.gcd(cval(u.src[1]), k)) < n and n % f == 0:
+          cands.add((f, r))
+    for f, r in sorted(cands, key=lambda c: (-c[0], c[1].attrs["axis"])):
+      ro, ri = (UOp(Ops.RANGE, dtypes.index, (const(m),), attrs(axis=a, kind=r.attrs.get("kind"))) for m, a in
+                ((cval(r.src[0]) // f, r.attrs["axis"]), (f, next(fresh))))
+      if len(_divmods(y := with_ranges(x, r, (ro, ri), add(mul(ro, const(f)), ri)))) < left: x = y; break
+    else: return x

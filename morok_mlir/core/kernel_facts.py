@@ -8,6 +8,8 @@ lower by (uop-lower-cpu, codegen.winograd). Pure analysis of the kernel's sink (
   k_contiguous, k_rows   how an operand reads memory along a reduce range
   single_store           the one f32 store of a one-loop-nest kernel (uop.lanes, uop.nontemporal)
   lane_coef              an index's step per step of a range (uop.lanes, vector lanes in codegen)
+  lane_reduce_of, innermost  the reduce whose innermost range runs as vector lanes (uop.reduce_lanes)
+  lane_supported         whether a value can be computed as vectors over a range's lanes (codegen.lanes.LaneLowerer)
   extent                 the positions a group of ranges runs over, symbolic sizes read at run time
   twin, in_place         a reduce's source that the loops compute again, and where it can be kept (uop.keep)
   blocked                a float add reduce as nested blocks of bounded length (uop.reduce_block)"""
@@ -103,6 +105,8 @@ def find_contraction(sink: UOp) -> Contraction | None:
   loops = sorted(ends[0].src[1:], key=lambda r: r.attrs["axis"])
   reds = [u for u in ends[0].src[0].toposort if u.op is Ops.REDUCE and u.dtype is dtypes.float32 and u.src[0].op is Ops.MUL
           and (u.attrs.get("op") == "add" or u.attrs.get("op") in ("max", "min") and u.src[0].src[1] is ONE)]
+  # a product's operand may reduce inline too (an RMSNorm's mean of squares, per row): the product is the outermost
+  reds = [r for r in reds if not any(r in c.src[0].toposort for c in reds if c is not r)]
   if len(reds) != 1: return None
   red = reds[0]
   K = sorted(red.src[1:], key=lambda r: r.attrs["axis"])
@@ -238,6 +242,49 @@ def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
     else: c = None
     memo[u] = c
   return memo[e]
+
+# ops a lane-dependent value may be made of (dtype class -> ops), the dtypes such a value may have, and the largest address
+# step a load's lanes may take. Integer vectors carry a quantized weight's decode (bytes, nibbles, fp16 scales' bits).
+LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.WHERE, Ops.LOAD, Ops.CAST, Ops.BITCAST},
+            "b": {Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.CAST},
+            "f": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.RECIP, Ops.SQRT, Ops.MAX, Ops.MIN, Ops.NEG, Ops.WHERE, Ops.LOAD, Ops.REDUCE,
+                  Ops.EXP2, Ops.LOG2, Ops.POW, Ops.CAST, Ops.BITCAST}}
+LANE_OPS["u"] = LANE_OPS["s"]
+LANE_DTYPES = {dtypes.index, dtypes.bool, dtypes.float32, dtypes.float16, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16,
+               dtypes.int32, dtypes.uint32}
+LANE_MAX_STEP = 4
+
+def lane_supported(x: UOp, lane: UOp) -> bool:
+  """Whether x can be computed as vectors over range `lane`: every value that depends on it of LANE_DTYPES and made by
+  LANE_OPS (float ops on f32 only, a shift by a constant amount within the width, no cast from or to index, a reduce of
+  add/max/min), every load
+  among them stepping 0 (gated) to LANE_MAX_STEP elements per lane."""
+  memo, dep = {}, {lane}
+  for u in x.toposort:
+    if u is not lane and any(s in dep for s in u.src): dep.add(u)
+    if u not in dep or u is lane or u.op is Ops.INDEX: continue
+    c = "f" if u.dtype.is_float else "u" if u.dtype.is_unsigned else "b" if u.dtype.is_bool else "s"
+    if u.dtype not in LANE_DTYPES or u.op not in LANE_OPS[c]: return False
+    if c == "f" and u.dtype is not dtypes.float32 and u.op not in (Ops.LOAD, Ops.BITCAST): return False   # f16 is read, then widened
+    if u.op in (Ops.SHL, Ops.SHR) and ((a := im.cval(u.src[1])) is None or not 0 <= a < 8 * u.dtype.itemsize): return False
+    if u.op in (Ops.CAST, Ops.BITCAST) and dtypes.index in (u.dtype, u.src[0].dtype): return False
+    if u.op is Ops.WHERE and u.src[1].dtype is not u.dtype: return False
+    if u.op is Ops.REDUCE and u.attrs.get("op") not in ("add", "max", "min"): return False
+    if u.op is Ops.LOAD:
+      idx = u.src[0]
+      if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER: return False
+      if (c := lane_coef(idx.src[1], lane, memo)) is None or not 0 <= c <= LANE_MAX_STEP or c == 0 and len(idx.src) < 3: return False
+  return True
+
+def lane_reduce_of(st: UOp) -> UOp | None:
+  """The one reduce in store st's value when it is an f32 add, max or min (uop.reduce_lanes runs its innermost range
+  as vector lanes)."""
+  reds = [u for u in st.src[1].toposort if u.op is Ops.REDUCE]
+  return reds[0] if len(reds) == 1 and reds[0].dtype is dtypes.float32 and reds[0].attrs.get("op") in ("add", "max", "min") else None
+
+def innermost(red: UOp) -> UOp:
+  """A reduce's innermost range: the last by axis, of equal axes the later one (a split range's inner part)."""
+  return max(enumerate(red.src[1:]), key=lambda t: (t[1].attrs["axis"], t[0]))[1]
 
 def single_store(sink: UOp) -> tuple[UOp, UOp, UOp] | None:
   """(end, store, innermost loop range) of a kernel that is one loop nest ending in one store of an f32 value."""

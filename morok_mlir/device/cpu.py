@@ -406,10 +406,10 @@ class CPUProgram:
   def _load(self, lib: str) -> None:
     """Move onto the shared object lib (the same code as the engine's): calls in flight finish on the engine."""
     self.code, self._free = _Code(self._symbols, lib=lib), []
-  def _argset(self) -> _Args:
+  def _argset(self, kept: dict | None = None) -> _Args:
     code, spec = self.code, self.spec
     n, ns = len(spec.args), len(spec.args) + len(spec.scratch)
-    scratch = [CPU.allocator.alloc(x, dtypes.float32) for x in spec.scratch]
+    scratch = [kept[i] if kept and i in kept else CPU.allocator.alloc(x, dtypes.float32) for i, x in enumerate(spec.scratch)]
     ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + [a.ctypes.data for a in scratch]))
     slot = lambda i: ctypes.addressof(ptrs) + i * ctypes.sizeof(ctypes.c_void_p)
     phases, keep = [], []   # (fn, [argument pack per chunk]); keep: the chunk bounds the packs point into
@@ -459,15 +459,22 @@ class CPUProgram:
       for u in list(self._kept):
         if total <= self.KEEP_BYTES or len(self._kept) == 1: break
         total -= sum(a.nbytes for a in self._kept.pop(u).values())
-  def prepare(self, const: frozenset = frozenset()) -> tuple | None:
+  def prepare(self, const: frozenset = frozenset(), inputs: list | None = None) -> tuple | None:
     """An argument set of the caller's own, for a caller that runs this program on other buffers many times (a TinyJit
     replay): (args, run), where the caller writes buffer pointers into args.ptrs[:len(spec.args)] and run() calls
     every phase on them (one ctypes call for a serial kernel); the caller holds args while it uses run. None when a
     phase of an argument in const (an input whose contents never change) is reusable: call_buffers keeps that phase's
-    result. The set pins the code it was made for (the engine, if the program has moved onto its shared object since):
-    prepare again when args.code is not self.code."""
-    if any(arg in const for _, arg, _ in self.spec.reuse): return None
-    a = self._argset()
+    result; unless inputs (call_buffers') name inputs whose results it keeps already: the set then reads those (and
+    holds them) and run() skips their phases. The set pins the code it was made for (the engine, if the program has
+    moved onto its shared object since): prepare again when args.code is not self.code."""
+    kept, skip = {}, set()   # scratch -> the result kept for its input; the phases that made them
+    for phase, arg, s in self.spec.reuse:
+      if arg not in const: continue
+      with self._kept_lock: out = self._kept.get(inputs[arg], {}).get(s) if inputs is not None else None
+      if out is None: return None
+      kept[s] = out; skip.add(phase)
+    a = self._argset(kept)
+    a.phases = [p for i, p in enumerate(a.phases) if i not in skip]
     if len(a.phases) == 1 and len(a.phases[0][1]) == 1: run = functools.partial(a.phases[0][0], a.phases[0][1][0])
     else:
       def run():

@@ -10,11 +10,11 @@ pointers). No transport of our own: a backend moves the bytes of realized Buffer
   comm.broadcast(t, root=0); comm.send(t, dst); comm.recv(shape, dtype, src); comm.barrier()
 
 Faults are errors, not hangs: every operation completes within `timeout` seconds (MOROK_DIST_TIMEOUT, default 300)
-or its process reports a DistError naming the rank and the operation (a rank died, hangs, or called another
-collective) and ends (MPI: mpiexec then ends the job; NCCL: raised, the communicator aborted); before a collective
-the ranks compare shapes and dtypes, and a
-mismatch is a DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message); a WORLD_SIZE or RANK
-that disagrees with the engine's is refused at init."""
+or raises a DistError naming the rank, the operation and the ranks that did not answer (died, hang, or called another
+collective); the communicator is unusable after it (later calls raise at once; MPI: the process aborts the job at
+exit; NCCL: the communicator aborted). Before a collective the ranks compare shapes and dtypes, and a mismatch is a
+DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message, and so does repeating the call the
+ranks last agreed on); a WORLD_SIZE or RANK that disagrees with the engine's is refused at init."""
 from __future__ import annotations
 import math, os
 import numpy as np
@@ -57,30 +57,44 @@ def _header(shape, dtype: DType) -> np.ndarray:
   return np.array([len(shape), _DTYPES.index(dtype) if dtype in _DTYPES else -1, *shape, *[0] * (HEAD_DIMS - len(shape))], np.int64)
 def _describe(head: np.ndarray) -> str: return f"{_DTYPES[head[1]].name if head[1] >= 0 else '?'}{head[2:2 + head[0]].tolist()}"
 
+def name(what) -> str:
+  """An operation's name for an error: a str, or a function making it (formatted only when an error needs it)."""
+  return what() if callable(what) else what
+
 class Communicator:
-  """Tensor-level collectives over a backend's buffer-level ones (backend: .rank, .world_size, .local_rank and
-  allreduce/allgather/reduce_scatter/broadcast/send/recv/barrier on host or device arrays, see mpi.py)."""
+  """Tensor-level collectives over a backend's buffer-level ones (backend: .rank, .world_size, .local_rank, .broken
+  (what timed out, None while usable) and usable(what) raising when broken, and
+  allreduce/allgather/reduce_scatter/broadcast/send/recv/barrier on host or device arrays, see mpi.py; each takes the
+  operation's name, or a function making it, for its errors). A call costs a few microseconds of Python on top of the
+  backend's: the shape check is skipped while the ranks call what they last agreed on."""
   def __init__(self, backend, check: bool | None = None):
     self.b, self.rank, self.world_size, self.local_rank = backend, backend.rank, backend.world_size, backend.local_rank
     self.check = knobs.get("MOROK_DIST_CHECK") if check is None else check
+    self.agreed = None   # (what, shape, dtype) of the last shape check every rank passed
   def __repr__(self): return f"<Communicator {type(self.b).__name__} rank {self.rank} of {self.world_size}>"
 
   def _in(self, x: Tensor, what: str, check: bool = True):
-    if not isinstance(x, Tensor): _err(TypeError, f"{what} takes a Tensor, got {type(x).__name__}")
+    if self.b.broken is not None: self.b.usable(what)
+    if type(x) is not Tensor and not isinstance(x, Tensor): _err(TypeError, f"{what} takes a Tensor, got {type(x).__name__}")
     if type(x.device) is tuple: _err(TypeError, f"{what} of a tensor on several devices ({x.device}): .to() one device first")
-    if check and self.check: self._agree(x.shape, x.dtype, what)
-    return self.b.array(_data(x.realize().uop).buffer, x.shape)
+    if check and self.check and (what, x.shape, x.dtype) != self.agreed: self._agree(x.shape, x.dtype, what)
+    return self.b.array(_data(x.realize().uop).buffer)
   def _agree(self, shape, dtype, what: str):
-    """Every rank calls `what` with the same shape and dtype, else a DistError naming two that differ."""
+    """Every rank calls `what` with the same shape and dtype, else a DistError naming two that differ. Skipped (by
+    _in) while the call is the one all ranks last agreed on: every rank knows that one, so either all skip (all call
+    it) or some check on a communicator of their own while others run the collective, and both time out naming what
+    the other waits in."""
     if len(shape) > HEAD_DIMS: return
     mine = _header(shape, dtype)
-    allm = self.b.allgather(mine, np.empty((self.world_size, len(mine)), np.int64), f"{what} (shape check)")
-    if (allm == mine).all(): return
+    allm = self.b.agree(mine, np.empty((self.world_size, len(mine)), np.int64), f"{what} (shape check)")
+    if (allm == mine).all():
+      self.agreed = (what, shape, dtype)
+      return
     r = next(i for i in range(self.world_size) if (allm[i] != allm[0]).any())
     _err(DistError, f"{what}: ranks disagree on the tensor: rank 0 has {_describe(allm[0])}, rank {r} has {_describe(allm[r])}")
   def _out(self, shape, dtype: DType, device: str) -> tuple[Buffer, object]:
     b = Buffer.fresh(Device[device].name, math.prod(shape), dtype)
-    return b, self.b.array(b, shape)
+    return b, self.b.array(b)
   def _tensor(self, b: Buffer, shape, device) -> Tensor: return Tensor._of(new_buffer(b, shape=tuple(shape)), device)
   def _op(self, op: str) -> str:
     if op not in OPS: _err(ValueError, f"op must be one of {', '.join(OPS)}, got {op!r}")
@@ -89,14 +103,14 @@ class Communicator:
   def allreduce(self, x: Tensor, op: str = "sum") -> Tensor:
     src = self._in(x, "allreduce")
     b, out = self._out(x.shape, x.dtype, x.device)
-    self.b.allreduce(src, out, self._op(op), f"allreduce({op}) of {x.dtype.name}{list(x.shape)}")
+    self.b.allreduce(src, out, self._op(op), lambda: f"allreduce({op}) of {x.dtype.name}{list(x.shape)}")
     return self._tensor(b, x.shape, x.device)
   def allgather(self, x: Tensor) -> Tensor:
     if x.ndim == 0: _err(ValueError, "allgather of a 0-d tensor: reshape it to (1,)")
     src = self._in(x, "allgather")
     shape = (x.shape[0] * self.world_size, *x.shape[1:])
     b, out = self._out(shape, x.dtype, x.device)
-    self.b.allgather(src, out, f"allgather of {x.dtype.name}{list(x.shape)}")
+    self.b.allgather(src, out, lambda: f"allgather of {x.dtype.name}{list(x.shape)}")
     return self._tensor(b, shape, x.device)
   def reduce_scatter(self, x: Tensor, op: str = "sum") -> Tensor:
     if x.ndim == 0 or x.shape[0] % self.world_size:
@@ -104,13 +118,13 @@ class Communicator:
     src = self._in(x, "reduce_scatter")
     shape = (x.shape[0] // self.world_size, *x.shape[1:])
     b, out = self._out(shape, x.dtype, x.device)
-    self.b.reduce_scatter(src, out, self._op(op), f"reduce_scatter({op}) of {x.dtype.name}{list(x.shape)}")
+    self.b.reduce_scatter(src, out, self._op(op), lambda: f"reduce_scatter({op}) of {x.dtype.name}{list(x.shape)}")
     return self._tensor(b, shape, x.device)
   def broadcast(self, x: Tensor, root: int = 0) -> Tensor:
     if not 0 <= root < self.world_size: _err(ValueError, f"root {root} is not a rank (world size {self.world_size})")
     src = self._in(x, "broadcast")
     b, out = self._out(x.shape, x.dtype, x.device)
-    self.b.broadcast(src, out, root, f"broadcast of {x.dtype.name}{list(x.shape)} from rank {root}")
+    self.b.broadcast(src, out, root, lambda: f"broadcast of {x.dtype.name}{list(x.shape)} from rank {root}")
     return self._tensor(b, x.shape, x.device)
   def send(self, x: Tensor, dst: int) -> None:
     if not 0 <= dst < self.world_size or dst == self.rank: _err(ValueError, f"dst {dst} is not another rank (world size {self.world_size})")
@@ -121,13 +135,16 @@ class Communicator:
   def recv(self, shape, dtype, src: int, device: str = "CPU") -> Tensor:
     shape, dtype = tuple(shape), to_dtype(dtype)
     if not 0 <= src < self.world_size or src == self.rank: _err(ValueError, f"src {src} is not another rank (world size {self.world_size})")
+    if self.b.broken is not None: self.b.usable("recv")
     head = self.b.recv(np.empty(2 + HEAD_DIMS, np.int64), src, f"recv header from rank {src}", tag=1)
     got = _describe(head)
     if got != f"{dtype.name}{list(shape)}": _err(DistError, f"recv from rank {src}: expected {dtype.name}{list(shape)}, rank {src} sent {got}")
     b, out = self._out(shape, dtype, device)
     self.b.recv(out, src, f"recv of {got} from rank {src}")
     return self._tensor(b, shape, device)
-  def barrier(self) -> None: self.b.barrier()
+  def barrier(self) -> None:
+    if self.b.broken is not None: self.b.usable("barrier")
+    self.b.barrier()
   def close(self) -> None: self.b.close()
 
 def init(backend: str | None = None, timeout: float | None = None, check: bool | None = None) -> Communicator:

@@ -1,13 +1,15 @@
-"""The MPI backend: mpi4py's blocking collectives on the host memory of CPU Buffers themselves (no copy). A watchdog
-thread holds each call to a deadline: past it, the process reports a DistError naming the rank and the operation and
-exits without MPI_Finalize (which would wait for the lost rank), and mpiexec ends the job. (Nonblocking calls polled
-against the deadline would raise in the caller instead, but MPICH runs them 1.5-6x slower than the blocking ones on
-large messages.) Started by mpiexec (its PMI environment), or alone as a world of one."""
+"""The MPI backend: mpi4py's nonblocking collectives on the host memory of CPU Buffers themselves (no copy), each
+polled (Test) against a deadline, so that a rank that died, hangs or called another collective is a DistError the
+caller can catch. MPI cannot cancel a started collective: after a timeout the communicator is unusable (every later
+call raises at once), and at exit the process aborts the MPI job (MPI_Finalize would wait for the lost rank), which
+makes mpiexec end the other ranks. Started by mpiexec (its PMI environment), or alone as a world of one."""
 from __future__ import annotations
-import os, sys, threading, time
+import atexit, sys, time
 import numpy as np
 from morok_mlir.device.buffer import Buffer
-from morok_mlir.dist import DistError, _check_world
+from morok_mlir.dist import DistError, _check_world, name
+
+NOTE = 256   # bytes of a fault notice: what the rank that gave up was waiting in
 
 class MPIBackend:
   def __init__(self, env: dict, timeout: float):
@@ -22,40 +24,72 @@ class MPIBackend:
     local = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
     self.local_rank = local.Get_rank()
     local.Free()
+    # the shape check and the fault notices on communicators of their own: their messages never match a collective's
+    self.checks, self.faults = self.comm.Dup(), self.comm.Dup()
     self.OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}
-    self.watch = None   # (deadline, what) of the call in progress
-    threading.Thread(target=self._watchdog, daemon=True, name="morok-dist-watchdog").start()
+    self.broken, self.notes = None, []   # what timed out (None: usable); the notices' send requests
 
-  def array(self, b: Buffer, shape) -> np.ndarray:
-    """The host array MPI reads or writes: a CPU Buffer's own memory, else a host copy (written back by the caller)."""
-    if hasattr(b.allocator, "as_numpy"): return b.as_numpy().reshape(shape)
+  def array(self, b: Buffer) -> np.ndarray:
+    """The flat host array MPI reads or writes: a CPU Buffer's own memory."""
+    if hasattr(b.allocator, "as_numpy"): return b.as_numpy()
     raise DistError(f"the MPI backend moves host memory: {b.device} tensors go through .to('CPU') first (or use the nccl backend)")
 
-  def run(self, what: str, fn, *args):
-    """fn(*args), a blocking MPI call (mpi4py releases the GIL in it, so the watchdog runs)."""
-    self.watch = (time.monotonic() + self.timeout, what)
-    try: return fn(*args)
-    finally: self.watch = None
-  def _watchdog(self):
-    while True:
-      time.sleep(0.05)
-      if (w := self.watch) is not None and time.monotonic() > w[0]:
-        sys.stderr.write(f"morok_mlir.dist.DistError: rank {self.rank}: {w[1]} did not complete within {self.timeout:g} s: another rank "
-                         "died, hangs, or called a different collective (this process exits; mpiexec ends the job)\n")
-        sys.stderr.flush(); sys.stdout.flush()
-        os._exit(1)
+  def usable(self, what):
+    if self.broken is not None:
+      raise DistError(f"rank {self.rank}: {name(what)}: this communicator is unusable since {self.broken} timed out (MPI cannot cancel a "
+                      "started collective): end the process")
+  def run(self, what, start, *args):
+    """start(*args), an MPI nonblocking call, tested until done or the deadline. The last part of the timeout (a
+    tenth, at most 1 s) is left to learn which ranks also gave up."""
+    if self.broken is not None: self.usable(what)
+    try:
+      req = start(*args)
+      if req.Test(): return
+      t0 = time.monotonic()
+      end = t0 + self.timeout - min(1.0, self.timeout / 10)
+      while not req.Test():
+        if time.monotonic() > end: self._fault(what, t0 + self.timeout)
+    except self.MPI.Exception as e:
+      self._broke(what := name(what))
+      raise DistError(f"rank {self.rank}: {what} failed in MPI: {e.Get_error_string()}") from None
+  def _fault(self, what, deadline: float):
+    """Tell the other ranks what this one gave up on, hear what they gave up on until the deadline, and raise."""
+    self._broke(what := name(what))
+    note = np.frombuffer(what.encode()[:NOTE].ljust(NOTE), np.uint8)
+    for p in range(self.world_size):
+      if p != self.rank:
+        try: self.notes.append(self.faults.Isend(note, p, 0))
+        except self.MPI.Exception: pass
+    heard, buf, st = {}, np.empty(NOTE, np.uint8), self.MPI.Status()
+    while len(heard) < self.world_size - 1 and time.monotonic() < deadline:
+      if self.faults.Iprobe(self.MPI.ANY_SOURCE, 0, st):
+        self.faults.Recv(buf, st.Get_source(), 0)
+        heard[st.Get_source()] = buf.tobytes().rstrip().decode(errors="replace")
+      else: time.sleep(1e-3)
+    lost = [p for p in range(self.world_size) if p != self.rank and p not in heard]
+    why = ([f"no word from rank{'s' * (len(lost) > 1)} {', '.join(map(str, lost))} (died, hangs, or is busy elsewhere)"] if lost else []) + \
+          [f"rank {p} gave up in {w}" for p, w in sorted(heard.items())]
+    raise DistError(f"rank {self.rank}: {what} did not complete within {self.timeout:g} s: {'; '.join(why)}. This communicator is unusable "
+                    "now: later calls raise, and at exit this process aborts the MPI job")
+  def _broke(self, what: str):
+    if self.broken is None: atexit.register(self._abort)
+    self.broken = what
+  def _abort(self):
+    sys.stdout.flush(); sys.stderr.flush()
+    self.comm.Abort(1)
 
-  def allreduce(self, src, out, op: str, what: str): self.run(what, self.comm.Allreduce, src, out, self.OPS[op])
-  def allgather(self, src, out, what: str) -> np.ndarray:
-    self.run(what, self.comm.Allgather, src, out)
+  def allreduce(self, src, out, op: str, what): self.run(what, self.comm.Iallreduce, src, out, self.OPS[op])
+  def allgather(self, src, out, what): self.run(what, self.comm.Iallgather, src, out)
+  def agree(self, src, out, what: str) -> np.ndarray:
+    self.run(what, self.checks.Iallgather, src, out)
     return out
-  def reduce_scatter(self, src, out, op: str, what: str): self.run(what, self.comm.Reduce_scatter_block, src, out, self.OPS[op])
-  def broadcast(self, src, out, root: int, what: str):
+  def reduce_scatter(self, src, out, op: str, what): self.run(what, self.comm.Ireduce_scatter_block, src, out, self.OPS[op])
+  def broadcast(self, src, out, root: int, what):
     if self.rank == root: out[...] = src
-    self.run(what, self.comm.Bcast, out, root)
-  def send(self, arr, dst: int, what: str, tag: int = 0): self.run(what, self.comm.Send, arr, dst, tag)
+    self.run(what, self.comm.Ibcast, out, root)
+  def send(self, arr, dst: int, what: str, tag: int = 0): self.run(what, self.comm.Isend, arr, dst, tag)
   def recv(self, arr, src: int, what: str, tag: int = 0):
-    self.run(what, self.comm.Recv, arr, src, tag)
+    self.run(what, self.comm.Irecv, arr, src, tag)
     return arr
-  def barrier(self): self.run("barrier", self.comm.Barrier)
+  def barrier(self): self.run("barrier", self.comm.Ibarrier)
   def close(self): pass

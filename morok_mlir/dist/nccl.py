@@ -7,7 +7,7 @@ from __future__ import annotations
 import os, socket, time
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
-from morok_mlir.dist import DistError, _check_world
+from morok_mlir.dist import DistError, _check_world, name
 
 _TYPESTR = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint16": "<u2", "int32": "<i4", "uint32": "<u4", "int64": "<i8",
             "uint64": "<u8", "float16": "<f2", "float32": "<f4", "float64": "<f8"}
@@ -71,25 +71,29 @@ class NCCLBackend:
     self.stream = int(self.cuda.stream)
     self.comm = nccl.Communicator.init(self.world_size, self.rank, nccl.UniqueId.from_bytes(uid))
     self.OPS = {"sum": nccl.SUM, "max": nccl.MAX, "min": nccl.MIN, "prod": nccl.PROD}
+    self.broken = None   # what timed out (None: usable)
 
-  def array(self, b: Buffer, shape) -> DeviceArray:
+  def array(self, b: Buffer) -> DeviceArray:
     if Device.canonicalize(b.device) != "CUDA": raise DistError(f"the NCCL backend moves CUDA memory: {b.device} tensors go through .to('CUDA') first")
-    return DeviceArray(b, shape)
-  def wait(self, what: str):
+    return DeviceArray(b, (b.size,))
+  def usable(self, what):
+    if self.broken is not None:
+      raise DistError(f"rank {self.rank}: {name(what)}: this communicator is unusable since {self.broken} timed out (its NCCL communicator "
+                      "was aborted): end the process")
+  def wait(self, what):
     """The stream's work done within the deadline, else abort the communicator (its peers then fail too)."""
     from morok_mlir.device.cuda import driver
     t0 = time.monotonic()
     while int((r := driver().cuStreamQuery(self.cuda.stream))[0] if isinstance(r, tuple) else r) != 0:   # CUDA_ERROR_NOT_READY: running
       if time.monotonic() - t0 > self.timeout:
         self.comm.abort()
-        raise DistError(f"rank {self.rank}: {what} did not complete within {self.timeout:g} s: another rank died or hangs")
+        self.broken = name(what)
+        raise DistError(f"rank {self.rank}: {name(what)} did not complete within {self.timeout:g} s: another rank died or hangs")
       time.sleep(1e-4)
   def allreduce(self, src, out, op, what): self.comm.allreduce(src, out, self.OPS[op], stream=self.stream); self.wait(what)
-  def allgather(self, src, out, what):
-    if not hasattr(src, "__cuda_array_interface__"):   # the small shape check: through a device copy of the host array
-      return self._host(lambda s, o: self.comm.allgather(s, o, stream=self.stream), src, out, what)
-    self.comm.allgather(src, out, stream=self.stream); self.wait(what)
-    return out
+  def allgather(self, src, out, what): self.comm.allgather(src, out, stream=self.stream); self.wait(what)
+  def agree(self, src, out, what):   # the small shape check: through a device copy of the host array
+    return self._host(lambda s, o: self.comm.allgather(s, o, stream=self.stream), src, out, what)
   def reduce_scatter(self, src, out, op, what): self.comm.reduce_scatter(src, out, self.OPS[op], stream=self.stream); self.wait(what)
   def broadcast(self, src, out, root, what): self.comm.broadcast(src, out, root, stream=self.stream); self.wait(what)
   def send(self, arr, dst, what, tag=0):
@@ -110,5 +114,5 @@ class NCCLBackend:
     return out
   def barrier(self):
     import numpy as np
-    self.allgather(np.zeros(1, np.int64), np.zeros(self.world_size, np.int64), "barrier")
+    self.agree(np.zeros(1, np.int64), np.zeros(self.world_size, np.int64), "barrier")
   def close(self): self.comm.destroy()

@@ -71,13 +71,15 @@ class Attention:
   def __call__(self, x: Tensor, start_pos, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
     c, (B, T, _) = self.cfg, x.shape
     H, KV, D = c.n_heads, c.n_kv_heads, c.head_dim
-    q = apply_rope(self.wq(x).reshape(B, T, H, D), cos, sin)
+    # stored: read inline, the rotation would be computed again for every cached position the scores run over
+    q = apply_rope(self.wq(x).reshape(B, T, H, D), cos, sin).contiguous()
     k = apply_rope(self.wk(x).reshape(B, T, KV, D), cos, sin)
     keys, values = self.cache.update(k.transpose(1, 2), self.wv(x).reshape(B, T, KV, D).transpose(1, 2), start_pos)
     # grouped-query attention: the H/KV query heads of a group (dim 2) share one key/value head
     q = q.reshape(B, T, KV, H // KV, D).permute(0, 2, 3, 1, 4)
     att = q @ keys.unsqueeze(2).transpose(-1, -2) * (1 / D ** 0.5) + mask   # (B, KV, G, T, start_pos + T)
-    out = att.softmax(-1) @ values.unsqueeze(2)
+    # the weights stored by a softmax kernel of their own: inline in the product, each exp ran once per output column group
+    out = att.softmax(-1).contiguous() @ values.unsqueeze(2)
     return self.wo(out.permute(0, 3, 1, 2, 4).reshape(B, T, H * D))
 
 class FeedForward:
@@ -91,8 +93,9 @@ class Block:
     self.attention, self.feed_forward = Attention(cfg), FeedForward(cfg)
     self.attention_norm, self.ffn_norm = nn.RMSNorm(cfg.dim, cfg.norm_eps), nn.RMSNorm(cfg.dim, cfg.norm_eps)
   def __call__(self, x: Tensor, start_pos, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
-    h = x + self.attention(self.attention_norm(x), start_pos, cos, sin, mask)
-    return h + self.feed_forward(self.ffn_norm(h))
+    # the normalized rows stored once: read inline, every projection's kernel would normalize them again per weight row
+    h = x + self.attention(self.attention_norm(x).contiguous(), start_pos, cos, sin, mask)
+    return h + self.feed_forward(self.ffn_norm(h).contiguous())
 
 # GGUF tensor name (per block: "blk.{i}." + name) -> attribute path in Block / Llama
 BLOCK_NAMES = {"attn_norm.weight": "attention_norm.weight", "attn_q.weight": "attention.wq.weight", "attn_k.weight": "attention.wk.weight",
@@ -136,7 +139,7 @@ class Llama:
       h = layer(h, start_pos, cos, sin, mask)
       Tensor.realize(h, layer.attention.cache.k, layer.attention.cache.v)
     h = h[:, -1:, :] if last is None else h[:, last.reshape(1), :]
-    return self.output(self.norm(h)).reshape(1, self.cfg.vocab_size)
+    return self.output(self.norm(h).contiguous()).reshape(1, self.cfg.vocab_size)
   __call__ = forward
 
   def caches(self) -> list[Tensor]: return [t for l in self.layers for t in (l.attention.cache.k, l.attention.cache.v)]

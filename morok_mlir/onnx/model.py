@@ -3,18 +3,20 @@ Tensors, each node is one call into the op table (ops.py), and the outputs are r
 model (subgraphs included) is checked before anything runs: against ONNX's rules as onnxruntime checks them at load
 (InvalidModel), and against the table (Unsupported)."""
 from __future__ import annotations
-import math, os, re, sys, threading
+import functools, math, os, re, sys, threading, time
 import numpy as np
 import onnx
 from onnx import numpy_helper, helper
 from morok_mlir.tensor import Tensor
 from morok_mlir.jit import TinyJit
 from morok_mlir.core.dtype import dtypes
+from morok_mlir.core.uop import guards
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import user_loc
 from morok_mlir.core.progress import progress
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
+from morok_mlir import realize as R
 from morok_mlir.realize import new_buffer
 from morok_mlir.onnx import ops
 from morok_mlir.onnx.ops import OPS, REFUSE, INVALID, owned, AXIS_OPS, AXES_INPUT, AXIS_RANGE
@@ -334,7 +336,7 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
   for node in progress(graph.node, f"onnx {graph.name or 'graph'}", "node"):
     if folded is not None and node.output and all(n in folded for n in node.output if n):
       for n in node.output:
-        if n: vals[n] = folded[n]
+        if n: vals[n] = _pend(folded[n])
       continue
     a, outs = run_node(node, vals, opset, base)
     for n, v in zip(node.output, outs):
@@ -342,8 +344,15 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
     if (folded is not None and node.op_type not in NOT_FOLDED and all(n in folded for n in node.input if n)
         and not any(x.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for x in node.attribute)):
       for n, v in zip(node.output, outs):
-        if n: vals[n] = _fold(folded, node.input, n, _host_full(v, a) if node.op_type == "ConstantOfShape" and isinstance(v, Tensor) else v)
+        if n: vals[n] = _pend(_fold(folded, node.input, n, _host_full(v, a) if node.op_type == "ConstantOfShape" and isinstance(v, Tensor) else v))
   return [vals[o.name] for o in graph.output]
+
+def _pend(v):
+  """A folded value; one that computes (not a view of data) is realized once at the end of a recorded call (the
+  model's _settle), as onnxruntime folds constants: replays then read it instead of computing it each call."""
+  if (pending := getattr(ops.CALL, "pending", None)) is not None and type(v) is Tensor and v.uop.op is not Ops.BUFFER and ops.computed(v):
+    pending.append((None, v))
+  return v
 
 class Scope(dict):
   """The folded values of one set of control inputs' values (see control_inputs): those computed from them (its own
@@ -436,6 +445,78 @@ def _plain(plan) -> bool:
     all(src[0] != "arg" for src in plan.ret_src.values())
   except AttributeError: return False
 
+class _Step:
+  """One kernel of a direct replay: its program's argument set of the replay's own, pointers written once, and run. A
+  phase that packs a constant (a weight's panels) reads the result call_buffers keeps for it: its first run is that
+  call_buffers, which packs them; without such a result the kernel keeps running through call_buffers. A kernel split
+  into chunks for threads may run them all on the calling thread instead (serial: decided by _Direct's first calls)."""
+  __slots__ = ("prog", "args", "run", "runs", "bufs", "inputs", "serial", "times")
+  def __init__(self, prog, bufs: list, inputs: list):
+    self.prog, self.bufs, self.inputs, self.serial, self.times = prog, bufs, inputs, False, None
+    self.prepare(first=True)
+    if self.args is not None and any(len(packs) > 1 for _, packs in self.args.phases): self.times = ([], [])
+  def prepare(self, first: bool = False):
+    prog, bufs = self.prog, self.bufs
+    if (p := prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None), self.inputs)) is None:
+      call = functools.partial(prog.call_buffers, bufs, self.inputs)
+      def once(): call(); self.prepare()
+      self.args, self.runs, self.run = None, None, once if first else call
+      return
+    (a := p[0]).ptrs[:len(bufs)] = [b.ptr for b in bufs]
+    self.args, self.runs = a, (p[1], lambda: [fn(x) for fn, packs in a.phases for x in packs])   # (on threads, on this one)
+    self.run = self.runs[self.serial]
+
+class _Direct:
+  """A plain plan (_plain) replayed on numpy arrays in and out: its kernels run on buffers of this object's own, each
+  input copied in and each output copied out under the plan's lock, every pointer written once, so a call makes no
+  Tensor, UOp or Buffer and costs its kernels' calls and the copies. None (make) for a plan with more than kernels
+  (state, random numbers, symbolic sizes, copies between devices) or outputs other than computed or constant tensors.
+  The first TUNE calls time each kernel split for threads both ways in turn, on the threads and all on the calling
+  thread, and then each keeps the faster: a small kernel loses more to handing chunks to a thread than it gains (far
+  more while other processes hold the cores)."""
+  TUNE = 8
+  @staticmethod
+  def make(plan, names: list, inputs: dict):
+    rets = [plan.ret] if type(plan.ret) is Tensor else plan.ret
+    if plan.state or plan.rng or plan.vals or plan.checks or not all(hasattr(s, "prog") for s in plan.steps) or type(rets) is not list or \
+       not all(type(t) is Tensor and plan.ret_src[id(t)][0] in ("out", "const") for t in rets): return None
+    return _Direct(plan, names, inputs, rets)
+  def __init__(self, plan, names: list, inputs: dict, rets: list):
+    v, self.lock, self.n = plan.template.copy(), plan.lock, plan.nkernels
+    for i, n in enumerate(names): v[i] = Buffer("CPU", inputs[n].size, DTYPES_NP[inputs[n].dtype]).allocate()
+    for j, dev, size, dt, _ in plan.fresh: v[j] = Buffer(dev, size, dt).allocate()
+    self.ins = [(n, v[i].as_numpy().reshape(inputs[n].shape)) for i, n in enumerate(names)]
+    self.steps = [_Step(s.prog, [v[j] for j in s.slots], s.inputs) for s in plan.steps]
+    self.tuning, self.timed = [k for k in self.steps if k.times is not None], 0
+    def out(t: Tensor) -> np.ndarray:
+      if (src := plan.ret_src[id(t)])[0] == "const": return src[1].buffer.as_numpy().reshape(src[1].shape)
+      j, _, shape = plan.outs[src[1]]
+      return v[j].as_numpy().reshape(shape)
+    self.outs = [out(t) for t in rets]
+  def __call__(self, inputs: dict) -> list[np.ndarray]:
+    with self.lock:
+      for n, a in self.ins: np.copyto(a, inputs[n])
+      if self.tuning: self._timed()
+      else:
+        for k in self.steps:
+          if k.args is not None and k.args.code is not k.prog.code: k.prepare()   # (the program moved onto its shared object)
+          k.run()
+      R.GlobalCounters.kernel_count += self.n
+      return [o.copy() for o in self.outs]
+  def _timed(self):
+    for k in self.steps:
+      if k.args is not None and k.args.code is not k.prog.code: k.prepare()
+      if k.times is None or k.runs is None: k.run(); continue
+      way = len(k.times[1]) < len(k.times[0])   # (in turn)
+      t0 = time.perf_counter(); k.runs[way](); k.times[way].append(time.perf_counter() - t0)
+    self.timed += 1
+    if self.timed >= 2 * self.TUNE:
+      for k in self.tuning:
+        mid = [sorted(t)[len(t) // 2] if t else None for t in k.times]
+        k.serial, k.times = None not in mid and mid[1] < mid[0], None
+        if k.runs is not None: k.run = k.runs[k.serial]
+      self.tuning = []
+
 class OnnxModel:
   """OnnxModel(path | bytes | onnx.ModelProto); model(**inputs) or model(inputs) -> {output name: numpy array} (Tensors
   with as_numpy=False). Inputs are numpy arrays or Tensors by graph input name. The model is checked whole at load
@@ -451,6 +532,7 @@ class OnnxModel:
     self._takes = set(self.input_names) | inits   # the names a call may give
     self.output_names = [o.name for o in self.graph.output]
     self._folded: dict = {}   # run_graph's values that depend on no graph input, realized on the first call
+    self._consts: dict = {}   # values ops compute from constants alone (ops.hoisted): their graph -> the Tensor realized
     self._jits: dict = {}     # the inputs' names, shapes, dtypes and devices -> a TinyJit of the graph on them (see __call__)
     self._jit_lock = threading.Lock()
     self._control = control_inputs(self.graph) & set(self.input_names)
@@ -478,8 +560,7 @@ class OnnxModel:
     return vals
 
   def __call__(self, inputs: dict | None = None, as_numpy: bool = True, **kw) -> dict:
-    if not kw and type(inputs) is dict and (outs := self._replay(inputs)) is not None:
-      return dict(zip(self.output_names, [_handed(o) for o in outs] if as_numpy else outs))
+    if not kw and type(inputs) is dict and (outs := self._replay(inputs, as_numpy)) is not None: return dict(zip(self.output_names, outs))
     vals = self.check_inputs(inputs, kw)
     inits = {i.name for i in self.graph.initializer}
     if inits & set(vals): outs = self._run(vals, None)
@@ -529,38 +610,57 @@ class OnnxModel:
     """A call whose replay exists: later calls of inputs like its go straight to it (_replay)."""
     if (key := self._fast_key(inputs)) is None or key in self._fast: return
     dev, loc = Device.DEFAULT, user_loc()
-    held = None
+    held = direct = None
     if dev == "CPU" and _plain(jit.plan):   # arrays copied into buffers of the replay's own, kept between calls
       own = lambda a: (a, Tensor._of(new_buffer(Buffer(dev, a.size, DTYPES_NP[a.dtype]).allocate(a.reshape(-1)), loc, shape=a.shape), dev))
       held = [own(np.empty(a.shape, a.dtype)) if type(a := inputs[n]) is np.ndarray else None for n in names]
-    with self._jit_lock: self._fast[key] = (jit, names, dev, loc, held, threading.Lock())
+      if all(type(inputs[n]) is np.ndarray for n in names): direct = _Direct.make(jit.plan, names, inputs)
+    with self._jit_lock: self._fast[key] = (jit, names, dev, loc, held, threading.Lock(), direct)
 
-  def _replay(self, inputs: dict) -> list | None:
-    """The replay of a call of inputs of names, shapes, dtypes and control values checked before (a _remember'ed call),
-    none of the graph interpreted; None for any other call. A Tensor is the argument; an array is copied: into the
-    replay's own buffer when its kernels keep nothing derived from an argument's contents (_plain), else a fresh one."""
+  def _replay(self, inputs: dict, as_numpy: bool) -> list | None:
+    """The outputs (arrays when as_numpy) of the replay of a call of inputs of names, shapes, dtypes and control values
+    checked before (a _remember'ed call), none of the graph interpreted; None for any other call. A Tensor is the
+    argument; an array is copied: into the replay's own buffer when its kernels keep nothing derived from an argument's
+    contents (_plain), else a fresh one. Arrays in and out of a plain plan take its direct replay (_Direct)."""
     if not self._fast or (key := self._fast_key(inputs)) is None or (hit := self._fast.get(key)) is None: return None
-    jit, names, dev, loc, held, lock = hit
+    jit, names, dev, loc, held, lock, direct = hit
     if Device.DEFAULT != dev: return None
+    if direct is not None and as_numpy and not R.DEBUG: return direct(inputs)
     if held is not None:
       with lock:   # (until the outputs, fresh buffers, are made: another thread's call then writes its arguments)
         for n, h in zip(names, held):
           if h is not None: np.copyto(h[0], inputs[n])
-        return _listed(jit(*[inputs[n] if h is None else h[1] for n, h in zip(names, held)]))
-    ts = []
-    for n in names:
-      if type(a := inputs[n]) is Tensor: ts.append(a); continue
-      b = Buffer.fresh(dev, a.size, DTYPES_NP[a.dtype]).copyin(np.ascontiguousarray(a).reshape(-1))
-      ts.append(Tensor._of(new_buffer(b, loc, shape=a.shape), dev))
-    return _listed(jit(*ts))
+        outs = _listed(jit(*[inputs[n] if h is None else h[1] for n, h in zip(names, held)]))
+    else:
+      ts = []
+      for n in names:
+        if type(a := inputs[n]) is Tensor: ts.append(a); continue
+        b = Buffer.fresh(dev, a.size, DTYPES_NP[a.dtype]).copyin(np.ascontiguousarray(a).reshape(-1))
+        ts.append(Tensor._of(new_buffer(b, loc, shape=a.shape), dev))
+      outs = _listed(jit(*ts))
+    return [_handed(o) for o in outs] if as_numpy else outs
 
   MAX_JITS = 8   # input signatures replayed at once (each holds its intermediates' memory)
   def _traced(self, args: dict, fixed: dict, scope: dict) -> list:
     """_run of a recorded call: its ops see which values are the call's data (ops.CALL: an If on them is merged)."""
-    ops.CALL.args = {id(u) for t in args.values() for u in t.uop.toposort}
-    try: outs = self._run({**args, **fixed}, scope)
-    finally: ops.CALL.args = None
+    ops.CALL.args, ops.CALL.consts, ops.CALL.pending = {id(u) for t in args.values() for u in t.uop.toposort}, self._consts, []
+    try:
+      outs = self._run({**args, **fixed}, scope)
+      self._settle(ops.CALL.pending)
+    finally: ops.CALL.args = ops.CALL.pending = None
     return outs[0] if len(outs) == 1 and isinstance(outs[0], Tensor) else outs   # (one Tensor: TinyJit's shortest replay)
+
+  def _settle(self, pending: list):
+    """The constants a recorded call computed (ops.hoisted's, and run_graph's folded values) realized together, outside
+    the call's record: later calls read them as data (a replay computes none of them again)."""
+    todo = {id(t): (u, t) for u, t in pending if t.uop.op is not Ops.BUFFER}
+    if not todo: return
+    rec, log = R.capture.rec, guards.log
+    R.capture.rec = guards.log = None
+    try: Tensor.realize(*[t for _, t in todo.values()])
+    finally: R.capture.rec, guards.log = rec, log
+    for u, t in todo.values():
+      if u is not None: self._consts[u] = t
 
   def _run(self, vals: dict, folded: dict | None) -> list:
     outs = run_graph(self.graph, vals, self.opset, folded, self.base)

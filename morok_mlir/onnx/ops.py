@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.dtype import dtypes, DType
-from morok_mlir.dialects.ops import Ops
+from morok_mlir.dialects.ops import Ops, GRAPH_ALU
 from morok_mlir.core.provenance import user_loc
 from morok_mlir.realize import new_buffer
 
@@ -1129,14 +1129,15 @@ def _dequant(i, a, o):
   if zp is not None: r = r - _qaxis(zp, x, a).cast(dtypes.float32)
   return (r * _qaxis(s, x, a)).cast(s.dtype)
 def _dyn_quant(i, a, o):
-  # the scale and zero point are made once (a kernel of their own), not again for every element that reads them
+  # the range's ends made once (one kernel of both reduces), not again for every element that reads them; the scale,
+  # zero point and quantized values are computed from them where they are read (in a consumer's kernel)
   x = i[0]
-  lo, hi = x.min().minimum(0), x.max().maximum(0)
-  s = ((hi - lo) / 255).contiguous()
-  zp = (0 - lo / s).round().clip(0, 255).contiguous()
-  return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8).contiguous(), s, zp.cast(dtypes.uint8)
-def _int_in(t, zp): return t.cast(dtypes.int32) - (zp.cast(dtypes.int32) if zp is not None else 0)
-def _float_in(t, zp): return t.cast(dtypes.float32) - (zp.cast(dtypes.float32) if zp is not None else 0)
+  lo, hi = Tensor.stack(x.min().minimum(0), x.max().maximum(0)).contiguous()
+  s = (hi - lo) / 255
+  zp = (0 - lo / s).round().clip(0, 255)
+  return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8), s, zp.cast(dtypes.uint8)
+def _int_in(t, zp): return hoisted(t.cast(dtypes.int32) - (zp.cast(dtypes.int32) if zp is not None else 0))
+def _float_in(t, zp): return hoisted(t.cast(dtypes.float32) - (zp.cast(dtypes.float32) if zp is not None else 0))
 def _small_ints(*ts) -> bool:
   """Whether ts are 8-bit integers on the CPU: minus their zero points each value lies in [-255, 255], a product's in
   [-65025, 65025], and a sum of 258 of them is below 2^24, exact in float32 whatever the order of the adds."""
@@ -1305,6 +1306,23 @@ LOOP_UNROLL = 64   # a Loop whose condition is the call's data runs all its trip
 def _reads_call(t: Tensor) -> bool:
   """Whether t is computed from the call's data (ops.CALL): reading it on the host would stop replays."""
   return bool(args := getattr(CALL, "args", None)) and any(id(u) in args for u in t.uop.toposort)
+def computed(t: Tensor) -> bool:
+  """Whether t's graph computes values (more than views of data and constants) without drawing random numbers, into
+  no more elements than the data it reads: stored once, it takes no more memory than that data (a broadcast of a
+  computed value is left lazy)."""
+  nodes = t.uop.toposort
+  ops = {u.op for u in nodes}
+  if ops.isdisjoint(GRAPH_ALU | {Ops.REDUCE_AXIS}) or Ops.THREEFRY in ops or not isinstance(n := t.uop.size, int): return False
+  return n <= sum(u.size for u in nodes if u.op is Ops.BUFFER and isinstance(u.size, int))
+def hoisted(t: Tensor) -> Tensor:
+  """t, where a recorded call (CALL.args) computes it from the model's constants alone (a quantized weight minus its
+  zero point): its value realized once (CALL.consts, by t's graph), so replays read it as data, as onnxruntime folds
+  constants; a contraction then keeps such a weight's packed panels between calls. Until the call ends (the model
+  realizes CALL.pending) t itself."""
+  if not getattr(CALL, "args", None) or _reads_call(t) or not computed(t): return t
+  if (v := CALL.consts.get(t.uop)) is not None: return v
+  CALL.pending.append((t.uop, t))
+  return t
 def _masked_loop(n: int, cond: Tensor, carried: list, body) -> list | None:
   """A Loop of n trips at most whose condition is the call's data, as one straight graph: every trip runs and a trip
   after the condition fell keeps the carried values (where); None when the condition is not the call's data, the body
@@ -1320,6 +1338,25 @@ def _masked_loop(n: int, cond: Tensor, carried: list, body) -> list | None:
       alive = alive & outs[0].reshape(()).cast(dtypes.bool)
   except Exception: return None   # (the plain loop runs it, and raises what a trip it runs raises)
   return carried
+def _carried(new: list, old: list, scans: list) -> tuple[list, list]:
+  """A trip's carried values, each one that the trip computed through a reduce of the carried values made contiguous,
+  and its scan outputs reading those: the next trip's reduce reads such a value from memory anyway, and stored where
+  it is made, after its elementwise tail, that tail runs in the reduce's kernel instead of a kernel of its own (and
+  is not computed again by each reader, a scan output's stack among them)."""
+  stop = {t.uop for t in old if isinstance(t, Tensor)}
+  def through_reduce(u) -> bool:
+    dep = set()
+    for x in u.toposort:
+      if x in stop or any(s in dep for s in x.src):
+        dep.add(x)
+        if x.op is Ops.REDUCE_AXIS: return True
+    return False
+  made = {t.uop: t.contiguous() for t in new if isinstance(t, Tensor) and t.uop not in stop and through_reduce(t.uop)}
+  subst = {u: t.uop for u, t in made.items()}
+  def pick(t):
+    if not made or not isinstance(t, Tensor): return t
+    return made[t.uop] if t.uop in made else t if (u := t.uop.substitute(subst)) is t.uop else Tensor._of(u, t.device)
+  return [pick(t) for t in new], [pick(t) for t in scans]
 def _loop(i, a, o):
   M, cond, carried = i[0], i[1], list(i[2:])
   body = a["body"]
@@ -1332,7 +1369,7 @@ def _loop(i, a, o):
   while c and (n is None or it < n):
     outs = body(Tensor(np.array(it, np.int64)), Tensor(np.array(c)), *carried)
     if cond is not None: c = bool(_scalar(outs[0]))   # without a condition input the body's condition is ignored (spec)
-    carried, sc = list(outs[1:1 + len(carried)]), outs[1 + len(carried):]
+    carried, sc = _carried(list(outs[1:1 + len(carried)]), carried, outs[1 + len(carried):])
     scans.append(sc)
     it += 1
   nsc = len(body.graph.output) - 1 - len(carried)
@@ -1355,7 +1392,7 @@ def _scan(i, a, o):
     sl = [x.shrink(tuple(((T - 1 - t, T - t) if dr else (t, t + 1)) if d == ax else None for d in range(x.ndim))).squeeze(ax)
           for x, ax, dr in zip(xs, in_axes, in_dirs)]
     outs = body(*states, *sl)
-    states, ys = list(outs[:len(states)]), outs[len(states):]
+    states, ys = _carried(list(outs[:len(states)]), states, outs[len(states):])
     outs_all.append(ys)
   nout = len(body.graph.output) - len(states)
   out_axes, out_dirs = a.get("scan_output_axes", [0] * nout), a.get("scan_output_directions", [0] * nout)
