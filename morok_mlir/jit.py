@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools, gc, threading, time
 from dataclasses import dataclass, field
 import numpy as np
-from morok_mlir.core.uop import UOp, sym_val, sym_range, sym_attr, sprod, _pairs, guards
+from morok_mlir.core.uop import UOp, sym_val, sym_range, sym_attr, sprod, ssub, _pairs, guards, SYM_TEXT
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.ir.emit import var_order
 from morok_mlir.dialects.ops import Ops
@@ -92,6 +92,28 @@ def _checks(nodes: list[UOp]) -> list[tuple]:
       for w in sym_attr(u, "padding"): le(0, w, u.loc)
     else: le(n := sprod(u.src[0].shape), m := sprod(u.shape), u.loc); le(m, n, u.loc)
   return out
+
+def _always(a, b, held: bool) -> bool:
+  """Whether a <= b is `held` at every value in the Variables' ranges (interval arithmetic: what it cannot decide stays
+  a test of each replay)."""
+  try: lo, hi = sym_range(ssub(b, a))
+  except TypeError: return False
+  return lo >= 0 if held else hi < 0
+
+SIZE_PY = {**SYM_TEXT, Ops.MAX: "max", Ops.MIN: "min"}
+def _sizes_fn(exprs, order: list[UOp], cmp: str | None = None):
+  """A function of the Variables' values (in order) giving the sizes exprs (ints or UOps of define_vars and size
+  arithmetic), or with cmp the tests `a cmp b` of pairs, as a tuple: one generated Python expression, so a replay
+  evaluates them in one call instead of walking UOps."""
+  names = {v: f"v{i}" for i, v in enumerate(order)}
+  def py(x) -> str:
+    if not isinstance(x, UOp): return repr(x)
+    if x.op is Ops.CONST: return repr(x.attrs["value"])
+    if x.op is Ops.DEFINE_VAR: return names[x]
+    a, b = map(py, x.src)
+    return f"{SIZE_PY[x.op]}({a}, {b})" if x.op in (Ops.MAX, Ops.MIN) else f"({a} {SIZE_PY[x.op]} {b})"
+  body = "".join(f"{py(a)} {cmp} {py(b)}, " if cmp else f"{py(a)}, " for a, b in (exprs if cmp else ((x, None) for x in exprs)))
+  return eval(f"lambda {', '.join(names.values())}: ({body})", {"max": max, "min": min})
 
 def _unbind(x: UOp, env: dict) -> UOp:
   """A size with its bound Variables in place of their binds; their values go to env (a Variable has one per call)."""
@@ -268,7 +290,7 @@ class _Plan:
     p.kept = {v: x for e in rec.execs for v, x in e.vars.items() if v not in env}
     checks = {}   # one per test (a model's layers repeat theirs), at the first place that made it
     for a, b, held, loc in [c for e in rec.execs for c in e.checks] + [(*g, None) for g in rec.guards]: checks.setdefault((a, b, held), loc)
-    p.checks = [(*k, loc) for k, loc in checks.items()]
+    p.checks = [(*k, loc) for k, loc in checks.items() if not _always(*k)]
     rebinds = [(t, rec.made.get(id(_buffer(u1)))) for t, _, u1 in state]   # (tensor, (exec, output))
     if any(kj is None for _, kj in rebinds): return None
     p.ret, p.devices = ret, [t.device for t in args + p.state]
@@ -286,8 +308,21 @@ class _Plan:
     if not p.state and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and len(p.outs) == len(p.fresh) == 1 and \
         all(type(k) is _Kernel for k in p.steps):
       p.replay = p._replay_one
+    if p.vals or p.checks or any(isinstance(d, UOp) for _, _, sh in p.outs for d in sh): p._compile()
     p.run = _graphs(p.steps)
     return p
+
+  def _compile(self):
+    """The replay's sizes as generated functions of the Variables' values (in var_order): the checks as one tuple
+    compare, each schedule's values buffer (the plan's own, written per replay), each symbolic output's shape."""
+    exprs = [x for a, b, _, _ in self.checks for x in (a, b)] + [d for _, _, sh in self.outs for d in sh]
+    self.order = sorted({u for x in exprs if isinstance(x, UOp) for u in x.toposort if u.op is Ops.DEFINE_VAR} |
+                        {n for _, _, names in self.vals for n in names}, key=var_order)
+    self.fits = _sizes_fn([(a, b) for a, b, _, _ in self.checks], self.order, "<=")
+    self.held = tuple(held for _, _, held, _ in self.checks)
+    self.valbufs = [(b := self.template[j], b.as_numpy() if hasattr(b.allocator, "as_numpy") else None, _sizes_fn(names, self.order))
+                    for j, _, names in self.vals]
+    self.shaped = [None if all(type(d) is int for d in sh) else _sizes_fn((sprod(sh), *sh), self.order) for _, _, sh in self.outs]
 
   def _layout(self, nargs: int, leaving: list):
     """Number every buffer a replay touches (its index in v) and make one step per kernel (and per cross-device copy)."""
@@ -297,6 +332,7 @@ class _Plan:
     self.made: dict[tuple, tuple] = {}   # ("out", k, j) -> (v index, loc, shape): an output's buffer and its UOp's fields
     self.steps, self.nkernels, self.sig, self.nvars, self.padded = [], 0, None, 0, []
     self.vals: list[tuple[int, str, tuple]] = []   # (v index, device, Variables): a schedule's sizes, written per replay
+    self.order, self.shaped, self.valbufs = None, [], []   # (see _compile)
     self.uops: list = [None] * nargs   # the arguments' buffer UOps during a replay (state changes every call: not kept)
     # the kernels run one after another (under the plan's lock): they share one set of scratch buffers (a contraction's
     # panels), each position as big as any kernel's, not one set per kernel kept for the plan's life (an LLM's prefill
@@ -314,7 +350,9 @@ class _Plan:
         if s[0] == "out": j, dev = self.made[s][0], self.execs[s[1]].device
         elif s[0] == "const": j, dev = len(self.template), s[1].buffer.device; self.template.append(s[1].buffer); consts[i] = s[1]
         elif s[0] == "rng": j, dev = first["rng"] + s[1], "CPU"
-        elif s[0] == "vals": j, dev = len(self.template), e.device; self.template.append(None); self.vals.append((j, dev, tuple(e.vars)))
+        elif s[0] == "vals":
+          j, dev = len(self.template), e.device
+          self.template.append(Buffer(dev, len(e.vars), dtypes.int64).allocate()); self.vals.append((j, dev, tuple(e.vars)))
         else: j, dev = first[s[0]] + s[1], self.devices[first[s[0]] + s[1]]
         slot.append(j if dev == e.device else on(j, e.device, s[0] == "const"))
       for j, bt in enumerate(sched.buffer_types[sched.n_in:]):
@@ -356,18 +394,19 @@ class _Plan:
         _err(JitError, f"TinyJit: {vals} does not fit the recorded graph ({a!r} <= {b!r} was {held} when recorded{at}): a size "
                        "picked for another value (x[2:5] along a dim of size n needs n >= 5); reset() it, or use another TinyJit")
     return env
-  def _out(self, j: int, v: list, env: dict) -> UOp:
-    """Output j's buffer UOp; a symbolic one is the first elements of its buffer of the largest size, at env's values."""
+  def _out(self, j: int, v: list, xs: tuple) -> UOp:
+    """Output j's buffer UOp; a symbolic one is the first elements of its buffer of the largest size, at the values xs."""
     i, loc, shape = self.outs[j]
-    if all(type(d) is int for d in shape): return R.new_buffer(v[i], loc, shape=shape)
-    shape = tuple(sym_val(d, env) for d in shape)
-    return R.new_buffer(v[i].view(sprod(shape), v[i].dtype, 0), loc, shape=shape)
+    if (f := self.shaped[j] if self.shaped else None) is None: return R.new_buffer(v[i], loc, shape=shape)
+    n, *shape = f(*xs)
+    return R.new_buffer(v[i].head(n), loc, shape=tuple(shape))
 
   def replay(self, args: list[Tensor], env: dict | None = None):
-    state, v = self.state, self.template.copy()
-    if self.vals or self.checks:
-      env = self.sizes(env or {})
-      for j, dev, names in self.vals: v[j] = Buffer(dev, len(names), dtypes.int64).copyin(np.array([env[n] for n in names], np.int64))
+    state, v, xs = self.state, self.template.copy(), ()
+    if self.order is not None:
+      env = self.kept | env if env else self.kept
+      xs = tuple([env[x] for x in self.order])
+      if self.fits(*xs) != self.held: self.sizes(env)   # (raises, naming the first test that fails)
     for i, t in enumerate(args): v[i] = _data(t.uop).buffer
     for i, top in self.padded: v[i] = _padded(v[i], top)
     if state:
@@ -379,12 +418,15 @@ class _Plan:
       for j, dev, size, dt, _ in self.fresh: v[j] = Buffer.fresh(dev, size, dt)
     except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[next(k for j, *_, k in self.fresh if v[j] is None)].sched, []) from None
     with self.lock:
+      for b, h, f in self.valbufs:   # (the plan's own buffer: written under the lock its kernels run under)
+        if h is not None: h[:] = f(*xs)
+        else: b.copyin(np.array(f(*xs), np.int64))
       if self.keyed: self.uops[:] = [_data(t.uop) for t in args]
       t0 = time.perf_counter()
       for step in self.run: step(v)
       R.GlobalCounters.time_sum_s += time.perf_counter() - t0
     R.GlobalCounters.kernel_count += self.nkernels
-    outs = [self._out(j, v, env) for j in range(len(self.outs))]   # one buffer UOp per output the call gives back
+    outs = [self._out(j, v, xs) for j in range(len(self.outs))]   # one buffer UOp per output the call gives back
     for t, i in self.rebinds: t.uop = outs[i]
     if self.ret_out is not None: return Tensor._of(outs[self.ret_out], self.ret.device)
     def uop(src) -> UOp:

@@ -4,8 +4,8 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import collections, gc, itertools, os, threading, time, weakref
-from dataclasses import dataclass
+import bisect, collections, ctypes, gc, itertools, os, threading, time, types, weakref
+from dataclasses import dataclass, replace
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
 from morok_mlir.core.dtype import dtypes
@@ -98,6 +98,56 @@ class _Call:
     self.args, self.run = p
     return True
 
+class Variants:
+  """A kernel of symbolic sizes with copies compiled for narrower bounds of its values (uop-optimize's variants,
+  narrowest first, each with (values argument, k, bound, k, bound, ...)): a call runs the first whose bounds hold the
+  values the kernel reads (its int64 input, in host memory), else the kernel itself. Every copy takes the same
+  buffers (laid out for the largest values); each keeps its own packed weights."""
+  def __init__(self, program, narrow: list[tuple[tuple, object]]):
+    self.name, self.slot, self.progs = program.name, narrow[0][0][0], [p for _, p in narrow] + [program]
+    self.bounds = [tuple((8 * k, b) for k, b in zip(at[1::2], at[2::2])) for at, _ in narrow]   # (byte offset, bound)
+    # one value (the usual case): the copies' bounds, ascending, searched by bisection
+    self.one = [at[0][1] for at in self.bounds] if all(len(at) == 1 for at in self.bounds) else None
+    # the kernel's own spec, but a TinyJit replay passes the input UOps of the arguments any copy repacks, and the driver
+    # leaves unprepared a kernel any copy of which has scratch buffers
+    specs = [p.spec for p in self.progs]
+    self.spec = replace(program.spec, reuse=tuple(dict.fromkeys(r for s in specs for r in s.reuse)),
+                        scratch=next((s.scratch for s in reversed(specs) if s.scratch), ()))
+    self._codes, self._code = None, None
+  @property
+  def nbytes(self) -> int: return sum(getattr(p, "nbytes", 0) for p in self.progs)
+  @property
+  def code(self):
+    """One object while every copy keeps its code (a prepared set is made for those)."""
+    if (codes := tuple([p.code for p in self.progs])) != self._codes: self._codes, self._code = codes, object()
+    return self._code
+  def pick(self, addr: int) -> int:
+    """The copy for the values at address addr."""
+    if (one := self.one) is not None: return bisect.bisect_left(one, ctypes.c_int64.from_address(addr + self.bounds[0][0][0]).value)
+    for i, at in enumerate(self.bounds):
+      if all(ctypes.c_int64.from_address(addr + off).value <= b for off, b in at): return i
+    return len(self.bounds)
+  def call_buffers(self, bufs: list, inputs: list | None = None) -> None:
+    return self.progs[self.pick(bufs[self.slot].ptr)].call_buffers(bufs, inputs)
+  def prepare(self, const: frozenset = frozenset(), scratch=None) -> tuple | None:
+    """Each copy's argument set, written through one: run() calls the copy the values written pick (one at a time: they
+    may share scratch)."""
+    sets = []
+    for q in self.progs:
+      if not hasattr(q, "prepare") or (x := q.prepare(const, scratch=scratch)) is None: return None
+      sets.append(x)
+    args = types.SimpleNamespace(ptrs=_Fan([a.ptrs for a, _ in sets]), code=self.code)
+    runs, first = [r for _, r in sets], sets[0][0].ptrs
+    return args, lambda: runs[self.pick(first[self.slot])]()
+
+class _Fan:
+  """Writes to every copy's argument pointers at once (Variants.prepare)."""
+  __slots__ = ("ptrs",)
+  def __init__(self, ptrs: list): self.ptrs = ptrs
+  def __setitem__(self, i, x):
+    for p in self.ptrs: p[i] = x
+  def __getitem__(self, i): return self.ptrs[0][i]
+
 def choices(a: dict) -> str:
   """A kernel's CPU choices in a few words: contraction (or Winograd) tile, threads, split reduce, streamed stores."""
   out = [f"mm {a['uop.contraction'][0]}x{a['uop.contraction'][1]}" if "uop.contraction" in a else "",
@@ -117,10 +167,17 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   # each kernel function once (the schedule may call one several times: uop-kernel-split's equal kernels); a device that
   # compiles several at once (the CPU: JIT engines of several, in parallel processes) gets them in groups
   names, progs = list(dict.fromkeys(k.attrs["callee"][1] for k in sched.roots[0].src)), {}
+  # a kernel's copies for narrower bounds of its values (uop-optimize's variants), where the driver reads the values
+  narrow = {}
+  for f in funcs.values():
+    if "uop.variant_of" in f.attrs and hasattr(dev.allocator, "as_numpy"): narrow.setdefault(f.attrs["uop.variant_of"], []).append(f.name)
+  names += [v for n in names for v in narrow.get(n, ())]
   n = getattr(dev, "GROUP", 1)
   for group in progress([names[i:i + n] for i in range(0, len(names), n)], "compile", f"{n} kernels" if n > 1 else "kernel", since=t0):
     if DEBUG >= 3: print(module_text([funcs[name] for name in group]))
     progs |= zip(group, dev.compile_many([funcs[name] for name in group]) if n > 1 else [dev.compile(funcs[group[0]])])
+  for name, vs in narrow.items():
+    if name in progs: progs[name] = Variants(progs[name], [(funcs[v].attrs["uop.variant"], progs[v]) for v in reversed(vs)])
   items = [ScheduleItem(name, progs[name], k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else "")
            for k in sched.roots[0].src for name in (k.attrs["callee"][1],)]
   # inputs: the graph's, then (with symbolic sizes) the int64 buffer of the variables' values (uop-rangeify)

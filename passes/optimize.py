@@ -27,6 +27,8 @@
                           16 products of Cout x tiles x Cin on that micro-kernel, tiled so, run per block of RB rows of
                           tiles (0: all at once; `winograd_block`) (see codegen.winograd); WINO=0 in the environment turns it
                           off (every such convolution a plain contraction)
+  uop.variant_of = "name", uop.variant = [A, K, B, ...]   a copy of kernel `name`, its symbolic sizes' values (argument A,
+                          entry K) bounded by B, optimized for those bounds; run where the values fit (`variants`)
 
 Heuristics; with beam = n > 0 each static kernel's choices are then searched by timing (SEARCH, see device/search.py).
 Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), l2, l3 (cache bytes, 0:
@@ -315,6 +317,59 @@ def streaming_store(f: Func, vec: int) -> UOp | None:
   if any(v % vec for k, v in form.items() if k is not inner): return None   # every lane group starts vec-aligned
   return inner
 
+def value_clamps(sink: UOp) -> dict[UOp, tuple[int, int, int, int]]:
+  """Each Variable's value as a kernel reads it (uop-rangeify's var_loads: min(max(load(values[k]), lo), hi)) ->
+  (the values buffer's argument, k, lo, hi)."""
+  out = {}
+  for u in sink.toposort:
+    if u.op is Ops.MIN and (m := u.src[0]).op is Ops.MAX and (c := m.src[0]).op is Ops.CAST and (ld := c.src[0]).op is Ops.LOAD \
+        and (ix := ld.src[0]).op is Ops.INDEX and ix.src[0].op is Ops.BUFFER and ld.dtype is dtypes.int64 and \
+        None not in (k := im.cval(ix.src[1]), lo := im.cval(m.src[1]), hi := im.cval(u.src[1])):
+      out[u] = (ix.src[0].attrs["slot"], k, lo, hi)
+  return out
+
+def choice(f: Func) -> dict:
+  """What a variant is kept for: the kernel's choices but a contraction's MR, KC and MC (they follow the rows' and k's
+  bounds, which the loops run to at run time)."""
+  return {k: (v[1], v[4]) if k == "uop.contraction" else v for k, v in f.attrs.items()}
+
+MAX_VARIANTS = 2   # narrower copies of a kernel at most (the widest runs): each is compiled with the schedule
+def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int]) -> list[Func]:
+  """f optimized; a kernel of symbolic sizes also as copies for narrower bounds of the values it reads, one per run of
+  bounds whose choices (`choice`) differ from the wider run's (a product too small to pack: plain loops; wider panels
+  for fewer rows; no threads), optimized for that run's largest bound s (each value's bound min(s, its largest)) and
+  marked uop.variant_of = f's name, uop.variant = (values argument, k, bound, ...). The runs are found by halving s
+  from the largest value down, then bisecting where the choices change; at most MAX_VARIANTS are kept, those where
+  the threads change first, then the widest (a value in a run not kept runs the next wider copy). The realize
+  driver runs the narrowest copy whose bounds hold the values read at run time (realize.Variants): a small value runs
+  what the heuristics choose for small sizes, not for the largest."""
+  if not MAX_VARIANTS or not (clamps := value_clamps(f.roots[0])): return [optimize_kernel(f, threads, vec, caches)]
+  memo: dict[int, tuple[Func, dict]] = {}
+  def at(s: int) -> dict:   # f's choices for every value at most s
+    if s not in memo:
+      narrow = {m: m.replace(src=(m.src[0], im.const(max(lo, min(hi, s))))) for m, (_, _, lo, hi) in clamps.items()}
+      memo[s] = (g := optimize_kernel(replace(f, roots=[f.roots[0].substitute(narrow)]), threads, vec, caches), choice(g))
+    return memo[s][1]
+  hi = top = max(hi for *_, hi in clamps.values())
+  out, ends = [], []
+  kind = lambda s: (frozenset(at(s)), at(s).get("uop.threads"))
+  while hi > 1:
+    if at(lo := hi // 2) == at(hi): hi = lo; continue
+    # at(lo) differs from at(hi): where the kind of kernel or its threads change, the largest bound that differs (other
+    # changes, a tile's width, are taken where halving met them: each bound tried is a whole analysis of the kernel)
+    while hi - lo > 1 and kind(lo) != kind(hi):
+      if at(mid := (lo + hi) // 2) == at(hi): hi = mid
+      else: lo = mid
+    ends.append(hi := lo)
+  # the copies most worth a compile: where the threads change (waking one costs more than a small value's work), then
+  # the widest
+  wider, threads_of = dict(zip(ends, [top, *ends])), lambda s: at(s).get("uop.threads")
+  for s in sorted(sorted(ends, key=lambda s: (threads_of(s) == threads_of(wider[s]), -s))[:MAX_VARIANTS], reverse=True):
+    at_s = (next(iter(clamps.values()))[0], *(x for _, k, lo, hi in clamps.values() for x in (k, max(lo, min(hi, s)))))
+    out.append(replace(memo[s][0], name=f"{f.name}_v{len(out) + 1}", attrs={**memo[s][0].attrs, "uop.variant_of": f.name, "uop.variant": at_s}))
+  at(top)
+  return [memo[top][0], *out]
+
 # (kernel with the heuristic's attributes, beam width, threads, vec) -> the kernel with the fastest choices found by
 # compiling and timing candidates: the device layer's search registers itself here (a pass cannot run kernels)
 SEARCH = None
@@ -329,6 +384,6 @@ def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0,
   if beam < 0: raise PassError(f"uop-optimize: beam must be >= 0, got {beam}")
   if beam and SEARCH is None: raise PassError("uop-optimize: beam > 0 needs the CPU device's search (morok_mlir.device.search)")
   kernel = lambda f: "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK
-  funcs = [optimize_kernel(f, threads, vec, caches) if kernel(f) else f for f in funcs]
+  funcs = [g for f in funcs for g in (variants(f, threads, vec, caches) if kernel(f) else (f,))]
   if not beam: return funcs
   return [SEARCH(f, beam, threads, vec) if kernel(f) else f for f in progress(funcs, f"BEAM={beam}", "function")]

@@ -281,3 +281,24 @@ def test_kv_cache_with_tinygrads_assign_realize():
     ck[:, sp:sp + 1].assign(k).realize()
     return ck[:, :sp + 1].sum(1)
   run(f, [((Tensor(np.full((1, 1, 2), i + 1, np.float32)), var.bind(i)), np.full((1, 2), (i + 1) * (i + 2) / 2)) for i in range(MAX)])
+
+def test_replays_write_each_schedules_values_from_threads():
+  # a replay writes the values into the plan's own buffer of each schedule (two realizes: two schedules) under the lock
+  # its kernels run under: calls from two threads at different values each get their own value's result
+  import threading
+  v = Variable("vi_threads", 1, 16)
+  @TinyJit
+  def f(a, vi): return ((a[:, :vi] * 2).sum(1) + vi).realize(), (a[:, :vi] + 1).realize()
+  x = Tensor(A)
+  def same(k) -> bool:
+    s, p = f(x, v.bind(k))
+    return p.shape == (4, k) and np.allclose(s.numpy(), (A[:, :k] * 2).sum(1) + k, rtol=1e-5) and np.array_equal(p.numpy(), A[:, :k] + 1)
+  assert all([same(k) for k in (3, 5, 1, 16, 2)]) and len(f.plan.execs) == 2
+  bad = []
+  def worker(ks):
+    for k in ks * 20:
+      if not same(k): bad.append(k)
+  ts = [threading.Thread(target=worker, args=(ks,)) for ks in ((1, 16, 7), (16, 2, 1))]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  assert not bad

@@ -112,3 +112,28 @@ def test_matmul_symbolic_inner_row_range_jit():
   def f(x, m): return x[:, :m] @ w
   x = Tensor(X)
   check(f, [((x, v.bind(m)), X[:, :m] @ W) for m in (1, 9, 17, 97, MAX)])
+
+def test_copies_for_narrower_bounds_at_every_value():
+  # a kernel of symbolic sizes also runs as copies compiled for narrower bounds of its values (plain loops where the
+  # product is too small to pack, panels for fewer rows): at every value of the range, each copy's bound and the next
+  # value included, the result equals the static kernel's, under TinyJit and without it
+  from morok_mlir.realize import Variants
+  top = 40
+  X, W = rnd(top, 256), rnd(256, 96, seed=1)
+  q, k, v = (rnd(1, 2, top, 16, seed=s) for s in (3, 4, 5))
+  x, w, tq, tk, tv = map(Tensor, (X, W, q, k, v))
+  m = Variable("rows_copies", 1, top)
+  mm = lambda n: (x[:n] @ w).realize()
+  att = lambda n: (tq[:, :, :n] @ tk[:, :, :n].transpose(-1, -2) / 4).softmax(-1) @ tv[:, :, :n]
+  jmm, jatt = TinyJit(mm), TinyJit(lambda n: att(n).realize())
+  def ref(n):
+    s = q[:, :, :n] @ k[:, :, :n].transpose(0, 1, 3, 2) / 4
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return X[:n] @ W, e / e.sum(-1, keepdims=True) @ v[:, :, :n]
+  for n in [*range(1, top + 1), 1, top, 2]:
+    for f, j, want in zip((mm, att), (jmm, jatt), ref(n)):
+      if n in (1, 2, top): want = f(n).numpy()   # the static kernels' own result at the extremes
+      np.testing.assert_allclose(f(m.bind(n)).numpy(), want, rtol=1e-4, atol=1e-4)
+      np.testing.assert_allclose(j(m.bind(n)).numpy(), want, rtol=1e-4, atol=1e-4)
+  # (the product over 40 rows is packed, over one row it is not: the copies exist on every machine)
+  assert any(isinstance(s.prog, Variants) for s in jmm.plan.steps)

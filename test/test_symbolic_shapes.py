@@ -235,7 +235,8 @@ def test_symbolic_outer_loop_on_threads():
   from morok_mlir.host import THREADS
   v, a = Variable("rows_par", 1, 2048), np.random.default_rng(3).standard_normal((2048, 256)).astype(np.float32)
   x = Tensor(a)
-  ks = [f for f in lower_to_kernels(graph_func(normalize([(x.shrink(((0, v.bind(7)), None)) * 2 + 1).uop])[0])) if "uop.kernel" in f.attrs]
+  ks = [f for f in lower_to_kernels(graph_func(normalize([(x.shrink(((0, v.bind(7)), None)) * 2 + 1).uop])[0]))
+        if "uop.kernel" in f.attrs and "uop.variant_of" not in f.attrs]   # (copies for fewer rows may run on one thread)
   assert THREADS == 1 or all(k.attrs.get("uop.threads") == THREADS for k in ks)
   compiled = []
   for k in (1, 2, 3, 7, 1000, 2047, 2048):

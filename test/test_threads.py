@@ -133,16 +133,44 @@ def _ctl(pool: Pool, i: int, field: int) -> int: return ctypes.c_int64.from_addr
 @pytest.mark.parametrize("n", [1, 2 * len(os.sched_getaffinity(0))])
 def test_pool_runs_native_functions_on_their_packs(n):
   # a ctypes function is called by the worker's native loop on the address of its pack (not through Python's run);
-  # with more threads than cores, nobody spins: workers park after each chunk and the caller yields while it waits
-  pool, seen = Pool(n), []
+  # with more threads than cores, nobody spins: workers park after each chunk and the caller yields while it waits.
+  # Each pack runs exactly once: on its worker, or on the caller when the worker has not taken it by the time the
+  # caller's own chunk is done (the caller's chunk here takes 20 ms: time for every worker to take its own)
+  pool, seen, me, workers = Pool(n), [], threading.get_ident(), set()
   assert ctypes.c_int64.from_address(pool.workers[0].ctl + 40).value == (0 if n + 1 > len(os.sched_getaffinity(0)) else SPIN)
-  fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda p: seen.append((p, threading.get_ident())))
+  def body(p):
+    seen.append((p, threading.get_ident()))
+    if threading.get_ident() == me and len(seen) == 1: time.sleep(0.02)
+  fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(body)
   packs = [(ctypes.c_int64 * 1)(i) for i in range(n + 1)]
   for _ in range(50):
     seen.clear()
     pool.run(fn, packs)
     assert sorted(p for p, _ in seen) == sorted(ctypes.addressof(p) for p in packs)
-    assert len({t for _, t in seen}) == n + 1   # the caller and every worker
+    workers |= {t for _, t in seen} - {me}
+  assert len(workers) == n   # every worker took chunks
+  pool.close()
+
+def test_pool_caller_takes_a_chunk_its_worker_has_not():
+  """A worker that has not taken its chunk when the caller's are done (descheduled by other processes, or parked)
+  does not make the caller wait for it: the caller runs that chunk, and the worker, seeing it taken, skips it."""
+  pool = Pool(1)
+  go = pool.workers[0].go
+  seen = []
+  fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda p: seen.append((p, threading.get_ident())))
+  packs = [(ctypes.c_int64 * 1)(i) for i in range(2)]
+  # hold the worker away: stop it spinning (park) and keep its wake from reaching it
+  ctypes.c_int64.from_address(pool.workers[0].ctl + 40).value = 0
+  deadline = time.time() + 10
+  while _ctl(pool, 0, 4) != 1 and time.time() < deadline: time.sleep(0.001)   # parked
+  with pool.busy: pass
+  pool.workers[0].go = threading.Lock(); pool.workers[0].go.acquire()   # a wake lock nobody releases
+  t0 = time.perf_counter()
+  pool.run(fn, packs)
+  assert sorted(p for p, _ in seen) == sorted(ctypes.addressof(p) for p in packs)
+  assert {t for _, t in seen} == {threading.get_ident()} and time.perf_counter() - t0 < 5
+  pool.workers[0].go = go
+  if go.locked(): go.release()   # let the worker see the taken job, skip it, and stop
   pool.close()
 
 def test_pool_parks_and_wakes():

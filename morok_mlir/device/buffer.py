@@ -6,6 +6,7 @@
   buf.numpy()                                         host devices: the memory itself (no copy); others: a copy
   buf.as_numpy()                                      host devices only: the flat numpy array over the memory
   buf.view(size, dtype, offset) -> Buffer             a Buffer in the same memory, `offset` in bytes (tinygrad's unit)
+  buf.head(size) -> Buffer                            view(size, buf.dtype, 0) of an allocated buffer, unchecked (hot paths)
   buf.copy_to(device) -> Buffer                       a new allocated Buffer on device with the same contents
   buf.ptr                                             the device address of element 0 (an int), once allocated
 
@@ -86,6 +87,13 @@ class Buffer:
     base, off = (self, offset) if self.base is None else (self.base, self.offset + offset)
     v = Buffer(self.device, size, dtype, base, off)
     return v.allocate() if self._buf is not None else v
+  def head(self, size: int) -> Buffer:
+    """view(size, self.dtype, 0) of an allocated buffer that is no view, for a hot path (a TinyJit replay's outputs of
+    symbolic size): no checks, no lock, as no other thread sees the view yet."""
+    v = object.__new__(Buffer)
+    v.device, v.allocator, v.size, v.dtype, v.base, v.offset, v.ptr = self.device, self.allocator, size, self.dtype, self, 0, self.ptr
+    v._buf = self.allocator.offset(self._buf, 0, size, self.dtype)
+    return v
   def copy_to(self, device: str) -> Buffer:
     """A new buffer on device holding these contents: one device-to-device copy, or one host <-> device transfer."""
     dst = Buffer(device, self.size, self.dtype).allocate()

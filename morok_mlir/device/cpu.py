@@ -551,7 +551,7 @@ class CPUAllocator:
     if block is None: block = self._block(nbytes)
     mv = memoryview(block)
     arr = np.frombuffer(mv, dt.np)
-    addr = arr.ctypes.data
+    addr = self.ptr(arr)
     self.live[addr] = weakref.finalize(arr, self._recycle, addr, block, nbytes)  # numpy keeps its own view of mv, not mv
     with self.lock: self.used += nbytes
     return arr
