@@ -148,8 +148,8 @@ def test_tinyjit_cuda_graph_failure_falls_back(fake_cuda):
     t = Tensor(x).to("CUDA").realize()
     direct = fake.direct
     if i == 2:
-      with pytest.warns(RuntimeWarning, match=r"launched one by one: their CUDA graph failed \(cuGraphInstantiateWithFlags: "
-                                              r"CUDA_ERROR_INVALID_VALUE"):
+      with pytest.warns(RuntimeWarning, match=r"test_cuda_graph.py:\d+:\d+: TinyJit on CUDA: 2 kernels are launched one by one: "
+                                              r"their CUDA graph failed \(cuGraphInstantiateWithFlags: CUDA_ERROR_INVALID_VALUE"):
         got = f(t)
     else: got = f(t)
     np.testing.assert_allclose(got.numpy(), (x * 3 + 1).sum(), rtol=1e-5)

@@ -10,9 +10,11 @@ Public API, shaped like the CPU device's:
                                             realize driver's path on allocated Buffers (device/buffer.py), no host copies;
                                             a symbolic kernel's int64 buffer of the values is one of them, and its launch
                                             (sized for the values' maxima) is the same for every value
-  CUDA.allocator.alloc(size, dtype) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf); .copy(dst, src);
-                                            .offset, .ptr: the interface every allocator has; a block goes back to the
-                                            pool at free() or when its CUDABuffer dies
+  CUDA.allocator.alloc(size, dtype, stream=None) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf);
+                                            .copy(dst, src); .offset, .ptr: the interface every allocator has; a block
+                                            goes back to the cache (by size class, stream-ordered) at free() or when its
+                                            CUDABuffer dies; .empty_cache(); host copies through pinned staging buffers
+  CUDAGraph(kernels)                        a TinyJit replay's run of CUDA kernels as one CUDA graph (CUDAProgram.Graph)
   CUDA.synchronize()
   available() -> (bool, reason)             cuda-python importable, cuInit works, at least one device
 Every failing driver call raises CUDAError naming the call (and the kernel, for loads and launches). Threads may share
@@ -29,6 +31,7 @@ from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_gpu import lower_kernel
 from morok_mlir.codegen.emitter import Emitter
 from morok_mlir.core.dtype import DType, dtypes, to_dtype
+from morok_mlir.core.provenance import user_loc
 from morok_mlir.lru import LRU
 from morok_mlir.device.cpu import _arg, stored_slots
 from morok_mlir.device.ptx import CHIPS, ptx_for
@@ -105,8 +108,8 @@ class CUDAAllocator:
     self.dev, self.pool, self.pooled = dev, OrderedDict(), 0  # (class bytes, ptr) -> (stream, event | None), LRU order
     self.live: dict[int, weakref.finalize] = {}   # ptr -> the finalizer that pools the block when its CUDABuffer dies
     self.used = 0   # bytes of the live blocks (GlobalCounters.mem_used)
-    self.lock = threading.RLock()
-    self.streams: set = set()   # the streams blocks were allocated on
+    self.lock, self.stage_lock = threading.RLock(), threading.Lock()   # (a copy waits on the GPU under stage_lock only)
+    self.streams: list = []     # the streams blocks were allocated on
     self.events: list = []      # idle events, reused
     self.staging: list = [[0, 0, None], [0, 0, None]]   # pinned host buffers, used in turn: [address, bytes, event of last copy]
     self.turn, self.pinned = 0, True   # pinned: False once cuMemHostAlloc failed
@@ -117,7 +120,7 @@ class CUDAAllocator:
     self.dev.init()
     cls, s, ptr = size_class(nbytes), self.dev.stream if stream is None else stream, None
     with self.lock:
-      self.streams.add(s)
+      if s not in self.streams: self.streams.append(s)
       for key in reversed(self.pool):
         if key[0] == cls and self._reusable(*self.pool[key], s): ptr = key[1]; self._unpool(key); break
     if ptr is None:
@@ -132,7 +135,7 @@ class CUDAAllocator:
     with self.lock: self.used += cls
     return buf
   def _reusable(self, freed_on, event, stream) -> bool:
-    if freed_on is stream or freed_on == stream: return True
+    if freed_on == stream: return True
     if event is None: return False
     if int((ret := driver().cuEventQuery(event))[0]) == NOT_READY: return False
     check(ret, "cuEventQuery")
@@ -142,6 +145,7 @@ class CUDAAllocator:
     if event is not None: self.events.append(event)
   def _event(self, stream):
     """An event recorded on stream now: it completes once the work queued before it has."""
+    self.dev.current()   # (a CUDABuffer may die in any thread)
     ev = self.events.pop() if self.events else check(driver().cuEventCreate(2), "cuEventCreate")   # CU_EVENT_DISABLE_TIMING
     check(driver().cuEventRecord(ev, stream), "cuEventRecord")
     return ev
@@ -190,7 +194,7 @@ class CUDAAllocator:
     """arr's bytes into buf, queued on the stream (arr may change once this returns: they were copied to staging)."""
     self._host(arr, buf, "copyin")
     d, src = driver(), arr.ctypes.data
-    with self.lock:
+    with self.stage_lock:
       for off, n, h in self._pieces(arr.nbytes):
         if h is None:
           self.dev.synchronize(); check(d.cuMemcpyHtoD(buf.ptr + off, src + off, arr.nbytes - off), "cuMemcpyHtoD"); return
@@ -202,7 +206,7 @@ class CUDAAllocator:
     self._host(arr, buf, "copyout")
     if not arr.flags.writeable: raise ValueError("copyout: destination is read-only")
     d, dst = driver(), arr.ctypes.data
-    with self.lock:
+    with self.stage_lock:
       for off, n, h in self._pieces(arr.nbytes):
         if h is None:
           self.dev.synchronize(); check(d.cuMemcpyDtoH(dst + off, buf.ptr + off, arr.nbytes - off), "cuMemcpyDtoH"); return
@@ -297,7 +301,7 @@ class CUDAGraph:
   cuGraphAddKernelNode), instantiated once, and launched with one cuGraphLaunch per call; a later call first sets the
   arguments that changed (new input and output pointers, a new buffer of the sizes' values) in the instantiated graph
   (cuGraphExecKernelNodeSetParams), and builds it again where that fails. A graph the driver refuses is dropped, with
-  a warning naming the call, for launches kernel by kernel. kernels: steps with .prog (a CUDAProgram) and .slots
+  a warning at the user's line naming the call, for launches kernel by kernel. kernels: steps with .prog (a CUDAProgram) and .slots
   (the indices of its buffers in a replay's list)."""
   def __init__(self, kernels: list):
     self.kernels, self.dev = kernels, kernels[0].prog.dev
@@ -342,11 +346,12 @@ class CUDAGraph:
         else:
           try: self._update(addrs)
           except CUDAError: self._destroy(); self._build(addrs)   # an update the driver refuses: instantiated anew
-        return check(driver().cuGraphLaunch(self.exec, self.dev.stream), "cuGraphLaunch")
+        check(driver().cuGraphLaunch(self.exec, self.dev.stream), "cuGraphLaunch")
+        return
       except CUDAError as e:
         self.failed = e
         self._destroy()
-        warnings.warn(f"TinyJit on CUDA: {len(self.kernels)} kernels are launched one by one: their CUDA graph failed ({e})",
+        warnings.warn(f"{user_loc()}: TinyJit on CUDA: {len(self.kernels)} kernels are launched one by one: their CUDA graph failed ({e})",
                       RuntimeWarning, stacklevel=2)
     for k, a in zip(self.kernels, addrs): k.prog.launch_ptrs(*a)
 CUDAProgram.Graph = CUDAGraph   # what TinyJit replays a run of this device's kernels through
