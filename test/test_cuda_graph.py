@@ -6,7 +6,7 @@ from morok_mlir import Tensor, TinyJit, Variable
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.device import cuda
 from morok_mlir.device.cuda import CUDAGraph
-from test_cuda import fake_cuda  # noqa: F401 (the fixture)
+from test_cuda import fake_cuda, gpu  # noqa: F401 (the fixture)
 
 def rnd(*s, seed=0): return np.random.default_rng(seed).standard_normal(s).astype(np.float32)
 
@@ -106,22 +106,24 @@ def test_tinyjit_replays_one_cuda_graph(fake_cuda):
   assert fake.node_sets > sets   # the later replays' new pointers went into the instantiated graph
 
 def test_tinyjit_cuda_graph_symbolic(fake_cuda):
-  """Replays at several values of a Variable, each one graph launch: the values' buffer reaches its kernels as a new
-  argument, the results right at each value."""
+  """Replays at several values of a Variable, each one launch of the same graph: the kernels read the call's value from
+  the values' buffer written before the launch, the results right at each value."""
   _, fake = fake_cuda
   S = rnd(16, 16, seed=3)
   x = Tensor(S).to("CUDA").realize()
   v = Variable("n_graph", 1, 16)
   @TinyJit
   def f(a, n): return (a[:n, :n] * 2).sum(0) + n
+  execs = set()
   for i, k in enumerate((3, 9, 1, 16, 5, 9)):
     launched = fake.graph_launches
     got = f(x, v.bind(k))
     assert fake.graph_launches == launched + (i >= 2)
+    if i >= 2: execs.add(id(_graphs(f)[0].exec))
     np.testing.assert_allclose(got.numpy(), (S[:k, :k] * 2).sum(0) + k, rtol=1e-5)
     vals = [int(fake.mem[a].view(np.int64)[0]) for a, arg in zip(fake.launches[-1][3], fake.launch_specs[-1].args) if arg == (1, dtypes.int64)]
     assert vals == [k]
-  assert len(_graphs(f)) == 1 and fake.graph_launches == 4
+  assert len(_graphs(f)) == 1 and fake.graph_launches == 4 and len(execs) == 1   # instantiated once for every value
 
 def test_tinyjit_cuda_graph_update_refused_builds_again(fake_cuda):
   _, fake = fake_cuda
@@ -155,3 +157,15 @@ def test_tinyjit_cuda_graph_failure_falls_back(fake_cuda):
     np.testing.assert_allclose(got.numpy(), (x * 3 + 1).sum(), rtol=1e-5)
     assert fake.direct == direct + 2
   assert fake.graph_launches == 0 and _graphs(f)[0].failed is not None
+
+@gpu
+def test_tinyjit_cuda_graph_on_gpu():
+  """On a GPU: a jitted function's replays through one CUDA graph, against numpy; pinned copies both ways."""
+  x = rnd(1 << 20)
+  np.testing.assert_array_equal(cuda.CUDA.allocator.to_numpy(cuda.CUDA.allocator.from_numpy(x)), x)
+  @TinyJit
+  def f(a, b): return ((a * b).contiguous().realize() + 1).sum(1)
+  for i in range(5):
+    a, b = rnd(64, 256, seed=i), rnd(64, 256, seed=9 + i)
+    np.testing.assert_allclose(f(Tensor(a).to("CUDA").realize(), Tensor(b).to("CUDA").realize()).numpy(), (a * b + 1).sum(1), rtol=1e-4)
+  assert [g.failed for g in _graphs(f)] == [None]

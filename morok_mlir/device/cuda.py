@@ -298,11 +298,11 @@ class CUDAProgram:
 
 class CUDAGraph:
   """A run of a TinyJit replay's CUDA kernels as one CUDA graph: built on its first call (a chain of kernel nodes,
-  cuGraphAddKernelNode), instantiated once, and launched with one cuGraphLaunch per call; a later call first sets the
-  arguments that changed (new input and output pointers, a new buffer of the sizes' values) in the instantiated graph
-  (cuGraphExecKernelNodeSetParams), and builds it again where that fails. A graph the driver refuses is dropped, with
-  a warning at the user's line naming the call, for launches kernel by kernel. kernels: steps with .prog (a CUDAProgram) and .slots
-  (the indices of its buffers in a replay's list)."""
+  cuGraphAddKernelNode), instantiated once, and launched with one cuGraphLaunch per call. A later call first sets the
+  arguments that changed (the new inputs' and outputs' pointers) in the instantiated graph (cuGraphExecKernelNodeSetParams),
+  and builds it again where the driver refuses that; the sizes' values reach the kernels in the plan's own buffer, written
+  on the stream before the launch. A graph the driver refuses is dropped, with a warning at the user's line naming the
+  call, for launches kernel by kernel. kernels: steps with .prog (a CUDAProgram) and .slots (its buffers in a replay's list)."""
   def __init__(self, kernels: list):
     self.kernels, self.dev = kernels, kernels[0].prog.dev
     self.params = [k.prog._params() for k in kernels]   # per node: (pointer values, void*[] at them), read by the driver
@@ -351,8 +351,8 @@ class CUDAGraph:
       except CUDAError as e:
         self.failed = e
         self._destroy()
-        warnings.warn(f"{user_loc()}: TinyJit on CUDA: {len(self.kernels)} kernels are launched one by one: their CUDA graph failed ({e})",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(f"{user_loc()}: TinyJit on CUDA: {len(self.kernels)} kernels are launched one by one: their CUDA graph "
+                      f"failed ({e})", RuntimeWarning, stacklevel=2)
     for k, a in zip(self.kernels, addrs): k.prog.launch_ptrs(*a)
 CUDAProgram.Graph = CUDAGraph   # what TinyJit replays a run of this device's kernels through
 
