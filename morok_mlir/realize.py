@@ -4,7 +4,7 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import bisect, collections, ctypes, gc, itertools, os, threading, time, types, weakref
+import bisect, collections, ctypes, gc, itertools, threading, time, types, weakref
 from dataclasses import dataclass, replace
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
@@ -53,10 +53,6 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
 CUT_NEVER = MOVEMENT | {Ops.BUFFER, Ops.CONST}
 
 DEBUG = env.get("DEBUG")
-# BEAM is read at every realize: unset (the usual case) is seen in os.environ's own table, as its get() would look it up
-# (get() spends ~0.5 us encoding the name); a value set goes through env.get, which parses and checks it
-_env = os.environ._data if hasattr(os.environ, "_data") and hasattr(os.environ, "encodekey") else None
-_BEAM = os.environ.encodekey("BEAM") if _env is not None else None
 
 @dataclass
 class ScheduleItem:
@@ -307,7 +303,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
   if not todo: return results
   key, inputs, vals = structure(touts)
   _recent.append(touts)
-  if beam is None: beam = env.get("BEAM") if _env is None or _env.get(_BEAM) else 0
+  if beam is None: beam = env.get("BEAM")
   if not isinstance(beam, int) or beam < 0: raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
   if (sched := _schedule_cache.get(ck := (device, key) if not beam else (device, key, beam))) is None:
     if cut and (pieces := cut_deep(touts, device)) is not None:
