@@ -22,8 +22,9 @@ def _vals(t) -> list:
   return [] if t is None else np.asarray(t.numpy()).reshape(-1).tolist()
 def _ints(t) -> list[int]: return [int(v) for v in _vals(t)]
 def _scalar(t): return _vals(t)[0]
-def _ax(a: int, n: int) -> int:
-  if not -n <= a < n: raise IndexError(f"axis {a} is out of range for {n} dims (-{n}..{n - 1})")
+def _ax(a: int, n: int, end: bool = False) -> int:
+  """An axis of n dims: -n..n-1, or -n..n where the end is one (Flatten's)."""
+  if not -n <= a < n + end: raise IndexError(f"axis {a} is out of range for {n} dims (-{n}..{n - 1 + end})")
   return a + n if a < 0 else a
 def _rank(x: Tensor, n: int, what: str) -> Tensor:
   if x.ndim != n: raise ValueError(f"{what} of shape {x.shape} must have {n} dims")
@@ -129,9 +130,7 @@ def _reshape(i, a, o):
   return x.reshape(shape)
 def _flatten(i, a, o):
   x = i[0]
-  ax = a.get("axis", 1)
-  if not -x.ndim <= ax <= x.ndim: raise IndexError(f"axis {ax} is out of range for {x.ndim} dims (-{x.ndim}..{x.ndim})")
-  ax = ax + x.ndim if ax < 0 else ax
+  ax = _ax(a.get("axis", 1), x.ndim, end=True)
   return x.reshape(math.prod(x.shape[:ax]), math.prod(x.shape[ax:]))
 def _squeeze(i, a, o):
   x = i[0]
