@@ -33,7 +33,7 @@ from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.ir.registry import register, PassError
 from morok_mlir.codegen.tables import COMPUTE, cls, mem_type, sl
-from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis
+from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis, kernel_calls
 from morok_mlir.codegen.lower_cpu import RULES, Lowerer
 from morok_mlir.codegen.emitter import GPU_CONTAINER, Block, Emitter, arg, params
 from morok_mlir.core import index_math as im
@@ -243,12 +243,7 @@ def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func
   def c(v: int) -> str:   # launch sizes: one constant each, ahead of the launches
     if v not in consts: consts[v] = em.const(head, v)
     return consts[v]
-  for u in f.roots[0].toposort if f.roots else []:
-    if u.op is not Ops.KERNEL: continue
-    callee, slots = u.attrs.get("callee", ("", ""))[1], u.attrs.get("slots", ())
-    if callee not in launches: raise PassError(f"uop.kernel calls @{callee}, which is not a kernel of this module", u.loc)
-    if any(not 0 <= s < len(f.args) for s in slots) or [f.args[s].dtype for s in slots] != [a.dtype for a in kernels[callee].args]:
-      raise PassError(f"uop.kernel slots {list(slots)} do not match the arguments of @{callee}", u.loc)
+  for callee, slots in kernel_calls(f, kernels):
     policy.launch_call(em, body, launches[callee], [arg(s) for s in slots], [mem_type(f.args[s].dtype) for s in slots], c)
   em.splice(head, body)
   return Emitter.func(f.name, params([mem_type(t.dtype) for t in f.args]), head)
