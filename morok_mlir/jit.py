@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from morok_mlir.core.uop import UOp, sym_val, sym_range, sym_attr, sprod, ssub, _pairs, guards, SYM_TEXT
 from morok_mlir.core.dtype import dtypes
-from morok_mlir.ir.emit import var_order
+from morok_mlir.ir.emit import var_order, unbind
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer
@@ -117,10 +117,7 @@ def _sizes_fn(exprs, order: list[UOp], cmp: str | None = None):
 
 def _unbind(x: UOp, env: dict) -> UOp:
   """A size with its bound Variables in place of their binds; their values go to env (a Variable has one per call)."""
-  binds = {u: u.src[0] for u in x.toposort if u.op is Ops.BIND}
-  for b, v in binds.items():
-    if (old := env.setdefault(v, val := b.src[1].attrs["value"])) != val:
-      _err(JitError, f"TinyJit: {v!r} is bound to both {old} and {val} in one call")
+  binds = {u: unbind(u, env, JitError, "TinyJit: {var!r} is bound to both {old} and {new} in one call") for u in x.toposort if u.op is Ops.BIND}
   return x.substitute(binds) if binds else x
 def _unbound(shape: tuple, env: dict) -> tuple: return tuple(_unbind(d, env) if isinstance(d, UOp) else d for d in shape)
 

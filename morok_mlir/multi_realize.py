@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from morok_mlir.core import env
 from morok_mlir.core.uop import UOp, attrs
-from morok_mlir.core.multi import Sharded, shard_graph, multi, copy, gather, split_bounds, rank_of, mine
+from morok_mlir.core.multi import Sharded, shard_graph, multi, copy, gather, split_bounds, rank_of, mine, _cut
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.passes.allreduce import lower_allreduce
@@ -184,8 +184,7 @@ def shard(u: UOp, devices: tuple[str, ...], axis: int | None) -> UOp:
   if not isinstance(n := u.shape[axis], int): raise ValueError(f"cannot split a symbolic dim ({n!r}) over devices")
   if (b := split_bounds(n, len(devices))) is None:
     raise ValueError(f"cannot split a dim of size {n} over {len(devices)} devices: a shard would be empty")
-  cut = lambda lo, hi: u.shrink(tuple((lo, hi) if i == axis else None for i in range(len(u.shape))))
-  return multi(tuple(copy(cut(lo, hi), d) for d, (lo, hi) in zip(devices, b)), axis, devices, u.loc)
+  return multi(tuple(copy(_cut(u, axis, lo, hi), d) for d, (lo, hi) in zip(devices, b)), axis, devices, u.loc)
 
 def gather_to(u: UOp, device: str) -> UOp:
   """A realized multi value (a `multi` of input buffers) whole on one device: a single-device graph of copies (over

@@ -4,7 +4,7 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import bisect, collections, ctypes, gc, itertools, os, threading, time, types, weakref
+import bisect, collections, ctypes, gc, itertools, threading, time, types, weakref
 from dataclasses import dataclass, replace
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
@@ -53,10 +53,6 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
 CUT_NEVER = MOVEMENT | {Ops.BUFFER, Ops.CONST}
 
 DEBUG = env.get("DEBUG")
-# BEAM is read at every realize: unset (the usual case) is seen in os.environ's own table, as its get() would look it up
-# (get() spends ~0.5 us encoding the name); a value set goes through env.get, which parses and checks it
-_env = os.environ._data if hasattr(os.environ, "_data") and hasattr(os.environ, "encodekey") else None
-_BEAM = os.environ.encodekey("BEAM") if _env is not None else None
 
 @dataclass
 class ScheduleItem:
@@ -156,14 +152,19 @@ def choices(a: dict) -> str:
          "nontemporal" if "uop.nontemporal" in a else ""]
   return ", ".join(o for o in out if o)
 
+def _kernels(graph: Func, dev, beam: int, rec: stages.Stages | None, debug: int) -> tuple[dict[str, Func], Func]:
+  """graph's kernel functions by name and its schedule function, every stage recorded in rec (when given), the kernels
+  as dev lowers them included. BEAM searches CPU kernels only."""
+  with stages.recording(rec): funcs = {f.name: f for f in lower_to_kernels(graph, debug, beam if dev.name == "CPU" else 0)}
+  sched = funcs.pop("schedule")
+  if rec is not None: rec.lower(dev, [funcs[k.attrs["callee"][1]] for k in sched.roots[0].src])
+  return funcs, sched
+
 def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   """beam > 0 (CPU): each new kernel's choices are searched by timing (device/search.py); 0: uop-optimize's heuristics."""
   t0 = time.perf_counter()
   rec = stages.active() or stages.new(DEBUG)   # every stage's module, when asked for (DEBUG=4, VIZ)
-  with stages.recording(rec): funcs = {f.name: f for f in lower_to_kernels(graph, DEBUG, beam if device == "CPU" else 0)}
-  sched = funcs.pop("schedule")
-  dev = Device[device]
-  if rec is not None: rec.lower(dev, [funcs[k.attrs["callee"][1]] for k in sched.roots[0].src])
+  funcs, sched = _kernels(graph, dev := Device[device], beam, rec, DEBUG)
   # each kernel function once (the schedule may call one several times: uop-kernel-split's equal kernels); a device that
   # compiles several at once (the CPU: JIT engines of several, in parallel processes) gets them in groups
   names, progs = list(dict.fromkeys(k.attrs["callee"][1] for k in sched.roots[0].src)), {}
@@ -185,8 +186,7 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
 
 def compile_stages(outs: list[UOp], device: str | None = None, beam: int = 0) -> stages.Stages:
   """Every stage of compiling outs for device (Tensor.mlir): recorded, nothing compiled to code or run, no cache filled."""
-  with stages.recording(rec := stages.Stages()): funcs = {f.name: f for f in lower_to_kernels(graph_func(normalize(outs)[0]), 0, beam)}
-  rec.lower(Device[device or Device.DEFAULT], [funcs[k.attrs["callee"][1]] for k in funcs["schedule"].roots[0].src])
+  _kernels(graph_func(normalize(outs)[0]), Device[device or Device.DEFAULT], beam, rec := stages.Stages(), 0)
   return rec
 
 def schedule_nbytes(s: Schedule) -> int:
@@ -307,7 +307,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
   if not todo: return results
   key, inputs, vals = structure(touts)
   _recent.append(touts)
-  if beam is None: beam = env.get("BEAM") if _env is None or _env.get(_BEAM) else 0
+  if beam is None: beam = env.get("BEAM")
   if not isinstance(beam, int) or beam < 0: raise ValueError(f"BEAM must be an integer >= 0, got {beam!r}")
   if (sched := _schedule_cache.get(ck := (device, key) if not beam else (device, key, beam))) is None:
     if cut and (pieces := cut_deep(touts, device)) is not None:

@@ -947,25 +947,23 @@ class Tensor(OpMixin, metaclass=_TensorType):
 def _unpickle(arr: np.ndarray, dtype: str, device: str, requires_grad: bool | None) -> Tensor:
   return Tensor(arr, dtype, device=device, requires_grad=requires_grad)
 
-def _numpy_kw(fn):
-  """A reduction numpy's functions call as a method (np.sum(t) is t.sum(axis=None, out=None)): numpy's keywords are
-  taken (keepdims, ddof, dtype=None), out= only as None (the result is a new Tensor)."""
-  @functools.wraps(fn)
-  def call(self, *args, out=None, keepdims=None, ddof=None, dtype=None, **kw):
-    if out is not None: _err(TypeError, f"{fn.__name__}() of a Tensor returns a new Tensor: out= is not supported")
-    kw.update({k: v for k, v in (("keepdim", keepdims), ("correction", ddof), ("dtype", dtype)) if v is not None})
-    return fn(self, *args, **kw)
-  return call
 _KW_ALIAS = {"dim": "axis", "min": "min_", "max": "max_"}   # PyTorch's keyword -> this method's parameter
+_NUMPY_KW = {"keepdims": "keepdim", "ddof": "correction", "dtype": "dtype"}   # numpy's keyword (None: not given) -> parameter
 return_types = {n: collections.namedtuple(n, ("values", "indices")) for n in ("max", "min")}   # torch.return_types.max/min
-def _torch_kw(fn):
+def _kw(fn, numpy: bool):
   """PyTorch's keywords where the parameter has tinygrad's name (dim= for axis=, clamp's min=/max=); an unknown keyword
   is a TypeError at the user's line. max/min given dim= answer as PyTorch's: (values, indices), a named tuple; given
-  axis= (or positionally) they stay tinygrad's, the values only."""
+  axis= (or positionally) they stay tinygrad's, the values only. numpy: a reduction numpy's functions call as a method
+  (np.sum(t) is t.sum(axis=None, out=None)): numpy's keywords are taken too (keepdims, ddof, dtype=None), out= only as
+  None (the result is a new Tensor)."""
   params = inspect.signature(fn).parameters
   pair = fn.__name__ in return_types and "dim" not in params
   @functools.wraps(fn)
   def call(self, *args, **kw):
+    if numpy and kw:
+      if kw.pop("out", None) is not None: _err(TypeError, f"{fn.__name__}() of a Tensor returns a new Tensor: out= is not supported")
+      for k, to in _NUMPY_KW.items():
+        if (v := kw.pop(k, None)) is not None: kw[to] = v
     if pair and "dim" in kw:
       d, keep = kw.pop("dim"), kw.pop("keepdim", False)
       if args or kw: _err(TypeError, f"{fn.__name__}(dim=) takes only keepdim= besides, got {args or next(iter(kw))!r}")
@@ -978,8 +976,8 @@ def _torch_kw(fn):
 _TORCH_KW = ("prod", "any", "all", "mean", "std", "var", "var_mean", "std_mean", "logsumexp", "argmax", "argmin", "softmax", "log_softmax",
              "cumsum", "cumprod", "logcumsumexp", "cummax", "cat", "stack", "squeeze", "unsqueeze", "flatten", "split", "chunk", "clip", "clamp",
              "norm", "unbind")
-for _name in ("sum", "max", "min") + _TORCH_KW: setattr(Tensor, _name, _torch_kw(getattr(Tensor, _name)))
-for _name in ("sum", "prod", "max", "min", "any", "all", "mean", "std", "var"): setattr(Tensor, _name, _numpy_kw(getattr(Tensor, _name)))
+_NUMPY = ("sum", "prod", "max", "min", "any", "all", "mean", "std", "var")
+for _name in ("sum", "max", "min") + _TORCH_KW: setattr(Tensor, _name, _kw(getattr(Tensor, _name), _name in _NUMPY))
 
 # in-place operators rebind the tensor, as in tinygrad
 for _name, _fn in BINARY_OPS.items(): setattr(Tensor, f"__i{_name}__", lambda self, x, f=_fn: self.assign(f(self, x)))

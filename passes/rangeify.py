@@ -280,9 +280,12 @@ class Rangeifier:
       todo = [v]
       while todo and len(seen) < INLINE_LIMIT:
         for s in todo.pop().src:
-          if s not in seen and s.op not in (Ops.BUFFER, Ops.CONST) and s not in self.materialised and s not in self.shared:
-            seen.add(s); todo.append(s)
+          if s not in seen and self.inlined(s): seen.add(s); todo.append(s)
     return seen
+
+  def inlined(self, s: UOp) -> bool:
+    """Whether s is computed inline where it is read (not an input, a constant or a stored value)."""
+    return s.op not in (Ops.BUFFER, Ops.CONST) and s not in self.materialised and s not in self.shared
 
   def cost(self, u: UOp) -> int:
     """Ops per element of u's inline graph, counted up to SHARED_COST."""
@@ -291,8 +294,7 @@ class Rangeifier:
       x = todo.pop()
       n += reduced(x, self.cost(x.src[0])) if x.op is Ops.REDUCE_AXIS else x.op not in VIEWS
       for s in x.src:
-        if s not in seen and s.op not in (Ops.BUFFER, Ops.CONST) and s not in self.materialised and s not in self.shared:
-          seen.add(s); todo.append(s)
+        if s not in seen and self.inlined(s): seen.add(s); todo.append(s)
     return n
 
   def chain_top(self, u: UOp) -> bool:

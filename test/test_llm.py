@@ -90,6 +90,7 @@ def test_tiny_llm_generate_ids_is_the_reference_greedy_path():
       want.append(int(ref.step(ids if not want else want[-1:])[-1].argmax()))
       ids = []
     assert list(llm.generate_ids(prompt, max_tokens=6)) == want
+  assert llm._steps[(1, (0.0, 0, 1.0))].jit_cache   # the decode step replays its captured kernels
 
 def test_sample_greedy_is_argmax():
   from morok_mlir.llm.model import sample

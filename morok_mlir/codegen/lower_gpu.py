@@ -33,7 +33,7 @@ from morok_mlir.core.uop import UOp
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.ir.registry import register, PassError
 from morok_mlir.codegen.tables import COMPUTE, cls, mem_type, sl
-from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis
+from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis, kernel_calls
 from morok_mlir.codegen.lower_cpu import RULES, Lowerer
 from morok_mlir.codegen.emitter import GPU_CONTAINER, Block, Emitter, arg, params
 from morok_mlir.core import index_math as im
@@ -198,36 +198,34 @@ class GPU(Policy):
   def reduce(self, lw: Placement, u: UOp) -> str | None:
     if u in self.lane_groups: return self.reduce_lanes(lw, self.lane_groups[u], u)
     if u not in self.group: return None
-    self.ids(lw)
-    op, sdt = u.attrs["op"], u.dtype
-    dt = COMPUTE.get(sdt, sdt)
-    fr, rngs, t = lw.target(u), sorted(u.src[1:], key=_axis), sl(dt)
-    init = lw.const(REDUCE_IDENTITY[op](dt), dt)
-    loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
-    lp = lw.em.open_for(self.tid, "", "", [init], t, body=loop)
-    self.flat_ivs(lw, loop, rngs, lp.iv)
-    new = lw.scalar_alu(op, dt, [lp.accs[0], lw.cast(lw.value(u.src[0]), sdt, dt, loop)], dt, loop, u)
-    self.close_flat(lw, loop, rngs)
-    lp.hi, lp.step = lw.value(_count(_ends(rngs))), lw.const(self.local, dtypes.index)
-    lw.em.close_for(fr, lp, [new], t)
-    return lw.place(u, fr, lw.cast(self.all_reduce(lw, fr, op, lp.results[0], dt), dt, sdt, fr))
+    self.ids(lw)   # each thread sums every local-th element, then the block combines the threads' sums
+    fr, dt, (acc,) = self.flat_reduce(lw, [u], self.tid, self.local)
+    return lw.place(u, fr, lw.cast(self.all_reduce(lw, fr, u.attrs["op"], acc, dt), dt, u.dtype, fr))
 
   def reduce_lanes(self, lw: Placement, us: list[UOp], want: UOp) -> str:
     """The same reduce of every upcast lane in one loop over its ranges (flattened), one accumulator per lane."""
+    fr, dt, accs = self.flat_reduce(lw, us, None, 1)
+    for u, acc in zip(us, accs): lw.place(u, fr, lw.cast(acc, dt, u.dtype, fr))
+    return lw.names[want]
+
+  def flat_reduce(self, lw: Placement, us: list[UOp], lo: str | None, step: int) -> tuple[Frame, DType, list[str]]:
+    """One loop over the ranges of reduces us (the same op over the same ranges), flattened, from lo (None: 0) by step,
+    one accumulator per reduce in the compute dtype (rounded once, as uop-lower-cpu); returns the frame the loop is in,
+    that dtype and the accumulators' results."""
     op, sdt = us[0].attrs["op"], us[0].dtype
-    dt = COMPUTE.get(sdt, sdt)   # accumulate in the compute dtype, round once (as uop-lower-cpu)
+    dt = COMPUTE.get(sdt, sdt)
     fr, rngs, t = lw.target(us[0]), sorted(us[0].src[1:], key=_axis), sl(dt)
     init = lw.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
-    lp = lw.em.open_for("", "", "", [init] * len(us), t, body=loop)
+    lp = lw.em.open_for(lo or "", "", "", [init] * len(us), t, body=loop)
     self.flat_ivs(lw, loop, rngs, lp.iv)
     new = [lw.scalar_alu(op, dt, [acc, lw.cast(lw.value(u.src[0]), sdt, dt, loop)], dt, loop, u) for u, acc in zip(us, lp.accs)]
     self.close_flat(lw, loop, rngs)
     lp.hi = lw.value(_count(_ends(rngs)))
-    lp.lo, lp.step = lw.const(0, dtypes.index), lw.const(1, dtypes.index)
+    if lo is None: lp.lo = lw.const(0, dtypes.index)
+    lp.step = lw.const(step, dtypes.index)
     lw.em.close_for(fr, lp, new, t)
-    for k, u in enumerate(us): lw.place(u, fr, lw.cast(lp.results[k], dt, sdt, fr))
-    return lw.names[want]
+    return fr, dt, lp.results
 
 
 def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MAX, policy: type[GPU] = GPU) -> tuple[str, Launch]:
@@ -245,12 +243,7 @@ def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func
   def c(v: int) -> str:   # launch sizes: one constant each, ahead of the launches
     if v not in consts: consts[v] = em.const(head, v)
     return consts[v]
-  for u in f.roots[0].toposort if f.roots else []:
-    if u.op is not Ops.KERNEL: continue
-    callee, slots = u.attrs.get("callee", ("", ""))[1], u.attrs.get("slots", ())
-    if callee not in launches: raise PassError(f"uop.kernel calls @{callee}, which is not a kernel of this module", u.loc)
-    if any(not 0 <= s < len(f.args) for s in slots) or [f.args[s].dtype for s in slots] != [a.dtype for a in kernels[callee].args]:
-      raise PassError(f"uop.kernel slots {list(slots)} do not match the arguments of @{callee}", u.loc)
+  for callee, slots in kernel_calls(f, kernels):
     policy.launch_call(em, body, launches[callee], [arg(s) for s in slots], [mem_type(f.args[s].dtype) for s in slots], c)
   em.splice(head, body)
   return Emitter.func(f.name, params([mem_type(t.dtype) for t in f.args]), head)

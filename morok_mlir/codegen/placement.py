@@ -11,7 +11,7 @@ are the two policies (the GPU emulator's is lower_gpu.GPU with ids read from arg
 op's semantics (the rules the tables cannot hold) to this placement."""
 from __future__ import annotations
 from math import prod
-from morok_mlir.ir.bridge import Func, arg_buffer, attr_text, const_text
+from morok_mlir.ir.bridge import Func, arg_buffer, attr_text, const_text, type_text
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
@@ -27,6 +27,20 @@ def _axis(r: UOp) -> int: return r.attrs.get("axis", 0)
 def _int_attr(f: Func, name: str, default: int = 0) -> int:
   if type(v := f.attrs.get(name, default)) is not int: raise PassError(f"@{f.name}: attribute {name} must be an i64 integer, got {attr_text(v)}")
   return v
+
+def kernel_calls(f: Func, kernels: dict[str, Func]):
+  """The kernels @schedule f calls, in order, as (callee, slots), each checked against its callee's arguments."""
+  for u in f.roots[0].toposort if f.roots else []:
+    if u.op is not Ops.KERNEL: continue
+    callee, slots = u.attrs.get("callee", ("", ""))[1], u.attrs.get("slots", ())
+    if callee not in kernels: raise PassError(f"uop.kernel calls @{callee}, which is not a kernel of this module", u.loc)
+    if any(not 0 <= s < len(f.args) for s in slots):
+      raise PassError(f"uop.kernel slots {list(slots)} out of range for {len(f.args)} buffers", u.loc)
+    k = kernels[callee]
+    if [f.args[s].dtype for s in slots] != [a.dtype for a in k.args]:
+      raise PassError(f"uop.kernel passes ({', '.join(type_text(f.args[s].dtype) for s in slots)}) to @{callee}"
+                      f"({', '.join(type_text(a.dtype) for a in k.args)})", u.loc)
+    yield callee, slots
 
 def outer_range(f: Func) -> UOp | None:
   """The outermost loop range of a kernel (the first axis its store's `end` closes), or None."""

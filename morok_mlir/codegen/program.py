@@ -2,7 +2,7 @@
 Winograd convolution, a split reduce, vector lanes) or one function (lower_cpu.lower_kernel); @schedule as the calls
 of those phases in order."""
 from __future__ import annotations
-from morok_mlir.ir.bridge import Func, import_module, replace_module_body, type_text
+from morok_mlir.ir.bridge import Func, import_module, replace_module_body
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.ir.registry import register, PassError
@@ -12,6 +12,7 @@ from morok_mlir.codegen.contraction import Contraction
 from morok_mlir.codegen.split_reduce import SplitReduce
 from morok_mlir.codegen.winograd import Winograd, direct
 from morok_mlir.codegen.emitter import Block, Emitter, arg, params
+from morok_mlir.codegen.placement import kernel_calls
 
 # choices made for static loop sizes (a contraction's and lanes' run to symbolic sizes too)
 STATIC_ONLY = ("uop.winograd", "uop.split_reduce", "uop.nontemporal")
@@ -38,16 +39,8 @@ def lower_schedule(f: Func, kernels: dict[str, Func], progs: dict[str, tuple] | 
   """@schedule -> func.call of each kernel's phases (see lower_program) in order."""
   progs = progs or {n: ([(n, parallel_info(k))], []) for n, k in kernels.items()}
   em, b = Emitter("s"), Block()
-  for u in f.roots[0].toposort if f.roots else []:
-    if u.op is not Ops.KERNEL: continue
-    callee, slots = u.attrs.get("callee", ("", ""))[1], u.attrs.get("slots", ())
-    if callee not in kernels: raise PassError(f"uop.kernel calls @{callee}, which is not a kernel of this module", u.loc)
-    k = kernels[callee]
-    if any(not 0 <= s < len(f.args) for s in slots): raise PassError(f"uop.kernel slots {list(slots)} out of range for {len(f.args)} buffers", u.loc)
-    if [f.args[s].dtype for s in slots] != [a.dtype for a in k.args]:
-      raise PassError(f"uop.kernel passes ({', '.join(type_text(f.args[s].dtype) for s in slots)}) to @{callee}"
-                      f"({', '.join(type_text(a.dtype) for a in k.args)})", u.loc)
-    phases, scratch = progs[callee]
+  for callee, slots in kernel_calls(f, kernels):
+    k, (phases, scratch) = kernels[callee], progs[callee]
     # a contraction's packed operands and tile buffer, for this call only
     tys, ops = [mem_type(t.dtype) for t in k.args] + [f"memref<{n}xf32>" for n in scratch], [arg(s) for s in slots]
     ops += [em.alloca(b, t, heap=True) for t in tys[len(k.args):]]

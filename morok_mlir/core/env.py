@@ -73,13 +73,20 @@ KNOBS: dict[str, Knob] = {
   "MOROK_DIST_CHECK": Knob("1", "0 or 1", _flag, "0 skips the shape/dtype comparison between ranks before each collective"),
 }
 
-_seen: dict[tuple[str, str], object] = {}   # (name, text) -> value: a knob read per call costs a dict lookup
+_seen: dict[tuple, object] = {}   # (name, raw text) -> value: a knob read per call (BEAM, at every realize) costs two lookups
+# os.environ.get encodes the name at each call (~0.7 us): the names are encoded once and looked up in os.environ's own
+# table (bytes on POSIX), as its get() would, where the platform has one (and os.environ is still that mapping)
+_environ = os.environ
+_table = _environ._data if hasattr(_environ, "_data") and hasattr(_environ, "encodekey") else None
+_names: dict[str, object] = {}
 
 def get(name: str):
   """Knob name's value from the environment now (unset or empty: its default)."""
-  text = os.environ.get(name) or KNOBS[name].default
-  if (v := _seen.get(key := (name, text), _seen)) is not _seen: return v
+  if _table is not None and os.environ is _environ: raw = _table.get(_names.get(name) or _names.setdefault(name, _environ.encodekey(name)))
+  else: raw = os.environ.get(name)
+  if (v := _seen.get(key := (name, raw), _seen)) is not _seen: return v
   k = KNOBS[name]
+  text = (os.fsdecode(raw) if isinstance(raw, bytes) else raw) or k.default
   try: v = _seen[key] = k.parse(text)
   except ValueError:
     _one_line_when_uncaught()

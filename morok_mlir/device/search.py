@@ -21,10 +21,10 @@ fewer threads than a quiet machine would. An entry is used only if it is one of 
 damaged or foreign one is searched again and rewritten). `stats` counts searches, compiles, timed runs and cache
 hits; `log` lists what each kernel got."""
 from __future__ import annotations
-import collections, hashlib, json, os, re, tempfile, time
+import collections, hashlib, json, os, tempfile, time
 from dataclasses import replace
 import numpy as np
-from morok_mlir.ir.bridge import Func, module_text
+from morok_mlir.ir.bridge import FILE_LOC, Func, module_text
 from morok_mlir.core.dtype import PtrDType
 from morok_mlir.core import index_math as im
 from morok_mlir.dialects.ops import Ops
@@ -85,7 +85,7 @@ def reachable(a: dict, ax: list[list]) -> list[dict]:
   return cs
 
 def key(f: Func, threads: int, vec: int) -> str:
-  text = re.sub(r' loc\("[^"]*":\d+:\d+\)', "", module_text([replace(f, name="kernel")]))
+  text = FILE_LOC.sub("", module_text([replace(f, name="kernel")]))
   salt = f"beam-4|{CPU_NAME}|{','.join(sorted(CPU_FLAGS))}|{threads}|{vec}|"
   return hashlib.sha256((salt + text).encode()).hexdigest()[:40]
 

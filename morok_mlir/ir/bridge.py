@@ -142,7 +142,7 @@ def func_text(f: Func) -> str:
 def module_text(funcs: list[Func]) -> str: return "module {\n" + "".join(func_text(f) for f in funcs) + "}\n"
 
 # ---------------------------------------------------------------- import
-_LOC = re.compile(r'loc\("([^"]*)":(\d+):(\d+)\)')
+FILE_LOC = re.compile(r' ?loc\("([^"]*)":(\d+):(\d+)\)')   # a file:line:col location, with the space printed before it
 
 def _py_attr(a: ir.Attribute):
   """MLIR attribute -> hashable Python value (the inverse of attr_text/const_text)."""
@@ -172,7 +172,7 @@ def _dict_items(d: ir.DictAttr) -> dict[str, str]:
   return {na.name: str(na.attr) for na in (d[i] for i in range(len(d)))}
 
 def loc_of(op) -> str | None:
-  m = _LOC.search(str(op.location))
+  m = FILE_LOC.search(str(op.location))
   return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else None
 
 _OP_NAMES = frozenset(Ops)

@@ -27,7 +27,7 @@ def normalize(outs: list[UOp]) -> tuple[tuple[UOp, ...], list[UOp], tuple[int, .
   vals: dict[UOp, int] = {}
   for u in _order(outs, new):
     if _PURE in u.__dict__: new[u] = u
-    elif u.op is Ops.BIND: new[u] = _unbind(u, vals)
+    elif u.op is Ops.BIND: new[u] = unbind(u, vals)
     elif u.buffer is not None:
       if (b := _slots.get(k := (u.dtype, u.shape, len(bufs)))) is None:
         if len(_slots) >= 4096: _slots.clear()
@@ -60,7 +60,7 @@ def structure(outs: list[UOp]) -> tuple[tuple, list[UOp], tuple[int, ...]]:
         u = stack[-1]
         if u in pos: stack.pop(); continue
         if _PURE in (d := u.__dict__): pos[u] = None; stack.pop(); continue
-        if u.op is Ops.BIND: e = _unbind(u, vals)
+        if u.op is Ops.BIND: e = unbind(u, vals)
         elif u.buffer is not None: e = (u.dtype, u.shape); bufs.append(u)
         elif todo := [s for s in u.src if s not in pos]: todo.reverse(); stack += todo; continue
         elif impure.isdisjoint(u.src): d[_PURE] = True; pos[u] = None; stack.pop(); continue
@@ -91,12 +91,14 @@ def _order(outs: list[UOp], done: dict):
       stack.pop()
       yield u
 
-def _unbind(u: UOp, vals: dict) -> UOp:
-  """A bind's define_var, its value noted in vals (one per variable in a graph)."""
-  if vals.setdefault(u.src[0], v := u.src[1].attrs["value"]) != v:
-    _err(ValueError, f"{u.src[0]!r} is bound to both {vals[u.src[0]]} and {v} in one graph: "
-                     "realize a tensor written at one value before writing it at another (a KV cache: realize() it each step)")
-  return u.src[0]
+TWICE = ("{var!r} is bound to both {old} and {new} in one graph: "
+         "realize a tensor written at one value before writing it at another (a KV cache: realize() it each step)")
+
+def unbind(u: UOp, vals: dict, error: type = ValueError, twice: str = TWICE) -> UOp:
+  """A bind's define_var, its value noted in vals (one per variable: in a graph; TinyJit's, in a call); another value
+  for it raises error, saying `twice`."""
+  if vals.setdefault(var := u.src[0], new := u.src[1].attrs["value"]) != new: _err(error, twice.format(var=var, old=vals[var], new=new))
+  return var
 
 def _values(vals: dict) -> tuple[int, ...]: return tuple(vals[v] for v in sorted(vals, key=var_order)) if vals else ()
 

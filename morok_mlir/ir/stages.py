@@ -6,11 +6,10 @@ import re, threading
 from contextlib import contextmanager, nullcontext
 from typing import Callable
 from mlir import ir
-from morok_mlir.ir.bridge import Func, import_module
+from morok_mlir.ir.bridge import FILE_LOC, Func, import_module
 
 _LOC = re.compile(r'\s*\bloc\((?:[^()"]|"[^"]*"|\((?:[^()"]|"[^"]*")*\))*\)')   # a location, inline or an alias use
 _ALIAS = re.compile(r'^(#loc\d*) = (loc\(.*\))$')
-_FILE_LOC = re.compile(r'loc\("([^"]*)":(\d+):(\d+)\)')
 
 def strip_locs(text: str) -> list[tuple[str, str | None]]:
   """MLIR text printed with debug info -> its lines without locations, each with the file:line:col of the last location
@@ -21,7 +20,7 @@ def strip_locs(text: str) -> list[tuple[str, str | None]]:
     if _ALIAS.match(line): continue
     locs = _LOC.findall(line)
     loc = aliases.get(locs[-1].strip()[4:-1], locs[-1].strip()) if locs else ""
-    m = _FILE_LOC.search(loc)
+    m = FILE_LOC.search(loc)
     out.append((_LOC.sub("", line), f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m and m.group(1) != "-" else None))
   while out and not out[0][0].strip(): out.pop(0)
   return out

@@ -136,18 +136,16 @@ class Llama:
     mask = (Tensor.arange(start_pos + T).reshape(1, -1) <= (Tensor.arange(T) + start_pos).reshape(T, 1)).where(0.0, float("-inf"))
     h = self.tok_embeddings(tokens)
     for layer in self.layers:   # realized layer by layer: every layer has one graph structure, so one compiled schedule serves all
-      h = layer(h, start_pos, cos, sin, mask)
-      Tensor.realize(h, layer.attention.cache.k, layer.attention.cache.v)
+      h = layer(h, start_pos, cos, sin, mask).realize()   # (the layer's cache is stored by its update, before attention reads it)
     h = h[:, -1:, :] if last is None else h[:, last.reshape(1), :]
     return self.output(self.norm(h).contiguous()).reshape(1, self.cfg.vocab_size)
   __call__ = forward
 
   def caches(self) -> list[Tensor]: return [t for l in self.layers for t in (l.attention.cache.k, l.attention.cache.v)]
   def step(self, tokens: Tensor, start_pos, last: Tensor | None = None, sampling: tuple = ()) -> Tensor:
-    """One call's work, realized: the next token (sample(logits, *sampling)) and the caches (state of a TinyJit)."""
-    tok = sample(self(tokens, start_pos, last), *sampling)
-    Tensor.realize(tok, *self.caches())
-    return tok
+    """One call's work, realized: the next token (sample(logits, *sampling)) and the caches (state of a TinyJit, each
+    stored by its layer's KVCache.update)."""
+    return sample(self(tokens, start_pos, last), *sampling).realize()
 
 def sample(logits: Tensor, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0) -> Tensor:
   """A token id (1,) int32 per the last dim of logits (1, V), drawn on the device: argmax for temperature 0, else

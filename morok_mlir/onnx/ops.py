@@ -22,8 +22,9 @@ def _vals(t) -> list:
   return [] if t is None else np.asarray(t.numpy()).reshape(-1).tolist()
 def _ints(t) -> list[int]: return [int(v) for v in _vals(t)]
 def _scalar(t): return _vals(t)[0]
-def _ax(a: int, n: int) -> int:
-  if not -n <= a < n: raise IndexError(f"axis {a} is out of range for {n} dims (-{n}..{n - 1})")
+def _ax(a: int, n: int, end: bool = False) -> int:
+  """An axis of n dims: -n..n-1, or -n..n where the end is one (Flatten's)."""
+  if not -n <= a < n + end: raise IndexError(f"axis {a} is out of range for {n} dims (-{n}..{n - 1 + end})")
   return a + n if a < 0 else a
 def _rank(x: Tensor, n: int, what: str) -> Tensor:
   if x.ndim != n: raise ValueError(f"{what} of shape {x.shape} must have {n} dims")
@@ -129,9 +130,7 @@ def _reshape(i, a, o):
   return x.reshape(shape)
 def _flatten(i, a, o):
   x = i[0]
-  ax = a.get("axis", 1)
-  if not -x.ndim <= ax <= x.ndim: raise IndexError(f"axis {ax} is out of range for {x.ndim} dims (-{x.ndim}..{x.ndim})")
-  ax = ax + x.ndim if ax < 0 else ax
+  ax = _ax(a.get("axis", 1), x.ndim, end=True)
   return x.reshape(math.prod(x.shape[:ax]), math.prod(x.shape[ax:]))
 def _squeeze(i, a, o):
   x = i[0]
@@ -1509,20 +1508,25 @@ AXIS_OPS = {"Softmax", "LogSoftmax", "Hardmax", "Concat", "Split", "Gather", "Ga
 AXES_INPUT = {"CumSum": 1, "CumProd": 1, "Squeeze": 1, "Unsqueeze": 1, "Slice": 3, "Pad": 3, **{k: 1 for k in _RED}}
 AXIS_RANGE = {"Flatten": lambda r, k: (-r, r), "OneHot": lambda r, k: (-r - 1, r), "Unsqueeze": lambda r, k: (-r - k, r + k - 1)}
 
+def _only(attr: str, default, ok):
+  """A REFUSE rule: the attribute's value (default where absent) outside ok is not run."""
+  return lambda a, o: _no(a.get(attr, default) not in ok, f"{attr}={a.get(attr)}")
+def _first(*rules): return lambda a, o: next((why for r in rules if (why := r(a, o))), None)
+_reduction = _only("reduction", "none", ("none", *_SRED))
+
 REFUSE = {
   "RNN": _acts, "GRU": _acts, "LSTM": _acts,
-  "Gelu": lambda a, o: _no(a.get("approximate", "none") not in ("none", "tanh"), f"approximate={a.get('approximate')}"),
-  "GridSample": lambda a, o: _no(a.get("mode", "linear") not in ("linear", "bilinear", "nearest", "cubic", "bicubic"), f"mode={a.get('mode')}")
-    or _no(a.get("padding_mode", "zeros") not in ("zeros", "border", "reflection"), f"padding_mode={a.get('padding_mode')}"),
-  "ScatterElements": lambda a, o: _no(a.get("reduction", "none") not in ("none", *_SRED), f"reduction={a.get('reduction')}"),
-  "ScatterND": lambda a, o: _no(a.get("reduction", "none") not in ("none", *_SRED), f"reduction={a.get('reduction')}"),
+  "Gelu": _only("approximate", "none", ("none", "tanh")),
+  "GridSample": _first(_only("mode", "linear", ("linear", "bilinear", "nearest", "cubic", "bicubic")),
+                       _only("padding_mode", "zeros", ("zeros", "border", "reflection"))),
+  "ScatterElements": _reduction, "ScatterND": _reduction,
   "TfIdfVectorizer": lambda a, o: _no("pool_strings" in a, "string n-grams"),
-  "ai.onnx.ml:TreeEnsemble": lambda a, o: _no(a.get("post_transform", 0), f"post_transform={a.get('post_transform')}")
-    or _no(a.get("aggregate_function", 1) not in (0, 1, 2, 3), f"aggregate_function={a.get('aggregate_function')}"),
-  "Resize": lambda a, o: _no(a.get("antialias", 0) and a.get("mode", "nearest") == "nearest", "antialias=1 with nearest")
-    or _no(a.get("mode", "nearest") not in ("nearest", "linear", "cubic"), f"mode={a.get('mode')}"),
-  "Upsample": lambda a, o: _no(a.get("mode", "nearest") not in ("nearest", "linear"), f"mode={a.get('mode')}"),
-  "Pad": lambda a, o: _no(a.get("mode", "constant") not in ("constant", "reflect", "edge", "wrap"), f"mode={a.get('mode')}"),
+  "ai.onnx.ml:TreeEnsemble": _first(lambda a, o: _no(a.get("post_transform", 0), f"post_transform={a.get('post_transform')}"),
+                                    _only("aggregate_function", 1, (0, 1, 2, 3))),
+  "Resize": _first(lambda a, o: _no(a.get("antialias", 0) and a.get("mode", "nearest") == "nearest", "antialias=1 with nearest"),
+                   _only("mode", "nearest", ("nearest", "linear", "cubic"))),
+  "Upsample": _only("mode", "nearest", ("nearest", "linear")),
+  "Pad": _only("mode", "constant", ("constant", "reflect", "edge", "wrap")),
   "Cast": lambda a, o: _unsupported_dtype(a.get("to")), "EyeLike": lambda a, o: _unsupported_dtype(a.get("dtype")),
   "Constant": lambda a, o: _no("value_string" in a or "value_strings" in a or "sparse_value" in a, "string or sparse constants"),
 }
