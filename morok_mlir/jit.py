@@ -341,8 +341,11 @@ class _Plan:
       return len(self.template) - 1
     # an output read on another device is fresh each replay: on_device keeps one copy per Buffer, as contents never change
     leaving = set(leaving) | {s for e in self.execs for s in e.srcs if s[0] == "out" and self.execs[s[1]].device != e.device}
+    # a schedule's intermediates are touched by its own kernels only, which run before the next schedule's: schedules
+    # share them, by device, size and dtype (an LLM's layers, one schedule each, hold one layer's intermediates, not 30)
+    shared: dict[tuple, list[Buffer]] = {}
     for k, e in enumerate(self.execs):
-      sched, slot, consts = e.sched, [], {}
+      sched, slot, consts, used = e.sched, [], {}, {}
       for i, s in enumerate(e.srcs):
         if s[0] == "out": j, dev = self.made[s][0], self.execs[s[1]].device
         elif s[0] == "const": j, dev = len(self.template), s[1].buffer.device; self.template.append(s[1].buffer); consts[i] = s[1]
@@ -354,7 +357,12 @@ class _Plan:
         slot.append(j if dev == e.device else on(j, e.device, s[0] == "const"))
       for j, bt in enumerate(sched.buffer_types[sched.n_in:]):
         fresh = j < sched.n_out and ("out", k, j) in leaving
-        self.template.append(None if fresh else Buffer(e.device, bt.size, bt.dtype.base).allocate())
+        if j >= sched.n_out:
+          n, pool = used.get(key := (e.device, bt.size, bt.dtype.base), 0), shared.setdefault(key, [])
+          if n == len(pool): pool.append(Buffer(*key).allocate())
+          used[key] = n + 1
+          self.template.append(pool[n])
+        else: self.template.append(None if fresh else Buffer(e.device, bt.size, bt.dtype.base).allocate())
         if fresh: self.fresh.append((len(self.template) - 1, e.device, bt.size, bt.dtype.base, k))
         if j < sched.n_out: self.made[("out", k, j)] = (len(self.template) - 1, e.locs[j], e.shapes[j])
         slot.append(len(self.template) - 1)

@@ -338,3 +338,24 @@ def test_a_plans_kernels_share_their_scratch_buffers():
   np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-3)
   sets = [k.args.scratch for k in f.plan.steps if getattr(k, "args", None) is not None and k.args.scratch]
   assert len(sets) >= 2 and all(a is b for s in sets[1:] for a, b in zip(s, sets[0])), [[id(a) for a in s] for s in sets]
+
+def test_schedules_of_a_plan_share_their_intermediates():
+  """Each schedule's intermediates (values one of its kernels stores for another) are touched only while it runs:
+  a plan of several schedules (an LLM's layers, realized one by one) holds one set of them, not one per schedule."""
+  rng = np.random.default_rng(1)
+  ws = [Tensor(rng.standard_normal((64, 64)).astype(np.float32) * 0.1).realize() for _ in range(4)]
+  def layers(x):
+    for w in ws:   # each layer's softmax stores its row max and sum: intermediates of that layer's schedule
+      x = ((x @ w).softmax(-1) * 4 + x).contiguous().realize()
+    return x
+  f = TinyJit(layers)
+  xs = [rng.standard_normal((8, 64)).astype(np.float32) for _ in range(4)]
+  for x in xs:
+    ref = x
+    for w in ws:
+      z = ref @ w.numpy()
+      e = np.exp(z - z.max(-1, keepdims=True))
+      ref = e / e.sum(-1, keepdims=True) * 4 + ref
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), ref, rtol=1e-4, atol=1e-4)
+  bufs = [b for b in f.plan.template if b is not None]
+  assert len({id(b) for b in bufs}) < len(bufs)
