@@ -52,13 +52,14 @@ class Contraction:
     if None in self.rt: raise PassError(f"@{f.name}: uop.contraction with a symbolic size on a range inside another of its kind")
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
-    self.direct_a = self.in_place(a, I, K, self.Np == self.nr) if not T else None
+    self.direct_a = self.in_place(a, I, K, T, self.Np == self.nr, self.M * self.K <= self.COLS_MAX)
     # a batch's A computed from values that step along k (attention's exp(s - max)): pack_a writes it row-major (stores
     # along k, as it computes it; rows a multiple of 1 KiB long get 64 bytes more so they do not share cache sets) and
     # the tiles read its rows there. MiniLM's softmax(qk) @ v, pack + tiles a call: 25.8 + 18.8 ms in MR-row panels
     # (each k step's values stored MR floats apart), 10.6 + 21.7 row-major. A plain load keeps its panels: they pack
     # fast, and tiles over them ran faster (q @ k^T 15.4 against 18.7 ms)
-    self.rows_a = self.K + 16 * (self.K % 256 == 0) if T and len(K) == 1 and not k_contiguous(a, K[0]) and k_rows(a, K[0]) else None
+    self.rows_a = self.K + 16 * (self.K % 256 == 0) if T and self.direct_a is None and len(K) == 1 and not k_contiguous(a, K[0]) \
+      and k_rows(a, K[0]) else None
     self.ka = self.rows_a or self.K   # A's floats per row in its scratch
     # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
     # a convolution of one image): the runtime may keep them while that input lives
@@ -284,19 +285,27 @@ class Contraction:
     if row: return im.add(im.mul(lin, im.const(row)), kl)
     return im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
 
+  COLS_MAX = 1 << 15   # floats of a column-major A (per problem) read in place: it stays in L2
   @staticmethod
-  def in_place(a: UOp, I: list[UOp], K: list[UOp], once: bool = False) -> tuple[int, int, int] | None:
-    """(buffer slot, offset, row stride) when a is an ungated f32 load at offset + row*stride + k, one row range and
-    one k range: the micro-kernel then reads A's rows where they are (each row a sequential stream in k) instead of
-    copying A into MR-row panels first. `once`: B is one panel, so the tiles read A once (packing it would read it twice)."""
-    if a.op is not Ops.LOAD or a.dtype is not dtypes.float32 or len(I) != 1 or len(K) != 1: return None
+  def in_place(a: UOp, I: list[UOp], K: list[UOp], T: list[UOp], once: bool = False, small: bool = False) -> tuple[int, ...] | None:
+    """(buffer slot, offset, row stride, k stride, batch stride) when a is an ungated f32 load at offset + row*stride +
+    k*kstride + t*tstride (row: the linear index of its row ranges, as C's), one k range and at most one batch range:
+    the micro-kernel then reads A where it is instead of copying it into MR-row panels first. Row-major (kstride 1, one
+    row range, no batch): each row a sequential stream in k. Column-major (stride 1: an NCHW convolution's image, its
+    groups the batch): each k's MR rows are neighbours, and the K rows a tile reads are far apart: only for a `small` A
+    (one problem's stays in cache between the tiles and B's panels; a grouped convolution's packs were a third of its
+    time, shufflenet's). `once`: B is one panel, so the tiles read A once (packing it would read it twice)."""
+    if a.op is not Ops.LOAD or a.dtype is not dtypes.float32 or not I or len(K) != 1 or len(T) > 1: return None
     idx = a.src[0]
     if idx.op is not Ops.INDEX or len(idx.src) != 2 or idx.src[0].op is not Ops.BUFFER: return None
     form = affine(idx.src[1], {})
-    if form is None or set(form) - {1, I[0], K[0]} or form.get(K[0]) != 1 or form.get(I[0], 0) <= 0: return None
+    if form is None or set(form) - {1, *I, K[0], *T} or any(form.get(r, 0) < 0 for r in T): return None
+    if any(form.get(r, 0) != form.get(q, 0) * rsize(q) for r, q in zip(I, I[1:])): return None   # rows one linear index
+    row, ks, ts = form.get(I[-1], 0), form.get(K[0], 0), form.get(T[0], 0) if T else 0
+    if row == 1 and ks > 1 and small: return idx.src[0].attrs["slot"], form.get(1, 0), 1, ks, ts
     # rows a multiple of 1 KiB apart share cache sets: the tile's 6 streams then evict each other (2048^3: 7% slower)
-    if form[I[0]] % 256 == 0 and not once: return None
-    return idx.src[0].attrs["slot"], form.get(1, 0), form[I[0]]
+    if T or len(I) > 1 or ks != 1 or row <= 0 or row % 256 == 0 and not once: return None
+    return idx.src[0].attrs["slot"], form.get(1, 0), row, 1, 0
 
   PASSED = ("uop.threads", "uop.fastmath")   # the kernel's choices its phases take (fastmath: epilogue reduces vectorize)
   PAR_MIN = 1 << 18   # elements (packing, epilogue) or flops / 16 (mm) below which a phase runs on one thread
@@ -339,7 +348,7 @@ class Contraction:
 class MicroKernel:
   """One mm phase: C = A x B for each of a batch of problems (M x K times K x N, padded to Mp x Np), A and B packed in
   panels in the scratch buffers after the nargs kernel arguments (problems `areas` floats apart in Ap, Bp and C), or A's
-  rows read in place (direct_a: slot, offset, stride) or from pack_a's row-major copy (rows_a: its row stride). fused: A
+  rows read in place (direct_a: slot, offset, row stride, k stride, batch stride) or from pack_a's row-major copy (rows_a: its row stride). fused: A
   packed per MC-row block inside mm, by the pack_a phase it calls. tile: the epilogue runs per finished tile (_epi and
   its prefetch _pf, called with the tile; tile_rows: the tile transposed). op: add (FMAs), or max or min (column reduces).
   rt: M, N, K and the batch as index expressions read at run time (symbolic sizes; M, K, batch: the layout's maxima)."""
@@ -360,7 +369,7 @@ class MicroKernel:
   batch: int
   areas: tuple[int, int, int]
   op: str = "add"
-  direct_a: tuple[int, int, int] | None = None
+  direct_a: tuple[int, int, int, int, int] | None = None
   rows_a: int | None = None
   fused: bool = False
   tile: bool = False
@@ -497,14 +506,17 @@ class MM:
     """Row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows); or
     the given rows."""
     mk = self.mk
+    ts = 0
     if mk.direct_a is not None:
-      slot, off, stride = mk.direct_a
+      slot, off, stride, _, ts = mk.direct_a
       a_buf, a_ty = arg(slot), mem_type(mk.args[slot].dtype)
     else: off, stride = 0, mk.rows_a   # the row-major copy pack_a made, this problem's at offset "a"
     if rows is None:
       row0, last = self.ix("muli", ib, self.ci(mk.mr)), self.mlast
       rows = [self.ix("minsi", self.add(row0, r), last) for r in range(mk.mr)]
-    base = lambda x: self.ix("addi", self.ix("muli", x, self.ci(stride)), self.ci(off))
+    if ts and self.batched: off = self.ix("addi", self.ix("muli", self.bt, self.ci(ts)), self.ci(off))   # this problem's A
+    else: off = self.ci(off)
+    base = lambda x: self.ix("addi", self.ix("muli", x, self.ci(stride)), off)
     rbase = [self.at(base(x), "a") if mk.rows_a else base(x) for x in rows]
     return a_buf, a_ty, rbase
 
@@ -602,9 +614,10 @@ class MM:
       for off in range(0, mk.nr, 16):
         self.em.prefetch(self.b, self.pb, self.ix("minsi", self.add(bo, mk.K * mk.nr + off), self.ci(mk.scratch[1] - 1)), False, self.tb, 2)
       if not self.rowwise: ao = self.ix("addi", a, self.ix("muli", k, self.ci(mk.mr)))
+      ak = self.ix("muli", k, self.ci(ks)) if (ks := mk.direct_a[3] if mk.direct_a else 1) != 1 else k   # k's step along A's rows
       new = []
       for r in range(rows or mk.mr):
-        ar = self.em.load(self.b, a_buf, self.add(ao, r) if not self.rowwise else self.ix("addi", a[r], k), a_ty)
+        ar = self.em.load(self.b, a_buf, self.add(ao, r) if not self.rowwise else self.ix("addi", a[r], ak), a_ty)
         av = self.em.broadcast(self.b, ar, "f32", V)
         new += [self.em.fma(self.b, av, bv[v], accs[r * nv + v], V) if mk.op == "add" else
                 self.em.arith(self.b, f"{mk.op}imumf", V, accs[r * nv + v], self.em.arith(self.b, "mulf", V, av, bv[v])) for v in range(nv)]
