@@ -58,8 +58,7 @@ class Contraction:
     # the tiles read its rows there. MiniLM's softmax(qk) @ v, pack + tiles a call: 25.8 + 18.8 ms in MR-row panels
     # (each k step's values stored MR floats apart), 10.6 + 21.7 row-major. A plain load keeps its panels: they pack
     # fast, and tiles over them ran faster (q @ k^T 15.4 against 18.7 ms)
-    self.rows_a = self.K + 16 * (self.K % 256 == 0) if T and self.direct_a is None and len(K) == 1 and not k_contiguous(a, K[0]) \
-      and k_rows(a, K[0]) else None
+    self.rows_a = self.K + 16 * (self.K % 256 == 0) if T and len(K) == 1 and not k_contiguous(a, K[0]) and k_rows(a, K[0]) else None
     self.ka = self.rows_a or self.K   # A's floats per row in its scratch
     # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
     # a convolution of one image): the runtime may keep them while that input lives
@@ -517,7 +516,7 @@ class MM:
     if ts and self.batched: off = self.ix("addi", self.ix("muli", self.bt, self.ci(ts)), self.ci(off))   # this problem's A
     else: off = self.ci(off)
     base = lambda x: self.ix("addi", self.ix("muli", x, self.ci(stride)), off)
-    rbase = [self.at(base(x), "a") if mk.rows_a else base(x) for x in rows]
+    rbase = [self.at(base(x), "a") if mk.direct_a is None else base(x) for x in rows]
     return a_buf, a_ty, rbase
 
   def tile(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
