@@ -60,6 +60,17 @@ def test_grouped_1x1_conv_by_group(xs, ws, groups):
   np.testing.assert_allclose(t.reshape(n, groups, co // groups, h, wd).numpy(),
                              np.maximum(conv_ref(x, w, groups=groups), 0).reshape(n, groups, co // groups, h, wd), rtol=1e-4, atol=1e-4)
 
+@pytest.mark.parametrize("xs,ws,kw", [((1, 136, 28, 28), (136, 34, 1, 1), dict(groups=4)), ((1, 24, 56, 56), (112, 6, 1, 1), dict(groups=4)),
+                                      ((2, 30, 19, 23), (99, 10, 1, 1), dict(groups=3)), ((1, 64, 29, 31), (96, 16, 3, 3), dict(groups=4, padding=1)),
+                                      ((1, 48, 33, 35), (64, 12, 3, 3), dict(groups=4, stride=2, padding=1)),
+                                      ((1, 32, 21, 21), (48, 8, 3, 3), dict(groups=4, dilation=2, padding=2))])
+def test_grouped_conv(xs, ws, kw):
+  """Grouped convolutions stored as NCHW (the output channel one range: its group and its channel in the group are
+  split into two loops), 1x1 and 3x3, strided, padded, dilated, odd sizes, several images, with bias and relu."""
+  x, w, b = rnd(*xs), rnd(*ws) * 0.1, rnd(ws[0])
+  want = np.maximum(conv_ref(x, w, **kw) + b.reshape(1, -1, 1, 1), 0)
+  np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), Tensor(b), **kw).relu().numpy(), want, rtol=1e-4, atol=1e-4)
+
 def conv_ref(x, w, stride=1, padding=0, dilation=1, groups=1):
   (n, c, h, wd), (co, ci, kh, kw) = x.shape, w.shape
   xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding))).astype(np.float64)
