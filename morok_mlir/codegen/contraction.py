@@ -331,17 +331,27 @@ class Contraction:
     low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
     return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
             + mm(self.micro()) + (self.tile_phases() if self.epi_tile else lower_kernel(self.epi, f"{self.name}_epi")))
+  PF_MIN_K, PF_MIN_BYTES = 128, 1 << 20   # see prefetch
+  @property
+  def prefetch(self) -> bool:
+    """Whether mm prefetches each tile's output and epilogue rows before its k loop: they pay where those rows come
+    from L3 or memory (a conv 64->256 at 56x56 with a residual, 3.2 MB: 760-824 -> 545-549 us) or a long k loop hides
+    them. A batch of small products (a grouped convolution's groups: an output in L2, k < 128) runs faster without
+    (shufflenet's, k 34-68: 4066 -> 3863 us of kernels a call, 1 thread); one product of a short k, squeezenet's 1x1
+    convolutions of k 16-64 (outputs of 0.2-0.8 MB), ran 10-25% slower without."""
+    return self.batch == 1 or self.K >= self.PF_MIN_K or 4 * self.batch * self.M * self.N >= self.PF_MIN_BYTES
   def tile_phases(self) -> str:
     """The tile epilogue and its prefetch, private: mm's one call of each inlines."""
     lane = self.lane_of[id(ep := self.epi_tile)]
     return (lower_kernel(ep, f"{self.name}_epi", LaneLowerer(ep, lane), private=True)
-            + lower_kernel(ep, f"{self.name}_pf", LaneLowerer(ep, lane, True, ep.args[-1]), private=True))
+            + (lower_kernel(ep, f"{self.name}_pf", LaneLowerer(ep, lane, True, ep.args[-1]), private=True) if self.prefetch else ""))
 
   def micro(self) -> MicroKernel:
     """The mm phase's problems, each after the other in Ap, Bp and C."""
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, _int_attr(self.f, "uop.threads", 1), self.mr, self.nr, self.kc,
                        self.mc, self.vw, self.M, self.K, self.Mp, self.Np, self.batch, (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np),
-                       self.op, self.direct_a, self.rows_a, self.fused, self.epi_tile is not None, self.tile_rows, tuple(self.rt))
+                       self.op, self.direct_a, self.rows_a, self.fused, self.epi_tile is not None, self.tile_rows, tuple(self.rt),
+                       self.prefetch)
 
 @dataclass
 class MicroKernel:
@@ -349,7 +359,7 @@ class MicroKernel:
   panels in the scratch buffers after the nargs kernel arguments (problems `areas` floats apart in Ap, Bp and C), or A's
   rows read in place (direct_a: slot, offset, row stride, k stride, batch stride) or from pack_a's row-major copy (rows_a: its row stride). fused: A
   packed per MC-row block inside mm, by the pack_a phase it calls. tile: the epilogue runs per finished tile (_epi and
-  its prefetch _pf, called with the tile; tile_rows: the tile transposed). op: add (FMAs), or max or min (column reduces).
+  its prefetch _pf, called with the tile, unless not `prefetch`; tile_rows: the tile transposed). op: add (FMAs), or max or min (column reduces).
   rt: M, N, K and the batch as index expressions read at run time (symbolic sizes; M, K, batch: the layout's maxima)."""
   name: str
   args: list[UOp]
@@ -374,6 +384,7 @@ class MicroKernel:
   tile: bool = False
   tile_rows: bool = False
   rt: tuple = ()
+  prefetch: bool = True
 
   @property
   def split_sym(self) -> bool:
@@ -535,7 +546,7 @@ class MM:
       init = [self.zero] * len(offs) if self.one else \
         [self.em.select(self.b, first, self.zero, self.em.vload(self.b, self.pc, o, self.tc, V), V) for o in offs]
       epi_args, last = self.prefetch(ib, jb, kend) if mk.tile else (None, None)
-      if mk.tile: self.pf(epi_args, last)
+      if mk.tile and mk.prefetch: self.pf(epi_args, last)
       res = self.k_loop(kc, kend, init, bbase, a, a_buf, a_ty)
       if not mk.tile: self.to_c(res, offs)
       elif self.one: self.to_tile(res, epi_args)
