@@ -182,6 +182,18 @@ def split_groups(sink: UOp) -> UOp | None:
   return affine_simplify(new[sink])
 
 INDEX_ARITH = (Ops.ADD, Ops.SUB, Ops.MUL)
+def linear_in(u: UOp, a: UOp, b: UOp) -> dict | None:
+  """u's affine form in ranges a and b when it reaches them through +, - and * alone, its subterms that use neither
+  taken as opaque symbols (a concat's or a channel shuffle's div and mod of the channel beside a row's span): exact for
+  any values of a and b, so the loops may merge."""
+  dep: set[UOp] = set()
+  for x in u.toposort:
+    if x is a or x is b or any(s in dep for s in x.src): dep.add(x)
+  if any(x.op not in INDEX_ARITH for x in dep - {a, b}): return None
+  free = {s for x in dep for s in x.src if s not in dep and s.op is not Ops.CONST}
+  sub = {x: UOp(Ops.RANGE, dtypes.index, (im.const(1 << 40),), attrs(axis=-1 - i, kind="loop")) for i, x in enumerate(free)}
+  return affine(u.substitute(sub), {})
+
 def merge_loops(sink: UOp) -> UOp:
   """sink with each pair of neighbouring loops (a outside b, closed by the same ends) that only ever address as one
   (every index expression over them is affine with a's coefficient nb times b's: a contiguous span of an NCHW tensor)
@@ -206,7 +218,7 @@ def merge_loops(sink: UOp) -> UOp:
       for u in nodes:
         if arith(u) and any(x in over for x in u.src): over.add(u)
       roots = [u for u in over - {a, b} if any(not arith(v) for v in users.get(u, []))]
-      if all((fm := affine(u, memo)) is not None and fm.get(a, 0) == im.cval(b.src[0]) * fm.get(b, 0) for u in roots): break
+      if all((fm := affine(u, memo) or linear_in(u, a, b)) is not None and fm.get(a, 0) == im.cval(b.src[0]) * fm.get(b, 0) for u in roots): break
     else: return sink
     r = UOp(Ops.RANGE, dtypes.index, (im.const(im.cval(a.src[0]) * im.cval(b.src[0])),), a.arg)
     new: dict[UOp, UOp] = {a: im.const(0), b: r}
