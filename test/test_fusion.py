@@ -209,7 +209,6 @@ def test_contiguous_output_read_by_another_output():
 def test_merged_loops_beside_channel_shuffle(hw):
   """A row's span merges into one loop while the channel is indexed through div and mod (a concat of parts read by
   channel, a channel shuffle), with a per-channel scale and a residual; against numpy."""
-  from morok_mlir import Tensor
   h, w = hw
   a, b, r = (rng.standard_normal((1, c, h, w)).astype(np.float32) for c in (12, 4, 16))
   s = rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
