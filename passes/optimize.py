@@ -162,7 +162,43 @@ def ungate(sink: UOp) -> UOp:
       if (b := im.bounds(idx.src[1])) is not None and 0 <= b[0] and b[1] < n: sub[idx] = UOp(Ops.INDEX, idx.dtype, idx.src[:2])
   return sink.substitute(sub) if sub else sink
 
+def split_groups(sink: UOp) -> UOp | None:
+  """sink with a loop range r of size n that an index divides by c (n = G*c: a grouped convolution's output channel,
+  its group r // c and its channel in the group r % c) as two loops g (G) and j (c), r = g*c + j: every index is then
+  affine in them, and a contraction sees the group as its batch and j as B's columns (an image of G groups times its
+  pixels, not G*c products of one row each, the image repacked for each); None if no index divides a range so."""
+  nodes = sink.toposort
+  for u in nodes:
+    if u.op in (Ops.IDIV, Ops.MOD) and (r := u.src[0]).op is Ops.RANGE and r.attrs.get("kind") == "loop" and \
+       (c := im.cval(u.src[1])) and (n := im.cval(r.src[0])) and 1 < c < n and n % c == 0: break
+  else: return None
+  ax = r.attrs["axis"]
+  def rng(size: int, axis: int, old: UOp | None) -> UOp:
+    return UOp(Ops.RANGE, dtypes.index, (im.const(size),) if old is None else old.src, attrs(**{**(old or r).attrs, "axis": axis}))
+  g, j = rng(n // c, ax, None), rng(c, ax + 1, None)
+  new: dict[UOp, UOp] = {r: im.add(im.mul(g, im.const(c)), j)}
+  for u in nodes:
+    if u in new: continue
+    if u.op is Ops.RANGE and u.attrs["axis"] > ax: new[u] = rng(0, u.attrs["axis"] + 1, u); continue
+    src = tuple(new.get(s, s) for s in u.src)
+    if u.op in (Ops.END, Ops.REDUCE) and r in u.src[1:]:   # the loop it closes: both
+      src = (src[0], *(x for o, s in zip(u.src[1:], src[1:]) for x in ((g, j) if o is r else (s,))))
+    new[u] = u if src == u.src else u.replace(src=src)
+  return affine_simplify(new[sink])
+
 INDEX_ARITH = (Ops.ADD, Ops.SUB, Ops.MUL)
+def linear_in(u: UOp, a: UOp, b: UOp) -> dict | None:
+  """u's affine form in ranges a and b when it reaches them through +, - and * alone, its subterms that use neither
+  taken as opaque symbols (a concat's or a channel shuffle's div and mod of the channel beside a row's span): exact for
+  any values of a and b, so the loops may merge."""
+  dep: set[UOp] = set()
+  for x in u.toposort:
+    if x is a or x is b or any(s in dep for s in x.src): dep.add(x)
+  if any(x.op not in INDEX_ARITH for x in dep - {a, b}): return None
+  free = {s for x in dep for s in x.src if s not in dep and s.op is not Ops.CONST}
+  sub = {x: UOp(Ops.RANGE, dtypes.index, (im.const(1 << 40),), attrs(axis=-1 - i, kind="loop")) for i, x in enumerate(free)}
+  return affine(u.substitute(sub), {})
+
 def merge_loops(sink: UOp) -> UOp:
   """sink with each pair of neighbouring loops (a outside b, closed by the same ends) that only ever address as one
   (every index expression over them is affine with a's coefficient nb times b's: a contiguous span of an NCHW tensor)
@@ -187,7 +223,7 @@ def merge_loops(sink: UOp) -> UOp:
       for u in nodes:
         if arith(u) and any(x in over for x in u.src): over.add(u)
       roots = [u for u in over - {a, b} if any(not arith(v) for v in users.get(u, []))]
-      if all((fm := affine(u, memo)) is not None and fm.get(a, 0) == im.cval(b.src[0]) * fm.get(b, 0) for u in roots): break
+      if all((fm := affine(u, memo) or linear_in(u, a, b)) is not None and fm.get(a, 0) == im.cval(b.src[0]) * fm.get(b, 0) for u in roots): break
     else: return sink
     r = UOp(Ops.RANGE, dtypes.index, (im.const(im.cval(a.src[0]) * im.cval(b.src[0])),), a.arg)
     new: dict[UOp, UOp] = {a: im.const(0), b: r}
@@ -225,6 +261,11 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   # not made, nor a contraction with a symbolic size on a range inside another of its kind (see kernel_facts.extent)
   sym = any(im.cval(r.src[0]) is None for r in rngs)
   size = 2 * prod(rsize(r) for r in rngs)
+  # a grouped convolution's products of single rows (each output channel its own): split into its groups when those
+  # are products with rows and columns, unless the rows' k is short enough for plain loops (depthwise)
+  if size >= MM_MIN_FLOPS and not sym and (g := split_groups(sink)) is not None and rows_and_cols(contraction(g)) and \
+     not rows_and_cols(c0 := contraction(sink)) and not (c0 is not None and depthwise(c0)):
+    f, (nodes, rngs, loops, work) = replace(f, roots=[sink := g]), facts(g)
   if (size >= MM_MIN_FLOPS and (c := contraction(f.roots[0])) is not None and not depthwise(c) and fits(c, sym) and not narrow_matvec(c)
       or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g.roots[0])) is not None
       and fits(c, sym) and (f := g)):
@@ -250,6 +291,10 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
       attrs["uop.nontemporal"] = vec
       if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = vec   # chunks start on a lane group
   return replace(f, attrs=attrs)
+
+def rows_and_cols(c) -> bool:
+  """Whether contraction c (or None) is a batch of products with rows and columns, not of single rows or columns."""
+  return c is not None and bool(c[3]) and bool(c[4])
 
 def narrow_matvec(c) -> bool:
   """A product of one row with operands read from data narrower than float32 (quantized blocks, float16 weights): its

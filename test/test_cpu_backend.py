@@ -402,6 +402,32 @@ def test_lane_kernels(name):
   }[name]()
   np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
 
+@pytest.mark.parametrize("k,s,p,kind", [(1, 1, 0, "max"), (3, 2, 1, "max"), (5, 2, 2, "depthwise"), (5, 1, 2, "avg"), (6, 1, 0, "max"),
+                                         (7, 1, 3, "depthwise")])
+def test_lane_window_sizes(k, s, p, kind):
+  """A window's taps in lanes, whether unrolled into a tree of combines (a few dozen at most) or a loop (larger), on an
+  odd output width (masked tail lanes): every tap counted once, with padding and strides, against numpy's windows."""
+  from morok_mlir import Tensor
+  r = np.random.default_rng(k * 10 + s)
+  x = r.standard_normal((1, 5, 23, 29), dtype=np.float32)
+  a = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=-np.inf if kind == "max" else 0)
+  oh, ow = (a.shape[2] - k) // s + 1, (a.shape[3] - k) // s + 1
+  win = np.stack([a[:, :, i:i + s * oh:s, j:j + s * ow:s] for i in range(k) for j in range(k)], -1)
+  wt = r.standard_normal((5, 1, k, k), dtype=np.float32)
+  got, ref = {"max": lambda: (Tensor(x).max_pool2d(kernel_size=k, stride=s, padding=p), win.max(-1)),
+              "avg": lambda: (Tensor(x).avg_pool2d(kernel_size=k, stride=s, padding=p), win.mean(-1)),
+              "depthwise": lambda: (Tensor(x).conv2d(Tensor(wt), groups=5, stride=s, padding=p),
+                                    (win * wt.reshape(1, 5, 1, 1, k * k)).sum(-1))}[kind]()
+  np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+def test_lane_max_pool_propagates_nan():
+  """A NaN anywhere in a window makes that window's max NaN, whichever tap it is (the taps combined in any order)."""
+  from morok_mlir import Tensor
+  x = np.arange(2 * 3 * 20 * 36, dtype=np.float32).reshape(2, 3, 20, 36) % 7
+  x[0, 1, 4, 9] = x[1, 2, 13, 30] = np.nan
+  a = x.reshape(2, 3, 10, 2, 18, 2)
+  np.testing.assert_array_equal(Tensor(x).max_pool2d(kernel_size=2).numpy(), a.max((3, 5)))
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 9), st.integers(3, 37), st.integers(3, 37), st.integers(1, 3), st.integers(1, 3), st.integers(0, 1),
        st.integers(1, 2), st.sampled_from(["max", "depthwise", "avg"]))

@@ -205,6 +205,18 @@ def test_contiguous_output_read_by_another_output():
   np.testing.assert_allclose(y.numpy(), np.exp(A * 2), rtol=1e-5)
   np.testing.assert_allclose(z.numpy(), np.exp(A * 2).T + 1, rtol=1e-5)
 
+@pytest.mark.parametrize("hw", [(14, 14), (7, 9), (1, 5)])
+def test_merged_loops_beside_channel_shuffle(hw):
+  """A row's span merges into one loop while the channel is indexed through div and mod (a concat of parts read by
+  channel, a channel shuffle), with a per-channel scale and a residual; against numpy."""
+  h, w = hw
+  a, b, r = (rng.standard_normal((1, c, h, w)).astype(np.float32) for c in (12, 4, 16))
+  s = rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
+  def shuffle(x, g): return x.reshape(1, g, x.shape[1] // g, h, w).permute(0, 2, 1, 3, 4).reshape(1, x.shape[1], h, w)
+  got = (shuffle(Tensor(a).cat(Tensor(b), dim=1) * Tensor(s), 4) + Tensor(r)).relu()
+  want = np.maximum((np.concatenate([a, b], 1) * s).reshape(1, 4, 4, h, w).transpose(0, 2, 1, 3, 4).reshape(1, 16, h, w) + r, 0)
+  np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
 @pytest.mark.parametrize("shape", [(4, 14, 14), (2, 3, 5, 7), (1, 256, 7, 7), (3, 1, 9)])
 def test_merged_loops_elementwise(shape):
   """Elementwise kernels over contiguous spans run as one loop (uop-optimize merge_loops); with per-channel

@@ -52,7 +52,7 @@ class Contraction:
     if None in self.rt: raise PassError(f"@{f.name}: uop.contraction with a symbolic size on a range inside another of its kind")
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
-    self.direct_a = self.in_place(a, I, K, self.Np == self.nr) if not T else None
+    self.direct_a = self.in_place(a, I, K, T, self.Np == self.nr, self.M * self.K <= self.COLS_MAX)
     # a batch's A computed from values that step along k (attention's exp(s - max)): pack_a writes it row-major (stores
     # along k, as it computes it; rows a multiple of 1 KiB long get 64 bytes more so they do not share cache sets) and
     # the tiles read its rows there. MiniLM's softmax(qk) @ v, pack + tiles a call: 25.8 + 18.8 ms in MR-row panels
@@ -284,19 +284,27 @@ class Contraction:
     if row: return im.add(im.mul(lin, im.const(row)), kl)
     return im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
 
+  COLS_MAX = 1 << 15   # floats of a column-major A (per problem) read in place: it stays in L2
   @staticmethod
-  def in_place(a: UOp, I: list[UOp], K: list[UOp], once: bool = False) -> tuple[int, int, int] | None:
-    """(buffer slot, offset, row stride) when a is an ungated f32 load at offset + row*stride + k, one row range and
-    one k range: the micro-kernel then reads A's rows where they are (each row a sequential stream in k) instead of
-    copying A into MR-row panels first. `once`: B is one panel, so the tiles read A once (packing it would read it twice)."""
-    if a.op is not Ops.LOAD or a.dtype is not dtypes.float32 or len(I) != 1 or len(K) != 1: return None
+  def in_place(a: UOp, I: list[UOp], K: list[UOp], T: list[UOp], once: bool = False, small: bool = False) -> tuple[int, ...] | None:
+    """(buffer slot, offset, row stride, k stride, batch stride) when a is an ungated f32 load at offset + row*stride +
+    k*kstride + t*tstride (row: the linear index of its row ranges, as C's), one k range and at most one batch range:
+    the micro-kernel then reads A where it is instead of copying it into MR-row panels first. Row-major (kstride 1, one
+    row range, no batch): each row a sequential stream in k. Column-major (stride 1: an NCHW convolution's image, its
+    groups the batch): each k's MR rows are neighbours, and the K rows a tile reads are far apart: only for a `small` A
+    (one problem's stays in cache between the tiles and B's panels; a grouped convolution's packs were a third of its
+    time, shufflenet's). `once`: B is one panel, so the tiles read A once (packing it would read it twice)."""
+    if a.op is not Ops.LOAD or a.dtype is not dtypes.float32 or not I or len(K) != 1 or len(T) > 1: return None
     idx = a.src[0]
     if idx.op is not Ops.INDEX or len(idx.src) != 2 or idx.src[0].op is not Ops.BUFFER: return None
     form = affine(idx.src[1], {})
-    if form is None or set(form) - {1, I[0], K[0]} or form.get(K[0]) != 1 or form.get(I[0], 0) <= 0: return None
+    if form is None or set(form) - {1, *I, K[0], *T} or any(form.get(r, 0) < 0 for r in T): return None
+    if any(form.get(r, 0) != form.get(q, 0) * rsize(q) for r, q in zip(I, I[1:])): return None   # rows one linear index
+    row, ks, ts = form.get(I[-1], 0), form.get(K[0], 0), form.get(T[0], 0) if T else 0
+    if row == 1 and ks > 1 and small: return idx.src[0].attrs["slot"], form.get(1, 0), 1, ks, ts
     # rows a multiple of 1 KiB apart share cache sets: the tile's 6 streams then evict each other (2048^3: 7% slower)
-    if form[I[0]] % 256 == 0 and not once: return None
-    return idx.src[0].attrs["slot"], form.get(1, 0), form[I[0]]
+    if T or len(I) > 1 or ks != 1 or row <= 0 or row % 256 == 0 and not once: return None
+    return idx.src[0].attrs["slot"], form.get(1, 0), row, 1, 0
 
   PASSED = ("uop.threads", "uop.fastmath")   # the kernel's choices its phases take (fastmath: epilogue reduces vectorize)
   PAR_MIN = 1 << 18   # elements (packing, epilogue) or flops / 16 (mm) below which a phase runs on one thread
@@ -323,25 +331,35 @@ class Contraction:
     low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
     return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
             + mm(self.micro()) + (self.tile_phases() if self.epi_tile else lower_kernel(self.epi, f"{self.name}_epi")))
+  PF_MIN_K, PF_MIN_BYTES = 128, 1 << 20   # see prefetch
+  @property
+  def prefetch(self) -> bool:
+    """Whether mm prefetches each tile's output and epilogue rows before its k loop: they pay where those rows come
+    from L3 or memory (a conv 64->256 at 56x56 with a residual, 3.2 MB: 760-824 -> 545-549 us) or a long k loop hides
+    them. A batch of small products (a grouped convolution's groups: an output in L2, k < 128) runs faster without
+    (shufflenet's, k 34-68: 4066 -> 3863 us of kernels a call, 1 thread); one product of a short k, squeezenet's 1x1
+    convolutions of k 16-64 (outputs of 0.2-0.8 MB), ran 10-25% slower without."""
+    return self.batch == 1 or self.K >= self.PF_MIN_K or 4 * self.batch * self.M * self.N >= self.PF_MIN_BYTES
   def tile_phases(self) -> str:
     """The tile epilogue and its prefetch, private: mm's one call of each inlines."""
     lane = self.lane_of[id(ep := self.epi_tile)]
     return (lower_kernel(ep, f"{self.name}_epi", LaneLowerer(ep, lane), private=True)
-            + lower_kernel(ep, f"{self.name}_pf", LaneLowerer(ep, lane, True, ep.args[-1]), private=True))
+            + (lower_kernel(ep, f"{self.name}_pf", LaneLowerer(ep, lane, True, ep.args[-1]), private=True) if self.prefetch else ""))
 
   def micro(self) -> MicroKernel:
     """The mm phase's problems, each after the other in Ap, Bp and C."""
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, _int_attr(self.f, "uop.threads", 1), self.mr, self.nr, self.kc,
                        self.mc, self.vw, self.M, self.K, self.Mp, self.Np, self.batch, (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np),
-                       self.op, self.direct_a, self.rows_a, self.fused, self.epi_tile is not None, self.tile_rows, tuple(self.rt))
+                       self.op, self.direct_a, self.rows_a, self.fused, self.epi_tile is not None, self.tile_rows, tuple(self.rt),
+                       self.prefetch)
 
 @dataclass
 class MicroKernel:
   """One mm phase: C = A x B for each of a batch of problems (M x K times K x N, padded to Mp x Np), A and B packed in
   panels in the scratch buffers after the nargs kernel arguments (problems `areas` floats apart in Ap, Bp and C), or A's
-  rows read in place (direct_a: slot, offset, stride) or from pack_a's row-major copy (rows_a: its row stride). fused: A
+  rows read in place (direct_a: slot, offset, row stride, k stride, batch stride) or from pack_a's row-major copy (rows_a: its row stride). fused: A
   packed per MC-row block inside mm, by the pack_a phase it calls. tile: the epilogue runs per finished tile (_epi and
-  its prefetch _pf, called with the tile; tile_rows: the tile transposed). op: add (FMAs), or max or min (column reduces).
+  its prefetch _pf, called with the tile, unless not `prefetch`; tile_rows: the tile transposed). op: add (FMAs), or max or min (column reduces).
   rt: M, N, K and the batch as index expressions read at run time (symbolic sizes; M, K, batch: the layout's maxima)."""
   name: str
   args: list[UOp]
@@ -360,12 +378,13 @@ class MicroKernel:
   batch: int
   areas: tuple[int, int, int]
   op: str = "add"
-  direct_a: tuple[int, int, int] | None = None
+  direct_a: tuple[int, int, int, int, int] | None = None
   rows_a: int | None = None
   fused: bool = False
   tile: bool = False
   tile_rows: bool = False
   rt: tuple = ()
+  prefetch: bool = True
 
   @property
   def split_sym(self) -> bool:
@@ -497,15 +516,18 @@ class MM:
     """Row r of the tile starts at off + min(ib*MR + r, M-1)*stride: rows past M repeat the last (C's pad rows); or
     the given rows."""
     mk = self.mk
+    ts = 0
     if mk.direct_a is not None:
-      slot, off, stride = mk.direct_a
+      slot, off, stride, _, ts = mk.direct_a
       a_buf, a_ty = arg(slot), mem_type(mk.args[slot].dtype)
     else: off, stride = 0, mk.rows_a   # the row-major copy pack_a made, this problem's at offset "a"
     if rows is None:
       row0, last = self.ix("muli", ib, self.ci(mk.mr)), self.mlast
       rows = [self.ix("minsi", self.add(row0, r), last) for r in range(mk.mr)]
-    base = lambda x: self.ix("addi", self.ix("muli", x, self.ci(stride)), self.ci(off))
-    rbase = [self.at(base(x), "a") if mk.rows_a else base(x) for x in rows]
+    if ts and self.batched: off = self.ix("addi", self.ix("muli", self.bt, self.ci(ts)), self.ci(off))   # this problem's A
+    else: off = self.ci(off)
+    base = lambda x: self.ix("addi", self.ix("muli", x, self.ci(stride)), off)
+    rbase = [self.at(base(x), "a") if mk.direct_a is None else base(x) for x in rows]
     return a_buf, a_ty, rbase
 
   def tile(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
@@ -524,7 +546,7 @@ class MM:
       init = [self.zero] * len(offs) if self.one else \
         [self.em.select(self.b, first, self.zero, self.em.vload(self.b, self.pc, o, self.tc, V), V) for o in offs]
       epi_args, last = self.prefetch(ib, jb, kend) if mk.tile else (None, None)
-      if mk.tile: self.pf(epi_args, last)
+      if mk.tile and mk.prefetch: self.pf(epi_args, last)
       res = self.k_loop(kc, kend, init, bbase, a, a_buf, a_ty)
       if not mk.tile: self.to_c(res, offs)
       elif self.one: self.to_tile(res, epi_args)
@@ -602,9 +624,10 @@ class MM:
       for off in range(0, mk.nr, 16):
         self.em.prefetch(self.b, self.pb, self.ix("minsi", self.add(bo, mk.K * mk.nr + off), self.ci(mk.scratch[1] - 1)), False, self.tb, 2)
       if not self.rowwise: ao = self.ix("addi", a, self.ix("muli", k, self.ci(mk.mr)))
+      ak = self.ix("muli", k, self.ci(ks)) if (ks := mk.direct_a[3] if mk.direct_a else 1) != 1 else k   # k's step along A's rows
       new = []
       for r in range(rows or mk.mr):
-        ar = self.em.load(self.b, a_buf, self.add(ao, r) if not self.rowwise else self.ix("addi", a[r], k), a_ty)
+        ar = self.em.load(self.b, a_buf, self.add(ao, r) if not self.rowwise else self.ix("addi", a[r], ak), a_ty)
         av = self.em.broadcast(self.b, ar, "f32", V)
         new += [self.em.fma(self.b, av, bv[v], accs[r * nv + v], V) if mk.op == "add" else
                 self.em.arith(self.b, f"{mk.op}imumf", V, accs[r * nv + v], self.em.arith(self.b, "mulf", V, av, bv[v])) for v in range(nv)]

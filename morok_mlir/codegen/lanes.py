@@ -2,6 +2,7 @@
 that depends on it a vector (the contraction's packs and tile epilogues, Winograd's input transform); lane_split
 rewrites a kernel marked `uop.lanes = W` so its innermost loop steps W lanes."""
 from __future__ import annotations
+from itertools import product
 from math import prod
 from morok_mlir.ir.bridge import Func, arg_buffer
 from morok_mlir.core.dtype import DType, dtypes
@@ -57,6 +58,10 @@ class LaneLowerer(Lowerer):
     L = lambda text: self.line(fr, text)
     if u is self.lane: return self.place(u, fr, self.em.const(fr, f"dense<{list(range(self.vw))}>", self.vty(dtypes.index)))
     if u.op is Ops.LOAD: return self.place(u, fr, self.vload(u, fr))
+    if u.op is Ops.REDUCE and (terms := self.taps(u)) is not None:   # a short reduce's terms combined as a tree
+      vs, comb = [self.vec_of(t, fr) for t in terms], ALU[u.attrs["op"]]["f"]
+      while len(vs) > 1: vs = [L(f"{comb} {a}, {b}{self.fm} : {self.vty(u.dtype)}") for a, b in zip(vs[::2], vs[1::2])] + vs[len(vs) & ~1:]
+      return self.place(u, fr, vs[0])
     if u.op is Ops.REDUCE:   # a vector accumulator per lane, carried through the reduce's loops
       vt, op = self.vty(u.dtype), u.attrs["op"]
       init = splat(self.em, fr, REDUCE_IDENTITY[op](u.dtype), "f32", self.vw)
@@ -83,6 +88,16 @@ class LaneLowerer(Lowerer):
     if frames: self.close_loops(frames, vt, alu(frames[-1].acc, vals[0]))
     # the lanes combined as a tree where the reduce may reassociate (uop.fastmath), not one add after another
     return self.place(u, fr, self.em.reduction(fr, KIND[op], frames[0].res if frames else vals[0], vt, t, self.fm and " fastmath<reassoc>"))
+
+  TAPS_MAX = 32   # terms of a reduce unrolled into a tree (a 3x3 or 5x5 window)
+  def taps(self, u: UOp) -> list[UOp] | None:
+    """The terms of a reduce over at most TAPS_MAX constant iterations (a pool's or a depthwise convolution's window),
+    each with the reduce's ranges as constants, or None. A loop would chain every lane group's terms through one
+    accumulator, each combine waiting on the last (a 3x3 max pool at 3-4x the cycles of the loads); a tree of them
+    keeps the loads and combines independent."""
+    rs, ns = u.src[1:], [im.cval(r.src[0]) for r in u.src[1:]]
+    if None in ns or prod(ns) > self.TAPS_MAX: return None
+    return [self.mark(affine_simplify(u.src[0].substitute({r: im.const(i) for r, i in zip(rs, ix)}))) for ix in product(*map(range, ns))]
 
   def vload(self, u: UOp, fr: Frame) -> str:
     idx, vw = u.src[0], self.vw

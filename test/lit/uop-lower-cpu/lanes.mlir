@@ -4,17 +4,20 @@
 module {
   // A 1-D max pool, window 3, stride 2, padding 1: out[i] = max over k of in[2i + k - 1] where in range. The reduce
   // inside the output loop keeps LLVM from vectorizing that loop, so uop-optimize asks for 8 lanes (64 = 8 * 8):
-  // 8 neighbouring outputs as one vector, a vector accumulator through the window, each tap one masked load of 16
-  // elements with every second one taken (stride 2, padding gated off), one vector store.
+  // 8 neighbouring outputs as one vector, each of the window's 3 taps one masked load of 16 elements with every second
+  // one taken (stride 2, padding gated off), the taps combined as a tree (no loop: none waits on an accumulator), one
+  // vector store.
   // OPT-LABEL: func.func private @pool
   // OPT-SAME: uop.lanes = 8
   // CHECK-LABEL: func.func @pool(
   // CHECK: scf.for %[[I:.*]] = %{{.*}} to %c8 step
-  // CHECK: %[[NEG:.*]] = arith.constant dense<0xFF800000> : vector<8xf32>
-  // CHECK: %[[R:.*]] = scf.for %{{.*}} = %{{.*}} to %c3 step %{{.*}} iter_args(%[[ACC:.*]] = %[[NEG]]) -> (vector<8xf32>) {
+  // CHECK-NOT: scf.for
   // CHECK: %[[V:.*]] = vector.maskedload %arg1[%{{.*}}], %{{.*}}, %{{.*}} : memref<128xf32>, vector<16xi1>, vector<16xf32> into vector<16xf32>
   // CHECK: vector.shuffle %[[V]], %[[V]] [0, 2, 4, 6, 8, 10, 12, 14]
-  // CHECK: arith.maximumf %[[ACC]], %{{.*}} : vector<8xf32>
+  // CHECK: vector.maskedload %arg1
+  // CHECK: vector.maskedload %arg1
+  // CHECK: %[[M:.*]] = arith.maximumf %{{.*}}, %{{.*}} fastmath<reassoc,contract> : vector<8xf32>
+  // CHECK: %[[R:.*]] = arith.maximumf %[[M]], %{{.*}} fastmath<reassoc,contract> : vector<8xf32>
   // CHECK: vector.store %[[R]], %arg0[%{{.*}}] : memref<64xf32>, vector<8xf32>
   func.func private @pool(%arg0: memref<64xf32>, %arg1: memref<128xf32>) attributes {uop.kernel} {
     %c64 = "uop.const"() {value = 64 : index} : () -> index
@@ -47,7 +50,8 @@ module {
   // OPT-LABEL: func.func private @pool7
   // OPT-SAME: uop.lanes = 8
   // CHECK-LABEL: func.func @pool7(
-  // CHECK: %[[SEVEN:.*]] = arith.cmpi slt, %{{.*}}, %{{.*}} : vector<8xindex>
+  // CHECK: %[[C7:.*]] = vector.broadcast %c7 : index to vector<8xindex>
+  // CHECK: %[[SEVEN:.*]] = arith.cmpi slt, %{{.*}}, %[[C7]] : vector<8xindex>
   // CHECK: vector.maskedload %arg1
   // CHECK: vector.maskedstore %arg0[%{{.*}}], %[[SEVEN]], %{{.*}} : memref<7xf32>, vector<8xi1>, vector<8xf32>
   func.func private @pool7(%arg0: memref<7xf32>, %arg1: memref<14xf32>) attributes {uop.kernel} {
