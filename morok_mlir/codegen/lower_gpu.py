@@ -66,6 +66,7 @@ def _ends(rngs: list[UOp], upcast: int = 1) -> list[UOp]:
   return [r.src[0] for r in rngs[:-1]] + [im.const(im.cval(rngs[-1].src[0]) // upcast) if upcast > 1 else rngs[-1].src[0]] if rngs else []
 def _count(sizes: list[UOp]) -> UOp: return functools.reduce(im.mul, sizes, im.const(1))
 def _pow2_at_least(n: int) -> int: return 1 << max(n - 1, 0).bit_length()
+def _nested(u: UOp) -> bool: return any(v.op is Ops.REDUCE for v in u.src[0].toposort)
 
 # the CPU's table with the GPU's float math (GPU_MATH) in place of its polynomials and libm calls
 GPU_RULES = {**RULES, **{(Ops(op), "f"): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt))))
@@ -93,14 +94,19 @@ class GPU(Policy):
     ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
              and u.dtype is not dtypes.index for u in top)   # bf16 accumulates in f32: 32-bit shuffles
     self.group = set(top) if top and ok and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
+    # a GROUP thread reads UPCAST neighbours of the reduce's last range per step (16-byte loads of a contiguous row)
+    # where that range's static size divides by UPCAST; otherwise (a row of 1027, a symbolic row) one element per step
+    self.vec = {u: UPCAST if (im.cval(max(u.src[1:], key=_axis).src[0]) or 1) % UPCAST == 0 and not _nested(u) else 1
+                for u in self.group}
     # UPCAST (tinygrad's name): a thread computes UPCAST neighbours along the last axis, so its loads and stores of
     # contiguous operands are 16-byte vectors (the last range becomes digit * UPCAST + j: the back end sees the
     # alignment in the address), and the lanes' reduces share one loop (a matmul thread then loads A[m, k] once for 4
     # outputs). Not with nested reduces, nor along a symbolic last axis (its value need not be a multiple of UPCAST).
     last = (im.cval(self.out_rngs[-1].src[0]) or 0) if self.out_rngs else 0
-    nested = any(v.op is Ops.REDUCE for u in lw.sink.toposort if u.op is Ops.REDUCE for v in u.src[0].toposort)
+    nested = any(_nested(u) for u in lw.sink.toposort if u.op is Ops.REDUCE)
     self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested and not self.serial else 1
-    if self.group: self.local, self.glob = min(self.group_threads, max(32, _pow2_at_least(red))), n
+    steps = max((_prod(_size(r) for r in u.src[1:]) // self.vec[u] for u in self.group), default=0)   # a GROUP thread's steps
+    if self.group: self.local, self.glob = min(self.group_threads, max(32, _pow2_at_least(steps))), n
     else: self.local = max(1, min(n // self.upcast, LOCAL_MAX)); self.glob = max(1, -(-(n // self.upcast) // self.local))  # empty: one idle thread
     if self.glob >= 1 << 31:
       raise PassError(f"uop-lower-gpu: {n} outputs need {self.glob} blocks, more than a launch holds (2^31 - 1)", self.end.loc)
@@ -205,10 +211,13 @@ class GPU(Policy):
     init = lw.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
     lp = lw.em.open_for(self.tid, "", "", [init], t, body=loop)
-    self.flat_ivs(lw, loop, rngs, lp.iv)
-    new = lw.scalar_alu(op, dt, [lp.accs[0], lw.cast(lw.value(u.src[0]), sdt, dt, loop)], dt, loop, u)
+    # step i of the thread reads elements i*vec .. i*vec+vec-1 of the last range: every lane's value first, so their
+    # loads sit together (the back end merges them into one vector load), then the lanes fold into the one accumulator
+    self.flat_ivs(lw, loop, rngs, self.digits(lw, loop, rngs, lp.iv, vec := self.vec[u]))
+    new = lp.accs[0]
+    for x in [lw.cast(lw.value(at_lane(u.src[0], rngs[-1], j)), sdt, dt, loop) for j in range(vec)]: new = lw.scalar_alu(op, dt, [new, x], dt, loop, u)
     self.close_flat(lw, loop, rngs)
-    lp.hi, lp.step = lw.value(_count(_ends(rngs))), lw.const(self.local, dtypes.index)
+    lp.hi, lp.step = lw.value(_count(_ends(rngs, vec))), lw.const(self.local, dtypes.index)
     lw.em.close_for(fr, lp, [new], t)
     return lw.place(u, fr, lw.cast(self.all_reduce(lw, fr, op, lp.results[0], dt), dt, sdt, fr))
 
