@@ -4,7 +4,7 @@ uop-lower-gpu, gpu-lower-to-nvvm-pipeline) and checks the launch sizes and the P
 import math, os, re, subprocess, sys
 import numpy as np
 import pytest
-from morok_mlir import Tensor
+from morok_mlir import Tensor, Variable
 from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir.codegen.lower_gpu import lower_kernel, lower_module, GROUP_MAX, LOCAL_MAX
@@ -184,3 +184,26 @@ def test_group_reduce_vector_loads(name):
       assert info["spill_stores"] == info["spill_loads"] == info["stack"] == 0 and info["registers"] <= 40, (chip, info)
       body = ptx.split(f".entry {k.name}(")[1]
       if l.group: assert bool(re.search(r"ld\.global\.v[24]\.[bf](32|64)", body)) == vec and 0 < info["smem"] <= 1024, (chip, info)
+
+GRID_STRIDE = {  # name: builder of an elementwise kernel of more than 2 blocks
+  "relu_tail": lambda: R(7, 1000).relu(),                  # 1750 groups of 4: the last pass of the loop is partial
+  "odd": lambda: R(3, 1001) * 2 + R(1001),                  # no upcast (1001 is odd): 3003 threads' worth
+  "pad": lambda: R(33, 65).pad(((1, 1), (2, 2))) + 1,
+  "int_cast": lambda: (R(16, 640) * 100).cast(np.int32) // 3,
+  "symbolic_rows": lambda: (R(40, 100)[:Variable("rows_gs", 1, 40).bind(13)] * 2).exp(),   # the loop runs to the value
+}
+
+@pytest.mark.parametrize("name", list(GRID_STRIDE))
+def test_grid_stride(name, monkeypatch):
+  """Past GRID_MAX blocks an elementwise kernel's threads loop over the outputs (a grid-stride scf.for, no guard):
+  emulated against numpy, and assembled for sm_80 and sm_90 without spills."""
+  from morok_mlir.codegen import lower_gpu
+  from morok_mlir.device.gpu_emulator import emulate
+  monkeypatch.setattr(lower_gpu, "GRID_MAX", 2)
+  t = GRID_STRIDE[name]()
+  ks, got = kernels(t), emulate([t.lazydata])[0]
+  np.testing.assert_allclose(got, t.numpy(), rtol=1e-5, atol=1e-6)
+  last = ks[-1]
+  text, l = lower_kernel(last)
+  assert l.global_size == (2, 1, 1) and not l.group and "scf.for %i" in text and "arith.cmpi ult" not in text
+  for chip in ("sm_80", "sm_90"): ptx_for(lower_module(ks), chip)

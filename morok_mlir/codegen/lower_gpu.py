@@ -4,7 +4,8 @@ The placement and each op's semantics are the CPU's (placement.Placement, lower_
 where loops go, the op table (GPU_RULES: the GPU's float math) and the function's head.
 - The output ranges of a kernel (the `uop.end` after its store) become one flat global id, row-major with the last
   axis fastest, so neighbouring threads touch neighbouring elements (coalesced). `local` threads per block,
-  `global` blocks; a `scf.if gid < N` guards the tail when `local` does not divide N.
+  `global` blocks; a `scf.if gid < N` guards the tail when `local` does not divide N. Past GRID_MAX blocks, a grid-stride
+  `scf.for` from gid to N by the launch's thread count instead.
 - GROUP (tinygrad's name): when the kernel has few outputs and a long reduction, each block computes one output;
   its threads stride over the reduce ranges (coalesced again), then `gpu.all_reduce` combines the partials through
   warp shuffles and shared memory, and thread 0 stores. Only 32/64-bit reductions: shuffles move 32-bit words.
@@ -45,6 +46,7 @@ UPCAST = 4             # outputs per thread of an elementwise kernel whose last 
 GROUP_MAX = 256        # threads per block that share one reduction
 GROUP_OUTPUTS = 16384  # GROUP only when there are at most this many outputs (else one thread per output is enough work)
 GROUP_MIN_REDUCE = 64  # ... and the reduction is at least this long
+GRID_MAX = 1 << 16     # blocks of an elementwise kernel at most: a bigger one loops its threads over the outputs (grid stride)
 ALL_REDUCE = {"add": dict(f="add", s="add", u="add"), "mul": dict(f="mul", s="mul", u="mul"),  # op -> dtype class -> gpu.all_reduce op
               "max": dict(f="maximumf", s="maxsi", u="maxui"), "min": dict(f="minimumf", s="minsi", u="minui")}
 GPU_MATH = {  # float op -> template: sqrt.rn (IEEE, as on the CPU; math.sqrt becomes libdevice's sqrt.approx), and the
@@ -108,6 +110,10 @@ class GPU(Policy):
     steps = max((_prod(_size(r) for r in u.src[1:]) // self.vec[u] for u in self.group), default=0)   # a GROUP thread's steps
     if self.group: self.local, self.glob = min(self.group_threads, max(32, _pow2_at_least(steps))), n
     else: self.local = max(1, min(n // self.upcast, LOCAL_MAX)); self.glob = max(1, -(-(n // self.upcast) // self.local))  # empty: one idle thread
+    # grid stride: past GRID_MAX blocks, thread g computes outputs g, g + threads, ... (a launch that fits any size; more
+    # blocks would only queue behind the ones resident on the chip)
+    self.stride = not self.group and self.glob > GRID_MAX
+    if self.stride: self.glob = GRID_MAX
     if self.glob >= 1 << 31:
       raise PassError(f"uop-lower-gpu: {n} outputs need {self.glob} blocks, more than a launch holds (2^31 - 1)", self.end.loc)
     self.n_out = n
@@ -170,9 +176,10 @@ class GPU(Policy):
     guard, lin = None, self.bid if self.group else self.gpu_id(lw, "global_id")
     # the launch is sized for the largest sizes: threads (blocks, in GROUP) past the sizes' values at run time do nothing
     count = _count(_ends(self.out_rngs, self.upcast))
-    if im.cval(count) is None or not self.group and self.glob * self.local * self.upcast != self.n_out:
-      guard = lw.em.cmpi(lw.root, "ult", lin, lw.value(count), "index")
     fr = Frame(lw.root, self.out_rngs[0] if self.out_rngs else None); fr.chain = frozenset(self.out_rngs)
+    if self.stride: lp = lw.em.open_for(lin, lw.value(count), lw.const(self.glob * self.local, dtypes.index), body=fr); lin = lp.iv
+    elif im.cval(count) is None or not self.group and self.glob * self.local * self.upcast != self.n_out:
+      guard = lw.em.cmpi(lw.root, "ult", lin, lw.value(count), "index")
     self.flat_ivs(lw, fr, self.out_rngs, self.digits(lw, fr, self.out_rngs, lin, self.upcast))
     stores = []
     for st0 in (u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],)):   # a kernel with several outputs: each store's lanes
@@ -187,7 +194,7 @@ class GPU(Policy):
     for st in stores: lw.effect(st)
     lw.close_loops(inner)
     self.close_flat(lw, fr, self.out_rngs)
-    lw.em.splice(lw.root, fr, guard)
+    lw.em.close_for(lw.root, lp) if self.stride else lw.em.splice(lw.root, fr, guard)
 
   def store0(self, lw: Placement, u: UOp):
     """Every thread holds the reduced value; thread 0 writes it."""
