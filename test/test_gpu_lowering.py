@@ -13,6 +13,7 @@ from morok_mlir.device import Device
 from morok_mlir.device.ptx import ptx_for as _ptx_for, ptxas, kernel_names, PTXError, CHIPS
 from morok_mlir.device.cuda import chip_for, CUDAError
 from morok_mlir.dialects.ops import Ops
+from morok_mlir.codegen.emitter import Emitter
 
 def ptx_for(text: str, chip: str = "sm_90") -> str:
   """Every PTX these tests make is also assembled by NVIDIA's ptxas, as the driver would: an error or a spilled
@@ -77,7 +78,7 @@ def test_ptx(name, chip):
     assert f".maxntid {l.local_size[0]}, 1, 1" in body
     assert (".shared" in body and "bar.sync" in body and "shfl.sync" in body) == l.group, k.name
     if l.upcast > 1 and name in ("elementwise", "broadcast", "matmul"):   # 4 lanes per thread: 16-byte loads and stores
-      assert re.search(r"ld\.global\.v4\.[bf]32", body) and re.search(r"st\.global\.v4\.[bf]32", body), k.name
+      assert re.search(r"ld\.global(\.nc)?\.v4\.[bf]32", body) and re.search(r"st\.global\.v4\.[bf]32", body), k.name
   assert any(lower_kernel(k)[1].group for k in ks) == group
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -183,7 +184,7 @@ def test_group_reduce_vector_loads(name):
       info, (_, l) = ptxas(ptx, chip)[k.name], lower_kernel(k)
       assert info["spill_stores"] == info["spill_loads"] == info["stack"] == 0 and info["registers"] <= 40, (chip, info)
       body = ptx.split(f".entry {k.name}(")[1]
-      if l.group: assert bool(re.search(r"ld\.global\.v[24]\.[bf](32|64)", body)) == vec and 0 < info["smem"] <= 1024, (chip, info)
+      if l.group: assert bool(re.search(r"ld\.global(\.nc)?\.v[24]\.[bf](32|64)", body)) == vec and 0 < info["smem"] <= 1024, (chip, info)
 
 GRID_STRIDE = {  # name: builder of an elementwise kernel of more than 2 blocks
   "relu_tail": lambda: R(7, 1000).relu(),                  # 1750 groups of 4: the last pass of the loop is partial
@@ -207,3 +208,19 @@ def test_grid_stride(name, monkeypatch):
   text, l = lower_kernel(last)
   assert l.global_size == (2, 1, 1) and not l.group and "scf.for %i" in text and "arith.cmpi ult" not in text
   for chip in ("sm_80", "sm_90"): ptx_for(lower_module(ks), chip)
+
+@pytest.mark.parametrize("name", ["elementwise", "broadcast", "rowsum", "matmul", "small_matmul", "scatter_rows", "softmax"])
+def test_read_only_cache(name):
+  """Buffers a kernel only reads are `noalias readonly` kernel parameters, loaded through the read-only cache
+  (ld.global.nc, sm_80 and sm_90); a buffer it stores to never is, and a kernel that loads one it stores to (a scatter's
+  accumulation) loads it with a plain ld.global."""
+  from morok_mlir.device.cpu import stored_slots
+  for k in kernels(CASES[name][0]()):
+    text, _ = lower_kernel(k)
+    head = text.split(") kernel")[0]
+    params = re.findall(r"%arg(\d+): memref<[^>]*> \{([^}]*)\}", head)
+    assert {int(i) for i, a in params if "llvm.readonly" not in a} == (stored_slots(k) if name != "matmul" else {0, 1, 2}), (k.name, head)
+    for chip in ("sm_80", "sm_90"):
+      ptx = ptx_for(Emitter.gpu_module([text]), chip)
+      assert bool(re.search(r"ld\.global\.nc\.", ptx)) == (name != "matmul"), (k.name, chip)   # (its lanes' accumulators: plain loads)
+      if name == "scatter_rows" and k is kernels(CASES[name][0]())[-1]: assert re.search(r"ld\.global\.[bfuv]", ptx), (k.name, chip)

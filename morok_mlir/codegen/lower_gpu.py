@@ -68,6 +68,13 @@ def _ends(rngs: list[UOp], upcast: int = 1) -> list[UOp]:
   return [r.src[0] for r in rngs[:-1]] + [im.const(im.cval(rngs[-1].src[0]) // upcast) if upcast > 1 else rngs[-1].src[0]] if rngs else []
 def _count(sizes: list[UOp]) -> UOp: return functools.reduce(im.mul, sizes, im.const(1))
 def _pow2_at_least(n: int) -> int: return 1 << max(n - 1, 0).bit_length()
+def read_only(f: Func) -> frozenset[int]:
+  """The kernel's arguments it never stores to. A realize writes every kernel's outputs to buffers of their own (an
+  assign rebinds its target to a new one), so no other argument of the launch aliases them: `noalias readonly` holds."""
+  stores = [st.src[0] for r in f.roots for st in r.toposort if st.op is Ops.STORE]
+  if not all(x.op is Ops.INDEX and x.src[0].op is Ops.BUFFER for x in stores): return frozenset()   # a store we cannot place
+  written = {x.src[0].attrs["slot"] for x in stores}
+  return frozenset(i for i, a in enumerate(f.args) if a.attrs.get("slot", i) not in written)
 def _nested(u: UOp) -> bool: return any(v.op is Ops.REDUCE for v in u.src[0].toposort)
 
 # the CPU's table with the GPU's float math (GPU_MATH) in place of its polynomials and libm calls
@@ -126,7 +133,10 @@ class GPU(Policy):
     if self.tid is None: self.tid, self.bid = self.gpu_id(lw, "thread_id"), self.gpu_id(lw, "block_id")
   def all_reduce(self, lw: Placement, fr: Frame, op: str, x: str, dt: DType) -> str: return lw.em.all_reduce(fr, ALL_REDUCE[op][cls(dt)], x, sl(dt))
   def func(self, lw: Placement, name: str, private: bool = False) -> str:
-    return Emitter.gpu_func(name, params([mem_type(t.dtype) for t in lw.f.args]), lw.root, self.local)
+    # read-only buffers through the read-only cache (ld.global.nc), except in a thread with its lanes' accumulators (a
+    # register-tiled matmul), where ptxas then trades spills for 32 registers (sm_80 and sm_90)
+    return Emitter.gpu_func(name, params([mem_type(t.dtype) for t in lw.f.args]), lw.root, self.local,
+                            frozenset() if self.lane_groups else read_only(lw.f))
   @staticmethod
   def launch_call(em: Emitter, b: Block, launch: Launch, args: list[str], tys: list[str], c) -> None:
     """The host's launch of a kernel on args (c: an index constant of the host function)."""

@@ -15,7 +15,7 @@
 // CHECK: gpu.launch_func @kernels::@E_16384_8192_k0 blocks in (%c65536, %c1, %c1) threads in (%c256, %c1, %c1)
 
 // PTX-LABEL: .visible .entry E_16384_8192_k0(
-// PTX: ld.global.v4.b32
+// PTX: ld.global.nc.v4.b32
 // PTX: st.global.v4.b32
 // PTX: add.s64 %rd{{[0-9]+}}, %rd{{[0-9]+}}, 16777216;
 // PTX: @%p{{[0-9]+}} bra

@@ -20,7 +20,7 @@
 // CHECK: gpu.launch_func @kernels::@E_7_1000_k1 blocks in (%c7, %c1, %c1) threads in (%c256, %c1, %c1)
 
 // PTX-LABEL: .visible .entry r_100_70_300_k0(
-// PTX: ld.global.v4.b32
+// PTX: ld.global.nc.v4.b32
 // PTX: mul.rn.f32
 // PTX: bar.sync
 // PTX-LABEL: .visible .entry E_7_1000_k1(
