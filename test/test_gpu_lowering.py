@@ -42,7 +42,7 @@ CASES = {  # name: (tensor builder, expect a GROUP kernel)
   "i64max": (lambda: Tensor(np.arange(1000, dtype=np.int64)).max(), True),
   "half_sum": (lambda: R(33, 7).half().sum(axis=0), False),        # accumulates in f32 over 33: too short for GROUP
   "bool_any": (lambda: (R(64, 1024) > 0.5).any(axis=1), False),    # 8-bit: no shuffles
-  "softmax": (lambda: R(64, 1024).softmax(axis=1), False),
+  "softmax": (lambda: R(64, 1024).softmax(axis=1), True),          # ROW: a block per row
   "matmul": (lambda: R(256, 256) @ R(256, 256), False),            # 65536 outputs: one thread each, k loop inside
   "small_matmul": (lambda: R(16, 512) @ R(512, 16), True),
   "argmax": (lambda: R(64, 1024).argmax(axis=1), True),
@@ -89,8 +89,10 @@ def test_launch_sizes(name):
     (gx, gy, gz), (lx, ly, lz) = l.global_size, l.local_size
     assert gy == gz == ly == lz == 1 and 1 <= lx <= max(GROUP_MAX, LOCAL_MAX) <= 1024
     ends = [u for u in k.roots[0].toposort if u.op is Ops.END]
-    n = math.prod(int(r.src[0].attrs["value"]) for r in ends[0].src[1:] if r.attrs["kind"] != "serial") if ends else 1
-    if l.group: assert lx % 32 == 0 and gx == n and l.upcast == 1   # one block per output
+    sizes = [int(r.src[0].attrs["value"]) for r in sorted(ends[0].src[1:], key=lambda r: r.attrs["axis"]) if r.attrs["kind"] != "serial"] if ends else []
+    n = math.prod(sizes)
+    if l.row: assert lx % 32 == 0 and gx == n // sizes[-1] and l.group and l.upcast == 1   # one block per row
+    elif l.group: assert lx % 32 == 0 and gx == n and l.upcast == 1   # one block per output
     else: assert gx * lx * l.upcast >= n and (gx - 1) * lx * l.upcast < n and n % l.upcast == 0
 
 @pytest.mark.parametrize("name", list(CASES) + list(MORE))
@@ -224,3 +226,40 @@ def test_read_only_cache(name):
       ptx = ptx_for(Emitter.gpu_module([text]), chip)
       assert bool(re.search(r"ld\.global\.nc\.", ptx)) == (name != "matmul"), (k.name, chip)   # (its lanes' accumulators: plain loads)
       if name == "scatter_rows" and k is kernels(CASES[name][0]())[-1]: assert re.search(r"ld\.global\.[bfuv]", ptx), (k.name, chip)
+
+def _softmax(x, axis=-1): return (e := np.exp(x - x.max(axis, keepdims=True))) / e.sum(axis, keepdims=True)
+def _layernorm(x, eps=1e-5): return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
+ROWS = {  # name: (input shape, tensor op, numpy op, ROW kernel); rows of every length, a tail, rows of 1
+  "softmax_1024": ((64, 1024), lambda t: t.softmax(-1), _softmax, True),
+  "softmax_1027": ((5, 1027), lambda t: t.softmax(-1), _softmax, True),
+  "softmax_64": ((3, 64), lambda t: t.softmax(-1), _softmax, True),
+  "softmax_3d": ((2, 3, 256), lambda t: t.softmax(-1), _softmax, True),
+  "softmax_one_row": ((1, 4096), lambda t: t.softmax(-1), _softmax, True),
+  "softmax_rows_of_1": ((64, 1), lambda t: t.softmax(-1), _softmax, False),
+  "log_softmax": ((7, 300), lambda t: t.log_softmax(-1), lambda x: np.log(_softmax(x)), True),
+  "layernorm_768": ((16, 768), lambda t: t.layernorm(), _layernorm, True),
+  "layernorm_1001": ((3, 1001), lambda t: t.layernorm(), _layernorm, True),
+  "layernorm_f64": ((4, 130), lambda t: t.cast(np.float64).layernorm(), _layernorm, True),
+}
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_row_kernels(name):
+  """Softmax and layernorm are ONE kernel with a block per row: the row's reduces (max and sum; mean and variance)
+  computed once each across the block (warp shuffles, then shared memory and a barrier across warps), then the block's
+  threads write the row. Emulated against numpy at every shape; assembled for sm_80 and sm_90 without spills, ptxas's
+  registers and shared memory recorded."""
+  from morok_mlir.device.gpu_emulator import emulate
+  shape, op, ref, row = ROWS[name]
+  x = np.random.default_rng(3).standard_normal(shape).astype(np.float32) * 3
+  t = op(Tensor(x))
+  ks, got = kernels(t), emulate([t.lazydata])[0]
+  np.testing.assert_allclose(got, ref(x.astype(got.dtype)), rtol=2e-5, atol=2e-6)
+  if not row: assert not any(lower_kernel(k)[1].row for k in ks); return
+  (k,) = ks
+  _, l = lower_kernel(k)
+  assert l.row and l.global_size[0] == math.prod(shape[:-1]) and l.local_size[0] == min(256, max(32, 1 << (shape[-1] - 1).bit_length()))
+  for chip in ("sm_80", "sm_90"):
+    ptx = ptx_for(lower_module(ks), chip)
+    info = ptxas(ptx, chip)[k.name]
+    assert ptx.count("bar.sync") >= 2 and "shfl.sync.bfly" in ptx and re.search(r"ld\.global\.nc", ptx), chip
+    assert info["registers"] <= 48 and 0 < info["smem"] <= 512, (chip, info)

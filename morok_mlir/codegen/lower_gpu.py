@@ -9,6 +9,10 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
 - GROUP (tinygrad's name): when the kernel has few outputs and a long reduction, each block computes one output;
   its threads stride over the reduce ranges (coalesced again), then `gpu.all_reduce` combines the partials through
   warp shuffles and shared memory, and thread 0 stores. Only 32/64-bit reductions: shuffles move 32-bit words.
+- ROW: when every reduce of a kernel is a value of its row (softmax's max and sum, layernorm's mean and variance), a
+  block per row computes each reduce once as GROUP does (`gpu.all_reduce`: shuffles in each warp, shared memory and a
+  barrier across warps), then its threads stride over the row writing the outputs. The row is read once per reduce
+  and once to write it (softmax, layernorm: 3 times; the later reads mostly hit the cache).
 - Everything else (inner reduces, matmul's k loop) stays a `scf.for` inside the thread, exactly as on the CPU.
 - UPCAST (tinygrad's name): a thread computes 4 neighbours along the last axis when it divides it; the lanes' index
   math is in affine form, so their addresses are base + 0..3, and with the buffers marked `llvm.align = 16` (the
@@ -60,6 +64,7 @@ class Launch:
   local_size: tuple[int, int, int]    # threads per block
   group: bool = False                 # one block per output, reductions across the block
   upcast: int = 1                     # consecutive outputs (of the last axis) per thread
+  row: bool = False                   # (ROW) one block per row: the row's reduces across the block, then its outputs
 
 def _prod(xs) -> int: return math.prod(xs)
 def _size(r: UOp) -> int: return rsize(r)   # a symbolic size's largest value: what the launch is sized for
@@ -100,11 +105,21 @@ class GPU(Policy):
     n = _prod(_size(r) for r in self.out_rngs)
     top = [u for u in lw.sink.toposort if u.op is Ops.REDUCE and lw.ranges[u] <= set(self.out_rngs)]
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
-    ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
-             and u.dtype is not dtypes.index for u in top)   # bf16 accumulates in f32: 32-bit shuffles
-    self.group = set(top) if top and ok and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
+    def shuffles(u: UOp) -> bool:   # bf16 accumulates in f32: 32-bit shuffles
+      return u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64) and u.dtype is not dtypes.index
+    def invariant(u: UOp) -> bool: return not any(v.op is Ops.REDUCE and lw.rs(v) & set(u.src[1:]) for v in u.src[0].toposort)
+    self.group = set(top) if top and all(map(shuffles, top)) and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
+    # ROW: every reduce of the kernel is a value of its row (no output range but the last in it), as softmax's max and
+    # sum or layernorm's mean and variance: a block per row computes each reduce once, across its threads, then its
+    # threads stride over the row's outputs
+    reds = [u for u in lw.sink.toposort if u.op is Ops.REDUCE]
+    rows = set(self.out_rngs[:-1])
+    self.row = bool(reds) and not self.serial and len(self.out_rngs) >= 1 and _size(self.out_rngs[-1]) > 1 and \
+      all(shuffles(u) and lw.rs(u) <= rows and invariant(u) for u in reds) and max(_prod(_size(r) for r in u.src[1:]) for u in reds) >= GROUP_MIN_REDUCE
+    if self.row: self.group = set(reds)
     # a GROUP thread reads UPCAST neighbours of the reduce's last range per step (16-byte loads of a contiguous row)
-    # where that range's static size divides by UPCAST; otherwise (a row of 1027, a symbolic row) one element per step
+    # where that range's static size divides by UPCAST; otherwise (a row of 1027, a symbolic row, a reduce of a reduce,
+    # which the lanes' index math would rebuild) one element per step
     self.vec = {u: UPCAST if (im.cval(max(u.src[1:], key=_axis).src[0]) or 1) % UPCAST == 0 and not _nested(u) else 1
                 for u in self.group}
     # UPCAST (tinygrad's name): a thread computes UPCAST neighbours along the last axis, so its loads and stores of
@@ -115,6 +130,7 @@ class GPU(Policy):
     nested = any(_nested(u) for u in lw.sink.toposort if u.op is Ops.REDUCE)
     self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested and not self.serial else 1
     steps = max((_prod(_size(r) for r in u.src[1:]) // self.vec[u] for u in self.group), default=0)   # a GROUP thread's steps
+    if self.row: steps, n = max(steps, _size(self.out_rngs[-1])), _prod(_size(r) for r in self.out_rngs[:-1])   # a block per row
     if self.group: self.local, self.glob = min(self.group_threads, max(32, _pow2_at_least(steps))), n
     else: self.local = max(1, min(n // self.upcast, LOCAL_MAX)); self.glob = max(1, -(-(n // self.upcast) // self.local))  # empty: one idle thread
     # grid stride: past GRID_MAX blocks, thread g computes outputs g, g + threads, ... (a launch that fits any size; more
@@ -125,7 +141,7 @@ class GPU(Policy):
       raise PassError(f"uop-lower-gpu: {n} outputs need {self.glob} blocks, more than a launch holds (2^31 - 1)", self.end.loc)
     self.n_out = n
 
-  def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group), self.upcast)
+  def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group), self.upcast, self.row)
 
   # -- what the ids, a block's combine and the function are made of
   def gpu_id(self, lw: Placement, kind: str) -> str: return lw.em.gpu_id(lw.root, kind)   # at the top of the kernel
@@ -173,8 +189,8 @@ class GPU(Policy):
 
   # -- side effects: the output nest, a GROUP kernel's store by thread 0
   def effect(self, lw: Placement, u: UOp) -> bool:
-    if u is self.end: self.nest(lw, u)
-    elif u.op is Ops.STORE and self.group: self.store0(lw, u)
+    if u is self.end: self.nest_rows(lw, u) if self.row else self.nest(lw, u)
+    elif u.op is Ops.STORE and self.group and not self.row: self.store0(lw, u)
     else: return False
     return True
 
@@ -206,6 +222,25 @@ class GPU(Policy):
     self.close_flat(lw, fr, self.out_rngs)
     lw.em.close_for(lw.root, lp) if self.stride else lw.em.splice(lw.root, fr, guard)
 
+  def nest_rows(self, lw: Placement, u: UOp):
+    """ROW: the block's number is the row (the output ranges but the last); the row's reduces go ahead of a loop of
+    the block's threads over the last range, in which each thread computes and stores its outputs."""
+    lw.done.add(u)
+    self.ids(lw)
+    rows, last = self.out_rngs[:-1], self.out_rngs[-1]
+    count = _count(_ends(rows))
+    guard = lw.em.cmpi(lw.root, "ult", self.bid, lw.value(count), "index") if im.cval(count) is None else None
+    fr = Frame(lw.root, rows[0] if rows else None); fr.chain = frozenset(rows)
+    self.flat_ivs(lw, fr, rows, self.bid)
+    inner = Frame(fr, last)
+    lp = lw.em.open_for(self.tid, lw.value(last.src[0]), lw.const(self.local, dtypes.index), body=inner)
+    lw.open[last] = inner; lw.place(last, inner, lp.iv)
+    for st in (u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],)): lw.effect(st)
+    self.close_flat(lw, inner, [last])
+    lw.em.close_for(fr, lp)
+    self.close_flat(lw, fr, rows)
+    lw.em.splice(lw.root, fr, guard)
+
   def store0(self, lw: Placement, u: UOp):
     """Every thread holds the reduced value; thread 0 writes it."""
     lw.done.add(u)
@@ -232,7 +267,8 @@ class GPU(Policy):
     # loads sit together (the back end merges them into one vector load), then the lanes fold into the one accumulator
     self.flat_ivs(lw, loop, rngs, self.digits(lw, loop, rngs, lp.iv, vec := self.vec[u]))
     new = lp.accs[0]
-    for x in [lw.cast(lw.value(at_lane(u.src[0], rngs[-1], j)), sdt, dt, loop) for j in range(vec)]: new = lw.scalar_alu(op, dt, [new, x], dt, loop, u)
+    lanes = [at_lane(u.src[0], rngs[-1], j) for j in range(vec)] if vec > 1 else [u.src[0]]   # (at_lane rebuilds even lane 0)
+    for x in [lw.cast(lw.value(x), sdt, dt, loop) for x in lanes]: new = lw.scalar_alu(op, dt, [new, x], dt, loop, u)
     self.close_flat(lw, loop, rngs)
     lp.hi, lp.step = lw.value(_count(_ends(rngs, vec))), lw.const(self.local, dtypes.index)
     lw.em.close_for(fr, lp, [new], t)
