@@ -263,3 +263,14 @@ def test_row_kernels(name):
     info = ptxas(ptx, chip)[k.name]
     assert ptx.count("bar.sync") >= 2 and "shfl.sync.bfly" in ptx and re.search(r"ld\.global\.nc", ptx), chip
     assert info["registers"] <= 48 and 0 < info["smem"] <= 512, (chip, info)
+
+def test_emulator_runs_every_thread_of_a_block(monkeypatch):
+  """A GROUP block is emulated with all its threads, each with its own part of the reduce, combined through a shared
+  array: a lowering in which every thread took thread 0's part (right with one thread per block) computes wrong sums."""
+  from morok_mlir.codegen.lower_gpu import GPU
+  from morok_mlir.device.gpu_emulator import emulate
+  t = R(64, 1024).sum(axis=1)
+  np.testing.assert_allclose(emulate([t.lazydata])[0], want := t.numpy(), rtol=1e-5)
+  part = GPU.partial
+  monkeypatch.setattr(GPU, "partial", lambda self, lw, u, dt, b, tid: part(self, lw, u, dt, b, lw.const(0, dtypes.index)))
+  assert not np.allclose(emulate([R(64, 1024).sum(axis=1).lazydata])[0], want, rtol=1e-3)

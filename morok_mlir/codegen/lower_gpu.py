@@ -148,6 +148,12 @@ class GPU(Policy):
   def ids(self, lw: Placement):
     if self.tid is None: self.tid, self.bid = self.gpu_id(lw, "thread_id"), self.gpu_id(lw, "block_id")
   def all_reduce(self, lw: Placement, fr: Frame, op: str, x: str, dt: DType) -> str: return lw.em.all_reduce(fr, ALL_REDUCE[op][cls(dt)], x, sl(dt))
+  def threads(self, lw: Placement, fr: Frame, body) -> None:
+    """body(block, thread id) as every thread of the block runs it: here, this thread in fr."""
+    body(fr, self.tid)
+  def combine(self, lw: Placement, fr: Frame, u: UOp, dt: DType, part) -> str:
+    """The reduce u of the block's threads' parts (part(block, thread id) -> name) in every thread: gpu.all_reduce."""
+    return self.all_reduce(lw, fr, u.attrs["op"], part(fr, self.tid), dt)
   def func(self, lw: Placement, name: str, private: bool = False) -> str:
     # read-only buffers through the read-only cache (ld.global.nc), except in a thread with its lanes' accumulators (a
     # register-tiled matmul), where ptxas then trades spills for 32 registers (sm_80 and sm_90)
@@ -232,12 +238,14 @@ class GPU(Policy):
     guard = lw.em.cmpi(lw.root, "ult", self.bid, lw.value(count), "index") if im.cval(count) is None else None
     fr = Frame(lw.root, rows[0] if rows else None); fr.chain = frozenset(rows)
     self.flat_ivs(lw, fr, rows, self.bid)
-    inner = Frame(fr, last)
-    lp = lw.em.open_for(self.tid, lw.value(last.src[0]), lw.const(self.local, dtypes.index), body=inner)
-    lw.open[last] = inner; lw.place(last, inner, lp.iv)
-    for st in (u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],)): lw.effect(st)
-    self.close_flat(lw, inner, [last])
-    lw.em.close_for(fr, lp)
+    def outputs(b: Block, tid: str):
+      inner = Frame(fr, last)
+      lp = lw.em.open_for(tid, lw.value(last.src[0]), lw.const(self.local, dtypes.index), body=inner)
+      lw.open[last] = inner; lw.place(last, inner, lp.iv)
+      for st in (u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],)): lw.effect(st)
+      self.close_flat(lw, inner, [last])
+      lw.em.close_for(b, lp)
+    self.threads(lw, fr, outputs)
     self.close_flat(lw, fr, rows)
     lw.em.splice(lw.root, fr, guard)
 
@@ -259,10 +267,15 @@ class GPU(Policy):
     self.ids(lw)
     op, sdt = u.attrs["op"], u.dtype
     dt = COMPUTE.get(sdt, sdt)
-    fr, rngs, t = lw.target(u), sorted(u.src[1:], key=_axis), sl(dt)
+    fr = lw.target(u)
+    return lw.place(u, fr, lw.cast(self.combine(lw, fr, u, dt, lambda b, tid: self.partial(lw, u, dt, b, tid)), dt, sdt, fr))
+
+  def partial(self, lw: Placement, u: UOp, dt: DType, b: Block, tid: str) -> str:
+    """Thread tid's part of the GROUP reduce u (in dtype dt): steps tid, tid + local, ... of its flattened ranges, in b."""
+    op, sdt, fr, rngs, t = u.attrs["op"], u.dtype, lw.target(u), sorted(u.src[1:], key=_axis), sl(dt)
     init = lw.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
-    lp = lw.em.open_for(self.tid, "", "", [init], t, body=loop)
+    lp = lw.em.open_for(tid, "", "", [init], t, body=loop)
     # step i of the thread reads elements i*vec .. i*vec+vec-1 of the last range: every lane's value first, so their
     # loads sit together (the back end merges them into one vector load), then the lanes fold into the one accumulator
     self.flat_ivs(lw, loop, rngs, self.digits(lw, loop, rngs, lp.iv, vec := self.vec[u]))
@@ -271,8 +284,8 @@ class GPU(Policy):
     for x in [lw.cast(lw.value(x), sdt, dt, loop) for x in lanes]: new = lw.scalar_alu(op, dt, [new, x], dt, loop, u)
     self.close_flat(lw, loop, rngs)
     lp.hi, lp.step = lw.value(_count(_ends(rngs, vec))), lw.const(self.local, dtypes.index)
-    lw.em.close_for(fr, lp, [new], t)
-    return lw.place(u, fr, lw.cast(self.all_reduce(lw, fr, op, lp.results[0], dt), dt, sdt, fr))
+    lw.em.close_for(b, lp, [new], t)
+    return lp.results[0]
 
   def reduce_lanes(self, lw: Placement, us: list[UOp], want: UOp) -> str:
     """The same reduce of every upcast lane in one loop over its ranges (flattened), one accumulator per lane."""
