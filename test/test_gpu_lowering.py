@@ -89,7 +89,8 @@ def test_launch_sizes(name):
     (gx, gy, gz), (lx, ly, lz) = l.global_size, l.local_size
     assert gy == gz == ly == lz == 1 and 1 <= lx <= max(GROUP_MAX, LOCAL_MAX) <= 1024
     ends = [u for u in k.roots[0].toposort if u.op is Ops.END]
-    sizes = [int(r.src[0].attrs["value"]) for r in sorted(ends[0].src[1:], key=lambda r: r.attrs["axis"]) if r.attrs["kind"] != "serial"] if ends else []
+    rngs = sorted(ends[0].src[1:], key=lambda r: r.attrs["axis"]) if ends else []
+    sizes = [int(r.src[0].attrs["value"]) for r in rngs if r.attrs["kind"] != "serial"]
     n = math.prod(sizes)
     if l.row: assert lx % 32 == 0 and gx == n // sizes[-1] and l.group and l.upcast == 1   # one block per row
     elif l.group: assert lx % 32 == 0 and gx == n and l.upcast == 1   # one block per output

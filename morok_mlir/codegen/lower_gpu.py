@@ -106,7 +106,8 @@ class GPU(Policy):
     top = [u for u in lw.sink.toposort if u.op is Ops.REDUCE and lw.ranges[u] <= set(self.out_rngs)]
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
     def shuffles(u: UOp) -> bool:   # bf16 accumulates in f32: 32-bit shuffles
-      return u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64) and u.dtype is not dtypes.index
+      return (u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
+              and u.dtype is not dtypes.index)
     def invariant(u: UOp) -> bool: return not any(v.op is Ops.REDUCE and lw.rs(v) & set(u.src[1:]) for v in u.src[0].toposort)
     self.group = set(top) if top and all(map(shuffles, top)) and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
     # ROW: every reduce of the kernel is a value of its row (no output range but the last in it), as softmax's max and
@@ -115,7 +116,8 @@ class GPU(Policy):
     reds = [u for u in lw.sink.toposort if u.op is Ops.REDUCE]
     rows = set(self.out_rngs[:-1])
     self.row = bool(reds) and not self.serial and len(self.out_rngs) >= 1 and _size(self.out_rngs[-1]) > 1 and \
-      all(shuffles(u) and lw.rs(u) <= rows and invariant(u) for u in reds) and max(_prod(_size(r) for r in u.src[1:]) for u in reds) >= GROUP_MIN_REDUCE
+      all(shuffles(u) and lw.rs(u) <= rows and invariant(u) for u in reds) and \
+      max(_prod(_size(r) for r in u.src[1:]) for u in reds) >= GROUP_MIN_REDUCE
     if self.row: self.group = set(reds)
     # a GROUP thread reads UPCAST neighbours of the reduce's last range per step (16-byte loads of a contiguous row)
     # where that range's static size divides by UPCAST; otherwise (a row of 1027, a symbolic row, a reduce of a reduce,
