@@ -161,10 +161,12 @@ def test_accurate_forms_assemble():
 
 ROW_REDUCES = {  # name: (builder, a GROUP thread reads 4 neighbours per step: 16-byte loads)
   "rowsum_1024": (lambda: R(64, 1024).sum(axis=1), True),
-  "rowmax_1027": (lambda: R(64, 1027).max(axis=1), False),     # a row not a multiple of 4: one element per step
+  "rowmax_1027": (lambda: R(64, 1027).max(axis=1), False),     # rows of 1027 start unaligned: 4 scalar loads a step, then 3
   "rowsum_64": (lambda: R(3, 64).sum(axis=1), True),            # 16 steps of 4: 32 threads, half of them idle
   "rows_of_1": (lambda: R(64, 1).sum(axis=1), None),            # no reduction left: elementwise
   "fullsum_4096": (lambda: R(1, 4096).sum(), True),
+  "fullsum_4099": (lambda: R(4099).sum(), True),                # 1024 vectors, then 3 elements one per step
+  "fullmax_67": (lambda: R(67).max(), True),                     # 16 vectors and 3
   "two_axes": (lambda: R(5, 7, 64).sum(axis=(1, 2)), True),     # two reduce ranges flattened, the last in groups of 4
   "f64_rows": (lambda: R(9, 256, dt=np.float64).sum(axis=1), True),
   "int_rows": (lambda: Tensor(np.arange(-6000, 6000, dtype=np.int32).reshape(12, 1000)).max(axis=1), True),

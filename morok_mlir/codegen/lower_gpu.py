@@ -120,10 +120,13 @@ class GPU(Policy):
       max(_prod(_size(r) for r in u.src[1:]) for u in reds) >= GROUP_MIN_REDUCE
     if self.row: self.group = set(reds)
     # a GROUP thread reads UPCAST neighbours of the reduce's last range per step (16-byte loads of a contiguous row)
-    # where that range's static size divides by UPCAST; otherwise (a row of 1027, a symbolic row, a reduce of a reduce,
-    # which the lanes' index math would rebuild) one element per step
-    self.vec = {u: UPCAST if (im.cval(max(u.src[1:], key=_axis).src[0]) or 1) % UPCAST == 0 and not _nested(u) else 1
-                for u in self.group}
+    # where that range's static size divides by UPCAST, or is the reduce's only range (the remainder then one element
+    # per step, after the vectors); otherwise (a symbolic row, a reduce of a reduce, which the lanes' index math would
+    # rebuild) one element per step
+    def vec(u: UOp) -> int:
+      n = im.cval(max(u.src[1:], key=_axis).src[0]) or 1
+      return UPCAST if not _nested(u) and (n % UPCAST == 0 or len(u.src) == 2 and n >= UPCAST) else 1
+    self.vec = {u: vec(u) for u in self.group}
     # UPCAST (tinygrad's name): a thread computes UPCAST neighbours along the last axis, so its loads and stores of
     # contiguous operands are 16-byte vectors (the last range becomes digit * UPCAST + j: the back end sees the
     # alignment in the address), and the lanes' reduces share one loop (a matmul thread then loads A[m, k] once for 4
@@ -287,7 +290,15 @@ class GPU(Policy):
     self.close_flat(lw, loop, rngs)
     lp.hi, lp.step = lw.value(_count(_ends(rngs, vec))), lw.const(self.local, dtypes.index)
     lw.em.close_for(b, lp, [new], t)
-    return lp.results[0]
+    if not (tail := (im.cval(rngs[-1].src[0]) or 0) % vec): return lp.results[0]
+    # the remainder of the only range (n % vec elements at n - tail ..): one element per step, from the same threads
+    rest = Frame(fr, rngs[0]); rest.chain = loop.chain
+    lp2 = lw.em.open_for(tid, lw.const(tail, dtypes.index), lw.const(self.local, dtypes.index), lp.results, t, body=rest)
+    self.flat_ivs(lw, rest, rngs, [lw.em.arith(rest, "addi", "index", lp2.iv, lw.const(im.cval(rngs[-1].src[0]) - tail, dtypes.index))])
+    new = lw.scalar_alu(op, dt, [lp2.accs[0], lw.cast(lw.value(u.src[0]), sdt, dt, rest)], dt, rest, u)
+    self.close_flat(lw, rest, rngs)
+    lw.em.close_for(b, lp2, [new], t)
+    return lp2.results[0]
 
   def reduce_lanes(self, lw: Placement, us: list[UOp], want: UOp) -> str:
     """The same reduce of every upcast lane in one loop over its ranges (flattened), one accumulator per lane."""
