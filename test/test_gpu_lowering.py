@@ -249,7 +249,7 @@ ROWS = {  # name: (input shape, tensor op, numpy op, ROW kernel); rows of every 
 def test_row_kernels(name):
   """Softmax and layernorm are ONE kernel with a block per row: the row's reduces (max and sum; mean and variance)
   computed once each across the block (warp shuffles, then shared memory and a barrier across warps), then the block's
-  threads write the row. Emulated against numpy at every shape; assembled for sm_80 and sm_90 without spills, ptxas's
+  threads write the row (4 neighbours a step where 4 divides it: 16-byte stores). Emulated against numpy at every shape; assembled for sm_80 and sm_90 without spills, ptxas's
   registers and shared memory recorded."""
   from morok_mlir.device.gpu_emulator import emulate
   shape, op, ref, row = ROWS[name]
@@ -265,6 +265,7 @@ def test_row_kernels(name):
     ptx = ptx_for(lower_module(ks), chip)
     info = ptxas(ptx, chip)[k.name]
     assert ptx.count("bar.sync") >= 2 and "shfl.sync.bfly" in ptx and re.search(r"ld\.global\.nc", ptx), chip
+    assert bool(re.search(r"st\.global\.v[24]\.", ptx)) == (shape[-1] % 4 == 0), chip   # 4 outputs a step: vector stores
     assert info["registers"] <= 48 and 0 < info["smem"] <= 512, (chip, info)
 
 def test_emulator_runs_every_thread_of_a_block(monkeypatch):

@@ -34,7 +34,7 @@ import functools, math
 from dataclasses import dataclass
 from morok_mlir.ir.bridge import Func, import_module, replace_module_body
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp
+from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.ir.registry import register, PassError
 from morok_mlir.codegen.tables import COMPUTE, cls, mem_type, sl
@@ -243,11 +243,23 @@ class GPU(Policy):
     guard = lw.em.cmpi(lw.root, "ult", self.bid, lw.value(count), "index") if im.cval(count) is None else None
     fr = Frame(lw.root, rows[0] if rows else None); fr.chain = frozenset(rows)
     self.flat_ivs(lw, fr, rows, self.bid)
+    sts = list(u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],))
+    # UPCAST outputs per step along a static last range that divides by it (16-byte loads and stores of the row). The
+    # lanes' index math would rebuild the row's reduces inside them: they are computed first and stand in as named leaves
+    vec = UPCAST if (im.cval(last.src[0]) or 1) % UPCAST == 0 else 1
+    if vec > 1:
+      stand = {r: UOp(Ops.DEFINE_VAR, r.dtype, (), attrs(name=f"row_reduce_{k}", min=0, max=0)) for k, r in enumerate(
+               x for x in lw.sink.toposort if x in self.group)}
+      for r, x in stand.items(): lw.ranges[x] = lw.rs(r); lw.place(x, fr, lw.value(r))   # (values of the row: placed in its frame)
+      sts = [at_lane(st.substitute(stand), last, j) for st in sts for j in range(vec)]
     def outputs(b: Block, tid: str):
       inner = Frame(fr, last)
-      lp = lw.em.open_for(tid, lw.value(last.src[0]), lw.const(self.local, dtypes.index), body=inner)
-      lw.open[last] = inner; lw.place(last, inner, lp.iv)
-      for st in (u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],)): lw.effect(st)
+      lp = lw.em.open_for(tid, lw.value(_ends([last], vec)[0]), lw.const(self.local, dtypes.index), body=inner)
+      lw.open[last] = inner
+      lw.place(last, inner, lp.iv if vec == 1 else lw.em.arith(inner, "muli", "index", lp.iv, lw.const(vec, dtypes.index)))
+      for st in sts:   # every lane's loads before any store (a store might alias them and keep them from merging)
+        if st.op is Ops.STORE and st.src[0].op is Ops.INDEX: lw.address(st.src[0]); lw.value(st.src[1])
+      for st in sts: lw.effect(st)
       self.close_flat(lw, inner, [last])
       lw.em.close_for(b, lp)
     self.threads(lw, fr, outputs)

@@ -4,7 +4,8 @@
 
 // A row softmax (base 2) of 64x1024 is ONE kernel (ROW): a block per row computes the row's max once (4 neighbours
 // per step: 16-byte loads; combined by gpu.all_reduce: shuffles in each warp, shared memory and a barrier across
-// warps), then the row's sum of exp2(x - max) the same way, then its threads stride over the row writing it.
+// warps), then the row's sum of exp2(x - max) the same way, then its threads stride over the row writing it, 4
+// neighbours a step (16-byte loads and stores; the row's max and sum are computed once, ahead of that loop).
 // CHECK-LABEL: gpu.func @r_64_1024_1024_1024_k0(
 // CHECK-SAME: %arg1: memref<65536xf32> {llvm.align = 16 : i64, llvm.noalias, llvm.readonly}
 // CHECK: %[[TID:.*]] = gpu.thread_id x
@@ -17,9 +18,13 @@
 // CHECK: %[[PSUM:.*]] = scf.for %{{.*}} = %[[TID]] to %c1024 step %c256 iter_args
 // CHECK: arith.subf %{{.*}}, %[[MAX]] : f32
 // CHECK: %[[SUM:.*]] = gpu.all_reduce add %[[PSUM]] uniform
-// CHECK: scf.for %[[J:.*]] = %[[TID]] to %c1024 step %c256 {
-// CHECK: arith.divf %{{.*}}, %[[SUM]] : f32
-// CHECK: memref.store
+// CHECK: scf.for %[[J:.*]] = %[[TID]] to %c256 step %c256 {
+// CHECK: %[[J4:.*]] = arith.muli %[[J]], %c4 : index
+// CHECK: %[[AT:.*]] = arith.addi %[[ROW]], %[[J4]] : index
+// CHECK: arith.subf %{{.*}}, %[[MAX]] : f32
+// CHECK-COUNT-4: arith.divf %{{.*}}, %[[SUM]] : f32
+// CHECK: memref.store %{{.*}}, %arg0[%[[AT]]]
+// CHECK-COUNT-3: memref.store
 // CHECK-NOT: scf.for
 // CHECK: gpu.return
 // CHECK: gpu.launch_func @kernels::@r_64_1024_1024_1024_k0 blocks in (%c64, %c1, %c1) threads in (%c256, %c1, %c1)
@@ -33,8 +38,9 @@
 // PTX: ex2.approx
 // PTX: shfl.sync.bfly.b32
 // PTX: bar.sync 0;
+// PTX: ld.global.nc.v4.b32
 // PTX: div.rn.f32
-// PTX: st.global.b32
+// PTX: st.global.v4.b32
 func.func @graph(%a: tensor<64x1024xf32>) -> tensor<64x1024xf32> {
   %m = "uop.reduce_axis"(%a) {op = "max", axes = array<i64: 1>} : (tensor<64x1024xf32>) -> tensor<64x1xf32>
   %me = "uop.expand"(%m) : (tensor<64x1xf32>) -> tensor<64x1024xf32>
