@@ -249,8 +249,8 @@ ROWS = {  # name: (input shape, tensor op, numpy op, ROW kernel); rows of every 
 def test_row_kernels(name):
   """Softmax and layernorm are ONE kernel with a block per row: the row's reduces (max and sum; mean and variance)
   computed once each across the block (warp shuffles, then shared memory and a barrier across warps), then the block's
-  threads write the row (4 neighbours a step where 4 divides it: 16-byte stores). Emulated against numpy at every shape; assembled for sm_80 and sm_90 without spills, ptxas's
-  registers and shared memory recorded."""
+  threads write the row (4 neighbours a step where 4 divides it: 16-byte stores). Emulated against numpy at every
+  shape; assembled for sm_80 and sm_90 without spills, ptxas's registers and shared memory recorded."""
   from morok_mlir.device.gpu_emulator import emulate
   shape, op, ref, row = ROWS[name]
   x = np.random.default_rng(3).standard_normal(shape).astype(np.float32) * 3
