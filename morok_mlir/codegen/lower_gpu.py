@@ -11,8 +11,12 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
   warp shuffles and shared memory, and thread 0 stores. Only 32/64-bit reductions: shuffles move 32-bit words.
 - ROW: when every reduce of a kernel is a value of its row (softmax's max and sum, layernorm's mean and variance), a
   block per row computes each reduce once as GROUP does (`gpu.all_reduce`: shuffles in each warp, shared memory and a
-  barrier across warps), then its threads stride over the row writing the outputs. The row is read once per reduce
-  and once to write it (softmax, layernorm: 3 times; the later reads mostly hit the cache).
+  barrier across warps), then its threads stride over the row writing the outputs, 4 neighbours a step where 4 divides
+  the row. The row is read once per reduce and once to write it (softmax, layernorm: 3 times; the later reads of a
+  block's row mostly hit the cache).
+- GROUP and ROW reduces read 4 neighbours of the reduce's last range a step (16-byte loads) where its size divides by
+  4, or where it is the only range (the remainder after the vectors, one element a step). Buffers a kernel only reads
+  are `noalias readonly` parameters, loaded through the read-only cache (ld.global.nc).
 - Everything else (inner reduces, matmul's k loop) stays a `scf.for` inside the thread, exactly as on the CPU.
 - UPCAST (tinygrad's name): a thread computes 4 neighbours along the last axis when it divides it; the lanes' index
   math is in affine form, so their addresses are base + 0..3, and with the buffers marked `llvm.align = 16` (the
