@@ -2,7 +2,7 @@
 a GPU: memory, copies, launches, errors, and the Tensor differential suite against numpy. The GPU tests are skipped,
 with the reason, where cuda-python, libcuda or a GPU is missing (PTX generation is tested without one in
 test_gpu_lowering.py). The whole Tensor suite runs on CUDA with `DEVICE=CUDA pytest test/test_tensor_ops.py`."""
-import ctypes, functools, gc, itertools
+import ctypes, gc, itertools
 import numpy as np
 import pytest
 from morok_mlir import Tensor
@@ -108,7 +108,6 @@ def fake_cuda(monkeypatch):
   """A fresh CUDA device on a FakeDriver that runs kernels, as Device["CUDA"], with fresh schedule and copy caches."""
   from morok_mlir import realize
   from morok_mlir.lru import LRU
-  from morok_mlir.codegen import lower_gpu
   fake = FakeDriver()
   monkeypatch.setattr(cuda, "_drv", fake)
   dev = cuda.CUDADevice()
@@ -117,8 +116,6 @@ def fake_cuda(monkeypatch):
   monkeypatch.setattr(Device, "_found", {})
   monkeypatch.setattr(realize, "_schedule_cache", LRU(realize.schedule_nbytes))
   monkeypatch.setattr(realize, "_copies", type(realize._copies)())
-  # the emulator runs one GPU thread at a time: a reduce shared by a block's threads must have one thread per block
-  monkeypatch.setattr(cuda, "lower_kernel", functools.partial(lower_gpu.lower_kernel, group_threads=1))
   return dev, fake
 
 def test_cuda_runtime_with_fake_driver(monkeypatch):
@@ -361,3 +358,16 @@ def test_tinyjit_output_read_on_another_device_fake_cuda(fake_cuda):
     x = np.random.default_rng(i).standard_normal(32).astype(np.float32)
     np.testing.assert_allclose(f(Tensor(x)).numpy(), (x * 2 + 1).sum(), rtol=1e-5)
   assert f.plan is not None
+
+def test_row_kernels_on_fake_cuda(fake_cuda):
+  """Softmax and layernorm realized on CUDA: one ROW launch each (a block per row, launched as the GPU would be, the
+  emulator running every thread of a block), against numpy."""
+  dev, fake = fake_cuda
+  x = np.random.default_rng(0).standard_normal((33, 515)).astype(np.float32)
+  t = Tensor(x).to("CUDA").realize()
+  n = len(fake.launches)
+  sm, ln = t.softmax(-1).realize(), t.layernorm().realize()
+  assert len(fake.launches) == n + 2 and all(g[0] == 33 and l[0] == 256 for _, g, l, _ in fake.launches[n:])
+  e = np.exp(x - x.max(-1, keepdims=True))
+  np.testing.assert_allclose(sm.numpy(), e / e.sum(-1, keepdims=True), rtol=2e-5, atol=1e-7)
+  np.testing.assert_allclose(ln.numpy(), (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5), rtol=1e-4, atol=2e-5)

@@ -4,7 +4,7 @@ uop-lower-gpu, gpu-lower-to-nvvm-pipeline) and checks the launch sizes and the P
 import math, os, re, subprocess, sys
 import numpy as np
 import pytest
-from morok_mlir import Tensor
+from morok_mlir import Tensor, Variable
 from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir.codegen.lower_gpu import lower_kernel, lower_module, GROUP_MAX, LOCAL_MAX
@@ -13,6 +13,7 @@ from morok_mlir.device import Device
 from morok_mlir.device.ptx import ptx_for as _ptx_for, ptxas, kernel_names, PTXError, CHIPS
 from morok_mlir.device.cuda import chip_for, CUDAError
 from morok_mlir.dialects.ops import Ops
+from morok_mlir.codegen.emitter import Emitter
 
 def ptx_for(text: str, chip: str = "sm_90") -> str:
   """Every PTX these tests make is also assembled by NVIDIA's ptxas, as the driver would: an error or a spilled
@@ -42,7 +43,7 @@ CASES = {  # name: (tensor builder, expect a GROUP kernel)
   "i64max": (lambda: Tensor(np.arange(1000, dtype=np.int64)).max(), True),
   "half_sum": (lambda: R(33, 7).half().sum(axis=0), False),        # accumulates in f32 over 33: too short for GROUP
   "bool_any": (lambda: (R(64, 1024) > 0.5).any(axis=1), False),    # 8-bit: no shuffles
-  "softmax": (lambda: R(64, 1024).softmax(axis=1), False),
+  "softmax": (lambda: R(64, 1024).softmax(axis=1), True),          # ROW: a block per row
   "matmul": (lambda: R(256, 256) @ R(256, 256), False),            # 65536 outputs: one thread each, k loop inside
   "small_matmul": (lambda: R(16, 512) @ R(512, 16), True),
   "argmax": (lambda: R(64, 1024).argmax(axis=1), True),
@@ -78,7 +79,7 @@ def test_ptx(name, chip):
     assert f".maxntid {l.local_size[0]}, 1, 1" in body
     assert (".shared" in body and "bar.sync" in body and "shfl.sync" in body) == l.group, k.name
     if l.upcast > 1 and name in ("elementwise", "broadcast", "matmul"):   # 4 lanes per thread: 16-byte loads and stores
-      assert re.search(r"ld\.global\.v4\.[bf]32", body) and re.search(r"st\.global\.v4\.[bf]32", body), k.name
+      assert re.search(r"ld\.global(\.nc)?\.v4\.[bf]32", body) and re.search(r"st\.global\.v4\.[bf]32", body), k.name
   assert any(lower_kernel(k)[1].group for k in ks) == group
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -89,8 +90,11 @@ def test_launch_sizes(name):
     (gx, gy, gz), (lx, ly, lz) = l.global_size, l.local_size
     assert gy == gz == ly == lz == 1 and 1 <= lx <= max(GROUP_MAX, LOCAL_MAX) <= 1024
     ends = [u for u in k.roots[0].toposort if u.op is Ops.END]
-    n = math.prod(int(r.src[0].attrs["value"]) for r in ends[0].src[1:] if r.attrs["kind"] != "serial") if ends else 1
-    if l.group: assert lx % 32 == 0 and gx == n and l.upcast == 1   # one block per output
+    rngs = sorted(ends[0].src[1:], key=lambda r: r.attrs["axis"]) if ends else []
+    sizes = [int(r.src[0].attrs["value"]) for r in rngs if r.attrs["kind"] != "serial"]
+    n = math.prod(sizes)
+    if l.row: assert lx % 32 == 0 and gx == n // sizes[-1] and l.group and l.upcast == 1   # one block per row
+    elif l.group: assert lx % 32 == 0 and gx == n and l.upcast == 1   # one block per output
     else: assert gx * lx * l.upcast >= n and (gx - 1) * lx * l.upcast < n and n % l.upcast == 0
 
 @pytest.mark.parametrize("name", list(CASES) + list(MORE))
@@ -155,3 +159,123 @@ def test_accurate_forms_assemble():
   ks = kernels(MORE["trig_pow_exp"][0]())
   ptx = ptx_for(lower_module(ks), "sm_90")
   assert kernel_names(ptx) == [k.name for k in ks]
+
+ROW_REDUCES = {  # name: (builder, a GROUP thread reads 4 neighbours per step: 16-byte loads)
+  "rowsum_1024": (lambda: R(64, 1024).sum(axis=1), True),
+  "rowmax_1027": (lambda: R(64, 1027).max(axis=1), False),     # rows of 1027 start unaligned: 4 scalar loads a step, then 3
+  "rowsum_64": (lambda: R(3, 64).sum(axis=1), True),            # 16 steps of 4: 32 threads, half of them idle
+  "rows_of_1": (lambda: R(64, 1).sum(axis=1), None),            # no reduction left: elementwise
+  "fullsum_4096": (lambda: R(1, 4096).sum(), True),
+  "fullsum_4099": (lambda: R(4099).sum(), True),                # 1024 vectors, then 3 elements one per step
+  "fullmax_67": (lambda: R(67).max(), True),                     # 16 vectors and 3
+  "two_axes": (lambda: R(5, 7, 64).sum(axis=(1, 2)), True),     # two reduce ranges flattened, the last in groups of 4
+  "f64_rows": (lambda: R(9, 256, dt=np.float64).sum(axis=1), True),
+  "int_rows": (lambda: Tensor(np.arange(-6000, 6000, dtype=np.int32).reshape(12, 1000)).max(axis=1), True),
+}
+
+@pytest.mark.parametrize("name", list(ROW_REDUCES))
+def test_group_reduce_vector_loads(name):
+  """A GROUP reduce whose last range divides by 4 reads 4 neighbours per step (one 16-byte load for a contiguous row,
+  on sm_80 and sm_90, no spills); the emulated kernels match numpy at every shape."""
+  from morok_mlir.device.gpu_emulator import emulate
+  build, vec = ROW_REDUCES[name]
+  t = build()
+  ks, got = kernels(t), emulate([t.lazydata])[0]
+  want = t.numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6) if want.dtype.kind == "f" else np.testing.assert_array_equal(got, want)
+  assert any(lower_kernel(k)[1].group for k in ks) == (vec is not None)
+  for chip in ("sm_80", "sm_90"):
+    ptx = _ptx_for(lower_module(ks), chip)
+    for k in ks:
+      info, (_, l) = ptxas(ptx, chip)[k.name], lower_kernel(k)
+      assert info["spill_stores"] == info["spill_loads"] == info["stack"] == 0 and info["registers"] <= 40, (chip, info)
+      body = ptx.split(f".entry {k.name}(")[1]
+      if l.group: assert bool(re.search(r"ld\.global(\.nc)?\.v[24]\.[bf](32|64)", body)) == vec and 0 < info["smem"] <= 1024, (chip, info)
+
+GRID_STRIDE = {  # name: builder of an elementwise kernel of more than 2 blocks
+  "relu_tail": lambda: R(7, 1000).relu(),                  # 1750 groups of 4: the last pass of the loop is partial
+  "odd": lambda: R(3, 1001) * 2 + R(1001),                  # no upcast (1001 is odd): 3003 threads' worth
+  "pad": lambda: R(33, 65).pad(((1, 1), (2, 2))) + 1,
+  "int_cast": lambda: (R(16, 640) * 100).cast(np.int32) // 3,
+  "symbolic_rows": lambda: (R(40, 100)[:Variable("rows_gs", 1, 40).bind(13)] * 2).exp(),   # the loop runs to the value
+}
+
+@pytest.mark.parametrize("name", list(GRID_STRIDE))
+def test_grid_stride(name, monkeypatch):
+  """Past GRID_MAX blocks an elementwise kernel's threads loop over the outputs (a grid-stride scf.for, no guard):
+  emulated against numpy, and assembled for sm_80 and sm_90 without spills."""
+  from morok_mlir.codegen import lower_gpu
+  from morok_mlir.device.gpu_emulator import emulate
+  monkeypatch.setattr(lower_gpu, "GRID_MAX", 2)
+  t = GRID_STRIDE[name]()
+  ks, got = kernels(t), emulate([t.lazydata])[0]
+  np.testing.assert_allclose(got, t.numpy(), rtol=1e-5, atol=1e-6)
+  last = ks[-1]
+  text, l = lower_kernel(last)
+  assert l.global_size == (2, 1, 1) and not l.group and "scf.for %i" in text and "arith.cmpi ult" not in text
+  for chip in ("sm_80", "sm_90"): ptx_for(lower_module(ks), chip)
+
+@pytest.mark.parametrize("name", ["elementwise", "broadcast", "rowsum", "matmul", "small_matmul", "scatter_rows", "softmax"])
+def test_read_only_cache(name):
+  """Buffers a kernel only reads are `noalias readonly` kernel parameters, loaded through the read-only cache
+  (ld.global.nc, sm_80 and sm_90); a buffer it stores to never is, and a kernel that loads one it stores to (a scatter's
+  accumulation) loads it with a plain ld.global."""
+  from morok_mlir.device.cpu import stored_slots
+  for k in kernels(CASES[name][0]()):
+    text, _ = lower_kernel(k)
+    head = text.split(") kernel")[0]
+    params = re.findall(r"%arg(\d+): memref<[^>]*> \{([^}]*)\}", head)
+    assert {int(i) for i, a in params if "llvm.readonly" not in a} == (stored_slots(k) if name != "matmul" else {0, 1, 2}), (k.name, head)
+    for chip in ("sm_80", "sm_90"):
+      ptx = ptx_for(Emitter.gpu_module([text]), chip)
+      assert bool(re.search(r"ld\.global\.nc\.", ptx)) == (name != "matmul"), (k.name, chip)   # (its lanes' accumulators: plain loads)
+      if name == "scatter_rows" and k is kernels(CASES[name][0]())[-1]: assert re.search(r"ld\.global\.[bfuv]", ptx), (k.name, chip)
+
+def _softmax(x, axis=-1): return (e := np.exp(x - x.max(axis, keepdims=True))) / e.sum(axis, keepdims=True)
+def _layernorm(x, eps=1e-5): return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
+ROWS = {  # name: (input shape, tensor op, numpy op, ROW kernel); rows of every length, a tail, rows of 1
+  "softmax_1024": ((64, 1024), lambda t: t.softmax(-1), _softmax, True),
+  "softmax_1027": ((5, 1027), lambda t: t.softmax(-1), _softmax, True),
+  "softmax_64": ((3, 64), lambda t: t.softmax(-1), _softmax, True),
+  "softmax_3d": ((2, 3, 256), lambda t: t.softmax(-1), _softmax, True),
+  "softmax_one_row": ((1, 4096), lambda t: t.softmax(-1), _softmax, True),
+  "softmax_rows_of_1": ((64, 1), lambda t: t.softmax(-1), _softmax, False),
+  "log_softmax": ((7, 300), lambda t: t.log_softmax(-1), lambda x: np.log(_softmax(x)), True),
+  "layernorm_768": ((16, 768), lambda t: t.layernorm(), _layernorm, True),
+  "layernorm_1001": ((3, 1001), lambda t: t.layernorm(), _layernorm, True),
+  "layernorm_f64": ((4, 130), lambda t: t.cast(np.float64).layernorm(), _layernorm, True),
+}
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_row_kernels(name):
+  """Softmax and layernorm are ONE kernel with a block per row: the row's reduces (max and sum; mean and variance)
+  computed once each across the block (warp shuffles, then shared memory and a barrier across warps), then the block's
+  threads write the row (4 neighbours a step where 4 divides it: 16-byte stores). Emulated against numpy at every
+  shape; assembled for sm_80 and sm_90 without spills, ptxas's registers and shared memory recorded."""
+  from morok_mlir.device.gpu_emulator import emulate
+  shape, op, ref, row = ROWS[name]
+  x = np.random.default_rng(3).standard_normal(shape).astype(np.float32) * 3
+  t = op(Tensor(x))
+  ks, got = kernels(t), emulate([t.lazydata])[0]
+  np.testing.assert_allclose(got, ref(x.astype(got.dtype)), rtol=2e-5, atol=2e-6)
+  if not row: assert not any(lower_kernel(k)[1].row for k in ks); return
+  (k,) = ks
+  _, l = lower_kernel(k)
+  assert l.row and l.global_size[0] == math.prod(shape[:-1]) and l.local_size[0] == min(256, max(32, 1 << (shape[-1] - 1).bit_length()))
+  for chip in ("sm_80", "sm_90"):
+    ptx = ptx_for(lower_module(ks), chip)
+    info = ptxas(ptx, chip)[k.name]
+    assert ptx.count("bar.sync") >= 2 and "shfl.sync.bfly" in ptx and re.search(r"ld\.global\.nc", ptx), chip
+    assert bool(re.search(r"st\.global\.v[24]\.", ptx)) == (shape[-1] % 4 == 0), chip   # 4 outputs a step: vector stores
+    assert info["registers"] <= 48 and 0 < info["smem"] <= 512, (chip, info)
+
+def test_emulator_runs_every_thread_of_a_block(monkeypatch):
+  """A GROUP block is emulated with all its threads, each with its own part of the reduce, combined through a shared
+  array: a lowering in which every thread took thread 0's part (right with one thread per block) computes wrong sums."""
+  from morok_mlir.codegen.lower_gpu import GPU
+  from morok_mlir.device.gpu_emulator import emulate
+  t = R(64, 1024).sum(axis=1)
+  np.testing.assert_allclose(emulate([t.lazydata])[0], want := t.numpy(), rtol=1e-5)
+  part = GPU.partial
+  monkeypatch.setattr(GPU, "partial", lambda self, lw, u, dt, b, tid: part(self, lw, u, dt, b, lw.const(0, dtypes.index)))
+  assert not np.allclose(emulate([R(64, 1024).sum(axis=1).lazydata])[0], want, rtol=1e-3)

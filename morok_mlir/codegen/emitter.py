@@ -150,10 +150,11 @@ class Emitter:
     by = "  " * depth
     return f"{by}{head} {{\n{''.join(funcs)}{by}}}\n"
   @staticmethod
-  def gpu_func(name: str, args: list[str], body: Block, block_size: int) -> str:
+  def gpu_func(name: str, args: list[str], body: Block, block_size: int, readonly: frozenset[int] = frozenset()) -> str:
     """A gpu.func kernel run by blocks of block_size threads (inside a gpu.module); args: `name: type`, each 16-byte
-    aligned (the runtime's allocations are 256-byte aligned: the back end may then use 16-byte loads and stores)."""
-    args = [f"{a} {{llvm.align = 16 : i64}}" for a in args]
+    aligned (the runtime's allocations are 256-byte aligned: the back end may then use 16-byte loads and stores); the
+    readonly ones `noalias readonly`, which the NVPTX back end loads through the read-only cache (ld.global.nc)."""
+    args = [f"{a} {{llvm.align = 16 : i64{', llvm.noalias, llvm.readonly' if i in readonly else ''}}}" for i, a in enumerate(args)]
     return Emitter.func(name, args, body, "gpu.func", f" kernel attributes {{known_block_size = array<i32: {block_size}, 1, 1>}}", "gpu.return", 2)
   @staticmethod
   def gpu_module(kernels: list[str], host: list[str] = ()) -> str:

@@ -4,10 +4,19 @@ The placement and each op's semantics are the CPU's (placement.Placement, lower_
 where loops go, the op table (GPU_RULES: the GPU's float math) and the function's head.
 - The output ranges of a kernel (the `uop.end` after its store) become one flat global id, row-major with the last
   axis fastest, so neighbouring threads touch neighbouring elements (coalesced). `local` threads per block,
-  `global` blocks; a `scf.if gid < N` guards the tail when `local` does not divide N.
+  `global` blocks; a `scf.if gid < N` guards the tail when `local` does not divide N. Past GRID_MAX blocks, a grid-stride
+  `scf.for` from gid to N by the launch's thread count instead.
 - GROUP (tinygrad's name): when the kernel has few outputs and a long reduction, each block computes one output;
   its threads stride over the reduce ranges (coalesced again), then `gpu.all_reduce` combines the partials through
   warp shuffles and shared memory, and thread 0 stores. Only 32/64-bit reductions: shuffles move 32-bit words.
+- ROW: when every reduce of a kernel is a value of its row (softmax's max and sum, layernorm's mean and variance), a
+  block per row computes each reduce once as GROUP does (`gpu.all_reduce`: shuffles in each warp, shared memory and a
+  barrier across warps), then its threads stride over the row writing the outputs, 4 neighbours a step where 4 divides
+  the row. The row is read once per reduce and once to write it (softmax, layernorm: 3 times; the later reads of a
+  block's row mostly hit the cache).
+- GROUP and ROW reduces read 4 neighbours of the reduce's last range a step (16-byte loads) where its size divides by
+  4, or where it is the only range (the remainder after the vectors, one element a step). Buffers a kernel only reads
+  are `noalias readonly` parameters, loaded through the read-only cache (ld.global.nc).
 - Everything else (inner reduces, matmul's k loop) stays a `scf.for` inside the thread, exactly as on the CPU.
 - UPCAST (tinygrad's name): a thread computes 4 neighbours along the last axis when it divides it; the lanes' index
   math is in affine form, so their addresses are base + 0..3, and with the buffers marked `llvm.align = 16` (the
@@ -29,7 +38,7 @@ import functools, math
 from dataclasses import dataclass
 from morok_mlir.ir.bridge import Func, import_module, replace_module_body
 from morok_mlir.core.dtype import DType, dtypes
-from morok_mlir.core.uop import UOp
+from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.ir.registry import register, PassError
 from morok_mlir.codegen.tables import COMPUTE, cls, mem_type, sl
@@ -45,6 +54,7 @@ UPCAST = 4             # outputs per thread of an elementwise kernel whose last 
 GROUP_MAX = 256        # threads per block that share one reduction
 GROUP_OUTPUTS = 16384  # GROUP only when there are at most this many outputs (else one thread per output is enough work)
 GROUP_MIN_REDUCE = 64  # ... and the reduction is at least this long
+GRID_MAX = 1 << 16     # blocks of an elementwise kernel at most: a bigger one loops its threads over the outputs (grid stride)
 ALL_REDUCE = {"add": dict(f="add", s="add", u="add"), "mul": dict(f="mul", s="mul", u="mul"),  # op -> dtype class -> gpu.all_reduce op
               "max": dict(f="maximumf", s="maxsi", u="maxui"), "min": dict(f="minimumf", s="minsi", u="minui")}
 GPU_MATH = {  # float op -> template: sqrt.rn (IEEE, as on the CPU; math.sqrt becomes libdevice's sqrt.approx), and the
@@ -58,6 +68,7 @@ class Launch:
   local_size: tuple[int, int, int]    # threads per block
   group: bool = False                 # one block per output, reductions across the block
   upcast: int = 1                     # consecutive outputs (of the last axis) per thread
+  row: bool = False                   # (ROW) one block per row: the row's reduces across the block, then its outputs
 
 def _prod(xs) -> int: return math.prod(xs)
 def _size(r: UOp) -> int: return rsize(r)   # a symbolic size's largest value: what the launch is sized for
@@ -66,6 +77,14 @@ def _ends(rngs: list[UOp], upcast: int = 1) -> list[UOp]:
   return [r.src[0] for r in rngs[:-1]] + [im.const(im.cval(rngs[-1].src[0]) // upcast) if upcast > 1 else rngs[-1].src[0]] if rngs else []
 def _count(sizes: list[UOp]) -> UOp: return functools.reduce(im.mul, sizes, im.const(1))
 def _pow2_at_least(n: int) -> int: return 1 << max(n - 1, 0).bit_length()
+def read_only(f: Func) -> frozenset[int]:
+  """The kernel's arguments it never stores to. A realize writes every kernel's outputs to buffers of their own (an
+  assign rebinds its target to a new one), so no other argument of the launch aliases them: `noalias readonly` holds."""
+  stores = [st.src[0] for r in f.roots for st in r.toposort if st.op is Ops.STORE]
+  if not all(x.op is Ops.INDEX and x.src[0].op is Ops.BUFFER for x in stores): return frozenset()   # a store we cannot place
+  written = {x.src[0].attrs["slot"] for x in stores}
+  return frozenset(i for i, a in enumerate(f.args) if a.attrs.get("slot", i) not in written)
+def _nested(u: UOp) -> bool: return any(v.op is Ops.REDUCE for v in u.src[0].toposort)
 
 # the CPU's table with the GPU's float math (GPU_MATH) in place of its polynomials and libm calls
 GPU_RULES = {**RULES, **{(Ops(op), "f"): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt))))
@@ -90,31 +109,65 @@ class GPU(Policy):
     n = _prod(_size(r) for r in self.out_rngs)
     top = [u for u in lw.sink.toposort if u.op is Ops.REDUCE and lw.ranges[u] <= set(self.out_rngs)]
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
-    ok = all(u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
-             and u.dtype is not dtypes.index for u in top)   # bf16 accumulates in f32: 32-bit shuffles
-    self.group = set(top) if top and ok and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
+    def shuffles(u: UOp) -> bool:   # bf16 accumulates in f32: 32-bit shuffles
+      return (u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
+              and u.dtype is not dtypes.index)
+    def invariant(u: UOp) -> bool: return not any(v.op is Ops.REDUCE and lw.rs(v) & set(u.src[1:]) for v in u.src[0].toposort)
+    self.group = set(top) if top and all(map(shuffles, top)) and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
+    # ROW: every reduce of the kernel is a value of its row (no output range but the last in it), as softmax's max and
+    # sum or layernorm's mean and variance: a block per row computes each reduce once, across its threads, then its
+    # threads stride over the row's outputs
+    reds = [u for u in lw.sink.toposort if u.op is Ops.REDUCE]
+    rows = set(self.out_rngs[:-1])
+    self.row = bool(reds) and not self.serial and len(self.out_rngs) >= 1 and _size(self.out_rngs[-1]) > 1 and \
+      all(shuffles(u) and lw.rs(u) <= rows and invariant(u) for u in reds) and \
+      max(_prod(_size(r) for r in u.src[1:]) for u in reds) >= GROUP_MIN_REDUCE
+    if self.row: self.group = set(reds)
+    # a GROUP thread reads UPCAST neighbours of the reduce's last range per step (16-byte loads of a contiguous row)
+    # where that range's static size divides by UPCAST, or is the reduce's only range (the remainder then one element
+    # per step, after the vectors); otherwise (a symbolic row, a reduce of a reduce, which the lanes' index math would
+    # rebuild) one element per step
+    def vec(u: UOp) -> int:
+      n = im.cval(max(u.src[1:], key=_axis).src[0]) or 1
+      return UPCAST if not _nested(u) and (n % UPCAST == 0 or len(u.src) == 2 and n >= UPCAST) else 1
+    self.vec = {u: vec(u) for u in self.group}
     # UPCAST (tinygrad's name): a thread computes UPCAST neighbours along the last axis, so its loads and stores of
     # contiguous operands are 16-byte vectors (the last range becomes digit * UPCAST + j: the back end sees the
     # alignment in the address), and the lanes' reduces share one loop (a matmul thread then loads A[m, k] once for 4
     # outputs). Not with nested reduces, nor along a symbolic last axis (its value need not be a multiple of UPCAST).
     last = (im.cval(self.out_rngs[-1].src[0]) or 0) if self.out_rngs else 0
-    nested = any(v.op is Ops.REDUCE for u in lw.sink.toposort if u.op is Ops.REDUCE for v in u.src[0].toposort)
+    nested = any(_nested(u) for u in lw.sink.toposort if u.op is Ops.REDUCE)
     self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested and not self.serial else 1
-    if self.group: self.local, self.glob = min(self.group_threads, max(32, _pow2_at_least(red))), n
+    steps = max((_prod(_size(r) for r in u.src[1:]) // self.vec[u] for u in self.group), default=0)   # a GROUP thread's steps
+    if self.row: steps, n = max(steps, _size(self.out_rngs[-1])), _prod(_size(r) for r in self.out_rngs[:-1])   # a block per row
+    if self.group: self.local, self.glob = min(self.group_threads, max(32, _pow2_at_least(steps))), n
     else: self.local = max(1, min(n // self.upcast, LOCAL_MAX)); self.glob = max(1, -(-(n // self.upcast) // self.local))  # empty: one idle thread
+    # grid stride: past GRID_MAX blocks, thread g computes outputs g, g + threads, ... (a launch that fits any size; more
+    # blocks would only queue behind the ones resident on the chip)
+    self.stride = not self.group and self.glob > GRID_MAX
+    if self.stride: self.glob = GRID_MAX
     if self.glob >= 1 << 31:
       raise PassError(f"uop-lower-gpu: {n} outputs need {self.glob} blocks, more than a launch holds (2^31 - 1)", self.end.loc)
     self.n_out = n
 
-  def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group), self.upcast)
+  def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group), self.upcast, self.row)
 
   # -- what the ids, a block's combine and the function are made of
   def gpu_id(self, lw: Placement, kind: str) -> str: return lw.em.gpu_id(lw.root, kind)   # at the top of the kernel
   def ids(self, lw: Placement):
     if self.tid is None: self.tid, self.bid = self.gpu_id(lw, "thread_id"), self.gpu_id(lw, "block_id")
   def all_reduce(self, lw: Placement, fr: Frame, op: str, x: str, dt: DType) -> str: return lw.em.all_reduce(fr, ALL_REDUCE[op][cls(dt)], x, sl(dt))
+  def threads(self, lw: Placement, fr: Frame, body) -> None:
+    """body(block, thread id) as every thread of the block runs it: here, this thread in fr."""
+    body(fr, self.tid)
+  def combine(self, lw: Placement, fr: Frame, u: UOp, dt: DType, part) -> str:
+    """The reduce u of the block's threads' parts (part(block, thread id) -> name) in every thread: gpu.all_reduce."""
+    return self.all_reduce(lw, fr, u.attrs["op"], part(fr, self.tid), dt)
   def func(self, lw: Placement, name: str, private: bool = False) -> str:
-    return Emitter.gpu_func(name, params([mem_type(t.dtype) for t in lw.f.args]), lw.root, self.local)
+    # read-only buffers through the read-only cache (ld.global.nc), except in a thread with its lanes' accumulators (a
+    # register-tiled matmul), where ptxas then trades spills for 32 registers (sm_80 and sm_90)
+    return Emitter.gpu_func(name, params([mem_type(t.dtype) for t in lw.f.args]), lw.root, self.local,
+                            frozenset() if self.lane_groups else read_only(lw.f))
   @staticmethod
   def launch_call(em: Emitter, b: Block, launch: Launch, args: list[str], tys: list[str], c) -> None:
     """The host's launch of a kernel on args (c: an index constant of the host function)."""
@@ -151,8 +204,8 @@ class GPU(Policy):
 
   # -- side effects: the output nest, a GROUP kernel's store by thread 0
   def effect(self, lw: Placement, u: UOp) -> bool:
-    if u is self.end: self.nest(lw, u)
-    elif u.op is Ops.STORE and self.group: self.store0(lw, u)
+    if u is self.end: self.nest_rows(lw, u) if self.row else self.nest(lw, u)
+    elif u.op is Ops.STORE and self.group and not self.row: self.store0(lw, u)
     else: return False
     return True
 
@@ -164,9 +217,10 @@ class GPU(Policy):
     guard, lin = None, self.bid if self.group else self.gpu_id(lw, "global_id")
     # the launch is sized for the largest sizes: threads (blocks, in GROUP) past the sizes' values at run time do nothing
     count = _count(_ends(self.out_rngs, self.upcast))
-    if im.cval(count) is None or not self.group and self.glob * self.local * self.upcast != self.n_out:
-      guard = lw.em.cmpi(lw.root, "ult", lin, lw.value(count), "index")
     fr = Frame(lw.root, self.out_rngs[0] if self.out_rngs else None); fr.chain = frozenset(self.out_rngs)
+    if self.stride: lp = lw.em.open_for(lin, lw.value(count), lw.const(self.glob * self.local, dtypes.index), body=fr); lin = lp.iv
+    elif im.cval(count) is None or not self.group and self.glob * self.local * self.upcast != self.n_out:
+      guard = lw.em.cmpi(lw.root, "ult", lin, lw.value(count), "index")
     self.flat_ivs(lw, fr, self.out_rngs, self.digits(lw, fr, self.out_rngs, lin, self.upcast))
     stores = []
     for st0 in (u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],)):   # a kernel with several outputs: each store's lanes
@@ -181,6 +235,39 @@ class GPU(Policy):
     for st in stores: lw.effect(st)
     lw.close_loops(inner)
     self.close_flat(lw, fr, self.out_rngs)
+    lw.em.close_for(lw.root, lp) if self.stride else lw.em.splice(lw.root, fr, guard)
+
+  def nest_rows(self, lw: Placement, u: UOp):
+    """ROW: the block's number is the row (the output ranges but the last); the row's reduces go ahead of a loop of
+    the block's threads over the last range, in which each thread computes and stores its outputs."""
+    lw.done.add(u)
+    self.ids(lw)
+    rows, last = self.out_rngs[:-1], self.out_rngs[-1]
+    count = _count(_ends(rows))
+    guard = lw.em.cmpi(lw.root, "ult", self.bid, lw.value(count), "index") if im.cval(count) is None else None
+    fr = Frame(lw.root, rows[0] if rows else None); fr.chain = frozenset(rows)
+    self.flat_ivs(lw, fr, rows, self.bid)
+    sts = list(u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],))
+    # UPCAST outputs per step along a static last range that divides by it (16-byte loads and stores of the row). The
+    # lanes' index math would rebuild the row's reduces inside them: they are computed first and stand in as named leaves
+    vec = UPCAST if (im.cval(last.src[0]) or 1) % UPCAST == 0 else 1
+    if vec > 1:
+      stand = {r: UOp(Ops.DEFINE_VAR, r.dtype, (), attrs(name=f"row_reduce_{k}", min=0, max=0)) for k, r in enumerate(
+               x for x in lw.sink.toposort if x in self.group)}
+      for r, x in stand.items(): lw.ranges[x] = lw.rs(r); lw.place(x, fr, lw.value(r))   # (values of the row: placed in its frame)
+      sts = [at_lane(st.substitute(stand), last, j) for st in sts for j in range(vec)]
+    def outputs(b: Block, tid: str):
+      inner = Frame(fr, last)
+      lp = lw.em.open_for(tid, lw.value(_ends([last], vec)[0]), lw.const(self.local, dtypes.index), body=inner)
+      lw.open[last] = inner
+      lw.place(last, inner, lp.iv if vec == 1 else lw.em.arith(inner, "muli", "index", lp.iv, lw.const(vec, dtypes.index)))
+      for st in sts:   # every lane's loads before any store (a store might alias them and keep them from merging)
+        if st.op is Ops.STORE and st.src[0].op is Ops.INDEX: lw.address(st.src[0]); lw.value(st.src[1])
+      for st in sts: lw.effect(st)
+      self.close_flat(lw, inner, [last])
+      lw.em.close_for(b, lp)
+    self.threads(lw, fr, outputs)
+    self.close_flat(lw, fr, rows)
     lw.em.splice(lw.root, fr, guard)
 
   def store0(self, lw: Placement, u: UOp):
@@ -198,9 +285,36 @@ class GPU(Policy):
   def reduce(self, lw: Placement, u: UOp) -> str | None:
     if u in self.lane_groups: return self.reduce_lanes(lw, self.lane_groups[u], u)
     if u not in self.group: return None
-    self.ids(lw)   # each thread sums every local-th element, then the block combines the threads' sums
-    fr, dt, (acc,) = self.flat_reduce(lw, [u], self.tid, self.local)
-    return lw.place(u, fr, lw.cast(self.all_reduce(lw, fr, u.attrs["op"], acc, dt), dt, u.dtype, fr))
+    self.ids(lw)
+    op, sdt = u.attrs["op"], u.dtype
+    dt = COMPUTE.get(sdt, sdt)
+    fr = lw.target(u)
+    return lw.place(u, fr, lw.cast(self.combine(lw, fr, u, dt, lambda b, tid: self.partial(lw, u, dt, b, tid)), dt, sdt, fr))
+
+  def partial(self, lw: Placement, u: UOp, dt: DType, b: Block, tid: str) -> str:
+    """Thread tid's part of the GROUP reduce u (in dtype dt): steps tid, tid + local, ... of its flattened ranges, in b."""
+    op, sdt, fr, rngs, t = u.attrs["op"], u.dtype, lw.target(u), sorted(u.src[1:], key=_axis), sl(dt)
+    init = lw.const(REDUCE_IDENTITY[op](dt), dt)
+    loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
+    lp = lw.em.open_for(tid, "", "", [init], t, body=loop)
+    # step i of the thread reads elements i*vec .. i*vec+vec-1 of the last range: every lane's value first, so their
+    # loads sit together (the back end merges them into one vector load), then the lanes fold into the one accumulator
+    self.flat_ivs(lw, loop, rngs, self.digits(lw, loop, rngs, lp.iv, vec := self.vec[u]))
+    new = lp.accs[0]
+    lanes = [at_lane(u.src[0], rngs[-1], j) for j in range(vec)] if vec > 1 else [u.src[0]]   # (at_lane rebuilds even lane 0)
+    for x in [lw.cast(lw.value(x), sdt, dt, loop) for x in lanes]: new = lw.scalar_alu(op, dt, [new, x], dt, loop, u)
+    self.close_flat(lw, loop, rngs)
+    lp.hi, lp.step = lw.value(_count(_ends(rngs, vec))), lw.const(self.local, dtypes.index)
+    lw.em.close_for(b, lp, [new], t)
+    if not (tail := (im.cval(rngs[-1].src[0]) or 0) % vec): return lp.results[0]
+    # the remainder of the only range (n % vec elements at n - tail ..): one element per step, from the same threads
+    rest = Frame(fr, rngs[0]); rest.chain = loop.chain
+    lp2 = lw.em.open_for(tid, lw.const(tail, dtypes.index), lw.const(self.local, dtypes.index), lp.results, t, body=rest)
+    self.flat_ivs(lw, rest, rngs, [lw.em.arith(rest, "addi", "index", lp2.iv, lw.const(im.cval(rngs[-1].src[0]) - tail, dtypes.index))])
+    new = lw.scalar_alu(op, dt, [lp2.accs[0], lw.cast(lw.value(u.src[0]), sdt, dt, rest)], dt, rest, u)
+    self.close_flat(lw, rest, rngs)
+    lw.em.close_for(b, lp2, [new], t)
+    return lp2.results[0]
 
   def reduce_lanes(self, lw: Placement, us: list[UOp], want: UOp) -> str:
     """The same reduce of every upcast lane in one loop over its ranges (flattened), one accumulator per lane."""

@@ -4,8 +4,8 @@ What it is for: testing the GPU lowering's index math (flat global ids, tail gua
 reduce ranges) against numpy on machines without a GPU. The kernels are lowered by uop-lower-gpu itself with the policy
 `Emulated`: the same placement, index math and op table, with a thread's ids computed from its number, the kernel
 function's last argument (thread = i % local, block = i // local, global = i), and each launch a loop over its threads
-calling the kernel. Threads never talk to each other here, so GROUP kernels get one thread per block, where a block's
-combine of one value is that value; what this does not test is the combine across threads, which only the GPU can.
+calling the kernel; a GROUP or ROW block is one call that runs its threads in turn (Emulated), their parts of a
+reduce combined through an array as the GPU's shared memory combines them.
 
   emulate(outs) -> [np.ndarray]   realize graph-level UOps through uop-lower-gpu, on the CPU
   kernel_program(spec) -> CPUProgram
@@ -21,7 +21,7 @@ from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lo
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, sym_val
 from morok_mlir.codegen.emitter import THREAD, Block, Emitter, arg, params
-from morok_mlir.codegen.tables import mem_type
+from morok_mlir.codegen.tables import mem_type, sl
 from morok_mlir.codegen.placement import Frame, Placement
 from morok_mlir.codegen.lower_gpu import GPU, Launch, lower_kernel, lower_module
 from morok_mlir.device.cpu import CPUCompiler, CPUProgram, ProgramSpec, _arg
@@ -29,17 +29,33 @@ from morok_mlir.device.cpu import CPUCompiler, CPUProgram, ProgramSpec, _arg
 
 class Emulated(GPU):
   """uop-lower-gpu's policy for a CPU: a kernel is a func.func of (buffers..., thread number), its ids arithmetic on that
-  number; a launch is a loop over its threads calling it. One thread per GROUP block (group_threads is not taken)."""
-  def __init__(self, f: Func, group_threads: int = 1): super().__init__(f, 1)
+  number; a launch is a loop over its threads calling it. A GROUP (or ROW) block is one call, thread 0's, that runs the
+  block's threads in turn between the points where they meet (MCUDA's thread loops): each thread's part of a reduce,
+  the same strided loop as on the GPU, goes to a shared array, then the parts combine in a tree (the GPU's shuffles and
+  shared memory pair them in another order: sums may differ in rounding)."""
   def gpu_id(self, lw: Placement, kind: str) -> str:
     if kind == "global_id": return THREAD
     return lw.em.arith(lw.root, "remui" if kind == "thread_id" else "divui", "index", THREAD, lw.const(self.local, dtypes.index))
-  def all_reduce(self, lw: Placement, fr: Frame, op: str, x: str, dt: DType) -> str: return x   # one thread per block
+  def threads(self, lw: Placement, fr: Frame, body) -> None:
+    c = lambda v: lw.const(v, dtypes.index)
+    with lw.em.for_(fr, c(0), c(self.local), c(1)) as lp: body(lp.body, lp.iv)
+  def combine(self, lw: Placement, fr: Frame, u: UOp, dt: DType, part) -> str:
+    c, em, mt = (lambda v: lw.const(v, dtypes.index)), lw.em, f"memref<{self.local}x{sl(dt)}>"
+    sh = em.alloca(lw.root, mt)
+    self.threads(lw, fr, lambda b, tid: em.store(b, part(b, tid), sh, tid, mt))
+    for half in (self.local >> k for k in range(1, self.local.bit_length())):   # local is a power of 2
+      step = Frame(fr); step.chain = fr.chain
+      with em.for_(fr, c(0), c(half), c(1)) as lp:
+        step.lines = lp.body.lines
+        a, b = em.load(step, sh, lp.iv, mt), em.load(step, sh, em.arith(step, "addi", "index", lp.iv, c(half)), mt)
+        em.store(step, lw.scalar_alu(u.attrs["op"], dt, [a, b], dt, step, u), sh, lp.iv, mt)
+    return em.load(fr, sh, c(0), mt)
   def func(self, lw: Placement, name: str, private: bool = False) -> str:
     return Emitter.func(name, params([mem_type(t.dtype) for t in lw.f.args], THREAD), lw.root)
   @staticmethod
   def launch_call(em: Emitter, b: Block, launch: Launch, args: list[str], tys: list[str], c) -> None:
-    with em.for_(b, c(0), c(prod(launch.global_size) * prod(launch.local_size)), c(1)) as lp:
+    step = prod(launch.local_size) if launch.group else 1   # a GROUP block: one call, its thread 0's
+    with em.for_(b, c(0), c(prod(launch.global_size) * prod(launch.local_size)), c(step)) as lp:
       em.call(lp.body, launch.name, args + [lp.iv], tys + ["index"])
   @staticmethod
   def module(kernels: list[str], host: list[str]) -> str: return Emitter.module(kernels + host)

@@ -2,17 +2,24 @@
 // RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --ptxas --chip sm_90 | FileCheck %s --check-prefixes=PTX,SM90
 // RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --ptxas --chip sm_80 | FileCheck %s --check-prefixes=PTX,SM80
 
-// Row sums of a 64x1024 matrix (few outputs, long reduction: GROUP, one block per row) and a broadcast add + sqrt
+// Row sums of a 64x1024 matrix (few outputs, long reduction: GROUP, one block per row; a thread reads 4 neighbours
+// per step, base + 0..3: one 16-byte load) and a broadcast add + sqrt
 // (UPCAST: four neighbouring elements per thread, their addresses base + 0..3, so 16-byte loads and stores).
 // CHECK: module attributes {gpu.container_module}
 // CHECK: gpu.module @kernels
-// CHECK-LABEL: gpu.func @r_64_1024_k0(%arg0: memref<64xf32> {llvm.align = 16 : i64}, %arg1: memref<65536xf32> {llvm.align = 16 : i64}) kernel
+// CHECK-LABEL: gpu.func @r_64_1024_k0(%arg0: memref<64xf32> {llvm.align = 16 : i64}, %arg1: memref<65536xf32> {llvm.align = 16 : i64, llvm.noalias, llvm.readonly}) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK: %[[TID:.*]] = gpu.thread_id x
 // CHECK: %[[BID:.*]] = gpu.block_id x
 // CHECK: %[[ROW:.*]] = arith.muli %[[BID]], %{{.*}} : index
-// CHECK: %[[PART:.*]] = scf.for %[[J:.*]] = %[[TID]] to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32)
-// CHECK: arith.addi %[[ROW]], %[[J]] : index
+// CHECK: %[[PART:.*]] = scf.for %[[J:.*]] = %[[TID]] to %c256 step %c256 iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32)
+// CHECK: %[[J4:.*]] = arith.muli %[[J]], %c4 : index
+// CHECK: %[[AT:.*]] = arith.addi %[[ROW]], %[[J4]] : index
+// CHECK: memref.load %arg1[%[[AT]]]
+// CHECK: %[[AT3:.*]] = arith.addi %[[AT]], %c3 : index
+// CHECK: memref.load %arg1[%[[AT3]]]
+// CHECK: arith.addf %[[ACC]],
+// CHECK-COUNT-3: arith.addf
 // CHECK: %[[SUM:.*]] = gpu.all_reduce add %[[PART]] uniform
 // CHECK: %[[T0:.*]] = arith.cmpi eq, %[[TID]], %{{.*}} : index
 // CHECK-NEXT: scf.if %[[T0]] {
@@ -39,7 +46,7 @@
 // PTX: .param .u64 .ptr .align 16 r_64_1024_k0_param_0,
 // PTX: .maxntid 256, 1, 1
 // PTX: .shared .align 4 .b8 [[WG:__wg_r_64_1024_k0_[0-9]+]]
-// PTX: ld.global
+// PTX: ld.global.nc.v4.b32
 // PTX: shfl.sync.bfly.b32
 // PTX: st.shared.b32
 // PTX: bar.sync 0;
@@ -47,7 +54,7 @@
 // PTX-LABEL: .visible .entry E_64_1024_k1(
 // PTX-NOT: .shared
 // PTX: mov.u32 %r{{[0-9]+}}, %ctaid.x;
-// PTX: ld.global.v4.b32
+// PTX: ld.global.nc.v4.b32
 // PTX: sqrt.rn.f32
 // PTX: st.global.v4.b32
 func.func @graph(%a: tensor<64x1024xf32>, %b: tensor<1024xf32>) -> (tensor<64xf32>, tensor<64x1024xf32>) {

@@ -1,23 +1,26 @@
 // RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | FileCheck %s
 // RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --ptxas --chip sm_90 | FileCheck %s --check-prefix=PTX
 
-// A 100x300 @ 300x70 matmul: 7000 outputs (<= 16384) with k = 300 (>= 64) is a GROUP kernel, one block per output.
+// A 100x300 @ 300x70 matmul: 7000 outputs (<= 16384) with k = 300 (>= 64) is a GROUP kernel, one block per output;
+// 300 divides by 4, so a thread reads 4 neighbours of k per step (75 steps: 128 threads).
 // A 7x1000 relu: 4 elements per thread (UPCAST), 1750 threads in blocks of 256 leave a partial last block, so it is
 // guarded by `gid < 1750`.
 // Products and sums stay separate (no contraction into fma), as on the CPU.
 // CHECK-LABEL: gpu.func @r_100_70_300_k0(
-// CHECK: scf.for %{{.*}} = %thread_id_x to %c300 step %c256 iter_args
-// CHECK: arith.mulf
+// CHECK: scf.for %{{.*}} = %thread_id_x to %c75 step %c128 iter_args
+// CHECK-COUNT-4: arith.mulf
+// CHECK-COUNT-4: arith.addf
 // CHECK: gpu.all_reduce add
 // CHECK-LABEL: gpu.func @E_7_1000_k1(
 // CHECK: %[[GID:.*]] = gpu.global_id x
 // CHECK: %[[IN:.*]] = arith.cmpi ult, %[[GID]], %c1750 : index
 // CHECK: scf.if %[[IN]] {
 // CHECK: arith.maximumf
-// CHECK: gpu.launch_func @kernels::@r_100_70_300_k0 blocks in (%c7000, %c1, %c1) threads in (%c256, %c1, %c1)
+// CHECK: gpu.launch_func @kernels::@r_100_70_300_k0 blocks in (%c7000, %c1, %c1) threads in (%c128, %c1, %c1)
 // CHECK: gpu.launch_func @kernels::@E_7_1000_k1 blocks in (%c7, %c1, %c1) threads in (%c256, %c1, %c1)
 
 // PTX-LABEL: .visible .entry r_100_70_300_k0(
+// PTX: ld.global.nc.v4.b32
 // PTX: mul.rn.f32
 // PTX: bar.sync
 // PTX-LABEL: .visible .entry E_7_1000_k1(

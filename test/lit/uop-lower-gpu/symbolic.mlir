@@ -46,15 +46,15 @@
 
 // The PTX reads the value with an 8-byte global load, clamps it, and guards with a compare and a branch past the body.
 // PTX-LABEL: .visible .entry E_n_64_k0(
-// PTX: ld.global.b64 %rd[[V:[0-9]+]], [%rd{{[0-9]+}}+8];
+// PTX: ld.global.nc.b64 %rd[[V:[0-9]+]], [%rd{{[0-9]+}}+8];
 // PTX: max.s64 %rd[[L:[0-9]+]], %rd[[V]], 1;
 // PTX: min.s64 %rd{{[0-9]+}}, %rd[[L]], 64;
 // PTX: setp.ge.u64 %p[[P:[0-9]+]],
 // PTX: @%p[[P]] bra
-// PTX: ld.global.v4.b32
+// PTX: ld.global.nc.v4.b32
 // PTX: st.global.v4.b32
 // PTX-LABEL: .visible .entry r_n_n_k1(
-// PTX: ld.global.b64
+// PTX: ld.global.nc.b64
 // PTX: bar.sync
 // PTX-LABEL: .visible .entry r_32_32_n_k2(
 // PTX: ld.global.b64

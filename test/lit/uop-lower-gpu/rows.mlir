@@ -1,0 +1,53 @@
+// RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | FileCheck %s
+// RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --ptxas --chip sm_80 | FileCheck %s --check-prefix=PTX
+// RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu' | %python -m morok_mlir.device.ptx --ptxas --chip sm_90 | FileCheck %s --check-prefix=PTX
+
+// A row softmax (base 2) of 64x1024 is ONE kernel (ROW): a block per row computes the row's max once (4 neighbours
+// per step: 16-byte loads; combined by gpu.all_reduce: shuffles in each warp, shared memory and a barrier across
+// warps), then the row's sum of exp2(x - max) the same way, then its threads stride over the row writing it, 4
+// neighbours a step (16-byte loads and stores; the row's max and sum are computed once, ahead of that loop).
+// CHECK-LABEL: gpu.func @r_64_1024_1024_1024_k0(
+// CHECK-SAME: %arg1: memref<65536xf32> {llvm.align = 16 : i64, llvm.noalias, llvm.readonly}
+// CHECK: %[[TID:.*]] = gpu.thread_id x
+// CHECK: %[[BID:.*]] = gpu.block_id x
+// CHECK: %[[ROW:.*]] = arith.muli %[[BID]], %c1024 : index
+// CHECK: %[[PMAX:.*]] = scf.for %{{.*}} = %[[TID]] to %c256 step %c256 iter_args
+// CHECK-COUNT-4: memref.load %arg1
+// CHECK-COUNT-4: arith.maximumf
+// CHECK: %[[MAX:.*]] = gpu.all_reduce maximumf %[[PMAX]] uniform
+// CHECK: %[[PSUM:.*]] = scf.for %{{.*}} = %[[TID]] to %c1024 step %c256 iter_args
+// CHECK: arith.subf %{{.*}}, %[[MAX]] : f32
+// CHECK: %[[SUM:.*]] = gpu.all_reduce add %[[PSUM]] uniform
+// CHECK: scf.for %[[J:.*]] = %[[TID]] to %c256 step %c256 {
+// CHECK: %[[J4:.*]] = arith.muli %[[J]], %c4 : index
+// CHECK: %[[AT:.*]] = arith.addi %[[ROW]], %[[J4]] : index
+// CHECK: arith.subf %{{.*}}, %[[MAX]] : f32
+// CHECK-COUNT-4: arith.divf %{{.*}}, %[[SUM]] : f32
+// CHECK: memref.store %{{.*}}, %arg0[%[[AT]]]
+// CHECK-COUNT-3: memref.store
+// CHECK-NOT: scf.for
+// CHECK: gpu.return
+// CHECK: gpu.launch_func @kernels::@r_64_1024_1024_1024_k0 blocks in (%c64, %c1, %c1) threads in (%c256, %c1, %c1)
+
+// PTX-LABEL: .visible .entry r_64_1024_1024_1024_k0(
+// PTX: .shared
+// PTX: ld.global.nc.v4.b32
+// PTX: max.NaN.f32
+// PTX: shfl.sync.bfly.b32
+// PTX: bar.sync 0;
+// PTX: ex2.approx
+// PTX: shfl.sync.bfly.b32
+// PTX: bar.sync 0;
+// PTX: ld.global.nc.v4.b32
+// PTX: div.rn.f32
+// PTX: st.global.v4.b32
+func.func @graph(%a: tensor<64x1024xf32>) -> tensor<64x1024xf32> {
+  %m = "uop.reduce_axis"(%a) {op = "max", axes = array<i64: 1>} : (tensor<64x1024xf32>) -> tensor<64x1xf32>
+  %me = "uop.expand"(%m) : (tensor<64x1xf32>) -> tensor<64x1024xf32>
+  %d = "uop.sub"(%a, %me) : (tensor<64x1024xf32>, tensor<64x1024xf32>) -> tensor<64x1024xf32>
+  %e = "uop.exp2"(%d) : (tensor<64x1024xf32>) -> tensor<64x1024xf32>
+  %s = "uop.reduce_axis"(%e) {op = "add", axes = array<i64: 1>} : (tensor<64x1024xf32>) -> tensor<64x1xf32>
+  %se = "uop.expand"(%s) : (tensor<64x1xf32>) -> tensor<64x1024xf32>
+  %r = "uop.fdiv"(%e, %se) : (tensor<64x1024xf32>, tensor<64x1024xf32>) -> tensor<64x1024xf32>
+  return %r : tensor<64x1024xf32>
+}
