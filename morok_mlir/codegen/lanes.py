@@ -59,9 +59,7 @@ class LaneLowerer(Lowerer):
     if u is self.lane: return self.place(u, fr, self.em.const(fr, f"dense<{list(range(self.vw))}>", self.vty(dtypes.index)))
     if u.op is Ops.LOAD: return self.place(u, fr, self.vload(u, fr))
     if u.op is Ops.REDUCE and (terms := self.taps(u)) is not None:   # a short reduce's terms combined as a tree
-      vs, comb = [self.vec_of(t, fr) for t in terms], ALU[u.attrs["op"]]["f"]
-      while len(vs) > 1: vs = [L(f"{comb} {a}, {b}{self.fm} : {self.vty(u.dtype)}") for a, b in zip(vs[::2], vs[1::2])] + vs[len(vs) & ~1:]
-      return self.place(u, fr, vs[0])
+      return self.place(u, fr, self.tree(fr, u, [self.vec_of(t, fr) for t in terms]))
     if u.op is Ops.REDUCE:   # a vector accumulator per lane, carried through the reduce's loops
       vt, op = self.vty(u.dtype), u.attrs["op"]
       init = splat(self.em, fr, REDUCE_IDENTITY[op](u.dtype), "f32", self.vw)
@@ -73,6 +71,12 @@ class LaneLowerer(Lowerer):
     if (rule := VRULES.get((u.op, c))) is not None: return self.place(u, fr, rule(self, u, srcs, fr))
     return self.place(u, fr, L(f"{ALU[u.op][c]} {', '.join(srcs)} : {self.vty(u.src[0].dtype)}"))
 
+  def tree(self, fr: Frame, u: UOp, vals: list[str]) -> str:
+    """vals (vectors of reduce u's dtype) combined by u's op pairwise, as a tree: independent ops, a short chain."""
+    comb, vt = ALU[u.attrs["op"]][cls(u.dtype)], self.vty(u.dtype)
+    while len(vals) > 1: vals = [self.line(fr, f"{comb} {a}, {b}{self.fm} : {vt}") for a, b in zip(vals[::2], vals[1::2])] + vals[len(vals) & ~1:]
+    return vals[0]
+
   def lane_reduce(self, u: UOp) -> str:
     """A reduce over the lanes (and other ranges): a vector accumulator through the other ranges' loops, its lanes
     combined once after them. The innermost of those ranges, when short (a block's halves), is unrolled and its
@@ -81,11 +85,10 @@ class LaneLowerer(Lowerer):
     others = sorted((r for r in u.src[1:] if r is not self.lane), key=_axis)
     unroll = others.pop() if others and (n := im.cval(others[-1].src[0])) is not None and n <= UNROLL else None
     frames = self.open_loops(fr, others, inits=[splat(self.em, fr, REDUCE_IDENTITY[op](u.dtype), t, self.vw)])
-    inner, alu = frames[-1] if frames else fr, lambda a, b: self.line(inner, f"{ALU[op][cls(u.dtype)]} {a}, {b}{self.fm} : {vt}")
+    inner = frames[-1] if frames else fr
     srcs = [self.mark(affine_simplify(u.src[0].substitute({unroll: im.const(i)}))) for i in range(n)] if unroll is not None else [u.src[0]]
-    vals = [self.vec_of(x, inner) for x in srcs]
-    while len(vals) > 1: vals = [alu(a, b) for a, b in zip(vals[::2], vals[1::2])] + vals[len(vals) & ~1:]
-    if frames: self.close_loops(frames, vt, alu(frames[-1].acc, vals[0]))
+    val = self.tree(inner, u, [self.vec_of(x, inner) for x in srcs])
+    if frames: self.close_loops(frames, vt, self.tree(inner, u, [frames[-1].acc, val]))
     # the lanes combined as a tree where the reduce may reassociate (uop.fastmath), not one add after another
     return self.place(u, fr, self.em.reduction(fr, KIND[op], frames[0].res if frames else vals[0], vt, t, self.fm and " fastmath<reassoc>"))
 
