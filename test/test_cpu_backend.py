@@ -363,6 +363,16 @@ def test_allocator():
   assert c.dtype == np.bool_ and c.itemsize == 1
   with pytest.raises(ValueError): al.alloc(-1, dtypes.int8)
 
+def test_allocator_tiny():
+  # buffers under a cache line or a few take a short path: the same answers as the checked one
+  al = Device["CPU"].allocator
+  for n, dt in [(3, dtypes.float32), (1, dtypes.int8), (31, dtypes.float64), (np.int64(2), dtypes.int32)]:
+    a = al.alloc(n, dt)
+    assert type(a) is np.ndarray and a.size == n and a.dtype == dt.np and a.flags.c_contiguous and a.flags.writeable and al.ptr(a) == a.ctypes.data
+  assert al.alloc(0, dtypes.float32).size == 0
+  with pytest.raises(ValueError): al.alloc(-3, dtypes.float32)
+  with pytest.raises(ValueError): al.alloc(2.0, dtypes.float32)
+
 def test_device_registry(monkeypatch):
   assert Device["cpu"] is Device["CPU:0"] is CPU and Device.DEFAULT == os.environ.get("DEVICE", "CPU").upper()
   with pytest.raises(KeyError, match="unknown device"): Device["TPU"]

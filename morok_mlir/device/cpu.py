@@ -539,6 +539,8 @@ class CPUAllocator:
     off = -self.ptr(raw) % self.ALIGN
     return raw[off:off + nbytes]
   def alloc(self, size: int, dtype) -> np.ndarray:
+    # a tiny buffer of a DType (a TinyJit replay's or a small op's output) first: its checks alone cost what np.empty does
+    if type(dtype) is DType and type(size) is int and 0 < size * dtype.itemsize < self.TINY: return np.empty(size, dtype.np)
     dt = dtype if type(dtype) is DType else to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
     if not isinstance(size, (int, np.integer)) or size < 0: raise ValueError(f"bad buffer size {size!r}")
     nbytes = int(size) * dt.itemsize
