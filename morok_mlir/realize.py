@@ -36,7 +36,7 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
   if type(data) is Buffer:
     u = UOp.unique(Ops.BUFFER, data.dtype, (("id", next(_ids)), ("shape", shape := tuple(shape))), loc)   # attrs(id=, shape=), prebuilt
     if data.device == "CPU":   # contents never change (see below)
-      (data._buf if data._buf is not None and data.base is None else data.as_numpy()).flags.writeable = False
+      (data._buf if data._buf is not None and data.base is None else data.as_numpy()).setflags(write=False)   # (half of .flags.writeable's cost)
     u.buffer, u.__dict__["shape"] = data, shape
     return u
   if dtype is None:
@@ -45,7 +45,7 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
   if copy or data.dtype is not dtype.npdt and data.dtype != dtype.npdt or not data.flags.c_contiguous:
     data = np.array(data, dtype=dtype.npdt, order="C")   # native order, C-contiguous, 0-d arrays stay 0-d
   u = UOp(Ops.BUFFER, dtype, (), attrs(id=next(_ids), shape=data.shape), loc)
-  data.flags.writeable = False   # contents never change: compiled programs may keep what they derive from them
+  data.setflags(write=False)   # contents never change: compiled programs may keep what they derive from them
   u.buffer = Buffer("CPU", data.size, dtype).allocate(data.reshape(-1))   # (a view: no copy)
   return u
 
