@@ -231,3 +231,17 @@ def test_matvec_in_vector_lanes_at_both_widths(name, vec, monkeypatch):
     # a costly epilogue (SiLU, then a product: a feed-forward's gate) runs as a phase of its own over the reduces
     ref = ref * 0.5 * (1 + np.tanh(ref / 2)) * o   # x * sigmoid(x), without overflow
     np.testing.assert_allclose((y.silu() * Tensor(o)).numpy(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("k", [8, 16, 48])
+def test_narrow_products_of_any_length_in_lanes(k, vec, monkeypatch):
+  """float16 weights (a narrow dtype: reduce lanes) over a reduce of one lane group or a few: with no loop around the
+  vector accumulator (k == vec) the lanes are summed directly; a sum and a max, against float64."""
+  import morok_mlir.passes.optimize as opt, morok_mlir.realize as R
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  rng = np.random.default_rng(7)
+  w, x = rng.standard_normal((5, k)).astype(np.float16), rng.standard_normal((1, k)).astype(np.float32)
+  prod64 = x.astype(np.float64) * w.astype(np.float64)
+  np.testing.assert_allclose((Tensor(x) @ Tensor(w).T).numpy(), prod64.sum(-1)[None], rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose((Tensor(x) * Tensor(w)).max(-1).numpy(), prod64.max(-1), rtol=1e-6)

@@ -90,7 +90,7 @@ class LaneLowerer(Lowerer):
     val = self.tree(inner, u, [self.vec_of(x, inner) for x in srcs])
     if frames: self.close_loops(frames, vt, self.tree(inner, u, [frames[-1].acc, val]))
     # the lanes combined as a tree where the reduce may reassociate (uop.fastmath), not one add after another
-    return self.place(u, fr, self.em.reduction(fr, KIND[op], frames[0].res if frames else vals[0], vt, t, self.fm and " fastmath<reassoc>"))
+    return self.place(u, fr, self.em.reduction(fr, KIND[op], frames[0].res if frames else val, vt, t, self.fm and " fastmath<reassoc>"))
 
   TAPS_MAX = 32   # terms of a reduce unrolled into a tree (a 3x3 or 5x5 window)
   def taps(self, u: UOp) -> list[UOp] | None:
