@@ -1,7 +1,7 @@
 """The lazy Tensor API (tinygrad/PyTorch names and semantics). Each op builds hash-consed graph-level UOps; nothing runs
 until realize()/numpy(). Derived ops are written with the primitive ops of the `uop` dialect, as tinygrad does."""
 from __future__ import annotations
-import collections, contextlib, copy, ctypes, functools, inspect, math, operator, sys, threading, weakref
+import collections, contextlib, copy, ctypes, functools, inspect, math, operator, os, sys, threading, weakref
 from typing import Any
 import numpy as np
 from morok_mlir.core.dtype import DType, dtypes
@@ -204,6 +204,9 @@ class _ModeContext(contextlib.ContextDecorator):
 class _TensorType(type):
   """`Tensor.training = True` and reading `Tensor.training` (tinygrad's spelling) go to the calling thread's modes."""
   training, no_grad = _mode("training"), _mode("no_grad")
+
+# the machine's memory: no host array bigger than it is ever attempted
+_PHYS_BYTES = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") and "SC_PHYS_PAGES" in os.sysconf_names else 1 << 62
 
 class Tensor(OpMixin, metaclass=_TensorType):
   """A lazy tensor: its graph UOp, its device. The op methods (elementwise, movement, reductions) are OpMixin's,
@@ -555,8 +558,14 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if n and dt.is_int and not (dt.min <= start <= dt.max and dt.min <= start + (n - 1) * step <= dt.max):
       _err(OverflowError, f"arange({start}, {stop}, {step}) has values out of range for {dt}" + " (pass dtype=dtypes.int64)" * (dtype is None))
     # an int range in dt's bounds is made in dt directly (a wide array and a cast cost 3x the time and memory)
-    if dt.is_int and not fl: arr = np.arange(int(start), int(start) + n * int(step), int(step), dtype=dt.np)
-    else: arr = np.arange(start, stop, step, dtype=np.float64 if dt.is_float else np.int64).astype(dt.np)
+    # (an arange over a Variable is made at its largest size: refused past the machine's memory before numpy, which
+    # under overcommit would try to fill it)
+    big = lambda: _err(MemoryError, f"arange({start}, {stop}, {step}): {n} {dt.name} values ({n * dt.itemsize} bytes) cannot be allocated")
+    if n * max(dt.itemsize, 8) > _PHYS_BYTES: big()
+    try:
+      if dt.is_int and not fl: arr = np.arange(int(start), int(start) + n * int(step), int(step), dtype=dt.np)
+      else: arr = np.arange(start, stop, step, dtype=np.float64 if dt.is_float else np.int64).astype(dt.np)
+    except MemoryError: big()
     return Tensor(_buf(arr), **kw)
   @staticmethod
   def _arange_to(start, stop, step, dtype, **kw) -> Tensor:

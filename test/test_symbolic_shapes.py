@@ -356,3 +356,9 @@ def test_realizing_a_written_view_realizes_its_base():
   y = (x := Tensor(X) + 1)[0]   # a view only read: its base stays lazy
   y.realize()
   assert x.uop.op is not Ops.BUFFER
+
+def test_arange_over_a_huge_variable_is_a_clear_error():
+  """An arange over a Variable is made at the Variable's largest size: a maximum no memory can hold is a MemoryError
+  naming the caller's line and the bytes, not numpy's bare one (nor an attempt to fill terabytes)."""
+  with pytest.raises(MemoryError, match=r"test_symbolic_shapes\.py:\d+.*arange\(0, 1099511627776, 1\): 1099511627776 int64 values"):
+    Tensor.arange(Variable("n", 1, 2 ** 40).bind(3), dtype=dtypes.int64)
