@@ -118,7 +118,9 @@ elif mode in ("dead", "hang", "stale"):   # a rank dies, hangs, or (stale) calls
   if mode == "stale":                        # shape check; the others catch the timeout and go on without MPI
     comm.allreduce(Tensor(x)); comm.allreduce(Tensor(x))   # agreed, so skipped from now on while the call stays the same
     if r == n - 1: x = np.ones((4, 4), np.float32)
-  elif r == n - 1: os._exit(3) if mode == "dead" else time.sleep(120)
+  else:
+    comm.barrier()   # every rank's start-up done (a rank dead before the others' init finished is another case)
+    if r == n - 1: os._exit(3) if mode == "dead" else time.sleep(120)
   t0 = time.monotonic()
   try: comm.allreduce(Tensor(x))
   except dist.DistError as e: print(f"rank {r} caught after {time.monotonic() - t0:.2f} s: {e}", flush=True)

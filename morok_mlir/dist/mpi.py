@@ -10,6 +10,7 @@ from morok_mlir.device.buffer import Buffer
 from morok_mlir.dist import DistError, _check_world, name
 
 NOTE = 256   # bytes of a fault notice: what the rank that gave up was waiting in
+ABORT_GRACE = 0.5   # seconds between the last flush and MPI_Abort at exit (see MPIBackend._abort)
 
 class MPIBackend:
   def __init__(self, env: dict, timeout: float):
@@ -76,6 +77,9 @@ class MPIBackend:
     self.broken = what
   def _abort(self):
     sys.stdout.flush(); sys.stderr.flush()
+    # mpiexec forwards a rank's output through its proxy, and an abort tears the proxy down: the last lines the process
+    # wrote (the error it caught, typically) were lost about one time in ten without a moment to forward them
+    time.sleep(ABORT_GRACE)
     self.comm.Abort(1)
 
   def allreduce(self, src, out, op: str, what): self.run(what, self.comm.Iallreduce, src, out, self.OPS[op])
