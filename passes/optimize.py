@@ -344,7 +344,7 @@ def reduce_lanes(f: Func, vec: int) -> tuple[Func, int] | None:
   (w, _), r = max(cands, key=lambda c: c[0][1])
   if prod(map(rsize, red.src[1:])) > w * REDUCE_BLOCK: return None
   if r is not innermost(red):   # the lanes' range innermost: a fresh axis past the others (a reduce's order is free)
-    r2 = UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1 + max(u.attrs["axis"] for u in sink.toposort if u.op is Ops.RANGE), kind=r.attrs["kind"]))
+    r2 = UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=im.next_axis(sink), kind=r.attrs["kind"]))
     sink = im.with_ranges(sink, r, (r2,), r2)
   return replace(f, roots=[sink]), w
 

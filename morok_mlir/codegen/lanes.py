@@ -212,16 +212,18 @@ class LaneReduce:
   """A uop.reduce_lanes kernel whose store applies costly scalar ops to the reduce (SiLU after a matrix-vector
   product: an exp and a division per output, in scalar code between the vector reduces), as two phases: the reduces
   into a scratch buffer in the loops' order (threaded as the kernel), then the store's value over that buffer as
-  vector lanes along the innermost loop (one thread: a few thousand elements). Else one phase (LaneLowerer)."""
-  def __init__(self, f: Func, name: str, w: int):
-    self.name, (g, lane) = name, reduce_lane_split(f, w)
+  vector lanes along the innermost loop (one thread: a few thousand elements). Else one phase (LaneLowerer).
+  g, lane: reduce_lane_split's kernel and lane range."""
+  def __init__(self, f: Func, name: str, w: int, g: Func, lane: UOp):
+    self.name = name
     end, st, _ = single_store(g.roots[0])
     red, loops = lane_reduce_of(st), sorted(end.src[1:], key=_axis)
-    self.split = all(im.cval(r.src[0]) is not None for r in loops) and any(
-      u.op in COSTLY for u in st.src[1].toposort if u is not red and red in u.toposort)
-    if not self.split: self.parts, self.scratch = [(name, LaneLowerer(g, lane), g)], []; return
+    if not all(im.cval(r.src[0]) is not None for r in loops) or not any(
+        u.op in COSTLY for u in st.src[1].toposort if u is not red and red in u.toposort):
+      self.parts, self.scratch = [(name, LaneLowerer(g, lane), g)], []; return
     sizes = [im.cval(r.src[0]) for r in loops]
-    n, args = prod(sizes), list(f.args) + [arg_buffer(len(f.args), dtypes.float32.ptr(prod(sizes)))]
+    n = prod(sizes)
+    args = list(f.args) + [arg_buffer(len(f.args), dtypes.float32.ptr(n))]
     lin = im.const(0)
     for r, s in zip(loops, sizes): lin = im.add(im.mul(lin, im.const(s)), r)
     at = UOp(Ops.INDEX, dtypes.float32.ptr(), (args[-1], lin))

@@ -29,8 +29,8 @@ def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None
     except NotImplementedError: f = direct(f)   # an image its lanes cannot read (a flipped or channels-last one)
   if "uop.contraction" in f.attrs: return (c := Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
   if "uop.split_reduce" in f.attrs: return (c := SplitReduce(f, name)).text(), c.phases(), c.scratch, []
-  if "uop.reduce_lanes" in f.attrs and reduce_lane_split(f, w := _int_attr(f, "uop.reduce_lanes")) is not None:
-    return (c := LaneReduce(f, name, w)).text(), c.phases(), c.scratch, []
+  if "uop.reduce_lanes" in f.attrs and (ls := reduce_lane_split(f, w := _int_attr(f, "uop.reduce_lanes"))) is not None:
+    return (c := LaneReduce(f, name, w, *ls)).text(), c.phases(), c.scratch, []
   if "uop.lanes" in f.attrs and (ls := lane_split(f, _int_attr(f, "uop.lanes"))) is not None:
     return lower_kernel(ls[0], name, LaneLowerer(*ls)), [(name, parallel_info(ls[0]))], [], []
   return lower_kernel(f, name), [(name, parallel_info(f))], [], []

@@ -184,6 +184,10 @@ def with_ranges(x: UOp, r: UOp, parts: tuple[UOp, ...], e: UOp) -> UOp:
     new[u] = u if src == u.src else u.replace(src=src)
   return affine_simplify(new[x])
 
+def next_axis(x: UOp) -> int:
+  """An axis past every range of x: a range made with it sorts innermost in its loop nest or reduce."""
+  return 1 + max((u.attrs["axis"] for u in x.toposort if u.op is Ops.RANGE), default=0)
+
 def _divmods(x: UOp) -> list[UOp]:
   return [u for u in x.toposort if u.op in (Ops.IDIV, Ops.MOD) and u.dtype is dtypes.index and cval(u.src[1]) is not None]
 
@@ -193,7 +197,7 @@ def split_ranges(x: UOp, ok) -> UOp:
   them: (.. + k*r) // c and % c become affine in ro and ri. A GGUF block's weight k is byte (k // 32) * 20 + k % 16 in
   nibble (k % 32) // 16: split as k = 32 * b + 16 * h + j, neighbouring j address neighbouring bytes (vector lanes).
   ro takes r's place in the loop nest, ri a fresh axis past every other: the innermost of its reduce."""
-  fresh = itertools.count(1 + max((u.attrs["axis"] for u in x.toposort if u.op is Ops.RANGE), default=0))
+  fresh = itertools.count(next_axis(x))
   while True:
     cands, memo, left = set(), {}, len(_divmods(x))
     for u in _divmods(x):
