@@ -3,7 +3,7 @@ thread (every block, in GROUP kernels) guards its position against the value rea
 the values; reduce loops run to it. Checked as the other GPU code is: the kernels run by the CPU emulator against numpy
 at 1, a middle value and the largest (the elements past the value's must stay unwritten), the PTX assembled by ptxas for
 sm_80 and sm_90, and the runtime, TinyJit replays included, on the fake driver of test_cuda.py."""
-import re
+import functools, re
 import numpy as np
 import pytest
 from morok_mlir import Tensor, Variable
@@ -117,55 +117,23 @@ def test_decoder_attention_step_fake_cuda(fake_cuda):
   """A decoder's attention step on CUDA under TinyJit (test_symbolic_jit's kv-cache case): the new keys and values
   written into caches of MAX positions at start_pos, attention over the start_pos + T cached positions under a causal
   mask; one capture replays for every position."""
-  M, H, D, T = 16, 2, 8, 2
-  var = Variable("start_pos_cuda", 0, M - T)
-  freqs = rnd(M, D, seed=1)
-  ck, cv = (Tensor.zeros(1, H, M, D, device="CUDA").contiguous().realize() for _ in range(2))
-  fr = Tensor(freqs).to("CUDA")
-  @TinyJit
-  def step(q, k, v, sp):
-    ck[:, :, sp:sp + T] = k * fr[sp:sp + T]
-    cv[:, :, sp:sp + T].assign(v)
-    Tensor.realize(ck, cv)
-    s = q @ ck[:, :, :sp + T].transpose(-1, -2) / np.sqrt(D)
-    mask = Tensor.arange(sp + T, device="CUDA")[None, :] <= Tensor.arange(T, device="CUDA")[:, None] + sp
-    return mask.where(s, float("-inf")).softmax(-1) @ cv[:, :, :sp + T]
-  nk, nv = np.zeros((1, H, M, D), np.float32), np.zeros((1, H, M, D), np.float32)
-  compiled = []
-  for i, sp in enumerate((0, 2, 4, 6, 9, 14, 5)):
-    q, k, v = (rnd(1, H, T, D, seed=10 * i + j) for j in range(3))
-    nk[:, :, sp:sp + T], nv[:, :, sp:sp + T] = k * freqs[sp:sp + T], v
-    s = q @ nk[:, :, :sp + T].transpose(0, 1, 3, 2) / np.sqrt(D)
-    s = np.where(np.arange(sp + T)[None, :] <= np.arange(T)[:, None] + sp, s, -np.inf)
-    got = step(*(Tensor(x).to("CUDA") for x in (q, k, v)), var.bind(sp))
-    assert got.device == "CUDA"
-    np.testing.assert_allclose(got.numpy(), sm(s) @ nv[:, :, :sp + T], rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(ck.numpy(), nk)
-    np.testing.assert_array_equal(cv.numpy(), nv)
-    compiled.append(GlobalCounters.compiled)
+  from test_symbolic_jit import kv_cache_steps
+  step, compiled, _ = kv_cache_steps("CUDA", "start_pos_cuda")
   assert step.plan is not None and compiled[1:] == compiled[1:2] * 6
 
 def test_tiny_llama_decode_fake_cuda(fake_cuda, monkeypatch):
   """The LLM decode path on CUDA: test_llm's tiny Llama (GQA, RoPE, KV cache) with CUDA the default device, prefill of
   5 tokens, then 4 decode steps at the symbolic start_pos under TinyJit, against the float64 reference."""
   from morok_mlir.device import Device
-  from morok_mlir.llm.model import Llama
-  from test_llm import TINY, Ref, random_weights
+  from test_llm import tiny_llama_prefill_and_decode
   _, fake = fake_cuda
   monkeypatch.setattr(Device, "DEFAULT", "CUDA")
-  W = random_weights(TINY)
-  model, ref = Llama(TINY, {k: Tensor(v) for k, v in W.items()}), Ref(TINY, W)
-  step = TinyJit(lambda toks, pos: model(toks, pos).realize())
-  prompt = [3, 17, 42, 5, 9]
-  got = model(Tensor(np.array([prompt], np.int32)), 0).numpy()
-  np.testing.assert_allclose(got[0], ref.step(prompt)[-1], rtol=1e-4, atol=1e-4)
-  tok = int(got.argmax())
-  for p in range(len(prompt), len(prompt) + 4):
-    launches = len(fake.launches)
-    out = step(Tensor(np.array([[tok]], np.int32)), model.start_pos.bind(p))
-    assert out.device == "CUDA" and len(fake.launches) > launches
-    np.testing.assert_allclose(out.numpy()[0], ref.step([tok])[-1], rtol=1e-4, atol=1e-4)
-    tok = int(out.numpy().argmax())
+  def launched(step, toks, pos):   # each decode step on CUDA, by kernels on the driver
+    n = len(fake.launches)
+    out = step(toks, pos)
+    assert out.device == "CUDA" and len(fake.launches) > n
+    return out
+  step = tiny_llama_prefill_and_decode(lambda step: functools.partial(launched, step))
   assert step.plan is not None
 
 def test_a_huge_maximum_is_a_grid_stride_launch():

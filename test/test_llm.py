@@ -64,19 +64,23 @@ def random_weights(cfg, seed=0):
 
 TINY = LlamaConfig(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=64, hidden_dim=48, norm_eps=1e-5, rope_theta=10000.0, max_context=16)
 
-def test_tiny_llama_prefill_and_decode_match_float64():
-  """Prefill of 5 tokens, then 4 decode steps through the KV cache under TinyJit (GQA: 4 query heads on 2 KV heads)."""
+def tiny_llama_prefill_and_decode(wrap=lambda step: step) -> TinyJit:
+  """TINY's prefill of 5 tokens, then 4 decode steps through the KV cache under TinyJit (GQA: 4 query heads on 2 KV
+  heads), each against the float64 reference; wrap(step) is what each decode step calls. The jitted step."""
   W = random_weights(TINY)
   model, ref = Llama(TINY, {k: Tensor(v) for k, v in W.items()}), Ref(TINY, W)
   step = TinyJit(lambda toks, pos: model(toks, pos).realize())
-  prompt = [3, 17, 42, 5, 9]
+  call, prompt = wrap(step), [3, 17, 42, 5, 9]
   got = model(Tensor(np.array([prompt], np.int32)), 0).numpy()
   np.testing.assert_allclose(got[0], ref.step(prompt)[-1], rtol=1e-4, atol=1e-4)
   tok = int(got.argmax())
   for p in range(len(prompt), len(prompt) + 4):
-    got = step(Tensor(np.array([[tok]], np.int32)), model.start_pos.bind(p)).numpy()
+    got = call(Tensor(np.array([[tok]], np.int32)), model.start_pos.bind(p)).numpy()
     np.testing.assert_allclose(got[0], ref.step([tok])[-1], rtol=1e-4, atol=1e-4)
     tok = int(got.argmax())
+  return step
+
+def test_tiny_llama_prefill_and_decode_match_float64(): tiny_llama_prefill_and_decode()
 
 def test_tiny_llm_generate_ids_is_the_reference_greedy_path():
   """LLM's prefill (padded to 8 tokens) and jitted decode steps give the reference's greedy tokens, twice in a row

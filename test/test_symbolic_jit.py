@@ -44,21 +44,23 @@ def test_size_expressions_and_arange():
   x = Tensor(A)
   run(f, [((x, v.bind(k)), np.arange(k + 2) * 3 * k + A[0, k:k + 2].sum()) for k in (1, 4, 12, 7)])
 
-def test_kv_cache_attention_one_capture():
-  # a decoder's attention step: the new keys and values written into caches of MAX positions at start_pos (setitem
-  # and assign through a view), RoPE-like frequencies sliced at start_pos, attention over the start_pos + T cached
-  # positions under a causal mask from arange compares
+def kv_cache_steps(device: str, name: str) -> tuple[TinyJit, list[int], list[int]]:
+  """A decoder's attention step on device under TinyJit: the new keys and values written into caches of MAX positions at
+  start_pos (setitem and assign through a view), RoPE-like frequencies sliced at start_pos, attention over the
+  start_pos + T cached positions under a causal mask from arange compares; run at 7 positions, each output and both
+  caches checked against numpy. (step, compiled counts, kernel counts) after each call."""
   MAX, H, D, T = 16, 2, 8, 2
-  var = Variable("start_pos", 0, MAX - T)
+  var = Variable(name, 0, MAX - T)
   freqs = rnd(MAX, D, seed=1)
-  ck, cv, fr = Tensor.zeros(1, H, MAX, D).contiguous().realize(), Tensor.zeros(1, H, MAX, D).contiguous().realize(), Tensor(freqs)
+  ck, cv = (Tensor.zeros(1, H, MAX, D, device=device).contiguous().realize() for _ in range(2))
+  fr = Tensor(freqs).to(device)
   @TinyJit
   def step(q, k, v, sp):
     ck[:, :, sp:sp + T] = k * fr[sp:sp + T]
     cv[:, :, sp:sp + T].assign(v)
     Tensor.realize(ck, cv)
     s = q @ ck[:, :, :sp + T].transpose(-1, -2) / np.sqrt(D)
-    mask = Tensor.arange(sp + T)[None, :] <= Tensor.arange(T)[:, None] + sp
+    mask = Tensor.arange(sp + T, device=device)[None, :] <= Tensor.arange(T, device=device)[:, None] + sp
     return mask.where(s, float("-inf")).softmax(-1) @ cv[:, :, :sp + T]
   nk, nv = np.zeros((1, H, MAX, D), np.float32), np.zeros((1, H, MAX, D), np.float32)
   compiled, kernels = [], []
@@ -69,12 +71,17 @@ def test_kv_cache_attention_one_capture():
     s = np.where(np.arange(sp + T)[None, :] <= np.arange(T)[:, None] + sp, s, -np.inf)
     e = np.exp(s - s.max(-1, keepdims=True))
     GlobalCounters.kernel_count = 0
-    got = step(Tensor(q), Tensor(k), Tensor(v), var.bind(sp))
+    got = step(*(Tensor(x).to(device) for x in (q, k, v)), var.bind(sp))
     kernels.append(GlobalCounters.kernel_count)
+    assert got.device == device
     np.testing.assert_allclose(got.numpy(), (e / e.sum(-1, keepdims=True)) @ nv[:, :, :sp + T], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(ck.numpy(), nk)
     np.testing.assert_array_equal(cv.numpy(), nv)
     compiled.append(GlobalCounters.compiled)
+  return step, compiled, kernels
+
+def test_kv_cache_attention_one_capture():
+  step, compiled, kernels = kv_cache_steps("CPU", "start_pos")
   assert step.plan is not None and compiled[1:] == compiled[1:2] * 6 and kernels[2:] == kernels[2:3] * 5
 
 def test_values_outside_the_range_raise_at_the_callers_line():
