@@ -46,9 +46,7 @@ elif mode == "shard":   # tensors split over the ranks' devices: every rank's re
   else: raise AssertionError("a matmul of mismatched shapes ran")
   print(f"rank {r} shard ok", flush=True)
 elif mode == "shard_grad":   # data-parallel: the batch split over the ranks, the weights replicated
-  from morok_mlir.nn import Linear
-  from morok_mlir.nn.optim import Adam
-  from morok_mlir.nn.state import get_parameters
+  from test_multitensor import adam_steps
   rng, devs = np.random.default_rng(0), dist.devices()
   A, W = rng.standard_normal((8, 6)).astype(np.float32), rng.standard_normal((6, 4)).astype(np.float32)
   def loss_grad(x, w):
@@ -63,19 +61,7 @@ elif mode == "shard_grad":   # data-parallel: the batch split over the ranks, th
   assert w.grad.device == "CPU"
   np.testing.assert_allclose(w.grad.numpy(), ref[1], rtol=1e-5, atol=1e-6)
   y = rng.integers(0, 4, 8).astype(np.int32)
-  def train(devs):   # 3 Adam steps of a Linear on the global batch
-    Tensor.manual_seed(0)
-    m = Linear(6, 4)
-    for p in get_parameters(m) if devs else (): p.shard_(devs)
-    opt = Adam(get_parameters(m), lr=0.01)
-    with Tensor.train():
-      for _ in range(3):
-        xb, yb = (Tensor(A), Tensor(y)) if not devs else (Tensor(A).shard(devs, axis=0), Tensor(y).shard(devs, axis=0))
-        opt.zero_grad()
-        m(xb).cross_entropy(yb).backward()
-        opt.step()
-    return m.weight.numpy(), m.bias.numpy()
-  for g, want in zip(train(devs), train(None)): np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+  for g, want in zip(adam_steps(devs, A, y), adam_steps(None, A, y)): np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
   print(f"rank {r} shard_grad ok", flush=True)
 elif mode == "shard_shape": Tensor(np.ones((8 + r, 6), np.float32)).shard(dist.devices(), axis=0)
 elif mode == "shard_diverge":   # the ranks build different graphs (not SPMD): the collective's shape check names both

@@ -135,30 +135,26 @@ def _linear_adam(devs):
   for p in get_parameters(m) if devs else (): p.shard_(devs)
   return m, Adam(get_parameters(m), lr=0.01)
 
+def adam_steps(devs, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """3 Adam steps of _linear_adam's Linear on the batch (x, y), split along it over devs (None: one device): the weight
+  and bias after them (dist_worker.py's data-parallel case over processes calls it too)."""
+  m, opt = _linear_adam(devs)
+  with Tensor.train():
+    for _ in range(3):
+      xb, yb = (Tensor(x), Tensor(y)) if not devs else (Tensor(x).shard(devs, axis=0), Tensor(y).shard(devs, axis=0))
+      opt.zero_grad()
+      m(xb).cross_entropy(yb).backward()
+      opt.step()
+  return m.weight.numpy(), m.bias.numpy()
+
 def test_data_parallel_training_in_one_process():
   """Replicated parameters, batches split over the devices, Adam: the weights after 3 steps equal one device's."""
-  from morok_mlir.nn import Linear
-  from morok_mlir.nn.optim import Adam
-  from morok_mlir.nn.state import get_parameters
   y = rng.integers(0, 4, 8).astype(np.int32)
-  def train(devs):
-    m, opt = _linear_adam(devs)
-    with Tensor.train():
-      for _ in range(3):
-        xb, yb = (Tensor(A), Tensor(y)) if not devs else (Tensor(A).shard(devs, axis=0), Tensor(y).shard(devs, axis=0))
-        opt.zero_grad()
-        m(xb).cross_entropy(yb).backward()
-        opt.step()
-    return m.weight.numpy(), m.bias.numpy()
-  ref = train(None)
-  for got, want in zip(train(D2), ref): np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+  for got, want in zip(adam_steps(D2, A, y), adam_steps(None, A, y)): np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 def test_tinyjit_replays_a_data_parallel_step():
   """Sharded parameters and Adam's moments are the step's state, each shard rebound by a replay: the weights after 5
   jitted steps equal 5 unjitted steps on one device."""
-  from morok_mlir.nn import Linear
-  from morok_mlir.nn.optim import Adam
-  from morok_mlir.nn.state import get_parameters
   xs = [rng.standard_normal((8, 6)).astype(np.float32) for _ in range(5)]
   ys = [rng.integers(0, 4, 8).astype(np.int32) for _ in range(5)]
   def train(devs):
