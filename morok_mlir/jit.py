@@ -15,7 +15,9 @@ value to keep: the signature holds the Variable, each replay runs the recorded k
 kernel argument: nothing is compiled again). A value the recorded graphs do not fit (a slice past a dim, or a
 slice's form picked for another value) raises JitError at the caller's line."""
 from __future__ import annotations
-import functools, gc, threading, time
+import ctypes, functools, gc, threading, time
+from sys import getrefcount
+from weakref import getweakrefcount
 from dataclasses import dataclass, field
 import numpy as np
 from morok_mlir.core.uop import UOp, sym_val, sym_range, sym_attr, sprod, ssub, _pairs, guards, SYM_TEXT
@@ -24,7 +26,7 @@ from morok_mlir.ir.emit import var_order, unbind
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer
-from morok_mlir.device.cpu import SharedScratch
+from morok_mlir.device.cpu import Batch, SharedScratch, _Args
 from morok_mlir import realize as R
 from morok_mlir.tensor import Tensor
 
@@ -305,8 +307,9 @@ class _Plan:
     if not p.state and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and len(p.outs) == len(p.fresh) == 1 and \
         all(type(k) is _Kernel for k in p.steps):
       p.replay, p.one = p._replay_one, (*p.fresh[0], *p.outs[0], ret.device)
+      p.ring, p.turn = [None, None] if p.fresh[0][2] * p.fresh[0][3].itemsize <= p.REUSE_BYTES and p.fresh[0][1] == "CPU" else None, 0
     if p.vals or p.checks or any(isinstance(d, UOp) for _, _, sh in p.outs for d in sh): p._compile()
-    p.run = _graphs(p.steps)
+    p.run = _graphs(p.steps, p.template)
     return p
 
   def _compile(self):
@@ -335,6 +338,7 @@ class _Plan:
     # panels), each position as big as any kernel's, not one set per kernel kept for the plan's life (an LLM's prefill
     # plan held ~15 MB per layer)
     self.scratch = SharedScratch(e.sched.items for e in self.execs)
+    self.pinned = [self.PIN_BYTES]   # bytes of constants' repacked results (weights' panels) its kernels may still hold
     def on(j: int, dev: str, const: bool) -> int:   # v index of buffer j on dev: copied once for a constant, else per replay
       if const: self.template.append(R.on_device(self.template[j], dev))
       else: self.template.append(None); self.steps.append(_Copy(j, len(self.template) - 1, dev))
@@ -368,17 +372,28 @@ class _Plan:
         slot.append(len(self.template) - 1)
       for it in sched.items:
         self.steps.append(_Kernel(it.program, [slot[s] for s in it.slots], [consts.get(s) for s in it.slots], self.template, self.uops,
-                                  self.scratch))
+                                  self.scratch, self.pinned))
       self.nkernels += len(sched.items)
 
+  PIN_BYTES = 1 << 28     # (a program keeps as much for call_buffers: CPUProgram.KEEP_BYTES)
+  REUSE_BYTES = 1 << 16   # outputs up to this size come from the plan's last two when no one holds those any more
   def _replay_one(self, args: list[Tensor], env=None) -> Tensor:
     """replay for the usual plan (arguments in, kernels only, one fresh output back), without the general one's steps
-    (its fields gathered once in self.one: this path is a 3-element add's whole cost under TinyJit)."""
+    (its fields gathered once in self.one: this path is a 3-element add's whole cost under TinyJit). A small output's
+    memory is one of the plan's last two outputs' that nothing references any more (a loop's `y = f(x)` drops the one
+    from two calls back): nothing can read it again, and making a Buffer costs what this whole call's kernel does."""
     v, (j, dev, size, dt, k, o, loc, shape, device) = self.template.copy(), self.one
     for i, t in enumerate(args): v[i] = (u if (u := t.uop).op is Ops.BUFFER else u.src[0]).buffer   # (the signature checked: data)
-    try: v[j] = Buffer.fresh(dev, size, dt)
-    except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[k].sched, []) from None
     with self.lock:
+      if (ring := self.ring) is not None:   # (3 references: the ring's, b, getrefcount's; 2 to the array: b's, getrefcount's)
+        b = ring[t := self.turn]; self.turn = t ^ 1
+        if b is None or getrefcount(b) != 3 or getrefcount(b._buf) != 2 or getweakrefcount(b): b = ring[t] = None
+      else: b = None
+      if b is None:
+        try: b = Buffer.fresh(dev, size, dt)
+        except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[k].sched, []) from None
+        if ring is not None: ring[t] = b
+      v[j] = b
       if R.DEBUG:
         t0 = time.perf_counter()
         for step in self.run: step(v)
@@ -386,7 +401,7 @@ class _Plan:
       else:
         for step in self.run: step(v)
     R.GlobalCounters.kernel_count += self.nkernels
-    return Tensor._of(R.new_buffer(v[o], loc, shape=shape), device)
+    return Tensor._of(R.new_buffer(b, loc, shape=shape), device)
 
   def sizes(self, env: dict) -> dict:
     """Every Variable's value for a replay, checked against what the recorded graphs assumed."""
@@ -443,21 +458,30 @@ class _Plan:
 class _Kernel:
   """One kernel of a replay: its program on an argument set of the plan's own (CPU), where the pointers of the plan's
   buffers and constants are written once and the others (arguments, state, fresh outputs) each call; else (a program
-  without prepare, or one that keeps what it derives from a constant) its call_buffers."""
-  __slots__ = ("prog", "slots", "inputs", "args", "run", "fixed", "var", "keyed", "uops", "scratch")
-  def __init__(self, prog, slots: list[int], inputs: list, template: list, uops: list, scratch=None):
-    self.prog, self.slots, self.inputs, self.uops, self.scratch = prog, slots, inputs, uops, scratch
+  without prepare, or one that keeps what it derives from an argument) its call_buffers. A phase that only repacks a
+  constant (a weight's B panels) is run by the first replay's call_buffers, which keeps its result; the set made then
+  reads that result (and holds it: at most `pinned`'s budget of such results per plan) and skips the phase."""
+  __slots__ = ("prog", "slots", "inputs", "args", "run", "fixed", "var", "keyed", "uops", "scratch", "pending", "pinned", "held")
+  def __init__(self, prog, slots: list[int], inputs: list, template: list, uops: list, scratch=None, pinned: list | None = None):
+    self.prog, self.slots, self.inputs, self.uops, self.scratch, self.pinned = prog, slots, inputs, uops, scratch, pinned
     self.fixed = [(i, j) for i, j in enumerate(slots) if template[j] is not None]
     self.var = tuple((i, j) for i, j in enumerate(slots) if template[j] is None)
     # a phase that only repacks an argument (a weight passed in: B panels) runs once per argument buffer, as outside
     # the JIT: call_buffers keeps its result while that buffer UOp lives
-    reuse = {arg for _, arg, _ in getattr(getattr(prog, "spec", None), "reuse", ())}
+    spec = getattr(prog, "spec", None)
+    reuse = {arg for _, arg, _ in getattr(spec, "reuse", ())}
     self.keyed = tuple((i, j) for i, j in enumerate(slots) if i in reuse and template[j] is None and j < len(uops))
-    self.args = None
-    if hasattr(prog, "prepare") and not self.keyed: self._bind(template)
-  def _bind(self, v: list):
-    if (p := self.prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None), scratch=self.scratch)) is None:
-      self.args = None; return
+    self.args, self.pending, self.held = None, False, 0
+    if hasattr(prog, "prepare") and not self.keyed:
+      self._bind(template)
+      self.pending = self.args is None and pinned is not None and any(inputs[arg] is not None for _, arg, _ in getattr(spec, "reuse", ()))
+  def _bind(self, v: list, kept: bool = False):
+    const, self.args = frozenset(i for i, u in enumerate(self.inputs) if u is not None), None
+    if self.pinned is not None: self.pinned[0], self.held = self.pinned[0] + self.held, 0
+    if (p := self.prog.prepare(const, self.inputs if kept else None, scratch=self.scratch)) is None: return
+    if kept and (held := [s for _, arg, s in self.prog.spec.reuse if arg in const]):   # (the results it holds, within the plan's budget)
+      if type(p[0]) is not _Args or self.pinned[0] < (n := sum(p[0].scratch[s].nbytes for s in held)): return
+      self.pinned[0], self.held = self.pinned[0] - n, n
     self.args, self.run = p
     for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr
   def __call__(self, v: list):
@@ -469,18 +493,54 @@ class _Kernel:
       inputs = list(self.inputs)
       for i, j in self.keyed: inputs[i] = self.uops[j]
       return self.prog.call_buffers([v[j] for j in self.slots], inputs)
-    if a is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
-    self._bind(v)
+    if a is None:
+      self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
+      if self.pending: self.pending = False; self._bind(v, kept=True)   # (once: its results are kept now)
+      return
+    self._bind(v, kept=self.pinned is not None)
     if self.args is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
     self(v)
 
-def _graphs(steps: list) -> list:
+class _Native:
+  """A run of CPU kernels as one step: each run among them of kernels with argument sets is one native call
+  (device.cpu.Batch), the pointers of the buffers each replay gives (arguments, state, fresh outputs) written once each
+  into one array; the others (waiting for their first call_buffers: _Kernel.pending) run on their own. A program that
+  moves from its JIT engine onto its shared object (linked meanwhile) has its kernels bound again."""
+  __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending")
+  def __init__(self, kernels: list[_Kernel], template: list):
+    self.kernels, self.template = kernels, template
+    self.js = sorted({j for k in kernels for _, j in k.var})   # the v indices a replay fills
+    self.vals = (ctypes.c_void_p * max(1, len(self.js)))()
+    self._build()
+  def _build(self, rebind: bool = False):
+    if rebind:   # (fresh sets: the old ones read vals, not their own pointers)
+      for k in self.kernels: k._bind(self.template, kept=k.pinned is not None)
+    at, self.segs, run = {j: n for n, j in enumerate(self.js)}, [], []
+    def flush():
+      if run: self.segs.append(Batch([k.args for k in run], [(m, i, at[j]) for m, k in enumerate(run) for i, j in k.var], self.vals))
+      run.clear()
+    for k in self.kernels:
+      if type(k.args) is _Args: run.append(k)
+      else: flush(); self.segs.append(k)
+    flush()
+    self.moving = [k for k in self.kernels if type(k.args) is _Args and getattr(k.args.code, "engine", None) is not None]
+    self.pending = [k for k in self.kernels if k.pending]
+  def __call__(self, v: list):
+    if self.moving and any(k.args.code is not k.prog.code for k in self.moving): self._build(rebind=True)
+    vals = self.vals
+    for n, j in enumerate(self.js): vals[n] = v[j].ptr
+    for s in self.segs: s(v) if type(s) is _Kernel else s.run()
+    if self.pending and not all(k.pending for k in self.pending): self._build()
+
+def _graphs(steps: list, template: list) -> list:
   """steps, each run of kernels whose program has a Graph (a device that replays kernels as one graph: CUDA's) as one
-  step of that Graph."""
+  step of that Graph, and each run of kernels with CPU argument sets as one _Native step."""
   out, run = [], []
-  graph = lambda s: getattr(s.prog, "Graph", None) if type(s) is _Kernel and s.args is None and not s.keyed else None
+  native = lambda s: type(s) is _Kernel and (type(s.args) is _Args or s.pending)
+  graph = lambda s: _Native if native(s) else getattr(s.prog, "Graph", None) if type(s) is _Kernel and s.args is None and not s.keyed else None
   for s in steps + [None]:
-    if run and (s is None or graph(s) is not graph(run[0]) or s.prog.dev is not run[0].prog.dev): out.append(graph(run[0])(run)); run = []
+    if run and (s is None or graph(s) is not graph(run[0]) or graph(s) is not _Native and s.prog.dev is not run[0].prog.dev):
+      out.append(_Native(run, template) if graph(run[0]) is _Native else graph(run[0])(run)); run = []
     if s is not None: (run if graph(s) else out).append(s)
   return out
 

@@ -73,7 +73,7 @@ class Schedule:
   stages: stages.Stages | None = None   # VIZ's record of this compile, which each run adds its kernels' times to
   def __post_init__(self):
     self.allocs = [(b.size, b.dtype.base) for b in self.buffer_types[self.n_in:]]   # (elements, dtype) of each buffer it makes
-    self.calls: list[list[_Call]] = []   # prepared kernel calls, one list per run in flight (a free list: pop and append)
+    self.calls: list[_Run] = []   # prepared kernel calls, one set per run in flight (a free list: pop and append)
 
 class _Call:
   """One kernel of a schedule as a prepared call (CPU): an argument set of its own, into which a run writes the buffers'
@@ -93,6 +93,35 @@ class _Call:
     if (p := self.prog.prepare(self.const)) is None: self.fast = False; return False
     self.args, self.run = p
     return True
+
+class _Run:
+  """A schedule's kernels as prepared calls for one run at a time: once every call that can be prepared has been (its
+  code stays), each run of such calls is one native call (device.cpu.Batch) reading the buffers' pointers from one
+  array, written once per run; the others go through call_buffers."""
+  __slots__ = ("calls", "segs", "vals", "n_in")
+  def __init__(self, sched: Schedule):
+    self.calls, self.segs, self.n_in = [_Call(it, sched.n_in) for it in sched.items], None, sched.n_in
+  def _segment(self, nbufs: int) -> bool:
+    """segs: each a Batch of calls' argument sets or a _Call through call_buffers; False while a code may still move."""
+    if any(c.fast and getattr(c.prog.code, "engine", None) is not None for c in self.calls): return False
+    from morok_mlir.device.cpu import Batch
+    self.vals, self.segs, run = (ctypes.c_void_p * max(1, nbufs))(), [], []
+    def flush():
+      if run: self.segs.append(Batch([c.args for c in run], [(m, i, s) for m, c in enumerate(run) for i, s in enumerate(c.slots)], self.vals))
+      run.clear()
+    for c in self.calls:
+      if c.fast and c.prepare() and type(c.args).__name__ == "_Args": run.append(c)
+      else: flush(); self.segs.append(c)
+    flush()
+    return True
+  def __call__(self, bufs: list, inputs: list) -> None:
+    if self.segs is None and not self._segment(len(bufs)):
+      for c in self.calls: c.prog.call_buffers([bufs[s] for s in c.slots], [inputs[s] if s < self.n_in else None for s in c.slots])
+      return
+    self.vals[:] = [b.ptr for b in bufs]
+    for g in self.segs:
+      if type(g) is _Call: g.prog.call_buffers([bufs[s] for s in g.slots], [inputs[s] if s < self.n_in else None for s in g.slots])
+      else: g.run()
 
 class Variants:
   """A kernel of symbolic sizes with copies compiled for narrower bounds of its values (uop-optimize's variants,
@@ -125,12 +154,12 @@ class Variants:
     return len(self.bounds)
   def call_buffers(self, bufs: list, inputs: list | None = None) -> None:
     return self.progs[self.pick(bufs[self.slot].ptr)].call_buffers(bufs, inputs)
-  def prepare(self, const: frozenset = frozenset(), scratch=None) -> tuple | None:
+  def prepare(self, const: frozenset = frozenset(), inputs: list | None = None, scratch=None) -> tuple | None:
     """Each copy's argument set, written through one: run() calls the copy the values written pick (one at a time: they
     may share scratch)."""
     sets = []
     for q in self.progs:
-      if not hasattr(q, "prepare") or (x := q.prepare(const, scratch=scratch)) is None: return None
+      if not hasattr(q, "prepare") or (x := q.prepare(const, inputs, scratch=scratch)) is None: return None
       sets.append(x)
     args = types.SimpleNamespace(ptrs=_Fan([a.ptrs for a, _ in sets]), code=self.code)
     runs, first = [r for _, r in sets], sets[0][0].ptrs
@@ -345,18 +374,11 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
   if DEBUG >= 2 or sched.stages is not None: dt_sum = _run_timed(sched, bufs, inputs)
   else:
-    try: calls = sched.calls.pop()
-    except IndexError: calls = [_Call(it, n_in) for it in sched.items]
+    try: run = sched.calls.pop()
+    except IndexError: run = _Run(sched)
     t0 = time.perf_counter()
-    try:
-      for c in calls:
-        if (a := c.args) is None or a.code is not c.prog.code:
-          if not c.fast or not c.prepare():
-            c.prog.call_buffers([bufs[s] for s in c.slots], [inputs[s] if s < n_in else None for s in c.slots]); continue
-          a = c.args
-        a.ptrs[:len(c.slots)] = [bufs[s].ptr for s in c.slots]
-        c.run()
-    finally: sched.calls.append(calls)
+    try: run(bufs, inputs)
+    finally: sched.calls.append(run)
     dt_sum = time.perf_counter() - t0
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
   if len(bufs) == n_in + n_out: return bufs

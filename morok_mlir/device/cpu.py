@@ -40,7 +40,7 @@ from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU
 from morok_mlir.core import env
 from morok_mlir.device import disk_prune
-from morok_mlir.device.pool import Pool
+from morok_mlir.device.pool import Chain, Pool
 from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS
 from morok_mlir.dialects.ops import Ops
 
@@ -338,6 +338,7 @@ def _forked():
   # a forked child has none of the parent's workers, nor its MLIR context's threads: that context is left alone (its
   # destructor would wait for them) and a new one made when needed
   _orphans.append(_ctx)
+  if _pool is not None: _pool.closed = True   # (a Chain made before the fork runs its chunks itself)
   _pool = _ctx = None
 os.register_at_fork(after_in_child=_forked)
 
@@ -388,6 +389,20 @@ class SharedScratch:
     if i >= len(self.sizes) or n > self.sizes[i]: return CPU.allocator.alloc(n, dtypes.float32)   # a program not counted
     if (a := self.arrays.get(i)) is None: a = self.arrays[i] = CPU.allocator.alloc(self.sizes[i], dtypes.float32)
     return a
+
+class Batch:
+  """Prepared argument sets (CPUProgram.prepare's, the caller's own) run in order by one native call (pool.Chain), the
+  pointers that change per run read from vals (a ctypes array of pointers the caller owns and writes): each (set m,
+  argument i, j) of var points set m's argument i at vals[j]. The sets then read those arguments from vals only, and
+  the batch holds them (and so their code) while it lives."""
+  def __init__(self, sets: list[_Args], var: list[tuple[int, int, int]], vals):
+    base, self.sets, self.vals = ctypes.addressof(vals), sets, vals
+    for m, i, j in var:
+      for _, packs in sets[m].phases:
+        for p in packs: p[i] = base + 8 * j
+    steps = [(ctypes.cast(fn, ctypes.c_void_p).value, [ctypes.addressof(p) for p in packs]) for a in sets for fn, packs in a.phases]
+    c = self.chain = Chain(steps, _workers() if any(len(packs) > 1 for _, packs in steps) else None)
+    self.run = c.serial if c.pool is None else c
 
 class CPUProgram:
   """A compiled kernel: its code (a JIT engine, or a shared object from the disk cache, which a JIT-compiled program

@@ -21,9 +21,12 @@ number and then exchanges parked for 0: whichever goes second sees the other's w
 The lock holds at most one wake: the caller releases it only while it is locked (it alone releases, the worker alone
 acquires), so a wake the worker did not need only makes it look once more.
 Python callables run through a ctypes trampoline; a worker's exception is re-raised by the caller once every chunk it
-handed out is done."""
+handed out is done.
+A Chain runs many kernels' phases in one native call (`morok_run`): each phase's chunks posted and waited for as run()
+does, a parked worker woken through a ctypes callback (a wake takes the GIL; only the first post after an idle spell
+needs one), so a replay of a model's kernels does not come back to Python between them."""
 from __future__ import annotations
-import atexit, ctypes, os, platform, threading
+import atexit, ctypes, functools, os, platform, threading
 
 SPIN, WAIT_SPIN = 50000, 200000
 PAUSE = "pause" if platform.machine().lower() in ("x86_64", "amd64", "i686", "i386") else "yield"
@@ -110,14 +113,96 @@ def _src() -> str:
   ^done:
     llvm.return %c0 : i64
   }}
+  llvm.func @morok_run(%ctls: {ptr}, %nw: {i64}, %steps: {ptr}, %nsteps: {i64}, %wake: {ptr}) -> {i64} {{
+{const('c0', 0)}{const('c1', 1)}{const('c3', 3)}{const('c8', 8)}\
+    llvm.br ^step(%c0 : i64)
+  ^step(%s: i64):
+    %more = llvm.icmp "ult" %s, %nsteps : i64
+    llvm.cond_br %more, ^body, ^end
+  ^body:
+    %s3 = llvm.mul %s, %c3 : i64
+    %pfn = llvm.getelementptr %steps[%s3] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+    %fn = llvm.load %pfn {{alignment = 8 : i64}} : !llvm.ptr -> !llvm.ptr
+    %pn = llvm.getelementptr %pfn[1] : (!llvm.ptr) -> !llvm.ptr, i64
+    %n = llvm.load %pn {{alignment = 8 : i64}} : !llvm.ptr -> i64
+    %pp = llvm.getelementptr %pfn[2] : (!llvm.ptr) -> !llvm.ptr, i64
+    %packs = llvm.load %pp {{alignment = 8 : i64}} : !llvm.ptr -> !llvm.ptr
+    %n1 = llvm.sub %n, %c1 : i64
+    %few = llvm.icmp "ult" %n1, %nw : i64
+    %k = llvm.select %few, %n1, %nw : i1, i64
+    %k1 = llvm.add %k, %c1 : i64
+    %s1 = llvm.add %s, %c1 : i64
+    llvm.br ^post(%c0 : i64)
+  ^post(%i: i64):
+    %posting = llvm.icmp "ult" %i, %k : i64
+    llvm.cond_br %posting, ^postb, ^extra(%k1 : i64)
+  ^postb:
+    %i8 = llvm.mul %i, %c8 : i64
+    %ctl = llvm.getelementptr %ctls[%i8] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+    %last = llvm.load %ctl {{alignment = 8 : i64}} : !llvm.ptr -> i64
+    %seq = llvm.add %last, %c1 : i64
+    %ip1 = llvm.add %i, %c1 : i64
+    %ppk = llvm.getelementptr %packs[%ip1] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.ptr
+    %pk = llvm.load %ppk {{alignment = 8 : i64}} : !llvm.ptr -> !llvm.ptr
+    %old = llvm.call @morok_post(%ctl, %fn, %pk, %seq) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i64
+    %parked = llvm.icmp "eq" %old, %c1 : i64
+    llvm.cond_br %parked, ^wake, ^post(%ip1 : i64)
+  ^wake:
+    llvm.call %wake(%i) : !llvm.ptr, (i64) -> ()
+    llvm.br ^post(%ip1 : i64)
+  ^extra(%j: i64):
+    %extra = llvm.icmp "ult" %j, %n : i64
+    %j1 = llvm.add %j, %c1 : i64
+    llvm.cond_br %extra, ^extrab, ^own
+  ^extrab:
+    %pej = llvm.getelementptr %packs[%j] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.ptr
+    %ej = llvm.load %pej {{alignment = 8 : i64}} : !llvm.ptr -> !llvm.ptr
+    llvm.call %fn(%ej) : !llvm.ptr, (!llvm.ptr) -> ()
+    llvm.br ^extra(%j1 : i64)
+  ^own:
+    %p0 = llvm.load %packs {{alignment = 8 : i64}} : !llvm.ptr -> !llvm.ptr
+    llvm.call %fn(%p0) : !llvm.ptr, (!llvm.ptr) -> ()
+    llvm.br ^wait(%c0 : i64)
+  ^wait(%w: i64):
+    %waiting = llvm.icmp "ult" %w, %k : i64
+    %w1 = llvm.add %w, %c1 : i64
+    llvm.cond_br %waiting, ^waitb, ^step(%s1 : i64)
+  ^waitb:
+    %w8 = llvm.mul %w, %c8 : i64
+    %wctl = llvm.getelementptr %ctls[%w8] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+    %wseq = llvm.load %wctl {{alignment = 8 : i64}} : !llvm.ptr -> i64
+    %r = llvm.call @morok_wait(%wctl, %wseq) : (!llvm.ptr, i64) -> i64
+    %stolen = llvm.icmp "eq" %r, %c1 : i64
+    llvm.cond_br %stolen, ^steal, ^wait(%w1 : i64)
+  ^steal:
+    %psw = llvm.getelementptr %packs[%w1] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.ptr
+    %sw = llvm.load %psw {{alignment = 8 : i64}} : !llvm.ptr -> !llvm.ptr
+    llvm.call %fn(%sw) : !llvm.ptr, (!llvm.ptr) -> ()
+    llvm.br ^wait(%w1 : i64)
+  ^end:
+    llvm.return %c0 : i64
+  }}
 }}
 """
 
 _FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)   # an engine's packed wrapper: void f(void **args)
+_WAKE = ctypes.CFUNCTYPE(None, ctypes.c_int64)
 
 def _packed(*vals) -> tuple:
   """A packed-call argument array pointing at vals (kept alive with it)."""
   return (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals]), vals
+
+_engine_lock, _compiled = threading.Lock(), []
+def _engine(lock: threading.Lock | None = None) -> tuple:
+  """(engine, worker, post, wait, run): the native loops, compiled once per process (by whichever of the pool and a
+  Chain needs them first; lock: the one MLIR's compiles take)."""
+  with _engine_lock:
+    if not _compiled:
+      from mlir import ir
+      from mlir.execution_engine import ExecutionEngine
+      with lock or threading.Lock(), ir.Context(), ir.Location.unknown(): eng = ExecutionEngine(ir.Module.parse(_src()), opt_level=3)
+      _compiled.append((eng, *(_FN(eng.raw_lookup(name)) for name in ("morok_worker", "morok_post", "morok_wait", "morok_run"))))
+  return _compiled[0]
 
 class _Worker:
   __slots__ = ("ctl", "go", "wres", "wargs", "err", "job", "seq", "thread")
@@ -132,11 +217,7 @@ class Pool:
   meanwhile runs its chunks itself. The caller waits for every chunk it handed out even when its own raises, so no
   worker outlives the call that handed it a chunk."""
   def __init__(self, n: int, lock: threading.Lock | None = None):
-    from mlir import ir
-    from mlir.execution_engine import ExecutionEngine
-    with lock or threading.Lock(), ir.Context(), ir.Location.unknown():
-      self.engine = ExecutionEngine(ir.Module.parse(_src()), opt_level=3)
-    self.worker_fn, post, wait = (_FN(self.engine.raw_lookup(name)) for name in ("morok_worker", "morok_post", "morok_wait"))
+    self.engine, self.worker_fn, post, wait, _ = _engine(lock)
     self.ctl = (ctypes.c_int64 * (8 * n + 8))()
     base = -(-ctypes.addressof(self.ctl) // 64) * 64   # each worker's block on its own cache line
     self.workers = [_Worker(base + 64 * i) for i in range(n)]
@@ -148,6 +229,7 @@ class Pool:
     (pa, self._pa), (wa, self._wa) = _packed(self.at, self.fn, self.arg, self.seq, self.res), _packed(self.at, self.seq, self.res)
     self.post, self.wait = lambda: post(pa), lambda: wait(wa)
     self.tramp = _FN(self._python)   # Python callables: the worker calls back into Python with its index
+    self.wake = _WAKE(self._wake)    # a Chain's post found worker i parked
     self.busy, self.closed = threading.Lock(), False
     for w in self.workers:
       w.thread = threading.Thread(target=self._loop, args=(w,), daemon=True, name="morok-cpu")
@@ -165,8 +247,12 @@ class Pool:
     try: w.job[0](w.job[1])
     except BaseException as e: w.err = e
 
+  def _wake(self, i: int) -> None:
+    if (w := self.workers[i]).go.locked(): w.go.release()
+
   def _hand(self, w: _Worker, i: int, fn, pack, seq: int | None = None) -> None:
-    w.seq = w.seq + 1 if seq is None else seq
+    # (the job number from the control block: a Chain posts jobs too)
+    w.seq = ctypes.c_int64.from_address(w.ctl).value + 1 if seq is None else seq
     if isinstance(fn, ctypes._CFuncPtr): self.fn.value, self.arg.value = ctypes.cast(fn, ctypes.c_void_p).value, pack and ctypes.addressof(pack)
     else: w.job, self.fn.value, self.arg.value = (fn, pack), ctypes.cast(self.tramp, ctypes.c_void_p).value, i + 1
     self.at.value, self.seq.value = w.ctl, w.seq
@@ -202,3 +288,25 @@ class Pool:
       for i, w in enumerate(self.workers):
         self._hand(w, i, _FN(), None, seq=-1)
         w.thread.join(1.0)
+
+class Chain:
+  """Kernel phases run in order by one native call: steps is [(function address, [argument pack address per chunk])],
+  each function an engine's packed wrapper. A phase of several chunks hands them to pool's workers as Pool.run does
+  (the caller runs the first, those beyond the workers, and any a worker has not taken yet); without the pool's
+  workers (another caller has them, or pool is None: no phase has several chunks) the caller runs every chunk."""
+  def __init__(self, steps: list[tuple[int, list[int]]], pool: Pool | None):
+    run = _engine()[4]
+    self.packs = [(ctypes.c_void_p * len(packs))(*packs) for _, packs in steps]
+    self.steps = (ctypes.c_int64 * (3 * len(steps) or 1))(*[x for (fn, packs), a in zip(steps, self.packs)
+                                                            for x in (fn, len(packs), ctypes.addressof(a))])
+    def call(nw: int):
+      args = _packed(ctypes.c_void_p(pool.workers[0].ctl if nw else 0), ctypes.c_int64(nw), ctypes.c_void_p(ctypes.addressof(self.steps)),
+                     ctypes.c_int64(len(steps)), ctypes.c_void_p(ctypes.cast(pool.wake, ctypes.c_void_p).value if nw else 0), ctypes.c_int64())
+      return functools.partial(run, args[0]), args
+    (self.serial, self._s), self.pool = call(0), pool if pool is not None and pool.workers else None
+    if self.pool is not None: self.par, self._p = call(len(pool.workers))
+  def __call__(self) -> None:
+    if (pool := self.pool) is None: return self.serial()
+    if not pool.busy.acquire(blocking=False): return self.serial()
+    try: (self.serial if pool.closed else self.par)()
+    finally: pool.busy.release()
