@@ -26,7 +26,7 @@ from morok_mlir.ir.emit import var_order, unbind
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer
-from morok_mlir.device.cpu import Batch, SharedScratch, _Args
+from morok_mlir.device.cpu import Batch, SharedScratch
 from morok_mlir import realize as R
 from morok_mlir.tensor import Tensor
 
@@ -480,7 +480,7 @@ class _Kernel:
     if self.pinned is not None: self.pinned[0], self.held = self.pinned[0] + self.held, 0
     if (p := self.prog.prepare(const, self.inputs if kept else None, scratch=self.scratch)) is None: return
     if kept and (held := [s for _, arg, s in self.prog.spec.reuse if arg in const]):   # (the results it holds, within the plan's budget)
-      if type(p[0]) is not _Args or self.pinned[0] < (n := sum(p[0].scratch[s].nbytes for s in held)): return
+      if not Batch.takes(p[0]) or self.pinned[0] < (n := sum(p[0].scratch[s].nbytes for s in held)): return
       self.pinned[0], self.held = self.pinned[0] - n, n
     self.args, self.run = p
     for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr
@@ -520,10 +520,10 @@ class _Native:
       if run: self.segs.append(Batch([k.args for k in run], [(m, i, at[j]) for m, k in enumerate(run) for i, j in k.var], self.vals))
       run.clear()
     for k in self.kernels:
-      if type(k.args) is _Args: run.append(k)
+      if Batch.takes(k.args): run.append(k)
       else: flush(); self.segs.append(k)
     flush()
-    self.moving = [k for k in self.kernels if type(k.args) is _Args and getattr(k.args.code, "engine", None) is not None]
+    self.moving = [k for k in self.kernels if Batch.takes(k.args) and getattr(k.args.code, "engine", None) is not None]
     self.pending = [k for k in self.kernels if k.pending]
   def __call__(self, v: list):
     if self.moving and any(k.args.code is not k.prog.code for k in self.moving): self._build(rebind=True)
@@ -536,7 +536,7 @@ def _graphs(steps: list, template: list) -> list:
   """steps, each run of kernels whose program has a Graph (a device that replays kernels as one graph: CUDA's) as one
   step of that Graph, and each run of kernels with CPU argument sets as one _Native step."""
   out, run = [], []
-  native = lambda s: type(s) is _Kernel and (type(s.args) is _Args or s.pending)
+  native = lambda s: type(s) is _Kernel and (Batch.takes(s.args) or s.pending)
   graph = lambda s: _Native if native(s) else getattr(s.prog, "Graph", None) if type(s) is _Kernel and s.args is None and not s.keyed else None
   for s in steps + [None]:
     if run and (s is None or graph(s) is not graph(run[0]) or graph(s) is not _Native and s.prog.dev is not run[0].prog.dev):

@@ -104,13 +104,13 @@ class _Run:
   def _segment(self, nbufs: int) -> bool:
     """segs: each a Batch of calls' argument sets or a _Call through call_buffers; False while a code may still move."""
     if any(c.fast and getattr(c.prog.code, "engine", None) is not None for c in self.calls): return False
-    from morok_mlir.device.cpu import Batch
+    from morok_mlir.device.cpu import Batch   # (the only device whose programs prepare argument sets)
     self.vals, self.segs, run = (ctypes.c_void_p * max(1, nbufs))(), [], []
     def flush():
       if run: self.segs.append(Batch([c.args for c in run], [(m, i, s) for m, c in enumerate(run) for i, s in enumerate(c.slots)], self.vals))
       run.clear()
     for c in self.calls:
-      if c.fast and c.prepare() and type(c.args).__name__ == "_Args": run.append(c)
+      if c.fast and c.prepare() and Batch.takes(c.args): run.append(c)
       else: flush(); self.segs.append(c)
     flush()
     return True

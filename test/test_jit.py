@@ -359,3 +359,68 @@ def test_schedules_of_a_plan_share_their_intermediates():
     np.testing.assert_allclose(f(Tensor(x)).numpy(), ref, rtol=1e-4, atol=1e-4)
   bufs = [b for b in f.plan.template if b is not None]
   assert len({id(b) for b in bufs}) < len(bufs)
+
+def test_a_replay_runs_its_kernels_natively_on_new_data():
+  """A plan's CPU kernels replay as one native call: a threaded elementwise kernel (chunks on the pool's workers), a
+  product whose constant weight's panels the first replay packs and later ones read, and an intermediate, on new data
+  every call; from several threads at once too."""
+  import threading
+  from morok_mlir.jit import _Native
+  w = rnd(64, 64, seed=9)
+  W = Tensor(w).realize()
+  @TinyJit
+  def f(x, y):
+    h = ((x @ W).relu() + 1).realize()
+    return (h * 2).sum(1), y.exp() * 3 - y
+  def want(x, y): return (2 * (np.maximum(x @ w, 0) + 1)).sum(1), np.exp(y) * 3 - y
+  def check(seed):
+    x, y = rnd(256, 64, seed=seed), rnd(512, 520, seed=seed + 1) * 0.5
+    got, ref = f(Tensor(x), Tensor(y)), want(x, y)
+    return all(np.allclose(g.numpy(), r, rtol=1e-4, atol=1e-3) for g, r in zip(got, ref))
+  assert all(check(i) for i in range(6))
+  assert f.plan is not None and [type(s) for s in f.plan.run] == [_Native] and not f.plan.run[0].pending
+  errs = []
+  ts = [threading.Thread(target=lambda t=t: errs.extend(k for k in range(20) if not check(1000 * t + 2 * k))) for t in range(4)]
+  for t in ts: t.start()
+  for t in ts: t.join()
+  assert not errs
+
+def test_replay_outputs_keep_their_values_while_referenced():
+  """A small replay output's memory may serve a later replay only once nothing references it: a kept Tensor, its
+  buffer UOp alone (a lazy graph over it), its Buffer or an array over its memory each keep their value."""
+  f = TinyJit(lambda x: x * 2)
+  for i in range(3): f(Tensor(rnd(8, seed=i)))
+  full = lambda v: Tensor(np.full(8, v, np.float32))
+  t = f(full(1))
+  lazy = f(full(2)) + 1
+  buf = f(full(3)).uop.buffer
+  arr = f(full(4)).uop.buffer.as_numpy()
+  got = [f(Tensor(rnd(8, seed=10 + i))) for i in range(2)]
+  for i in range(10): np.testing.assert_array_equal(f(Tensor(rnd(8, seed=20 + i))).numpy(), rnd(8, seed=20 + i) * 2)
+  np.testing.assert_array_equal(t.numpy(), np.full(8, 2, np.float32))
+  np.testing.assert_array_equal(lazy.numpy(), np.full(8, 5, np.float32))
+  np.testing.assert_array_equal(buf.numpy(), np.full(8, 6, np.float32))
+  np.testing.assert_array_equal(arr, np.full(8, 8, np.float32))
+  for i, g in enumerate(got): np.testing.assert_array_equal(g.numpy(), rnd(8, seed=10 + i) * 2)
+
+def test_replays_follow_programs_onto_their_shared_objects(tmp_path):
+  """Replays before and after the plan's JIT-compiled kernels moved onto their shared objects give the right results,
+  and the engines are not kept by the plan."""
+  import subprocess, textwrap
+  src = textwrap.dedent("""
+    import gc, numpy as np
+    from morok_mlir import Tensor, TinyJit
+    from morok_mlir.device.cpu import CPU, _Code
+    c = np.linspace(-1, 1, 333, dtype=np.float32)
+    f = TinyJit(lambda x: ((x * 1.25 + Tensor(c)).realize() * x).exp())
+    xs = [np.full(333, i / 7, np.float32) for i in range(8)]
+    outs = [f(Tensor(x)).numpy() for x in xs[:4]]
+    CPU.disk.flush(); gc.collect()
+    outs += [f(Tensor(x)).numpy() for x in xs[4:]]
+    gc.collect()
+    ok = all(np.allclose(o, np.exp((x * 1.25 + c) * x), rtol=1e-5) for o, x in zip(outs, xs))
+    print("RESULT", ok, f.plan is not None, sum(hasattr(c, "engine") for c in gc.get_objects() if isinstance(c, _Code)))
+  """)
+  env = {**__import__("os").environ, "MOROK_CACHE_DIR": str(tmp_path), "MOROK_DISK_CACHE": "1"}
+  p = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, env=env, timeout=600)
+  assert "RESULT True True 0" in p.stdout, p.stdout + p.stderr[-3000:]

@@ -168,3 +168,31 @@ def test_recent_graphs_let_their_inputs_go_at_the_next_collection():
   for _ in range(2): (x * 2 + 1).realize()
   del x; gc.collect()
   assert buf() is None
+
+def test_a_cached_schedule_runs_its_kernels_natively_on_new_inputs(tmp_path):
+  """Once its programs stay on their shared objects, a cached schedule's prepared kernels run as native batches (one
+  call each run of them): new inputs every call, an intermediate and a threaded kernel among them, give their own
+  results, from several threads at once too."""
+  p = run_script("""
+    import threading, numpy as np
+    from morok_mlir import Tensor
+    from morok_mlir.device.cpu import CPU, Batch
+    from morok_mlir import realize as R
+    def f(x, y): return (x.exp() * 2 - x).sum(1).realize(), (y * 3 + 1).relu().realize()
+    def want(x, y): return (np.exp(x) * 2 - x).sum(1), np.maximum(y * 3 + 1, 0)
+    def check(seed):
+      r = np.random.default_rng(seed)
+      x, y = r.standard_normal((64, 33), dtype=np.float32), r.standard_normal((600, 600), dtype=np.float32)
+      return all(np.allclose(g.numpy(), w, rtol=1e-4, atol=1e-4) for g, w in zip(f(Tensor(x), Tensor(y)), want(x, y)))
+    ok = all(check(i) for i in range(3))
+    CPU.disk.flush()
+    ok = ok and all(check(i) for i in range(3, 8))
+    errs = []
+    ts = [threading.Thread(target=lambda t=t: errs.extend(k for k in range(15) if not check(100 * t + k))) for t in range(4)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    batched = sum(type(g) is Batch for s in R._schedule_cache.values() for run in s.calls for g in (run.segs or ()))
+    print("RESULT", ok and not errs, batched >= 2)
+  """, MOROK_CACHE_DIR=tmp_path, MOROK_DISK_CACHE=1)
+  assert p.returncode == 0, p.stderr[-3000:]
+  assert "RESULT True True" in p.stdout, p.stdout + p.stderr[-2000:]

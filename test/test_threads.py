@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from morok_mlir.core.uop import UOp
 from morok_mlir.device.cpu import CPUAllocator
-from morok_mlir.device.pool import SPIN, Pool
+from morok_mlir.device.pool import SPIN, Chain, Pool
 from morok_mlir.dialects.ops import Ops
 
 HARNESS = textwrap.dedent("""
@@ -194,3 +194,78 @@ def test_pool_parks_and_wakes():
   pool.run(lambda i: ran.append(i), [0, 1])   # after close: the caller runs every chunk
   pool.workers[0].thread.join(30)   # close waits 1 s for it; a loaded machine may take longer
   assert ran == [0, 1] and not pool.workers[0].thread.is_alive()
+
+def _chain(pool, nsteps: int, extra: int, log: list, slow=None):
+  """A Chain of nsteps phases, phase k of workers + 1 + k * extra chunks, each chunk logging (start, k, pack) and
+  (end, k, pack) with its thread."""
+  packs = [[(ctypes.c_int64 * 1)(k) for _ in range(len(pool.workers) + 1 + k * extra)] for k in range(nsteps)]
+  def body(p):
+    k = ctypes.c_int64.from_address(p).value
+    log.append(("start", k, p, threading.get_ident()))
+    if slow is not None: slow(k, p)
+    log.append(("end", k, p, threading.get_ident()))
+  fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(body)
+  chain = Chain([(ctypes.cast(fn, ctypes.c_void_p).value, [ctypes.addressof(p) for p in ps]) for ps in packs], pool)
+  return chain, fn, [[ctypes.addressof(p) for p in ps] for ps in packs]
+
+def _in_order(log: list, packs: list) -> bool:
+  """Every chunk ran exactly once, and each phase's chunks all ended before the next phase's first started."""
+  starts = [(k, p) for e, k, p, _ in log if e == "start"]
+  if sorted(starts) != sorted((k, p) for k, ps in enumerate(packs) for p in ps): return False
+  last_end = {k: max(i for i, (e, kk, _, _) in enumerate(log) if e == "end" and kk == k) for k in range(len(packs))}
+  first = {k: min(i for i, (e, kk, _, _) in enumerate(log) if e == "start" and kk == k) for k in range(len(packs))}
+  return all(last_end[k] < first[k + 1] for k in range(len(packs) - 1))
+
+@pytest.mark.parametrize("n", [1, 2 * len(os.sched_getaffinity(0))])
+def test_chain_runs_phases_in_order_on_the_workers(n):
+  # one native call runs every phase: each chunk exactly once, a phase's chunks all done before the next phase's
+  # start, chunks beyond the workers on the caller; the caller's first chunk takes 20 ms: time for every worker to take its own
+  pool, log, me = Pool(n), [], threading.get_ident()
+  slow = lambda k, p: time.sleep(0.02) if k == 0 and threading.get_ident() == me and p == packs[0][0] else None
+  chain, fn, packs = _chain(pool, 3, 2, log, slow)
+  workers = set()
+  for _ in range(20):
+    log.clear()
+    chain()
+    assert _in_order(log, packs)
+    workers |= {t for *_, t in log} - {me}
+  assert len(workers) == n
+  pool.close()
+
+def test_chain_without_the_workers_runs_on_the_caller():
+  """While another caller holds the workers, after close, and with a worker parked and its wake lost, a Chain's caller
+  runs the chunks itself (a parked worker's is taken back), in order, without waiting on the workers."""
+  pool, log, me = Pool(1), [], threading.get_ident()
+  chain, fn, packs = _chain(pool, 2, 1, log)
+  with pool.busy: chain()
+  assert _in_order(log, packs) and {t for *_, t in log} == {me}
+  ctypes.c_int64.from_address(pool.workers[0].ctl + 40).value = 0   # stop it spinning: it parks
+  deadline = time.time() + 10
+  while _ctl(pool, 0, 4) != 1 and time.time() < deadline: time.sleep(0.001)
+  go = pool.workers[0].go
+  pool.workers[0].go = threading.Lock(); pool.workers[0].go.acquire()   # a wake lock nobody releases
+  log.clear(); chain()
+  assert _in_order(log, packs) and {t for *_, t in log} == {me}
+  pool.workers[0].go = go
+  if go.locked(): go.release()
+  pool.close()
+  log.clear(); chain()
+  assert _in_order(log, packs) and {t for *_, t in log} == {me}
+
+def test_chain_wakes_parked_workers():
+  # posts around the moment a worker parks (the handshake's race) are never missed, and a wake reaches it: with the
+  # caller's own chunk taking 20 ms, the woken worker takes its chunk
+  pool, log, me, slow = Pool(1), [], threading.get_ident(), [False]
+  chain, fn, packs = _chain(pool, 2, 0, log, lambda k, p: time.sleep(0.02) if slow[0] and threading.get_ident() == me and p == packs[0][0] else None)
+  rng = np.random.default_rng(0)
+  for t in rng.uniform(0, 0.01, 40):
+    time.sleep(t)
+    log.clear(); chain()
+    assert _in_order(log, packs)
+  deadline = time.time() + 5
+  while _ctl(pool, 0, 4) != 1 and time.time() < deadline: time.sleep(0.01)
+  assert _ctl(pool, 0, 4) == 1, "the worker never parked"
+  slow[0] = True
+  log.clear(); chain()
+  assert _in_order(log, packs) and {t for *_, t in log} != {me}
+  pool.close()

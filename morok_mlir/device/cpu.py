@@ -403,6 +403,8 @@ class Batch:
     steps = [(ctypes.cast(fn, ctypes.c_void_p).value, [ctypes.addressof(p) for p in packs]) for a in sets for fn, packs in a.phases]
     c = self.chain = Chain(steps, _workers() if any(len(packs) > 1 for _, packs in steps) else None)
     self.run = c.serial if c.pool is None else c
+  @staticmethod
+  def takes(args) -> bool: return type(args) is _Args   # (a Variants' set picks its copy in Python)
 
 class CPUProgram:
   """A compiled kernel: its code (a JIT engine, or a shared object from the disk cache, which a JIT-compiled program
