@@ -31,6 +31,7 @@ from morok_mlir import realize as R
 from morok_mlir.tensor import Tensor
 
 class JitError(RuntimeError): pass
+_BUF, _RESHAPE, _BIND = Ops.BUFFER, Ops.RESHAPE, Ops.BIND   # (a replay's checks read them as globals)
 
 @dataclass
 class _Exec:
@@ -170,8 +171,8 @@ class TinyJit:
       # a replay's usual call, checked as one tuple compare: positional Tensors holding data of the recorded shapes,
       # dtypes and devices (anything else takes the general path below, which realizes lazy arguments or raises)
       # (and bound Variables, each as its Variable: the values are the replay's sizes)
-      try: sig = tuple([(t.uop.shape, t.uop.dtype, t.device) if type(t) is Tensor and _data(t.uop) else
-                        t.src[0] if type(t) is UOp and t.op is Ops.BIND else None for t in args])
+      try: sig = tuple([(u.shape, u.dtype, t.device) if type(t) is Tensor and ((u := t.uop).op is _BUF or u.op is _RESHAPE and u.src[0].op is _BUF)
+                        else t.src[0] if type(t) is UOp and t.op is _BIND else None for t in args])
       except AttributeError: sig = None   # a Tensor whose __init__ raised
       if sig == plan.sig:
         if not plan.nvars: return plan.replay(args)
@@ -310,6 +311,11 @@ class _Plan:
       p.ring, p.turn = [None, None] if p.fresh[0][2] * p.fresh[0][3].itemsize <= p.REUSE_BYTES and p.fresh[0][1] == "CPU" else None, 0
     if p.vals or p.checks or any(isinstance(d, UOp) for _, _, sh in p.outs for d in sh): p._compile()
     p.run = _graphs(p.steps, p.template)
+    if p.replay == p._replay_one and len(p.run) == 1 and type(p.run[0]) is _Native:   # (_replay_one writes its array itself)
+      p.native, at = p.run[0], {j: n for n, j in enumerate(p.run[0].js)}
+      p.argpos, p.outpos = [(i, at[i]) for i in range(len(args)) if i in at], at.get(p.fresh[0][0])
+      if p.outpos is None: p.native = None
+    else: p.native = None
     return p
 
   def _compile(self):
@@ -382,8 +388,8 @@ class _Plan:
     (its fields gathered once in self.one: this path is a 3-element add's whole cost under TinyJit). A small output's
     memory is one of the plan's last two outputs' that nothing references any more (a loop's `y = f(x)` drops the one
     from two calls back): nothing can read it again, and making a Buffer costs what this whole call's kernel does."""
-    v, (j, dev, size, dt, k, o, loc, shape, device) = self.template.copy(), self.one
-    for i, t in enumerate(args): v[i] = (u if (u := t.uop).op is Ops.BUFFER else u.src[0]).buffer   # (the signature checked: data)
+    (j, dev, size, dt, k, o, loc, shape, device), nat = self.one, self.native
+    bufs = [(u if (u := t.uop).op is _BUF else u.src[0]).buffer for t in args]   # (the signature checked: data)
     with self.lock:
       if (ring := self.ring) is not None:   # (3 references: the ring's, b, getrefcount's; 2 to the array: b's, getrefcount's)
         b = ring[t := self.turn]; self.turn = t ^ 1
@@ -393,13 +399,17 @@ class _Plan:
         try: b = Buffer.fresh(dev, size, dt)
         except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[k].sched, []) from None
         if ring is not None: ring[t] = b
-      v[j] = b
-      if R.DEBUG:
+      if nat is not None and (go := nat.one) is not None and not R.DEBUG:   # one native batch: its pointers written here
+        vals = nat.vals
+        for i, n in self.argpos: vals[n] = bufs[i].ptr
+        vals[self.outpos] = b.ptr
+        go()
+      else:
+        v = self.template.copy()
+        v[:len(bufs)], v[j] = bufs, b
         t0 = time.perf_counter()
         for step in self.run: step(v)
-        R.GlobalCounters.time_sum_s += time.perf_counter() - t0
-      else:
-        for step in self.run: step(v)
+        if R.DEBUG: R.GlobalCounters.time_sum_s += time.perf_counter() - t0
     R.GlobalCounters.kernel_count += self.nkernels
     return Tensor._of(R.new_buffer(b, loc, shape=shape), device)
 
@@ -506,7 +516,7 @@ class _Native:
   (device.cpu.Batch), the pointers of the buffers each replay gives (arguments, state, fresh outputs) written once each
   into one array; the others (waiting for their first call_buffers: _Kernel.pending) run on their own. A program that
   moves from its JIT engine onto its shared object (linked meanwhile) has its kernels bound again."""
-  __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending")
+  __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one")
   def __init__(self, kernels: list[_Kernel], template: list):
     self.kernels, self.template = kernels, template
     self.js = sorted({j for k in kernels for _, j in k.var})   # the v indices a replay fills
@@ -525,6 +535,8 @@ class _Native:
     flush()
     self.moving = [k for k in self.kernels if Batch.takes(k.args) and getattr(k.args.code, "engine", None) is not None]
     self.pending = [k for k in self.kernels if k.pending]
+    # a replay may write vals itself and call this when it is one batch that stays (_Plan._replay_one)
+    self.one = self.segs[0].run if len(self.segs) == 1 and type(self.segs[0]) is Batch and not self.moving and not self.pending else None
   def __call__(self, v: list):
     if self.moving and any(k.args.code is not k.prog.code for k in self.moving): self._build(rebind=True)
     vals = self.vals

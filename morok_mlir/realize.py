@@ -98,9 +98,9 @@ class _Run:
   """A schedule's kernels as prepared calls for one run at a time: once every call that can be prepared has been (its
   code stays), each run of such calls is one native call (device.cpu.Batch) reading the buffers' pointers from one
   array, written once per run; the others go through call_buffers."""
-  __slots__ = ("calls", "segs", "vals", "n_in")
+  __slots__ = ("calls", "segs", "vals", "n_in", "one")
   def __init__(self, sched: Schedule):
-    self.calls, self.segs, self.n_in = [_Call(it, sched.n_in) for it in sched.items], None, sched.n_in
+    self.calls, self.segs, self.n_in, self.one = [_Call(it, sched.n_in) for it in sched.items], None, sched.n_in, None
   def _segment(self, nbufs: int) -> bool:
     """segs: each a Batch of calls' argument sets or a _Call through call_buffers; False while a code may still move."""
     if any(c.fast and getattr(c.prog.code, "engine", None) is not None for c in self.calls): return False
@@ -113,6 +113,7 @@ class _Run:
       if c.fast and c.prepare() and Batch.takes(c.args): run.append(c)
       else: flush(); self.segs.append(c)
     flush()
+    if len(self.segs) == 1 and type(self.segs[0]) is not _Call: self.one = self.segs[0].run   # (run_buffers calls it itself)
     return True
   def __call__(self, bufs: list, inputs: list) -> None:
     if self.segs is None and not self._segment(len(bufs)):
@@ -377,7 +378,9 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
     try: run = sched.calls.pop()
     except IndexError: run = _Run(sched)
     t0 = time.perf_counter()
-    try: run(bufs, inputs)
+    try:
+      if (one := run.one) is not None: run.vals[:] = [b.ptr for b in bufs]; one()
+      else: run(bufs, inputs)
     finally: sched.calls.append(run)
     dt_sum = time.perf_counter() - t0
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
