@@ -253,19 +253,26 @@ def test_chain_without_the_workers_runs_on_the_caller():
   assert _in_order(log, packs) and {t for *_, t in log} == {me}
 
 def test_chain_wakes_parked_workers():
-  # posts around the moment a worker parks (the handshake's race) are never missed, and a wake reaches it: with the
-  # caller's own chunk taking 20 ms, the woken worker takes its chunk
-  pool, log, me, slow = Pool(1), [], threading.get_ident(), [False]
-  chain, fn, packs = _chain(pool, 2, 0, log, lambda k, p: time.sleep(0.02) if slow[0] and threading.get_ident() == me and p == packs[0][0] else None)
+  # posts around the moment a worker parks (the handshake's race) are never missed, and a wake reaches it: a worker
+  # parked before the call (woken before it) and one that parks during it (the caller's first chunk takes 100 ms, far
+  # past the worker's spins: the next phase's post wakes it) take their chunks while the caller's take 20 ms
+  pool, log, me, slow = Pool(1), [], threading.get_ident(), [0, 0]
+  chain, fn, packs = _chain(pool, 2, 0, log, lambda k, p: time.sleep(slow[k]) if threading.get_ident() == me and p == packs[k][0] else None)
   rng = np.random.default_rng(0)
   for t in rng.uniform(0, 0.01, 40):
     time.sleep(t)
     log.clear(); chain()
     assert _in_order(log, packs)
-  deadline = time.time() + 5
-  while _ctl(pool, 0, 4) != 1 and time.time() < deadline: time.sleep(0.01)
-  assert _ctl(pool, 0, 4) == 1, "the worker never parked"
-  slow[0] = True
+  def parked():
+    deadline = time.time() + 5
+    while _ctl(pool, 0, 4) != 1 and time.time() < deadline: time.sleep(0.01)
+    return _ctl(pool, 0, 4) == 1
+  assert parked(), "the worker never parked"
+  slow[:] = [0.02, 0.02]
   log.clear(); chain()
-  assert _in_order(log, packs) and {t for *_, t in log} != {me}
+  assert _in_order(log, packs) and {t for _, k, _, t in log if k == 0} != {me}
+  assert parked()
+  slow[:] = [0.1, 0.02]
+  log.clear(); chain()
+  assert _in_order(log, packs) and {t for _, k, _, t in log if k == 1} != {me}
   pool.close()

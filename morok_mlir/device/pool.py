@@ -23,8 +23,8 @@ acquires), so a wake the worker did not need only makes it look once more.
 Python callables run through a ctypes trampoline; a worker's exception is re-raised by the caller once every chunk it
 handed out is done.
 A Chain runs many kernels' phases in one native call (`morok_run`): each phase's chunks posted and waited for as run()
-does, a parked worker woken through a ctypes callback (a wake takes the GIL; only the first post after an idle spell
-needs one), so a replay of a model's kernels does not come back to Python between them."""
+does, so a replay of a model's kernels does not come back to Python between them. Parked workers are woken before the
+call; one that parks during it (a phase more than SPIN rounds after the last) is woken through a ctypes callback."""
 from __future__ import annotations
 import atexit, ctypes, functools, os, platform, threading
 
@@ -231,6 +231,7 @@ class Pool:
     self.tramp = _FN(self._python)   # Python callables: the worker calls back into Python with its index
     self.wake = _WAKE(self._wake)    # a Chain's post found worker i parked
     self.busy, self.closed = threading.Lock(), False
+    self.parked = [(w, ctypes.c_int64.from_address(w.ctl + 32)) for w in self.workers]   # (field 4, read by a Chain)
     for w in self.workers:
       w.thread = threading.Thread(target=self._loop, args=(w,), daemon=True, name="morok-cpu")
       w.thread.start()
@@ -308,5 +309,14 @@ class Chain:
   def __call__(self) -> None:
     if (pool := self.pool) is None: return self.serial()
     if not pool.busy.acquire(blocking=False): return self.serial()
-    try: (self.serial if pool.closed else self.par)()
+    try:
+      if pool.closed: return self.serial()
+      # a parked worker is woken here, where the GIL is held, rather than by the native call's callback (which takes the
+      # GIL: another thread running Python may hold it for up to its switch interval); no job is posted meanwhile (busy
+      # is held), so the worker only looks again and spins. One that parks during the call is woken by the callback.
+      for w, parked in pool.parked:
+        if parked.value:
+          parked.value = 0
+          if w.go.locked(): w.go.release()
+      self.par()
     finally: pool.busy.release()
