@@ -308,7 +308,7 @@ class _Plan:
     if not p.state and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and len(p.outs) == len(p.fresh) == 1 and \
         all(type(k) is _Kernel for k in p.steps):
       p.replay, p.one = p._replay_one, (*p.fresh[0], *p.outs[0], ret.device)
-      p.ring, p.turn = [None, None] if p.fresh[0][2] * p.fresh[0][3].itemsize <= p.REUSE_BYTES and p.fresh[0][1] == "CPU" else None, 0
+      p.ring, p.turn = [None, None] if p.fresh[0][2] * p.fresh[0][3].itemsize < p.REUSE_BYTES and p.fresh[0][1] == "CPU" else None, 0
     if p.vals or p.checks or any(isinstance(d, UOp) for _, _, sh in p.outs for d in sh): p._compile()
     p.run = _graphs(p.steps, p.template)
     if p.replay == p._replay_one and len(p.run) == 1 and type(p.run[0]) is _Native:   # (_replay_one writes its array itself)
@@ -382,7 +382,7 @@ class _Plan:
       self.nkernels += len(sched.items)
 
   PIN_BYTES = 1 << 28     # (a program keeps as much for call_buffers: CPUProgram.KEEP_BYTES)
-  REUSE_BYTES = 1 << 16   # outputs up to this size come from the plan's last two when no one holds those any more
+  REUSE_BYTES = 1 << 16   # outputs under this size come from the plan's last two when no one holds those any more
   def _replay_one(self, args: list[Tensor], env=None) -> Tensor:
     """replay for the usual plan (arguments in, kernels only, one fresh output back), without the general one's steps
     (its fields gathered once in self.one: this path is a 3-element add's whole cost under TinyJit). A small output's
@@ -391,9 +391,12 @@ class _Plan:
     (j, dev, size, dt, k, o, loc, shape, device), nat = self.one, self.native
     bufs = [(u if (u := t.uop).op is _BUF else u.src[0]).buffer for t in args]   # (the signature checked: data)
     with self.lock:
-      if (ring := self.ring) is not None:   # (3 references: the ring's, b, getrefcount's; 2 to the array: b's, getrefcount's)
+      if (ring := self.ring) is not None:
         b = ring[t := self.turn]; self.turn = t ^ 1
-        if b is None or getrefcount(b) != 3 or getrefcount(b._buf) != 2 or getweakrefcount(b): b = ring[t] = None
+        # 3 references to b (the ring's, b, getrefcount's), 2 to its array (b's, getrefcount's) and 2 to the array that
+        # array views (numpy makes a view of a view a view of that one), and no weak one (a copy on another device)
+        if b is None or getrefcount(b) != 3 or getrefcount(b._buf) != 2 or type(b._buf.base) is np.ndarray and getrefcount(b._buf.base) != 2 \
+           or getweakrefcount(b): b = ring[t] = None
       else: b = None
       if b is None:
         try: b = Buffer.fresh(dev, size, dt)

@@ -385,23 +385,26 @@ def test_a_replay_runs_its_kernels_natively_on_new_data():
   for t in ts: t.join()
   assert not errs
 
-def test_replay_outputs_keep_their_values_while_referenced():
+@pytest.mark.parametrize("n", [8, 1000])
+def test_replay_outputs_keep_their_values_while_referenced(n):
   """A small replay output's memory may serve a later replay only once nothing references it: a kept Tensor, its
-  buffer UOp alone (a lazy graph over it), its Buffer or an array over its memory each keep their value."""
+  buffer UOp alone (a lazy graph over it), its Buffer, an array over its memory or a view of that each keep their value."""
   f = TinyJit(lambda x: x * 2)
-  for i in range(3): f(Tensor(rnd(8, seed=i)))
-  full = lambda v: Tensor(np.full(8, v, np.float32))
+  for i in range(3): f(Tensor(rnd(n, seed=i)))
+  full = lambda v: Tensor(np.full(n, v, np.float32))
   t = f(full(1))
   lazy = f(full(2)) + 1
   buf = f(full(3)).uop.buffer
   arr = f(full(4)).uop.buffer.as_numpy()
-  got = [f(Tensor(rnd(8, seed=10 + i))) for i in range(2)]
-  for i in range(10): np.testing.assert_array_equal(f(Tensor(rnd(8, seed=20 + i))).numpy(), rnd(8, seed=20 + i) * 2)
-  np.testing.assert_array_equal(t.numpy(), np.full(8, 2, np.float32))
-  np.testing.assert_array_equal(lazy.numpy(), np.full(8, 5, np.float32))
-  np.testing.assert_array_equal(buf.numpy(), np.full(8, 6, np.float32))
-  np.testing.assert_array_equal(arr, np.full(8, 8, np.float32))
-  for i, g in enumerate(got): np.testing.assert_array_equal(g.numpy(), rnd(8, seed=10 + i) * 2)
+  view = f(full(5)).uop.buffer.as_numpy()[1:]
+  got = [f(Tensor(rnd(n, seed=10 + i))) for i in range(2)]
+  for i in range(10): np.testing.assert_array_equal(f(Tensor(rnd(n, seed=20 + i))).numpy(), rnd(n, seed=20 + i) * 2)
+  np.testing.assert_array_equal(t.numpy(), np.full(n, 2, np.float32))
+  np.testing.assert_array_equal(lazy.numpy(), np.full(n, 5, np.float32))
+  np.testing.assert_array_equal(buf.numpy(), np.full(n, 6, np.float32))
+  np.testing.assert_array_equal(arr, np.full(n, 8, np.float32))
+  np.testing.assert_array_equal(view, np.full(n - 1, 10, np.float32))
+  for i, g in enumerate(got): np.testing.assert_array_equal(g.numpy(), rnd(n, seed=10 + i) * 2)
 
 def test_replays_follow_programs_onto_their_shared_objects(tmp_path):
   """Replays before and after the plan's JIT-compiled kernels moved onto their shared objects give the right results,
