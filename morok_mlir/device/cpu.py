@@ -401,7 +401,7 @@ class Batch:
       for _, packs in sets[m].phases:
         for p in packs: p[i] = base + 8 * j
     steps = [(ctypes.cast(fn, ctypes.c_void_p).value, [ctypes.addressof(p) for p in packs]) for a in sets for fn, packs in a.phases]
-    c = self.chain = Chain(steps, _workers() if any(len(packs) > 1 for _, packs in steps) else None)
+    c = self.chain = Chain(steps, _workers() if any(len(packs) > 1 for _, packs in steps) else None, _lock)
     self.run = c.serial if c.pool is None else c
   @staticmethod
   def takes(args) -> bool: return type(args) is _Args   # (a Variants' set picks its copy in Python)

@@ -294,9 +294,10 @@ class Chain:
   """Kernel phases run in order by one native call: steps is [(function address, [argument pack address per chunk])],
   each function an engine's packed wrapper. A phase of several chunks hands them to pool's workers as Pool.run does
   (the caller runs the first, those beyond the workers, and any a worker has not taken yet); without the pool's
-  workers (another caller has them, or pool is None: no phase has several chunks) the caller runs every chunk."""
-  def __init__(self, steps: list[tuple[int, list[int]]], pool: Pool | None):
-    run = _engine()[4]
+  workers (another caller has them, or pool is None: no phase has several chunks) the caller runs every chunk. lock:
+  the one MLIR's compiles take (as Pool's)."""
+  def __init__(self, steps: list[tuple[int, list[int]]], pool: Pool | None, lock: threading.Lock | None = None):
+    run = _engine(lock)[4]
     self.packs = [(ctypes.c_void_p * len(packs))(*packs) for _, packs in steps]
     self.steps = (ctypes.c_int64 * (3 * len(steps) or 1))(*[x for (fn, packs), a in zip(steps, self.packs)
                                                             for x in (fn, len(packs), ctypes.addressof(a))])
