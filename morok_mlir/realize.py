@@ -76,9 +76,9 @@ class Schedule:
     self.calls: list[_Run] = []   # prepared kernel calls, one set per run in flight (a free list: pop and append)
 
 class _Call:
-  """One kernel of a schedule as a prepared call (CPU): an argument set of its own, into which a run writes the buffers'
-  pointers before one ctypes call. Until then, and for a program without prepare or one that keeps what it derives from
-  an input (packed weights, which call_buffers keeps per input UOp), a run goes through call_buffers."""
+  """One kernel of a schedule as a prepared call (CPU): an argument set of its own, which a _Run's batch points at the
+  run's buffers. Until then, and for a program without prepare or one that keeps what it derives from an input (packed
+  weights, which call_buffers keeps per input UOp), a run goes through call_buffers."""
   __slots__ = ("prog", "slots", "const", "args", "run", "fast")
   def __init__(self, it: ScheduleItem, n_in: int):
     # (a kernel with scratch buffers, a contraction's packed panels, runs long enough that its own argument sets serve)
