@@ -371,10 +371,24 @@ class _Code:
       except Exception: pass
 
 class _Args:
-  """One call's argument arrays: the buffer pointers, each phase's packs (chunk bounds) and its scratch buffers."""
-  __slots__ = ("code", "ptrs", "phases", "scratch", "keep")
+  """One call's argument arrays: the buffer pointers, each phase's packs (chunk bounds) and its scratch buffers; runs,
+  the call of its phases but those skipped, by the skipped phases' numbers."""
+  __slots__ = ("code", "ptrs", "phases", "scratch", "keep", "runs")
   def __init__(self, code, ptrs, phases, scratch, keep):
-    self.code, self.ptrs, self.phases, self.scratch, self.keep = code, ptrs, phases, scratch, keep
+    self.code, self.ptrs, self.phases, self.scratch, self.keep, self.runs = code, ptrs, phases, scratch, keep, {}
+  def run(self, skip: frozenset = frozenset()):
+    """The call of every phase not in skip: one ctypes call for a serial kernel, else one native call (pool.Chain) that
+    hands each phase's chunks to the workers, without coming back to Python between phases."""
+    if (r := self.runs.get(skip)) is not None: return r
+    steps = [(fn, packs) for i, (fn, packs) in enumerate(self.phases) if i not in skip]
+    if len(steps) == 1 and len(steps[0][1]) == 1: r = functools.partial(steps[0][0], steps[0][1][0])
+    else:
+      c = Chain([(ctypes.cast(fn, ctypes.c_void_p).value, [ctypes.addressof(p) for p in packs]) for fn, packs in steps],
+                _workers() if any(len(packs) > 1 for _, packs in steps) else None, _lock)
+      r = c.serial if c.pool is None else c
+      self.keep.append(c)   # (c.serial does not hold the arrays it reads)
+    self.runs[skip] = r
+    return r
 
 class SharedScratch:
   """Scratch buffers for programs that never run at the same time (a TinyJit plan's kernels, run one after another):
@@ -461,10 +475,7 @@ class CPUProgram:
       a.ptrs[:len(addrs)] = addrs
       if scratch:
         for s, arr in scratch.items(): a.ptrs[len(addrs) + s] = arr.ctypes.data
-      for i, (fn, packs) in enumerate(a.phases):
-        if i in skip: continue
-        if len(packs) == 1: fn(packs[0])
-        else: _workers().run(fn, packs)
+      (a.runs.get(skip) or a.run(skip))()
     finally:
       if scratch:
         for s in scratch: a.ptrs[len(addrs) + s] = a.scratch[s].ctypes.data   # no pointer outlives this call
@@ -508,13 +519,9 @@ class CPUProgram:
       kept[s] = out; skip.add(phase)
     a = self._argset(kept, scratch)
     a.phases = [p for i, p in enumerate(a.phases) if i not in skip]
-    if len(a.phases) == 1 and len(a.phases[0][1]) == 1: run = functools.partial(a.phases[0][0], a.phases[0][1][0])
-    else:
-      def run():
-        for fn, packs in a.phases:
-          if len(packs) == 1: fn(packs[0])
-          else: _workers().run(fn, packs)
-    return a, run
+    # (a native chain reads a's arrays: its call holds a, as a caller may keep only the call and a.ptrs: Variants')
+    run = a.run()
+    return a, run if len(a.phases) == 1 and len(a.phases[0][1]) == 1 else lambda _a=a: run()
   def __call__(self, *bufs: np.ndarray) -> None:
     if len(bufs) != len(self._np): raise TypeError(f"{self.name} takes {len(self._np)} buffers, got {len(bufs)}")
     for i, (b, (size, dt)) in enumerate(zip(bufs, self._np)):
