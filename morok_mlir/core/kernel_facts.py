@@ -256,8 +256,8 @@ LANE_MAX_STEP = 4
 
 def lane_supported(x: UOp, lane: UOp) -> bool:
   """Whether x can be computed as vectors over range `lane`: every value that depends on it of LANE_DTYPES and made by
-  LANE_OPS (float ops on f32 only, a shift by a constant amount within the width, no cast from or to index, a reduce of
-  add/max/min), every load
+  LANE_OPS (float ops on f32 only, no cast from or to index, a reduce of add/max/min; a shift may take an amount per
+  lane), every load
   among them stepping 0 (gated) to LANE_MAX_STEP elements per lane."""
   memo, dep = {}, {lane}
   for u in x.toposort:
@@ -266,7 +266,6 @@ def lane_supported(x: UOp, lane: UOp) -> bool:
     c = "f" if u.dtype.is_float else "u" if u.dtype.is_unsigned else "b" if u.dtype.is_bool else "s"
     if u.dtype not in LANE_DTYPES or u.op not in LANE_OPS[c]: return False
     if c == "f" and u.dtype is not dtypes.float32 and u.op not in (Ops.LOAD, Ops.BITCAST): return False   # f16 is read, then widened
-    if u.op in (Ops.SHL, Ops.SHR) and ((a := im.cval(u.src[1])) is None or not 0 <= a < 8 * u.dtype.itemsize): return False
     if u.op in (Ops.CAST, Ops.BITCAST) and dtypes.index in (u.dtype, u.src[0].dtype): return False
     if u.op is Ops.WHERE and u.src[1].dtype is not u.dtype: return False
     if u.op is Ops.REDUCE and u.attrs.get("op") not in ("add", "max", "min"): return False
