@@ -17,9 +17,10 @@ from morok_mlir.codegen.placement import kernel_calls
 # choices made for static loop sizes (a contraction's and lanes' run to symbolic sizes too)
 STATIC_ONLY = ("uop.winograd", "uop.split_reduce", "uop.nontemporal")
 
-def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int]]]:
+def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int, tuple]]]:
   """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes,
-  [(phase, argument, scratch)] phases whose result depends on one argument alone). A loop may run to a symbolic size
+  [(phase, argument, scratch, keys)] phases whose result depends on one argument alone, and on the contents of the small
+  arguments keys: the symbolic sizes' values). A loop may run to a symbolic size
   (its end read at run time) only in a kernel without the choices in STATIC_ONLY."""
   if (k := next((a for a in STATIC_ONLY if a in f.attrs), None)) and f.roots and any(
       u.op is Ops.RANGE and im.cval(u.src[0]) is None for u in f.roots[0].toposort):

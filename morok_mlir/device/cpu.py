@@ -67,8 +67,9 @@ class ProgramSpec:
   phases: tuple = ()         # ((entry, par), ...) run in order instead of `name` (a contraction's pack/mm/epilogue)
   scratch: tuple[int, ...] = ()  # f32 element counts of scratch buffers passed after the kernel's buffers
   align: int = 1             # byte alignment the outputs need (aligned nontemporal vector stores)
-  reuse: tuple[tuple[int, int, int], ...] = ()  # (phase, argument, scratch): the phase fills that scratch buffer from
-                                                # that argument alone, so its result holds while the argument does
+  reuse: tuple[tuple[int, int, int, tuple[int, ...]], ...] = ()  # (phase, argument, scratch, keys): the phase fills that
+          # scratch buffer from that argument alone, so its result holds while the argument does; and from the contents
+          # of the (small) arguments keys, the symbolic sizes' values: its result holds for those contents
 
 @dataclass(frozen=True)
 class CompiledSpec:
@@ -458,18 +459,29 @@ class CPUProgram:
     panels: weights, typically) runs once per input and its result is kept while the input lives."""
     if not self.spec.reuse: return self.call_ptrs(*[b.ptr for b in bufs])
     skip, fresh, use = set(), [], {}
-    for phase, arg, s in self.spec.reuse:
+    for phase, arg, s, keys in self.spec.reuse:
       if (u := inputs[arg] if inputs is not None else None) is None: continue
-      with self._kept_lock:
-        if (out := self._kept.get(u, {}).get(s)) is not None: self._kept[u] = self._kept.pop(u)   # most recently used last
-      if out is not None: skip.add(phase)
-      else: out = CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32); fresh.append((u, s, out))
+      if (out := self._kept_at(u, at := self._key(s, keys, lambda j: bufs[j].ptr))) is not None: skip.add(phase)
+      else: out = CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32); fresh.append((u, s, at, out))
       use[s] = out
     self.call_ptrs(*[b.ptr for b in bufs], skip=frozenset(skip), scratch=use)
-    if not fresh: return
+    if fresh: self._keep(fresh)
+  def _key(self, s: int, keys: tuple, ptr) -> object:
+    """What a kept result of scratch s is kept under: s, with the contents of the arguments keys (at ptr(j)) where the
+    phase reads those too (the symbolic sizes' values)."""
+    return (s, b"".join(ctypes.string_at(ptr(j), 8 * self.spec.args[j][0]) for j in keys)) if keys else s
+  def _kept_at(self, u: UOp, at) -> np.ndarray | None:
     with self._kept_lock:
-      for u, s, out in fresh:   # kept only once the call succeeded
-        self._kept.setdefault(u, {})[s] = out
+      if (out := self._kept.get(u, {}).get(at)) is not None: self._kept[u] = self._kept.pop(u)   # most recently used last
+    return out
+  def _keep(self, fresh: list) -> None:
+    """Keep the results (input, scratch, key, array) of a call that succeeded: one per input and scratch (a result for
+    other values of the sizes is dropped), within KEEP_BYTES, least recently used inputs dropped first."""
+    with self._kept_lock:
+      for u, s, at, out in fresh:
+        d = self._kept.setdefault(u, {})
+        for old in [k for k in d if type(k) is tuple and k[0] == s]: del d[old]
+        d[at] = out
       total = sum(a.nbytes for d in self._kept.values() for a in d.values())
       for u in list(self._kept):
         if total <= self.KEEP_BYTES or len(self._kept) == 1: break
@@ -480,17 +492,21 @@ class CPUProgram:
     every phase on them (one ctypes call for a serial kernel); the caller holds args while it uses run. None when a
     phase of an argument in const (an input whose contents never change) is reusable: call_buffers keeps that phase's
     result; unless inputs (call_buffers') name inputs whose results it keeps already: the set then reads those (and
-    holds them) and run() skips their phases. The set pins the code it was made for (the engine, if the program has
-    moved onto its shared object since): prepare again when args.code is not self.code. scratch: buffers shared with
-    programs that never run at the same time as this set (else the set has its own)."""
-    kept, skip = {}, set()   # scratch -> the result kept for its input; the phases that made them
-    for phase, arg, s in self.spec.reuse:
+    holds them) and run() skips their phases. A result that depends on the sizes' values too (keys) is looked up by
+    run() when the values differ from the last call's (the set then holds it; one made meanwhile is kept). The set pins
+    the code it was made for (the engine, if the program has moved onto its shared object since): prepare again when
+    args.code is not self.code. scratch: buffers shared with programs that never run at the same time as this set (else
+    the set has its own)."""
+    kept, skip, keyed = {}, set(), []   # scratch -> the result kept for its input; the phases that made them
+    for phase, arg, s, keys in self.spec.reuse:
       if arg not in const: continue
-      with self._kept_lock: out = self._kept.get(inputs[arg], {}).get(s) if inputs is not None else None
-      if out is None: return None
+      if keys and inputs is not None: keyed.append((phase, inputs[arg], s, keys)); continue
+      if (out := self._kept_at(inputs[arg], s) if inputs is not None and not keys else None) is None: return None
       kept[s] = out; skip.add(phase)
     a = self._argset(kept, scratch)
-    a.phases = [p for i, p in enumerate(a.phases) if i not in skip]
+    at = [i for i in range(len(a.phases)) if i not in skip]   # the phases run, by their index in the program
+    a.phases = [a.phases[i] for i in at]
+    if keyed: return a, self._keyed_run(a, [(at.index(phase), u, s, keys) for phase, u, s, keys in keyed])
     if len(a.phases) == 1 and len(a.phases[0][1]) == 1: run = functools.partial(a.phases[0][0], a.phases[0][1][0])
     else:
       def run():
@@ -498,6 +514,27 @@ class CPUProgram:
           if len(packs) == 1: fn(packs[0])
           else: _workers().run(fn, packs)
     return a, run
+  def _keyed_run(self, a: _Args, keyed: list):
+    """prepare's run() for a set whose phases keyed (phase, input, scratch, keys) keep results for the sizes' values:
+    the values read at each call; where they are those of the result the set holds, its phase is skipped, else the kept
+    result for them is taken (or the phase runs into a fresh array, kept once the call succeeds)."""
+    n, held = len(self.spec.args), {}   # scratch -> the key of the result a.scratch holds there
+    def run():
+      off, fresh, took = set(), [], []
+      for i, u, s, keys in keyed:
+        if held.get(s) == (at := self._key(s, keys, a.ptrs.__getitem__)): off.add(i); continue
+        if (out := self._kept_at(u, at)) is None: fresh.append((u, s, at, out := CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32)))
+        else: off.add(i)
+        a.scratch[s], a.ptrs[n + s] = out, out.ctypes.data
+        took.append((s, at))
+      held.update((s, None) for s, _ in took)   # (until the call succeeds)
+      for i, (fn, packs) in enumerate(a.phases):
+        if i in off: continue
+        if len(packs) == 1: fn(packs[0])
+        else: _workers().run(fn, packs)
+      held.update(took)
+      if fresh: self._keep(fresh)
+    return run
   def __call__(self, *bufs: np.ndarray) -> None:
     if len(bufs) != len(self._np): raise TypeError(f"{self.name} takes {len(self._np)} buffers, got {len(bufs)}")
     for i, (b, (size, dt)) in enumerate(zip(bufs, self._np)):
