@@ -61,13 +61,8 @@ class Contraction:
     self.rows_a = self.K + 16 * (self.K % 256 == 0) if T and len(K) == 1 and not k_contiguous(a, K[0]) and k_rows(a, K[0]) else None
     self.ka = self.rows_a or self.K   # A's floats per row in its scratch
     # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
-    # a convolution of one image): the runtime may keep them while that input lives; where the symbolic sizes' values
-    # bound their loops (or enter their values), for those values (keys: see reuse)
-    def one_slot(x, own):
-      srcs = {u.src[0].src[0] for u in x.toposort if u.op is Ops.LOAD} - set(keys := self.keys(x, own))
-      return (next(iter(srcs)).attrs["slot"], tuple(k.attrs["slot"] for k in keys)) if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER \
-        else (None, ())
-    (self.a_slot, self.a_keys), (self.b_slot, self.b_keys) = one_slot(a, 0), one_slot(b, 1)
+    # a convolution of one image): the runtime may keep them while that input lives (see reuse)
+    (self.a_slot, self.a_keys), (self.b_slot, self.b_keys) = self.source(a, 0), self.source(b, 1)
     # A packed per MC-row block inside mm, when threads split row blocks (more of them than B panels: convolutions,
     # tall operands): each thread's block (all of K, half as many floats as MC x KC: half of L2) stays in L2 from packing to use.
     # Not a plain k-contiguous load of one buffer (weights, as in a convolution of one image): its own phase packs it,
@@ -322,12 +317,15 @@ class Contraction:
             *([] if self.epi_tile else [(f"{self.name}_epi", par(self.epi, bt * self.M * self.N))])]
 
   KEY_MAX = 64   # int64 elements a kept pack's keys may hold (the symbolic sizes' values: one per Variable)
-  def keys(self, x: UOp, own: int) -> list[UOp]:
-    """The int64 buffers of at most KEY_MAX elements that operand x's pack reads besides its data: the symbolic sizes'
-    values, through x or through the extents its loops run to (its own rows, k, the batch)."""
-    exts = [x, self.rt[own], *self.rt[2:]]
-    return sorted({b for e in exts for u in e.toposort if u.op is Ops.LOAD and (b := u.src[0].src[0]).op is Ops.BUFFER
-                   and b.dtype.base is dtypes.int64 and b.dtype.size <= self.KEY_MAX}, key=lambda b: b.attrs["slot"])
+  def source(self, x: UOp, own: int) -> tuple[int | None, tuple[int, ...]]:
+    """(slot, keys) of operand x's pack (own: 0 for a, 1 for b) when it reads one input buffer's data, and besides only
+    int64 arguments of at most KEY_MAX elements, keys: the symbolic sizes' values, read by x or by the extents its
+    loops run to (its own rows, k, the batch); else (None, ())."""
+    loads = lambda e: {u.src[0].src[0] for u in e.toposort if u.op is Ops.LOAD}
+    keys = sorted({b for e in (x, self.rt[own], *self.rt[2:]) for b in loads(e) if b.op is Ops.BUFFER and b.dtype.base is dtypes.int64
+                   and b.dtype.size <= self.KEY_MAX}, key=lambda b: b.attrs["slot"])
+    if len(srcs := loads(x) - set(keys)) != 1 or (src := next(iter(srcs))).op is not Ops.BUFFER: return None, ()
+    return src.attrs["slot"], tuple(b.attrs["slot"] for b in keys)
 
   def reuse(self) -> list[tuple[int, int, int, tuple[int, ...]]]:
     """(phase, argument, scratch, keys) of pack_a (a phase of its own) and pack_b when their panels are a function of one
