@@ -491,22 +491,15 @@ class CPUProgram:
     replay): (args, run), where the caller writes buffer pointers into args.ptrs[:len(spec.args)] and run() calls
     every phase on them (one ctypes call for a serial kernel); the caller holds args while it uses run. None when a
     phase of an argument in const (an input whose contents never change) is reusable: call_buffers keeps that phase's
-    result; unless inputs (call_buffers') name inputs whose results it keeps already: the set then reads those (and
-    holds them) and run() skips their phases. A result that depends on the sizes' values too (keys) is looked up by
-    run() when the values differ from the last call's (the set then holds it; one made meanwhile is kept). The set pins
-    the code it was made for (the engine, if the program has moved onto its shared object since): prepare again when
-    args.code is not self.code. scratch: buffers shared with programs that never run at the same time as this set (else
-    the set has its own)."""
-    kept, skip, keyed = {}, set(), []   # scratch -> the result kept for its input; the phases that made them
-    for phase, arg, s, keys in self.spec.reuse:
-      if arg not in const: continue
-      if keys and inputs is not None: keyed.append((phase, inputs[arg], s, keys)); continue
-      if (out := self._kept_at(inputs[arg], s) if inputs is not None and not keys else None) is None: return None
-      kept[s] = out; skip.add(phase)
-    a = self._argset(kept, scratch)
-    at = [i for i in range(len(a.phases)) if i not in skip]   # the phases run, by their index in the program
-    a.phases = [a.phases[i] for i in at]
-    if keyed: return a, self._keyed_run(a, [(at.index(phase), u, s, keys) for phase, u, s, keys in keyed])
+    result; unless inputs (call_buffers') name those inputs: run() then takes the results kept for them (for the sizes'
+    values read at the call, where they depend on those too) and skips their phases, or runs them into fresh arrays
+    it keeps once the call succeeds; the set holds the results it took. The set pins the code it was made for (the
+    engine, if the program has moved onto its shared object since): prepare again when args.code is not self.code.
+    scratch: buffers shared with programs that never run at the same time as this set (else the set has its own)."""
+    kept = [(phase, inputs[arg] if inputs is not None else None, s, keys) for phase, arg, s, keys in self.spec.reuse if arg in const]
+    if any(u is None for _, u, _, _ in kept): return None
+    a = self._argset(None, scratch)
+    if kept: return a, self._keyed_run(a, kept)
     if len(a.phases) == 1 and len(a.phases[0][1]) == 1: run = functools.partial(a.phases[0][0], a.phases[0][1][0])
     else:
       def run():
@@ -515,9 +508,9 @@ class CPUProgram:
           else: _workers().run(fn, packs)
     return a, run
   def _keyed_run(self, a: _Args, keyed: list):
-    """prepare's run() for a set whose phases keyed (phase, input, scratch, keys) keep results for the sizes' values:
-    the values read at each call; where they are those of the result the set holds, its phase is skipped, else the kept
-    result for them is taken (or the phase runs into a fresh array, kept once the call succeeds)."""
+    """prepare's run() for a set whose phases keyed (phase, input, scratch, keys) make results kept per input (and
+    keys' contents: the sizes' values, read at each call): where the set holds the result for them, the phase is
+    skipped, else the kept result is taken (or the phase runs into a fresh array, kept once the call succeeds)."""
     n, held = len(self.spec.args), {}   # scratch -> the key of the result a.scratch holds there
     def run():
       off, fresh, took = set(), [], []
