@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-SIZES = [1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 << 24]   # bytes of float32
+SIZES = [1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 << 24, 1 << 26]   # bytes of float32
 
 def best(fns, reps: int) -> list[float]:
   """The fastest of reps timed calls of each fn, the fns taking turns (a shared machine's load then hits them alike)."""

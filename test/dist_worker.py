@@ -11,7 +11,12 @@ if mode == "ops":
   np.testing.assert_array_equal(comm.allreduce(Tensor(x)).numpy(), sum(every))
   np.testing.assert_array_equal(comm.allreduce(Tensor(x), "max").numpy(), every[-1])
   np.testing.assert_array_equal(comm.allreduce(Tensor(x.astype(np.int32)), "min").numpy(), every[0].astype(np.int32))
+  np.testing.assert_array_equal(comm.allreduce(Tensor(x % (r + 2) == 0)).numpy(), np.logical_or.reduce([e % (k + 2) == 0 for k, e in enumerate(every)]))
+  np.testing.assert_array_equal(comm.allreduce(Tensor(x % (r + 2) == 0), "min").numpy(), np.logical_and.reduce([e % (k + 2) == 0 for k, e in enumerate(every)]))
   np.testing.assert_array_equal(comm.allgather(Tensor(x) * 2).numpy(), np.concatenate(every) * 2)
+  bf = lambda a: Tensor(a, dtype="bfloat16")   # no MPI type: reduced in float32, moved as bytes
+  np.testing.assert_array_equal(comm.allreduce(bf(x)).numpy(), bf(sum(every)).numpy())
+  np.testing.assert_array_equal(comm.allgather(bf(x)).numpy(), bf(np.concatenate(every)).numpy())
   np.testing.assert_array_equal(comm.reduce_scatter(Tensor(np.ones((2 * n, 3), np.float32) * (r + 1))).numpy(), np.full((2, 3), n * (n + 1) / 2))
   np.testing.assert_array_equal(comm.broadcast(Tensor(x), root=n - 1).numpy(), every[-1])
   if r == 0: comm.send(Tensor(x) + 100, 1)

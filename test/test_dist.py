@@ -151,6 +151,20 @@ def test_argument_checks():
   with pytest.raises(TypeError, match="several devices"): c.allreduce(Tensor([1.0, 2.0]).shard(("CPU:0", "CPU:1")))
   np.testing.assert_array_equal(c.allreduce(Tensor([1.0, 2.0])).numpy(), [1.0, 2.0])   # a world of one
 
+def test_results_are_their_own_read_only_memory():
+  """A collective's result on the host, small (numpy's memory) or from a huge page up (the allocator's), of any dtype:
+  the values, in memory of its own that nothing writes."""
+  from morok_mlir import Tensor, dist
+  from morok_mlir.core.dtype import dtypes
+  c = dist.init(timeout=30)
+  for n in (0, 1, 300, dist.HOST // 4 + 1):
+    for dt in (dtypes.bool, dtypes.int8, dtypes.bfloat16, dtypes.float32, dtypes.float64):
+      x = Tensor(np.arange(n).astype(dt.np) if dt is not dtypes.bool else np.arange(n) % 3 == 0, dtype=dt).realize()
+      for got in (c.allreduce(x), c.allreduce(x, "max"), c.broadcast(x)):
+        assert got.dtype is dt and got.shape == (n,) and np.array_equal(got.numpy(), x.numpy())
+        arr = got.uop.buffer.as_numpy()
+        assert not arr.flags.writeable and not np.shares_memory(arr, x.uop.buffer.as_numpy())
+
 # ---- NCCL: what runs without a GPU
 def _free_port() -> int:
   with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]

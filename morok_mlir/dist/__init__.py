@@ -24,6 +24,7 @@ from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.realize import new_buffer
 from morok_mlir.tensor import Tensor, _data
+from morok_mlir.dialects.ops import Ops
 from morok_mlir.device import Device
 from morok_mlir import multi_realize as _multi
 from morok_mlir.core import multi as _core_multi
@@ -59,6 +60,8 @@ def _header(shape, dtype: DType) -> np.ndarray:
   return np.array([len(shape), _DTYPES.index(dtype) if dtype in _DTYPES else -1, *shape, *[0] * (HEAD_DIMS - len(shape))], np.int64)
 def _describe(head: np.ndarray) -> str: return f"{_DTYPES[head[1]].name if head[1] >= 0 else '?'}{head[2:2 + head[0]].tolist()}"
 
+HOST = 1 << 21   # bytes: a host result under this is numpy's memory (Communicator._out)
+
 def name(what) -> str:
   """An operation's name for an error: a str, or a function making it (formatted only when an error needs it)."""
   return what() if callable(what) else what
@@ -80,7 +83,7 @@ class Communicator:
     if type(x) is not Tensor and not isinstance(x, Tensor): _err(TypeError, f"{what} takes a Tensor, got {type(x).__name__}")
     if type(x.device) is tuple: _err(TypeError, f"{what} of a tensor on several devices ({x.device}): .to() one device first")
     if check and self.check and (what, x.shape, x.dtype) != self.agreed: self._agree(x.shape, x.dtype, what)
-    return self.b.array(_data(x.realize().uop).buffer)
+    return self.b.array(u.buffer if (u := x.uop).op is Ops.BUFFER and u.buffer._buf is not None else _data(x.realize().uop).buffer)
   def agree(self, shape, dtype: DType, what: str) -> None:
     """Every rank calls `what` on a value of this shape and dtype, else a DistError (at the user's line) naming two."""
     if self.b.broken is not None: self.b.usable(what)
@@ -99,7 +102,12 @@ class Communicator:
     r = next(i for i in range(self.world_size) if (allm[i] != allm[0]).any())
     _err(DistError, f"{what}: ranks disagree on the tensor: rank 0 has {_describe(allm[0])}, rank {r} has {_describe(allm[r])}")
   def _out(self, shape, dtype: DType, device: str) -> tuple[Buffer, object]:
-    b = Buffer.fresh(Device[device].name, math.prod(shape), dtype)
+    """A result's Buffer and the backend's array over it. One on the host under a huge page is numpy's memory, as a
+    user's array is (the source was a host array, so the backend moves host memory): the allocator's pool, alignment
+    and huge pages serve kernels' outputs and large blocks, and a result is only ever read."""
+    n = math.prod(shape)
+    if device == "CPU" and n * dtype.itemsize < HOST: return Buffer.fresh("CPU", n, dtype, out := np.empty(n, dtype.np)), out
+    b = Buffer.fresh(Device[device].name, n, dtype)
     return b, self.b.array(b)
   def _tensor(self, b: Buffer, shape, device) -> Tensor: return Tensor._of(new_buffer(b, shape=tuple(shape)), device)
   def _op(self, op: str) -> str:
