@@ -121,7 +121,7 @@ def _run(us: list[UOp], device: str, beam) -> list[UOp]:
 def _collectives(roots: list[UOp], beam) -> list[UOp]:
   """roots (every rank's graphs) with each allreduce over ranks replaced by its value here (another rank's by a
   placeholder), round by round: a round calls the Communicator for those no other such allreduce is under, in the
-  order of the graphs, which every rank has the same."""
+  order of the graphs, which every rank has the same; a round's allreduces of one op and dtype go as one message."""
   while True:
     groups, below = {}, {}
     for r in roots:
@@ -130,16 +130,41 @@ def _collectives(roots: list[UOp], beam) -> list[UOp]:
         below[u] = any(below[s] or _cross(s) for s in u.src)
         if _cross(u) and not below[u]: groups.setdefault((u.attrs["op"], u.src), []).append(u)
     if not groups: return roots
-    m = {}
-    for (op, src), us in groups.items():
-      devs = tuple(us[0].attrs["devices"].split(","))
+    m, vals, buckets = {}, {}, {}
+    for key, us in groups.items():
+      (op, src), devs = key, tuple(us[0].attrs["devices"].split(","))
       k = devs.index(local := mine(devs))
-      if op == Ops.ADD and (ax := _gather_axis(src)) is not None: val = _allgather(src, k, ax, local, beam)
-      else: val = _collective("allreduce", _run([src[k]], local, beam)[0], local, src[k].shape, COLLECTIVE[Ops(op)])
+      if op == Ops.ADD and (ax := _gather_axis(src)) is not None: vals[key] = _allgather(src, k, ax, local, beam)
+      else: buckets.setdefault((op, src[k].dtype, local), {})[key] = src[k]
+    for (op, _, local), parts in buckets.items():
+      vals.update(zip(parts, _allreduces(list(parts.values()), COLLECTIVE[Ops(op)], local, beam)))
+    for key, us in groups.items():
+      local = mine(tuple(us[0].attrs["devices"].split(",")))
       for u in us:
         d = u.attrs["device"]
-        m[u] = val if d == local else _remote(u, d) if rank_of(d) is not None else copy(val, d)
+        m[u] = vals[key] if d == local else _remote(u, d) if rank_of(d) is not None else copy(vals[key], d)
     roots = [r.substitute(m) for r in roots]
+
+BUCKET_BYTES = 25 << 20   # PyTorch DDP's bucket_cap_mb
+
+def _allreduces(parts: list[UOp], op: str, local: str, beam) -> list[UOp]:
+  """The allreduces over ranks of this rank's parts (of one dtype, say a step's gradients) as few messages (PyTorch
+  DDP's gradient buckets): the parts, flattened and joined into buckets of up to BUCKET_BYTES, realized together, one
+  Communicator call per bucket, each value a view of its bucket. One message instead of one per gradient, and the
+  same message every step, so the shape check runs once."""
+  groups, size = [], 0
+  for p in parts:   # (a symbolic size: a message of its own)
+    n = math.prod(p.shape) * p.dtype.itemsize if all(isinstance(d, int) for d in p.shape) else BUCKET_BYTES + 1
+    if not groups or size + n > BUCKET_BYTES: groups.append([]); size = 0
+    groups[-1].append(p); size += n
+  flat = [g[0] if len(g) == 1 else g[0].reshape((-1,)).cat(*[p.reshape((-1,)) for p in g[1:]]) for g in groups]
+  ret = []
+  for g, b in zip(groups, _run(flat, local, beam)):
+    val = _collective("allreduce", b, local, b.shape, op)
+    if len(g) == 1: ret.append(val); continue
+    o = 0
+    for p in g: ret.append(val.shrink(((o, o := o + math.prod(p.shape)),)).reshape(p.shape))
+  return ret
 
 def ring_bytes() -> int:
   """RING_BYTES in the environment (read at each call): allreduces of at least so many bytes go around the ring."""

@@ -66,7 +66,7 @@ def test_mismatch_after_a_skipped_shape_check_is_an_exception():
   assert re.match(r"rank 0: allreduce\(sum\) of float32\[4, 3\] did not complete within 2 s: ", _caught(p, 0, 2)), p.stdout
 
 @need_mpi
-@pytest.mark.parametrize("mode,n", [("shard", 2), ("shard", 3), ("shard_grad", 2), ("shard_jit", 2)])
+@pytest.mark.parametrize("mode,n", [("shard", 2), ("shard", 3), ("shard_grad", 2), ("shard_jit", 2), ("bucket", 2)])
 def test_tensors_split_over_ranks(mode, n):
   """Tensor.shard(dist.devices(), axis): each process holds its own shard; reduces over the split axis (and gathers)
   run through the Communicator; every rank's results equal the unsharded ones (dist_worker.py's asserts)."""
@@ -113,6 +113,14 @@ def test_shape_check_skipped_while_the_call_repeats():
     np.testing.assert_array_equal(f(t).numpy(), t.numpy())
   assert lb.calls == ["check", "allreduce", "allreduce", "check", "allreduce", "check", "allreduce", "check", "allgather", "allgather"]
   assert dist.Communicator(lb := _Loopback(), check=False).allreduce(a).shape == (2, 3) and lb.calls == ["allreduce"]
+
+def test_shape_check_skipped_once_a_cycle_of_calls_repeats():
+  """A training step's collectives of several shapes: checked while the cycle is seen the first two times, then not;
+  a call off the cycle is checked again."""
+  from morok_mlir import Tensor, dist
+  c, a, b = dist.Communicator(lb := _Loopback(), check=True), Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones(5, np.int32))
+  for t in (a, b, a, b, a, b, a, b, b): c.allreduce(t)
+  assert lb.calls == ["check", "allreduce"] * 4 + ["allreduce"] * 4 + ["check", "allreduce"]
 
 def test_a_broken_communicator_raises_before_calling_its_backend():
   from morok_mlir import Tensor, dist
