@@ -4,13 +4,14 @@ caller can catch. MPI cannot cancel a started collective: after a timeout the co
 call raises at once), and at exit the process aborts the MPI job (MPI_Finalize would wait for the lost rank), which
 makes mpiexec end the other ranks. Started by mpiexec (its PMI environment), or alone as a world of one."""
 from __future__ import annotations
-import atexit, sys, time
+import atexit, os, sys, time
 import numpy as np
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.dist import DistError, _check_world, name
 
 NOTE = 256   # bytes of a fault notice: what the rank that gave up was waiting in
 BOOL = np.dtype(np.bool_)
+SPIN = 1e-4   # seconds a wait spins before it yields the core at each test (MPIBackend._wait)
 ABORT_GRACE = 0.5   # seconds between the last flush and MPI_Abort at exit (see MPIBackend._abort)
 
 def raw(a: np.ndarray) -> np.ndarray:
@@ -54,12 +55,15 @@ class MPIBackend:
       if not (req := start(*args)).Test(): self._wait(req, what)
     except self.MPI.Exception as e: self._failed(what, e)
   def _wait(self, req, what):
-    """req tested until done or the deadline: the clock is read only once a first Test found it running. The last part
-    of the timeout (a tenth, at most 1 s) is left to learn which ranks also gave up."""
+    """req tested until done or the deadline: the clock is read only once a first Test found it running, and after SPIN
+    each test yields the core (where ranks outnumber free cores, the rank this one waits for may need it). The last
+    part of the timeout (a tenth, at most 1 s) is left to learn which ranks also gave up."""
     t0 = time.monotonic()
-    end = t0 + self.timeout - min(1.0, self.timeout / 10)
+    end, spin = t0 + self.timeout - min(1.0, self.timeout / 10), t0 + SPIN
     while not req.Test():
-      if time.monotonic() > end: self._fault(what, t0 + self.timeout)
+      if (t := time.monotonic()) > spin:
+        if t > end: self._fault(what, t0 + self.timeout)
+        os.sched_yield()
   def _failed(self, what, e):
     self._broke(what := name(what))
     raise DistError(f"rank {self.rank}: {what} failed in MPI: {e.Get_error_string()}") from None
