@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit, os, sys, time
 import numpy as np
 from morok_mlir.device.buffer import Buffer
+from morok_mlir.core.provenance import error as _err
 from morok_mlir.dist import DistError, _check_world, name
 
 NOTE = 256   # bytes of a fault notice: what the rank that gave up was waiting in
@@ -42,7 +43,7 @@ class MPIBackend:
     """The flat host array MPI reads or writes: a CPU Buffer's own memory."""
     if type(h := b._buf) is np.ndarray and b.base is None: return h   # (a CPU Buffer's handle is its array)
     if hasattr(b.allocator, "as_numpy"): return b.as_numpy()
-    raise DistError(f"the MPI backend moves host memory: {b.device} tensors go through .to('CPU') first (or use the nccl backend)")
+    _err(DistError, f"the MPI backend moves host memory: {b.device} tensors go through .to('CPU') first (or use the nccl backend)")
 
   def usable(self, what):
     if self.broken is not None:
