@@ -11,8 +11,9 @@ if mode == "ops":
   np.testing.assert_array_equal(comm.allreduce(Tensor(x)).numpy(), sum(every))
   np.testing.assert_array_equal(comm.allreduce(Tensor(x), "max").numpy(), every[-1])
   np.testing.assert_array_equal(comm.allreduce(Tensor(x.astype(np.int32)), "min").numpy(), every[0].astype(np.int32))
-  np.testing.assert_array_equal(comm.allreduce(Tensor(x % (r + 2) == 0)).numpy(), np.logical_or.reduce([e % (k + 2) == 0 for k, e in enumerate(every)]))
-  np.testing.assert_array_equal(comm.allreduce(Tensor(x % (r + 2) == 0), "min").numpy(), np.logical_and.reduce([e % (k + 2) == 0 for k, e in enumerate(every)]))
+  bits = [e % (k + 2) == 0 for k, e in enumerate(every)]   # bools: sum and max are or, min and prod and
+  np.testing.assert_array_equal(comm.allreduce(Tensor(bits[r])).numpy(), np.logical_or.reduce(bits))
+  np.testing.assert_array_equal(comm.allreduce(Tensor(bits[r]), "min").numpy(), np.logical_and.reduce(bits))
   np.testing.assert_array_equal(comm.allgather(Tensor(x) * 2).numpy(), np.concatenate(every) * 2)
   bf = lambda a: Tensor(a, dtype="bfloat16")   # no MPI type: reduced in float32, moved as bytes
   np.testing.assert_array_equal(comm.allreduce(bf(x)).numpy(), bf(sum(every)).numpy())
@@ -120,7 +121,8 @@ elif mode == "bucket":   # a jitted data-parallel step: its gradients (and loss)
   with Tensor.train():
     for i in range(5):
       calls.clear()
-      step(Tensor(rng.standard_normal((8, 6)).astype(np.float32)).shard(devs, axis=0), Tensor(rng.integers(0, 3, 8).astype(np.int32)).shard(devs, axis=0))
+      x, y = rng.standard_normal((8, 6)).astype(np.float32), rng.integers(0, 3, 8).astype(np.int32)
+      step(Tensor(x).shard(devs, axis=0), Tensor(y).shard(devs, axis=0))
   # a replay: no shape check, and the 4 gradients (30, 5, 15 and 3 numbers) in one message (besides the loss's scalars)
   assert step.plan is not None and {f for f, _ in calls} == {"allreduce"} and [k for _, k in calls if k > 1] == [53], calls
   print(f"rank {r} bucket ok", flush=True)

@@ -14,7 +14,8 @@ or raises a DistError naming the rank, the operation and the ranks that did not 
 collective); the communicator is unusable after it (later calls raise at once; MPI: the process aborts the job at
 exit; NCCL: the communicator aborted). Before a collective the ranks compare shapes and dtypes, and a mismatch is a
 DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message, and so does a call every rank
-expects: a repeat, or the next of a cycle of calls seen twice, as a training step's); a WORLD_SIZE or RANK that disagrees with the engine's is refused at init."""
+expects: a repeat, or the next of a cycle of calls seen twice, as a training step's); a WORLD_SIZE or RANK that
+disagrees with the engine's is refused at init."""
 from __future__ import annotations
 import math, os
 import numpy as np

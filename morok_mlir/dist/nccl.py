@@ -77,7 +77,8 @@ class NCCLBackend:
     self.broken = None   # what timed out (None: usable)
 
   def array(self, b: Buffer) -> DeviceArray:
-    if Device.canonicalize(b.device) != "CUDA": _err(DistError, f"the NCCL backend moves CUDA memory: {b.device} tensors go through .to('CUDA') first")
+    if Device.canonicalize(b.device) != "CUDA":
+      _err(DistError, f"the NCCL backend moves CUDA memory: {b.device} tensors go through .to('CUDA') first")
     return DeviceArray(b, (b.size,))
   def usable(self, what):
     if self.broken is not None:
