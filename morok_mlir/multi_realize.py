@@ -65,20 +65,26 @@ def _comm():
   return COMM
 
 class _CommCall:
-  """A Communicator call as a device program (call_buffers: bufs[0] in, bufs[1] out), so that a collective is a schedule
-  of one item: run as any schedule, and recorded and replayed by TinyJit in order with the kernels."""
-  def __init__(self, fn: str, op: str, shape: tuple): self.fn, self.op, self.shape = fn, op, shape
-  def call_buffers(self, bufs: list[Buffer], inputs) -> None: _comm().into(self.fn, bufs[0], bufs[1], self.shape, self.op)
+  """A Communicator call as a device program (call_buffers: the inputs, then the output), so that a collective is a
+  schedule of one item: run as any schedule, and recorded and replayed by TinyJit in order with the kernels. fn
+  "bucket": the allreduce of several inputs (of `shapes`) as one message, into their concatenation."""
+  def __init__(self, fn: str, op: str, shapes: tuple): self.fn, self.op, self.shapes = fn, op, shapes
+  def call_buffers(self, bufs: list[Buffer], inputs) -> None:
+    if self.fn == "bucket": _comm().bucket(bufs[:-1], bufs[-1], self.shapes, self.op)
+    else: _comm().into(self.fn, bufs[0], bufs[1], self.shapes[0], self.op)
 
 _comm_scheds: dict[tuple, R.Schedule] = {}   # one per collective, shape, dtype and device: TinyJit knows a step by its schedule
-def _collective(fn: str, u: UOp, device: str, shape: tuple, op: str = "sum") -> UOp:
-  """fn of u (a realized input on device) over the ranks, as an input of `shape` on device."""
-  if (sched := _comm_scheds.get(key := (fn, op, u.shape, shape, u.dtype, device))) is None:
-    bts = [UOp(Ops.BUFFER, u.dtype.ptr(math.prod(sh)), (), attrs(slot=i)) for i, sh in enumerate((u.shape, shape))]
-    sched = _comm_scheds[key] = R.Schedule([R.ScheduleItem(f"{fn}_{op}" if fn == "allreduce" else fn, _CommCall(fn, op, u.shape), (0, 1))], bts, 1, 1)
-  bufs = R.run_schedule(sched, device, [u])
-  ret = R.new_buffer(bufs[1], u.loc, shape=shape)
-  if (rec := R.capture.rec) is not None: rec.schedule(sched, device, [u], bufs, [ret])
+def _collective(fn: str, us: list[UOp], device: str, shape: tuple, op: str = "sum") -> UOp:
+  """fn of us (realized inputs on device; one but for a bucket) over the ranks, as an input of `shape` on device."""
+  shapes, dt, n = tuple(u.shape for u in us), us[0].dtype, len(us)
+  if (sched := _comm_scheds.get(key := (fn, op, shapes, shape, dt, device))) is None:
+    bts = [UOp(Ops.BUFFER, dt.ptr(math.prod(sh)), (), attrs(slot=i)) for i, sh in enumerate((*shapes, shape))]
+    item = R.ScheduleItem(f"{fn}_{op}" if fn == "allreduce" else f"allreduce_{op}_bucket" if fn == "bucket" else fn, _CommCall(fn, op, shapes),
+                          tuple(range(n + 1)))
+    sched = _comm_scheds[key] = R.Schedule([item], bts, n, 1)
+  bufs = R.run_schedule(sched, device, us)
+  ret = R.new_buffer(bufs[-1], us[0].loc, shape=shape)
+  if (rec := R.capture.rec) is not None: rec.schedule(sched, device, us, bufs, [ret])
   return ret
 
 def _cross(u: UOp) -> bool: return u.op is Ops.ALLREDUCE and "@" in u.attrs["devices"]
@@ -100,7 +106,7 @@ def _allgather(src: tuple[UOp, ...], k: int, ax: int, local: str, beam) -> UOp:
   m, n = max(s.shape[ax] for s in shards), src[0].shape[ax]
   pad = lambda u, lo, hi: u.pad(tuple((lo, hi) if i == ax else (0, 0) for i in range(len(u.shape))))
   own = pad(shards[k], 0, m - shards[k].shape[ax])
-  g = _collective("allgather", _run([own.reshape((1, *own.shape))], local, beam)[0], local, (len(src), *own.shape))
+  g = _collective("allgather", _run([own.reshape((1, *own.shape))], local, beam), local, (len(src), *own.shape))
   out, lo = None, 0
   for r, s in enumerate(shards):
     w = s.shape[ax]
@@ -149,21 +155,19 @@ BUCKET_BYTES = 25 << 20   # PyTorch DDP's bucket_cap_mb
 
 def _allreduces(parts: list[UOp], op: str, local: str, beam) -> list[UOp]:
   """The allreduces over ranks of this rank's parts (of one dtype, say a step's gradients) as few messages (PyTorch
-  DDP's gradient buckets): the parts, flattened and joined into buckets of up to BUCKET_BYTES, realized together, one
-  Communicator call per bucket, each value a view of its bucket. One message instead of one per gradient, and the
-  same message every step, so the shape check runs once."""
+  DDP's gradient buckets): the parts realized together, then one Communicator call per bucket of up to BUCKET_BYTES
+  (the parts copied into one message there), each value a view of its bucket. One message instead of one per
+  gradient, and the same message every step, so the shape check runs once."""
   groups, size = [], 0
-  for p in parts:   # (a symbolic size: a message of its own)
+  for i, p in enumerate(parts):   # (a symbolic size: a message of its own)
     n = math.prod(p.shape) * p.dtype.itemsize if all(isinstance(d, int) for d in p.shape) else BUCKET_BYTES + 1
     if not groups or size + n > BUCKET_BYTES: groups.append([]); size = 0
-    groups[-1].append(p); size += n
-  flat = [g[0] if len(g) == 1 else g[0].reshape((-1,)).cat(*[p.reshape((-1,)) for p in g[1:]]) for g in groups]
-  ret = []
-  for g, b in zip(groups, _run(flat, local, beam)):
-    val = _collective("allreduce", b, local, b.shape, op)
-    if len(g) == 1: ret.append(val); continue
-    o = 0
-    for p in g: ret.append(val.shrink(((o, o := o + math.prod(p.shape)),)).reshape(p.shape))
+    groups[-1].append(i); size += n
+  done, ret = _run(parts, local, beam), []
+  for g in groups:
+    if len(g) == 1: ret.append(_collective("allreduce", [done[g[0]]], local, parts[g[0]].shape, op)); continue
+    val, o = _collective("bucket", [done[i] for i in g], local, (sum(math.prod(parts[i].shape) for i in g),), op), 0
+    for i in g: ret.append(val.shrink(((o, o := o + math.prod(parts[i].shape)),)).reshape(parts[i].shape))
   return ret
 
 def ring_bytes() -> int:

@@ -263,6 +263,10 @@ def test_nccl_backend_on_fake_nccl_and_cuda(fake_cuda, monkeypatch):
   check = ("allgather",)   # the shape check before each collective, and the barrier: an allgather of small headers
   assert nccl.calls == [check, ("allreduce", "max"), check, ("allgather",), check, ("reduce_scatter", "sum"), check, ("broadcast", 0), check]
   with pytest.raises(dist.DistError, match=r"test_dist.py:\d+.*CPU tensors go through .to\('CUDA'\)"): comm.allreduce(Tensor(np.ones(2, np.int8)))
+  from morok_mlir.device.buffer import Buffer
+  parts, out = [x, Tensor(a[:2, :3]).to("CUDA").realize()], Buffer("CUDA", 18, "float32")
+  comm.bucket([p.uop.buffer for p in parts], out, ((3, 4), (2, 3)))   # device memory: one call per part into its place
+  assert np.array_equal(out.copyout(), np.concatenate([a.ravel(), a[:2, :3].ravel()])) and nccl.calls[-2:] == [("allreduce", "sum")] * 2
   comm.allreduce(x)   # (checked: the next, a repeat, is not)
   drv.busy.add(7)   # the stream never finishes: the peer died or hangs
   with pytest.raises(dist.DistError, match=r"rank 0: allreduce\(sum\) of float32\[3, 4\] did not complete within 0.3 s"): comm.allreduce(x)

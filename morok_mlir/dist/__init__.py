@@ -177,6 +177,17 @@ class Communicator:
     if fn == "allreduce": self.b.allreduce(self.b.array(src), self.b.array(out), self._op(op), what)
     else: self.b.allgather(self.b.array(src), self.b.array(out), what)
 
+  def bucket(self, srcs: list[Buffer], out: Buffer, shapes: tuple, op: str = "sum") -> None:
+    """The allreduce of several Buffers (src i holding a value of shapes[i]) as one message, written into out, their
+    concatenation (PyTorch DDP's gradient bucket; the realize driver's, multi_realize.py). The ranks check the number of
+    parts and the total size. Device memory (NCCL) goes one call per part into its place in out."""
+    if self.b.broken is not None: self.b.usable("allreduce")
+    if self.check: self._checked("allreduce (bucket)", (len(srcs), out.size), out.dtype)
+    what = lambda: f"allreduce({op}) of a bucket of {len(srcs)} {out.dtype.name} values ({out.size} elements)"
+    if isinstance(o := self.b.array(out), np.ndarray): return self.b.allreduce(np.concatenate([self.b.array(s) for s in srcs]), o, self._op(op), what)
+    off = 0
+    for s in srcs: self.b.allreduce(self.b.array(s), self.b.array(out.view(s.size, s.dtype, off)), self._op(op), what); off += s.nbytes
+
 def init(backend: str | None = None, timeout: float | None = None, check: bool | None = None) -> Communicator:
   """A Communicator for this process. backend: "mpi" or "nccl" (None: MOROK_DIST_BACKEND, else mpi). timeout: seconds
   any one operation may take (None: MOROK_DIST_TIMEOUT, else 300)."""
