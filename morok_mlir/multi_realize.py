@@ -79,8 +79,8 @@ def _collective(fn: str, us: list[UOp], device: str, shape: tuple, op: str = "su
   shapes, dt, n = tuple(u.shape for u in us), us[0].dtype, len(us)
   if (sched := _comm_scheds.get(key := (fn, op, shapes, shape, dt, device))) is None:
     bts = [UOp(Ops.BUFFER, dt.ptr(math.prod(sh)), (), attrs(slot=i)) for i, sh in enumerate((*shapes, shape))]
-    item = R.ScheduleItem(f"{fn}_{op}" if fn == "allreduce" else f"allreduce_{op}_bucket" if fn == "bucket" else fn, _CommCall(fn, op, shapes),
-                          tuple(range(n + 1)))
+    name = {"allreduce": f"allreduce_{op}", "bucket": f"allreduce_{op}_bucket"}.get(fn, fn)   # (DEBUG=2's kernel list)
+    item = R.ScheduleItem(name, _CommCall(fn, op, shapes), tuple(range(n + 1)))
     sched = _comm_scheds[key] = R.Schedule([item], bts, n, 1)
   bufs = R.run_schedule(sched, device, us)
   ret = R.new_buffer(bufs[-1], us[0].loc, shape=shape)
