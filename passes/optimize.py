@@ -23,6 +23,9 @@
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see codegen.contraction.Contraction)
+  uop.int8 = [MR, NR, VW, KW]   a contraction of 8-bit values summed in int32 (kernel_facts.int8_contraction): packed 8-bit
+                          operands, an MR x NR tile of VW-lane i32 accumulators, each instruction a dot product of KW
+                          values per lane (host.INT8_DOTS: VNNI's vpdpbusd, or vpmaddwd) (see codegen.int8.Int8Contraction)
   uop.winograd = [MR, NR, KC, MC, VW, RB]   a 3x3 convolution of stride 1 as F(2x2, 3x3) Winograd (kernel_facts.winograd, `winograd_pays`):
                           16 products of Cout x tiles x Cin on that micro-kernel, tiled so, run per block of RB rows of
                           tiles (0: all at once; `winograd_block`) (see codegen.winograd); WINO=0 in the environment turns it
@@ -39,14 +42,15 @@ from math import prod
 from morok_mlir.ir.bridge import Func
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
-from morok_mlir.host import CACHES, THREADS, VEC_WIDTH
+from morok_mlir import host
+from morok_mlir.host import CACHES, INT8_DOTS, THREADS, VEC_WIDTH
 from morok_mlir.ir.registry import register, Option, PassError
 from morok_mlir.core import env, index_math as im
 from morok_mlir.core.progress import progress
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
-from morok_mlir.core.kernel_facts import (ONE, contraction, contraction_tiles, extent, in_place, innermost, lane_coef, lane_reduce_of,
-  lane_supported, ranges_of, rsize, single_store, twin, winograd)
+from morok_mlir.core.kernel_facts import (ONE, contraction, contraction_tiles, extent, in_place, innermost, int8_contraction, lane_coef,
+  lane_reduce_of, lane_supported, ranges_of, rsize, single_store, twin, winograd)
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
@@ -266,6 +270,13 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   if size >= MM_MIN_FLOPS and not sym and (g := split_groups(sink)) is not None and rows_and_cols(contraction(g)) and \
      not rows_and_cols(c0 := contraction(sink)) and not (c0 is not None and depthwise(c0)):
     f, (nodes, rngs, loops, work) = replace(f, roots=[sink := g]), facts(g)
+  if size >= MM_MIN_FLOPS and not sym and host.INT8_DOT and (c := int8_contraction(sink)) is not None and len(c[5]) == 1 and not c[6]:
+    # 8-bit products summed in int32: the CPU's int8 dot product on packed 8-bit operands (codegen.int8), tiled as f32
+    # FMAs are at its i32 lanes
+    _, vw, per = INT8_DOTS[host.INT8_DOT]
+    attrs["uop.int8"] = (*contraction_tiles(*(prod(map(rsize, x)) for x in c[3:6]), vw, caches, threads)[:2], vw, per)
+    if threads > 1: attrs["uop.threads"] = threads
+    return replace(f, attrs=attrs)
   if (size >= MM_MIN_FLOPS and (c := contraction(f.roots[0])) is not None and not depthwise(c) and fits(c, sym) and not narrow_matvec(c)
       or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g.roots[0])) is not None
       and fits(c, sym) and (f := g)):
