@@ -23,7 +23,7 @@ def extremes(r, shape, dt) -> np.ndarray:
   x = r.integers(info.min, info.max + 1, shape)
   return np.where(r.random(shape) < 0.33, np.where(r.random(shape) < 0.5, info.min, info.max), x).astype(dt)
 
-@pytest.mark.parametrize("M,K,N", [(16, 128, 256), (5, 7, 3), (33, 130, 70), (8, 600, 40), (1, 256, 64)])
+@pytest.mark.parametrize("M,K,N", [(16, 128, 256), (5, 7, 3), (33, 130, 70), (8, 600, 40), (1, 256, 64), (100, 1024, 520)])
 @pytest.mark.parametrize("ua", [True, False])
 def test_int8_product_exact(kind, M, K, N, ua):
   """u8 x s8 (and s8 x u8) cast to int32 and multiplied: the int8 kernel (its uop.int8 attribute in the optimized
@@ -80,3 +80,11 @@ def test_matmul_integer_kinds_and_zero_points(kind, ta, tb, zp):
     i64 = lambda x: 0 if x is None else np.asarray(x, np.int64)
     want = (a.astype(np.int64) - i64(za_s)) @ (b.astype(np.int64) - i64(zb))
     np.testing.assert_array_equal(om({"A": a})["Y"], want.astype(np.int32), err_msg=f"call {k}")
+
+@pytest.mark.parametrize("start", [0, 4, 3])
+def test_int8_product_of_a_slice(kind, start):
+  """A a column slice of a wider 8-bit matrix (read in place where its rows start at whole 4-byte words, else packed)."""
+  r = np.random.default_rng(start)
+  big, b = extremes(r, (48, 200), np.uint8), extremes(r, (128, 130), np.int8)
+  c = Tensor(big)[:, start:start + 128].cast(dtypes.int32) @ Tensor(b).cast(dtypes.int32)
+  np.testing.assert_array_equal(c.numpy(), (big[:, start:start + 128].astype(np.int64) @ b.astype(np.int64)).astype(np.int32))
