@@ -88,3 +88,15 @@ def test_int8_product_of_a_slice(kind, start):
   big, b = extremes(r, (48, 200), np.uint8), extremes(r, (128, 130), np.int8)
   c = Tensor(big)[:, start:start + 128].cast(dtypes.int32) @ Tensor(b).cast(dtypes.int32)
   np.testing.assert_array_equal(c.numpy(), (big[:, start:start + 128].astype(np.int64) @ b.astype(np.int64)).astype(np.int32))
+
+@pytest.mark.parametrize("dt", [np.uint8, np.int8])
+def test_quantize_rounds_half_to_even(dt):
+  """QuantizeLinear (and DynamicQuantizeLinear's values) round x / scale half to even, as onnx says, at every tie
+  between -300 and 300, past the 8-bit range and at +-1e9 and +-inf (saturated)."""
+  x = np.concatenate([np.arange(-600, 601) / 2, [1e9, -1e9, np.inf, -np.inf, 2.0 ** 22 + 1, -(2.0 ** 23)]]).astype(np.float32)
+  zp = dt(3)
+  g = h.make_graph([h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], "q", [h.make_tensor_value_info("x", TP.FLOAT, [x.size])],
+                   [h.make_tensor_value_info("y", ONNX_T[dt], None)], [nh.from_array(np.float32(1.0), "s"), nh.from_array(zp, "z")])
+  om = OnnxModel(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+  info = np.iinfo(dt)
+  np.testing.assert_array_equal(om({"x": x})["y"], np.clip(np.round(x.astype(np.float64)) + int(zp), info.min, info.max).astype(dt))
