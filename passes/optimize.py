@@ -318,6 +318,7 @@ def fits(c, sym: bool) -> bool:
   """Whether codegen.contraction runs contraction c: each of its range kinds with a symbolic size only on its outermost."""
   return not sym or all(extent(rs) is not None for rs in c[3:])
 
+WIDE_LANES, LONG_REDUCE = 8, 64   # see lanes
 def lanes(f: Func, vec: int) -> int | None:
   """W for uop.lanes: the kernel's one f32 store steps by 1 with its innermost loop, and its value reduces inside that
   loop (pooling, a depthwise convolution): LLVM vectorizes no loop with a loop inside, so uop-lower-cpu runs W
@@ -328,6 +329,11 @@ def lanes(f: Func, vec: int) -> int | None:
   if len(st.src[0].src) != 2 or not any(u.op is Ops.REDUCE and inner in u.src[0].toposort for u in st.toposort): return None
   if lane_coef(st.src[0].src[1], inner, {}) != 1 or (n := rsize(inner)) < 4: return None   # (a symbolic row stride too)
   if not lane_supported(st.src[1], inner): return None
+  # a loop of a few whole vectors around a long reduce (a row times a matrix): all of it one group of lanes, so what the
+  # reduce computes apart from the lanes is computed once a step, not once per vector, and its vectors' accumulators
+  # are independent chains
+  red = max((prod(map(rsize, u.src[1:])) for u in st.toposort if u.op is Ops.REDUCE and inner in u.src[0].toposort), default=0)
+  if n % vec == 0 and n <= WIDE_LANES * vec and red >= LONG_REDUCE: return n
   w = vec if n % vec == 0 or n % (vec // 2) else vec // 2
   while w > 4 and w // 2 >= n: w //= 2
   return w
