@@ -35,7 +35,7 @@
 
 Heuristics; with beam = n > 0 each static kernel's choices are then searched by timing (SEARCH, see device/search.py).
 Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), l2, l3 (cache bytes, 0:
-the machine's), beam (0: no search)."""
+the machine's), beam (0: no search), int8 (the int8 dot product, host.INT8_DOTS, or none; '': the machine's)."""
 from __future__ import annotations
 from dataclasses import replace
 from math import prod
@@ -238,7 +238,7 @@ def merge_loops(sink: UOp) -> UOp:
       new[u] = u if src == u.src else u.replace(src=src)
     sink = affine_simplify(new[sink])
 
-def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int] = CACHES) -> Func:
+def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int] = CACHES, dot: str | None = None) -> Func:
   # index chains in affine form where bounds prove it: reshapes' div/mod fold away, so neighbouring iterations address
   # neighbouring elements and LLVM vectorizes the loads (a batched matmul's operands read k-contiguous rows)
   f = replace(f, roots=[sink := affine_simplify(ungate(f.roots[0]))])
@@ -270,10 +270,11 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   if size >= MM_MIN_FLOPS and not sym and (g := split_groups(sink)) is not None and rows_and_cols(contraction(g)) and \
      not rows_and_cols(c0 := contraction(sink)) and not (c0 is not None and depthwise(c0)):
     f, (nodes, rngs, loops, work) = replace(f, roots=[sink := g]), facts(g)
-  if size >= MM_MIN_FLOPS and not sym and host.INT8_DOT and (c := int8_contraction(sink)) is not None and len(c[5]) == 1 and not c[6]:
+  if (dot := host.INT8_DOT if dot is None else dot) and size >= MM_MIN_FLOPS and not sym and (c := int8_contraction(sink)) is not None \
+     and len(c[5]) == 1 and not c[6]:
     # 8-bit products summed in int32: the CPU's int8 dot product on packed 8-bit operands (codegen.int8), tiled as f32
     # FMAs are at its i32 lanes
-    _, vw, per = INT8_DOTS[host.INT8_DOT]
+    _, vw, per = INT8_DOTS[dot]
     attrs["uop.int8"] = (*contraction_tiles(*(prod(map(rsize, x)) for x in c[3:6]), vw, caches, threads)[:2], vw, per)
     if threads > 1: attrs["uop.threads"] = threads
     return replace(f, attrs=attrs)
@@ -396,7 +397,7 @@ def choice(f: Func) -> dict:
   return {k: (v[1], v[4]) if k == "uop.contraction" else v for k, v in f.attrs.items()}
 
 MAX_VARIANTS = 2   # narrower copies of a kernel at most (the widest runs): each is compiled with the schedule
-def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int]) -> list[Func]:
+def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int], dot: str | None = None) -> list[Func]:
   """f optimized; a kernel of symbolic sizes also as copies for narrower bounds of the values it reads, one per run of
   bounds whose choices (`choice`) differ from the wider run's (a product too small to pack: plain loops; wider panels
   for fewer rows; no threads), optimized for that run's largest bound s (each value's bound min(s, its largest)) and
@@ -405,12 +406,12 @@ def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int]) -> l
   the threads change first, then the widest (a value in a run not kept runs the next wider copy). The realize
   driver runs the narrowest copy whose bounds hold the values read at run time (realize.Variants): a small value runs
   what the heuristics choose for small sizes, not for the largest."""
-  if not MAX_VARIANTS or not (clamps := value_clamps(f.roots[0])): return [optimize_kernel(f, threads, vec, caches)]
+  if not MAX_VARIANTS or not (clamps := value_clamps(f.roots[0])): return [optimize_kernel(f, threads, vec, caches, dot)]
   memo: dict[int, tuple[Func, dict]] = {}
   def at(s: int) -> dict:   # f's choices for every value at most s
     if s not in memo:
       narrow = {m: m.replace(src=(m.src[0], im.const(max(lo, min(hi, s))))) for m, (_, _, lo, hi) in clamps.items()}
-      memo[s] = (g := optimize_kernel(replace(f, roots=[f.roots[0].substitute(narrow)]), threads, vec, caches), choice(g))
+      memo[s] = (g := optimize_kernel(replace(f, roots=[f.roots[0].substitute(narrow)]), threads, vec, caches, dot), choice(g))
     return memo[s][1]
   hi = top = max(hi for *_, hi in clamps.values())
   out, ends = [], []
@@ -440,12 +441,15 @@ SEARCH = None
           "nontemporal stores, vector lanes",
           threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"),
           l2=Option(int, 0, "L2 cache bytes (0: the machine's)"), l3=Option(int, 0, "L3 cache bytes (0: the machine's)"),
-          beam=Option(int, 0, "beam width of a timed search over each kernel's choices, cached on disk (0: heuristics only)"))
-def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0, l3: int = 0, beam: int = 0) -> list[Func]:
+          beam=Option(int, 0, "beam width of a timed search over each kernel's choices, cached on disk (0: heuristics only)"),
+          int8=Option(str, "", f"the int8 dot product of uop.int8: {', '.join(INT8_DOTS)} or none ('': the machine's)"))
+def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0, l3: int = 0, beam: int = 0, int8: str = "") -> list[Func]:
   threads, vec, caches = threads or THREADS, vec or VEC_WIDTH, (CACHES[0], l2 or CACHES[1], l3 or CACHES[2])
   if beam < 0: raise PassError(f"uop-optimize: beam must be >= 0, got {beam}")
+  if int8 not in ("", "none", *INT8_DOTS): raise PassError(f"uop-optimize: int8 must be one of {', '.join(INT8_DOTS)} or none, got {int8!r}")
+  dot = "" if int8 == "none" else int8 or None
   if beam and SEARCH is None: raise PassError("uop-optimize: beam > 0 needs the CPU device's search (morok_mlir.device.search)")
   kernel = lambda f: "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK
-  funcs = [g for f in funcs for g in (variants(f, threads, vec, caches) if kernel(f) else (f,))]
+  funcs = [g for f in funcs for g in (variants(f, threads, vec, caches, dot) if kernel(f) else (f,))]
   if not beam: return funcs
   return [SEARCH(f, beam, threads, vec) if kernel(f) else f for f in progress(funcs, f"BEAM={beam}", "function")]
