@@ -275,7 +275,10 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
     # 8-bit products summed in int32: the CPU's int8 dot product on packed 8-bit operands (codegen.int8), tiled as f32
     # FMAs are at its i32 lanes
     _, vw, per = INT8_DOTS[dot]
-    attrs["uop.int8"] = (*contraction_tiles(*(prod(map(rsize, x)) for x in c[3:6]), vw, caches, threads)[:2], vw, per)
+    mr, nr = contraction_tiles(*(prod(map(rsize, x)) for x in c[3:6]), vw, caches, threads)[:2]
+    # vpmaddwd does not accumulate: its product takes one more register beside the tile, B's vectors and A's broadcast
+    while per == 2 and mr > 1 and mr * (nr // vw) + nr // vw + 2 > (32 if vw >= 16 else 16): mr -= 1
+    attrs["uop.int8"] = (mr, nr, vw, per)
     if threads > 1: attrs["uop.threads"] = threads
     return replace(f, attrs=attrs)
   if (size >= MM_MIN_FLOPS and (c := contraction(f.roots[0])) is not None and not depthwise(c) and fits(c, sym) and not narrow_matvec(c)
