@@ -101,3 +101,10 @@ def test_quantize_rounds_half_to_even(dt):
   om = OnnxModel(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
   info = np.iinfo(dt)
   np.testing.assert_array_equal(om({"x": x})["y"], np.clip(np.round(x.astype(np.float64)) + int(zp), info.min, info.max).astype(dt))
+
+def test_int8_kernel_calls_the_dot_product(kind):
+  """The LLVM IR of the product holds the kind's instruction (the intrinsic the micro-kernel calls)."""
+  if not kind: pytest.skip("no int8 dot product")
+  from morok_mlir.codegen.int8 import DOTS
+  c = Tensor(np.zeros((16, 128), np.uint8)).cast(dtypes.int32) @ Tensor(np.zeros((128, 256), np.int8)).cast(dtypes.int32)
+  assert DOTS[host.INT8_DOTS[kind][1:]][0] in c.mlir("llvm")
