@@ -29,7 +29,7 @@ class Int8Contraction:
     pack_b  Bp[N/NR][K/KW][NR]     b's, in NR-wide panels: a panel's words at one k step are one row of VW-lane vectors
     mm      C[Mp][Np] (int32 bits) per NR-wide panel (threads split the panels), per MR-row tile: MR x NR/VW accumulators
             carried through k, each k step NR/VW vector loads of Bp, MR broadcasts of an Ap word, MR x NR/VW dot products
-    epi     the original store, the reduce replaced by C's element
+    epi     the original store, the reduce replaced by C's element (called by mm where both run on one thread)
   Rows past M and columns past N are never packed: they reach only C's pad, which the epilogue never reads. A pack of
   one input buffer alone (int8 weights) runs once per input: its panels are kept (reuse)."""
   PAR_MIN = 1 << 18   # elements (packs, epilogue) or multiply-adds / 16 (mm) below which a phase runs on one thread
@@ -62,7 +62,10 @@ class Int8Contraction:
                                                                           im.mul(k4, im.const(self.nr))), im.mod(col, self.nr)))
     ci = im.add(im.mul(im.linearize(I, [rsize(r) for r in I]), im.const(self.Np)), im.linearize(J, [rsize(r) for r in J]))
     cval = UOp(Ops.BITCAST, dtypes.int32, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, ci)),)),))
-    self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: cval})], {"uop.kernel": None, **self.thr})
+    # mm and the epilogue each on one thread (a small product: a call's microseconds): mm ends by calling the epilogue,
+    # one phase (one call from the runtime) fewer
+    self.one_pass = self.t <= 1 or self.M * self.N * self.K < 16 * self.PAR_MIN and self.M * self.N < self.PAR_MIN
+    self.epi = Func(f"{name}_epi", self.args, [], [f.roots[0].substitute({red: cval})], {"uop.kernel": None, **({} if self.one_pass else self.thr)})
     self.a_slot, self.b_slot = self.one_slot(a), self.one_slot(b)
 
   @staticmethod
@@ -107,7 +110,7 @@ class Int8Contraction:
     mm_par = (self.Np // self.nr, self.t if self.M * self.N * self.K >= 16 * self.PAR_MIN else 1, 1) if self.t > 1 else None
     return [*([(f"{self.name}_pack_a", par(self.pack_a, self.M * self.K))] if self.pack_a else []),
             (f"{self.name}_pack_b", par(self.pack_b, self.N * self.K)), (f"{self.name}_mm", mm_par),
-            (f"{self.name}_epi", par(self.epi, self.M * self.N))]
+            *([] if self.one_pass else [(f"{self.name}_epi", par(self.epi, self.M * self.N))])]
 
   def reuse(self) -> list[tuple[int, int, int]]:
     """(phase, argument, scratch): a pack of one input buffer alone (the weights' panels, as large as the weights)."""
@@ -117,7 +120,7 @@ class Int8Contraction:
 
   def text(self) -> str:
     return ((lower_kernel(self.pack_a, f"{self.name}_pack_a") if self.pack_a else "") + lower_kernel(self.pack_b, f"{self.name}_pack_b")
-            + self.mm() + lower_kernel(self.epi, f"{self.name}_epi"))
+            + self.mm() + lower_kernel(self.epi, f"{self.name}_epi", private=self.one_pass))
 
   def mm(self) -> str:
     """C = Ap x Bp: per panel p (from %lo to %hi when threaded), per MR-row tile, the k loop over words carrying the tile."""
@@ -152,6 +155,7 @@ class Int8Contraction:
           for v in range(nv):
             at = em.arith(ib, "addi", "index", row, em.arith(ib, "addi", "index", em.arith(ib, "muli", "index", p.iv, c(self.nr)), c(v * vw)))
             em.vstore(ib, em.vbitcast(ib, kl.results[r * nv + v], I, F), cp, at, mtc, F)
+    if self.one_pass: em.call(b, f"{self.name}_epi", [arg(i) for i in range(len(self.args))], mts)
     return Emitter.func(f"{self.name}_mm", params(mts, *((LO, HI) if self.t > 1 else ())), b)
 
   def a_word(self, em: Emitter, kb: Block, i0: str, r: int, k: str, c, mts: list[str]) -> str:

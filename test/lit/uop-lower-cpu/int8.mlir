@@ -6,7 +6,7 @@
 // (uint8 A @ int8 B) in int32, then * 0.5 in float: a contraction of 8-bit values (uop.int8 = MR, NR, VW lanes, KW values
 // per lane). With VNNI: B packed once into NR-wide panels of 4-byte words, A (row-major, K a multiple of 4) read in place
 // as words broadcast to every lane, an MR x NR/VW tile of vpdpbusd accumulators (u8 operand first); the epilogue reads
-// the tile's int32 sums (kept as f32 bits) and scales them. Without VNNI (the AVX2 kind): both operands packed as i16
+// the tile's int32 sums (kept as f32 bits) and scales them, called by the micro-kernel (one thread runs both). Without VNNI (the AVX2 kind): both operands packed as i16
 // pairs, vpmaddwd then an add.
 module {
   // OPT-LABEL: func.func private @r_16_256_128_k0
@@ -24,7 +24,8 @@ module {
   // CHECK: %[[W:.*]] = vector.load %arg1[%{{.*}}] : memref<2048xi8>, vector<4xi8>
   // CHECK: llvm.call_intrinsic "llvm.x86.avx512.vpdpbusd.512"(%{{.*}}) : (vector<16xi32>, vector<64xi8>, vector<64xi8>) -> vector<16xi32>
   // CHECK: vector.store %{{.*}}, %arg5[%{{.*}}] : memref<4096xf32>, vector<16xf32>
-  // CHECK-LABEL: func.func @r_16_256_128_k0_epi(
+  // CHECK: call @r_16_256_128_k0_epi(
+  // CHECK-LABEL: func.func private @r_16_256_128_k0_epi(
   // CHECK: arith.bitcast %{{.*}} : f32 to i32
   // CHECK: arith.sitofp
   // AVX2-LABEL: func.func @r_16_256_128_k0_pack_a(
