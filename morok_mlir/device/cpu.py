@@ -622,9 +622,9 @@ class CPUDevice:
         self.compile_ms.append((time.perf_counter() - t0) * 1e3)
       todo = list(todo.items())
       t0 = time.perf_counter()
-      w = self._workers([spec for _, spec in todo])
-      mine, children = todo[::w + 1], []   # this process's share, and each forked process's
-      for share in (todo[i::w + 1] for i in range(1, w + 1)):
+      mine, *shares = self.shares(todo, self._workers([spec for _, spec in todo]) + 1)   # this process's, each forked one's
+      children = []
+      for share in shares:
         if (pid := self._fork(share)) is not None: children.append((pid, share))
         else: mine += share
       for i in range(0, len(mine), self.BATCH):
@@ -635,6 +635,17 @@ class CPUDevice:
         for k, spec in share: progs[k] = self.method_cache[k] = self.load(spec) or self.jit([spec])[0]
       if todo: self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(todo)] * len(todo)
     return [progs[k] for k in keys]
+  KERNEL_WORK = 4_000   # characters of kernel text that cost LLVM what compiling one more kernel does (a tiny kernel's ~10 ms)
+  @classmethod
+  def shares(cls, todo: list[tuple], n: int) -> list[list[tuple]]:
+    """todo's (key, spec) pairs in n shares of about equal compile work, so that no process waits long for another: the
+    largest kernel first to the share with the least so far. LLVM's time grows with a kernel's text (a contraction's
+    ~35,000 characters ~100 ms, an elementwise kernel's ~1,000 ~10 ms), and kernels of one model differ 30-fold."""
+    out, work = [[] for _ in range(n)], [0] * n
+    for t in sorted(todo, key=lambda t: -len(t[1].src)):
+      i = work.index(min(work))
+      out[i].append(t); work[i] += len(t[1].src) + cls.KERNEL_WORK
+    return out
   WORKERS: int | None = None   # compile processes besides this one (None: the cores to spare, from the load average)
   CHILD_WORK = 100_000         # characters of kernel text a compile process gets at least (~0.35 s of LLVM's work)
   def _workers(self, specs: list[ProgramSpec]) -> int:
