@@ -473,7 +473,9 @@ class _Kernel:
   buffers and constants are written once and the others (arguments, state, fresh outputs) each call; else (a program
   without prepare, or one that keeps what it derives from an argument) its call_buffers. A phase that only repacks a
   constant (a weight's B panels) is run by the first replay's call_buffers, which keeps its result; the set made then
-  reads that result (and holds it: at most `pinned`'s budget of such results per plan) and skips the phase."""
+  reads that result (and holds it: at most `pinned`'s budget of such results per plan) and skips the phase. Where the
+  result depends on the sizes' values (a symbolic contraction's panels), or a copy of a realize.Variants has none yet,
+  the set's run takes the result kept for each call's values (CPUProgram.prepare's keyed set) and runs on its own."""
   __slots__ = ("prog", "slots", "inputs", "args", "run", "fixed", "var", "keyed", "uops", "scratch", "pending", "pinned", "held")
   def __init__(self, prog, slots: list[int], inputs: list, template: list, uops: list, scratch=None, pinned: list | None = None):
     self.prog, self.slots, self.inputs, self.uops, self.scratch, self.pinned = prog, slots, inputs, uops, scratch, pinned
@@ -482,18 +484,20 @@ class _Kernel:
     # a phase that only repacks an argument (a weight passed in: B panels) runs once per argument buffer, as outside
     # the JIT: call_buffers keeps its result while that buffer UOp lives
     spec = getattr(prog, "spec", None)
-    reuse = {arg for _, arg, _ in getattr(spec, "reuse", ())}
+    reuse = {arg for _, arg, *_ in getattr(spec, "reuse", ())}
     self.keyed = tuple((i, j) for i, j in enumerate(slots) if i in reuse and template[j] is None and j < len(uops))
     self.args, self.pending, self.held = None, False, 0
     if hasattr(prog, "prepare") and not self.keyed:
       self._bind(template)
-      self.pending = self.args is None and pinned is not None and any(inputs[arg] is not None for _, arg, _ in getattr(spec, "reuse", ()))
+      self.pending = self.args is None and pinned is not None and any(inputs[arg] is not None for _, arg, *_ in getattr(spec, "reuse", ()))
   def _bind(self, v: list, kept: bool = False):
     const, self.args = frozenset(i for i, u in enumerate(self.inputs) if u is not None), None
     if self.pinned is not None: self.pinned[0], self.held = self.pinned[0] + self.held, 0
     if (p := self.prog.prepare(const, self.inputs if kept else None, scratch=self.scratch)) is None: return
-    if kept and (held := [s for _, arg, s in self.prog.spec.reuse if arg in const]):   # (the results it holds, within the plan's budget)
-      if not Batch.takes(p[0]) or self.pinned[0] < (n := sum(p[0].scratch[s].nbytes for s in held)): return
+    # (the results its set holds, every copy's of a realize.Variants, within the plan's budget)
+    progs = getattr(self.prog, "progs", (self.prog,))
+    if kept and (n := sum(4 * q.spec.scratch[s] for q in progs for _, arg, s, _ in q.spec.reuse if arg in const)):
+      if self.pinned[0] < n: return
       self.pinned[0], self.held = self.pinned[0] - n, n
     self.args, self.run = p
     for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr
@@ -517,8 +521,9 @@ class _Kernel:
 class _Native:
   """A run of CPU kernels as one step: each run among them of kernels with argument sets is one native call
   (device.cpu.Batch), the pointers of the buffers each replay gives (arguments, state, fresh outputs) written once each
-  into one array; the others (waiting for their first call_buffers: _Kernel.pending) run on their own. A program that
-  moves from its JIT engine onto its shared object (linked meanwhile) has its kernels bound again."""
+  into one array; the others (waiting for their first call_buffers: _Kernel.pending, or whose set reads the sizes'
+  values at each call: a keyed one) run on their own. A program that moves from its JIT engine onto its shared object
+  (linked meanwhile) has its kernels bound again."""
   __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one")
   def __init__(self, kernels: list[_Kernel], template: list):
     self.kernels, self.template = kernels, template

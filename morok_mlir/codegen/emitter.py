@@ -81,6 +81,10 @@ class Emitter:
   def prefetch(self, b: Block, buf: str, i: str, write: bool, mt: str, locality: int = 3):
     b.lines.append(f"memref.prefetch {buf}[{i}], {'write' if write else 'read'}, locality<{locality}>, data : {mt}")
   def fma(self, b: Block, x: str, y: str, z: str, vt: str) -> str: return self.op(b, f"vector.fma {x}, {y}, {z} : {vt}")
+  def vbitcast(self, b: Block, x: str, src: str, dst: str) -> str: return self.op(b, f"vector.bitcast {x} : {src} to {dst}")
+  def intrinsic(self, b: Block, name: str, xs: list[str], tys: list[str], ret: str) -> str:
+    """A call of LLVM intrinsic `name` (a CPU instruction the vector ops do not say, VNNI's vpdpbusd)."""
+    return self.op(b, f"llvm.call_intrinsic \"{name}\"({', '.join(xs)}) : ({', '.join(tys)}) -> {ret}")
   def alloca(self, b: Block, mt: str, align: int = 64, heap: bool = False) -> str:
     """Memory of type mt, on the stack (alloca) or the heap (alloc: dealloc it)."""
     return self.op(b, f"memref.{'alloc' if heap else 'alloca'}() {{alignment = {align} : i64}} : {mt}")
