@@ -156,13 +156,14 @@ class Variants:
   def call_buffers(self, bufs: list, inputs: list | None = None) -> None:
     return self.progs[self.pick(bufs[self.slot].ptr)].call_buffers(bufs, inputs)
   def prepare(self, const: frozenset = frozenset(), inputs: list | None = None, scratch=None) -> tuple | None:
-    """Each copy's argument set, written through one: run() calls the copy the values written pick (one at a time: they
-    may share scratch)."""
+    """Each copy's argument set, written through one (and holding them: a copy's run may read its set's arrays, the
+    chunk bounds, without holding them): run() calls the copy the values written pick (one at a time: they may share
+    scratch)."""
     sets = []
     for q in self.progs:
       if not hasattr(q, "prepare") or (x := q.prepare(const, inputs, scratch=scratch)) is None: return None
       sets.append(x)
-    args = types.SimpleNamespace(ptrs=_Fan([a.ptrs for a, _ in sets]), code=self.code)
+    args = types.SimpleNamespace(ptrs=_Fan([a.ptrs for a, _ in sets]), code=self.code, sets=[a for a, _ in sets])
     runs, first = [r for _, r in sets], sets[0][0].ptrs
     return args, lambda: runs[self.pick(first[self.slot])]()
 

@@ -427,3 +427,19 @@ def test_replays_follow_programs_onto_their_shared_objects(tmp_path):
   env = {**__import__("os").environ, "MOROK_CACHE_DIR": str(tmp_path), "MOROK_DISK_CACHE": "1"}
   p = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, env=env, timeout=600)
   assert "RESULT True True 0" in p.stdout, p.stdout + p.stderr[-3000:]
+
+def test_replays_of_kernel_copies_with_kept_panels_at_new_values():
+  """A symbolic product with copies for narrower bounds of its rows (realize.Variants) replays on argument sets bound to
+  the constant weight's kept panels: a value that picks another copy than the calls before runs that copy's own set
+  (its chunk bounds, its panels), also once the memory of arrays freed meanwhile has been handed out again."""
+  import ctypes, gc
+  from morok_mlir import Variable
+  a, w = rnd(256, 64), rnd(64, 96, seed=1)
+  A, W = Tensor(a), Tensor(w)
+  V = Variable("rows_kept", 1, 256)
+  f = TinyJit(lambda n: (A[:n] @ W).realize())
+  for _ in range(3): np.testing.assert_allclose(f(V.bind(200)).numpy(), a[:200] @ w, rtol=1e-4, atol=1e-4)
+  gc.collect()
+  junk = [(ctypes.c_int64 * 3)() for _ in range(1000)]   # (zeros, where a freed array was)
+  for n in (230, 7, 256, 200, 1):
+    np.testing.assert_allclose(f(V.bind(n)).numpy(), a[:n] @ w, rtol=1e-4, atol=1e-4)
