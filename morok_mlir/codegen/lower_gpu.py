@@ -40,7 +40,7 @@ from morok_mlir.ir.bridge import Func, import_module, replace_module_body
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
-from morok_mlir.ir.registry import register, PassError
+from morok_mlir.ir.registry import register, Option, PassError
 from morok_mlir.codegen.tables import COMPUTE, cls, mem_type, sl
 from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis, kernel_calls
 from morok_mlir.codegen.lower_cpu import RULES, Lowerer
@@ -69,6 +69,7 @@ class Launch:
   group: bool = False                 # one block per output, reductions across the block
   upcast: int = 1                     # consecutive outputs (of the last axis) per thread
   row: bool = False                   # (ROW) one block per row: the row's reduces across the block, then its outputs
+  tiles: bool = False                 # a tiled contraction (codegen.gpu_tiles): shared memory, barriers, cp.async, mma.sync
 
 def _prod(xs) -> int: return math.prod(xs)
 def _size(r: UOp) -> int: return rsize(r)   # a symbolic size's largest value: what the launch is sized for
@@ -342,11 +343,15 @@ class GPU(Policy):
     return fr, dt, lp.results
 
 
-def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MAX, policy: type[GPU] = GPU) -> tuple[str, Launch]:
+def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MAX, policy: type[GPU] = GPU, chip: str | None = None,
+                 tf32: bool = False, tile: int = -1) -> tuple[str, Launch]:
   """One kernel func (uop dialect, kernel level) -> (a `gpu.func ... kernel` over signless memrefs, its launch sizes).
   group_threads: threads per block of GROUP kernels at most; policy: GPU, or a policy that runs it elsewhere (the
-  emulator's)."""
-  lw = Lowerer(f, pol := policy(f, group_threads))
+  emulator's); chip (None: no target's facts), tf32 and tile: a contraction's tiled lowering (codegen.gpu_tiles) where
+  its plan accepts the kernel on that chip."""
+  from morok_mlir.codegen import gpu_tiles   # (built on this module's policy)
+  p = gpu_tiles.plan(f, chip, tf32, tile) if policy is GPU else None
+  lw = Lowerer(f, pol := gpu_tiles.Tiled(f, p) if p is not None else policy(f, group_threads))
   lw.effect(lw.sink)
   return pol.func(lw, name := name or f.name), pol.launch(name)
 
@@ -362,17 +367,23 @@ def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func
   em.splice(head, body)
   return Emitter.func(f.name, params([mem_type(t.dtype) for t in f.args]), head)
 
-def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX, policy: type[GPU] = GPU) -> str:
+def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX, policy: type[GPU] = GPU, **target) -> str:
+  """Every kernel (lower_kernel; target: its chip, tf32, tile) and the schedule's launches, as one module."""
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
   texts, launches = [], {}
   for f in funcs:
-    if f.name in kernels: t, launches[f.name] = lower_kernel(f, group_threads=group_threads, policy=policy); texts.append(t)
+    if f.name in kernels: t, launches[f.name] = lower_kernel(f, group_threads=group_threads, policy=policy, **target); texts.append(t)
     elif "uop.schedule" not in f.attrs: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
   return policy.module(texts, [lower_schedule(f, launches, kernels, policy) for f in funcs if "uop.schedule" in f.attrs])
 
 @register("uop-lower-gpu", "Kernels -> gpu.func in gpu.module @kernels (ids for output ranges, GROUP reductions via gpu.all_reduce); "
-          "@schedule -> gpu.launch_func", on_uops=False)
-def uop_lower_gpu(module_op):
+          "@schedule -> gpu.launch_func", on_uops=False,
+          chip=Option(str, "", "the target chip (sm_80, sm_90, ...): contractions tiled for its tensor cores (empty: none)"),
+          tf32=Option(bool, False, "f32 contractions may run on tensor cores as tf32 (PyTorch's allow_tf32)"),
+          tile=Option(int, -1, "a tiled contraction's block tile: its place in gpu_tiles.TILES (-1: the heuristic's)"))
+def uop_lower_gpu(module_op, chip: str = "", tf32: bool = False, tile: int = -1):
   from mlir import ir
-  replace_module_body(module_op, lower_module(import_module(module_op)))
+  from morok_mlir.codegen.gpu_tiles import TARGETS
+  if chip and chip not in TARGETS: raise PassError(f"uop-lower-gpu: unknown chip {chip!r}")
+  replace_module_body(module_op, lower_module(import_module(module_op), chip=chip or None, tf32=tf32, tile=tile))
   with module_op.context: module_op.attributes[GPU_CONTAINER] = ir.UnitAttr.get()
