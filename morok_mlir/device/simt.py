@@ -28,8 +28,10 @@ NP = {"index": np.int64, "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8"
       "f32": np.float32, "f64": np.float64, "bf16": np.float32}   # bf16 values are held as the f32 they are exactly
 CMPI = {0: np.equal, 1: np.not_equal, 2: np.less, 3: np.less_equal, 4: np.greater, 5: np.greater_equal,
         6: np.less, 7: np.less_equal, 8: np.greater, 9: np.greater_equal}   # (unsigned: index math here is never negative)
-CMPF = {1: np.equal, 2: np.greater, 3: np.greater_equal, 4: np.less, 5: np.less_equal, 6: np.not_equal,
-        8: np.equal, 9: np.greater, 10: np.greater_equal, 11: np.less, 12: np.less_equal, 13: np.not_equal}
+_ORDERED = (None, np.equal, np.greater, np.greater_equal, np.less, np.less_equal, lambda a, b: (a != b) & (a == a) & (b == b))
+CMPF = {0: lambda a, b: np.zeros(a.shape, bool), 15: lambda a, b: np.ones(a.shape, bool), 7: lambda a, b: (a == a) & (b == b),
+        14: lambda a, b: (a != a) | (b != b), 13: np.not_equal,   # (numpy's comparisons are the ordered ones; != the unordered)
+        **{p: f for p, f in enumerate(_ORDERED) if f}, **{p + 7: (lambda f: lambda a, b: f(a, b) | (a != a) | (b != b))(f) for p, f in enumerate(_ORDERED[:6]) if f}}
 BINARY = {"addi": np.add, "subi": np.subtract, "muli": np.multiply, "divui": np.floor_divide, "remui": np.remainder,
           "divsi": lambda a, b: np.trunc(a / b).astype(a.dtype), "andi": np.bitwise_and, "ori": np.bitwise_or, "xori": np.bitwise_xor,
           "addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide, "maximumf": np.maximum, "minimumf": np.minimum,
@@ -55,7 +57,7 @@ def frag(shape_k: int, ptx: str):
   return a, b, c
 
 class Op:
-  __slots__ = ("name", "ins", "outs", "types", "attrs", "regions")
+  __slots__ = ("name", "ins", "outs", "types", "in_types", "attrs", "regions")
   def __init__(self, op, ids):
     o = op.operation
     self.name, self.attrs = o.name, {k: str(v) for k, v in o.attributes.items()}
@@ -64,7 +66,7 @@ class Op:
       a = o.attributes["value"]
       self.attrs["value"] = ir.FloatAttr(a).value if str(o.results[0].type) in ("f16", "bf16", "f32", "f64") else ir.IntegerAttr(a).value
     self.ins, self.outs = [ids(v) for v in o.operands], [ids(v) for v in o.results]
-    self.types = [str(v.type) for v in o.results]
+    self.types, self.in_types = [str(v.type) for v in o.results], [str(v.type) for v in o.operands]
     self.regions = [[([ids(a) for a in b.arguments], [Op(x, ids) for x in b.operations]) for b in r.blocks][0] for r in o.regions if len(r.blocks)]
 
 class Shared:
@@ -233,12 +235,22 @@ def unpack(r: np.ndarray, ptx: str) -> list[np.ndarray]:
   if ptx == "bf16": return [bf16_value(bits & 0xFFFF), bf16_value(bits >> 16)]
   return [(bits & ~0x1FFF).astype(np.uint32).view(np.float32)]
 
+BITS = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i16": np.int16, "i32": np.int32, "i64": np.int64}
 def cast(k: Kernel, op: Op, mask, ins):
-  x, to, kind = ins[0], op.types[0], op.name.split(".")[1]
-  if kind == "bitcast" and to == "i32": return x.astype(np.float32).view(np.int32)
-  if kind == "bitcast": return x.astype(np.int32).view(np.float32)
+  x, to, frm, kind = ins[0], op.types[0], op.in_types[0], op.name.split(".")[1]
+  if kind == "bitcast":   # bf16 values are held as f32: through their 16 bits
+    if frm == "bf16": return bf16_bits(x).view(np.int16)
+    if to == "bf16": return bf16_value(x.astype(np.int16).view(np.uint16))
+    return x.astype(BITS[frm]).view(BITS[to])
   if to == "bf16": return bf16_value(bf16_bits(x))
   return x.astype(NP[to])
+
+def shift(k: Kernel, op: Op, mask, ins):
+  x, y, kind = ins[0], ins[1], op.name.split(".")[1]
+  if kind == "shli": return np.left_shift(x, y).astype(x.dtype)
+  if kind == "shrsi": return np.right_shift(x, y).astype(x.dtype)
+  u = x.view(np.dtype(f"u{x.dtype.itemsize}")) if x.dtype.kind == "i" else x
+  return np.right_shift(u, y.astype(u.dtype)).view(x.dtype) if x.dtype.kind == "i" else np.right_shift(u, y)
 
 def llvm_bitcast(k: Kernel, op: Op, mask, ins):   # vector<2xbf16> -> i32 (element 0 low) and vector<2xf16> -> i32
   x = ins[0]
@@ -272,7 +284,7 @@ RUN = {
   "arith.select": lambda k, op, m, ins: np.where(ins[0] if ins[1].ndim == 1 else ins[0][:, None], ins[1], ins[2]),
   **{f"arith.{c}": cast for c in ("extf", "truncf", "index_cast", "index_castui", "sitofp", "uitofp", "fptosi", "fptoui", "extsi",
                                   "extui", "trunci", "bitcast")},
-  "arith.negf": lambda k, op, m, ins: -ins[0],
+  "arith.negf": lambda k, op, m, ins: -ins[0], "arith.shli": shift, "arith.shrui": shift, "arith.shrsi": shift,
   "memref.load": load, "memref.store": store, "vector.load": lambda k, op, m, ins: load(k, op, m, ins, int(op.types[0][7:].split("x")[0])),
   "vector.from_elements": lambda k, op, m, ins: np.stack(ins, -1), "llvm.bitcast": llvm_bitcast,
   "llvm.extractvalue": lambda k, op, m, ins: ins[0][int(op.attrs["position"].split(":")[1].rstrip(">"))],
