@@ -50,7 +50,8 @@ class MMA:
   pack: int    # elements per 32-bit register
   vec: str     # what `pack` elements load as (a vector of two halves, or the f32)
   reg: str     # an A/B register's MLIR type, as nvvm.mma.sync takes it
-MMAS = {dtypes.float16: MMA(16, "f16", 2, "vector<2xf16>", "vector<2xf16>"), dtypes.bfloat16: MMA(16, "bf16", 2, "vector<2xbf16>", "i32"),
+def _pair(dt: DType) -> str: return f"vector<2x{sl(dt)}>"
+MMAS = {dtypes.float16: MMA(16, "f16", 2, _pair(dtypes.float16), _pair(dtypes.float16)), dtypes.bfloat16: MMA(16, "bf16", 2, _pair(dtypes.bfloat16), "i32"),
         dtypes.float32: MMA(8, "tf32", 1, "f32", "i32")}
 # the fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 / mma.m16n8k8"): lane l, with g = l // 4 and q = l % 4, holds
 # element e of A at (row g + FRAG_A[k][e][0], k pack*q + FRAG_A[k][e][1]), of B at (k pack*q + FRAG_B[k][e], column g), of

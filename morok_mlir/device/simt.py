@@ -164,7 +164,7 @@ def store(k: Kernel, op: Op, mask, ins):
     check(m, k, x, k.tid[mask], True)
     m.a[x] = v[mask]
   else:
-    if np.any(idx[0] >= m.size) or np.any(idx[0] < 0): raise IndexError(f"memref.store past a buffer of {m.size} (block {k.block})")
+    if np.any(idx[0] >= m.size) or np.any(idx[0] < 0): raise IndexError(f"a store past a buffer of {m.size} (block {k.block})")
     m[idx[0]] = bf16_bits(v[mask]) if m.dtype == np.uint16 and v.dtype == np.float32 else v[mask]
 
 def segments(op: Op) -> list[int]: return [int(s) for s in op.attrs["operandSegmentSizes"].split(":")[1].rstrip(">").split(",")]
@@ -207,7 +207,7 @@ def async_wait(k: Kernel, op: Op, mask, ins):
   k.copies = [c for c in k.copies if len(c.lanes)]
 
 def barrier(k: Kernel, op: Op, mask, ins):
-  if not mask.all(): raise RaceError(f"block {k.block}: gpu.barrier reached by {int(mask.sum())} of {k.T} threads")
+  if not mask.all(): raise RaceError(f"block {k.block}: a barrier reached by {int(mask.sum())} of {k.T} threads")
   k.epoch += 1
 
 def mma(k: Kernel, op: Op, mask, ins):
@@ -261,7 +261,7 @@ def const(k: Kernel, op: Op, mask, ins): return full(k, op.attrs["value"], op.ty
 
 def for_(k: Kernel, op: Op, mask, ins):
   lo, hi, step, *acc = ins
-  if any(len(np.unique(x[mask])) > 1 for x in (lo, hi, step)): raise NotImplementedError("scf.for with per-thread bounds")
+  if any(len(np.unique(x[mask])) > 1 for x in (lo, hi, step)): raise NotImplementedError("a loop with per-thread bounds")
   (args, body), (a, b, s) = op.regions[0], (int(x[mask][0]) if mask.any() else 0 for x in (lo, hi, step))
   for i in range(a, b if mask.any() else a, s):
     k.env.update(zip(args, [full(k, i, "index")] + acc))
