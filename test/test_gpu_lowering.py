@@ -279,3 +279,27 @@ def test_emulator_runs_every_thread_of_a_block(monkeypatch):
   part = GPU.partial
   monkeypatch.setattr(GPU, "partial", lambda self, lw, u, dt, b, tid: part(self, lw, u, dt, b, lw.const(0, dtypes.index)))
   assert not np.allclose(emulate([R(64, 1024).sum(axis=1).lazydata])[0], want, rtol=1e-3)
+
+@pytest.mark.parametrize("name", ["rowsum", "fullsum", "colmax", "softmax", "layernorm", "f64"])
+def test_block_reductions_run_by_the_simt_emulator(name):
+  """GROUP and ROW kernels as the GPU gets them (shuffles in each warp, the warps' values through shared memory after a
+  barrier), run thread by thread in lock step by device.simt against numpy; without their barrier, the threads that
+  fold the warps' values read what other threads wrote since the last barrier: the emulator raises RaceError."""
+  from morok_mlir.device import simt
+  x = np.random.default_rng(3).standard_normal((48, 1000) if name != "colmax" else (1000, 48))
+  cases = {"rowsum": (lambda t: t.sum(axis=1), lambda a: a.sum(1)), "fullsum": (lambda t: t.sum(), lambda a: a.sum()),
+           "colmax": (lambda t: t.max(axis=0), lambda a: a.max(0)), "softmax": (lambda t: t.softmax(axis=1), _softmax),
+           "layernorm": (lambda t: t.layernorm(), _layernorm), "f64": (lambda t: t.sum(axis=1), lambda a: a.sum(1))}
+  x = x.astype(np.float64 if name == "f64" else np.float32)
+  (f,) = kernels(cases[name][0](Tensor(x)))
+  text, launch = lower_kernel(f)
+  assert launch.group
+  src, ref = Emitter.gpu_module([text]), cases[name][1](x)
+  out = np.full(ref.size, np.nan, x.dtype)
+  simt.run(src, [out, x.reshape(-1)], launch.global_size[0], launch.local_size[0])
+  np.testing.assert_allclose(out, ref.reshape(-1), rtol=1e-5, atol=1e-5)
+  lines = src.splitlines()
+  barriers = [i for i, l in enumerate(lines) if l.strip() == "gpu.barrier"]
+  assert barriers
+  for i in barriers:
+    with pytest.raises(simt.RaceError): simt.run("\n".join(lines[:i] + lines[i + 1:]), [out, x.reshape(-1)], launch.global_size[0], launch.local_size[0])

@@ -91,8 +91,12 @@ class Emitter:
 
   # -- gpu ops
   def gpu_id(self, b: Block, kind: str) -> str: return self.op(b, f"gpu.{kind} x")   # kind: thread_id, block_id, global_id
-  def all_reduce(self, b: Block, op: str, x: str, ty: str) -> str: return self.op(b, f"gpu.all_reduce {op} {x} uniform {{}} : ({ty}) -> ({ty})")
   def barrier(self, b: Block): b.lines.append("gpu.barrier")
+  def shuffle_xor(self, b: Block, x: str, offset: str, width: str, ty: str) -> str:
+    """x of the lane whose number differs from this one's by xor offset, among `width` lanes (gpu.shuffle xor)."""
+    name = self.fresh()
+    b.lines.append(f"{name}:2 = gpu.shuffle xor {x}, {offset}, {width} : {ty}")
+    return f"{name}#0"
   def async_copy(self, b: Block, src: str, i: str, dst: str, j: str, n: int, valid: str, smt: str, dmt: str) -> str:
     """cp.async of n elements src[i..] -> dst[j..] (dst in shared memory), `valid` of them read (the rest zero-filled)."""
     return self.op(b, f"nvgpu.device_async_copy {src}[{i}], {dst}[{j}], {n}, {valid} : {smt} to {dmt}")

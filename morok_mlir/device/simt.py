@@ -113,6 +113,7 @@ class Kernel:
       if op.outs: self.env.update(zip(op.outs, out if isinstance(out, list) else [out]))
     return []
 
+INTRINSICS = {"sqrt": np.sqrt, "fabs": np.abs, "exp2": np.exp2, "log2": np.log2}   # llvm.<name>.<type>
 def unsupported(op: Op): raise NotImplementedError(f"the SIMT emulator does not run {op.name}")
 
 def shape_of(t: str) -> tuple[tuple[int, ...], str]:
@@ -260,17 +261,29 @@ def llvm_bitcast(k: Kernel, op: Op, mask, ins):   # vector<2xbf16> -> i32 (eleme
 def const(k: Kernel, op: Op, mask, ins): return full(k, op.attrs["value"], op.types[0])
 
 def for_(k: Kernel, op: Op, mask, ins):
-  lo, hi, step, *acc = ins
-  if any(len(np.unique(x[mask])) > 1 for x in (lo, hi, step)): raise NotImplementedError("a loop with per-thread bounds")
-  (args, body), (a, b, s) = op.regions[0], (int(x[mask][0]) if mask.any() else 0 for x in (lo, hi, step))
-  for i in range(a, b if mask.any() else a, s):
-    k.env.update(zip(args, [full(k, i, "index")] + acc))
-    acc = k.exec(body, mask)
+  """scf.for, each thread from its lower bound to its upper one (a block's threads striding over a row): an iteration
+  runs the threads still in their range, the others keep their iter_args."""
+  iv, hi, step, *acc = ins
+  args, body = op.regions[0]
+  while (act := mask & (iv < hi)).any():
+    k.env.update(zip(args, [iv] + acc))
+    acc = [np.where(act if x.ndim == 1 else act[:, None], x, a) for x, a in zip(k.exec(body, act), acc)]
+    iv = iv + step
   return acc
 
 def if_(k: Kernel, op: Op, mask, ins):
   outs = [k.exec(op.regions[j][1], m) for j, m in enumerate((mask & ins[0], mask & ~ins[0])[:len(op.regions)])]
   if op.outs: return [np.where(ins[0] if x.ndim == 1 else ins[0][:, None], x, y) for x, y in zip(*outs)]
+
+def shuffle(k: Kernel, op: Op, mask, ins):
+  """gpu.shuffle xor: lane l reads lane l ^ offset's x (among `width` lanes); the whole warp takes part."""
+  if not op.attrs["mode"].endswith("xor>"): unsupported(op)
+  x, off, width = ins[0], int(ins[1][0]), int(ins[2][0])
+  if not all(mask.reshape(-1, 32).all(1) | ~mask.reshape(-1, 32).any(1)) if k.T % 32 == 0 else not mask.all():
+    raise RaceError(f"block {k.block}: a shuffle with part of a warp")
+  src = k.tid ^ off
+  ok = (k.tid % 32 ^ off) < width
+  return [np.where(ok, x[np.where(ok & (src < k.T), src, k.tid)], x), ok]
 
 def gpu_id(kind: str):
   def f(k: Kernel, op: Op, mask, ins):
@@ -284,7 +297,10 @@ RUN = {
   "arith.select": lambda k, op, m, ins: np.where(ins[0] if ins[1].ndim == 1 else ins[0][:, None], ins[1], ins[2]),
   **{f"arith.{c}": cast for c in ("extf", "truncf", "index_cast", "index_castui", "sitofp", "uitofp", "fptosi", "fptoui", "extsi",
                                   "extui", "trunci", "bitcast")},
-  "arith.negf": lambda k, op, m, ins: -ins[0], "arith.shli": shift, "arith.shrui": shift, "arith.shrsi": shift,
+  "arith.negf": lambda k, op, m, ins: -ins[0], "gpu.shuffle": shuffle,
+  "math.exp2": lambda k, op, m, ins: np.exp2(ins[0]), "math.log2": lambda k, op, m, ins: np.log2(ins[0]),
+  "math.sqrt": lambda k, op, m, ins: np.sqrt(ins[0]), "math.absf": lambda k, op, m, ins: np.abs(ins[0]),
+  "llvm.call_intrinsic": lambda k, op, m, ins: INTRINSICS[op.attrs["intrin"].strip('"').split(".")[1]](ins[0]), "arith.shli": shift, "arith.shrui": shift, "arith.shrsi": shift,
   "memref.load": load, "memref.store": store, "vector.load": lambda k, op, m, ins: load(k, op, m, ins, int(op.types[0][7:].split("x")[0])),
   "vector.from_elements": lambda k, op, m, ins: np.stack(ins, -1), "llvm.bitcast": llvm_bitcast,
   "llvm.extractvalue": lambda k, op, m, ins: ins[0][int(op.attrs["position"].split(":")[1].rstrip(">"))],
