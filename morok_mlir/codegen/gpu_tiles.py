@@ -120,6 +120,16 @@ def smem(t: Tile, p_a: Operand, p_b: Operand) -> int:
     return 2 * (rows * (t.bk + PAD // n) if o.kmajor else t.bk * (rows + PAD // n)) * n
   return one(p_a, t.bm) + one(p_b, t.bn)
 
+REGS_BASE = 48   # a thread's registers besides its accumulators: fragments, addresses, loop state (ptxas: 63-127 in all)
+def fits(t: Tile, a: Operand, b: Operand, mma: MMA, tgt: Target) -> bool:
+  """Whether tile t runs on target tgt: its stages in the block's shared memory, its threads' accumulators (4 per 16 x 8
+  tile) and REGS_BASE in the block's registers, whole instructions of k per stage."""
+  return smem(t, a, b) <= tgt.smem and t.threads * (4 * t.mt() * t.nt() + REGS_BASE) <= tgt.regs and t.bk % mma.k == 0
+
+def candidates(f: Func, chip: str, tf32: bool = False) -> list[int]:
+  """The places in TILES of the tiles kernel f may take on chip: the space a timed search on a GPU explores (`tile=`)."""
+  return [i for i in range(len(TILES)) if (p := plan(f, chip, tf32, i)) is not None and p.tile == TILES[i]]
+
 def plan(f: Func, chip: str | None, tf32: bool = False, tile: int = -1) -> Plan | None:
   """The tiled lowering of kernel f on chip, or None where it does not apply (no contraction, symbolic sizes, other
   reduces in the kernel, operands without a tensor-core type, a chip without tensor cores, a small product)."""
@@ -132,7 +142,7 @@ def plan(f: Func, chip: str | None, tf32: bool = False, tile: int = -1) -> Plan 
   M, N, Kn = (prod(rsize(r) for r in rs) for rs in (I, J, K))
   if M * N * Kn * prod(rsize(r) for r in T) < MIN_FLOPS: return None
   oa, ob = operand(xa, I, K, tgt.sm), operand(xb, J, K, tgt.sm)
-  fit = [t for t in TILES if smem(t, oa, ob) <= tgt.smem and t.bk % mma.k == 0]
+  fit = [t for t in TILES if fits(t, oa, ob, mma, tgt)]
   if not fit: return None
   waste = lambda t: -(-M // t.bm) * t.bm * -(-N // t.bn) * t.bn / (M * N)
   t = TILES[tile] if 0 <= tile < len(TILES) and TILES[tile] in fit else next((t for t in fit if waste(t) <= MAX_WASTE), fit[-1])
