@@ -98,8 +98,9 @@ class Emitter:
     b.lines.append(f"{name}:2 = gpu.shuffle xor {x}, {offset}, {width} : {ty}")
     return f"{name}#0"
   def async_copy(self, b: Block, src: str, i: str, dst: str, j: str, n: int, valid: str, smt: str, dmt: str) -> str:
-    """cp.async of n elements src[i..] -> dst[j..] (dst in shared memory), `valid` of them read (the rest zero-filled)."""
-    return self.op(b, f"nvgpu.device_async_copy {src}[{i}], {dst}[{j}], {n}, {valid} : {smt} to {dmt}")
+    """cp.async of n elements src[i..] -> dst[j..] (dst in shared memory), `valid` of them read (the rest zero-filled),
+    past the L1 cache (cp.async.cg: the tile is read once, from shared memory)."""
+    return self.op(b, f"nvgpu.device_async_copy {src}[{i}], {dst}[{j}], {n}, {valid} {{bypassL1}} : {smt} to {dmt}")
   def async_commit(self, b: Block, tokens: list[str]) -> str: return self.op(b, f"nvgpu.device_async_create_group {', '.join(tokens)}")
   def async_wait(self, b: Block, group: str, pending: int): b.lines.append(f"nvgpu.device_async_wait {group} {{numGroups = {pending} : i32}}")
   def mma_sync(self, b: Block, a: list[str], bb: list[str], c: list[str], shape: tuple[int, int, int], ptx: str, reg: str) -> str:

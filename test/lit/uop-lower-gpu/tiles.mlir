@@ -48,7 +48,7 @@
 
 // PTX-LABEL: .visible .entry r_130_72_200_k0(
 // PTX: .shared .align 16 .b8
-// PTX: cp.async.{{ca|cg}}.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16, %r{{[0-9]+}};
+// PTX: cp.async.cg.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16, %r{{[0-9]+}};
 // PTX: cp.async.commit_group;
 // PTX: bar.sync 0;
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
