@@ -75,12 +75,19 @@ def test_bf16_tf32_and_plain_f32():
   ref = ab.float().numpy() @ bb.float().numpy()
   np.testing.assert_allclose(simt.bf16_value(out).reshape(M, N), ref, atol=np.abs(ref).max() * 2.0 ** -7, rtol=0)
 
-@pytest.mark.parametrize("case", ["batched", "conv", "epilogue"])
+@pytest.mark.parametrize("case", ["batched", "conv", "epilogue", "a_t", "a_t_odd", "b_t"])
 def test_through_the_cuda_runtime(fake_cuda, case):
   """Tensor programs on CUDA (a fake driver whose GPU, compute capability 8.6, runs kernels in the emulator): a batched
-  matmul, a convolution (its image staged by each thread's gated loads), a bias + relu epilogue, against numpy."""
+  matmul, a convolution (its image staged by each thread's gated loads), a bias + relu epilogue, and operands laid out
+  along their rows (a.T: copied along m, or loaded by each thread where 70 rows do not split in 16-byte chunks; b.T: k
+  contiguous), against numpy."""
   dev, fake = fake_cuda
-  if case == "batched":
+  if case in ("a_t", "a_t_odd", "b_t"):
+    m = 70 if case == "a_t_odd" else 72
+    a, b = (H(64, m), H(64, 72)) if case != "b_t" else (H(m, 64), H(72, 64))
+    t = Tensor(a).to("CUDA").T @ Tensor(b).to("CUDA") if case != "b_t" else Tensor(a).to("CUDA") @ Tensor(b).to("CUDA").T
+    ref = a.T.astype(np.float32) @ b.astype(np.float32) if case != "b_t" else a.astype(np.float32) @ b.T.astype(np.float32)
+  elif case == "batched":
     a, b = H(3, 70, 40), H(3, 40, 90)
     t, ref = Tensor(a).to("CUDA") @ Tensor(b).to("CUDA"), a.astype(np.float32) @ b.astype(np.float32)
   elif case == "conv":
