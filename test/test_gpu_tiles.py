@@ -123,3 +123,16 @@ def test_ptxas(dt):
       seen[(chip, TILES[i])] = (info["registers"], info["smem"])
   assert len(seen) >= 4, seen
   print(f"\n{dt}: " + "; ".join(f"{c} {t.bm}x{t.bn}x{t.bk}/{t.wm}x{t.wn}: {r} regs, {s} B smem" for (c, t), (r, s) in seen.items()))
+
+def test_allow_tf32(fake_cuda):
+  """f32 matmuls on CUDA run on tensor cores only once allow_tf32 is set (off by default, as PyTorch's), then to tf32's
+  precision."""
+  dev, fake = fake_cuda
+  a, b = H(96, 128, dt=np.float32), H(128, 80, dt=np.float32)
+  assert dev.allow_tf32 is False
+  np.testing.assert_allclose((Tensor(a).to("CUDA") @ Tensor(b).to("CUDA")).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+  assert not any(s is not None and s.tiled for s in fake.launch_specs)
+  dev.allow_tf32 = True
+  out = (Tensor(a).to("CUDA") @ Tensor(b).to("CUDA") * 1).numpy()   # (another graph: the schedule cached above is f32's)
+  assert any(s is not None and s.tiled for s in fake.launch_specs)
+  np.testing.assert_allclose(out, a @ b, atol=2.0 ** -9 * np.sqrt(128) * 4, rtol=0)

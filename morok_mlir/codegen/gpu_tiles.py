@@ -18,8 +18,9 @@ where tf32 is allowed (PyTorch's `allow_tf32`), on a chip with tensor cores and 
 - the epilogue: each accumulator is the contraction's value at its (row, column); the kernel's store (a bias, an
   activation, the cast to f16) is lowered there as in any kernel, under a guard where the sizes are not multiples of the
   tile.
-The block tile is the first of TILES that fits the chip's shared memory (TARGETS) without padding the output by more than
-a quarter; `tile=` (uop-lower-gpu's option) picks one by its place in TILES: the space a timed search on a GPU explores."""
+The block tile is the first of TILES that fits the chip's shared memory and registers (TARGETS), pads the output by at most
+a quarter and leaves MIN_BLOCKS blocks (else the smallest that pads little); `tile=` (uop-lower-gpu's option) picks one by
+its place in TILES: the space a timed search on a GPU explores (`candidates`)."""
 from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
@@ -75,6 +76,7 @@ TILES = (Tile(128, 128, 32, 2, 4), Tile(128, 128, 16, 2, 4), Tile(128, 64, 32, 2
          Tile(64, 64, 32, 2, 2), Tile(64, 64, 16, 2, 2), Tile(32, 32, 32, 1, 1), Tile(32, 32, 16, 1, 1))
 MAX_WASTE = 1.25      # output padded to the tile by at most this much, or a smaller tile
 MIN_FLOPS = 1 << 18   # smaller contractions keep the plain lowering
+MIN_BLOCKS = 64       # blocks a tile should leave to fill the chip's multiprocessors (A100: 108, H100: 132, at 1-2 blocks each)
 PAD = 16              # bytes each shared row is padded by: the fragments' rows fall in other banks, 16-byte chunks stay aligned
 
 @dataclass(frozen=True)
@@ -144,8 +146,9 @@ def plan(f: Func, chip: str | None, tf32: bool = False, tile: int = -1) -> Plan 
   oa, ob = operand(xa, I, K, tgt.sm), operand(xb, J, K, tgt.sm)
   fit = [t for t in TILES if fits(t, oa, ob, mma, tgt)]
   if not fit: return None
-  waste = lambda t: -(-M // t.bm) * t.bm * -(-N // t.bn) * t.bn / (M * N)
-  t = TILES[tile] if 0 <= tile < len(TILES) and TILES[tile] in fit else next((t for t in fit if waste(t) <= MAX_WASTE), fit[-1])
+  blocks = lambda t: -(-M // t.bm) * -(-N // t.bn) * prod(rsize(r) for r in T)
+  ok = [t for t in fit if -(-M // t.bm) * t.bm * -(-N // t.bn) * t.bn <= MAX_WASTE * M * N] or fit[-1:]
+  t = TILES[tile] if 0 <= tile < len(TILES) and TILES[tile] in fit else next((t for t in ok if blocks(t) >= MIN_BLOCKS), ok[-1])
   return Plan(t, mma, oa, ob, red, tuple(K), tuple(T), M, N, Kn)
 
 def shared_type(o: Operand, t: Tile, rows: int) -> str:
