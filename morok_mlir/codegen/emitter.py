@@ -110,7 +110,9 @@ class Emitter:
     return self.op(b, f"nvvm.mma.sync A[{', '.join(a)}] B[{', '.join(bb)}] C[{', '.join(c)}] {{layoutA = #nvvm.mma_layout<row>, "
                       f"layoutB = #nvvm.mma_layout<col>{types}, shape = #nvvm.shape<m = {m}, n = {n}, k = {k}>}} : ({reg}, {reg}, f32) "
                       f"-> !llvm.struct<({', '.join(['f32'] * len(c))})>")
-  def extract(self, b: Block, x: str, i: int, n: int) -> str: return self.op(b, f"llvm.extractvalue {x}[{i}] : !llvm.struct<({', '.join(['f32'] * n)})>")
+  def extract(self, b: Block, x: str, i: int, n: int) -> str:
+    """Field i of an mma.sync's n f32 results."""
+    return self.op(b, f"llvm.extractvalue {x}[{i}] : !llvm.struct<({', '.join(['f32'] * n)})>")
   def llvm_bitcast(self, b: Block, x: str, src: str, dst: str) -> str: return self.op(b, f"llvm.bitcast {x} : {src} to {dst}")
   def launch(self, b: Block, kernel: str, blocks: list[str], threads: list[str], args: list[str], tys: list[str]):
     """A launch of @kernels::@kernel over blocks x threads (three sizes each)."""
@@ -178,7 +180,8 @@ class Emitter:
     workgroup: `name: memref type` of the block's shared memory (16-byte aligned: cp.async writes 16 bytes)."""
     args = [f"{a} {{llvm.align = 16 : i64{', llvm.noalias, llvm.readonly' if i in readonly else ''}}}" for i, a in enumerate(args)]
     shared = f" workgroup({', '.join(f'{w} {{llvm.align = 16 : i64}}' for w in workgroup)})" if workgroup else ""
-    return Emitter.func(name, args, body, "gpu.func", f"{shared} kernel attributes {{known_block_size = array<i32: {block_size}, 1, 1>}}", "gpu.return", 2)
+    head = f"{shared} kernel attributes {{known_block_size = array<i32: {block_size}, 1, 1>}}"
+    return Emitter.func(name, args, body, "gpu.func", head, "gpu.return", 2)
   @staticmethod
   def gpu_module(kernels: list[str], host: list[str] = ()) -> str:
     """A module of GPU kernels (in `gpu.module @kernels`) and the host functions that launch them."""

@@ -52,8 +52,8 @@ class MMA:
   vec: str     # what `pack` elements load as (a vector of two halves, or the f32)
   reg: str     # an A/B register's MLIR type, as nvvm.mma.sync takes it
 def _pair(dt: DType) -> str: return f"vector<2x{sl(dt)}>"
-MMAS = {dtypes.float16: MMA(16, "f16", 2, _pair(dtypes.float16), _pair(dtypes.float16)), dtypes.bfloat16: MMA(16, "bf16", 2, _pair(dtypes.bfloat16), "i32"),
-        dtypes.float32: MMA(8, "tf32", 1, "f32", "i32")}
+MMAS = {dtypes.float16: MMA(16, "f16", 2, _pair(dtypes.float16), _pair(dtypes.float16)),
+        dtypes.bfloat16: MMA(16, "bf16", 2, _pair(dtypes.bfloat16), "i32"), dtypes.float32: MMA(8, "tf32", 1, "f32", "i32")}
 # the fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 / mma.m16n8k8"): lane l, with g = l // 4 and q = l % 4, holds
 # element e of A at (row g + FRAG_A[k][e][0], k pack*q + FRAG_A[k][e][1]), of B at (k pack*q + FRAG_B[k][e], column g), of
 # C and D at (row g + FRAG_C[e][0], column 2q + FRAG_C[e][1]); register r holds elements r*pack .. r*pack + pack - 1
@@ -187,7 +187,8 @@ class Tiled(GPU):
     tid, bid = em.gpu_id(root, "thread_id"), em.gpu_id(root, "block_id")
     lane, warp = ix(lw, root, "remui", tid, 32), ix(lw, root, "divui", tid, 32)
     g, q = ix(lw, root, "divui", lane, 4), ix(lw, root, "remui", lane, 4)
-    wr, wc = ix(lw, root, "muli", ix(lw, root, "divui", warp, t.wn), t.bm // t.wm), ix(lw, root, "muli", ix(lw, root, "remui", warp, t.wn), t.bn // t.wn)
+    wr = ix(lw, root, "muli", ix(lw, root, "divui", warp, t.wn), t.bm // t.wm)   # the warp's tile: its first row and column
+    wc = ix(lw, root, "muli", ix(lw, root, "remui", warp, t.wn), t.bn // t.wn)
     nbn, nbm = -(-p.N // t.bn), -(-p.M // t.bm)
     rest = ix(lw, root, "divui", bid, nbn)
     m0, n0 = ix(lw, root, "muli", ix(lw, root, "remui", rest, nbm), t.bm), ix(lw, root, "muli", ix(lw, root, "remui", bid, nbn), t.bn)
@@ -226,7 +227,8 @@ class Tiled(GPU):
       if o.copy:
         idx = lw.value(o.x.src[0].src[1])
         em.splice(b, fr)
-        src, n = em.select(b, inb, idx, lw.const(0, dtypes.index), "index"), em.select(b, inb, lw.const(v, dtypes.index), lw.const(0, dtypes.index), "index")
+        c0 = lw.const(0, dtypes.index)
+        src, n = em.select(b, inb, idx, c0, "index"), em.select(b, inb, lw.const(v, dtypes.index), c0, "index")
         toks.append(em.async_copy(b, lw.value(o.x.src[0].src[0]), src, sh, at, v, n, mem_type(o.x.src[0].src[0].dtype), st))
       else:
         em.store(b, lw.const(0.0, o.x.dtype), sh, at, st)

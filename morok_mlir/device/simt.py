@@ -31,7 +31,8 @@ CMPI = {0: np.equal, 1: np.not_equal, 2: np.less, 3: np.less_equal, 4: np.greate
 _ORDERED = (None, np.equal, np.greater, np.greater_equal, np.less, np.less_equal, lambda a, b: (a != b) & (a == a) & (b == b))
 CMPF = {0: lambda a, b: np.zeros(a.shape, bool), 15: lambda a, b: np.ones(a.shape, bool), 7: lambda a, b: (a == a) & (b == b),
         14: lambda a, b: (a != a) | (b != b), 13: np.not_equal,   # (numpy's comparisons are the ordered ones; != the unordered)
-        **{p: f for p, f in enumerate(_ORDERED) if f}, **{p + 7: (lambda f: lambda a, b: f(a, b) | (a != a) | (b != b))(f) for p, f in enumerate(_ORDERED[:6]) if f}}
+        **{p: f for p, f in enumerate(_ORDERED) if f},
+        **{p + 7: (lambda f: lambda a, b: f(a, b) | (a != a) | (b != b))(f) for p, f in enumerate(_ORDERED[:6]) if f}}
 BINARY = {"addi": np.add, "subi": np.subtract, "muli": np.multiply, "divui": np.floor_divide, "remui": np.remainder,
           "divsi": lambda a, b: np.trunc(a / b).astype(a.dtype), "andi": np.bitwise_and, "ori": np.bitwise_or, "xori": np.bitwise_xor,
           "addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide, "maximumf": np.maximum, "minimumf": np.minimum,
@@ -300,7 +301,8 @@ RUN = {
   "arith.negf": lambda k, op, m, ins: -ins[0], "gpu.shuffle": shuffle,
   "math.exp2": lambda k, op, m, ins: np.exp2(ins[0]), "math.log2": lambda k, op, m, ins: np.log2(ins[0]),
   "math.sqrt": lambda k, op, m, ins: np.sqrt(ins[0]), "math.absf": lambda k, op, m, ins: np.abs(ins[0]),
-  "llvm.call_intrinsic": lambda k, op, m, ins: INTRINSICS[op.attrs["intrin"].strip('"').split(".")[1]](ins[0]), "arith.shli": shift, "arith.shrui": shift, "arith.shrsi": shift,
+  "llvm.call_intrinsic": lambda k, op, m, ins: INTRINSICS[op.attrs["intrin"].strip('"').split(".")[1]](ins[0]), 
+  "arith.shli": shift, "arith.shrui": shift, "arith.shrsi": shift,
   "memref.load": load, "memref.store": store, "vector.load": lambda k, op, m, ins: load(k, op, m, ins, int(op.types[0][7:].split("x")[0])),
   "vector.from_elements": lambda k, op, m, ins: np.stack(ins, -1), "llvm.bitcast": llvm_bitcast,
   "llvm.extractvalue": lambda k, op, m, ins: ins[0][int(op.attrs["position"].split(":")[1].rstrip(">"))],
