@@ -29,6 +29,9 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
   value, and a captured CUDA graph can keep its launches); the output digits divide by the values read at run time, so
   the positions in use are the first threads, and a thread (a block, in GROUP kernels) past them does nothing; reduce
   loops run to the values. A value far below its maximum leaves idle blocks, each exiting at its first branch.
+- Contractions (matmul, batched matmul, convolution) of f16/bf16 operands, and of f32 ones where tf32 is allowed, on a
+  chip with tensor cores (sm_80 on; the `chip` a caller names) are tiled instead: codegen.gpu_tiles (shared-memory
+  stages filled by cp.async, barriers, mma.sync per warp).
 - `morok_mlir.device.gpu_emulator` lowers the same kernels with its own policy (ids from a loop counter, launches as
   loops of calls) to run them on the CPU.
 
@@ -97,6 +100,7 @@ class GPU(Policy):
   `gpu` ops here, arithmetic on the thread's number in the emulator's policy (Emulated)."""
   name, rules, keeps = "uop-lower-gpu", GPU_RULES, False   # a scratch row per GPU thread would live in local memory: recompute
   def __init__(self, f: Func, group_threads: int = GROUP_MAX):
+    if group_threads < 1 or group_threads & (group_threads - 1): raise ValueError(f"group_threads must be a power of 2, got {group_threads}")
     self.group_threads, self.tid = group_threads, None
     ends = [s for s in f.roots[0].src if s.op is Ops.END] if f.roots else []
     if len(ends) > 1: raise PassError(f"uop-lower-gpu maps one loop nest per kernel, @{f.name} has {len(ends)}", ends[1].loc)
