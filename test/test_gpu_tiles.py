@@ -136,3 +136,20 @@ def test_allow_tf32(fake_cuda):
   out = (Tensor(a).to("CUDA") @ Tensor(b).to("CUDA") * 1).numpy()   # (another graph: the schedule cached above is f32's)
   assert any(s is not None and s.tiled for s in fake.launch_specs)
   np.testing.assert_allclose(out, a @ b, atol=2.0 ** -9 * np.sqrt(128) * 4, rtol=0)
+
+def test_fragment_layouts_as_the_ptx_isa_tables():
+  """The emulator's fragments, spot-checked against the PTX ISA's figures (lane 5: groupID 1, threadID_in_group 1), and
+  the lowering's tables (gpu_tiles.FRAG_*) agreeing with them for every lane."""
+  from morok_mlir.codegen.gpu_tiles import FRAG_A, FRAG_B, FRAG_C
+  a, b, c = simt.frag(16, "f16")
+  assert [(int(r[5]), int(k[5])) for r, k in a] == [(1, 2), (1, 3), (9, 2), (9, 3), (1, 10), (1, 11), (9, 10), (9, 11)]
+  assert [(int(k[5]), int(n[5])) for k, n in b] == [(2, 1), (3, 1), (10, 1), (11, 1)]
+  assert [(int(r[5]), int(n[5])) for r, n in c] == [(1, 2), (1, 3), (9, 2), (9, 3)]
+  a8, b8, _ = simt.frag(8, "tf32")
+  assert [(int(r[5]), int(k[5])) for r, k in a8] == [(1, 1), (9, 1), (1, 5), (9, 5)] and [(int(k[5]), int(n[5])) for k, n in b8] == [(1, 1), (5, 1)]
+  lane = np.arange(32)
+  for kk, pack in ((16, 2), (8, 1)):
+    ea, eb, ec = simt.frag(kk, "")
+    assert all((r == lane // 4 + dr).all() and (k == pack * (lane % 4) + dk).all() for (r, k), (dr, dk) in zip(ea, FRAG_A[kk]))
+    assert all((k == pack * (lane % 4) + dk).all() and (n == lane // 4).all() for (k, n), dk in zip(eb, FRAG_B[kk]))
+    assert all((r == lane // 4 + dr).all() and (n == 2 * (lane % 4) + dc).all() for (r, n), (dr, dc) in zip(ec, FRAG_C))
