@@ -113,6 +113,9 @@ class Emitter:
   def extract(self, b: Block, x: str, i: int, n: int) -> str:
     """Field i of an mma.sync's n f32 results."""
     return self.op(b, f"llvm.extractvalue {x}[{i}] : !llvm.struct<({', '.join(['f32'] * n)})>")
+  def tf32(self, b: Block, x: str) -> str:
+    """An f32 rounded to tf32 (to nearest, ties away: cvt.rna.tf32.f32), as an mma.sync register."""
+    return self.op(b, f"nvvm.convert.float.to.tf32 {x} {{rnd = #nvvm.fp_rnd_mode<rna>}}")
   def llvm_bitcast(self, b: Block, x: str, src: str, dst: str) -> str: return self.op(b, f"llvm.bitcast {x} : {src} to {dst}")
   def launch(self, b: Block, kernel: str, blocks: list[str], threads: list[str], args: list[str], tys: list[str]):
     """A launch of @kernels::@kernel over blocks x threads (three sizes each)."""

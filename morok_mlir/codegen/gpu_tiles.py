@@ -14,7 +14,8 @@ where tf32 is allowed (PyTorch's `allow_tf32`), on a chip with tensor cores and 
   stored (zero past the sizes);
 - `gpu.barrier` after a stage lands (before the warps read it) and after the warps read it (before it is refilled);
 - per k step of the instruction, each warp reads its fragments from shared memory in the layouts of the PTX ISA (FRAG_A,
-  FRAG_B, FRAG_C) and issues `nvvm.mma.sync` per 16 x 8 tile: m16n8k16 for f16/bf16, m16n8k8 for tf32;
+  FRAG_B, FRAG_C) and issues `nvvm.mma.sync` per 16 x 8 tile: m16n8k16 for f16/bf16, m16n8k8 for tf32 (each f32
+  operand rounded to it first: cvt.rna.tf32.f32);
 - the epilogue: each accumulator is the contraction's value at its (row, column); the kernel's store (a bias, an
   activation, the cast to f16) is lowered there as in any kernel, under a guard where the sizes are not multiples of the
   tile.
@@ -270,7 +271,7 @@ class Tiled(GPU):
         xs = [em.load(b, sh, f"{buf}, {row}, {kj}" if o.kmajor else f"{buf}, {kj}, {row}", st)
               for kj in [k] + [ix(lw, b, "addi", k, j) for j in range(1, m.pack)]]
         x = em.from_elements(b, xs, m.vec) if m.pack > 1 else xs[0]
-      out.append(x if m.reg == m.vec else em.llvm_bitcast(b, x, m.vec, m.reg) if m.pack > 1 else em.cast(b, "bitcast", x, "f32", "i32"))
+      out.append(x if m.reg == m.vec else em.llvm_bitcast(b, x, m.vec, m.reg) if m.pack > 1 else em.tf32(b, x))
     return out
 
   def products(self, lw: Placement, b: Block, buf: str, accs: list[str]) -> list[str]:

@@ -254,6 +254,12 @@ def shift(k: Kernel, op: Op, mask, ins):
   u = x.view(np.dtype(f"u{x.dtype.itemsize}")) if x.dtype.kind == "i" else x
   return np.right_shift(u, y.astype(u.dtype)).view(x.dtype) if x.dtype.kind == "i" else np.right_shift(u, y)
 
+def tf32(k: Kernel, op: Op, mask, ins):
+  """cvt.rna.tf32.f32: 10 mantissa bits, rounded to nearest, ties away from zero (infinities and NaNs kept)."""
+  bits = ins[0].astype(np.float32).view(np.uint32).astype(np.int64)
+  special = (bits & 0x7F800000) == 0x7F800000
+  return np.where(special, bits, (bits + 0x1000) & ~0x1FFF).astype(np.uint32).view(np.int32)
+
 def llvm_bitcast(k: Kernel, op: Op, mask, ins):   # vector<2xbf16> -> i32 (element 0 low) and vector<2xf16> -> i32
   x = ins[0]
   lo, hi = (bf16_bits(x[:, j]).astype(np.int64) if x.dtype == np.float32 else x[:, j].view(np.uint16).astype(np.int64) for j in (0, 1))
@@ -308,7 +314,7 @@ RUN = {
   "llvm.extractvalue": lambda k, op, m, ins: ins[0][int(op.attrs["position"].split(":")[1].rstrip(">"))],
   "gpu.thread_id": gpu_id("thread_id"), "gpu.block_id": gpu_id("block_id"), "gpu.global_id": gpu_id("global_id"),
   "gpu.barrier": barrier, "nvgpu.device_async_copy": async_copy, "nvgpu.device_async_create_group": async_group,
-  "nvgpu.device_async_wait": async_wait, "nvvm.mma.sync": mma, "scf.for": for_, "scf.if": if_,
+  "nvgpu.device_async_wait": async_wait, "nvvm.mma.sync": mma, "nvvm.convert.float.to.tf32": tf32, "scf.for": for_, "scf.if": if_,
 }
 
 def run(text: str, bufs: list[np.ndarray], blocks: int, threads: int) -> None:

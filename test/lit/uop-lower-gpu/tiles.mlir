@@ -40,7 +40,7 @@
 // TF32-LABEL: gpu.func @r_64_64_64_k1(
 // TF32: workgroup(
 // TF32: nvgpu.device_async_copy %{{.*}}, 4, %{{.*}} : memref<4096xf32> to memref<2x
-// TF32: arith.bitcast %{{.*}} : f32 to i32
+// TF32: nvvm.convert.float.to.tf32 %{{.*}} {rnd = #nvvm.fp_rnd_mode<rna>}
 // TF32: nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<tf32>, multiplicandBPtxType = #nvvm.mma_type<tf32>, shape = #nvvm.shape<m = 16, n = 8, k = 8>} : (i32, i32, f32)
 
 // SM75-NOT: nvvm.mma.sync
