@@ -75,7 +75,7 @@ def test_bf16_tf32_and_plain_f32():
   ref = ab.float().numpy() @ bb.float().numpy()
   np.testing.assert_allclose(simt.bf16_value(out).reshape(M, N), ref, atol=np.abs(ref).max() * 2.0 ** -7, rtol=0)
 
-@pytest.mark.parametrize("case", ["batched", "conv", "epilogue", "a_t", "a_t_odd", "b_t"])
+@pytest.mark.parametrize("case", ["batched", "conv", "epilogue", "a_t", "a_t_odd", "b_t", "bf16"])
 def test_through_the_cuda_runtime(fake_cuda, case):
   """Tensor programs on CUDA (a fake driver whose GPU, compute capability 8.6, runs kernels in the emulator): a batched
   matmul, a convolution (its image staged by each thread's gated loads), a bias + relu epilogue, and operands laid out
@@ -87,6 +87,10 @@ def test_through_the_cuda_runtime(fake_cuda, case):
     a, b = (H(64, m), H(64, 72)) if case != "b_t" else (H(m, 64), H(72, 64))
     t = Tensor(a).to("CUDA").T @ Tensor(b).to("CUDA") if case != "b_t" else Tensor(a).to("CUDA") @ Tensor(b).to("CUDA").T
     ref = a.T.astype(np.float32) @ b.astype(np.float32) if case != "b_t" else a.astype(np.float32) @ b.T.astype(np.float32)
+  elif case == "bf16":
+    a, b = H(80, 96, dt=np.float32), H(96, 64, dt=np.float32)
+    ta, tb = Tensor(a).to("CUDA").cast("bfloat16"), Tensor(b).to("CUDA").cast("bfloat16")
+    t, ref = (ta.realize() @ tb.realize()).float(), ta.float().numpy() @ tb.float().numpy()
   elif case == "batched":
     a, b = H(3, 70, 40), H(3, 40, 90)
     t, ref = Tensor(a).to("CUDA") @ Tensor(b).to("CUDA"), a.astype(np.float32) @ b.astype(np.float32)
@@ -100,7 +104,7 @@ def test_through_the_cuda_runtime(fake_cuda, case):
     ref = np.maximum(a.astype(np.float32) @ b.astype(np.float32) + c.astype(np.float32), 0)
   out = t.numpy()
   assert any(s is not None and s.tiled for s in fake.launch_specs), "no tiled kernel ran"
-  np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol(ref, 144, np.float16) + 2e-2, rtol=0)
+  np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol(ref, 144, np.float16) + (2e-2 if case != "bf16" else 0.1), rtol=0)
 
 @pytest.mark.parametrize("dt", [np.float16, "bfloat16", "tf32"])
 def test_ptxas(dt):

@@ -96,7 +96,7 @@ class Kernel:
       self.ops = [Op(x, ids) for x in body.operations]
 
   def run(self, bufs: list[np.ndarray], blocks: int, threads: int):
-    n = len(bufs)
+    bufs, n = [b.view(np.uint16) if b.dtype.name == "bfloat16" else b for b in bufs], len(bufs)   # bf16: its bits
     for blk in range(blocks):
       env = {a: b for a, b in zip(self.args, bufs)}
       for a, t in zip(self.args[n:], self.arg_types[n:]):   # workgroup attributions
