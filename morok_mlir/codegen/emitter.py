@@ -113,6 +113,11 @@ class Emitter:
   def extract(self, b: Block, x: str, i: int, n: int) -> str:
     """Field i of an mma.sync's n f32 results."""
     return self.op(b, f"llvm.extractvalue {x}[{i}] : !llvm.struct<({', '.join(['f32'] * n)})>")
+  def ldmatrix(self, b: Block, sh: str, i: str, n: int, trans: bool, mt: str, elem: str) -> str:
+    """A warp's n 8x8 matrices of 16-bit elements from shared memory (ldmatrix, .trans where trans): each lane gives
+    the address of one matrix row and gets register r of each (nvgpu.ldmatrix: vector<n x 2 x elem>)."""
+    return self.op(b, f"nvgpu.ldmatrix {sh}[{i}] {{numTiles = {n} : i32, transpose = {str(trans).lower()}}} : {mt} -> vector<{n}x2x{elem}>")
+  def vextract(self, b: Block, x: str, i: int, row: str, vt: str) -> str: return self.op(b, f"vector.extract {x}[{i}] : {row} from {vt}")
   def tf32(self, b: Block, x: str) -> str:
     """An f32 rounded to tf32 (to nearest, ties away: cvt.rna.tf32.f32), as an mma.sync register."""
     return self.op(b, f"nvvm.convert.float.to.tf32 {x} {{rnd = #nvvm.fp_rnd_mode<rna>}}")

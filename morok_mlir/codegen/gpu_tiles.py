@@ -14,7 +14,7 @@ where tf32 is allowed (PyTorch's `allow_tf32`), on a chip with tensor cores and 
   stored (zero past the sizes);
 - `gpu.barrier` after a stage lands (before the warps read it) and after the warps read it (before it is refilled);
 - per k step of the instruction, each warp reads its fragments from shared memory in the layouts of the PTX ISA (FRAG_A,
-  FRAG_B, FRAG_C) and issues `nvvm.mma.sync` per 16 x 8 tile: m16n8k16 for f16/bf16, m16n8k8 for tf32 (each f32
+  FRAG_B, FRAG_C; 16-bit ones by ldmatrix: x4 for A's 16 x 16, x2 for B's 16 x 8, transposed where the tile is [k][rows]) and issues `nvvm.mma.sync` per 16 x 8 tile: m16n8k16 for f16/bf16, m16n8k8 for tf32 (each f32
   operand rounded to it first: cvt.rna.tf32.f32);
 - the epilogue: each accumulator is the contraction's value at its (row, column); the kernel's store (a bias, an
   activation, the cast to f16) is lowered there as in any kernel, under a guard where the sizes are not multiples of the
@@ -196,6 +196,7 @@ class Tiled(GPU):
     root.chain = frozenset(p.T)   # the batch: every stage and the epilogue read it
     self.flat_ivs(lw, root, list(p.T), ix(lw, root, "divui", rest, nbm))
     self.tid, self.base = tid, dict(g=g, q=q, wr=wr, wc=wc, m0=m0, n0=n0)
+    if p.mma.pack == 2: self.ldm_lanes(lw, lane)
     for o, rows in ((p.a, t.bm), (p.b, t.bn)): self.shared[o] = (f"%shared_{'ab'[o is p.b]}", shared_type(o, t, rows))
     c0 = lw.const(0, dtypes.index)
     first = self.stage_both(lw, root, c0, c0)
@@ -274,15 +275,40 @@ class Tiled(GPU):
       out.append(x if m.reg == m.vec else em.llvm_bitcast(b, x, m.vec, m.reg) if m.pack > 1 else em.tf32(b, x))
     return out
 
+  LDM = {"a": 4, "b": 2}   # 8x8 matrices an operand's fragment is: A's 16 x 16 (rows, then k, halves), B's 16 (k) x 8
+  def ldm_lanes(self, lw: Placement, lane: str):
+    """Where each lane's ldmatrix row address lies in the fragment, per operand: matrix j = lane // 8 (A's at rows
+    8*(j%2), k 8*(j//2); B's at k 8*(j%2)), row lane % 8 of it, a row being one of the fragment's rows (k-major tiles)
+    or one of its k (tiles [k][rows], loaded transposed)."""
+    root, ix, p = lw.root, self.ix, self.p
+    r8, j = ix(lw, root, "remui", lane, 8), ix(lw, root, "divui", lane, 8)
+    j2 = ix(lw, root, "muli", ix(lw, root, "remui", j, 2), 8)
+    self.ldm = {}
+    for o, base, (dr, dk) in ((p.a, "wr", (j2, ix(lw, root, "muli", ix(lw, root, "divui", j, 2), 8))), (p.b, "wc", (None, j2))):
+      row, k = (ix(lw, root, "addi", dr, r8) if dr else r8, dk) if o.kmajor else (dr, ix(lw, root, "addi", dk, r8))
+      self.ldm[o] = (ix(lw, root, "addi", self.base[base], row) if row else self.base[base], k)
+
+  def ldmatrix(self, lw: Placement, b: Block, o: Operand, buf: str, off: int, kk: int) -> list[str]:
+    """Operand o's fragment registers for its 16 x 8 (B) or 16 x 16 (A) tile at row offset off, k kk: one ldmatrix."""
+    m, em, ix, (sh, st), (row, k) = self.p.mma, lw.em, self.ix, self.shared[o], self.ldm[o]
+    n, elem = self.LDM["ab"[o is self.p.b]], sl(o.x.dtype)
+    row, k = ix(lw, b, "addi", row, off) if off else row, ix(lw, b, "addi", k, kk) if kk else k
+    x = em.ldmatrix(b, sh, f"{buf}, {row}, {k}" if o.kmajor else f"{buf}, {k}, {row}", n, not o.kmajor, st, elem)
+    regs = [em.vextract(b, x, i, m.vec, f"vector<{n}x2x{elem}>") for i in range(n)]
+    return regs if m.reg == m.vec else [em.llvm_bitcast(b, r, m.vec, m.reg) for r in regs]
+
   def products(self, lw: Placement, b: Block, buf: str, accs: list[str]) -> list[str]:
     """Each warp's MT x NT tiles times this stage: per k step of the instruction, its A and B fragments, then mma.sync."""
     p, t, m, em, base, ix = self.p, self.p.tile, self.p.mma, lw.em, self.base, self.ix
-    ka = ix(lw, b, "muli", base["q"], m.pack)
-    ra, rb = ix(lw, b, "addi", base["wr"], base["g"]), ix(lw, b, "addi", base["wc"], base["g"])
+    if m.pack == 1: ka, ra, rb = base["q"], ix(lw, b, "addi", base["wr"], base["g"]), ix(lw, b, "addi", base["wc"], base["g"])
     accs = list(accs)
     for kk in range(0, t.bk, m.k):
-      A = [self.regs(lw, b, p.a, buf, [(ra, mt * 16 + dr, ka, kk + dk) for dr, dk in FRAG_A[m.k][::m.pack]]) for mt in range(t.mt())]
-      B = [self.regs(lw, b, p.b, buf, [(rb, nt * 8, ka, kk + dk) for dk in FRAG_B[m.k][::m.pack]]) for nt in range(t.nt())]
+      if m.pack == 2:   # 16-bit elements: ldmatrix
+        A = [self.ldmatrix(lw, b, p.a, buf, mt * 16, kk) for mt in range(t.mt())]
+        B = [self.ldmatrix(lw, b, p.b, buf, nt * 8, kk) for nt in range(t.nt())]
+      else:
+        A = [self.regs(lw, b, p.a, buf, [(ra, mt * 16 + dr, ka, kk + dk) for dr, dk in FRAG_A[m.k][::m.pack]]) for mt in range(t.mt())]
+        B = [self.regs(lw, b, p.b, buf, [(rb, nt * 8, ka, kk + dk) for dk in FRAG_B[m.k][::m.pack]]) for nt in range(t.nt())]
       for mt in range(t.mt()):
         for nt in range(t.nt()):
           at = (mt * t.nt() + nt) * 4

@@ -12,6 +12,7 @@ thread of a block in lock step as numpy arrays over its threads, with the semant
   part; each lane's registers are placed in the matrices by the fragment layouts of the PTX ISA (written out in `frag`
   from its text), the product computed in f32 (f16 and bf16 products are exact in f32; tf32 keeps 10 mantissa bits of
   each f32 operand, the bits the hardware reads), the accumulators handed back by the same layout;
+- `ldmatrix` (nvgpu.ldmatrix, .x1/.x2/.x4, .trans): the whole warp takes part, lanes 8j..8j+7 giving matrix j's rows;
 - loads and stores of global memory are bounds-checked (IndexError), out of the inactive threads' way.
 
   run(text, bufs, blocks, threads)   run the module's one kernel over blocks x threads on numpy arrays (updated in place)
@@ -216,8 +217,7 @@ def mma(k: Kernel, op: Op, mask, ins):
   seg = segments(op)
   shape = dict(p.split(" = ") for p in op.attrs["shape"].split("<")[1].rstrip(">").split(", "))
   kk, ptx = int(shape["k"]), op.attrs.get("multiplicandAPtxType", "f16").split("<")[-1].rstrip(">")
-  if k.T % 32 or not all(mask.reshape(-1, 32).all(1) | ~mask.reshape(-1, 32).any(1)):
-    raise RaceError(f"block {k.block}: mma.sync with part of a warp")
+  warp_whole(k, mask, "mma.sync")
   A, B, C = ins[:seg[0]], ins[seg[0]:seg[0] + seg[1]], ins[seg[0] + seg[1]:]
   elems = lambda regs: [x for r in regs for x in unpack(r, ptx)]   # per element: [threads] values
   fa, fb, fc = frag(kk, ptx)
@@ -253,6 +253,27 @@ def shift(k: Kernel, op: Op, mask, ins):
   if kind == "shrsi": return np.right_shift(x, y).astype(x.dtype)
   u = x.view(np.dtype(f"u{x.dtype.itemsize}")) if x.dtype.kind == "i" else x
   return np.right_shift(u, y.astype(u.dtype)).view(x.dtype) if x.dtype.kind == "i" else np.right_shift(u, y)
+
+def warp_whole(k: Kernel, mask, what: str):
+  if k.T % 32 or not all(mask.reshape(-1, 32).all(1) | ~mask.reshape(-1, 32).any(1)):
+    raise RaceError(f"block {k.block}: {what} with part of a warp")
+
+def ldmatrix(k: Kernel, op: Op, mask, ins):
+  """ldmatrix .m8n8 .x1/.x2/.x4 (.trans) .b16: lanes 8j .. 8j+7 give the addresses of matrix j's 8 rows (8 consecutive
+  elements each); lane l gets, of each matrix, row l / 4, elements 2 (l % 4) and 2 (l % 4) + 1 (.trans: of its columns)."""
+  warp_whole(k, mask, "ldmatrix")
+  n, trans = int(op.attrs["numTiles"].split(":")[0]), op.attrs["transpose"] == "true"
+  sh, x = ins[0], flat(ins[0].shape, ins[1:])
+  rows = x.reshape(-1, 32)[:, :8 * n]                        # per warp: the rows' addresses, matrix by matrix
+  at = rows[:, :, None] + np.arange(8)                        # [warps, 8n, 8]
+  lanes = (np.arange(k.T).reshape(-1, 32)[:, :8 * n, None] + 0 * at)
+  live = mask.reshape(-1, 32)[:, 0]
+  check(sh, k, at[live].reshape(-1), lanes[live].reshape(-1), False)
+  m = sh.a[at].reshape(-1, n, 8, 8)                           # [warps, matrix, row, col]
+  l = np.arange(32)
+  r, c = (2 * (l % 4), l // 4) if trans else (l // 4, 2 * (l % 4))
+  pair = np.stack([m[:, :, r, c], m[:, :, r + trans, c + (not trans)]], -1)   # [warps, matrix, lane, 2]
+  return pair.transpose(0, 2, 1, 3).reshape(k.T, n, 2)
 
 def tf32(k: Kernel, op: Op, mask, ins):
   """cvt.rna.tf32.f32: 10 mantissa bits, rounded to nearest, ties away from zero (infinities and NaNs kept)."""
@@ -314,7 +335,8 @@ RUN = {
   "llvm.extractvalue": lambda k, op, m, ins: ins[0][int(op.attrs["position"].split(":")[1].rstrip(">"))],
   "gpu.thread_id": gpu_id("thread_id"), "gpu.block_id": gpu_id("block_id"), "gpu.global_id": gpu_id("global_id"),
   "gpu.barrier": barrier, "nvgpu.device_async_copy": async_copy, "nvgpu.device_async_create_group": async_group,
-  "nvgpu.device_async_wait": async_wait, "nvvm.mma.sync": mma, "nvvm.convert.float.to.tf32": tf32, "scf.for": for_, "scf.if": if_,
+  "nvgpu.device_async_wait": async_wait, "nvvm.mma.sync": mma, "nvgpu.ldmatrix": ldmatrix,
+  "vector.extract": lambda k, op, m, ins: ins[0][:, int(op.attrs["static_position"].split(":")[1].rstrip(">"))], "nvvm.convert.float.to.tf32": tf32, "scf.for": for_, "scf.if": if_,
 }
 
 def run(text: str, bufs: list[np.ndarray], blocks: int, threads: int) -> None:

@@ -8,7 +8,7 @@
 // The block's slices of A (k-contiguous: [rows][k]) and B (n-contiguous: [k][n]) are staged in workgroup memory, two
 // stages, by 16-byte cp.asyncs (zero-filled past 130 rows, 72 columns and 200 of k); each k loop step first sends the
 // next stage's copies, waits for this one (wait_group 1; 0 at the last step), then a barrier, the warps' mma.syncs on
-// fragments read from shared memory, and a barrier before the stage is refilled. The epilogue stores each accumulator
+// fragments read from shared memory by ldmatrix (B's transposed), and a barrier before the stage is refilled. The epilogue stores each accumulator
 // as f16 where it lies inside the 130x72 output.
 // CHECK-LABEL: gpu.func @r_130_72_200_k0(
 // CHECK-SAME: workgroup(%[[SA:arg[0-9]+]] : memref<2x32x24xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SB:arg[0-9]+]] : memref<2x16x40xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
@@ -22,9 +22,8 @@
 // CHECK-NEXT: } else {
 // CHECK-NEXT: nvgpu.device_async_wait %[[G0]] {numGroups = 0 : i32}
 // CHECK: gpu.barrier
-// CHECK: vector.load %[[SA]][{{.*}}] : memref<2x32x24xf16, #gpu.address_space<workgroup>>, vector<2xf16>
-// CHECK: memref.load %[[SB]]
-// CHECK: vector.from_elements %{{.*}}, %{{.*}} : vector<2xf16>
+// CHECK: nvgpu.ldmatrix %[[SA]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x32x24xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// CHECK: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 2 : i32, transpose = true} : memref<2x16x40xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK: gpu.barrier
 // CHECK-NEXT: scf.yield
@@ -48,12 +47,13 @@
 
 // PTX-LABEL: .visible .entry r_130_72_200_k0(
 // PTX: .shared .align 16 .b8
-// PTX: cp.async.cg.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16, %r{{[0-9]+}};
-// PTX: cp.async.commit_group;
-// PTX: bar.sync 0;
-// PTX: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
-// PTX: bar.sync 0;
-// PTX: cp.async.wait_group 1;
+// PTX-DAG: cp.async.cg.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16, %r{{[0-9]+}};
+// PTX-DAG: cp.async.commit_group;
+// PTX-DAG: cp.async.wait_group 1;
+// PTX-DAG: bar.sync 0;
+// PTX-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// PTX-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
+// PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // PTX-TF32-LABEL: .visible .entry r_64_64_64_k1(
 // PTX-TF32: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 func.func @graph(%a: tensor<130x200xf16>, %b: tensor<200x72xf16>, %x: tensor<64x64xf32>, %y: tensor<64x64xf32>) -> (tensor<130x72xf16>, tensor<64x64xf32>) {
