@@ -105,15 +105,24 @@ def staged(x: UOp) -> UOp:
   """What shared memory holds of an operand: an f16/bf16 value under its (exact) cast to the f32 accumulator."""
   return x.src[0] if x.op is Ops.CAST and x.src[0].dtype in (dtypes.float16, dtypes.bfloat16) else x
 
+def linear(form: dict | None, rngs: list[UOp]) -> bool:
+  """Whether an address (affine form) steps through the positions of ranges rngs in their row-major order, the last by 1:
+  a convolution's weights along (ci, ky, kx), a matrix along its one k range."""
+  stride = 1
+  for r in reversed(rngs):
+    if form is None or form.get(r, 0) != stride: return False
+    stride *= rsize(r)
+  return True
+
 def operand(x: UOp, rows: list[UOp], K: list[UOp], sm: int) -> Operand:
-  """x's staging: along k or its rows, whichever its address steps by 1 with; by cp.async where it is an ungated load of
-  a buffer whose 16-byte chunks along that dimension start aligned (one row range, one k range, every other step and the
-  offset multiples of the chunk)."""
+  """x's staging: along k or its rows, whichever its address runs through in order (k where neither); by cp.async where
+  it is an ungated load of a buffer whose 16-byte chunks along that dimension start aligned (its positions a multiple of
+  the chunk, every other step and the offset too)."""
   form = affine(x.src[0].src[1], {}) if x.op is Ops.LOAD and x.src[0].op is Ops.INDEX and len(x.src[0].src) == 2 else None
-  kmajor = form is None or form.get(K[-1], 0) == 1 or form.get(rows[-1], 0) != 1
-  v, fast = 16 // x.dtype.itemsize, K[-1] if kmajor else rows[-1]
-  copy = (form is not None and sm >= TC_SM and len(rows) == 1 and len(K) == 1 and x.src[0].src[0].op is Ops.BUFFER and form.get(fast) == 1
-          and rsize(fast) % v == 0 and all(c % v == 0 for r, c in form.items() if r is not fast))
+  kmajor = linear(form, K) or not linear(form, rows)
+  v, fast = 16 // x.dtype.itemsize, K if kmajor else rows
+  copy = (linear(form, fast) and sm >= TC_SM and x.src[0].src[0].op is Ops.BUFFER and prod(rsize(r) for r in fast) % v == 0
+          and all(c % v == 0 for r, c in form.items() if r not in fast))
   return Operand(x, tuple(rows), kmajor, copy)
 
 def smem(t: Tile, p_a: Operand, p_b: Operand) -> int:
