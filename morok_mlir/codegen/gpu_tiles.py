@@ -170,7 +170,7 @@ class Tiled(GPU):
   """uop-lower-gpu's policy for a planned contraction (see the module docstring): the kernel's one loop nest is the
   tiled kernel; the contraction's reduce is the accumulator of the element the epilogue stores."""
   def __init__(self, f: Func, p: Plan):
-    self.p, self.tid, self.lane_groups, self.acc = p, None, {}, {}
+    self.p, self.tid, self.lane_groups = p, None, {}
     self.end = next(u for u in f.roots[0].src if u.op is Ops.END)
     self.shared = {}   # operand -> (workgroup memref name, its type)
   def bind(self, lw: Placement) -> None: pass
