@@ -443,3 +443,28 @@ def test_replays_of_kernel_copies_with_kept_panels_at_new_values():
   junk = [(ctypes.c_int64 * 3)() for _ in range(1000)]   # (zeros, where a freed array was)
   for n in (230, 7, 256, 200, 1):
     np.testing.assert_allclose(f(V.bind(n)).numpy(), a[:n] @ w, rtol=1e-4, atol=1e-4)
+
+def test_a_replay_batches_static_kept_panels_and_keys_symbolic_ones(monkeypatch):
+  """In one plan, a product of a constant weight of static sizes and one whose constant operands are sliced to a
+  symbolic size (panels that hold for one value only; no copies for narrower bounds, so its own argument set reads
+  the values): right at values that change, come back and go past the last; the native batch holds no argument set
+  that reads the values at each call (the batch would pack per call into memory a kept result may be)."""
+  import morok_mlir.passes.optimize as O
+  from morok_mlir import Variable
+  from morok_mlir.device.cpu import Batch
+  from morok_mlir.jit import _Native
+  from morok_mlir import realize as R
+  monkeypatch.setattr(O, "MAX_VARIANTS", 0)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  a, b, w = rnd(256, 64), rnd(256, 64, seed=1), rnd(64, 64, seed=2)
+  A, B, W = Tensor(a), Tensor(b), Tensor(w)
+  V = Variable("rows_keyed", 1, 256)
+  f = TinyJit(lambda x, n: ((x @ W).relu().realize(), (A[:n] @ B[:n].T).realize()))
+  for i, n in enumerate((200, 200, 200, 230, 200, 256, 150, 256, 1)):
+    x = rnd(32, 64, seed=10 + i)
+    y, z = f(Tensor(x), V.bind(n))
+    np.testing.assert_allclose(y.numpy(), np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(z.numpy(), a[:n] @ b[:n].T, rtol=1e-4, atol=1e-4)
+  segs = [g for s in f.plan.run if type(s) is _Native for g in s.segs]
+  assert any(type(g) is not Batch and getattr(g.args, "keyed", False) for g in segs), segs
+  assert all(not s.keyed for g in segs if type(g) is Batch for s in g.sets)
