@@ -73,9 +73,21 @@ class LaneLowerer(Lowerer):
 
   def tree(self, fr: Frame, u: UOp, vals: list[str]) -> str:
     """vals (vectors of reduce u's dtype) combined by u's op pairwise, as a tree: independent ops, a short chain."""
-    comb, vt = ALU[u.attrs["op"]][cls(u.dtype)], self.vty(u.dtype)
+    op, vt = u.attrs["op"], self.vty(u.dtype)
+    if op in PICK and u.dtype.is_float and len(vals) > 1: return self.pick_tree(fr, op, vals, vt)
+    comb = ALU[op][cls(u.dtype)]
     while len(vals) > 1: vals = [self.line(fr, f"{comb} {a}, {b}{self.fm} : {vt}") for a, b in zip(vals[::2], vals[1::2])] + vals[len(vals) & ~1:]
     return vals[0]
+  def pick_tree(self, fr: Frame, op: str, vals: list[str], vt: str) -> str:
+    """A float max/min of vals as a tree of compare-and-selects (one vmaxps/vminps each), NaN if any val is NaN: one
+    unordered compare per pair of vals, ORed. arith.maximumf per pair would order signed zeros and test both operands for
+    NaN at every combine (6 instructions each on x86); max/min may pick either of equal zeros."""
+    em, bt = self.em, self.vty(dtypes.bool)
+    nan = [em.cmpf(fr, "uno", a, b, vt) for a, b in zip(vals[::2], vals[1::2] + vals[-1:])]
+    while len(nan) > 1: nan = [em.arith(fr, "ori", bt, a, b) for a, b in zip(nan[::2], nan[1::2])] + nan[len(nan) & ~1:]
+    while len(vals) > 1:
+      vals = [em.select(fr, em.cmpf(fr, PICK[op], a, b, vt), a, b, vt, bt) for a, b in zip(vals[::2], vals[1::2])] + vals[len(vals) & ~1:]
+    return em.select(fr, nan[0], em.const(fr, "dense<0x7FC00000>", vt), vals[0], vt, bt)
 
   def lane_reduce(self, u: UOp) -> str:
     """A reduce over the lanes (and other ranges): a vector accumulator through the other ranges' loops, its lanes
@@ -149,6 +161,7 @@ class LaneLowerer(Lowerer):
     ends = [base] + [em.arith(fr, "addi", "index", base, self.const(last, dtypes.index))] * bool(last)
     for at in map(clamp, ends): em.prefetch(fr, buf, at, write, mt)
 
+PICK = {"max": "ogt", "min": "olt"}   # a float max/min of two: the first where this compare holds, else the second
 KIND = {"add": "add", "max": "maximumf", "min": "minimumf"}   # a reduce's vector.reduction (f32)
 UNROLL = 4   # a lane reduce's innermost other range up to this long is unrolled
 
