@@ -263,3 +263,17 @@ def test_quantized_weights_are_never_kept_as_float32_panels(rows):
   assert Contraction(f, "k").reuse(), "float32 weights' panels are kept"
   ref = x.numpy() @ dequantize(raw, "Q4_1", (1536, 576)).numpy().T
   np.testing.assert_allclose((x @ dequantize(raw, "Q4_1", (1536, 576)).T).numpy(), ref, rtol=1e-4, atol=1e-3)
+
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("ci,co,hw,k,s,p", [(3, 24, 37, 3, 2, 1), (3, 20, 29, 7, 2, 3), (64, 16, 23, 1, 1, 0), (16, 48, 19, 3, 2, 1)])
+def test_few_channel_convolutions(ci, co, hw, k, s, p, vec, monkeypatch):
+  """Convolutions with few input or output channels (a 3-channel stem, strided; a 1x1 squeeze to 16 channels) with bias
+  and relu, at either lane width, against numpy's windows: odd sizes, so tiles and panels end partly past the output."""
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  x, w, b = rnd(1, ci, hw, hw), rnd(co, ci, k, k) * 0.2, rnd(co)
+  xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+  o = (hw + 2 * p - k) // s + 1
+  cols = np.stack([xp[0, :, i:i + s * o:s, j:j + s * o:s] for i in range(k) for j in range(k)], 1).reshape(ci * k * k, o * o)
+  ref = np.maximum(w.reshape(co, -1) @ cols + b[:, None], 0).reshape(1, co, o, o)
+  np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), Tensor(b), stride=s, padding=p).relu().numpy(), ref, rtol=1e-4, atol=1e-4)

@@ -438,6 +438,44 @@ def test_lane_max_pool_propagates_nan():
   a = x.reshape(2, 3, 10, 2, 18, 2)
   np.testing.assert_array_equal(Tensor(x).max_pool2d(kernel_size=2).numpy(), a.max((3, 5)))
 
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_lane_window_max_min_specials(op, vec, monkeypatch):
+  """A 3x3 stride-2 window's max/min in lanes of either width (AVX2's 8, AVX-512's 16; odd output width: masked
+  tails) with NaN, infinities and zeros among the taps: NaN wherever a window holds one, whichever tap, else numpy's
+  max/min (either zero of equal zeros)."""
+  import morok_mlir.passes.optimize as opt
+  from morok_mlir import Tensor, realize as R
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  r = np.random.default_rng(vec)
+  x = r.choice(np.array([0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, 3.0], np.float32), size=(1, 3, 21, 39)).astype(np.float32)
+  x.flat[r.choice(x.size, 12, replace=False)] = np.nan
+  win = np.stack([x[:, :, i:i + 2 * 10:2, j:j + 2 * 19:2] for i in range(3) for j in range(3)], -1)
+  got = getattr(Tensor(x)._pool((3, 3), 2), op)((-2, -1)).numpy()
+  np.testing.assert_array_equal(got, getattr(win, op)(-1))
+
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("kind", ["max", "depthwise"])
+def test_lane_window_over_a_cat(kind, vec, monkeypatch):
+  """A pool and a padded depthwise convolution reading a cat of three parts along the channels (each part's loads gated
+  by the channel, padded rows by the row: gates every lane shares), odd widths (masked tails), either lane width."""
+  import morok_mlir.passes.optimize as opt
+  from morok_mlir import Tensor, realize as R
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  r = np.random.default_rng(vec + len(kind))
+  parts = [r.standard_normal((1, c, 19, 37), dtype=np.float32) for c in (3, 2, 4)]
+  x = np.concatenate(parts, 1)
+  a = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf if kind == "max" else 0)
+  win = np.stack([a[:, :, i:i + 2 * 10:2, j:j + 2 * 19:2] for i in range(3) for j in range(3)], -1)
+  t = Tensor(parts[0]).cat(Tensor(parts[1]), Tensor(parts[2]), dim=1)
+  if kind == "max": got, ref = t.max_pool2d(3, 2, padding=1), win.max(-1)
+  else:
+    w = r.standard_normal((9, 1, 3, 3), dtype=np.float32)
+    got, ref = t.conv2d(Tensor(w), groups=9, stride=2, padding=1), (win * w.reshape(1, 9, 1, 1, 9)).sum(-1)
+  np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 9), st.integers(3, 37), st.integers(3, 37), st.integers(1, 3), st.integers(1, 3), st.integers(0, 1),
        st.integers(1, 2), st.sampled_from(["max", "depthwise", "avg"]))

@@ -161,6 +161,11 @@ class Emitter:
     then, other = Block(), Block() if orelse else None
     yield then, other
     parent.lines.extend([f"scf.if {cond} {{", *indent(then.lines)] + (["} else {", *indent(other.lines)] if orelse else []) + ["}"])
+  def if_value(self, parent: Block, cond: str, then: tuple[Block, str], other: tuple[Block, str], ty: str) -> str:
+    """An scf.if with one result of type ty: each branch a (Block, the value it yields) pair."""
+    r, body = self.fresh(""), lambda b, v: indent(b.lines + [f"scf.yield {v} : {ty}"])
+    parent.lines.extend([f"{r} = scf.if {cond} -> ({ty}) {{", *body(*then), "} else {", *body(*other), "}"])
+    return r
   def splice(self, parent: Block, b: Block, cond: str | None = None):
     """b's lines at the end of parent (a body with no op of its own), under scf.if cond when given."""
     parent.lines.extend([f"scf.if {cond} {{", *indent(b.lines), "}"] if cond else b.lines)

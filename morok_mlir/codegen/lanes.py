@@ -2,6 +2,7 @@
 that depends on it a vector (the contraction's packs and tile epilogues, Winograd's input transform); lane_split
 rewrites a kernel marked `uop.lanes = W` so its innermost loop steps W lanes."""
 from __future__ import annotations
+from functools import reduce
 from itertools import product
 from math import prod
 from morok_mlir.ir.bridge import Func, arg_buffer
@@ -11,6 +12,7 @@ from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
 from morok_mlir.core.kernel_facts import LANE_MAX_STEP, innermost, lane_coef, lane_reduce_of, lane_supported, single_store
+from morok_mlir.codegen.emitter import Block
 from morok_mlir.codegen.lower_cpu import ALU, CMP, POLY, cast_op, Frame, Lowerer, lower_kernel, parallel_info, Poly, _axis, cls, exp2_of_product, gated, lane_range, mem_type, sl, splat
 
 class LaneLowerer(Lowerer):
@@ -73,9 +75,21 @@ class LaneLowerer(Lowerer):
 
   def tree(self, fr: Frame, u: UOp, vals: list[str]) -> str:
     """vals (vectors of reduce u's dtype) combined by u's op pairwise, as a tree: independent ops, a short chain."""
-    comb, vt = ALU[u.attrs["op"]][cls(u.dtype)], self.vty(u.dtype)
+    op, vt = u.attrs["op"], self.vty(u.dtype)
+    if op in PICK and u.dtype.is_float and len(vals) > 1: return self.pick_tree(fr, op, vals, vt)
+    comb = ALU[op][cls(u.dtype)]
     while len(vals) > 1: vals = [self.line(fr, f"{comb} {a}, {b}{self.fm} : {vt}") for a, b in zip(vals[::2], vals[1::2])] + vals[len(vals) & ~1:]
     return vals[0]
+  def pick_tree(self, fr: Frame, op: str, vals: list[str], vt: str) -> str:
+    """A float max/min of vals as a tree of compare-and-selects (one vmaxps/vminps each), NaN if any val is NaN: one
+    unordered compare per pair of vals, ORed. arith.maximumf per pair would order signed zeros and test both operands for
+    NaN at every combine (6 instructions each on x86); max/min may pick either of equal zeros."""
+    em, bt = self.em, self.vty(dtypes.bool)
+    nan = [em.cmpf(fr, "uno", a, b, vt) for a, b in zip(vals[::2], vals[1::2] + vals[-1:])]
+    while len(nan) > 1: nan = [em.arith(fr, "ori", bt, a, b) for a, b in zip(nan[::2], nan[1::2])] + nan[len(nan) & ~1:]
+    while len(vals) > 1:
+      vals = [em.select(fr, em.cmpf(fr, PICK[op], a, b, vt), a, b, vt, bt) for a, b in zip(vals[::2], vals[1::2])] + vals[len(vals) & ~1:]
+    return em.select(fr, nan[0], em.const(fr, "dense<0x7FC00000>", vt), vals[0], vt, bt)
 
   def lane_reduce(self, u: UOp) -> str:
     """A reduce over the lanes (and other ranges): a vector accumulator through the other ranges' loops, its lanes
@@ -102,11 +116,22 @@ class LaneLowerer(Lowerer):
     if None in ns or prod(ns) > self.TAPS_MAX: return None
     return [self.mark(affine_simplify(u.src[0].substitute({r: im.const(i) for r, i in zip(rs, ix)}))) for ix in product(*map(range, ns))]
 
-  def vload(self, u: UOp, fr: Frame) -> str:
+  def vload(self, u: UOp, fr: Frame, into: Block | None = None) -> str:
+    """u's lanes; into: the block the memory ops go in (the values they use are placed by fr)."""
     idx, vw = u.src[0], self.vw
     buf, step, mt = self.value(idx.src[0]), lane_coef(idx.src[1], self.lane, {}), mem_type(idx.src[0].dtype)
     base, n = self.at0(idx.src[1]), step * vw
     em, bt, ft, t, z = self.em, self.vty(dtypes.bool), self.vty(u.dtype), sl(u.dtype), "0.0" if u.dtype.is_float else "0"
+    if into is None and step and len(idx.src) > 2 and (same := [c for c in conjuncts(idx.src[2]) if c not in self.vec]):
+      # a gate the lanes share (a cat's part by channel, a padded row) skips the load where it fails, rather than
+      # masking every lane off: a pool or convolution over a cat reads only the part its channel is in
+      rest = [c for c in conjuncts(idx.src[2]) if c in self.vec]
+      lanes = UOp(Ops.LOAD, u.dtype, (UOp(Ops.INDEX, idx.dtype, (*idx.src[:2], *([self.mark(reduce(im.and_, rest))] if rest else []))),))
+      self.vec.add(lanes)
+      then, other = Block(), Block()
+      v = self.vload(lanes, fr, then)
+      return em.if_value(fr, self.value(reduce(im.and_, same)), (then, v), (other, em.const(other, f"dense<{z}>", ft)), ft)
+    into = fr if into is None else into
     if step == 0:   # one element, gated per lane: read where any lane's gate holds (then it is in bounds)
       mask = self.value(idx.src[2])
       some = em.reduction(fr, "or", mask, bt, "i1")
@@ -114,15 +139,15 @@ class LaneLowerer(Lowerer):
       zero = em.const(fr, f"dense<{z}>", ft)
       return em.select(fr, mask, em.broadcast(fr, v, t, ft), zero, ft, bt)
     if len(idx.src) > 2: mask = self.vec_of(idx.src[2], fr)
-    elif step == 1: return em.vload(fr, buf, base, mt, ft)
+    elif step == 1: return em.vload(into, buf, base, mt, ft)
     else: mask = em.const(fr, "dense<true>", bt)
     if step > 1:   # lane j's gate on element j*step, the elements between off
       off = em.const(fr, "dense<false>", bt)
       mask = em.shuffle(fr, mask, off, [i // step if i % step == 0 else vw for i in range(n)], bt, bt)
     vt = self.vty(u.dtype, n)
-    v = em.maskedload(fr, buf, base, mask, em.const(fr, f"dense<{z}>", vt), mt, self.vty(dtypes.bool, n), vt)
+    v = em.maskedload(into, buf, base, mask, em.const(fr, f"dense<{z}>", vt), mt, self.vty(dtypes.bool, n), vt)
     if step == 1: return v
-    return em.shuffle(fr, v, v, [j * step for j in range(vw)], vt, vt)
+    return em.shuffle(into, v, v, [j * step for j in range(vw)], vt, vt)
 
   def effect(self, u: UOp):
     if u.op is not Ops.STORE or u not in self.vec or u in self.done: return super().effect(u)
@@ -149,6 +174,8 @@ class LaneLowerer(Lowerer):
     ends = [base] + [em.arith(fr, "addi", "index", base, self.const(last, dtypes.index))] * bool(last)
     for at in map(clamp, ends): em.prefetch(fr, buf, at, write, mt)
 
+PICK = {"max": "ogt", "min": "olt"}   # a float max/min of two: the first where this compare holds, else the second
+def conjuncts(g: UOp) -> list[UOp]: return conjuncts(g.src[0]) + conjuncts(g.src[1]) if g.op is Ops.AND else [g]
 KIND = {"add": "add", "max": "maximumf", "min": "minimumf"}   # a reduce's vector.reduction (f32)
 UNROLL = 4   # a lane reduce's innermost other range up to this long is unrolled
 

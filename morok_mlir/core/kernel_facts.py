@@ -141,19 +141,16 @@ def find_contraction(sink: UOp, dt=dtypes.float32) -> Contraction | None:
   # 3x faster than 16-wide ones, and threads then split the image rows (measured on conv and matmul)
   if ra - T and ra.isdisjoint({loops[0]}) and not rb.isdisjoint({loops[0]}): a, b, ra, rb = b, a, rb, ra
   # a convolution of one image: a the weights (a plain load, rows one range: output channels), b the image (rows several
-  # ranges: output positions). b's rows are padded to NR-wide panels (up to 32), a's to MR rows (up to 8): where b's pad
-  # much worse (a small output: 7x7 = 49 rows pad to 64 as b, 56 as a) they swap, and the weights are the reusable panels.
-  # They swap too where the weights have few rows (output channels) against a bigger image: as b, each image panel would
-  # be packed (the whole im2col matrix, out of cache) for a few row tiles; as a, each block is packed into L2 right before
-  # its tiles run (densenet's 3x3 convolutions to 32 channels: the model 57.7-59.2 -> 52.6-53.0 ms, interleaved)
+  # ranges: output positions), the tile's vectors along the output's rows. b's rows are padded to NR-wide panels (up to
+  # 32), a's to MR rows (up to 8): where b's pad much worse (a small output: 7x7 = 49 rows pad to 64 as b, 56 as a) they
+  # swap, and the weights are the reusable panels. Few output channels still keep the weights as a: with the image as a,
+  # each tile's epilogue would store NR output rows as MR-long runs, a slow part of a short product (a 3-channel stem)
   if len(ra - T) == 1 and len(rb - T) > 1 and plain(a, K[-1]):
     m, n = prod(rsize(r) for r in ra - T), prod(rsize(r) for r in rb - T)
-    if padded(n, MAX_MR) * padded(m, 32) < padded(m, MAX_MR) * padded(n, 32) / 1.05 or m <= FEW_ROWS < n: a, b, ra, rb = b, a, rb, ra
+    if padded(n, MAX_MR) * padded(m, 32) < padded(m, MAX_MR) * padded(n, 32) / 1.05: a, b, ra, rb = b, a, rb, ra
   return red, a, b, [r for r in loops if r in ra - T], [r for r in loops if r not in ra], K, [r for r in loops if r in T]
 
 ONE = UOp(Ops.CONST, dtypes.float32, (), attrs(value=1.0))
-
-FEW_ROWS = 64   # weights with at most this many rows take the image's place as a (see contraction)
 
 def padded(n: int, w: int) -> float: return -(-n // w) * w / n
 

@@ -436,7 +436,11 @@ def _batchnorm(i, a, o):
     mom = a.get("momentum", 0.9)
     y = (x - m.reshape(sh)) * (v.reshape(sh) + eps).rsqrt() * sc.reshape(sh) + b.reshape(sh)
     return y, mean * mom + m * (1 - mom), var * mom + v * (1 - mom)
-  return (x - mean.reshape(sh)) * (var.reshape(sh) + eps).rsqrt() * sc.reshape(sh) + b.reshape(sh)
+  # one multiply-add per element, as onnxruntime: the scale and shift depend on the statistics only (folded once when
+  # they are initializers), so a convolution's epilogue, or a depthwise convolution reading its input through it per tap,
+  # computes two ops, not five
+  scale = (var + eps).rsqrt() * sc
+  return x * scale.reshape(sh) + (b - mean * scale).reshape(sh)
 def _instancenorm(i, a, o):
   x, sc, b = i
   axes, sh = tuple(range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)

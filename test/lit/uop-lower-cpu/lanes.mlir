@@ -5,8 +5,8 @@ module {
   // A 1-D max pool, window 3, stride 2, padding 1: out[i] = max over k of in[2i + k - 1] where in range. The reduce
   // inside the output loop keeps LLVM from vectorizing that loop, so uop-optimize asks for 8 lanes (64 = 8 * 8):
   // 8 neighbouring outputs as one vector, each of the window's 3 taps one masked load of 16 elements with every second
-  // one taken (stride 2, padding gated off), the taps combined as a tree (no loop: none waits on an accumulator), one
-  // vector store.
+  // one taken (stride 2, padding gated off), the taps combined as a tree (no loop: none waits on an accumulator) of
+  // compare-and-selects (one vmaxps each), NaN where any tap is NaN (unordered compares of pairs, ORed), one vector store.
   // OPT-LABEL: func.func private @pool
   // OPT-SAME: uop.lanes = 8
   // CHECK-LABEL: func.func @pool(
@@ -16,8 +16,14 @@ module {
   // CHECK: vector.shuffle %[[V]], %[[V]] [0, 2, 4, 6, 8, 10, 12, 14]
   // CHECK: vector.maskedload %arg1
   // CHECK: vector.maskedload %arg1
-  // CHECK: %[[M:.*]] = arith.maximumf %{{.*}}, %{{.*}} fastmath<reassoc,contract> : vector<8xf32>
-  // CHECK: %[[R:.*]] = arith.maximumf %[[M]], %{{.*}} fastmath<reassoc,contract> : vector<8xf32>
+  // CHECK: %[[N0:.*]] = arith.cmpf uno, %[[T0:.*]], %[[T1:.*]] : vector<8xf32>
+  // CHECK: %[[N1:.*]] = arith.cmpf uno, %[[T2:.*]], %[[T2]] : vector<8xf32>
+  // CHECK: %[[NAN:.*]] = arith.ori %[[N0]], %[[N1]] : vector<8xi1>
+  // CHECK: %[[G0:.*]] = arith.cmpf ogt, %[[T0]], %[[T1]] : vector<8xf32>
+  // CHECK: %[[M:.*]] = arith.select %[[G0]], %[[T0]], %[[T1]] : vector<8xi1>, vector<8xf32>
+  // CHECK: %[[G1:.*]] = arith.cmpf ogt, %[[M]], %[[T2]] : vector<8xf32>
+  // CHECK: %[[M2:.*]] = arith.select %[[G1]], %[[M]], %[[T2]] : vector<8xi1>, vector<8xf32>
+  // CHECK: %[[R:.*]] = arith.select %[[NAN]], %{{.*}}, %[[M2]] : vector<8xi1>, vector<8xf32>
   // CHECK: vector.store %[[R]], %arg0[%{{.*}}] : memref<64xf32>, vector<8xf32>
   func.func private @pool(%arg0: memref<64xf32>, %arg1: memref<128xf32>) attributes {uop.kernel} {
     %c64 = "uop.const"() {value = 64 : index} : () -> index
