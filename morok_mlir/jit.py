@@ -145,10 +145,10 @@ def _data(u: UOp) -> UOp | None:
   return u if u.op is Ops.BUFFER else None
 
 def _alone(t: Tensor) -> bool:
-  """Whether t's buffer node, its Buffer and memory are held by t alone (and this function: getrefcount's argument, the
-  name u; the node's own cached toposort), so a replay may write them in place."""
+  """Whether t's buffer node, its Buffer and memory are held by t alone (and here: getrefcount's argument, the name u,
+  the node's own cached toposort, the replay's list of buffers), so a replay may write them in place."""
   u = t.uop
-  return u.op is Ops.BUFFER and sys.getrefcount(u) == 3 + ("toposort" in u.__dict__) and sys.getrefcount(u.buffer) == 2 and \
+  return u.op is Ops.BUFFER and sys.getrefcount(u) == 3 + ("toposort" in u.__dict__) and sys.getrefcount(u.buffer) == 3 and \
     sys.getrefcount(u.buffer._buf) == 2
 
 def _bid(u: UOp) -> int | None:
@@ -214,8 +214,8 @@ class TinyJit:
     # the tensors that exist before the call: those it rebinds are its state (parameters, optimizer moments); a Tensor
     # whose __init__ raised (still held by a traceback) has no uop
     # (each as (tensor, its uop, the id of its Buffer): a uop of data held weakly, as in_place counts who holds it)
-    before = [(t, u if u.op is Ops.MULTI else weakref.ref(u), _bid(u)) for t in gc.get_objects()
-              if type(t) is Tensor and (u := getattr(t, "uop", None)) is not None] if cnt >= 1 else []
+    before = [(t, t.uop if t.uop.op is Ops.MULTI else weakref.ref(t.uop), _bid(t.uop)) for t in gc.get_objects()
+              if type(t) is Tensor and getattr(t, "uop", None) is not None] if cnt >= 1 else []
     # a tensor argument of symbolic shape: its function sees it in a buffer of the shape's largest size (_sized)
     sized = {i: _sized(t, sh) for i, (t, sh) in enumerate(zip(tensors, shapes)) if any(isinstance(d, UOp) for d in sh)}
     if sized:

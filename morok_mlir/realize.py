@@ -314,12 +314,13 @@ def in_place(outs: list[UOp], held: list[int], device: str) -> list[UOp]:
   value, a second node over the same Buffer, a numpy view all keep the copy)."""
   cands = [i for i, w in enumerate(outs) if _writable(w, device)]
   if not cands or len({outs[i].src[2] for i in cands}) < len(cands): return outs
-  targets = {outs[i].src[2] for i in cands}
-  for r in [r for r in list(_recent) if not targets.isdisjoint(_inputs(r))]:   # (a copy: a collection may clear it meanwhile)
-    if r in _recent: _recent.remove(r)
-  del targets
+  _forget({outs[i].src[2] for i in cands})
   watch = _refs(outs, {x for i in cands for x in (outs[i], outs[i].src[2])})
   ret = list(outs)
+  if capture.rec is not None and not all(_sole(outs, i, watch, held[i]) for i in cands):
+    # a TinyJit records this schedule for every replay: references from cyclic garbage (a node's cached toposort holds
+    # the node; a compile's graphs wait for a collection) are not let to make it a copy for good
+    gc.collect()
   for i in cands:
     if _sole(outs, i, watch, held[i]): ret[i] = UOp(Ops.ASSIGN, outs[i].dtype, (outs[i].src[2], outs[i]), loc=outs[i].loc)
   return ret
@@ -354,6 +355,11 @@ def _sole(outs: list[UOp], i: int, watch: dict, held: int) -> bool:
   return sys.getrefcount(b) == watch[b] + BASE[0] and sys.getrefcount(w) == watch[w] + held + BASE[1] and \
          sys.getrefcount(b.buffer) == BASE[2] and sys.getrefcount(b.buffer._buf) == BASE[3]
 BASE = (4, 4, 2, 2)   # the references counted above that no holder outside adds (test_inplace checks both ways)
+
+def _forget(targets: set[UOp]) -> None:
+  """The recent graphs (kept only for their structure keys) that read a target, dropped."""
+  for r in [r for r in list(_recent) if not targets.isdisjoint(_inputs(r))]:   # (a copy: a collection may clear it meanwhile)
+    if r in _recent: _recent.remove(r)
 
 def _inputs(outs: list[UOp]) -> list[UOp]:
   """The input buffers of a realized graph (its structure key's, remembered on its first output)."""
@@ -396,7 +402,7 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
     inputs[i].buffer = None
   for b in bufs[n_in:]: _made.add(b)
   for j, i in enumerate(todo):   # a symbolic output's buffer holds its variables' max size: the result is its first elements
-    results[i] = bufs[n_in + j] if not vals else bufs[n_in + j].view(sym_val(outs[i].size), outs[i].dtype, 0)
+    results[i] = bufs[n_in + j] if not vals or j in sched.alias else bufs[n_in + j].view(sym_val(outs[i].size), outs[i].dtype, 0)
   return results
 
 def run_schedule(sched: Schedule, device: str, inputs: list[UOp | None], vals=(), outs: list[UOp] = ()) -> list[Buffer]:
