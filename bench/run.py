@@ -4,6 +4,7 @@
                                           layernorm sort attention train trainmlp traincnn minilm compile symbolic
                                           (or a row's letter: d = mm1024 mm2048, e = conv, f = mlp, ...)
                                           light (onnx's nine light models against onnxruntime), light_<model> (one)
+                                          coldlight, coldlight_<model> (each one's first call in a new process, empty cache)
                                           onnxcf (small control-flow/state/int8 ONNX models against onnxruntime), onnxcf_<model>
 
 --beam N adds a "searched" line under the matmul, conv and MLP rows: their kernels searched with BEAM=N (the search's
@@ -452,7 +453,16 @@ import numpy as np
 from morok_mlir import Tensor
 x = Tensor(np.ones((8, 8), np.float32))
 for _ in range({n}): x = x - x.max(1, keepdim=True) * 0.5 + x.sum(0, keepdim=True) * 0.001
-t1 = time.perf_counter(); x.numpy(); print(time.perf_counter() - t1, 0)"""
+t1, c1 = time.perf_counter(), time.process_time(); x.numpy(); print(time.perf_counter() - t1, time.process_time() - c1)"""
+# a light model's first call: the graph's kernels compiled (here and in forked compile processes) and run once
+LIGHT_COLD_SRC = """import os, sys, time
+sys.path[:0] = [{root!r}, {test!r}]
+import onnx_conformance as conf
+from morok_mlir.onnx import OnnxModel
+model, feeds, *_ = conf.light_case({name!r})
+m = OnnxModel(model)
+t1, c1 = time.perf_counter(), time.process_time(); m(feeds); t = os.times()
+print(time.perf_counter() - t1, time.process_time() - c1 + t.children_user + t.children_system)"""
 def fresh_process(src: str, cache_dir: str) -> tuple[float, float]:
   """The two numbers src prints, run in a new process with the disk cache in cache_dir."""
   r = subprocess.run([sys.executable, "-c", src], env={**os.environ, "MOROK_CACHE_DIR": cache_dir}, capture_output=True, text=True)
@@ -465,13 +475,26 @@ def compile_times() -> list[tuple[str, float, float]]:
   import tempfile
   with tempfile.TemporaryDirectory() as d:
     return [(label, *fresh_process(COMPILE_SRC.format(root=ROOT, shapes=MLP_SHAPES), d)) for label in ("cold (empty disk cache)", "warm disk cache")]
-def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float]]:
-  """Realize of the n-step chain in a fresh process with an empty disk cache, against n (compile time is linear in n)."""
+def chain_compile_times(ns=(25, 50, 100, 200)) -> list[tuple[int, float, float]]:
+  """Realize of the n-step chain in a fresh process with an empty disk cache, against n (compile time is linear in n):
+  (n, wall s, CPU s)."""
   import tempfile
   out = []
   for n in ns:
-    with tempfile.TemporaryDirectory() as d: out.append((n, fresh_process(CHAIN_SRC.format(root=ROOT, n=n), d)[0]))
+    with tempfile.TemporaryDirectory() as d: out.append((n, *fresh_process(CHAIN_SRC.format(root=ROOT, n=n), d)))
   return out
+def light_cold_times(models) -> None:
+  """Each light model's first call in a fresh process with an empty disk cache: wall time, and CPU time of the process
+  and its forked compile processes together (the machine is shared: the load average says what else ran)."""
+  import tempfile
+  print(f"\nr. first call of each light model in a new process, empty disk cache (s), load average {os.getloadavg()[0]:.2f}\n")
+  print(f"| {'model':<14} | {'wall s':>7} | {'CPU s':>7} |")
+  print(f"|{'-' * 16}|{'-' * 9}|{'-' * 9}|")
+  for name in models:
+    with tempfile.TemporaryDirectory() as d:
+      wall, cpu = fresh_process(LIGHT_COLD_SRC.format(root=ROOT, test=os.path.join(ROOT, "test"), name=name), d)
+    print(f"| {name:<14} | {wall:7.2f} | {cpu:7.2f} |", flush=True)
+  print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 CF = ("vad", "loop", "scan", "qenc", "qdq", "tiny")
 LIGHT = ("resnet50", "bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "shufflenet", "squeezenet", "vgg19", "zfnet512")
@@ -556,7 +579,7 @@ def main(names, beam: int = 0):
   print(hdr); print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
   compiles = []
   for n in progress(names, "bench", "row"):
-    if n in ("compile", "symbolic") or n.startswith(("light", "onnxcf")): continue
+    if n in ("compile", "symbolic") or n.startswith(("light", "coldlight", "onnxcf")): continue
     w = WORKLOADS[n]()
     runs = w.get("runs", RUNS)
     t0 = time.perf_counter(); out = w["morok"]()
@@ -582,6 +605,7 @@ def main(names, beam: int = 0):
     if beam and n in BEAM_ROWS: searched(w, beam)
   if "symbolic" in names: symbolic_rows()
   if light := [n[6:] for n in names if n.startswith("light")]: light_rows([x for x in LIGHT if x in light or "" in light])
+  if cold := [n[10:] for n in names if n.startswith("coldlight")]: light_cold_times([x for x in LIGHT if x in cold or "" in cold])
   if cf := [n[6:] for n in names if n.startswith("onnxcf")]: cf_rows([x for x in CF if x in cf or "" in cf])
   for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
   if "compile" in names:
@@ -589,7 +613,7 @@ def main(names, beam: int = 0):
     for label, first, total in compile_times(): print(f"  {label:<26} {first:6.3f} / {total:6.3f}")
     print("\ni. compile time against graph size: n steps of x = x - x.max(1)*0.5 + x.sum(0)*0.001 on 8x8 (2n kernels), "
           "first realize in a new process, empty disk cache (s)")
-    for n, t in chain_compile_times(): print(f"  n = {n:<4} {t:6.2f}")
+    for n, t, cpu in chain_compile_times(): print(f"  n = {n:<4} {t:6.2f}   (CPU {cpu:.2f})")
   print(f"\nratios are numpy or torch time / morok time (> 1: morok is faster); load average at the end {os.getloadavg()[0]:.2f}")
 
 

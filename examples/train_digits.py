@@ -66,13 +66,13 @@ def train(epochs: int = 12, batch: int = 64, lr: float = 3e-3, seed: int = 0, pr
     flat = Tensor.cat(*[p.grad.flatten() for p in params])   # every gradient in one message
     return loss.realize(flat), flat
   @TinyJit
-  def update(flat: Tensor):
-    o = 0
+  def update(total: Tensor):
+    flat, o = total / comm.world_size, 0   # the mean of the ranks' means: the global batch's mean (in the update's kernels)
     for p in params: p.grad, o = flat[o:o + p.numel()].reshape(p.shape), o + p.numel()
     Tensor.realize(*opt.schedule_step())
   def dp_step(x: Tensor, y: Tensor) -> Tensor:
     loss, flat = grads(x, y, *params)
-    update(comm.allreduce(flat) / comm.world_size)   # the mean of the ranks' means: the global batch's mean
+    update(comm.allreduce(flat))
     return loss
 
   if comm is not None: step = dp_step

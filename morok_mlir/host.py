@@ -16,6 +16,13 @@ CPU_NAME = _cpu_name()   # with CPU_FLAGS, what a tuned choice is keyed by (devi
 # f32 lanes of the widest vector register: what uop-optimize vectorizes for and the micro-kernel tiles with
 VEC_WIDTH = 16 if "avx512f" in CPU_FLAGS else 8 if "avx" in CPU_FLAGS else 4
 THREADS = env.get("MOROK_THREADS") or len(os.sched_getaffinity(0))
+# the int8 dot products, widest first: name -> (the CPU features it needs, i32 lanes, 8-bit values a 32-bit lane sums per
+# instruction). VNNI's vpdpbusd sums 4 u8 x s8 products into each i32 lane; without it, vpmaddwd sums 2 i16 x i16 ones
+# (8-bit values widened: exact, where vpmaddubsw's i16 pair sums saturate at 255 * 127 * 2)
+INT8_DOTS = {"vnni512": ({"avx512_vnni", "avx512bw"}, 16, 4), "vnni256": ({"avx_vnni"}, 8, 4),
+             "pmaddwd512": ({"avx512bw"}, 16, 2), "pmaddwd256": ({"avx2"}, 8, 2)}
+# the one this CPU runs (codegen.int8; "" where it has none: 8-bit products then run as float32 contractions)
+INT8_DOT = next((k for k, (need, _, _) in INT8_DOTS.items() if need <= CPU_FLAGS), "")
 
 def _cache_bytes(level: int, default: int) -> int:
   """Bytes of cpu0's level-`level` data (or unified) cache, from sysfs; `default` where the kernel does not say."""

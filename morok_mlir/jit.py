@@ -482,12 +482,12 @@ class _Kernel:
     self.var = tuple((i, j) for i, j in enumerate(slots) if template[j] is None)
     # a phase that only repacks an argument (a weight passed in: B panels) runs once per argument buffer, as outside
     # the JIT: call_buffers keeps its result while that buffer UOp lives
-    reuse = {arg for _, arg, _ in getattr(getattr(prog, "spec", None), "reuse", ())}
+    reuse = {arg for _, arg, *_ in getattr(getattr(prog, "spec", None), "reuse", ())}
     self.keyed = tuple((i, j) for i, j in enumerate(slots) if i in reuse and template[j] is None and j < len(uops))
     self.args = None
     if hasattr(prog, "prepare") and not self.keyed: self._bind(template)
   def _bind(self, v: list):
-    if (p := self.prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None), scratch=self.scratch)) is None:
+    if (p := self.prog.prepare(frozenset(i for i, u in enumerate(self.inputs) if u is not None), self.inputs, scratch=self.scratch)) is None:
       self.args = None; return
     self.args, self.run = p
     for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr

@@ -65,20 +65,26 @@ def _comm():
   return COMM
 
 class _CommCall:
-  """A Communicator call as a device program (call_buffers: bufs[0] in, bufs[1] out), so that a collective is a schedule
-  of one item: run as any schedule, and recorded and replayed by TinyJit in order with the kernels."""
-  def __init__(self, fn: str, op: str, shape: tuple): self.fn, self.op, self.shape = fn, op, shape
-  def call_buffers(self, bufs: list[Buffer], inputs) -> None: _comm().into(self.fn, bufs[0], bufs[1], self.shape, self.op)
+  """A Communicator call as a device program (call_buffers: the inputs, then the output), so that a collective is a
+  schedule of one item: run as any schedule, and recorded and replayed by TinyJit in order with the kernels. fn
+  "bucket": the allreduce of several inputs (of `shapes`) as one message, into their concatenation."""
+  def __init__(self, fn: str, op: str, shapes: tuple): self.fn, self.op, self.shapes = fn, op, shapes
+  def call_buffers(self, bufs: list[Buffer], inputs) -> None:
+    if self.fn == "bucket": _comm().bucket(bufs[:-1], bufs[-1], self.shapes, self.op)
+    else: _comm().into(self.fn, bufs[0], bufs[1], self.shapes[0], self.op)
 
 _comm_scheds: dict[tuple, R.Schedule] = {}   # one per collective, shape, dtype and device: TinyJit knows a step by its schedule
-def _collective(fn: str, u: UOp, device: str, shape: tuple, op: str = "sum") -> UOp:
-  """fn of u (a realized input on device) over the ranks, as an input of `shape` on device."""
-  if (sched := _comm_scheds.get(key := (fn, op, u.shape, shape, u.dtype, device))) is None:
-    bts = [UOp(Ops.BUFFER, u.dtype.ptr(math.prod(sh)), (), attrs(slot=i)) for i, sh in enumerate((u.shape, shape))]
-    sched = _comm_scheds[key] = R.Schedule([R.ScheduleItem(f"{fn}_{op}" if fn == "allreduce" else fn, _CommCall(fn, op, u.shape), (0, 1))], bts, 1, 1)
-  bufs = R.run_schedule(sched, device, [u])
-  ret = R.new_buffer(bufs[1], u.loc, shape=shape)
-  if (rec := R.capture.rec) is not None: rec.schedule(sched, device, [u], bufs, [ret])
+def _collective(fn: str, us: list[UOp], device: str, shape: tuple, op: str = "sum") -> UOp:
+  """fn of us (realized inputs on device; one but for a bucket) over the ranks, as an input of `shape` on device."""
+  shapes, dt, n = tuple(u.shape for u in us), us[0].dtype, len(us)
+  if (sched := _comm_scheds.get(key := (fn, op, shapes, shape, dt, device))) is None:
+    bts = [UOp(Ops.BUFFER, dt.ptr(math.prod(sh)), (), attrs(slot=i)) for i, sh in enumerate((*shapes, shape))]
+    name = {"allreduce": f"allreduce_{op}", "bucket": f"allreduce_{op}_bucket"}.get(fn, fn)   # (DEBUG=2's kernel list)
+    item = R.ScheduleItem(name, _CommCall(fn, op, shapes), tuple(range(n + 1)))
+    sched = _comm_scheds[key] = R.Schedule([item], bts, n, 1)
+  bufs = R.run_schedule(sched, device, us)
+  ret = R.new_buffer(bufs[-1], us[0].loc, shape=shape)
+  if (rec := R.capture.rec) is not None: rec.schedule(sched, device, us, bufs, [ret])
   return ret
 
 def _cross(u: UOp) -> bool: return u.op is Ops.ALLREDUCE and "@" in u.attrs["devices"]
@@ -100,7 +106,7 @@ def _allgather(src: tuple[UOp, ...], k: int, ax: int, local: str, beam) -> UOp:
   m, n = max(s.shape[ax] for s in shards), src[0].shape[ax]
   pad = lambda u, lo, hi: u.pad(tuple((lo, hi) if i == ax else (0, 0) for i in range(len(u.shape))))
   own = pad(shards[k], 0, m - shards[k].shape[ax])
-  g = _collective("allgather", _run([own.reshape((1, *own.shape))], local, beam)[0], local, (len(src), *own.shape))
+  g = _collective("allgather", _run([own.reshape((1, *own.shape))], local, beam), local, (len(src), *own.shape))
   out, lo = None, 0
   for r, s in enumerate(shards):
     w = s.shape[ax]
@@ -121,7 +127,7 @@ def _run(us: list[UOp], device: str, beam) -> list[UOp]:
 def _collectives(roots: list[UOp], beam) -> list[UOp]:
   """roots (every rank's graphs) with each allreduce over ranks replaced by its value here (another rank's by a
   placeholder), round by round: a round calls the Communicator for those no other such allreduce is under, in the
-  order of the graphs, which every rank has the same."""
+  order of the graphs, which every rank has the same; a round's allreduces of one op and dtype go as one message."""
   while True:
     groups, below = {}, {}
     for r in roots:
@@ -130,16 +136,39 @@ def _collectives(roots: list[UOp], beam) -> list[UOp]:
         below[u] = any(below[s] or _cross(s) for s in u.src)
         if _cross(u) and not below[u]: groups.setdefault((u.attrs["op"], u.src), []).append(u)
     if not groups: return roots
-    m = {}
-    for (op, src), us in groups.items():
-      devs = tuple(us[0].attrs["devices"].split(","))
+    m, vals, buckets = {}, {}, {}
+    for key, us in groups.items():
+      (op, src), devs = key, tuple(us[0].attrs["devices"].split(","))
       k = devs.index(local := mine(devs))
-      if op == Ops.ADD and (ax := _gather_axis(src)) is not None: val = _allgather(src, k, ax, local, beam)
-      else: val = _collective("allreduce", _run([src[k]], local, beam)[0], local, src[k].shape, COLLECTIVE[Ops(op)])
+      if op == Ops.ADD and (ax := _gather_axis(src)) is not None: vals[key] = _allgather(src, k, ax, local, beam)
+      else: buckets.setdefault((op, src[k].dtype, local), {})[key] = src[k]
+    for (op, _, local), parts in buckets.items():
+      vals.update(zip(parts, _allreduces(list(parts.values()), COLLECTIVE[Ops(op)], local, beam)))
+    for key, us in groups.items():
+      local = mine(tuple(us[0].attrs["devices"].split(",")))
       for u in us:
         d = u.attrs["device"]
-        m[u] = val if d == local else _remote(u, d) if rank_of(d) is not None else copy(val, d)
+        m[u] = vals[key] if d == local else _remote(u, d) if rank_of(d) is not None else copy(vals[key], d)
     roots = [r.substitute(m) for r in roots]
+
+BUCKET_BYTES = 25 << 20   # PyTorch DDP's bucket_cap_mb
+
+def _allreduces(parts: list[UOp], op: str, local: str, beam) -> list[UOp]:
+  """The allreduces over ranks of this rank's parts (of one dtype, say a step's gradients) as few messages (PyTorch
+  DDP's gradient buckets): the parts realized together, then one Communicator call per bucket of up to BUCKET_BYTES
+  (the parts copied into one message there), each value a view of its bucket. One message instead of one per
+  gradient, and the same message every step, so the shape check runs once."""
+  groups, size = [], 0
+  for i, p in enumerate(parts):   # (a symbolic size: a message of its own)
+    n = math.prod(p.shape) * p.dtype.itemsize if all(isinstance(d, int) for d in p.shape) else BUCKET_BYTES + 1
+    if not groups or size + n > BUCKET_BYTES: groups.append([]); size = 0
+    groups[-1].append(i); size += n
+  done, ret = _run(parts, local, beam), []
+  for g in groups:
+    if len(g) == 1: ret.append(_collective("allreduce", [done[g[0]]], local, parts[g[0]].shape, op)); continue
+    val, o = _collective("bucket", [done[i] for i in g], local, (sum(math.prod(parts[i].shape) for i in g),), op), 0
+    for i in g: ret.append(val.shrink(((o, o := o + math.prod(parts[i].shape)),)).reshape(parts[i].shape))
+  return ret
 
 def ring_bytes() -> int:
   """RING_BYTES in the environment (read at each call): allreduces of at least so many bytes go around the ring."""

@@ -128,12 +128,12 @@ class Variants:
     return len(self.bounds)
   def call_buffers(self, bufs: list, inputs: list | None = None) -> None:
     return self.progs[self.pick(bufs[self.slot].ptr)].call_buffers(bufs, inputs)
-  def prepare(self, const: frozenset = frozenset(), scratch=None) -> tuple | None:
+  def prepare(self, const: frozenset = frozenset(), inputs: list | None = None, scratch=None) -> tuple | None:
     """Each copy's argument set, written through one: run() calls the copy the values written pick (one at a time: they
     may share scratch)."""
     sets = []
     for q in self.progs:
-      if not hasattr(q, "prepare") or (x := q.prepare(const, scratch=scratch)) is None: return None
+      if not hasattr(q, "prepare") or (x := q.prepare(const, inputs, scratch=scratch)) is None: return None
       sets.append(x)
     args = types.SimpleNamespace(ptrs=_Fan([a.ptrs for a, _ in sets]), code=self.code)
     runs, first = [r for _, r in sets], sets[0][0].ptrs

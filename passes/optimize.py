@@ -23,6 +23,9 @@
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see codegen.contraction.Contraction)
+  uop.int8 = [MR, NR, VW, KW]   a contraction of 8-bit values summed in int32 (kernel_facts.int8_contraction): packed 8-bit
+                          operands, an MR x NR tile of VW-lane i32 accumulators, each instruction a dot product of KW
+                          values per lane (host.INT8_DOTS: VNNI's vpdpbusd, or vpmaddwd) (see codegen.int8.Int8Contraction)
   uop.winograd = [MR, NR, KC, MC, VW, RB]   a 3x3 convolution of stride 1 as F(2x2, 3x3) Winograd (kernel_facts.winograd, `winograd_pays`):
                           16 products of Cout x tiles x Cin on that micro-kernel, tiled so, run per block of RB rows of
                           tiles (0: all at once; `winograd_block`) (see codegen.winograd); WINO=0 in the environment turns it
@@ -32,21 +35,22 @@
 
 Heuristics; with beam = n > 0 each static kernel's choices are then searched by timing (SEARCH, see device/search.py).
 Options: threads (0: the machine's), vec (f32 lanes of a vector register, 0: the machine's), l2, l3 (cache bytes, 0:
-the machine's), beam (0: no search)."""
+the machine's), beam (0: no search), int8 (the int8 dot product, host.INT8_DOTS, or none; '': the machine's)."""
 from __future__ import annotations
 from dataclasses import replace
 from math import prod
 from morok_mlir.ir.bridge import Func
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.dtype import dtypes
-from morok_mlir.host import CACHES, THREADS, VEC_WIDTH
+from morok_mlir import host
+from morok_mlir.host import CACHES, INT8_DOTS, THREADS, VEC_WIDTH
 from morok_mlir.ir.registry import register, Option, PassError
 from morok_mlir.core import env, index_math as im
 from morok_mlir.core.progress import progress
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
-from morok_mlir.core.kernel_facts import (ONE, contraction, contraction_tiles, extent, in_place, innermost, lane_coef, lane_reduce_of,
-  lane_supported, ranges_of, rsize, single_store, twin, winograd)
+from morok_mlir.core.kernel_facts import (ONE, contraction, contraction_tiles, extent, in_place, innermost, int8_contraction, lane_coef,
+  lane_reduce_of, lane_supported, ranges_of, rsize, single_store, twin, winograd)
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
@@ -234,7 +238,7 @@ def merge_loops(sink: UOp) -> UOp:
       new[u] = u if src == u.src else u.replace(src=src)
     sink = affine_simplify(new[sink])
 
-def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int] = CACHES) -> Func:
+def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int] = CACHES, dot: str | None = None) -> Func:
   # index chains in affine form where bounds prove it: reshapes' div/mod fold away, so neighbouring iterations address
   # neighbouring elements and LLVM vectorizes the loads (a batched matmul's operands read k-contiguous rows)
   f = replace(f, roots=[sink := affine_simplify(ungate(f.roots[0]))])
@@ -266,6 +270,17 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   if size >= MM_MIN_FLOPS and not sym and (g := split_groups(sink)) is not None and rows_and_cols(contraction(g)) and \
      not rows_and_cols(c0 := contraction(sink)) and not (c0 is not None and depthwise(c0)):
     f, (nodes, rngs, loops, work) = replace(f, roots=[sink := g]), facts(g)
+  if (dot := host.INT8_DOT if dot is None else dot) and size >= MM_MIN_FLOPS and not sym and (c := int8_contraction(sink)) is not None \
+     and len(c[5]) == 1 and not c[6]:
+    # 8-bit products summed in int32: the CPU's int8 dot product on packed 8-bit operands (codegen.int8), tiled as f32
+    # FMAs are at its i32 lanes
+    _, vw, per = INT8_DOTS[dot]
+    mr, nr = contraction_tiles(*(prod(map(rsize, x)) for x in c[3:6]), vw, caches, threads)[:2]
+    # vpmaddwd does not accumulate: its product takes one more register beside the tile, B's vectors and A's broadcast
+    while per == 2 and mr > 1 and mr * (nr // vw) + nr // vw + 2 > (32 if vw >= 16 else 16): mr -= 1
+    attrs["uop.int8"] = (mr, nr, vw, per)
+    if threads > 1: attrs["uop.threads"] = threads
+    return replace(f, attrs=attrs)
   if (size >= MM_MIN_FLOPS and (c := contraction(f.roots[0])) is not None and not depthwise(c) and fits(c, sym) and not narrow_matvec(c)
       or size >= MM_MIN_FLOPS >> 4 and (g := column_reduce(f, loops)) is not None and (c := contraction(g.roots[0])) is not None
       and fits(c, sym) and (f := g)):
@@ -307,6 +322,7 @@ def fits(c, sym: bool) -> bool:
   """Whether codegen.contraction runs contraction c: each of its range kinds with a symbolic size only on its outermost."""
   return not sym or all(extent(rs) is not None for rs in c[3:])
 
+WIDE_LANES, LONG_REDUCE = 8, 64   # see lanes
 def lanes(f: Func, vec: int) -> int | None:
   """W for uop.lanes: the kernel's one f32 store steps by 1 with its innermost loop, and its value reduces inside that
   loop (pooling, a depthwise convolution): LLVM vectorizes no loop with a loop inside, so uop-lower-cpu runs W
@@ -317,6 +333,11 @@ def lanes(f: Func, vec: int) -> int | None:
   if len(st.src[0].src) != 2 or not any(u.op is Ops.REDUCE and inner in u.src[0].toposort for u in st.toposort): return None
   if lane_coef(st.src[0].src[1], inner, {}) != 1 or (n := rsize(inner)) < 4: return None   # (a symbolic row stride too)
   if not lane_supported(st.src[1], inner): return None
+  # a loop of a few whole vectors around a long reduce (a row times a matrix): all of it one group of lanes, so what the
+  # reduce computes apart from the lanes is computed once a step, not once per vector, and its vectors' accumulators
+  # are independent chains
+  red = max((prod(map(rsize, u.src[1:])) for u in st.toposort if u.op is Ops.REDUCE and inner in u.src[0].toposort), default=0)
+  if n % vec == 0 and n <= WIDE_LANES * vec and red >= LONG_REDUCE: return n
   w = vec if n % vec == 0 or n % (vec // 2) else vec // 2
   while w > 4 and w // 2 >= n: w //= 2
   return w
@@ -379,7 +400,7 @@ def choice(f: Func) -> dict:
   return {k: (v[1], v[4]) if k == "uop.contraction" else v for k, v in f.attrs.items()}
 
 MAX_VARIANTS = 2   # narrower copies of a kernel at most (the widest runs): each is compiled with the schedule
-def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int]) -> list[Func]:
+def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int], dot: str | None = None) -> list[Func]:
   """f optimized; a kernel of symbolic sizes also as copies for narrower bounds of the values it reads, one per run of
   bounds whose choices (`choice`) differ from the wider run's (a product too small to pack: plain loops; wider panels
   for fewer rows; no threads), optimized for that run's largest bound s (each value's bound min(s, its largest)) and
@@ -388,12 +409,12 @@ def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int]) -> l
   the threads change first, then the widest (a value in a run not kept runs the next wider copy). The realize
   driver runs the narrowest copy whose bounds hold the values read at run time (realize.Variants): a small value runs
   what the heuristics choose for small sizes, not for the largest."""
-  if not MAX_VARIANTS or not (clamps := value_clamps(f.roots[0])): return [optimize_kernel(f, threads, vec, caches)]
+  if not MAX_VARIANTS or not (clamps := value_clamps(f.roots[0])): return [optimize_kernel(f, threads, vec, caches, dot)]
   memo: dict[int, tuple[Func, dict]] = {}
   def at(s: int) -> dict:   # f's choices for every value at most s
     if s not in memo:
       narrow = {m: m.replace(src=(m.src[0], im.const(max(lo, min(hi, s))))) for m, (_, _, lo, hi) in clamps.items()}
-      memo[s] = (g := optimize_kernel(replace(f, roots=[f.roots[0].substitute(narrow)]), threads, vec, caches), choice(g))
+      memo[s] = (g := optimize_kernel(replace(f, roots=[f.roots[0].substitute(narrow)]), threads, vec, caches, dot), choice(g))
     return memo[s][1]
   hi = top = max(hi for *_, hi in clamps.values())
   out, ends = [], []
@@ -423,12 +444,15 @@ SEARCH = None
           "nontemporal stores, vector lanes",
           threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"),
           l2=Option(int, 0, "L2 cache bytes (0: the machine's)"), l3=Option(int, 0, "L3 cache bytes (0: the machine's)"),
-          beam=Option(int, 0, "beam width of a timed search over each kernel's choices, cached on disk (0: heuristics only)"))
-def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0, l3: int = 0, beam: int = 0) -> list[Func]:
+          beam=Option(int, 0, "beam width of a timed search over each kernel's choices, cached on disk (0: heuristics only)"),
+          int8=Option(str, "", f"the int8 dot product of uop.int8: {', '.join(INT8_DOTS)} or none ('': the machine's)"))
+def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0, l3: int = 0, beam: int = 0, int8: str = "") -> list[Func]:
   threads, vec, caches = threads or THREADS, vec or VEC_WIDTH, (CACHES[0], l2 or CACHES[1], l3 or CACHES[2])
   if beam < 0: raise PassError(f"uop-optimize: beam must be >= 0, got {beam}")
+  if int8 not in ("", "none", *INT8_DOTS): raise PassError(f"uop-optimize: int8 must be one of {', '.join(INT8_DOTS)} or none, got {int8!r}")
+  dot = "" if int8 == "none" else int8 or None
   if beam and SEARCH is None: raise PassError("uop-optimize: beam > 0 needs the CPU device's search (morok_mlir.device.search)")
   kernel = lambda f: "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK
-  funcs = [g for f in funcs for g in (variants(f, threads, vec, caches) if kernel(f) else (f,))]
+  funcs = [g for f in funcs for g in (variants(f, threads, vec, caches, dot) if kernel(f) else (f,))]
   if not beam: return funcs
   return [SEARCH(f, beam, threads, vec) if kernel(f) else f for f in progress(funcs, f"BEAM={beam}", "function")]

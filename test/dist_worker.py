@@ -11,7 +11,13 @@ if mode == "ops":
   np.testing.assert_array_equal(comm.allreduce(Tensor(x)).numpy(), sum(every))
   np.testing.assert_array_equal(comm.allreduce(Tensor(x), "max").numpy(), every[-1])
   np.testing.assert_array_equal(comm.allreduce(Tensor(x.astype(np.int32)), "min").numpy(), every[0].astype(np.int32))
+  bits = [e % (k + 2) == 0 for k, e in enumerate(every)]   # bools: sum and max are or, min and prod and
+  np.testing.assert_array_equal(comm.allreduce(Tensor(bits[r])).numpy(), np.logical_or.reduce(bits))
+  np.testing.assert_array_equal(comm.allreduce(Tensor(bits[r]), "min").numpy(), np.logical_and.reduce(bits))
   np.testing.assert_array_equal(comm.allgather(Tensor(x) * 2).numpy(), np.concatenate(every) * 2)
+  bf = lambda a: Tensor(a, dtype="bfloat16")   # no MPI type: reduced in float32, moved as bytes
+  np.testing.assert_array_equal(comm.allreduce(bf(x)).numpy(), bf(sum(every)).numpy())
+  np.testing.assert_array_equal(comm.allgather(bf(x)).numpy(), bf(np.concatenate(every)).numpy())
   np.testing.assert_array_equal(comm.reduce_scatter(Tensor(np.ones((2 * n, 3), np.float32) * (r + 1))).numpy(), np.full((2, 3), n * (n + 1) / 2))
   np.testing.assert_array_equal(comm.broadcast(Tensor(x), root=n - 1).numpy(), every[-1])
   if r == 0: comm.send(Tensor(x) + 100, 1)
@@ -95,6 +101,31 @@ elif mode == "shard_jit":   # a data-parallel step under TinyJit: its replays ca
   assert f.plan is not None   # replayed
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6); np.testing.assert_allclose(gl, wl, rtol=1e-5)
   print(f"rank {r} shard_jit ok", flush=True)
+elif mode == "bucket":   # a jitted data-parallel step: its gradients (and loss) summed in one message, checked once
+  from morok_mlir.jit import TinyJit
+  from morok_mlir.nn import Linear
+  from morok_mlir.nn.optim import SGD
+  from morok_mlir.nn.state import get_parameters
+  calls, devs, rng = [], dist.devices(), np.random.default_rng(0)
+  for f in ("allreduce", "agree"):
+    setattr(comm.b, f, (lambda f, real: lambda src, out, *a: (calls.append((f, src.size)), real(src, out, *a))[1])(f, getattr(comm.b, f)))
+  l1, l2 = Linear(6, 5), Linear(5, 3)
+  for p in get_parameters([l1, l2]): p.shard_(devs)
+  opt = SGD(get_parameters([l1, l2]), lr=0.1)
+  @TinyJit
+  def step(x, y):
+    opt.zero_grad()
+    loss = l2(l1(x).relu()).cross_entropy(y).backward()
+    Tensor.realize(loss, *opt.schedule_step())
+    return loss
+  with Tensor.train():
+    for i in range(5):
+      calls.clear()
+      x, y = rng.standard_normal((8, 6)).astype(np.float32), rng.integers(0, 3, 8).astype(np.int32)
+      step(Tensor(x).shard(devs, axis=0), Tensor(y).shard(devs, axis=0))
+  # a replay: no shape check, and the 4 gradients (30, 5, 15 and 3 numbers) in one message (besides the loss's scalars)
+  assert step.plan is not None and {f for f, _ in calls} == {"allreduce"} and [k for _, k in calls if k > 1] == [53], calls
+  print(f"rank {r} bucket ok", flush=True)
 elif mode == "shape": comm.allreduce(Tensor(np.ones((2, 3 + r), np.float32)))
 elif mode == "dtype": comm.allreduce(Tensor(np.ones((2, 3), np.float32 if r == 0 else np.int32)))
 elif mode == "recv":

@@ -115,3 +115,15 @@ def test_kernels_compiled_in_a_forked_process(tmp_path):
     out = np.zeros(x.size, np.float32)
     p(out, x.reshape(-1))
     np.testing.assert_allclose(out, np.exp2(x.reshape(-1) * (i + 2)), rtol=1e-5)
+
+def test_compile_shares_balance_work():
+  """The kernels left to compile are split over the processes by their work, not their count: no share holds more text
+  than an equal split plus the largest kernel, whatever the order they come in (a model's big contractions and small
+  elementwise kernels alternate)."""
+  from types import SimpleNamespace
+  sizes = [40_000, 500, 38_000, 800, 35_000, 600, 30_000, 400, 500, 700]
+  todo = [(i, SimpleNamespace(src="x" * n)) for i, n in enumerate(sizes)]
+  for n in (1, 2, 3):
+    shares = CPUDevice.shares(todo, n)
+    assert sorted(k for s in shares for k, _ in s) == list(range(len(sizes)))   # each kernel once
+    assert max(sum(len(spec.src) for _, spec in s) for s in shares) <= sum(sizes) / n + max(sizes), n

@@ -4,6 +4,7 @@ import os, re, shutil, socket, subprocess, sys, threading, time
 from pathlib import Path
 import numpy as np
 import pytest
+from test_cuda import fake_cuda  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
@@ -66,7 +67,7 @@ def test_mismatch_after_a_skipped_shape_check_is_an_exception():
   assert re.match(r"rank 0: allreduce\(sum\) of float32\[4, 3\] did not complete within 2 s: ", _caught(p, 0, 2)), p.stdout
 
 @need_mpi
-@pytest.mark.parametrize("mode,n", [("shard", 2), ("shard", 3), ("shard_grad", 2), ("shard_jit", 2)])
+@pytest.mark.parametrize("mode,n", [("shard", 2), ("shard", 3), ("shard_grad", 2), ("shard_jit", 2), ("bucket", 2)])
 def test_tensors_split_over_ranks(mode, n):
   """Tensor.shard(dist.devices(), axis): each process holds its own shard; reduces over the split axis (and gathers)
   run through the Communicator; every rank's results equal the unsharded ones (dist_worker.py's asserts)."""
@@ -114,6 +115,14 @@ def test_shape_check_skipped_while_the_call_repeats():
   assert lb.calls == ["check", "allreduce", "allreduce", "check", "allreduce", "check", "allreduce", "check", "allgather", "allgather"]
   assert dist.Communicator(lb := _Loopback(), check=False).allreduce(a).shape == (2, 3) and lb.calls == ["allreduce"]
 
+def test_shape_check_skipped_once_a_cycle_of_calls_repeats():
+  """A training step's collectives of several shapes: checked while the cycle is seen the first two times, then not;
+  a call off the cycle is checked again."""
+  from morok_mlir import Tensor, dist
+  c, a, b = dist.Communicator(lb := _Loopback(), check=True), Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones(5, np.int32))
+  for t in (a, b, a, b, a, b, a, b, b): c.allreduce(t)
+  assert lb.calls == ["check", "allreduce"] * 4 + ["allreduce"] * 4 + ["check", "allreduce"]
+
 def test_a_broken_communicator_raises_before_calling_its_backend():
   from morok_mlir import Tensor, dist
   c = dist.Communicator(lb := _Loopback(), check=True)
@@ -151,6 +160,20 @@ def test_argument_checks():
   with pytest.raises(TypeError, match="several devices"): c.allreduce(Tensor([1.0, 2.0]).shard(("CPU:0", "CPU:1")))
   np.testing.assert_array_equal(c.allreduce(Tensor([1.0, 2.0])).numpy(), [1.0, 2.0])   # a world of one
 
+def test_results_are_their_own_read_only_memory():
+  """A collective's result on the host, small (numpy's memory) or from a huge page up (the allocator's), of any dtype:
+  the values, in memory of its own that nothing writes."""
+  from morok_mlir import Tensor, dist
+  from morok_mlir.core.dtype import dtypes
+  c = dist.init(timeout=30)
+  for n in (0, 1, 300, (1 << 19) + 1):   # (the last: float32's and float64's above a 2 MiB page)
+    for dt in (dtypes.bool, dtypes.int8, dtypes.bfloat16, dtypes.float32, dtypes.float64):
+      x = Tensor(np.arange(n).astype(dt.np) if dt is not dtypes.bool else np.arange(n) % 3 == 0, dtype=dt).realize()
+      for got in (c.allreduce(x), c.allreduce(x, "max"), c.broadcast(x)):
+        assert got.dtype is dt and got.shape == (n,) and np.array_equal(got.numpy(), x.numpy())
+        arr = got.uop.buffer.as_numpy()
+        assert not arr.flags.writeable and not np.shares_memory(arr, x.uop.buffer.as_numpy())
+
 # ---- NCCL: what runs without a GPU
 def _free_port() -> int:
   with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
@@ -186,6 +209,69 @@ def test_nccl_backend_needs_nccl4py_or_a_gpu(monkeypatch):
     return
   monkeypatch.delenv("RANK", raising=False)
   with pytest.raises(dist.DistError, match="needs a launcher"): dist.init("nccl")
+
+class _FakeNCCL:
+  """nccl4py's parts the NCCL backend calls (nccl.core: get_unique_id, UniqueId, Communicator.init, the collectives on
+  CUDA Array Interface objects with a stream=, abort, destroy, the ops), for a world of one: a collective copies its
+  source into its result, on the fake CUDA driver's memory. It checks what the backend hands it, not NCCL itself."""
+  SUM, MAX, MIN, PROD = "sum", "max", "min", "prod"
+  class UniqueId:
+    @staticmethod
+    def from_bytes(b): assert len(b) == 128; return "uid"
+  def __init__(self, stream): self.stream, self.calls = stream, []
+  def get_unique_id(self): return b"u" * 128
+  class Communicator:
+    @classmethod
+    def init(cls, n, r, uid):
+      assert (n, r, uid) == (1, 0, "uid")
+      return cls.fake
+  def _copy(self, name, src, out, *a, stream):
+    import ctypes
+    i, o = src.__cuda_array_interface__, out.__cuda_array_interface__
+    nbytes = lambda c: int(np.prod(c["shape"])) * np.dtype(c["typestr"]).itemsize
+    assert stream == self.stream and nbytes(i) == nbytes(o) and o["data"][1] is False
+    self.calls.append((name, *a)); ctypes.memmove(o["data"][0], i["data"][0], nbytes(i))
+  def allreduce(self, src, out, op, *, stream): self._copy("allreduce", src, out, op, stream=stream)
+  def allgather(self, src, out, *, stream): self._copy("allgather", src, out, stream=stream)
+  def reduce_scatter(self, src, out, op, *, stream): self._copy("reduce_scatter", src, out, op, stream=stream)
+  def broadcast(self, src, out, root, *, stream): self._copy("broadcast", src, out, root, stream=stream)
+  def abort(self): self.calls.append(("abort",))
+
+def test_nccl_backend_on_fake_nccl_and_cuda(fake_cuda, monkeypatch):
+  """The NCCL backend's own code (start-up under torchrun's variables, CUDA buffers handed over as device pointers, the
+  stream polled against the deadline, the host path of the shape check, a timeout aborting the communicator) on fakes
+  of nccl4py and of the CUDA driver: no GPU and no NCCL here."""
+  import types
+  from morok_mlir import Tensor, dist
+  from morok_mlir.core import multi
+  for m, k in ((dist._multi, "COMM"), (multi, "RANK"), (multi, "WORLD")): monkeypatch.setattr(m, k, getattr(m, k))   # init's globals, restored
+  dev, drv = fake_cuda
+  drv.cuStreamCreate = lambda flags: (0, 7)   # an int, as int(CUstream) is
+  drv.cuStreamQuery = lambda s: (600,) if s in drv.busy else (0,)   # CUDA_ERROR_NOT_READY while the stream works
+  nccl = _FakeNCCL(7)
+  nccl.Communicator.fake = nccl
+  monkeypatch.setitem(sys.modules, "nccl", types.ModuleType("nccl"))
+  monkeypatch.setitem(sys.modules, "nccl.core", nccl)
+  for k, v in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+               "CUDA_VISIBLE_DEVICES": "0"}.items(): monkeypatch.setenv(k, v)
+  comm = dist.init("nccl", timeout=0.3)
+  a = np.arange(12, dtype=np.float32).reshape(3, 4)
+  x = Tensor(a).to("CUDA").realize()
+  for got in (comm.allreduce(x, "max"), comm.allgather(x), comm.reduce_scatter(x), comm.broadcast(x)):
+    assert got.device == "CUDA" and np.array_equal(got.numpy(), a)
+  comm.barrier()
+  check = ("allgather",)   # the shape check before each collective, and the barrier: an allgather of small headers
+  assert nccl.calls == [check, ("allreduce", "max"), check, ("allgather",), check, ("reduce_scatter", "sum"), check, ("broadcast", 0), check]
+  with pytest.raises(dist.DistError, match=r"test_dist.py:\d+.*CPU tensors go through .to\('CUDA'\)"): comm.allreduce(Tensor(np.ones(2, np.int8)))
+  from morok_mlir.device.buffer import Buffer
+  parts, out = [x, Tensor(a[:2, :3]).to("CUDA").realize()], Buffer("CUDA", 18, "float32")
+  comm.bucket([p.uop.buffer for p in parts], out, ((3, 4), (2, 3)))   # device memory: one call per part into its place
+  assert np.array_equal(out.copyout(), np.concatenate([a.ravel(), a[:2, :3].ravel()])) and nccl.calls[-2:] == [("allreduce", "sum")] * 2
+  comm.allreduce(x)   # (checked: the next, a repeat, is not)
+  drv.busy.add(7)   # the stream never finishes: the peer died or hangs
+  with pytest.raises(dist.DistError, match=r"rank 0: allreduce\(sum\) of float32\[3, 4\] did not complete within 0.3 s"): comm.allreduce(x)
+  assert nccl.calls[-1] == ("abort",)
+  with pytest.raises(dist.DistError, match="unusable since allreduce"): comm.allgather(x)
 
 def _no_nccl_gpu() -> str | None:
   try: import nccl.core  # noqa: F401

@@ -245,3 +245,41 @@ def test_narrow_products_of_any_length_in_lanes(k, vec, monkeypatch):
   prod64 = x.astype(np.float64) * w.astype(np.float64)
   np.testing.assert_allclose((Tensor(x) @ Tensor(w).T).numpy(), prod64.sum(-1)[None], rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose((Tensor(x) * Tensor(w)).max(-1).numpy(), prod64.max(-1), rtol=1e-6)
+
+def kernels_of(t: Tensor) -> list:
+  from morok_mlir.ir.emit import graph_func, normalize
+  from morok_mlir.ir.pipeline import lower_to_kernels
+  return [f for f in lower_to_kernels(graph_func(normalize([t.uop])[0])) if f.name != "schedule"]
+
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("name", list(QUANTS))
+def test_matvec_of_every_format_runs_in_lanes(name, vec, monkeypatch):
+  """Every format's matrix-vector product (a decode step) reads its blocks as vector lanes along the reduce: Q5_0's and
+  Q5_1's fifth bits too (the 32-bit word of a block shifted by each weight's own amount: a vector of shift amounts)."""
+  import morok_mlir.passes.optimize as opt
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  rows, cols = 24, 4 * QUANTS[name].block
+  x = Tensor(np.ones((1, cols), np.float32))
+  (k,) = kernels_of(x @ dequantize(Tensor(random_blocks(name, rows * cols // QUANTS[name].block)), name, (rows, cols)).T)
+  assert "uop.reduce_lanes" in k.attrs, k.attrs
+
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("dt", [np.int32, np.uint32, np.uint8])
+def test_shift_by_an_amount_per_lane(dt, vec, monkeypatch):
+  """A reduce over shifts by an amount per lane runs as vector lanes (a shift by a vector of amounts) with numpy's
+  semantics at every amount: one outside [0, bits), a negative one too, shifts every bit out (0, or the sign fill)."""
+  import morok_mlir.passes.optimize as opt, morok_mlir.realize as R
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  rng, bits = np.random.default_rng(8), 8 * np.dtype(dt).itemsize
+  info = np.iinfo(dt)
+  w = np.array([info.min + 3, rng.integers(info.min, info.max, dtype=dt), info.max - 2], dt)   # 3 rows: too few for lanes across rows
+  s = rng.integers(-3 if info.min < 0 else 0, bits + 9, 64).astype(dt)
+  x = rng.standard_normal((1, 64)).astype(np.float32)
+  for op in ("__rshift__", "__lshift__"):
+    q = getattr(Tensor(w)[:, None], op)(Tensor(s)[None, :]) & 127
+    ref = (x.astype(np.float64) * (getattr(w[:, None], op)(s[None, :]) & 127)).sum(-1)
+    y = (Tensor(x) * q.cast("float32")).sum(-1)
+    (k,) = kernels_of(y)
+    assert "uop.reduce_lanes" in k.attrs, k.attrs
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())

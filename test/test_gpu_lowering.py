@@ -77,7 +77,8 @@ def test_ptx(name, chip):
     _, l = lower_kernel(k)
     assert re.search(r"ld\.global", body) and re.search(r"st\.global", body), k.name
     assert f".maxntid {l.local_size[0]}, 1, 1" in body
-    assert (".shared" in body and "bar.sync" in body and "shfl.sync" in body) == l.group, k.name
+    # a block of one warp combines by shuffles alone; more warps meet in shared memory after a barrier
+    assert ("shfl.sync" in body, ".shared" in body and "bar.sync" in body) == (l.group, l.group and l.local_size[0] > 32), k.name
     if l.upcast > 1 and name in ("elementwise", "broadcast", "matmul"):   # 4 lanes per thread: 16-byte loads and stores
       assert re.search(r"ld\.global(\.nc)?\.v4\.[bf]32", body) and re.search(r"st\.global\.v4\.[bf]32", body), k.name
   assert any(lower_kernel(k)[1].group for k in ks) == group
@@ -190,7 +191,9 @@ def test_group_reduce_vector_loads(name):
       info, (_, l) = ptxas(ptx, chip)[k.name], lower_kernel(k)
       assert info["spill_stores"] == info["spill_loads"] == info["stack"] == 0 and info["registers"] <= 40, (chip, info)
       body = ptx.split(f".entry {k.name}(")[1]
-      if l.group: assert bool(re.search(r"ld\.global(\.nc)?\.v[24]\.[bf](32|64)", body)) == vec and 0 < info["smem"] <= 1024, (chip, info)
+      if l.group:   # (a block of one warp combines by shuffles alone: no shared memory)
+        assert bool(re.search(r"ld\.global(\.nc)?\.v[24]\.[bf](32|64)", body)) == vec and (info["smem"] > 0) == (l.local_size[0] > 32), (chip, info)
+        assert info["smem"] <= 1024, (chip, info)
 
 GRID_STRIDE = {  # name: builder of an elementwise kernel of more than 2 blocks
   "relu_tail": lambda: R(7, 1000).relu(),                  # 1750 groups of 4: the last pass of the loop is partial
@@ -279,3 +282,28 @@ def test_emulator_runs_every_thread_of_a_block(monkeypatch):
   part = GPU.partial
   monkeypatch.setattr(GPU, "partial", lambda self, lw, u, dt, b, tid: part(self, lw, u, dt, b, lw.const(0, dtypes.index)))
   assert not np.allclose(emulate([R(64, 1024).sum(axis=1).lazydata])[0], want, rtol=1e-3)
+
+@pytest.mark.parametrize("name", ["rowsum", "fullsum", "colmax", "softmax", "layernorm", "f64"])
+def test_block_reductions_run_by_the_simt_emulator(name):
+  """GROUP and ROW kernels as the GPU gets them (shuffles in each warp, the warps' values through shared memory after a
+  barrier), run thread by thread in lock step by device.simt against numpy; without their barrier, the threads that
+  fold the warps' values read what other threads wrote since the last barrier: the emulator raises RaceError."""
+  from morok_mlir.device import simt
+  x = np.random.default_rng(3).standard_normal((48, 1000) if name != "colmax" else (1000, 48))
+  cases = {"rowsum": (lambda t: t.sum(axis=1), lambda a: a.sum(1)), "fullsum": (lambda t: t.sum(), lambda a: a.sum()),
+           "colmax": (lambda t: t.max(axis=0), lambda a: a.max(0)), "softmax": (lambda t: t.softmax(axis=1), _softmax),
+           "layernorm": (lambda t: t.layernorm(), _layernorm), "f64": (lambda t: t.sum(axis=1), lambda a: a.sum(1))}
+  x = x.astype(np.float64 if name == "f64" else np.float32)
+  (f,) = kernels(cases[name][0](Tensor(x)))
+  text, launch = lower_kernel(f)
+  assert launch.group
+  src, ref = Emitter.gpu_module([text]), cases[name][1](x)
+  out = np.full(ref.size, np.nan, x.dtype)
+  simt.run(src, [out, x.reshape(-1)], launch.global_size[0], launch.local_size[0])
+  np.testing.assert_allclose(out, ref.reshape(-1), rtol=1e-5, atol=1e-5)
+  lines = src.splitlines()
+  barriers = [i for i, l in enumerate(lines) if l.strip() == "gpu.barrier"]
+  assert barriers
+  for i in barriers:
+    with pytest.raises(simt.RaceError):
+      simt.run("\n".join(lines[:i] + lines[i + 1:]), [out, x.reshape(-1)], launch.global_size[0], launch.local_size[0])

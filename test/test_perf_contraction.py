@@ -261,3 +261,42 @@ def test_attention_products_with_row_sums_in_the_epilogue(shape):
   s = q.astype(np.float64) @ k.swapaxes(-1, -2) / np.sqrt(shape[-1])
   e = np.exp(s - s.max(-1, keepdims=True))
   np.testing.assert_allclose(t.numpy(), (e / e.sum(-1, keepdims=True)) @ v, rtol=1e-4, atol=1e-5)
+
+def test_symbolic_panels_kept_per_input_and_values(monkeypatch):
+  """A contraction over a symbolic size keeps the panels of a constant input for the values they were packed at (their
+  loops run to them): a TinyJit replay or a realize at those values skips the pack, at other values packs anew (a pack
+  kept for a smaller value would leave the rows past it stale), against numpy at every value, in any order."""
+  from morok_mlir import Variable
+  from morok_mlir.jit import TinyJit
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  a, b = rnd(256, 64), rnd(256, 64)
+  A, B = Tensor(a), Tensor(b)
+  f = lambda n: (A[:n] @ B[:n].T).realize()
+  V, jit = Variable("n", 1, 256), TinyJit(f)
+  for n in (200, 200, 230, 200, 256, 150, 256):
+    np.testing.assert_allclose(jit(V.bind(n)).numpy(), a[:n] @ b[:n].T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(f(V.bind(n)).numpy(), a[:n] @ b[:n].T, rtol=1e-4, atol=1e-4)
+  progs = [p for s in R._schedule_cache.values() for it in s.items for p in getattr(it.program, "progs", [it.program])]
+  keyed = [p for p in progs if any(keys for *_, keys in p.spec.reuse)]
+  assert keyed and any(B.uop in p._kept for p in keyed), [p.spec.reuse for p in progs]
+  assert all(len(d) <= len(p.spec.reuse) for p in keyed for d in p._kept.values())   # one result per input and scratch
+
+def test_replays_with_kept_panels_run_prepared(monkeypatch):
+  """A TinyJit replay of a contraction whose panels of a constant input are kept runs its prepared argument set (the
+  kept result taken once, its pack skipped), not the per-call path through call_buffers; at the symbolic sizes' values
+  of the first call and at others."""
+  import morok_mlir.device.cpu as C
+  from morok_mlir import Variable
+  from morok_mlir.jit import TinyJit
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  a, w = rnd(256, 64), rnd(64, 96)
+  A, W = Tensor(a), Tensor(w)
+  V = Variable("n", 1, 256)
+  static, sym = TinyJit(lambda: (A @ W).realize()), TinyJit(lambda n: (A[:n] @ W).realize())
+  for _ in range(3): static(); sym(V.bind(200))
+  calls, call_buffers = [], C.CPUProgram.call_buffers
+  monkeypatch.setattr(C.CPUProgram, "call_buffers", lambda self, *args: calls.append(self.name) or call_buffers(self, *args))
+  for n in (200, 230, 200):
+    np.testing.assert_allclose(static().numpy(), a @ w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(sym(V.bind(n)).numpy(), a[:n] @ w, rtol=1e-4, atol=1e-4)
+  assert not calls, calls

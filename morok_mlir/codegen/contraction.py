@@ -61,11 +61,8 @@ class Contraction:
     self.rows_a = self.K + 16 * (self.K % 256 == 0) if T and len(K) == 1 and not k_contiguous(a, K[0]) and k_rows(a, K[0]) else None
     self.ka = self.rows_a or self.K   # A's floats per row in its scratch
     # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
-    # a convolution of one image): the runtime may keep them while that input lives
-    def one_slot(x):
-      srcs = {u.src[0].src[0] for u in x.toposort if u.op is Ops.LOAD}
-      return next(iter(srcs)).attrs["slot"] if len(srcs) == 1 and next(iter(srcs)).op is Ops.BUFFER else None
-    self.a_slot, self.b_slot = one_slot(a), one_slot(b)
+    # a convolution of one image): the runtime may keep them while that input lives (see reuse)
+    (self.a_slot, self.a_keys), (self.b_slot, self.b_keys) = self.source(a, 0), self.source(b, 1)
     # A packed per MC-row block inside mm, when threads split row blocks (more of them than B panels: convolutions,
     # tall operands): each thread's block (all of K, half as many floats as MC x KC: half of L2) stays in L2 from packing to use.
     # Not a plain k-contiguous load of one buffer (weights, as in a convolution of one image): its own phase packs it,
@@ -319,12 +316,26 @@ class Contraction:
             (f"{self.name}_mm", mm_par),
             *([] if self.epi_tile else [(f"{self.name}_epi", par(self.epi, bt * self.M * self.N))])]
 
-  def reuse(self) -> list[tuple[int, int, int]]:
-    """(phase, argument, scratch) of pack_a (a phase of its own) and pack_b when their panels are a function of one input
-    buffer of 4-byte elements: panels of narrower data (quantized blocks, float16) would keep a float32 copy of weights
-    that are narrow to save memory (an LLM's: its resident memory is to stay near its file's size)."""
+  KEY_MAX = 64   # int64 elements a kept pack's keys may hold (the symbolic sizes' values: one per Variable)
+  def source(self, x: UOp, own: int) -> tuple[int | None, tuple[int, ...]]:
+    """(slot, keys) of operand x's pack (own: 0 for a, 1 for b) when it reads one input buffer's data, and besides only
+    int64 arguments of at most KEY_MAX elements, keys: the symbolic sizes' values, read by x or by the extents its
+    loops run to (its own rows, k, the batch); else (None, ())."""
+    loads = lambda e: {u.src[0].src[0] for u in e.toposort if u.op is Ops.LOAD}
+    keys = sorted({b for e in (x, self.rt[own], *self.rt[2:]) for b in loads(e) if b.op is Ops.BUFFER and b.dtype.base is dtypes.int64
+                   and b.dtype.size <= self.KEY_MAX}, key=lambda b: b.attrs["slot"])
+    if len(srcs := loads(x) - set(keys)) != 1 or (src := next(iter(srcs))).op is not Ops.BUFFER: return None, ()
+    return src.attrs["slot"], tuple(b.attrs["slot"] for b in keys)
+
+  def reuse(self) -> list[tuple[int, int, int, tuple[int, ...]]]:
+    """(phase, argument, scratch, keys) of pack_a (a phase of its own) and pack_b when their panels are a function of one
+    input buffer of 4-byte elements and of the contents of the small int64 arguments keys (the symbolic sizes' values,
+    read at run time: a kept pack holds for the values it was made at). Not of narrower data (quantized blocks,
+    float16): their panels would keep a float32 copy of weights that are narrow to save memory (an LLM's: its resident
+    memory is to stay near its file's size)."""
     names = [e for e, _ in self.phases()]
-    return [(names.index(f"{self.name}_pack_{x}"), slot, s) for x, slot, s in (("a", self.a_slot, 0), ("b", self.b_slot, 1))
+    return [(names.index(f"{self.name}_pack_{x}"), slot, s, keys) for x, slot, s, keys in
+            (("a", self.a_slot, 0, self.a_keys), ("b", self.b_slot, 1, self.b_keys))
             if slot is not None and f"{self.name}_pack_{x}" in names and self.f.args[slot].dtype.base.itemsize >= 4]
 
   def text(self) -> str:

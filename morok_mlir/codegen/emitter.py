@@ -81,6 +81,10 @@ class Emitter:
   def prefetch(self, b: Block, buf: str, i: str, write: bool, mt: str, locality: int = 3):
     b.lines.append(f"memref.prefetch {buf}[{i}], {'write' if write else 'read'}, locality<{locality}>, data : {mt}")
   def fma(self, b: Block, x: str, y: str, z: str, vt: str) -> str: return self.op(b, f"vector.fma {x}, {y}, {z} : {vt}")
+  def vbitcast(self, b: Block, x: str, src: str, dst: str) -> str: return self.op(b, f"vector.bitcast {x} : {src} to {dst}")
+  def intrinsic(self, b: Block, name: str, xs: list[str], tys: list[str], ret: str) -> str:
+    """A call of LLVM intrinsic `name` (a CPU instruction the vector ops do not say, VNNI's vpdpbusd)."""
+    return self.op(b, f"llvm.call_intrinsic \"{name}\"({', '.join(xs)}) : ({', '.join(tys)}) -> {ret}")
   def alloca(self, b: Block, mt: str, align: int = 64, heap: bool = False) -> str:
     """Memory of type mt, on the stack (alloca) or the heap (alloc: dealloc it)."""
     return self.op(b, f"memref.{'alloc' if heap else 'alloca'}() {{alignment = {align} : i64}} : {mt}")
@@ -91,7 +95,37 @@ class Emitter:
 
   # -- gpu ops
   def gpu_id(self, b: Block, kind: str) -> str: return self.op(b, f"gpu.{kind} x")   # kind: thread_id, block_id, global_id
-  def all_reduce(self, b: Block, op: str, x: str, ty: str) -> str: return self.op(b, f"gpu.all_reduce {op} {x} uniform {{}} : ({ty}) -> ({ty})")
+  def barrier(self, b: Block): b.lines.append("gpu.barrier")
+  def shuffle_xor(self, b: Block, x: str, offset: str, width: str, ty: str) -> str:
+    """x of the lane whose number differs from this one's by xor offset, among `width` lanes (gpu.shuffle xor)."""
+    name = self.fresh()
+    b.lines.append(f"{name}:2 = gpu.shuffle xor {x}, {offset}, {width} : {ty}")
+    return f"{name}#0"
+  def async_copy(self, b: Block, src: str, i: str, dst: str, j: str, n: int, valid: str, smt: str, dmt: str) -> str:
+    """cp.async of n elements src[i..] -> dst[j..] (dst in shared memory), `valid` of them read (the rest zero-filled),
+    past the L1 cache (cp.async.cg: the tile is read once, from shared memory)."""
+    return self.op(b, f"nvgpu.device_async_copy {src}[{i}], {dst}[{j}], {n}, {valid} {{bypassL1}} : {smt} to {dmt}")
+  def async_commit(self, b: Block, tokens: list[str]) -> str: return self.op(b, f"nvgpu.device_async_create_group {', '.join(tokens)}")
+  def async_wait(self, b: Block, group: str, pending: int): b.lines.append(f"nvgpu.device_async_wait {group} {{numGroups = {pending} : i32}}")
+  def mma_sync(self, b: Block, a: list[str], bb: list[str], c: list[str], shape: tuple[int, int, int], ptx: str, reg: str) -> str:
+    """A warp's D = A x B + C (nvvm.mma.sync, row x col, f32 accumulators): a, bb its registers of type reg, c its 4 f32."""
+    m, n, k = shape
+    types = f", multiplicandAPtxType = #nvvm.mma_type<{ptx}>, multiplicandBPtxType = #nvvm.mma_type<{ptx}>" if ptx != "f16" else ""
+    return self.op(b, f"nvvm.mma.sync A[{', '.join(a)}] B[{', '.join(bb)}] C[{', '.join(c)}] {{layoutA = #nvvm.mma_layout<row>, "
+                      f"layoutB = #nvvm.mma_layout<col>{types}, shape = #nvvm.shape<m = {m}, n = {n}, k = {k}>}} : ({reg}, {reg}, f32) "
+                      f"-> !llvm.struct<({', '.join(['f32'] * len(c))})>")
+  def extract(self, b: Block, x: str, i: int, n: int) -> str:
+    """Field i of an mma.sync's n f32 results."""
+    return self.op(b, f"llvm.extractvalue {x}[{i}] : !llvm.struct<({', '.join(['f32'] * n)})>")
+  def ldmatrix(self, b: Block, sh: str, i: str, n: int, trans: bool, mt: str, elem: str) -> str:
+    """A warp's n 8x8 matrices of 16-bit elements from shared memory (ldmatrix, .trans where trans): each lane gives
+    the address of one matrix row and gets register r of each (nvgpu.ldmatrix: vector<n x 2 x elem>)."""
+    return self.op(b, f"nvgpu.ldmatrix {sh}[{i}] {{numTiles = {n} : i32, transpose = {str(trans).lower()}}} : {mt} -> vector<{n}x2x{elem}>")
+  def vextract(self, b: Block, x: str, i: int, row: str, vt: str) -> str: return self.op(b, f"vector.extract {x}[{i}] : {row} from {vt}")
+  def tf32(self, b: Block, x: str) -> str:
+    """An f32 rounded to tf32 (to nearest, ties away: cvt.rna.tf32.f32), as an mma.sync register."""
+    return self.op(b, f"nvvm.convert.float.to.tf32 {x} {{rnd = #nvvm.fp_rnd_mode<rna>}}")
+  def llvm_bitcast(self, b: Block, x: str, src: str, dst: str) -> str: return self.op(b, f"llvm.bitcast {x} : {src} to {dst}")
   def launch(self, b: Block, kernel: str, blocks: list[str], threads: list[str], args: list[str], tys: list[str]):
     """A launch of @kernels::@kernel over blocks x threads (three sizes each)."""
     b.lines.append(f"gpu.launch_func @kernels::@{kernel} blocks in ({', '.join(blocks)}) threads in ({', '.join(threads)}) "
@@ -150,12 +184,16 @@ class Emitter:
     by = "  " * depth
     return f"{by}{head} {{\n{''.join(funcs)}{by}}}\n"
   @staticmethod
-  def gpu_func(name: str, args: list[str], body: Block, block_size: int, readonly: frozenset[int] = frozenset()) -> str:
+  def gpu_func(name: str, args: list[str], body: Block, block_size: int, readonly: frozenset[int] = frozenset(),
+               workgroup: list[str] = ()) -> str:
     """A gpu.func kernel run by blocks of block_size threads (inside a gpu.module); args: `name: type`, each 16-byte
     aligned (the runtime's allocations are 256-byte aligned: the back end may then use 16-byte loads and stores); the
-    readonly ones `noalias readonly`, which the NVPTX back end loads through the read-only cache (ld.global.nc)."""
+    readonly ones `noalias readonly`, which the NVPTX back end loads through the read-only cache (ld.global.nc);
+    workgroup: `name: memref type` of the block's shared memory (16-byte aligned: cp.async writes 16 bytes)."""
     args = [f"{a} {{llvm.align = 16 : i64{', llvm.noalias, llvm.readonly' if i in readonly else ''}}}" for i, a in enumerate(args)]
-    return Emitter.func(name, args, body, "gpu.func", f" kernel attributes {{known_block_size = array<i32: {block_size}, 1, 1>}}", "gpu.return", 2)
+    shared = f" workgroup({', '.join(f'{w} {{llvm.align = 16 : i64}}' for w in workgroup)})" if workgroup else ""
+    head = f"{shared} kernel attributes {{known_block_size = array<i32: {block_size}, 1, 1>}}"
+    return Emitter.func(name, args, body, "gpu.func", head, "gpu.return", 2)
   @staticmethod
   def gpu_module(kernels: list[str], host: list[str] = ()) -> str:
     """A module of GPU kernels (in `gpu.module @kernels`) and the host functions that launch them."""

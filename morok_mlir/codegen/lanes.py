@@ -167,12 +167,18 @@ def _vcast(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
   if sl(s) == sl(d): return srcs[0]
   if d.is_bool: return (em.cmpf if s.is_float else em.cmpi)(fr, "une" if s.is_float else "ne", srcs[0], _vconst(lw, fr, "0.0" if s.is_float else "0", s), lw.vty(s))
   return em.cast(fr, cast_op(s, d), srcs[0], lw.vty(s), lw.vty(d))
+def _vshift(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
+  """A shift of vectors by a vector of amounts, one per lane (vpsrlvd/vpsllvd), with Lowerer.shift's guard where an amount may
+  lie outside [0, bits)."""
+  dt = u.dtype
+  return lw.shift(u.op, u.src, srcs, dt, fr, lw.vty(dt), lambda v: _vconst(lw, fr, str(v), dt), lw.vty(dtypes.bool))
 VRULES = {
   (Ops.WHERE, "b"): lambda lw, u, srcs, fr: lw.em.select(fr, *srcs, lw.vty(u.dtype), lw.vty(dtypes.bool)),
   (Ops.NEG, "f"): lambda lw, u, srcs, fr: lw.em.arith(fr, "negf", lw.vty(u.src[0].dtype), srcs[0]),
   (Ops.RECIP, "f"): lambda lw, u, srcs, fr: lw.em.arith(fr, "divf", lw.vty(u.dtype), _vconst(lw, fr, '1.0', u.dtype), srcs[0]),
   **{(Ops.CAST, c): _vcast for c in "fsub"},
   **{(Ops.BITCAST, c): lambda lw, u, srcs, fr: lw.em.cast(fr, "bitcast", srcs[0], lw.vty(u.src[0].dtype), lw.vty(u.dtype)) for c in "fsu"},
+  **{(op, c): _vshift for op in (Ops.SHL, Ops.SHR) for c in "su"},
   **{(Ops(op), "f"): _vpoly for op in POLY}, **{(op, c): _vcmp for op in CMP for c in CMP[op]}}
 
 def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:

@@ -327,16 +327,17 @@ class Lowerer(Placement):
     if signed: q = em.select(fr, ism1, em.arith(fr, "subi", t, zero, a), q, t)
     return em.select(fr, isz, zero, q, t)
 
-  def shift(self, op: str, srcs, names: list[str], dt: DType, fr: Frame) -> str:
+  def shift(self, op: str, srcs, names: list[str], dt: DType, fr: Frame, ty: str = "", const=None, cty: str = "") -> str:
     """Shifts as numpy defines them for every amount: one outside [0, bits) (a negative one too, read as unsigned) shifts
     every bit out, so shl gives 0 and shr 0 or the sign fill (LLVM's shift by >= bits is poison). A constant amount in
-    range needs no guard."""
-    L, t, (a, b), d = (lambda text: self.line(fr, text)), sl(dt), names, srcs[1]
-    mop = ALU[op][cls(dt)]
-    if d.op is Ops.CONST and 0 <= d.attrs["value"] < dt.bits: return L(f"{mop} {a}, {b} : {t}")
-    ok, em = self.em.cmpi(fr, "ult", b, self.const(dt.bits, dt), t), self.em
-    if op is Ops.SHR and not dt.is_unsigned: return em.arith(fr, "shrsi", t, a, em.select(fr, ok, b, self.const(dt.bits - 1, dt), t))
-    return em.select(fr, ok, L(f"{mop} {a}, {b} : {t}"), self.const(0, dt), t)   # select: the poison is not chosen
+    range needs no guard. ty, const, cty: the operands' type, a maker of its constants and the condition's type where they
+    are vectors (LaneLowerer: an amount per lane)."""
+    em, (a, b), mop = self.em, names, ALU[op][cls(dt)]
+    t, c = ty or sl(dt), const or (lambda v: self.const(v, dt))
+    if (d := srcs[1]).op is Ops.CONST and 0 <= d.attrs["value"] < dt.bits: return self.line(fr, f"{mop} {a}, {b} : {t}")
+    ok = em.cmpi(fr, "ult", b, c(dt.bits), t)
+    if op is Ops.SHR and not dt.is_unsigned: return em.arith(fr, "shrsi", t, a, em.select(fr, ok, b, c(dt.bits - 1), t, cty))
+    return em.select(fr, ok, self.line(fr, f"{mop} {a}, {b} : {t}"), c(0), t, cty)   # select: the poison is not chosen
 
   def cast(self, x: str, s: DType, d: DType, fr: Frame) -> str:
     em = self.em

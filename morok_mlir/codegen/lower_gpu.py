@@ -7,11 +7,12 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
   `global` blocks; a `scf.if gid < N` guards the tail when `local` does not divide N. Past GRID_MAX blocks, a grid-stride
   `scf.for` from gid to N by the launch's thread count instead.
 - GROUP (tinygrad's name): when the kernel has few outputs and a long reduction, each block computes one output;
-  its threads stride over the reduce ranges (coalesced again), then `gpu.all_reduce` combines the partials through
-  warp shuffles and shared memory, and thread 0 stores. Only 32/64-bit reductions: shuffles move 32-bit words.
+  its threads stride over the reduce ranges (coalesced again), then the partials combine through warp shuffles
+  (`gpu.shuffle xor`), shared memory and a `gpu.barrier` (GPU.combine), and thread 0 stores. Only 32/64-bit
+  reductions: shuffles move 32-bit words.
 - ROW: when every reduce of a kernel is a value of its row (softmax's max and sum, layernorm's mean and variance), a
-  block per row computes each reduce once as GROUP does (`gpu.all_reduce`: shuffles in each warp, shared memory and a
-  barrier across warps), then its threads stride over the row writing the outputs, 4 neighbours a step where 4 divides
+  block per row computes each reduce once as GROUP does (shuffles in each warp, shared memory and a barrier across
+  warps), then its threads stride over the row writing the outputs, 4 neighbours a step where 4 divides
   the row. The row is read once per reduce and once to write it (softmax, layernorm: 3 times; the later reads of a
   block's row mostly hit the cache).
 - GROUP and ROW reduces read 4 neighbours of the reduce's last range a step (16-byte loads) where its size divides by
@@ -28,6 +29,9 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
   value, and a captured CUDA graph can keep its launches); the output digits divide by the values read at run time, so
   the positions in use are the first threads, and a thread (a block, in GROUP kernels) past them does nothing; reduce
   loops run to the values. A value far below its maximum leaves idle blocks, each exiting at its first branch.
+- Contractions (matmul, batched matmul, convolution) of f16/bf16 operands, and of f32 ones where tf32 is allowed, on a
+  chip with tensor cores (sm_80 on; the `chip` a caller names) are tiled instead: codegen.gpu_tiles (shared-memory
+  stages filled by cp.async, barriers, mma.sync per warp).
 - `morok_mlir.device.gpu_emulator` lowers the same kernels with its own policy (ids from a loop counter, launches as
   loops of calls) to run them on the CPU.
 
@@ -40,7 +44,7 @@ from morok_mlir.ir.bridge import Func, import_module, replace_module_body
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
-from morok_mlir.ir.registry import register, PassError
+from morok_mlir.ir.registry import register, Option, PassError
 from morok_mlir.codegen.tables import COMPUTE, cls, mem_type, sl
 from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis, kernel_calls
 from morok_mlir.codegen.lower_cpu import RULES, Lowerer
@@ -55,8 +59,7 @@ GROUP_MAX = 256        # threads per block that share one reduction
 GROUP_OUTPUTS = 16384  # GROUP only when there are at most this many outputs (else one thread per output is enough work)
 GROUP_MIN_REDUCE = 64  # ... and the reduction is at least this long
 GRID_MAX = 1 << 16     # blocks of an elementwise kernel at most: a bigger one loops its threads over the outputs (grid stride)
-ALL_REDUCE = {"add": dict(f="add", s="add", u="add"), "mul": dict(f="mul", s="mul", u="mul"),  # op -> dtype class -> gpu.all_reduce op
-              "max": dict(f="maximumf", s="maxsi", u="maxui"), "min": dict(f="minimumf", s="minsi", u="minui")}
+BLOCK_REDUCE = ("add", "mul", "max", "min")   # the reduces a block combines through shuffles
 GPU_MATH = {  # float op -> template: sqrt.rn (IEEE, as on the CPU; math.sqrt becomes libdevice's sqrt.approx), and the
   # hardware ex2/lg2 through libdevice rather than the CPU's vectorizable polynomials
   "sqrt": 'llvm.call_intrinsic "llvm.sqrt.{t}"({x}) : ({t}) -> {t}', "exp2": "math.exp2 {x} : {t}", "log2": "math.log2 {x} : {t}"}
@@ -69,6 +72,7 @@ class Launch:
   group: bool = False                 # one block per output, reductions across the block
   upcast: int = 1                     # consecutive outputs (of the last axis) per thread
   row: bool = False                   # (ROW) one block per row: the row's reduces across the block, then its outputs
+  tiles: bool = False                 # a tiled contraction (codegen.gpu_tiles): shared memory, barriers, cp.async, mma.sync
 
 def _prod(xs) -> int: return math.prod(xs)
 def _size(r: UOp) -> int: return rsize(r)   # a symbolic size's largest value: what the launch is sized for
@@ -92,10 +96,11 @@ GPU_RULES = {**RULES, **{(Ops(op), "f"): (lambda lw, op, srcs, names, sdt, dt, f
 
 class GPU(Policy):
   """The GPU's policy: the output nest as global ids (GROUP: block ids, the reduces strided over a block's threads),
-  UPCAST lanes, GPU_RULES. What the ids and a block's combine are made of is the target's (`ids`, `all_reduce`):
+  UPCAST lanes, GPU_RULES. What the ids and a block's combine are made of is the target's (`ids`, `combine`):
   `gpu` ops here, arithmetic on the thread's number in the emulator's policy (Emulated)."""
   name, rules, keeps = "uop-lower-gpu", GPU_RULES, False   # a scratch row per GPU thread would live in local memory: recompute
   def __init__(self, f: Func, group_threads: int = GROUP_MAX):
+    if group_threads < 1 or group_threads & (group_threads - 1): raise ValueError(f"group_threads must be a power of 2, got {group_threads}")
     self.group_threads, self.tid = group_threads, None
     ends = [s for s in f.roots[0].src if s.op is Ops.END] if f.roots else []
     if len(ends) > 1: raise PassError(f"uop-lower-gpu maps one loop nest per kernel, @{f.name} has {len(ends)}", ends[1].loc)
@@ -104,13 +109,14 @@ class GPU(Policy):
     rngs = sorted(self.end.src[1:], key=_axis) if self.end else []
     self.out_rngs, self.serial = [r for r in rngs if r.attrs["kind"] != "serial"], [r for r in rngs if r.attrs["kind"] == "serial"]
     self.lane_groups: dict[UOp, list[UOp]] = {}   # a reduce of one lane -> the same reduce of every lane
+    self.workgroup: list[tuple[str, str]] = []     # the block's shared memory: (name, memref type) per block reduce
 
   def bind(self, lw: Placement):
     n = _prod(_size(r) for r in self.out_rngs)
     top = [u for u in lw.sink.toposort if u.op is Ops.REDUCE and lw.ranges[u] <= set(self.out_rngs)]
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
     def shuffles(u: UOp) -> bool:   # bf16 accumulates in f32: 32-bit shuffles
-      return (u.attrs.get("op") in ALL_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
+      return (u.attrs.get("op") in BLOCK_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
               and u.dtype is not dtypes.index)
     def invariant(u: UOp) -> bool: return not any(v.op is Ops.REDUCE and lw.rs(v) & set(u.src[1:]) for v in u.src[0].toposort)
     self.group = set(top) if top and all(map(shuffles, top)) and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
@@ -156,18 +162,31 @@ class GPU(Policy):
   def gpu_id(self, lw: Placement, kind: str) -> str: return lw.em.gpu_id(lw.root, kind)   # at the top of the kernel
   def ids(self, lw: Placement):
     if self.tid is None: self.tid, self.bid = self.gpu_id(lw, "thread_id"), self.gpu_id(lw, "block_id")
-  def all_reduce(self, lw: Placement, fr: Frame, op: str, x: str, dt: DType) -> str: return lw.em.all_reduce(fr, ALL_REDUCE[op][cls(dt)], x, sl(dt))
   def threads(self, lw: Placement, fr: Frame, body) -> None:
     """body(block, thread id) as every thread of the block runs it: here, this thread in fr."""
     body(fr, self.tid)
   def combine(self, lw: Placement, fr: Frame, u: UOp, dt: DType, part) -> str:
-    """The reduce u of the block's threads' parts (part(block, thread id) -> name) in every thread: gpu.all_reduce."""
-    return self.all_reduce(lw, fr, u.attrs["op"], part(fr, self.tid), dt)
+    """The reduce u of the block's threads' parts (part(block, thread id) -> name) in every thread: each warp folds its
+    lanes' parts by shuffles (xor 16, 8, .. 1), lane 0 of each warp writes the warp's to shared memory (a buffer per
+    reduce), a barrier, then every thread folds the warps' (a second barrier where a serial loop may come back to it)."""
+    em, op, t, c = lw.em, u.attrs["op"], sl(dt), (lambda v, d=dtypes.index: lw.const(v, d))
+    x, width, warps = part(fr, self.tid), min(32, self.local), max(1, self.local // 32)
+    for off in (width >> k for k in range(1, width.bit_length())):
+      x = lw.scalar_alu(op, dt, [x, em.shuffle_xor(fr, x, c(off, dtypes.int32), c(width, dtypes.int32), t)], dt, fr, u)
+    if warps == 1: return x
+    self.workgroup.append((sh := f"%partials{len(self.workgroup)}", mt := f"memref<{warps}x{t}, #gpu.address_space<workgroup>>"))
+    warp = em.arith(fr, "divui", "index", self.tid, c(32))
+    with em.if_(fr, em.cmpi(fr, "eq", em.arith(fr, "remui", "index", self.tid, c(32)), c(0), "index")) as (then, _):
+      em.store(then, x, sh, warp, mt)
+    em.barrier(fr)
+    for w in range(warps): x = em.load(fr, sh, c(w), mt) if w == 0 else lw.scalar_alu(op, dt, [x, em.load(fr, sh, c(w), mt)], dt, fr, u)
+    if self.serial: em.barrier(fr)
+    return x
   def func(self, lw: Placement, name: str, private: bool = False) -> str:
     # read-only buffers through the read-only cache (ld.global.nc), except in a thread with its lanes' accumulators (a
     # register-tiled matmul), where ptxas then trades spills for 32 registers (sm_80 and sm_90)
     return Emitter.gpu_func(name, params([mem_type(t.dtype) for t in lw.f.args]), lw.root, self.local,
-                            frozenset() if self.lane_groups else read_only(lw.f))
+                            frozenset() if self.lane_groups else read_only(lw.f), [f"{n}: {t}" for n, t in self.workgroup])
   @staticmethod
   def launch_call(em: Emitter, b: Block, launch: Launch, args: list[str], tys: list[str], c) -> None:
     """The host's launch of a kernel on args (c: an index constant of the host function)."""
@@ -342,11 +361,15 @@ class GPU(Policy):
     return fr, dt, lp.results
 
 
-def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MAX, policy: type[GPU] = GPU) -> tuple[str, Launch]:
+def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MAX, policy: type[GPU] = GPU, chip: str | None = None,
+                 tf32: bool = False, tile: int = -1) -> tuple[str, Launch]:
   """One kernel func (uop dialect, kernel level) -> (a `gpu.func ... kernel` over signless memrefs, its launch sizes).
   group_threads: threads per block of GROUP kernels at most; policy: GPU, or a policy that runs it elsewhere (the
-  emulator's)."""
-  lw = Lowerer(f, pol := policy(f, group_threads))
+  emulator's); chip (None: no target's facts), tf32 and tile: a contraction's tiled lowering (codegen.gpu_tiles) where
+  its plan accepts the kernel on that chip."""
+  from morok_mlir.codegen import gpu_tiles   # (built on this module's policy)
+  p = gpu_tiles.plan(f, chip, tf32, tile) if policy is GPU else None
+  lw = Lowerer(f, pol := gpu_tiles.Tiled(f, p) if p is not None else policy(f, group_threads))
   lw.effect(lw.sink)
   return pol.func(lw, name := name or f.name), pol.launch(name)
 
@@ -362,17 +385,24 @@ def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func
   em.splice(head, body)
   return Emitter.func(f.name, params([mem_type(t.dtype) for t in f.args]), head)
 
-def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX, policy: type[GPU] = GPU) -> str:
+def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX, policy: type[GPU] = GPU, **target) -> str:
+  """Every kernel (lower_kernel; target: its chip, tf32, tile) and the schedule's launches, as one module."""
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
   texts, launches = [], {}
   for f in funcs:
-    if f.name in kernels: t, launches[f.name] = lower_kernel(f, group_threads=group_threads, policy=policy); texts.append(t)
+    if f.name in kernels: t, launches[f.name] = lower_kernel(f, group_threads=group_threads, policy=policy, **target); texts.append(t)
     elif "uop.schedule" not in f.attrs: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
   return policy.module(texts, [lower_schedule(f, launches, kernels, policy) for f in funcs if "uop.schedule" in f.attrs])
 
-@register("uop-lower-gpu", "Kernels -> gpu.func in gpu.module @kernels (ids for output ranges, GROUP reductions via gpu.all_reduce); "
-          "@schedule -> gpu.launch_func", on_uops=False)
-def uop_lower_gpu(module_op):
+@register("uop-lower-gpu", "Kernels -> gpu.func in gpu.module @kernels (ids for output ranges, GROUP reductions by shuffles and shared memory, "
+          "tiled contractions on tensor cores for a chip); "
+          "@schedule -> gpu.launch_func", on_uops=False,
+          chip=Option(str, "", "the target chip (sm_80, sm_90, ...): contractions tiled for its tensor cores (empty: none)"),
+          tf32=Option(bool, False, "f32 contractions may run on tensor cores as tf32 (PyTorch's allow_tf32)"),
+          tile=Option(int, -1, "a tiled contraction's block tile: its place in gpu_tiles.TILES (-1: the heuristic's)"))
+def uop_lower_gpu(module_op, chip: str = "", tf32: bool = False, tile: int = -1):
   from mlir import ir
-  replace_module_body(module_op, lower_module(import_module(module_op)))
+  from morok_mlir.codegen.gpu_tiles import TARGETS
+  if chip and chip not in TARGETS: raise PassError(f"uop-lower-gpu: unknown chip {chip!r}")
+  replace_module_body(module_op, lower_module(import_module(module_op), chip=chip or None, tf32=tf32, tile=tile))
   with module_op.context: module_op.attributes[GPU_CONTAINER] = ir.UnitAttr.get()

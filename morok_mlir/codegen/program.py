@@ -9,17 +9,19 @@ from morok_mlir.ir.registry import register, PassError
 from morok_mlir.codegen.lower_cpu import _int_attr, lower_kernel, mem_type, parallel_info
 from morok_mlir.codegen.lanes import LaneLowerer, LaneReduce, lane_split, reduce_lane_split
 from morok_mlir.codegen.contraction import Contraction
+from morok_mlir.codegen.int8 import Int8Contraction
 from morok_mlir.codegen.split_reduce import SplitReduce
 from morok_mlir.codegen.winograd import Winograd, direct
 from morok_mlir.codegen.emitter import Block, Emitter, arg, params
 from morok_mlir.codegen.placement import kernel_calls
 
 # choices made for static loop sizes (a contraction's and lanes' run to symbolic sizes too)
-STATIC_ONLY = ("uop.winograd", "uop.split_reduce", "uop.nontemporal")
+STATIC_ONLY = ("uop.int8", "uop.winograd", "uop.split_reduce", "uop.nontemporal")
 
-def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int]]]:
+def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None]], list[int], list[tuple[int, int, int, tuple]]]:
   """A kernel as device code: (module body text, [(entry, parallel info)] run in order, scratch f32 buffer sizes,
-  [(phase, argument, scratch)] phases whose result depends on one argument alone). A loop may run to a symbolic size
+  [(phase, argument, scratch, keys)] phases whose result depends on one argument alone, and on the contents of the small
+  arguments keys: the symbolic sizes' values). A loop may run to a symbolic size
   (its end read at run time) only in a kernel without the choices in STATIC_ONLY."""
   if (k := next((a for a in STATIC_ONLY if a in f.attrs), None)) and f.roots and any(
       u.op is Ops.RANGE and im.cval(u.src[0]) is None for u in f.roots[0].toposort):
@@ -27,6 +29,7 @@ def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None
   if "uop.winograd" in f.attrs:
     try: return (c := Winograd(f, name)).text(), c.phases(), c.scratch, c.reuse()
     except NotImplementedError: f = direct(f)   # an image its lanes cannot read (a flipped or channels-last one)
+  if "uop.int8" in f.attrs: return (c := Int8Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
   if "uop.contraction" in f.attrs: return (c := Contraction(f, name)).text(), c.phases(), c.scratch, c.reuse()
   if "uop.split_reduce" in f.attrs: return (c := SplitReduce(f, name)).text(), c.phases(), c.scratch, []
   if "uop.reduce_lanes" in f.attrs and (ls := reduce_lane_split(f, w := _int_attr(f, "uop.reduce_lanes"))) is not None:

@@ -172,7 +172,7 @@ class Winograd:
             (f"{self.name}_out", par(self.out, self.N * self.M))]
   @property
   def nblocks(self) -> int: return -(-sizes([outer_range(self.out)])[0] // self.rb)
-  def reuse(self) -> list[tuple[int, int, int]]: return [(0, self.wt_slot, 0)] if self.wt_slot is not None else []
+  def reuse(self) -> list[tuple[int, int, int, tuple]]: return [(0, self.wt_slot, 0, ())] if self.wt_slot is not None else []
   def text(self) -> str:
     inner = self.blocked   # blocked: in, mm and out are called by blk only
     return (lower_kernel(self.wt, f"{self.name}_wt") + lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane), inner)

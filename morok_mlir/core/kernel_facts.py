@@ -3,6 +3,7 @@ lower by (uop-lower-cpu, codegen.winograd). Pure analysis of the kernel's sink (
 
   contraction(sink)      (reduce, a, b, I, J, K, T): the kernel is a batch of matrix products (uop.contraction), found once
                          per kernel (`depends` may ask Z3) and remembered, so the code generator reads the optimizer's answer
+  int8_contraction(sink) the same of 8-bit values, summed in int32 (uop.int8)
   contraction_tiles      the register tile, KC and MC of an M x N x K contraction
   winograd(c)            the roles of a 3x3 convolution's ranges and operands (uop.winograd)
   k_contiguous, k_rows   how an operand reads memory along a reduce range
@@ -99,11 +100,22 @@ def contraction(sink: UOp) -> Contraction | None:
   red, a, b, *rs = hit[0]
   return back[red], back[a], back[b], *([back[r] for r in x] for x in rs)
 
-def find_contraction(sink: UOp) -> Contraction | None:
+I8 = (dtypes.uint8, dtypes.int8)
+def int8_contraction(sink: UOp) -> Contraction | None:
+  """contraction(sink) of an int32 sum of products of 8-bit values cast to int32, one operand unsigned and the other
+  signed (what VNNI's u8 x s8 dot product takes): (reduce, a, b, I, J, K, T), a and b the 8-bit values (uop.int8)."""
+  key, back = canonical(sink)
+  if (hit := _FOUND.get(("i8", key))) is None: _FOUND[("i8", key)] = hit = (find_contraction(key, dtypes.int32),)
+  if hit[0] is None: return None
+  red, a, b, *rs = hit[0]
+  if not all(x.op is Ops.CAST and x.dtype is dtypes.int32 for x in (a, b)) or {a.src[0].dtype, b.src[0].dtype} != set(I8): return None
+  return back[red], back[a.src[0]], back[b.src[0]], *([back[r] for r in x] for x in rs)
+
+def find_contraction(sink: UOp, dt=dtypes.float32) -> Contraction | None:
   ends = [u for u in sink.toposort if u.op is Ops.END]
   if len(ends) != 1 or ends[0].src[0].op is not Ops.STORE: return None
   loops = sorted(ends[0].src[1:], key=lambda r: r.attrs["axis"])
-  reds = [u for u in ends[0].src[0].toposort if u.op is Ops.REDUCE and u.dtype is dtypes.float32 and u.src[0].op is Ops.MUL
+  reds = [u for u in ends[0].src[0].toposort if u.op is Ops.REDUCE and u.dtype is dt and u.src[0].op is Ops.MUL
           and (u.attrs.get("op") == "add" or u.attrs.get("op") in ("max", "min") and u.src[0].src[1] is ONE)]
   # a product's operand may reduce inline too (an RMSNorm's mean of squares, per row): the product is the outermost
   reds = [r for r in reds if not any(r in c.src[0].toposort for c in reds if c is not r)]
@@ -256,8 +268,8 @@ LANE_MAX_STEP = 4
 
 def lane_supported(x: UOp, lane: UOp) -> bool:
   """Whether x can be computed as vectors over range `lane`: every value that depends on it of LANE_DTYPES and made by
-  LANE_OPS (float ops on f32 only, a shift by a constant amount within the width, no cast from or to index, a reduce of
-  add/max/min), every load
+  LANE_OPS (float ops on f32 only, no cast from or to index, a reduce of add/max/min; a shift may take an amount per
+  lane), every load
   among them stepping 0 (gated) to LANE_MAX_STEP elements per lane."""
   memo, dep = {}, {lane}
   for u in x.toposort:
@@ -266,7 +278,6 @@ def lane_supported(x: UOp, lane: UOp) -> bool:
     c = "f" if u.dtype.is_float else "u" if u.dtype.is_unsigned else "b" if u.dtype.is_bool else "s"
     if u.dtype not in LANE_DTYPES or u.op not in LANE_OPS[c]: return False
     if c == "f" and u.dtype is not dtypes.float32 and u.op not in (Ops.LOAD, Ops.BITCAST): return False   # f16 is read, then widened
-    if u.op in (Ops.SHL, Ops.SHR) and ((a := im.cval(u.src[1])) is None or not 0 <= a < 8 * u.dtype.itemsize): return False
     if u.op in (Ops.CAST, Ops.BITCAST) and dtypes.index in (u.dtype, u.src[0].dtype): return False
     if u.op is Ops.WHERE and u.src[1].dtype is not u.dtype: return False
     if u.op is Ops.REDUCE and u.attrs.get("op") not in ("add", "max", "min"): return False

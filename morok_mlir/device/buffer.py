@@ -34,12 +34,12 @@ class Buffer:
       if base.device != self.device: raise ValueError(f"a view on {self.device} of a {base.device} buffer")
       if offset < 0 or offset + self.nbytes > base.nbytes: raise ValueError(f"view of {self.nbytes} bytes at {offset} outside {base.nbytes}")
   @classmethod
-  def fresh(cls, device: str, size: int, dtype: DType) -> Buffer:
-    """Buffer(device, size, dtype).allocate() for a hot path (a TinyJit replay's outputs): device a canonical name,
-    dtype a DType, no view; no lock, as no other thread sees the Buffer yet."""
+  def fresh(cls, device: str, size: int, dtype: DType, opaque=None) -> Buffer:
+    """Buffer(device, size, dtype).allocate(opaque) for a hot path (a TinyJit replay's outputs): device a canonical
+    name, dtype a DType, no view; no lock, as no other thread sees the Buffer yet."""
     b = object.__new__(cls)
     b.device, b.allocator, b.size, b.dtype, b.base, b.offset = device, (a := Device[device].allocator), size, dtype, None, 0
-    b._buf = h = a.alloc(size, dtype)
+    b._buf = h = a.alloc(size, dtype) if opaque is None else opaque
     b.ptr = a.ptr(h)
     return b
   @property

@@ -67,8 +67,9 @@ class ProgramSpec:
   phases: tuple = ()         # ((entry, par), ...) run in order instead of `name` (a contraction's pack/mm/epilogue)
   scratch: tuple[int, ...] = ()  # f32 element counts of scratch buffers passed after the kernel's buffers
   align: int = 1             # byte alignment the outputs need (aligned nontemporal vector stores)
-  reuse: tuple[tuple[int, int, int], ...] = ()  # (phase, argument, scratch): the phase fills that scratch buffer from
-                                                # that argument alone, so its result holds while the argument does
+  reuse: tuple[tuple[int, int, int, tuple[int, ...]], ...] = ()  # (phase, argument, scratch, keys): the phase fills that
+          # scratch buffer from that argument alone, so its result holds while the argument does; and from the contents
+          # of the (small) arguments keys, the symbolic sizes' values: its result holds for those contents
 
 @dataclass(frozen=True)
 class CompiledSpec:
@@ -458,18 +459,29 @@ class CPUProgram:
     panels: weights, typically) runs once per input and its result is kept while the input lives."""
     if not self.spec.reuse: return self.call_ptrs(*[b.ptr for b in bufs])
     skip, fresh, use = set(), [], {}
-    for phase, arg, s in self.spec.reuse:
+    for phase, arg, s, keys in self.spec.reuse:
       if (u := inputs[arg] if inputs is not None else None) is None: continue
-      with self._kept_lock:
-        if (out := self._kept.get(u, {}).get(s)) is not None: self._kept[u] = self._kept.pop(u)   # most recently used last
-      if out is not None: skip.add(phase)
-      else: out = CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32); fresh.append((u, s, out))
+      if (out := self._kept_at(u, at := self._key(s, keys, lambda j: bufs[j].ptr))) is not None: skip.add(phase)
+      else: out = CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32); fresh.append((u, s, at, out))
       use[s] = out
     self.call_ptrs(*[b.ptr for b in bufs], skip=frozenset(skip), scratch=use)
-    if not fresh: return
+    if fresh: self._keep(fresh)
+  def _key(self, s: int, keys: tuple, ptr) -> object:
+    """What a kept result of scratch s is kept under: s, with the contents of the arguments keys (at ptr(j)) where the
+    phase reads those too (the symbolic sizes' values)."""
+    return (s, b"".join(ctypes.string_at(ptr(j), 8 * self.spec.args[j][0]) for j in keys)) if keys else s
+  def _kept_at(self, u: UOp, at) -> np.ndarray | None:
     with self._kept_lock:
-      for u, s, out in fresh:   # kept only once the call succeeded
-        self._kept.setdefault(u, {})[s] = out
+      if (out := self._kept.get(u, {}).get(at)) is not None: self._kept[u] = self._kept.pop(u)   # most recently used last
+    return out
+  def _keep(self, fresh: list) -> None:
+    """Keep the results (input, scratch, key, array) of a call that succeeded: one per input and scratch (a result for
+    other values of the sizes is dropped), within KEEP_BYTES, least recently used inputs dropped first."""
+    with self._kept_lock:
+      for u, s, at, out in fresh:
+        d = self._kept.setdefault(u, {})
+        for old in [k for k in d if type(k) is tuple and k[0] == s]: del d[old]
+        d[at] = out
       total = sum(a.nbytes for d in self._kept.values() for a in d.values())
       for u in list(self._kept):
         if total <= self.KEEP_BYTES or len(self._kept) == 1: break
@@ -479,18 +491,15 @@ class CPUProgram:
     replay): (args, run), where the caller writes buffer pointers into args.ptrs[:len(spec.args)] and run() calls
     every phase on them (one ctypes call for a serial kernel); the caller holds args while it uses run. None when a
     phase of an argument in const (an input whose contents never change) is reusable: call_buffers keeps that phase's
-    result; unless inputs (call_buffers') name inputs whose results it keeps already: the set then reads those (and
-    holds them) and run() skips their phases. The set pins the code it was made for (the engine, if the program has
-    moved onto its shared object since): prepare again when args.code is not self.code. scratch: buffers shared with
-    programs that never run at the same time as this set (else the set has its own)."""
-    kept, skip = {}, set()   # scratch -> the result kept for its input; the phases that made them
-    for phase, arg, s in self.spec.reuse:
-      if arg not in const: continue
-      with self._kept_lock: out = self._kept.get(inputs[arg], {}).get(s) if inputs is not None else None
-      if out is None: return None
-      kept[s] = out; skip.add(phase)
-    a = self._argset(kept, scratch)
-    a.phases = [p for i, p in enumerate(a.phases) if i not in skip]
+    result; unless inputs (call_buffers') name those inputs: run() then takes the results kept for them (for the sizes'
+    values read at the call, where they depend on those too) and skips their phases, or runs them into fresh arrays
+    it keeps once the call succeeds; the set holds the results it took. The set pins the code it was made for (the
+    engine, if the program has moved onto its shared object since): prepare again when args.code is not self.code.
+    scratch: buffers shared with programs that never run at the same time as this set (else the set has its own)."""
+    kept = [(phase, inputs[arg] if inputs is not None else None, s, keys) for phase, arg, s, keys in self.spec.reuse if arg in const]
+    if any(u is None for _, u, _, _ in kept): return None
+    a = self._argset(None, scratch)
+    if kept: return a, self._keyed_run(a, kept)
     if len(a.phases) == 1 and len(a.phases[0][1]) == 1: run = functools.partial(a.phases[0][0], a.phases[0][1][0])
     else:
       def run():
@@ -498,6 +507,27 @@ class CPUProgram:
           if len(packs) == 1: fn(packs[0])
           else: _workers().run(fn, packs)
     return a, run
+  def _keyed_run(self, a: _Args, keyed: list):
+    """prepare's run() for a set whose phases keyed (phase, input, scratch, keys) make results kept per input (and
+    keys' contents: the sizes' values, read at each call): where the set holds the result for them, the phase is
+    skipped, else the kept result is taken (or the phase runs into a fresh array, kept once the call succeeds)."""
+    n, held = len(self.spec.args), {}   # scratch -> the key of the result a.scratch holds there
+    def run():
+      off, fresh, took = set(), [], []
+      for i, u, s, keys in keyed:
+        if held.get(s) == (at := self._key(s, keys, a.ptrs.__getitem__)): off.add(i); continue
+        if (out := self._kept_at(u, at)) is None: fresh.append((u, s, at, out := CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32)))
+        else: off.add(i)
+        a.scratch[s], a.ptrs[n + s] = out, out.ctypes.data
+        took.append((s, at))
+      held.update((s, None) for s, _ in took)   # (until the call succeeds)
+      for i, (fn, packs) in enumerate(a.phases):
+        if i in off: continue
+        if len(packs) == 1: fn(packs[0])
+        else: _workers().run(fn, packs)
+      held.update(took)
+      if fresh: self._keep(fresh)
+    return run
   def __call__(self, *bufs: np.ndarray) -> None:
     if len(bufs) != len(self._np): raise TypeError(f"{self.name} takes {len(self._np)} buffers, got {len(bufs)}")
     for i, (b, (size, dt)) in enumerate(zip(bufs, self._np)):
@@ -622,9 +652,9 @@ class CPUDevice:
         self.compile_ms.append((time.perf_counter() - t0) * 1e3)
       todo = list(todo.items())
       t0 = time.perf_counter()
-      w = self._workers([spec for _, spec in todo])
-      mine, children = todo[::w + 1], []   # this process's share, and each forked process's
-      for share in (todo[i::w + 1] for i in range(1, w + 1)):
+      mine, *shares = self.shares(todo, self._workers([spec for _, spec in todo]) + 1)   # this process's, each forked one's
+      children = []
+      for share in shares:
         if (pid := self._fork(share)) is not None: children.append((pid, share))
         else: mine += share
       for i in range(0, len(mine), self.BATCH):
@@ -635,6 +665,17 @@ class CPUDevice:
         for k, spec in share: progs[k] = self.method_cache[k] = self.load(spec) or self.jit([spec])[0]
       if todo: self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(todo)] * len(todo)
     return [progs[k] for k in keys]
+  KERNEL_WORK = 4_000   # characters of kernel text that cost LLVM what compiling one more kernel does (a tiny kernel's ~10 ms)
+  @classmethod
+  def shares(cls, todo: list[tuple], n: int) -> list[list[tuple]]:
+    """todo's (key, spec) pairs in n shares of about equal compile work, so that no process waits long for another: the
+    largest kernel first to the share with the least so far. LLVM's time grows with a kernel's text (a contraction's
+    ~35,000 characters ~100 ms, an elementwise kernel's ~1,000 ~10 ms), and kernels of one model differ 30-fold."""
+    out, work = [[] for _ in range(n)], [0] * n
+    for t in sorted(todo, key=lambda t: -len(t[1].src)):
+      i = work.index(min(work))
+      out[i].append(t); work[i] += len(t[1].src) + cls.KERNEL_WORK
+    return out
   WORKERS: int | None = None   # compile processes besides this one (None: the cores to spare, from the load average)
   CHILD_WORK = 100_000         # characters of kernel text a compile process gets at least (~0.35 s of LLVM's work)
   def _workers(self, specs: list[ProgramSpec]) -> int:

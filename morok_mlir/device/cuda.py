@@ -237,6 +237,7 @@ class ProgramSpec:
   global_size: tuple[int, int, int]
   local_size: tuple[int, int, int]
   func: Func | None = field(default=None, compare=False, repr=False)   # the kernel it was lowered from (the emulator lowers it again)
+  tiled: bool = False                   # a tiled contraction (codegen.gpu_tiles): the emulator runs its text (device.simt)
 
 @dataclass(frozen=True)
 class CompiledSpec:
@@ -245,12 +246,14 @@ class CompiledSpec:
   chip: str
 
 class CUDARenderer:
-  """uop-lower-gpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
+  """uop-lower-gpu on one kernel for a chip (None: no tiled contractions), f32 contractions on tensor cores as tf32 where
+  tf32. The entry point is always `kernel`, so equal kernels render to equal text."""
+  def __init__(self, chip: str | None = None, tf32: bool = False): self.chip, self.tf32 = chip, tf32
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    try: text, launch = lower_kernel(f, name)
+    try: text, launch = lower_kernel(f, name, chip=self.chip, tf32=self.tf32)
     except PassError as e: raise CompileError(f"{e.loc}: error: {e}" if e.loc else f"error: {e}") from None   # as the CPU's passes say it
     return ProgramSpec(name, Emitter.gpu_module([text]), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
-                       launch.global_size, launch.local_size, f)
+                       launch.global_size, launch.local_size, f, launch.tiles)
 
 class CUDACompiler:
   def compile(self, spec: ProgramSpec, chip: str) -> CompiledSpec: return CompiledSpec(spec, ptx_for(spec.src, chip), chip)
@@ -357,6 +360,8 @@ class CUDAGraph:
 CUDAProgram.Graph = CUDAGraph   # what TinyJit replays a run of this device's kernels through
 
 class CUDADevice:
+  """allow_tf32 (PyTorch's torch.backends.cuda.matmul.allow_tf32, off by default): f32 matmuls and convolutions may run on
+  tensor cores as tf32 (10 mantissa bits per operand, f32 accumulation); kernels compiled after it is set follow it."""
   name = "CUDA"
   def __init__(self, ordinal: int = 0):
     self.ordinal, self.ctx, self.stream, self.chip = ordinal, None, None, None
@@ -385,16 +390,20 @@ class CUDADevice:
     dev = check(d.cuDeviceGet(self.ordinal), "cuDeviceGet")
     A = d.CUdevice_attribute
     cc = [check(d.cuDeviceGetAttribute(getattr(A, f"CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_{x}"), dev), "cuDeviceGetAttribute") for x in ("MAJOR", "MINOR")]
-    self.chip = chip_for(*cc)
+    self.chip = self.renderer.chip = chip_for(*cc)
     ctx = check(d.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
     check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     self.stream = check(d.cuStreamCreate(0), "cuStreamCreate")   # blocking: ordered with the legacy stream's copies
     self.ctx = ctx
   def synchronize(self, what: str = "stream") -> None:
     if self.stream is not None: check(driver().cuStreamSynchronize(self.stream), f"{what} (cuStreamSynchronize)")
+  @property
+  def allow_tf32(self) -> bool: return self.renderer.tf32
+  @allow_tf32.setter
+  def allow_tf32(self, v: bool) -> None: self.renderer.tf32 = bool(v)
   def compile_ptx(self, f: Func, chip: str = "sm_90") -> str:
     """PTX for one kernel, without a GPU."""
-    return self.compiler.compile(self.renderer.render(f), chip).ptx
+    return self.compiler.compile(CUDARenderer(chip, self.renderer.tf32).render(f), chip).ptx
   def compile(self, f: Func) -> CUDAProgram:
     self.current()
     with self.lock:

@@ -10,7 +10,8 @@ reduce combined through an array as the GPU's shared memory combines them.
   emulate(outs) -> [np.ndarray]   realize graph-level UOps through uop-lower-gpu, on the CPU
   kernel_program(spec) -> CPUProgram
                                   one CUDA kernel (its ProgramSpec) as a CPU program on the same buffer pointers,
-                                  running every thread of its launch: what a fake CUDA driver launches"""
+                                  running every thread of its launch: what a fake CUDA driver launches (a tiled
+                                  contraction's kernel: its text run by device.simt, shared memory and all)"""
 from __future__ import annotations
 from math import prod
 import numpy as np
@@ -81,6 +82,9 @@ def kernel_program(spec) -> CPUProgram:
   """A CUDA ProgramSpec's kernel (its func, lowered again with the policy Emulated) run on the CPU over every thread of
   its launch; call it with call_ptrs(*buffer addresses)."""
   if spec.func is None: raise ValueError(f"kernel {spec.name}: its ProgramSpec carries no kernel func (CUDARenderer.render makes one that does)")
+  if spec.tiled:   # shared memory, barriers, cp.async, mma.sync: its own text, run thread by thread
+    from morok_mlir.device.simt import Program
+    return Program(spec)
   text, launch = lower_kernel(spec.func, spec.name, policy=Emulated)
   em, b, consts = Emitter("e"), Block(), {}
   def c(v: int) -> str:

@@ -13,8 +13,9 @@ Faults are errors, not hangs: every operation completes within `timeout` seconds
 or raises a DistError naming the rank, the operation and the ranks that did not answer (died, hang, or called another
 collective); the communicator is unusable after it (later calls raise at once; MPI: the process aborts the job at
 exit; NCCL: the communicator aborted). Before a collective the ranks compare shapes and dtypes, and a mismatch is a
-DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message, and so does repeating the call the
-ranks last agreed on); a WORLD_SIZE or RANK that disagrees with the engine's is refused at init."""
+DistError naming both ranks' (MOROK_DIST_CHECK=0 skips that small extra message, and so does a call every rank
+expects: a repeat, or the next of a cycle of calls seen twice, as a training step's); a WORLD_SIZE or RANK that
+disagrees with the engine's is refused at init."""
 from __future__ import annotations
 import math, os
 import numpy as np
@@ -24,6 +25,7 @@ from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.realize import new_buffer
 from morok_mlir.tensor import Tensor, _data
+from morok_mlir.dialects.ops import Ops
 from morok_mlir.device import Device
 from morok_mlir import multi_realize as _multi
 from morok_mlir.core import multi as _core_multi
@@ -59,6 +61,9 @@ def _header(shape, dtype: DType) -> np.ndarray:
   return np.array([len(shape), _DTYPES.index(dtype) if dtype in _DTYPES else -1, *shape, *[0] * (HEAD_DIMS - len(shape))], np.int64)
 def _describe(head: np.ndarray) -> str: return f"{_DTYPES[head[1]].name if head[1] >= 0 else '?'}{head[2:2 + head[0]].tolist()}"
 
+CYCLE = 64   # calls: the longest cycle of collectives (a training step's) whose shape checks are skipped once seen twice
+HOST = 1 << 21   # bytes: a host result under this is numpy's memory (Communicator._out)
+
 def name(what) -> str:
   """An operation's name for an error: a str, or a function making it (formatted only when an error needs it)."""
   return what() if callable(what) else what
@@ -68,38 +73,49 @@ class Communicator:
   (what timed out, None while usable) and usable(what) raising when broken, and
   allreduce/allgather/reduce_scatter/broadcast/send/recv/barrier on host or device arrays, see mpi.py; each takes the
   operation's name, or a function making it, for its errors). A call costs a few microseconds of Python on top of the
-  backend's: the shape check is skipped while the ranks call what they last agreed on."""
+  backend's: the shape check is skipped for a call every rank expects (_checked)."""
   def __init__(self, backend, check: bool | None = None):
     self.b, self.rank, self.world_size, self.local_rank = backend, backend.rank, backend.world_size, backend.local_rank
     self.check = knobs.get("MOROK_DIST_CHECK") if check is None else check
-    self.agreed = None   # (what, shape, dtype) of the last shape check every rank passed
+    self.calls, self.period = [], 0   # the checked or expected calls (what, shape, dtype), the last few; their cycle's length
   def __repr__(self): return f"<Communicator {type(self.b).__name__} rank {self.rank} of {self.world_size}>"
 
   def _in(self, x: Tensor, what: str, check: bool = True):
     if self.b.broken is not None: self.b.usable(what)
     if type(x) is not Tensor and not isinstance(x, Tensor): _err(TypeError, f"{what} takes a Tensor, got {type(x).__name__}")
     if type(x.device) is tuple: _err(TypeError, f"{what} of a tensor on several devices ({x.device}): .to() one device first")
-    if check and self.check and (what, x.shape, x.dtype) != self.agreed: self._agree(x.shape, x.dtype, what)
-    return self.b.array(_data(x.realize().uop).buffer)
+    if check and self.check: self._checked(what, x.shape, x.dtype)
+    return self.b.array(u.buffer if (u := x.uop).op is Ops.BUFFER and u.buffer._buf is not None else _data(x.realize().uop).buffer)
   def agree(self, shape, dtype: DType, what: str) -> None:
     """Every rank calls `what` on a value of this shape and dtype, else a DistError (at the user's line) naming two."""
     if self.b.broken is not None: self.b.usable(what)
-    if self.check and (what, tuple(shape), dtype) != self.agreed: self._agree(tuple(shape), dtype, what)
+    if self.check: self._checked(what, tuple(shape), dtype)
+  def _checked(self, what: str, shape, dtype: DType):
+    """Every rank calls `what` with this shape and dtype, else a DistError naming two that differ. The check is skipped
+    for the call every rank expects after the calls so far (the same on every rank): the next of the cycle the last
+    calls went round twice (a training step's collectives), else a repeat of the last. As every rank expects the same
+    call, either all skip (all make it) or some check on a communicator of their own while the others run the
+    collective, and both time out naming what the other waits in: never a wrong answer."""
+    h, p = self.calls, self.period
+    if (c := (what, shape, dtype)) != (h[-p] if p else h[-1] if h else None): self._agree(shape, dtype, what); p = 0
+    h.append(c)
+    if len(h) > 4 * CYCLE: del h[:-2 * CYCLE]
+    if not p: self.period = next((q for q in range(1, min(CYCLE, len(h) // 2) + 1) if h[-1] == h[-1 - q] and h[-q:] == h[-2 * q:-q]), 0)
   def _agree(self, shape, dtype, what: str):
-    """Every rank calls `what` with the same shape and dtype, else a DistError naming two that differ. Skipped (by
-    _in) while the call is the one all ranks last agreed on: every rank knows that one, so either all skip (all call
-    it) or some check on a communicator of their own while others run the collective, and both time out naming what
-    the other waits in."""
+    """The check itself: one small allgather of every rank's (ndim, dtype, shape) header."""
     if len(shape) > HEAD_DIMS: return
     mine = _header(shape, dtype)
     allm = self.b.agree(mine, np.empty((self.world_size, len(mine)), np.int64), f"{what} (shape check)")
-    if (allm == mine).all():
-      self.agreed = (what, shape, dtype)
-      return
+    if (allm == mine).all(): return
     r = next(i for i in range(self.world_size) if (allm[i] != allm[0]).any())
     _err(DistError, f"{what}: ranks disagree on the tensor: rank 0 has {_describe(allm[0])}, rank {r} has {_describe(allm[r])}")
   def _out(self, shape, dtype: DType, device: str) -> tuple[Buffer, object]:
-    b = Buffer.fresh(Device[device].name, math.prod(shape), dtype)
+    """A result's Buffer and the backend's array over it. One on the host under a huge page is numpy's memory, as a
+    user's array is (the source was a host array, so the backend moves host memory): the allocator's pool, alignment
+    and huge pages serve kernels' outputs and large blocks, and a result is only ever read."""
+    n = math.prod(shape)
+    if device == "CPU" and n * dtype.itemsize < HOST: return Buffer.fresh("CPU", n, dtype, out := np.empty(n, dtype.np)), out
+    b = Buffer.fresh(Device[device].name, n, dtype)
     return b, self.b.array(b)
   def _tensor(self, b: Buffer, shape, device) -> Tensor: return Tensor._of(new_buffer(b, shape=tuple(shape)), device)
   def _op(self, op: str) -> str:
@@ -156,10 +172,21 @@ class Communicator:
     """fn ("allreduce" with op, or "allgather") of src, a Buffer holding a value of `shape`, written into out; checked as
     the Tensor methods are. The realize driver's collectives for tensors split over the ranks (multi_realize.py)."""
     if self.b.broken is not None: self.b.usable(fn)
-    if self.check and (fn, shape, src.dtype) != self.agreed: self._agree(shape, src.dtype, fn)
+    if self.check: self._checked(fn, shape, src.dtype)
     what = lambda: f"{fn}{f'({op})' if fn == 'allreduce' else ''} of {src.dtype.name}{list(shape)}"
     if fn == "allreduce": self.b.allreduce(self.b.array(src), self.b.array(out), self._op(op), what)
     else: self.b.allgather(self.b.array(src), self.b.array(out), what)
+
+  def bucket(self, srcs: list[Buffer], out: Buffer, shapes: tuple, op: str = "sum") -> None:
+    """The allreduce of several Buffers (src i holding a value of shapes[i]) as one message, written into out, their
+    concatenation (PyTorch DDP's gradient bucket; the realize driver's, multi_realize.py). The ranks check the number of
+    parts and the total size. Device memory (NCCL) goes one call per part into its place in out."""
+    if self.b.broken is not None: self.b.usable("allreduce")
+    if self.check: self._checked("allreduce (bucket)", (len(srcs), out.size), out.dtype)
+    what = lambda: f"allreduce({op}) of a bucket of {len(srcs)} {out.dtype.name} values ({out.size} elements)"
+    if isinstance(o := self.b.array(out), np.ndarray): return self.b.allreduce(np.concatenate([self.b.array(s) for s in srcs]), o, self._op(op), what)
+    off = 0
+    for s in srcs: self.b.allreduce(self.b.array(s), self.b.array(out.view(s.size, s.dtype, off)), self._op(op), what); off += s.nbytes
 
 def init(backend: str | None = None, timeout: float | None = None, check: bool | None = None) -> Communicator:
   """A Communicator for this process. backend: "mpi" or "nccl" (None: MOROK_DIST_BACKEND, else mpi). timeout: seconds

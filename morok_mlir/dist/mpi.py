@@ -4,13 +4,20 @@ caller can catch. MPI cannot cancel a started collective: after a timeout the co
 call raises at once), and at exit the process aborts the MPI job (MPI_Finalize would wait for the lost rank), which
 makes mpiexec end the other ranks. Started by mpiexec (its PMI environment), or alone as a world of one."""
 from __future__ import annotations
-import atexit, sys, time
+import atexit, os, sys, time
 import numpy as np
 from morok_mlir.device.buffer import Buffer
+from morok_mlir.core.provenance import error as _err
 from morok_mlir.dist import DistError, _check_world, name
 
 NOTE = 256   # bytes of a fault notice: what the rank that gave up was waiting in
+BOOL = np.dtype(np.bool_)
+SPIN = 1e-4   # seconds a wait spins before it yields the core at each test (MPIBackend._wait)
 ABORT_GRACE = 0.5   # seconds between the last flush and MPI_Abort at exit (see MPIBackend._abort)
+
+def raw(a: np.ndarray) -> np.ndarray:
+  """a, or its bytes as unsigned ints where numpy's buffer protocol does not take its dtype (ml_dtypes' bfloat16, fp8)."""
+  return a.view(f"u{a.itemsize}") if a.dtype.kind == "V" else a
 
 class MPIBackend:
   def __init__(self, env: dict, timeout: float):
@@ -28,31 +35,39 @@ class MPIBackend:
     # the shape check and the fault notices on communicators of their own: their messages never match a collective's
     self.checks, self.faults = self.comm.Dup(), self.comm.Dup()
     self.OPS = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}
+    # MPI_C_BOOL takes logical ops only: a sum or max of bools is their or, a min or prod their and (as cast to bool)
+    self.BOOL_OPS = {"sum": MPI.LOR, "max": MPI.LOR, "min": MPI.LAND, "prod": MPI.LAND}
     self.broken, self.notes = None, []   # what timed out (None: usable); the notices' send requests
 
   def array(self, b: Buffer) -> np.ndarray:
     """The flat host array MPI reads or writes: a CPU Buffer's own memory."""
+    if type(h := b._buf) is np.ndarray and b.base is None: return h   # (a CPU Buffer's handle is its array)
     if hasattr(b.allocator, "as_numpy"): return b.as_numpy()
-    raise DistError(f"the MPI backend moves host memory: {b.device} tensors go through .to('CPU') first (or use the nccl backend)")
+    _err(DistError, f"the MPI backend moves host memory: {b.device} tensors go through .to('CPU') first (or use the nccl backend)")
 
   def usable(self, what):
     if self.broken is not None:
       raise DistError(f"rank {self.rank}: {name(what)}: this communicator is unusable since {self.broken} timed out (MPI cannot cancel a "
                       "started collective): end the process")
   def run(self, what, start, *args):
-    """start(*args), an MPI nonblocking call, tested until done or the deadline. The last part of the timeout (a
-    tenth, at most 1 s) is left to learn which ranks also gave up."""
+    """start(*args), an MPI nonblocking call, tested until done or the deadline."""
     if self.broken is not None: self.usable(what)
     try:
-      req = start(*args)
-      if req.Test(): return
-      t0 = time.monotonic()
-      end = t0 + self.timeout - min(1.0, self.timeout / 10)
-      while not req.Test():
-        if time.monotonic() > end: self._fault(what, t0 + self.timeout)
-    except self.MPI.Exception as e:
-      self._broke(what := name(what))
-      raise DistError(f"rank {self.rank}: {what} failed in MPI: {e.Get_error_string()}") from None
+      if not (req := start(*args)).Test(): self._wait(req, what)
+    except self.MPI.Exception as e: self._failed(what, e)
+  def _wait(self, req, what):
+    """req tested until done or the deadline: the clock is read only once a first Test found it running, and after SPIN
+    each test yields the core (where ranks outnumber free cores, the rank this one waits for may need it). The last
+    part of the timeout (a tenth, at most 1 s) is left to learn which ranks also gave up."""
+    t0 = time.monotonic()
+    end, spin = t0 + self.timeout - min(1.0, self.timeout / 10), t0 + SPIN
+    while not req.Test():
+      if (t := time.monotonic()) > spin:
+        if t > end: self._fault(what, t0 + self.timeout)
+        os.sched_yield()
+  def _failed(self, what, e):
+    self._broke(what := name(what))
+    raise DistError(f"rank {self.rank}: {what} failed in MPI: {e.Get_error_string()}") from None
   def _fault(self, what, deadline: float):
     """Tell the other ranks what this one gave up on, hear what they gave up on until the deadline, and raise."""
     self._broke(what := name(what))
@@ -82,18 +97,25 @@ class MPIBackend:
     time.sleep(ABORT_GRACE)
     self.comm.Abort(1)
 
-  def allreduce(self, src, out, op: str, what): self.run(what, self.comm.Iallreduce, src, out, self.OPS[op])
-  def allgather(self, src, out, what): self.run(what, self.comm.Iallgather, src, out)
+  def reduce(self, start, what, src, out, op: str):
+    """start(src, out, MPI op), a reduction. MPI has no bfloat16 or fp8 (ml_dtypes' kind "V", which numpy's buffer
+    protocol does not take either): those reduce in float32, rounded back once."""
+    if src.dtype.kind != "V": return self.run(what, start, src, out, (self.BOOL_OPS if src.dtype is BOOL else self.OPS)[op])
+    wide = np.empty(out.size, np.float32)
+    self.run(what, start, src.astype(np.float32), wide, self.OPS[op])
+    out[...] = wide
+  def allreduce(self, src, out, op: str, what): self.reduce(self.comm.Iallreduce, what, src, out, op)
+  def allgather(self, src, out, what): self.run(what, self.comm.Iallgather, raw(src), raw(out))
   def agree(self, src, out, what: str) -> np.ndarray:
     self.run(what, self.checks.Iallgather, src, out)
     return out
-  def reduce_scatter(self, src, out, op: str, what): self.run(what, self.comm.Ireduce_scatter_block, src, out, self.OPS[op])
+  def reduce_scatter(self, src, out, op: str, what): self.reduce(self.comm.Ireduce_scatter_block, what, src, out, op)
   def broadcast(self, src, out, root: int, what):
     if self.rank == root: out[...] = src
-    self.run(what, self.comm.Ibcast, out, root)
-  def send(self, arr, dst: int, what: str, tag: int = 0): self.run(what, self.comm.Isend, arr, dst, tag)
+    self.run(what, self.comm.Ibcast, raw(out), root)
+  def send(self, arr, dst: int, what: str, tag: int = 0): self.run(what, self.comm.Isend, raw(arr), dst, tag)
   def recv(self, arr, src: int, what: str, tag: int = 0):
-    self.run(what, self.comm.Irecv, arr, src, tag)
+    self.run(what, self.comm.Irecv, raw(arr), src, tag)
     return arr
   def barrier(self): self.run("barrier", self.comm.Ibarrier)
   def close(self): pass

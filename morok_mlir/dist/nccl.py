@@ -7,10 +7,13 @@ from __future__ import annotations
 import os, socket, time
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
+from morok_mlir.core.provenance import error as _err
 from morok_mlir.dist import DistError, _check_world, name
 
 _TYPESTR = {"bool": "|b1", "int8": "|i1", "uint8": "|u1", "int16": "<i2", "uint16": "<u2", "int32": "<i4", "uint32": "<u4", "int64": "<i8",
             "uint64": "<u8", "float16": "<f2", "float32": "<f4", "float64": "<f8"}
+
+def _status(r) -> int: return int(r[0] if isinstance(r, tuple) else r)   # cuda-python's calls return (CUresult, ...)
 
 class DeviceArray:
   """A CUDA Buffer seen through the CUDA Array Interface (version 3): what nccl4py reads the pointer, count and dtype of."""
@@ -74,7 +77,8 @@ class NCCLBackend:
     self.broken = None   # what timed out (None: usable)
 
   def array(self, b: Buffer) -> DeviceArray:
-    if Device.canonicalize(b.device) != "CUDA": raise DistError(f"the NCCL backend moves CUDA memory: {b.device} tensors go through .to('CUDA') first")
+    if Device.canonicalize(b.device) != "CUDA":
+      _err(DistError, f"the NCCL backend moves CUDA memory: {b.device} tensors go through .to('CUDA') first")
     return DeviceArray(b, (b.size,))
   def usable(self, what):
     if self.broken is not None:
@@ -84,7 +88,7 @@ class NCCLBackend:
     """The stream's work done within the deadline, else abort the communicator (its peers then fail too)."""
     from morok_mlir.device.cuda import driver
     t0 = time.monotonic()
-    while int((r := driver().cuStreamQuery(self.cuda.stream))[0] if isinstance(r, tuple) else r) != 0:   # CUDA_ERROR_NOT_READY: running
+    while _status(driver().cuStreamQuery(self.cuda.stream)):   # CUDA_ERROR_NOT_READY: running
       if time.monotonic() - t0 > self.timeout:
         self.comm.abort()
         self.broken = name(what)

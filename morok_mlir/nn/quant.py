@@ -8,7 +8,7 @@ multiplies), so the decode fuses into the kernel that reads the weight: `x @ deq
 QUANTS: name -> QuantFormat(block: weights per block, nbytes: bytes per block, decode: (n, nbytes) uint8 -> (n, block) f32).
 """
 from __future__ import annotations
-import math
+import functools, math, operator
 from dataclasses import dataclass
 from typing import Callable
 from morok_mlir.core.dtype import dtypes
@@ -39,8 +39,10 @@ def _q4_1(b: Tensor) -> Tensor:   # d f16, m f16, 16 bytes of nibbles: w = q * d
   return _nibbles(b[:, 4:20]).cast(dtypes.float32) * _f16(b, 0) + _f16(b, 2)
 
 def _fifth_bits(qh: Tensor) -> Tensor:
-  """(n, 4) bytes of a little-endian uint32 -> (n, 32) bits, bit k for weight k."""
-  return _fields(qh, 1).transpose(-1, -2).reshape(-1, 32)
+  """(n, 4) bytes of a little-endian uint32 -> (n, 32) bits, bit k for weight k: the word shifted right by k. Weight k's
+  lane takes its own amount (one vector shift by a vector of amounts); per-byte fields would step 1/8 byte per lane."""
+  word = functools.reduce(operator.or_, [qh[:, i:i + 1].cast(dtypes.uint32) << (8 * i) for i in range(4)])
+  return ((word >> Tensor.arange(32, dtype=dtypes.uint32)) & 1).cast(dtypes.uint8)
 
 def _q5_0(b: Tensor) -> Tensor:   # d f16, 32 high bits, 16 bytes of nibbles: w = (q + 16 * high - 16) * d
   return ((_nibbles(b[:, 6:22]) | (_fifth_bits(b[:, 2:6]) << 4)).cast(dtypes.float32) - 16) * _f16(b, 0)

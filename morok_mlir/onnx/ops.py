@@ -13,6 +13,7 @@ from morok_mlir.core.dtype import dtypes, DType
 from morok_mlir.dialects.ops import Ops, GRAPH_ALU
 from morok_mlir.core.provenance import user_loc
 from morok_mlir.realize import new_buffer
+from morok_mlir import host
 
 def _dt(t: int) -> DType:
   from morok_mlir.onnx.model import dtype_of
@@ -1106,7 +1107,12 @@ def _rnn(kind: str):
 def _clipv(x, c): return x if c is None else x.clip(-c, c)
 
 # ---- quantization
-def _sat(x: Tensor, dt: DType) -> Tensor: return x.round().clip(dt.min, dt.max).cast(dt)
+ROUND_MAGIC = 12582912.0   # 1.5 * 2^23: float32 sums with it in [2^23, 2^24] are whole numbers, rounded half to even
+def _qround(x: Tensor) -> Tensor:
+  """round(x) of float32 x (half to even) whose result is clipped to an integer dtype's range later: x clamped to
+  +-2^22 (no clipped result changes), then x + 1.5 * 2^23 - 1.5 * 2^23: two adds (Tensor.round takes about fifteen ops)."""
+  return (x.clip(-(1 << 22), 1 << 22) + ROUND_MAGIC) - ROUND_MAGIC
+def _sat(x: Tensor, dt: DType) -> Tensor: return _qround(x.cast(dtypes.float32)).clip(dt.min, dt.max).cast(dt)
 def _qaxis(s: Tensor, x: Tensor, a) -> Tensor:
   """A scale or zero point shaped to broadcast against x: per tensor, per axis, or per block along axis."""
   if (bs := a.get("block_size", 0)) and s.ndim == x.ndim:
@@ -1119,7 +1125,7 @@ def _qaxis(s: Tensor, x: Tensor, a) -> Tensor:
 def _quant(i, a, o):
   x, s, zp = i[0], i[1], i[2] if len(i) > 2 else None
   dt = zp.dtype if zp is not None else _dt(a["output_dtype"]) if a.get("output_dtype") else dtypes.uint8
-  r = (x.cast(dtypes.float32) / _qaxis(s, x, a).cast(dtypes.float32)).round()
+  r = _qround(x.cast(dtypes.float32) / _qaxis(s, x, a).cast(dtypes.float32))
   if zp is not None: r = r + _qaxis(zp, x, a).cast(dtypes.float32)
   return r.clip(dt.min, dt.max).cast(dt)
 def _dequant(i, a, o):
@@ -1131,10 +1137,12 @@ def _dyn_quant(i, a, o):
   # the range's ends made once (one kernel of both reduces), not again for every element that reads them; the scale,
   # zero point and quantized values are computed from them where they are read (in a consumer's kernel)
   x = i[0]
-  lo, hi = Tensor.stack(x.min().minimum(0), x.max().maximum(0)).contiguous()
+  # one max reduce over -x and x (the range's ends, each a pass over x)
+  nlo, hi = Tensor.stack(-x.flatten(), x.flatten()).max(1).maximum(0).contiguous()
+  lo = -nlo
   s = (hi - lo) / 255
-  zp = (0 - lo / s).round().clip(0, 255)
-  return (x / s).round().add(zp).clip(0, 255).cast(dtypes.uint8), s, zp.cast(dtypes.uint8)
+  zp = _qround(0 - lo / s).clip(0, 255)
+  return _qround(x / s).add(zp).clip(0, 255).cast(dtypes.uint8), s, zp.cast(dtypes.uint8)
 def _int_in(t, zp): return hoisted(t.cast(dtypes.int32) - (zp.cast(dtypes.int32) if zp is not None else 0))
 def _float_in(t, zp): return hoisted(t.cast(dtypes.float32) - (zp.cast(dtypes.float32) if zp is not None else 0))
 def _small_ints(*ts) -> bool:
@@ -1142,10 +1150,38 @@ def _small_ints(*ts) -> bool:
   [-65025, 65025], and a sum of 258 of them is below 2^24, exact in float32 whatever the order of the adds."""
   return all(t.dtype in (dtypes.int8, dtypes.uint8) and t.device == "CPU" for t in ts)
 EXACT_K = 256   # the reduction chunk whose float32 sum of 8-bit products is exact (see _small_ints)
+def _zero(t: Tensor) -> bool:
+  """Whether t is the model's constant (no call data, nothing computed) and all zeros: a zero point that corrects nothing."""
+  return not _reads_call(t) and {u.op for u in t.uop.toposort}.isdisjoint(GRAPH_ALU | {Ops.REDUCE_AXIS}) and not any(_vals(t))
+def _dot_operands(A: Tensor, za, B: Tensor, zb) -> tuple:
+  """A as uint8 and B as int8 values or the other way round (the CPU's int8 dot product multiplies u8 by s8), each
+  zero point (int32, or 0) moved with its values by 128 where both are of one kind: A - za and B - zb unchanged."""
+  za, zb = (0 if z is None or _zero(z) else z.cast(dtypes.int32) for z in (za, zb))
+  if A.dtype is not B.dtype: return A, za, B, zb
+  if A.dtype is dtypes.uint8: return A, za, hoisted((B.cast(dtypes.int32) - 128).cast(dtypes.int8)), zb - 128
+  return (A.cast(dtypes.int32) + 128).cast(dtypes.uint8), za + 128, B, zb
+def _int8_matmul(A: Tensor, za, B: Tensor, zb) -> Tensor:
+  """(A - za) @ (B - zb) as A @ B - za * colsum(B) - zb * rowsum(A) + K * za * zb: a product of the 8-bit values
+  themselves in int32 (uop-optimize's uop.int8: codegen.int8 on the CPU's int8 dot product), B's column sums made once
+  where B is the model's constant (hoisted), A's leading dimensions its rows."""
+  A, za, B, zb = _dot_operands(A, za, B, zb)
+  nz = lambda z: isinstance(z, Tensor) or z != 0
+  # A's values computed (a quantization): stored once as 8-bit values, by an elementwise kernel in vector lanes, which
+  # the product reads in place and its row sums read too (left lazy, its packing would compute them element by element,
+  # and the two readers would share its int32 cast, stored: the product would not be one of 8-bit values)
+  if not {u.op for u in A.uop.toposort}.isdisjoint(GRAPH_ALU): A = A.contiguous()
+  i32, lead = dtypes.int32, A.shape[:-1]
+  a = A.reshape(-1, K := A.shape[-1])
+  r = (a.cast(i32) @ B.cast(i32)).reshape(*lead, B.shape[-1])
+  if nz(za): r = r - za * hoisted(B.cast(i32).sum(0, keepdim=True, dtype=i32))
+  if nz(zb): r = r - zb * A.cast(i32).sum(-1, keepdim=True, dtype=i32)
+  return r + K * za * zb if nz(za) and nz(zb) else r
 def _int_matmul(A: Tensor, za, B: Tensor, zb) -> Tensor:
-  """(A - za) @ (B - zb) in int32 as onnx defines it. Of 8-bit operands on the CPU: float32 matmuls (the packed
-  contraction, the int8 weight's panels packed once) over chunks of EXACT_K of the reduction, each exact, added in int32."""
+  """(A - za) @ (B - zb) in int32 as onnx defines it. Of 8-bit operands on a CPU with an int8 dot product, B a matrix:
+  _int8_matmul. Else float32 matmuls (the packed contraction, the int8 weight's panels packed once) over chunks of
+  EXACT_K of the reduction, each exact, added in int32."""
   if not (_small_ints(A, B) and A.ndim >= 2 and B.ndim >= 2): return _int_in(A, za) @ _int_in(B, zb)
+  if host.INT8_DOT and B.ndim == 2: return _int8_matmul(A, za, B, zb)
   a, b, K = _float_in(A, za), _float_in(B, zb), A.shape[-1]
   if K <= EXACT_K: return (a @ b).cast(dtypes.int32)
   n = -(-K // EXACT_K)
@@ -1157,7 +1193,7 @@ def _matmul_int(i, a, o):
   za, zb = (i[2] if len(i) > 2 else None), (i[3] if len(i) > 3 else None)
   if zb is not None and zb.ndim == 1 and zb.numel() > 1: zb = zb.reshape(1, -1)
   if za is not None and za.ndim == 1 and za.numel() > 1: za = za.reshape(-1, 1)
-  return _int_matmul(A, za, B, zb)
+  return _int_matmul(A, za, B, zb).contiguous()
 def _int_conv(x, zx, w, zw, b, a, o) -> Tensor:
   """ConvInteger's int32 result (plus int32 bias b); of 8-bit operands whose output sums at most EXACT_K products, a
   float32 conv (exact, see _small_ints)."""

@@ -7,7 +7,8 @@
 // (UPCAST: four neighbouring elements per thread, their addresses base + 0..3, so 16-byte loads and stores).
 // CHECK: module attributes {gpu.container_module}
 // CHECK: gpu.module @kernels
-// CHECK-LABEL: gpu.func @r_64_1024_k0(%arg0: memref<64xf32> {llvm.align = 16 : i64}, %arg1: memref<65536xf32> {llvm.align = 16 : i64, llvm.noalias, llvm.readonly}) kernel
+// CHECK-LABEL: gpu.func @r_64_1024_k0(%arg0: memref<64xf32> {llvm.align = 16 : i64}, %arg1: memref<65536xf32> {llvm.align = 16 : i64, llvm.noalias, llvm.readonly})
+// CHECK-SAME: workgroup(%arg2 : memref<8xf32, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK: %[[TID:.*]] = gpu.thread_id x
 // CHECK: %[[BID:.*]] = gpu.block_id x
@@ -20,7 +21,11 @@
 // CHECK: memref.load %arg1[%[[AT3]]]
 // CHECK: arith.addf %[[ACC]],
 // CHECK-COUNT-3: arith.addf
-// CHECK: %[[SUM:.*]] = gpu.all_reduce add %[[PART]] uniform
+// CHECK: gpu.shuffle xor %[[PART]], %c16_i32, %c32_i32 : f32
+// CHECK: memref.store %{{.*}}, %arg2[%{{.*}}] : memref<8xf32, #gpu.address_space<workgroup>>
+// CHECK: gpu.barrier
+// CHECK-COUNT-6: arith.addf
+// CHECK: %[[SUM:.*]] = arith.addf
 // CHECK: %[[T0:.*]] = arith.cmpi eq, %[[TID]], %{{.*}} : index
 // CHECK-NEXT: scf.if %[[T0]] {
 // CHECK-NEXT: memref.store %[[SUM]], %arg0[%[[BID]]] : memref<64xf32>
@@ -45,7 +50,7 @@
 // PTX-LABEL: .visible .entry r_64_1024_k0(
 // PTX: .param .u64 .ptr .align 16 r_64_1024_k0_param_0,
 // PTX: .maxntid 256, 1, 1
-// PTX: .shared .align 4 .b8 [[WG:__wg_r_64_1024_k0_[0-9]+]]
+// PTX: .shared .align {{[0-9]+}} .b8 [[WG:__wg_r_64_1024_k0_[0-9]+]]
 // PTX: ld.global.nc.v4.b32
 // PTX: shfl.sync.bfly.b32
 // PTX: st.shared.b32

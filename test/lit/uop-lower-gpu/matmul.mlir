@@ -10,7 +10,8 @@
 // CHECK: scf.for %{{.*}} = %thread_id_x to %c75 step %c128 iter_args
 // CHECK-COUNT-4: arith.mulf
 // CHECK-COUNT-4: arith.addf
-// CHECK: gpu.all_reduce add
+// CHECK: gpu.shuffle xor
+// CHECK: gpu.barrier
 // CHECK-LABEL: gpu.func @E_7_1000_k1(
 // CHECK: %[[GID:.*]] = gpu.global_id x
 // CHECK: %[[IN:.*]] = arith.cmpi ult, %[[GID]], %c1750 : index

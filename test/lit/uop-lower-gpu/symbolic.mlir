@@ -27,7 +27,8 @@
 // CHECK: %[[ROW:.*]] = arith.cmpi ult, %[[BID]], %[[N1]] : index
 // CHECK: scf.if %[[ROW]] {
 // CHECK: scf.for %{{.*}} = %[[TID]] to %[[N1]] step %c64 iter_args
-// CHECK: gpu.all_reduce add
+// CHECK: gpu.shuffle xor
+// CHECK: gpu.barrier
 
 // A 32x32 product over a depth k: one thread per 4 outputs, its k loop to the value of k (slot 0 of the values).
 // CHECK-LABEL: gpu.func @r_32_32_n_k2(

@@ -36,6 +36,17 @@
 // CPU8: vector.load %arg2[%{{.*}}] : memref<160xi8>, vector<8xi8>
 // CPU8: arith.uitofp %{{.*}} : vector<8xi8> to vector<8xf32>
 // CPU8: vector.reduction <add>, %{{.*}} : vector<8xf32> into f32
+// A shift by an amount per lane (Q5_0's fifth bits: the block's 32-bit word shifted by each weight's own index): one
+// vector shift by a vector of amounts (vpsrlvd), the amounts outside [0, 32) guarded to numpy's 0 as in scalar code.
+// CHECK-LABEL: func.func private @bits
+// CHECK-SAME: uop.reduce_lanes = 16
+// CPU16-LABEL: func.func @bits
+// CPU16: %[[S:.*]] = vector.load %arg3[%{{.*}}] : memref<64xi32>, vector<16xi32>
+// CPU16: %[[OK:.*]] = arith.cmpi ult, %[[S]], %{{.*}} : vector<16xi32>
+// CPU16-NEXT: %[[SH:.*]] = arith.shrui %{{.*}}, %[[S]] : vector<16xi32>
+// CPU16: arith.select %[[OK]], %[[SH]], %{{.*}} : vector<16xi1>, vector<16xi32>
+// CPU8-LABEL: func.func @bits
+// CPU8: arith.shrui %{{.*}}, %{{.*}} : vector<8xi32>
 module {
   func.func private @q4_1(%arg0: memref<4xf32>, %arg1: memref<64xf32>, %arg2: memref<160xui8>) attributes {uop.kernel} {
     %0 = "uop.const"() {value = 4 : index} : () -> index
@@ -182,6 +193,29 @@ module {
     %69 = "uop.store"(%2, %68) : (!uop.ptr<f32>, f32) -> !uop.token
     %70 = "uop.end"(%69, %1) : (!uop.token, index) -> !uop.token
     "uop.sink"(%70) : (!uop.token) -> ()
+    return
+  }
+  func.func private @bits(%arg0: memref<3xf32>, %arg1: memref<64xf32>, %arg2: memref<3xui32>, %arg3: memref<64xui32>) attributes {uop.kernel} {
+    %0 = "uop.const"() {value = 3 : index} : () -> index
+    %1 = "uop.range"(%0) {axis = 0 : i64, kind = "loop"} : (index) -> index
+    %2 = "uop.index"(%arg0, %1) : (memref<3xf32>, index) -> !uop.ptr<f32>
+    %3 = "uop.const"() {value = 64 : index} : () -> index
+    %4 = "uop.range"(%3) {axis = 1 : i64, kind = "reduce"} : (index) -> index
+    %5 = "uop.index"(%arg1, %4) : (memref<64xf32>, index) -> !uop.ptr<f32>
+    %6 = "uop.load"(%5) : (!uop.ptr<f32>) -> f32
+    %7 = "uop.index"(%arg2, %1) : (memref<3xui32>, index) -> !uop.ptr<ui32>
+    %8 = "uop.load"(%7) : (!uop.ptr<ui32>) -> ui32
+    %9 = "uop.index"(%arg3, %4) : (memref<64xui32>, index) -> !uop.ptr<ui32>
+    %10 = "uop.load"(%9) : (!uop.ptr<ui32>) -> ui32
+    %11 = "uop.shr"(%8, %10) : (ui32, ui32) -> ui32
+    %12 = "uop.const"() {value = 1 : i32} : () -> ui32
+    %13 = "uop.and"(%11, %12) : (ui32, ui32) -> ui32
+    %14 = "uop.cast"(%13) : (ui32) -> f32
+    %15 = "uop.mul"(%6, %14) : (f32, f32) -> f32
+    %16 = "uop.reduce"(%15, %4) {op = "add"} : (f32, index) -> f32
+    %17 = "uop.store"(%2, %16) : (!uop.ptr<f32>, f32) -> !uop.token
+    %18 = "uop.end"(%17, %1) : (!uop.token, index) -> !uop.token
+    "uop.sink"(%18) : (!uop.token) -> ()
     return
   }
 }

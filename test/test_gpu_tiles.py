@@ -1,0 +1,159 @@
+"""Tiled GPU contractions (codegen/gpu_tiles.py) without a GPU: the kernels uop-lower-gpu writes for f16/bf16 (and tf32)
+matmuls, batched matmuls and convolutions on sm_80+ are run by the SIMT emulator (device/simt.py: shared memory,
+barriers, cp.async groups and mma.sync fragments with their hardware semantics) against numpy, through the CUDA runtime
+on the fake driver, and assembled by ptxas for sm_80 and sm_90. A kernel with one of its barriers or waits taken out
+must fail: the emulator sees the race."""
+import numpy as np
+import pytest
+from morok_mlir import Tensor
+from morok_mlir.ir.emit import normalize, graph_func
+from morok_mlir.ir.pipeline import lower_to_kernels
+from morok_mlir.codegen.lower_gpu import lower_kernel
+from morok_mlir.codegen.gpu_tiles import TILES, TARGETS, plan
+from morok_mlir.codegen.emitter import Emitter
+from morok_mlir.device import simt
+from morok_mlir.device.ptx import ptx_for, ptxas
+from test_cuda import fake_cuda  # noqa: F401 (the fixture)
+
+rng = np.random.default_rng(0)
+def H(*s, dt=np.float16): return rng.standard_normal(s).astype(dt)
+def contraction_kernel(t: Tensor):
+  return [f for f in lower_to_kernels(graph_func(normalize([t.lazydata])[0])) if "uop.kernel" in f.attrs][-1]
+def tol(ref: np.ndarray, k: int, out_dt) -> float:
+  """f32 sums of k exact f16 products in another order, plus the output's rounding (f16: 2^-11 of the value)."""
+  return 1e-5 * k * np.abs(ref).max() + (np.abs(ref).max() * 2.0 ** -10 if out_dt == np.float16 else 0)
+
+def run_kernel(f, bufs: list[np.ndarray], chip="sm_80", drop: str | None = None, **kw) -> None:
+  """f lowered for chip, optionally with the nth line equal to `drop` taken out (drop = 'gpu.barrier#1'), run by the emulator."""
+  text, launch = lower_kernel(f, "k", chip=chip, **kw)
+  assert launch.tiles
+  src = Emitter.gpu_module([text])
+  if drop:
+    what, n = drop.split("#")
+    lines = src.splitlines()
+    at = [i for i, x in enumerate(lines) if x.strip().startswith(what)][int(n)]
+    src = "\n".join(lines[:at] + lines[at + 1:])
+  simt.run(src, bufs, launch.global_size[0], launch.local_size[0])
+
+def matmul_case(M, N, K):
+  a, b = H(M, K), H(K, N)
+  f = contraction_kernel(Tensor(a) @ Tensor(b))
+  assert [x.dtype.size for x in f.args] == [M * N, M * K, K * N]   # (output, a, b)
+  out = np.full(M * N, np.nan, np.float16)
+  return f, [out, a.reshape(-1), b.reshape(-1)], a.astype(np.float32) @ b.astype(np.float32)
+
+# sizes that are not multiples of any tile (rows, columns and k), and one that is
+@pytest.mark.parametrize("M,N,K", [(130, 72, 200), (64, 128, 96)])
+@pytest.mark.parametrize("tile", [-1, 0, 4])
+def test_f16_matmul_emulated(M, N, K, tile):
+  f, bufs, ref = matmul_case(M, N, K)
+  run_kernel(f, bufs, tile=tile)
+  np.testing.assert_allclose(bufs[0].reshape(M, N).astype(np.float32), ref, atol=tol(ref, K, np.float16), rtol=0)
+
+@pytest.mark.parametrize("drop", ["gpu.barrier#0", "gpu.barrier#1", "nvgpu.device_async_wait#0", "nvgpu.device_async_wait#1"])
+def test_missing_barrier_or_wait_fails(drop):
+  """The stage is read after `wait_group` and a barrier, and refilled only after another barrier: without any one of
+  them threads would read shared memory another thread has not written yet (or is overwriting)."""
+  f, bufs, ref = matmul_case(130, 72, 200)
+  run_kernel(f, bufs, tile=0)   # the intact kernel runs clean
+  with pytest.raises(simt.RaceError): run_kernel(f, bufs, tile=0, drop=drop)
+
+def test_bf16_tf32_and_plain_f32():
+  """bf16 on tensor cores; f32 only with tf32 allowed (otherwise the plain lowering), then accurate to tf32's 10 bits."""
+  M, N, K = 96, 80, 64
+  a, b = H(M, K, dt=np.float32), H(K, N, dt=np.float32)
+  f32 = contraction_kernel(Tensor(a) @ Tensor(b))
+  assert plan(f32, "sm_90") is None and plan(f32, "sm_90", tf32=True) is not None and plan(f32, "sm_75", tf32=True) is None
+  out = np.full(M * N, np.nan, np.float32)
+  run_kernel(f32, [out, a.reshape(-1), b.reshape(-1)], tf32=True)
+  np.testing.assert_allclose(out.reshape(M, N), a @ b, atol=2.0 ** -9 * np.sqrt(K) * 4, rtol=0)
+  ab, bb = Tensor(a).cast("bfloat16").realize(), Tensor(b).cast("bfloat16").realize()
+  fb = contraction_kernel(ab @ bb)
+  bits = lambda t: t.bitcast("uint16").numpy().reshape(-1)
+  out = np.full(M * N, 0xFFFF, np.uint16)
+  run_kernel(fb, [out, bits(ab), bits(bb)])
+  ref = ab.float().numpy() @ bb.float().numpy()
+  np.testing.assert_allclose(simt.bf16_value(out).reshape(M, N), ref, atol=np.abs(ref).max() * 2.0 ** -7, rtol=0)
+
+@pytest.mark.parametrize("case", ["batched", "conv", "epilogue", "a_t", "a_t_odd", "b_t", "bf16"])
+def test_through_the_cuda_runtime(fake_cuda, case):
+  """Tensor programs on CUDA (a fake driver whose GPU, compute capability 8.6, runs kernels in the emulator): a batched
+  matmul, a convolution (its image staged by each thread's gated loads), a bias + relu epilogue, and operands laid out
+  along their rows (a.T: copied along m, or loaded by each thread where 70 rows do not split in 16-byte chunks; b.T: k
+  contiguous), against numpy."""
+  dev, fake = fake_cuda
+  if case in ("a_t", "a_t_odd", "b_t"):
+    m = 70 if case == "a_t_odd" else 72
+    a, b = (H(64, m), H(64, 72)) if case != "b_t" else (H(m, 64), H(72, 64))
+    t = Tensor(a).to("CUDA").T @ Tensor(b).to("CUDA") if case != "b_t" else Tensor(a).to("CUDA") @ Tensor(b).to("CUDA").T
+    ref = a.T.astype(np.float32) @ b.astype(np.float32) if case != "b_t" else a.astype(np.float32) @ b.T.astype(np.float32)
+  elif case == "bf16":
+    a, b = H(80, 96, dt=np.float32), H(96, 64, dt=np.float32)
+    ta, tb = Tensor(a).to("CUDA").cast("bfloat16"), Tensor(b).to("CUDA").cast("bfloat16")
+    t, ref = (ta.realize() @ tb.realize()).float(), ta.float().numpy() @ tb.float().numpy()
+  elif case == "batched":
+    a, b = H(3, 70, 40), H(3, 40, 90)
+    t, ref = Tensor(a).to("CUDA") @ Tensor(b).to("CUDA"), a.astype(np.float32) @ b.astype(np.float32)
+  elif case == "conv":
+    x, w = H(2, 16, 12, 12), H(32, 16, 3, 3)
+    t = Tensor(x).to("CUDA").conv2d(Tensor(w).to("CUDA"), padding=1)
+    ref = Tensor(x.astype(np.float32)).conv2d(Tensor(w.astype(np.float32)), padding=1).numpy()
+  else:
+    a, b, c = H(100, 64), H(64, 48), H(48)
+    t = (Tensor(a).to("CUDA") @ Tensor(b).to("CUDA") + Tensor(c).to("CUDA")).relu()
+    ref = np.maximum(a.astype(np.float32) @ b.astype(np.float32) + c.astype(np.float32), 0)
+  out = t.numpy()
+  assert any(s is not None and s.tiled for s in fake.launch_specs), "no tiled kernel ran"
+  np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol(ref, 144, np.float16) + (2e-2 if case != "bf16" else 0.1), rtol=0)
+
+@pytest.mark.parametrize("dt", [np.float16, "bfloat16", "tf32"])
+def test_ptxas(dt):
+  """Every tile of TILES the plan accepts, assembled for sm_80 and sm_90: no spills, shared memory within the chip's
+  static limit; ptxas's registers and shared memory per tile recorded (printed with -s)."""
+  M = N = K = 512
+  a, b = H(M, K, dt=np.float32), H(K, N, dt=np.float32)
+  ta, tb = Tensor(a), Tensor(b)
+  if dt is np.float16: ta, tb = ta.half().realize(), tb.half().realize()
+  if dt == "bfloat16": ta, tb = ta.cast("bfloat16").realize(), tb.cast("bfloat16").realize()
+  f = contraction_kernel(ta @ tb)
+  seen = {}
+  for i in range(len(TILES)):
+    if (p := plan(f, "sm_80", tf32=True, tile=i)) is None or p.tile != TILES[i]: continue
+    text, _ = lower_kernel(f, "k", chip="sm_80", tf32=True, tile=i)
+    for chip in ("sm_80", "sm_90"):
+      info = ptxas(ptx_for(Emitter.gpu_module([text]), chip), chip)["k"]
+      assert info["spill_stores"] == info["spill_loads"] == 0 and info["stack"] == 0, (chip, TILES[i], info)
+      assert 0 < info["smem"] <= TARGETS[chip].smem and info["registers"] <= 255, (chip, TILES[i], info)
+      seen[(chip, TILES[i])] = (info["registers"], info["smem"])
+  assert len(seen) >= 4, seen
+  print(f"\n{dt}: " + "; ".join(f"{c} {t.bm}x{t.bn}x{t.bk}/{t.wm}x{t.wn}: {r} regs, {s} B smem" for (c, t), (r, s) in seen.items()))
+
+def test_allow_tf32(fake_cuda):
+  """f32 matmuls on CUDA run on tensor cores only once allow_tf32 is set (off by default, as PyTorch's), then to tf32's
+  precision."""
+  dev, fake = fake_cuda
+  a, b = H(96, 128, dt=np.float32), H(128, 80, dt=np.float32)
+  assert dev.allow_tf32 is False
+  np.testing.assert_allclose((Tensor(a).to("CUDA") @ Tensor(b).to("CUDA")).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+  assert not any(s is not None and s.tiled for s in fake.launch_specs)
+  dev.allow_tf32 = True
+  out = (Tensor(a).to("CUDA") @ Tensor(b).to("CUDA") * 1).numpy()   # (another graph: the schedule cached above is f32's)
+  assert any(s is not None and s.tiled for s in fake.launch_specs)
+  np.testing.assert_allclose(out, a @ b, atol=2.0 ** -9 * np.sqrt(128) * 4, rtol=0)
+
+def test_fragment_layouts_as_the_ptx_isa_tables():
+  """The emulator's fragments, spot-checked against the PTX ISA's figures (lane 5: groupID 1, threadID_in_group 1), and
+  the lowering's tables (gpu_tiles.FRAG_*) agreeing with them for every lane."""
+  from morok_mlir.codegen.gpu_tiles import FRAG_A, FRAG_B, FRAG_C
+  a, b, c = simt.frag(16, "f16")
+  assert [(int(r[5]), int(k[5])) for r, k in a] == [(1, 2), (1, 3), (9, 2), (9, 3), (1, 10), (1, 11), (9, 10), (9, 11)]
+  assert [(int(k[5]), int(n[5])) for k, n in b] == [(2, 1), (3, 1), (10, 1), (11, 1)]
+  assert [(int(r[5]), int(n[5])) for r, n in c] == [(1, 2), (1, 3), (9, 2), (9, 3)]
+  a8, b8, _ = simt.frag(8, "tf32")
+  assert [(int(r[5]), int(k[5])) for r, k in a8] == [(1, 1), (9, 1), (1, 5), (9, 5)] and [(int(k[5]), int(n[5])) for k, n in b8] == [(1, 1), (5, 1)]
+  lane = np.arange(32)
+  for kk, pack in ((16, 2), (8, 1)):
+    ea, eb, ec = simt.frag(kk, "")
+    assert all((r == lane // 4 + dr).all() and (k == pack * (lane % 4) + dk).all() for (r, k), (dr, dk) in zip(ea, FRAG_A[kk]))
+    assert all((k == pack * (lane % 4) + dk).all() and (n == lane // 4).all() for (k, n), dk in zip(eb, FRAG_B[kk]))
+    assert all((r == lane // 4 + dr).all() and (n == 2 * (lane % 4) + dc).all() for (r, n), (dr, dc) in zip(ec, FRAG_C))
