@@ -31,6 +31,13 @@ def test_write_symbolic_start_in_place():
     t[sp.bind(i):sp.bind(i) + 1] = Tensor(np.full((1, 3, 4), 10 + i, np.float32)); t.realize(); ref[i] = 10 + i
     assert ptr(t) == p and np.array_equal(t.numpy(), ref)
 
+def test_assign_through_a_slice_view():
+  t = realized(REF); p = ptr(t); sp = Variable("sp", 0, 3)
+  t[1:3].assign(Tensor(np.full((2, 3, 4), 7, np.float32))).realize()
+  t[:, :, sp.bind(1):sp.bind(1) + 2].assign(Tensor(np.full((4, 3, 2), -1, np.float32))).realize()
+  ref = REF.copy(); ref[1:3] = 7; ref[:, :, 1:3] = -1
+  assert ptr(t) == p and np.array_equal(t.numpy(), ref)
+
 def test_view_taken_before_keeps_old_values():
   t = realized(REF); p = ptr(t)
   old = t[1:3]   # lazy, over the old buffer
