@@ -112,10 +112,11 @@ class Int8Contraction:
             (f"{self.name}_pack_b", par(self.pack_b, self.N * self.K)), (f"{self.name}_mm", mm_par),
             *([] if self.one_pass else [(f"{self.name}_epi", par(self.epi, self.M * self.N))])]
 
-  def reuse(self) -> list[tuple[int, int, int]]:
-    """(phase, argument, scratch): a pack of one input buffer alone (the weights' panels, as large as the weights)."""
+  def reuse(self) -> list[tuple[int, int, int, tuple]]:
+    """(phase, argument, scratch, keys): a pack of one input buffer alone (the weights' panels, as large as the weights;
+    static sizes: no keys)."""
     names = [e for e, _ in self.phases()]
-    return [(names.index(f"{self.name}_pack_{x}"), slot, i) for i, (x, slot) in enumerate((("a", self.a_slot), ("b", self.b_slot)))
+    return [(names.index(f"{self.name}_pack_{x}"), slot, i, ()) for i, (x, slot) in enumerate((("a", self.a_slot), ("b", self.b_slot)))
             if slot is not None and f"{self.name}_pack_{x}" in names]
 
   def text(self) -> str:
