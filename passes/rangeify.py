@@ -459,8 +459,9 @@ def rangeify_func(f: Func) -> Func:
   force -= {u for u in walk.late | walk.force if epilogue(u, lambda x: x is not u and x in force) is None}
   rf = Rangeifier(in_bufs, frozenset(force), outputs=frozenset(f.results))
   stores = rf.store_outputs(stored, f.results)
+  alias = {"uop.aliases": tuple(x for j, i in aliases.items() for x in (j, i))} if aliases else {}   # (output, input) pairs
   return Func(f.name, list(in_bufs.values()) + outs, [], [UOp(Ops.SINK, dtypes.void, tuple(stores))],
-              {"uop.num_inputs": len(in_bufs), "uop.num_outputs": len(outs)} | ({"uop.aliases": tuple(x for j, i in aliases.items() for x in (j, i))} if aliases else {}))
+              {"uop.num_inputs": len(in_bufs), "uop.num_outputs": len(outs), **alias})
 
 @register("uop-rangeify", "Movement ops -> index arithmetic over loop ranges; mark what is materialised (bufferize)")
 def uop_rangeify(funcs: list[Func]) -> list[Func]:
