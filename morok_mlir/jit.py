@@ -15,7 +15,7 @@ value to keep: the signature holds the Variable, each replay runs the recorded k
 kernel argument: nothing is compiled again). A value the recorded graphs do not fit (a slice past a dim, or a
 slice's form picked for another value) raises JitError at the caller's line."""
 from __future__ import annotations
-import ctypes, functools, gc, threading, time
+import ctypes, functools, gc, sys, threading, time, weakref
 from sys import getrefcount
 from weakref import getweakrefcount
 from dataclasses import dataclass, field
@@ -42,6 +42,8 @@ class _Exec:
   locs: list
   vars: dict = field(default_factory=dict)     # Variable -> the value it had, for the schedule's symbolic sizes
   checks: list = field(default_factory=list)   # (a, b, held, loc): whether sizes a <= b, which a replay's values must keep
+  bufs: list = field(default_factory=list)     # per schedule input: the base Buffer it held when recorded (an assign's target
+                                               # is stale after its schedule: its node holds no Buffer then)
 
 @dataclass(frozen=True)
 class ExecItem:
@@ -55,7 +57,8 @@ class ExecItem:
 class _Recorder:
   """What one traced call did, filled by realize() and Tensor.realize() through R.capture."""
   execs: list = field(default_factory=list)
-  made: dict = field(default_factory=dict)     # id(Buffer) -> (exec k, output j), for the buffers this call computed
+  made: dict = field(default_factory=dict)     # id(Buffer) -> [(exec k, output j)], for the buffers this call computed
+  args: set = field(default_factory=set)       # id(Buffer) of the arguments: never written in place (the caller's tensors)
   rng: list = field(default_factory=list)      # (counter buffer UOp, values drawn) for each random tensor made
   keep: list = field(default_factory=list)     # keeps recorded Buffers alive, so their ids stay theirs
   host: list = field(default_factory=list)     # the Buffers the call read on the host (.numpy(), .item(), .tolist())
@@ -67,17 +70,18 @@ class _Recorder:
       nodes = UOp(Ops.SINK, dtypes.void, tuple(key)).toposort
       names = sorted((u for u in nodes if u.op is Ops.DEFINE_VAR), key=var_order)
       self.execs.append(_Exec(sched, device, list(inputs), [o.shape for o in key], [o.loc for o in outs], dict(zip(names, vals)), _checks(nodes)))
-    for j in range(sched.n_out): self.made[id(bufs[sched.n_in + j])] = (k, j)
+    self.execs[-1].bufs = [None if u is None else _buffer(u) for u in inputs]
+    for j in range(sched.n_out): self.made.setdefault(id(bufs[sched.n_in + j]), []).append((k, j))
     self.keep += bufs[sched.n_in:sched.n_in + sched.n_out]
   def random(self, counter: UOp, n: int): self.rng.append((counter, n))
   def host_read(self, b: Buffer): self.host.append(b.base if b.base is not None else b)
-  def reads_data(self, args: list[Tensor], state: list[Buffer], alias: dict) -> bool:
+  def reads_data(self, args: list[Tensor], state: set[int], alias: dict) -> bool:
     """Whether the call read on the host a value computed from its arguments, its state or random numbers. A replay
     runs no Python: it would keep what the recorded call saw there (a shape, a branch taken, a count)."""
-    given = {id(_buffer(t.uop)) for t in args} | {id(b) for b in state} | {id(u.buffer) for u, _ in self.rng} | set(alias)
+    given = {id(_buffer(t.uop)) for t in args} | state | {id(u.buffer) for u, _ in self.rng} | set(alias)
     tainted: list[bool] = []
-    dep = lambda b: b is not None and (id(b) in given or (k := self.made.get(id(b))) is not None and k[0] < len(tainted) and tainted[k[0]])
-    for e in self.execs: tainted.append(any(dep(_buffer(u)) for u in e.srcs if u is not None))
+    dep = lambda b: b is not None and (id(b) in given or any(k < len(tainted) and tainted[k] for k, _ in self.made.get(id(b), ())))
+    for e in self.execs: tainted.append(any(dep(b) for b in e.bufs if b is not None))
     return any(dep(b) for b in self.host)
 
 def _checks(nodes: list[UOp]) -> list[tuple]:
@@ -143,10 +147,20 @@ def _data(u: UOp) -> UOp | None:
   if u.op is Ops.RESHAPE: u = u.src[0]
   return u if u.op is Ops.BUFFER else None
 
+def _alone(t: Tensor) -> bool:
+  """Whether t's buffer node, its Buffer and memory are held by t alone (and here: getrefcount's argument, the name u,
+  the node's own cached toposort, the replay's list of buffers), so a replay may write them in place."""
+  u = t.uop
+  return u.op is Ops.BUFFER and sys.getrefcount(u) == 3 + ("toposort" in u.__dict__) and sys.getrefcount(u.buffer) == 3 and \
+    sys.getrefcount(u.buffer._buf) == 2
+
+def _bid(u: UOp) -> int | None:
+  """id of the base Buffer a data UOp holds, else None."""
+  return None if (b := _buffer(u)) is None else id(b)
+
 def _buffer(u: UOp) -> Buffer | None:
   """The base Buffer a data UOp holds, else None."""
-  if (d := _data(u)) is None: return None
-  b = d.buffer
+  if (d := _data(u)) is None or (b := d.buffer) is None: return None
   return b.base if b.base is not None else b
 
 class TinyJit:
@@ -202,13 +216,16 @@ class TinyJit:
     rec = _Recorder()
     # the tensors that exist before the call: those it rebinds are its state (parameters, optimizer moments); a Tensor
     # whose __init__ raised (still held by a traceback) has no uop
-    before = [(t, u) for t in gc.get_objects() if type(t) is Tensor and (u := getattr(t, "uop", None)) is not None] if cnt >= 1 else []
+    # (each as (tensor, its uop, the id of its Buffer): a uop of data held weakly, as in_place counts who holds it)
+    before = [(t, t.uop if t.uop.op is Ops.MULTI else weakref.ref(t.uop), _bid(t.uop)) for t in gc.get_objects()
+              if type(t) is Tensor and getattr(t, "uop", None) is not None] if cnt >= 1 else []
     # a tensor argument of symbolic shape: its function sees it in a buffer of the shape's largest size (_sized)
     sized = {i: _sized(t, sh) for i, (t, sh) in enumerate(zip(tensors, shapes)) if any(isinstance(d, UOp) for d in sh)}
     if sized:
       by_id = {id(tensors[i]): x for i, (x, _, _) in sized.items()}
       args, kwargs = _rebuild((args, kwargs), lambda t: by_id.get(id(t), t))
     alias = {id(b): i for i, (_, b, _) in sized.items()}
+    rec.args = {id(_buffer(t.uop)) for t in tensors} | set(alias)
     R.capture.rec, guards.log = rec, rec.guards
     try:
       ret = self.fxn(*args, **kwargs)
@@ -220,11 +237,12 @@ class TinyJit:
     # (and with the same values of the sizes the arguments do not give: those a replay keeps)
     trace = [(id(e.sched), tuple((v, x) for v, x in e.vars.items() if v not in env)) for e in rec.execs]
     with self.lock:
-      before = [x for t, u0 in before for x in _shards(t, u0)]   # a multi tensor's shards are state of their own
-      state = [b for t, u0 in before if t.uop is not u0 and (b := _buffer(u0)) is not None]
-      if rec.reads_data(tensors, state, alias): self.replayable = False
+      # a multi tensor's shards are state of their own
+      before = [x for t, u0, b0 in before for x in ([(t, u0, b0)] if type(u0) is weakref.ref else [(x, s, _bid(s)) for x, s in _shards(t, u0)])]
+      changed = [(t, b0) for t, u0, b0 in before if t.uop is not (u0() if type(u0) is weakref.ref else u0)]
+      if rec.reads_data(tensors, {b0 for _, b0 in changed if b0 is not None}, alias): self.replayable = False
       elif trace == self.last and self.plan is None:
-        self.plan = _Plan.build(rec, tensors, ret, [(t, u0, t.uop) for t, u0 in before if t.uop is not u0], env, alias)
+        self.plan = _Plan.build(rec, tensors, ret, [(t, b0, t.uop) for t, b0 in changed], env, alias)
         if self.plan is not None: self.plan.padded = [(i, top) for i, (_, _, top) in sized.items()]
         if self.plan is not None and not kwargs and all(type(x) is Tensor or type(x) is UOp and x.op is Ops.BIND for x in args):
           shapes = iter(sig[0])
@@ -270,28 +288,31 @@ class _Plan:
   intermediates and outputs only later kernels read (reused by every replay, under the plan's lock); each kernel is
   one prepared call that writes the pointers that change and calls its code."""
   @staticmethod
-  def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, UOp, UOp]], env: dict, alias: dict) -> _Plan | None:
+  def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, int | None, UOp]], env: dict, alias: dict) -> _Plan | None:
     """None when the call cannot be replayed: a state tensor that did not start as data, or ends as something no
     recorded schedule computed (a lazy graph: replaying would keep its first value)."""
     p = _Plan()
     argbuf = {id(_buffer(t.uop)): i for i, t in enumerate(args)} | alias   # (alias: the padded copies of symbolic ones)
-    if any(_buffer(u0) is None for _, u0, _ in state): return None
-    startbuf = {id(_buffer(u0)): i for i, (_, u0, _) in enumerate(state)}
+    if any(b0 is None for _, b0, _ in state): return None
+    startbuf = {b0: i for i, (_, b0, _) in enumerate(state)}
     rngbuf = {id(u.buffer): i for i, (u, _) in enumerate(rec.rng)}
     p.rng, p.state = [n for _, n in rec.rng], [t for t, _, _ in state]
-    def where(u: UOp):
-      b = id(_buffer(u))
+    def where(u: UOp, k: int = len(rec.execs), b: Buffer | None = None):   # u's buffer (b where given) as exec k reads it
+      b = id(_buffer(u) if b is None else b)
       for kind, table in (("arg", argbuf), ("out", rec.made), ("rng", rngbuf), ("state", startbuf)):
-        if b in table: return (kind, *table[b]) if kind == "out" else (kind, table[b])
+        if kind == "out":   # the last write before exec k (an assign's output is its target's Buffer: written again later)
+          if (kj := next((kj for kj in reversed(table.get(b, ())) if kj[0] < k), None)) is not None: return ("out", *kj)
+        elif b in table: return (kind, table[b])
       return ("const", u)
-    p.execs = [_Exec(e.sched, e.device, [("vals",) if u is None else where(u) for u in e.srcs], e.shapes, e.locs, e.vars, e.checks)
-               for e in rec.execs]
+    p.execs = [_Exec(e.sched, e.device, [("vals",) if u is None else where(u, k, b) for u, b in zip(e.srcs, e.bufs)], e.shapes, e.locs,
+                     e.vars, e.checks) for k, e in enumerate(rec.execs)]
+    if any(e.srcs[i][0] not in ("out", "state") for e in p.execs for i in e.sched.alias.values()): return None   # (an argument's)
     # the sizes' values a replay keeps (the Variables the arguments do not bind), and what each must satisfy
     p.kept = {v: x for e in rec.execs for v, x in e.vars.items() if v not in env}
     checks = {}   # one per test (a model's layers repeat theirs), at the first place that made it
     for a, b, held, loc in [c for e in rec.execs for c in e.checks] + [(*g, None) for g in rec.guards]: checks.setdefault((a, b, held), loc)
     p.checks = [(*k, loc) for k, loc in checks.items() if not _always(*k)]
-    rebinds = [(t, rec.made.get(id(_buffer(u1)))) for t, _, u1 in state]   # (tensor, (exec, output))
+    rebinds = [(t, rec.made.get(id(_buffer(u1)), [None])[-1]) for t, _, u1 in state]   # (tensor, (exec, output))
     if any(kj is None for _, kj in rebinds): return None
     p.ret, p.devices = ret, [t.device for t in args + p.state]
     # a returned multi tensor: its shards' sources, its attributes and dtype
@@ -351,6 +372,10 @@ class _Plan:
       return len(self.template) - 1
     # an output read on another device is fresh each replay: on_device keeps one copy per Buffer, as contents never change
     leaving = set(leaving) | {s for e in self.execs for s in e.srcs if s[0] == "out" and self.execs[s[1]].device != e.device}
+    for k in reversed(range(len(self.execs))):   # an assign's output is its target's buffer: fresh when the output leaves
+      for j, i in (e := self.execs[k]).sched.alias.items():
+        if ("out", k, j) in leaving and e.srcs[i][0] == "out": leaving.add(e.srcs[i])
+    self.written = []   # the state a replay writes in place (v indices), unless someone else holds its old value
     # a schedule's intermediates are touched by its own kernels only, which run before the next schedule's: schedules
     # share them, by device, size and dtype (an LLM's layers, one schedule each, hold one layer's intermediates, not 30)
     shared: dict[tuple, list[Buffer]] = {}
@@ -366,6 +391,10 @@ class _Plan:
         else: j, dev = first[s[0]] + s[1], self.devices[first[s[0]] + s[1]]
         slot.append(j if dev == e.device else on(j, e.device, s[0] == "const"))
       for j, bt in enumerate(sched.buffer_types[sched.n_in:]):
+        if (i := sched.alias.get(j)) is not None:   # written in place: the target's buffer
+          self.made[("out", k, j)] = (slot[i], e.locs[j], e.shapes[j])
+          if e.srcs[i][0] == "state": self.written.append(slot[i])
+          slot.append(slot[i]); continue
         fresh = j < sched.n_out and ("out", k, j) in leaving
         if j >= sched.n_out:
           n, pool = used.get(key := (e.device, bt.size, bt.dtype.base), 0), shared.setdefault(key, [])
@@ -444,6 +473,8 @@ class _Plan:
     if state:
       if any(not _data(t.uop) for t in state): Tensor.realize(*[t for t in state if not _data(t.uop)])
       for i, t in enumerate(state, len(args)): v[i] = _data(t.uop).buffer
+      for i in self.written:   # a state someone else still reads (a view taken before this call): written into a copy
+        if not _alone(state[i - len(args)]): v[i] = v[i].copy_to(v[i].device)
     if rng := [Tensor._counter_input(n) for n in self.rng]:
       for i, u in enumerate(rng, len(args) + len(state)): v[i] = u.buffer
     try:

@@ -4,8 +4,8 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import bisect, collections, ctypes, gc, itertools, threading, time, types, weakref
-from dataclasses import dataclass, replace
+import bisect, collections, ctypes, gc, itertools, sys, threading, time, types, weakref
+from dataclasses import dataclass, field, replace
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
 from morok_mlir.core.dtype import dtypes
@@ -15,6 +15,7 @@ from morok_mlir.ir.emit import normalize, structure, graph_func
 from morok_mlir.ir.pipeline import compile_lock, lower_to_kernels
 from morok_mlir.ir import stages
 from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
+from morok_mlir.passes.rangeify import box
 from morok_mlir.lru import LRU
 from morok_mlir.core import env
 from morok_mlir.core.progress import progress
@@ -71,8 +72,10 @@ class Schedule:
   n_in: int
   n_out: int
   stages: stages.Stages | None = None   # VIZ's record of this compile, which each run adds its kernels' times to
+  alias: dict[int, int] = field(default_factory=dict)   # output j -> the input whose buffer it is (an assign: written in place)
   def __post_init__(self):
-    self.allocs = [(b.size, b.dtype.base) for b in self.buffer_types[self.n_in:]]   # (elements, dtype) of each buffer it makes
+    # (elements, dtype) of each buffer it makes; an assign's output is its target's buffer (alias), not made
+    self.allocs = [(b.size, b.dtype.base, self.alias.get(j)) for j, b in enumerate(self.buffer_types[self.n_in:])]
     self.calls: list[_Run] = []   # prepared kernel calls, one set per run in flight (a free list: pop and append)
 
 class _Call:
@@ -213,7 +216,9 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   items = [ScheduleItem(name, progs[name], k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else "")
            for k in sched.roots[0].src for name in (k.attrs["callee"][1],)]
   # inputs: the graph's, then (with symbolic sizes) the int64 buffer of the variables' values (uop-rangeify)
-  return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results), rec if rec and rec.viz else None)
+  al = sched.attrs.get("uop.aliases", ())
+  return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results), rec if rec and rec.viz else None,
+                  dict(zip(al[::2], al[1::2])))
 
 def compile_stages(outs: list[UOp], device: str | None = None, beam: int = 0) -> stages.Stages:
   """Every stage of compiling outs for device (Tensor.mlir): recorded, nothing compiled to code or run, no cache filled."""
@@ -323,6 +328,74 @@ def on_device(b: Buffer, device: str) -> Buffer:
 _recent: collections.deque = collections.deque(maxlen=4)
 gc.callbacks.append(lambda phase, info, recent=_recent: recent.clear() if phase == "start" else None)
 
+# ---------------------------------------------------------------- writes in place
+# A write through a slice of a realized tensor, `t[a:b] = v` (Tensor.__setitem__: where(pad(all true), pad(v), b)), is
+# functional: its value is a new tensor. Stored as such it copies all of b per write (a KV cache: the whole cache per
+# token and layer). When no one can read b's old contents after this realize, the write is made assign(b, write):
+# uop-rangeify stores only the box v fills, into b's own memory, and the schedule returns b's Buffer as the output
+# (Schedule.alias). b is then stale: its buffer slot is cleared, and a new buffer node holds the memory.
+_made: weakref.WeakSet = weakref.WeakSet()   # Buffers the driver allocated for schedules' outputs: memory no one else views
+
+def in_place(outs: list[UOp], held: list[int], device: str) -> list[UOp]:
+  """outs, each write through a slice of a buffer that may be written in place made assign(buffer, write). held[i]:
+  the references to outs[i] the caller holds (its tensors' uop slots, its own lists). Safe when nothing outside this
+  graph reads the buffer node or the write: every node whose source either is lies in outs' graph (this schedule reads
+  the old contents before it stores: uop-rangeify orders it so), and no other node, tensor, cache or array holds the
+  buffer node, its Buffer or its memory (reference counts: a view taken before the write, a lazy graph over the old
+  value, a second node over the same Buffer, a numpy view all keep the copy)."""
+  cands = [i for i, w in enumerate(outs) if _writable(w, device)]
+  if not cands or len({outs[i].src[2] for i in cands}) < len(cands): return outs
+  _forget({outs[i].src[2] for i in cands})
+  watch = _refs(outs, {x for i in cands for x in (outs[i], outs[i].src[2])})
+  ret = list(outs)
+  if capture.rec is not None and not all(_sole(outs, i, watch, held[i]) for i in cands):
+    # a TinyJit records this schedule for every replay: references from cyclic garbage (a node's cached toposort holds
+    # the node; a compile's graphs wait for a collection) are not let to make it a copy for good
+    gc.collect()
+  for i in cands:
+    if _sole(outs, i, watch, held[i]): ret[i] = UOp(Ops.ASSIGN, outs[i].dtype, (outs[i].src[2], outs[i]), loc=outs[i].loc)
+  return ret
+
+def _writable(w: UOp, device: str) -> bool:
+  """Whether w is a write through a slice of a buffer the driver made on device (see in_place), not an argument of the
+  function a TinyJit records (a replay would write the caller's tensor)."""
+  return w.op is Ops.WHERE and (b := w.src[2]).op is Ops.BUFFER and (buf := b.buffer) is not None and buf.base is None and \
+    buf.device == device and buf in _made and box(w, b) is not None and (capture.rec is None or id(buf) not in capture.rec.args)
+
+def _refs(outs: list[UOp], watched: set[UOp]) -> dict[UOp, int]:
+  """The references outs' graph holds to each watched node: sources, cached toposorts (of the nodes that reach it),
+  remembered structure keys' input lists."""
+  watch, reach = dict.fromkeys(watched, 0), {x: {x} for x in watched}
+  for x in dict.fromkeys(x for o in outs for x in o.toposort):
+    if x not in watch: reach[x] = set().union(*(reach.get(s, ()) for s in x.src))
+    for s in x.src:
+      if s in watch: watch[s] += 1
+    for y in reach[x] if "toposort" in x.__dict__ else ():
+      watch[y] += 1
+    for hit in x.__dict__.get("_structure", {}).values():
+      for y in hit[2]:
+        if y in watch: watch[y] += 1
+  return watch
+
+def _sole(outs: list[UOp], i: int, watch: dict, held: int) -> bool:
+  """Whether write outs[i] and its buffer node are held by outs' graph (watch) and the caller (held) only, and the
+  node's Buffer and memory by that node only. (Each count adds what is held here: getrefcount's argument, the local
+  name, watch's key; for the write outs and in_place's copy of it.)"""
+  w = outs[i]
+  b = w.src[2]
+  return sys.getrefcount(b) == watch[b] + BASE[0] and sys.getrefcount(w) == watch[w] + held + BASE[1] and \
+         sys.getrefcount(b.buffer) == BASE[2] and sys.getrefcount(b.buffer._buf) == BASE[3]
+BASE = (4, 4, 2, 2)   # the references counted above that no holder outside adds (test_inplace checks both ways)
+
+def _forget(targets: set[UOp]) -> None:
+  """The recent graphs (kept only for their structure keys) that read a target, dropped."""
+  for r in [r for r in list(_recent) if not targets.isdisjoint(_inputs(r))]:   # (a copy: a collection may clear it meanwhile)
+    if r in _recent: _recent.remove(r)
+
+def _inputs(outs: list[UOp]) -> list[UOp]:
+  """The input buffers of a realized graph (its structure key's, remembered on its first output)."""
+  return [b for hit in outs[0].__dict__.get("_structure", {}).values() for b in hit[2]]
+
 def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: int | None = None) -> list[Buffer]:
   """Compute graph-level UOps on `device` (Device.DEFAULT if None); returns one flat Buffer per UOp, on device (a UOp
   that is already an input buffer gives its own Buffer, wherever it is). Inputs on other devices are copied to device
@@ -355,8 +428,12 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
   bufs = run_schedule(sched, device, inputs, vals, touts)
   if (rec := capture.rec) is not None: rec.schedule(sched, device, inputs, bufs, touts, normalize(touts)[0] if vals else (), vals)
   n_in = sched.n_in
+  for i in sched.alias.values():   # an assign's target: its contents are overwritten, its copies on other devices stale
+    with _copies_lock: _copies.pop(bufs[i], None)
+    inputs[i].buffer = None
+  for b in bufs[n_in:]: _made.add(b)
   for j, i in enumerate(todo):   # a symbolic output's buffer holds its variables' max size: the result is its first elements
-    results[i] = bufs[n_in + j] if not vals else bufs[n_in + j].view(sym_val(outs[i].size), outs[i].dtype, 0)
+    results[i] = bufs[n_in + j] if not vals or j in sched.alias else bufs[n_in + j].view(sym_val(outs[i].size), outs[i].dtype, 0)
   return results
 
 def run_schedule(sched: Schedule, device: str, inputs: list[UOp | None], vals=(), outs: list[UOp] = ()) -> list[Buffer]:
@@ -372,7 +449,7 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
   """run_schedule on input Buffers already on device; inputs[i]: the UOp whose immutable contents bufs[i] holds (a
   program may keep what it derives from them, e.g. packed weights), or None."""
   n_in, n_out = sched.n_in, sched.n_out
-  try: bufs = bufs + [Buffer.fresh(device, n, dt) for n, dt in sched.allocs]
+  try: bufs = bufs + [Buffer.fresh(device, n, dt) if a is None else bufs[a] for n, dt, a in sched.allocs]
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
   if DEBUG >= 2 or sched.stages is not None: dt_sum = _run_timed(sched, bufs, inputs)
   else:

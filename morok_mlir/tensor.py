@@ -11,7 +11,7 @@ from morok_mlir.core.mixin import OpMixin, BINARY_OPS, _argfix, _basic_plan, _bs
 from morok_mlir.core.provenance import scope as _scope, user_loc as _loc, walk_loc, OpTypeError
 from morok_mlir.core.gradient import compute_gradient
 from morok_mlir.core.index_math import smax
-from morok_mlir.realize import new_buffer, realize as _realize, capture as _capture, compile_stages as _compile_stages
+from morok_mlir.realize import new_buffer, in_place as _in_place, realize as _realize, capture as _capture, compile_stages as _compile_stages
 from morok_mlir.device import Device, dlpack
 from morok_mlir.device.buffer import Buffer
 from morok_mlir import multi_realize as _multi
@@ -419,7 +419,10 @@ class Tensor(OpMixin, metaclass=_TensorType):
         _err(RuntimeError, f"realize() of tensors on different devices ({', '.join(sorted(map(str, {dev, t.device})))}): realize them separately")
       dev, todo[u] = t.device, [t]
     if todo:
-      outs = _realize(list(todo), device=dev, beam=beam) if type(dev) is str else _multi.realize_multi(list(todo), dev, beam)
+      u = same = us = None   # (names that would hold an output: in_place counts the references to it)
+      us = list(todo)
+      if type(dev) is str: us = _in_place(us, [len(ts) + 2 for ts in todo.values()], dev)   # (+ todo's key and us)
+      outs = _realize(us, device=dev, beam=beam) if type(dev) is str else _multi.realize_multi(us, dev, beam)
       for (u, ts), out in zip(todo.items(), outs):
         if type(out) is Buffer and (out.size != sym_val(u.size) or out.dtype != u.dtype):
           raise RuntimeError(f"{u.loc}: realize returned {out} for {u.shape} {u.dtype}")

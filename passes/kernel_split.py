@@ -70,7 +70,7 @@ def split_func(f: Func, prefix: str = "") -> list[Func]:
     for b in stored: writer[b.attrs["slot"]] = k
   sched_args = f.args + list(temps.values())
   sched = Func(prefix + "schedule", sched_args, [], [UOp(Ops.SINK, dtypes.void, tuple(calls))],
-               {"uop.schedule": None, **{k: v for k, v in f.attrs.items() if k.startswith("uop.num_")}})
+               {"uop.schedule": None, **{k: v for k, v in f.attrs.items() if k.startswith(("uop.num_", "uop.aliases"))}})
   return kernels + [sched]
 
 @register("uop-kernel-split", "Split at store/bufferize boundaries into kernels and a @schedule")

@@ -51,6 +51,8 @@ class Rangeifier:
     self.tops: dict[UOp, bool] = {}       # memo of chain_top
     self.contracted: dict[UOp, UOp] = {}  # root -> the contraction its kernel computes inline
     self.late: set[UOp] = set()           # chain tops stored (see rangeify_func)
+    # the buffers assigns write in place (kernels that read them run before the assigns' kernels)
+    self.targets = {bufs[o.src[0].attrs["slot"]] for o in outputs if o.op is Ops.ASSIGN}
     # an output that is a contiguous() read by nothing else is computed straight into its output buffer (its store is
     # the materialisation contiguous asks for): stored to a buffer of its own first, it would cost a kernel and a copy
     if cont := {o for o in outputs if o.op is Ops.CONTIGUOUS}: cont -= {s for r in outputs for u in r.toposort for s in u.src}
@@ -82,12 +84,32 @@ class Rangeifier:
   def store_outputs(self, bufs: list[UOp], nodes: list[UOp]) -> list[UOp]:
     """A store per output, but outputs of one static shape whose values need no reduce share one loop nest: a kernel
     with several stores (a `group`), where what they share is computed once and what they read is read once (an
-    optimizer step, a backward pass). A reduce keeps its own kernel: uop-optimize tiles a contraction alone."""
+    optimizer step, a backward pass). A reduce keeps its own kernel: uop-optimize tiles a contraction alone.
+    Assigns come last, each in a kernel of its own: every other kernel reads their targets' old contents first."""
     groups: dict = {}
     for k, (b, n) in enumerate(zip(bufs, nodes)):
-      joins = all(isinstance(d, int) for d in n.shape) and n.op is not Ops.SCATTER and self.elementwise(n)
+      joins = all(isinstance(d, int) for d in n.shape) and n.op not in (Ops.SCATTER, Ops.ASSIGN) and self.elementwise(n)
       groups.setdefault(n.shape if joins else k, []).append((b, n))
-    return [self.store(*g[0]) if len(g) == 1 else self.store_group(g) for g in groups.values()]
+    out = [self.store(*g[0]) if len(g) == 1 else self.store_group(g) for g in groups.values() if g[0][1].op is not Ops.ASSIGN]
+    return out + [self.assign(*g[0]) for g in groups.values() if g[0][1].op is Ops.ASSIGN]
+
+  def assign(self, buf: UOp, node: UOp) -> UOp:
+    """assign(target, value) stored into the target's own buffer (buf), over the box where value differs from the target
+    when value is a write through a slice (`where(pad(all true), pad(v), target)`, see `box`: a KV cache's new rows),
+    else over all of it. Where the value reads buf at another element than the one stored (`t[0:2] = t[1:3]`, a read of
+    an assign's target by another assign), it is stored to a buffer of its own first, read whole before the store."""
+    saved = self.loops, self.root
+    tgt, w = node.src
+    v, lo = box(w, tgt) or (w, (0,) * len(w.shape))
+    (self.loops, idx), self.root = self.loop_ranges(v.shape), node
+    at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize([im.add(i, im.sint(o)) for i, o in zip(idx, lo)], node.shape)))
+    val = self.value(v, tuple(idx), None, False)
+    if any(u.op is Ops.INDEX and u.src[0] in self.targets and (u.src[0] is not buf or u.src[1] is not at.src[1]) for u in val.toposort):
+      val = self.load(self.run(self.bufferize(v)), v, tuple(idx), None)
+    tok = UOp(Ops.STORE, dtypes.void, (at, val), loc=node.loc)
+    out = UOp(Ops.END, dtypes.void, (tok, *self.loops), loc=node.loc) if self.loops else tok
+    self.loops, self.root = saved
+    return out
 
   def store_group(self, group: list[tuple[UOp, UOp]]) -> UOp:
     saved, shape = (self.loops, self.root), group[0][1].shape
@@ -328,6 +350,16 @@ def epilogue(u: UOp, stored) -> set[UOp] | None:
     elif x is u or not stored(x): todo += [s for s in x.src if s not in seen and not seen.add(s)]
   return seen if reds and reduced(reds[0], 1) > 1 else None
 
+def box(w: UOp, tgt: UOp) -> tuple[UOp, tuple] | None:
+  """(v, the box's low corner) when w is tgt written through a slice, `where(pad(all true, p), pad(v, p), tgt)` as
+  Tensor.__setitem__ builds it: w differs from tgt only inside the box v fills."""
+  if w.op is not Ops.WHERE or w.src[2] is not tgt: return None
+  c, p, _ = w.src
+  if p.op is not Ops.PAD or c.op is not Ops.PAD or sym_attr(c, "padding") != sym_attr(p, "padding"): return None
+  m = c.src[0]
+  while m.op in (Ops.RESHAPE, Ops.EXPAND): m = m.src[0]
+  return (p.src[0], sym_attr(p, "padding")[::2]) if m.op is Ops.CONST and m.attrs["value"] is True else None
+
 CAT_PARTS = 3   # a cat of this many parts or more is stored part by part where a reduce reads it
 def _cat(u: UOp, stored=lambda x: False) -> list[tuple[UOp, tuple]] | None:
   """(part, its padding) pairs of a cat as mixin.cat builds it, `where(pad(all true), pad(part), rest)` down to a last
@@ -397,6 +429,14 @@ def rangeify_func(f: Func) -> Func:
     vmap = var_loads(dvs, in_bufs[len(f.args)])
     f = Func(f.name, f.args, [r.substitute(vmap) for r in f.results], f.roots, f.attrs)
   outs = [arg_buffer(len(in_bufs) + j, r.dtype.ptr(im.smax(r.size))) for j, r in enumerate(f.results)]
+  # an assign's result is its target's buffer (an input, written in place): the driver passes that buffer as the output
+  aliases = {}
+  for j, r in enumerate(f.results):
+    if r.op is not Ops.ASSIGN: continue
+    if r.src[0].op is not Ops.BUFFER or "slot" not in r.src[0].attrs or r.src[0].attrs["slot"] in aliases.values():
+      raise PassError("uop-rangeify: an assign's target must be an input buffer, assigned once per graph", r.loc)
+    aliases[j] = r.src[0].attrs["slot"]
+  stored = [in_bufs[aliases[j]] if j in aliases else b for j, b in enumerate(outs)]
   # Whether a node is materialised is found while walking its uses; a use met before the one that forces the
   # buffer would have inlined (recomputed) it. So walk once to learn the set, then build with it fixed.
   # A chain top found stored (a bias and relu on a product that a reduce reads, or one several kernels share) may have
@@ -408,19 +448,20 @@ def rangeify_func(f: Func) -> Func:
   for u in dict.fromkeys(x for r in f.results for x in r.toposort):
     for s in u.src: users.setdefault(s, []).append(u)
   walk = Rangeifier(in_bufs, users=users, outputs=frozenset(f.results))
-  walk.store_outputs(outs, f.results)   # the kernels the build makes: outputs computed in one loop nest share their values
+  walk.store_outputs(stored, f.results)   # the kernels the build makes: outputs computed in one loop nest share their values
   chains = {u: c for u in walk.late | walk.shared if isinstance(u.size, int) and (c := epilogue(u, lambda x: False)) is not None}
   if tops := {u for u, c in chains.items() if not any(d is not u and d in c for d in chains)}:   # the lowest of each chain
     walk = Rangeifier(in_bufs, frozenset(tops), users, outputs=frozenset(f.results))
-    walk.store_outputs(outs, f.results)
+    walk.store_outputs(stored, f.results)
   # a chain top whose product ended up stored anyway (another kernel needs it) is a few ops per element over loads:
   # its readers compute it (a kernel of its own would only copy)
   force = set(walk.materialised)
   force -= {u for u in walk.late | walk.force if epilogue(u, lambda x: x is not u and x in force) is None}
   rf = Rangeifier(in_bufs, frozenset(force), outputs=frozenset(f.results))
-  stores = rf.store_outputs(outs, f.results)
+  stores = rf.store_outputs(stored, f.results)
+  alias = {"uop.aliases": tuple(x for j, i in aliases.items() for x in (j, i))} if aliases else {}   # (output, input) pairs
   return Func(f.name, list(in_bufs.values()) + outs, [], [UOp(Ops.SINK, dtypes.void, tuple(stores))],
-              {"uop.num_inputs": len(in_bufs), "uop.num_outputs": len(outs)})
+              {"uop.num_inputs": len(in_bufs), "uop.num_outputs": len(outs), **alias})
 
 @register("uop-rangeify", "Movement ops -> index arithmetic over loop ranges; mark what is materialised (bufferize)")
 def uop_rangeify(funcs: list[Func]) -> list[Func]:

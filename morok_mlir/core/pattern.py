@@ -119,4 +119,5 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, memo: dict[UOp, UOp] | None = N
       res = n if new is None else go(new, depth + 1)
       done[u] = done[n] = done[res] = res
     return done[r]
-  return go(root, 0)
+  try: return go(root, 0)
+  finally: del go   # go's closure holds go: a cycle that would keep every node it saw alive until a collection
