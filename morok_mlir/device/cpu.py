@@ -432,7 +432,7 @@ class CPUProgram:
     n, ns = len(spec.args), len(spec.args) + len(spec.scratch)
     scratch = None if lent else [kept[i] if kept and i in kept else shared.get(i, x) if shared is not None else
                                  CPU.allocator.alloc(x, dtypes.float32) for i, x in enumerate(spec.scratch)]
-    ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + [a.ctypes.data for a in scratch or ()] + [0] * (ns - n) * lent))
+    ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + ([0] * (ns - n) if lent else [a.ctypes.data for a in scratch])))
     slot = lambda i: ctypes.addressof(ptrs) + i * ctypes.sizeof(ctypes.c_void_p)
     phases, keep = [], []   # (fn, [argument pack per chunk]); keep: the chunk bounds the packs point into
     for fn, (_, par) in zip(code.fns, self._entries):
