@@ -211,6 +211,35 @@ def test_huge_array_count_fails_fast(tmp_path):
   (tmp_path / "arr.gguf").write_bytes(bytes(data))
   with pytest.raises(ValueError, match=f"an array at byte .* of {1 << 58} items needs at least"): load_gguf(tmp_path / "arr.gguf")
 
+def arrays_gguf(path, n: int) -> None:
+  w = gguf.GGUFWriter(str(path), "llama")
+  w.add_array("words", [f"w{i}\u00e9 " * (i % 3) for i in range(n)])   # empty strings and non-ASCII ones among them
+  w.add_array("scores", [i / 4 for i in range(n)]); w.add_array("flags", [True, False]); w.add_array("nested", [[1, 2], [3]])
+  w.add_tensor("b", np.ones(4, np.float32))
+  w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+
+def test_metadata_arrays_equal_the_gguf_readers(tmp_path):
+  """Arrays of strings, numbers, bools and arrays decode as the gguf package's reader decodes them; reading a vocabulary
+  takes about the memory of its decoded lists (the package's reader makes numpy arrays per item: ~15x that)."""
+  import tracemalloc
+  arrays_gguf(tmp_path / "a.gguf", 20000)
+  tracemalloc.start()
+  try:
+    m = load_gguf(tmp_path / "a.gguf")
+    held, peak = tracemalloc.get_traced_memory()
+  finally: tracemalloc.stop()
+  ref = gguf.GGUFReader(str(tmp_path / "a.gguf"))
+  for k in ("words", "scores", "flags", "nested"): assert m.metadata[k] == ref.fields[k].contents(), k
+  assert peak < 2 * held, (peak, held)
+
+def test_truncated_string_array_is_a_clear_error(tmp_path):
+  arrays_gguf(tmp_path / "a.gguf", 10)
+  data, r = bytearray((tmp_path / "a.gguf").read_bytes()), gguf.GGUFReader(str(tmp_path / "a.gguf"))
+  put(data, offset_of(r.fields["words"].parts[r.fields["words"].data[5]], r) - 8, 1 << 40, 8)   # string 5's length
+  (tmp_path / "a.gguf").write_bytes(bytes(data))
+  with pytest.raises(ValueError, match=r"a\.gguf is not a valid GGUF file: it is truncated: a string at byte \d+ needs"):
+    load_gguf(tmp_path / "a.gguf")
+
 @pytest.mark.parametrize("vec", [8, 16])
 @pytest.mark.parametrize("name", list(QUANTS))
 def test_matvec_in_vector_lanes_at_both_widths(name, vec, monkeypatch):

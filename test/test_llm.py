@@ -182,6 +182,14 @@ def test_cli_streams_and_chats(smollm2, monkeypatch, capsys):
     assert main(["--model", "m.gguf", "--chat", "--max-tokens", "8"]) == 0
     assert "Paris" in capsys.readouterr().out
 
+def test_smollm2_llm_holds_the_vocabulary_once(smollm2):
+  """The vocabulary and merges live in the tokenizer only: LLM.metadata keeps the file's other entries (the chat template,
+  the special tokens' ids), not the token arrays as Python lists beside it."""
+  llm, _ = smollm2
+  assert not [k for k, v in llm.metadata.items() if k.startswith("tokenizer.ggml.") and isinstance(v, list)]
+  assert llm.metadata["tokenizer.chat_template"] and llm.eos_id is not None and llm.tokenizer.get_vocab_size() == llm.model.cfg.vocab_size
+  if importlib.util.find_spec("jinja2"): assert llm.chat_prompt("Hi").endswith("<|im_start|>assistant\n")
+
 def test_bad_requests_raise_at_the_callers_line():
   from morok_mlir.llm import LLM
   from morok_mlir.llm.model import sample

@@ -438,13 +438,18 @@ class CPUProgram:
       with _lock, _context():
         self.code = _Code([e for e, _ in self._entries], engine=ExecutionEngine(ir.Module.parse(c.src), opt_level=3, enable_pic=True))
     self._np = [(size, np.dtype(dt.np)) for size, dt in spec.args]
-    self._free = [self._argset()]
+    self._lend = 4 * sum(spec.scratch) >= self.LEND_BYTES
+    self._free = [self._argset(lent=self._lend)]
     self._kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # input UOp -> {scratch: array it filled}
     self._kept_lock = threading.Lock()
   # bytes of reusable phase results (packed weights) a program keeps, least recently used dropped first. A count of 8
   # thrashed: shufflenet runs one program for 11 blocks, each with its own weights, and repacked them on every call
   # (a third of that program's time); entries also go when their input dies
   KEEP_BYTES = 1 << 28
+  # call_ptrs' argument sets whose scratch takes this many bytes hold it during a call only (the allocator's pool hands
+  # the blocks to the next call of any program): a program run once, or then under a TinyJit plan (which shares one
+  # scratch set among its kernels), keeps none of its own (an LLM's 64 programs held 37 MB, used once each)
+  LEND_BYTES = 1 << 20
   @property
   def nbytes(self) -> int:
     """What the program holds: code, its lowered text, one argument set's scratch buffers."""
@@ -452,12 +457,13 @@ class CPUProgram:
   def _load(self, lib: str) -> None:
     """Move onto the shared object lib (the same code as the engine's): calls in flight finish on the engine."""
     self.code, self._free = _Code(self._symbols, lib=lib), []
-  def _argset(self, kept: dict | None = None, shared: SharedScratch | None = None) -> _Args:
+  def _argset(self, kept: dict | None = None, shared: SharedScratch | None = None, lent: bool = False) -> _Args:
+    """lent: without scratch (None) until _lend_scratch fills it for a call."""
     code, spec = self.code, self.spec
     n, ns = len(spec.args), len(spec.args) + len(spec.scratch)
-    scratch = [kept[i] if kept and i in kept else shared.get(i, x) if shared is not None else CPU.allocator.alloc(x, dtypes.float32)
-               for i, x in enumerate(spec.scratch)]
-    ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + [a.ctypes.data for a in scratch]))
+    scratch = None if lent else [kept[i] if kept and i in kept else shared.get(i, x) if shared is not None else
+                                 CPU.allocator.alloc(x, dtypes.float32) for i, x in enumerate(spec.scratch)]
+    ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + ([0] * (ns - n) if lent else [a.ctypes.data for a in scratch])))
     slot = lambda i: ctypes.addressof(ptrs) + i * ctypes.sizeof(ctypes.c_void_p)
     phases, keep = [], []   # (fn, [argument pack per chunk]); keep: the chunk bounds the packs point into
     for fn, (_, par) in zip(code.fns, self._entries):
@@ -471,7 +477,8 @@ class CPUProgram:
   def call_ptrs(self, *addrs: int, skip: frozenset = frozenset(), scratch: dict | None = None) -> None:
     """Run on raw data pointers; scratch maps scratch buffer numbers to arrays used in place of this call's own."""
     try: a = self._free.pop()
-    except IndexError: a = self._argset()
+    except IndexError: a = self._argset(lent=self._lend)
+    if a.scratch is None: self._lend_scratch(a)
     try:
       a.ptrs[:len(addrs)] = addrs
       if scratch:
@@ -480,7 +487,12 @@ class CPUProgram:
     finally:
       if scratch:
         for s in scratch: a.ptrs[len(addrs) + s] = a.scratch[s].ctypes.data   # no pointer outlives this call
+      if self._lend: a.scratch = None   # (back to the pool when the arrays die)
       if a.code is self.code: self._free.append(a)
+  def _lend_scratch(self, a: _Args) -> None:
+    a.scratch = [CPU.allocator.alloc(x, dtypes.float32) for x in self.spec.scratch]
+    n = len(self.spec.args)
+    a.ptrs[n:n + len(a.scratch)] = [x.ctypes.data for x in a.scratch]
   def call_buffers(self, bufs: list, inputs: list | None = None) -> None:
     """The realize driver's path: allocated CPU Buffers, already of the right dtype and size; inputs[i] is the input
     UOp whose (immutable) contents bufs[i] holds, or None. A phase that only repacks an input (a contraction's B

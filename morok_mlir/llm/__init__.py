@@ -22,14 +22,17 @@ def render_chat(template: str, messages: list[dict], bos: str = "", eos: str = "
 class LLM:
   """A GGUF file's model, tokenizer and chat template. max_context bounds prompt + generated tokens (the KV cache).
   float32: decode the quantized weights once into float32 buffers (about 4 bytes a weight instead of 0.6 for Q4_1;
-  faster, as every call's kernels then read plain floats) instead of in the kernels that read them."""
+  faster, as every call's kernels then read plain floats) instead of in the kernels that read them.
+  metadata: the file's, less the tokenizer's arrays (vocab, merges, token types: the tokenizer holds them; as Python
+  lists, ~15 MB for a 49k vocabulary)."""
   def __init__(self, path: str, max_context: int = 1024, float32: bool = False):
     from morok_mlir.llm.gguf import load_gguf
     from morok_mlir.llm.tokenizer import tokenizer_from_gguf
     g = load_gguf(path)
     if g.arch != "llama": _err(ValueError, f"{path}: architecture {g.arch!r} is not supported (llama only)")
     weights = {k: v.contiguous().realize() for k, v in g.tensors.items()} if float32 else g.tensors
-    self._init(Llama(LlamaConfig.from_gguf(g.metadata, weights, max_context), weights), tokenizer_from_gguf(g.metadata), g.metadata)
+    meta = {k: v for k, v in g.metadata.items() if not (k.startswith("tokenizer.ggml.") and isinstance(v, list))}
+    self._init(Llama(LlamaConfig.from_gguf(g.metadata, weights, max_context), weights), tokenizer_from_gguf(g.metadata), meta)
 
   @classmethod
   def from_model(cls, model: Llama, tokenizer=None, metadata: dict | None = None) -> LLM:

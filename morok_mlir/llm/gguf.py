@@ -19,7 +19,7 @@ Layout facts a llama model needs:
   assign + realize) stores its float32 values in a buffer of their own, four to seven times the blocks' size.
 """
 from __future__ import annotations
-import math, os, stat
+import math, os, stat, sys
 from dataclasses import dataclass, field
 import numpy as np
 from gguf import GGUFReader, GGUFValueType, GGMLQuantizationType, GGML_QUANT_SIZES
@@ -51,12 +51,21 @@ class _Reader(GGUFReader):
     return super()._get(offset, dtype, count, override_order)
   def _get_field_parts(self, orig_offs, raw_type):
     if int(raw_type) not in GGUFValueType._value2member_map_: raise ValueError(f"unknown value type {int(raw_type)} at byte {orig_offs}")
-    if raw_type == GGUFValueType.ARRAY:   # the base class reads an array item by item: its length must fit in the file first
-      itype, n = int(self._get(orig_offs, np.uint32)[0]), int(self._get(orig_offs + 4, np.uint64)[0])
-      least = np.dtype(self.gguf_scalar_to_np[GGUFValueType(itype)]).itemsize if itype in self.gguf_scalar_to_np else 8
-      if orig_offs + 12 + n * least > self.size:
-        raise ValueError(f"an array at byte {orig_offs} of {n} items needs at least {n * least} bytes, the file has {self.size}")
-    return super()._get_field_parts(orig_offs, raw_type)
+    if raw_type != GGUFValueType.ARRAY: return super()._get_field_parts(orig_offs, raw_type)
+    # its length must fit in the file before anything is walked
+    itype, n = int(self._get(orig_offs, np.uint32)[0]), int(self._get(orig_offs + 4, np.uint64)[0])
+    least = np.dtype(self.gguf_scalar_to_np[GGUFValueType(itype)]).itemsize if itype in self.gguf_scalar_to_np else 8
+    if orig_offs + 12 + n * least > self.size:
+      raise ValueError(f"an array at byte {orig_offs} of {n} items needs at least {n * least} bytes, the file has {self.size}")
+    # the base class makes one to three numpy arrays per item (a vocabulary's 100k strings: ~100 MB of Python objects);
+    # an array of numbers or strings is one part here, its items' bytes, that _value decodes (arrays of arrays: the base's)
+    if itype != GGUFValueType.STRING and itype not in self.gguf_scalar_to_np: return super()._get_field_parts(orig_offs, raw_type)
+    start, head = orig_offs + 12, [self._get(orig_offs, np.uint32), self._get(orig_offs + 4, np.uint64)]
+    if itype == GGUFValueType.STRING: items = self._get(start, np.uint8, _strings(self.data[start:], n, self._order, start, self.size)[0])
+    else: items = self._get(start, self.gguf_scalar_to_np[GGUFValueType(itype)], n)
+    return 12 + items.nbytes, [*head, items], [2], [GGUFValueType.ARRAY, GGUFValueType(itype)]
+  @property
+  def _order(self) -> str: return sys.byteorder if self.byte_order == "I" else {"little": "big", "big": "little"}[sys.byteorder]
   # the counts of the header, before the base class reads entry by entry: each entry takes at least these many bytes
   def _build_fields(self, offs, count):
     self._fits(offs, int(count), 13, "metadata entries")   # key length, type, a 1-byte value
@@ -93,9 +102,24 @@ def _tensor(t, loc: str) -> Tensor:
     return x if name == "F32" else x.cast(dtypes.float32)
   return dequantize(Tensor(new_buffer(raw.view(np.uint8), loc)), name, shape)
 
-def _value(f):
-  v = f.contents()
-  return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+def _strings(buf, n: int, order: str, at: int = 0, size: int = 0) -> tuple[int, list[bytes]]:
+  """n GGUF strings (a uint64 length, then the bytes) from the start of buf, which begins at byte `at` of a file of
+  `size` bytes (for the message when one runs past its end): (the bytes they take, the strings)."""
+  mv, out, o = memoryview(buf).cast("B"), [], 0
+  for _ in range(n):
+    ln = int.from_bytes(mv[o:o + 8], order) if o + 8 <= len(mv) else -1
+    if ln < 0 or o + 8 + ln > len(mv):
+      raise ValueError(f"it is truncated: a string at byte {at + o} needs {8 + max(ln, 0)} bytes, the file has {size or at + len(mv)}")
+    out.append(bytes(mv[o + 8:o + 8 + ln])); o += 8 + ln
+  return o, out
+
+def _value(f, order: str):
+  if f.types[0] == GGUFValueType.ARRAY and len(f.data) == 1 and len(f.types) == 2:   # _Reader's one part of items
+    items = f.parts[f.data[0]]
+    v = _strings(items, int(f.parts[-2][0]), order)[1] if f.types[1] == GGUFValueType.STRING else items.tolist()
+  else: v = f.contents()
+  dec = lambda x: x.decode("utf-8", "replace") if isinstance(x, bytes) else x
+  return [dec(x) for x in v] if isinstance(v, list) else dec(v)
 
 def load_gguf(path) -> GGUFModel:
   """The GGUF file at path as a GGUFModel. The file is mapped read-only, not read: memory stays about the file's size
@@ -111,7 +135,7 @@ def load_gguf(path) -> GGUFModel:
   try: r = _Reader(path, st.st_size)
   except (ValueError, KeyError, IndexError, OverflowError) as e: bad(str(e).strip("'\""))
   if r.byte_order != "I": bad("it is big-endian: its tensors' bytes are not this machine's numbers")
-  metadata = {k: _value(f) for k, f in r.fields.items() if not k.startswith("GGUF.")}
+  metadata = {k: _value(f, r._order) for k, f in r.fields.items() if not k.startswith("GGUF.")}
   if not isinstance(arch := metadata.get("general.architecture"), str): bad("it has no general.architecture string")
   return GGUFModel(arch, metadata, {t.name: _tensor(t, loc) for t in r.tensors})
 
