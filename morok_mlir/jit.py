@@ -16,8 +16,6 @@ kernel argument: nothing is compiled again). A value the recorded graphs do not 
 slice's form picked for another value) raises JitError at the caller's line."""
 from __future__ import annotations
 import ctypes, functools, gc, sys, threading, time, weakref
-from sys import getrefcount
-from weakref import getweakrefcount
 from dataclasses import dataclass, field
 import numpy as np
 from morok_mlir.core.uop import UOp, sym_val, sym_range, sym_attr, sprod, ssub, _pairs, guards, SYM_TEXT
@@ -25,7 +23,7 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.ir.emit import var_order, unbind
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import error as _err
-from morok_mlir.device.buffer import Buffer
+from morok_mlir.device.buffer import Buffer, Ring
 from morok_mlir.device.cpu import Batch, SharedScratch
 from morok_mlir import realize as R
 from morok_mlir.tensor import Tensor
@@ -329,7 +327,8 @@ class _Plan:
     if not p.state and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and len(p.outs) == len(p.fresh) == 1 and \
         all(type(k) is _Kernel for k in p.steps):
       p.replay, p.one = p._replay_one, (*p.fresh[0], *p.outs[0], ret.device)
-      p.ring, p.turn = [None, None] if p.fresh[0][2] * p.fresh[0][3].itemsize < p.REUSE_BYTES and p.fresh[0][1] == "CPU" else None, 0
+      _, dev, size, dt, _ = p.fresh[0]
+      p.ring = Ring(lambda: Buffer.fresh(dev, size, dt)) if size * dt.itemsize < p.REUSE_BYTES and dev == "CPU" else None
     if p.vals or p.checks or any(isinstance(d, UOp) for _, _, sh in p.outs for d in sh): p._compile()
     p.run = _graphs(p.steps, p.template)
     if p.replay == p._replay_one and len(p.run) == 1 and type(p.run[0]) is _Native:   # (_replay_one writes its array itself)
@@ -420,17 +419,8 @@ class _Plan:
     (j, dev, size, dt, k, o, loc, shape, device), nat = self.one, self.native
     bufs = [(u if (u := t.uop).op is _BUF else u.src[0]).buffer for t in args]   # (the signature checked: data)
     with self.lock:
-      if (ring := self.ring) is not None:
-        b = ring[t := self.turn]; self.turn = t ^ 1
-        # 3 references to b (the ring's, b, getrefcount's), 2 to its array (b's, getrefcount's) and 2 to the array that
-        # array views (numpy makes a view of a view a view of that one), and no weak one (a copy on another device)
-        if b is None or getrefcount(b) != 3 or getrefcount(b._buf) != 2 or type(b._buf.base) is np.ndarray and getrefcount(b._buf.base) != 2 \
-           or getweakrefcount(b): b = ring[t] = None
-      else: b = None
-      if b is None:
-        try: b = Buffer.fresh(dev, size, dt)
-        except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[k].sched, []) from None
-        if ring is not None: ring[t] = b
+      try: b = ring.take() if (ring := self.ring) is not None else Buffer.fresh(dev, size, dt)
+      except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[k].sched, []) from None
       if nat is not None and (go := nat.one) is not None and not R.DEBUG:   # one native batch: its pointers written here
         vals = nat.vals
         for i, n in self.argpos: vals[n] = bufs[i].ptr

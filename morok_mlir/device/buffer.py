@@ -17,6 +17,8 @@ a Buffer needs no finalizer: the memory goes back when the last Buffer (views ho
 last numpy array over it are gone. Buffers are safe to share between threads; the allocators lock their pools."""
 from __future__ import annotations
 import threading
+from sys import getrefcount
+from weakref import getweakrefcount
 import numpy as np
 from morok_mlir.core.dtype import DType, to_dtype
 from morok_mlir.device import Device
@@ -102,3 +104,17 @@ class Buffer:
     elif hasattr(self.allocator, "as_numpy"): dst.copyin(self.as_numpy())
     else: dst.copyin(self.copyout())   # between two devices without a direct path: through the host
     return dst
+
+class Ring:
+  """The last two Buffers a call site made for its results, each handed out again once nothing references it any more
+  (a loop's `y = f(x)` drops the one from two calls back: nothing can read it again), as making a Buffer costs what a
+  small call's own work does (a TinyJit replay's kernel, a small allreduce). new() makes one; the caller locks."""
+  __slots__ = ("bufs", "turn", "new")
+  def __init__(self, new): self.bufs, self.turn, self.new = [None, None], 0, new
+  def take(self) -> Buffer:
+    b = (bufs := self.bufs)[t := self.turn]; self.turn = t ^ 1
+    # 3 references to b (the ring's, b, getrefcount's), 2 to its array (b's, getrefcount's) and 2 to the array that
+    # array views (numpy makes a view of a view a view of that one), and no weak one (a copy on another device)
+    if b is None or getrefcount(b) != 3 or getrefcount(b._buf) != 2 or type(b._buf.base) is np.ndarray and getrefcount(b._buf.base) != 2 \
+       or getweakrefcount(b): b = bufs[t] = self.new()
+    return b

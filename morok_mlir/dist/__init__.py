@@ -5,6 +5,7 @@ pointers). No transport of our own: a backend moves the bytes of realized Buffer
   comm = dist.init()              # the launcher's environment: mpiexec (PMI_RANK/PMI_SIZE, OMPI_COMM_WORLD_*) or
                                   # torchrun/Slurm (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)
   comm.allreduce(t, op="sum")     # -> a new Tensor: the elementwise sum (or max/min/prod) over ranks
+  comm.all_reduce(t, op="sum")    # t's value replaced by it (torch.distributed.all_reduce), in t's memory where safe
   comm.allgather(t)               # the ranks' tensors concatenated along dim 0
   comm.reduce_scatter(t)          # the sum over ranks, rank r keeping its part r of dim 0
   comm.broadcast(t, root=0); comm.send(t, dst); comm.recv(shape, dtype, src); comm.barrier()
@@ -18,11 +19,14 @@ expects: a repeat, or the next of a cycle of calls seen twice, as a training ste
 disagrees with the engine's is refused at init."""
 from __future__ import annotations
 import math, os
+from sys import getrefcount
+from weakref import getweakrefcount
 import numpy as np
 from morok_mlir.core import env as knobs
 from morok_mlir.core.dtype import DType, dtypes, to_dtype
 from morok_mlir.core.provenance import error as _err
-from morok_mlir.device.buffer import Buffer
+from morok_mlir.device.buffer import Buffer, Ring
+from morok_mlir import realize as R
 from morok_mlir.realize import new_buffer
 from morok_mlir.tensor import Tensor, _data
 from morok_mlir.dialects.ops import Ops
@@ -63,10 +67,33 @@ def _describe(head: np.ndarray) -> str: return f"{_DTYPES[head[1]].name if head[
 
 CYCLE = 64   # calls: the longest cycle of collectives (a training step's) whose shape checks are skipped once seen twice
 HOST = 1 << 21   # bytes: a host result under this is numpy's memory (Communicator._out)
+RING = 1 << 19   # bytes: an allreduce result under this reuses one of the last two of its signature nothing references
+_BUF = Ops.BUFFER
 
 def name(what) -> str:
   """An operation's name for an error: a str, or a function making it (formatted only when an error needs it)."""
   return what() if callable(what) else what
+
+def _sole(x: Tensor) -> Buffer | None:
+  """x's Buffer when x may be written in place: x alone holds its buffer node (and the node's cached toposort), the node
+  alone its Buffer, the Buffer alone its memory, which no one else views (numpy's own, or the driver's: realize._made)
+  and no other device holds a cached copy of (a weak reference). The references counted here: getrefcount's, the names
+  u, b and h (b._buf, counted before h is bound), and _made's weak one."""
+  u = x.uop
+  if u.op is not _BUF or getrefcount(u) != 3 + ("toposort" in u.__dict__) or (b := u.buffer) is None or b.base is not None or \
+     getrefcount(b) != 3 or getrefcount(b._buf) != 2: return None
+  h = b._buf   # numpy's own memory: h's, or that of the array h views, held by h alone
+  own = type(h) is np.ndarray and (h.base is None or type(h.base) is np.ndarray and h.base.base is None and getrefcount(h.base) == 2)
+  return b if getweakrefcount(b) == (0 if own else 1) and (own or b in R._made) else None
+
+def _writable(a) -> bool:
+  """A backend's array made writable (a Tensor's host memory is read-only, and so is the array a flat one views)."""
+  if type(a) is not np.ndarray: return True
+  try:
+    if a.base is not None: a.base.setflags(write=True)
+    a.setflags(write=True)
+  except ValueError: return False
+  return True
 
 class Communicator:
   """Tensor-level collectives over a backend's buffer-level ones (backend: .rank, .world_size, .local_rank, .broken
@@ -78,26 +105,27 @@ class Communicator:
     self.b, self.rank, self.world_size, self.local_rank = backend, backend.rank, backend.world_size, backend.local_rank
     self.check = knobs.get("MOROK_DIST_CHECK") if check is None else check
     self.calls, self.period = [], 0   # the checked or expected calls (what, shape, dtype), the last few; their cycle's length
+    self.sigs: dict = {}   # (op, shape, dtype, device) -> an allreduce's parts made once: (its call for _checked, its name, a Ring)
   def __repr__(self): return f"<Communicator {type(self.b).__name__} rank {self.rank} of {self.world_size}>"
 
   def _in(self, x: Tensor, what: str, check: bool = True):
     if self.b.broken is not None: self.b.usable(what)
     if type(x) is not Tensor and not isinstance(x, Tensor): _err(TypeError, f"{what} takes a Tensor, got {type(x).__name__}")
     if type(x.device) is tuple: _err(TypeError, f"{what} of a tensor on several devices ({x.device}): .to() one device first")
-    if check and self.check: self._checked(what, x.shape, x.dtype)
+    if check and self.check: self._checked((what, x.shape, x.dtype))
     return self.b.array(u.buffer if (u := x.uop).op is Ops.BUFFER and u.buffer._buf is not None else _data(x.realize().uop).buffer)
   def agree(self, shape, dtype: DType, what: str) -> None:
     """Every rank calls `what` on a value of this shape and dtype, else a DistError (at the user's line) naming two."""
     if self.b.broken is not None: self.b.usable(what)
-    if self.check: self._checked(what, tuple(shape), dtype)
-  def _checked(self, what: str, shape, dtype: DType):
+    if self.check: self._checked((what, tuple(shape), dtype))
+  def _checked(self, c: tuple):
     """Every rank calls `what` with this shape and dtype, else a DistError naming two that differ. The check is skipped
     for the call every rank expects after the calls so far (the same on every rank): the next of the cycle the last
     calls went round twice (a training step's collectives), else a repeat of the last. As every rank expects the same
     call, either all skip (all make it) or some check on a communicator of their own while the others run the
     collective, and both time out naming what the other waits in: never a wrong answer."""
     h, p = self.calls, self.period
-    if (c := (what, shape, dtype)) != (h[-p] if p else h[-1] if h else None): self._agree(shape, dtype, what); p = 0
+    if c != (h[-p] if p else h[-1] if h else None): self._agree(c[1], c[2], c[0]); p = 0
     h.append(c)
     if len(h) > 4 * CYCLE: del h[:-2 * CYCLE]
     if not p: self.period = next((q for q in range(1, min(CYCLE, len(h) // 2) + 1) if h[-1] == h[-1 - q] and h[-q:] == h[-2 * q:-q]), 0)
@@ -115,18 +143,47 @@ class Communicator:
     and huge pages serve kernels' outputs and large blocks, and a result is only ever read."""
     n = math.prod(shape)
     if device == "CPU" and n * dtype.itemsize < HOST: return Buffer.fresh("CPU", n, dtype, out := np.empty(n, dtype.np)), out
-    b = Buffer.fresh(Device[device].name, n, dtype)
+    R._made.add(b := Buffer.fresh(Device[device].name, n, dtype))   # (memory no one else views: all_reduce may write it)
     return b, self.b.array(b)
   def _tensor(self, b: Buffer, shape, device) -> Tensor: return Tensor._of(new_buffer(b, shape=tuple(shape)), device)
   def _op(self, op: str) -> str:
     if op not in OPS: _err(ValueError, f"op must be one of {', '.join(OPS)}, got {op!r}")
     return op
 
+  def _sig(self, op: str, shape: tuple, dt: DType, device: str) -> tuple:
+    """An allreduce's parts for its signature, made on its first call (op checked); a few signatures are kept."""
+    if (s := self.sigs.get(k := (op, shape, dt, device))) is None:
+      self._op(op)
+      if len(self.sigs) >= CYCLE: self.sigs.clear()
+      n = math.prod(shape)
+      ring = Ring(lambda: Buffer.fresh("CPU", n, dt, np.empty(n, dt.np))) if device == "CPU" and n * dt.itemsize < RING else None
+      s = self.sigs[k] = (("allreduce", shape, dt), lambda: f"allreduce({op}) of {dt.name}{list(shape)}", ring)
+    return s
   def allreduce(self, x: Tensor, op: str = "sum") -> Tensor:
-    src = self._in(x, "allreduce")
-    b, out = self._out(x.shape, x.dtype, x.device)
-    self.b.allreduce(src, out, self._op(op), lambda: f"allreduce({op}) of {x.dtype.name}{list(x.shape)}")
-    return self._tensor(b, x.shape, x.device)
+    if type(x) is Tensor and (u := x.uop).op is _BUF and (b := u.buffer)._buf is not None:   # a realized tensor: the usual call
+      c, what, ring = self._sig(op, u.shape, u.dtype, x.device)
+      if self.b.broken is not None: self.b.usable(what)
+      if self.check: self._checked(c)
+      src = self.b.array(b)
+    else:
+      src = self._in(x, "allreduce")
+      c, what, ring = self._sig(op, x.shape, x.dtype, x.device)
+    if ring is None: b, out = self._out(c[1], c[2], x.device)
+    else: (out := (b := ring.take())._buf).setflags(write=True)   # (made read-only by the Tensor that last held it)
+    self.b.allreduce(src, out, op, what)
+    return Tensor._of(new_buffer(b, shape=c[1]), x.device)
+  def all_reduce(self, x: Tensor, op: str = "sum") -> Tensor:
+    """x's value replaced by allreduce(x, op) (torch.distributed.all_reduce), and x returned. Written into x's own
+    memory when nothing else can read its old contents (_sole), as the in-place writes of realize.in_place are; else x
+    holds a new buffer (a view writes its bases, as assign does)."""
+    if not isinstance(x, Tensor): _err(TypeError, f"all_reduce takes a Tensor, got {type(x).__name__}")
+    if x._view is not None or (b := _sole(x)) is None or not _writable(out := self.b.array(b)): return x.assign(self.allreduce(x, op))
+    c, what, _ = self._sig(op, x.uop.shape, b.dtype, x.device)
+    if self.b.broken is not None: self.b.usable(what)
+    if self.check: self._checked(c)
+    try: self.b.allreduce(None, out, op, what)
+    finally: x.uop = new_buffer(b, x.uop.loc, shape=c[1])   # a new node: the old one's contents were promised never to change
+    return x
   def allgather(self, x: Tensor) -> Tensor:
     if x.ndim == 0: _err(ValueError, "allgather of a 0-d tensor: reshape it to (1,)")
     src = self._in(x, "allgather")
@@ -172,7 +229,7 @@ class Communicator:
     """fn ("allreduce" with op, or "allgather") of src, a Buffer holding a value of `shape`, written into out; checked as
     the Tensor methods are. The realize driver's collectives for tensors split over the ranks (multi_realize.py)."""
     if self.b.broken is not None: self.b.usable(fn)
-    if self.check: self._checked(fn, shape, src.dtype)
+    if self.check: self._checked((fn, shape, src.dtype))
     what = lambda: f"{fn}{f'({op})' if fn == 'allreduce' else ''} of {src.dtype.name}{list(shape)}"
     if fn == "allreduce": self.b.allreduce(self.b.array(src), self.b.array(out), self._op(op), what)
     else: self.b.allgather(self.b.array(src), self.b.array(out), what)
@@ -182,7 +239,7 @@ class Communicator:
     concatenation (PyTorch DDP's gradient bucket; the realize driver's, multi_realize.py). The ranks check the number of
     parts and the total size. Device memory (NCCL) goes one call per part into its place in out."""
     if self.b.broken is not None: self.b.usable("allreduce")
-    if self.check: self._checked("allreduce (bucket)", (len(srcs), out.size), out.dtype)
+    if self.check: self._checked(("allreduce (bucket)", (len(srcs), out.size), out.dtype))
     what = lambda: f"allreduce({op}) of a bucket of {len(srcs)} {out.dtype.name} values ({out.size} elements)"
     if isinstance(o := self.b.array(out), np.ndarray): return self.b.allreduce(np.concatenate([self.b.array(s) for s in srcs]), o, self._op(op), what)
     off = 0

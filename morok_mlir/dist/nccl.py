@@ -94,7 +94,8 @@ class NCCLBackend:
         self.broken = name(what)
         raise DistError(f"rank {self.rank}: {name(what)} did not complete within {self.timeout:g} s: another rank died or hangs")
       time.sleep(1e-4)
-  def allreduce(self, src, out, op, what): self.comm.allreduce(src, out, self.OPS[op], stream=self.stream); self.wait(what)
+  def allreduce(self, src, out, op, what):   # (src None: in place)
+    self.comm.allreduce(out if src is None else src, out, self.OPS[op], stream=self.stream); self.wait(what)
   def allgather(self, src, out, what): self.comm.allgather(src, out, stream=self.stream); self.wait(what)
   def agree(self, src, out, what):   # the small shape check: through a device copy of the host array
     return self._host(lambda s, o: self.comm.allgather(s, o, stream=self.stream), src, out, what)
