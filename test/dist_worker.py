@@ -131,6 +131,25 @@ elif mode == "dtype": comm.allreduce(Tensor(np.ones((2, 3), np.float32 if r == 0
 elif mode == "recv":
   if r == 0: comm.send(Tensor(x), 1)
   if r == 1: comm.recv((3, 4), "float32", 0)
+elif mode == "inplace":   # all_reduce(t): t's value replaced by the sum, in t's own memory when no one else reads it
+  every = [np.arange(12, dtype=np.float32).reshape(4, 3) + k for k in range(n)]
+  t = Tensor(x).realize()
+  mem = t.uop.buffer.ptr   # (its address: holding the Buffer would be a reader of the old value)
+  assert comm.all_reduce(t) is t and t.uop.buffer.ptr == mem   # written in place
+  np.testing.assert_array_equal(t.numpy(), sum(every))
+  held, lazy = t.numpy(), t + 0   # readers of the old value: written into a new buffer instead
+  comm.all_reduce(t)
+  assert t.uop.buffer.ptr != mem
+  np.testing.assert_array_equal(held, sum(every)); np.testing.assert_array_equal(lazy.numpy(), sum(every))
+  np.testing.assert_array_equal(t.numpy(), n * sum(every))
+  bf = Tensor(x, dtype="bfloat16").realize()   # no MPI type: reduced in float32 in place
+  np.testing.assert_array_equal(comm.all_reduce(bf, "max").numpy(), Tensor(every[-1], dtype="bfloat16").numpy())
+  base = Tensor(x).realize()
+  comm.all_reduce(base[1:3])   # a view: its base's rows written, as PyTorch's view semantics
+  np.testing.assert_array_equal(base.numpy(), np.concatenate([x[:1], sum(every)[1:3], x[3:]]))
+  kept = [comm.allreduce(Tensor(x + k)) for k in range(4)]   # results held: none reused while held
+  np.testing.assert_array_equal(np.stack([k.numpy() for k in kept]), np.stack([sum(every) + n * k for k in range(4)]))
+  print(f"rank {r} inplace ok", flush=True)
 elif mode in ("dead", "hang", "stale"):   # a rank dies, hangs, or (stale) calls another shape where the others skip the
   if mode == "stale":                        # shape check; the others catch the timeout and go on without MPI
     comm.allreduce(Tensor(x)); comm.allreduce(Tensor(x))   # agreed, so skipped from now on while the call stays the same
@@ -139,7 +158,7 @@ elif mode in ("dead", "hang", "stale"):   # a rank dies, hangs, or (stale) calls
     comm.barrier()   # every rank's start-up done (a rank dead before the others' init finished is another case)
     if r == n - 1: os._exit(3) if mode == "dead" else time.sleep(120)
   t0 = time.monotonic()
-  try: comm.allreduce(Tensor(x))
+  try: comm.all_reduce(Tensor(x).realize()) if os.environ.get("INPLACE") else comm.allreduce(Tensor(x))
   except dist.DistError as e: print(f"rank {r} caught after {time.monotonic() - t0:.2f} s: {e}", flush=True)
   try: comm.barrier()
   except dist.DistError as e: print(f"rank {r} then: {e}", flush=True)

@@ -45,9 +45,9 @@ def _caught(p, rank: int, t: float) -> str:
   return m.group(2)
 
 @need_mpi
-@pytest.mark.parametrize("n", [2, 3])
-def test_hung_rank_is_an_exception_within_the_timeout(n):
-  p = mpirun("hang", n, timeout=60, env={"T": "2"})
+@pytest.mark.parametrize("n,inplace", [(2, ""), (3, ""), (2, "1")])
+def test_hung_rank_is_an_exception_within_the_timeout(n, inplace):
+  p = mpirun("hang", n, timeout=60, env={"T": "2", "INPLACE": inplace})
   msg = _caught(p, 0, 2)
   assert re.match(rf"rank 0: allreduce.* did not complete within 2 s: no word from ranks? (1, )?{n - 1} \(died, hangs", msg), msg
   assert "unusable now" in msg and p.returncode != 0   # the process's exit aborted the job: the hung rank did not outlive it
@@ -65,6 +65,14 @@ def test_mismatch_after_a_skipped_shape_check_is_an_exception():
   both wait on different communicators until the timeout."""
   p = mpirun("stale", timeout=60, env={"T": "2"})
   assert re.match(r"rank 0: allreduce\(sum\) of float32\[4, 3\] did not complete within 2 s: ", _caught(p, 0, 2)), p.stdout
+
+@need_mpi
+def test_all_reduce_in_place():
+  """comm.all_reduce(t) (torch.distributed.all_reduce): t holds the sum over ranks, in its own memory when nothing else
+  reads it, else in a new buffer (a held numpy view, a lazy graph over t keep the old value); a view writes its base."""
+  p = mpirun("inplace")
+  assert p.returncode == 0, p.stdout + p.stderr
+  assert sorted(re.findall(r"rank \d inplace ok", p.stdout)) == ["rank 0 inplace ok", "rank 1 inplace ok"], p.stdout
 
 @need_mpi
 @pytest.mark.parametrize("mode,n", [("shard", 2), ("shard", 3), ("shard_grad", 2), ("shard_jit", 2), ("bucket", 2)])
@@ -123,11 +131,17 @@ def test_shape_check_skipped_once_a_cycle_of_calls_repeats():
   for t in (a, b, a, b, a, b, a, b, b): c.allreduce(t)
   assert lb.calls == ["check", "allreduce"] * 4 + ["allreduce"] * 4 + ["check", "allreduce"]
 
+def test_all_reduce_of_a_lazy_tensor_and_of_a_non_tensor():
+  from morok_mlir import Tensor, dist
+  c, t = dist.Communicator(_Loopback(), check=True), Tensor(np.ones(3, np.float32)) + 1
+  assert c.all_reduce(t) is t and t.numpy().tolist() == [2, 2, 2]
+  with pytest.raises(TypeError, match=r"test_dist.py:\d+.*all_reduce takes a Tensor, got ndarray"): c.all_reduce(np.ones(3))
+
 def test_a_broken_communicator_raises_before_calling_its_backend():
   from morok_mlir import Tensor, dist
   c = dist.Communicator(lb := _Loopback(), check=True)
   lb.broken = "allreduce(sum) of float32[2]"
-  for f in (lambda: c.allreduce(Tensor([1.0, 2.0])), lambda: c.allgather(Tensor([1.0])), c.barrier):
+  for f in (lambda: c.allreduce(Tensor([1.0, 2.0])), lambda: c.all_reduce(Tensor([1.0, 2.0]).realize()), lambda: c.allgather(Tensor([1.0])), c.barrier):
     with pytest.raises(dist.DistError, match=r"unusable since allreduce\(sum\) of float32\[2\] timed out"): f()
   assert lb.calls == []
 
