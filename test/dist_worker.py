@@ -1,5 +1,5 @@
 """Run by test_dist.py under mpiexec: `dist_worker.py MODE`; each rank checks its results and exits 0."""
-import os, sys, time
+import os, sys, time, weakref
 import numpy as np
 from morok_mlir import Tensor, dist
 
@@ -134,9 +134,15 @@ elif mode == "recv":
 elif mode == "inplace":   # all_reduce(t): t's value replaced by the sum, in t's own memory when no one else reads it
   every = [np.arange(12, dtype=np.float32).reshape(4, 3) + k for k in range(n)]
   t = Tensor(x).realize()
-  mem = t.uop.buffer.ptr   # (its address: holding the Buffer would be a reader of the old value)
-  assert comm.all_reduce(t) is t and t.uop.buffer.ptr == mem   # written in place
-  np.testing.assert_array_equal(t.numpy(), sum(every))
+  mem = t.uop.buffer.ptr   # (ids and addresses: holding the Buffer or node would read the old value)
+  assert comm.all_reduce(t) is t and t.uop.buffer.ptr == mem   # in place
+  node = id(t.uop)
+  comm.all_reduce(t, "max")   # (the same sum on every rank: max keeps it)
+  assert t.uop.buffer.ptr == mem and id(t.uop) == node   # in place, the same node: nothing else refers to it
+  weak = weakref.ref(t.uop)   # a weak holder (what a program derived from the node's contents): a new node
+  comm.all_reduce(t, "max")
+  assert t.uop.buffer.ptr == mem and weak() is not t.uop
+  np.testing.assert_array_equal((t * 1).numpy(), sum(every))
   held, lazy = t.numpy(), t + 0   # readers of the old value: written into a new buffer instead
   comm.all_reduce(t)
   assert t.uop.buffer.ptr != mem

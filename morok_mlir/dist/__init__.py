@@ -89,10 +89,11 @@ def _sole(x: Tensor) -> Buffer | None:
 def _writable(a) -> bool:
   """A backend's array made writable (a Tensor's host memory is read-only, and so is the array a flat one views)."""
   if type(a) is not np.ndarray: return True
-  try:
-    if a.base is not None: a.base.setflags(write=True)
-    a.setflags(write=True)
-  except ValueError: return False
+  try: a.setflags(write=True)
+  except ValueError:
+    if a.base is None: return False
+    try: a.base.setflags(write=True); a.setflags(write=True)
+    except ValueError: return False
   return True
 
 class Communicator:
@@ -175,14 +176,20 @@ class Communicator:
   def all_reduce(self, x: Tensor, op: str = "sum") -> Tensor:
     """x's value replaced by allreduce(x, op) (torch.distributed.all_reduce), and x returned. Written into x's own
     memory when nothing else can read its old contents (_sole), as the in-place writes of realize.in_place are; else x
-    holds a new buffer (a view writes its bases, as assign does)."""
+    holds a new buffer (a view writes its bases, as assign does). x keeps its buffer node where nothing refers to it
+    even weakly (what is derived from a node's contents, a program's packed copy of a constant input, a cached copy on
+    another device, refers to it), else gets a new one, as a node's contents are promised never to change."""
     if not isinstance(x, Tensor): _err(TypeError, f"all_reduce takes a Tensor, got {type(x).__name__}")
-    if x._view is not None or (b := _sole(x)) is None or not _writable(out := self.b.array(b)): return x.assign(self.allreduce(x, op))
-    c, what, _ = self._sig(op, x.uop.shape, b.dtype, x.device)
-    if self.b.broken is not None: self.b.usable(what)
-    if self.check: self._checked(c)
-    try: self.b.allreduce(None, out, op, what)
-    finally: x.uop = new_buffer(b, x.uop.loc, shape=c[1])   # a new node: the old one's contents were promised never to change
+    if x._view is not None or (b := _sole(x)) is None: return x.assign(self.allreduce(x, op))
+    c, what, _ = self._sig(op, x.uop.shape, b.dtype, x.device)   # (op checked before anything is written)
+    if not _writable(out := self.b.array(b)): return x.assign(self.allreduce(x, op))
+    try:
+      if self.b.broken is not None: self.b.usable(what)
+      if self.check: self._checked(c)
+      self.b.allreduce(None, out, op, what)
+    finally:
+      if getweakrefcount(u := x.uop) or type(out) is not np.ndarray: x.uop = new_buffer(b, u.loc, shape=c[1])
+      else: out.setflags(write=False)   # (as new_buffer leaves it)
     return x
   def allgather(self, x: Tensor) -> Tensor:
     if x.ndim == 0: _err(ValueError, "allgather of a 0-d tensor: reshape it to (1,)")
