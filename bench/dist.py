@@ -36,7 +36,8 @@ def allreduce_bench():
                                 lambda: fast.allreduce(t)], reps)))
   if comm.rank == 0:
     print("ratio: mpi4py's time / ours; allreduce(t): a new Tensor, all_reduce(t): in place (torch.distributed.all_reduce)")
-    print(f"{'bytes':>10} {'mpi4py GB/s':>12} {'allreduce GB/s':>15} {'ratio':>6} {'all_reduce GB/s':>16} {'ratio':>6} {'no check GB/s':>14} {'ratio':>6}")
+    print(f"{'bytes':>10} {'mpi4py GB/s':>12} {'allreduce GB/s':>15} {'ratio':>6} {'all_reduce GB/s':>16} {'ratio':>6}"
+          f" {'no check GB/s':>14} {'ratio':>6}")
     for n, m, o, i, c in rows:
       print(f"{n:>10} {n / m / 1e9:12.3f} {n / o / 1e9:15.3f} {m / o:6.2f} {n / i / 1e9:16.3f} {m / i:6.2f} {n / c / 1e9:14.3f} {m / c:6.2f}")
 

@@ -141,7 +141,8 @@ def test_a_broken_communicator_raises_before_calling_its_backend():
   from morok_mlir import Tensor, dist
   c = dist.Communicator(lb := _Loopback(), check=True)
   lb.broken = "allreduce(sum) of float32[2]"
-  for f in (lambda: c.allreduce(Tensor([1.0, 2.0])), lambda: c.all_reduce(Tensor([1.0, 2.0]).realize()), lambda: c.allgather(Tensor([1.0])), c.barrier):
+  for f in (lambda: c.allreduce(Tensor([1.0, 2.0])), lambda: c.all_reduce(Tensor([1.0, 2.0]).realize()), lambda: c.allgather(Tensor([1.0])),
+            c.barrier):
     with pytest.raises(dist.DistError, match=r"unusable since allreduce\(sum\) of float32\[2\] timed out"): f()
   assert lb.calls == []
 
