@@ -155,6 +155,9 @@ elif mode == "inplace":   # all_reduce(t): t's value replaced by the sum, in t's
   np.testing.assert_array_equal(base.numpy(), np.concatenate([x[:1], sum(every)[1:3], x[3:]]))
   kept = [comm.allreduce(Tensor(x + k)) for k in range(4)]   # results held: none reused while held
   np.testing.assert_array_equal(np.stack([k.numpy() for k in kept]), np.stack([sum(every) + n * k for k in range(4)]))
+  view = comm.allreduce(Tensor(x)).numpy()   # a numpy view of a dropped result: its memory not reused either
+  for k in range(3): comm.allreduce(Tensor(x + k))
+  np.testing.assert_array_equal(view, sum(every))
   print(f"rank {r} inplace ok", flush=True)
 elif mode in ("dead", "hang", "stale"):   # a rank dies, hangs, or (stale) calls another shape where the others skip the
   if mode == "stale":                        # shape check; the others catch the timeout and go on without MPI
