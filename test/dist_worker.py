@@ -148,6 +148,8 @@ elif mode == "inplace":   # all_reduce(t): t's value replaced by the sum, in t's
   assert t.uop.buffer.ptr != mem
   np.testing.assert_array_equal(held, sum(every)); np.testing.assert_array_equal(lazy.numpy(), sum(every))
   np.testing.assert_array_equal(t.numpy(), n * sum(every))
+  on = Tensor(every[r] > 5 + 2 * r).realize()   # bools: MPI's logical or, in place (rank 0's has the most)
+  np.testing.assert_array_equal(comm.all_reduce(on).numpy(), every[0] > 5)
   bf = Tensor(x, dtype="bfloat16").realize()   # no MPI type: reduced in float32 in place
   np.testing.assert_array_equal(comm.all_reduce(bf, "max").numpy(), Tensor(every[-1], dtype="bfloat16").numpy())
   base = Tensor(x).realize()

@@ -282,7 +282,11 @@ def test_nccl_backend_on_fake_nccl_and_cuda(fake_cuda, monkeypatch):
   parts, out = [x, Tensor(a[:2, :3]).to("CUDA").realize()], Buffer("CUDA", 18, "float32")
   comm.bucket([p.uop.buffer for p in parts], out, ((3, 4), (2, 3)))   # device memory: one call per part into its place
   assert np.array_equal(out.copyout(), np.concatenate([a.ravel(), a[:2, :3].ravel()])) and nccl.calls[-2:] == [("allreduce", "sum")] * 2
-  comm.allreduce(x)   # (checked: the next, a repeat, is not)
+  y = comm.allreduce(x, "max")
+  ptr = y.uop.buffer.ptr
+  assert comm.all_reduce(y, "max") is y and y.uop.buffer.ptr == ptr and np.array_equal(y.numpy(), a)   # in place: NCCL's src is out
+  assert nccl.calls[-1] == ("allreduce", "max")
+  comm.allreduce(x)   # (a repeat: not checked)
   drv.busy.add(7)   # the stream never finishes: the peer died or hangs
   with pytest.raises(dist.DistError, match=r"rank 0: allreduce\(sum\) of float32\[3, 4\] did not complete within 0.3 s"): comm.allreduce(x)
   assert nccl.calls[-1] == ("abort",)
