@@ -219,8 +219,7 @@ def smollm2_hf(smollm2):
   """transformers' float32 model of the same file, from its own reading of it (config, dequantization, attn_q/attn_k
   rows put back in Hugging Face's order for its rotate_half RoPE). Its loader parses the file twice and builds gguf's
   name map once per tensor (~14 s of CPU): one parse and one map, reused while it loads, take it to ~6 s."""
-  torch = pytest.importorskip("torch")
-  pytest.importorskip("transformers"), pytest.importorskip("accelerate")   # transformers' GGUF loading requires accelerate
+  torch, _, _ = (pytest.importorskip(m) for m in ("torch", "transformers", "accelerate"))   # its GGUF loading needs accelerate
   import functools, gguf
   from transformers import AutoModelForCausalLM
   path = smollm2_path()
