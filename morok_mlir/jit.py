@@ -4,6 +4,8 @@ the recorded kernels on the new arguments' buffers without calling the function,
 
 What a replay reproduces: the schedules realized in the function (Tensor.realize, .numpy(), an optimizer's step), in
 order; the tensors they rebound (parameters and optimizer state realized inside: their new values, as fresh buffers);
+the arguments the function wrote (t[a:b] = v, t.assign(v), t += v, realized inside: each replay's arguments take their
+new values, as in eager; one of symbolic shape or on several devices makes the function run normally every time);
 random numbers drawn inside (new counters each call); the returned tensors (fresh each call). What it cannot: host
 work (a .numpy() result used in Python, a branch on data), which is why a function that reads on the host a value
 computed from its arguments, state or random numbers, or whose schedules keep changing between calls, is never
@@ -341,8 +343,8 @@ class _Plan:
     p.ret_src = {i: ("multi", tuple(map(out, s[1])), *s[2:]) if s[0] == "multi" else out(s) for i, s in ret_src.items()}
     p.ret_out = r[1] if type(ret) is Tensor and (r := p.ret_src[id(ret)])[0] == "out" else None   # the usual return: one output
     p.lock, p.keyed = threading.Lock(), any(k.keyed for k in p.steps if isinstance(k, _Kernel))
-    if not p.state and not p.argw and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and len(p.outs) == len(p.fresh) == 1 and \
-        all(type(k) is _Kernel for k in p.steps):
+    if not p.state and not p.argw and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and \
+        len(p.outs) == len(p.fresh) == 1 and all(type(k) is _Kernel for k in p.steps):
       p.replay, p.one = p._replay_one, (*p.fresh[0], *p.outs[0], ret.device)
       p.ring, p.turn = [None, None] if p.fresh[0][2] * p.fresh[0][3].itemsize < p.REUSE_BYTES and p.fresh[0][1] == "CPU" else None, 0
     if p.vals or p.checks or any(isinstance(d, UOp) for _, _, sh in p.outs for d in sh): p._compile()

@@ -91,3 +91,14 @@ def test_multi_device_argument_written():
 @given(st.sampled_from(sorted(FNS)), st.lists(st.booleans(), min_size=3, max_size=7), st.integers(0, 2**16))
 def test_writes_to_arguments_fuzz(name, same, seed):
   check(*FNS[name], same, seed)
+
+def test_argument_in_a_list_written():
+  def f(xs, b=None): xs[1][0:2] = b; xs[1].realize(); return (xs[0] + xs[1]).realize()
+  def run(g):
+    rng, out = np.random.default_rng(4), []
+    for _ in range(5):
+      xs = [Tensor(arr(rng, (4, 4))).contiguous().realize() for _ in range(2)]
+      r = g(xs, b=Tensor(arr(rng, (2, 4))).contiguous().realize())
+      out.append((r.numpy(), xs[1].numpy()))
+    return out
+  for w, g in zip(run(f), run(TinyJit(f))): assert all(np.array_equal(x, y) for x, y in zip(w, g))
