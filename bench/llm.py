@@ -7,8 +7,10 @@ runs after warm-up. Decode: tokens/s of greedy decode calls after their TinyJit 
 the token read back on the host each step, as generation does). Then the decode's share of the read-bandwidth limit
 (the file's bytes read once per token, at bench/run.py's measured 2-thread read bandwidth) and the peak resident memory.
 Where llama-cpp-python is installed (the bench extra; built from its sdist with CMAKE_ARGS=-DGGML_NATIVE=ON), llama.cpp
-runs the same file, prompt and greedy decode with as many threads, the two taking turns round by round in this process
-(after morok's memory is read); figures are medians over the rounds."""
+runs the same file, prompt and greedy decode with as many threads; where transformers is (the bench extra), so does its
+float32 Llama of the same file under torch (from_pretrained(folder, gguf_file=...) decodes every weight at load; the
+decode steps reuse its KV cache). All take turns round by round in this process (the peers load after morok's memory is
+read); figures are medians over the rounds."""
 import os, sys, time, argparse, statistics, importlib.util, resource
 os.environ.setdefault("MOROK_THREADS", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -69,6 +71,37 @@ def llama_cpp(args, path: str, ids: list[int]):
     return args.decode_tokens / (time.perf_counter() - t0)
   return {"prefill": pre, "decode": decode}
 
+def transformers_torch(args, path: str, ids: list[int]):
+  """transformers' float32 model of the same file under torch with as many threads: ({prefill, decode} as morok's (greedy,
+  the prompt in one forward, only its last logits computed; decode steps on its DynamicCache), {load, first prefill
+  call: s; anonymous memory it added, its weights: bytes}), or None."""
+  try:
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging
+  except ImportError: return None
+  torch.set_num_threads(int(os.environ["MOROK_THREADS"]))
+  logging.disable_progress_bar()
+  mem, t0 = resident(path)[0], time.perf_counter()
+  m = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path), dtype=torch.float32).eval()
+  load, x = time.perf_counter() - t0, torch.tensor([ids])
+  @torch.inference_mode()
+  def prefill(): return m(x, use_cache=True, logits_to_keep=1)
+  t0 = time.perf_counter(); prefill(); first = time.perf_counter() - t0
+  def pre() -> float:
+    ts = []
+    for _ in range(3):
+      t0 = time.perf_counter(); prefill(); ts.append(time.perf_counter() - t0)
+    return len(ids) / statistics.median(ts)
+  @torch.inference_mode()
+  def decode() -> float:
+    out = prefill()
+    t0, tok, cache = time.perf_counter(), out.logits[:, -1:].argmax(-1), out.cache
+    for _ in range(args.decode_tokens): tok = m(tok, cache=cache, use_cache=True).logits[:, -1:].argmax(-1)
+    return args.decode_tokens / (time.perf_counter() - t0)
+  return {"prefill": pre, "decode": decode}, {"load": load, "first": first, "mem": resident(path)[0] - mem,
+                                               "weights": sum(p.numel() * p.element_size() for p in m.parameters())}
+
 def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("--prompt-tokens", type=int, default=64)
@@ -83,12 +116,13 @@ def main():
   anon, mapped, other = resident(path)
   libs = {"morok": ours}
   if (peer := llama_cpp(args, path, ids)) is not None: libs["llama.cpp"] = peer
+  if (hf := transformers_torch(args, path, ids)) is not None: libs["torch"] = hf[0]
   for r in range(args.rounds):
     for name, fns in libs.items():
       for k, f in fns.items():
         if r or name != "morok": figs.setdefault(name, {}).setdefault(k, []).append(f())
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-  from run import read_bandwidth   # (imported last: torch, if installed, would count in the resident memory)
+  from run import read_bandwidth   # (imported after morok's memory is read: torch would count in it)
   bw, size = read_bandwidth(), os.path.getsize(path)
   med = {name: {k: statistics.median(v) for k, v in d.items()} for name, d in figs.items()}
   print(f"SmolLM2-135M Q4_1{' (float32 weights)' if args.float32 else ''}, {os.environ['MOROK_THREADS']} threads, load average "
@@ -99,8 +133,13 @@ def main():
   print(f"| library   | prefill {len(ids)} tokens, tokens/s | decode, tokens/s | decode % of the limit |")
   for name, m in med.items():
     print(f"| {name:<9} | {m['prefill']:>25.1f} | {m['decode']:>16.1f} | {100 * m['decode'] * size / (bw * 1e9):>20.0f}% |")
-  if "llama.cpp" in med:
-    print(f"morok / llama.cpp: prefill {med['morok']['prefill'] / med['llama.cpp']['prefill']:.2f}x, "
-          f"decode {med['morok']['decode'] / med['llama.cpp']['decode']:.2f}x (rounds: {figs})")
+  if hf is not None:
+    t = hf[1]
+    print(f"torch (transformers' float32 model): load {t['load']:.1f} s, first prefill call {t['first']:.1f} s, {t['mem'] / 1e6:.0f} MB "
+          f"anonymous memory added ({t['mem'] / size:.1f}x the file); its weights are {t['weights'] / 1e6:.0f} MB read per token")
+  for peer in [n for n in med if n != "morok"]:
+    r = {k: med["morok"][k] / med[peer][k] for k in ("prefill", "decode")}
+    print(f"morok / {peer}: prefill {r['prefill']:.2f}x, decode {r['decode']:.2f}x")
+  print(f"rounds: {figs}")
 
 if __name__ == "__main__": main()

@@ -4,6 +4,8 @@ the recorded kernels on the new arguments' buffers without calling the function,
 
 What a replay reproduces: the schedules realized in the function (Tensor.realize, .numpy(), an optimizer's step), in
 order; the tensors they rebound (parameters and optimizer state realized inside: their new values, as fresh buffers);
+the arguments the function wrote (t[a:b] = v, t.assign(v), t += v, realized inside: each replay's arguments take their
+new values, as in eager; one of symbolic shape or on several devices makes the function run normally every time);
 random numbers drawn inside (new counters each call); the returned tensors (fresh each call). What it cannot: host
 work (a .numpy() result used in Python, a branch on data), which is why a function that reads on the host a value
 computed from its arguments, state or random numbers, or whose schedules keep changing between calls, is never
@@ -57,6 +59,7 @@ class _Recorder:
   execs: list = field(default_factory=list)
   made: dict = field(default_factory=dict)     # id(Buffer) -> [(exec k, output j)], for the buffers this call computed
   args: set = field(default_factory=set)       # id(Buffer) of the arguments: never written in place (the caller's tensors)
+  argbuf: list = field(default_factory=list)   # id(Buffer) of each argument as called (the call may rebind the argument)
   rng: list = field(default_factory=list)      # (counter buffer UOp, values drawn) for each random tensor made
   keep: list = field(default_factory=list)     # keeps recorded Buffers alive, so their ids stay theirs
   host: list = field(default_factory=list)     # the Buffers the call read on the host (.numpy(), .item(), .tolist())
@@ -76,7 +79,7 @@ class _Recorder:
   def reads_data(self, args: list[Tensor], state: set[int], alias: dict) -> bool:
     """Whether the call read on the host a value computed from its arguments, its state or random numbers. A replay
     runs no Python: it would keep what the recorded call saw there (a shape, a branch taken, a count)."""
-    given = {id(_buffer(t.uop)) for t in args} | state | {id(u.buffer) for u, _ in self.rng} | set(alias)
+    given = self.args | state | {id(u.buffer) for u, _ in self.rng} | set(alias)
     tainted: list[bool] = []
     dep = lambda b: b is not None and (id(b) in given or any(k < len(tainted) and tainted[k] for k, _ in self.made.get(id(b), ())))
     for e in self.execs: tainted.append(any(dep(b) for b in e.bufs if b is not None))
@@ -196,6 +199,7 @@ class TinyJit:
     tensors: list[Tensor] = []
     env: dict[UOp, int] = {}
     rest = _split((args, kwargs), tensors, env)
+    given = {id(t) for t in tensors}   # the caller's tensors (a multi one's shards below are tensors of their own)
     shapes = [t.shape for t in tensors]   # (a lazy argument realized takes its value's shape)
     if any(not _data(t.uop) for t in tensors): Tensor.realize(*tensors)
     if any(t.uop.op is Ops.MULTI for t in tensors):   # a tensor on several devices: each device's shard is an argument
@@ -223,13 +227,18 @@ class TinyJit:
       by_id = {id(tensors[i]): x for i, (x, _, _) in sized.items()}
       args, kwargs = _rebuild((args, kwargs), lambda t: by_id.get(id(t), t))
     alias = {id(b): i for i, (_, b, _) in sized.items()}
-    rec.args = {id(_buffer(t.uop)) for t in tensors} | set(alias)
+    seen = {i: x.uop for i, (x, _, _) in sized.items()}
+    rec.argbuf = [id(_buffer(t.uop)) for t in tensors]
+    rec.args = set(rec.argbuf) | set(alias)
     R.capture.rec, guards.log = rec, rec.guards
     try:
       ret = self.fxn(*args, **kwargs)
       outs = [x for x in _leaves(ret) if isinstance(x, Tensor)]
       if outs: Tensor.realize(*outs)
     finally: R.capture.rec = guards.log = None
+    # an argument of symbolic shape the call wrote (its function saw a padded copy): the caller's tensor takes the value,
+    # and the function runs normally from then on (a replay would write the copy)
+    for i in (wrote := [i for i, u in seen.items() if sized[i][0].uop is not u]): tensors[i].uop = sized[i][0].uop
     # a call is replayed once two calls in a row ran the same schedules (a first step often differs: lazy initial
     # state); one that never settles within MAX_TRIES calls runs normally from then on
     # (and with the same values of the sizes the arguments do not give: those a replay keeps)
@@ -238,9 +247,14 @@ class TinyJit:
       # a multi tensor's shards are state of their own
       before = [x for t, u0, b0 in before for x in ([(t, u0, b0)] if type(u0) is weakref.ref else [(x, s, _bid(s)) for x, s in _shards(t, u0)])]
       changed = [(t, b0) for t, u0, b0 in before if t.uop is not (u0() if type(u0) is weakref.ref else u0)]
-      if rec.reads_data(tensors, {b0 for _, b0 in changed if b0 is not None}, alias): self.replayable = False
+      # an argument the call rebound (written: t[a:b] = v, t.assign(v), t += v) is rebound on each replay's argument, not
+      # kept as state (a tensor of one call); the shard of a multi-device argument is written by running normally
+      at = {id(t): i for i, t in enumerate(tensors)}
+      argw, changed = [(at[id(t)], t.uop) for t, _ in changed if id(t) in at], [(t, b0) for t, b0 in changed if id(t) not in at]
+      shard = any(id(t.t if type(t) is _ShardOf else t) in given for t, _ in changed)
+      if wrote or shard or rec.reads_data(tensors, {b0 for _, b0 in changed if b0 is not None}, alias): self.replayable = False
       elif trace == self.last and self.plan is None:
-        self.plan = _Plan.build(rec, tensors, ret, [(t, b0, t.uop) for t, b0 in changed], env, alias)
+        self.plan = _Plan.build(rec, tensors, ret, [(t, b0, t.uop) for t, b0 in changed], env, alias, argw)
         if self.plan is not None: self.plan.padded = [(i, top) for i, (_, _, top) in sized.items()]
         if self.plan is not None and not kwargs and all(type(x) is Tensor or type(x) is UOp and x.op is Ops.BIND for x in args):
           shapes = iter(sig[0])
@@ -286,11 +300,12 @@ class _Plan:
   intermediates and outputs only later kernels read (reused by every replay, under the plan's lock); each kernel is
   one prepared call that writes the pointers that change and calls its code."""
   @staticmethod
-  def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, int | None, UOp]], env: dict, alias: dict) -> _Plan | None:
+  def build(rec: _Recorder, args: list[Tensor], ret, state: list[tuple[Tensor, int | None, UOp]], env: dict, alias: dict,
+            argw: list[tuple[int, UOp]] = ()) -> _Plan | None:
     """None when the call cannot be replayed: a state tensor that did not start as data, or ends as something no
     recorded schedule computed (a lazy graph: replaying would keep its first value)."""
     p = _Plan()
-    argbuf = {id(_buffer(t.uop)): i for i, t in enumerate(args)} | alias   # (alias: the padded copies of symbolic ones)
+    argbuf = {b: i for i, b in enumerate(rec.argbuf)} | alias   # (alias: the padded copies of symbolic ones)
     if any(b0 is None for _, b0, _ in state): return None
     startbuf = {b0: i for i, (_, b0, _) in enumerate(state)}
     rngbuf = {id(u.buffer): i for i, (u, _) in enumerate(rec.rng)}
@@ -310,7 +325,8 @@ class _Plan:
     checks = {}   # one per test (a model's layers repeat theirs), at the first place that made it
     for a, b, held, loc in [c for e in rec.execs for c in e.checks] + [(*g, None) for g in rec.guards]: checks.setdefault((a, b, held), loc)
     p.checks = [(*k, loc) for k, loc in checks.items() if not _always(*k)]
-    rebinds = [(t, rec.made.get(id(_buffer(u1)), [None])[-1]) for t, _, u1 in state]   # (tensor, (exec, output))
+    # (tensor, or an argument's index, (exec, output))
+    rebinds = [(t, rec.made.get(id(_buffer(u1)), [None])[-1]) for t, u1 in [(t, u1) for t, _, u1 in state] + list(argw)]
     if any(kj is None for _, kj in rebinds): return None
     p.ret, p.devices = ret, [t.device for t in args + p.state]
     # a returned multi tensor: its shards' sources, its attributes and dtype
@@ -319,13 +335,14 @@ class _Plan:
     rets = [x for s in ret_src.values() for x in (s[1] if s[0] == "multi" else (s,))]
     p._layout(len(args), [("out", *kj) for _, kj in rebinds] + rets)
     p.outs = list(dict.fromkeys(p.made[s] for s in [("out", *kj) for _, kj in rebinds] + rets if s[0] == "out"))
-    p.rebinds = [(t, p.outs.index(p.made[("out", *kj)])) for t, kj in rebinds]
+    p.rebinds = [(t, p.outs.index(p.made[("out", *kj)])) for t, kj in rebinds if type(t) is not int]
+    p.argw = [(t, p.outs.index(p.made[("out", *kj)])) for t, kj in rebinds if type(t) is int]
     out = lambda s: ("out", p.outs.index(p.made[s])) if s[0] == "out" else s
     p.ret_src = {i: ("multi", tuple(map(out, s[1])), *s[2:]) if s[0] == "multi" else out(s) for i, s in ret_src.items()}
     p.ret_out = r[1] if type(ret) is Tensor and (r := p.ret_src[id(ret)])[0] == "out" else None   # the usual return: one output
     p.lock, p.keyed = threading.Lock(), any(k.keyed for k in p.steps if isinstance(k, _Kernel))
-    if not p.state and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and len(p.outs) == len(p.fresh) == 1 and \
-        all(type(k) is _Kernel for k in p.steps):
+    if not p.state and not p.argw and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and \
+        len(p.outs) == len(p.fresh) == 1 and all(type(k) is _Kernel for k in p.steps):
       p.replay, p.one = p._replay_one, (*p.fresh[0], *p.outs[0], ret.device)
       _, dev, size, dt, _ = p.fresh[0]
       p.ring = Ring(lambda: Buffer.fresh(dev, size, dt)) if size * dt.itemsize < p.REUSE_BYTES and dev == "CPU" else None
@@ -481,6 +498,7 @@ class _Plan:
     R.GlobalCounters.kernel_count += self.nkernels
     outs = [self._out(j, v, xs) for j in range(len(self.outs))]   # one buffer UOp per output the call gives back
     for t, i in self.rebinds: t.uop = outs[i]
+    for a, i in self.argw: args[a].uop = outs[i]
     if self.ret_out is not None: return Tensor._of(outs[self.ret_out], self.ret.device)
     def uop(src) -> UOp:
       if src[0] == "multi": return UOp(Ops.MULTI, src[3], tuple(map(uop, src[1])), src[2])

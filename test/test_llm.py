@@ -220,3 +220,37 @@ def test_a_prompt_extending_the_cached_one_prefills_only_the_rest(monkeypatch):
   assert prefill[1][1] == 5, prefill   # 1, 2, 3 and the two fed tokens of the first answer were cached (the third never fed)
   assert list(llm.generate_ids([1, 5, 6], max_tokens=2)) == want([1, 5, 6], 2)
   assert [s for s in starts if s[0] > 1][2][1] == 1
+
+# ---- a second opinion where transformers is installed (the bench extra): its own GGUF loading and float32 Llama ----
+@pytest.fixture(scope="module")
+def smollm2_hf(smollm2):
+  """transformers' float32 model of the same file, from its own reading of it (config, dequantization, attn_q/attn_k
+  rows put back in Hugging Face's order for its rotate_half RoPE). Its loader parses the file twice and builds gguf's
+  name map once per tensor (~14 s of CPU): one parse and one map, reused while it loads, take it to ~6 s."""
+  torch, _, _ = (pytest.importorskip(m) for m in ("torch", "transformers", "accelerate"))   # its GGUF loading needs accelerate
+  import functools, gguf
+  from transformers import AutoModelForCausalLM
+  path = smollm2_path()
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setattr(gguf, "GGUFReader", functools.cache(gguf.GGUFReader))
+    mp.setattr(gguf, "get_tensor_name_map", functools.cache(gguf.get_tensor_name_map))
+    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path), dtype=torch.float32)
+  return torch, model.eval()
+
+def test_smollm2_logits_match_transformers(smollm2, smollm2_hf):
+  """Prefill logits and those of 3 greedy decode steps (each side through its own KV cache) equal transformers' to the
+  product's 1e-3 of the logits' scale: transformers' float32 logits lie within ~2e-6 of float64 here (as ours do:
+  both are float32, summed in other orders), so the margin is the promise's, and a shared misreading of the file or
+  the architecture by morok and the float64 reference of this file would show here."""
+  (llm, _), (torch, hf) = smollm2, smollm2_hf
+  ids, i32 = llm.tokenizer.encode(PROMPTS[0]).ids, lambda *x: Tensor(np.array(x, np.int32))
+  got = llm.model(Tensor(np.array([ids + [0] * (8 - len(ids))], np.int32)), 0, i32(len(ids) - 1)).numpy()[0]   # padded as LLM pads
+  with torch.inference_mode():
+    out = hf(torch.tensor([ids]), use_cache=True)
+    for p in range(len(ids), len(ids) + 3):
+      want = out.logits[0, -1].numpy()
+      np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+      tok = int(want.argmax())
+      got, out = llm.model(i32(tok).reshape(1, 1), p).numpy()[0], hf(torch.tensor([[tok]]), cache=out.cache, use_cache=True)
+  want = out.logits[0, -1].numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
