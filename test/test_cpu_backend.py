@@ -476,6 +476,29 @@ def test_lane_window_over_a_cat(kind, vec, monkeypatch):
     got, ref = t.conv2d(Tensor(w), groups=9, stride=2, padding=1), (win * w.reshape(1, 9, 1, 1, 9)).sum(-1)
   np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
 
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("k,s,p,d", [(3, 2, 1, 1), (3, 2, 0, 1), (2, 2, 1, 1), (3, 3, 1, 1), (5, 2, 2, 1), (3, 2, 2, 2), (3, 1, 1, 1)])
+def test_lane_window_strided_padded(k, s, p, d, vec, monkeypatch):
+  """Windows whose taps step s per lane with padding (each lane's padding and tail gates compared at the load's s*lanes
+  width): a max pool and a depthwise convolution over a batchnorm+relu (zero padding after the relu: the gate, not the
+  value, pads), odd sizes whose last lane group is partial, either lane width, against numpy's windows."""
+  import morok_mlir.passes.optimize as opt
+  from morok_mlir import Tensor, realize as R
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  r = np.random.default_rng(k * 100 + s * 10 + p + vec)
+  x = r.standard_normal((1, 3, 23, 2 * vec + 7), dtype=np.float32)
+  def win(a, fill):
+    a = np.pad(a, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=fill)
+    ek = d * (k - 1) + 1
+    oh, ow = (a.shape[2] - ek) // s + 1, (a.shape[3] - ek) // s + 1
+    return np.stack([a[:, :, i * d:i * d + s * oh:s, j * d:j * d + s * ow:s] for i in range(k) for j in range(k)], -1)
+  np.testing.assert_array_equal(Tensor(x).max_pool2d(kernel_size=k, stride=s, padding=p, dilation=d).numpy(), win(x, -np.inf).max(-1))
+  w, g, b = r.standard_normal((3, 1, k, k), dtype=np.float32), r.uniform(0.5, 2, (1, 3, 1, 1)).astype(np.float32), r.standard_normal((1, 3, 1, 1), dtype=np.float32)
+  got = (Tensor(x) * Tensor(g) + Tensor(b)).relu().conv2d(Tensor(w), groups=3, stride=s, padding=p, dilation=d)
+  ref = (win(np.maximum(x * g + b, 0), 0) * w.reshape(1, 3, 1, 1, k * k)).sum(-1)
+  np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 9), st.integers(3, 37), st.integers(3, 37), st.integers(1, 3), st.integers(1, 3), st.integers(0, 1),
        st.integers(1, 2), st.sampled_from(["max", "depthwise", "avg"]))

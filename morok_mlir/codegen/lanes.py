@@ -69,9 +69,11 @@ class LaneLowerer(Lowerer):
       acc = self.line(frames[-1], f"{ALU[op]['f']} {frames[-1].acc}, {self.vec_of(u.src[0], frames[-1])}{self.fm} : {vt}")
       self.close_loops(frames, vt, acc)
       return self.place(u, fr, frames[0].res)
+    if (k := _lane_step(self, u)): return self.place(u, fr, _vcmp_affine(self, u, k, fr))
     srcs, c = [self.vec_of(s, fr) for s in u.src], cls(u.src[0].dtype)
     if (rule := VRULES.get((u.op, c))) is not None: return self.place(u, fr, rule(self, u, srcs, fr))
-    return self.place(u, fr, L(f"{ALU[u.op][c]} {', '.join(srcs)} : {self.vty(u.src[0].dtype)}"))
+    fm = self.fm if c == "f" and u.op in CONTRACT else ""   # a tap's product and the tree's add may fuse into one FMA
+    return self.place(u, fr, L(f"{ALU[u.op][c]} {', '.join(srcs)}{fm} : {self.vty(u.src[0].dtype)}"))
 
   def tree(self, fr: Frame, u: UOp, vals: list[str]) -> str:
     """vals (vectors of reduce u's dtype) combined by u's op pairwise, as a tree: independent ops, a short chain."""
@@ -138,16 +140,24 @@ class LaneLowerer(Lowerer):
       v = em.load(fr, buf, em.select(fr, some, base, self.const(0, dtypes.index), "index"), mt)
       zero = em.const(fr, f"dense<{z}>", ft)
       return em.select(fr, mask, em.broadcast(fr, v, t, ft), zero, ft, bt)
-    if len(idx.src) > 2: mask = self.vec_of(idx.src[2], fr)
+    if len(idx.src) > 2: mask = self.vec_of(idx.src[2], fr) if step == 1 else self.wide_mask(idx.src[2], step, fr)
     elif step == 1: return em.vload(into, buf, base, mt, ft)
-    else: mask = em.const(fr, "dense<true>", bt)
-    if step > 1:   # lane j's gate on element j*step, the elements between off
-      off = em.const(fr, "dense<false>", bt)
-      mask = em.shuffle(fr, mask, off, [i // step if i % step == 0 else vw for i in range(n)], bt, bt)
+    else: mask = em.const(fr, f"dense<{[i % step == 0 for i in range(n)]}>".lower(), self.vty(dtypes.bool, n))
     vt = self.vty(u.dtype, n)
     v = em.maskedload(into, buf, base, mask, em.const(fr, f"dense<{z}>", vt), mt, self.vty(dtypes.bool, n), vt)
     if step == 1: return v
     return em.shuffle(into, v, v, [j * step for j in range(vw)], vt, vt)
+
+  def wide_mask(self, g: UOp, step: int, fr: Frame) -> str:
+    """Gate g of a load stepping by `step` per lane, on its step*VW elements: lane j's gate on element j*step, the elements
+    between off. A conjunct affine in the lane is compared at that width directly; the rest are spread lane by lane."""
+    em, n, bt = self.em, step * self.vw, self.vty(dtypes.bool, step * self.vw)
+    aff = [(c, k) for c in conjuncts(g) if (k := _lane_step(self, c))]
+    masks = [_vcmp_affine(self, c, k, fr, step) for c, k in aff]
+    if rest := [c for c in conjuncts(g) if c not in dict(aff)]:
+      m, off = self.vec_of(reduce(im.and_, rest), fr), em.const(fr, "dense<false>", self.vty(dtypes.bool))
+      masks.append(em.shuffle(fr, m, off, [i // step if i % step == 0 else self.vw for i in range(n)], self.vty(dtypes.bool), self.vty(dtypes.bool)))
+    return reduce(lambda a, b: em.arith(fr, "andi", bt, a, b), masks)
 
   def effect(self, u: UOp):
     if u.op is not Ops.STORE or u not in self.vec or u in self.done: return super().effect(u)
@@ -174,6 +184,7 @@ class LaneLowerer(Lowerer):
     ends = [base] + [em.arith(fr, "addi", "index", base, self.const(last, dtypes.index))] * bool(last)
     for at in map(clamp, ends): em.prefetch(fr, buf, at, write, mt)
 
+CONTRACT = (Ops.ADD, Ops.SUB, Ops.MUL)
 PICK = {"max": "ogt", "min": "olt"}   # a float max/min of two: the first where this compare holds, else the second
 def conjuncts(g: UOp) -> list[UOp]: return conjuncts(g.src[0]) + conjuncts(g.src[1]) if g.op is Ops.AND else [g]
 KIND = {"add": "add", "max": "maximumf", "min": "minimumf"}   # a reduce's vector.reduction (f32)
@@ -187,6 +198,24 @@ def _vpoly(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
 def _vcmp(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
   mop, pred = CMP[u.op][cls(u.src[0].dtype)].split()
   return lw.line(fr, f"{mop} {pred}, {srcs[0]}, {srcs[1]} : {lw.vty(u.src[0].dtype)}")
+I32 = 2 ** 31
+def _lane_step(lw: LaneLowerer, u: UOp) -> int:
+  """k where u is a < b on indices whose difference steps by k per lane (a padding or tail gate), else 0."""
+  if u.op is not Ops.CMPLT or u.src[0].dtype is not dtypes.index: return 0
+  ka, kb = (lane_coef(s, lw.lane, {}) for s in u.src)
+  return ka - kb if None not in (ka, kb) and abs(ka - kb) * lw.vw < I32 else 0
+def _vcmp_affine(lw: LaneLowerer, u: UOp, k: int, fr: Frame, step: int = 1) -> str:
+  """a < b with b - a = d - k*lane: lane j's k*j < d, a constant vector against one scalar, compared in i32 (d clamped into
+  i32 keeps every lane's answer): one vector compare where index vectors (i64) take two compares, an and and the adds
+  building both sides, per tap of a padded window. step > 1: over step*VW elements, lane j's answer at element j*step,
+  the elements between false (their constant the largest i32)."""
+  em, a, b = lw.em, *u.src
+  d = lw.value(affine_simplify(im.sub(b, a).substitute({lw.lane: im.const(0)})))
+  d32 = em.cast(fr, "index_cast", em.arith(fr, "maxsi", "index", em.arith(fr, "minsi", "index", d, lw.const(I32 - 1, dtypes.index)),
+                                            lw.const(-I32, dtypes.index)), "index", "i32")
+  vt = lw.vty(dtypes.int32, n := step * lw.vw)
+  offs = [k * (i // step) if i % step == 0 else I32 - 1 for i in range(n)]
+  return em.cmpi(fr, "slt", em.const(fr, f"dense<{offs}>", vt), em.broadcast(fr, d32, "i32", vt), vt)
 def _vconst(lw: LaneLowerer, fr: Frame, v: str, dt: DType) -> str: return lw.em.const(fr, f"dense<{v}>", lw.vty(dt))
 def _vcast(lw: LaneLowerer, u: UOp, srcs: list[str], fr: Frame) -> str:
   """A cast on vectors: to bool is != 0 (NaN is true), from bool 0 or 1, else lower_cpu's op by class and width."""

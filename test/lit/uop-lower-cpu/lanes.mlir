@@ -52,13 +52,17 @@ module {
     return
   }
 
-  // 7 outputs: 8 lanes, the last masked off: no lane past the output loads or stores (gates with lane < 7).
+  // 7 outputs: 8 lanes, the last masked off: no lane past the output loads or stores (gates with lane < 7). Each gate
+  // is affine in the lane: one i32 compare of the lanes' constant steps against a scalar bound, at the load's width (16
+  // elements for stride 2, every second off: their constant the largest i32) where it gates a load.
   // OPT-LABEL: func.func private @pool7
   // OPT-SAME: uop.lanes = 8
   // CHECK-LABEL: func.func @pool7(
-  // CHECK: %[[C7:.*]] = vector.broadcast %c7 : index to vector<8xindex>
-  // CHECK: %[[SEVEN:.*]] = arith.cmpi slt, %{{.*}}, %[[C7]] : vector<8xindex>
-  // CHECK: vector.maskedload %arg1
+  // CHECK: %[[W:.*]] = arith.constant dense<[0, 2147483647, -2, 2147483647, -4, {{.*}}]> : vector<16xi32>
+  // CHECK: arith.cmpi slt, %[[W]], %{{.*}} : vector<16xi32>
+  // CHECK: vector.maskedload %arg1[%{{.*}}], %{{.*}}, %{{.*}} : memref<14xf32>, vector<16xi1>, vector<16xf32> into vector<16xf32>
+  // CHECK: %[[L:.*]] = arith.constant dense<[0, 1, 2, 3, 4, 5, 6, 7]> : vector<8xi32>
+  // CHECK: %[[SEVEN:.*]] = arith.cmpi slt, %[[L]], %{{.*}} : vector<8xi32>
   // CHECK: vector.maskedstore %arg0[%{{.*}}], %[[SEVEN]], %{{.*}} : memref<7xf32>, vector<8xi1>, vector<8xf32>
   func.func private @pool7(%arg0: memref<7xf32>, %arg1: memref<14xf32>) attributes {uop.kernel} {
     %c7 = "uop.const"() {value = 7 : index} : () -> index
