@@ -144,9 +144,26 @@ class LaneLowerer(Lowerer):
     elif step == 1: return em.vload(into, buf, base, mt, ft)
     else: mask = em.const(fr, f"dense<{[i % step == 0 for i in range(n)]}>".lower(), self.vty(dtypes.bool, n))
     vt = self.vty(u.dtype, n)
-    v = em.maskedload(into, buf, base, mask, em.const(fr, f"dense<{z}>", vt), mt, self.vty(dtypes.bool, n), vt)
+    v = em.maskedload(other := Block(), buf, base, mask, em.const(fr, f"dense<{z}>", vt), mt, self.vty(dtypes.bool, n), vt)
+    if (on := self.all_on(idx, step, fr)) is None: into.lines += other.lines
+    else: v = em.if_value(into, on, ((then := Block()), em.vload(then, buf, base, mt, vt)), (other, v), vt)
     if step == 1: return v
     return em.shuffle(into, v, v, [j * step for j in range(vw)], vt, vt)
+
+  def all_on(self, idx: UOp, step: int, fr: Frame) -> str | None:
+    """A scalar that holds where every element of a load of idx's lanes (step*VW of them) is read: each lane's gate holds
+    and, for step > 1, the elements past the last lane's are in the buffer. There a plain load replaces the masked one
+    (which takes an extra vector op per load on x86, or several on AVX2): a window's interior. None where a gate is not
+    affine in the lane (or the buffer's size is symbolic)."""
+    em, parts, size = self.em, [], idx.src[0].dtype.size
+    for c in conjuncts(idx.src[2]) if len(idx.src) > 2 else []:
+      if c not in self.vec: parts.append(self.value(c)); continue
+      if not (k := _lane_step(self, c)): return None   # k*lane < d for every lane: at the lane where k*lane is largest
+      parts.append(em.cmpi(fr, "slt", self.const(max(k * (self.vw - 1), 0), dtypes.index), _lane_bound(self, c), "index"))
+    if step > 1:
+      if not isinstance(size, int): return None
+      parts.append(em.cmpi(fr, "slt", self.at0(idx.src[1]), self.const(size - step * self.vw + 1, dtypes.index), "index"))
+    return reduce(lambda a, b: em.arith(fr, "andi", "i1", a, b), parts) if parts else None
 
   def wide_mask(self, g: UOp, step: int, fr: Frame) -> str:
     """Gate g of a load stepping by `step` per lane, on its step*VW elements: lane j's gate on element j*step, the elements
@@ -204,13 +221,15 @@ def _lane_step(lw: LaneLowerer, u: UOp) -> int:
   if u.op is not Ops.CMPLT or u.src[0].dtype is not dtypes.index: return 0
   ka, kb = (lane_coef(s, lw.lane, {}) for s in u.src)
   return ka - kb if None not in (ka, kb) and abs(ka - kb) * lw.vw < I32 else 0
+def _lane_bound(lw: LaneLowerer, u: UOp) -> str:
+  """d of a < b = k*lane < d: b - a at lane 0, a scalar index."""
+  return lw.value(affine_simplify(im.sub(u.src[1], u.src[0]).substitute({lw.lane: im.const(0)})))
 def _vcmp_affine(lw: LaneLowerer, u: UOp, k: int, fr: Frame, step: int = 1) -> str:
   """a < b with b - a = d - k*lane: lane j's k*j < d, a constant vector against one scalar, compared in i32 (d clamped into
   i32 keeps every lane's answer): one vector compare where index vectors (i64) take two compares, an and and the adds
   building both sides, per tap of a padded window. step > 1: over step*VW elements, lane j's answer at element j*step,
   the elements between false (their constant the largest i32)."""
-  em, a, b = lw.em, *u.src
-  d = lw.value(affine_simplify(im.sub(b, a).substitute({lw.lane: im.const(0)})))
+  em, d = lw.em, _lane_bound(lw, u)
   d32 = em.cast(fr, "index_cast", em.arith(fr, "maxsi", "index", em.arith(fr, "minsi", "index", d, lw.const(I32 - 1, dtypes.index)),
                                             lw.const(-I32, dtypes.index)), "index", "i32")
   vt = lw.vty(dtypes.int32, n := step * lw.vw)

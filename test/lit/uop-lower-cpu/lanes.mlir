@@ -4,15 +4,21 @@
 module {
   // A 1-D max pool, window 3, stride 2, padding 1: out[i] = max over k of in[2i + k - 1] where in range. The reduce
   // inside the output loop keeps LLVM from vectorizing that loop, so uop-optimize asks for 8 lanes (64 = 8 * 8):
-  // 8 neighbouring outputs as one vector, each of the window's 3 taps one masked load of 16 elements with every second
-  // one taken (stride 2, padding gated off), the taps combined as a tree (no loop: none waits on an accumulator) of
+  // 8 neighbouring outputs as one vector, each of the window's 3 taps one load of 16 elements with every second one taken
+  // (stride 2): a plain load where every lane's padding gate holds and the 16 elements lie in the buffer (scalar tests),
+  // else a masked one (padding gated off); the taps combined as a tree (no loop: none waits on an accumulator) of
   // compare-and-selects (one vmaxps each), NaN where any tap is NaN (unordered compares of pairs, ORed), one vector store.
   // OPT-LABEL: func.func private @pool
   // OPT-SAME: uop.lanes = 8
   // CHECK-LABEL: func.func @pool(
   // CHECK: scf.for %[[I:.*]] = %{{.*}} to %c8 step
   // CHECK-NOT: scf.for
-  // CHECK: %[[V:.*]] = vector.maskedload %arg1[%{{.*}}], %{{.*}}, %{{.*}} : memref<128xf32>, vector<16xi1>, vector<16xf32> into vector<16xf32>
+  // CHECK: %[[IN:.*]] = arith.cmpi slt, %[[B:.*]], %c113 : index
+  // CHECK: %[[ON:.*]] = arith.andi %{{.*}}, %[[IN]] : i1
+  // CHECK: %[[V:.*]] = scf.if %[[ON]] -> (vector<16xf32>) {
+  // CHECK-NEXT: vector.load %arg1[%[[B]]] : memref<128xf32>, vector<16xf32>
+  // CHECK: } else {
+  // CHECK-NEXT: vector.maskedload %arg1[%[[B]]], %{{.*}}, %{{.*}} : memref<128xf32>, vector<16xi1>, vector<16xf32> into vector<16xf32>
   // CHECK: vector.shuffle %[[V]], %[[V]] [0, 2, 4, 6, 8, 10, 12, 14]
   // CHECK: vector.maskedload %arg1
   // CHECK: vector.maskedload %arg1
