@@ -494,7 +494,8 @@ def test_lane_window_strided_padded(k, s, p, d, vec, monkeypatch):
     oh, ow = (a.shape[2] - ek) // s + 1, (a.shape[3] - ek) // s + 1
     return np.stack([a[:, :, i * d:i * d + s * oh:s, j * d:j * d + s * ow:s] for i in range(k) for j in range(k)], -1)
   np.testing.assert_array_equal(Tensor(x).max_pool2d(kernel_size=k, stride=s, padding=p, dilation=d).numpy(), win(x, -np.inf).max(-1))
-  w, g, b = r.standard_normal((3, 1, k, k), dtype=np.float32), r.uniform(0.5, 2, (1, 3, 1, 1)).astype(np.float32), r.standard_normal((1, 3, 1, 1), dtype=np.float32)
+  w, b = r.standard_normal((3, 1, k, k), dtype=np.float32), r.standard_normal((1, 3, 1, 1), dtype=np.float32)
+  g = r.uniform(0.5, 2, (1, 3, 1, 1)).astype(np.float32)
   got = (Tensor(x) * Tensor(g) + Tensor(b)).relu().conv2d(Tensor(w), groups=3, stride=s, padding=p, dilation=d)
   ref = (win(np.maximum(x * g + b, 0), 0) * w.reshape(1, 3, 1, 1, k * k)).sum(-1)
   np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-5)
