@@ -503,7 +503,7 @@ class _Plan:
         else: b.copyin(np.array(f(*xs), np.int64))
       if self.keyed: self.uops[:] = [_data(t.uop) for t in args]
       t0 = time.perf_counter()
-      for step in self.run: step(v)
+      for step in self.run: step(v, xs) if type(step) is _Native else step(v)
       R.GlobalCounters.time_sum_s += time.perf_counter() - t0
     R.GlobalCounters.kernel_count += self.nkernels
     outs = [self._out(j, v, xs) for j in range(len(self.outs))]   # one buffer UOp per output the call gives back
@@ -571,41 +571,70 @@ class _Native:
   """A run of CPU kernels as one step: each run among them of kernels with argument sets is one native call
   (device.cpu.Batch), the pointers of the buffers each replay gives (arguments, state, fresh outputs) written once each
   into one array; the others (waiting for their first call_buffers: _Kernel.pending, or whose set reads the sizes'
-  values at each call: a keyed one) run on their own. A program that moves from its JIT engine onto its shared object
-  (linked meanwhile) has its kernels bound again."""
-  __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one")
+  values at each call: a keyed one) run on their own. A kernel with copies for narrower bounds (realize.Variants) runs
+  in the batch as the copy the sizes' values pick: one set of batches per choice of copies, picked once per distinct
+  values (xs, the plan's Variables' values); a copy whose set reads the sizes' values at each call (keyed: its packed
+weights not made yet) runs on its own, and its kernel is bound again after (a few times at most: then its set is not
+keyed any more, unless its packed weights depend on the values). A program that moves from its JIT engine onto its shared object (linked
+  meanwhile) has its kernels bound again."""
+  __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one", "picks", "built", "chosen", "stale", "tries")
   def __init__(self, kernels: list[_Kernel], template: list):
     self.kernels, self.template = kernels, template
     self.js = sorted({j for k in kernels for _, j in k.var})   # the v indices a replay fills
     self.vals = (ctypes.c_void_p * max(1, len(self.js)))()
+    self.stale, self.tries = [], {}
     self._build()
   def _build(self, rebind: bool = False):
     if rebind:   # (fresh sets: the old ones read vals, not their own pointers)
       for k in self.kernels: k._bind(self.template, kept=k.pinned is not None)
-    at, self.segs, run = {j: n for n, j in enumerate(self.js)}, [], []
-    def flush():
-      if run: self.segs.append(Batch([k.args for k in run], [(m, i, at[j]) for m, k in enumerate(run) for i, j in k.var], self.vals))
-      run.clear()
-    for k in self.kernels:
-      if Batch.takes(k.args): run.append(k)
-      else: flush(); self.segs.append(k)
-    flush()
-    self.moving = [k for k in self.kernels if Batch.takes(k.args) and getattr(k.args.code, "engine", None) is not None]
+    self.picks = [k for k in self.kernels if _copies(k.args)]
+    self.built, self.chosen = {}, {}   # choice of copies -> segs; xs -> segs
+    self.segs = self._segs(())
+    sets = lambda k: _copies(k.args) or ([k.args] if Batch.takes(k.args) else [])
+    self.moving = [k for k in self.kernels if any(getattr(a.code, "engine", None) is not None for a in sets(k))]
     self.pending = [k for k in self.kernels if k.pending]
     # a replay may write vals itself and call this when it is one batch that stays (_Plan._replay_one)
-    self.one = self.segs[0].run if len(self.segs) == 1 and type(self.segs[0]) is Batch and not self.moving and not self.pending else None
-  def __call__(self, v: list):
+    self.one = self.segs[0].run if len(self.segs) == 1 and type(self.segs[0]) is Batch and not self.moving and not self.pending \
+      and not self.picks else None
+  def _segs(self, choice: tuple) -> list:
+    """The steps for one choice of copies (per kernel of self.picks; () before any is picked: each runs on its own)."""
+    at, segs, run, copy = {j: n for n, j in enumerate(self.js)}, [], [], dict(zip(map(id, self.picks), choice))
+    def flush():
+      if run: segs.append(Batch([a for _, a in run], [(m, i, at[j]) for m, (k, _) in enumerate(run) for i, j in k.var], self.vals))
+      run.clear()
+    for k in self.kernels:
+      if Batch.takes(a := k.args.sets[copy[id(k)]] if id(k) in copy else k.args): run.append((k, a))
+      else: flush(); segs.append(k)
+    flush()
+    return segs
+  def _pick(self, xs) -> list:
+    """The steps for the values written in the plan's values buffers (the copies' choice read there once per xs)."""
+    choice = tuple([k.prog.pick(k.args.sets[0].ptrs[k.prog.slot]) for k in self.picks])
+    if (segs := self.built.get(choice)) is None: segs = self.built[choice] = self._segs(choice)
+    self.stale = [k for k, c in zip(self.picks, choice) if k.args.sets[c].keyed and self.tries.get(id(k), 0) < len(k.args.sets)]
+    if xs is not None and not self.stale: self.chosen[xs] = segs
+    return segs
+  def __call__(self, v: list, xs: tuple | None = None):
     if self.moving and any(k.args.code is not k.prog.code for k in self.moving): self._build(rebind=True)
     vals = self.vals
     for n, j in enumerate(self.js): vals[n] = v[j].ptr
-    for s in self.segs: s(v) if type(s) is _Kernel else s.run()
+    for s in (self.segs if not self.picks else self.chosen.get(xs) or self._pick(xs)): s(v) if type(s) is _Kernel else s.run()
     if self.pending and not all(k.pending for k in self.pending): self._build()
+    if self.stale:
+      for k in self.stale: self.tries[id(k)] = self.tries.get(id(k), 0) + 1; k._bind(self.template, kept=k.pinned is not None)
+      self.stale = []
+      self._build()
+
+def _copies(args) -> list | None:
+  """The argument sets of a realize.Variants' copies (a keyed one runs on its own when picked), else None."""
+  sets = getattr(args, "sets", None)
+  return sets if sets is not None and all(Batch.takes(a) or getattr(a, "keyed", False) for a in sets) else None
 
 def _graphs(steps: list, template: list) -> list:
   """steps, each run of kernels whose program has a Graph (a device that replays kernels as one graph: CUDA's) as one
   step of that Graph, and each run of kernels with CPU argument sets as one _Native step."""
   out, run = [], []
-  native = lambda s: type(s) is _Kernel and (Batch.takes(s.args) or s.pending)
+  native = lambda s: type(s) is _Kernel and (Batch.takes(s.args) or _copies(s.args) is not None or s.pending)
   graph = lambda s: _Native if native(s) else getattr(s.prog, "Graph", None) if type(s) is _Kernel and s.args is None and not s.keyed else None
   for s in steps + [None]:
     if run and (s is None or graph(s) is not graph(run[0]) or graph(s) is not _Native and s.prog.dev is not run[0].prog.dev):
