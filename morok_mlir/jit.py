@@ -343,10 +343,12 @@ class _Plan:
     p.ret_src = {i: ("multi", tuple(map(out, s[1])), *s[2:]) if s[0] == "multi" else out(s) for i, s in ret_src.items()}
     p.ret_out = r[1] if type(ret) is Tensor and (r := p.ret_src[id(ret)])[0] == "out" else None   # the usual return: one output
     p.lock, p.keyed = threading.Lock(), any(k.keyed for k in p.steps if isinstance(k, _Kernel))
-    if not p.state and not p.argw and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and \
+    if not p.state and not p.argw and not p.rng and not p.keyed and not alias and p.ret_out is not None and \
         len(p.outs) == len(p.fresh) == 1 and all(type(k) is _Kernel for k in p.steps):
       p.replay, p.one = p._replay_one, (*p.fresh[0], *p.outs[0], ret.device)
-      p.ring, p.turn = [None, None] if p.fresh[0][2] * p.fresh[0][3].itemsize < p.REUSE_BYTES and p.fresh[0][1] == "CPU" else None, 0
+      sym = any(isinstance(d, UOp) for d in p.outs[0][2])   # (its buffer has the largest size: a view of it goes back)
+      p.ring, p.turn = [None, None] if p.fresh[0][2] * p.fresh[0][3].itemsize < (p.REUSE_SYM_BYTES if sym else p.REUSE_BYTES) and \
+        p.fresh[0][1] == "CPU" else None, 0
     if p.vals or p.checks or any(isinstance(d, UOp) for _, _, sh in p.outs for d in sh): p._compile()
     p.run = _graphs(p.steps, p.template)
     if p.replay == p._replay_one and len(p.run) == 1 and type(p.run[0]) is _Native:   # (_replay_one writes its array itself)
@@ -376,7 +378,7 @@ class _Plan:
     self.made: dict[tuple, tuple] = {}   # ("out", k, j) -> (v index, loc, shape): an output's buffer and its UOp's fields
     self.steps, self.nkernels, self.sig, self.nvars, self.padded = [], 0, None, 0, []
     self.vals: list[tuple[int, str, tuple]] = []   # (v index, device, Variables): a schedule's sizes, written per replay
-    self.order, self.shaped, self.valbufs = None, [], []   # (see _compile)
+    self.order, self.shaped, self.valbufs, self.wrote = None, [], [], ()   # (see _compile; wrote: the values the buffers hold)
     self.uops: list = [None] * nargs   # the arguments' buffer UOps during a replay (state changes every call: not kept)
     # the kernels run one after another (under the plan's lock): they share one set of scratch buffers (a contraction's
     # panels), each position as big as any kernel's, not one set per kernel kept for the plan's life (an LLM's prefill
@@ -429,12 +431,18 @@ class _Plan:
 
   PIN_BYTES = 1 << 28     # (a program keeps as much for call_buffers: CPUProgram.KEEP_BYTES)
   REUSE_BYTES = 1 << 16   # outputs under this size come from the plan's last two when no one holds those any more
+  REUSE_SYM_BYTES = 1 << 22   # (one of symbolic size: its buffer has the largest, as the plan's intermediates have)
   def _replay_one(self, args: list[Tensor], env=None) -> Tensor:
     """replay for the usual plan (arguments in, kernels only, one fresh output back), without the general one's steps
-    (its fields gathered once in self.one: this path is a 3-element add's whole cost under TinyJit). A small output's
+    (its fields gathered once in self.one: this path is a 3-element add's whole cost under TinyJit); with symbolic sizes,
+    the values buffers written when the values change and the output the first elements of its buffer. A small output's
     memory is one of the plan's last two outputs' that nothing references any more (a loop's `y = f(x)` drops the one
     from two calls back): nothing can read it again, and making a Buffer costs what this whole call's kernel does."""
-    (j, dev, size, dt, k, o, loc, shape, device), nat = self.one, self.native
+    (j, dev, size, dt, k, o, loc, shape, device), nat, xs = self.one, self.native, ()
+    if self.order is not None:
+      env = self.kept | env if env else self.kept
+      xs = tuple([env[x] for x in self.order])
+      if self.fits(*xs) != self.held: self.sizes(env)   # (raises, naming the first test that fails)
     bufs = [(u if (u := t.uop).op is _BUF else u.src[0]).buffer for t in args]   # (the signature checked: data)
     with self.lock:
       if (ring := self.ring) is not None:
@@ -448,6 +456,7 @@ class _Plan:
         try: b = Buffer.fresh(dev, size, dt)
         except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[k].sched, []) from None
         if ring is not None: ring[t] = b
+      if xs != self.wrote: self._values(xs)
       if nat is not None and (go := nat.one) is not None and not R.DEBUG:   # one native batch: its pointers written here
         vals = nat.vals
         for i, n in self.argpos: vals[n] = bufs[i].ptr
@@ -457,10 +466,18 @@ class _Plan:
         v = self.template.copy()
         v[:len(bufs)], v[j] = bufs, b
         t0 = time.perf_counter()
-        for step in self.run: step(v)
+        for step in self.run: step(v, xs) if type(step) is _Native else step(v)
         if R.DEBUG: R.GlobalCounters.time_sum_s += time.perf_counter() - t0
     R.GlobalCounters.kernel_count += self.nkernels
+    if self.shaped and (f := self.shaped[0]) is not None: n, *sh = f(*xs); return Tensor._of(R.new_buffer(b.head(n), loc, shape=tuple(sh)), device)
     return Tensor._of(R.new_buffer(b, loc, shape=shape), device)
+  def _values(self, xs: tuple):
+    """Each schedule's values buffer (the plan's own, under its lock) at the values xs, kept while xs are the next call's."""
+    self.wrote = None
+    for b, h, f in self.valbufs:
+      if h is not None: h[:] = f(*xs)
+      else: b.copyin(np.array(f(*xs), np.int64))
+    self.wrote = xs
 
   def sizes(self, env: dict) -> dict:
     """Every Variable's value for a replay, checked against what the recorded graphs assumed."""
@@ -498,9 +515,7 @@ class _Plan:
       for j, dev, size, dt, _ in self.fresh: v[j] = Buffer.fresh(dev, size, dt)
     except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[next(k for j, *_, k in self.fresh if v[j] is None)].sched, []) from None
     with self.lock:
-      for b, h, f in self.valbufs:   # (the plan's own buffer: written under the lock its kernels run under)
-        if h is not None: h[:] = f(*xs)
-        else: b.copyin(np.array(f(*xs), np.int64))
+      if xs != self.wrote: self._values(xs)
       if self.keyed: self.uops[:] = [_data(t.uop) for t in args]
       t0 = time.perf_counter()
       for step in self.run: step(v, xs) if type(step) is _Native else step(v)
