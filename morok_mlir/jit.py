@@ -619,6 +619,7 @@ keyed any more, unless its packed weights depend on the values). A program that 
       run.clear()
     for k in self.kernels:
       if Batch.takes(a := k.args.sets[copy[id(k)]] if id(k) in copy else k.args): run.append((k, a))
+      elif id(k) in copy: flush(); segs.append(functools.partial(_run_copy, k.var, a.ptrs, k.args.runs[copy[id(k)]]))
       else: flush(); segs.append(k)
     flush()
     return segs
@@ -633,12 +634,17 @@ keyed any more, unless its packed weights depend on the values). A program that 
     if self.moving and any(k.args.code is not k.prog.code for k in self.moving): self._build(rebind=True)
     vals = self.vals
     for n, j in enumerate(self.js): vals[n] = v[j].ptr
-    for s in (self.segs if not self.picks else self.chosen.get(xs) or self._pick(xs)): s(v) if type(s) is _Kernel else s.run()
+    for s in (self.segs if not self.picks else self.chosen.get(xs) or self._pick(xs)): s(v) if type(s) is not Batch else s.run()
     if self.pending and not all(k.pending for k in self.pending): self._build()
     if self.stale:
       for k in self.stale: self.tries[id(k)] = self.tries.get(id(k), 0) + 1; k._bind(self.template, kept=k.pinned is not None)
       self.stale = []
       self._build()
+
+def _run_copy(var: tuple, ptrs, run, v: list):
+  """A copy's own (keyed) set run on v's buffers, outside the batch."""
+  for i, j in var: ptrs[i] = v[j].ptr
+  run()
 
 def _copies(args) -> list | None:
   """The argument sets of a realize.Variants' copies (a keyed one runs on its own when picked), else None."""

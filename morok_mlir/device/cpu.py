@@ -553,8 +553,10 @@ class CPUProgram:
     """prepare's run() for a set whose phases keyed (phase, input, scratch, keys) make results kept per input (and
     keys' contents: the sizes' values, read at each call): where the set holds the result for them, the phase is
     skipped, else the kept result is taken (or the phase runs into a fresh array, kept once the call succeeds)."""
-    n, held = len(self.spec.args), {}   # scratch -> the key of the result a.scratch holds there
+    n, held, full = len(self.spec.args), {}, frozenset(i for i, *_ in keyed)   # held: scratch -> the key of the result a.scratch holds
     def run():
+      # (the usual replay: the set holds every result for these values already, its phases skipped)
+      if all(held.get(s) == self._key(s, keys, a.ptrs.__getitem__) for _, _, s, keys in keyed) and (r := a.runs.get(full)) is not None: return r()
       off, fresh, took = set(), [], []
       for i, u, s, keys in keyed:
         if held.get(s) == (at := self._key(s, keys, a.ptrs.__getitem__)): off.add(i); continue
