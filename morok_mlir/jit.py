@@ -592,7 +592,7 @@ class _Native:
 weights not made yet) runs on its own, and its kernel is bound again after (a few times at most: then its set is not
 keyed any more, unless its packed weights depend on the values). A program that moves from its JIT engine onto its shared object (linked
   meanwhile) has its kernels bound again."""
-  __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one", "picks", "built", "chosen", "stale", "tries")
+  __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one", "picks", "built", "chosen", "stale", "tries", "copied")
   def __init__(self, kernels: list[_Kernel], template: list):
     self.kernels, self.template = kernels, template
     self.js = sorted({j for k in kernels for _, j in k.var})   # the v indices a replay fills
@@ -603,7 +603,7 @@ keyed any more, unless its packed weights depend on the values). A program that 
     if rebind:   # (fresh sets: the old ones read vals, not their own pointers)
       for k in self.kernels: k._bind(self.template, kept=k.pinned is not None)
     self.picks = [k for k in self.kernels if _copies(k.args)]
-    self.built, self.chosen = {}, {}   # choice of copies -> segs; xs -> segs
+    self.built, self.chosen, self.copied = {}, {}, {}   # choice of copies -> segs; xs -> segs; id(keyed set) -> its _Copied
     self.segs = self._segs(())
     sets = lambda k: _copies(k.args) or ([k.args] if Batch.takes(k.args) else [])
     self.moving = [k for k in self.kernels if any(getattr(a.code, "engine", None) is not None for a in sets(k))]
@@ -619,7 +619,8 @@ keyed any more, unless its packed weights depend on the values). A program that 
       run.clear()
     for k in self.kernels:
       if Batch.takes(a := k.args.sets[copy[id(k)]] if id(k) in copy else k.args): run.append((k, a))
-      elif id(k) in copy: flush(); segs.append(functools.partial(_run_copy, k.var, a.ptrs, k.args.runs[copy[id(k)]]))
+      elif id(k) in copy:   # (one per set, whichever choices use it: it knows the values its set holds results for)
+        flush(); segs.append(self.copied.get(id(a)) or self.copied.setdefault(id(a), _Copied(k.var, a, k.args.runs[copy[id(k)]])))
       else: flush(); segs.append(k)
     flush()
     return segs
@@ -634,17 +635,27 @@ keyed any more, unless its packed weights depend on the values). A program that 
     if self.moving and any(k.args.code is not k.prog.code for k in self.moving): self._build(rebind=True)
     vals = self.vals
     for n, j in enumerate(self.js): vals[n] = v[j].ptr
-    for s in (self.segs if not self.picks else self.chosen.get(xs) or self._pick(xs)): s(v) if type(s) is not Batch else s.run()
+    for s in (self.segs if not self.picks else self.chosen.get(xs) or self._pick(xs)):
+      s.run() if type(s) is Batch else s(v, xs) if type(s) is _Copied else s(v)
     if self.pending and not all(k.pending for k in self.pending): self._build()
     if self.stale:
       for k in self.stale: self.tries[id(k)] = self.tries.get(id(k), 0) + 1; k._bind(self.template, kept=k.pinned is not None)
       self.stale = []
       self._build()
 
-def _run_copy(var: tuple, ptrs, run, v: list):
-  """A copy's own (keyed) set run on v's buffers, outside the batch."""
-  for i, j in var: ptrs[i] = v[j].ptr
-  run()
+class _Copied:
+  """A copy's own keyed set (it reads the sizes' values and looks up its kept results each call) run on v's buffers,
+  outside the batch. After a run at values xs the set holds every result for them: a next run at the same xs calls
+  its code with those phases skipped, without the look-up."""
+  __slots__ = ("var", "args", "run", "xs")
+  def __init__(self, var: tuple, args, run): self.var, self.args, self.run, self.xs = var, args, run, None
+  def __call__(self, v: list, xs):
+    ptrs = self.args.ptrs
+    for i, j in self.var: ptrs[i] = v[j].ptr
+    if xs is not None and xs == self.xs and (r := self.args.runs.get(self.args.keyed)) is not None: return r()
+    self.xs = None
+    self.run()
+    self.xs = xs
 
 def _copies(args) -> list | None:
   """The argument sets of a realize.Variants' copies (a keyed one runs on its own when picked), else None."""

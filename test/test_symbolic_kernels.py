@@ -154,3 +154,17 @@ def test_copies_alternating_inside_one_native_batch():
   for n, r in held: np.testing.assert_allclose(r.numpy(), np.maximum(X[:n] @ W + 1, 0), rtol=1e-4, atol=1e-4)
   natives = [s for s in j.plan.run if type(s) is _Native]
   assert any(type(g) is Batch and any(k in s.picks for k in s.kernels) for s in natives for segs in s.chosen.values() for g in segs)
+
+def test_attention_copies_alternating_replays():
+  # two kernels with copies each: values alternating so that one kernel keeps its copy while the other's changes, each
+  # replay equal to numpy (a copy's kept panels are those of the call's values, whichever copies ran in between)
+  top = 128
+  q, k, v = (rnd(1, 2, top, 16, seed=s) for s in (3, 4, 5))
+  tq, tk, tv, m = Tensor(q), Tensor(k), Tensor(v), Variable("len_alternating", 1, top)
+  j = TinyJit(lambda n: ((tq[:, :, :n] @ tk[:, :, :n].transpose(-1, -2) / 4).softmax(-1) @ tv[:, :, :n]).realize())
+  def ref(n):
+    s = q[:, :, :n] @ k[:, :, :n].transpose(0, 1, 3, 2) / 4
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True) @ v[:, :, :n]
+  for n in [100, 20, 100, 20, 100, 3, 100, 3, 20, 100, top, 7, top, 1, 2, 1, 30, 30, top] * 2:
+    np.testing.assert_allclose(j(m.bind(n)).numpy(), ref(n), rtol=1e-4, atol=1e-4)

@@ -542,7 +542,7 @@ class CPUProgram:
     if any(u is None for _, u, _, _ in kept): return None
     have = {s: out for _, u, s, keys in kept if not keys and (out := self._kept_at(u, s)) is not None}
     if len(have) < len(kept):
-      (a := self._argset(None, scratch)).keyed = True
+      (a := self._argset(None, scratch)).keyed = frozenset(phase for phase, *_ in kept)   # (a.runs[keyed]: every such phase skipped)
       return a, self._keyed_run(a, kept)
     a = self._argset(have, scratch)
     a.phases = [p for i, p in enumerate(a.phases) if i not in {phase for phase, *_ in kept}]
