@@ -589,10 +589,11 @@ class _Native:
   values at each call: a keyed one) run on their own. A kernel with copies for narrower bounds (realize.Variants) runs
   in the batch as the copy the sizes' values pick: one set of batches per choice of copies, picked once per distinct
   values (xs, the plan's Variables' values); a copy whose set reads the sizes' values at each call (keyed: its packed
-weights not made yet) runs on its own, and its kernel is bound again after (a few times at most: then its set is not
-keyed any more, unless its packed weights depend on the values). A program that moves from its JIT engine onto its shared object (linked
-  meanwhile) has its kernels bound again."""
-  __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one", "picks", "built", "chosen", "stale", "tries", "copied")
+  weights not made yet) runs on its own (_Copied), and its kernel is bound again after (as often as it has copies at most: then its
+  set is not keyed any more, unless its packed weights depend on the values). A program that moves from its JIT engine
+  onto its shared object (linked meanwhile) has its kernels bound again."""
+  __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one", "picks", "built", "chosen", "stale", "tries",
+               "copied")
   def __init__(self, kernels: list[_Kernel], template: list):
     self.kernels, self.template = kernels, template
     self.js = sorted({j for k in kernels for _, j in k.var})   # the v indices a replay fills
