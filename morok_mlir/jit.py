@@ -341,11 +341,13 @@ class _Plan:
     p.ret_src = {i: ("multi", tuple(map(out, s[1])), *s[2:]) if s[0] == "multi" else out(s) for i, s in ret_src.items()}
     p.ret_out = r[1] if type(ret) is Tensor and (r := p.ret_src[id(ret)])[0] == "out" else None   # the usual return: one output
     p.lock, p.keyed = threading.Lock(), any(k.keyed for k in p.steps if isinstance(k, _Kernel))
-    if not p.state and not p.argw and not p.rng and not p.keyed and not p.vals and not p.checks and p.ret_out is not None and \
+    if not p.state and not p.argw and not p.rng and not p.keyed and not alias and p.ret_out is not None and \
         len(p.outs) == len(p.fresh) == 1 and all(type(k) is _Kernel for k in p.steps):
       p.replay, p.one = p._replay_one, (*p.fresh[0], *p.outs[0], ret.device)
       _, dev, size, dt, _ = p.fresh[0]
-      p.ring = Ring(lambda: Buffer.fresh(dev, size, dt)) if size * dt.itemsize < p.REUSE_BYTES and dev == "CPU" else None
+      sym = any(isinstance(d, UOp) for d in p.outs[0][2])   # (its buffer has the largest size: a view of it goes back)
+      p.ring = Ring(lambda: Buffer.fresh(dev, size, dt)) if size * dt.itemsize < (p.REUSE_SYM_BYTES if sym else p.REUSE_BYTES) and \
+        dev == "CPU" else None
     if p.vals or p.checks or any(isinstance(d, UOp) for _, _, sh in p.outs for d in sh): p._compile()
     p.run = _graphs(p.steps, p.template)
     if p.replay == p._replay_one and len(p.run) == 1 and type(p.run[0]) is _Native:   # (_replay_one writes its array itself)
@@ -375,7 +377,7 @@ class _Plan:
     self.made: dict[tuple, tuple] = {}   # ("out", k, j) -> (v index, loc, shape): an output's buffer and its UOp's fields
     self.steps, self.nkernels, self.sig, self.nvars, self.padded = [], 0, None, 0, []
     self.vals: list[tuple[int, str, tuple]] = []   # (v index, device, Variables): a schedule's sizes, written per replay
-    self.order, self.shaped, self.valbufs = None, [], []   # (see _compile)
+    self.order, self.shaped, self.valbufs, self.wrote = None, [], [], ()   # (see _compile; wrote: the values the buffers hold)
     self.uops: list = [None] * nargs   # the arguments' buffer UOps during a replay (state changes every call: not kept)
     # the kernels run one after another (under the plan's lock): they share one set of scratch buffers (a contraction's
     # panels), each position as big as any kernel's, not one set per kernel kept for the plan's life (an LLM's prefill
@@ -428,16 +430,23 @@ class _Plan:
 
   PIN_BYTES = 1 << 28     # (a program keeps as much for call_buffers: CPUProgram.KEEP_BYTES)
   REUSE_BYTES = 1 << 16   # outputs under this size come from the plan's last two when no one holds those any more
+  REUSE_SYM_BYTES = 1 << 22   # (one of symbolic size: its buffer has the largest, as the plan's intermediates have)
   def _replay_one(self, args: list[Tensor], env=None) -> Tensor:
     """replay for the usual plan (arguments in, kernels only, one fresh output back), without the general one's steps
-    (its fields gathered once in self.one: this path is a 3-element add's whole cost under TinyJit). A small output's
+    (its fields gathered once in self.one: this path is a 3-element add's whole cost under TinyJit); with symbolic sizes,
+    the values buffers written when the values change and the output the first elements of its buffer. A small output's
     memory is one of the plan's last two outputs' that nothing references any more (a loop's `y = f(x)` drops the one
     from two calls back): nothing can read it again, and making a Buffer costs what this whole call's kernel does."""
-    (j, dev, size, dt, k, o, loc, shape, device), nat = self.one, self.native
+    (j, dev, size, dt, k, o, loc, shape, device), nat, xs = self.one, self.native, ()
+    if self.order is not None:
+      env = self.kept | env if env else self.kept
+      xs = tuple([env[x] for x in self.order])
+      if self.fits(*xs) != self.held: self.sizes(env)   # (raises, naming the first test that fails)
     bufs = [(u if (u := t.uop).op is _BUF else u.src[0]).buffer for t in args]   # (the signature checked: data)
     with self.lock:
       try: b = ring.take() if (ring := self.ring) is not None else Buffer.fresh(dev, size, dt)
       except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[k].sched, []) from None
+      if xs != self.wrote: self._values(xs)
       if nat is not None and (go := nat.one) is not None and not R.DEBUG:   # one native batch: its pointers written here
         vals = nat.vals
         for i, n in self.argpos: vals[n] = bufs[i].ptr
@@ -447,10 +456,18 @@ class _Plan:
         v = self.template.copy()
         v[:len(bufs)], v[j] = bufs, b
         t0 = time.perf_counter()
-        for step in self.run: step(v)
+        for step in self.run: step(v, xs) if type(step) is _Native else step(v)
         if R.DEBUG: R.GlobalCounters.time_sum_s += time.perf_counter() - t0
     R.GlobalCounters.kernel_count += self.nkernels
+    if self.shaped and (f := self.shaped[0]) is not None: n, *sh = f(*xs); return Tensor._of(R.new_buffer(b.head(n), loc, shape=tuple(sh)), device)
     return Tensor._of(R.new_buffer(b, loc, shape=shape), device)
+  def _values(self, xs: tuple):
+    """Each schedule's values buffer (the plan's own, under its lock) at the values xs, kept while xs are the next call's."""
+    self.wrote = None
+    for b, h, f in self.valbufs:
+      if h is not None: h[:] = f(*xs)
+      else: b.copyin(np.array(f(*xs), np.int64))
+    self.wrote = xs
 
   def sizes(self, env: dict) -> dict:
     """Every Variable's value for a replay, checked against what the recorded graphs assumed."""
@@ -488,12 +505,10 @@ class _Plan:
       for j, dev, size, dt, _ in self.fresh: v[j] = Buffer.fresh(dev, size, dt)
     except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[next(k for j, *_, k in self.fresh if v[j] is None)].sched, []) from None
     with self.lock:
-      for b, h, f in self.valbufs:   # (the plan's own buffer: written under the lock its kernels run under)
-        if h is not None: h[:] = f(*xs)
-        else: b.copyin(np.array(f(*xs), np.int64))
+      if xs != self.wrote: self._values(xs)
       if self.keyed: self.uops[:] = [_data(t.uop) for t in args]
       t0 = time.perf_counter()
-      for step in self.run: step(v)
+      for step in self.run: step(v, xs) if type(step) is _Native else step(v)
       R.GlobalCounters.time_sum_s += time.perf_counter() - t0
     R.GlobalCounters.kernel_count += self.nkernels
     outs = [self._out(j, v, xs) for j in range(len(self.outs))]   # one buffer UOp per output the call gives back
@@ -561,41 +576,88 @@ class _Native:
   """A run of CPU kernels as one step: each run among them of kernels with argument sets is one native call
   (device.cpu.Batch), the pointers of the buffers each replay gives (arguments, state, fresh outputs) written once each
   into one array; the others (waiting for their first call_buffers: _Kernel.pending, or whose set reads the sizes'
-  values at each call: a keyed one) run on their own. A program that moves from its JIT engine onto its shared object
-  (linked meanwhile) has its kernels bound again."""
-  __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one")
+  values at each call: a keyed one) run on their own. A kernel with copies for narrower bounds (realize.Variants) runs
+  in the batch as the copy the sizes' values pick: one set of batches per choice of copies, picked once per distinct
+  values (xs, the plan's Variables' values); a copy whose set reads the sizes' values at each call (keyed: its packed
+  weights not made yet) runs on its own (_Copied), and its kernel is bound again after (as often as it has copies at most: then its
+  set is not keyed any more, unless its packed weights depend on the values). A program that moves from its JIT engine
+  onto its shared object (linked meanwhile) has its kernels bound again."""
+  __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one", "picks", "built", "chosen", "stale", "tries",
+               "copied")
   def __init__(self, kernels: list[_Kernel], template: list):
     self.kernels, self.template = kernels, template
     self.js = sorted({j for k in kernels for _, j in k.var})   # the v indices a replay fills
     self.vals = (ctypes.c_void_p * max(1, len(self.js)))()
+    self.stale, self.tries = [], {}
     self._build()
   def _build(self, rebind: bool = False):
     if rebind:   # (fresh sets: the old ones read vals, not their own pointers)
       for k in self.kernels: k._bind(self.template, kept=k.pinned is not None)
-    at, self.segs, run = {j: n for n, j in enumerate(self.js)}, [], []
-    def flush():
-      if run: self.segs.append(Batch([k.args for k in run], [(m, i, at[j]) for m, k in enumerate(run) for i, j in k.var], self.vals))
-      run.clear()
-    for k in self.kernels:
-      if Batch.takes(k.args): run.append(k)
-      else: flush(); self.segs.append(k)
-    flush()
-    self.moving = [k for k in self.kernels if Batch.takes(k.args) and getattr(k.args.code, "engine", None) is not None]
+    self.picks = [k for k in self.kernels if _copies(k.args)]
+    self.built, self.chosen, self.copied = {}, {}, {}   # choice of copies -> segs; xs -> segs; id(keyed set) -> its _Copied
+    self.segs = self._segs(())
+    sets = lambda k: _copies(k.args) or ([k.args] if Batch.takes(k.args) else [])
+    self.moving = [k for k in self.kernels if any(getattr(a.code, "engine", None) is not None for a in sets(k))]
     self.pending = [k for k in self.kernels if k.pending]
     # a replay may write vals itself and call this when it is one batch that stays (_Plan._replay_one)
-    self.one = self.segs[0].run if len(self.segs) == 1 and type(self.segs[0]) is Batch and not self.moving and not self.pending else None
-  def __call__(self, v: list):
+    self.one = self.segs[0].run if len(self.segs) == 1 and type(self.segs[0]) is Batch and not self.moving and not self.pending \
+      and not self.picks else None
+  def _segs(self, choice: tuple) -> list:
+    """The steps for one choice of copies (per kernel of self.picks; () before any is picked: each runs on its own)."""
+    at, segs, run, copy = {j: n for n, j in enumerate(self.js)}, [], [], dict(zip(map(id, self.picks), choice))
+    def flush():
+      if run: segs.append(Batch([a for _, a in run], [(m, i, at[j]) for m, (k, _) in enumerate(run) for i, j in k.var], self.vals))
+      run.clear()
+    for k in self.kernels:
+      if Batch.takes(a := k.args.sets[copy[id(k)]] if id(k) in copy else k.args): run.append((k, a))
+      elif id(k) in copy:   # (one per set, whichever choices use it: it knows the values its set holds results for)
+        flush(); segs.append(self.copied.get(id(a)) or self.copied.setdefault(id(a), _Copied(k.var, a, k.args.runs[copy[id(k)]])))
+      else: flush(); segs.append(k)
+    flush()
+    return segs
+  def _pick(self, xs) -> list:
+    """The steps for the values written in the plan's values buffers (the copies' choice read there once per xs)."""
+    choice = tuple([k.prog.pick(k.args.sets[0].ptrs[k.prog.slot]) for k in self.picks])
+    if (segs := self.built.get(choice)) is None: segs = self.built[choice] = self._segs(choice)
+    self.stale = [k for k, c in zip(self.picks, choice) if k.args.sets[c].keyed and self.tries.get(id(k), 0) < len(k.args.sets)]
+    if xs is not None and not self.stale: self.chosen[xs] = segs
+    return segs
+  def __call__(self, v: list, xs: tuple | None = None):
     if self.moving and any(k.args.code is not k.prog.code for k in self.moving): self._build(rebind=True)
     vals = self.vals
     for n, j in enumerate(self.js): vals[n] = v[j].ptr
-    for s in self.segs: s(v) if type(s) is _Kernel else s.run()
+    for s in (self.segs if not self.picks else self.chosen.get(xs) or self._pick(xs)):
+      s.run() if type(s) is Batch else s(v, xs) if type(s) is _Copied else s(v)
     if self.pending and not all(k.pending for k in self.pending): self._build()
+    if self.stale:
+      for k in self.stale: self.tries[id(k)] = self.tries.get(id(k), 0) + 1; k._bind(self.template, kept=k.pinned is not None)
+      self.stale = []
+      self._build()
+
+class _Copied:
+  """A copy's own keyed set (it reads the sizes' values and looks up its kept results each call) run on v's buffers,
+  outside the batch. After a run at values xs the set holds every result for them: a next run at the same xs calls
+  its code with those phases skipped, without the look-up."""
+  __slots__ = ("var", "args", "run", "xs")
+  def __init__(self, var: tuple, args, run): self.var, self.args, self.run, self.xs = var, args, run, None
+  def __call__(self, v: list, xs):
+    ptrs = self.args.ptrs
+    for i, j in self.var: ptrs[i] = v[j].ptr
+    if xs is not None and xs == self.xs and (r := self.args.runs.get(self.args.keyed)) is not None: return r()
+    self.xs = None
+    self.run()
+    self.xs = xs
+
+def _copies(args) -> list | None:
+  """The argument sets of a realize.Variants' copies (a keyed one runs on its own when picked), else None."""
+  sets = getattr(args, "sets", None)
+  return sets if sets is not None and all(Batch.takes(a) or getattr(a, "keyed", False) for a in sets) else None
 
 def _graphs(steps: list, template: list) -> list:
   """steps, each run of kernels whose program has a Graph (a device that replays kernels as one graph: CUDA's) as one
   step of that Graph, and each run of kernels with CPU argument sets as one _Native step."""
   out, run = [], []
-  native = lambda s: type(s) is _Kernel and (Batch.takes(s.args) or s.pending)
+  native = lambda s: type(s) is _Kernel and (Batch.takes(s.args) or _copies(s.args) is not None or s.pending)
   graph = lambda s: _Native if native(s) else getattr(s.prog, "Graph", None) if type(s) is _Kernel and s.args is None and not s.keyed else None
   for s in steps + [None]:
     if run and (s is None or graph(s) is not graph(run[0]) or graph(s) is not _Native and s.prog.dev is not run[0].prog.dev):

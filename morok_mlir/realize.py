@@ -166,8 +166,8 @@ class Variants:
     for q in self.progs:
       if not hasattr(q, "prepare") or (x := q.prepare(const, inputs, scratch=scratch)) is None: return None
       sets.append(x)
-    args = types.SimpleNamespace(ptrs=_Fan([a.ptrs for a, _ in sets]), code=self.code, sets=[a for a, _ in sets])
     runs, first = [r for _, r in sets], sets[0][0].ptrs
+    args = types.SimpleNamespace(ptrs=_Fan([a.ptrs for a, _ in sets]), code=self.code, sets=[a for a, _ in sets], runs=runs)
     return args, lambda: runs[self.pick(first[self.slot])]()
 
 class _Fan:

@@ -137,3 +137,34 @@ def test_copies_for_narrower_bounds_at_every_value():
       np.testing.assert_allclose(j(m.bind(n)).numpy(), want, rtol=1e-4, atol=1e-4)
   # (the product over 40 rows is packed, over one row it is not: the copies exist on every machine)
   assert any(isinstance(s.prog, Variants) for s in jmm.plan.steps)
+
+def test_copies_alternating_inside_one_native_batch():
+  # a replay runs the copy each call's values pick inside its native batch (the choice made once per value): values
+  # alternating between copies' bounds, again and again, each equal to numpy, and the picked copies batched
+  from morok_mlir.device.cpu import Batch
+  from morok_mlir.jit import _Native
+  top = 40
+  X, W = rnd(top, 256), rnd(256, 96, seed=1)
+  x, w, m = Tensor(X), Tensor(W), Variable("rows_alternating", 1, top)
+  j = TinyJit(lambda n: (x[:n] @ w + 1).relu().realize())
+  for n in [top, 1, top, 1, 1, 2, 39, 39, 1, top, 17, 2, top, 1] * 2:
+    np.testing.assert_allclose(j(m.bind(n)).numpy(), np.maximum(X[:n] @ W + 1, 0), rtol=1e-4, atol=1e-4)
+  # results still held keep their values while later replays (at the same value or another) reuse the plan's memory
+  held = [(n, j(m.bind(n))) for n in (3, 3, top, 3, 1, top)]
+  for n, r in held: np.testing.assert_allclose(r.numpy(), np.maximum(X[:n] @ W + 1, 0), rtol=1e-4, atol=1e-4)
+  natives = [s for s in j.plan.run if type(s) is _Native]
+  assert any(type(g) is Batch and any(k in s.picks for k in s.kernels) for s in natives for segs in s.chosen.values() for g in segs)
+
+def test_attention_copies_alternating_replays():
+  # two kernels with copies each: values alternating so that one kernel keeps its copy while the other's changes, each
+  # replay equal to numpy (a copy's kept panels are those of the call's values, whichever copies ran in between)
+  top = 128
+  q, k, v = (rnd(1, 2, top, 16, seed=s) for s in (3, 4, 5))
+  tq, tk, tv, m = Tensor(q), Tensor(k), Tensor(v), Variable("len_alternating", 1, top)
+  j = TinyJit(lambda n: ((tq[:, :, :n] @ tk[:, :, :n].transpose(-1, -2) / 4).softmax(-1) @ tv[:, :, :n]).realize())
+  def ref(n):
+    s = q[:, :, :n] @ k[:, :, :n].transpose(0, 1, 3, 2) / 4
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True) @ v[:, :, :n]
+  for n in [100, 20, 100, 20, 100, 3, 100, 3, 20, 100, top, 7, top, 1, 2, 1, 30, 30, top] * 2:
+    np.testing.assert_allclose(j(m.bind(n)).numpy(), ref(n), rtol=1e-4, atol=1e-4)

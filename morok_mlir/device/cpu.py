@@ -542,7 +542,7 @@ class CPUProgram:
     if any(u is None for _, u, _, _ in kept): return None
     have = {s: out for _, u, s, keys in kept if not keys and (out := self._kept_at(u, s)) is not None}
     if len(have) < len(kept):
-      (a := self._argset(None, scratch)).keyed = True
+      (a := self._argset(None, scratch)).keyed = frozenset(phase for phase, *_ in kept)   # (a.runs[keyed]: every such phase skipped)
       return a, self._keyed_run(a, kept)
     a = self._argset(have, scratch)
     a.phases = [p for i, p in enumerate(a.phases) if i not in {phase for phase, *_ in kept}]
@@ -553,8 +553,10 @@ class CPUProgram:
     """prepare's run() for a set whose phases keyed (phase, input, scratch, keys) make results kept per input (and
     keys' contents: the sizes' values, read at each call): where the set holds the result for them, the phase is
     skipped, else the kept result is taken (or the phase runs into a fresh array, kept once the call succeeds)."""
-    n, held = len(self.spec.args), {}   # scratch -> the key of the result a.scratch holds there
+    n, held, full = len(self.spec.args), {}, frozenset(i for i, *_ in keyed)   # held: scratch -> the key of the result a.scratch holds
     def run():
+      # (the usual replay: the set holds every result for these values already, its phases skipped)
+      if all(held.get(s) == self._key(s, keys, a.ptrs.__getitem__) for _, _, s, keys in keyed) and (r := a.runs.get(full)) is not None: return r()
       off, fresh, took = set(), [], []
       for i, u, s, keys in keyed:
         if held.get(s) == (at := self._key(s, keys, a.ptrs.__getitem__)): off.add(i); continue
