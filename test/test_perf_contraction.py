@@ -170,6 +170,28 @@ def test_depends_is_exact():
   const_prod = sel(lt(UOp(Ops.MUL, dtypes.index, (UOp(Ops.MUL, dtypes.index, (i, j)), im.const(0))), im.const(1)))
   assert not depends(const_prod, j, [i, j])
 
+def test_depends_remembers_z3_answers_within_a_bound(monkeypatch):
+  """A Z3 question asked again (a model's layers: the same index math kernel after kernel) is answered from memory with
+  the answer Z3 gives, and the memory keeps a bounded number of questions however many distinct ones come."""
+  from morok_mlir.core.uop import UOp, attrs
+  from morok_mlir.core import index_math as im, kernel_facts as kf
+  from morok_mlir.lru import LRU
+  monkeypatch.setattr(kf, "_DEPENDS", LRU(max_entries=3))
+  asked = []
+  monkeypatch.setattr(kf, "_z3_depends", lambda rest, r, z3=kf._z3_depends: asked.append(r) or z3(rest, r))
+  i, j = (UOp(Ops.RANGE, dtypes.index, (im.const(100),), attrs(axis=a, kind="loop")) for a in (0, 1))
+  gate = lambda c, m: UOp(Ops.WHERE, dtypes.float32, (UOp(Ops.CMPLT, dtypes.bool, (UOp(Ops.MUL, dtypes.index, (UOp(Ops.MUL, dtypes.index, (i, j)), im.const(m))), im.const(c))),
+                                                      *(UOp(Ops.CONST, dtypes.float32, (), attrs(value=v)) for v in (1.0, 0.0))))
+  want = {(c, m): kf._z3_depends([gate(c, m).src[0]], j) for c in (1, 5) for m in (0, 1)}
+  assert want == {(1, 0): False, (5, 0): False, (1, 1): True, (5, 1): True}
+  asked.clear()
+  for _ in range(2):
+    for (c, m), w in want.items(): assert kf.depends(gate(c, m), j, [i, j]) is w
+  assert len(asked) == 8   # 4 questions in turn through 3 places: each was dropped before it came again
+  assert len(kf._DEPENDS) == 3
+  asked.clear()
+  assert kf.depends(gate(5, 1), j, [i, j]) and not asked   # held: no question to Z3
+
 def _mm_program(t: Tensor):
   t.realize()
   return next(it.program for s in R._schedule_cache.values() for it in s.items if it.program.spec.reuse)

@@ -63,6 +63,13 @@ def depends(x: UOp, r: UOp, rngs: list[UOp]) -> bool:
   fixed = {x for e in rest for u in e.toposort if u.op is Ops.LOAD and not ranges_of(u) for x in u.toposort}
   if any(u not in fixed and (u.op is Ops.LOAD or not u.src and u.op not in (Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR)) for e in rest for u in e.toposort):
     return True
+  if (hit := _DEPENDS.get(key := (tuple(rest), r))) is None: _DEPENDS[key] = hit = _z3_depends(rest, r)
+  return hit
+
+# (the index expressions left, range) -> depends' Z3 answer: the question is a function of these alone (hash-consed UOps,
+# a fresh context, a work bound not a time bound), and a model's layers ask the same ones kernel after kernel
+_DEPENDS = LRU(max_entries=4096)
+def _z3_depends(rest: list[UOp], r: UOp) -> bool:
   import z3
   from morok_mlir.core.prove import ZSem
   twin = UOp(Ops.RANGE, r.dtype, r.src, attrs(axis=-1 - r.attrs["axis"], kind=r.attrs["kind"]))
