@@ -4,7 +4,7 @@ allreduces); and the data-parallel training step of examples/train_digits.py on 
 process x 2 threads.
 
   python bench/dist.py            # runs all (spawns mpiexec -n 2)
-  mpiexec -n 2 python bench/dist.py --allreduce | --shard-step"""
+  mpiexec -n 2 python bench/dist.py --allreduce [--sizes 1024,16384] | --shard-step"""
 import os, re, subprocess, sys, time
 from pathlib import Path
 import numpy as np
@@ -27,10 +27,11 @@ def allreduce_bench():
   comm, mc = dist.init(check=True), MPI.COMM_WORLD
   fast = dist.Communicator(comm.b, check=False)
   rows = []
-  for nbytes in SIZES:
+  sizes = [int(n) for n in sys.argv[sys.argv.index("--sizes") + 1].split(",")] if "--sizes" in sys.argv else SIZES
+  for nbytes in sizes:
     a = np.random.default_rng(comm.rank).standard_normal(nbytes // 4).astype(np.float32)
     out, t, ti = np.empty_like(a), Tensor(a).realize(), Tensor(a).realize()
-    reps = max(20, min(200, (1 << 26) // nbytes))
+    reps = max(20, min(2000, (1 << 28) // nbytes))   # (the fastest of many: a 1 KiB call is a few us, and a busy host spreads them)
     # (all_reduce sums into ti again and again: finite for the few hundred calls here)
     rows.append((nbytes, *best([lambda: mc.Allreduce(a, out, MPI.SUM), lambda: comm.allreduce(t), lambda: comm.all_reduce(ti),
                                 lambda: fast.allreduce(t)], reps)))

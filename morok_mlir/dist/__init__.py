@@ -68,7 +68,7 @@ def _describe(head: np.ndarray) -> str: return f"{_DTYPES[head[1]].name if head[
 CYCLE = 64   # calls: the longest cycle of collectives (a training step's) whose shape checks are skipped once seen twice
 HOST = 1 << 21   # bytes: a host result under this is numpy's memory (Communicator._out)
 RING = 1 << 19   # bytes: an allreduce result under this reuses one of the last two of its signature nothing references
-_BUF = Ops.BUFFER
+_BUF, _ND = Ops.BUFFER, np.ndarray   # (module names: a global's lookup is cheaper than np's attribute, in every call)
 
 def name(what) -> str:
   """An operation's name for an error: a str, or a function making it (formatted only when an error needs it)."""
@@ -83,16 +83,16 @@ def _sole(x: Tensor) -> Buffer | None:
   if u.op is not _BUF or getrefcount(u) != 3 + ("toposort" in u.__dict__) or (b := u.buffer) is None or b.base is not None or \
      getrefcount(b) != 3 or getrefcount(b._buf) != 2: return None
   h = b._buf   # numpy's own memory: h's, or that of the array h views, held by h alone
-  own = type(h) is np.ndarray and (h.base is None or type(h.base) is np.ndarray and h.base.base is None and getrefcount(h.base) == 2)
+  own = type(h) is _ND and ((a := h.base) is None or type(a) is _ND and a.base is None and getrefcount(a) == 3)
   return b if getweakrefcount(b) == (0 if own else 1) and (own or b in R._made) else None
 
 def _writable(a) -> bool:
   """A backend's array made writable (a Tensor's host memory is read-only, and so is the array a flat one views)."""
-  if type(a) is not np.ndarray: return True
-  try: a.setflags(write=True)
+  if type(a) is not _ND: return True
+  try: a.setflags(True)   # (write=True: the keyword costs 60 ns more)
   except ValueError:
     if a.base is None: return False
-    try: a.base.setflags(write=True); a.setflags(write=True)
+    try: a.base.setflags(True); a.setflags(True)
     except ValueError: return False
   return True
 
@@ -106,7 +106,8 @@ class Communicator:
     self.b, self.rank, self.world_size, self.local_rank = backend, backend.rank, backend.world_size, backend.local_rank
     self.check = knobs.get("MOROK_DIST_CHECK") if check is None else check
     self.calls, self.period = [], 0   # the checked or expected calls (what, shape, dtype), the last few; their cycle's length
-    self.sigs: dict = {}   # (op, shape, dtype, device) -> an allreduce's parts made once: (its call for _checked, its name, a Ring)
+    self.sigs: dict = {}   # (op, shape, dtype, device) -> an allreduce's parts made once: (its call for _checked, its name, a Ring,
+                           # the backend's allreduce for its op and dtype)
   def __repr__(self): return f"<Communicator {type(self.b).__name__} rank {self.rank} of {self.world_size}>"
 
   def _in(self, x: Tensor, what: str, check: bool = True):
@@ -158,20 +159,21 @@ class Communicator:
       if len(self.sigs) >= CYCLE: self.sigs.clear()
       n = math.prod(shape)
       ring = Ring(lambda: Buffer.fresh("CPU", n, dt, np.empty(n, dt.np))) if device == "CPU" and n * dt.itemsize < RING else None
-      s = self.sigs[k] = (("allreduce", shape, dt), lambda: f"allreduce({op}) of {dt.name}{list(shape)}", ring)
+      run = self.b.allreduce_fn(op, dt.npdt) if hasattr(self.b, "allreduce_fn") else lambda src, out, what: self.b.allreduce(src, out, op, what)
+      s = self.sigs[k] = (("allreduce", shape, dt), lambda: f"allreduce({op}) of {dt.name}{list(shape)}", ring, run)
     return s
   def allreduce(self, x: Tensor, op: str = "sum") -> Tensor:
     if type(x) is Tensor and (u := x.uop).op is _BUF and (b := u.buffer)._buf is not None:   # a realized tensor: the usual call
-      c, what, ring = self._sig(op, u.shape, u.dtype, x.device)
+      c, what, ring, run = self._sig(op, u.shape, u.dtype, x.device)
       if self.b.broken is not None: self.b.usable(what)
       if self.check: self._checked(c)
       src = self.b.array(b)
     else:
       src = self._in(x, "allreduce")
-      c, what, ring = self._sig(op, x.shape, x.dtype, x.device)
+      c, what, ring, run = self._sig(op, x.shape, x.dtype, x.device)
     if ring is None: b, out = self._out(c[1], c[2], x.device)
-    else: (out := (b := ring.take())._buf).setflags(write=True)   # (made read-only by the Tensor that last held it)
-    self.b.allreduce(src, out, op, what)
+    else: (out := (b := ring.take())._buf).setflags(True)   # (made read-only by the Tensor that last held it)
+    run(src, out, what)   # (broken checked above, and by _in)
     return Tensor._of(new_buffer(b, shape=c[1]), x.device)
   def all_reduce(self, x: Tensor, op: str = "sum") -> Tensor:
     """x's value replaced by allreduce(x, op) (torch.distributed.all_reduce), and x returned. Written into x's own
@@ -181,15 +183,16 @@ class Communicator:
     another device, refers to it), else gets a new one, as a node's contents are promised never to change."""
     if not isinstance(x, Tensor): _err(TypeError, f"all_reduce takes a Tensor, got {type(x).__name__}")
     if x._view is not None or (b := _sole(x)) is None: return x.assign(self.allreduce(x, op))
-    c, what, _ = self._sig(op, x.uop.shape, b.dtype, x.device)   # (op checked before anything is written)
+    if (s := self.sigs.get((op, (u := x.uop).shape, b.dtype, x.device))) is None: s = self._sig(op, u.shape, b.dtype, x.device)
+    c, what, _, run = s   # (op checked before anything is written)
     if not _writable(out := self.b.array(b)): return x.assign(self.allreduce(x, op))
     try:
       if self.b.broken is not None: self.b.usable(what)
       if self.check: self._checked(c)
-      self.b.allreduce(None, out, op, what)
+      run(None, out, what)
     finally:
-      if getweakrefcount(u := x.uop) or type(out) is not np.ndarray: x.uop = new_buffer(b, u.loc, shape=c[1])
-      else: out.setflags(write=False)   # (as new_buffer leaves it)
+      if getweakrefcount(u := x.uop) or type(out) is not _ND: x.uop = new_buffer(b, u.loc, shape=c[1])
+      else: out.setflags(False)   # (write=False, as new_buffer leaves it)
     return x
   def allgather(self, x: Tensor) -> Tensor:
     if x.ndim == 0: _err(ValueError, "allgather of a 0-d tensor: reshape it to (1,)")
