@@ -38,4 +38,9 @@ class LRU(OrderedDict):
         self.total -= self.sizes.pop(self.popitem(last=False)[0], 0)
   def clear(self) -> None:
     with self.lock: OrderedDict.clear(self); self.sizes, self.total = {}, 0
+  def drop(self, pred) -> None:
+    """Remove the entries whose key pred accepts."""
+    with self.lock:
+      for k in [k for k in list(self.keys()) if pred(k)]:
+        if OrderedDict.pop(self, k, None) is not None: self.total -= self.sizes.pop(k, 0)
   def nbytes(self) -> int: return sum(map(self.size, list(self.values())))   # measured now

@@ -249,6 +249,7 @@ class GlobalCounters(metaclass=_Counters):
 
 # the schedules own their programs: an evicted schedule frees the programs no other schedule or method cache holds
 _schedule_cache: dict[tuple, Schedule] = LRU(schedule_nbytes)   # (device, emit.structure's key[, beam]) -> schedule
+Device.on_settings_change.append(lambda base: _schedule_cache.drop(lambda k: k[0].split("@")[0].split(":")[0] == base))
 
 def _alloc_error(e: Exception, sched: Schedule, outs: list[UOp]) -> MemoryError:
   """A failed allocation of the schedule's buffers (outputs first) as a MemoryError at the user's line, naming the

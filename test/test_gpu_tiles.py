@@ -137,9 +137,13 @@ def test_allow_tf32(fake_cuda):
   np.testing.assert_allclose((Tensor(a).to("CUDA") @ Tensor(b).to("CUDA")).numpy(), a @ b, rtol=1e-4, atol=1e-4)
   assert not any(s is not None and s.tiled for s in fake.launch_specs)
   dev.allow_tf32 = True
-  out = (Tensor(a).to("CUDA") @ Tensor(b).to("CUDA") * 1).numpy()   # (another graph: the schedule cached above is f32's)
+  out = (Tensor(a).to("CUDA") @ Tensor(b).to("CUDA")).numpy()   # the same graph: its schedule is compiled again
   assert any(s is not None and s.tiled for s in fake.launch_specs)
   np.testing.assert_allclose(out, a @ b, atol=2.0 ** -9 * np.sqrt(128) * 4, rtol=0)
+  dev.allow_tf32 = False   # and back: f32's precision again, not the tf32 schedule cached a moment ago
+  fake.launch_specs.clear()
+  np.testing.assert_allclose((Tensor(a).to("CUDA") @ Tensor(b).to("CUDA")).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+  assert fake.launch_specs and not any(s is not None and s.tiled for s in fake.launch_specs)
 
 def test_fragment_layouts_as_the_ptx_isa_tables():
   """The emulator's fragments, spot-checked against the PTX ISA's figures (lane 5: groupID 1, threadID_in_group 1), and

@@ -19,7 +19,12 @@ class _Local(threading.local):
 
 class _Device:
   _impls = {"CPU": ("morok_mlir.device.cpu", "CPU"), "CUDA": ("morok_mlir.device.cuda", "CUDA")}
-  def __init__(self): self._default, self._local, self._found = self.canonicalize(env.get("DEVICE")), _Local(), {}
+  def __init__(self):
+    self._default, self._local, self._found = self.canonicalize(env.get("DEVICE")), _Local(), {}
+    self.on_settings_change: list = []   # f(base name): what was compiled for that device under its old settings is stale
+  def settings_changed(self, base: str) -> None:
+    """A device's compile settings changed (CUDA.allow_tf32): later realizes compile again, as PyTorch's flags act at once."""
+    for f in self.on_settings_change: f(base)
   @property
   def DEFAULT(self) -> str:
     """The device of tensors made without one: this thread's inside a `with Device.default(name):` block, else the

@@ -33,6 +33,7 @@ from morok_mlir.codegen.emitter import Emitter
 from morok_mlir.core.dtype import DType, dtypes, to_dtype
 from morok_mlir.core.provenance import user_loc
 from morok_mlir.lru import LRU
+from morok_mlir.device import Device
 from morok_mlir.device.cpu import _arg, stored_slots
 from morok_mlir.device.ptx import CHIPS, ptx_for
 
@@ -361,7 +362,8 @@ CUDAProgram.Graph = CUDAGraph   # what TinyJit replays a run of this device's ke
 
 class CUDADevice:
   """allow_tf32 (PyTorch's torch.backends.cuda.matmul.allow_tf32, off by default): f32 matmuls and convolutions may run on
-  tensor cores as tf32 (10 mantissa bits per operand, f32 accumulation); kernels compiled after it is set follow it."""
+  tensor cores as tf32 (10 mantissa bits per operand, f32 accumulation); setting it drops CUDA's cached schedules, so the
+  next realize follows it (a TinyJit plan recorded before keeps its kernels)."""
   name = "CUDA"
   def __init__(self, ordinal: int = 0):
     self.ordinal, self.ctx, self.stream, self.chip = ordinal, None, None, None
@@ -400,7 +402,8 @@ class CUDADevice:
   @property
   def allow_tf32(self) -> bool: return self.renderer.tf32
   @allow_tf32.setter
-  def allow_tf32(self, v: bool) -> None: self.renderer.tf32 = bool(v)
+  def allow_tf32(self, v: bool) -> None:
+    if self.renderer.tf32 != bool(v): self.renderer.tf32 = bool(v); Device.settings_changed(self.name)
   def compile_ptx(self, f: Func, chip: str = "sm_90") -> str:
     """PTX for one kernel, without a GPU."""
     return self.compiler.compile(CUDARenderer(chip, self.renderer.tf32).render(f), chip).ptx
