@@ -65,6 +65,10 @@ class ScheduleItem:
   # the input buffer UOp whose contents it holds (None for the schedule's own buffers)
   def __post_init__(self): self.run = self.program.call_buffers
 
+def call_buffers(prog, slots: tuple[int, ...], bufs: list, inputs: list, n_in: int) -> None:
+  """prog run through call_buffers on the schedule's buffers at slots, each with the input UOp whose contents it holds."""
+  prog.call_buffers([bufs[s] for s in slots], [inputs[s] if s < n_in else None for s in slots])
+
 @dataclass
 class Schedule:
   items: list[ScheduleItem]
@@ -120,11 +124,11 @@ class _Run:
     return True
   def __call__(self, bufs: list, inputs: list) -> None:
     if self.segs is None and not self._segment(len(bufs)):
-      for c in self.calls: c.prog.call_buffers([bufs[s] for s in c.slots], [inputs[s] if s < self.n_in else None for s in c.slots])
+      for c in self.calls: call_buffers(c.prog, c.slots, bufs, inputs, self.n_in)
       return
     self.vals[:] = [b.ptr for b in bufs]
     for g in self.segs:
-      if type(g) is _Call: g.prog.call_buffers([bufs[s] for s in g.slots], [inputs[s] if s < self.n_in else None for s in g.slots])
+      if type(g) is _Call: call_buffers(g.prog, g.slots, bufs, inputs, self.n_in)
       else: g.run()
 
 class Variants:
@@ -472,7 +476,7 @@ def _run_timed(sched: Schedule, bufs: list[Buffer], inputs: list[UOp | None]) ->
   dt_sum = 0.0
   for it in sched.items:
     t0 = time.perf_counter()
-    it.run([bufs[s] for s in it.slots], [inputs[s] if s < sched.n_in else None for s in it.slots])
+    call_buffers(it.program, it.slots, bufs, inputs, sched.n_in)
     dt_sum += (dt := time.perf_counter() - t0)
     if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us  {it.choices}")
     if sched.stages is not None: sched.stages.ran(it.name, dt)
