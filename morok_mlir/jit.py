@@ -604,17 +604,14 @@ class _Native:
       and not self.picks else None
   def _segs(self, choice: tuple) -> list:
     """The steps for one choice of copies (per kernel of self.picks; () before any is picked: each runs on its own)."""
-    at, segs, run, copy = {j: n for n, j in enumerate(self.js)}, [], [], dict(zip(map(id, self.picks), choice))
-    def flush():
-      if run: segs.append(Batch([a for _, a in run], [(m, i, at[j]) for m, (k, _) in enumerate(run) for i, j in k.var], self.vals))
-      run.clear()
+    at, copy, steps = {j: n for n, j in enumerate(self.js)}, dict(zip(map(id, self.picks), choice)), []
     for k in self.kernels:
-      if Batch.takes(a := k.args.sets[copy[id(k)]] if id(k) in copy else k.args): run.append((k, a))
-      elif id(k) in copy:   # (one per set, whichever choices use it: it knows the values its set holds results for)
-        flush(); segs.append(self.copied.get(id(a)) or self.copied.setdefault(id(a), _Copied(k.var, a, k.args.runs[copy[id(k)]])))
-      else: flush(); segs.append(k)
-    flush()
-    return segs
+      a = k.args.sets[copy[id(k)]] if id(k) in copy else k.args
+      # (a keyed copy: one _Copied per set, whichever choices use it: it knows the values its set holds results for)
+      other = (self.copied.get(id(a)) or self.copied.setdefault(id(a), _Copied(k.var, a, k.args.runs[copy[id(k)]]))) \
+        if id(k) in copy and not Batch.takes(a) else k
+      steps.append((a, [(i, at[j]) for i, j in k.var], other))
+    return Batch.runs(steps, self.vals)
   def _pick(self, xs) -> list:
     """The steps for the values written in the plan's values buffers (the copies' choice read there once per xs)."""
     choice = tuple([k.prog.pick(k.args.sets[0].ptrs[k.prog.slot]) for k in self.picks])

@@ -112,14 +112,8 @@ class _Run:
     """segs: each a Batch of calls' argument sets or a _Call through call_buffers; False while a code may still move."""
     if any(c.fast and getattr(c.prog.code, "engine", None) is not None for c in self.calls): return False
     from morok_mlir.device.cpu import Batch   # (the only device whose programs prepare argument sets)
-    self.vals, self.segs, run = (ctypes.c_void_p * max(1, nbufs))(), [], []
-    def flush():
-      if run: self.segs.append(Batch([c.args for c in run], [(m, i, s) for m, c in enumerate(run) for i, s in enumerate(c.slots)], self.vals))
-      run.clear()
-    for c in self.calls:
-      if c.fast and c.prepare() and Batch.takes(c.args): run.append(c)
-      else: flush(); self.segs.append(c)
-    flush()
+    self.vals = (ctypes.c_void_p * max(1, nbufs))()
+    self.segs = Batch.runs([(c.args if c.fast and c.prepare() else None, list(enumerate(c.slots)), c) for c in self.calls], self.vals)
     if len(self.segs) == 1 and type(self.segs[0]) is not _Call: self.one = self.segs[0].run   # (run_buffers calls it itself)
     return True
   def __call__(self, bufs: list, inputs: list) -> None:

@@ -420,6 +420,19 @@ class Batch:
     self.run = c.serial if c.pool is None else c
   @staticmethod
   def takes(args) -> bool: return type(args) is _Args and not args.keyed   # (a Variants' set picks its copy in Python)
+  @staticmethod
+  def runs(steps, vals) -> list:
+    """steps (args, var, other) in order as a list of Batches of their consecutive runs of sets Batch takes (var: each
+    (argument i, j) that reads vals[j]) and, between them, the others' `other`, run on their own."""
+    out, run = [], []
+    def flush():
+      if run: out.append(Batch([a for a, _ in run], [(m, i, j) for m, (_, var) in enumerate(run) for i, j in var], vals))
+      run.clear()
+    for args, var, other in steps:
+      if Batch.takes(args): run.append((args, var))
+      else: flush(); out.append(other)
+    flush()
+    return out
 
 class CPUProgram:
   """A compiled kernel: its code (a JIT engine, or a shared object from the disk cache, which a JIT-compiled program
