@@ -1,0 +1,65 @@
+"""Schedules kept on disk (realize.save_plan / load_plan): a process whose graphs were all compiled before runs them
+without importing MLIR, LLVM or Z3, with the same numbers; a damaged or foreign entry is ignored and compiled again."""
+import glob, json, os, subprocess, sys, textwrap
+from morok_mlir.device.cpu import DiskCache
+
+SCRIPT = textwrap.dedent("""
+  import json, sys, numpy as np
+  from morok_mlir import Tensor, TinyJit, Variable
+  rng = np.random.default_rng(0)
+  x, w = rng.standard_normal((24, 40), dtype=np.float32), rng.standard_normal((40, 56), dtype=np.float32)
+  out = [((Tensor(x) @ Tensor(w)).relu().sum(1) * 0.5).numpy().tolist()]
+  cache = Tensor.zeros(8, 16).contiguous().realize()
+  v = Variable("pos", 0, 7)
+  @TinyJit
+  def step(row, pos):   # a jitted write at a bound position, as an LLM's KV cache is written
+    cache[pos:pos + 1] = row
+    cache.realize()
+    return cache[:pos + 1].sum(0).realize()
+  for p in range(5): out.append(step(Tensor(rng.standard_normal((1, 16), dtype=np.float32)), v.bind(p)).numpy().tolist())
+  maps = open("/proc/self/maps").read()
+  print(json.dumps([out, "mlir" in sys.modules, "z3" in sys.modules, any(n in maps for n in ("libMLIR", "libLLVM", "libz3"))]))
+""")
+
+def run(cache) -> tuple[list, bool]:
+  """(the numbers, whether the process loaded MLIR, LLVM or Z3 in any way)."""
+  env = {**os.environ, "MOROK_CACHE_DIR": str(cache), "MOROK_DISK_CACHE": "1", "DEBUG": "0"}
+  p = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+  assert p.returncode == 0, p.stderr
+  out, *loaded = json.loads(p.stdout.splitlines()[-1])
+  return out, any(loaded)
+
+def test_warm_process_runs_without_the_compiler(tmp_path):
+  cold, loaded = run(tmp_path)
+  assert loaded and glob.glob(str(tmp_path / "*.plan"))
+  warm, loaded = run(tmp_path)
+  assert not loaded and warm == cold
+
+def _rewrite(path: str, data: bytes, sum_too: bool = True) -> None:
+  with open(path, "wb") as f: f.write(data)
+  if sum_too:
+    key = os.path.basename(path)[:-5]
+    with open(path[:-5] + ".sum", "wb") as f: f.write(DiskCache.digest(key, data))
+
+def _slot_out_of_range(d: dict) -> dict:
+  d["items"][0][1][0] = len(d["buffers"]) + 3
+  return d
+
+DAMAGE = {   # each: a plan's bytes -> damaged bytes, and whether its sum is made to match them (a mismatched sum is damage too)
+  "garbage": (lambda b: b"\x00not json" + b[:40], True),
+  "truncated": (lambda b: b[:len(b) // 2], False),
+  "other-version": (lambda b: json.dumps({**json.loads(b), "version": 0}).encode(), True),
+  "slot-out-of-range": (lambda b: json.dumps(_slot_out_of_range(json.loads(b))).encode(), True),
+  "wrong-types": (lambda b: json.dumps({**json.loads(b), "n_in": "2"}).encode(), True),
+  "kernel-gone": (lambda b: json.dumps({**json.loads(b), "kernels": [["0" * 40, k[1]] for k in json.loads(b)["kernels"]]}).encode(), True),
+}
+
+def test_damaged_plans_are_compiled_again(tmp_path):
+  want, _ = run(tmp_path)
+  plans = sorted(glob.glob(str(tmp_path / "*.plan")))
+  good = {p: open(p, "rb").read() for p in plans}
+  for kind, (f, sum_too) in DAMAGE.items():
+    for p, b in good.items(): _rewrite(p, f(b), sum_too)
+    got, loaded = run(tmp_path)
+    assert got == want and loaded, kind   # compiled, the right numbers
+    assert {p: open(p, "rb").read() for p in plans} == good, kind   # and each entry written again as it was
