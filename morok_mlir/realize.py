@@ -4,7 +4,7 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import bisect, collections, ctypes, functools, gc, hashlib, importlib.util, itertools, json, os, sys, threading, time, types, weakref
+import bisect, collections, ctypes, functools, gc, importlib.util, itertools, json, os, sys, threading, time, types, weakref
 from dataclasses import dataclass, field, replace
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, sym_val
@@ -282,7 +282,8 @@ def plan_key(device: str, key: tuple, beam: int) -> str | None:
   if device != "CPU" or not Device[device].disk.enabled: return None
   try: text = _spell(key, lines := [], {})
   except TypeError: return None
-  return hashlib.sha256("\n".join([_compiler_id(), device, str(beam), *lines, text]).encode()).hexdigest()[:40]
+  from morok_mlir.device.cpu import sha256
+  return sha256("\n".join([_compiler_id(), device, str(beam), *lines, text]).encode()).hexdigest()[:40]
 
 def save_plan(device: str, pk: str | None, sched: Schedule) -> None:
   """sched as disk entry pk, where every program of it has a disk entry of its own (CPUProgram.disk_key)."""

@@ -28,7 +28,7 @@ shared object once that is linked (an ExecutionEngine holds ~1 MB, a loaded obje
 buffers when their last array dies, so a repeated realize does not page-fault fresh memory. The method cache is an LRU
 (lru.LRU: MOROK_MEM_CACHE_ENTRIES, MOROK_MEM_CACHE_MB)."""
 from __future__ import annotations
-import _ctypes, atexit, ctypes, ctypes.util, functools, hashlib, itertools, mmap, os, shutil, stat, subprocess, sys, tempfile, threading, time
+import _ctypes, atexit, ctypes, ctypes.util, functools, itertools, mmap, os, shutil, stat, subprocess, sys, tempfile, threading, time
 import warnings, weakref
 from dataclasses import dataclass
 import numpy as np
@@ -41,6 +41,12 @@ from morok_mlir.device import pool
 from morok_mlir.device.pool import Chain, Pool
 from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS
 from morok_mlir.dialects.ops import Ops
+
+# CPython's own SHA-256 (hashlib's is OpenSSL's: importing it maps ~3.4 MB of libcrypto into every process)
+try: from _sha2 import sha256
+except ImportError:
+  try: from _sha256 import sha256
+  except ImportError: from hashlib import sha256
 
 LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
                  "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
@@ -253,9 +259,9 @@ class DiskCache:
     """What besides a kernel's text decides its code: this cache's format, the MLIR release, our pipeline, the CPU."""
     from importlib.metadata import version
     return f"{self.VERSION}|{version('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
-  def key(self, spec: ProgramSpec) -> str: return hashlib.sha256((self.salt + spec.src).encode()).hexdigest()[:40]
+  def key(self, spec: ProgramSpec) -> str: return sha256((self.salt + spec.src).encode()).hexdigest()[:40]
   @staticmethod
-  def digest(key: str, data: bytes) -> bytes: return hashlib.sha256(key.encode() + b"\0" + data).hexdigest().encode()
+  def digest(key: str, data: bytes) -> bytes: return sha256(key.encode() + b"\0" + data).hexdigest().encode()
   def get(self, key: str) -> str | None:
     """Path of a verified shared object for key (touched: most recently used), or None."""
     return os.path.join(self.dir, key + ".so") if self.read(key, "so") is not None else None
@@ -843,7 +849,7 @@ CPU = CPUDevice()
 def native(src: str, names: tuple[str, ...], lock) -> tuple:
   """(what holds the code, each name's packed entry point) of an LLVM-dialect module (the worker pool's loops): from the
   disk cache's object for it, else JIT-compiled and stored there, as a kernel's."""
-  key = hashlib.sha256((CPU.disk.salt + src).encode()).hexdigest()[:40]
+  key = sha256((CPU.disk.salt + src).encode()).hexdigest()[:40]
   if (so := CPU.disk.get(key)) is not None:
     try:
       lib = ctypes.CDLL(so)
