@@ -26,7 +26,7 @@ from morok_mlir.ir.emit import var_order, unbind
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer, Ring
-from morok_mlir.device.cpu import Batch, SharedScratch
+from morok_mlir.device.cpu import CPU, Batch, SharedScratch
 from morok_mlir import realize as R
 from morok_mlir.tensor import Tensor
 
@@ -263,6 +263,13 @@ class TinyJit:
           self.plan.nvars = len(bound) if len(set(bound)) == len(bound) else -1   # a Variable given twice: the general path checks it
       self.last = trace
       if self.plan is None and cnt + 1 >= self.MAX_TRIES: self.replayable = False
+      built = self.plan is not None and plan is None
+    if built and any(e.device == "CPU" for e in self.plan.execs):
+      # the recorded calls' memory went back to the allocator's pool for realizes to come, but the replays run on the
+      # plan's own buffers: it goes back to the system (an LLM's prefill at 256 tokens left ~90 MB there)
+      del rec
+      R._recent.clear()   # (the last graphs realized, kept for their structure keys, hold the recorded calls' buffers)
+      CPU.allocator.trim()
     return ret
 
 def _key(x):

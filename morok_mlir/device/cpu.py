@@ -692,6 +692,10 @@ class CPUAllocator:
       self.used -= nbytes
       if self.pooled + nbytes <= self.POOL_LIMIT:
         self.pool.setdefault(nbytes, []).append(block); self.pooled += nbytes
+  def trim(self) -> None:
+    """The pooled blocks given back to the system (with the heap's free pages)."""
+    with self.lock: self.pool, self.pooled = {}, 0
+    if _trim is not None: _trim(0)
   def free(self, arr: np.ndarray) -> None:
     """Return arr's block now (the caller promises not to use arr again); arrays not from alloc are ignored."""
     if (fin := self.live.get(arr.ctypes.data)) is not None and arr.nbytes: fin()
