@@ -259,8 +259,12 @@ def _compiler_id() -> str:
         dirs.sort()
         files += [f"{os.path.relpath(p, root)} {st.st_size} {st.st_mtime_ns}" for n in sorted(names) if n.endswith(".py")
                   for p in [os.path.join(d, n)] for st in [os.stat(p)]]
-  knobs = sorted((k, os.environ.get(k)) for k in env.KNOBS if k not in RUN_KNOBS)
+  knobs = [(k, _knob(k)) for k in sorted(env.KNOBS) if k not in RUN_KNOBS]
   return "\n".join([f"plan {PLAN_VERSION}", Device["CPU"].disk.salt, repr((host.THREADS, host.VEC_WIDTH, host.CACHES)), repr(knobs), *files])
+
+def _knob(name: str) -> str:
+  try: return repr(env.get(name))
+  except env.EnvError: return "?"   # (a bad value raises where the knob is used)
 
 def _spell(x, lines: list, ids: dict) -> str:
   """An entry of a structure key as text: a UOp as its number, the lines of its nodes (op, dtype, arg, sources'
