@@ -318,15 +318,21 @@ def load_plan(device: str, pk: str | None) -> Schedule | None:
     if None in progs: return None
     items = []
     for name, slots, ks, choice, at in d["items"]:
-      ps, slots = [progs[k] for k in ks], tuple(count(s, len(bts)) for s in slots)
+      ps, slots = [progs[count(k, len(progs))] for k in ks], tuple(count(s, len(bts)) for s in slots)
       # the programs run on the buffers' pointers unchecked: each argument must be the buffer of its slot's size and dtype
       if type(name) is not str or type(choice) is not str or len(at) != len(ps) - 1 or \
          any(p.spec.args != tuple((bts[s].dtype.size, bts[s].dtype.base) for s in slots) for p in ps): return None
-      prog = Variants(ps[-1], [(tuple(count(x) for x in a), p) for a, p in zip(at, ps)]) if at else ps[0]
+      prog = Variants(ps[-1], [(_bounds(a, slots, bts), p) for a, p in zip(at, ps)]) if at else ps[0]
       items.append(ScheduleItem(name, prog, slots, choice))
     n_in, n_out = count(d["n_in"], len(bts) + 1), count(d["n_out"], len(bts) + 1 - d["n_in"])
     return Schedule(items, bts, n_in, n_out, None, {count(j, n_out): count(i, n_in) for j, i in d["alias"]})
   except (ValueError, TypeError, KeyError, IndexError, AttributeError): return None
+
+def _bounds(at: list, slots: tuple, bts: list) -> tuple:
+  """A copy's (values argument, k, bound, ...) (Variants), each k a value the argument holds (a call reads them)."""
+  i = count(at[0], len(slots))
+  if len(at) % 2 != 1: raise ValueError("bounds come in pairs")
+  return (i, *(count(x, bts[slots[i]].dtype.size if j % 2 == 0 else None) for j, x in enumerate(at[1:])))
 
 def count(v, below: int | None = None) -> int:
   """v, an int >= 0 (and < below): else ValueError (a damaged entry)."""

@@ -2,8 +2,9 @@
 touches MLIR (each module that imports `mlir` calls it first; importing this package loads nothing, so a process that
 only runs cached schedules never maps MLIR's and LLVM's libraries): the bindings import a dialect's module
 (`mlir.dialects.func`) the first time they wrap one of its ops, and that module registers its namespace with the
-process before its ops; interrupted in between (Ctrl-C during the first compile) it can never be imported again ("Dialect namespace 'func' is already registered") and every later compile
-fails. A Ctrl-C that arrives while they are imported here is held until they all are."""
+process before its ops; interrupted in between (Ctrl-C during the first compile) it can never be imported again
+("Dialect namespace 'func' is already registered") and every later compile fails. A Ctrl-C that arrives while they are
+imported here is held until they all are."""
 import importlib, signal, threading
 
 MLIR_MODULES = ("mlir.ir", "mlir.passmanager", "mlir.execution_engine", "mlir.dialects.builtin", "mlir.dialects.func",

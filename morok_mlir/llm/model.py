@@ -3,7 +3,8 @@ interleaved pairs (GGML's "normal" mode, for which llama.cpp's converter permute
 query attention over a KV cache per layer, a SwiGLU feed-forward. Weights come as a dict keyed by GGUF tensor names.
 
 The cache has a length (its context, at most max_context; Llama.grow lengthens it); a call writes its T rows at
-start_pos and attends over the start_pos + T rows so far. start_pos is a bound Variable, so one compiled step (and one TinyJit capture) serves every position."""
+start_pos and attends over the start_pos + T rows so far. start_pos is a bound Variable, so one compiled step (and one
+TinyJit capture) serves every position."""
 from __future__ import annotations
 import dataclasses
 import numpy as np
