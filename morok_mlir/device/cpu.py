@@ -42,11 +42,9 @@ from morok_mlir.device.pool import Chain, Pool
 from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS
 from morok_mlir.dialects.ops import Ops
 
-# CPython's own SHA-256 (hashlib's is OpenSSL's: importing it maps ~3.4 MB of libcrypto into every process)
-try: from _sha2 import sha256
-except ImportError:
-  try: from _sha256 import sha256
-  except ImportError: from hashlib import sha256
+# CPython's own SHA-256 where it has one by this name (3.11): hashlib's is OpenSSL's, ~3.4 MB of libcrypto mapped
+try: from _sha256 import sha256
+except ImportError: from hashlib import sha256
 
 LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
                  "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
@@ -183,6 +181,17 @@ def _read(path: str, limit: int = 1 << 26) -> bytes:
     with open(fd, "rb", closefd=False) as f: return f.read()
   finally: os.close(fd)
 
+def installed(dist: str) -> str:
+  """The version of an installed distribution, from its .dist-info folder's name on sys.path (importlib.metadata, which
+  says the same, imports ~5 MB of modules: email, zipfile, csv)."""
+  pre = dist.replace("-", "_") + "-"
+  for d in sys.path:
+    try: found = [n for n in os.listdir(d or ".") if n.startswith(pre) and n.endswith(".dist-info")]
+    except OSError: continue
+    if found: return found[0][len(pre):-len(".dist-info")]
+  from importlib.metadata import version
+  return version(dist)
+
 _REFUSED: set[str] = set()   # folders DiskCache refused (and warned about) in this process
 def private_dir(d: str) -> str | None:
   """d as a folder no other user can write into or swap: made 0700 (with any missing parents) if absent, its resolved
@@ -257,8 +266,7 @@ class DiskCache:
   @functools.cached_property
   def salt(self) -> str:
     """What besides a kernel's text decides its code: this cache's format, the MLIR release, our pipeline, the CPU."""
-    from importlib.metadata import version
-    return f"{self.VERSION}|{version('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
+    return f"{self.VERSION}|{installed('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
   def key(self, spec: ProgramSpec) -> str: return sha256((self.salt + spec.src).encode()).hexdigest()[:40]
   @staticmethod
   def digest(key: str, data: bytes) -> bytes: return sha256(key.encode() + b"\0" + data).hexdigest().encode()
