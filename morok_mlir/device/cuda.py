@@ -16,6 +16,8 @@ Public API, shaped like the CPU device's:
                                             CUDABuffer dies; .empty_cache(); host copies through pinned staging buffers
   CUDAGraph(kernels)                        a TinyJit replay's run of CUDA kernels as one CUDA graph (CUDAProgram.Graph)
   CUDA.synchronize()
+  CUDA.time_ms(fn, runs) -> float           milliseconds per call of fn, by CUDA events around runs calls
+  CUDA.search(f, beam) -> Func              BEAM: a tiled contraction's fastest block tile on this GPU (uop.gpu_tile), cached
   available() -> (bool, reason)             cuda-python importable, cuInit works, at least one device
 Every failing driver call raises CUDAError naming the call (and the kernel, for loads and launches). Threads may share
 the device: launches take their own parameter arrays, the pool and the method cache (an LRU) are locked, and each
@@ -251,7 +253,7 @@ class CUDARenderer:
   tf32. The entry point is always `kernel`, so equal kernels render to equal text."""
   def __init__(self, chip: str | None = None, tf32: bool = False): self.chip, self.tf32 = chip, tf32
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    try: text, launch = lower_kernel(f, name, chip=self.chip, tf32=self.tf32)
+    try: text, launch = lower_kernel(f, name, chip=self.chip, tf32=self.tf32, tile=f.attrs.get("uop.gpu_tile", -1))
     except PassError as e: raise CompileError(f"{e.loc}: error: {e}" if e.loc else f"error: {e}") from None   # as the CPU's passes say it
     return ProgramSpec(name, Emitter.gpu_module([text]), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
                        launch.global_size, launch.local_size, f, launch.tiles)
@@ -397,6 +399,22 @@ class CUDADevice:
     check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     self.stream = check(d.cuStreamCreate(0), "cuStreamCreate")   # blocking: ordered with the legacy stream's copies
     self.ctx = ctx
+  def time_ms(self, fn, runs: int) -> float:
+    """Milliseconds per call of fn (work it queues on the stream), by CUDA events recorded around runs calls."""
+    d = driver()
+    self.current()
+    start, end = (check(d.cuEventCreate(0), "cuEventCreate") for _ in range(2))   # 0: with timing
+    try:
+      check(d.cuEventRecord(start, self.stream), "cuEventRecord")
+      for _ in range(runs): fn()
+      check(d.cuEventRecord(end, self.stream), "cuEventRecord"); check(d.cuEventSynchronize(end), "cuEventSynchronize")
+      return check(d.cuEventElapsedTime(start, end), "cuEventElapsedTime") / runs
+    finally:
+      for ev in (start, end): d.cuEventDestroy(ev)
+  def search(self, f: Func, beam: int) -> Func:
+    """BEAM on CUDA: f with its tiled contraction's fastest block tile, timed on this GPU and cached (device/search.py)."""
+    from morok_mlir.device import search
+    return search.search_gpu(f, beam, self)
   def synchronize(self, what: str = "stream") -> None:
     if self.stream is not None: check(driver().cuStreamSynchronize(self.stream), f"{what} (cuStreamSynchronize)")
   @property
