@@ -236,6 +236,7 @@ optimize.SEARCH = search
 # ---------------------------------------------------------------- CUDA: a tiled contraction's block tile
 TILE = "uop.gpu_tile"   # the Func attribute CUDA's renderer reads: uop-lower-gpu{tile=i}
 GPU_RUNS = 20           # launches per timing: event resolution is ~0.5 us, a tiled kernel runs 10 us to a few ms
+gpu_ms: dict[str, dict[int, float]] = {}   # kernel name -> ms per candidate tile of its last search, for benchmarks
 
 def gpu_key(f: Func, chip: str, tf32: bool) -> str:
   text = FILE_LOC.sub("", module_text([replace(f, name="kernel", attrs={k: v for k, v in f.attrs.items() if k != TILE})]))
@@ -286,6 +287,6 @@ def _search_gpu(f: Func, dev) -> Func:
     if DEBUG >= 2: print(f"  beam {f.name}: tile {gpu_tiles.TILES[i]}: {f'{t:.4f} ms' if isinstance(t, float) else t}")
     if isinstance(t, float): times[i] = t
   best = min(times, key=lambda i: (times[i], i != heur))
-  log.append((f.name, {TILE: heur}, {TILE: best}))
-  _store(k, {TILE: best}, {"ms": times[best], "heuristic_ms": times[heur], "chip": chip, "timed": len(times)})
+  log.append((f.name, {TILE: heur}, {TILE: best})); gpu_ms[f.name] = times
+  _store(k, {TILE: best}, {"ms": times[best], "heuristic_ms": times[heur], "chip": chip, "timed": len(times), "tiles_ms": times})
   return with_tile(best)
