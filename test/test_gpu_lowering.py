@@ -307,3 +307,28 @@ def test_block_reductions_run_by_the_simt_emulator(name):
   for i in barriers:
     with pytest.raises(simt.RaceError):
       simt.run("\n".join(lines[:i] + lines[i + 1:]), [out, x.reshape(-1)], launch.global_size[0], launch.local_size[0])
+
+HALVES = {  # name: (builder, a GROUP or ROW kernel); 16-bit buffers: 8 neighbours a thread step, 16 bytes
+  "f16_elementwise": (lambda: (R(64, 1024, dt=np.float16) * 2 + R(1024, dt=np.float16)).relu(), False),
+  "bf16_elementwise": (lambda: (R(48, 512).cast("bfloat16") * 3).exp(), False),
+  "f16_rowsum": (lambda: R(64, 1024, dt=np.float16).sum(axis=1), True),
+  "f16_layernorm": (lambda: R(64, 1024, dt=np.float16).layernorm(), True),
+}
+
+@pytest.mark.parametrize("name", list(HALVES))
+def test_16_bit_elements_move_16_bytes(name):
+  """Kernels over f16/bf16 buffers take 8 neighbours a thread step (elementwise) or a reduce step (GROUP, ROW): 16-byte
+  loads and stores (ld.global.nc.v4.b32 of 8 halves) on sm_80 and sm_90, not the 8 bytes of 4 halves; emulated against
+  the CPU backend."""
+  from morok_mlir.device.gpu_emulator import emulate
+  build, group = HALVES[name]
+  t = build()
+  ks = kernels(t)
+  for chip in ("sm_80", "sm_90"):
+    ptx = ptx_for(lower_module(ks), chip)
+    loads = re.findall(r"ld\.global(?:\.nc)?(?:\.v\d)?\.\w+", ptx)
+    assert "ld.global.nc.v4.b32" in loads and not any(x.endswith((".v4.b16", ".v2.b16")) for x in loads), (chip, loads)
+    if not group: assert "st.global.v4.b32" in ptx, chip
+  assert any(lower_kernel(k)[1].group for k in ks) == group
+  got, want = emulate([t.lazydata])[0], t.numpy()
+  np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=2e-2, atol=2e-2)

@@ -14,7 +14,7 @@ from morok_mlir.codegen.gpu_tiles import TILES, TARGETS, candidates, plan
 from morok_mlir.codegen.emitter import Emitter
 from morok_mlir.device import simt
 from morok_mlir.device.ptx import ptx_for, ptxas
-from test_cuda import fake_cuda  # noqa: F401 (the fixture)
+from test_cuda import fake_cuda, gpu  # noqa: F401 (the fixture)
 
 rng = np.random.default_rng(0)
 def H(*s, dt=np.float16): return rng.standard_normal(s).astype(dt)
@@ -201,3 +201,33 @@ def test_beam_times_every_tile_and_caches_the_fastest(fake_cuda, tmp_path, monke
   assert {k: search.stats[k] - before[k] for k in before} == {"searches": 0, "compiles": 0, "runs": 0, "hits": 1}
   keys = {search.gpu_key(f, chip, tf32) for chip in ("sm_80", "sm_86", "sm_90") for tf32 in (False, True)}
   assert len(keys) == 6   # another chip, or tf32 allowed, is searched again
+
+@gpu
+def test_every_tile_and_beam_on_gpu(tmp_path, monkeypatch):
+  """On a GPU: an f16 matmul through each candidate tile against numpy, then BEAM=2 (its tiles timed by CUDA events)
+  gives the same results and caches its choice: the next compile of the graph searches nothing."""
+  from dataclasses import replace
+  from morok_mlir import realize as rz
+  from morok_mlir.lru import LRU
+  from morok_mlir.device import cuda, search
+  monkeypatch.setattr(search, "_path", lambda k: str(tmp_path / f"beam-{k}.json"))
+  monkeypatch.setattr(search, "_memo", {})
+  monkeypatch.setattr(rz, "_schedule_cache", LRU(rz.schedule_nbytes))
+  M, N, K = 256, 136, 72
+  a, b = H(M, K), H(K, N)
+  ref = a.astype(np.float32) @ b.astype(np.float32)
+  f, dev = contraction_kernel(Tensor(a) @ Tensor(b)), cuda.CUDA
+  dev.init()
+  al, cands = dev.allocator, candidates(f, dev.chip)
+  assert len(cands) >= 2 and dev.time_ms(lambda: None, 1) >= 0
+  bx, by = al.from_numpy(a.reshape(-1)), al.from_numpy(b.reshape(-1))
+  for i in cands:
+    out = al.alloc(M * N, "float16")
+    dev.compile(replace(f, attrs={**f.attrs, "uop.gpu_tile": i}))(out, bx, by, wait=True)
+    np.testing.assert_allclose(al.to_numpy(out).reshape(M, N).astype(np.float32), ref, atol=tol(ref, K, np.float16), rtol=0, err_msg=str(TILES[i]))
+  before = dict(search.stats)
+  for n in (1, 2):
+    got = (Tensor(a).to("CUDA") @ Tensor(b).to("CUDA")).realize(beam=2).numpy()
+    np.testing.assert_allclose(got.astype(np.float32), ref, atol=tol(ref, K, np.float16), rtol=0)
+    if n == 1: rz._schedule_cache.clear(); search._memo.clear()
+  assert search.stats["searches"] - before["searches"] == 1 and search.stats["hits"] - before["hits"] == 1
