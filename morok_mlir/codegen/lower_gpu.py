@@ -17,7 +17,8 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
   block's row mostly hit the cache).
 - GROUP and ROW reduces read 4 neighbours of the reduce's last range a step (16-byte loads; 8 where the kernel's
   narrowest buffer is 16-bit, `lanes`) where its size divides by that, or where it is the only range (the remainder
-  after the vectors, one element a step). A reduce of a reduce (softmax's sum of exp(x - max)) reads one a step. Buffers a kernel only reads
+  after the vectors, one element a step); in a ROW kernel a reduce of the row's reduces (softmax's sum of exp(x - max))
+  too, those standing in as named leaves (`stand_ins`). Buffers a kernel only reads
   are `noalias readonly` parameters, loaded through the read-only cache (ld.global.nc).
 - Everything else (inner reduces, matmul's k loop) stays a `scf.for` inside the thread, exactly as on the CPU.
 - UPCAST (tinygrad's name): a thread computes 4 neighbours along the last axis when it divides it (8 over f16/bf16
@@ -120,6 +121,7 @@ class GPU(Policy):
     self.out_rngs, self.serial = [r for r in rngs if r.attrs["kind"] != "serial"], [r for r in rngs if r.attrs["kind"] == "serial"]
     self.lane_groups: dict[UOp, list[UOp]] = {}   # a reduce of one lane -> the same reduce of every lane
     self.workgroup: list[tuple[str, str]] = []     # the block's shared memory: (name, memref type) per block reduce
+    self.stood = 0   # sets of stand_ins made (each set's leaves named apart)
 
   def bind(self, lw: Placement):
     n = _prod(_size(r) for r in self.out_rngs)
@@ -146,7 +148,7 @@ class GPU(Policy):
     self.lanes = lanes(lw.f)
     def vec(u: UOp) -> int:
       n = im.cval(max(u.src[1:], key=_axis).src[0]) or 1
-      if _nested(u): return 1
+      if _nested(u) and not self.row: return 1   # (a ROW kernel's reduces below u are computed before it)
       return _dividing(n, self.lanes) if n % UPCAST == 0 else self.lanes if len(u.src) == 2 and n >= self.lanes else 1
     self.vec = {u: vec(u) for u in self.group}
     # UPCAST (tinygrad's name): a thread computes UPCAST neighbours along the last axis, so its loads and stores of
@@ -283,10 +285,8 @@ class GPU(Policy):
     # lanes' index math would rebuild the row's reduces inside them: they are computed first and stand in as named leaves
     vec = _dividing(im.cval(last.src[0]) or 1, self.lanes)
     if vec > 1:
-      stand = {r: UOp(Ops.DEFINE_VAR, r.dtype, (), attrs(name=f"row_reduce_{k}", min=0, max=0)) for k, r in enumerate(
-               x for x in lw.sink.toposort if x in self.group)}
-      for r, x in stand.items(): lw.ranges[x] = lw.rs(r); lw.place(x, fr, lw.value(r))   # (values of the row: placed in its frame)
-      sts = [at_lane(st.substitute(stand), last, j) for st in sts for j in range(vec)]
+      sts = [st.substitute(self.stand_ins(lw, fr, st)) for st in sts]
+      sts = [at_lane(st, last, j) for st in sts for j in range(vec)]
     def outputs(b: Block, tid: str):
       inner = Frame(fr, last)
       lp = lw.em.open_for(tid, lw.value(_ends([last], vec)[0]), lw.const(self.local, dtypes.index), body=inner)
@@ -300,6 +300,15 @@ class GPU(Policy):
     self.threads(lw, fr, outputs)
     self.close_flat(lw, fr, rows)
     lw.em.splice(lw.root, fr, guard)
+
+  def stand_ins(self, lw: Placement, fr: Frame, of: UOp) -> dict[UOp, UOp]:
+    """The row's reduces below `of` (values once computed) as named leaves placed in fr: lanes built by at_lane keep them,
+    where its index math would rebuild each reduce inside them."""
+    n, self.stood = self.stood, self.stood + 1   # (computing one reduce may make the stand-ins of those below it)
+    stand = {r: UOp(Ops.DEFINE_VAR, r.dtype, (), attrs(name=f"row_reduce_{n}_{k}", min=0, max=0))
+             for k, r in enumerate(v for v in of.toposort if v in self.group)}
+    for r, x in stand.items(): lw.ranges[x] = lw.rs(r); lw.place(x, fr, lw.value(r))
+    return stand
 
   def store0(self, lw: Placement, u: UOp):
     """Every thread holds the reduced value; thread 0 writes it."""
@@ -332,7 +341,10 @@ class GPU(Policy):
     # loads sit together (the back end merges them into one vector load), then the lanes fold into the one accumulator
     self.flat_ivs(lw, loop, rngs, self.digits(lw, loop, rngs, lp.iv, vec := self.vec[u]))
     new = lp.accs[0]
-    lanes = [at_lane(u.src[0], rngs[-1], j) for j in range(vec)] if vec > 1 else [u.src[0]]   # (at_lane rebuilds even lane 0)
+    src = u.src[0]
+    if vec > 1 and _nested(u):   # (ROW: softmax's sum of exp(x - max)) the reduces below it are values by now
+      src = src.substitute(self.stand_ins(lw, fr, src))
+    lanes = [at_lane(src, rngs[-1], j) for j in range(vec)] if vec > 1 else [src]   # (at_lane rebuilds even lane 0)
     for x in [lw.cast(lw.value(x), sdt, dt, loop) for x in lanes]: new = lw.scalar_alu(op, dt, [new, x], dt, loop, u)
     self.close_flat(lw, loop, rngs)
     lp.hi, lp.step = lw.value(_count(_ends(rngs, vec))), lw.const(self.local, dtypes.index)
