@@ -114,54 +114,91 @@ class Bench:
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v), ("flops", 4 * att[0] * att[1] * att[2] ** 2 * att[3], "float32"), 1e-4),
     }
 
+  def gpu_morok(self, fn) -> float:
+    """Median ms of the kernels of one call of fn, each timed on the GPU by events around it (CUDA.profile)."""
+    ts = []
+    for _ in range(self.a.runs):
+      with self.dev.profile() as p: fn()
+      ts.append(sum(ms for _, ms in p))
+    return statistics.median(ts)
+  def gpu_torch(self, fn) -> float | None:
+    """ms of the GPU work of one call of fn: GRAPH calls captured in one CUDA graph, replayed between two events (the
+    host's dispatch between calls left out, as the events around each morok kernel leave it out); None where torch
+    cannot capture fn."""
+    torch, n = self.torch, 10
+    try:
+      side = torch.cuda.Stream(); side.wait_stream(torch.cuda.current_stream())
+      with torch.cuda.stream(side): fn()   # (warm-up off the capturing stream, as torch.cuda.graph asks)
+      torch.cuda.current_stream().wait_stream(side)
+      g = torch.cuda.CUDAGraph()
+      with torch.cuda.graph(g):
+        for _ in range(n): fn()
+      g.replay(); torch.cuda.synchronize()
+      a, b, ts = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True), []
+      for _ in range(5): a.record(); g.replay(); b.record(); b.synchronize(); ts.append(a.elapsed_time(b) / n)
+      return statistics.median(ts)
+    except Exception as e:
+      print(f"  (torch's GPU time not measured: {type(e).__name__}: {str(e)[:120]})")
+      return None
+
+  def report(self, name: str, mfn, tfn, what, limits, note: str = "", first: float | None = None) -> tuple:
+    """One table line: mfn() (a morok call, realized) and tfn() (torch's, or None) timed by the wall clock and on the GPU."""
+    t_m, g_m = self.time(mfn, self.dev.synchronize), self.gpu_morok(mfn)
+    t_t = self.time(tfn, self.tsync) if tfn else None
+    g_t = self.gpu_torch(tfn) if tfn else None
+    kind, amount, dt = what
+    if kind == "bytes": rate, pct = f"{amount / g_m / 1e6:.0f} GB/s", f"{100 * amount / g_m / 1e6 / limits['hbm']:.0f}% HBM"
+    elif kind == "flops":
+      peak = limits.get(dt)
+      rate, pct = f"{amount / g_m / 1e9:.2f} TFLOP/s", f"{100 * amount / g_m / 1e9 / peak:.0f}% cuBLAS" if peak else "-"
+    else: rate, pct = f"{amount / g_m * 1e3:.0f} {kind}/s", "-"
+    f = lambda x, k=1: f"{x * k:.3f}" if x else "-"
+    r = lambda a, b: f"{a / b:.2f}" if a and b else "-"
+    self.say(f"| {name:<46} | {f(t_m, 1e3):>9} | {f(t_t, 1e3):>9} | {r(t_t, t_m):>7} | {f(g_m):>9} | {f(g_t):>9} | {r(g_t, g_m):>7} | "
+             f"{rate:>14} | {pct:>11} |{note}" + (f"  (first call {first:.1f} s)" if first is not None else ""))
+    return t_m, t_t, g_m
+
   def row(self, key: str, name, xs, fn, tfn, what, tol, limits) -> None:
     from morok_mlir import Tensor, TinyJit
     np = self.np
     T = [Tensor(x).to("CUDA").realize() for x in xs]
     t0 = time.perf_counter(); got = fn(*T).numpy(); first = time.perf_counter() - t0
-    t_m = self.time(lambda: fn(*T).realize(), self.dev.synchronize)
-    t_t, note = None, ""
+    tcall, note = None, ""
     if self.torch is not None and tfn is not None:
       TT = [self.torch.from_numpy(x).cuda() for x in xs]
       ref = tfn(*TT).float().cpu().numpy()
       if not np.allclose(got.astype(np.float32), ref, rtol=tol, atol=tol * max(1.0, float(np.abs(ref).max()))):
         note = f"  !! differs from torch by {float(np.abs(got.astype(np.float32) - ref).max()):.3g}"
-      t_t = self.time(lambda: tfn(*TT), self.tsync)
-    kind, amount, dt = what
-    if kind == "bytes": rate, pct = f"{amount / t_m / 1e9:.0f} GB/s", f"{100 * amount / t_m / 1e9 / limits['hbm']:.0f}% HBM"
-    else:
-      peak = limits.get(dt)
-      rate, pct = f"{amount / t_m / 1e12:.2f} TFLOP/s", f"{100 * amount / t_m / 1e12 / peak:.0f}% cuBLAS" if peak else "-"
-    vs = f"{t_t / t_m:.2f}" if t_t else "-"
-    tms = f"{t_t * 1e3:.3f}" if t_t else "-"
-    self.say(f"| {name:<46} | {t_m * 1e3:9.3f} | {tms:>9} | {vs:>7} | {rate:>14} | {pct:>10} |{note}  (first call {first:.1f} s)")
+      tcall = lambda: tfn(*TT)
+    t_m, t_t, g_m = self.report(name, lambda: fn(*T).realize(), tcall, what, limits, note, first)
     if key == "f":   # the replay of the same through TinyJit: one CUDA graph a call
       jit = TinyJit(fn)
       t_j = self.time(lambda: jit(*T), self.dev.synchronize)
       self.say(f"|   {'TinyJit replay of the same (a CUDA graph)':<44} | {t_j * 1e3:9.3f} | {'':>9} | "
-               f"{f'{t_t / t_j:.2f}' if t_t else '-':>7} | {'':>14} | {'':>10} |")
-    if key == "d" and self.a.beam: self.beam(fn, T, t_m, t_t)
+               f"{f'{t_t / t_j:.2f}' if t_t else '-':>7} | {'':>9} | {'':>9} | {'':>7} | {'':>14} | {'':>11} |")
+    if key == "d" and self.a.beam: self.beam(fn, T, g_m, limits, what)
 
-  def beam(self, fn, T, t_m, t_t) -> None:
-    """Row d with BEAM: the search's own time, each candidate tile's time (CUDA events), the chosen one's row."""
+  def beam(self, fn, T, g_m, limits, what) -> None:
+    """Row d with BEAM: the search's own time, the chosen tile's row, then each candidate tile's time (CUDA events)."""
     from morok_mlir.device import search
     from morok_mlir.codegen.gpu_tiles import TILES
     t0 = time.perf_counter(); fn(*T).realize(beam=self.a.beam); self.dev.synchronize(); t_s = time.perf_counter() - t0
-    t_b = self.time(lambda: fn(*T).realize(beam=self.a.beam), self.dev.synchronize)
     ms = next(reversed(search.gpu_ms.values()), {})
-    self.say(f"|   {f'BEAM={self.a.beam} (search {t_s:.1f} s)':<44} | {t_b * 1e3:9.3f} | {'':>9} | "
-             f"{f'{t_t / t_b:.2f}' if t_t else '-':>7} | {'':>14} | {f'x{t_m / t_b:.2f} heur.':>10} |")
+    _, _, g_b = self.report(f"  BEAM={self.a.beam} (search {t_s:.1f} s)", lambda: fn(*T).realize(beam=self.a.beam), None, what, limits)
+    self.say(f"|     its GPU time: x{g_m / g_b:.2f} the heuristic tile's; " +
+             ("each candidate's (search.gpu_ms):" if ms else "a choice cached by an earlier search: no tile timed now"))
     for i, t in sorted(ms.items(), key=lambda x: x[1]):
       tl = TILES[i]
-      self.say(f"|     tile {i}: {tl.bm}x{tl.bn}x{tl.bk}, warps {tl.wm}x{tl.wn}{'':<14} | {t:9.3f} | {'':>9} | {'':>7} | {'':>14} | {'':>10} |")
+      label, rate = f"    tile {i}: {tl.bm}x{tl.bn}x{tl.bk}, warps {tl.wm}x{tl.wn}", f"{what[1] / t / 1e9:.2f} TFLOP/s"
+      self.say(f"| {label:<46} | {'':>9} | {'':>9} | {'':>7} | {t:9.3f} | {'':>9} | {'':>7} | {rate:>14} | {'':>11} |")
 
-  def minilm(self) -> None:
+  def minilm(self, limits) -> None:
     """q: all-MiniLM-L6-v2 (examples/sentence_embeddings.py) on 32 x 128 tokens, built on the GPU (Device.default) with
     the checkpoint's weights; torch runs bench/run.py's module on the same weights."""
     import json
     from morok_mlir import Device
-    with Device.default("CUDA"): self._minilm(json)
-  def _minilm(self, json) -> None:
+    with Device.default("CUDA"): self._minilm(json, limits)
+  def _minilm(self, json, limits) -> None:
     from morok_mlir import Tensor
     from morok_mlir.nn.state import load_state_dict, safe_load
     np = self.np
@@ -181,17 +218,13 @@ class Bench:
       cpu_bench.torch = self.torch
       tm = cpu_bench.torch_minilm(path).cuda()
       ti, tmask = self.torch.from_numpy(ids.astype(np.int64)).cuda(), self.torch.from_numpy(mask).cuda()
-      def tfn(*_):
+      def tfn():
         with self.torch.no_grad(): return tm(ti, tmask)
     t0 = time.perf_counter(); got = model(I, Mk).numpy(); first = time.perf_counter() - t0
-    t_m = self.time(lambda: model(I, Mk).realize(), self.dev.synchronize)
-    t_t, note = None, ""
-    if tfn is not None:
-      ref = tfn().float().cpu().numpy()
-      if (c := float((ref * got).sum(1).min())) < 0.9999: note = f"  !! embeddings differ from torch's (cosine {c:.5f})"
-      t_t = self.time(tfn, self.tsync)
-    self.say(f"| {f'q. MiniLM-L6 sentence embeddings {B}x{L}':<46} | {t_m * 1e3:9.3f} | {f'{t_t * 1e3:.3f}' if t_t else '-':>9} | "
-             f"{f'{t_t / t_m:.2f}' if t_t else '-':>7} | {f'{B / t_m:.0f} sent/s':>14} | {'-':>10} |{note}  (first call {first:.1f} s)")
+    note = ""
+    if tfn is not None and (c := float((tfn().float().cpu().numpy() * got).sum(1).min())) < 0.9999:
+      note = f"  !! embeddings differ from torch's (cosine {c:.5f})"
+    self.report(f"q. MiniLM-L6 sentence embeddings {B}x{L}", lambda: model(I, Mk).realize(), tfn, ("sent", B, None), limits, note, first)
 
   def run(self, keys: list[str]) -> None:
     ok, what = check()
@@ -200,17 +233,20 @@ class Bench:
     for dt in ("float32", "float16"): limits[dt] = self.cublas(dt)
     self.say(f"measured now: HBM {limits['hbm']:.0f} GB/s (device-to-device copy, read + write); cuBLAS 4096^3 " +
              (f"f32 {limits['float32']:.1f} TFLOP/s, f16 {limits['float16']:.1f} TFLOP/s" if limits["float32"] else "not measured (no torch)"))
-    self.say(f"\n| {'workload':<46} | {'morok ms':>9} | {'torch ms':>9} | {'x torch':>7} | {'morok rate':>14} | {'% limit':>10} |")
-    self.say(f"|{'-' * 48}|{'-' * 11}|{'-' * 11}|{'-' * 9}|{'-' * 16}|{'-' * 12}|")
+    self.say(f"\n| {'workload':<46} | {'morok ms':>9} | {'torch ms':>9} | {'x torch':>7} | {'GPU ms':>9} | {'torch GPU':>9} | "
+             f"{'x (GPU)':>7} | {'rate (GPU)':>14} | {'% limit':>11} |")
+    self.say(f"|{'-' * 48}|{'-' * 11}|{'-' * 11}|{'-' * 9}|{'-' * 11}|{'-' * 11}|{'-' * 9}|{'-' * 16}|{'-' * 13}|")
     rows = self.rows()
     for k in keys:
       try:
-        if k == "q": self.minilm()
+        if k == "q": self.minilm(limits)
         else: self.row(k, *rows[k], limits)
       except Exception as e:
         self.say(f"| {k}: failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
         traceback.print_exc()
-    self.say("\nx torch: torch's time / morok's (> 1: morok is faster); % limit: of the HBM bandwidth or of cuBLAS measured above")
+    self.say("\nms: a call's wall time (the stream synchronized); GPU ms: its kernels' time on the GPU (morok: events around each "
+             "kernel; torch: 10 calls in a CUDA graph between events); x: torch / morok (> 1: morok is faster); rate and % limit "
+             "(of the HBM bandwidth or of cuBLAS measured above) from morok's GPU time")
 
 ALL = ("a", "b", "c", "d", "d32", "e", "e16", "f", "l", "n", "q")
 

@@ -377,3 +377,15 @@ def test_row_kernels_on_fake_cuda(fake_cuda):
   e = np.exp(x - x.max(-1, keepdims=True))
   np.testing.assert_allclose(sm.numpy(), e / e.sum(-1, keepdims=True), rtol=2e-5, atol=1e-7)
   np.testing.assert_allclose(ln.numpy(), (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5), rtol=1e-4, atol=2e-5)
+
+def test_profile_times_each_kernel_on_the_gpu(fake_cuda):
+  """CUDA.profile(): each kernel launched in the block gets its GPU time from a pair of events around it (the fake
+  driver's clock: each kernel 0.25 ms), the host's time between launches left out."""
+  dev, fake = fake_cuda
+  fake.kernel_ms = lambda spec: 0.25
+  x = Tensor(np.arange(64, dtype=np.float32)).to("CUDA").realize()
+  n0 = len(fake.launches)
+  with dev.profile() as p:
+    y = ((x * 2).realize() + 1).sum().realize()
+  assert len(p) == len(fake.launches) - n0 >= 2 and all(ms == 0.25 for _, ms in p) and all(isinstance(k, str) for k, _ in p)
+  assert dev.prof is None and float(y.numpy()) == float((np.arange(64) * 2 + 1).sum())
