@@ -40,7 +40,8 @@ class Bench:
   def __init__(self, a):
     import numpy as np
     from morok_mlir.device import cuda
-    self.np, self.a, self.dev, self.rng, self.lines = np, a, cuda.CUDA, np.random.default_rng(0), []
+    self.np, self.a, self.dev, self.rng = np, a, cuda.CUDA, np.random.default_rng(0)
+    self.failed, self.differ = [], []   # rows that raised, rows whose results differ from torch's
     self.out = open(a.out, "a") if a.out else None
     try:
       import torch
@@ -143,6 +144,7 @@ class Bench:
 
   def report(self, name: str, mfn, tfn, what, limits, note: str = "", first: float | None = None) -> tuple:
     """One table line: mfn() (a morok call, realized) and tfn() (torch's, or None) timed by the wall clock and on the GPU."""
+    if note: self.differ.append(name.split(".")[0])
     t_m, g_m = self.time(mfn, self.dev.synchronize), self.gpu_morok(mfn)
     t_t = self.time(tfn, self.tsync) if tfn else None
     g_t = self.gpu_torch(tfn) if tfn else None
@@ -242,11 +244,13 @@ class Bench:
         if k == "q": self.minilm(limits)
         else: self.row(k, *rows[k], limits)
       except Exception as e:
+        self.failed.append(k)
         self.say(f"| {k}: failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
         traceback.print_exc()
     self.say("\nms: a call's wall time (the stream synchronized); GPU ms: its kernels' time on the GPU (morok: events around each "
              "kernel; torch: 10 calls in a CUDA graph between events); x: torch / morok (> 1: morok is faster); rate and % limit "
              "(of the HBM bandwidth or of cuBLAS measured above) from morok's GPU time")
+    self.say(f"{len(keys)} rows: {len(self.failed)} failed {' '.join(self.failed)}, {len(self.differ)} differ from torch {' '.join(self.differ)}".replace("  ", " "))
 
 ALL = ("a", "b", "c", "d", "d32", "e", "e16", "f", "l", "n", "q")
 
