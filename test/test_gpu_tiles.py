@@ -3,7 +3,7 @@ matmuls, batched matmuls and convolutions on sm_80+ are run by the SIMT emulator
 barriers, cp.async groups and mma.sync fragments with their hardware semantics) against numpy, through the CUDA runtime
 on the fake driver, and assembled by ptxas for sm_80 and sm_90. A kernel with one of its barriers or waits taken out
 must fail: the emulator sees the race."""
-import json
+import ctypes, json
 import numpy as np
 import pytest
 from morok_mlir import Tensor
@@ -176,7 +176,9 @@ def test_fragment_layouts_as_the_ptx_isa_tables():
 def test_beam_times_every_tile_and_caches_the_fastest(fake_cuda, tmp_path, monkeypatch):
   """BEAM on CUDA: each candidate tile of a tiled matmul is compiled, run, checked against the heuristic tile's results
   and timed by CUDA events (the fake driver's clock, each tile's time set here); the fastest is the one launched, cached
-  in memory and on disk under a key with the chip, so that a new process's view compiles and times nothing."""
+  in memory and on disk under a key with the chip, so that a new process's view compiles and times nothing. A faster
+  tile the driver refuses to load, or one whose results are wrong, is dropped."""
+  from morok_mlir.device.cuda import CompiledSpec
   from morok_mlir import realize as rz
   from morok_mlir.device import search
   dev, fake = fake_cuda
@@ -188,9 +190,17 @@ def test_beam_times_every_tile_and_caches_the_fastest(fake_cuda, tmp_path, monke
   a, b = H(M, K), H(K, N)
   f = contraction_kernel(Tensor(a) @ Tensor(b))
   cands, heur = candidates(f, "sm_86"), TILES.index(plan(f, "sm_86").tile)
-  fastest = next(i for i in cands if i != heur)
-  ms = {i: 0.25 if i == fastest else 1.0 + i for i in cands}
-  fake.kernel_ms = lambda spec: ms[spec.func.attrs["uop.gpu_tile"]] if spec is not None and "uop.gpu_tile" in spec.func.attrs else 0.01
+  refused, wrong, fastest = [i for i in cands if i != heur][:3]
+  ms = {i: {refused: 0.1, wrong: 0.2, fastest: 0.25}.get(i, 1.0 + i) for i in cands}
+  tile_of = lambda spec: spec.func.attrs.get("uop.gpu_tile") if spec is not None else None
+  fake.kernel_ms = lambda spec: ms.get(tile_of(spec), 0.01)
+  compile, run0 = dev.compiler.compile, fake._run
+  def bad_ptx(spec, chip): return CompiledSpec(spec, "garbage", chip) if tile_of(spec) == refused else compile(spec, chip)
+  def wrong_out(fn, grid, block, addrs):
+    run0(fn, grid, block, addrs)
+    if tile_of(spec := fake.specs.get(fn[0])) == wrong: ctypes.memset(addrs[0], 0, spec.args[0][0] * spec.args[0][1].itemsize)   # (the output)
+  monkeypatch.setattr(dev.compiler, "compile", bad_ptx)
+  monkeypatch.setattr(fake, "_run", wrong_out)
   ref = a.astype(np.float32) @ b.astype(np.float32)
   def run():
     fake.launch_specs.clear()
@@ -200,9 +210,10 @@ def test_beam_times_every_tile_and_caches_the_fastest(fake_cuda, tmp_path, monke
   before = dict(search.stats)
   launched = run()
   assert search.stats["searches"] - before["searches"] == 1 and search.stats["compiles"] - before["compiles"] == len(cands)
-  assert set(launched) == set(cands) and launched[-1] == fastest   # each timed, then the chosen one is the kernel run
+  assert set(launched) == set(cands) - {refused} and launched[-1] == fastest   # each run, then the chosen one is the kernel run
   [entry] = [json.loads(p.read_text()) for p in tmp_path.glob("beam-*.json")]
-  assert entry["choices"] == {"uop.gpu_tile": fastest} and entry["chip"] == "sm_86" and entry["timed"] == len(cands)
+  assert entry["choices"] == {"uop.gpu_tile": fastest} and entry["chip"] == "sm_86" and entry["timed"] == len(cands) - 2
+  assert {int(i) for i in entry["tiles_ms"]} == set(cands) - {refused, wrong}
   rz._schedule_cache.clear(); search._memo.clear()   # a new process: only the disk entry is left
   before = dict(search.stats)
   assert run() == [fastest]
