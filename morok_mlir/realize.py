@@ -178,7 +178,7 @@ def choices(a: dict) -> str:
   out = [f"mm {a['uop.contraction'][0]}x{a['uop.contraction'][1]}" if "uop.contraction" in a else "",
          f"winograd {a['uop.winograd'][0]}x{a['uop.winograd'][1]}" if "uop.winograd" in a else "",
          f"threads {a['uop.threads']}" if "uop.threads" in a else "", f"split {a['uop.split_reduce']}" if "uop.split_reduce" in a else "",
-         "nontemporal" if "uop.nontemporal" in a else ""]
+         "nontemporal" if "uop.nontemporal" in a else "", f"gpu tile {a['uop.gpu_tile']}" if "uop.gpu_tile" in a else ""]
   return ", ".join(o for o in out if o)
 
 def _compiler():
@@ -193,7 +193,7 @@ registry.LOADERS.append(_compiler)
 
 def _kernels(graph: Func, dev, beam: int, rec: stages.Stages | None, debug: int) -> tuple[dict[str, Func], Func]:
   """graph's kernel functions by name and its schedule function, every stage recorded in rec (when given), the kernels
-  as dev lowers them included. BEAM searches CPU kernels only."""
+  as dev lowers them included. BEAM searches CPU kernels only (CUDA's: compile_schedule)."""
   from morok_mlir.ir.pipeline import lower_to_kernels
   with _compiler().recording(rec): funcs = {f.name: f for f in lower_to_kernels(graph, debug, beam if dev.name == "CPU" else 0)}
   sched = funcs.pop("schedule")
@@ -201,12 +201,15 @@ def _kernels(graph: Func, dev, beam: int, rec: stages.Stages | None, debug: int)
   return funcs, sched
 
 def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
-  """beam > 0 (CPU): each new kernel's choices are searched by timing (device/search.py); 0: uop-optimize's heuristics."""
+  """beam > 0: each new kernel's choices are searched by timing (device/search.py: the CPU's in uop-optimize, CUDA's block
+  tiles here); 0: uop-optimize's heuristics."""
   t0 = time.perf_counter()
   stages = _compiler()
   from morok_mlir.ir import bridge
   rec = stages.active() or stages.new(DEBUG)   # every stage's module, when asked for (DEBUG=4, VIZ)
   funcs, sched = _kernels(graph, dev := Device[device], beam, rec, DEBUG)
+  # a device's own timed choices (CUDA: a tiled contraction's block tile), made where its kernels are compiled
+  if beam and (search := getattr(dev, "search", None)) is not None: funcs = {k: search(f, beam) for k, f in funcs.items()}
   # each kernel function once (the schedule may call one several times: uop-kernel-split's equal kernels); a device that
   # compiles several at once (the CPU: JIT engines of several, in parallel processes) gets them in groups
   names, progs = list(dict.fromkeys(k.attrs["callee"][1] for k in sched.roots[0].src)), {}

@@ -79,6 +79,12 @@ MAX_WASTE = 1.25      # output padded to the tile by at most this much, or a sma
 MIN_FLOPS = 1 << 18   # smaller contractions keep the plain lowering
 MIN_BLOCKS = 64       # blocks a tile should leave to fill the chip's multiprocessors (A100: 108, H100: 132, at 1-2 blocks each)
 PAD = 16              # bytes each shared row is padded by: the fragments' rows fall in other banks, 16-byte chunks stay aligned
+def min_resident(t: Tile) -> int:
+  """`.minnctapersm 1` for tiles of at most 128 threads: left to itself ptxas aims at more resident blocks and spills (a
+  64 x 64 tile of a.T @ b: 64 registers and 8 bytes spilled on sm_90; 90 registers with it), while 255 registers still
+  leave 2 blocks. 256-thread tiles keep ptxas's choice (0): 2 blocks where 128 registers do, as a block's barriers
+  leave the multiprocessor idle without another."""
+  return 1 if t.threads <= 128 else 0
 
 @dataclass(frozen=True)
 class Operand:
@@ -133,10 +139,16 @@ def smem(t: Tile, p_a: Operand, p_b: Operand) -> int:
   return one(p_a, t.bm) + one(p_b, t.bn)
 
 REGS_BASE = 48   # a thread's registers besides its accumulators: fragments, addresses, loop state (ptxas: 63-127 in all)
+# elements of an operand not copied by cp.async (a convolution's gated image) a thread loads per stage at most: each
+# carries its own index math and bounds, all in flight at once (a 3x3 convolution: 16 take 214-254 registers, 32 spill)
+GATHER_MAX = 16
 def fits(t: Tile, a: Operand, b: Operand, mma: MMA, tgt: Target) -> bool:
   """Whether tile t runs on target tgt: its stages in the block's shared memory, its threads' accumulators (4 per 16 x 8
-  tile) and REGS_BASE in the block's registers, whole instructions of k per stage."""
-  return smem(t, a, b) <= tgt.smem and t.threads * (4 * t.mt() * t.nt() + REGS_BASE) <= tgt.regs and t.bk % mma.k == 0
+  tile) and REGS_BASE in the block's registers, at most GATHER_MAX gathered elements a thread, whole instructions of k
+  per stage."""
+  gathered = max((rows * t.bk // t.threads for o, rows in ((a, t.bm), (b, t.bn)) if not o.copy), default=0)
+  return (smem(t, a, b) <= tgt.smem and t.threads * (4 * t.mt() * t.nt() + REGS_BASE) <= tgt.regs and t.bk % mma.k == 0
+          and gathered <= GATHER_MAX)
 
 def candidates(f: Func, chip: str, tf32: bool = False) -> list[int]:
   """The places in TILES of the tiles kernel f may take on chip: the space a timed search on a GPU explores (`tile=`)."""
@@ -180,7 +192,7 @@ class Tiled(GPU):
     return Launch(name, (blocks, 1, 1), (t.threads, 1, 1), tiles=True)
   def func(self, lw: Placement, name: str, private: bool = False) -> str:
     return Emitter.gpu_func(name, params([mem_type(t.dtype) for t in lw.f.args]), lw.root, self.p.tile.threads, read_only(lw.f),
-                            [f"{n}: {ty}" for n, ty in self.shared.values()])
+                            [f"{n}: {ty}" for n, ty in self.shared.values()], min_blocks=min_resident(self.p.tile))
   def effect(self, lw: Placement, u: UOp) -> bool:
     if u is not self.end: return False
     lw.done.add(u)
