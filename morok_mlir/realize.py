@@ -7,10 +7,9 @@ from __future__ import annotations
 import bisect, collections, ctypes, functools, gc, importlib.util, itertools, json, os, sys, threading, time, types, weakref
 from dataclasses import dataclass, field, replace
 import numpy as np
-from morok_mlir.core.uop import UOp, attrs, sym_val
+from morok_mlir.core.uop import UOp, attrs, box, sym_val
 from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.dialects.ops import MOVEMENT, Op, Ops
-from morok_mlir.core.uop import box
 from morok_mlir.ir.emit import normalize, structure, graph_func
 from morok_mlir.ir import compile_lock, registry
 from morok_mlir.lru import LRU
