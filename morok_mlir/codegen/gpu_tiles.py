@@ -247,7 +247,8 @@ class Tiled(GPU):
     p, t, em, ix = self.p, self.p.tile, lw.em, self.ix
     v, (sh, st, C) = o.chunk(), self.shared[o]
     per, toks = (t.bk if o.kmajor else rows) // v, []
-    # a thread's chunks: its first (outer0, inner0) plus constants (tile sizes and thread counts are powers of two)
+    # a thread's chunks: its first (outer0, inner0) plus constants, as one of per and the thread count divides the other
+    assert t.threads % per == 0 or per % t.threads == 0, (t, per)
     outer0, inner0 = ix(lw, lw.root, "divui", self.tid, per), ix(lw, lw.root, "muli", ix(lw, lw.root, "remui", self.tid, per), v)
     at0 = ix(lw, lw.root, "addi", ix(lw, lw.root, "muli", outer0, C), inner0)
     for i in range(rows * t.bk // v // t.threads):
