@@ -359,7 +359,7 @@ class Tiled(GPU):
     p, t, em, root = self.p, self.p.tile, lw.em, lw.root
     st = self.end.src[0]
     def i32(op: str, x: str, y: int) -> str: return em.arith(root, op, "i32", x, lw.const(y, dtypes.int32))
-    def add(x: str, y: str) -> str: return em.op(root, f"arith.addi {x}, {y} overflow<nuw> : i32")
+    def add(x: str, y: str) -> str: return em.arith(root, "addi", "i32", x, y)
     tid, bid = (em.cast(root, "index_castui", x, "index", "i32") for x in (tid, bid))
     lane, warp, nbn = i32("remui", tid, 32), i32("divui", tid, 32), -(-p.N // t.bn)
     m0, n0 = i32("muli", i32("remui", i32("divui", bid, nbn), -(-p.M // t.bm)), t.bm), i32("muli", i32("remui", bid, nbn), t.bn)
