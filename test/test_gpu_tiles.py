@@ -118,23 +118,27 @@ PTXAS_CASES = {  # name: the tensor whose contraction kernel is assembled at eve
   "batched": lambda: _half(4, 256, 128) @ _half(4, 128, 256),
   "a_t": lambda: _half(256, 512).T @ _half(256, 384),                              # A copied along its rows
   "epilogue": lambda: (_half(512, 256) @ _half(256, 384) + _half(384)).relu(),
+  "ragged": lambda: (_half(500, 264) @ _half(264, 392) + _half(392)).relu(),        # every edge guarded
 }
+TWO_BLOCKS = {"f16", "bf16", "tf32", "batched", "a_t", "epilogue"}   # their 256-thread tiles fit 128 registers
 
 @pytest.mark.parametrize("name", list(PTXAS_CASES))
 def test_ptxas(name):
   """Every candidate tile (the plan's and BEAM's: gpu_tiles.candidates) of matmuls, a convolution, a batched matmul, a
-  transposed operand and an epilogue, lowered for and assembled by ptxas for sm_80 and sm_90: no spills, shared memory
-  within the chip's static limit; ptxas's registers and shared memory per tile recorded (printed with -s). A 256-thread
-  tile is left to ptxas's choice of registers (two blocks a multiprocessor where 128 do), which may spill one word."""
+  transposed operand and epilogues (one with sizes no tile divides), lowered for and assembled by ptxas for sm_80 and
+  sm_90: no spilled byte and no stack, shared memory within the chip's static limit, and a matmul's 256-thread tiles
+  within 128 registers (two blocks a multiprocessor). ptxas's registers and shared memory per tile are printed (-s):
+  f16 512^3 takes 102/98/127/131/94/86/100/90 registers on sm_80 in the order of TILES, the ragged epilogue 152 to 255
+  (1 block; 128 threads: .minnctapersm 1)."""
   f = contraction_kernel(PTXAS_CASES[name]())
   seen = {}
   for chip in ("sm_80", "sm_90"):
     for i in candidates(f, chip, tf32=True):
       text, _ = lower_kernel(f, "k", chip=chip, tf32=True, tile=i)
       info = ptxas(ptx_for(Emitter.gpu_module([text]), chip), chip)["k"]
-      word = 4 if TILES[i].threads == 256 else 0
-      assert info["spill_stores"] <= word and info["spill_loads"] <= word and info["stack"] <= 2 * word, (chip, TILES[i], info)
+      assert info["spill_stores"] == info["spill_loads"] == info["stack"] == 0, (chip, TILES[i], info)
       assert 0 < info["smem"] <= TARGETS[chip].smem and info["registers"] <= 255, (chip, TILES[i], info)
+      assert name not in TWO_BLOCKS or TILES[i].threads < 256 or info["registers"] <= 128, (chip, TILES[i], info)
       seen[(chip, TILES[i])] = (info["registers"], info["smem"])
   assert len(seen) >= 8, seen
   print(f"\n{name}: " + "; ".join(f"{c} {t.bm}x{t.bn}x{t.bk}/{t.wm}x{t.wn}: {r} regs, {s} B smem" for (c, t), (r, s) in seen.items()))

@@ -137,15 +137,17 @@ class Emitter:
     lp = Loop(body if body is not None else Block(), self.fresh("i"), lo, hi, step, [self.fresh("acc") for _ in inits], list(inits))
     if inits: lp.res = self.fresh("")
     return lp
-  def close_for(self, parent: Block, lp: Loop, yields: list[str] = (), ty: str = ""):
-    """The loop's text at the end of parent, its body yielding `yields` (of type ty) to the next iteration."""
+  def close_for(self, parent: Block, lp: Loop, yields: list[str] = (), ty: str = "", ity: str = ""):
+    """The loop's text at the end of parent, its body yielding `yields` (of type ty) to the next iteration; ity: the
+    counter's integer type where it is not index."""
     head = f"scf.for {lp.iv} = {lp.lo} to {lp.hi} step {lp.step}"
     if not lp.inits:
       parent.lines.extend([head + " {", *indent(lp.body.lines), "}"]); return
     res = lp.res
     n = f":{len(lp.inits)}" if len(lp.inits) > 1 else ""
     tys = ", ".join([ty] * len(lp.inits))
-    parent.lines.extend([f"{res}{n} = {head} iter_args({', '.join(f'{a} = {i}' for a, i in zip(lp.accs, lp.inits))}) -> ({tys}) {{",
+    args = ', '.join(f'{a} = {i}' for a, i in zip(lp.accs, lp.inits))
+    parent.lines.extend([f"{res}{n} = {head} iter_args({args}) -> ({tys}){' : ' + ity if ity else ''} {{",
                          *indent(lp.body.lines), f"  scf.yield {', '.join(yields)} : {tys}", "}"])
     lp.results = [res] if len(lp.inits) == 1 else [f"{res}#{k}" for k in range(len(lp.inits))]
   @contextmanager
