@@ -168,3 +168,15 @@ def test_attention_copies_alternating_replays():
     return e / e.sum(-1, keepdims=True) @ v[:, :, :n]
   for n in [100, 20, 100, 20, 100, 3, 100, 3, 20, 100, top, 7, top, 1, 2, 1, 30, 30, top] * 2:
     np.testing.assert_allclose(j(m.bind(n)).numpy(), ref(n), rtol=1e-4, atol=1e-4)
+
+def test_attention_rows_ignore_scores_past_the_length():
+  # the softmax rows run as vector lanes to the length read at run time, the last group's lanes past it masked off:
+  # the scores a longer call left past the length (far larger than any within it: they would take the row's max and
+  # zero every exp) are never read, at lengths in the whole steps, in the last group and both
+  top = 128
+  q, k, v = (rnd(1, 2, top, 16, seed=s) for s in (6, 7, 8))
+  k[:, :, 40:] *= 50
+  tq, tk, tv, m = Tensor(q), Tensor(k), Tensor(v), Variable("len_stale", 1, top)
+  j = TinyJit(lambda n: ((tq[:, :, :n] @ tk[:, :, :n].transpose(-1, -2) / 4).softmax(-1) @ tv[:, :, :n]).realize())
+  for n in (top, 37, top, 20, 100, 64, top, 17, 79, 1, 16, top, 33):
+    np.testing.assert_allclose(j(m.bind(n)).numpy(), attention_ref(q[:, :, :n], k[:, :, :n], v[:, :, :n]), rtol=1e-4, atol=1e-4)

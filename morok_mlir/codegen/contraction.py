@@ -13,7 +13,7 @@ from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.core.kernel_facts import contraction, extent, k_contiguous, k_rows, rsize, single_store
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sl
-from morok_mlir.codegen.lanes import LaneLowerer, lane_coef
+from morok_mlir.codegen.lanes import LaneLowerer, UNROLL_GROUPS, gate_lanes, lane_coef, lane_groups, reduce_groups
 from morok_mlir.codegen.emitter import HI, LO, TID, Block, Emitter, arg, params
 
 def sizes(rs: list[UOp]) -> list[int]: return [rsize(r) for r in rs]   # the layout's: a symbolic size at its largest
@@ -107,6 +107,7 @@ class Contraction:
     I, J, K, T = self.ranges
     x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
     if not row and (lanes := self.pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
+    if row and (lanes := self.pack_row_lanes(x, rs, buf, per_batch, row)) is not None: return lanes
     order = T + ((K + rs) if k_first else (rs + K))
     new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
     loops = list(new.values())
@@ -122,6 +123,25 @@ class Contraction:
     st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
     return Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *loops)),))],
                 {"uop.kernel": None, **self.thr})
+
+  def pack_row_lanes(self, x, rs, buf, per_batch, row):
+    # a row-major A (attention's softmax rows) to a symbolic K, with k as vector lanes: the whole groups of VW, then the
+    # last group, its lanes past K gated off (lane_groups); the row's own reduces over k (max, sum of exps) so too
+    I, J, K, T = self.ranges
+    if len(K) != 1 or im.cval(K[0].src[0]) is not None: return None
+    new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + rs)}
+    lane, ends = lane_range(self.vw), []
+    at = self.packed_at(im.linearize([new[r] for r in rs], sizes(rs)), K[0], self.mr, row)
+    if T: at = im.add(im.mul(im.linearize([new[r] for r in T], sizes(T)), im.const(per_batch)), at)
+    st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, at)), reduce_groups(x.substitute(new), lane)))
+    for g, pos, cut in lane_groups(K[0], lane, 1000 + len(new), "loop", UNROLL_GROUPS):
+      if (part := gate_lanes(st.substitute({K[0]: pos}), lane, cut)) is None or not LaneLowerer.supports(part.src[1], lane): return None
+      ends.append(UOp(Ops.END, dtypes.void, (affine_simplify(part), *g)))
+    body = ends[0] if len(ends) == 1 else UOp(Ops.GROUP, dtypes.void, tuple(ends))
+    f = Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (body, *new.values())),))],
+             {"uop.kernel": None, **self.thr})
+    self.lane_of[id(f)] = lane
+    return f
 
   def pack_block(self, x, rs, w, buf):
     # per block: loops over panel p (from the caller's %lo to %hi), lane l, k; row p*w + l (clamped to the last:
