@@ -180,3 +180,12 @@ def test_attention_rows_ignore_scores_past_the_length():
   j = TinyJit(lambda n: ((tq[:, :, :n] @ tk[:, :, :n].transpose(-1, -2) / 4).softmax(-1) @ tv[:, :, :n]).realize())
   for n in (top, 37, top, 20, 100, 64, top, 17, 79, 1, 16, top, 33):
     np.testing.assert_allclose(j(m.bind(n)).numpy(), attention_ref(q[:, :, :n], k[:, :, :n], v[:, :, :n]), rtol=1e-4, atol=1e-4)
+
+def test_matmul_symbolic_columns_epilogue_and_long_k_jit():
+  # N symbolic: a last panel at most half full runs half-width tiles, the rest of its tile never computed; the epilogue
+  # (bias, relu) reads only the columns within n, also where K takes several slices (C kept between them)
+  A, Bm, bias = rnd(40, 1200), rnd(1200, MAX, seed=1), rnd(MAX, seed=2)
+  v, a, bm, b = Variable("cols_epi", 1, MAX), Tensor(A), Tensor(Bm), Tensor(bias)
+  @TinyJit
+  def f(n): return (a @ bm[:, :n] + b[:n]).relu()
+  check(f, [((v.bind(n),), np.maximum(A @ Bm[:, :n] + bias[:n], 0)) for n in (MAX, *SIZES, 16, MAX, 48, 49)], rtol=2e-4, atol=2e-4)

@@ -445,6 +445,8 @@ class MM:
     # smaller tiles (rem_rows). A transposed tile (tile_rows) takes whole panels
     self.rem = im.cval(M) is None and not mk.tile_rows
     if self.rem: self.mrt, self.full = self.size(M), self.size(im.idiv(im.add(M, im.const(mk.mr - 1 - mk.mr // 2)), mk.mr))
+    # N read at run time: a last panel at most half full runs its tiles half as wide (no FMAs for the columns past N)
+    self.ncols = self.size(N) if im.cval(N) is None and not mk.tile_rows and self.nv % 2 == 0 else None
     self.one = mk.K <= mk.kc   # one k slice
     if mk.tile: self.tile_buf = self.em.alloca(self.b, self.tty)
     # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
@@ -562,7 +564,19 @@ class MM:
     return a_buf, a_ty, rbase
 
   def tile(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
-    """for ib in the block: the MR x NR tile of C at (ib, jb), accumulated over k in [kc, kend)."""
+    """for ib in the block: the MR x NR tile of C at (ib, jb), accumulated over k in [kc, kend); MR x NR/2 where panel
+    jb holds at most NR/2 of the N columns read at run time."""
+    if self.ncols is None: return self.tiles(kc, jb, ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base)
+    left = self.ix("subi", self.ncols, self.ix("muli", jb, self.ci(self.mk.nr)))
+    with self.em.if_(self.b, self.em.cmpi(self.b, "sle", left, self.ci(self.mk.nr // 2), "index"), orelse=True) as (then, other):
+      with self.into(then), self.vectors(self.nv // 2): self.tiles(kc, jb, ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base)
+      with self.into(other): self.tiles(kc, jb, ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base)
+  @contextmanager
+  def vectors(self, nv: int):   # the tiles' vectors per row, nv instead of NR/VW (C's and the tile's layouts stay NR wide)
+    whole, self.nv = self.nv, nv
+    try: yield
+    finally: self.nv = whole
+  def tiles(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
     mk, V = self.mk, self.V
     bbase = self.at(self.ix("muli", jb, self.ci(mk.K * mk.nr)), "b")
     jcol = self.ix("muli", jb, self.ci(mk.nr))
@@ -635,7 +649,8 @@ class MM:
       [self.em.select(self.b, first, self.zero, self.em.vload(self.b, self.pc, o, self.tc, V), V) for o in offs]
     res = self.k_loop(kc, kend, init, bbase, a, a_buf, a_ty, p)
     at = self.ix("muli", q, self.ci(mk.nr))
-    to_tile = lambda: [self.em.vstore(self.b, x, self.tile_buf, self.add(at, i * mk.vw), self.tty, V) for i, x in enumerate(res)]
+    to_tile = lambda: [self.em.vstore(self.b, x, self.tile_buf, self.add(at, (i // self.nv * mk.nr // mk.vw + i % self.nv) * mk.vw), self.tty, V)
+                       for i, x in enumerate(res)]
     if not mk.tile: self.to_c(res, offs)
     elif self.one: to_tile()
     else:
@@ -671,9 +686,9 @@ class MM:
   def to_tile(self, res: list[str], epi_args: tuple[list[str], list[str]]):
     """The tile on mm's stack, row-major, or transposed where the epilogue's lanes run along its rows; then the epilogue."""
     mk, vw, V = self.mk, self.mk.vw, self.V
-    for q in range(mk.mr * self.nv):
+    for q in range(mk.mr * self.nv):   # (row q // nv of the tile, NR wide)
       v = res[q] if not mk.tile_rows else self.transposed(res, q)
-      self.em.vstore(self.b, v, self.tile_buf, self.ci(q * vw), self.tty, V)
+      self.em.vstore(self.b, v, self.tile_buf, self.ci((q // self.nv * mk.nr // vw + q % self.nv) * vw), self.tty, V)
     self.call(f"{mk.name}_epi", *epi_args)
 
   def transposed(self, res: list[str], q: int) -> str:
