@@ -106,7 +106,19 @@ class LaneLowerer(Lowerer):
     val = self.tree(inner, u, [self.vec_of(x, inner) for x in srcs])
     if frames: self.close_loops(frames, vt, self.tree(inner, u, [frames[-1].acc, val]))
     # the lanes combined as a tree where the reduce may reassociate (uop.fastmath), not one add after another
+    if op in PICK and u.dtype.is_float: return self.place(u, fr, self.pick_lanes(fr, op, frames[0].res if frames else val, vt))
     return self.place(u, fr, self.em.reduction(fr, KIND[op], frames[0].res if frames else val, vt, t, self.fm and " fastmath<reassoc>"))
+  def pick_lanes(self, fr: Frame, op: str, v: str, vt: str) -> str:
+    """The float max/min of v's lanes: halves compared and selected (one vmaxps/vminps each), NaN if any lane is NaN (one
+    unordered compare of v with itself). vector.reduction <maximumf> orders signed zeros and tests for NaN at every
+    step, lane by lane (~50 instructions for 16 lanes: a short softmax row's cost)."""
+    em, bt, w = self.em, self.vty(dtypes.bool), self.vw
+    nan = em.reduction(fr, "or", em.cmpf(fr, "uno", v, v, vt), bt, "i1")
+    while w > 1:
+      w //= 2
+      hi = em.shuffle(fr, v, v, [i + w if i < w else i for i in range(self.vw)], vt, vt)
+      v = em.select(fr, em.cmpf(fr, PICK[op], v, hi, vt), v, hi, vt, bt)
+    return em.select(fr, nan, em.const(fr, "0x7FC00000", "f32"), em.vextract(fr, v, 0, "f32", vt), "f32")
 
   TAPS_MAX = 32   # terms of a reduce unrolled into a tree (a 3x3 or 5x5 window)
   def taps(self, u: UOp) -> list[UOp] | None:

@@ -17,11 +17,16 @@
 // CHECK-COUNT-4: vector.load %arg2[{{.*}}] : memref<1048576xf32>, vector<16xf32>
 // CHECK-NOT: vector.maskedload
 // CHECK: arith.cmpf ogt
-// CHECK: vector.reduction <maximumf>, %{{.*}} : vector<16xf32> into f32
+// CHECK: scf.yield %{{.*}} : vector<16xf32>
+// the lanes' max: NaN if any lane is, else halves compared and selected, 16 -> 1
+// CHECK: vector.reduction <or>, %{{.*}} : vector<16xi1> into i1
+// CHECK-COUNT-4: vector.shuffle
+// CHECK: vector.extract %{{.*}}[0] : f32 from vector<16xf32>
 // CHECK: scf.for %{{.*}} = %c0 to %[[TAIL]] step %c1 iter_args(%{{.*}}) -> (vector<16xf32>) {
 // CHECK: vector.maskedload %arg2[{{.*}}]
 // CHECK: arith.select %{{.*}}, %{{.*}}, %[[NEGINF:.*]] : vector<16xi1>, vector<16xf32>
-// CHECK: vector.reduction <maximumf>
+// CHECK: vector.extract %{{.*}}[0] : f32 from vector<16xf32>
+// CHECK-NEXT: arith.select
 // CHECK-NEXT: arith.maximumf
 // CHECK: scf.for %{{.*}} = %c0 to %[[STEPS]] step %c1 {
 // CHECK: scf.for %{{.*}} = %c0 to %c4 step %c1 {
@@ -30,6 +35,7 @@
 // CHECK: scf.for %{{.*}} = %c0 to %[[TAIL]] step %c1 {
 // CHECK: vector.maskedstore %arg4[
 // CHECK-NOT: memref.store
+// CHECK-NOT: vector.reduction <maximumf>
 // CHECK-LABEL: func.func @att_pack_b(
 module {
   func.func private @att(%arg0: memref<131072xf32>, %arg1: memref<1xi64>, %arg2: memref<1048576xf32>, %arg3: memref<131072xf32>) attributes {uop.kernel} {
