@@ -201,12 +201,8 @@ class LaneLowerer(Lowerer):
     val = self.vec_of(v, fr)
     buf, at = self.value(idx.src[0]), self.at0(idx.src[1])
     mt, ft = mem_type(idx.src[0].dtype), self.vty(dtypes.float32)
-    if len(idx.src) == 2: return self.em.vstore(fr, val, buf, at, mt, ft)
-    mask = self.vec_of(idx.src[2], fr)   # gated off: unwritten; where every lane's gate holds, a plain store
-    if (on := self.all_on(idx, 1, fr)) is None: return self.em.maskedstore(fr, buf, at, mask, val, mt, self.vty(dtypes.bool), ft)
-    with self.em.if_(fr, on, orelse=True) as (then, other):
-      self.em.vstore(then, val, buf, at, mt, ft)
-      self.em.maskedstore(other, buf, at, mask, val, mt, self.vty(dtypes.bool), ft)
+    if len(idx.src) > 2: self.em.maskedstore(fr, buf, at, self.vec_of(idx.src[2], fr), val, mt, self.vty(dtypes.bool), ft)   # gated off: unwritten
+    else: self.em.vstore(fr, val, buf, at, mt, ft)
 
   def touch(self, idx: UOp, write: bool, fr: Frame):
     """Prefetch the lanes' first and last element of idx (clamped into its buffer)."""
