@@ -375,12 +375,13 @@ def uses_lane(x: UOp, lane: UOp) -> bool:
     if u is not lane and any(s in dep for s in u.src) and not (u.op is Ops.REDUCE and lane in u.src[1:]): dep.add(u)
   return x in dep
 
-UNROLL_GROUPS = 4   # groups of lanes a step of lane_groups takes where the count is symbolic (reduce_groups, rows packed in lanes)
+UNROLL_GROUPS = 4   # groups of lanes per whole step (reduce_groups, rows packed in lanes): 1 ran latency-bound at long rows
 def reduce_groups(x: UOp, lane: UOp) -> UOp:
   """x with each f32 reduce over one range whose source LaneLowerer runs along it as groups of `lane`'s W lanes
-  (lane_groups): a vector accumulator through the whole groups, the lanes combined once after them, then the last
-  group's, its lanes past n bringing the reduce's identity. LLVM vectorizes a reduce to a count it knows only at run
-  time in narrow vectors with scalar remainders, and a max (NaN-propagating) hardly at all."""
+  (lane_groups): a vector accumulator through the whole steps, its lanes combined once after them, then one through
+  the groups past them, the last one's lanes past n bringing the reduce's identity; the two combined by the reduce's
+  op. LLVM vectorizes a reduce to a count it knows only at run time in narrow vectors with scalar remainders, and a
+  max (NaN-propagating) hardly at all."""
   new: dict[UOp, UOp] = {}
   for u in x.toposort:
     src = tuple(new.get(s, s) for s in u.src)
