@@ -168,3 +168,50 @@ def test_attention_copies_alternating_replays():
     return e / e.sum(-1, keepdims=True) @ v[:, :, :n]
   for n in [100, 20, 100, 20, 100, 3, 100, 3, 20, 100, top, 7, top, 1, 2, 1, 30, 30, top] * 2:
     np.testing.assert_allclose(j(m.bind(n)).numpy(), ref(n), rtol=1e-4, atol=1e-4)
+
+def lanes(monkeypatch, vec):
+  """Kernels compiled for vec f32 lanes (AVX2's 8, AVX-512's 16) whatever this machine's, in a schedule cache of their own."""
+  import morok_mlir.passes.optimize as opt
+  from morok_mlir import realize as R
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+
+@pytest.mark.parametrize("vec", [8, 16])
+def test_attention_rows_ignore_scores_past_the_length(vec, monkeypatch):
+  # the softmax rows run as vector lanes to the length read at run time, the last group's lanes past it masked off:
+  # the scores a longer call left past the length (far larger than any within it: they would take the row's max and
+  # zero every exp) are never read, at lengths in the whole steps, in the last group and both
+  lanes(monkeypatch, vec)
+  top = 128
+  q, k, v = (rnd(1, 2, top, 16, seed=s) for s in (6, 7, 8))
+  k[:, :, 40:] *= 50
+  tq, tk, tv, m = Tensor(q), Tensor(k), Tensor(v), Variable("len_stale", 1, top)
+  j = TinyJit(lambda n: ((tq[:, :, :n] @ tk[:, :, :n].transpose(-1, -2) / 4).softmax(-1) @ tv[:, :, :n]).realize())
+  for n in (top, 37, top, 20, 100, 64, top, 17, 79, 1, 16, top, 33):
+    np.testing.assert_allclose(j(m.bind(n)).numpy(), attention_ref(q[:, :, :n], k[:, :, :n], v[:, :, :n]), rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("vec", [8, 16])
+def test_matmul_symbolic_columns_epilogue_and_long_k_jit(vec, monkeypatch):
+  # N symbolic: a last panel at most half full runs half-width tiles, the rest of its tile never computed; the epilogue
+  # (bias, relu) reads only the columns within n, also where K takes several slices (C kept between them)
+  lanes(monkeypatch, vec)
+  A, Bm, bias = rnd(40, 1200), rnd(1200, MAX, seed=1), rnd(MAX, seed=2)
+  v, a, bm, b = Variable("cols_epi", 1, MAX), Tensor(A), Tensor(Bm), Tensor(bias)
+  @TinyJit
+  def f(n): return (a @ bm[:, :n] + b[:n]).relu()
+  check(f, [((v.bind(n),), np.maximum(A @ Bm[:, :n] + bias[:n], 0)) for n in (MAX, *SIZES, 16, MAX, 48, 49)], rtol=2e-4, atol=2e-4)
+
+@pytest.mark.parametrize("vec", [8, 16])
+def test_attention_rows_nan_within_the_length_only(vec, monkeypatch):
+  # a NaN key at position 50: rows over a length past it are NaN (the max and the sum see it, in a whole step or in
+  # the last group), rows over a length up to 50 never read it
+  lanes(monkeypatch, vec)
+  top = 128
+  q, k, v = (rnd(1, 2, top, 16, seed=s) for s in (9, 10, 11))
+  k[0, 1, 50, 3] = np.nan
+  tq, tk, tv, m = Tensor(q), Tensor(k), Tensor(v), Variable("len_nan", 1, top)
+  j = TinyJit(lambda n: ((tq[:, :, :n] @ tk[:, :, :n].transpose(-1, -2) / 4).softmax(-1) @ tv[:, :, :n]).realize())
+  for n in (top, 50, 51, 64, 65, 100, 1, 49, top):
+    out, want = j(m.bind(n)).numpy(), attention_ref(q[:, :, :n], k[:, :, :n], v[:, :, :n])
+    assert np.isnan(out[0, 1]).all() == (n > 50) and not np.isnan(out[0, 0]).any()
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

@@ -13,7 +13,7 @@ from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.core.kernel_facts import contraction, extent, k_contiguous, k_rows, rsize, single_store
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sl
-from morok_mlir.codegen.lanes import LaneLowerer, lane_coef
+from morok_mlir.codegen.lanes import LaneLowerer, UNROLL_GROUPS, gate_lanes, lane_coef, lane_groups, reduce_groups
 from morok_mlir.codegen.emitter import HI, LO, TID, Block, Emitter, arg, params
 
 def sizes(rs: list[UOp]) -> list[int]: return [rsize(r) for r in rs]   # the layout's: a symbolic size at its largest
@@ -107,6 +107,7 @@ class Contraction:
     I, J, K, T = self.ranges
     x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
     if not row and (lanes := self.pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
+    if row and (lanes := self.pack_row_lanes(x, rs, buf, per_batch, row)) is not None: return lanes
     order = T + ((K + rs) if k_first else (rs + K))
     new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
     loops = list(new.values())
@@ -122,6 +123,27 @@ class Contraction:
     st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
     return Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *loops)),))],
                 {"uop.kernel": None, **self.thr})
+
+  def pack_row_lanes(self, x, rs, buf, per_batch, row):
+    # a row-major A (attention's softmax rows) to a symbolic K, with k as vector lanes: whole steps of VW-lane groups, then
+    # the groups past them, the last one's lanes past K gated off (lane_groups); the row's own reduces over k (max, sum
+    # of exps) so too. Not where K's bound (a copy's for narrower bounds) holds no whole step: short rows run as well in
+    # plain loops, without the masked groups' tests
+    I, J, K, T = self.ranges
+    if len(K) != 1 or im.cval(K[0].src[0]) is not None or rsize(K[0]) < self.vw * UNROLL_GROUPS: return None
+    new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + rs)}
+    lane, ends = lane_range(self.vw), []
+    at = self.packed_at(im.linearize([new[r] for r in rs], sizes(rs)), K[0], self.mr, row)
+    if T: at = im.add(im.mul(im.linearize([new[r] for r in T], sizes(T)), im.const(per_batch)), at)
+    st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, at)), reduce_groups(x.substitute(new), lane)))
+    for g, pos, cut in lane_groups(K[0], lane, 1000 + len(new), "loop", UNROLL_GROUPS):
+      if (part := gate_lanes(st.substitute({K[0]: pos}), lane, cut)) is None or not LaneLowerer.supports(part.src[1], lane): return None
+      ends.append(UOp(Ops.END, dtypes.void, (affine_simplify(part), *g)))
+    body = ends[0] if len(ends) == 1 else UOp(Ops.GROUP, dtypes.void, tuple(ends))
+    f = Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (body, *new.values())),))],
+             {"uop.kernel": None, **self.thr})
+    self.lane_of[id(f)] = lane
+    return f
 
   def pack_block(self, x, rs, w, buf):
     # per block: loops over panel p (from the caller's %lo to %hi), lane l, k; row p*w + l (clamped to the last:
@@ -425,6 +447,8 @@ class MM:
     # smaller tiles (rem_rows). A transposed tile (tile_rows) takes whole panels
     self.rem = im.cval(M) is None and not mk.tile_rows
     if self.rem: self.mrt, self.full = self.size(M), self.size(im.idiv(im.add(M, im.const(mk.mr - 1 - mk.mr // 2)), mk.mr))
+    # N read at run time: a last panel at most half full runs its tiles half as wide (no FMAs for the columns past N)
+    self.ncols = self.size(N) if im.cval(N) is None and not mk.tile_rows and self.nv % 2 == 0 else None
     self.one = mk.K <= mk.kc   # one k slice
     if mk.tile: self.tile_buf = self.em.alloca(self.b, self.tty)
     # the reduce's identity and combine: an FMA for a product's sum; a max or min of a column reduce (A is ones)
@@ -542,7 +566,19 @@ class MM:
     return a_buf, a_ty, rbase
 
   def tile(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
-    """for ib in the block: the MR x NR tile of C at (ib, jb), accumulated over k in [kc, kend)."""
+    """for ib in the block: the MR x NR tile of C at (ib, jb), accumulated over k in [kc, kend); MR x NR/2 where panel
+    jb holds at most NR/2 of the N columns read at run time."""
+    if self.ncols is None: return self.tiles(kc, jb, ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base)
+    left = self.ix("subi", self.ncols, self.ix("muli", jb, self.ci(self.mk.nr)))
+    with self.em.if_(self.b, self.em.cmpi(self.b, "sle", left, self.ci(self.mk.nr // 2), "index"), orelse=True) as (then, other):
+      with self.into(then), self.vectors(self.nv // 2): self.tiles(kc, jb, ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base)
+      with self.into(other): self.tiles(kc, jb, ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base)
+  @contextmanager
+  def vectors(self, nv: int):   # the tiles' vectors per row, nv instead of NR/VW (C's and the tile's layouts stay NR wide)
+    whole, self.nv = self.nv, nv
+    try: yield
+    finally: self.nv = whole
+  def tiles(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
     mk, V = self.mk, self.V
     bbase = self.at(self.ix("muli", jb, self.ci(mk.K * mk.nr)), "b")
     jcol = self.ix("muli", jb, self.ci(mk.nr))
@@ -615,7 +651,8 @@ class MM:
       [self.em.select(self.b, first, self.zero, self.em.vload(self.b, self.pc, o, self.tc, V), V) for o in offs]
     res = self.k_loop(kc, kend, init, bbase, a, a_buf, a_ty, p)
     at = self.ix("muli", q, self.ci(mk.nr))
-    to_tile = lambda: [self.em.vstore(self.b, x, self.tile_buf, self.add(at, i * mk.vw), self.tty, V) for i, x in enumerate(res)]
+    to_tile = lambda: [self.em.vstore(self.b, x, self.tile_buf, self.add(at, (i // self.nv * mk.nr // mk.vw + i % self.nv) * mk.vw), self.tty, V)
+                       for i, x in enumerate(res)]
     if not mk.tile: self.to_c(res, offs)
     elif self.one: to_tile()
     else:
@@ -651,9 +688,9 @@ class MM:
   def to_tile(self, res: list[str], epi_args: tuple[list[str], list[str]]):
     """The tile on mm's stack, row-major, or transposed where the epilogue's lanes run along its rows; then the epilogue."""
     mk, vw, V = self.mk, self.mk.vw, self.V
-    for q in range(mk.mr * self.nv):
+    for q in range(mk.mr * self.nv):   # (row q // nv of the tile, NR wide)
       v = res[q] if not mk.tile_rows else self.transposed(res, q)
-      self.em.vstore(self.b, v, self.tile_buf, self.ci(q * vw), self.tty, V)
+      self.em.vstore(self.b, v, self.tile_buf, self.ci((q // self.nv * mk.nr // vw + q % self.nv) * vw), self.tty, V)
     self.call(f"{mk.name}_epi", *epi_args)
 
   def transposed(self, res: list[str], q: int) -> str:

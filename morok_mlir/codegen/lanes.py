@@ -106,7 +106,19 @@ class LaneLowerer(Lowerer):
     val = self.tree(inner, u, [self.vec_of(x, inner) for x in srcs])
     if frames: self.close_loops(frames, vt, self.tree(inner, u, [frames[-1].acc, val]))
     # the lanes combined as a tree where the reduce may reassociate (uop.fastmath), not one add after another
+    if op in PICK and u.dtype.is_float: return self.place(u, fr, self.pick_lanes(fr, op, frames[0].res if frames else val, vt))
     return self.place(u, fr, self.em.reduction(fr, KIND[op], frames[0].res if frames else val, vt, t, self.fm and " fastmath<reassoc>"))
+  def pick_lanes(self, fr: Frame, op: str, v: str, vt: str) -> str:
+    """The float max/min of v's lanes: halves compared and selected (one vmaxps/vminps each), NaN if any lane is NaN (one
+    unordered compare of v with itself). vector.reduction <maximumf> orders signed zeros and tests for NaN at every
+    step, lane by lane (~50 instructions for 16 lanes: a short softmax row's cost)."""
+    em, bt, w = self.em, self.vty(dtypes.bool), self.vw
+    nan = em.reduction(fr, "or", em.cmpf(fr, "uno", v, v, vt), bt, "i1")
+    while w > 1:
+      w //= 2
+      hi = em.shuffle(fr, v, v, [i + w if i < w else i for i in range(self.vw)], vt, vt)
+      v = em.select(fr, em.cmpf(fr, PICK[op], v, hi, vt), v, hi, vt, bt)
+    return em.select(fr, nan, em.const(fr, "0x7FC00000", "f32"), em.vextract(fr, v, 0, "f32", vt), "f32")
 
   TAPS_MAX = 32   # terms of a reduce unrolled into a tree (a 3x3 or 5x5 window)
   def taps(self, u: UOp) -> list[UOp] | None:
@@ -317,3 +329,71 @@ class LaneReduce:
     self.parts.append((epi.name, LaneLowerer(*ls), ls[0]) if (ls := lane_split(epi, w)) is not None else (epi.name, None, epi))
   def text(self) -> str: return "".join(lower_kernel(f, n, lw) for n, lw, f in self.parts)
   def phases(self): return [(n, parallel_info(f)) for n, _, f in self.parts]
+
+def lane_groups(r: UOp, lane: UOp, axis: int | None = None, kind: str | None = None, unroll: int = 1) -> list[tuple[tuple, UOp, UOp | None]]:
+  """Range r (size n) as groups of the W lanes of `lane`: (ranges, r's position in them, gate) for the whole steps of
+  `unroll` groups (a range over the n // (W * unroll) steps, then one over the step's groups, which LLVM unrolls:
+  independent vectors, a chain each), ungated; and, where those may not cover n, the groups past them one at a time
+  (at most unroll of them), the lanes past n gated off. A symbolic n: the counts read at run time, and the whole steps
+  run without masks or tests."""
+  w, n, ax, kind = im.cval(lane.src[0]), r.src[0], _axis(r) if axis is None else axis, kind or r.attrs.get("kind", "loop")
+  # sizes in affine_simplify's form, so that it leaves them (and the reduces over them) as they are on their users;
+  # the step's groups on an axis of their own, apart from every range a kernel or its phases number
+  rng = lambda size, a=ax: UOp(Ops.RANGE, dtypes.index, (affine_simplify(size),), attrs(axis=a, kind=kind))
+  at = lambda grp: im.add(im.mul(grp, im.const(w)), lane)
+  out, whole = [], im.idiv(n, w * unroll)
+  if im.cval(whole) != 0:
+    g, u = rng(whole), rng(im.const(unroll), UNROLL_AXIS + ax)
+    out.append(((g, u), at(im.add(im.mul(g, im.const(unroll)), u)), None) if unroll > 1 else ((g,), at(g), None))
+  if im.cval(n) is None or im.cval(n) % (w * unroll):
+    t = rng(im.idiv(im.add(im.mod(n, w * unroll), im.const(w - 1)), w))
+    pos = at(im.add(im.mul(whole, im.const(unroll)), t))
+    out.append(((t,), pos, UOp(Ops.CMPLT, dtypes.bool, (pos, n))))
+  return out
+UNROLL_AXIS = 3000
+
+def gate_lanes(x: UOp, lane: UOp, cut: UOp | None) -> UOp | None:
+  """x with every address that steps with the lanes also gated by cut, so that lanes gated off neither load nor store;
+  not those inside a reduce over the lanes (their lanes are that reduce's own). None where one address is both."""
+  if cut is None: return x
+  dep = {lane}
+  for u in x.toposort:
+    if any(s in dep for s in u.src): dep.add(u)
+  out, inner, stack = set(), set(), [(x, False)]
+  while stack:
+    u, under = stack.pop()
+    if u in (inner if under else out) or u not in dep: continue
+    (inner if under else out).add(u)
+    stack.extend((s, under or u.op is Ops.REDUCE and lane in u.src[1:]) for s in u.src)
+  if any(u.op is Ops.INDEX for u in out & inner): return None
+  return x.substitute({u: gated(u, cut) for u in out if u.op is Ops.INDEX})
+
+def uses_lane(x: UOp, lane: UOp) -> bool:
+  """Whether x depends on range `lane` other than through reduces over it (which LaneLowerer computes as scalars)."""
+  dep = {lane}
+  for u in x.toposort:
+    if u is not lane and any(s in dep for s in u.src) and not (u.op is Ops.REDUCE and lane in u.src[1:]): dep.add(u)
+  return x in dep
+
+UNROLL_GROUPS = 4   # groups of lanes per whole step (reduce_groups, rows packed in lanes): 1 ran latency-bound at long rows
+def reduce_groups(x: UOp, lane: UOp) -> UOp:
+  """x with each f32 reduce over one range whose source LaneLowerer runs along it as groups of `lane`'s W lanes
+  (lane_groups): a vector accumulator through the whole steps, its lanes combined once after them, then one through
+  the groups past them, the last one's lanes past n bringing the reduce's identity; the two combined by the reduce's
+  op. LLVM vectorizes a reduce to a count it knows only at run time in narrow vectors with scalar remainders, and a
+  max (NaN-propagating) hardly at all."""
+  new: dict[UOp, UOp] = {}
+  for u in x.toposort:
+    src = tuple(new.get(s, s) for s in u.src)
+    v = u if src == u.src else u.replace(src=src)
+    if v.op is Ops.REDUCE and len(v.src) == 2 and v.dtype is dtypes.float32 and not uses_lane(v.src[0], lane) and \
+       lane_supported(v.src[0], r := v.src[1]):
+      parts, op = [], v.attrs["op"]
+      for g, pos, cut in lane_groups(r, lane, unroll=UNROLL_GROUPS):
+        if (s := gate_lanes(v.src[0].substitute({r: pos}), lane, cut)) is None: break
+        if cut is not None: s = UOp(Ops.WHERE, s.dtype, (cut, s, UOp(Ops.CONST, s.dtype, (), attrs(value=REDUCE_IDENTITY[op](s.dtype)))))
+        # (simplified here, once: affine_simplify leaves it as it is where it runs on the reduce's users)
+        parts.append(UOp(Ops.REDUCE, v.dtype, (affine_simplify(s), *g, lane), v.arg, v.loc))
+      else: v = reduce(lambda a, b: UOp(Ops(op), v.dtype, (a, b)), parts)
+    new[u] = v
+  return new[x]
