@@ -333,6 +333,16 @@ class Rangeifier:
     depth = max((loops.index(r) for r in used if r in loops), default=-1)
     return all(r in used for r in loops[:depth + 1])
 
+def merges(src: tuple, dst: tuple) -> bool:
+  """Whether a reshape from src to dst (static) only merges neighbouring dims: each of dst's dims a run of src's."""
+  if not all(isinstance(d, int) for d in (*src, *dst)): return False
+  i, src = 0, [d for d in src if d != 1]
+  for d in (d for d in dst if d != 1):
+    n = 1
+    while n < d and i < len(src): n, i = n * src[i], i + 1
+    if n != d: return False
+  return i == len(src)
+
 def epilogue(u: UOp, stored) -> set[UOp] | None:
   """The nodes from u down to the one reduce worth a kernel (of u's size) that u is an epilogue of, when u is one:
   elementwise ops and views over that reduce, whose other operands reduce nothing (weights, a bias, a mask read from
@@ -351,16 +361,6 @@ def epilogue(u: UOp, stored) -> set[UOp] | None:
         not (x.src[0].op is Ops.REDUCE_AXIS and merges(x.src[0].shape, x.shape)): return None
     elif x is u or not stored(x): todo += [s for s in x.src if s not in seen and not seen.add(s)]
   return seen if reds and reduced(reds[0], 1) > 1 else None
-
-def merges(src: tuple, dst: tuple) -> bool:
-  """Whether a reshape from src to dst (static) only merges neighbouring dims: each of dst's dims a run of src's."""
-  if not all(isinstance(d, int) for d in (*src, *dst)): return False
-  i, src = 0, [d for d in src if d != 1]
-  for d in (d for d in dst if d != 1):
-    n = 1
-    while n < d and i < len(src): n, i = n * src[i], i + 1
-    if n != d: return False
-  return i == len(src)
 
 def box(w: UOp, tgt: UOp) -> tuple[UOp, tuple] | None:
   """(v, the box's low corner) when w is tgt written through a slice, `where(pad(all true, p), pad(v, p), tgt)` as
