@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup browser demo test pytest lit bench clean
+.PHONY: setup browser demo test pytest lit bench gpu clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,11 @@ bench: setup
 	CMAKE_ARGS=-DGGML_NATIVE=ON $(VENV)/bin/pip install -q -c constraints.txt -e '.[bench]'
 	$(PY) bench/run.py
 	$(PY) bench/llm.py --prompt-tokens 256
+
+# on a machine with an NVIDIA GPU: the GPU tests for real and bench/gpu.py's rows beside torch, in < 8 minutes, installing
+# nothing (bench/gpu_run.sh says what it needs; OUT=dir collects the results)
+gpu:
+	bash bench/gpu_run.sh
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -20,7 +20,8 @@ from morok_mlir.llm import LLM
 
 def morok(args, path: str):
   """(prompt ids, load s, first prefill call s, {prefill, decode}: functions measuring tokens/s once)."""
-  t0 = time.perf_counter(); llm = LLM(path, max_context=1 << (args.prompt_tokens + args.decode_tokens + 8).bit_length(), float32=args.float32)
+  ctx = 1 << (args.prompt_tokens + args.decode_tokens + 8).bit_length()
+  t0 = time.perf_counter(); llm = LLM(path, max_context=ctx, float32=args.float32, context=ctx)
   load = time.perf_counter() - t0
   ids = (llm.tokenizer.encode("The history of the city begins in the early middle ages, when ").ids * 64)[:args.prompt_tokens]
   T, pos, greedy = max(8, 1 << (len(ids) - 1).bit_length()), llm.model.start_pos.bind, (0.0, 0, 1.0)

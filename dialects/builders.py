@@ -4,6 +4,8 @@ may be None); attributes are keywords; `type=` gives the result type where the t
 Everything is checked in Python before MLIR sees it (the wheels abort on misuse); a bad call raises ValueError."""
 from __future__ import annotations
 import keyword, re
+from morok_mlir.ir import load as _load_mlir
+_load_mlir()
 from mlir import ir
 from morok_mlir.dialects.ops import OPS, COMPARE, OpDef, parse_sig
 from morok_mlir.dialects.verify import check_op

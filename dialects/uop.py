@@ -1,6 +1,8 @@
 """IRDL definition of the `uop` dialect, generated from the op table, and the MLIR context that holds it."""
 from __future__ import annotations
 import re, sys, types
+from morok_mlir.ir import load as _load_mlir
+_load_mlir()
 from mlir import ir
 from mlir.dialects import irdl
 from morok_mlir.dialects.ops import OPS, OpDef, parse_sig

@@ -1,7 +1,4 @@
 """morok-mlir: a tinygrad-style ML compiler whose IR is MLIR."""
-from importlib.metadata import version as _version, PackageNotFoundError as _NotInstalled
-try: __version__ = _version("morok-mlir")   # one source: pyproject.toml's version, as installed
-except _NotInstalled: __version__ = "0+unknown"   # run from a source tree that was never installed
 from morok_mlir.core.dtype import dtypes, DType
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.uop import Variable
@@ -12,3 +9,13 @@ from morok_mlir.core import env as _env
 if _env.get("VIZ") != "0":   # VIZ=1: the compiler's stages on a local web page; VIZ=PATH.html: written at exit
   from morok_mlir import viz as _viz
   _viz.start(_env.get("VIZ"))
+
+def __getattr__(name: str):
+  """__version__: pyproject.toml's version, as installed (one source), read when first asked: importlib.metadata imports
+  ~5 MB of modules a process that never asks does not need."""
+  if name != "__version__": raise AttributeError(f"module 'morok_mlir' has no attribute {name!r}")
+  from importlib.metadata import version, PackageNotFoundError
+  try: v = version("morok-mlir")
+  except PackageNotFoundError: v = "0+unknown"   # run from a source tree that was never installed
+  globals()["__version__"] = v
+  return v

@@ -26,7 +26,7 @@ from morok_mlir.ir.emit import var_order, unbind
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.device.buffer import Buffer, Ring
-from morok_mlir.device.cpu import Batch, SharedScratch
+from morok_mlir.device.cpu import CPU, Batch, SharedScratch
 from morok_mlir import realize as R
 from morok_mlir.tensor import Tensor
 
@@ -263,6 +263,13 @@ class TinyJit:
           self.plan.nvars = len(bound) if len(set(bound)) == len(bound) else -1   # a Variable given twice: the general path checks it
       self.last = trace
       if self.plan is None and cnt + 1 >= self.MAX_TRIES: self.replayable = False
+      built = self.plan is not None and plan is None
+    if built and any(e.device == "CPU" for e in self.plan.execs):
+      # the recorded calls' memory went back to the allocator's pool for realizes to come, but the replays run on the
+      # plan's own buffers: it goes back to the system (an LLM's prefill at 256 tokens left ~90 MB there)
+      del rec
+      R._recent.clear()   # (the last graphs realized, kept for their structure keys, hold the recorded calls' buffers)
+      CPU.allocator.trim()
     return ret
 
 def _key(x):
@@ -397,7 +404,15 @@ class _Plan:
     # a schedule's intermediates are touched by its own kernels only, which run before the next schedule's: schedules
     # share them, by device, size and dtype (an LLM's layers, one schedule each, hold one layer's intermediates, not 30)
     shared: dict[tuple, list[Buffer]] = {}
+    # an output that only later schedules read (a layer's result, read by the next layer) holds its buffer from its
+    # schedule to its last reader: outputs whose lives do not overlap share one (an output written in place later, whose
+    # buffer lives on as that output, has its own)
+    last = {s: k for k, e in enumerate(self.execs) for s in e.srcs if s[0] == "out"}
+    inplace = {e.srcs[i] for e in self.execs for i in e.sched.alias.values()}
+    free: dict[tuple, list[Buffer]] = {}
+    ends: dict[int, list[tuple]] = {}   # exec k -> (key, buffer) free once it has run
     for k, e in enumerate(self.execs):
+      for key, b in ends.pop(k - 1, ()): free.setdefault(key, []).append(b)
       sched, slot, consts, used = e.sched, [], {}, {}
       for i, s in enumerate(e.srcs):
         if s[0] == "out": j, dev = self.made[s][0], self.execs[s[1]].device
@@ -419,7 +434,12 @@ class _Plan:
           if n == len(pool): pool.append(Buffer(*key).allocate())
           used[key] = n + 1
           self.template.append(pool[n])
-        else: self.template.append(None if fresh else Buffer(e.device, bt.size, bt.dtype.base).allocate())
+        elif fresh: self.template.append(None)
+        elif ("out", k, j) in inplace: self.template.append(Buffer(e.device, bt.size, bt.dtype.base).allocate())
+        else:
+          b = f.pop() if (f := free.get(key := (e.device, bt.size, bt.dtype.base))) else Buffer(*key).allocate()
+          ends.setdefault(last.get(("out", k, j), k), []).append((key, b))
+          self.template.append(b)
         if fresh: self.fresh.append((len(self.template) - 1, e.device, bt.size, bt.dtype.base, k))
         if j < sched.n_out: self.made[("out", k, j)] = (len(self.template) - 1, e.locs[j], e.shapes[j])
         slot.append(len(self.template) - 1)

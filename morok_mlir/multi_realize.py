@@ -14,7 +14,6 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.multi import Sharded, shard_graph, multi, copy, gather, split_bounds, rank_of, mine, _cut
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.dialects.ops import Ops
-from morok_mlir.passes.allreduce import lower_allreduce
 from morok_mlir import realize as R
 
 def _devices(roots: list[UOp], where: dict[UOp, str]) -> dict[UOp, str | None]:
@@ -114,6 +113,11 @@ def _allgather(src: tuple[UOp, ...], k: int, ax: int, local: str, beam) -> UOp:
                .shrink(tuple((0, w) if i == ax else None for i in range(len(own.shape)))), lo, n - lo - w)
     out, lo = part if out is None else out + part, lo + w
   return out
+
+def lower_allreduce(*args):
+  """passes.allreduce's (the passes load with the first graph over several devices, not with this module)."""
+  from morok_mlir.passes.allreduce import lower_allreduce
+  return lower_allreduce(*args)
 
 def _run(us: list[UOp], device: str, beam) -> list[UOp]:
   """us, computed from this rank's values, realized on device as inputs."""

@@ -4,24 +4,19 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import bisect, collections, ctypes, gc, itertools, sys, threading, time, types, weakref
+import bisect, collections, ctypes, functools, gc, importlib.util, itertools, json, os, sys, threading, time, types, weakref
 from dataclasses import dataclass, field, replace
 import numpy as np
-from morok_mlir.core.uop import UOp, attrs, sym_val
-from morok_mlir.core.dtype import dtypes
-from morok_mlir.dialects.ops import MOVEMENT, Ops
-from morok_mlir.ir.bridge import Func, module_text
+from morok_mlir.core.uop import UOp, attrs, box, sym_val
+from morok_mlir.core.dtype import DType, dtypes
+from morok_mlir.dialects.ops import MOVEMENT, Op, Ops
 from morok_mlir.ir.emit import normalize, structure, graph_func
-from morok_mlir.ir.pipeline import compile_lock, lower_to_kernels
-from morok_mlir.ir import stages
-from morok_mlir import passes as _passes   # noqa: F401 (registers the passes lower_to_kernels runs)
-from morok_mlir.passes.rangeify import box
+from morok_mlir.ir import compile_lock, registry
 from morok_mlir.lru import LRU
 from morok_mlir.core import env
 from morok_mlir.core.progress import progress
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
-from morok_mlir.device import search as _search   # noqa: F401 (registers uop-optimize's beam search)
 
 # ---------------------------------------------------------------- input buffers: where data enters a graph
 _ids = itertools.count()
@@ -132,6 +127,7 @@ class Variants:
   buffers (laid out for the largest values); each keeps its own packed weights."""
   def __init__(self, program, narrow: list[tuple[tuple, object]]):
     self.name, self.slot, self.progs = program.name, narrow[0][0][0], [p for _, p in narrow] + [program]
+    self.at = [list(at) for at, _ in narrow]   # (as uop-optimize gave them: a schedule kept on disk has them back)
     self.bounds = [tuple((8 * k, b) for k, b in zip(at[1::2], at[2::2])) for at, _ in narrow]   # (byte offset, bound)
     # one value (the usual case): the copies' bounds, ascending, searched by bisection
     self.one = [at[0][1] for at in self.bounds] if all(len(at) == 1 for at in self.bounds) else None
@@ -181,22 +177,38 @@ def choices(a: dict) -> str:
   out = [f"mm {a['uop.contraction'][0]}x{a['uop.contraction'][1]}" if "uop.contraction" in a else "",
          f"winograd {a['uop.winograd'][0]}x{a['uop.winograd'][1]}" if "uop.winograd" in a else "",
          f"threads {a['uop.threads']}" if "uop.threads" in a else "", f"split {a['uop.split_reduce']}" if "uop.split_reduce" in a else "",
-         "nontemporal" if "uop.nontemporal" in a else ""]
+         "nontemporal" if "uop.nontemporal" in a else "", f"gpu tile {a['uop.gpu_tile']}" if "uop.gpu_tile" in a else ""]
   return ", ".join(o for o in out if o)
+
+def _compiler():
+  """The compiler (MLIR, the passes, BEAM's search), imported with the first compile: a process that runs only schedules
+  read from disk loads none of it. Returns the stage recorder's module."""
+  from morok_mlir.ir import stages
+  from morok_mlir import passes   # noqa: F401 (registers the passes lower_to_kernels runs)
+  from morok_mlir.device import search   # noqa: F401 (registers uop-optimize's beam search)
+  return stages
+
+registry.LOADERS.append(_compiler)
 
 def _kernels(graph: Func, dev, beam: int, rec: stages.Stages | None, debug: int) -> tuple[dict[str, Func], Func]:
   """graph's kernel functions by name and its schedule function, every stage recorded in rec (when given), the kernels
-  as dev lowers them included. BEAM searches CPU kernels only."""
-  with stages.recording(rec): funcs = {f.name: f for f in lower_to_kernels(graph, debug, beam if dev.name == "CPU" else 0)}
+  as dev lowers them included. BEAM searches CPU kernels only (CUDA's: compile_schedule)."""
+  from morok_mlir.ir.pipeline import lower_to_kernels
+  with _compiler().recording(rec): funcs = {f.name: f for f in lower_to_kernels(graph, debug, beam if dev.name == "CPU" else 0)}
   sched = funcs.pop("schedule")
   if rec is not None: rec.lower(dev, [funcs[k.attrs["callee"][1]] for k in sched.roots[0].src])
   return funcs, sched
 
 def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
-  """beam > 0 (CPU): each new kernel's choices are searched by timing (device/search.py); 0: uop-optimize's heuristics."""
+  """beam > 0: each new kernel's choices are searched by timing (device/search.py: the CPU's in uop-optimize, CUDA's block
+  tiles here); 0: uop-optimize's heuristics."""
   t0 = time.perf_counter()
+  stages = _compiler()
+  from morok_mlir.ir import bridge
   rec = stages.active() or stages.new(DEBUG)   # every stage's module, when asked for (DEBUG=4, VIZ)
   funcs, sched = _kernels(graph, dev := Device[device], beam, rec, DEBUG)
+  # a device's own timed choices (CUDA: a tiled contraction's block tile), made where its kernels are compiled
+  if beam and (search := getattr(dev, "search", None)) is not None: funcs = {k: search(f, beam) for k, f in funcs.items()}
   # each kernel function once (the schedule may call one several times: uop-kernel-split's equal kernels); a device that
   # compiles several at once (the CPU: JIT engines of several, in parallel processes) gets them in groups
   names, progs = list(dict.fromkeys(k.attrs["callee"][1] for k in sched.roots[0].src)), {}
@@ -207,7 +219,7 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   names += [v for n in names for v in narrow.get(n, ())]
   n = getattr(dev, "GROUP", 1)
   for group in progress([names[i:i + n] for i in range(0, len(names), n)], "compile", f"{n} kernels" if n > 1 else "kernel", since=t0):
-    if DEBUG >= 3: print(module_text([funcs[name] for name in group]))
+    if DEBUG >= 3: print(bridge.module_text([funcs[name] for name in group]))
     progs |= zip(group, dev.compile_many([funcs[name] for name in group]) if n > 1 else [dev.compile(funcs[group[0]])])
   for name, vs in narrow.items():
     if name in progs: progs[name] = Variants(progs[name], [(funcs[v].attrs["uop.variant"], progs[v]) for v in reversed(vs)])
@@ -220,8 +232,114 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
 
 def compile_stages(outs: list[UOp], device: str | None = None, beam: int = 0) -> stages.Stages:
   """Every stage of compiling outs for device (Tensor.mlir): recorded, nothing compiled to code or run, no cache filled."""
-  _kernels(graph_func(normalize(outs)[0]), Device[device or Device.DEFAULT], beam, rec := stages.Stages(), 0)
+  _kernels(graph_func(normalize(outs)[0]), Device[device or Device.DEFAULT], beam, rec := _compiler().Stages(), 0)
   return rec
+
+# ---------------------------------------------------------------- schedules on disk
+# A CPU schedule is kept on disk beside its kernels' shared objects (cpu.DiskCache): a new process that realizes a graph
+# of the same structure reads it back and runs it without compiling, without even importing MLIR, the passes or LLVM (a
+# model's warm start). The entry is plain JSON (never pickle: a cache file must not be able to run code), proved by its
+# sum as a kernel's object is, and checked against itself (each kernel's arguments are the buffers its slots name); one
+# that does not fit (damage, another format) is ignored: the graph is compiled and the entry written again.
+PLAN_VERSION = 1
+# the compiler's modules: once one is loaded (a compile, or a caller that may have changed its settings: a test, VIZ),
+# this process compiles what it does not hold rather than run what the compiler of another process made
+COMPILER = ("morok_mlir.ir.bridge", "morok_mlir.passes", "morok_mlir.codegen", "morok_mlir.core.kernel_facts")
+# knobs that change no kernel: every other one is part of an entry's key
+RUN_KNOBS = {"DEBUG", "DEVICE", "VIZ", "VIZ_PORT", "MOROK_CACHE_DIR", "MOROK_DISK_CACHE", "MOROK_CACHE_MAX_MB", "MOROK_MEM_CACHE_ENTRIES",
+             "MOROK_MEM_CACHE_MB", "MOROK_PROGRESS", "MOROK_DIST_BACKEND", "MOROK_DIST_TIMEOUT", "MOROK_DIST_CHECK"}
+
+@functools.cache
+def _compiler_id() -> str:
+  """What besides the graph decides its schedule: the entry format, the compiler's source files (path, size, time), the
+  kernels' disk salt (MLIR release, LLVM pipeline, CPU features), the host's facts and the knobs that change kernels."""
+  from morok_mlir import host
+  files = []
+  for pkg in ("morok_mlir", "morok_mlir.passes", "morok_mlir.dialects"):
+    for root in importlib.util.find_spec(pkg).submodule_search_locations:
+      for d, dirs, names in sorted(os.walk(root)):
+        dirs.sort()
+        files += [f"{os.path.relpath(p, root)} {st.st_size} {st.st_mtime_ns}" for n in sorted(names) if n.endswith(".py")
+                  for p in [os.path.join(d, n)] for st in [os.stat(p)]]
+  knobs = [(k, _knob(k)) for k in sorted(env.KNOBS) if k not in RUN_KNOBS]
+  return "\n".join([f"plan {PLAN_VERSION}", Device["CPU"].disk.salt, repr((host.THREADS, host.VEC_WIDTH, host.CACHES)), repr(knobs), *files])
+
+def _knob(name: str) -> str:
+  try: return repr(env.get(name))
+  except env.EnvError: return "?"   # (a bad value raises where the knob is used)
+
+def _spell(x, lines: list, ids: dict) -> str:
+  """An entry of a structure key as text: a UOp as its number, the lines of its nodes (op, dtype, arg, sources'
+  numbers) added first; a scalar with its type (1, 1.0 and True differ). TypeError on a value it cannot spell."""
+  if (t := type(x)) is tuple: return "(" + ",".join([_spell(y, lines, ids) for y in x]) + ")"
+  if t is UOp:
+    for u in x.toposort:
+      if u not in ids:
+        arg = _spell(u.arg, lines, ids)
+        ids[u] = len(ids); lines.append(f"{u.op!r} {u.dtype!r} {arg} {[ids[s] for s in u.src]}")
+    return f"%{ids[x]}"
+  if t is Op or isinstance(x, DType): return repr(x)
+  if t in (int, float, str, bool) or x is None: return f"{t.__name__}:{x!r}"
+  raise TypeError(f"a {t.__name__} in a graph key")
+
+def plan_key(device: str, key: tuple, beam: int) -> str | None:
+  """The disk entry of the schedule of the graph of structure key on device: None where none is kept (a device other
+  than the CPU, the disk cache off, a key holding a value _spell cannot spell)."""
+  if device != "CPU" or not Device[device].disk.enabled: return None
+  try: text = _spell(key, lines := [], {})
+  except TypeError: return None
+  from morok_mlir.device.cpu import sha256
+  return sha256("\n".join([_compiler_id(), device, str(beam), *lines, text]).encode()).hexdigest()[:40]
+
+def save_plan(device: str, pk: str | None, sched: Schedule) -> None:
+  """sched as disk entry pk, where every program of it has a disk entry of its own (CPUProgram.disk_key)."""
+  if pk is None: return
+  kernels, ids = [], {}
+  def kernel(p) -> int:
+    if getattr(p, "disk_key", None) is None: raise LookupError
+    if id(p) not in ids: ids[id(p)] = len(kernels); kernels.append([p.disk_key, p.spec.plain()])
+    return ids[id(p)]
+  try: items = [[it.name, list(it.slots), [kernel(p) for p in getattr(it.program, "progs", (it.program,))], it.choices,
+                 getattr(it.program, "at", [])] for it in sched.items]
+  except LookupError: return
+  data = {"version": PLAN_VERSION, "n_in": sched.n_in, "n_out": sched.n_out, "alias": sorted(sched.alias.items()),
+          "buffers": [[b.dtype.base.name, b.dtype.size] for b in sched.buffer_types], "kernels": kernels, "items": items}
+  Device[device].disk.write(pk, "plan", json.dumps(data, separators=(",", ":")).encode())
+
+def load_plan(device: str, pk: str | None) -> Schedule | None:
+  """The schedule of disk entry pk, its kernels loaded from their objects; None where there is none, it does not fit
+  (damaged, of another format, a kernel's object gone), this process has loaded the compiler (COMPILER) or DEBUG >= 3
+  asks to see the compile."""
+  if pk is None or DEBUG >= 3 or any(m in sys.modules for m in COMPILER) or (data := Device[device].disk.read(pk, "plan")) is None: return None
+  from morok_mlir.device.cpu import ProgramSpec, DTYPES
+  try:
+    d = json.loads(data)
+    if d["version"] != PLAN_VERSION: return None
+    bts = [UOp(Ops.BUFFER, DTYPES[n].ptr(count(size)), (), attrs(slot=i)) for i, (n, size) in enumerate(d["buffers"])]
+    progs = [Device[device].from_disk(k, ProgramSpec.from_plain(s)) if type(k) is str else None for k, s in d["kernels"]]
+    if None in progs: return None
+    items = []
+    for name, slots, ks, choice, at in d["items"]:
+      ps, slots = [progs[count(k, len(progs))] for k in ks], tuple(count(s, len(bts)) for s in slots)
+      # the programs run on the buffers' pointers unchecked: each argument must be the buffer of its slot's size and dtype
+      if type(name) is not str or type(choice) is not str or len(at) != len(ps) - 1 or \
+         any(p.spec.args != tuple((bts[s].dtype.size, bts[s].dtype.base) for s in slots) for p in ps): return None
+      prog = Variants(ps[-1], [(_bounds(a, slots, bts), p) for a, p in zip(at, ps)]) if at else ps[0]
+      items.append(ScheduleItem(name, prog, slots, choice))
+    n_in, n_out = count(d["n_in"], len(bts) + 1), count(d["n_out"], len(bts) + 1 - d["n_in"])
+    return Schedule(items, bts, n_in, n_out, None, {count(j, n_out): count(i, n_in) for j, i in d["alias"]})
+  except (ValueError, TypeError, KeyError, IndexError, AttributeError): return None
+
+def _bounds(at: list, slots: tuple, bts: list) -> tuple:
+  """A copy's (values argument, k, bound, ...) (Variants), each k a value the argument holds (a call reads them)."""
+  i = count(at[0], len(slots))
+  if len(at) % 2 != 1: raise ValueError("bounds come in pairs")
+  return (i, *(count(x, bts[slots[i]].dtype.size if j % 2 == 0 else None) for j, x in enumerate(at[1:])))
+
+def count(v, below: int | None = None) -> int:
+  """v, an int >= 0 (and < below): else ValueError (a damaged entry)."""
+  if type(v) is not int or v < 0 or below is not None and v >= below: raise ValueError(f"{v!r} out of range")
+  return v
 
 def schedule_nbytes(s: Schedule) -> int:
   """What a cached schedule keeps alive: its programs (compiled code; shared ones counted in each schedule) and ~4 KB
@@ -420,11 +538,14 @@ def realize(outs: list[UOp], device: str | None = None, cut: bool = True, beam: 
       return results
     with compile_lock:
       if (sched := _schedule_cache.get(ck)) is None:   # another thread may have compiled it while this one waited
-        t0 = time.perf_counter()
-        sched = compile_schedule(graph_func(normalize(touts)[0]), device, beam)
+        t0, pk = time.perf_counter(), plan_key(device, key, beam)
+        if (sched := load_plan(device, pk)) is None:
+          sched, how = compile_schedule(graph_func(normalize(touts)[0]), device, beam), "compiled {} kernels"
+          save_plan(device, pk, sched)
+        else: how = "loaded {} kernels' schedule from disk"
         _schedule_cache[ck] = sched
         GlobalCounters.compiled += len(sched.items)
-        if DEBUG >= 1: print(f"compiled {len(sched.items)} kernels in {(time.perf_counter() - t0) * 1e3:.1f} ms")
+        if DEBUG >= 1: print(how.format(len(sched.items)) + f" in {(time.perf_counter() - t0) * 1e3:.1f} ms")
   if vals: inputs = inputs + [None]   # symbolic sizes' values: one more input
   bufs = run_schedule(sched, device, inputs, vals, touts)
   if (rec := capture.rec) is not None: rec.schedule(sched, device, inputs, bufs, touts, normalize(touts)[0] if vals else (), vals)

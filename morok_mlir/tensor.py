@@ -135,7 +135,11 @@ def _scalar_dtype(x, what: str = "") -> DType:
                                     f"{', '.join(d.name for d in dtypes.all)})")
 
 
-_rng = np.random.default_rng(0)   # the host generator: randperm, multinomial
+_rng = None   # the host generator (randperm, multinomial), seeded 0 when first used: numpy.random loads then, not at import
+def _host_rng():
+  global _rng
+  if _rng is None: _rng = np.random.default_rng(0)
+  return _rng
 class _RNG:   # the device generator's state: the seed (threefry key) and the number of values drawn (the next counter)
   seed, drawn, lock = 0, 0, threading.Lock()
 
@@ -673,7 +677,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
   def randperm(n: int, dtype=dtypes.int32, **kw) -> Tensor:
     """A random permutation of 0..n-1 (from the seeded generator of manual_seed)."""
     n, = _shape((n,), "randperm size")
-    return Tensor(_rng.permutation(n), _dtype(dtype), **kw)
+    return Tensor(_host_rng().permutation(n), _dtype(dtype), **kw)
   # tinygrad's weight initialisations: the fan-in is the product of the dims after the first
   @staticmethod
   def scaled_uniform(*shape, **kw) -> Tensor:
@@ -708,7 +712,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
     w = self.cast(dtypes.float64).numpy().reshape(-1, self.shape[-1])
     if (w < 0).any() or not np.isfinite(w).all() or (w.sum(1) <= 0).any(): _err(ValueError, "multinomial: weights must be finite, >= 0, and not all 0")
     if not replacement and num_samples > (w > 0).sum(1).min(): _err(ValueError, f"multinomial: cannot draw {num_samples} samples without replacement")
-    out = np.stack([_rng.choice(w.shape[1], num_samples, replace=replacement, p=r / r.sum()) for r in w]).astype(np.int32)
+    out = np.stack([_host_rng().choice(w.shape[1], num_samples, replace=replacement, p=r / r.sum()) for r in w]).astype(np.int32)
     return Tensor(out.reshape(self.shape[:-1] + (num_samples,)), device=self.device)
 
   # ---- devices

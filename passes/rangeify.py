@@ -19,7 +19,7 @@ reach past a buffer. Loops run to those values; a buffer whose size depends on a
 allocated for the variable's max (its memref has the max size), and realize() returns the outputs' leading elements."""
 from __future__ import annotations
 from math import prod
-from morok_mlir.core.uop import UOp, attrs, sym_attr
+from morok_mlir.core.uop import UOp, attrs, sym_attr, box
 from morok_mlir.ir.bridge import Func, arg_buffer
 from morok_mlir.ir.emit import var_order
 from morok_mlir.core.dtype import dtypes
@@ -361,16 +361,6 @@ def epilogue(u: UOp, stored) -> set[UOp] | None:
         not (x.src[0].op is Ops.REDUCE_AXIS and merges(x.src[0].shape, x.shape)): return None
     elif x is u or not stored(x): todo += [s for s in x.src if s not in seen and not seen.add(s)]
   return seen if reds and reduced(reds[0], 1) > 1 else None
-
-def box(w: UOp, tgt: UOp) -> tuple[UOp, tuple] | None:
-  """(v, the box's low corner) when w is tgt written through a slice, `where(pad(all true, p), pad(v, p), tgt)` as
-  Tensor.__setitem__ builds it: w differs from tgt only inside the box v fills."""
-  if w.op is not Ops.WHERE or w.src[2] is not tgt: return None
-  c, p, _ = w.src
-  if p.op is not Ops.PAD or c.op is not Ops.PAD or sym_attr(c, "padding") != sym_attr(p, "padding"): return None
-  m = c.src[0]
-  while m.op in (Ops.RESHAPE, Ops.EXPAND): m = m.src[0]
-  return (p.src[0], sym_attr(p, "padding")[::2]) if m.op is Ops.CONST and m.attrs["value"] is True else None
 
 CAT_PARTS = 3   # a cat of this many parts or more is stored part by part where a reduce reads it
 def _cat(u: UOp, stored=lambda x: False) -> list[tuple[UOp, tuple]] | None:

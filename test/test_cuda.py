@@ -19,7 +19,9 @@ class FakeDriver:
   copies by direction; a kernel whose "PTX" is `// fake <n>` (see FakeCompiler) runs through the CPU emulator, at once.
   Work on a stream in `busy` has not finished: an event recorded there stays pending until that stream or the event is
   synchronized. CUDA graphs: a graph is a list of kernel nodes (their parameter values copied when added or set, as the
-  driver does), instantiating copies it, launching one runs its nodes in order. A call named in `fail` returns an error."""
+  driver does), instantiating copies it, launching one runs its nodes in order. A call named in `fail` returns an error.
+Time is a clock that each kernel run advances by `kernel_ms(spec)` (a test sets it): an event records it, and
+cuEventElapsedTime is the difference."""
   class CUdevice_attribute: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 0, 1
   class CUDA_KERNEL_NODE_PARAMS: pass
   def __init__(self, capacity=1 << 30):
@@ -27,6 +29,7 @@ class FakeDriver:
     self.copies = {"HtoD": 0, "DtoH": 0, "DtoD": 0}
     self.pinned, self.pinned_copies, self.streams, self.busy, self.fail = {}, 0, itertools.count(), set(), set()
     self.direct, self.graph_launches, self.node_sets = 0, 0, 0   # cuLaunchKernel calls, cuGraphLaunch calls, node updates
+    self.clock, self.kernel_ms = 0.0, lambda spec: 0.01
   def _ok(self, *v): return (0, *v)
   def __getattribute__(self, name):
     if name.startswith("cu") and name in object.__getattribute__(self, "fail"): return lambda *a: (1, None)
@@ -40,7 +43,9 @@ class FakeDriver:
   def cuStreamCreate(self, flags): return self._ok(f"stream{next(self.streams)}")
   def cuStreamSynchronize(self, s): self.busy.discard(s); return self._ok()
   def cuEventCreate(self, flags): return self._ok({"stream": None})
-  def cuEventRecord(self, ev, s): ev["stream"] = s if s in self.busy else None; return self._ok()
+  def cuEventRecord(self, ev, s): ev["stream"], ev["t"] = (s if s in self.busy else None), self.clock; return self._ok()
+  def cuEventElapsedTime(self, start, end): return self._ok(end["t"] - start["t"])
+  def cuEventDestroy(self, ev): return self._ok()
   def cuEventQuery(self, ev): return (600,) if ev["stream"] in self.busy else self._ok()
   def cuEventSynchronize(self, ev): self.busy.discard(ev["stream"]); return self._ok()
   def cuGetErrorName(self, e):
@@ -70,6 +75,7 @@ class FakeDriver:
     return [ctypes.c_void_p.from_address(ptrs[i]).value for i in range(len(spec.args) if spec else len(self.launch_args))]
   def _run(self, fn, grid, block, addrs):
     self.launches.append((fn[1], grid, block, addrs)); self.launch_specs.append(self.specs.get(fn[0]))
+    self.clock += self.kernel_ms(self.specs.get(fn[0]))
     if (spec := self.specs.get(fn[0])) is not None:
       from morok_mlir.device.gpu_emulator import kernel_program
       if (p := self.programs.get(fn[0])) is None: p = self.programs[fn[0]] = kernel_program(spec)
@@ -371,3 +377,15 @@ def test_row_kernels_on_fake_cuda(fake_cuda):
   e = np.exp(x - x.max(-1, keepdims=True))
   np.testing.assert_allclose(sm.numpy(), e / e.sum(-1, keepdims=True), rtol=2e-5, atol=1e-7)
   np.testing.assert_allclose(ln.numpy(), (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5), rtol=1e-4, atol=2e-5)
+
+def test_profile_times_each_kernel_on_the_gpu(fake_cuda):
+  """CUDA.profile(): each kernel launched in the block gets its GPU time from a pair of events around it (the fake
+  driver's clock: each kernel 0.25 ms), the host's time between launches left out."""
+  dev, fake = fake_cuda
+  fake.kernel_ms = lambda spec: 0.25
+  x = Tensor(np.arange(64, dtype=np.float32)).to("CUDA").realize()
+  n0 = len(fake.launches)
+  with dev.profile() as p:
+    y = ((x * 2).realize() + 1).sum().realize()
+  assert len(p) == len(fake.launches) - n0 >= 2 and all(ms == 0.25 for _, ms in p) and all(isinstance(k, str) for k, _ in p)
+  assert dev.prof is None and float(y.numpy()) == float((np.arange(64) * 2 + 1).sum())

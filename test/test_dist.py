@@ -189,6 +189,39 @@ def test_results_are_their_own_read_only_memory():
         arr = got.uop.buffer.as_numpy()
         assert not arr.flags.writeable and not np.shares_memory(arr, x.uop.buffer.as_numpy())
 
+def test_allreduce_results_are_their_own_while_anything_holds_them():
+  """A result is a tensor of its own: in-place ops on the input leave it as it was, and no later allreduce rewrites it
+  while anything holds it, its node (a lazy tensor built on it, what a program derived from it) or its memory (an array,
+  a view of one, a weak reference, a copy on another device), though the memory of results nothing holds is used again."""
+  import gc, weakref
+  from morok_mlir import Tensor, dist
+  c = dist.init(timeout=30)
+  x = Tensor(np.arange(4, dtype=np.float32)).realize()
+  y = c.allreduce(x)
+  x += 1; c.all_reduce(x); x[0] = 9
+  assert y.numpy().tolist() == [0, 1, 2, 3] and x.numpy().tolist() == [9, 2, 3, 4]
+  make = lambda k: c.allreduce(Tensor(np.full(4, k, np.float32)).realize())
+  held = {"tensor": make(1), "lazy": make(2) * 2, "array": make(3).uop.buffer.as_numpy(), "view": make(4).uop.buffer.as_numpy()[1:],
+          "weak": weakref.ref(make(5)), "detached": make(6).detach(), "grad": make(7).requires_grad_(), "buffer": make(8).uop.buffer}
+  held["node"] = (r := make(9)).uop   # (r holds another node after the assign; one holds its first)
+  r.assign(Tensor(np.zeros(4, np.float32))).realize()
+  del r
+  for k in range(10, 20): make(k)
+  got = {k: v() if k == "weak" else v for k, v in held.items()}
+  got = {k: v if v is None or isinstance(v, np.ndarray) else v.as_numpy() if k == "buffer" else v.buffer.as_numpy() if k == "node" else v.numpy()
+         for k, v in got.items()}
+  assert {k: None if v is None else v.tolist() for k, v in got.items()} == {"tensor": [1] * 4, "lazy": [4] * 4, "array": [3] * 4,
+    "view": [4] * 3, "weak": None if got["weak"] is None else [5] * 4, "detached": [6] * 4, "grad": [7] * 4, "buffer": [8] * 4, "node": [9] * 4}
+  assert y.numpy().tolist() == [0, 1, 2, 3]
+  assert len({make(k).uop.buffer.ptr for k in range(6)}) <= 2   # (results dropped at once: the same two memories)
+  # what is derived from a result and kept while it lives: its copy on another device, a matmul's packed copy of it
+  ones = Tensor(np.ones((128, 128), np.float32)).realize()
+  for k in range(1, 5):
+    gc.collect()   # (realize keeps its last outputs, and so their inputs, until the next collection)
+    assert make(k).to("CPU:1").numpy().tolist() == [k] * 4
+    w = c.allreduce(Tensor(np.full((128, 128), k, np.float32)).realize())
+    assert ((ones @ w).numpy() == 128 * k).all()
+
 # ---- NCCL: what runs without a GPU
 def _free_port() -> int:
   with socket.socket() as s: s.bind(("127.0.0.1", 0)); return s.getsockname()[1]

@@ -253,8 +253,9 @@ ROWS = {  # name: (input shape, tensor op, numpy op, ROW kernel); rows of every 
 def test_row_kernels(name):
   """Softmax and layernorm are ONE kernel with a block per row: the row's reduces (max and sum; mean and variance)
   computed once each across the block (warp shuffles, then shared memory and a barrier across warps), then the block's
-  threads write the row (4 neighbours a step where 4 divides it: 16-byte stores). Emulated against numpy at every
-  shape; assembled for sm_80 and sm_90 without spills, ptxas's registers and shared memory recorded."""
+  threads write the row (4 neighbours a step where 4 divides it: 16-byte stores, and 16-byte loads in every pass over
+  the row, softmax's sum of exp(x - max) included). Emulated against numpy at every shape; assembled for sm_80 and
+  sm_90 without spills, ptxas's registers and shared memory recorded."""
   from morok_mlir.device.gpu_emulator import emulate
   shape, op, ref, row = ROWS[name]
   x = np.random.default_rng(3).standard_normal(shape).astype(np.float32) * 3
@@ -270,6 +271,8 @@ def test_row_kernels(name):
     info = ptxas(ptx, chip)[k.name]
     assert ptx.count("bar.sync") >= 2 and "shfl.sync.bfly" in ptx and re.search(r"ld\.global\.nc", ptx), chip
     assert bool(re.search(r"st\.global\.v[24]\.", ptx)) == (shape[-1] % 4 == 0), chip   # 4 outputs a step: vector stores
+    if shape[-1] % 4 == 0 and shape[-1] >= 64:   # every load of the row a vector
+      assert not re.search(r"ld\.global(\.nc)?\.[bfu]\d+\s", ptx), (chip, re.findall(r"ld\.global\S*", ptx))
     assert info["registers"] <= 48 and 0 < info["smem"] <= 512, (chip, info)
 
 def test_emulator_runs_every_thread_of_a_block(monkeypatch):
@@ -307,3 +310,28 @@ def test_block_reductions_run_by_the_simt_emulator(name):
   for i in barriers:
     with pytest.raises(simt.RaceError):
       simt.run("\n".join(lines[:i] + lines[i + 1:]), [out, x.reshape(-1)], launch.global_size[0], launch.local_size[0])
+
+HALVES = {  # name: (builder, a GROUP or ROW kernel); 16-bit buffers: 8 neighbours a thread step, 16 bytes
+  "f16_elementwise": (lambda: (R(64, 1024, dt=np.float16) * 2 + R(1024, dt=np.float16)).relu(), False),
+  "bf16_elementwise": (lambda: (R(48, 512).cast("bfloat16") * 3).exp(), False),
+  "f16_rowsum": (lambda: R(64, 1024, dt=np.float16).sum(axis=1), True),
+  "f16_layernorm": (lambda: R(64, 1024, dt=np.float16).layernorm(), True),
+}
+
+@pytest.mark.parametrize("name", list(HALVES))
+def test_16_bit_elements_move_16_bytes(name):
+  """Kernels over f16/bf16 buffers take 8 neighbours a thread step (elementwise) or a reduce step (GROUP, ROW): 16-byte
+  loads and stores (ld.global.nc.v4.b32 of 8 halves) on sm_80 and sm_90, not the 8 bytes of 4 halves; emulated against
+  the CPU backend."""
+  from morok_mlir.device.gpu_emulator import emulate
+  build, group = HALVES[name]
+  t = build()
+  ks = kernels(t)
+  for chip in ("sm_80", "sm_90"):
+    ptx = ptx_for(lower_module(ks), chip)
+    loads = re.findall(r"ld\.global(?:\.nc)?(?:\.v\d)?\.\w+", ptx)
+    assert "ld.global.nc.v4.b32" in loads and not any(x.endswith((".v4.b16", ".v2.b16")) for x in loads), (chip, loads)
+    if not group: assert "st.global.v4.b32" in ptx, chip
+  assert any(lower_kernel(k)[1].group for k in ks) == group
+  got, want = emulate([t.lazydata])[0], t.numpy()
+  np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=2e-2, atol=2e-2)

@@ -3,17 +3,18 @@ matmuls, batched matmuls and convolutions on sm_80+ are run by the SIMT emulator
 barriers, cp.async groups and mma.sync fragments with their hardware semantics) against numpy, through the CUDA runtime
 on the fake driver, and assembled by ptxas for sm_80 and sm_90. A kernel with one of its barriers or waits taken out
 must fail: the emulator sees the race."""
+import ctypes, json
 import numpy as np
 import pytest
 from morok_mlir import Tensor
 from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir.codegen.lower_gpu import lower_kernel
-from morok_mlir.codegen.gpu_tiles import TILES, TARGETS, plan
+from morok_mlir.codegen.gpu_tiles import TILES, TARGETS, candidates, plan
 from morok_mlir.codegen.emitter import Emitter
 from morok_mlir.device import simt
 from morok_mlir.device.ptx import ptx_for, ptxas
-from test_cuda import fake_cuda  # noqa: F401 (the fixture)
+from test_cuda import fake_cuda, gpu  # noqa: F401 (the fixture)
 
 rng = np.random.default_rng(0)
 def H(*s, dt=np.float16): return rng.standard_normal(s).astype(dt)
@@ -44,9 +45,11 @@ def matmul_case(M, N, K):
 
 # sizes that are not multiples of any tile (rows, columns and k), and one that is
 @pytest.mark.parametrize("M,N,K", [(130, 72, 200), (64, 128, 96)])
-@pytest.mark.parametrize("tile", [-1, 0, 4])
+@pytest.mark.parametrize("tile", [-1, *range(len(TILES))])
 def test_f16_matmul_emulated(M, N, K, tile):
+  """The heuristic's tile and every candidate a BEAM search on a GPU may pick."""
   f, bufs, ref = matmul_case(M, N, K)
+  assert tile == -1 or tile in candidates(f, "sm_80")
   run_kernel(f, bufs, tile=tile)
   np.testing.assert_allclose(bufs[0].reshape(M, N).astype(np.float32), ref, atol=tol(ref, K, np.float16), rtol=0)
 
@@ -106,27 +109,39 @@ def test_through_the_cuda_runtime(fake_cuda, case):
   assert any(s is not None and s.tiled for s in fake.launch_specs), "no tiled kernel ran"
   np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol(ref, 144, np.float16) + (2e-2 if case != "bf16" else 0.1), rtol=0)
 
-@pytest.mark.parametrize("dt", [np.float16, "bfloat16", "tf32"])
-def test_ptxas(dt):
-  """Every tile of TILES the plan accepts, assembled for sm_80 and sm_90: no spills, shared memory within the chip's
-  static limit; ptxas's registers and shared memory per tile recorded (printed with -s)."""
-  M = N = K = 512
-  a, b = H(M, K, dt=np.float32), H(K, N, dt=np.float32)
-  ta, tb = Tensor(a), Tensor(b)
-  if dt is np.float16: ta, tb = ta.half().realize(), tb.half().realize()
-  if dt == "bfloat16": ta, tb = ta.cast("bfloat16").realize(), tb.cast("bfloat16").realize()
-  f = contraction_kernel(ta @ tb)
+def _half(*s): return Tensor(H(*s, dt=np.float32)).half().realize()
+PTXAS_CASES = {  # name: the tensor whose contraction kernel is assembled at every candidate tile
+  "f16": lambda: _half(512, 512) @ _half(512, 512),
+  "bf16": lambda: Tensor(H(512, 512, dt=np.float32)).cast("bfloat16").realize() @ Tensor(H(512, 512, dt=np.float32)).cast("bfloat16").realize(),
+  "tf32": lambda: Tensor(H(512, 512, dt=np.float32)) @ Tensor(H(512, 512, dt=np.float32)),
+  "conv": lambda: _half(8, 64, 28, 28).conv2d(_half(64, 64, 3, 3), padding=1),   # the image gathered by each thread
+  "batched": lambda: _half(4, 256, 128) @ _half(4, 128, 256),
+  "a_t": lambda: _half(256, 512).T @ _half(256, 384),                              # A copied along its rows
+  "epilogue": lambda: (_half(512, 256) @ _half(256, 384) + _half(384)).relu(),
+  "ragged": lambda: (_half(500, 264) @ _half(264, 392) + _half(392)).relu(),        # every edge guarded
+}
+TWO_BLOCKS = {"f16", "bf16", "tf32", "batched", "a_t", "epilogue"}   # their 256-thread tiles fit 128 registers
+
+@pytest.mark.parametrize("name", list(PTXAS_CASES))
+def test_ptxas(name):
+  """Every candidate tile (the plan's and BEAM's: gpu_tiles.candidates) of matmuls, a convolution, a batched matmul, a
+  transposed operand and epilogues (one with sizes no tile divides), lowered for and assembled by ptxas for sm_80 and
+  sm_90: no spilled byte and no stack, shared memory within the chip's static limit, and a matmul's 256-thread tiles
+  within 128 registers (two blocks a multiprocessor). ptxas's registers and shared memory per tile are printed (-s):
+  f16 512^3 takes 102/98/127/131/94/86/100/90 registers on sm_80 in the order of TILES, the ragged epilogue 152 to 255
+  (1 block; 128 threads: .minnctapersm 1)."""
+  f = contraction_kernel(PTXAS_CASES[name]())
   seen = {}
-  for i in range(len(TILES)):
-    if (p := plan(f, "sm_80", tf32=True, tile=i)) is None or p.tile != TILES[i]: continue
-    text, _ = lower_kernel(f, "k", chip="sm_80", tf32=True, tile=i)
-    for chip in ("sm_80", "sm_90"):
+  for chip in ("sm_80", "sm_90"):
+    for i in candidates(f, chip, tf32=True):
+      text, _ = lower_kernel(f, "k", chip=chip, tf32=True, tile=i)
       info = ptxas(ptx_for(Emitter.gpu_module([text]), chip), chip)["k"]
-      assert info["spill_stores"] == info["spill_loads"] == 0 and info["stack"] == 0, (chip, TILES[i], info)
+      assert info["spill_stores"] == info["spill_loads"] == info["stack"] == 0, (chip, TILES[i], info)
       assert 0 < info["smem"] <= TARGETS[chip].smem and info["registers"] <= 255, (chip, TILES[i], info)
+      assert name not in TWO_BLOCKS or TILES[i].threads < 256 or info["registers"] <= 128, (chip, TILES[i], info)
       seen[(chip, TILES[i])] = (info["registers"], info["smem"])
-  assert len(seen) >= 4, seen
-  print(f"\n{dt}: " + "; ".join(f"{c} {t.bm}x{t.bn}x{t.bk}/{t.wm}x{t.wn}: {r} regs, {s} B smem" for (c, t), (r, s) in seen.items()))
+  assert len(seen) >= 8, seen
+  print(f"\n{name}: " + "; ".join(f"{c} {t.bm}x{t.bn}x{t.bk}/{t.wm}x{t.wn}: {r} regs, {s} B smem" for (c, t), (r, s) in seen.items()))
 
 def test_allow_tf32(fake_cuda):
   """f32 matmuls on CUDA run on tensor cores only once allow_tf32 is set (off by default, as PyTorch's), then to tf32's
@@ -161,3 +176,81 @@ def test_fragment_layouts_as_the_ptx_isa_tables():
     assert all((r == lane // 4 + dr).all() and (k == pack * (lane % 4) + dk).all() for (r, k), (dr, dk) in zip(ea, FRAG_A[kk]))
     assert all((k == pack * (lane % 4) + dk).all() and (n == lane // 4).all() for (k, n), dk in zip(eb, FRAG_B[kk]))
     assert all((r == lane // 4 + dr).all() and (n == 2 * (lane % 4) + dc).all() for (r, n), (dr, dc) in zip(ec, FRAG_C))
+
+def test_beam_times_every_tile_and_caches_the_fastest(fake_cuda, tmp_path, monkeypatch):
+  """BEAM on CUDA: each candidate tile of a tiled matmul is compiled, run, checked against the heuristic tile's results
+  and timed by CUDA events (the fake driver's clock, each tile's time set here); the fastest is the one launched, cached
+  in memory and on disk under a key with the chip, so that a new process's view compiles and times nothing. A faster
+  tile the driver refuses to load, or one whose results are wrong, is dropped."""
+  from morok_mlir.device.cuda import CompiledSpec
+  from morok_mlir import realize as rz
+  from morok_mlir.device import search
+  dev, fake = fake_cuda
+  monkeypatch.setattr(search, "_path", lambda k: str(tmp_path / f"beam-{k}.json"))
+  monkeypatch.setattr(search, "_memo", {})
+  monkeypatch.setattr(search, "GPU_RUNS", 2)
+  monkeypatch.delenv("BEAM", raising=False)
+  M, N, K = 96, 80, 64
+  a, b = H(M, K), H(K, N)
+  f = contraction_kernel(Tensor(a) @ Tensor(b))
+  cands, heur = candidates(f, "sm_86"), TILES.index(plan(f, "sm_86").tile)
+  refused, wrong, fastest = [i for i in cands if i != heur][:3]
+  ms = {i: {refused: 0.1, wrong: 0.2, fastest: 0.25}.get(i, 1.0 + i) for i in cands}
+  tile_of = lambda spec: spec.func.attrs.get("uop.gpu_tile") if spec is not None else None
+  fake.kernel_ms = lambda spec: ms.get(tile_of(spec), 0.01)
+  compile, run0 = dev.compiler.compile, fake._run
+  def bad_ptx(spec, chip): return CompiledSpec(spec, "garbage", chip) if tile_of(spec) == refused else compile(spec, chip)
+  def wrong_out(fn, grid, block, addrs):
+    run0(fn, grid, block, addrs)
+    if tile_of(spec := fake.specs.get(fn[0])) == wrong: ctypes.memset(addrs[0], 0, spec.args[0][0] * spec.args[0][1].itemsize)   # (the output)
+  monkeypatch.setattr(dev.compiler, "compile", bad_ptx)
+  monkeypatch.setattr(fake, "_run", wrong_out)
+  ref = a.astype(np.float32) @ b.astype(np.float32)
+  def run():
+    fake.launch_specs.clear()
+    out = (Tensor(a).to("CUDA") @ Tensor(b).to("CUDA")).realize(beam=2).numpy()
+    np.testing.assert_allclose(out.astype(np.float32), ref, atol=tol(ref, K, np.float16), rtol=0)
+    return [s.func.attrs.get("uop.gpu_tile") for s in fake.launch_specs if s is not None and s.tiled]
+  before = dict(search.stats)
+  launched = run()
+  assert search.stats["searches"] - before["searches"] == 1 and search.stats["compiles"] - before["compiles"] == len(cands)
+  assert set(launched) == set(cands) - {refused} and launched[-1] == fastest   # each run, then the chosen one is the kernel run
+  [entry] = [json.loads(p.read_text()) for p in tmp_path.glob("beam-*.json")]
+  assert entry["choices"] == {"uop.gpu_tile": fastest} and entry["chip"] == "sm_86" and entry["timed"] == len(cands) - 2
+  assert {int(i) for i in entry["tiles_ms"]} == set(cands) - {refused, wrong}
+  rz._schedule_cache.clear(); search._memo.clear()   # a new process: only the disk entry is left
+  before = dict(search.stats)
+  assert run() == [fastest]
+  assert {k: search.stats[k] - before[k] for k in before} == {"searches": 0, "compiles": 0, "runs": 0, "hits": 1}
+  keys = {search.gpu_key(f, chip, tf32) for chip in ("sm_80", "sm_86", "sm_90") for tf32 in (False, True)}
+  assert len(keys) == 6   # another chip, or tf32 allowed, is searched again
+
+@gpu
+def test_every_tile_and_beam_on_gpu(tmp_path, monkeypatch):
+  """On a GPU: an f16 matmul through each candidate tile against numpy, then BEAM=2 (its tiles timed by CUDA events)
+  gives the same results and caches its choice: the next compile of the graph searches nothing."""
+  from dataclasses import replace
+  from morok_mlir import realize as rz
+  from morok_mlir.lru import LRU
+  from morok_mlir.device import cuda, search
+  monkeypatch.setattr(search, "_path", lambda k: str(tmp_path / f"beam-{k}.json"))
+  monkeypatch.setattr(search, "_memo", {})
+  monkeypatch.setattr(rz, "_schedule_cache", LRU(rz.schedule_nbytes))
+  M, N, K = 256, 136, 72
+  a, b = H(M, K), H(K, N)
+  ref = a.astype(np.float32) @ b.astype(np.float32)
+  f, dev = contraction_kernel(Tensor(a) @ Tensor(b)), cuda.CUDA
+  dev.init()
+  al, cands = dev.allocator, candidates(f, dev.chip)
+  assert len(cands) >= 2 and dev.time_ms(lambda: None, 1) >= 0
+  bx, by = al.from_numpy(a.reshape(-1)), al.from_numpy(b.reshape(-1))
+  for i in cands:
+    out = al.alloc(M * N, "float16")
+    dev.compile(replace(f, attrs={**f.attrs, "uop.gpu_tile": i}))(out, bx, by, wait=True)
+    np.testing.assert_allclose(al.to_numpy(out).reshape(M, N).astype(np.float32), ref, atol=tol(ref, K, np.float16), rtol=0, err_msg=str(TILES[i]))
+  before = dict(search.stats)
+  for n in (1, 2):
+    got = (Tensor(a).to("CUDA") @ Tensor(b).to("CUDA")).realize(beam=2).numpy()
+    np.testing.assert_allclose(got.astype(np.float32), ref, atol=tol(ref, K, np.float16), rtol=0)
+    if n == 1: rz._schedule_cache.clear(); search._memo.clear()
+  assert search.stats["searches"] - before["searches"] == 1 and search.stats["hits"] - before["hits"] == 1

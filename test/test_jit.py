@@ -468,3 +468,32 @@ def test_a_replay_batches_static_kept_panels_and_keys_symbolic_ones(monkeypatch)
   segs = [g for s in f.plan.run if type(s) is _Native for g in s.segs]
   assert any(type(g) is not Batch and getattr(g.args, "keyed", False) for g in segs), segs
   assert all(not s.keyed for g in segs if type(g) is Batch for s in g.sets)
+
+def test_a_chain_of_realizes_replays_on_two_buffers():
+  """Each step's result is read by the next step only (an LLM's layers): the plan's buffers for them are shared by the
+  steps whose lives do not overlap (two, whatever the chain's length), and every replay is still right."""
+  def steps(x):
+    for i in range(8): x = (x * 2 + i).realize()
+    return x
+  f = TinyJit(steps)
+  for k in range(4):
+    x = np.arange(1000, dtype=np.float32) + k
+    want = x.copy()
+    for i in range(8): want = want * 2 + i
+    np.testing.assert_array_equal(f(Tensor(x)).numpy(), want)
+  mine = {id(b) for b in f.plan.template if b is not None and b.size == 1000}
+  assert f.plan is not None and len(mine) == 2, len(mine)
+
+def test_a_capture_gives_the_recorded_calls_memory_back():
+  """The recorded calls' buffers (their intermediates and kept outputs) leave the allocator's pool once the plan is
+  built: its replays run on buffers of their own."""
+  from morok_mlir.device.cpu import CPU
+  def steps(x):
+    for i in range(8): x = (x * 0.5 + i).realize()
+    return x
+  f, x = TinyJit(steps), np.linspace(-1, 1, 100_000, dtype=np.float32)
+  ys = [f(Tensor(x)) for _ in range(2)]   # (held: a result let go of goes to the pool)
+  assert f.plan is not None and CPU.allocator.pooled == 0
+  want = x.copy()
+  for i in range(8): want = want * 0.5 + i
+  np.testing.assert_allclose(f(Tensor(x)).numpy(), want, rtol=1e-6)

@@ -96,6 +96,20 @@ def test_tiny_llm_generate_ids_is_the_reference_greedy_path():
     assert list(llm.generate_ids(prompt, max_tokens=6)) == want
   assert llm._steps[(1, (0.0, 0, 1.0))].jit_cache   # the decode step replays its captured kernels
 
+def test_kv_cache_grows_as_a_generation_needs():
+  """A model whose caches start at 4 positions gives the full-length model's tokens: a generation that needs more doubles
+  them (the positions so far kept: a conversation's next turn prefills only what is new), up to max_context."""
+  from morok_mlir.llm import LLM
+  W = random_weights(TINY, seed=2)
+  full = LLM.from_model(Llama(TINY, {k: Tensor(v) for k, v in W.items()}))
+  small = LLM.from_model(Llama(TINY, {k: Tensor(v) for k, v in W.items()}, context=4))
+  assert small.model.layers[0].attention.cache.k.shape[2] == 4
+  want = list(full.generate_ids([1, 2, 3], max_tokens=4))
+  assert list(small.generate_ids([1, 2, 3], max_tokens=4)) == want and small.model.context == 8
+  turn = [1, 2, 3, *want[:3], 9, 4]   # the cache holds the first turn: only the rest is prefilled
+  assert list(small.generate_ids(turn, max_tokens=5)) == list(full.generate_ids(turn, max_tokens=5))
+  assert small.model.context == 16 and small.model.layers[1].attention.cache.v.shape[2] == 16
+
 def test_sample_greedy_is_argmax():
   from morok_mlir.llm.model import sample
   x = np.random.default_rng(0).standard_normal((1, 100)).astype(np.float32)

@@ -137,15 +137,17 @@ class Emitter:
     lp = Loop(body if body is not None else Block(), self.fresh("i"), lo, hi, step, [self.fresh("acc") for _ in inits], list(inits))
     if inits: lp.res = self.fresh("")
     return lp
-  def close_for(self, parent: Block, lp: Loop, yields: list[str] = (), ty: str = ""):
-    """The loop's text at the end of parent, its body yielding `yields` (of type ty) to the next iteration."""
+  def close_for(self, parent: Block, lp: Loop, yields: list[str] = (), ty: str = "", ity: str = ""):
+    """The loop's text at the end of parent, its body yielding `yields` (of type ty) to the next iteration; ity: the
+    counter's integer type where it is not index."""
     head = f"scf.for {lp.iv} = {lp.lo} to {lp.hi} step {lp.step}"
     if not lp.inits:
       parent.lines.extend([head + " {", *indent(lp.body.lines), "}"]); return
     res = lp.res
     n = f":{len(lp.inits)}" if len(lp.inits) > 1 else ""
     tys = ", ".join([ty] * len(lp.inits))
-    parent.lines.extend([f"{res}{n} = {head} iter_args({', '.join(f'{a} = {i}' for a, i in zip(lp.accs, lp.inits))}) -> ({tys}) {{",
+    args = ', '.join(f'{a} = {i}' for a, i in zip(lp.accs, lp.inits))
+    parent.lines.extend([f"{res}{n} = {head} iter_args({args}) -> ({tys}){' : ' + ity if ity else ''} {{",
                          *indent(lp.body.lines), f"  scf.yield {', '.join(yields)} : {tys}", "}"])
     lp.results = [res] if len(lp.inits) == 1 else [f"{res}#{k}" for k in range(len(lp.inits))]
   @contextmanager
@@ -190,14 +192,16 @@ class Emitter:
     return f"{by}{head} {{\n{''.join(funcs)}{by}}}\n"
   @staticmethod
   def gpu_func(name: str, args: list[str], body: Block, block_size: int, readonly: frozenset[int] = frozenset(),
-               workgroup: list[str] = ()) -> str:
+               workgroup: list[str] = (), min_blocks: int = 0) -> str:
     """A gpu.func kernel run by blocks of block_size threads (inside a gpu.module); args: `name: type`, each 16-byte
     aligned (the runtime's allocations are 256-byte aligned: the back end may then use 16-byte loads and stores); the
     readonly ones `noalias readonly`, which the NVPTX back end loads through the read-only cache (ld.global.nc);
-    workgroup: `name: memref type` of the block's shared memory (16-byte aligned: cp.async writes 16 bytes)."""
+    workgroup: `name: memref type` of the block's shared memory (16-byte aligned: cp.async writes 16 bytes); min_blocks:
+    the blocks a multiprocessor must hold at once (`.minnctapersm`), which lets ptxas use every register that leaves."""
     args = [f"{a} {{llvm.align = 16 : i64{', llvm.noalias, llvm.readonly' if i in readonly else ''}}}" for i, a in enumerate(args)]
     shared = f" workgroup({', '.join(f'{w} {{llvm.align = 16 : i64}}' for w in workgroup)})" if workgroup else ""
-    head = f"{shared} kernel attributes {{known_block_size = array<i32: {block_size}, 1, 1>}}"
+    occ = f", nvvm.minctasm = {min_blocks} : i32" if min_blocks else ""
+    head = f"{shared} kernel attributes {{known_block_size = array<i32: {block_size}, 1, 1>{occ}}}"
     return Emitter.func(name, args, body, "gpu.func", head, "gpu.return", 2)
   @staticmethod
   def gpu_module(kernels: list[str], host: list[str] = ()) -> str:

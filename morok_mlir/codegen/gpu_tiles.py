@@ -7,11 +7,13 @@ where tf32 is allowed (PyTorch's `allow_tf32`), on a chip with tensor cores and 
 - a block computes one BM x BN tile of the output (of one batch element); its threads are WM x WN warps, each owning a
   (BM/WM) x (BN/WN) tile in registers: MT x NT tensor-core tiles of 16 x 8, f32 accumulators carried by the k loop;
 - the block's A (BM x BK) and B (BN x BK) slices of k are staged in shared memory (gpu workgroup memory), two buffers:
-  while one is multiplied the next is loaded. An operand that is a plain load whose contiguous dimension is 16-byte
-  aligned is copied by `cp.async` (nvgpu.device_async_copy, 16 bytes a thread; rows and k past the sizes read 0 bytes,
-  zero-filled), one group per stage, `wait_group 1` before a stage is used (0 at the last); any other operand (a
-  convolution's gated image, a cast, a transposed view) is loaded by each thread through the kernel's own index math and
-  stored (zero past the sizes);
+  while one is multiplied the next is loaded. A buffer is flat (row * padded row + column) and a thread's addresses in
+  it are one base plus constants; the k loop's counter is an i32 and the epilogue's row and column are worked out
+  again from the ids in i32: 64-bit values live across the loop are what pushed ptxas past 128 registers. An operand
+  that is a plain load whose contiguous dimension is 16-byte aligned is copied by `cp.async` (nvgpu.device_async_copy,
+  16 bytes a thread; rows and k past the sizes read 0 bytes, zero-filled), one group per stage, `wait_group 1` before
+  a stage is used (0 at the last); any other operand (a convolution's gated image, a cast, a transposed view) is loaded
+  by each thread through the kernel's own index math and stored (zero past the sizes);
 - `gpu.barrier` after a stage lands (before the warps read it) and after the warps read it (before it is refilled);
 - per k step of the instruction, each warp reads its fragments from shared memory in the layouts of the PTX ISA (FRAG_A,
   FRAG_B, FRAG_C; 16-bit ones by ldmatrix: x4 for A's 16 x 16, x2 for B's 16 x 8, transposed where the tile is [k][rows]) and issues `nvvm.mma.sync` per 16 x 8 tile: m16n8k16 for f16/bf16, m16n8k8 for tf32 (each f32
@@ -79,6 +81,12 @@ MAX_WASTE = 1.25      # output padded to the tile by at most this much, or a sma
 MIN_FLOPS = 1 << 18   # smaller contractions keep the plain lowering
 MIN_BLOCKS = 64       # blocks a tile should leave to fill the chip's multiprocessors (A100: 108, H100: 132, at 1-2 blocks each)
 PAD = 16              # bytes each shared row is padded by: the fragments' rows fall in other banks, 16-byte chunks stay aligned
+def min_resident(t: Tile) -> int:
+  """`.minnctapersm 1` for tiles of at most 128 threads: left to itself ptxas aims at more resident blocks and spills (a
+  64 x 64 tile of a.T @ b: 64 registers and 8 bytes spilled on sm_90; 90 registers with it), while 255 registers still
+  leave 2 blocks. 256-thread tiles keep ptxas's choice (0): 2 blocks where 128 registers do, as a block's barriers
+  leave the multiprocessor idle without another."""
+  return 1 if t.threads <= 128 else 0
 
 @dataclass(frozen=True)
 class Operand:
@@ -133,10 +141,16 @@ def smem(t: Tile, p_a: Operand, p_b: Operand) -> int:
   return one(p_a, t.bm) + one(p_b, t.bn)
 
 REGS_BASE = 48   # a thread's registers besides its accumulators: fragments, addresses, loop state (ptxas: 63-127 in all)
+# elements of an operand not copied by cp.async (a convolution's gated image) a thread loads per stage at most: each
+# carries its own index math and bounds, all in flight at once (a 3x3 convolution: 16 take 214-254 registers, 32 spill)
+GATHER_MAX = 16
 def fits(t: Tile, a: Operand, b: Operand, mma: MMA, tgt: Target) -> bool:
   """Whether tile t runs on target tgt: its stages in the block's shared memory, its threads' accumulators (4 per 16 x 8
-  tile) and REGS_BASE in the block's registers, whole instructions of k per stage."""
-  return smem(t, a, b) <= tgt.smem and t.threads * (4 * t.mt() * t.nt() + REGS_BASE) <= tgt.regs and t.bk % mma.k == 0
+  tile) and REGS_BASE in the block's registers, at most GATHER_MAX gathered elements a thread, whole instructions of k
+  per stage."""
+  gathered = max((rows * t.bk // t.threads for o, rows in ((a, t.bm), (b, t.bn)) if not o.copy), default=0)
+  return (smem(t, a, b) <= tgt.smem and t.threads * (4 * t.mt() * t.nt() + REGS_BASE) <= tgt.regs and t.bk % mma.k == 0
+          and gathered <= GATHER_MAX)
 
 def candidates(f: Func, chip: str, tf32: bool = False) -> list[int]:
   """The places in TILES of the tiles kernel f may take on chip: the space a timed search on a GPU explores (`tile=`)."""
@@ -161,10 +175,13 @@ def plan(f: Func, chip: str | None, tf32: bool = False, tile: int = -1) -> Plan 
   t = TILES[tile] if 0 <= tile < len(TILES) and TILES[tile] in fit else next((t for t in ok if blocks(t) >= MIN_BLOCKS), ok[-1])
   return Plan(t, mma, oa, ob, red, tuple(K), tuple(T), M, N, Kn)
 
+def shared_row(o: Operand, t: Tile, rows: int) -> int:
+  """Elements of a row of o's shared tile ([rows][k], or [k][rows]), padded."""
+  return (t.bk if o.kmajor else rows) + PAD // o.x.dtype.itemsize
 def shared_type(o: Operand, t: Tile, rows: int) -> str:
-  pad = PAD // o.x.dtype.itemsize
-  dims = (rows, t.bk + pad) if o.kmajor else (t.bk, rows + pad)
-  return f"memref<2x{dims[0]}x{dims[1]}x{sl(o.x.dtype)}, #gpu.address_space<workgroup>>"
+  """Two stages of o's tile, each flat: an element's place is one index (row * shared_row + column), so that every
+  address a thread uses in a stage is one base it keeps plus a constant."""
+  return f"memref<2x{(rows if o.kmajor else t.bk) * shared_row(o, t, rows)}x{sl(o.x.dtype)}, #gpu.address_space<workgroup>>"
 
 class Tiled(GPU):
   """uop-lower-gpu's policy for a planned contraction (see the module docstring): the kernel's one loop nest is the
@@ -180,7 +197,7 @@ class Tiled(GPU):
     return Launch(name, (blocks, 1, 1), (t.threads, 1, 1), tiles=True)
   def func(self, lw: Placement, name: str, private: bool = False) -> str:
     return Emitter.gpu_func(name, params([mem_type(t.dtype) for t in lw.f.args]), lw.root, self.p.tile.threads, read_only(lw.f),
-                            [f"{n}: {ty}" for n, ty in self.shared.values()])
+                            [f"{n}: {ty}" for n, ty, _ in self.shared.values()], min_blocks=min_resident(self.p.tile))
   def effect(self, lw: Placement, u: UOp) -> bool:
     if u is not self.end: return False
     lw.done.add(u)
@@ -189,6 +206,12 @@ class Tiled(GPU):
 
   def ix(self, lw: Placement, b: Block, op: str, x: str, y) -> str:
     return lw.em.arith(b, op, "index", x, lw.const(y, dtypes.index) if isinstance(y, int) else y)
+  def flat(self, lw: Placement, b: Block, o: Operand, row, k) -> str | int:
+    """The place in o's shared stage of (row, k): ints give a constant offset, names a value."""
+    C, (a, c) = self.shared[o][2], (row, k) if o.kmajor else (k, row)
+    if isinstance(a, int) and isinstance(c, int): return a * C + c
+    return self.ix(lw, b, "addi", self.ix(lw, b, "muli", a, C), c)
+  def plus(self, lw: Placement, b: Block, x: str, c: int) -> str: return self.ix(lw, b, "addi", x, c) if c else x
 
   def kernel(self, lw: Placement):
     """Ids and each thread's bases, the prologue's stage, the k loop (next stage, wait, barrier, the warps' products,
@@ -205,12 +228,12 @@ class Tiled(GPU):
     root.chain = frozenset(p.T)   # the batch: every stage and the epilogue read it
     self.flat_ivs(lw, root, list(p.T), ix(lw, root, "divui", rest, nbm))
     self.tid, self.base = tid, dict(g=g, q=q, wr=wr, wc=wc, m0=m0, n0=n0)
+    for o, rows in ((p.a, t.bm), (p.b, t.bn)): self.shared[o] = (f"%shared_{'ab'[o is p.b]}", shared_type(o, t, rows), shared_row(o, t, rows))
     if p.mma.pack == 2: self.ldm_lanes(lw, lane)
-    for o, rows in ((p.a, t.bm), (p.b, t.bn)): self.shared[o] = (f"%shared_{'ab'[o is p.b]}", shared_type(o, t, rows))
     c0 = lw.const(0, dtypes.index)
     first = self.stage_both(lw, root, c0, c0)
     accs = self.k_loop(lw, first)
-    self.epilogue(lw, accs)
+    self.epilogue(lw, accs, tid, bid)
 
   def stage_both(self, lw: Placement, b: Block, k0: str, buf: str) -> str | None:
     """Both operands' tiles at k0 into stage buf; the cp.async group's token where any was copied."""
@@ -222,16 +245,20 @@ class Tiled(GPU):
     """Operand o's tile (rows x bk, from row row0 and k k0) into its shared stage buf: each thread its chunks, the
     contiguous dimension fastest across threads (coalesced). Returns the cp.async tokens."""
     p, t, em, ix = self.p, self.p.tile, lw.em, self.ix
-    v, (sh, st) = o.chunk(), self.shared[o]
+    v, (sh, st, C) = o.chunk(), self.shared[o]
     per, toks = (t.bk if o.kmajor else rows) // v, []
+    # a thread's chunks: its first (outer0, inner0) plus constants, as one of per and the thread count divides the other
+    assert t.threads % per == 0 or per % t.threads == 0, (t, per)
+    outer0, inner0 = ix(lw, lw.root, "divui", self.tid, per), ix(lw, lw.root, "muli", ix(lw, lw.root, "remui", self.tid, per), v)
+    at0 = ix(lw, lw.root, "addi", ix(lw, lw.root, "muli", outer0, C), inner0)
     for i in range(rows * t.bk // v // t.threads):
-      e = ix(lw, b, "addi", self.tid, i * t.threads)
-      outer, inner = ix(lw, b, "divui", e, per), ix(lw, b, "muli", ix(lw, b, "remui", e, per), v)
+      do, di = divmod(i * t.threads, per)
+      outer, inner = self.plus(lw, b, outer0, do), self.plus(lw, b, inner0, di * v)
       r, kk = (outer, inner) if o.kmajor else (inner, outer)
       row, k = ix(lw, b, "addi", row0, r), ix(lw, b, "addi", k0, kk)
       inb = em.arith(b, "andi", "i1", em.cmpi(b, "ult", row, lw.const(R, dtypes.index), "index"),
                      em.cmpi(b, "ult", k, lw.const(p.Kn, dtypes.index), "index"))
-      at = f"{buf}, {r}, {kk}" if o.kmajor else f"{buf}, {kk}, {r}"
+      at = f"{buf}, {self.plus(lw, b, at0, do * C + di * v)}"
       fr = Frame(lw.root); fr.chain = lw.root.chain | set(o.rows) | set(p.K)
       self.flat_ivs(lw, fr, list(o.rows), self.digits(lw, fr, list(o.rows), row))
       self.flat_ivs(lw, fr, list(p.K), self.digits(lw, fr, list(p.K), k))
@@ -250,36 +277,37 @@ class Tiled(GPU):
 
   def k_loop(self, lw: Placement, first: str | None) -> list[str]:
     """The loop over the stages of k, the accumulators its iter_args: the next stage's loads go out first (into the
-    other buffer), then this stage is waited for, and the warps multiply it between two barriers."""
+    other buffer), then this stage is waited for, and the warps multiply it between two barriers. Its counter is an
+    i32 (ptxas: a 64-bit one took the 128 x 128 x 32 tile from 104 registers to 128 and a spilled word)."""
     p, t, em, ix = self.p, self.p.tile, lw.em, self.ix
-    nk = -(-p.Kn // t.bk)
+    nk, c = -(-p.Kn // t.bk), lambda v: lw.const(v, dtypes.int32)
     zero = lw.const(0.0, dtypes.float32)
-    lp = em.open_for(lw.const(0, dtypes.index), lw.const(nk, dtypes.index), lw.const(1, dtypes.index), [zero] * (t.mt() * t.nt() * 4), "f32")
+    lp = em.open_for(c(0), c(nk), c(1), [zero] * (t.mt() * t.nt() * 4), "f32")
     body = lp.body
-    nxt = ix(lw, body, "addi", lp.iv, 1)
-    buf = ix(lw, body, "remui", lp.iv, 2)
-    more = em.cmpi(body, "ult", nxt, lw.const(nk, dtypes.index), "index")
+    def index(b: Block, x: str) -> str: return em.cast(b, "index_castui", x, "i32", "index")
+    nxt = em.arith(body, "addi", "i32", lp.iv, c(1))
+    buf = index(body, em.arith(body, "remui", "i32", lp.iv, c(2)))
+    more = em.cmpi(body, "ult", nxt, c(nk), "i32")
     with em.if_(body, more, orelse=first is not None) as (then, other):
-      group = self.stage_both(lw, then, ix(lw, then, "muli", nxt, t.bk), ix(lw, then, "remui", nxt, 2))
+      group = self.stage_both(lw, then, ix(lw, then, "muli", index(then, nxt), t.bk), index(then, em.arith(then, "remui", "i32", nxt, c(2))))
       if first is not None: em.async_wait(then, group, 1); em.async_wait(other, first, 0)
     em.barrier(body)
     new = self.products(lw, body, buf, lp.accs)
     em.barrier(body)
-    em.close_for(lw.root, lp, new, "f32")
+    em.close_for(lw.root, lp, new, "f32", "i32")
     return lp.results
 
   def regs(self, lw: Placement, b: Block, o: Operand, buf: str, coords: list[tuple[str, int, str, int]]) -> list[str]:
     """The registers of a fragment: coords (row base, row offset, k base, k offset) of each register's first element;
     its `pack` elements are consecutive in k."""
-    m, em, ix = self.p.mma, lw.em, self.ix
-    sh, st = self.shared[o]
-    out = []
+    m, em = self.p.mma, lw.em
+    sh, st, _ = self.shared[o]
+    out, base = [], self.flat(lw, b, o, coords[0][0], coords[0][2])
     for rb, ro, kb, ko in coords:
-      row, k = ix(lw, b, "addi", rb, ro), ix(lw, b, "addi", kb, ko)
-      if o.kmajor and m.pack > 1: x = em.vload(b, sh, f"{buf}, {row}, {k}", st, m.vec)
+      at = self.plus(lw, b, base, self.flat(lw, b, o, ro, ko))
+      if o.kmajor and m.pack > 1: x = em.vload(b, sh, f"{buf}, {at}", st, m.vec)
       else:
-        xs = [em.load(b, sh, f"{buf}, {row}, {kj}" if o.kmajor else f"{buf}, {kj}, {row}", st)
-              for kj in [k] + [ix(lw, b, "addi", k, j) for j in range(1, m.pack)]]
+        xs = [em.load(b, sh, f"{buf}, {self.plus(lw, b, at, self.flat(lw, b, o, 0, j))}", st) for j in range(m.pack)]
         x = em.from_elements(b, xs, m.vec) if m.pack > 1 else xs[0]
       out.append(x if m.reg == m.vec else em.llvm_bitcast(b, x, m.vec, m.reg) if m.pack > 1 else em.tf32(b, x))
     return out
@@ -295,14 +323,13 @@ class Tiled(GPU):
     self.ldm = {}
     for o, base, (dr, dk) in ((p.a, "wr", (j2, ix(lw, root, "muli", ix(lw, root, "divui", j, 2), 8))), (p.b, "wc", (None, j2))):
       row, k = (ix(lw, root, "addi", dr, r8) if dr else r8, dk) if o.kmajor else (dr, ix(lw, root, "addi", dk, r8))
-      self.ldm[o] = (ix(lw, root, "addi", self.base[base], row) if row else self.base[base], k)
+      self.ldm[o] = self.flat(lw, root, o, ix(lw, root, "addi", self.base[base], row) if row else self.base[base], k)
 
   def ldmatrix(self, lw: Placement, b: Block, o: Operand, buf: str, off: int, kk: int) -> list[str]:
     """Operand o's fragment registers for its 16 x 8 (B) or 16 x 16 (A) tile at row offset off, k kk: one ldmatrix."""
-    m, em, ix, (sh, st), (row, k) = self.p.mma, lw.em, self.ix, self.shared[o], self.ldm[o]
+    m, em, (sh, st, _) = self.p.mma, lw.em, self.shared[o]
     n, elem = self.LDM["ab"[o is self.p.b]], sl(o.x.dtype)
-    row, k = ix(lw, b, "addi", row, off) if off else row, ix(lw, b, "addi", k, kk) if kk else k
-    x = em.ldmatrix(b, sh, f"{buf}, {row}, {k}" if o.kmajor else f"{buf}, {k}, {row}", n, not o.kmajor, st, elem)
+    x = em.ldmatrix(b, sh, f"{buf}, {self.plus(lw, b, self.ldm[o], self.flat(lw, b, o, off, kk))}", n, not o.kmajor, st, elem)
     regs = [em.vextract(b, x, i, m.vec, f"vector<{n}x2x{elem}>") for i in range(n)]
     return regs if m.reg == m.vec else [em.llvm_bitcast(b, r, m.vec, m.reg) for r in regs]
 
@@ -325,17 +352,25 @@ class Tiled(GPU):
           accs[at:at + 4] = [em.extract(b, d, e, 4) for e in range(4)]
     return accs
 
-  def epilogue(self, lw: Placement, accs: list[str]):
-    """Each accumulator's element: the kernel's store at (row, column), the contraction's reduce being the accumulator."""
-    p, t, em, base, ix, root = self.p, self.p.tile, lw.em, self.base, self.ix, lw.root
+  def epilogue(self, lw: Placement, accs: list[str], tid: str, bid: str):
+    """Each accumulator's element: the kernel's store at (row, column), the contraction's reduce being the accumulator.
+    The thread's first row and column are worked out again here from its ids, in i32: what the loop carries for the
+    epilogue is then two 32-bit ids rather than the 64-bit parts of the loop's own addresses."""
+    p, t, em, root = self.p, self.p.tile, lw.em, lw.root
     st = self.end.src[0]
-    rows0 = ix(lw, root, "addi", ix(lw, root, "addi", base["m0"], base["wr"]), base["g"])
-    cols0 = ix(lw, root, "addi", ix(lw, root, "addi", base["n0"], base["wc"]), ix(lw, root, "muli", base["q"], 2))
+    def i32(op: str, x: str, y: int) -> str: return em.arith(root, op, "i32", x, lw.const(y, dtypes.int32))
+    def add(x: str, y: str) -> str: return em.arith(root, "addi", "i32", x, y)
+    tid, bid = (em.cast(root, "index_castui", x, "index", "i32") for x in (tid, bid))
+    lane, warp, nbn = i32("remui", tid, 32), i32("divui", tid, 32), -(-p.N // t.bn)
+    m0, n0 = i32("muli", i32("remui", i32("divui", bid, nbn), -(-p.M // t.bm)), t.bm), i32("muli", i32("remui", bid, nbn), t.bn)
+    rows0 = add(add(m0, i32("muli", i32("divui", warp, t.wn), t.bm // t.wm)), i32("divui", lane, 4))
+    cols0 = add(add(n0, i32("muli", i32("remui", warp, t.wn), t.bn // t.wn)), i32("muli", i32("remui", lane, 4), 2))
+    def at(x: str, c: int) -> str: return em.cast(root, "index_castui", add(x, lw.const(c, dtypes.int32)) if c else x, "i32", "index")
     I, J = list(p.a.rows), list(p.b.rows)
     for mt in range(t.mt()):
       for nt in range(t.nt()):
         for e, (dr, dc) in enumerate(FRAG_C):
-          row, col = ix(lw, root, "addi", rows0, mt * 16 + dr), ix(lw, root, "addi", cols0, nt * 8 + dc)
+          row, col = at(rows0, mt * 16 + dr), at(cols0, nt * 8 + dc)
           inb = em.arith(root, "andi", "i1", em.cmpi(root, "ult", row, lw.const(p.M, dtypes.index), "index"),
                          em.cmpi(root, "ult", col, lw.const(p.N, dtypes.index), "index"))
           fr = Frame(root); fr.chain = root.chain | set(I) | set(J)

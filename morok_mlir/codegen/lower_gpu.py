@@ -15,11 +15,14 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
   warps), then its threads stride over the row writing the outputs, 4 neighbours a step where 4 divides
   the row. The row is read once per reduce and once to write it (softmax, layernorm: 3 times; the later reads of a
   block's row mostly hit the cache).
-- GROUP and ROW reduces read 4 neighbours of the reduce's last range a step (16-byte loads) where its size divides by
-  4, or where it is the only range (the remainder after the vectors, one element a step). Buffers a kernel only reads
+- GROUP and ROW reduces read 4 neighbours of the reduce's last range a step (16-byte loads; 8 where the kernel's
+  narrowest buffer is 16-bit, `lanes`) where its size divides by that, or where it is the only range (the remainder
+  after the vectors, one element a step); in a ROW kernel a reduce of the row's reduces (softmax's sum of exp(x - max))
+  too, those standing in as named leaves (`stand_ins`). Buffers a kernel only reads
   are `noalias readonly` parameters, loaded through the read-only cache (ld.global.nc).
 - Everything else (inner reduces, matmul's k loop) stays a `scf.for` inside the thread, exactly as on the CPU.
-- UPCAST (tinygrad's name): a thread computes 4 neighbours along the last axis when it divides it; the lanes' index
+- UPCAST (tinygrad's name): a thread computes 4 neighbours along the last axis when it divides it (8 over f16/bf16
+  buffers: 16 bytes of them, `lanes`); the lanes' index
   math is in affine form, so their addresses are base + 0..3, and with the buffers marked `llvm.align = 16` (the
   runtime's allocations are 256-byte aligned) the NVPTX back end emits 16-byte `ld/st.global.v4` for contiguous
   operands (others stay scalar). The lanes' reduces run as one loop with 4 accumulators: a matmul thread loads
@@ -55,6 +58,7 @@ from morok_mlir.core.kernel_facts import rsize
 
 LOCAL_MAX = 256        # threads per block for elementwise kernels
 UPCAST = 4             # outputs per thread of an elementwise kernel whose last axis it divides: 16-byte accesses
+UPCAST_MAX = 8         # ... 8 where the kernel's narrowest buffer holds 16-bit elements (f16, bf16): 16 bytes of those
 GROUP_MAX = 256        # threads per block that share one reduction
 GROUP_OUTPUTS = 16384  # GROUP only when there are at most this many outputs (else one thread per output is enough work)
 GROUP_MIN_REDUCE = 64  # ... and the reduction is at least this long
@@ -89,6 +93,13 @@ def read_only(f: Func) -> frozenset[int]:
   written = {x.src[0].attrs["slot"] for x in stores}
   return frozenset(i for i, a in enumerate(f.args) if a.attrs.get("slot", i) not in written)
 def _nested(u: UOp) -> bool: return any(v.op is Ops.REDUCE for v in u.src[0].toposort)
+def lanes(f: Func) -> int:
+  """Neighbours a thread takes along the last axis: 16 bytes of the kernel's narrowest buffer, UPCAST to UPCAST_MAX."""
+  narrow = min((a.dtype.base.itemsize for a in f.args if getattr(a.dtype, "base", None) is not None), default=4)
+  return max(UPCAST, min(UPCAST_MAX, 16 // max(narrow, 1)))
+def _dividing(n: int, widest: int) -> int:
+  """The widest of widest and UPCAST that divides n (1: neither)."""
+  return next((v for v in (widest, UPCAST) if n % v == 0), 1)
 
 # the CPU's table with the GPU's float math (GPU_MATH) in place of its polynomials and libm calls
 GPU_RULES = {**RULES, **{(Ops(op), "f"): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt))))
@@ -110,6 +121,7 @@ class GPU(Policy):
     self.out_rngs, self.serial = [r for r in rngs if r.attrs["kind"] != "serial"], [r for r in rngs if r.attrs["kind"] == "serial"]
     self.lane_groups: dict[UOp, list[UOp]] = {}   # a reduce of one lane -> the same reduce of every lane
     self.workgroup: list[tuple[str, str]] = []     # the block's shared memory: (name, memref type) per block reduce
+    self.stood = 0   # sets of stand_ins made (each set's leaves named apart)
 
   def bind(self, lw: Placement):
     n = _prod(_size(r) for r in self.out_rngs)
@@ -133,9 +145,11 @@ class GPU(Policy):
     # where that range's static size divides by UPCAST, or is the reduce's only range (the remainder then one element
     # per step, after the vectors); otherwise (a symbolic row, a reduce of a reduce, which the lanes' index math would
     # rebuild) one element per step
+    self.lanes = lanes(lw.f)
     def vec(u: UOp) -> int:
       n = im.cval(max(u.src[1:], key=_axis).src[0]) or 1
-      return UPCAST if not _nested(u) and (n % UPCAST == 0 or len(u.src) == 2 and n >= UPCAST) else 1
+      if _nested(u) and not self.row: return 1   # (a ROW kernel's reduces below u are computed before it)
+      return _dividing(n, self.lanes) if n % UPCAST == 0 else self.lanes if len(u.src) == 2 and n >= self.lanes else 1
     self.vec = {u: vec(u) for u in self.group}
     # UPCAST (tinygrad's name): a thread computes UPCAST neighbours along the last axis, so its loads and stores of
     # contiguous operands are 16-byte vectors (the last range becomes digit * UPCAST + j: the back end sees the
@@ -143,7 +157,7 @@ class GPU(Policy):
     # outputs). Not with nested reduces, nor along a symbolic last axis (its value need not be a multiple of UPCAST).
     last = (im.cval(self.out_rngs[-1].src[0]) or 0) if self.out_rngs else 0
     nested = any(_nested(u) for u in lw.sink.toposort if u.op is Ops.REDUCE)
-    self.upcast = UPCAST if not self.group and last % UPCAST == 0 and last and not nested and not self.serial else 1
+    self.upcast = _dividing(last, self.lanes) if not self.group and last and not nested and not self.serial else 1
     steps = max((_prod(_size(r) for r in u.src[1:]) // self.vec[u] for u in self.group), default=0)   # a GROUP thread's steps
     if self.row: steps, n = max(steps, _size(self.out_rngs[-1])), _prod(_size(r) for r in self.out_rngs[:-1])   # a block per row
     if self.group: self.local, self.glob = min(self.group_threads, max(32, _pow2_at_least(steps))), n
@@ -269,12 +283,10 @@ class GPU(Policy):
     sts = list(u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],))
     # UPCAST outputs per step along a static last range that divides by it (16-byte loads and stores of the row). The
     # lanes' index math would rebuild the row's reduces inside them: they are computed first and stand in as named leaves
-    vec = UPCAST if (im.cval(last.src[0]) or 1) % UPCAST == 0 else 1
+    vec = _dividing(im.cval(last.src[0]) or 1, self.lanes)
     if vec > 1:
-      stand = {r: UOp(Ops.DEFINE_VAR, r.dtype, (), attrs(name=f"row_reduce_{k}", min=0, max=0)) for k, r in enumerate(
-               x for x in lw.sink.toposort if x in self.group)}
-      for r, x in stand.items(): lw.ranges[x] = lw.rs(r); lw.place(x, fr, lw.value(r))   # (values of the row: placed in its frame)
-      sts = [at_lane(st.substitute(stand), last, j) for st in sts for j in range(vec)]
+      sts = [st.substitute(self.stand_ins(lw, fr, st)) for st in sts]
+      sts = [at_lane(st, last, j) for st in sts for j in range(vec)]
     def outputs(b: Block, tid: str):
       inner = Frame(fr, last)
       lp = lw.em.open_for(tid, lw.value(_ends([last], vec)[0]), lw.const(self.local, dtypes.index), body=inner)
@@ -288,6 +300,15 @@ class GPU(Policy):
     self.threads(lw, fr, outputs)
     self.close_flat(lw, fr, rows)
     lw.em.splice(lw.root, fr, guard)
+
+  def stand_ins(self, lw: Placement, fr: Frame, of: UOp) -> dict[UOp, UOp]:
+    """The row's reduces below `of` (values once computed) as named leaves placed in fr: lanes built by at_lane keep them,
+    where its index math would rebuild each reduce inside them."""
+    n, self.stood = self.stood, self.stood + 1   # (computing one reduce may make the stand-ins of those below it)
+    stand = {r: UOp(Ops.DEFINE_VAR, r.dtype, (), attrs(name=f"row_reduce_{n}_{k}", min=0, max=0))
+             for k, r in enumerate(v for v in of.toposort if v in self.group)}
+    for r, x in stand.items(): lw.ranges[x] = lw.rs(r); lw.place(x, fr, lw.value(r))
+    return stand
 
   def store0(self, lw: Placement, u: UOp):
     """Every thread holds the reduced value; thread 0 writes it."""
@@ -320,7 +341,10 @@ class GPU(Policy):
     # loads sit together (the back end merges them into one vector load), then the lanes fold into the one accumulator
     self.flat_ivs(lw, loop, rngs, self.digits(lw, loop, rngs, lp.iv, vec := self.vec[u]))
     new = lp.accs[0]
-    lanes = [at_lane(u.src[0], rngs[-1], j) for j in range(vec)] if vec > 1 else [u.src[0]]   # (at_lane rebuilds even lane 0)
+    src = u.src[0]
+    if vec > 1 and _nested(u):   # (ROW: softmax's sum of exp(x - max)) the reduces below it are values by now
+      src = src.substitute(self.stand_ins(lw, fr, src))
+    lanes = [at_lane(src, rngs[-1], j) for j in range(vec)] if vec > 1 else [src]   # (at_lane rebuilds even lane 0)
     for x in [lw.cast(lw.value(x), sdt, dt, loop) for x in lanes]: new = lw.scalar_alu(op, dt, [new, x], dt, loop, u)
     self.close_flat(lw, loop, rngs)
     lp.hi, lp.step = lw.value(_count(_ends(rngs, vec))), lw.const(self.local, dtypes.index)

@@ -37,6 +37,16 @@ def sym_attr(u: UOp, name: str) -> tuple:
   dyn = iter(u.src[1:])
   return tuple(next(dyn) if x == DYN else x for x in v)
 
+def box(w: UOp, tgt: UOp) -> tuple[UOp, tuple] | None:
+  """(v, the box's low corner) when w is tgt written through a slice, `where(pad(all true, p), pad(v, p), tgt)` as
+  Tensor.__setitem__ builds it: w differs from tgt only inside the box v fills."""
+  if w.op is not Ops.WHERE or w.src[2] is not tgt: return None
+  c, p, _ = w.src
+  if p.op is not Ops.PAD or c.op is not Ops.PAD or sym_attr(c, "padding") != sym_attr(p, "padding"): return None
+  m = c.src[0]
+  while m.op in (Ops.RESHAPE, Ops.EXPAND): m = m.src[0]
+  return (p.src[0], sym_attr(p, "padding")[::2]) if m.op is Ops.CONST and m.attrs["value"] is True else None
+
 def as_index(x) -> UOp: return x if isinstance(x, UOp) else UOp(Ops.CONST, dtypes.index, (), attrs(value=int(x)))
 SYM_PY = {Ops.ADD: operator.add, Ops.SUB: operator.sub, Ops.MUL: operator.mul, Ops.IDIV: operator.floordiv, Ops.MOD: operator.mod,
           Ops.MAX: max, Ops.MIN: min}

@@ -28,21 +28,23 @@ shared object once that is linked (an ExecutionEngine holds ~1 MB, a loaded obje
 buffers when their last array dies, so a repeated realize does not page-fault fresh memory. The method cache is an LRU
 (lru.LRU: MOROK_MEM_CACHE_ENTRIES, MOROK_MEM_CACHE_MB)."""
 from __future__ import annotations
-import _ctypes, atexit, ctypes, ctypes.util, functools, hashlib, itertools, mmap, os, shutil, stat, subprocess, sys, tempfile, threading, time
+import _ctypes, atexit, ctypes, ctypes.util, functools, itertools, mmap, os, shutil, stat, subprocess, sys, tempfile, threading, time
 import warnings, weakref
 from dataclasses import dataclass
 import numpy as np
-from morok_mlir.ir.bridge import Func
-from morok_mlir.codegen.program import lower_module, lower_program
-from morok_mlir.codegen.emitter import Emitter, public_attrs
 from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
 from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU
 from morok_mlir.core import env
 from morok_mlir.device import disk_prune
+from morok_mlir.device import pool
 from morok_mlir.device.pool import Chain, Pool
 from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS
 from morok_mlir.dialects.ops import Ops
+
+# CPython's own SHA-256 where it has one by this name (3.11): hashlib's is OpenSSL's, ~3.4 MB of libcrypto mapped
+try: from _sha256 import sha256
+except ImportError: from hashlib import sha256
 
 LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
                  "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
@@ -70,6 +72,24 @@ class ProgramSpec:
   reuse: tuple[tuple[int, int, int, tuple[int, ...]], ...] = ()  # (phase, argument, scratch, keys): the phase fills that
           # scratch buffer from that argument alone, so its result holds while the argument does; and from the contents
           # of the (small) arguments keys, the symbolic sizes' values: its result holds for those contents
+  def plain(self) -> list:
+    """The spec less its source text, as JSON's lists, strings and numbers (a schedule kept on disk: realize.save_plan)."""
+    return [self.name, [[n, d.name] for n, d in self.args], list(self.outs), self.par, [list(p) for p in self.phases],
+            list(self.scratch), self.align, [[*r[:3], list(r[3])] for r in self.reuse]]
+  @staticmethod
+  def from_plain(x: list) -> ProgramSpec:
+    """plain()'s spec back (its src empty); ValueError, TypeError or KeyError on anything else: the entry is damaged."""
+    name, args, outs, par, phases, scratch, align, reuse = x
+    ints = lambda v: tuple(_int(i) for i in v)
+    opt = lambda v: None if v is None else ints(v)
+    if type(name) is not str or not all(type(e) is str for e, _ in phases): raise TypeError("names are strings")
+    return ProgramSpec(name, "", tuple((_int(n), DTYPES[d]) for n, d in args), ints(outs), opt(par), tuple((e, opt(p)) for e, p in phases),
+                       ints(scratch), _int(align), tuple((*ints(r[:3]), ints(r[3])) for r in reuse))
+
+def _int(v) -> int:
+  if type(v) is not int or v < 0: raise ValueError(f"{v!r} is not a count")
+  return v
+DTYPES = {d.name: d for d in vars(dtypes).values() if isinstance(d, DType)}
 
 @dataclass(frozen=True)
 class CompiledSpec:
@@ -95,6 +115,8 @@ def out_align(f: Func) -> int:
 class CPURenderer:
   """uop-lower-cpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
+    from morok_mlir.codegen.program import lower_program   # (codegen loads with the first compile)
+    from morok_mlir.codegen.emitter import Emitter, public_attrs
     # noinline: the engine's packed wrapper would otherwise inline the body and LLVM would optimise it twice
     with public_attrs(' attributes {passthrough = ["noinline"]}'): src, phases, scratch, reuse = lower_program(f, name)
     par = phases[0][1] if len(phases) == 1 else None
@@ -158,6 +180,17 @@ def _read(path: str, limit: int = 1 << 26) -> bytes:
     if not stat.S_ISREG(st.st_mode) or st.st_size > limit or not _trusted(st): raise OSError(f"{path}: not a cache file")
     with open(fd, "rb", closefd=False) as f: return f.read()
   finally: os.close(fd)
+
+def installed(dist: str) -> str:
+  """The version of an installed distribution, from its .dist-info folder's name on sys.path (importlib.metadata, which
+  says the same, imports ~5 MB of modules: email, zipfile, csv)."""
+  pre = dist.replace("-", "_") + "-"
+  for d in sys.path:
+    try: found = [n for n in os.listdir(d or ".") if n.startswith(pre) and n.endswith(".dist-info")]
+    except OSError: continue
+    if found: return found[0][len(pre):-len(".dist-info")]
+  from importlib.metadata import version
+  return version(dist)
 
 _REFUSED: set[str] = set()   # folders DiskCache refused (and warned about) in this process
 def private_dir(d: str) -> str | None:
@@ -233,29 +266,48 @@ class DiskCache:
   @functools.cached_property
   def salt(self) -> str:
     """What besides a kernel's text decides its code: this cache's format, the MLIR release, our pipeline, the CPU."""
-    from importlib.metadata import version
-    return f"{self.VERSION}|{version('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
-  def key(self, spec: ProgramSpec) -> str: return hashlib.sha256((self.salt + spec.src).encode()).hexdigest()[:40]
+    return f"{self.VERSION}|{installed('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
+  def key(self, spec: ProgramSpec) -> str: return sha256((self.salt + spec.src).encode()).hexdigest()[:40]
   @staticmethod
-  def digest(key: str, data: bytes) -> bytes: return hashlib.sha256(key.encode() + b"\0" + data).hexdigest().encode()
+  def digest(key: str, data: bytes) -> bytes: return sha256(key.encode() + b"\0" + data).hexdigest().encode()
   def get(self, key: str) -> str | None:
     """Path of a verified shared object for key (touched: most recently used), or None."""
+    return os.path.join(self.dir, key + ".so") if self.read(key, "so") is not None else None
+  def read(self, key: str, ext: str) -> bytes | None:
+    """The bytes of entry <key>.<ext> if its sum (<key>.sum) proves them (touched: most recently used), else None."""
     if not self.enabled: return None
-    so = os.path.join(self.dir, key + ".so")
+    path = os.path.join(self.dir, f"{key}.{ext}")
     try:   # (_read refuses another user's entries)
-      if _read(so[:-3] + ".sum", 4096).strip() != self.digest(key, _read(so)): return None
+      if _read(os.path.join(self.dir, key + ".sum"), 4096).strip() != self.digest(key, data := _read(path)): return None
     except (OSError, ValueError): return None
-    try: os.utime(so)
+    try: os.utime(path)
     except OSError: pass   # a read-only cache is still a cache
-    return so
-  def put(self, keys: list[str], progs: list[CPUProgram]) -> None:
-    """Store the object code of programs JIT-compiled in one engine (one shared object, an entry under each key), and
-    move the programs onto it once linked."""
+    return data
+  def write(self, key: str, ext: str, data: bytes) -> None:
+    """data as entry <key>.<ext>, with its sum: each written under a temporary name, then renamed into place (a reader in
+    between sees a sum that does not prove the data, and no entry)."""
+    if not self.enabled: return
+    made = []
+    try:
+      d = self.dir
+      for x, b in ((ext, data), ("sum", self.digest(key, data))):
+        fd, tmp = self._mkstemp(d, key, x); made.append(tmp)
+        with open(fd, "wb") as f: f.write(b)
+      for x, tmp in zip((ext, "sum"), made): os.replace(tmp, os.path.join(d, f"{key}.{x}"))
+      made = []
+    except OSError: pass
+    finally:
+      for tmp in made:
+        try: os.unlink(tmp)
+        except OSError: pass
+  def put(self, keys: list[str], engine, progs: list[CPUProgram] = ()) -> None:
+    """Store the object code of an engine (one shared object, an entry under each key) and move the programs JIT-compiled
+    in it onto that object once linked."""
     try:
       d = self.dir if self.enabled else self._private()
       os.makedirs(d, 0o700, exist_ok=True)   # (removed since it was checked)
       fd, obj = self._mkstemp(d, keys[0], "o"); os.close(fd)
-      with _lock: progs[0].code.engine.dump_to_object_file(obj)
+      with _lock: engine.dump_to_object_file(obj)
     except OSError: return
     with self.idle:
       self.queue.append((keys, obj, d, [weakref.ref(p) for p in progs]))
@@ -444,6 +496,7 @@ class CPUProgram:
     self.name = spec.name
     self._entries = spec.phases or ((spec.name, spec.par),)
     self._symbols = [prefix + e for e, _ in self._entries]   # (prefix: the entry points' names in a shared engine and object)
+    self.disk_key = prefix[1:-1] or None   # its disk cache entry (prefix k<key>_), where it has one
     if lib is not None or engine is not None: self.code = _Code(self._symbols, engine=engine, lib=lib)
     else:
       from mlir import ir
@@ -647,6 +700,10 @@ class CPUAllocator:
       self.used -= nbytes
       if self.pooled + nbytes <= self.POOL_LIMIT:
         self.pool.setdefault(nbytes, []).append(block); self.pooled += nbytes
+  def trim(self) -> None:
+    """The pooled blocks given back to the system (with the heap's free pages)."""
+    with self.lock: self.pool, self.pooled = {}, 0
+    if _trim is not None: _trim(0)
   def free(self, arr: np.ndarray) -> None:
     """Return arr's block now (the caller promises not to use arr again); arrays not from alloc are ignored."""
     if (fin := self.live.get(arr.ctypes.data)) is not None and arr.nbytes: fin()
@@ -773,7 +830,10 @@ class CPUDevice:
       self.disk._link(list(code), obj, d, [])
   def load(self, spec: ProgramSpec) -> CPUProgram | None:
     """The program from the disk cache when it holds a verified object for spec, else None."""
-    if (so := self.disk.get(key := self.disk.key(spec))) is None: return None
+    return self.from_disk(self.disk.key(spec), spec)
+  def from_disk(self, key: str, spec: ProgramSpec) -> CPUProgram | None:
+    """The program of spec from disk entry key (a verified object), else None."""
+    if (so := self.disk.get(key)) is None: return None
     try:
       p = self.runtime(spec=spec, lib=so, prefix=f"k{key}_"); self.disk.hits += 1
       return p
@@ -783,7 +843,7 @@ class CPUDevice:
     keys, code, engine = self._engine(specs)
     progs = [self.runtime(spec=s, engine=engine, prefix=f"k{k}_") for s, k in zip(specs, keys)]
     self.disk.misses += len(specs)
-    self.disk.put(list(code), progs)
+    self.disk.put(list(code), engine, progs)
     return progs
   def _engine(self, specs: list[ProgramSpec]):
     """(each spec's disk key, one spec per key, a JIT engine of those, each one's functions named after its key)."""
@@ -798,6 +858,27 @@ class CPUDevice:
 
 CPU = CPUDevice()
 
+def native(src: str, names: tuple[str, ...], lock) -> tuple:
+  """(what holds the code, each name's packed entry point) of an LLVM-dialect module (the worker pool's loops): from the
+  disk cache's object for it, else JIT-compiled and stored there, as a kernel's."""
+  key = sha256((CPU.disk.salt + src).encode()).hexdigest()[:40]
+  if (so := CPU.disk.get(key)) is not None:
+    try:
+      lib = ctypes.CDLL(so)
+      addrs = [ctypes.cast(getattr(lib, f"_mlir_{n}"), ctypes.c_void_p).value for n in names]
+      CPU.disk.hits += 1
+      return lib, addrs
+    except (OSError, AttributeError): pass
+  from morok_mlir.ir import load
+  load()
+  from mlir import ir
+  from mlir.execution_engine import ExecutionEngine
+  with lock, ir.Context(), ir.Location.unknown(): eng = ExecutionEngine(ir.Module.parse(src), opt_level=3, enable_pic=True)
+  CPU.disk.misses += 1
+  if CPU.disk.enabled: CPU.disk.put([key], eng)
+  return eng, [eng.raw_lookup(n) for n in names]
+pool.BUILD = native
+
 def compile_module(funcs: list[Func]) -> CPUProgram:
   """A whole kernel-level module (kernels + @schedule) as one JIT module; the program runs the schedule."""
   sched = [f for f in funcs if "uop.schedule" in f.attrs]
@@ -805,6 +886,7 @@ def compile_module(funcs: list[Func]) -> CPUProgram:
   kernels = {f.name: f for f in funcs}
   outs = tuple(sorted({k.attrs["slots"][i] for r in sched[0].roots for k in r.toposort if k.op is Ops.KERNEL
                        for i in stored_slots(kernels[k.attrs["callee"][1]])}))
+  from morok_mlir.codegen.program import lower_module
   spec = ProgramSpec(sched[0].name, lower_module(funcs), tuple(_arg(t) for t in sched[0].args), outs,
                      align=max(out_align(f) for f in funcs))   # every stored buffer is checked against the strictest
   return CPUProgram(CPU.compiler.compile(spec))

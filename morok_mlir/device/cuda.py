@@ -16,12 +16,15 @@ Public API, shaped like the CPU device's:
                                             CUDABuffer dies; .empty_cache(); host copies through pinned staging buffers
   CUDAGraph(kernels)                        a TinyJit replay's run of CUDA kernels as one CUDA graph (CUDAProgram.Graph)
   CUDA.synchronize()
+  CUDA.time_ms(fn, runs) -> float           milliseconds per call of fn, by CUDA events around runs calls
+  with CUDA.profile() as p: ...             p: (kernel, GPU ms) of each kernel launched in the block, by events
+  CUDA.search(f, beam) -> Func              BEAM: a tiled contraction's fastest block tile on this GPU (uop.gpu_tile), cached
   available() -> (bool, reason)             cuda-python importable, cuInit works, at least one device
 Every failing driver call raises CUDAError naming the call (and the kernel, for loads and launches). Threads may share
 the device: launches take their own parameter arrays, the pool and the method cache (an LRU) are locked, and each
 thread makes the device's context current before its first call."""
 from __future__ import annotations
-import ctypes, threading, time, warnings, weakref
+import contextlib, ctypes, threading, time, warnings, weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 import numpy as np
@@ -251,7 +254,7 @@ class CUDARenderer:
   tf32. The entry point is always `kernel`, so equal kernels render to equal text."""
   def __init__(self, chip: str | None = None, tf32: bool = False): self.chip, self.tf32 = chip, tf32
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    try: text, launch = lower_kernel(f, name, chip=self.chip, tf32=self.tf32)
+    try: text, launch = lower_kernel(f, name, chip=self.chip, tf32=self.tf32, tile=f.attrs.get("uop.gpu_tile", -1))
     except PassError as e: raise CompileError(f"{e.loc}: error: {e}" if e.loc else f"error: {e}") from None   # as the CPU's passes say it
     return ProgramSpec(name, Emitter.gpu_module([text]), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
                        launch.global_size, launch.local_size, f, launch.tiles)
@@ -280,8 +283,10 @@ class CUDAProgram:
     try:
       ptrs[:len(addrs)] = addrs
       (gx, gy, gz), (lx, ly, lz) = self.spec.global_size, self.spec.local_size
+      if (prof := self.dev.prof) is not None: t0 = self.dev.mark()
       check(driver().cuLaunchKernel(self.fn, gx, gy, gz, lx, ly, lz, 0, self.dev.stream, ctypes.addressof(params), 0),
             f"launching kernel {self.label}")   # (the driver copies the parameters before it returns)
+      if prof is not None: prof.append((self.label, t0, self.dev.mark()))
     finally: self._free.append(a)
   def call_buffers(self, bufs: list, inputs: list | None = None) -> None:
     """The realize driver's path: allocated CUDA Buffers of the right dtype and size; launches and returns (the stream
@@ -367,6 +372,7 @@ class CUDADevice:
   name = "CUDA"
   def __init__(self, ordinal: int = 0):
     self.ordinal, self.ctx, self.stream, self.chip = ordinal, None, None, None
+    self.prof: list | None = None   # (kernel label, start event, end event) per launch while profile() is active
     self.renderer, self.compiler, self.allocator = CUDARenderer(), CUDACompiler(), CUDAAllocator(self)
     self.method_cache: LRU = LRU(lambda p: p.nbytes)
     self.lock, self._tls = threading.RLock(), threading.local()
@@ -397,6 +403,41 @@ class CUDADevice:
     check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     self.stream = check(d.cuStreamCreate(0), "cuStreamCreate")   # blocking: ordered with the legacy stream's copies
     self.ctx = ctx
+  def time_ms(self, fn, runs: int) -> float:
+    """Milliseconds per call of fn (work it queues on the stream), by CUDA events recorded around runs calls."""
+    d = driver()
+    self.current()
+    start, end = (check(d.cuEventCreate(0), "cuEventCreate") for _ in range(2))   # 0: with timing
+    try:
+      check(d.cuEventRecord(start, self.stream), "cuEventRecord")
+      for _ in range(runs): fn()
+      check(d.cuEventRecord(end, self.stream), "cuEventRecord"); check(d.cuEventSynchronize(end), "cuEventSynchronize")
+      return check(d.cuEventElapsedTime(start, end), "cuEventElapsedTime") / runs
+    finally:
+      for ev in (start, end): d.cuEventDestroy(ev)
+  def mark(self):
+    """A timing event recorded on the stream now."""
+    ev = check(driver().cuEventCreate(0), "cuEventCreate")
+    check(driver().cuEventRecord(ev, self.stream), "cuEventRecord")
+    return ev
+  @contextlib.contextmanager
+  def profile(self):
+    """Within the block each kernel launch of this device's programs (not a CUDA graph's) is timed on the GPU by a pair
+    of events; yields a list that holds (kernel label, ms) per launch once the block ends (the stream synchronized)."""
+    self.current()
+    self.prof = out = []
+    try: yield out
+    finally:
+      self.prof, recs, d = None, list(out), driver()
+      try:
+        self.synchronize("profiled kernels")
+        out[:] = [(label, check(d.cuEventElapsedTime(a, b), "cuEventElapsedTime")) for label, a, b in recs]
+      finally:
+        for _, a, b in recs: d.cuEventDestroy(a); d.cuEventDestroy(b)
+  def search(self, f: Func, beam: int) -> Func:
+    """BEAM on CUDA: f with its tiled contraction's fastest block tile, timed on this GPU and cached (device/search.py)."""
+    from morok_mlir.device import search
+    return search.search_gpu(f, beam, self)
   def synchronize(self, what: str = "stream") -> None:
     if self.stream is not None: check(driver().cuStreamSynchronize(self.stream), f"{what} (cuStreamSynchronize)")
   @property

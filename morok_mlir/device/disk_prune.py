@@ -6,10 +6,10 @@ sweep of a big cache is seconds of Python work, which in the process itself woul
   python disk_prune.py DIR MAX_BYTES"""
 import os, re, stat, sys, time
 
-# an entry: <key>.so and <key>.sum, the key 40 hex digits
-ENTRY = re.compile(r"[0-9a-f]{40}\.(?:so|sum)")
+# an entry: <key>.so (a kernel's object) or <key>.plan (a schedule: realize.save_plan) and <key>.sum, the key 40 hex digits
+ENTRY = re.compile(r"[0-9a-f]{40}\.(?:so|plan|sum)")
 # a temporary: mkstemp(f".{ext}.tmp", f"{key}.{pid}.{n}."), and the names earlier versions of the cache used
-TEMP = re.compile(r"[0-9a-f]{40}(?:\.\d+\.\d+\.[a-z0-9_]{8}\.(?:o|so|sum)\.tmp|\.so\.\d+\.\d+\.tmp(?:\.sum)?|[a-z0-9_]{8}\.o)")
+TEMP = re.compile(r"[0-9a-f]{40}(?:\.\d+\.\d+\.[a-z0-9_]{8}\.(?:o|so|plan|sum)\.tmp|\.so\.\d+\.\d+\.tmp(?:\.sum)?|[a-z0-9_]{8}\.o)")
 
 def unlink(path: str) -> None:
   try: os.unlink(path)
@@ -25,13 +25,13 @@ def prune(d: str, max_bytes: int) -> None:
     try: st = os.lstat(path)
     except OSError: continue
     if stat.S_ISDIR(st.st_mode): continue   # the cache never makes one; cpu.DiskCache replaces one in an entry's place
-    if entry and f.endswith(".so"):
-      try: n = st.st_size + os.lstat(path[:-3] + ".sum").st_size
+    if entry and not f.endswith(".sum"):
+      try: n = st.st_size + os.lstat(os.path.splitext(path)[0] + ".sum").st_size
       except OSError: n = st.st_size
       ents.append((st.st_mtime, path, n)); total += n
-    elif now - st.st_mtime > 3600 and not (entry and f[:-4] + ".so" in names): unlink(path)
+    elif now - st.st_mtime > 3600 and not (entry and (f[:-4] + ".so" in names or f[:-4] + ".plan" in names)): unlink(path)
   for _, path, n in sorted(ents):
     if total <= max_bytes: break
-    unlink(path); unlink(path[:-3] + ".sum"); total -= n
+    unlink(path); unlink(os.path.splitext(path)[0] + ".sum"); total -= n
 
 if __name__ == "__main__": prune(sys.argv[1], int(sys.argv[2]))

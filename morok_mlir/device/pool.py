@@ -192,16 +192,26 @@ def _packed(*vals) -> tuple:
   """A packed-call argument array pointing at vals (kept alive with it)."""
   return (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals]), vals
 
+NAMES = ("morok_worker", "morok_post", "morok_wait", "morok_run")
+# (src, names, lock) -> (what holds the code, each name's packed entry point): device/cpu.py sets it to its disk cache's
+# (the loops' object kept as a kernel's, so a process that compiles nothing loads no MLIR)
+BUILD = None
+
 _engine_lock, _compiled = threading.Lock(), []
 def _engine(lock: threading.Lock | None = None) -> tuple:
   """(engine, worker, post, wait, run): the native loops, compiled once per process (by whichever of the pool and a
   Chain needs them first; lock: the one MLIR's compiles take)."""
   with _engine_lock:
     if not _compiled:
-      from mlir import ir
-      from mlir.execution_engine import ExecutionEngine
-      with lock or threading.Lock(), ir.Context(), ir.Location.unknown(): eng = ExecutionEngine(ir.Module.parse(_src()), opt_level=3)
-      _compiled.append((eng, *(_FN(eng.raw_lookup(name)) for name in ("morok_worker", "morok_post", "morok_wait", "morok_run"))))
+      if BUILD is not None: eng, addrs = BUILD(_src(), NAMES, lock or threading.Lock())
+      else:
+        from morok_mlir.ir import load
+        load()
+        from mlir import ir
+        from mlir.execution_engine import ExecutionEngine
+        with lock or threading.Lock(), ir.Context(), ir.Location.unknown(): eng = ExecutionEngine(ir.Module.parse(_src()), opt_level=3)
+        addrs = [eng.raw_lookup(name) for name in NAMES]
+      _compiled.append((eng, *map(_FN, addrs)))
   return _compiled[0]
 
 class _Worker:

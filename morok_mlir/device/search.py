@@ -19,7 +19,14 @@ features, threads and vec: a later compile of the kernel, in any process on this
 A search run while other processes keep the cores busy (`busy`) is kept for this process only: its timings favour
 fewer threads than a quiet machine would. An entry is used only if it is one of the choices the axes can reach (a
 damaged or foreign one is searched again and rewritten). `stats` counts searches, compiles, timed runs and cache
-hits; `log` lists what each kernel got."""
+hits; `log` lists what each kernel got.
+
+On CUDA (`search_gpu`, through CUDADevice.search): a tiled contraction's block tile (codegen.gpu_tiles) is the one
+choice. Every candidate the plan accepts on the device's chip (gpu_tiles.candidates) is compiled (PTX, loaded by the
+driver, which assembles it), run once on the same random inputs and checked against the heuristic tile's results, then
+timed by CUDA events around GPU_RUNS launches; the fastest is kept (one axis: n does not narrow it), as
+`uop.gpu_tile` (its place in TILES), in memory and in `beam-<key>.json`, the key hashing the kernel's text, the chip
+and tf32. Other kernels have no choice searched on a GPU."""
 from __future__ import annotations
 import collections, hashlib, json, os, tempfile, time
 from dataclasses import replace
@@ -225,3 +232,61 @@ def _search(f: Func, beam: int, threads: int, vec: int) -> Func:
   return apply(f, choices)
 
 optimize.SEARCH = search
+
+# ---------------------------------------------------------------- CUDA: a tiled contraction's block tile
+TILE = "uop.gpu_tile"   # the Func attribute CUDA's renderer reads: uop-lower-gpu{tile=i}
+GPU_RUNS = 20           # launches per timing: event resolution is ~0.5 us, a tiled kernel runs 10 us to a few ms
+gpu_ms: dict[str, dict[int, float]] = {}   # kernel name -> ms per candidate tile of its last search, for benchmarks
+
+def gpu_key(f: Func, chip: str, tf32: bool) -> str:
+  text = FILE_LOC.sub("", module_text([replace(f, name="kernel", attrs={k: v for k, v in f.attrs.items() if k != TILE})]))
+  return hashlib.sha256(f"beam-gpu-1|{chip}|{tf32}|{text}".encode()).hexdigest()[:40]
+
+def search_gpu(f: Func, beam: int, dev) -> Func:
+  """f with the fastest block tile found (or cached) for it on CUDA device dev; f itself where it is not a tiled
+  contraction with a choice of tiles, or where the search fails (a launch the driver refuses, say)."""
+  try: return _search_gpu(f, dev)
+  except Exception as e:
+    if DEBUG: print(f"beam {f.name}: GPU search failed, heuristic kept ({type(e).__name__}: {e})")
+    return f
+
+def _search_gpu(f: Func, dev) -> Func:
+  from morok_mlir.codegen import gpu_tiles
+  dev.init()
+  chip, tf32 = dev.chip, dev.allow_tf32
+  if len(cands := gpu_tiles.candidates(f, chip, tf32)) < 2: return f
+  with_tile = lambda i: replace(f, attrs={**f.attrs, TILE: i})
+  k = gpu_key(f, chip, tf32)
+  if (hit := _load(k)) is not None and hit.keys() == {TILE} and hit[TILE] in cands:
+    stats["hits"] += 1; _memo[k] = hit; log.append((f.name, {}, hit))
+    return with_tile(hit[TILE])
+  stats["searches"] += 1
+  heur = gpu_tiles.TILES.index(gpu_tiles.plan(f, chip, tf32).tile)
+  spec, al, ref, times = dev.renderer.render(f), dev.allocator, None, {}
+  rng = np.random.default_rng(0)   # as the CPU's: floats standard normal, others zero (an index read is in bounds)
+  host = [rng.standard_normal(size).astype(dt.np) if dt.is_float else np.zeros(size, dt.np) for size, dt in spec.args]
+  bufs = [al.alloc(size, dt) for size, dt in spec.args]
+  def measure(i: int) -> float | str:
+    nonlocal ref
+    try:
+      prog = dev.compile(with_tile(i))
+      for b, a in zip(bufs, host): al.copyin(b, a)
+      prog(*bufs)
+    except Exception as e:
+      if i == heur: raise   # nothing to compare with
+      return f"fails: {type(e).__name__}: {e}"
+    finally: stats["compiles"] += 1
+    got = [x.astype(np.float64) if spec.args[j][1].is_float else x for j in spec.outs for x in (al.to_numpy(bufs[j]),)]
+    if ref is None: ref = got
+    elif not all(_same(x, r) for x, r in zip(got, ref)): return "differs from the heuristic's results"
+    ptrs = [b.ptr for b in bufs]
+    stats["runs"] += GPU_RUNS + 1
+    return dev.time_ms(lambda: prog.launch_ptrs(*ptrs), GPU_RUNS)
+  for i in sorted(cands, key=lambda i: i != heur):   # the heuristic's first: the results the others must give
+    t = measure(i)
+    if DEBUG >= 2: print(f"  beam {f.name}: tile {gpu_tiles.TILES[i]}: {f'{t:.4f} ms' if isinstance(t, float) else t}")
+    if isinstance(t, float): times[i] = t
+  best = min(times, key=lambda i: (times[i], i != heur))
+  log.append((f.name, {TILE: heur}, {TILE: best})); gpu_ms[f.name] = times
+  _store(k, {TILE: best}, {"ms": times[best], "heuristic_ms": times[heur], "chip": chip, "timed": len(times), "tiles_ms": times})
+  return with_tile(best)

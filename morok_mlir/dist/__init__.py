@@ -25,7 +25,7 @@ import numpy as np
 from morok_mlir.core import env as knobs
 from morok_mlir.core.dtype import DType, dtypes, to_dtype
 from morok_mlir.core.provenance import error as _err
-from morok_mlir.device.buffer import Buffer, Ring
+from morok_mlir.device.buffer import Buffer
 from morok_mlir import realize as R
 from morok_mlir.realize import new_buffer
 from morok_mlir.tensor import Tensor, _data
@@ -67,7 +67,7 @@ def _describe(head: np.ndarray) -> str: return f"{_DTYPES[head[1]].name if head[
 
 CYCLE = 64   # calls: the longest cycle of collectives (a training step's) whose shape checks are skipped once seen twice
 HOST = 1 << 21   # bytes: a host result under this is numpy's memory (Communicator._out)
-RING = 1 << 19   # bytes: an allreduce result under this reuses one of the last two of its signature nothing references
+RING = 1 << 19   # bytes: an allreduce result under this reuses one of the last two of its signature nothing references (Results)
 _BUF, _ND = Ops.BUFFER, np.ndarray   # (module names: a global's lookup is cheaper than np's attribute, in every call)
 
 def name(what) -> str:
@@ -96,6 +96,31 @@ def _writable(a) -> bool:
     except ValueError: return False
   return True
 
+class Results:
+  """The last two results of one host allreduce signature, each handed out again once nothing references it, its node,
+  its Buffer or its memory, even weakly (a loop's `y = comm.allreduce(x)` drops the one from two calls back): making a
+  result (Buffer, node, Tensor) costs a third of a 1 KiB allreduce. A reused result's memory is rewritten, as all_reduce
+  rewrites a node's (_sole): nothing can read the old contents. A slot: the Tensor, its node, its Buffer and the writable
+  array w whose read-only view the Buffer holds (MPI writes w: no flag flips per call)."""
+  __slots__ = ("slots", "turn", "n", "dtype", "shape", "device")
+  def __init__(self, shape: tuple, dtype: DType, device: str):
+    self.slots, self.turn, self.n, self.dtype, self.shape, self.device = [None, None], 0, math.prod(shape), dtype, shape, device
+  def take(self) -> tuple[Tensor, np.ndarray]:
+    """A result Tensor and the array MPI writes its value into."""
+    s = (slots := self.slots)[i := self.turn]; self.turn = i ^ 1
+    if s is not None:
+      t, u, b, w = s
+      # the references when no one else holds them: the slot's, the names t, u, b, w and getrefcount's; t.uop's to u (and
+      # that of u's cached toposort, which lists u), u.buffer's to b, b's to its view of w, the view's to w (a view anyone
+      # made of either is one of w: numpy collapses views of views)
+      if getrefcount(t) == 3 and t.uop is u and getrefcount(u) == 4 + ("toposort" in u.__dict__) and getrefcount(b) == 4 and \
+         getrefcount(b._buf) == 2 and getrefcount(w) == 4 and not (getweakrefcount(t) or getweakrefcount(u) or getweakrefcount(b)):
+        t._requires_grad = t.grad = t._view = None
+        return t, w
+    b = Buffer.fresh("CPU", self.n, self.dtype, (w := np.empty(self.n, self.dtype.np))[:])
+    slots[i] = (t := Tensor._of(u := new_buffer(b, shape=self.shape), self.device), u, b, w)   # (new_buffer: b's view read-only)
+    return t, w
+
 class Communicator:
   """Tensor-level collectives over a backend's buffer-level ones (backend: .rank, .world_size, .local_rank, .broken
   (what timed out, None while usable) and usable(what) raising when broken, and
@@ -106,7 +131,7 @@ class Communicator:
     self.b, self.rank, self.world_size, self.local_rank = backend, backend.rank, backend.world_size, backend.local_rank
     self.check = knobs.get("MOROK_DIST_CHECK") if check is None else check
     self.calls, self.period = [], 0   # the checked or expected calls (what, shape, dtype), the last few; their cycle's length
-    self.sigs: dict = {}   # (op, shape, dtype, device) -> an allreduce's parts made once: (its call for _checked, its name, a Ring,
+    self.sigs: dict = {}   # (op, shape, dtype, device) -> an allreduce's parts made once: (its call for _checked, its name, its Results,
                            # the backend's allreduce for its op and dtype)
   def __repr__(self): return f"<Communicator {type(self.b).__name__} rank {self.rank} of {self.world_size}>"
 
@@ -158,7 +183,7 @@ class Communicator:
       self._op(op)
       if len(self.sigs) >= CYCLE: self.sigs.clear()
       n = math.prod(shape)
-      ring = Ring(lambda: Buffer.fresh("CPU", n, dt, np.empty(n, dt.np))) if device == "CPU" and n * dt.itemsize < RING else None
+      ring = Results(shape, dt, device) if device == "CPU" and n * dt.itemsize < RING else None
       run = self.b.allreduce_fn(op, dt.npdt) if hasattr(self.b, "allreduce_fn") else lambda src, out, what: self.b.allreduce(src, out, op, what)
       s = self.sigs[k] = (("allreduce", shape, dt), lambda: f"allreduce({op}) of {dt.name}{list(shape)}", ring, run)
     return s
@@ -172,9 +197,12 @@ class Communicator:
     else:
       src = self._in(x, "allreduce")
       c, what, ring, run = self._sig(op, x.shape, x.dtype, x.device)
-    if ring is None: b, out = self._out(c[1], c[2], x.device)
-    else: (out := (b := ring.take())._buf).setflags(True)   # (made read-only by the Tensor that last held it)
-    run(src, out, what)   # (broken checked above, and by _in)
+    if ring is not None:
+      t, out = ring.take()
+      run(src, out, what)   # (broken checked above, and by _in)
+      return t
+    b, out = self._out(c[1], c[2], x.device)
+    run(src, out, what)
     return Tensor._of(new_buffer(b, shape=c[1]), x.device)
   def all_reduce(self, x: Tensor, op: str = "sum") -> Tensor:
     """x's value replaced by allreduce(x, op) (torch.distributed.all_reduce), and x returned. Written into x's own

@@ -3,6 +3,8 @@ number), `func.return` operands are the results, and roots without results (sink
 from __future__ import annotations
 import functools, math, re
 from dataclasses import dataclass, field
+from morok_mlir.ir import load as _load_mlir
+_load_mlir()
 from mlir import ir
 from morok_mlir.core.uop import UOp, SHAPE_ATTR, DYN, attrs as mkattrs
 from morok_mlir.core.dtype import DType, PtrDType, VecDType, dtypes

@@ -2,14 +2,14 @@
 
 Input data enters a graph as `buffer` UOps made by `new_buffer`, each owning its Buffer (device/buffer.py). Input buffers
 are numbered by first use, so two graphs of the same structure on different data give the same (hash-consed) UOps
-(normalize: what is compiled) and the same tuple (structure: the schedule cache's key, found before any MLIR is built)."""
+(normalize: what is compiled) and the same tuple (structure: the schedule cache's key, found before any MLIR is built).
+Only graph_func reaches MLIR (the bridge): the rest runs where no compile happens."""
 from __future__ import annotations
 import itertools, weakref
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.core.dtype import dtypes
-from morok_mlir.ir.bridge import Func
 from morok_mlir.dialects.ops import Ops
 
 # ---------------------------------------------------------------- graph -> function
@@ -104,6 +104,7 @@ def _values(vals: dict) -> tuple[int, ...]: return tuple(vals[v] for v in sorted
 
 def graph_func(key: tuple[UOp, ...]) -> Func:
   """One func.func whose arguments are the input buffers (slot = argument number) and whose results are key."""
+  from morok_mlir.ir.bridge import Func   # (MLIR loads with the first compile: running cached schedules needs none)
   ins: dict[int, UOp] = {}
   for o in key:
     for u in o.toposort:

@@ -5,13 +5,15 @@ is a Python callback and each upstream element is added as MLIR parses it. Every
 it: unknown names and bad options raise PipelineError instead of reaching MLIR's asserts."""
 from __future__ import annotations
 import re, threading
+from morok_mlir.ir import load as _load_mlir
+_load_mlir()
 from mlir import ir
 from mlir.passmanager import PassManager
 from morok_mlir.ir.bridge import Func, import_module, module_text, replace_module_body, IRImportError
 from morok_mlir.ir.diagnostics import format_mlir_error
 from morok_mlir.dialects import new_context
 from morok_mlir.dialects.verify import verify_module, signature_problem
-from morok_mlir.ir.registry import PASSES, PassError, PassInfo
+from morok_mlir.ir.registry import LOADERS, PASSES, PassError, PassInfo
 from morok_mlir.ir import stages
 
 class PipelineError(ValueError): pass
@@ -42,6 +44,7 @@ def _parse_options(info: PassInfo, text: str) -> dict:
 
 def parse_pipeline(text: str) -> list[tuple[PassInfo, dict] | str]:
   """Elements of the pipeline: (our pass, options) or an upstream pipeline string."""
+  while LOADERS: LOADERS.pop()()
   text = text.strip()
   if (m := re.fullmatch(r"builtin\.module\((.*)\)", text, re.S)): text = m.group(1)  # accept mlir-opt's spelling
   out = []
@@ -118,7 +121,7 @@ PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-optimize"]
 class CompileError(RuntimeError):
   """A pass rejected the graph; the message carries MLIR's diagnostics at the user's file:line."""
 
-compile_lock = threading.RLock()   # one compile at a time: the MLIR contexts (ours, the devices') are not thread-safe
+from morok_mlir.ir import compile_lock   # noqa: E402 (one compile at a time: MLIR contexts are not thread-safe)
 
 _ctx, _ctx_uses = None, 0
 def mlir_context():

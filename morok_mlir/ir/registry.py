@@ -23,6 +23,9 @@ class PassInfo:
     return "".join(w.capitalize() for w in self.name.split("-"))
 
 PASSES: dict[str, PassInfo] = {}
+# imports that register passes, run before a pipeline is parsed (the realize driver's: its passes load with the first
+# compile, not with the driver)
+LOADERS: list[Callable] = []
 
 
 class PassError(Exception):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re, threading
 from contextlib import contextmanager, nullcontext
 from typing import Callable
+from morok_mlir.ir import load as _load_mlir
+_load_mlir()
 from mlir import ir
 from morok_mlir.ir.bridge import FILE_LOC, Func, import_module
 

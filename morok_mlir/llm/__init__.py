@@ -20,19 +20,21 @@ def render_chat(template: str, messages: list[dict], bos: str = "", eos: str = "
   return env.from_string(template).render(messages=messages, add_generation_prompt=True, bos_token=bos, eos_token=eos)
 
 class LLM:
-  """A GGUF file's model, tokenizer and chat template. max_context bounds prompt + generated tokens (the KV cache).
+  """A GGUF file's model, tokenizer and chat template. max_context bounds prompt + generated tokens; the KV cache holds
+  `context` of them to begin with and doubles (up to max_context) when a generation needs more, so a short chat does not
+  hold a long one's cache (SmolLM2-135M: 46 KB per position).
   float32: decode the quantized weights once into float32 buffers (about 4 bytes a weight instead of 0.6 for Q4_1;
   faster, as every call's kernels then read plain floats) instead of in the kernels that read them.
   metadata: the file's, less the tokenizer's arrays (vocab, merges, token types: the tokenizer holds them; as Python
   lists, ~15 MB for a 49k vocabulary)."""
-  def __init__(self, path: str, max_context: int = 1024, float32: bool = False):
+  def __init__(self, path: str, max_context: int = 1024, float32: bool = False, context: int = 256):
     from morok_mlir.llm.gguf import load_gguf
     from morok_mlir.llm.tokenizer import tokenizer_from_gguf
     g = load_gguf(path)
     if g.arch != "llama": _err(ValueError, f"{path}: architecture {g.arch!r} is not supported (llama only)")
     weights = {k: v.contiguous().realize() for k, v in g.tensors.items()} if float32 else g.tensors
     meta = {k: v for k, v in g.metadata.items() if not (k.startswith("tokenizer.ggml.") and isinstance(v, list))}
-    self._init(Llama(LlamaConfig.from_gguf(g.metadata, weights, max_context), weights), tokenizer_from_gguf(g.metadata), meta)
+    self._init(Llama(LlamaConfig.from_gguf(g.metadata, weights, max_context), weights, context), tokenizer_from_gguf(g.metadata), meta)
 
   @classmethod
   def from_model(cls, model: Llama, tokenizer=None, metadata: dict | None = None) -> LLM:
@@ -64,12 +66,13 @@ class LLM:
     """Token ids after ids, one per decode call, until eos or max_tokens; seed restarts Tensor's generator."""
     n = self.model.cfg.max_context
     if not ids or len(ids) + max_tokens > n: _err(ValueError, f"{len(ids)} prompt tokens + {max_tokens} new ones do not fit max_context={n}")
+    if self.model.grow(len(ids) + max_tokens): self._steps.clear()
     if seed is not None: Tensor.manual_seed(seed)
     sampling, i32 = (float(temperature), int(top_k), float(top_p)), lambda *x: Tensor(np.array(x, np.int32))
     # a prompt that starts with what the cache holds (a conversation's earlier turns) prefills only what follows it
     keep = next((i for i, (a, b) in enumerate(zip(self._cached, ids[:-1])) if a != b), min(len(self._cached), len(ids) - 1))
     new, pos = ids[keep:], self.model.start_pos.bind
-    T = min(n - keep, max(8, 1 << (len(new) - 1).bit_length()))
+    T = min(self.model.context - keep, max(8, 1 << (len(new) - 1).bit_length()))
     self._cached = ids[:keep]
     tok = self._step(T, sampling)(Tensor(np.array([new + [0] * (T - len(new))], np.int32)), pos(keep), i32(len(new) - 1))
     self._cached = list(ids)

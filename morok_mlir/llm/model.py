@@ -2,8 +2,9 @@
 interleaved pairs (GGML's "normal" mode, for which llama.cpp's converter permutes the rows of attn_q/attn_k), grouped-
 query attention over a KV cache per layer, a SwiGLU feed-forward. Weights come as a dict keyed by GGUF tensor names.
 
-The cache has a fixed length (max_context); a call writes its T rows at start_pos and attends over the start_pos + T
-rows so far. start_pos is a bound Variable, so one compiled step (and one TinyJit capture) serves every position."""
+The cache has a length (its context, at most max_context; Llama.grow lengthens it); a call writes its T rows at
+start_pos and attends over the start_pos + T rows so far. start_pos is a bound Variable, so one compiled step (and one
+TinyJit capture) serves every position."""
 from __future__ import annotations
 import dataclasses
 import numpy as np
@@ -51,9 +52,13 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
   return Tensor.stack(x0 * c - x1 * s, x0 * s + x1 * c, dim=-1).reshape(B, T, H, D)
 
 class KVCache:
-  """Keys and values of every position so far, (1, n_kv_heads, max_context, head_dim) each."""
-  def __init__(self, cfg: LlamaConfig):
-    self.k, self.v = (Tensor.zeros(1, cfg.n_kv_heads, cfg.max_context, cfg.head_dim).contiguous().realize() for _ in range(2))
+  """Keys and values of every position so far, (1, n_kv_heads, rows, head_dim) each (rows: max_context unless given)."""
+  def __init__(self, cfg: LlamaConfig, rows: int | None = None):
+    self.k, self.v = (Tensor.zeros(1, cfg.n_kv_heads, rows or cfg.max_context, cfg.head_dim).contiguous().realize() for _ in range(2))
+  def grow(self, rows: int) -> None:
+    """rows rows, those so far kept."""
+    pad = ((0, 0), (0, 0), (0, rows - self.k.shape[2]), (0, 0))
+    self.k, self.v = (t.pad(pad).contiguous().realize() for t in (self.k, self.v))
   def update(self, k: Tensor, v: Tensor, start_pos) -> tuple[Tensor, Tensor]:
     """Write k, v (1, KV, T, D) at rows start_pos.. start_pos+T-1; the rows 0.. start_pos+T-1 (a symbolic length)."""
     T = k.shape[2]
@@ -63,11 +68,11 @@ class KVCache:
     return self.k[:, :, :start_pos + T], self.v[:, :, :start_pos + T]
 
 class Attention:
-  def __init__(self, cfg: LlamaConfig):
+  def __init__(self, cfg: LlamaConfig, rows: int | None = None):
     self.cfg = cfg
     self.wq, self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False), nn.Linear(cfg.dim, cfg.dim, bias=False)
     self.wk, self.wv = (nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False) for _ in range(2))
-    self.cache = KVCache(cfg)
+    self.cache = KVCache(cfg, rows)
   def __call__(self, x: Tensor, start_pos, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
     c, (B, T, _) = self.cfg, x.shape
     H, KV, D = c.n_heads, c.n_kv_heads, c.head_dim
@@ -89,8 +94,8 @@ class FeedForward:
   def __call__(self, x: Tensor) -> Tensor: return self.w2(self.w1(x).silu() * self.w3(x))
 
 class Block:
-  def __init__(self, cfg: LlamaConfig):
-    self.attention, self.feed_forward = Attention(cfg), FeedForward(cfg)
+  def __init__(self, cfg: LlamaConfig, rows: int | None = None):
+    self.attention, self.feed_forward = Attention(cfg, rows), FeedForward(cfg)
     self.attention_norm, self.ffn_norm = nn.RMSNorm(cfg.dim, cfg.norm_eps), nn.RMSNorm(cfg.dim, cfg.norm_eps)
   def __call__(self, x: Tensor, start_pos, cos: Tensor, sin: Tensor, mask: Tensor) -> Tensor:
     # the normalized rows stored once: read inline, every projection's kernel would normalize them again per weight row
@@ -111,11 +116,12 @@ def _set(obj, path: str, t: Tensor):
   setattr(obj, last, t)
 
 class Llama:
-  """forward(tokens (1, T) int32, start_pos) -> logits (1, vocab) of the last position, the caches updated."""
-  def __init__(self, cfg: LlamaConfig, weights: dict[str, Tensor]):
-    self.cfg = cfg
+  """forward(tokens (1, T) int32, start_pos) -> logits (1, vocab) of the last position, the caches updated. context: the
+  positions the caches hold to begin with (default max_context; grow() lengthens them)."""
+  def __init__(self, cfg: LlamaConfig, weights: dict[str, Tensor], context: int | None = None):
+    self.cfg, self.context = cfg, min(context or cfg.max_context, cfg.max_context)
     self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
-    self.layers = [Block(cfg) for _ in range(cfg.n_layers)]
+    self.layers = [Block(cfg, self.context) for _ in range(cfg.n_layers)]
     self.norm, self.output = nn.RMSNorm(cfg.dim, cfg.norm_eps), nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
     weights = dict(weights)
     weights.setdefault("output.weight", weights.get("token_embd.weight"))   # tied embeddings (SmolLM2)
@@ -123,7 +129,16 @@ class Llama:
     if missing := [k for k in names if weights.get(k) is None]: _err(KeyError, f"Llama weights missing: {missing[:5]}")
     for k, path in names.items(): _set(self, path, weights[k])
     self.cos, self.sin = rope_table(cfg)
-    self.start_pos = Variable("start_pos", 0, cfg.max_context - 1)
+    self.start_pos = Variable("start_pos", 0, self.context - 1)
+
+  def grow(self, n: int) -> bool:
+    """Room for n positions (at most max_context): the caches, their positions kept, and start_pos's bound doubled until
+    they hold n. True when they grew: the steps compiled and captured for the old length no longer apply."""
+    if n <= self.context: return False
+    while self.context < n: self.context = min(2 * self.context, self.cfg.max_context)
+    for layer in self.layers: layer.attention.cache.grow(self.context)
+    self.start_pos = Variable("start_pos", 0, self.context - 1)
+    return True
 
   def forward(self, tokens: Tensor, start_pos, last: Tensor | None = None) -> Tensor:
     """start_pos: an int, or self.start_pos bound (an int is bound here: one compiled schedule serves every position).

@@ -4,8 +4,9 @@
 
 // A row softmax (base 2) of 64x1024 is ONE kernel (ROW): a block per row computes the row's max once (4 neighbours
 // per step: 16-byte loads; combined by shuffles in each warp, then the 8 warps' values through shared memory after a
-// barrier), then the row's sum of exp2(x - max) the same way, then its threads stride over the row writing it, 4
-// neighbours a step (16-byte loads and stores; the row's max and sum are computed once, ahead of that loop).
+// barrier), then the row's sum of exp2(x - max) the same way (4 neighbours a step too), then its threads stride over
+// the row writing it, 4 neighbours a step (16-byte loads and stores; the row's max and sum are computed once, ahead of
+// that loop).
 // CHECK-LABEL: gpu.func @r_64_1024_1024_1024_k0(
 // CHECK-SAME: %arg1: memref<65536xf32> {llvm.align = 16 : i64, llvm.noalias, llvm.readonly}
 // CHECK: %[[TID:.*]] = gpu.thread_id x
@@ -20,8 +21,10 @@
 // CHECK: gpu.barrier
 // CHECK-COUNT-6: arith.maximumf
 // CHECK: %[[MAX:.*]] = arith.maximumf
-// CHECK: %[[PSUM:.*]] = scf.for %{{.*}} = %[[TID]] to %c1024 step %c256 iter_args
-// CHECK: arith.subf %{{.*}}, %[[MAX]] : f32
+// CHECK: %[[PSUM:.*]] = scf.for %{{.*}} = %[[TID]] to %c256 step %c256 iter_args
+// CHECK-COUNT-4: arith.subf %{{.*}}, %[[MAX]] : f32
+// CHECK-COUNT-4: arith.addf
+// CHECK-NEXT: scf.yield
 // CHECK: gpu.shuffle xor %[[PSUM]], %c16_i32, %c32_i32 : f32
 // CHECK: memref.store %{{.*}}, %arg3[%{{.*}}] : memref<8xf32, #gpu.address_space<workgroup>>
 // CHECK: gpu.barrier

@@ -6,24 +6,24 @@
 
 // A 130x200 @ 200x72 matmul of f16 (f32 accumulation, f16 result) on sm_80: a tiled contraction (codegen.gpu_tiles).
 // The block's slices of A (k-contiguous: [rows][k]) and B (n-contiguous: [k][n]) are staged in workgroup memory, two
-// stages, by 16-byte cp.asyncs (zero-filled past 130 rows, 72 columns and 200 of k); each k loop step first sends the
+// stages (each flat: row * padded row + column), by 16-byte cp.asyncs (zero-filled past 130 rows, 72 columns and 200 of k); each k loop step first sends the
 // next stage's copies, waits for this one (wait_group 1; 0 at the last step), then a barrier, the warps' mma.syncs on
 // fragments read from shared memory by ldmatrix (B's transposed), and a barrier before the stage is refilled. The epilogue stores each accumulator
 // as f16 where it lies inside the 130x72 output.
 // CHECK-LABEL: gpu.func @r_130_72_200_k0(
-// CHECK-SAME: workgroup(%[[SA:arg[0-9]+]] : memref<2x32x24xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SB:arg[0-9]+]] : memref<2x16x40xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
-// CHECK: nvgpu.device_async_copy %arg1[%{{.*}}], %[[SA]][%c0, %{{.*}}, %{{.*}}], 8, %{{.*}} : memref<26000xf16> to memref<2x32x24xf16, #gpu.address_space<workgroup>>
-// CHECK: nvgpu.device_async_copy %arg2[%{{.*}}], %[[SB]][%c0, %{{.*}}, %{{.*}}], 8, %{{.*}} : memref<14400xf16> to memref<2x16x40xf16, #gpu.address_space<workgroup>>
+// CHECK-SAME: workgroup(%[[SA:arg[0-9]+]] : memref<2x768xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}, %[[SB:arg[0-9]+]] : memref<2x640xf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// CHECK: nvgpu.device_async_copy %arg1[%{{.*}}], %[[SA]][%c0, %{{.*}}], 8, %{{.*}} : memref<26000xf16> to memref<2x768xf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy %arg2[%{{.*}}], %[[SB]][%c0, %{{.*}}], 8, %{{.*}} : memref<14400xf16> to memref<2x640xf16, #gpu.address_space<workgroup>>
 // CHECK: %[[G0:.*]] = nvgpu.device_async_create_group
-// CHECK: scf.for %{{.*}} = %c0 to %c13 step %c1 iter_args
+// CHECK: scf.for %{{.*}} = %c0_i32 to %c13_i32 step %c1_i32 iter_args
 // CHECK: nvgpu.device_async_copy
 // CHECK: %[[G:.*]] = nvgpu.device_async_create_group
 // CHECK: nvgpu.device_async_wait %[[G]] {numGroups = 1 : i32}
 // CHECK-NEXT: } else {
 // CHECK-NEXT: nvgpu.device_async_wait %[[G0]] {numGroups = 0 : i32}
 // CHECK: gpu.barrier
-// CHECK: nvgpu.ldmatrix %[[SA]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x32x24xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
-// CHECK: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 2 : i32, transpose = true} : memref<2x16x40xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
+// CHECK: nvgpu.ldmatrix %[[SA]][{{.*}}] {numTiles = 4 : i32, transpose = false} : memref<2x768xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// CHECK: nvgpu.ldmatrix %[[SB]][{{.*}}] {numTiles = 2 : i32, transpose = true} : memref<2x640xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
 // CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (vector<2xf16>, vector<2xf16>, f32) -> !llvm.struct<(f32, f32, f32, f32)>
 // CHECK: gpu.barrier
 // CHECK-NEXT: scf.yield
