@@ -417,9 +417,11 @@ def cut_deep(outs: list[UOp], device: str) -> list[UOp] | None:
       cut = [u, *live]
       bufs = realize([new[x] for x in cut], device, cut=False)
       for x, b in zip(cut, bufs): new[x] = new_buffer(b, new[x].loc, shape=tuple(sym_val(d) for d in new[x].shape))
-      for x in pending + [u]:   # rebuilt over the buffers: what a later node reads (a view of a realized value)
+      # every node since the last cut rebuilt over the buffers, not only those a later node reads: a later node may
+      # reach a realized value through views read by nothing else after the cut (x.T.reshape(..).T: the first view)
+      for x in pending + [u]:
         if x in live or x is u: depth[x], below[x] = 0, frozenset((new[x],))
-        elif last.get(x, -1) > i: new[x], depth[x] = build(x)
+        else: new[x], depth[x] = build(x)
       pending = []
     else: pending.append(u)
   return [new[o] for o in outs]

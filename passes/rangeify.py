@@ -333,6 +333,16 @@ class Rangeifier:
     depth = max((loops.index(r) for r in used if r in loops), default=-1)
     return all(r in used for r in loops[:depth + 1])
 
+def merges(src: tuple, dst: tuple) -> bool:
+  """Whether a reshape from src to dst (static) only merges neighbouring dims: each of dst's dims a run of src's."""
+  if not all(isinstance(d, int) for d in (*src, *dst)): return False
+  i, src = 0, [d for d in src if d != 1]
+  for d in (d for d in dst if d != 1):
+    n = 1
+    while n < d and i < len(src): n, i = n * src[i], i + 1
+    if n != d: return False
+  return i == len(src)
+
 def epilogue(u: UOp, stored) -> set[UOp] | None:
   """The nodes from u down to the one reduce worth a kernel (of u's size) that u is an epilogue of, when u is one:
   elementwise ops and views over that reduce, whose other operands reduce nothing (weights, a bias, a mask read from
@@ -344,9 +354,11 @@ def epilogue(u: UOp, stored) -> set[UOp] | None:
     if x is not u and x.op is Ops.REDUCE_AXIS and not stored(x):
       if x.size != u.size or reds and not (product(x) and product(reds[0])): return None
       reds.append(x)
-    # a reshape that splits or merges dims (a grouped conv's groups into channels) would index the reduce through
-    # div/mod of the stored node's loops: its kernel could not tile it as a batch of products
-    elif x.op is Ops.RESHAPE and [d for d in x.shape if d != 1] != [d for d in x.src[0].shape if d != 1]: return None
+    # a reshape that splits or merges dims indexes what is below it through div/mod of the stored node's loops, which
+    # the kernel could not tile as a batch of products; but for the one merge of a reduce's own dims (a grouped
+    # convolution's groups and channels into channels) uop-optimize splits the loop back (split_groups)
+    elif x.op is Ops.RESHAPE and [d for d in x.shape if d != 1] != [d for d in x.src[0].shape if d != 1] and \
+        not (x.src[0].op is Ops.REDUCE_AXIS and merges(x.src[0].shape, x.shape)): return None
     elif x is u or not stored(x): todo += [s for s in x.src if s not in seen and not seen.add(s)]
   return seen if reds and reduced(reds[0], 1) > 1 else None
 

@@ -521,3 +521,28 @@ def test_lane_kernels_any_shape(c, h, w, k, s, p, d, kind):
     wt = r.standard_normal((c, 1, k, k), dtype=np.float32)
     got, ref = Tensor(x).conv2d(Tensor(wt), groups=c, stride=s, padding=p, dilation=d), (windows(x, 0) * wt.reshape(1, c, 1, 1, k * k)).sum(-1)
   np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("k,s,d", [(3, 2, 1), (2, 2, 1), (5, 3, 1), (3, 2, 2), (4, 4, 1), (2, 3, 1), (3, 3, 2), (4, 2, 1)])
+@pytest.mark.parametrize("op", ["max", "min", "sum"])
+def test_lane_window_rows_first(op, k, s, d, vec, monkeypatch):
+  """Unpadded windows stepping s >= 2 elements per lane, which LaneLowerer may combine rows first (each window row's
+  elements as one wide vector, combined across the rows, then one shuffle per column): odd output widths whose last lane
+  group is partial, an input whose last window ends at the buffer's end, dilations, windows narrower than the stride,
+  either lane width; max/min with NaN, infinities and signed zeros among the taps, against numpy's windows."""
+  import morok_mlir.passes.optimize as opt
+  from morok_mlir import Tensor, realize as R
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  r = np.random.default_rng(k * 100 + s * 10 + d + vec)
+  ek = d * (k - 1) + 1
+  oh, ow = 5, 2 * vec + 3
+  x = r.standard_normal((2, 3, s * (oh - 1) + ek, s * (ow - 1) + ek), dtype=np.float32)
+  if op != "sum":
+    x.flat[r.choice(x.size, 40, replace=False)] = r.choice(np.array([np.inf, -np.inf, 0.0, -0.0], np.float32), 40)
+    x.flat[r.choice(x.size, 6, replace=False)] = np.nan
+  win = np.stack([x[:, :, i * d:i * d + s * oh:s, j * d:j * d + s * ow:s] for i in range(k) for j in range(k)], -1)
+  got = getattr(Tensor(x)._pool((k, k), s, d), op)((-2, -1)).numpy()
+  ref = getattr(win, op)(-1)
+  if op == "sum": np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+  else: np.testing.assert_array_equal(got, ref)

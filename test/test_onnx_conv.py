@@ -47,3 +47,43 @@ def test_batchnorm_relu_depthwise_and_pool_over_a_cat():
   for _ in range(5):   # the first calls, then replays reading the folded scale and shift
     out = m({"x": x})
     for k, v in want.items(): np.testing.assert_allclose(out[k], v, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("stats", ["initializers", "inputs"])
+def test_shuffle_unit_batchnorm_folds_once(stats):
+  """A shufflenet unit: grouped 1x1 conv (4 groups of 20 channels: k = 20) -> batchnorm -> relu -> channel shuffle
+  (Reshape, Transpose, Reshape) -> 3x3 stride-2 depthwise conv -> batchnorm, odd sizes, new data every call (first
+  calls, then replays), against numpy. Statistics that are initializers make each batchnorm's scale and shift once
+  (the model's constants: replays read them as data); the first batchnorm's statistics as graph inputs (new ones every
+  call) are the call's data: nothing is made from them once."""
+  r = np.random.default_rng(11)
+  c, g, h, w = 80, 4, 15, 17
+  stats_of = lambda: [r.uniform(0.5, 2, c), r.standard_normal(c), r.standard_normal(c), r.uniform(0.2, 2, c)]   # scale, bias, mean, var
+  arrays = {"w1": r.standard_normal((c, c // g, 1, 1)) * 0.2, "c1b": r.standard_normal(c), "wd": r.standard_normal((c, 1, 3, 3)) * 0.5,
+            "dwb": r.standard_normal(c), **dict(zip(("s2", "b2", "m2", "v2"), stats_of()))}
+  bn1 = ("s1", "b1", "m1", "v1")
+  if stats == "initializers": arrays.update(zip(bn1, stats_of()))
+  arrays = {k: v.astype(np.float32) for k, v in arrays.items()}
+  inits = [numpy_helper.from_array(v, k) for k, v in arrays.items()]
+  inits += [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in (("sh5", [1, g, c // g, h, w]), ("sh4", [1, c, h, w]))]
+  nodes = [helper.make_node("Conv", ["x", "w1", "c1b"], ["c1"], group=g),
+           helper.make_node("BatchNormalization", ["c1", *bn1], ["n1"]), helper.make_node("Relu", ["n1"], ["r1"]),
+           helper.make_node("Reshape", ["r1", "sh5"], ["r5"]), helper.make_node("Transpose", ["r5"], ["t5"], perm=[0, 2, 1, 3, 4]),
+           helper.make_node("Reshape", ["t5", "sh4"], ["sh"]),
+           helper.make_node("Conv", ["sh", "wd", "dwb"], ["dw"], group=c, pads=[1, 1, 1, 1], strides=[2, 2]),
+           helper.make_node("BatchNormalization", ["dw", "s2", "b2", "m2", "v2"], ["y"])]
+  vi = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+  ins = [vi("x", [1, c, h, w])] + ([vi(n, [c]) for n in bn1] if stats == "inputs" else [])
+  m = OnnxModel(helper.make_model(helper.make_graph(nodes, "g", ins, [vi("y", None)], inits), opset_imports=[helper.make_opsetid("", 17)]))
+  sh = (1, -1, 1, 1)
+  bn = lambda y, s, b, mu, v: (y - mu.reshape(sh)) / np.sqrt(v.reshape(sh) + 1e-5) * s.reshape(sh) + b.reshape(sh)
+  for k in range(5):
+    feeds = {"x": r.standard_normal((1, c, h, w)).astype(np.float32)}
+    if stats == "inputs": feeds.update(zip(bn1, (v.astype(np.float32) for v in stats_of())))
+    a = {**arrays, **feeds}
+    y1 = np.maximum(bn(_conv(feeds["x"], a["w1"], a["c1b"], groups=g), *(a[n] for n in bn1)), 0)
+    shuffled = y1.reshape(1, g, c // g, h, w).transpose(0, 2, 1, 3, 4).reshape(1, c, h, w)
+    want = bn(_conv(shuffled, a["wd"], a["dwb"], s=2, p=1, groups=c), a["s2"], a["b2"], a["m2"], a["v2"])
+    np.testing.assert_allclose(m(feeds)["y"], want, rtol=1e-4, atol=1e-4, err_msg=f"call {k}")
+  # each batchnorm of constant statistics: its scale and its shift, buffers the replays read
+  from morok_mlir.dialects.ops import Ops
+  assert len(m._consts) == (4 if stats == "initializers" else 2) and all(t.uop.op is Ops.BUFFER for t in m._consts.values())

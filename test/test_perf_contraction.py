@@ -321,3 +321,15 @@ def test_replays_with_kept_panels_run_prepared(monkeypatch):
     np.testing.assert_allclose(static().numpy(), a @ w, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(sym(V.bind(n)).numpy(), a[:n] @ w, rtol=1e-4, atol=1e-4)
   assert not calls, calls
+
+@pytest.mark.parametrize("ci,products", [(28, True), (20, True), (6, False)])
+def test_grouped_conv_short_rows(ci, products):
+  """A grouped 1x1 convolution (4 groups, odd image) whose rows sum ci terms: the groups' products with rows and
+  columns (each group's channels times its image) from 16 terms on, plain lane loops over single rows below (a few
+  terms: packing would copy each element for a few uses); equal to the reference either way."""
+  import re
+  x, w = rnd(1, 4 * ci, 29, 31), rnd(4 * ci, ci, 1, 1) * 0.1
+  t = Tensor(x).conv2d(Tensor(w), groups=4)
+  kernels = re.findall(r"func.func private @(\S+)\(.*?attributes \{([^}]*)\}", t.mlir("uop-optimize"))
+  assert len(kernels) == 1 and ("uop.contraction" in kernels[0][1]) == products, kernels
+  np.testing.assert_allclose(t.numpy(), conv_ref(x, w, groups=4), rtol=1e-4, atol=1e-4)

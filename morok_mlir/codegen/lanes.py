@@ -61,7 +61,7 @@ class LaneLowerer(Lowerer):
     if u is self.lane: return self.place(u, fr, self.em.const(fr, f"dense<{list(range(self.vw))}>", self.vty(dtypes.index)))
     if u.op is Ops.LOAD: return self.place(u, fr, self.vload(u, fr))
     if u.op is Ops.REDUCE and (terms := self.taps(u)) is not None:   # a short reduce's terms combined as a tree
-      return self.place(u, fr, self.tree(fr, u, [self.vec_of(t, fr) for t in terms]))
+      return self.place(u, fr, self.rows_first(fr, u) or self.tree(fr, u, [self.vec_of(t, fr) for t in terms]))
     if u.op is Ops.REDUCE:   # a vector accumulator per lane, carried through the reduce's loops
       vt, op = self.vty(u.dtype), u.attrs["op"]
       init = splat(self.em, fr, REDUCE_IDENTITY[op](u.dtype), "f32", self.vw)
@@ -75,18 +75,19 @@ class LaneLowerer(Lowerer):
     fm = self.fm if c == "f" and u.op in CONTRACT else ""   # a tap's product and the tree's add may fuse into one FMA
     return self.place(u, fr, L(f"{ALU[u.op][c]} {', '.join(srcs)}{fm} : {self.vty(u.src[0].dtype)}"))
 
-  def tree(self, fr: Frame, u: UOp, vals: list[str]) -> str:
-    """vals (vectors of reduce u's dtype) combined by u's op pairwise, as a tree: independent ops, a short chain."""
-    op, vt = u.attrs["op"], self.vty(u.dtype)
-    if op in PICK and u.dtype.is_float and len(vals) > 1: return self.pick_tree(fr, op, vals, vt)
+  def tree(self, fr: Frame, u: UOp, vals: list[str], n: int = 0) -> str:
+    """vals (vectors of reduce u's dtype, n lanes: VW by default) combined by u's op pairwise, as a tree: independent ops,
+    a short chain."""
+    op, vt = u.attrs["op"], self.vty(u.dtype, n)
+    if op in PICK and u.dtype.is_float and len(vals) > 1: return self.pick_tree(fr, op, vals, vt, n)
     comb = ALU[op][cls(u.dtype)]
     while len(vals) > 1: vals = [self.line(fr, f"{comb} {a}, {b}{self.fm} : {vt}") for a, b in zip(vals[::2], vals[1::2])] + vals[len(vals) & ~1:]
     return vals[0]
-  def pick_tree(self, fr: Frame, op: str, vals: list[str], vt: str) -> str:
+  def pick_tree(self, fr: Frame, op: str, vals: list[str], vt: str, n: int = 0) -> str:
     """A float max/min of vals as a tree of compare-and-selects (one vmaxps/vminps each), NaN if any val is NaN: one
     unordered compare per pair of vals, ORed. arith.maximumf per pair would order signed zeros and test both operands for
     NaN at every combine (6 instructions each on x86); max/min may pick either of equal zeros."""
-    em, bt = self.em, self.vty(dtypes.bool)
+    em, bt = self.em, self.vty(dtypes.bool, n)
     nan = [em.cmpf(fr, "uno", a, b, vt) for a, b in zip(vals[::2], vals[1::2] + vals[-1:])]
     while len(nan) > 1: nan = [em.arith(fr, "ori", bt, a, b) for a, b in zip(nan[::2], nan[1::2])] + nan[len(nan) & ~1:]
     while len(vals) > 1:
@@ -119,6 +120,53 @@ class LaneLowerer(Lowerer):
       hi = em.shuffle(fr, v, v, [i + w if i < w else i for i in range(self.vw)], vt, vt)
       v = em.select(fr, em.cmpf(fr, PICK[op], v, hi, vt), v, hi, vt, bt)
     return em.select(fr, nan, em.const(fr, "0x7FC00000", "f32"), em.vextract(fr, v, 0, "f32", vt), "f32")
+
+  def rows_first(self, fr: Frame, u: UOp) -> str | None:
+    """A window's reduce whose term is one load stepping s >= 2 elements per lane (an unpadded pool), combined rows first:
+    each window row's m*VW consecutive elements (one wide vector, plain loads where they lie in the buffer) combined
+    across the rows, then one shuffle per column offset c picks lane j's element s*j + c, and the columns are combined.
+    Tap by tap, each tap's strided load takes a shuffle of its own: a 3x3 stride-2 max pool's 9 shuffles and 8
+    combines per VW outputs become 3 shuffles and 2*m + 2 combines (m = 3 at 8 or 16 lanes). None where the term is
+    another value, its gate differs from tap to tap (padding) or the taps would not take fewer ops."""
+    ld, rs, vw = u.src[0], u.src[1:], self.vw
+    if ld.op is not Ops.LOAD or ld.dtype is not u.dtype or u.dtype.is_bool or not isinstance(size := (idx := ld.src[0]).src[0].dtype.size, int): return None
+    gate = idx.src[2] if len(idx.src) > 2 else None
+    s, coefs = lane_coef(idx.src[1], self.lane, {}), [lane_coef(idx.src[1], r, {}) for r in rs]
+    if not s or s < 2 or any(c is None or c < 0 for c in coefs) or gate is not None and any(r in gate.toposort for r in rs): return None
+    if gate is not None and any(c in self.vec and _lane_step(self, c) <= 0 for c in conjuncts(gate)): return None
+    ns = [im.cval(r.src[0]) for r in rs]
+    col = [c * (n - 1) < vw for c, n in zip(coefs, ns)]   # ranges whose taps lie within a vector's span of each other
+    tap_offs = lambda keep: [sum(c * i for c, i, k in zip(coefs, ix, keep) if k) for ix in product(*map(range, ns))
+                             if all(i == 0 for i, k in zip(ix, keep) if not k)]
+    rows, cols = tap_offs([not c for c in col]), tap_offs(col)
+    m, pick, sh = -(-(s * (vw - 1) + max(cols) + 1) // vw), u.attrs["op"] in PICK and u.dtype.is_float, SHUFFLE_OPS.get(vw, 2)
+    spans = sum((c + s * (vw - 1)) // vw - c // vw for c in cols)   # each column's source vectors, less one
+    if m * _tree_ops(len(rows), pick) + sh * spans + _tree_ops(len(cols), pick) > len(rows) * len(cols) * (s - 1) * sh + _tree_ops(len(rows) * len(cols), pick):
+      return None
+    em, n, dt = self.em, m * vw, u.dtype
+    wt, bt, it, z = self.vty(dt, n), self.vty(dtypes.bool, n), self.vty(dtypes.int32, n), "0.0" if dt.is_float else "0"
+    buf, mt = self.value(idx.src[0]), mem_type(idx.src[0].dtype)
+    base = self.value(affine_simplify(idx.src[1].substitute({self.lane: im.const(0), **{r: im.const(0) for r in rs}})))
+    ats = [em.arith(fr, "addi", "index", base, self.const(r, dtypes.index)) for r in rows]
+    ix = lambda v: self.const(v, dtypes.index)
+    # lanes < valid hold their gate (k*lane < d: lane < ceil(d / k)); they read elements < need of each row, all in the buffer
+    valid = ix(vw)
+    for c in conjuncts(gate) if gate is not None else []:
+      if c in self.vec: valid = em.arith(fr, "minsi", "index", valid, em.arith(fr, "ceildivsi", "index", _lane_bound(self, c), ix(_lane_step(self, c))))
+      else: valid = em.select(fr, self.value(c), valid, ix(0), "index")
+    some = em.cmpi(fr, "sgt", valid, ix(0), "index")
+    need = em.select(fr, some, em.arith(fr, "addi", "index", em.arith(fr, "muli", "index", valid, ix(s)), ix(max(cols) + 1 - s)), ix(0), "index")
+    inside = em.cmpi(fr, "sle", em.arith(fr, "addi", "index", ats[rows.index(max(rows))], ix(n)), ix(size), "index")
+    plain = em.arith(fr, "andi", "i1", em.cmpi(fr, "sge", valid, ix(vw), "index"), inside)
+    then, other = Block(), Block()
+    need32 = em.cast(other, "index_cast", em.arith(other, "minsi", "index", need, ix(n)), "index", "i32")
+    mask = em.cmpi(other, "slt", em.const(other, f"dense<{list(range(n))}>", it), em.broadcast(other, need32, "i32", it), it)
+    wide = em.if_value(fr, plain, (then, self.tree(then, u, [em.vload(then, buf, a, mt, wt) for a in ats], n)),
+                       (other, self.tree(other, u, [em.maskedload(other, buf, a, mask, em.const(other, f"dense<{z}>", wt), mt, bt, wt)
+                                                    for a in ats], n)), wt)
+    res = self.tree(fr, u, [em.shuffle(fr, wide, wide, [c + s * j for j in range(vw)], wt, wt) for c in cols])
+    if gate is None: return res
+    return em.select(fr, self.vec_of(gate, fr), res, em.const(fr, f"dense<{z}>", vt := self.vty(dt)), vt, self.vty(dtypes.bool))
 
   TAPS_MAX = 32   # terms of a reduce unrolled into a tree (a 3x3 or 5x5 window)
   def taps(self, u: UOp) -> list[UOp] | None:
@@ -213,6 +261,12 @@ class LaneLowerer(Lowerer):
     ends = [base] + [em.arith(fr, "addi", "index", base, self.const(last, dtypes.index))] * bool(last)
     for at in map(clamp, ends): em.prefetch(fr, buf, at, write, mt)
 
+# vector ops to pick VW lanes out of two vectors (a strided load's, a window column's): AVX-512's vpermt2ps; AVX2's vshufps + vpermpd
+SHUFFLE_OPS = {16: 1}
+def _tree_ops(n: int, pick: bool) -> int:
+  """Vector ops of LaneLowerer.tree over n vectors: n - 1 combines; a float max/min's NaN tests (one per pair), their ors
+  and the last select besides."""
+  return n - 1 + 2 * -(-n // 2) * (pick and n > 1)
 CONTRACT = (Ops.ADD, Ops.SUB, Ops.MUL)
 PICK = {"max": "ogt", "min": "olt"}   # a float max/min of two: the first where this compare holds, else the second
 def conjuncts(g: UOp) -> list[UOp]: return conjuncts(g.src[0]) + conjuncts(g.src[1]) if g.op is Ops.AND else [g]
