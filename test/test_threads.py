@@ -117,7 +117,7 @@ def test_cuda_launches_from_threads(monkeypatch):
       return (0,)
   monkeypatch.setattr(cuda, "_drv", Driver())
   p = cuda.CUDAProgram.__new__(cuda.CUDAProgram)   # no module to load: just the launch path
-  p.dev, p.fn, p.label, p._free = SimpleNamespace(stream=None), "k", "k", []
+  p.dev, p.fn, p.label, p._free = SimpleNamespace(stream=None, prof=None), "k", "k", []
   p.spec = SimpleNamespace(args=((1, None), (1, None)), global_size=(1, 1, 1), local_size=(1, 1, 1))
   old = sys.getswitchinterval()
   sys.setswitchinterval(1e-6)
