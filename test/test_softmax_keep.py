@@ -164,12 +164,12 @@ def test_a_norm_before_a_matrix_vector_product_keeps_it_a_contraction(rows):
 @pytest.mark.parametrize("log", [False, True])
 def test_short_rows_in_lanes_match_numpy(n, vec, log, monkeypatch):
   # short static rows run as vector lanes (whole steps, then groups, the last one masked): rows with a NaN, +inf, -inf
-  # terms, all -inf, huge values, in the whole steps or the last group, against float64 numpy
+  # terms, all -inf, huge values, in the whole steps or the last group, against float64 numpy; enough rows to thread
   import morok_mlir.passes.optimize as opt
   from morok_mlir import realize as R
   monkeypatch.setattr(opt, "VEC_WIDTH", vec)
   monkeypatch.setattr(R, "_schedule_cache", {})
-  x = rng.standard_normal((9, n)).astype(np.float32) * 4
+  x = rng.standard_normal((1024, n)).astype(np.float32) * 4
   x[1, n // 3], x[2, n - 1], x[3, :], x[4, ::3], x[5, n - 2:] = np.nan, np.inf, -np.inf, -np.inf, -np.inf
   x[6, :] += 1e30
   x[7, :] *= 1e4
