@@ -17,6 +17,8 @@
                           stored while it is reduced, in the output's place (kernel_facts.in_place: the row is then scaled there)
                           or a per-thread scratch row, and the loops read it back from cache instead of recomputing it
                           (see kernel_facts.twin; lower_cpu.Lowerer.keep)
+  uop.row_lanes = W       besides uop.keep, on a short static row (see row_lanes): the row and its reduces run as W-lane
+                          vectors, the source computed again rather than kept (codegen.lanes.row_lanes; uop.keep where it cannot)
   uop.reduce_lanes = W    the innermost range of the one reduce runs as W vector lanes (a vector accumulator, its lanes summed
                           once per output), its loads W neighbouring elements: a quantized matrix-vector product, whose
                           block index math split_ranges has run as ranges of their own (see reduce_lanes)
@@ -300,7 +302,9 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
       attrs["uop.split_reduce"], attrs["uop.threads"] = sr, threads
     elif threaded(): attrs["uop.threads"] = threads
     # a kept row shares the core's L2 with the row it is computed from and with the other thread's rows
-    if keep := kept(f, nodes, loops, caches[1] // 4): attrs["uop.keep"] = keep[0]
+    if keep := kept(f, nodes, loops, caches[1] // 4):
+      attrs["uop.keep"] = keep[0]
+      if keep[1] and row_lanes(f, vec): attrs["uop.row_lanes"] = vec   # (kept in the output: nothing streams it)
     elif w := lanes(f, vec): attrs["uop.lanes"] = w
     elif rl := reduce_lanes(f, vec): f, attrs["uop.reduce_lanes"] = rl
   # a row kept in the output is scaled there, from cache, by plain stores (streaming them measured slower)
@@ -324,6 +328,17 @@ def narrow_matvec(c) -> bool:
 def fits(c, sym: bool) -> bool:
   """Whether codegen.contraction runs contraction c: each of its range kinds with a symbolic size only on its outermost."""
   return not sym or all(extent(rs) is not None for rs in c[3:])
+
+ROW_VECTORS = (1, 16)   # a kept row of at least 1 vector of lanes and fewer than 16 (4 whole steps of codegen.lanes' 4) runs as lanes
+def row_lanes(f: Func, vec: int) -> bool:
+  """Whether a kept row (softmax's) runs as vector lanes (uop.row_lanes): the kernel's one f32 store steps by 1 with its
+  innermost loop, of a static size n in ROW_VECTORS vectors of vec lanes. LLVM fully unrolls a row of a few of its vector
+  steps and vectorizes it poorly (n = 17 to 64: 10-15x a long row's time per element); past that its loop of whole
+  vectors runs the row as well as lanes do, and the kept row computes each exp once, not twice."""
+  if (one := single_store(f.roots[0])) is None: return False
+  _, st, inner = one
+  lo, hi = (vec * v for v in ROW_VECTORS)
+  return len(st.src[0].src) == 2 and lo <= (im.cval(inner.src[0]) or 0) < hi and lane_coef(st.src[0].src[1], inner, {}) == 1
 
 WIDE_LANES, LONG_REDUCE = 8, 64   # see lanes
 def lanes(f: Func, vec: int) -> int | None:

@@ -158,3 +158,21 @@ def test_a_norm_before_a_matrix_vector_product_keeps_it_a_contraction(rows):
     assert all(len(k) == 1 and contraction(k[0].roots[0]) is not None for k in (ks, kernels(q))), [list(f.attrs) for f in ks]
   x64 = x.astype(np.float64)
   np.testing.assert_allclose(t.numpy(), (x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6)) @ w.T, rtol=1e-4, atol=1e-3)
+
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("n", [9, 17, 33, 64, 100, 131, 200])
+@pytest.mark.parametrize("log", [False, True])
+def test_short_rows_in_lanes_match_numpy(n, vec, log, monkeypatch):
+  # short static rows run as vector lanes (whole steps, then groups, the last one masked): rows with a NaN, +inf, -inf
+  # terms, all -inf, huge values, in the whole steps or the last group, against float64 numpy; enough rows to thread
+  import morok_mlir.passes.optimize as opt
+  from morok_mlir import realize as R
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  x = rng.standard_normal((1024, n)).astype(np.float32) * 4
+  x[1, n // 3], x[2, n - 1], x[3, :], x[4, ::3], x[5, n - 2:] = np.nan, np.inf, -np.inf, -np.inf, -np.inf
+  x[6, :] += 1e30
+  x[7, :] *= 1e4
+  t = Tensor(x)
+  with np.errstate(invalid="ignore", over="ignore"): want = ref_softmax(x, 1, log)
+  np.testing.assert_allclose((t.log_softmax(1) if log else t.softmax(1)).numpy(), want, rtol=2e-5, atol=1e-6)

@@ -215,3 +215,27 @@ def test_attention_rows_nan_within_the_length_only(vec, monkeypatch):
     out, want = j(m.bind(n)).numpy(), attention_ref(q[:, :, :n], k[:, :, :n], v[:, :, :n])
     assert np.isnan(out[0, 1]).all() == (n > 50) and not np.isnan(out[0, 0]).any()
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+def softmax_rows_ref(s, v):
+  s = s.astype(np.float64)
+  with np.errstate(invalid="ignore", over="ignore"):
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ v
+
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("n", [33, 65, 100, 131, 257])
+def test_static_softmax_rows_match_numpy(n, vec, monkeypatch):
+  # rows of a static length packed as vector lanes (whole steps, then groups, the last one masked): a row with a NaN,
+  # +inf (NaN rows, as numpy's), -inf terms (zero weight), all -inf (NaN), huge values (stable: exp(s - max)), each in
+  # the whole steps or in the last group; the other rows plain
+  lanes(monkeypatch, vec)
+  s, v = rnd(2, n, n, seed=12) * 4, rnd(2, n, 16, seed=13)
+  s[0, 1, n // 3], s[0, 2, n - 1], s[1, 3, :] = np.nan, np.inf, -np.inf
+  s[0, 4, ::3], s[1, 5, n - 2:], s[1, 6, 0] = -np.inf, -np.inf, np.inf
+  s[1, 7, :] += 1e30
+  s[0, 8, :] *= 1e4
+  out = (Tensor(s).softmax(-1) @ Tensor(v)).numpy()
+  want = softmax_rows_ref(s, v)
+  np.testing.assert_allclose(out, want, rtol=2e-4, atol=2e-4)
+  assert np.isnan(out[0, 1]).all() and np.isnan(out[0, 2]).all() and np.isnan(out[1, 3]).all() and np.isnan(out[1, 6]).all()
+  assert not np.isnan(np.delete(out.reshape(-1, 16), [1, 2, n + 3, n + 6], 0)).any()

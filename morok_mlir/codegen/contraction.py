@@ -125,12 +125,13 @@ class Contraction:
                 {"uop.kernel": None, **self.thr})
 
   def pack_row_lanes(self, x, rs, buf, per_batch, row):
-    # a row-major A (attention's softmax rows) to a symbolic K, with k as vector lanes: whole steps of VW-lane groups, then
-    # the groups past them, the last one's lanes past K gated off (lane_groups); the row's own reduces over k (max, sum
-    # of exps) so too. Not where K's bound (a copy's for narrower bounds) holds no whole step: short rows run as well in
-    # plain loops, without the masked groups' tests
+    # a row-major A (attention's softmax rows), with k as vector lanes: whole steps of VW-lane groups, then the groups
+    # past them, the last one's lanes past K gated off (lane_groups); the row's own reduces over k (max, sum of exps) so
+    # too. K static or symbolic alike: LLVM unrolls a static row fully or vectorizes it with scalar remainders. Not where
+    # K (a symbolic K's bound, a copy's for narrower bounds) holds no whole step: short rows run as well in plain loops,
+    # without the masked groups' tests
     I, J, K, T = self.ranges
-    if len(K) != 1 or im.cval(K[0].src[0]) is not None or rsize(K[0]) < self.vw * UNROLL_GROUPS: return None
+    if len(K) != 1 or rsize(K[0]) < self.vw * UNROLL_GROUPS: return None
     new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + rs)}
     lane, ends = lane_range(self.vw), []
     at = self.packed_at(im.linearize([new[r] for r in rs], sizes(rs)), K[0], self.mr, row)

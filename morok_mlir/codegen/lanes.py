@@ -451,3 +451,22 @@ def reduce_groups(x: UOp, lane: UOp) -> UOp:
       else: v = reduce(lambda a, b: UOp(Ops(op), v.dtype, (a, b)), parts)
     new[u] = v
   return new[x]
+
+def row_lanes(f: Func, w: int) -> tuple[Func, UOp] | None:
+  """uop.row_lanes = W (optimize.row_lanes): a kernel of rows (softmax's) whose one f32 store steps by 1 with its
+  innermost loop r (static size n >= W) and whose reduces run along rows of their own: r and the reduces' ranges as
+  groups of W lanes (lane_groups, reduce_groups), whole steps unmasked, the last group's lanes past n masked off.
+  LLVM unrolls a short static row fully and vectorizes it poorly. None where LaneLowerer cannot run it."""
+  if w < 2 or (one := single_store(f.roots[0])) is None: return None
+  end, st, inner = one
+  if (n := im.cval(inner.src[0])) is None or n < w or len(st.src[0].src) != 2: return None
+  if lane_coef(st.src[0].src[1], inner, {}) != 1: return None
+  lane, ends = lane_range(w), []
+  st = reduce_groups(st, lane)
+  for g, pos, cut in lane_groups(inner, lane, unroll=UNROLL_GROUPS):
+    if (part := gate_lanes(st.substitute({inner: pos}), lane, cut)) is None or not LaneLowerer.supports(part.src[1], lane): return None
+    ends.append(UOp(Ops.END, dtypes.void, (affine_simplify(part), *g)))
+  body = ends[0] if len(ends) == 1 else UOp(Ops.GROUP, dtypes.void, tuple(ends))
+  outer = [r for r in end.src[1:] if r is not inner]
+  sink = UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (body, *outer)),))
+  return Func(f.name, f.args, f.results, [sink], {k: v for k, v in f.attrs.items() if k not in ("uop.keep", "uop.row_lanes")}), lane

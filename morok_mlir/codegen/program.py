@@ -7,7 +7,7 @@ from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.ir.registry import register, PassError
 from morok_mlir.codegen.lower_cpu import _int_attr, lower_kernel, mem_type, parallel_info
-from morok_mlir.codegen.lanes import LaneLowerer, LaneReduce, lane_split, reduce_lane_split
+from morok_mlir.codegen.lanes import LaneLowerer, LaneReduce, lane_split, reduce_lane_split, row_lanes
 from morok_mlir.codegen.contraction import Contraction
 from morok_mlir.codegen.int8 import Int8Contraction
 from morok_mlir.codegen.split_reduce import SplitReduce
@@ -34,6 +34,8 @@ def lower_program(f: Func, name: str) -> tuple[str, list[tuple[str, tuple | None
   if "uop.split_reduce" in f.attrs: return (c := SplitReduce(f, name)).text(), c.phases(), c.scratch, []
   if "uop.reduce_lanes" in f.attrs and (ls := reduce_lane_split(f, w := _int_attr(f, "uop.reduce_lanes"))) is not None:
     return (c := LaneReduce(f, name, w, *ls)).text(), c.phases(), c.scratch, []
+  if "uop.row_lanes" in f.attrs and (ls := row_lanes(f, _int_attr(f, "uop.row_lanes"))) is not None:
+    return lower_kernel(ls[0], name, LaneLowerer(*ls)), [(name, parallel_info(ls[0]))], [], []
   if "uop.lanes" in f.attrs and (ls := lane_split(f, _int_attr(f, "uop.lanes"))) is not None:
     return lower_kernel(ls[0], name, LaneLowerer(*ls)), [(name, parallel_info(ls[0]))], [], []
   return lower_kernel(f, name), [(name, parallel_info(f))], [], []

@@ -1,18 +1,22 @@
 // RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8 l2=1048576 l3=33554432},uop-lower-cpu' | FileCheck %s
 
 // A batch of 4 products 64x64x64 whose A is computed along k (exp2 of a row-major x, as attention's exp(s - max)):
-// pack_a writes A row-major, each k's value next to the last (Ap[t][66][64], %arg3: the problem at t * 4224, row i at
-// i * 64), not into 6-row panels where each k step's 6 values land 6 floats apart; the tiles then read A's rows there,
-// rows past the 64th repeating the last (min(row, 63)), from the batch's offset.
+// pack_a writes A row-major, each k's values next to the last (Ap[t][66][64], %arg3: the problem at t * 4224, row i at
+// i * 64), not into 6-row panels where each k step's 6 values land 6 floats apart: k as 8-lane vectors, 2 whole steps
+// of 4 (no masks); the tiles then read A's rows there, rows past the 64th repeating the last (min(row, 63)), from the
+// batch's offset.
 // CHECK-LABEL: func.func @bmm_pack_a(
 // CHECK: %[[T:.*]] = arith.muli %{{.*}}, %c4224 : index
 // CHECK: scf.for %[[I:.*]] = %c0 to %c64 step %c1 {
-// CHECK-NEXT: arith.muli %[[I]], %c64 : index
-// CHECK: scf.for %[[K:.*]] = %c0 to %c64 step %c1 {
-// CHECK-NEXT: %[[RK:.*]] = arith.addi %{{.*}}, %[[K]] : index
-// CHECK-NEXT: %[[AT:.*]] = arith.addi %[[T]], %[[RK]] : index
-// CHECK: math.fma
-// CHECK: memref.store %{{.*}}, %arg3[%[[AT]]] : memref<16896xf32>
+// CHECK-NEXT: %[[R:.*]] = arith.muli %[[I]], %c64 : index
+// CHECK: %[[TR:.*]] = arith.addi %[[T]], %[[R]] : index
+// CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1 {
+// CHECK: %[[S:.*]] = arith.addi %[[TR]], %{{.*}} : index
+// CHECK: scf.for %{{.*}} = %c0 to %c4 step %c1 {
+// CHECK: math.fma {{.*}} : vector<8xf32>
+// CHECK: %[[AT:.*]] = arith.addi %[[S]], %{{.*}} : index
+// CHECK-NEXT: vector.store %{{.*}}, %arg3[%[[AT]]] : memref<16896xf32>, vector<8xf32>
+// CHECK-NOT: maskedstore
 // CHECK-LABEL: func.func @bmm_mm(
 // CHECK: %[[OFF:.*]] = arith.muli %{{.*}}, %c4224{{.*}} : index
 // CHECK: %[[R0:.*]] = arith.minsi %{{.*}}, %c63 : index

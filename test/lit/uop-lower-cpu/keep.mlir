@@ -1,6 +1,6 @@
-// RUN: morok-opt %s -p 'uop-optimize{threads=1 vec=8},uop-lower-cpu' | FileCheck %s
+// RUN: morok-opt %s -p 'uop-optimize{threads=1 vec=16},uop-lower-cpu' | FileCheck %s
 
-// uop.keep (softmax of 4 rows of 8): the row sum's loop stores each exp2 it adds where the output goes, and the output
+// uop.keep (softmax of 4 rows of 8, under a vector of lanes): the row sum's loop stores each exp2 it adds where the output goes, and the output
 // loop loads it back from there (from cache) and scales it in place instead of computing exp2 again: one polynomial
 // (one roundeven) per element. With a float16 output the float32 values cannot wait in the output: they go to a
 // scratch row on the stack.
