@@ -266,9 +266,7 @@ class TinyJit:
       shard = any(id(t.t if type(t) is _ShardOf else t) in given for t, _ in changed)
       if wrote or shard or rec.reads_data(tensors, {b0 for _, b0 in changed if b0 is not None}, alias): self.replayable = False
       elif trace == self.last and self.plan is None:
-        # the recorded call's buffers go back before the plan takes its own: those the last graphs realized hold, and
-        # those in cycles (a UOp's cached toposort holds the UOp)
-        R._recent.clear(); gc.collect()
+        R._recent.clear()   # (the last graphs realized hold the call's buffers: back to the pool, for the plan to take)
         self.plan = _Plan.build(rec, tensors, ret, [(t, b0, t.uop) for t, b0 in changed], env, alias, argw)
         if self.plan is not None: self.plan.padded = [(i, top) for i, (_, _, top) in sized.items()]
         if self.plan is not None and not kwargs and all(type(x) is Tensor or type(x) is UOp and x.op is Ops.BIND for x in args):

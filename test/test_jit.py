@@ -521,3 +521,25 @@ def test_a_recorded_call_frees_each_intermediate_after_its_last_reader():
   finally:
     if was: gc.enable()
   np.testing.assert_allclose(out.numpy(), np.full(n, [y := 1.0] and [(y := y * 0.5 + i) for i in range(12)][-1], np.float32))
+
+def test_a_recorded_call_keeps_no_panels_of_what_it_computed():
+  """In a recorded call, a product reading a tensor a schedule computed (state written each call, as a KV cache) keeps
+  no repacked panels for it: the calls recorded run once each and the plan packs its own. A weight given as data keeps
+  its panels, as outside a capture."""
+  from morok_mlir import realize as R
+  W = Tensor(rnd(256, 256, seed=3)).realize()
+  S = Tensor(rnd(256, 256, seed=4)).contiguous().realize()
+  seen = []
+  def kept():
+    return {u for s in R._schedule_cache.values() for it in getattr(s, "items", ()) for u in getattr(it.program, "_kept", {})}
+  @TinyJit
+  def f(x):
+    S.assign(S * 0.5 + 1.0).realize()
+    y = (x @ S).realize()
+    seen.append(S.uop in kept())
+    return (y @ W).realize()
+  s, x = S.numpy(), rnd(64, 256, seed=5)
+  for _ in range(4):
+    s = s * 0.5 + 1.0
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), (x @ s) @ W.numpy(), rtol=1e-3, atol=1e-2)
+  assert f.plan is not None and seen == [False, False] and W.uop in kept(), seen
