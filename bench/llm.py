@@ -24,7 +24,8 @@ def morok(args, path: str):
   t0 = time.perf_counter(); llm = LLM(path, max_context=ctx, float32=args.float32, context=ctx)
   load = time.perf_counter() - t0
   ids = (llm.tokenizer.encode("The history of the city begins in the early middle ages, when ").ids * 64)[:args.prompt_tokens]
-  T, pos, greedy = max(8, 1 << (len(ids) - 1).bit_length()), llm.model.start_pos.bind, (0.0, 0, 1.0)
+  T, greedy = max(8, 1 << (len(ids) - 1).bit_length()), (0.0, 0, 1.0)
+  pos = lambda p, T=T: llm.model.position(T).bind(p)
   prefill, toks = llm._step(T, greedy), Tensor(np.array([ids + [0] * (T - len(ids))], np.int32))
   last = Tensor(np.array([len(ids) - 1], np.int32))
   t0 = time.perf_counter(); prefill(toks, pos(0), last).numpy(); first = time.perf_counter() - t0
@@ -37,7 +38,7 @@ def morok(args, path: str):
     return len(ids) / statistics.median(ts)
   def decode() -> float:
     t0, tok, p = time.perf_counter(), Tensor(np.array([ids[-1]], np.int32)), len(ids)
-    for i in range(args.decode_tokens): tok = dec(Tensor(np.array([[int(tok.numpy()[0])]], np.int32)), pos(p + i), Tensor(np.array([0], np.int32)))
+    for i in range(args.decode_tokens): tok = dec(Tensor(np.array([[int(tok.numpy()[0])]], np.int32)), llm.model.start_pos.bind(p + i), Tensor(np.array([0], np.int32)))
     return args.decode_tokens / (time.perf_counter() - t0)
   return ids, load, first, {"prefill": pre, "decode": decode}
 

@@ -43,7 +43,8 @@ class _Exec:
   vars: dict = field(default_factory=dict)     # Variable -> the value it had, for the schedule's symbolic sizes
   checks: list = field(default_factory=list)   # (a, b, held, loc): whether sizes a <= b, which a replay's values must keep
   bufs: list = field(default_factory=list)     # per schedule input: the base Buffer it held when recorded (an assign's target
-                                               # is stale after its schedule: its node holds no Buffer then)
+                                               # is stale after its schedule: its node holds no Buffer then), or for one an
+                                               # earlier schedule of the call computed, where it came from: ("out", k, j)
 
 @dataclass(frozen=True)
 class ExecItem:
@@ -57,11 +58,10 @@ class ExecItem:
 class _Recorder:
   """What one traced call did, filled by realize() and Tensor.realize() through R.capture."""
   execs: list = field(default_factory=list)
-  made: dict = field(default_factory=dict)     # id(Buffer) -> [(exec k, output j)], for the buffers this call computed
+  made: dict = field(default_factory=dict)     # id(Buffer) -> (weak ref, [(exec k, output j)]), for the buffers this call computed
   args: set = field(default_factory=set)       # id(Buffer) of the arguments: never written in place (the caller's tensors)
   argbuf: list = field(default_factory=list)   # id(Buffer) of each argument as called (the call may rebind the argument)
   rng: list = field(default_factory=list)      # (counter buffer UOp, values drawn) for each random tensor made
-  keep: list = field(default_factory=list)     # keeps recorded Buffers alive, so their ids stay theirs
   host: list = field(default_factory=list)     # the Buffers the call read on the host (.numpy(), .item(), .tolist())
   guards: list = field(default_factory=list)   # (a, b, held): the tests of sizes the call's graphs were built under (uop.assume)
   def schedule(self, sched: R.Schedule, device: str, inputs: list, bufs: list, outs: list[UOp], key: tuple = (), vals: tuple = ()):
@@ -71,9 +71,20 @@ class _Recorder:
       nodes = UOp(Ops.SINK, dtypes.void, tuple(key)).toposort
       names = sorted((u for u in nodes if u.op is Ops.DEFINE_VAR), key=var_order)
       self.execs.append(_Exec(sched, device, list(inputs), [o.shape for o in key], [o.loc for o in outs], dict(zip(names, vals)), _checks(nodes)))
-    self.execs[-1].bufs = [None if u is None else _buffer(u) for u in inputs]
-    for j in range(sched.n_out): self.made.setdefault(id(bufs[sched.n_in + j]), []).append((k, j))
-    self.keep += bufs[sched.n_in:sched.n_in + sched.n_out]
+    # an input an earlier schedule computed is named by where it came from, not held: each intermediate goes back to the
+    # allocator after its last reader, as outside a capture (an LLM's prefill held every layer's results and keys)
+    e = self.execs[-1]
+    e.bufs = [None if u is None else _buffer(u) for u in inputs]
+    for i, b in enumerate(e.bufs):
+      if (kj := self.made_by(b)) is not None: e.bufs[i] = e.srcs[i] = ("out", *kj[-1])
+    for j in range(sched.n_out):
+      b = bufs[sched.n_in + j]
+      if (kj := self.made_by(b)) is None: self.made[id(b)] = (weakref.ref(b), kj := [])
+      kj.append((k, j))
+  def made_by(self, b: Buffer | None) -> list | None:
+    """[(exec k, output j)] that computed b in this call (its last write last), else None (a Buffer that died frees its id)."""
+    if b is None or (m := self.made.get(id(b))) is None or m[0]() is not b: return None
+    return m[1]
   def random(self, counter: UOp, n: int): self.rng.append((counter, n))
   def host_read(self, b: Buffer): self.host.append(b.base if b.base is not None else b)
   def reads_data(self, args: list[Tensor], state: set[int], alias: dict) -> bool:
@@ -81,7 +92,8 @@ class _Recorder:
     runs no Python: it would keep what the recorded call saw there (a shape, a branch taken, a count)."""
     given = self.args | state | {id(u.buffer) for u, _ in self.rng} | set(alias)
     tainted: list[bool] = []
-    dep = lambda b: b is not None and (id(b) in given or any(k < len(tainted) and tainted[k] for k, _ in self.made.get(id(b), ())))
+    dep = lambda b: b is not None and (tainted[b[1]] if type(b) is tuple else id(b) in given or
+                                       any(k < len(tainted) and tainted[k] for k, _ in self.made_by(b) or ()))
     for e in self.execs: tainted.append(any(dep(b) for b in e.bufs if b is not None))
     return any(dep(b) for b in self.host)
 
@@ -254,6 +266,7 @@ class TinyJit:
       shard = any(id(t.t if type(t) is _ShardOf else t) in given for t, _ in changed)
       if wrote or shard or rec.reads_data(tensors, {b0 for _, b0 in changed if b0 is not None}, alias): self.replayable = False
       elif trace == self.last and self.plan is None:
+        R._recent.clear()   # (the last graphs realized hold the call's buffers: back to the pool, for the plan to take)
         self.plan = _Plan.build(rec, tensors, ret, [(t, b0, t.uop) for t, b0 in changed], env, alias, argw)
         if self.plan is not None: self.plan.padded = [(i, top) for i, (_, _, top) in sized.items()]
         if self.plan is not None and not kwargs and all(type(x) is Tensor or type(x) is UOp and x.op is Ops.BIND for x in args):
@@ -318,13 +331,14 @@ class _Plan:
     rngbuf = {id(u.buffer): i for i, (u, _) in enumerate(rec.rng)}
     p.rng, p.state = [n for _, n in rec.rng], [t for t, _, _ in state]
     def where(u: UOp, k: int = len(rec.execs), b: Buffer | None = None):   # u's buffer (b where given) as exec k reads it
-      b = id(_buffer(u) if b is None else b)
-      for kind, table in (("arg", argbuf), ("out", rec.made), ("rng", rngbuf), ("state", startbuf)):
+      b = id(bb := _buffer(u) if b is None else b)
+      for kind, table in (("arg", argbuf), ("out", None), ("rng", rngbuf), ("state", startbuf)):
         if kind == "out":   # the last write before exec k (an assign's output is its target's Buffer: written again later)
-          if (kj := next((kj for kj in reversed(table.get(b, ())) if kj[0] < k), None)) is not None: return ("out", *kj)
+          if (kj := next((kj for kj in reversed(rec.made_by(bb) or ()) if kj[0] < k), None)) is not None: return ("out", *kj)
         elif b in table: return (kind, table[b])
       return ("const", u)
-    p.execs = [_Exec(e.sched, e.device, [("vals",) if u is None else where(u, k, b) for u, b in zip(e.srcs, e.bufs)], e.shapes, e.locs,
+    p.execs = [_Exec(e.sched, e.device, [("vals",) if u is None else u if type(u) is tuple else where(u, k, b)
+                                              for u, b in zip(e.srcs, e.bufs)], e.shapes, e.locs,
                      e.vars, e.checks) for k, e in enumerate(rec.execs)]
     if any(e.srcs[i][0] not in ("out", "state") for e in p.execs for i in e.sched.alias.values()): return None   # (an argument's)
     # the sizes' values a replay keeps (the Variables the arguments do not bind), and what each must satisfy
@@ -333,7 +347,7 @@ class _Plan:
     for a, b, held, loc in [c for e in rec.execs for c in e.checks] + [(*g, None) for g in rec.guards]: checks.setdefault((a, b, held), loc)
     p.checks = [(*k, loc) for k, loc in checks.items() if not _always(*k)]
     # (tensor, or an argument's index, (exec, output))
-    rebinds = [(t, rec.made.get(id(_buffer(u1)), [None])[-1]) for t, u1 in [(t, u1) for t, _, u1 in state] + list(argw)]
+    rebinds = [(t, (rec.made_by(_buffer(u1)) or [None])[-1]) for t, u1 in [(t, u1) for t, _, u1 in state] + list(argw)]
     if any(kj is None for _, kj in rebinds): return None
     p.ret, p.devices = ret, [t.device for t in args + p.state]
     # a returned multi tensor: its shards' sources, its attributes and dtype

@@ -61,8 +61,13 @@ class ScheduleItem:
   def __post_init__(self): self.run = self.program.call_buffers
 
 def call_buffers(prog, slots: tuple[int, ...], bufs: list, inputs: list, n_in: int) -> None:
-  """prog run through call_buffers on the schedule's buffers at slots, each with the input UOp whose contents it holds."""
-  prog.call_buffers([bufs[s] for s in slots], [inputs[s] if s < n_in else None for s in slots])
+  """prog run through call_buffers on the schedule's buffers at slots, each with the input UOp whose contents it holds
+  (so a phase that repacks it keeps its result for the next call on that UOp). In a TinyJit capture, not for a buffer
+  a schedule computed: the calls recorded run once each and a plan packs its own (an LLM's prefill kept both of every
+  layer's KV cache panels, 36 MB at 256 tokens, till the next call)."""
+  rec = capture.rec
+  prog.call_buffers([bufs[s] for s in slots], [inputs[s] if s < n_in and (rec is None or getattr(inputs[s], "buffer", None) not in _made)
+                                               else None for s in slots])
 
 @dataclass
 class Schedule:

@@ -434,6 +434,9 @@ class Tensor(OpMixin, metaclass=_TensorType):
         for t in ts:   # tensors that were one node (equal constants) get a node each over the one Buffer: each its own leaf
           b = t.uop = new_buffer(out, u.loc, shape=shape) if type(out) is Buffer else out  # keeps the provenance of what computed it
           if t._requires_grad and id(t) not in _leaves: _realized[b] = u
+      # a root's cached toposort holds the root (a cycle): dropped, the graph and the buffers it read go back when the
+      # tensors let go of it, not at the next collection (an LLM's prefill held every layer's until then)
+      for u in (*todo, *us): u.__dict__.pop("toposort", None)
     return self
   def mlir(self, stage: str = "graph", debuginfo: bool = False) -> str:
     """The module that computes this tensor at a stage of the compiler, as MLIR text: "graph" (as built, before any pass;

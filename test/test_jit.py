@@ -497,3 +497,49 @@ def test_a_capture_gives_the_recorded_calls_memory_back():
   want = x.copy()
   for i in range(8): want = want * 0.5 + i
   np.testing.assert_allclose(f(Tensor(x)).numpy(), want, rtol=1e-6)
+
+def test_a_recorded_call_frees_each_intermediate_after_its_last_reader():
+  """While a call is recorded, a result that later schedules read goes back to the allocator once nothing holds it, as
+  outside a capture: a chain of 12 realized 1 MiB results holds a few at a time (the last graphs realized keep theirs), not twelve (the recorder names
+  them by where they came from; an LLM's prefill held every layer's result and keys)."""
+  import gc
+  from morok_mlir.device.cpu import CPU
+  n = 1 << 18
+  def chain(x):
+    used = []
+    for i in range(12):
+      x = (x * 0.5 + i).realize()
+      used.append(CPU.allocator.used)
+    chain.used = used
+    return x
+  f, x = TinyJit(chain), Tensor(np.ones(n, np.float32))
+  was = gc.isenabled(); gc.disable()   # (freed by reference counts alone, not by a collection that happens to run)
+  try:
+    for k in range(3):
+      out = f(x)
+      if k < 2: assert max(chain.used) - min(chain.used) <= 6 * 4 * n, [u // (4 * n) for u in chain.used]
+  finally:
+    if was: gc.enable()
+  np.testing.assert_allclose(out.numpy(), np.full(n, [y := 1.0] and [(y := y * 0.5 + i) for i in range(12)][-1], np.float32))
+
+def test_a_recorded_call_keeps_no_panels_of_what_it_computed():
+  """In a recorded call, a product reading a tensor a schedule computed (state written each call, as a KV cache) keeps
+  no repacked panels for it: the calls recorded run once each and the plan packs its own. A weight given as data keeps
+  its panels, as outside a capture."""
+  from morok_mlir import realize as R
+  W = Tensor(rnd(256, 256, seed=3)).realize()
+  S = Tensor(rnd(256, 256, seed=4)).contiguous().realize()
+  seen = []
+  def kept():
+    return {u for s in R._schedule_cache.values() for it in getattr(s, "items", ()) for u in getattr(it.program, "_kept", {})}
+  @TinyJit
+  def f(x):
+    S.assign(S * 0.5 + 1.0).realize()
+    y = (x @ S).realize()
+    seen.append(S.uop in kept())
+    return (y @ W).realize()
+  s, x = S.numpy(), rnd(64, 256, seed=5)
+  for _ in range(4):
+    s = s * 0.5 + 1.0
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), (x @ s) @ W.numpy(), rtol=1e-3, atol=1e-2)
+  assert f.plan is not None and seen == [False, False] and W.uop in kept(), seen

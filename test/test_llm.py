@@ -268,3 +268,16 @@ def test_smollm2_logits_match_transformers(smollm2, smollm2_hf):
       got, out = llm.model(i32(tok).reshape(1, 1), p).numpy()[0], hf(torch.tensor([[tok]]), cache=out.cache, use_cache=True)
   want = out.logits[0, -1].numpy()
   np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+
+def test_a_prefill_step_holds_attention_scores_for_the_cache_length():
+  """A call of T tokens starts at most at context - T (its rows must fit the caches): the buffers its TinyJit plan holds
+  for the largest start_pos, the attention scores (heads x T x start_pos + T) the largest of them, are sized for the
+  context, not context + T - 1 (at SmolLM2's 256-token prefill in a 512-position cache: 14 MB rather than 21)."""
+  import dataclasses
+  from morok_mlir.llm import LLM
+  cfg, T = dataclasses.replace(TINY, max_context=64), 16
+  llm = LLM.from_model(Llama(cfg, {k: Tensor(v) for k, v in random_weights(cfg, seed=3).items()}))
+  f, toks, last = llm._step(T, (0.0, 0, 1.0)), Tensor(np.arange(T, dtype=np.int32).reshape(1, T)), Tensor(np.array([T - 1], np.int32))
+  for p in (0, 0, 0, cfg.max_context - T): f(toks, llm.model.position(T).bind(p), last).numpy()
+  biggest = max(b.size * b.dtype.itemsize for it in f.jit_cache for b in it.bufs if b is not None)
+  assert f.plan is not None and biggest <= 4 * cfg.n_heads * T * cfg.max_context, biggest

@@ -74,7 +74,8 @@ class LLM:
     new, pos = ids[keep:], self.model.start_pos.bind
     T = min(self.model.context - keep, max(8, 1 << (len(new) - 1).bit_length()))
     self._cached = ids[:keep]
-    tok = self._step(T, sampling)(Tensor(np.array([new + [0] * (T - len(new))], np.int32)), pos(keep), i32(len(new) - 1))
+    tok = self._step(T, sampling)(Tensor(np.array([new + [0] * (T - len(new))], np.int32)), self.model.position(T).bind(keep),
+                                  i32(len(new) - 1))
     self._cached = list(ids)
     for p in range(len(ids), len(ids) + max_tokens):
       if (t := int(tok.numpy()[0])) == self.eos_id: return

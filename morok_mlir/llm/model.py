@@ -11,7 +11,7 @@ import numpy as np
 from morok_mlir import nn
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.tensor import Tensor
-from morok_mlir.core.uop import Variable
+from morok_mlir.core.uop import UOp, Variable
 
 @dataclasses.dataclass(frozen=True)
 class LlamaConfig:
@@ -140,12 +140,17 @@ class Llama:
     self.start_pos = Variable("start_pos", 0, self.context - 1)
     return True
 
+  def position(self, T: int) -> UOp:
+    """start_pos for a call of T tokens: 0 .. context - T, as its rows must fit the caches (what a step allocates for the
+    largest start_pos + T, attention scores among it, then holds the context, not context + T - 1); self.start_pos for T = 1."""
+    return self.start_pos if T == 1 else Variable("start_pos", 0, max(1, self.context - T))
+
   def forward(self, tokens: Tensor, start_pos, last: Tensor | None = None) -> Tensor:
-    """start_pos: an int, or self.start_pos bound (an int is bound here: one compiled schedule serves every position).
+    """start_pos: an int, or self.position(T) bound (an int is bound here: one compiled schedule serves every position).
     last (1,) int32: the position within tokens whose logits are returned (default T - 1; a prompt padded to a
     compiled length reads its last real token)."""
     T = tokens.shape[1]
-    if isinstance(start_pos, int): start_pos = self.start_pos.bind(start_pos)
+    if isinstance(start_pos, int): start_pos = self.position(T).bind(start_pos)
     cos, sin = self.cos[start_pos:start_pos + T], self.sin[start_pos:start_pos + T]
     # query t (at position start_pos + t) sees cache rows r <= start_pos + t
     mask = (Tensor.arange(start_pos + T).reshape(1, -1) <= (Tensor.arange(T) + start_pos).reshape(T, 1)).where(0.0, float("-inf"))
