@@ -150,10 +150,10 @@ def _graph(u: UOp, keep=frozenset()) -> tuple[UOp, dict[UOp, UOp]]:
   those; and the way back: each such graph, as it appears in u, to the value realized from it."""
   if not _realized: return u, {}   # (the common case: a walk of the graph's nodes less)
   found: dict[UOp, UOp] = {}
-  while m := {v: g for v in u.toposort if v not in keep and (g := _realized.get(v)) is not None}: found.update(m); u = u.substitute(m)
+  while m := {v: g for v in u.walk() if v not in keep and (g := _realized.get(v)) is not None}: found.update(m); u = u.substitute(m)
   back = {}
   for v, g in found.items():
-    while m := {w: found[w] for w in g.toposort if w in found}: g = g.substitute(m)
+    while m := {w: found[w] for w in g.walk() if w in found}: g = g.substitute(m)
     back[g] = v
   return u, back
 
@@ -327,7 +327,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
       if (g := grads[t.uop]) is None:
         # a target reached only through ops without a gradient (comparisons, bit casts) has a zero one, so has an empty
         # target, and any target of an empty result
-        if not (materialize_grads or t.numel() == 0 or self.numel() == 0 or t.uop in (in_graph := in_graph or set(root.toposort))):
+        if not (materialize_grads or t.numel() == 0 or self.numel() == 0 or t.uop in (in_graph := in_graph or set(root.walk()))):
           _err(RuntimeError, f"a target {t.shape} {t.dtype} is not part of the graph of this tensor")
         g = Tensor.zeros(t.shape, dtype=t.dtype, device=t.device).uop
       # forward values the rules use (exp's result, a product's operands) are read from what was realized, not recomputed
@@ -338,7 +338,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d self / d t into t.grad for every tensor t marked requires_grad=True that self depends on."""
     root = _graph(self.uop)[0]
-    in_graph = set(root.toposort)
+    in_graph = set(root.walk())
     leaves = [t for r in list(_leaves.values()) if (t := r()) is not None and t._requires_grad and t.uop in in_graph]
     if self._requires_grad is False or not leaves:
       _err(RuntimeError, "backward() of a tensor that does not require grad: no tensor it depends on has requires_grad=True")

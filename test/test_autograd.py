@@ -469,3 +469,17 @@ def test_backward_built_once_per_structure(monkeypatch):
   W = Tensor(rnd(5, 3, seed=7), requires_grad=True)   # another structure (no bias): its own rules
   (Tensor(x) @ W).cross_entropy(Tensor(y.astype(np.int32))).backward()
   assert len(calls) == 2
+
+def test_backward_leaves_no_cycle():
+  """A loss's backward keeps no reference cycle: the weights a step used are freed when their last tensor goes (no
+  garbage collection needed, which a training loop would otherwise wait for with last step's memory)."""
+  import gc, weakref
+  x = Tensor(rnd(8, 5, seed=3).astype(np.float32))
+  gc.disable()
+  try:
+    w = Tensor(rnd(5, 3, seed=1).astype(np.float32), requires_grad=True)
+    (x @ w).relu().sum().backward()
+    ref = weakref.ref(w.uop)
+    del w
+    assert ref() is None
+  finally: gc.enable()
