@@ -161,7 +161,7 @@ def _graph(u: UOp, keep=frozenset()) -> tuple[UOp, dict[UOp, UOp]]:
 # gradients of a graph are built once per structure (emit.structure's key, the schedule cache's), on its normalized
 # form whose inputs are numbered slots, and a graph of that structure puts its own inputs in the slots: a training loop
 # builds the same backward on new weights every step (an SGD step's: ~425 us of rules -> ~150 us of rebuilt nodes).
-_GRADS = LRU(max_entries=64)   # key -> (the slot buffers, each target's gradient over them or None)
+_GRADS = LRU(max_entries=64)   # structure key -> _template's program
 def _gradients(root: UOp, seed: UOp, targets: list[UOp]) -> list[UOp | None]:
   """compute_gradient(root, seed, targets)'s gradient of each target (None where it has none)."""
   try: key, bufs, vals = _structure(outs := [root, seed, *targets])
@@ -169,15 +169,26 @@ def _gradients(root: UOp, seed: UOp, targets: list[UOp]) -> list[UOp | None]:
   if vals:   # symbolic sizes: the rules see them bound
     grads = compute_gradient(root, seed, targets)
     return [grads.get(t) for t in targets]
-  if (tpl := _GRADS.get(key)) is None:
-    (nroot, nseed, *nts), nbufs, _ = _normalize(outs)
-    grads = compute_gradient(nroot, nseed, nts)
-    tpl = _GRADS[key] = (tuple(UOp(Ops.BUFFER, b.dtype, (), attrs(shape=b.shape, slot=i)) for i, b in enumerate(nbufs)), [grads.get(t) for t in nts])
-  new = dict(zip(tpl[0], bufs))
-  for g in tpl[1]:
-    for u in g.toposort if g is not None else ():
-      if u not in new: new[u] = u if (src := tuple([new[s] for s in u.src])) == u.src else UOp(u.op, u.dtype, src, u.arg, u.loc)
-  return [None if g is None else new[g] for g in tpl[1]]
+  if (tpl := _GRADS.get(key)) is None: tpl = _GRADS[key] = _template(outs)
+  consts, nodes, res = tpl
+  vals = [*bufs, *consts]
+  for op, dt, ix, arg, loc in nodes: vals.append(UOp(op, dt, tuple([vals[i] for i in ix]), arg, loc))
+  return [None if i is None else vals[i] for i in res]
+
+def _template(outs: list[UOp]) -> tuple:
+  """The gradients of outs' graph (root, seed, targets) over its normalized form, as a program over a list of values:
+  the inputs (by slot), then consts (the nodes without an input below that the others read), then each node above an
+  input as (op, dtype, its sources' places, arg, loc), appended in order; and each target's place (None: no gradient)."""
+  (nroot, nseed, *nts), nbufs, _ = _normalize(outs)
+  grads = list(map((g := compute_gradient(nroot, nseed, nts)).get, nts))
+  slots = [UOp(Ops.BUFFER, b.dtype, (), attrs(shape=b.shape, slot=i)) for i, b in enumerate(nbufs)]
+  above = dict.fromkeys(slots)   # the inputs, then every node with one below, sources first
+  for u in UOp(Ops.SINK, dtypes.void, tuple(g for g in grads if g is not None)).walk()[:-1]:
+    if any(s in above for s in u.src): above[u] = None
+  nodes = list(above)[len(slots):]
+  consts = list(dict.fromkeys([s for u in nodes for s in u.src if s not in above] + [g for g in grads if g is not None and g not in above]))
+  place = {u: i for i, u in enumerate([*slots, *consts, *nodes])}
+  return consts, [(u.op, u.dtype, tuple(place[s] for s in u.src), u.arg, u.loc) for u in nodes], [None if g is None else place[g] for g in grads]
 
 # A view (PyTorch's: what basic indexing, reshape, permute, shrink and expand return) remembers its base (weakly: a base
 # nobody holds needs no write), the base's shape and how to move a value of its shape back into the base's (0 outside),
