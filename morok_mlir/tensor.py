@@ -157,6 +157,14 @@ def _graph(u: UOp, keep=frozenset()) -> tuple[UOp, dict[UOp, UOp]]:
     back[g] = v
   return u, back
 
+def _nodes(u: UOp) -> set[UOp]:
+  """Every node reachable from u (a walk without toposort's order: half its cost)."""
+  seen, stack = {u}, [u]
+  while stack:
+    for s in stack.pop().src:
+      if s not in seen: seen.add(s); stack.append(s)
+  return seen
+
 # The gradient rules read a graph's structure only (ops, dtypes, attributes, shapes, constants), never its data, so the
 # gradients of a graph are built once per structure (emit.structure's key, the schedule cache's), on its normalized
 # form whose inputs are numbered slots, and a graph of that structure puts its own inputs in the slots: a training loop
@@ -338,7 +346,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
       if (g := grads[t.uop]) is None:
         # a target reached only through ops without a gradient (comparisons, bit casts) has a zero one, so has an empty
         # target, and any target of an empty result
-        if not (materialize_grads or t.numel() == 0 or self.numel() == 0 or t.uop in (in_graph := in_graph or set(root.walk()))):
+        if not (materialize_grads or t.numel() == 0 or self.numel() == 0 or t.uop in (in_graph := in_graph or _nodes(root))):
           _err(RuntimeError, f"a target {t.shape} {t.dtype} is not part of the graph of this tensor")
         g = Tensor.zeros(t.shape, dtype=t.dtype, device=t.device).uop
       # forward values the rules use (exp's result, a product's operands) are read from what was realized, not recomputed
@@ -349,7 +357,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d self / d t into t.grad for every tensor t marked requires_grad=True that self depends on."""
     root = _graph(self.uop)[0]
-    in_graph = set(root.walk())
+    in_graph = _nodes(root)
     leaves = [t for r in list(_leaves.values()) if (t := r()) is not None and t._requires_grad and t.uop in in_graph]
     if self._requires_grad is False or not leaves:
       _err(RuntimeError, "backward() of a tensor that does not require grad: no tensor it depends on has requires_grad=True")
