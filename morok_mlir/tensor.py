@@ -1070,11 +1070,11 @@ def _memo_key(fn, args: tuple, kw: dict) -> tuple | None:
   """(the call's key, its tensors' nodes), or None for an argument the memo does not take (any but tensors on one device,
   Python scalars by type and value, None, str, dtypes, tuples of ints)."""
   key, nodes = [fn, _modes.no_grad, dtypes.default_float, dtypes.default_int, tuple(kw) if kw else ()], []
-  for a in (*args, *kw.values()) if kw else args:
-    if (c := a.__class__) is Tensor:
+  for a in (*args, *kw.values()):
+    if a.__class__ is Tensor:
       if a.device.__class__ is not str: return None
       nodes.append(u := a.uop); key += (id(u), a.device, a._requires_grad)
-    elif c is int or c is float or c is bool: key.append((c, vkey(a)))
+    elif a.__class__ in (int, float, bool): key.append((a.__class__, vkey(a)))
     elif a is None or a.__class__ is str or isinstance(a, DType) or a.__class__ is tuple and all(x.__class__ is int for x in a): key.append(a)
     else: return None
   return tuple(key), nodes
@@ -1093,7 +1093,7 @@ def _api_memo(fn):
     finally: _scope.loc = None
     if k is not None and ret.__class__ is Tensor and ret.grad is None and (ret._view is None or not ret._chain()):   # (no view of a held tensor)
       if len(_MEMO) >= 4096: _MEMO.clear()
-      _MEMO[k[0]] = (weakref.ref(ret.uop), ret.device, ret._requires_grad, [*map(weakref.ref, k[1])])
+      _MEMO[k[0]] = (weakref.ref(ret.uop), ret.device, ret._requires_grad, [weakref.ref(n) for n in k[1]])
     return ret
   return call
 
