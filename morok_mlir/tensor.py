@@ -1048,53 +1048,12 @@ def _api(fn):
   """The outermost public Tensor call finds the user's line once; the ops it builds inside reuse it. (Walking the
   stack for every UOp materialises a Python frame object per level, ~4 us per op.) Found on entry: a call site's
   line is cached (provenance.walk_loc), and one thread-local slot is then both the flag and the line."""
-  if fn.__name__ in _PURE_OPS: return _api_memo(fn)
   @functools.wraps(fn)
   def call(*args, **kw):
     if _scope.loc is not None: return fn(*args, **kw)
     _scope.loc = walk_loc(sys._getframe(1))
     try: return fn(*args, **kw)
     finally: _scope.loc = None
-  return call
-
-# Op methods whose result is a function of their tensors' nodes, devices and requires_grad, their other arguments and the
-# modes: called again on the same nodes (a model's forward on its weights, rebuilt every call), an outermost call returns
-# the node it built last time, which hash-consing would give back anyway, without running the method's shape, dtype and
-# broadcasting logic again (the MLP's forward: 36 op builds, ~120 us). The memo holds no node: ids, checked through weak
-# references, so it keeps no data alive and a reused id is never taken for its old node.
-_PURE_OPS = frozenset(("matmul", "dot", "__matmul__", "__rmatmul__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-                       "__truediv__", "__rtruediv__", "__neg__", "add", "sub", "mul", "div", "relu", "sigmoid", "tanh", "gelu", "silu",
-                       "exp", "log", "sqrt", "square", "sum", "mean", "max", "min", "softmax", "log_softmax", "linear", "layernorm"))
-_MEMO: dict[tuple, tuple] = {}
-def _memo_key(fn, args: tuple, kw: dict) -> tuple | None:
-  """(the call's key, its tensors' nodes), or None for an argument the memo does not take (any but tensors on one device,
-  Python scalars by type and value, None, str, dtypes, tuples of ints)."""
-  key, nodes = [fn, _modes.no_grad, dtypes.default_float, dtypes.default_int, tuple(kw) if kw else ()], []
-  for a in (*args, *kw.values()):
-    if a.__class__ is Tensor:
-      if a.device.__class__ is not str: return None
-      nodes.append(u := a.uop); key += (id(u), a.device, a._requires_grad)
-    elif a.__class__ in (int, float, bool): key.append((a.__class__, vkey(a)))
-    elif a is None or a.__class__ is str or isinstance(a, DType) or a.__class__ is tuple and all(x.__class__ is int for x in a): key.append(a)
-    else: return None
-  return tuple(key), nodes
-
-def _api_memo(fn):
-  @functools.wraps(fn)
-  def call(*args, **kw):
-    if _scope.loc is not None: return fn(*args, **kw)
-    if (k := _memo_key(fn, args, kw)) is not None and (hit := _MEMO.get(k[0])) is not None and (u := hit[0]()) is not None and \
-       all(r() is n for r, n in zip(hit[3], k[1])):
-      t = Tensor._of(u, hit[1])
-      t._requires_grad = hit[2]
-      return t
-    _scope.loc = walk_loc(sys._getframe(1))
-    try: ret = fn(*args, **kw)
-    finally: _scope.loc = None
-    if k is not None and ret.__class__ is Tensor and ret.grad is None and (ret._view is None or not ret._chain()):   # (no view of a held tensor)
-      if len(_MEMO) >= 4096: _MEMO.clear()
-      _MEMO[k[0]] = (weakref.ref(ret.uop), ret.device, ret._requires_grad, [weakref.ref(n) for n in k[1]])
-    return ret
   return call
 
 class _Probe:   # how many references a temporary has inside a public method (CPython's count; another only means a copy)
