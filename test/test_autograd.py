@@ -447,3 +447,39 @@ def test_every_graph_op_has_a_rule():
   from morok_mlir.core.gradient import pm_gradient
   leaves = {"buffer", "const", "define_var", "bind", "detach"}   # no sources to differentiate, or the gradient stops
   assert [n for n, o in OPS.items() if o.level == "graph" and n not in leaves and n not in pm_gradient.by_op] == []
+
+def test_backward_built_once_per_structure(monkeypatch):
+  """A training loop's backward is the same graph on new weights each step: its rules run once per structure, and each
+  step's gradients are its own data's (the inputs put in the structure's slots)."""
+  import morok_mlir.tensor as T
+  calls = []
+  monkeypatch.setattr(T, "compute_gradient", lambda *a: calls.append(1) or compute_gradient(*a))
+  monkeypatch.setattr(T, "_GRADS", type(T._GRADS)(max_entries=64))   # an empty cache of this test's own
+  x, y = rnd(8, 5, seed=3), np.random.default_rng(4).integers(0, 3, 8)
+  for seed in range(3):
+    w, b = rnd(5, 3, seed=seed), rnd(3, seed=seed + 10)
+    W, B = Tensor(w, requires_grad=True), Tensor(b, requires_grad=True)
+    (Tensor(x) @ W + B).cross_entropy(Tensor(y.astype(np.int32))).backward()
+    z = x @ w + b
+    p = np.exp(z - z.max(1, keepdims=True)); p /= p.sum(1, keepdims=True)
+    dz = (p - np.eye(3)[y]) / len(x)
+    np.testing.assert_allclose(W.grad.numpy(), x.T @ dz, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(B.grad.numpy(), dz.sum(0), rtol=1e-6, atol=1e-9)
+  assert len(calls) == 1
+  W = Tensor(rnd(5, 3, seed=7), requires_grad=True)   # another structure (no bias): its own rules
+  (Tensor(x) @ W).cross_entropy(Tensor(y.astype(np.int32))).backward()
+  assert len(calls) == 2
+
+def test_backward_leaves_no_cycle():
+  """A loss's backward keeps no reference cycle: the weights a step used are freed when their last tensor goes (no
+  garbage collection needed, which a training loop would otherwise wait for with last step's memory)."""
+  import gc, weakref
+  x = Tensor(rnd(8, 5, seed=3).astype(np.float32))
+  gc.disable()
+  try:
+    w = Tensor(rnd(5, 3, seed=1).astype(np.float32), requires_grad=True)
+    (x @ w).relu().sum().backward()
+    ref = weakref.ref(w.uop)
+    del w
+    assert ref() is None
+  finally: gc.enable()

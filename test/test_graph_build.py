@@ -72,3 +72,9 @@ def test_view_bookkeeping_unchanged():
     w = Tensor(np.ones(2, np.float32), requires_grad=True)
     assert (w * 2).requires_grad is False and (w * 2).uop.op is Ops.DETACH
   assert (w * 2).requires_grad is True and (Tensor(np.ones(2, np.float32)) * 2).requires_grad is None
+
+def test_loss_rebuilt_is_the_same_graph():
+  """The same loss on the same tensors is the same (hash-consed) graph, so realize finds its key without a walk: the
+  one-hot's class range is one buffer, not a new input each time."""
+  x, y = Tensor(np.ones((4, 3), np.float32)), Tensor(np.array([0, 2, 1, 2], np.int32))
+  assert x.cross_entropy(y).uop is x.cross_entropy(y).uop

@@ -41,13 +41,17 @@ class DType:
     """(exponent bits, significand bits with the implicit one) of a float dtype: what conversions between them keep."""
     return self.finfo.nexp, self.finfo.nmant + 1
   @property
-  def min(self):
-    if self.is_float: return -float("inf")
-    return False if self.is_bool else int(np.iinfo(self.np).min)
+  def min(self): return self.limits[0]
   @property
-  def max(self):
-    if self.is_float: return float("inf")
-    return True if self.is_bool else int(np.iinfo(self.np).max)
+  def max(self): return self.limits[1]
+  @property
+  def limits(self) -> tuple:
+    """(min, max), computed once per dtype (np.iinfo costs ~3 us a call; comparisons with Python ints ask it)."""
+    if (v := self.__dict__.get("_limits")) is None:
+      v = (-float("inf"), float("inf")) if self.is_float else (False, True) if self.is_bool else \
+          (int((i := np.iinfo(self.np)).min), int(i.max))
+      object.__setattr__(self, "_limits", v)
+    return v
 
 _DERIVED: dict[tuple, DType] = {}   # pointer and vector dtypes, one instance each
 

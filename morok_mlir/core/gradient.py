@@ -122,7 +122,7 @@ def _rule(u: UOp, ctx: UOp) -> tuple | None:
 def compute_gradient(root: UOp, root_grad: UOp, targets) -> dict[UOp, UOp]:
   """Gradients of root (seeded with root_grad, root's shape) with respect to every node on a path from root to one of
   targets, targets included when reached; a detach stops the flow. Iterative: graphs can be deep."""
-  targets, order = set(targets), root.toposort
+  targets, order = set(targets), root.walk()
   on_path: dict[UOp, bool] = {}
   for u in order: on_path[u] = u in targets or u.op is not Ops.DETACH and any(on_path[s] for s in u.src)
   grads: dict[UOp, UOp] = {root: root_grad}

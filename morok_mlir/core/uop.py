@@ -273,6 +273,10 @@ class UOp(OpMixin):
   @cached_property
   def toposort(self) -> list[UOp]:
     """Every node reachable from self, sources first (iterative: graphs can be deep)."""
+    return self.walk()
+  def walk(self) -> list[UOp]:
+    """toposort, not kept on the node: the list holds the node, so a node that keeps it lives, with its whole graph and
+    the buffers below, until a garbage collection (a training step's loss, walked once, kept last step's weights)."""
     order, seen, stack = [], set(), [(self, False)]
     while stack:
       u, done = stack.pop()

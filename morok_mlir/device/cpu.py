@@ -706,8 +706,8 @@ class CPUAllocator:
     if _trim is not None: _trim(0)
   def free(self, arr: np.ndarray) -> None:
     """Return arr's block now (the caller promises not to use arr again); arrays not from alloc are ignored."""
-    if (fin := self.live.get(arr.ctypes.data)) is not None and arr.nbytes: fin()
-    elif self.TINY <= arr.nbytes < self.SMALL and arr.flags.c_contiguous and arr.ctypes.data % self.ALIGN == 0:
+    if (fin := self.live.get(addr := self.ptr(arr))) is not None and arr.nbytes: fin()
+    elif self.TINY <= arr.nbytes < self.SMALL and arr.flags.c_contiguous and addr % self.ALIGN == 0:
       with self.lock:
         if self.pooled + arr.nbytes <= self.POOL_LIMIT:
           self.pool.setdefault(arr.nbytes, []).append(arr.reshape(-1).view(np.uint8)); self.pooled += arr.nbytes

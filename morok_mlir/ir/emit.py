@@ -54,26 +54,28 @@ def structure(outs: list[UOp]) -> tuple[tuple, list[UOp], tuple[int, ...]]:
     bufs: list[UOp] = []
     vals: dict[UOp, int] = {}
     impure: set[UOp] = set()   # inputs, binds and the nodes above them
+    opened: set[UOp] = set()   # nodes whose sources were pushed: back on top, every source has its entry
     for o in outs:   # _order's walk, inline: this is the hot path
       stack = [o]
       while stack:
         u = stack[-1]
         if u in pos: stack.pop(); continue
         if _PURE in (d := u.__dict__): pos[u] = None; stack.pop(); continue
-        if u.op is Ops.BIND: e = unbind(u, vals)
+        if u.op is BIND: e = unbind(u, vals)
         elif u.buffer is not None: e = (u.dtype, u.shape); bufs.append(u)
-        elif todo := [s for s in u.src if s not in pos]: todo.reverse(); stack += todo; continue
-        elif impure.isdisjoint(u.src): d[_PURE] = True; pos[u] = None; stack.pop(); continue
+        elif u not in opened and (todo := [s for s in u.src if s not in pos]): opened.add(u); todo.reverse(); stack += todo; continue
+        elif impure.isdisjoint(src := u.src): d[_PURE] = True; pos[u] = None; stack.pop(); continue
         else:
-          for s in u.src:
+          for s in src:
             if pos[s] is None: pos[s] = len(enc); enc.append(s)
-          e = (u.op, u.dtype, u.arg, tuple([pos[s] for s in u.src]))
+          e = (u.op, u.dtype, u.arg, tuple([pos[s] for s in src]))
         stack.pop(); impure.add(u); pos[u] = len(enc); enc.append(e)
     for o in outs:
       if pos[o] is None: pos[o] = len(enc); enc.append(o)
     hit = memo[rest] = ([weakref.ref(o) for o in outs[1:]], (*enc, tuple(pos[o] for o in outs)), bufs, _values(vals))
   return hit[1], hit[2], hit[3]
 
+BIND = Ops.BIND
 # a node with no input buffer or bind below it is its own normalized form: marked once (in its __dict__), never walked again
 _PURE = "_pure"
 _slots: dict[tuple, UOp] = {}   # (dtype, shape, slot) -> the numbered buffer UOp (hash-consed anyway: this skips building its key)
