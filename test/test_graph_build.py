@@ -78,3 +78,15 @@ def test_loss_rebuilt_is_the_same_graph():
   one-hot's class range is one buffer, not a new input each time."""
   x, y = Tensor(np.ones((4, 3), np.float32)), Tensor(np.array([0, 2, 1, 2], np.int32))
   assert x.cross_entropy(y).uop is x.cross_entropy(y).uop
+
+def test_scalar_operand_follows_the_default_float(monkeypatch):
+  """An int tensor with a Python float takes the default float at the time of the call, also for an operand seen before
+  under another default."""
+  from morok_mlir import dtypes
+  i = Tensor(np.arange(4, dtype=np.int32))
+  assert (i + 1.5).dtype == dtypes.float32
+  monkeypatch.setattr(dtypes, "default_float", dtypes.float64)
+  assert (i + 1.5).dtype == dtypes.float64 and (i * 1.5).numpy().dtype == np.float64
+  monkeypatch.setattr(dtypes, "default_int", dtypes.int64)
+  b = Tensor(np.array([True, False]))
+  assert (b + 2).dtype == dtypes.int64

@@ -11,8 +11,8 @@ from morok_mlir.core.mixin.helpers import _err, _cv, _shape, _bshape, vkey, _dty
 
 # bools have no arithmetic: add/max are or, mul/min are and (as tinygrad rewrites them)
 _BOOL_ALU = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND, Ops.MAX: Ops.OR, Ops.MIN: Ops.AND}
-# a Python int or float operand of a tensor: (its type, vkey, the tensor's dtype, match_dtype) -> (the constant's value and
-# dtype), worked out once (dtype rules, range checks, rounding to the dtype)
+# a Python int or float operand of a tensor: (its type, vkey, the tensor's dtype, match_dtype, the default dtypes) -> (the
+# constant's value and dtype), worked out once (dtype rules, range checks, rounding to the dtype)
 _SCALARS: dict = {}
 _UINT = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}   # item size -> the unsigned int of it
 
@@ -64,7 +64,7 @@ class ElementwiseMixin(OpBase):
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True) -> tuple[Self, Self]:
     x = self
     if not isinstance(y, OpBase):
-      if (y.__class__ is float or y.__class__ is int) and (hit := _SCALARS.get(key := (y.__class__, vkey(y), x.dtype, match_dtype))):
+      if (y.__class__ is float or y.__class__ is int) and (hit := _SCALARS.get(key := (y.__class__, vkey(y), x.dtype, match_dtype, dtypes.default_float, dtypes.default_int))):
         v, out = hit
       else:
         if not isinstance(y, (bool, int, float, np.generic)): _err(TypeError, f"unsupported operand type {type(y).__name__}")
