@@ -277,3 +277,25 @@ def test_few_channel_convolutions(ci, co, hw, k, s, p, vec, monkeypatch):
   cols = np.stack([xp[0, :, i:i + s * o:s, j:j + s * o:s] for i in range(k) for j in range(k)], 1).reshape(ci * k * k, o * o)
   ref = np.maximum(w.reshape(co, -1) @ cols + b[:, None], 0).reshape(1, co, o, o)
   np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), Tensor(b), stride=s, padding=p).relu().numpy(), ref, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n,ci,co,h,w,kh,kw,s,p,d", [(1, 3, 20, 101, 87, 3, 3, 2, 0, 1), (1, 3, 13, 69, 73, 7, 7, 2, 3, 1),
+                                                     (2, 5, 32, 37, 43, 3, 5, 1, (1, 2), 1), (1, 4, 24, 95, 79, 3, 3, 2, 2, 2),
+                                                     (1, 16, 40, 35, 29, 3, 3, 1, 1, 1), (2, 3, 48, 61, 45, 3, 3, 2, 1, 1),
+                                                     (1, 3, 24, 42, 81, 2, 3, (2, 3), (0, 1), (1, 2))])
+def test_convolutions_packing_image_panels_where_used(n, ci, co, h, w, kh, kw, s, p, d, threads, monkeypatch):
+  """Convolutions whose image pack would write several times the image (im2col: C_in*KH*KW taps per output pixel), so
+  mm may pack each panel of it where used: odd and rectangular sizes, strides, paddings and dilations, a batch, on one
+  thread and two (each its own panel buffer), with bias and relu, against numpy's windows."""
+  import morok_mlir.device.cpu as cpu
+  monkeypatch.setattr(opt, "THREADS", threads)
+  monkeypatch.setattr(cpu, "THREADS", threads)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  x, wt, b = rnd(n, ci, h, w), rnd(co, ci, kh, kw) * 0.2, rnd(co)
+  (sy, sx), (py, px), (dy, dx) = ((v, v) if isinstance(v, int) else v for v in (s, p, d))
+  xp = np.pad(x, ((0, 0), (0, 0), (py, py), (px, px)))
+  oh, ow = (h + 2 * py - dy * (kh - 1) - 1) // sy + 1, (w + 2 * px - dx * (kw - 1) - 1) // sx + 1
+  cols = np.stack([xp[:, :, i * dy:i * dy + sy * oh:sy, j * dx:j * dx + sx * ow:sx] for i in range(kh) for j in range(kw)], 2)
+  ref = np.maximum(np.einsum("ok,nkp->nop", wt.reshape(co, -1), cols.reshape(n, ci * kh * kw, oh * ow)) + b[:, None], 0).reshape(n, co, oh, ow)
+  got = Tensor(x).conv2d(Tensor(wt), Tensor(b), stride=s, padding=p, dilation=d).relu().numpy()
+  np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

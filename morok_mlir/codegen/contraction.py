@@ -72,17 +72,20 @@ class Contraction:
     self.fused = self.direct_a is None and not T and not self.sym and -(-self.Mp // mc_blk) > self.Np // self.nr and \
       not (self.a_slot is not None and k_contiguous(a, K[-1]))
     if self.fused: self.mc = mc_blk
-    # Ap, Bp, C; a batch (over T) of each, one after the other
-    self.scratch = [self.batch * self.Mp * self.ka if self.direct_a is None and not self.fused else 1, self.batch * self.Np * self.K,
-                    self.batch * self.Mp * self.Np]
-    if self.fused: self.scratch += [self.mc * self.K] * t   # one A block per thread
-    self.args = list(f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
-    ap, bp, cp = (self.args[n + i] for i in (3 if self.fused else 0, 1, 2))
-    self.ranges, self.thr = (I, J, K, T), {k: v for k, v in f.attrs.items() if k in self.PASSED}
+    # B packed per panel inside mm (see expands) when its pack is a gather that writes several times what it reads (a
+    # convolution's image, im2col): each thread packs one panel (all of K, one KC slice: the L1 block the tiles read)
+    # into its own buffer right before the tiles use it, so Bp never round-trips L2/memory. Only where all of A's row
+    # blocks fit the L2 budget of one block (they are swept once per panel) and threads split the panels
+    self.ranges, self.thr, self.t = (I, J, K, T), {k: v for k, v in f.attrs.items() if k in self.PASSED}, t
+    self.fused_b = not self.fused and not T and not self.sym and self.K <= self.kc and self.Mp * self.K <= self.mc * self.kc and \
+      -(-self.Mp // self.mc) <= self.Np // self.nr and self.expands(b)
+    self.layout()
     self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
+    if self.fused_b and (pb := self.pack_panel(b, J, self.args[n + 3])) is None: self.fused_b = False; self.layout()
+    ap, bp, cp = (self.args[n + i] for i in (3 if self.fused else 0, 3 if self.fused_b else 1, 2))
     self.pack_a = None if self.direct_a is not None else self.pack_block(a, I, self.mr, ap) if self.fused else \
       self.pack(a, I, self.mr, ap, False, self.Mp * self.ka, self.rows_a or 0)
-    self.pack_b = self.pack(b, J, self.nr, bp, True, self.Np * self.K)
+    self.pack_b = pb if self.fused_b else self.pack(b, J, self.nr, bp, True, self.Np * self.K)
     m, nn = im.linearize(I, sizes(I)), im.linearize(J, sizes(J))
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
     if T: ci = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.Np)), ci)
@@ -161,6 +164,30 @@ class Contraction:
     st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), val))
     return Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, p, l, *ks.values())),))],
                 {"uop.kernel": None, "uop.threads": 1})   # threads: takes the panel range (%lo, %hi)
+
+  def layout(self):
+    # Ap, Bp, C; a batch (over T) of each, one after the other; then one A block or one B panel per thread (fused, fused_b)
+    self.scratch = [self.batch * self.Mp * self.ka if self.direct_a is None and not self.fused else 1,
+                    self.batch * self.Np * self.K if not self.fused_b else 1, self.batch * self.Mp * self.Np]
+    self.scratch += [self.mc * self.K] * self.t if self.fused else [self.nr * self.K] * self.t if self.fused_b else []
+    n = len(self.f.args)
+    self.args = list(self.f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
+
+  def expands(self, b: UOp) -> bool:
+    """Whether B's pack writes at least twice the elements of the buffers it reads: an im2col of a convolution's image
+    (K = C_in*KH*KW taps per output pixel), whose panels are a function of the call's input, worth packing only where
+    they are used. Not weights (each element packed once: kept across calls, see reuse)."""
+    loads = [u for u in affine_simplify(b).toposort if u.op is Ops.LOAD]
+    srcs = {u.src[0].src[0] for u in loads}
+    if not (J := self.ranges[1]) or any(s.op is not Ops.BUFFER for s in srcs): return False
+    # strided reads along the output columns only: a unit-step panel (a stride-1 convolution) packed inside mm measured
+    # twice its phase's time (16->16 channels 3x3 at 55x55, 1 thread: 70 against 37 us; its tiles unchanged)
+    return self.N * self.K >= 2 * sum(s.dtype.size for s in srcs) and all((lane_coef(u.src[0].src[1], J[-1], {}) or 0) >= 2 for u in loads)
+
+  def pack_panel(self, x, rs, buf):
+    # one NR-row panel of B (the caller's %lo .. %lo+1) in vector lanes, at the buffer's start
+    I, _, _, _ = self.ranges
+    return self.pack_lanes(affine_simplify(x.substitute({r: im.const(0) for r in I})), rs, self.nr, buf, per=1)
 
   def pack_lanes(self, x, rs, w, buf, per=0, per_batch=0):
     # panels whose rows are neighbours in the innermost row range (a convolution's output columns) as vector lanes
@@ -332,10 +359,11 @@ class Contraction:
     t = _int_attr(self.f, "uop.threads", 1)
     par = lambda f, work: (parallel_info(f)[0], t if work >= self.PAR_MIN else 1, 1) if t > 1 else None
     nmm = t if self.micro().split_sym else self.batch if self.batch > 1 else max(self.Np // self.nr, -(-self.Mp // self.mc))
-    mm_par = (nmm, t if self.batch * self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1, *((1,) if self.fused else ())) if t > 1 else None
+    mm_par = (nmm, t if self.batch * self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1, *((1,) if self.fused or self.fused_b else ())) \
+      if t > 1 else None
     bt = self.batch
     return [*([(f"{self.name}_pack_a", par(self.pack_a, bt * self.M * self.K))] if self.pack_a is not None and not self.fused else []),
-            (f"{self.name}_pack_b", par(self.pack_b, bt * self.N * self.K)),
+            *([(f"{self.name}_pack_b", par(self.pack_b, bt * self.N * self.K))] if not self.fused_b else []),
             (f"{self.name}_mm", mm_par),
             *([] if self.epi_tile else [(f"{self.name}_epi", par(self.epi, bt * self.M * self.N))])]
 
@@ -384,7 +412,7 @@ class Contraction:
     """The mm phase's problems, each after the other in Ap, Bp and C."""
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, _int_attr(self.f, "uop.threads", 1), self.mr, self.nr, self.kc,
                        self.mc, self.vw, self.M, self.K, self.Mp, self.Np, self.batch, (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np),
-                       self.op, self.direct_a, self.rows_a, self.fused, self.epi_tile is not None, self.tile_rows, tuple(self.rt),
+                       self.op, self.direct_a, self.rows_a, self.fused, self.fused_b, self.epi_tile is not None, self.tile_rows, tuple(self.rt),
                        self.prefetch)
 
 @dataclass
@@ -392,7 +420,7 @@ class MicroKernel:
   """One mm phase: C = A x B for each of a batch of problems (M x K times K x N, padded to Mp x Np), A and B packed in
   panels in the scratch buffers after the nargs kernel arguments (problems `areas` floats apart in Ap, Bp and C), or A's
   rows read in place (direct_a: slot, offset, row stride, k stride, batch stride) or from pack_a's row-major copy (rows_a: its row stride). fused: A
-  packed per MC-row block inside mm, by the pack_a phase it calls. tile: the epilogue runs per finished tile (_epi and
+  packed per MC-row block inside mm, by the pack_a phase it calls; fused_b: B per panel (pack_b). tile: the epilogue runs per tile (_epi and
   its prefetch _pf, called with the tile, unless not `prefetch`; tile_rows: the tile transposed). op: add (FMAs), or max or min (column reduces).
   rt: M, N, K and the batch as index expressions read at run time (symbolic sizes; M, K, batch: the layout's maxima)."""
   name: str
@@ -415,6 +443,7 @@ class MicroKernel:
   direct_a: tuple[int, int, int, int, int] | None = None
   rows_a: int | None = None
   fused: bool = False
+  fused_b: bool = False
   tile: bool = False
   tile_rows: bool = False
   rt: tuple = ()
@@ -500,13 +529,14 @@ class MM:
   def text(self, private: bool = False) -> str:
     mk = self.mk
     if mk.fused: self.fused()
+    elif mk.fused_b: self.fused_b()
     elif not self.batched: self.goto(self.lo, self.hi, self.by_m)
     else:
       with self.loop(self.lo, self.hi) as bt:
         self.bt = bt.iv
         for part, area in zip("abc", mk.areas): self.off[part] = self.ix("muli", bt.iv, self.ci(area))
         self.goto(self.c0, self.mb_rt, True)
-    idx = (LO, HI) + ((TID,) if mk.fused else ()) if mk.threads > 1 else ()
+    idx = (LO, HI) + ((TID,) if mk.fused or mk.fused_b else ()) if mk.threads > 1 else ()
     return Emitter.func(f"{mk.name}_mm", params([mem_type(a.dtype) for a in mk.args], *idx), self.b, private=private)
 
   def goto(self, lo: str, hi: str, by_m: bool):
@@ -524,11 +554,7 @@ class MM:
     """Goto's order with A packed per block: each thread packs its MC-row block of A (all of K) into its own L2-sized
     buffer (picked by the chunk index %tid) right before the tiles use it; A never round-trips memory."""
     mk = self.mk
-    blk = f"memref<{mk.scratch[3]}xf32>"
-    bufs = [arg(mk.nargs + 3 + i) for i in range(len(mk.scratch) - 3)]
-    tid = TID if mk.threads > 1 else self.c0
-    mine = bufs[0]
-    for i, b in enumerate(bufs[1:], 1): mine = self.em.select(self.b, self.em.cmpi(self.b, "eq", tid, self.ci(i), "index"), b, mine, blk)
+    mine, blk, bufs = self.mine()
     with self.loop(self.lo, self.hi) as icb:
       ib_lo, ib_hi = self.row_block(icb.iv)
       args = [arg(i) for i in range(mk.nargs + 3)] + [mine] + bufs[1:] + [ib_lo, ib_hi]
@@ -538,6 +564,28 @@ class MM:
         with self.loop(self.c0, self.nb_rt) as jb:
           a_base = lambda ib: self.ix("muli", self.ix("subi", ib, ib_lo), self.ci(mk.K * mk.mr))
           self.tile(kc.iv, jb.iv, ib_lo, ib_hi, kend, first, mine, blk, a_base)
+
+  def mine(self) -> tuple[str, str, list[str]]:
+    """This thread's buffer (picked by the chunk index %tid among those after Ap, Bp and C), its type, all of them."""
+    mk = self.mk
+    blk, bufs = f"memref<{mk.scratch[3]}xf32>", [arg(mk.nargs + 3 + i) for i in range(len(mk.scratch) - 3)]
+    tid, mine = TID if mk.threads > 1 else self.c0, bufs[0]
+    for i, b in enumerate(bufs[1:], 1): mine = self.em.select(self.b, self.em.cmpi(self.b, "eq", tid, self.ci(i), "index"), b, mine, blk)
+    return mine, blk, bufs
+
+  def fused_b(self):
+    """Panels of B packed where used: each of this thread's panels packed (all of K: one KC slice) into its own
+    L1-sized buffer, then swept by every MR-row tile of A; Bp never round-trips memory."""
+    mk = self.mk
+    mine, blk, bufs = self.mine()
+    self.pb, self.tb = mine, blk
+    with self.loop(self.lo, self.hi) as jb:
+      args = [arg(i) for i in range(mk.nargs + 3)] + [mine] + bufs[1:] + [jb.iv, self.add(jb.iv, 1)]
+      self.call(f"{mk.name}_pack_b", args, [mem_type(a.dtype) for a in mk.args] + ['index', 'index'])
+      kend, first = self.k_slice(self.c0)
+      with self.loop(self.c0, self.mb_rt) as icb:
+        ib_lo, ib_hi = self.row_block(icb.iv)
+        self.tile(self.c0, jb.iv, ib_lo, ib_hi, kend, first, self.pa, self.ta, lambda ib: self.ix("muli", ib, self.ci(mk.K * mk.mr)))
 
   def row_block(self, icb: str) -> tuple[str, str]:   # the block's first and last MR-row panel
     mc, mr = self.mk.mc, self.mk.mr
@@ -581,7 +629,7 @@ class MM:
     finally: self.nv = whole
   def tiles(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
     mk, V = self.mk, self.V
-    bbase = self.at(self.ix("muli", jb, self.ci(mk.K * mk.nr)), "b")
+    bbase = self.c0 if mk.fused_b else self.at(self.ix("muli", jb, self.ci(mk.K * mk.nr)), "b")
     jcol = self.ix("muli", jb, self.ci(mk.nr))
     if self.rem: self.rem_rows(kc, jb, ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base, bbase, jcol)
     with self.loop(ib_lo, self.ix("minsi", ib_hi, self.full) if self.rem else ib_hi) as ibl:
@@ -670,7 +718,7 @@ class MM:
       bv = [self.em.vload(self.b, self.pb, self.add(bo, v * mk.vw), self.tb, V) for v in range(nv)]
       # the same row of the next B panel, into L2, a cache line at a time: its first tile then finds it there (weights
       # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved)
-      for off in range(0, mk.nr, 16):
+      for off in range(0, mk.nr if not mk.fused_b else 0, 16):
         self.em.prefetch(self.b, self.pb, self.ix("minsi", self.add(bo, mk.K * mk.nr + off), self.ci(mk.scratch[1] - 1)), False, self.tb, 2)
       if not self.rowwise: ao = self.ix("addi", a, self.ix("muli", k, self.ci(mk.mr)))
       ak = self.ix("muli", k, self.ci(ks)) if (ks := mk.direct_a[3] if mk.direct_a else 1) != 1 else k   # k's step along A's rows

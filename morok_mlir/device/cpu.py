@@ -121,7 +121,7 @@ class CPURenderer:
     with public_attrs(' attributes {passthrough = ["noinline"]}'): src, phases, scratch, reuse = lower_program(f, name)
     par = phases[0][1] if len(phases) == 1 else None
     return ProgramSpec(name, Emitter.module([src]), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), par,
-                       tuple(phases) if len(phases) > 1 else (), tuple(scratch),
+                       tuple(phases) if len(phases) > 1 or phases[0][0] != name else (), tuple(scratch),
                        out_align(f), tuple(reuse))
 
 _ctx, _ctx_uses = None, 0
