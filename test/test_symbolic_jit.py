@@ -336,3 +336,10 @@ def test_replay_at_a_seen_value_is_one_native_call(monkeypatch):
     np.testing.assert_allclose(att(v.bind(n)).numpy(), want(n), rtol=1e-5, atol=1e-6)
     assert GlobalCounters.kernel_count == att.plan.nkernels
   assert not general
+  # a value not seen before (a decode loop's next position) whose copies make a batch already made runs as it too
+  fresh = []
+  for n in (2, 3, 4, 6, 7):
+    before = len(general)
+    np.testing.assert_allclose(att(v.bind(n)).numpy(), want(n), rtol=1e-5, atol=1e-6)
+    if nat.chosen[(n,)] is nat.chosen[(1,)]: fresh.append(len(general) - before)
+  assert fresh and not any(fresh)
