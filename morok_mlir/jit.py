@@ -481,7 +481,8 @@ class _Plan:
       try: b = ring.take() if (ring := self.ring) is not None else Buffer.fresh(dev, size, dt)
       except (MemoryError, OSError) as e: raise R._alloc_error(e, self.execs[k].sched, []) from None
       if xs != self.wrote: self._values(xs)
-      if nat is not None and (go := nat.one) is not None and not R.DEBUG:   # one native batch: its pointers written here
+      # one native batch (with copies picked by the values: the one batch the copies picked for xs make): its pointers written here
+      if nat is not None and (go := nat.one or nat.batch(xs)) is not None and not R.DEBUG:
         vals = nat.vals
         for i, n in self.argpos: vals[n] = bufs[i].ptr
         vals[self.outpos] = b.ptr
@@ -612,12 +613,13 @@ class _Native:
   into one array; the others (waiting for their first call_buffers: _Kernel.pending, or whose set reads the sizes'
   values at each call: a keyed one) run on their own. A kernel with copies for narrower bounds (realize.Variants) runs
   in the batch as the copy the sizes' values pick: one set of batches per choice of copies, picked once per distinct
-  values (xs, the plan's Variables' values); a copy whose set reads the sizes' values at each call (keyed: its packed
-  weights not made yet) runs on its own (_Copied), and its kernel is bound again after (as often as it has copies at most: then its
-  set is not keyed any more, unless its packed weights depend on the values). A program that moves from its JIT engine
+  values (xs, the plan's Variables' values; where they make one batch, _Plan._replay_one runs it: batch); a copy
+  whose set reads the sizes' values at each call (keyed: its packed weights not made yet) runs on its own (_Copied),
+  and its kernel is bound again after (as often as it has copies at most: then its set is not keyed any more, unless
+  its packed weights depend on the values). A program that moves from its JIT engine
   onto its shared object (linked meanwhile) has its kernels bound again."""
   __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one", "picks", "built", "chosen", "stale", "tries",
-               "copied")
+               "copied", "ones")
   def __init__(self, kernels: list[_Kernel], template: list):
     self.kernels, self.template = kernels, template
     self.js = sorted({j for k in kernels for _, j in k.var})   # the v indices a replay fills
@@ -629,6 +631,7 @@ class _Native:
       for k in self.kernels: k._bind(self.template, kept=k.pinned is not None)
     self.picks = [k for k in self.kernels if _copies(k.args)]
     self.built, self.chosen, self.copied = {}, {}, {}   # choice of copies -> segs; xs -> segs; id(keyed set) -> its _Copied
+    self.ones = {}   # xs -> the run of its one batch, where the copies picked for xs make one (_Plan._replay_one calls it)
     self.segs = self._segs(())
     sets = lambda k: _copies(k.args) or ([k.args] if Batch.takes(k.args) else [])
     self.moving = [k for k in self.kernels if any(getattr(a.code, "engine", None) is not None for a in sets(k))]
@@ -651,8 +654,17 @@ class _Native:
     choice = tuple([k.prog.pick(k.args.sets[0].ptrs[k.prog.slot]) for k in self.picks])
     if (segs := self.built.get(choice)) is None: segs = self.built[choice] = self._segs(choice)
     self.stale = [k for k, c in zip(self.picks, choice) if k.args.sets[c].keyed and self.tries.get(id(k), 0) < len(k.args.sets)]
-    if xs is not None and not self.stale: self.chosen[xs] = segs
+    if xs is not None and not self.stale:
+      self.chosen[xs] = segs
+      if len(segs) == 1 and type(segs[0]) is Batch and not self.moving and not self.pending: self.ones[xs] = segs[0].run
     return segs
+  def batch(self, xs: tuple):
+    """The run of the one batch the copies picked for the values xs (written in the values buffers) make, else None:
+    the steps then run through __call__. A new xs is picked here (a decode loop's positions are new at every call)."""
+    if (go := self.ones.get(xs)) is None and self.picks and not self.moving and not self.pending and xs not in self.chosen:
+      self._pick(xs)
+      go = self.ones.get(xs)
+    return go
   def __call__(self, v: list, xs: tuple | None = None):
     if self.moving and any(k.args.code is not k.prog.code for k in self.moving): self._build(rebind=True)
     vals = self.vals

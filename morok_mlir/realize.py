@@ -32,7 +32,7 @@ def new_buffer(data: np.ndarray | Buffer, loc: str | None = None, dtype=None, co
   if type(data) is Buffer:
     u = UOp.unique(Ops.BUFFER, data.dtype, (("id", next(_ids)), ("shape", shape := tuple(shape))), loc)   # attrs(id=, shape=), prebuilt
     if data.device == "CPU":   # contents never change (see below)
-      (data._buf if data._buf is not None and data.base is None else data.as_numpy()).setflags(False)   # (write=False, positional: 60 ns less)
+      (data._buf if data._buf is not None else data.as_numpy()).setflags(False)   # (write=False, positional: 60 ns less)
     u.buffer, u.__dict__["shape"] = data, shape
     return u
   if dtype is None:

@@ -32,6 +32,9 @@ def test_views_share_memory_at_byte_offsets():
   lazy = Buffer("CPU", 4, dtypes.uint8).view(2, dtypes.uint8, 1)
   assert not lazy.is_allocated and lazy.allocate().base.is_allocated
   with pytest.raises(ValueError, match="outside"): b.view(8, dtypes.float32, 4)
+  for h in (b.head(3), b.view(3, dtypes.float32, 0)):            # at 0, of the base's dtype (a TinyJit replay's outputs)
+    assert h.base is b and h.ptr == b.ptr and h.numpy().tolist() == [0, 1, 0] and np.shares_memory(h.numpy(), b.numpy())
+  assert b.view(2, dtypes.int32, 0).numpy().view(np.float32).tolist() == [0, 1]   # at 0, of another dtype
 
 def test_copy_to_the_same_device():
   b = Buffer("CPU", 3, dtypes.float64).copyin(np.array([1.0, 2.0, 3.0]))

@@ -309,3 +309,37 @@ def test_replays_write_each_schedules_values_from_threads():
   for t in ts: t.start()
   for t in ts: t.join()
   assert not bad
+
+def test_replay_at_a_seen_value_is_one_native_call(monkeypatch):
+  # kernels with copies for narrower bounds (the copy picked by the value) run, at a value replayed before whose copies
+  # make one batch (none reading the value per call: at L=1 no contraction packs panels), as that batch: one native
+  # call, no per-step Python (the general steps are _Native.__call__)
+  import morok_mlir.jit as J
+  v = Variable("L_one_call", 1, 32)
+  q, k, w = (Tensor(rnd(1, 2, 32, 8, seed=s)).realize() for s in (1, 2, 3))
+  @TinyJit
+  def att(n): return ((q[:, :, :n] @ k[:, :, :n].transpose(-1, -2)) / 8).softmax(-1) @ w[:, :, :n]
+  def want(n):
+    s = q.numpy()[:, :, :n] @ k.numpy()[:, :, :n].transpose(0, 1, 3, 2) / 8
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ w.numpy()[:, :, :n]
+  sizes = (1, 5, 17)
+  for n in sizes * 4: np.testing.assert_allclose(att(v.bind(n)).numpy(), want(n), rtol=1e-5, atol=1e-6)
+  nat = att.plan.native
+  one = [n for n in sizes if len(nat.chosen.get((n,), ())) == 1 and type(nat.chosen[(n,)][0]) is J.Batch]
+  assert att.plan.replay == att.plan._replay_one and 1 in one
+  general = []
+  call = J._Native.__call__
+  monkeypatch.setattr(J._Native, "__call__", lambda self, *a: general.append(1) or call(self, *a))
+  for n in one * 2:
+    GlobalCounters.kernel_count = 0
+    np.testing.assert_allclose(att(v.bind(n)).numpy(), want(n), rtol=1e-5, atol=1e-6)
+    assert GlobalCounters.kernel_count == att.plan.nkernels
+  assert not general
+  # a value not seen before (a decode loop's next position) whose copies make a batch already made runs as it too
+  fresh = []
+  for n in (2, 3, 4, 6, 7):
+    before = len(general)
+    np.testing.assert_allclose(att(v.bind(n)).numpy(), want(n), rtol=1e-5, atol=1e-6)
+    if nat.chosen[(n,)] is nat.chosen[(1,)]: fresh.append(len(general) - before)
+  assert fresh and not any(fresh)

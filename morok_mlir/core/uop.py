@@ -216,7 +216,7 @@ class UOp(OpMixin):
     a = self.attrs
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not a["min"] <= value <= a["max"]:
       _err(ValueError, f"{a['name']} = {value!r} is outside [{a['min']}, {a['max']}]")
-    return UOp(Ops.BIND, dtypes.index, (self, as_index(int(value))), ())
+    return UOp(Ops.BIND, dtypes.index, (self, UOp(Ops.CONST, dtypes.index, (), (('value', int(value)),))), ())   # (attrs(value=))
 
   @property
   def val(self) -> int:

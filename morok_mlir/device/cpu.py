@@ -721,6 +721,7 @@ class CPUAllocator:
   def as_numpy(arr: np.ndarray) -> np.ndarray: return arr
   @staticmethod
   def offset(arr: np.ndarray, nbytes: int, size: int, dtype: DType) -> np.ndarray:
+    if not nbytes and arr.dtype is dtype.npdt: return arr[:size]   # (a TinyJit replay's symbolic outputs: one slice, not four views)
     return arr.reshape(-1).view(np.uint8)[nbytes:nbytes + size * dtype.itemsize].view(dtype.np)
   @staticmethod
   def copy(dst: np.ndarray, src: np.ndarray) -> None:
