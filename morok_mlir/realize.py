@@ -4,7 +4,7 @@ Input data enters the graph as `buffer` UOps made by `new_buffer`, each holding 
 runs on Buffers of its own device. realize() is safe from any number of Python threads: compiles are serialised (MLIR
 contexts are not thread-safe), running a cached schedule takes no lock."""
 from __future__ import annotations
-import bisect, collections, ctypes, functools, gc, importlib.util, itertools, json, os, sys, threading, time, types, weakref
+import bisect, collections, ctypes, functools, gc, importlib.util, itertools, json, math, os, sys, threading, time, types, weakref
 from dataclasses import dataclass, field, replace
 import numpy as np
 from morok_mlir.core.uop import UOp, attrs, box, sym_val
@@ -459,6 +459,15 @@ gc.callbacks.append(lambda phase, info, recent=_recent: recent.clear() if phase 
 # uop-rangeify stores only the box v fills, into b's own memory, and the schedule returns b's Buffer as the output
 # (Schedule.alias). b is then stale: its buffer slot is cleared, and a new buffer node holds the memory.
 _made: weakref.WeakSet = weakref.WeakSet()   # Buffers the driver allocated for schedules' outputs: memory no one else views
+
+def zeros(shape: tuple[int, ...], dtype: DType, device: str, loc: str | None = None) -> UOp:
+  """A realized buffer of zeros that writes through slices change in place (as a schedule's output); on an allocator
+  that maps zeros unwritten (CPU's zeros), its pages take memory only once written."""
+  dev, n = Device[device], math.prod(shape)
+  if (z := getattr(dev.allocator, "zeros", None)) is not None: buf = Buffer.fresh(dev.name, n, dtype, z(n, dtype))
+  else: buf = Buffer(dev.name, n, dtype).allocate().copyin(np.zeros(n, dtype.np))
+  _made.add(buf)
+  return new_buffer(buf, loc, shape=shape)
 
 def in_place(outs: list[UOp], held: list[int], device: str) -> list[UOp]:
   """outs, each write through a slice of a buffer that may be written in place made assign(buffer, write). held[i]:

@@ -31,6 +31,17 @@ def test_write_symbolic_start_in_place():
     t[sp.bind(i):sp.bind(i) + 1] = Tensor(np.full((1, 3, 4), 10 + i, np.float32)); t.realize(); ref[i] = 10 + i
     assert ptr(t) == p and np.array_equal(t.numpy(), ref)
 
+def test_zeros_buffer_is_written_in_place():
+  """realize.zeros: zeros (on CPU in a mapping whose pages are unwritten) that slice writes change in place, as a
+  schedule's output."""
+  from morok_mlir import realize as R
+  from morok_mlir.core.dtype import dtypes
+  t = Tensor(R.zeros((4, 3, 4), dtypes.float32, "CPU"), device="CPU"); p = ptr(t); ref = np.zeros((4, 3, 4), np.float32)
+  assert np.array_equal(t.numpy(), ref)
+  t[1:3] = np.full((2, 3, 4), 7, np.float32); t.realize(); ref[1:3] = 7
+  assert ptr(t) == p and np.array_equal(t.numpy(), ref)
+  assert np.array_equal((t + 1).numpy(), ref + 1)
+
 def test_assign_through_a_slice_view():
   t = realized(REF); p = ptr(t); sp = Variable("sp", 0, 3)
   t[1:3].assign(Tensor(np.full((2, 3, 4), 7, np.float32))).realize()

@@ -281,3 +281,18 @@ def test_a_prefill_step_holds_attention_scores_for_the_cache_length():
   for p in (0, 0, 0, cfg.max_context - T): f(toks, llm.model.position(T).bind(p), last).numpy()
   biggest = max(b.size * b.dtype.itemsize for it in f.jit_cache for b in it.bufs if b is not None)
   assert f.plan is not None and biggest <= 4 * cfg.n_heads * T * cfg.max_context, biggest
+
+def test_kv_cache_is_written_in_place_over_unwritten_zeros():
+  """The caches start as zeros in mappings of their own (pages take memory once written: a 512-position cache that a
+  272-token generation fills holds about half), and a generation writes them in place rather than copying them."""
+  import mmap
+  from morok_mlir.llm import LLM
+  W = random_weights(TINY, seed=4)
+  llm = LLM.from_model(Llama(TINY, {k: Tensor(v) for k, v in W.items()}))
+  cache = llm.model.layers[1].attention.cache
+  base = lambda a: base(a.base) if isinstance(a, np.ndarray) else a.obj if isinstance(a, memoryview) else a
+  assert all(isinstance(base(t.uop.buffer.as_numpy()), mmap.mmap) for t in (cache.k, cache.v)) and not cache.k.numpy().any()
+  ptrs = [t.uop.buffer.ptr for t in (cache.k, cache.v)]   # (addresses: a reference to a Buffer would make writes copies)
+  want = list(LLM.from_model(Llama(TINY, {k: Tensor(v) for k, v in W.items()}, context=4)).generate_ids([1, 2, 3], max_tokens=4))
+  assert list(llm.generate_ids([1, 2, 3], max_tokens=4)) == want
+  assert [t.uop.buffer.ptr for t in (cache.k, cache.v)] == ptrs and cache.k.numpy()[:, :, :6].any() and not cache.k.numpy()[:, :, 8:].any()   # (the prompt as 8 tokens)

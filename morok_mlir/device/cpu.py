@@ -675,6 +675,12 @@ class CPUAllocator:
     raw = np.empty(nbytes + self.ALIGN, np.uint8)
     off = -self.ptr(raw) % self.ALIGN
     return raw[off:off + nbytes]
+  @staticmethod
+  def zeros(size: int, dtype: DType) -> np.ndarray:
+    """size zeros in a mapping of their own (not pooled: pooled blocks hold old values), without writing them: a page
+    takes memory only once written, so a cache a run fills from its start (an LLM's keys and values) holds what it used."""
+    m = mmap.mmap(-1, max(size * dtype.itemsize, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return np.frombuffer(m, dtype.np, count=size)
   def alloc(self, size: int, dtype) -> np.ndarray:
     # a tiny buffer of a DType (a TinyJit replay's or a small op's output) first: its checks alone cost what np.empty does
     if type(dtype) is DType and type(size) is int and 0 < size * dtype.itemsize < self.TINY: return np.empty(size, dtype.np)

@@ -6,12 +6,15 @@ The cache has a length (its context, at most max_context; Llama.grow lengthens i
 start_pos and attends over the start_pos + T rows so far. start_pos is a bound Variable, so one compiled step (and one
 TinyJit capture) serves every position."""
 from __future__ import annotations
-import dataclasses
+import dataclasses, math
 import numpy as np
 from morok_mlir import nn
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.uop import UOp, Variable
+from morok_mlir.core.dtype import dtypes
+from morok_mlir.device import Device
+from morok_mlir import realize as R
 
 @dataclasses.dataclass(frozen=True)
 class LlamaConfig:
@@ -51,14 +54,20 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
   c, s = cos.reshape(1, T, 1, D // 2), sin.reshape(1, T, 1, D // 2)
   return Tensor.stack(x0 * c - x1 * s, x0 * s + x1 * c, dim=-1).reshape(B, T, H, D)
 
+def _zeros(*shape: int) -> Tensor:
+  """float32 zeros whose rows take memory (CPU) only once written: a cache of 512 positions that a 272-token generation
+  filled holds ~half its 23.6 MB (SmolLM2-135M)."""
+  return Tensor(R.zeros(shape, dtypes.float32, dev := Device.DEFAULT), device=dev)
+
 class KVCache:
   """Keys and values of every position so far, (1, n_kv_heads, rows, head_dim) each (rows: max_context unless given)."""
   def __init__(self, cfg: LlamaConfig, rows: int | None = None):
-    self.k, self.v = (Tensor.zeros(1, cfg.n_kv_heads, rows or cfg.max_context, cfg.head_dim).contiguous().realize() for _ in range(2))
+    self.k, self.v = (_zeros(1, cfg.n_kv_heads, rows or cfg.max_context, cfg.head_dim) for _ in range(2))
   def grow(self, rows: int) -> None:
     """rows rows, those so far kept."""
-    pad = ((0, 0), (0, 0), (0, rows - self.k.shape[2]), (0, 0))
-    self.k, self.v = (t.pad(pad).contiguous().realize() for t in (self.k, self.v))
+    new = [_zeros(*self.k.shape[:2], rows, self.k.shape[3]) for _ in range(2)]
+    for t, old in zip(new, (self.k, self.v)): t[:, :, :old.shape[2]] = old
+    Tensor.realize(*new); self.k, self.v = new
   def update(self, k: Tensor, v: Tensor, start_pos) -> tuple[Tensor, Tensor]:
     """Write k, v (1, KV, T, D) at rows start_pos.. start_pos+T-1; the rows 0.. start_pos+T-1 (a symbolic length)."""
     T = k.shape[2]
