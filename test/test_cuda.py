@@ -389,3 +389,8 @@ def test_profile_times_each_kernel_on_the_gpu(fake_cuda):
     y = ((x * 2).realize() + 1).sum().realize()
   assert len(p) == len(fake.launches) - n0 >= 2 and all(ms == 0.25 for _, ms in p) and all(isinstance(k, str) for k, _ in p)
   assert dev.prof is None and float(y.numpy()) == float((np.arange(64) * 2 + 1).sum())
+  # a mode per thread: another thread's launches during the block are not timed in it
+  import threading
+  with dev.profile() as p:
+    th = threading.Thread(target=lambda: (x * 3).realize()); th.start(); th.join()
+  assert p == []

@@ -372,7 +372,6 @@ class CUDADevice:
   name = "CUDA"
   def __init__(self, ordinal: int = 0):
     self.ordinal, self.ctx, self.stream, self.chip = ordinal, None, None, None
-    self.prof: list | None = None   # (kernel label, start event, end event) per launch while profile() is active
     self.renderer, self.compiler, self.allocator = CUDARenderer(), CUDACompiler(), CUDAAllocator(self)
     self.method_cache: LRU = LRU(lambda p: p.nbytes)
     self.lock, self._tls = threading.RLock(), threading.local()
@@ -420,15 +419,20 @@ class CUDADevice:
     ev = check(driver().cuEventCreate(0), "cuEventCreate")
     check(driver().cuEventRecord(ev, self.stream), "cuEventRecord")
     return ev
+  @property
+  def prof(self) -> list | None:
+    """(kernel label, start event, end event) per launch while this thread's profile() is active (a mode per thread:
+    another thread's launches are not its block's)."""
+    return getattr(self._tls, "prof", None)
   @contextlib.contextmanager
   def profile(self):
     """Within the block each kernel launch of this device's programs (not a CUDA graph's) is timed on the GPU by a pair
     of events; yields a list that holds (kernel label, ms) per launch once the block ends (the stream synchronized)."""
     self.current()
-    self.prof = out = []
+    self._tls.prof = out = []
     try: yield out
     finally:
-      self.prof, recs, d = None, list(out), driver()
+      self._tls.prof, recs, d = None, list(out), driver()
       try:
         self.synchronize("profiled kernels")
         out[:] = [(label, check(d.cuEventElapsedTime(a, b), "cuEventElapsedTime")) for label, a, b in recs]
