@@ -417,6 +417,12 @@ def choice(f: Func) -> dict:
   bounds, which the loops run to at run time)."""
   return {k: (v[1], v[4]) if k == "uop.contraction" else v for k, v in f.attrs.items()}
 
+def one_trips(sink: UOp) -> UOp:
+  """sink without its loops of one iteration (their index is 0)."""
+  for r in [u for u in affine_simplify(sink).toposort if u.op is Ops.RANGE and u.attrs.get("kind") == "loop" and im.cval(u.src[0]) == 1]:
+    sink = im.with_ranges(sink, r, (), im.const(0))
+  return affine_simplify(sink)
+
 MAX_VARIANTS = 2   # narrower copies of a kernel at most (the widest runs): each is compiled with the schedule
 def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int], dot: str | None = None) -> list[Func]:
   """f optimized; a kernel of symbolic sizes also as copies for narrower bounds of the values it reads, one per run of
@@ -424,15 +430,17 @@ def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int], dot:
   for fewer rows; no threads), optimized for that run's largest bound s (each value's bound min(s, its largest)) and
   marked uop.variant_of = f's name, uop.variant = (values argument, k, bound, ...). The runs are found by halving s
   from the largest value down, then bisecting where the choices change; at most MAX_VARIANTS are kept, those where
-  the threads change first, then the widest (a value in a run not kept runs the next wider copy). The realize
+  the kind of kernel or its threads change first, then the widest (a value in a run not kept runs the next wider copy). The realize
   driver runs the narrowest copy whose bounds hold the values read at run time (realize.Variants): a small value runs
   what the heuristics choose for small sizes, not for the largest."""
   if not MAX_VARIANTS or not (clamps := value_clamps(f.roots[0])): return [optimize_kernel(f, threads, vec, caches, dot)]
   memo: dict[int, tuple[Func, dict]] = {}
   def at(s: int) -> dict:   # f's choices for every value at most s
     if s not in memo:
-      narrow = {m: m.replace(src=(m.src[0], im.const(max(lo, min(hi, s))))) for m, (_, _, lo, hi) in clamps.items()}
-      memo[s] = (g := optimize_kernel(replace(f, roots=[f.roots[0].substitute(narrow)]), threads, vec, caches, dot), choice(g))
+      # a value whose bound is its least is that constant: its loops of one iteration go, so threads split the next
+      # loop (the columns of x[:m] @ W at m = 1, as the static kernel's do) rather than the one row
+      narrow = {m: im.const(lo) if s <= lo else m.replace(src=(m.src[0], im.const(min(hi, s)))) for m, (_, _, lo, hi) in clamps.items()}
+      memo[s] = (g := optimize_kernel(replace(f, roots=[one_trips(f.roots[0].substitute(narrow))]), threads, vec, caches, dot), choice(g))
     return memo[s][1]
   hi = top = max(hi for *_, hi in clamps.values())
   out, ends = [], []
@@ -445,10 +453,10 @@ def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int], dot:
       if at(mid := (lo + hi) // 2) == at(hi): hi = mid
       else: lo = mid
     ends.append(hi := lo)
-  # the copies most worth a compile: where the threads change (waking one costs more than a small value's work), then
-  # the widest
-  wider, threads_of = dict(zip(ends, [top, *ends])), lambda s: at(s).get("uop.threads")
-  for s in sorted(sorted(ends, key=lambda s: (threads_of(s) == threads_of(wider[s]), -s))[:MAX_VARIANTS], reverse=True):
+  # the copies most worth a compile: where the kind of kernel or its threads change (waking one costs more than a small
+  # value's work; plain loops on threads against packed tiles), then the widest
+  wider = dict(zip(ends, [top, *ends]))
+  for s in sorted(sorted(ends, key=lambda s: (kind(s) == kind(wider[s]), -s))[:MAX_VARIANTS], reverse=True):
     at_s = (next(iter(clamps.values()))[0], *(x for _, k, lo, hi in clamps.values() for x in (k, max(lo, min(hi, s)))))
     out.append(replace(memo[s][0], name=f"{f.name}_v{len(out) + 1}", attrs={**memo[s][0].attrs, "uop.variant_of": f.name, "uop.variant": at_s}))
   at(top)

@@ -362,3 +362,20 @@ def test_arange_over_a_huge_variable_is_a_clear_error():
   naming the caller's line and the bytes, not numpy's bare one (nor an attempt to fill terabytes)."""
   with pytest.raises(MemoryError, match=r"test_symbolic_shapes\.py:\d+.*arange\(0, 1099511627776, 1\): 1099511627776 int64 values"):
     Tensor.arange(Variable("n", 1, 2 ** 40).bind(3), dtype=dtypes.int64)
+
+def test_narrow_copy_threads_split_columns(monkeypatch, tmp_path):
+  # x[:m] @ W: the copy for m's least bound (one row) has no loop over the rows, so its threads split the columns as the
+  # static kernel's do, not one row on one thread; results right for few rows on 2 threads
+  import morok_mlir.passes.optimize as O
+  from morok_mlir.ir.pipeline import lower_to_kernels
+  monkeypatch.setenv("MOROK_CACHE_DIR", str(tmp_path))
+  monkeypatch.setattr(O, "THREADS", 2)
+  rng = np.random.default_rng(5)
+  a, w = rng.standard_normal((512, 512)).astype(np.float32), rng.standard_normal((512, 512)).astype(np.float32) / 16
+  v, x, W = Variable("rows_mm", 1, 512), Tensor(a), Tensor(w)
+  ks = [f for f in lower_to_kernels(graph_func(normalize([(x[:v.bind(3)] @ W).uop])[0])) if "uop.kernel" in f.attrs]
+  one = [k for k in ks if k.attrs.get("uop.variant", (0, 0, 0))[2:] == (1,)]
+  assert len(one) == 1 and one[0].attrs.get("uop.threads") == 2
+  assert not any(u.op is Ops.RANGE and u.attrs.get("kind") == "loop" and u.src[0].op is not Ops.CONST for u in one[0].roots[0].toposort)
+  for m in (1, 2, 3, 17):
+    np.testing.assert_allclose((x[:v.bind(m)] @ W).numpy(), a[:m] @ w, rtol=1e-4, atol=1e-4)
