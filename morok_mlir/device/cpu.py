@@ -417,7 +417,7 @@ class _Code:
       self.engine, self.nbytes = engine, ENGINE_BYTES
       addrs = [engine.raw_lookup(e) for e in entries]   # packed wrappers: void _mlir_<name>(void **args)
     if not all(addrs): raise RuntimeError(f"lookup of {entries} failed")
-    self.fns = [ctypes.CFUNCTYPE(None, ctypes.c_void_p)(a) for a in addrs]
+    self.addrs, self.fns = addrs, [ctypes.CFUNCTYPE(None, ctypes.c_void_p)(a) for a in addrs]
   def __del__(self):
     if self.handle is not None:
       try: _ctypes.dlclose(self.handle)
@@ -870,12 +870,11 @@ def native(src: str, names: tuple[str, ...], lock) -> tuple:
   disk cache's object for it, else JIT-compiled and stored there, as a kernel's."""
   key = sha256((CPU.disk.salt + src).encode()).hexdigest()[:40]
   if (so := CPU.disk.get(key)) is not None:
-    try:
-      lib = ctypes.CDLL(so)
-      addrs = [ctypes.cast(getattr(lib, f"_mlir_{n}"), ctypes.c_void_p).value for n in names]
+    try: code = _Code(list(names), lib=so)
+    except (OSError, AttributeError, RuntimeError): pass
+    else:
       CPU.disk.hits += 1
-      return lib, addrs
-    except (OSError, AttributeError): pass
+      return code, code.addrs
   from morok_mlir.ir import load
   load()
   from mlir import ir
@@ -883,7 +882,7 @@ def native(src: str, names: tuple[str, ...], lock) -> tuple:
   with lock, ir.Context(), ir.Location.unknown(): eng = ExecutionEngine(ir.Module.parse(src), opt_level=3, enable_pic=True)
   CPU.disk.misses += 1
   if CPU.disk.enabled: CPU.disk.put([key], eng)
-  return eng, [eng.raw_lookup(n) for n in names]
+  return eng, _Code(list(names), engine=eng).addrs
 pool.BUILD = native
 
 def compile_module(funcs: list[Func]) -> CPUProgram:
