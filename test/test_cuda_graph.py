@@ -139,6 +139,22 @@ def test_tinyjit_cuda_graph_update_refused_builds_again(fake_cuda):
     if i >= 2: assert fake.graph_launches == launched + 1; execs.append(_graphs(f)[0].exec)
   assert execs[0] is not execs[1] is not execs[2] and _graphs(f)[0].failed is None   # instantiated anew each refused update
 
+def test_cuda_graph_with_cuda13_names(fake_cuda, monkeypatch):
+  """cuda-bindings 13 has no cuGraphInstantiateWithFlags: its cuGraphInstantiate takes (graph, flags). Replays still run
+  as one graph launch."""
+  _, fake = fake_cuda
+  monkeypatch.setattr(type(fake), "cuGraphInstantiate", type(fake).cuGraphInstantiateWithFlags, raising=False)
+  monkeypatch.delattr(type(fake), "cuGraphInstantiateWithFlags")
+  @TinyJit
+  def f(a): return ((a * 3).contiguous().realize() + 1).sum()
+  for i in range(4):
+    x = rnd(100, seed=i)
+    t = Tensor(x).to("CUDA").realize()
+    launched = fake.graph_launches
+    np.testing.assert_allclose(f(t).numpy(), (x * 3 + 1).sum(), rtol=1e-5)
+    if i >= 2: assert fake.graph_launches == launched + 1
+  assert _graphs(f)[0].failed is None
+
 def test_tinyjit_cuda_graph_failure_falls_back(fake_cuda):
   """A graph the driver refuses: a warning naming the call, then the kernels launched one by one, right results."""
   _, fake = fake_cuda

@@ -101,15 +101,57 @@ def _dividing(n: int, widest: int) -> int:
   """The widest of widest and UPCAST that divides n (1: neither)."""
   return next((v for v in (widest, UPCAST) if n % v == 0), 1)
 
+# float width -> (its integer type, mantissa bits, exponent bias, +inf and a quiet NaN as bits)
+_FBITS = {32: ("i32", 23, 127, "0x7F800000", "0x7FC00000"), 64: ("i64", 52, 1023, "0x7FF0000000000000", "0x7FF8000000000000")}
+
+def fmod(lw, op, srcs, names: list[str], sdt: DType, dt: DType, fr, u) -> str:
+  """C's fmod on PTX, which has no float remainder (NVVM refuses llvm.frem), exact as the CPU's: r = |x| loses, once
+  per bit of the quotient, the largest |y| * 2^k not above it (Sterbenz: each subtraction is exact), then takes x's sign;
+  NaN where x is not finite or y is 0 or NaN. The trip count is fixed before the loop: the exponent gap plus one.
+  f16 runs in f32, where the remainder of two f16 values is exact."""
+  em = lw.em
+  if sdt.bits == 16:
+    x, y = (em.cast(fr, "extf", n, "f16", "f32") for n in names)
+    return em.cast(fr, "truncf", fmod(lw, op, srcs, [x, y], dtypes.float32, dtypes.float32, fr, u), "f32", "f16")
+  W, t = sdt.bits, sl(sdt)
+  it, mb, bias, inf, nan = _FBITS[W]
+  C = lambda v, ty=it: em.constant(fr, f"{v} : {ty}")
+  c0, c1, c2, c3, cmb, cbias, cw, cmask, csign = (C(v) for v in (0, 1, 2, 3, mb, bias, W - bias - mb, (1 << W - 1) - 1, -(1 << W - 1)))
+  finf, fnan, fzero, fhalf = C(inf, t), C(nan, t), C("0.0", t), C("0.5", t)
+  bits = lambda b, v: em.cast(b, "bitcast", v, t, it)
+  def ilogb(b, v):   # the exponent of v > 0 (of its leading bit where v is subnormal)
+    bv = bits(b, v)
+    ef = em.arith(b, "shrui", it, bv, cmb)
+    sub = em.arith(b, "subi", it, cw, em.math(b, "ctlz", it, bv))
+    return em.select(b, em.cmpi(b, "eq", ef, c0, it), sub, em.arith(b, "subi", it, ef, cbias), it)
+  pow2 = lambda b, k: em.cast(b, "bitcast", em.arith(b, "shli", it, em.arith(b, "addi", it, k, cbias), cmb), it, t)
+  x, y = names
+  ax, ay = (em.cast(fr, "bitcast", em.arith(fr, "andi", it, bits(fr, v), cmask), it, t) for v in (x, y))
+  ok = em.arith(fr, "andi", "i1", em.cmpf(fr, "olt", ax, finf, t), em.cmpf(fr, "ogt", ay, fzero, t))
+  r0, ey = em.select(fr, ok, ax, fzero, t), ilogb(fr, ay)
+  gap = em.arith(fr, "maxsi", it, em.arith(fr, "subi", it, ilogb(fr, r0), ey), c0)
+  n = em.cast(fr, "index_cast", em.select(fr, ok, em.arith(fr, "addi", it, gap, c1), c0, it), it, "index")
+  with em.for_(fr, C(0, "index"), n, C(1, "index"), inits=[r0], ty=t) as lp:
+    (r,), B = lp.accs, lp.body
+    d = em.arith(B, "maxsi", it, em.arith(B, "subi", it, ilogb(B, r), ey), c0)
+    d1 = em.arith(B, "divui", it, d, c3)   # 2^d in three factors: 2^2097 (f64's widest gap) is not a double
+    p1, p3 = pow2(B, d1), pow2(B, em.arith(B, "subi", it, d, em.arith(B, "muli", it, d1, c2)))
+    top = em.arith(B, "mulf", t, em.arith(B, "mulf", t, em.arith(B, "mulf", t, ay, p1), p1), p3)
+    top = em.select(B, em.cmpf(B, "ogt", top, r, t), em.arith(B, "mulf", t, top, fhalf), top, t)
+    lp.yields = [em.select(B, em.cmpf(B, "oge", r, ay, t), em.arith(B, "subf", t, r, top), r, t)]
+  sign = em.arith(fr, "andi", it, bits(fr, x), csign)
+  out = em.cast(fr, "bitcast", em.arith(fr, "ori", it, bits(fr, lp.results[0]), sign), it, t)
+  return em.select(fr, ok, out, fnan, t)
+
 # the CPU's table with the GPU's float math (GPU_MATH) in place of its polynomials and libm calls
 GPU_RULES = {**RULES, **{(Ops(op), "f"): (lambda lw, op, srcs, names, sdt, dt, fr, u: lw.line(fr, GPU_MATH[op].format(x=names[0], t=sl(dt))))
-                         for op in GPU_MATH}}
+                         for op in GPU_MATH}, (Ops.MOD, "f"): fmod}
 
 class GPU(Policy):
   """The GPU's policy: the output nest as global ids (GROUP: block ids, the reduces strided over a block's threads),
   UPCAST lanes, GPU_RULES. What the ids and a block's combine are made of is the target's (`ids`, `combine`):
   `gpu` ops here, arithmetic on the thread's number in the emulator's policy (Emulated)."""
-  name, rules, keeps = "uop-lower-gpu", GPU_RULES, False   # a scratch row per GPU thread would live in local memory: recompute
+  name, rules, keeps, streams = "uop-lower-gpu", GPU_RULES, False, False   # a scratch row per GPU thread would live in local memory: recompute
   def __init__(self, f: Func, group_threads: int = GROUP_MAX):
     if group_threads < 1 or group_threads & (group_threads - 1): raise ValueError(f"group_threads must be a power of 2, got {group_threads}")
     self.group_threads, self.tid = group_threads, None

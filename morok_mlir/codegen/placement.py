@@ -66,6 +66,7 @@ class Policy:
   name = "uop-lower-cpu"   # the pass, for messages
   rules: dict = {}         # the per-op table, (op, dtype class) -> rule: lower_cpu.RULES, lower_gpu.GPU_RULES
   keeps = True             # whether uop.keep's scratch rows are honoured (stack memory per thread)
+  streams = True           # whether uop.nontemporal's vector stores are (a CPU's cache bypass: a GPU thread's lanes are not its loop's)
   def bind(self, lw: Placement) -> None:
     """The target's decisions on a kernel, once its ranges are known."""
   def effect(self, lw: Placement, u: UOp) -> bool:
@@ -90,7 +91,7 @@ class Placement:
     self.sink = f.roots[0]
     self.root = Frame(None)
     self.fm = " fastmath<reassoc,contract>" if "uop.fastmath" in f.attrs else ""
-    self.lanes = _int_attr(f, "uop.nontemporal", 0)   # see store_lanes
+    self.lanes = _int_attr(f, "uop.nontemporal", 0) if policy.streams else 0   # see store_lanes
     self.block = _int_attr(f, "uop.reduce_block", 0)   # float add reduces longer than this accumulate in blocks
     self.names: dict[UOp, str] = {}      # values valid at the current point
     self.open: dict[UOp, Frame] = {}     # range -> the loop frame it is the counter of

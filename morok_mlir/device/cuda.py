@@ -330,7 +330,9 @@ class CUDAGraph:
       deps = self.nodes[-1:]
       self.nodes.append(check(d.cuGraphAddKernelNode(self.graph, deps, len(deps), self._node(k.prog, params)),
                               f"kernel {k.prog.label}: cuGraphAddKernelNode"))
-    self.exec, self.last = check(d.cuGraphInstantiateWithFlags(self.graph, 0), "cuGraphInstantiateWithFlags"), addrs
+    # CUDA 13 names cuGraphInstantiateWithFlags cuGraphInstantiate (the same (graph, flags) call; 12's cuGraphInstantiate is older)
+    inst = getattr(d, "cuGraphInstantiateWithFlags", None) or d.cuGraphInstantiate
+    self.exec, self.last = check(inst(self.graph, 0), "cuGraphInstantiateWithFlags"), addrs
   def _update(self, addrs: list) -> None:
     d = driver()
     for i, (k, (ptrs, params), a) in enumerate(zip(self.kernels, self.params, addrs)):

@@ -9,7 +9,7 @@ gpu.module to PTX text inside a `gpu.binary`; we read it from the binary's objec
 The chip is checked against CHIPS before MLIR sees it: the NVPTX back end aborts the process on a chip whose PTX
 version it was not given (`+ptxNN`), so an unknown chip must be a Python error."""
 from __future__ import annotations
-import os, re, subprocess, sys, tempfile, threading
+import os, re, shutil, subprocess, sys, tempfile, threading
 
 # chip -> the lowest PTX ISA that supports it (CUDA 10.0 .. 12.0 drivers load these)
 CHIPS = {"sm_70": "+ptx60", "sm_72": "+ptx61", "sm_75": "+ptx63", "sm_80": "+ptx70", "sm_86": "+ptx71", "sm_87": "+ptx74",
@@ -60,10 +60,10 @@ _PTXAS_INFO = re.compile(r"Compiling entry function '(\w+)'.*?(\d+) bytes stack 
                          r".*?Used (\d+) registers([^\n]*)", re.S)
 
 def ptxas_path() -> str | None:
-  """NVIDIA's PTX assembler from the nvidia-cuda-nvcc-cu12 wheel (a test dependency), or None."""
+  """NVIDIA's PTX assembler: from the nvidia-cuda-nvcc-cu12 wheel (a test dependency), else a CUDA toolkit's on the PATH, or None."""
   try: import nvidia.cuda_nvcc as nvcc
-  except ImportError: return None
-  return next((p for d in nvcc.__path__ if os.access(p := os.path.join(d, "bin", "ptxas"), os.X_OK)), None)
+  except ImportError: return shutil.which("ptxas")
+  return next((p for d in nvcc.__path__ if os.access(p := os.path.join(d, "bin", "ptxas"), os.X_OK)), None) or shutil.which("ptxas")
 
 def ptxas(ptx: str, chip: str) -> dict[str, dict[str, int]]:
   """Assemble ptx for chip with `ptxas -v` (what the driver's JIT would do on a GPU): per kernel, its registers,

@@ -288,6 +288,12 @@ def llvm_bitcast(k: Kernel, op: Op, mask, ins):   # vector<2xbf16> -> i32 (eleme
 
 def const(k: Kernel, op: Op, mask, ins): return full(k, op.attrs["value"], op.types[0])
 
+def ctlz(k: Kernel, op: Op, mask, ins):   # leading zero bits (the width for 0), as PTX's clz
+  x = ins[0]
+  u, n = x.view(np.dtype(f"u{x.dtype.itemsize}")).copy(), np.full(x.shape, 8 * x.dtype.itemsize, x.dtype)
+  while u.any(): n -= (u != 0).astype(x.dtype); u >>= 1
+  return n
+
 def for_(k: Kernel, op: Op, mask, ins):
   """scf.for, each thread from its lower bound to its upper one (a block's threads striding over a row): an iteration
   runs the threads still in their range, the others keep their iter_args."""
@@ -327,7 +333,7 @@ RUN = {
                                   "extui", "trunci", "bitcast")},
   "arith.negf": lambda k, op, m, ins: -ins[0], "gpu.shuffle": shuffle,
   "math.exp2": lambda k, op, m, ins: np.exp2(ins[0]), "math.log2": lambda k, op, m, ins: np.log2(ins[0]),
-  "math.sqrt": lambda k, op, m, ins: np.sqrt(ins[0]), "math.absf": lambda k, op, m, ins: np.abs(ins[0]),
+  "math.sqrt": lambda k, op, m, ins: np.sqrt(ins[0]), "math.absf": lambda k, op, m, ins: np.abs(ins[0]), "math.ctlz": ctlz,
   "llvm.call_intrinsic": lambda k, op, m, ins: INTRINSICS[op.attrs["intrin"].strip('"').split(".")[1]](ins[0]), 
   "arith.shli": shift, "arith.shrui": shift, "arith.shrsi": shift,
   "memref.load": load, "memref.store": store, "vector.load": lambda k, op, m, ins: load(k, op, m, ins, int(op.types[0][7:].split("x")[0])),
