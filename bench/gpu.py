@@ -11,7 +11,7 @@ dtype) for rows that multiply. Row d also runs with BEAM (--beam, 0: not), print
 rows run without tf32 on both sides (torch's matmul and cuDNN flags off, morok's allow_tf32 off). A row that fails
 prints its error and the next one runs; with --out every line also goes to FILE as it is printed. --small: tiny
 sizes, to check the script's paths (on the fake driver of the tests, say), not to measure."""
-import argparse, os, statistics, sys, time, traceback
+import argparse, os, statistics, subprocess, sys, time, traceback
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def check() -> tuple[bool, str]:
@@ -63,6 +63,12 @@ class Bench:
       t0 = time.perf_counter(); fn(); sync(); ts.append(time.perf_counter() - t0)
     return statistics.median(ts)
 
+  def alive(self) -> bool:
+    """Whether the CUDA context still answers (a sticky error, such as a kernel's misaligned address, fails every call)."""
+    try:
+      b = self.dev.allocator.alloc(1, "float32"); self.dev.synchronize(); self.dev.allocator.free(b)
+      return True
+    except Exception: return False
   def hbm(self) -> float:
     """GB/s of a device-to-device copy of 1 GiB (read + write), timed by CUDA events."""
     al, n = self.dev.allocator, (1 << 30) if not self.a.small else 1 << 20
@@ -239,7 +245,7 @@ class Bench:
              f"{'x (GPU)':>7} | {'rate (GPU)':>14} | {'% limit':>11} |")
     self.say(f"|{'-' * 48}|{'-' * 11}|{'-' * 11}|{'-' * 9}|{'-' * 11}|{'-' * 11}|{'-' * 9}|{'-' * 16}|{'-' * 13}|")
     rows = self.rows()
-    for k in keys:
+    for i, k in enumerate(keys):
       try:
         if k == "q": self.minilm(limits)
         else: self.row(k, *rows[k], limits)
@@ -247,6 +253,13 @@ class Bench:
         self.failed.append(k)
         self.say(f"| {k}: failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
         traceback.print_exc()
+        if (rest := keys[i + 1:]) and not self.alive():   # a kernel's fault poisons the context: every later call fails
+          self.say(f"| (the CUDA context is lost: rows {' '.join(rest)} run in a new process)")
+          a = self.a
+          argv = [sys.executable, os.path.abspath(__file__), "--runs", str(a.runs), "--beam", str(a.beam)] + ["--out", a.out] * bool(a.out) + ["--small"] * a.small
+          if self.out: self.out.flush()
+          self.failed += [r for r in rest if subprocess.call(argv + ["--rows", r])]
+          break
     self.say("\nms: a call's wall time (the stream synchronized); GPU ms: its kernels' time on the GPU (morok: events around each "
              "kernel; torch: 10 calls in a CUDA graph between events); x: torch / morok (> 1: morok is faster); rate and % limit "
              "(of the HBM bandwidth or of cuBLAS measured above) from morok's GPU time")
