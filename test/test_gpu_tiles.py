@@ -10,7 +10,8 @@ from morok_mlir import Tensor
 from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir.codegen.lower_gpu import lower_kernel
-from morok_mlir.codegen.gpu_tiles import TILES, TARGETS, candidates, plan
+from morok_mlir.codegen.gpu_tiles import FFMA, MMAS, TILES, TARGETS, candidates, plan, smem
+from morok_mlir.core.dtype import dtypes
 from morok_mlir.codegen.emitter import Emitter
 from morok_mlir.device import simt
 from morok_mlir.device.ptx import ptx_for, ptxas
@@ -53,6 +54,23 @@ def test_f16_matmul_emulated(M, N, K, tile):
   run_kernel(f, bufs, tile=tile)
   np.testing.assert_allclose(bufs[0].reshape(M, N).astype(np.float32), ref, atol=tol(ref, K, np.float16), rtol=0)
 
+@pytest.mark.parametrize("M,N,K", [(130, 72, 200), (64, 128, 96)])
+@pytest.mark.parametrize("tile", [-1, *range(len(TILES))])
+def test_f32_ffma_emulated(M, N, K, tile):
+  """f32 without tf32: tiles of fma.rn.f32 (every candidate tile, ragged sizes), to f32's precision, with no
+  tensor-core instruction."""
+  a, b = H(M, K, dt=np.float32), H(K, N, dt=np.float32)
+  f = contraction_kernel(Tensor(a) @ Tensor(b))
+  if tile != -1 and tile not in candidates(f, "sm_80"):   # a 128-row f32 tile of bk 32: its stages pass 48 KB of shared memory
+    p = plan(f, "sm_80")
+    assert smem(TILES[tile], p.a, p.b) > TARGETS["sm_80"].smem and TILES[tile].bk == 32 and 128 in (TILES[tile].bm, TILES[tile].bn)
+    return
+  text, _ = lower_kernel(f, "k", chip="sm_80", tile=tile)
+  assert "nvvm.mma.sync" not in text and "math.fma" in text
+  out = np.full(M * N, np.nan, np.float32)
+  run_kernel(f, [out, a.reshape(-1), b.reshape(-1)], tile=tile)
+  np.testing.assert_allclose(out.reshape(M, N), a @ b, atol=tol(a @ b, K, np.float32), rtol=0)
+
 @pytest.mark.parametrize("drop", ["gpu.barrier#0", "gpu.barrier#1", "nvgpu.device_async_wait#0", "nvgpu.device_async_wait#1"])
 def test_missing_barrier_or_wait_fails(drop):
   """The stage is read after `wait_group` and a barrier, and refilled only after another barrier: without any one of
@@ -62,11 +80,13 @@ def test_missing_barrier_or_wait_fails(drop):
   with pytest.raises(simt.RaceError): run_kernel(f, bufs, tile=0, drop=drop)
 
 def test_bf16_tf32_and_plain_f32():
-  """bf16 on tensor cores; f32 only with tf32 allowed (otherwise the plain lowering), then accurate to tf32's 10 bits."""
+  """bf16 on tensor cores; f32 on them only with tf32 allowed, then accurate to tf32's 10 bits (without: fma.rn.f32
+  tiles, test_f32_ffma_emulated)."""
   M, N, K = 96, 80, 64
   a, b = H(M, K, dt=np.float32), H(K, N, dt=np.float32)
   f32 = contraction_kernel(Tensor(a) @ Tensor(b))
-  assert plan(f32, "sm_90") is None and plan(f32, "sm_90", tf32=True) is not None and plan(f32, "sm_75", tf32=True) is None
+  assert plan(f32, "sm_90").mma is FFMA and plan(f32, "sm_90", tf32=True).mma is MMAS[dtypes.float32]
+  assert plan(f32, "sm_75") is None and plan(f32, "sm_75", tf32=True) is None   # (no cp.async)
   out = np.full(M * N, np.nan, np.float32)
   run_kernel(f32, [out, a.reshape(-1), b.reshape(-1)], tf32=True)
   np.testing.assert_allclose(out.reshape(M, N), a @ b, atol=2.0 ** -9 * np.sqrt(K) * 4, rtol=0)
@@ -114,13 +134,15 @@ PTXAS_CASES = {  # name: the tensor whose contraction kernel is assembled at eve
   "f16": lambda: _half(512, 512) @ _half(512, 512),
   "bf16": lambda: Tensor(H(512, 512, dt=np.float32)).cast("bfloat16").realize() @ Tensor(H(512, 512, dt=np.float32)).cast("bfloat16").realize(),
   "tf32": lambda: Tensor(H(512, 512, dt=np.float32)) @ Tensor(H(512, 512, dt=np.float32)),
+  "f32_ffma": lambda: Tensor(H(512, 512, dt=np.float32)) @ Tensor(H(512, 512, dt=np.float32)),   # tf32 not allowed
+  "conv_f32_ffma": lambda: Tensor(H(8, 64, 28, 28, dt=np.float32)).conv2d(Tensor(H(64, 64, 3, 3, dt=np.float32)), padding=1),
   "conv": lambda: _half(8, 64, 28, 28).conv2d(_half(64, 64, 3, 3), padding=1),   # the image gathered by each thread
   "batched": lambda: _half(4, 256, 128) @ _half(4, 128, 256),
   "a_t": lambda: _half(256, 512).T @ _half(256, 384),                              # A copied along its rows
   "epilogue": lambda: (_half(512, 256) @ _half(256, 384) + _half(384)).relu(),
   "ragged": lambda: (_half(500, 264) @ _half(264, 392) + _half(392)).relu(),        # every edge guarded
 }
-TWO_BLOCKS = {"f16", "bf16", "tf32", "batched", "a_t", "epilogue"}   # their 256-thread tiles fit 128 registers
+TWO_BLOCKS = {"f16", "bf16", "tf32", "f32_ffma", "batched", "a_t", "epilogue"}   # their 256-thread tiles fit 128 registers
 
 @pytest.mark.parametrize("name", list(PTXAS_CASES))
 def test_ptxas(name):
@@ -132,15 +154,16 @@ def test_ptxas(name):
   (1 block; 128 threads: .minnctapersm 1)."""
   f = contraction_kernel(PTXAS_CASES[name]())
   seen = {}
+  tf32 = not name.endswith("_ffma")
   for chip in ("sm_80", "sm_90"):
-    for i in candidates(f, chip, tf32=True):
-      text, _ = lower_kernel(f, "k", chip=chip, tf32=True, tile=i)
+    for i in candidates(f, chip, tf32=tf32):
+      text, _ = lower_kernel(f, "k", chip=chip, tf32=tf32, tile=i)
       info = ptxas(ptx_for(Emitter.gpu_module([text]), chip), chip)["k"]
       assert info["spill_stores"] == info["spill_loads"] == info["stack"] == 0, (chip, TILES[i], info)
       assert 0 < info["smem"] <= TARGETS[chip].smem and info["registers"] <= 255, (chip, TILES[i], info)
       assert name not in TWO_BLOCKS or TILES[i].threads < 256 or info["registers"] <= 128, (chip, TILES[i], info)
       seen[(chip, TILES[i])] = (info["registers"], info["smem"])
-  assert len(seen) >= 8, seen
+  assert len(seen) >= (8 if tf32 else 6), seen
   print(f"\n{name}: " + "; ".join(f"{c} {t.bm}x{t.bn}x{t.bk}/{t.wm}x{t.wn}: {r} regs, {s} B smem" for (c, t), (r, s) in seen.items()))
 
 def test_allow_tf32(fake_cuda):
@@ -148,17 +171,18 @@ def test_allow_tf32(fake_cuda):
   precision."""
   dev, fake = fake_cuda
   a, b = H(96, 128, dt=np.float32), H(128, 80, dt=np.float32)
+  tc = lambda: [s is not None and s.tiled and "nvvm.mma.sync" in s.src for s in fake.launch_specs]
   assert dev.allow_tf32 is False
   np.testing.assert_allclose((Tensor(a).to("CUDA") @ Tensor(b).to("CUDA")).numpy(), a @ b, rtol=1e-4, atol=1e-4)
-  assert not any(s is not None and s.tiled for s in fake.launch_specs)
+  assert any(s is not None and s.tiled for s in fake.launch_specs) and not any(tc())   # fma.rn.f32 tiles
   dev.allow_tf32 = True
   out = (Tensor(a).to("CUDA") @ Tensor(b).to("CUDA")).numpy()   # the same graph: its schedule is compiled again
-  assert any(s is not None and s.tiled for s in fake.launch_specs)
+  assert any(tc())
   np.testing.assert_allclose(out, a @ b, atol=2.0 ** -9 * np.sqrt(128) * 4, rtol=0)
   dev.allow_tf32 = False   # and back: f32's precision again, not the tf32 schedule cached a moment ago
   fake.launch_specs.clear()
   np.testing.assert_allclose((Tensor(a).to("CUDA") @ Tensor(b).to("CUDA")).numpy(), a @ b, rtol=1e-4, atol=1e-4)
-  assert fake.launch_specs and not any(s is not None and s.tiled for s in fake.launch_specs)
+  assert fake.launch_specs and not any(tc())
 
 def test_fragment_layouts_as_the_ptx_isa_tables():
   """The emulator's fragments, spot-checked against the PTX ISA's figures (lane 5: groupID 1, threadID_in_group 1), and

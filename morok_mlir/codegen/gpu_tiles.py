@@ -2,8 +2,9 @@
 
 A contraction kernel (kernel_facts.contraction: a reduce-add over K of a product, A indexed by the batch ranges T, its
 rows I and K, B by T, its rows J and K) whose operands are f16 or bf16 (f32 under the cast to the accumulator), or f32
-where tf32 is allowed (PyTorch's `allow_tf32`), on a chip with tensor cores and cp.async (sm_80 on), is planned here
-(`plan`) and lowered by the policy `Tiled` instead of uop-lower-gpu's thread per 4 outputs:
+(on tensor cores as tf32 where that is allowed, PyTorch's `allow_tf32`; else by fma.rn.f32, FFMA), on a chip with
+cp.async (sm_80 on), is planned here (`plan`) and lowered by the policy `Tiled` instead of uop-lower-gpu's thread per 4
+outputs:
 - a block computes one BM x BN tile of the output (of one batch element); its threads are WM x WN warps, each owning a
   (BM/WM) x (BN/WN) tile in registers: MT x NT tensor-core tiles of 16 x 8, f32 accumulators carried by the k loop;
 - the block's A (BM x BK) and B (BN x BK) slices of k are staged in shared memory (gpu workgroup memory), two buffers:
@@ -57,6 +58,11 @@ class MMA:
 def _pair(dt: DType) -> str: return f"vector<2x{sl(dt)}>"
 MMAS = {dtypes.float16: MMA(16, "f16", 2, _pair(dtypes.float16), _pair(dtypes.float16)),
         dtypes.bfloat16: MMA(16, "bf16", 2, _pair(dtypes.bfloat16), "i32"), dtypes.float32: MMA(8, "tf32", 1, "f32", "i32")}
+# f32 without tf32: no tensor core, each lane's share of a 16 x 8 tile (FRAG_C's four elements) by fma.rn.f32 per k, one
+# k at a time: a warp's MT x NT tiles are then a lane's 2MT x 2NT outer product (8 x 8 for 128 x 128 tiles), the
+# shape of a SIMT sgemm's register tile, on the same stages, barriers and epilogue
+FFMA = MMA(1, "f32", 1, "f32", "f32")
+def mma_of(dt: DType, tf32: bool) -> MMA | None: return FFMA if dt is dtypes.float32 and not tf32 else MMAS.get(dt)
 # the fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 / mma.m16n8k8"): lane l, with g = l // 4 and q = l % 4, holds
 # element e of A at (row g + FRAG_A[k][e][0], k pack*q + FRAG_A[k][e][1]), of B at (k pack*q + FRAG_B[k][e], column g), of
 # C and D at (row g + FRAG_C[e][0], column 2q + FRAG_C[e][1]); register r holds elements r*pack .. r*pack + pack - 1
@@ -164,7 +170,7 @@ def plan(f: Func, chip: str | None, tf32: bool = False, tile: int = -1) -> Plan 
   if red.attrs.get("op") != "add" or not I or not J or any(im.cval(r.src[0]) is None for r in I + J + K + T): return None
   if sum(u.op is Ops.REDUCE for u in f.roots[0].toposort) != 1: return None
   xa, xb = staged(a), staged(b)
-  if xa.dtype is not xb.dtype or (mma := MMAS.get(xa.dtype)) is None or xa.dtype is dtypes.float32 and not tf32: return None
+  if xa.dtype is not xb.dtype or (mma := mma_of(xa.dtype, tf32)) is None: return None
   M, N, Kn = (prod(rsize(r) for r in rs) for rs in (I, J, K))
   if M * N * Kn * prod(rsize(r) for r in T) < MIN_FLOPS: return None
   oa, ob = operand(xa, I, K, tgt.sm), operand(xb, J, K, tgt.sm)
@@ -336,6 +342,7 @@ class Tiled(GPU):
   def products(self, lw: Placement, b: Block, buf: str, accs: list[str]) -> list[str]:
     """Each warp's MT x NT tiles times this stage: per k step of the instruction, its A and B fragments, then mma.sync."""
     p, t, m, em, base, ix = self.p, self.p.tile, self.p.mma, lw.em, self.base, self.ix
+    if m is FFMA: return self.outer_products(lw, b, buf, list(accs))
     if m.pack == 1: ka, ra, rb = base["q"], ix(lw, b, "addi", base["wr"], base["g"]), ix(lw, b, "addi", base["wc"], base["g"])
     accs = list(accs)
     for kk in range(0, t.bk, m.k):
@@ -350,6 +357,21 @@ class Tiled(GPU):
           at = (mt * t.nt() + nt) * 4
           d = em.mma_sync(b, A[mt], B[nt], accs[at:at + 4], (16, 8, m.k), m.ptx, m.reg)
           accs[at:at + 4] = [em.extract(b, d, e, 4) for e in range(4)]
+    return accs
+
+  def outer_products(self, lw: Placement, b: Block, buf: str, accs: list[str]) -> list[str]:
+    """FFMA's products of this stage: per k, a lane's A at rows g and g + 8 of each of its MT tiles, B at columns 2q and
+    2q + 1 of each of its NT tiles, and an fma into each accumulator at FRAG_C's place."""
+    t, em, base, ix = self.p.tile, lw.em, self.base, self.ix
+    ra, rb = ix(lw, b, "addi", base["wr"], base["g"]), ix(lw, b, "addi", base["wc"], ix(lw, b, "muli", base["q"], 2))
+    k0 = lw.const(0, dtypes.index)
+    for kk in range(t.bk):
+      A = [self.regs(lw, b, self.p.a, buf, [(ra, mt * 16 + dr, k0, kk) for dr in (0, 8)]) for mt in range(t.mt())]
+      B = [self.regs(lw, b, self.p.b, buf, [(rb, nt * 8 + dc, k0, kk) for dc in (0, 1)]) for nt in range(t.nt())]
+      for mt in range(t.mt()):
+        for nt in range(t.nt()):
+          at = (mt * t.nt() + nt) * 4
+          accs[at:at + 4] = [em.math(b, "fma", "f32", A[mt][dr // 8], B[nt][dc], accs[at + e]) for e, (dr, dc) in enumerate(FRAG_C)]
     return accs
 
   def epilogue(self, lw: Placement, accs: list[str], tid: str, bid: str):

@@ -334,6 +334,8 @@ RUN = {
   "arith.negf": lambda k, op, m, ins: -ins[0], "gpu.shuffle": shuffle,
   "math.exp2": lambda k, op, m, ins: np.exp2(ins[0]), "math.log2": lambda k, op, m, ins: np.log2(ins[0]),
   "math.sqrt": lambda k, op, m, ins: np.sqrt(ins[0]), "math.absf": lambda k, op, m, ins: np.abs(ins[0]), "math.ctlz": ctlz,
+  # one rounding as fma.rn.f32 (the f64 product of two f32 is exact; rounding its f64 sum again to f32 is off in ties only)
+  "math.fma": lambda k, op, m, ins: (ins[0].astype(np.float64) * ins[1] + ins[2]).astype(ins[0].dtype),
   "llvm.call_intrinsic": lambda k, op, m, ins: INTRINSICS[op.attrs["intrin"].strip('"').split(".")[1]](ins[0]), 
   "arith.shli": shift, "arith.shrui": shift, "arith.shrsi": shift,
   "memref.load": load, "memref.store": store, "vector.load": lambda k, op, m, ins: load(k, op, m, ins, int(op.types[0][7:].split("x")[0])),

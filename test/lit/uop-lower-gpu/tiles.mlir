@@ -1,7 +1,7 @@
 // RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu{chip=sm_80}' | FileCheck %s
 // RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu{chip=sm_80 tf32=1}' | FileCheck %s --check-prefix=TF32
 // RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu{chip=sm_75}' | FileCheck %s --check-prefix=SM75
-// RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu{chip=sm_80}' | %python -m morok_mlir.device.ptx --ptxas --chip sm_80 | FileCheck %s --check-prefix=PTX
+// RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu{chip=sm_80}' | %python -m morok_mlir.device.ptx --ptxas --chip sm_80 | FileCheck %s --check-prefixes=PTX,PTX-FFMA
 // RUN: morok-opt %s -p 'uop-rangeify,uop-kernel-split,uop-lower-gpu{chip=sm_80 tf32=1}' | %python -m morok_mlir.device.ptx --ptxas --chip sm_90 | FileCheck %s --check-prefixes=PTX,PTX-TF32
 
 // A 130x200 @ 200x72 matmul of f16 (f32 accumulation, f16 result) on sm_80: a tiled contraction (codegen.gpu_tiles).
@@ -31,8 +31,11 @@
 // CHECK: arith.cmpi ult, %{{.*}}, %c72 : index
 // CHECK: arith.truncf %{{.*}} : f32 to f16
 // CHECK: memref.store %{{.*}}, %arg0[%{{.*}}] : memref<9360xf16>
-// f32 operands stay on the plain lowering unless tf32 is allowed
+// f32 operands take tensor cores only where tf32 is allowed; without, the same tiles multiply by fma.rn.f32
 // CHECK-LABEL: gpu.func @r_64_64_64_k1(
+// CHECK-SAME: workgroup(
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: math.fma %{{.*}}, %{{.*}}, %{{.*}} : f32
 // CHECK-NOT: nvvm.mma.sync
 // CHECK: gpu.launch_func @kernels::@r_130_72_200_k0 blocks in (%c15, %c1, %c1) threads in (%c32, %c1, %c1)
 
@@ -54,6 +57,8 @@
 // PTX-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // PTX-DAG: ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16
 // PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+// PTX-FFMA-LABEL: .visible .entry r_64_64_64_k1(
+// PTX-FFMA: fma.rn.f32
 // PTX-TF32-LABEL: .visible .entry r_64_64_64_k1(
 // PTX-TF32: mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 func.func @graph(%a: tensor<130x200xf16>, %b: tensor<200x72xf16>, %x: tensor<64x64xf32>, %y: tensor<64x64xf32>) -> (tensor<130x72xf16>, tensor<64x64xf32>) {
