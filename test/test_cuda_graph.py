@@ -125,18 +125,25 @@ def test_tinyjit_cuda_graph_symbolic(fake_cuda):
     assert vals == [k]
   assert len(_graphs(f)) == 1 and fake.graph_launches == 4 and len(execs) == 1   # instantiated once for every value
 
+def _two_kernels() -> TinyJit:
+  """A jitted call of two kernels, 3a then its sum + 1, as the graph tests replay it."""
+  return TinyJit(lambda a: ((a * 3).contiguous().realize() + 1).sum())
+def _replay(f, fake, i: int) -> int:
+  """f on the i-th input, checked; the graph launches the call added."""
+  x = rnd(100, seed=i)
+  t = Tensor(x).to("CUDA").realize()
+  launched = fake.graph_launches
+  np.testing.assert_allclose(f(t).numpy(), (x * 3 + 1).sum(), rtol=1e-5)
+  return fake.graph_launches - launched
+
 def test_tinyjit_cuda_graph_update_refused_builds_again(fake_cuda):
   _, fake = fake_cuda
-  @TinyJit
-  def f(a): return ((a * 3).contiguous().realize() + 1).sum()
+  f = _two_kernels()
   execs = []
   for i in range(5):
     if i == 3: fake.fail.add("cuGraphExecKernelNodeSetParams")
-    x = rnd(100, seed=i)
-    t = Tensor(x).to("CUDA").realize()
-    launched = fake.graph_launches
-    np.testing.assert_allclose(f(t).numpy(), (x * 3 + 1).sum(), rtol=1e-5)
-    if i >= 2: assert fake.graph_launches == launched + 1; execs.append(_graphs(f)[0].exec)
+    launched = _replay(f, fake, i)
+    if i >= 2: assert launched == 1; execs.append(_graphs(f)[0].exec)
   assert execs[0] is not execs[1] is not execs[2] and _graphs(f)[0].failed is None   # instantiated anew each refused update
 
 def test_cuda_graph_with_cuda13_names(fake_cuda, monkeypatch):
@@ -145,22 +152,17 @@ def test_cuda_graph_with_cuda13_names(fake_cuda, monkeypatch):
   _, fake = fake_cuda
   monkeypatch.setattr(type(fake), "cuGraphInstantiate", type(fake).cuGraphInstantiateWithFlags, raising=False)
   monkeypatch.delattr(type(fake), "cuGraphInstantiateWithFlags")
-  @TinyJit
-  def f(a): return ((a * 3).contiguous().realize() + 1).sum()
+  f = _two_kernels()
   for i in range(4):
-    x = rnd(100, seed=i)
-    t = Tensor(x).to("CUDA").realize()
-    launched = fake.graph_launches
-    np.testing.assert_allclose(f(t).numpy(), (x * 3 + 1).sum(), rtol=1e-5)
-    if i >= 2: assert fake.graph_launches == launched + 1
+    launched = _replay(f, fake, i)
+    if i >= 2: assert launched == 1
   assert _graphs(f)[0].failed is None
 
 def test_tinyjit_cuda_graph_failure_falls_back(fake_cuda):
   """A graph the driver refuses: a warning naming the call, then the kernels launched one by one, right results."""
   _, fake = fake_cuda
   fake.fail.add("cuGraphInstantiateWithFlags")
-  @TinyJit
-  def f(a): return ((a * 3).contiguous().realize() + 1).sum()
+  f = _two_kernels()
   for i in range(5):
     x = rnd(100, seed=i)
     t = Tensor(x).to("CUDA").realize()
