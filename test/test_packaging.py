@@ -119,3 +119,13 @@ def test_a_plain_install_imports_and_runs(tmp_path):
   r = subprocess.run([sys.executable, "-c", PLAIN_INSTALL, norm(PYPROJECT["name"]), *DEPS], capture_output=True, text=True, timeout=300, env=env)
   assert r.returncode == 0, r.stderr[-3000:]
   assert "pip install 'morok-mlir[onnx]'" in r.stdout, r.stdout
+
+def test_a_source_checkout_imports_without_installing(tmp_path):
+  """A checkout on PYTHONPATH, not installed (as on a machine one copies the tree to): `morok_mlir.dialects` and
+  `morok_mlir.passes`, which pyproject maps in from dialects/ and passes/, import, and a tensor computes. Run with -S so
+  that the editable install's finder (a .pth file) is not there; the dependencies come from their folder on PYTHONPATH."""
+  site_dir = next(p for p in sys.path if p.endswith("site-packages") and os.path.isdir(os.path.join(p, "numpy")))
+  code = "import morok_mlir.dialects.ops, morok_mlir.passes; from morok_mlir import Tensor; print((Tensor([1.0, 2.0]) * 3).tolist())"
+  env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{site_dir}", "MOROK_CACHE_DIR": str(tmp_path)}
+  r = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0 and r.stdout.strip() == "[3.0, 6.0]", r.stderr[-2000:]
