@@ -101,6 +101,10 @@ def _dividing(n: int, widest: int) -> int:
   """The widest of widest and UPCAST that divides n (1: neither)."""
   return next((v for v in (widest, UPCAST) if n % v == 0), 1)
 
+def block_reduce(u: UOp) -> bool:
+  """A reduce u a block combines through shuffles: 32/64-bit words (bf16 accumulates in f32)."""
+  return u.attrs.get("op") in BLOCK_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64) and u.dtype is not dtypes.index
+
 # float width -> (its integer type, mantissa bits, exponent bias, +inf and a quiet NaN as bits)
 _FBITS = {32: ("i32", 23, 127, "0x7F800000", "0x7FC00000"), 64: ("i64", 52, 1023, "0x7FF0000000000000", "0x7FF8000000000000")}
 
@@ -169,18 +173,15 @@ class GPU(Policy):
     n = _prod(_size(r) for r in self.out_rngs)
     top = [u for u in lw.sink.toposort if u.op is Ops.REDUCE and lw.ranges[u] <= set(self.out_rngs)]
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
-    def shuffles(u: UOp) -> bool:   # bf16 accumulates in f32: 32-bit shuffles
-      return (u.attrs.get("op") in BLOCK_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
-              and u.dtype is not dtypes.index)
     def invariant(u: UOp) -> bool: return not any(v.op is Ops.REDUCE and lw.rs(v) & set(u.src[1:]) for v in u.src[0].toposort)
-    self.group = set(top) if top and all(map(shuffles, top)) and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
+    self.group = set(top) if top and all(map(block_reduce, top)) and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
     # ROW: every reduce of the kernel is a value of its row (no output range but the last in it), as softmax's max and
     # sum or layernorm's mean and variance: a block per row computes each reduce once, across its threads, then its
     # threads stride over the row's outputs
     reds = [u for u in lw.sink.toposort if u.op is Ops.REDUCE]
     rows = set(self.out_rngs[:-1])
     self.row = bool(reds) and not self.serial and len(self.out_rngs) >= 1 and _size(self.out_rngs[-1]) > 1 and \
-      all(shuffles(u) and lw.rs(u) <= rows and invariant(u) for u in reds) and \
+      all(block_reduce(u) and lw.rs(u) <= rows and invariant(u) for u in reds) and \
       max(_prod(_size(r) for r in u.src[1:]) for u in reds) >= GROUP_MIN_REDUCE
     if self.row: self.group = set(reds)
     # a GROUP thread reads UPCAST neighbours of the reduce's last range per step (16-byte loads of a contiguous row)
