@@ -244,9 +244,9 @@ class ProgramSpec:
   func: Func | None = field(default=None, compare=False, repr=False)   # the kernel it was lowered from (the emulator lowers it again)
   tiled: bool = False                   # a tiled contraction (codegen.gpu_tiles): the emulator runs its text (device.simt)
   # a kernel of several launches (a two-phase reduce, codegen.gpu_split): each its own spec, run in order over the
-  # arguments then scratch buffers of these (elements, dtype) that each call owns; the sizes above are the first's
+  # arguments then scratch buffers of these (elements, dtype), `temps`, that each call owns; the sizes above are the first's
   launches: tuple[ProgramSpec, ...] = ()
-  scratch: tuple[tuple[int, DType], ...] = ()
+  temps: tuple[tuple[int, DType], ...] = ()
 
 @dataclass(frozen=True)
 class CompiledSpec:
@@ -263,7 +263,7 @@ class CUDARenderer:
     if (sp := split(f)) is None: return self._render(f, name)
     parts = tuple(self._render(g, f"{name}_{i}") for i, g in enumerate(sp.phases))
     return ProgramSpec(name, "".join(p.src for p in parts), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
-                       parts[0].global_size, parts[0].local_size, f, launches=parts, scratch=sp.scratch)
+                       parts[0].global_size, parts[0].local_size, f, launches=parts, temps=sp.scratch)
   def _render(self, f: Func, name: str) -> ProgramSpec:
     try: text, launch = lower_kernel(f, name, chip=self.chip, tf32=self.tf32, tile=f.attrs.get("uop.gpu_tile", -1))
     except PassError as e: raise CompileError(f"{e.loc}: error: {e}" if e.loc else f"error: {e}") from None   # as the CPU's passes say it
@@ -325,7 +325,7 @@ class CUDALaunches(CUDAProgram):
     self.dev, self.spec, self.parts, self.name, self.label = dev, spec, parts, spec.name, label
     self.nbytes = sum(p.nbytes for p in parts)
   def __del__(self): pass   # (each part unloads its own module)
-  def scratch(self) -> list[CUDABuffer]: return [self.dev.allocator.alloc(n, dt) for n, dt in self.spec.scratch]
+  def scratch(self) -> list[CUDABuffer]: return [self.dev.allocator.alloc(n, dt) for n, dt in self.spec.temps]
   def launch_ptrs(self, *addrs: int) -> None:
     bufs = self.scratch()
     try:

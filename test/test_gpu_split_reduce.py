@@ -1,0 +1,98 @@
+"""The GPU's two-phase reduce (codegen.gpu_split) without a GPU: a kernel with few outputs and a long reduce runs as two
+launches on the fake CUDA driver (kernels run by the CPU emulator of GPU kernels), the first on many blocks, with a
+scratch buffer of partials; results against numpy in f64; the PTX of each launch assembled by ptxas; a TinyJit replay
+one CUDA graph with a node per launch; kernels that must stay one launch do."""
+import numpy as np
+import pytest
+from morok_mlir import Tensor, TinyJit, Variable
+from morok_mlir.codegen.gpu_split import SPLIT_OUTPUTS, plan
+from morok_mlir.device.cuda import CUDAGraph, CUDARenderer
+from morok_mlir.device.ptx import kernel_names
+from test_cuda import fake_cuda  # noqa: F401 (the fixture)
+from test_gpu_lowering import kernels, ptx_for
+
+def data(*shape, seed=0) -> np.ndarray: return np.random.default_rng(seed).uniform(0.5, 1.5, shape).astype(np.float32)
+
+CASES = {  # name: (tensor of the input, numpy of the input in f64, outputs)
+  "sum_2^20": (lambda t: t.sum(), lambda a: a.sum(), (1 << 20,), 1),
+  "max_2^21": (lambda t: (t - 1).max(), lambda a: (a - 1).max(), (1 << 21,), 1),
+  "min_2^21": (lambda t: t.min(), lambda a: a.min(), (1 << 21,), 1),
+  "mean_2^22": (lambda t: t.mean(), lambda a: a.mean(), (1 << 22,), 1),
+  "rows_sum": (lambda t: t.sum(axis=1), lambda a: a.sum(axis=1), (4, 1 << 18), 4),
+  "rows_max": (lambda t: t.max(axis=1), lambda a: a.max(axis=1), (4, 1 << 18), 4),
+  "two_axes_mean": (lambda t: t.mean(axis=(1, 2)), lambda a: a.mean(axis=(1, 2)), (4, 8, 1 << 14), 4),   # two reduce ranges
+  "epilogue": (lambda t: (t * 2).sum(axis=1).sqrt() + 1, lambda a: np.sqrt((a * 2).sum(axis=1)) + 1, (3, 1 << 18), 3),
+}
+
+def _launches(fake, since: int) -> list[tuple[str, int]]:
+  return [(name.decode(), grid[0] * grid[1] * grid[2]) for name, grid, *_ in fake.launches[since:]]
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_split_reduce_matches_numpy(fake_cuda, name):
+  """Two launches, the first on outputs * S >= 128 blocks, the second on one block per output; the results equal
+  numpy's in f64 (the order of summation differs from numpy's)."""
+  dev, fake = fake_cuda
+  build, ref, shape, outs = CASES[name]
+  a = data(*shape)
+  x = Tensor(a).to("CUDA").realize()
+  n = len(fake.launches)
+  got = build(x).numpy()
+  np.testing.assert_allclose(got, ref(a.astype(np.float64)), rtol=2e-6)
+  (first, blocks), (second, out_blocks) = _launches(fake, n)
+  assert first.endswith("_0") and second.endswith("_1") and blocks >= 128 and blocks % outs == 0 and out_blocks <= outs
+
+@pytest.mark.parametrize("chip", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name", ["sum_2^20", "rows_max", "two_axes_mean"])
+def test_split_reduce_ptx(name, chip):
+  """Each launch's PTX assembles for the chip without spills (ptx_for runs ptxas)."""
+  build, _, shape, _ = CASES[name]
+  (f,) = kernels(build(Tensor(data(*shape))))
+  spec = CUDARenderer(chip).render(f)
+  assert len(spec.launches) == 2 and spec.temps and spec.launches[0].global_size[0] >= 128
+  for s in spec.launches: assert kernel_names(ptx_for(s.src, chip)) == [s.name]
+
+NOT_SPLIT = {  # kernels that stay one launch
+  "many_outputs": lambda: Tensor(data(SPLIT_OUTPUTS, 1 << 16)).sum(axis=1),
+  "short_reduce": lambda: Tensor(data(4, 1 << 12)).sum(axis=1),
+  "odd_length": lambda: Tensor(data(65537 * 3)).sum(),   # no power of 2 divides it: no chunks without a remainder
+  "symbolic": lambda: Tensor(data(1 << 17))[:Variable("n_split", 1, 1 << 17).bind(1 << 17)].sum(),
+}
+
+@pytest.mark.parametrize("name", list(NOT_SPLIT))
+def test_kernels_not_split(name):
+  for f in kernels(NOT_SPLIT[name]()):
+    assert plan(f) is None and CUDARenderer("sm_90").render(f).launches == ()
+
+def test_not_split_runs_one_launch(fake_cuda):
+  dev, fake = fake_cuda
+  a = data(65537 * 3)
+  x = Tensor(a).to("CUDA").realize()
+  n = len(fake.launches)
+  np.testing.assert_allclose(x.sum().numpy(), a.astype(np.float64).sum(), rtol=2e-6)
+  assert [name for name, _ in _launches(fake, n)] == ["kernel"]
+
+def test_split_reduce_scratch_back_to_the_pool(fake_cuda):
+  """A call's scratch buffer goes back to the caching allocator once its launches are queued, and the next call takes
+  it from there: repeated calls allocate nothing more from the driver and hold no more memory."""
+  import gc
+  dev, fake = fake_cuda
+  x = Tensor(data(1 << 20)).to("CUDA").realize()
+  outs, seen = [x.sum().realize()], []
+  for _ in range(4): outs.append(x.max().realize()); del outs[0]; gc.collect(); seen.append((len(fake.mem), dev.allocator.used))
+  assert seen[1:] == seen[:1] * 3, seen
+
+def test_tinyjit_replays_split_reduce_in_one_graph(fake_cuda):
+  """A replay of a split reduce is one CUDA graph with a node per launch (both phases), on scratch the graph holds."""
+  _, fake = fake_cuda
+  @TinyJit
+  def f(x): return (x * 2).sum()
+  for i in range(5):
+    a = data(1 << 20, seed=i)
+    x = Tensor(a).to("CUDA").realize()
+    direct, launched, n = fake.direct, fake.graph_launches, len(fake.launches)
+    np.testing.assert_allclose(f(x).numpy(), (a.astype(np.float64) * 2).sum(), rtol=2e-6)
+    if i < 2: continue
+    assert fake.graph_launches == launched + 1 and fake.direct == direct
+    (g,) = [s for s in f.plan.run if type(s) is CUDAGraph]
+    names = [name for name, _ in _launches(fake, n)]
+    assert len(g.nodes) == len(names) == len(g.kernels) + 1 and any(a.endswith("_0") and b.endswith("_1") for a, b in zip(names, names[1:]))
