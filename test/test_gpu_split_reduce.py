@@ -2,10 +2,15 @@
 launches on the fake CUDA driver (kernels run by the CPU emulator of GPU kernels), the first on many blocks, with a
 scratch buffer of partials; results against numpy in f64; the PTX of each launch assembled by ptxas; a TinyJit replay
 one CUDA graph with a node per launch; kernels that must stay one launch do."""
+import re
 import numpy as np
 import pytest
 from morok_mlir import Tensor, TinyJit, Variable
+from morok_mlir.ir.emit import normalize, graph_func
+from morok_mlir.ir.pipeline import lower_to_kernels
 from morok_mlir.codegen.gpu_split import SPLIT_OUTPUTS, plan
+from morok_mlir.codegen.lower_gpu import lower_module
+from morok_mlir.device.gpu_emulator import emulate
 from morok_mlir.device.cuda import CUDAGraph, CUDARenderer
 from morok_mlir.device.ptx import kernel_names
 from test_cuda import fake_cuda  # noqa: F401 (the fixture)
@@ -50,6 +55,23 @@ def test_split_reduce_ptx(name, chip):
   spec = CUDARenderer(chip).render(f)
   assert len(spec.launches) == 2 and spec.temps and spec.launches[0].global_size[0] >= 128
   for s in spec.launches: assert kernel_names(ptx_for(s.src, chip)) == [s.name]
+
+@pytest.mark.parametrize("name", ["sum_2^20", "mean_2^22", "rows_max", "two_axes_mean"])
+def test_split_reduce_emulated(name):
+  """uop-lower-gpu's module (the pass): both phases launched in order over the call's scratch buffer, run on the CPU."""
+  build, ref, shape, _ = CASES[name]
+  a = data(*shape)
+  np.testing.assert_allclose(emulate([build(Tensor(a)).lazydata])[0], ref(a.astype(np.float64)), rtol=2e-6)
+
+def test_pass_launches_both_phases_on_scratch():
+  """The pass's host function allocates the partials on the GPU (gpu.alloc), launches both phases on them, frees them;
+  the module's PTX holds both kernels."""
+  funcs = lower_to_kernels(graph_func(normalize([Tensor(data(1 << 20)).sum().lazydata])[0]))
+  (k,) = [f.name for f in funcs if "uop.kernel" in f.attrs]
+  text = lower_module(funcs)
+  (tmp,) = re.findall(r"(%\w+) = gpu.alloc \(\) : (memref<\d+xf32>)", text)
+  assert re.findall(r"gpu.launch_func @kernels::@(\w+) .*args\(.*" + tmp[0] + " : ", text) == [f"{k}_0", f"{k}_1"]
+  assert f"gpu.dealloc {tmp[0]} : {tmp[1]}" in text and kernel_names(ptx_for(text, "sm_90")) == [f"{k}_0", f"{k}_1"]
 
 NOT_SPLIT = {  # kernels that stay one launch
   "many_outputs": lambda: Tensor(data(SPLIT_OUTPUTS, 1 << 16)).sum(axis=1),

@@ -74,10 +74,10 @@ def split(f: Func) -> Split | None:
   src = red.src[0].substitute(sub)
   chunk = UOp(Ops.REDUCE, pdt, (src if pdt is red.dtype else UOp(Ops.CAST, pdt, (src,)), *inner), red.arg)
   st = UOp(Ops.STORE, dtypes.void, (at(s), chunk))
-  first = Func(f"{f.name}_partial", args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *outs, s)),))], keep)
+  first = Func(f"{f.name}_0", args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *outs, s)),))], keep)
   # phase 2: the kernel, its reduce over the output's partials
   t = UOp(Ops.RANGE, dtypes.index, (im.const(S),), attrs(axis=im.next_axis(f.roots[0]), kind="reduce"))
   total = UOp(Ops.REDUCE, pdt, (UOp(Ops.LOAD, pdt, (at(t),)), t), red.arg)
   total = total if pdt is red.dtype else UOp(Ops.CAST, red.dtype, (total,))
-  second = Func(f"{f.name}_final", args, [], [f.roots[0].substitute({red: total})], keep)
+  second = Func(f"{f.name}_1", args, [], [f.roots[0].substitute({red: total})], keep)
   return Split((first, second), ((n_out * S, pdt),))

@@ -249,6 +249,10 @@ class GPU(Policy):
     """The host's launch of a kernel on args (c: an index constant of the host function)."""
     em.launch(b, launch.name, [c(x) for x in launch.global_size], [c(x) for x in launch.local_size], args, tys)
   @staticmethod
+  def alloc(em: Emitter, b: Block, mt: str) -> str: return em.op(b, f"gpu.alloc () : {mt}")   # a split reduce's partials
+  @staticmethod
+  def free(em: Emitter, b: Block, x: str, mt: str) -> None: b.lines.append(f"gpu.dealloc {x} : {mt}")
+  @staticmethod
   def module(kernels: list[str], host: list[str]) -> str: return Emitter.gpu_module(kernels, host)
 
   # -- the output ranges: digits of the thread's number
@@ -440,26 +444,38 @@ def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MA
   lw.effect(lw.sink)
   return pol.func(lw, name := name or f.name), pol.launch(name)
 
-def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func], policy: type[GPU] = GPU) -> str:
+def lower_schedule(f: Func, launches: dict[str, list[Launch]], kernels: dict[str, Func], policy: type[GPU] = GPU,
+                   temps: dict[str, tuple] | None = None) -> str:
   """@schedule -> a host function of the kernels' launches (policy.launch_call), in schedule order (one stream: order is
-  the dependency)."""
+  the dependency); a kernel of several launches (a split reduce) on scratch buffers temps[kernel] ((elements, dtype)
+  each) of its call, after its arguments."""
   em, head, body, consts = Emitter("c"), Block(), Block(), {}
   def c(v: int) -> str:   # launch sizes: one constant each, ahead of the launches
     if v not in consts: consts[v] = em.const(head, v)
     return consts[v]
   for callee, slots in kernel_calls(f, kernels):
-    policy.launch_call(em, body, launches[callee], [arg(s) for s in slots], [mem_type(f.args[s].dtype) for s in slots], c)
+    tts = [mem_type(dt.ptr(n)) for n, dt in (temps or {}).get(callee, ())]
+    tmp = [policy.alloc(em, body, t) for t in tts]
+    for l in launches[callee]:
+      policy.launch_call(em, body, l, [arg(s) for s in slots] + tmp, [mem_type(f.args[s].dtype) for s in slots] + tts, c)
+    for x, t in zip(tmp, tts): policy.free(em, body, x, t)
   em.splice(head, body)
   return Emitter.func(f.name, params([mem_type(t.dtype) for t in f.args]), head)
 
 def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX, policy: type[GPU] = GPU, **target) -> str:
-  """Every kernel (lower_kernel; target: its chip, tf32, tile) and the schedule's launches, as one module."""
+  """Every kernel (lower_kernel; target: its chip, tf32, tile; a split reduce's phases, codegen.gpu_split) and the
+  schedule's launches, as one module."""
+  from morok_mlir.codegen.gpu_split import split   # (built on this module)
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
-  texts, launches = [], {}
+  texts, launches, temps = [], {}, {}
   for f in funcs:
-    if f.name in kernels: t, launches[f.name] = lower_kernel(f, group_threads=group_threads, policy=policy, **target); texts.append(t)
+    if f.name in kernels:
+      sp = split(f)
+      temps[f.name], launches[f.name] = sp.scratch if sp else (), []
+      for g in sp.phases if sp else (f,):
+        t, l = lower_kernel(g, group_threads=group_threads, policy=policy, **target); texts.append(t); launches[f.name].append(l)
     elif "uop.schedule" not in f.attrs: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
-  return policy.module(texts, [lower_schedule(f, launches, kernels, policy) for f in funcs if "uop.schedule" in f.attrs])
+  return policy.module(texts, [lower_schedule(f, launches, kernels, policy, temps) for f in funcs if "uop.schedule" in f.attrs])
 
 @register("uop-lower-gpu", "Kernels -> gpu.func in gpu.module @kernels (ids for output ranges, GROUP reductions by shuffles and shared memory, "
           "tiled contractions on tensor cores for a chip); "
