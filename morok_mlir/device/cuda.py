@@ -259,16 +259,17 @@ class CUDARenderer:
   tf32. The entry point is always `kernel`, so equal kernels render to equal text."""
   def __init__(self, chip: str | None = None, tf32: bool = False): self.chip, self.tf32 = chip, tf32
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
-    """f as one launch, or as the launches of a two-phase reduce where codegen.gpu_split splits it."""
-    if (sp := split(f)) is None: return self._render(f, name)
-    parts = tuple(self._render(g, f"{name}_{i}") for i, g in enumerate(sp.phases))
-    return ProgramSpec(name, "".join(p.src for p in parts), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
+    """f as one launch, or as the launches in order of a two-phase reduce where codegen.gpu_split splits it (src: one
+    gpu.module of their kernels; each launch's spec has its own)."""
+    if (sp := split(f)) is None: return self._render(f, name)[0]
+    parts, texts = zip(*(self._render(g, f"{name}_{i}") for i, g in enumerate(sp.phases)))
+    return ProgramSpec(name, Emitter.gpu_module(list(texts)), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
                        parts[0].global_size, parts[0].local_size, f, launches=parts, temps=sp.scratch)
-  def _render(self, f: Func, name: str) -> ProgramSpec:
+  def _render(self, f: Func, name: str) -> tuple[ProgramSpec, str]:
     try: text, launch = lower_kernel(f, name, chip=self.chip, tf32=self.tf32, tile=f.attrs.get("uop.gpu_tile", -1))
     except PassError as e: raise CompileError(f"{e.loc}: error: {e}" if e.loc else f"error: {e}") from None   # as the CPU's passes say it
     return ProgramSpec(name, Emitter.gpu_module([text]), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
-                       launch.global_size, launch.local_size, f, launch.tiles)
+                       launch.global_size, launch.local_size, f, launch.tiles), text
 
 class CUDACompiler:
   def compile(self, spec: ProgramSpec, chip: str) -> CompiledSpec: return CompiledSpec(spec, ptx_for(spec.src, chip), chip)
