@@ -9,7 +9,9 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
 - GROUP (tinygrad's name): when the kernel has few outputs and a long reduction, each block computes one output;
   its threads stride over the reduce ranges (coalesced again), then the partials combine through warp shuffles
   (`gpu.shuffle xor`), shared memory and a `gpu.barrier` (GPU.combine), and thread 0 stores. Only 32/64-bit
-  reductions: shuffles move 32-bit words.
+  reductions: shuffles move 32-bit words. A GROUP kernel of few outputs and one long reduce (a full sum) would keep
+  most SMs idle: codegen.gpu_split runs it as two launches, the reduce's chunks on many blocks into a scratch buffer of
+  partials, then the kernel over those (lower_module: a host function's gpu.alloc for them).
 - ROW: when every reduce of a kernel is a value of its row (softmax's max and sum, layernorm's mean and variance), a
   block per row computes each reduce once as GROUP does (shuffles in each warp, shared memory and a barrier across
   warps), then its threads stride over the row writing the outputs, 4 neighbours a step where 4 divides
@@ -249,9 +251,9 @@ class GPU(Policy):
     """The host's launch of a kernel on args (c: an index constant of the host function)."""
     em.launch(b, launch.name, [c(x) for x in launch.global_size], [c(x) for x in launch.local_size], args, tys)
   @staticmethod
-  def alloc(em: Emitter, b: Block, mt: str) -> str: return em.op(b, f"gpu.alloc () : {mt}")   # a split reduce's partials
+  def alloc(em: Emitter, b: Block, mt: str) -> str: return em.gpu_alloc(b, mt)   # a split reduce's partials, for one call
   @staticmethod
-  def free(em: Emitter, b: Block, x: str, mt: str) -> None: b.lines.append(f"gpu.dealloc {x} : {mt}")
+  def free(em: Emitter, b: Block, x: str, mt: str) -> None: em.gpu_dealloc(b, x, mt)
   @staticmethod
   def module(kernels: list[str], host: list[str]) -> str: return Emitter.gpu_module(kernels, host)
 

@@ -9,7 +9,9 @@ Public API, shaped like the CPU device's:
   program(*bufs, wait=False)                launch on CUDABuffers (checked); program.call_buffers(bufs, inputs): the
                                             realize driver's path on allocated Buffers (device/buffer.py), no host copies;
                                             a symbolic kernel's int64 buffer of the values is one of them, and its launch
-                                            (sized for the values' maxima) is the same for every value
+                                            (sized for the values' maxima) is the same for every value;
+                                            a kernel codegen.gpu_split splits is a CUDALaunches: its launches in order,
+                                            on scratch each call takes from the allocator (a CUDA graph: a node each)
   CUDA.allocator.alloc(size, dtype, stream=None) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf);
                                             .copy(dst, src); .offset, .ptr: the interface every allocator has; a block
                                             goes back to the cache (by size class, stream-ordered) at free() or when its
