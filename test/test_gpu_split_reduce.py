@@ -26,6 +26,8 @@ CASES = {  # name: (tensor of the input, numpy of the input in f64, outputs)
   "rows_sum": (lambda t: t.sum(axis=1), lambda a: a.sum(axis=1), (4, 1 << 18), 4),
   "rows_max": (lambda t: t.max(axis=1), lambda a: a.max(axis=1), (4, 1 << 18), 4),
   "two_axes_mean": (lambda t: t.mean(axis=(1, 2)), lambda a: a.mean(axis=(1, 2)), (4, 8, 1 << 14), 4),   # two reduce ranges
+  "matmul_long_k": (lambda t: t.reshape(16, 1 << 16) @ t.reshape(1 << 16, 16), lambda a: a.reshape(16, 1 << 16) @ a.reshape(1 << 16, 16),
+                    (1 << 20,), 256),
   "epilogue": (lambda t: (t * 2).sum(axis=1).sqrt() + 1, lambda a: np.sqrt((a * 2).sum(axis=1)) + 1, (3, 1 << 18), 3),
 }
 
@@ -102,6 +104,21 @@ def test_split_reduce_scratch_back_to_the_pool(fake_cuda):
   outs, seen = [x.sum().realize()], []
   for _ in range(4): outs.append(x.max().realize()); del outs[0]; gc.collect(); seen.append((len(fake.mem), dev.allocator.used))
   assert seen[1:] == seen[:1] * 3, seen
+
+def test_split_reduce_from_threads(fake_cuda):
+  """Threads realizing split reduces of their own inputs at once: each call's partials are its own."""
+  import threading
+  dev, fake = fake_cuda
+  xs = [data(1 << 17, seed=t) for t in range(4)]
+  ts, errors = [Tensor(a).to("CUDA").realize() for a in xs], []
+  def work(t):
+    try:
+      for _ in range(5): np.testing.assert_allclose(ts[t].sum().numpy(), xs[t].astype(np.float64).sum(), rtol=2e-6)
+    except Exception as e: errors.append(e)
+  threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+  for th in threads: th.start()
+  for th in threads: th.join()
+  assert not errors, errors[0]
 
 def test_tinyjit_replays_split_reduce_in_one_graph(fake_cuda):
   """A replay of a split reduce is one CUDA graph with a node per launch (both phases), on scratch the graph holds."""
