@@ -105,7 +105,8 @@ def _dividing(n: int, widest: int) -> int:
 
 def block_reduce(u: UOp) -> bool:
   """A reduce u a block combines through shuffles: 32/64-bit words (bf16 accumulates in f32)."""
-  return u.attrs.get("op") in BLOCK_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64) and u.dtype is not dtypes.index
+  return (u.attrs.get("op") in BLOCK_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
+          and u.dtype is not dtypes.index)
 
 # float width -> (its integer type, mantissa bits, exponent bias, +inf and a quiet NaN as bits)
 _FBITS = {32: ("i32", 23, 127, "0x7F800000", "0x7FC00000"), 64: ("i64", 52, 1023, "0x7FF0000000000000", "0x7FF8000000000000")}
