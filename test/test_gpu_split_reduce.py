@@ -65,6 +65,17 @@ def test_split_reduce_emulated(name):
   a = data(*shape)
   np.testing.assert_allclose(emulate([build(Tensor(a)).lazydata])[0], ref(a.astype(np.float64)), rtol=2e-6)
 
+def test_split_reduce_broadcast_along_an_output_axis():
+  """A reduce broadcast along an output axis: the first phase reduces each row once (its partials per row, not per
+  output), the second reads them for every output of the row."""
+  a = data(4, 1 << 18)
+  t = Tensor(a).sum(axis=1, keepdim=True).expand(4, 8) * Tensor(np.arange(8, dtype=np.float32))
+  (f,) = kernels(t)
+  spec = CUDARenderer("sm_90").render(f)
+  ((n, _),) = spec.temps
+  assert len(spec.launches) == 2 and spec.launches[0].global_size[0] == n >= 128 and n % 4 == 0
+  np.testing.assert_allclose(emulate([t.lazydata])[0], a.astype(np.float64).sum(1, keepdims=True) * np.arange(8), rtol=2e-6)
+
 def test_pass_launches_both_phases_on_scratch():
   """The pass's host function allocates the partials on the GPU (gpu.alloc), launches both phases on them, frees them;
   the module's PTX holds both kernels."""

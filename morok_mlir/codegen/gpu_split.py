@@ -57,9 +57,11 @@ def plan(f: Func) -> tuple[UOp, list[UOp], int] | None:
   outs = sorted(ends[0].src[1:], key=_axis) if ends else []
   n_out, n = math.prod(map(_size, outs)), math.prod(_size(r) for r in red.src[1:])
   if not 1 <= n_out < SPLIT_OUTPUTS or n < SPLIT_REDUCE: return None
-  S = min(_pow2_at_least(-(-SPLIT_BLOCKS // n_out)), _pow2_floor(n // CHUNK_MIN))
+  # the first phase's outputs: those the reduce depends on (a reduce broadcast along an output axis is computed once)
+  outs = [r for r in outs if r in red.src[0].toposort]
+  S = min(_pow2_at_least(-(-SPLIT_BLOCKS // math.prod(map(_size, outs)))), _pow2_floor(n // CHUNK_MIN))
   while S >= 2 and chunked(sorted(red.src[1:], key=_axis), _chunk_range(f, S), S) is None: S //= 2
-  return (red, [r for r in outs if r in red.src[0].toposort], S) if S >= 2 else None
+  return (red, outs, S) if S >= 2 else None
 
 def split(f: Func) -> Split | None:
   """f as two phases (see the module docstring), or None where plan() declines it."""
