@@ -146,3 +146,21 @@ def test_tinyjit_replays_split_reduce_in_one_graph(fake_cuda):
     (g,) = [s for s in f.plan.run if type(s) is CUDAGraph]
     names = [name for name, _ in _launches(fake, n)]
     assert len(g.nodes) == len(names) == len(g.kernels) + 1 and any(a.endswith("_0") and b.endswith("_1") for a, b in zip(names, names[1:]))
+
+def test_split_reduce_replays_launch_by_launch_without_a_graph(fake_cuda):
+  """Where the driver refuses the CUDA graph, a replay launches the split reduce's kernels one by one, each call on
+  scratch of its own, and the results stay right."""
+  _, fake = fake_cuda
+  fake.fail.add("cuGraphInstantiateWithFlags")
+  @TinyJit
+  def f(x): return (x + 1).max()
+  for i in range(4):
+    a = data(1 << 20, seed=i)
+    x = Tensor(a).to("CUDA").realize()
+    n = len(fake.launches)
+    if i == 2:
+      with pytest.warns(RuntimeWarning, match="launched one by one"): got = f(x).numpy()
+    else: got = f(x).numpy()
+    np.testing.assert_allclose(got, (a.astype(np.float64) + 1).max(), rtol=1e-7)
+    if i >= 2: assert fake.graph_launches == 0 and any(a.endswith("_0") and b.endswith("_1") for (a, _), (b, _) in
+                                                       zip(_launches(fake, n), _launches(fake, n)[1:]))
