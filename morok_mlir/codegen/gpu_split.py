@@ -3,7 +3,8 @@ kernel of one block per output: a few SMs of the chip work and the rest idle. sp
 order over the kernel's arguments and a scratch buffer of partials: the first reduces each output's reduce in S chunks,
 one block per (output, chunk), into partials[output * S + chunk]; the second is the kernel itself with the reduce read
 as the reduce of that output's S partials (GROUP again where S is long enough), so its epilogue and stores are the
-kernel's own. The partials are in the reduce's compute dtype (bf16 accumulates in f32). Static sizes only."""
+kernel's own. The partials are in the reduce's compute dtype (bf16 accumulates in f32). A reduce over one range that S
+does not divide leaves a tail past the chunks, which the second phase reduces too. Static sizes only."""
 from __future__ import annotations
 import math
 from dataclasses import dataclass
@@ -32,10 +33,16 @@ def _pow2_floor(n: int) -> int: return 1 << (n.bit_length() - 1) if n >= 1 else 
 def _chunk_range(f: Func, S: int) -> UOp:   # the chunk number: the first phase's innermost output range
   return UOp(Ops.RANGE, dtypes.index, (im.const(S),), attrs(axis=im.next_axis(f.roots[0]), kind="loop"))
 
-def chunked(rngs: list[UOp], s: UOp, S: int) -> tuple[dict[UOp, UOp], list[UOp]] | None:
-  """The reduce's ranges (outermost first) in S chunks numbered by s: the outer ranges as whole digits of s, the next one
-  split (r = digit * n / parts + r', r' a range of n / parts in r's place), the rest kept; (substitution, the chunk's
-  ranges), or None where S does not divide the ranges so."""
+def chunked(rngs: list[UOp], s: UOp, S: int) -> tuple[dict[UOp, UOp], list[UOp], int] | None:
+  """The reduce's ranges (outermost first) in S chunks numbered by s: (substitution, the chunk's ranges, the elements
+  past the chunks). One range r of n: chunks of C, the multiple of 4 at most n / S (so a chunk's 16-byte loads stay
+  aligned), r = s * C + r'; the n - S * C after them are the tail, reduced by the second phase. Several: the outer ranges
+  as whole digits of s, the next one split (r = digit * n / parts + r', r' a range of n / parts in r's place), the rest
+  kept, or None where S does not divide them so."""
+  if len(rngs) == 1:
+    r, C = rngs[0], _size(rngs[0]) // S // 4 * 4
+    r2 = UOp(Ops.RANGE, dtypes.index, (im.const(C),), r.arg)
+    return {r: im.add(im.mul(s, im.const(C)), r2)}, [r2], _size(r) - S * C
   sub, inner, need = {}, [], S
   for r in rngs:
     n = _size(r)
@@ -45,7 +52,7 @@ def chunked(rngs: list[UOp], s: UOp, S: int) -> tuple[dict[UOp, UOp], list[UOp]]
       inner.append(r2 := UOp(Ops.RANGE, dtypes.index, (im.const(n // need),), r.arg))
       sub[r], need = im.add(im.mul(im.mod(s, need), im.const(n // need)), r2), 1
     else: return None
-  return (sub, inner) if need == 1 and inner else None
+  return (sub, inner, 0) if need == 1 and inner else None
 
 def plan(f: Func) -> tuple[UOp, list[UOp], int] | None:
   """(the reduce, the output ranges it depends on, chunks S) where f is to be split, else None: one reduce, one that a
@@ -72,14 +79,18 @@ def split(f: Func) -> Split | None:
   args, keep = [*f.args, part], {k: v for k, v in f.attrs.items() if k in KEEP}
   at = lambda i: UOp(Ops.INDEX, pdt.ptr(), (part, im.add(im.mul(im.linearize(outs, [_size(r) for r in outs]), im.const(S)), i)))
   # phase 1: block (output, chunk) reduces its chunk
-  sub, inner = chunked(sorted(red.src[1:], key=_axis), s := _chunk_range(f, S), S)
-  src = red.src[0].substitute(sub)
-  chunk = UOp(Ops.REDUCE, pdt, (src if pdt is red.dtype else UOp(Ops.CAST, pdt, (src,)), *inner), red.arg)
+  sub, inner, tail = chunked(rngs := sorted(red.src[1:], key=_axis), s := _chunk_range(f, S), S)
+  part_of = lambda sub: (x := red.src[0].substitute(sub)) if pdt is red.dtype else UOp(Ops.CAST, pdt, (x,))
+  chunk = UOp(Ops.REDUCE, pdt, (part_of(sub), *inner), red.arg)
   st = UOp(Ops.STORE, dtypes.void, (at(s), chunk))
   first = Func(f"{f.name}_0", args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *outs, s)),))], keep)
-  # phase 2: the kernel, its reduce over the output's partials
-  t = UOp(Ops.RANGE, dtypes.index, (im.const(S),), attrs(axis=im.next_axis(f.roots[0]), kind="reduce"))
+  # phase 2: the kernel, its reduce over the output's partials (and the tail past the chunks)
+  ax = im.next_axis(f.roots[0])
+  t, q = (UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=ax + i, kind="reduce")) for i, n in enumerate((S, tail)))
   total = UOp(Ops.REDUCE, pdt, (UOp(Ops.LOAD, pdt, (at(t),)), t), red.arg)
+  if tail:
+    rest = UOp(Ops.REDUCE, pdt, (part_of({rngs[0]: im.add(im.const(_size(rngs[0]) - tail), q)}), q), red.arg)
+    total = UOp(red.attrs["op"], pdt, (total, rest))
   total = total if pdt is red.dtype else UOp(Ops.CAST, red.dtype, (total,))
   second = Func(f"{f.name}_1", args, [], [f.roots[0].substitute({red: total})], keep)
   return Split((first, second), ((n_out * S, pdt),))
