@@ -80,7 +80,9 @@ def split(f: Func) -> Split | None:
   at = lambda i: UOp(Ops.INDEX, pdt.ptr(), (part, im.add(im.mul(im.linearize(outs, [_size(r) for r in outs]), im.const(S)), i)))
   # phase 1: block (output, chunk) reduces its chunk
   sub, inner, tail = chunked(rngs := sorted(red.src[1:], key=_axis), s := _chunk_range(f, S), S)
-  part_of = lambda sub: (x := red.src[0].substitute(sub)) if pdt is red.dtype else UOp(Ops.CAST, pdt, (x,))
+  def part_of(sub: dict) -> UOp:   # the reduce's operand at ranges sub, in the partials' dtype
+    x = red.src[0].substitute(sub)
+    return x if pdt is red.dtype else UOp(Ops.CAST, pdt, (x,))
   chunk = UOp(Ops.REDUCE, pdt, (part_of(sub), *inner), red.arg)
   st = UOp(Ops.STORE, dtypes.void, (at(s), chunk))
   first = Func(f"{f.name}_0", args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *outs, s)),))], keep)
