@@ -130,6 +130,8 @@ class Emitter:
     """A launch of @kernels::@kernel over blocks x threads (three sizes each)."""
     b.lines.append(f"gpu.launch_func @kernels::@{kernel} blocks in ({', '.join(blocks)}) threads in ({', '.join(threads)}) "
                    f"args({', '.join(f'{a} : {t}' for a, t in zip(args, tys))})")
+  def gpu_alloc(self, b: Block, mt: str) -> str: return self.op(b, f"gpu.alloc () : {mt}")   # device memory, from the host
+  def gpu_dealloc(self, b: Block, x: str, mt: str): b.lines.append(f"gpu.dealloc {x} : {mt}")
 
   # -- scf.for: open (names), write the body, close (the text goes into the parent)
   def open_for(self, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = "", body: Block | None = None) -> Loop:

@@ -9,7 +9,9 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
 - GROUP (tinygrad's name): when the kernel has few outputs and a long reduction, each block computes one output;
   its threads stride over the reduce ranges (coalesced again), then the partials combine through warp shuffles
   (`gpu.shuffle xor`), shared memory and a `gpu.barrier` (GPU.combine), and thread 0 stores. Only 32/64-bit
-  reductions: shuffles move 32-bit words.
+  reductions: shuffles move 32-bit words. A GROUP kernel of few outputs and one long reduce (a full sum) would keep
+  most SMs idle: codegen.gpu_split runs it as two launches, the reduce's chunks on many blocks into a scratch buffer of
+  partials, then the kernel over those (lower_module: a host function's gpu.alloc for them).
 - ROW: when every reduce of a kernel is a value of its row (softmax's max and sum, layernorm's mean and variance), a
   block per row computes each reduce once as GROUP does (shuffles in each warp, shared memory and a barrier across
   warps), then its threads stride over the row writing the outputs, 4 neighbours a step where 4 divides
@@ -101,6 +103,11 @@ def _dividing(n: int, widest: int) -> int:
   """The widest of widest and UPCAST that divides n (1: neither)."""
   return next((v for v in (widest, UPCAST) if n % v == 0), 1)
 
+def block_reduce(u: UOp) -> bool:
+  """A reduce u a block combines through shuffles: 32/64-bit words (bf16 accumulates in f32)."""
+  return (u.attrs.get("op") in BLOCK_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
+          and u.dtype is not dtypes.index)
+
 # float width -> (its integer type, mantissa bits, exponent bias, +inf and a quiet NaN as bits)
 _FBITS = {32: ("i32", 23, 127, "0x7F800000", "0x7FC00000"), 64: ("i64", 52, 1023, "0x7FF0000000000000", "0x7FF8000000000000")}
 
@@ -169,18 +176,15 @@ class GPU(Policy):
     n = _prod(_size(r) for r in self.out_rngs)
     top = [u for u in lw.sink.toposort if u.op is Ops.REDUCE and lw.ranges[u] <= set(self.out_rngs)]
     red = max((_prod(_size(r) for r in u.src[1:]) for u in top), default=0)
-    def shuffles(u: UOp) -> bool:   # bf16 accumulates in f32: 32-bit shuffles
-      return (u.attrs.get("op") in BLOCK_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
-              and u.dtype is not dtypes.index)
     def invariant(u: UOp) -> bool: return not any(v.op is Ops.REDUCE and lw.rs(v) & set(u.src[1:]) for v in u.src[0].toposort)
-    self.group = set(top) if top and all(map(shuffles, top)) and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
+    self.group = set(top) if top and all(map(block_reduce, top)) and n <= GROUP_OUTPUTS and red >= GROUP_MIN_REDUCE else set()
     # ROW: every reduce of the kernel is a value of its row (no output range but the last in it), as softmax's max and
     # sum or layernorm's mean and variance: a block per row computes each reduce once, across its threads, then its
     # threads stride over the row's outputs
     reds = [u for u in lw.sink.toposort if u.op is Ops.REDUCE]
     rows = set(self.out_rngs[:-1])
     self.row = bool(reds) and not self.serial and len(self.out_rngs) >= 1 and _size(self.out_rngs[-1]) > 1 and \
-      all(shuffles(u) and lw.rs(u) <= rows and invariant(u) for u in reds) and \
+      all(block_reduce(u) and lw.rs(u) <= rows and invariant(u) for u in reds) and \
       max(_prod(_size(r) for r in u.src[1:]) for u in reds) >= GROUP_MIN_REDUCE
     if self.row: self.group = set(reds)
     # a GROUP thread reads UPCAST neighbours of the reduce's last range per step (16-byte loads of a contiguous row)
@@ -247,6 +251,10 @@ class GPU(Policy):
   def launch_call(em: Emitter, b: Block, launch: Launch, args: list[str], tys: list[str], c) -> None:
     """The host's launch of a kernel on args (c: an index constant of the host function)."""
     em.launch(b, launch.name, [c(x) for x in launch.global_size], [c(x) for x in launch.local_size], args, tys)
+  @staticmethod
+  def alloc(em: Emitter, b: Block, mt: str) -> str: return em.gpu_alloc(b, mt)   # a split reduce's partials, for one call
+  @staticmethod
+  def free(em: Emitter, b: Block, x: str, mt: str) -> None: em.gpu_dealloc(b, x, mt)
   @staticmethod
   def module(kernels: list[str], host: list[str]) -> str: return Emitter.gpu_module(kernels, host)
 
@@ -439,26 +447,38 @@ def lower_kernel(f: Func, name: str | None = None, group_threads: int = GROUP_MA
   lw.effect(lw.sink)
   return pol.func(lw, name := name or f.name), pol.launch(name)
 
-def lower_schedule(f: Func, launches: dict[str, Launch], kernels: dict[str, Func], policy: type[GPU] = GPU) -> str:
+def lower_schedule(f: Func, launches: dict[str, list[Launch]], kernels: dict[str, Func], policy: type[GPU] = GPU,
+                   temps: dict[str, tuple] | None = None) -> str:
   """@schedule -> a host function of the kernels' launches (policy.launch_call), in schedule order (one stream: order is
-  the dependency)."""
+  the dependency); a kernel of several launches (a split reduce) on scratch buffers temps[kernel] ((elements, dtype)
+  each) of its call, after its arguments."""
   em, head, body, consts = Emitter("c"), Block(), Block(), {}
   def c(v: int) -> str:   # launch sizes: one constant each, ahead of the launches
     if v not in consts: consts[v] = em.const(head, v)
     return consts[v]
   for callee, slots in kernel_calls(f, kernels):
-    policy.launch_call(em, body, launches[callee], [arg(s) for s in slots], [mem_type(f.args[s].dtype) for s in slots], c)
+    tts = [mem_type(dt.ptr(n)) for n, dt in (temps or {}).get(callee, ())]
+    tmp = [policy.alloc(em, body, t) for t in tts]
+    for l in launches[callee]:
+      policy.launch_call(em, body, l, [arg(s) for s in slots] + tmp, [mem_type(f.args[s].dtype) for s in slots] + tts, c)
+    for x, t in zip(tmp, tts): policy.free(em, body, x, t)
   em.splice(head, body)
   return Emitter.func(f.name, params([mem_type(t.dtype) for t in f.args]), head)
 
 def lower_module(funcs: list[Func], group_threads: int = GROUP_MAX, policy: type[GPU] = GPU, **target) -> str:
-  """Every kernel (lower_kernel; target: its chip, tf32, tile) and the schedule's launches, as one module."""
+  """Every kernel (lower_kernel; target: its chip, tf32, tile; a split reduce's phases, codegen.gpu_split) and the
+  schedule's launches, as one module."""
+  from morok_mlir.codegen.gpu_split import split   # (built on this module)
   kernels = {f.name: f for f in funcs if "uop.kernel" in f.attrs}
-  texts, launches = [], {}
+  texts, launches, temps = [], {}, {}
   for f in funcs:
-    if f.name in kernels: t, launches[f.name] = lower_kernel(f, group_threads=group_threads, policy=policy, **target); texts.append(t)
+    if f.name in kernels:
+      sp = split(f)
+      temps[f.name], launches[f.name] = sp.scratch if sp else (), []
+      for g in sp.phases if sp else (f,):
+        t, l = lower_kernel(g, group_threads=group_threads, policy=policy, **target); texts.append(t); launches[f.name].append(l)
     elif "uop.schedule" not in f.attrs: raise PassError(f"@{f.name} is neither a kernel (uop.kernel) nor the schedule (uop.schedule): run uop-kernel-split first")
-  return policy.module(texts, [lower_schedule(f, launches, kernels, policy) for f in funcs if "uop.schedule" in f.attrs])
+  return policy.module(texts, [lower_schedule(f, launches, kernels, policy, temps) for f in funcs if "uop.schedule" in f.attrs])
 
 @register("uop-lower-gpu", "Kernels -> gpu.func in gpu.module @kernels (ids for output ranges, GROUP reductions by shuffles and shared memory, "
           "tiled contractions on tensor cores for a chip); "

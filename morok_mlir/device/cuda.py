@@ -9,7 +9,9 @@ Public API, shaped like the CPU device's:
   program(*bufs, wait=False)                launch on CUDABuffers (checked); program.call_buffers(bufs, inputs): the
                                             realize driver's path on allocated Buffers (device/buffer.py), no host copies;
                                             a symbolic kernel's int64 buffer of the values is one of them, and its launch
-                                            (sized for the values' maxima) is the same for every value
+                                            (sized for the values' maxima) is the same for every value;
+                                            a kernel codegen.gpu_split splits is a CUDALaunches: its launches in order,
+                                            on scratch each call takes from the allocator (a CUDA graph: a node each)
   CUDA.allocator.alloc(size, dtype, stream=None) -> CUDABuffer; .free(buf); .copyin(buf, arr); .copyout(arr, buf);
                                             .copy(dst, src); .offset, .ptr: the interface every allocator has; a block
                                             goes back to the cache (by size class, stream-ordered) at free() or when its
@@ -32,6 +34,7 @@ from morok_mlir.ir.bridge import Func
 from morok_mlir.ir.pipeline import CompileError
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_gpu import lower_kernel
+from morok_mlir.codegen.gpu_split import split
 from morok_mlir.codegen.emitter import Emitter
 from morok_mlir.core.dtype import DType, dtypes, to_dtype
 from morok_mlir.core.provenance import user_loc
@@ -242,6 +245,10 @@ class ProgramSpec:
   local_size: tuple[int, int, int]
   func: Func | None = field(default=None, compare=False, repr=False)   # the kernel it was lowered from (the emulator lowers it again)
   tiled: bool = False                   # a tiled contraction (codegen.gpu_tiles): the emulator runs its text (device.simt)
+  # a kernel of several launches (a two-phase reduce, codegen.gpu_split): each its own spec, run in order over the
+  # arguments then scratch buffers of these (elements, dtype), `temps`, that each call owns; the sizes above are the first's
+  launches: tuple[ProgramSpec, ...] = ()
+  temps: tuple[tuple[int, DType], ...] = ()
 
 @dataclass(frozen=True)
 class CompiledSpec:
@@ -254,10 +261,17 @@ class CUDARenderer:
   tf32. The entry point is always `kernel`, so equal kernels render to equal text."""
   def __init__(self, chip: str | None = None, tf32: bool = False): self.chip, self.tf32 = chip, tf32
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
+    """f as one launch, or as the launches in order of a two-phase reduce where codegen.gpu_split splits it (src: one
+    gpu.module of their kernels; each launch's spec has its own)."""
+    if (sp := split(f)) is None: return self._render(f, name)[0]
+    parts, texts = zip(*(self._render(g, f"{name}_{i}") for i, g in enumerate(sp.phases)))
+    return ProgramSpec(name, Emitter.gpu_module(list(texts)), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
+                       parts[0].global_size, parts[0].local_size, f, launches=parts, temps=sp.scratch)
+  def _render(self, f: Func, name: str) -> tuple[ProgramSpec, str]:
     try: text, launch = lower_kernel(f, name, chip=self.chip, tf32=self.tf32, tile=f.attrs.get("uop.gpu_tile", -1))
     except PassError as e: raise CompileError(f"{e.loc}: error: {e}" if e.loc else f"error: {e}") from None   # as the CPU's passes say it
     return ProgramSpec(name, Emitter.gpu_module([text]), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))),
-                       launch.global_size, launch.local_size, f, launch.tiles)
+                       launch.global_size, launch.local_size, f, launch.tiles), text
 
 class CUDACompiler:
   def compile(self, spec: ProgramSpec, chip: str) -> CompiledSpec: return CompiledSpec(spec, ptx_for(spec.src, chip), chip)
@@ -305,17 +319,38 @@ class CUDAProgram:
     if wait: self.dev.synchronize(f"kernel {self.label}")
     return time.perf_counter() - t0 if wait else None
 
+class CUDALaunches(CUDAProgram):
+  """A kernel of several launches in order (ProgramSpec.launches), each a CUDAProgram over the kernel's buffers and then
+  the scratch buffers. A call takes its scratch from the device's caching allocator and gives it back once the launches
+  are queued: work queued later on the stream runs after them, so the block is free to reuse, and calls from several
+  threads never share one. A CUDA graph holds scratch of its own (CUDAGraph)."""
+  def __init__(self, dev: CUDADevice, spec: ProgramSpec, parts: list[CUDAProgram], label: str):
+    self.dev, self.spec, self.parts, self.name, self.label = dev, spec, parts, spec.name, label
+    self.nbytes = sum(p.nbytes for p in parts)
+  def __del__(self): pass   # (each part unloads its own module)
+  def scratch(self) -> list[CUDABuffer]: return [self.dev.allocator.alloc(n, dt) for n, dt in self.spec.temps]
+  def launch_ptrs(self, *addrs: int) -> None:
+    bufs = self.scratch()
+    try:
+      for p in self.parts: p.launch_ptrs(*addrs, *(b.ptr for b in bufs))
+    finally:
+      for b in bufs: self.dev.allocator.free(b)
+
+def launches(prog: CUDAProgram) -> list[CUDAProgram]: return getattr(prog, "parts", [prog])
+
 class CUDAGraph:
   """A run of a TinyJit replay's CUDA kernels as one CUDA graph: built on its first call (a chain of kernel nodes,
   cuGraphAddKernelNode), instantiated once, and launched with one cuGraphLaunch per call. A later call first sets the
   arguments that changed (the new inputs' and outputs' pointers) in the instantiated graph (cuGraphExecKernelNodeSetParams),
   and builds it again where the driver refuses that; the sizes' values reach the kernels in the plan's own buffer, written
-  on the stream before the launch. A graph the driver refuses is dropped, with a warning at the user's line naming the
+  on the stream before the launch. A kernel of several launches (CUDALaunches) is a node per launch, on scratch buffers
+  the graph holds (allocated when it is first built). A graph the driver refuses is dropped, with a warning at the user's line naming the
   call, for launches kernel by kernel. kernels: steps with .prog (a CUDAProgram) and .slots (its buffers in a replay's list)."""
   def __init__(self, kernels: list):
     self.kernels, self.dev = kernels, kernels[0].prog.dev
-    self.params = [k.prog._params() for k in kernels]   # per node: (pointer values, void*[] at them), read by the driver
-    self.graph = self.exec = None
+    self.launches = [(i, p) for i, k in enumerate(kernels) for p in launches(k.prog)]   # per node: (its kernel, program)
+    self.params = [p._params() for _, p in self.launches]   # per node: (pointer values, void*[] at them), read by the driver
+    self.graph = self.exec = self.scratch = None
     self.nodes, self.last, self.failed = [], [], None
   def _node(self, prog: CUDAProgram, params):
     p = driver().CUDA_KERNEL_NODE_PARAMS()
@@ -325,21 +360,19 @@ class CUDAGraph:
   def _build(self, addrs: list) -> None:
     d = driver()
     self.graph, self.nodes = check(d.cuGraphCreate(0), "cuGraphCreate"), []
-    for k, (ptrs, params), a in zip(self.kernels, self.params, addrs):
+    for (_, p), (ptrs, params), a in zip(self.launches, self.params, addrs):
       ptrs[:len(a)] = a
       deps = self.nodes[-1:]
-      self.nodes.append(check(d.cuGraphAddKernelNode(self.graph, deps, len(deps), self._node(k.prog, params)),
-                              f"kernel {k.prog.label}: cuGraphAddKernelNode"))
+      self.nodes.append(check(d.cuGraphAddKernelNode(self.graph, deps, len(deps), self._node(p, params)), f"kernel {p.label}: cuGraphAddKernelNode"))
     # CUDA 13 names cuGraphInstantiateWithFlags cuGraphInstantiate (the same (graph, flags) call; 12's cuGraphInstantiate is older)
     inst = getattr(d, "cuGraphInstantiateWithFlags", None) or d.cuGraphInstantiate
     self.exec, self.last = check(inst(self.graph, 0), "cuGraphInstantiateWithFlags"), addrs
   def _update(self, addrs: list) -> None:
     d = driver()
-    for i, (k, (ptrs, params), a) in enumerate(zip(self.kernels, self.params, addrs)):
+    for i, ((_, p), (ptrs, params), a) in enumerate(zip(self.launches, self.params, addrs)):
       if a == self.last[i]: continue
       ptrs[:len(a)] = a
-      check(d.cuGraphExecKernelNodeSetParams(self.exec, self.nodes[i], self._node(k.prog, params)),
-            f"kernel {k.prog.label}: cuGraphExecKernelNodeSetParams")
+      check(d.cuGraphExecKernelNodeSetParams(self.exec, self.nodes[i], self._node(p, params)), f"kernel {p.label}: cuGraphExecKernelNodeSetParams")
     self.last = addrs
   def _destroy(self) -> None:
     d, (g, e), self.graph, self.exec = driver(), (self.graph, self.exec), None, None
@@ -349,9 +382,11 @@ class CUDAGraph:
     try: self.dev.synchronize(); self._destroy()
     except Exception: pass   # the driver is gone (interpreter exit)
   def __call__(self, v: list) -> None:
-    addrs = [[v[j].ptr for j in k.slots] for k in self.kernels]
+    args = [[v[j].ptr for j in k.slots] for k in self.kernels]
     if self.failed is None:
       self.dev.current()
+      if self.scratch is None: self.scratch = [getattr(k.prog, "scratch", list)() for k in self.kernels]
+      addrs = [args[i] + [b.ptr for b in self.scratch[i]] for i, _ in self.launches]
       try:
         if self.exec is None: self._build(addrs)
         else:
@@ -362,9 +397,10 @@ class CUDAGraph:
       except CUDAError as e:
         self.failed = e
         self._destroy()
+        self.scratch = None
         warnings.warn(f"{user_loc()}: TinyJit on CUDA: {len(self.kernels)} kernels are launched one by one: their CUDA graph "
                       f"failed ({e})", RuntimeWarning, stacklevel=2)
-    for k, a in zip(self.kernels, addrs): k.prog.launch_ptrs(*a)
+    for k, a in zip(self.kernels, args): k.prog.launch_ptrs(*a)
 CUDAProgram.Graph = CUDAGraph   # what TinyJit replays a run of this device's kernels through
 
 class CUDADevice:
@@ -452,15 +488,18 @@ class CUDADevice:
   def allow_tf32(self, v: bool) -> None:
     if self.renderer.tf32 != bool(v): self.renderer.tf32 = bool(v); Device.settings_changed(self.name)
   def compile_ptx(self, f: Func, chip: str = "sm_90") -> str:
-    """PTX for one kernel, without a GPU."""
-    return self.compiler.compile(CUDARenderer(chip, self.renderer.tf32).render(f), chip).ptx
+    """PTX for one kernel, without a GPU (a kernel of several launches: each one's PTX, in order)."""
+    spec = CUDARenderer(chip, self.renderer.tf32).render(f)
+    return "".join(self.compiler.compile(s, chip).ptx for s in spec.launches or (spec,))
   def compile(self, f: Func) -> CUDAProgram:
     self.current()
     with self.lock:
       spec = self.renderer.render(f)
       if (p := self.method_cache.get(key := (spec.src, spec.args, self.chip))) is None:
         t0 = time.perf_counter()
-        p = self.method_cache[key] = CUDAProgram(self, self.compiler.compile(spec, self.chip), f.name)
+        p = self.method_cache[key] = CUDALaunches(self, spec, [CUDAProgram(self, self.compiler.compile(s, self.chip), f"{f.name}_{i}")
+                                                              for i, s in enumerate(spec.launches)], f.name) \
+          if spec.launches else CUDAProgram(self, self.compiler.compile(spec, self.chip), f.name)
         self.compile_ms.append((time.perf_counter() - t0) * 1e3)
     return p
 

@@ -59,6 +59,10 @@ class Emulated(GPU):
     with em.for_(b, c(0), c(prod(launch.global_size) * prod(launch.local_size)), c(step)) as lp:
       em.call(lp.body, launch.name, args + [lp.iv], tys + ["index"])
   @staticmethod
+  def alloc(em: Emitter, b: Block, mt: str) -> str: return em.alloca(b, mt, heap=True)
+  @staticmethod
+  def free(em: Emitter, b: Block, x: str, mt: str) -> None: em.dealloc(b, x, mt)
+  @staticmethod
   def module(kernels: list[str], host: list[str]) -> str: return Emitter.module(kernels + host)
 
 def emulate(outs: list[UOp]) -> list[np.ndarray]:
