@@ -854,9 +854,9 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if self.dtype.is_float: m = m | (self != self)  # a NaN is the max (numpy): its first position wins
     if isinstance(n, UOp):   # a symbolic dim: the least position of a max, positions a prefix of its largest arange
       top = smax(n)
-      pos = Tensor.arange(top, dtype=dtypes.int32).shrink(((0, n),)).reshape((n,) + (1,) * (self.ndim - a - 1))
+      pos = Tensor.arange(top, dtype=dtypes.int32, device=self.device).shrink(((0, n),)).reshape((n,) + (1,) * (self.ndim - a - 1))
       return m.where(pos, top).min(a, keepdim=keepdim)
-    idx = m * Tensor.arange(n, 0, -1).reshape((n,) + (1,) * (self.ndim - a - 1))
+    idx = m * Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
     return (n - idx.max(a, keepdim=keepdim)).cast(dtypes.int32)
   def argmin(self, axis=None, keepdim=False) -> Tensor:
     return (-self if self.dtype.is_float else ~self).argmax(axis, keepdim)  # ~ reverses the order of ints and bools

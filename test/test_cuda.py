@@ -394,3 +394,18 @@ def test_profile_times_each_kernel_on_the_gpu(fake_cuda):
   with dev.profile() as p:
     th = threading.Thread(target=lambda: (x * 3).realize()); th.start(); th.join()
   assert p == []
+
+# ops that build tensors of their own (aranges, masks): built on the operand's device, not the default one (CPU here)
+HELPERS = {
+  "argmax": lambda t: t.argmax(), "argmax_axis": lambda t: t.argmax(1), "argmin": lambda t: t.argmin(0), "tril": lambda t: t.tril(),
+  "cumsum": lambda t: t.cumsum(1), "topk": lambda t: t.topk(2)[1], "sort": lambda t: t.sort(1)[1], "triu": lambda t: t.triu(1),
+  "q5_0": lambda t: __import__("morok_mlir.nn.quant", fromlist=["dequantize"]).dequantize(
+    (t.reshape(-1)[:22].abs() * 50).cast("uint8"), "Q5_0", (32,)),
+}
+
+@pytest.mark.parametrize("name", list(HELPERS))
+def test_ops_building_their_own_tensors_stay_on_the_device(fake_cuda, name):
+  x = np.random.default_rng(0).standard_normal((4, 7)).astype(np.float32)
+  got, want = HELPERS[name](Tensor(x).to("CUDA")), HELPERS[name](Tensor(x))
+  assert got.device == "CUDA"
+  np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

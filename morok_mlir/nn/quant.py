@@ -42,7 +42,7 @@ def _fifth_bits(qh: Tensor) -> Tensor:
   """(n, 4) bytes of a little-endian uint32 -> (n, 32) bits, bit k for weight k: the word shifted right by k. Weight k's
   lane takes its own amount (one vector shift by a vector of amounts); per-byte fields would step 1/8 byte per lane."""
   word = functools.reduce(operator.or_, [qh[:, i:i + 1].cast(dtypes.uint32) << (8 * i) for i in range(4)])
-  return ((word >> Tensor.arange(32, dtype=dtypes.uint32)) & 1).cast(dtypes.uint8)
+  return ((word >> Tensor.arange(32, dtype=dtypes.uint32, device=qh.device)) & 1).cast(dtypes.uint8)
 
 def _q5_0(b: Tensor) -> Tensor:   # d f16, 32 high bits, 16 bytes of nibbles: w = (q + 16 * high - 16) * d
   return ((_nibbles(b[:, 6:22]) | (_fifth_bits(b[:, 2:6]) << 4)).cast(dtypes.float32) - 16) * _f16(b, 0)
