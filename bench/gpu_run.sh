@@ -31,7 +31,7 @@ log "GPU: $what"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem \
   --format=csv >> "$RES/summary.txt" 2>&1
 step "GPU tests" 200 tests.txt "$PY" -m pytest -q -p no:cacheprovider -rs test/test_cuda.py test/test_cuda_graph.py \
-  test/test_gpu_tiles.py test/test_gpu_symbolic.py test/test_gpu_lowering.py test/test_realize.py::test_devices_on_tensors \
+  test/test_gpu_tiles.py test/test_gpu_symbolic.py test/test_gpu_lowering.py test/test_gpu_split_reduce.py test/test_realize.py::test_devices_on_tensors \
   test/test_dist.py::test_nccl_one_rank_collectives_on_a_gpu
 step "bench rows" 200 bench.txt "$PY" bench/gpu.py --out "$RES/bench.md"
 left=$((450 - ($(date +%s) - start)))

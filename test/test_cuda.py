@@ -318,7 +318,18 @@ CASES = {  # name: (tensor op, numpy op, input shapes)
   "small_matmul": (lambda a, b: a @ b, lambda a, b: a @ b, [(16, 512), (512, 16)]),
   "pad": (lambda a: a.pad(((1, 1), (2, 2))) * 3, lambda a: np.pad(a, ((1, 1), (2, 2))) * 3, [(33, 65)]),
   "argmax": (lambda a: a.argmax(axis=1), lambda a: a.argmax(axis=1), [(64, 1024)]),
+  # what the first GPU run found or what was built after it: a 16 MiB elementwise output (the CPU's nontemporal stores
+  # faulted on it), float % and // (no frem in NVVM), two-phase reduces, f32 contractions on FFMA tiles
+  "big_elementwise": (lambda a: a * 2 + 1, lambda a: a * 2 + 1, [(1 << 22,)]),
+  "mod_floordiv": (lambda a, b: a % (b + 3) + a // (b - 3), lambda a, b: np.mod(a, b + 3) + np.floor_divide(a, b - 3), [(4096,), (4096,)]),
+  "split_mean": (lambda a: a.mean(), lambda a: a.astype(np.float64).mean(), [(1 << 22,)]),
+  "split_rows_max": (lambda a: a.max(axis=1), lambda a: a.max(axis=1), [(4, 1 << 18)]),
+  "conv_f32": (lambda x, w: x.conv2d(w, padding=1), lambda x, w: _conv_ref(x, w), [(2, 32, 20, 20), (48, 32, 3, 3)]),
+  "batched_f32": (lambda a, b: a @ b, lambda a, b: a @ b, [(8, 128, 96), (8, 96, 130)]),
 }
+def _conv_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:   # a 3x3 convolution, padding 1, by shifted products
+  xp, (_, _, H, W) = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), x.shape
+  return sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + H, j:j + W], w[:, :, i, j]) for i in range(3) for j in range(3))
 
 @gpu
 @pytest.mark.parametrize("name", list(CASES))
