@@ -278,3 +278,20 @@ def test_every_tile_and_beam_on_gpu(tmp_path, monkeypatch):
     np.testing.assert_allclose(got.astype(np.float32), ref, atol=tol(ref, K, np.float16), rtol=0)
     if n == 1: rz._schedule_cache.clear(); search._memo.clear()
   assert search.stats["searches"] - before["searches"] == 1 and search.stats["hits"] - before["hits"] == 1
+
+@gpu
+def test_every_ffma_tile_on_gpu():
+  """On a GPU: an f32 matmul (tf32 not allowed) through each candidate FFMA tile against numpy, to f32's precision."""
+  from dataclasses import replace
+  from morok_mlir.device import cuda
+  M, N, K = 200, 136, 300
+  a, b = H(M, K, dt=np.float32), H(K, N, dt=np.float32)
+  f, dev = contraction_kernel(Tensor(a) @ Tensor(b)), cuda.CUDA
+  dev.init()
+  assert dev.allow_tf32 is False and plan(f, dev.chip).mma is FFMA
+  al = dev.allocator
+  bx, by = al.from_numpy(a.reshape(-1)), al.from_numpy(b.reshape(-1))
+  for i in candidates(f, dev.chip):
+    out = al.alloc(M * N, "float32")
+    dev.compile(replace(f, attrs={**f.attrs, "uop.gpu_tile": i}))(out, bx, by, wait=True)
+    np.testing.assert_allclose(al.to_numpy(out).reshape(M, N), a @ b, atol=tol(a @ b, K, np.float32), rtol=0, err_msg=str(TILES[i]))
