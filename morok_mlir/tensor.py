@@ -595,7 +595,8 @@ class Tensor(OpMixin, metaclass=_TensorType):
   @staticmethod
   def ones(*shape, dtype=None, **kw) -> Tensor: return Tensor.full(_argfix(*shape), 1.0, dtype or dtypes.default_float, **kw)
   empty = zeros
-  def full_like(self, fill_value, dtype=None, **kw) -> Tensor: return Tensor.full(self.shape, fill_value, dtype or self.dtype, **kw)
+  def full_like(self, fill_value, dtype=None, **kw) -> Tensor:   # on self's device unless told (PyTorch's *_like)
+    return Tensor.full(self.shape, fill_value, dtype or self.dtype, device=kw.pop("device", self.device), **kw)
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
   @staticmethod

@@ -410,6 +410,7 @@ def test_profile_times_each_kernel_on_the_gpu(fake_cuda):
 HELPERS = {
   "argmax": lambda t: t.argmax(), "argmax_axis": lambda t: t.argmax(1), "argmin": lambda t: t.argmin(0), "tril": lambda t: t.tril(),
   "cumsum": lambda t: t.cumsum(1), "topk": lambda t: t.topk(2)[1], "sort": lambda t: t.sort(1)[1], "triu": lambda t: t.triu(1),
+  "zeros_like": lambda t: t.zeros_like(), "ones_like": lambda t: t.ones_like() + t, "full_like": lambda t: t.full_like(2.5, dtype="float16"),
   "q5_0": lambda t: __import__("morok_mlir.nn.quant", fromlist=["dequantize"]).dequantize(
     (t.reshape(-1)[:22].abs() * 50).cast("uint8"), "Q5_0", (32,)),
 }
