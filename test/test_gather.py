@@ -66,6 +66,7 @@ def test_empty_and_errors():
   assert a.gather(0, Tensor(np.zeros((0, 2), np.int32))).numpy().shape == (0, 2)
   line = sys._getframe().f_lineno + 1
   with pytest.raises(TypeError, match=rf"test_gather.py:{line}:\d+: gather needs an integer index"): a.gather(0, a)
+  with pytest.raises(TypeError, match="got a ndarray of int32"): a.gather(0, np.zeros((1, 2), np.int32))   # a Tensor, as PyTorch
   with pytest.raises(ValueError, match="rank"): a.gather(0, Tensor(np.zeros(2, np.int32)))
   with pytest.raises(ValueError, match="larger than"): a.gather(0, Tensor(np.zeros((2, 3), np.int32)))
   with pytest.raises(IndexError): a.gather(2, Tensor(np.zeros((2, 2), np.int32)))

@@ -20,7 +20,8 @@ class IndexingMixin(OpBase):
   def _indexed_dim(self, what: str, dim: int, index) -> int:
     """dim, checked for indexing self along it with index (PyTorch's rules for gather and scatter)."""
     if not isinstance(index, OpBase) or not (index.dtype.is_int or index.dtype is dtypes.index):
-      _err(TypeError, f"{what} needs an integer index tensor, got {getattr(index, 'dtype', type(index).__name__)}")
+      got = f"a {type(index).__name__} of {index.dtype}" if hasattr(index, "dtype") else f"a {type(index).__name__}"
+      _err(TypeError, f"{what} needs an integer index tensor, got {got}")
     d = self._dim(dim)
     if index.ndim != self.ndim: _err(ValueError, f"{what}: index {index.shape} needs the rank of {self.shape}")
     if any(not isinstance(s, int) for s in self.shape + index.shape): _err(TypeError, f"{what} needs static sizes")
