@@ -1,8 +1,9 @@
 """morok-mlir: a tinygrad-style ML compiler whose IR is MLIR."""
-import os as _os
-# a source checkout on PYTHONPATH, not installed: dialects/ and passes/ sit beside this package (pyproject maps them in)
-if not _os.path.isdir(_os.path.join(_here := _os.path.dirname(__file__), "dialects")) and \
-   _os.path.isfile(_os.path.join(_root := _os.path.dirname(_here), "dialects", "__init__.py")): __path__.append(_root)
+import os as _os, importlib.util as _iu
+# a source checkout on PYTHONPATH, not installed: dialects/ and passes/ sit beside this package (pyproject maps them in;
+# an install, editable or not, finds them without this)
+if _iu.find_spec(f"{__name__}.dialects") is None and _os.path.isfile(_os.path.join(
+   _root := _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))), "dialects", "__init__.py")): __path__.append(_root)
 from morok_mlir.core.dtype import dtypes, DType
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.uop import Variable

@@ -261,7 +261,8 @@ def _compiler_id() -> str:
   from morok_mlir import host
   files = []
   for pkg in ("morok_mlir", "morok_mlir.passes", "morok_mlir.dialects"):
-    for root in importlib.util.find_spec(pkg).submodule_search_locations:
+    # the package's own folder (a source checkout adds the checkout's root to morok_mlir's path: not its files)
+    for root in importlib.util.find_spec(pkg).submodule_search_locations[:1]:
       for d, dirs, names in sorted(os.walk(root)):
         dirs.sort()
         files += [f"{os.path.relpath(p, root)} {st.st_size} {st.st_mtime_ns}" for n in sorted(names) if n.endswith(".py")

@@ -125,7 +125,18 @@ def test_a_source_checkout_imports_without_installing(tmp_path):
   `morok_mlir.passes`, which pyproject maps in from dialects/ and passes/, import, and a tensor computes. Run with -S so
   that the editable install's finder (a .pth file) is not there; the dependencies come from their folder on PYTHONPATH."""
   site_dir = next(p for p in sys.path if p.endswith("site-packages") and os.path.isdir(os.path.join(p, "numpy")))
-  code = "import morok_mlir.dialects.ops, morok_mlir.passes; from morok_mlir import Tensor; print((Tensor([1.0, 2.0]) * 3).tolist())"
+  code = ("import morok_mlir.dialects.ops, morok_mlir.passes; from morok_mlir import Tensor, realize; print((Tensor([1.0, 2.0]) * 3).tolist()); "
+          "print(sum(l.endswith('.py') or '.py ' in l for l in realize._compiler_id().splitlines()))")
   env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{site_dir}", "MOROK_CACHE_DIR": str(tmp_path)}
   r = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-  assert r.returncode == 0 and r.stdout.strip() == "[3.0, 6.0]", r.stderr[-2000:]
+  assert r.returncode == 0 and r.stdout.split() == ["[3.0,", "6.0]", str(_compiler_files())], r.stderr[-2000:]
+
+def _compiler_files() -> int: return sum(1 for d in ("morok_mlir", "passes", "dialects") for _ in (ROOT / d).rglob("*.py"))
+
+def test_the_installed_package_path_is_its_folder():
+  """Installed (editable here), morok_mlir's path is its own folder only, and the schedules' compiler id hashes the
+  package's files, not the checkout's (tests, benchmarks, a virtual environment's thousands)."""
+  import morok_mlir
+  from morok_mlir import realize
+  assert morok_mlir.__path__ == [str(ROOT / "morok_mlir")]
+  assert sum(l.endswith(".py") or ".py " in l for l in realize._compiler_id().splitlines()) == _compiler_files()
