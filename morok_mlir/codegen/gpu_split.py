@@ -76,7 +76,8 @@ def split(f: Func) -> Split | None:
   red, outs, S = p
   pdt, n_out = COMPUTE.get(red.dtype, red.dtype), math.prod(map(_size, outs))
   part = arg_buffer(len(f.args), pdt.ptr(n_out * S))
-  args, keep = [*f.args, part], {k: v for k, v in f.attrs.items() if k in KEEP}
+  # (uop.split_phase: no tiles for a phase, gpu_tiles.plan: a long-k contraction's few outputs would make a few blocks)
+  args, keep = [*f.args, part], {**{k: v for k, v in f.attrs.items() if k in KEEP}, "uop.split_phase": None}
   at = lambda i: UOp(Ops.INDEX, pdt.ptr(), (part, im.add(im.mul(im.linearize(outs, [_size(r) for r in outs]), im.const(S)), i)))
   # phase 1: block (output, chunk) reduces its chunk
   sub, inner, tail = chunked(rngs := sorted(red.src[1:], key=_axis), s := _chunk_range(f, S), S)

@@ -165,7 +165,8 @@ def candidates(f: Func, chip: str, tf32: bool = False) -> list[int]:
 def plan(f: Func, chip: str | None, tf32: bool = False, tile: int = -1) -> Plan | None:
   """The tiled lowering of kernel f on chip, or None where it does not apply (no contraction, symbolic sizes, other
   reduces in the kernel, operands without a tensor-core type, a chip without tensor cores, a small product)."""
-  if (tgt := TARGETS.get(chip or "")) is None or tgt.sm < TC_SM or not f.roots or (c := contraction(f.roots[0])) is None: return None
+  if (tgt := TARGETS.get(chip or "")) is None or tgt.sm < TC_SM or not f.roots or "uop.split_phase" in f.attrs or \
+     (c := contraction(f.roots[0])) is None: return None   # (a split reduce's phase: its blocks are the chunks, gpu_split)
   red, a, b, I, J, K, T = c
   if red.attrs.get("op") != "add" or not I or not J or any(im.cval(r.src[0]) is None for r in I + J + K + T): return None
   if sum(u.op is Ops.REDUCE for u in f.roots[0].toposort) != 1: return None
