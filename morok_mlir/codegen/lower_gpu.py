@@ -348,9 +348,9 @@ class GPU(Policy):
     self.flat_ivs(lw, fr, rows, self.bid)
     sts = list(u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],))
     if self.hold:   # the row in registers: its reduces first (each folds the thread's registers), then the outputs from them
-      self.row_frame = fr
-      sts = [st.substitute(self.stand_ins(lw, fr, st)) for st in sts]
-      self.threads(lw, fr, lambda b, tid: self.held_outputs(lw, b, tid, sts))
+      at = self.row_frame = fr if rows else lw.root   # (a kernel of one row places its reduces in the kernel's frame)
+      sts = [st.substitute(self.stand_ins(lw, at, st)) for st in sts]
+      self.threads(lw, at, lambda b, tid: self.held_outputs(lw, b, tid, sts))
       self.forget(lw)
       self.close_flat(lw, fr, rows)
       return lw.em.splice(lw.root, fr, guard)
