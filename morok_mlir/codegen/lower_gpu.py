@@ -15,8 +15,11 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
 - ROW: when every reduce of a kernel is a value of its row (softmax's max and sum, layernorm's mean and variance), a
   block per row computes each reduce once as GROUP does (shuffles in each warp, shared memory and a barrier across
   warps), then its threads stride over the row writing the outputs, 4 neighbours a step where 4 divides
-  the row. The row is read once per reduce and once to write it (softmax, layernorm: 3 times; the later reads of a
-  block's row mostly hit the cache).
+  the row. Where a thread's share of a static row fits ROW_REGS registers (`held`), each thread loads its elements of
+  the row once, unrolled (steps of 4 or 8 neighbours: 16-byte loads), every reduce folds values computed from those
+  registers (softmax's exp(x - max), layernorm's (x - mean)^2) and the outputs are written from them (`registers`); a
+  longer row is read once per reduce and once to write it (softmax, layernorm: 3 times; the later reads of a block's
+  row mostly hit the cache).
 - GROUP and ROW reduces read 4 neighbours of the reduce's last range a step (16-byte loads; 8 where the kernel's
   narrowest buffer is 16-bit, `lanes`) where its size divides by that, or where it is the only range (the remainder
   after the vectors, one element a step); in a ROW kernel a reduce of the row's reduces (softmax's sum of exp(x - max))
@@ -173,6 +176,7 @@ class GPU(Policy):
     self.workgroup: list[tuple[str, str]] = []     # the block's shared memory: (name, memref type) per block reduce
     self.stood = 0   # sets of stand_ins made (each set's leaves named apart)
     self.regs: Frame | None = None   # (ROW, the row held) the frame of a thread's share of the row, while its names hold
+    self.at: list[tuple[UOp, str | None]] = []   # ... its elements' positions, and whether each is in the row (None: always)
 
   def bind(self, lw: Placement):
     n = _prod(_size(r) for r in self.out_rngs)
@@ -375,11 +379,12 @@ class GPU(Policy):
     lw.em.splice(lw.root, fr, guard)
 
   def registers(self, lw: Placement, b: Block, tid: str) -> Frame:
-    """Thread tid's share of the row, in b: a frame in which the row's element at each of `self.at` is a value of
-    registers. Its step s holds elements (tid + s * local) * vec + 0..vec-1, as positions of two ranges standing for the
-    thread (`pos`: tid * vec; where the last step is partial, the clamped first element of that step, its threads past
-    the row flagged). Where b is the row's frame (the GPU: a thread runs in place) the frame stays for every reduce and
-    the outputs, so each element is loaded once; in another block (the emulator's loop over threads) a new one."""
+    """The frame, in b, of thread tid's share of the row: step s of the thread holds elements (tid + s * local) * vec +
+    0..vec-1, whose positions (`self.at`) are affine in two ranges standing for the thread (`pos`): tid * vec and, where
+    the last step is partial, that step's first element clamped into the row (a thread past the row's end re-reads the
+    row's last neighbours, which it neither folds nor stores). A value is named once per frame: where b is the block of
+    the previous call (the GPU: every thread runs in place, in the row's frame) the frame is that one, so each element is
+    loaded once for every reduce and the outputs; another block (the emulator's loop over threads) gets a new one."""
     if self.regs is not None and self.regs.lines is b.lines: return self.regs
     self.forget(lw)
     (vec, steps), (p, q), em = self.hold, self.pos, lw.em
