@@ -374,6 +374,18 @@ def test_row_held_in_registers(name, monkeypatch):
     info = ptxas(ptx_for(lower_module(ks), chip), chip)[k.name]
     assert info["stack"] == 0 and info["registers"] <= 64, (chip, info)
 
+def test_row_held_with_symbolic_rows():
+  """A symbolic count of static rows holds each row in registers too (blocks past the count's value do nothing); a
+  symbolic row length keeps the per-pass loops."""
+  from morok_mlir.device.gpu_emulator import emulate
+  x = np.random.default_rng(0).standard_normal((40, 256)).astype(np.float32)
+  for t, want, held in ((Tensor(x)[:Variable("rows_held", 1, 40).bind(13)].softmax(-1), _softmax(x[:13]), True),
+                        (Tensor(x)[:, :Variable("cols_held", 64, 256).bind(100)].softmax(-1), _softmax(x[:, :100]), False)):
+    (k,) = kernels(t)
+    text, l = lower_kernel(k)
+    assert l.row and ("scf.for" not in text) == held, text
+    np.testing.assert_allclose(emulate([t.lazydata])[0], want, rtol=2e-5, atol=2e-6)
+
 def test_emulator_runs_every_thread_of_a_block(monkeypatch):
   """A GROUP block is emulated with all its threads, each with its own part of the reduce, combined through a shared
   array: a lowering in which every thread took thread 0's part (right with one thread per block) computes wrong sums."""
