@@ -15,8 +15,11 @@ where loops go, the op table (GPU_RULES: the GPU's float math) and the function'
 - ROW: when every reduce of a kernel is a value of its row (softmax's max and sum, layernorm's mean and variance), a
   block per row computes each reduce once as GROUP does (shuffles in each warp, shared memory and a barrier across
   warps), then its threads stride over the row writing the outputs, 4 neighbours a step where 4 divides
-  the row. The row is read once per reduce and once to write it (softmax, layernorm: 3 times; the later reads of a
-  block's row mostly hit the cache).
+  the row. Where a thread's share of a static row fits ROW_REGS registers (`held`), each thread loads its elements of
+  the row once, unrolled (steps of 4 or 8 neighbours: 16-byte loads), every reduce folds values computed from those
+  registers (softmax's exp(x - max), layernorm's (x - mean)^2) and the outputs are written from them (`registers`); a
+  longer row is read once per reduce and once to write it (softmax, layernorm: 3 times; the later reads of a block's
+  row mostly hit the cache).
 - GROUP and ROW reduces read 4 neighbours of the reduce's last range a step (16-byte loads; 8 where the kernel's
   narrowest buffer is 16-bit, `lanes`) where its size divides by that, or where it is the only range (the remainder
   after the vectors, one element a step); in a ROW kernel a reduce of the row's reduces (softmax's sum of exp(x - max))
@@ -65,6 +68,7 @@ GROUP_MAX = 256        # threads per block that share one reduction
 GROUP_OUTPUTS = 16384  # GROUP only when there are at most this many outputs (else one thread per output is enough work)
 GROUP_MIN_REDUCE = 64  # ... and the reduction is at least this long
 GRID_MAX = 1 << 16     # blocks of an elementwise kernel at most: a bigger one loops its threads over the outputs (grid stride)
+ROW_REGS = 32          # 32-bit registers a ROW thread may hold its share of the row in (its elements in the reduces' dtype)
 BLOCK_REDUCE = ("add", "mul", "max", "min")   # the reduces a block combines through shuffles
 GPU_MATH = {  # float op -> template: sqrt.rn (IEEE, as on the CPU; math.sqrt becomes libdevice's sqrt.approx), and the
   # hardware ex2/lg2 through libdevice rather than the CPU's vectorizable polynomials
@@ -171,6 +175,8 @@ class GPU(Policy):
     self.lane_groups: dict[UOp, list[UOp]] = {}   # a reduce of one lane -> the same reduce of every lane
     self.workgroup: list[tuple[str, str]] = []     # the block's shared memory: (name, memref type) per block reduce
     self.stood = 0   # sets of stand_ins made (each set's leaves named apart)
+    self.regs: Frame | None = None   # (ROW, the row held) the frame of a thread's share of the row, while its names hold
+    self.at: list[tuple[UOp, str | None]] = []   # ... its elements' positions, and whether each is in the row (None: always)
 
   def bind(self, lw: Placement):
     n = _prod(_size(r) for r in self.out_rngs)
@@ -215,6 +221,20 @@ class GPU(Policy):
     if self.glob >= 1 << 31:
       raise PassError(f"uop-lower-gpu: {n} outputs need {self.glob} blocks, more than a launch holds (2^31 - 1)", self.end.loc)
     self.n_out = n
+    self.hold = self.held(reds) if self.row else None
+
+  def held(self, reds: list[UOp]) -> tuple[int, int] | None:
+    """(vec, steps) where a ROW kernel's threads hold the row in registers: a static row every reduce runs over (one
+    range of its length) of which a thread's share, `steps` steps of `vec` neighbours (16 bytes where vec divides the row),
+    fits in ROW_REGS registers; None: the row is read once per reduce and once for the outputs."""
+    n = im.cval(self.out_rngs[-1].src[0])
+    if n is None or any(len(u.src) != 2 or im.cval(u.src[1].src[0]) != n for u in reds): return None
+    vec = _dividing(n, self.lanes)
+    steps, words = -(-n // vec // self.local), max(max(COMPUTE.get(u.dtype, u.dtype).itemsize // 4, 1) for u in reds)
+    if steps * vec * words > ROW_REGS: return None
+    axis = im.next_axis(self.end)   # a thread's first element of its full steps, and of its last step where that is partial
+    self.pos = [UOp(Ops.RANGE, dtypes.index, (im.const(n),), attrs(axis=axis + k, kind="loop")) for k in range(2)]
+    return vec, steps
 
   def launch(self, name: str) -> Launch: return Launch(name, (self.glob, 1, 1), (self.local, 1, 1), bool(self.group), self.upcast, self.row)
 
@@ -331,6 +351,13 @@ class GPU(Policy):
     fr = Frame(lw.root, rows[0] if rows else None); fr.chain = frozenset(rows)
     self.flat_ivs(lw, fr, rows, self.bid)
     sts = list(u.src[0].src if u.src[0].op is Ops.GROUP else (u.src[0],))
+    if self.hold:   # the row in registers: its reduces first (each folds the thread's registers), then the outputs from them
+      at = self.row_frame = fr if rows else lw.root   # (a kernel of one row places its reduces in the kernel's frame)
+      sts = [st.substitute(self.stand_ins(lw, at, st)) for st in sts]
+      self.threads(lw, at, lambda b, tid: self.held_outputs(lw, b, tid, sts))
+      self.forget(lw)
+      self.close_flat(lw, fr, rows)
+      return lw.em.splice(lw.root, fr, guard)
     # UPCAST outputs per step along a static last range that divides by it (16-byte loads and stores of the row). The
     # lanes' index math would rebuild the row's reduces inside them: they are computed first and stand in as named leaves
     vec = _dividing(im.cval(last.src[0]) or 1, self.lanes)
@@ -350,6 +377,62 @@ class GPU(Policy):
     self.threads(lw, fr, outputs)
     self.close_flat(lw, fr, rows)
     lw.em.splice(lw.root, fr, guard)
+
+  def registers(self, lw: Placement, b: Block, tid: str) -> Frame:
+    """The frame, in b, of thread tid's share of the row: step s of the thread holds elements (tid + s * local) * vec +
+    0..vec-1, whose positions (`self.at`) are affine in two ranges standing for the thread (`pos`): tid * vec and, where
+    the last step is partial, that step's first element clamped into the row (a thread past the row's end re-reads the
+    row's last neighbours, which it neither folds nor stores). A value is named once per frame: where b is the block of
+    the previous call (the GPU: every thread runs in place, in the row's frame) the frame is that one, so each element is
+    loaded once for every reduce and the outputs; another block (the emulator's loop over threads) gets a new one."""
+    if self.regs is not None and self.regs.lines is b.lines: return self.regs
+    self.forget(lw)
+    (vec, steps), (p, q), em = self.hold, self.pos, lw.em
+    c, ok, fr = (lambda v: lw.const(v, dtypes.index)), None, self.row_frame
+    R = self.regs = Frame(fr, p)
+    R.lines, R.chain = b.lines, fr.chain | {p, q}
+    lw.open[p] = lw.open[q] = R
+    n = im.cval(self.out_rngs[-1].src[0]) // vec   # the row's steps of vec
+    full = n // self.local
+    if full: lw.place(p, R, em.arith(R, "muli", "index", tid, c(vec)))
+    self.at = [(im.add(p, im.const((s * self.local) * vec + j)), None) for s in range(full) for j in range(vec)]
+    if steps > full:
+      k = em.arith(R, "addi", "index", tid, c(full * self.local)) if full else tid
+      ok = em.cmpi(R, "ult", k, c(n), "index")
+      lw.place(q, R, em.arith(R, "muli", "index", em.arith(R, "minui", "index", k, c(n - 1)), c(vec)))
+      self.at += [(im.add(q, im.const(j)), ok) for j in range(vec)]
+    return R
+
+  def forget(self, lw: Placement):
+    """The registers' frame closed: its names are out of scope."""
+    if self.regs is None: return
+    for u in self.regs.placed: del lw.names[u]
+    for r in self.pos: del lw.open[r]
+    self.regs = None
+
+  def held_partial(self, lw: Placement, u: UOp, dt: DType, b: Block, tid: str) -> str:
+    """Thread tid's part of the ROW reduce u from its share of the row in registers: u's source at each of its elements
+    (loads shared with the row's other reduces and its outputs; the reduces below u are values by now), folded in pairs;
+    the threads past the row's end fold the identity."""
+    op, sdt, (r,) = u.attrs["op"], u.dtype, u.src[1:]
+    src = u.src[0].substitute(self.stand_ins(lw, lw.target(u), u.src[0])) if _nested(u) else u.src[0]
+    R, ident = self.registers(lw, b, tid), lw.const(REDUCE_IDENTITY[op](dt), dt)
+    xs = [lw.cast(lw.value(im.affine_simplify(src.substitute({r: at}))), sdt, dt, R) for at, _ in self.at]
+    xs = [x if ok is None else lw.em.select(R, ok, x, ident, sl(dt)) for x, (_, ok) in zip(xs, self.at)]
+    while len(xs) > 1: xs = [lw.scalar_alu(op, dt, xs[i:i + 2], dt, R, u) if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
+    return xs[0]
+
+  def held_outputs(self, lw: Placement, b: Block, tid: str, sts: list[UOp]):
+    """Thread tid's outputs of the row from its registers, a step's vec neighbours at a time (16-byte stores); a partial
+    step's stores only by the threads within the row."""
+    R, vec, last = self.registers(lw, b, tid), self.hold[0], self.out_rngs[-1]
+    for k in range(0, len(self.at), vec):
+      lanes = [im.affine_simplify(st.substitute({last: at})) for at, _ in self.at[k:k + vec] for st in sts]
+      for st in lanes:   # every lane's loads before any store (a store might alias them and keep them from merging)
+        if st.op is Ops.STORE and st.src[0].op is Ops.INDEX: lw.address(st.src[0]); lw.value(st.src[1])
+      n = len(R.lines)
+      for st in lanes: lw.effect(st)
+      if (ok := self.at[k][1]) is not None: lw.em.wrap_if(R, ok, n)
 
   def stand_ins(self, lw: Placement, fr: Frame, of: UOp) -> dict[UOp, UOp]:
     """The row's reduces below `of` (values once computed) as named leaves placed in fr: lanes built by at_lane keep them,
@@ -383,6 +466,7 @@ class GPU(Policy):
 
   def partial(self, lw: Placement, u: UOp, dt: DType, b: Block, tid: str) -> str:
     """Thread tid's part of the GROUP reduce u (in dtype dt): steps tid, tid + local, ... of its flattened ranges, in b."""
+    if self.hold: return self.held_partial(lw, u, dt, b, tid)
     op, sdt, fr, rngs, t = u.attrs["op"], u.dtype, lw.target(u), sorted(u.src[1:], key=_axis), sl(dt)
     init = lw.const(REDUCE_IDENTITY[op](dt), dt)
     loop = Frame(fr, rngs[0]); loop.chain = fr.chain | set(rngs)
