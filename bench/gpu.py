@@ -256,7 +256,8 @@ class Bench:
         if (rest := keys[i + 1:]) and not self.alive():   # a kernel's fault poisons the context: every later call fails
           self.say(f"| (the CUDA context is lost: rows {' '.join(rest)} run in a new process)")
           a = self.a
-          argv = [sys.executable, os.path.abspath(__file__), "--runs", str(a.runs), "--beam", str(a.beam)] + ["--out", a.out] * bool(a.out) + ["--small"] * a.small
+          argv = [sys.executable, os.path.abspath(__file__), "--runs", str(a.runs), "--beam", str(a.beam)]
+          argv += ["--out", a.out] * bool(a.out) + ["--small"] * a.small
           if self.out: self.out.flush()
           self.failed += [r for r in rest if subprocess.call(argv + ["--rows", r])]
           break
