@@ -112,9 +112,6 @@ def block_reduce(u: UOp) -> bool:
   return (u.attrs.get("op") in BLOCK_REDUCE and cls(u.dtype) in "fsu" and COMPUTE.get(u.dtype, u.dtype).bits in (32, 64)
           and u.dtype is not dtypes.index)
 
-# float width -> (its integer type, mantissa bits, exponent bias, +inf and a quiet NaN as bits)
-_FBITS = {32: ("i32", 23, 127, "0x7F800000", "0x7FC00000"), 64: ("i64", 52, 1023, "0x7FF0000000000000", "0x7FF8000000000000")}
-
 def fmod(lw, op, srcs, names: list[str], sdt: DType, dt: DType, fr, u) -> str:
   """C's fmod on PTX, which has no float remainder (NVVM refuses llvm.frem), exact as the CPU's: r = |x| loses, once
   per bit of the quotient, the largest |y| * 2^k not above it (Sterbenz: each subtraction is exact), then takes x's sign;
@@ -124,8 +121,9 @@ def fmod(lw, op, srcs, names: list[str], sdt: DType, dt: DType, fr, u) -> str:
   if sdt.bits == 16:
     x, y = (em.cast(fr, "extf", n, "f16", "f32") for n in names)
     return em.cast(fr, "truncf", fmod(lw, op, srcs, [x, y], dtypes.float32, dtypes.float32, fr, u), "f32", "f16")
-  W, t = sdt.bits, sl(sdt)
-  it, mb, bias, inf, nan = _FBITS[W]
+  W, t, it, mb, bias = sdt.bits, sl(sdt), f"i{sdt.bits}", sdt.finfo.nmant, sdt.finfo.maxexp - 1
+  ones = ((1 << W - 1 - mb) - 1) << mb   # +inf: the exponent's bits all set; a quiet NaN adds the mantissa's top bit
+  inf, nan = f"0x{ones:X}", f"0x{ones | 1 << mb - 1:X}"
   C = lambda v, ty=it: em.constant(fr, f"{v} : {ty}")
   c0, c1, c2, c3, cmb, cbias, cw, cmask, csign = (C(v) for v in (0, 1, 2, 3, mb, bias, W - bias - mb, (1 << W - 1) - 1, -(1 << W - 1)))
   finf, fnan, fzero, fhalf = C(inf, t), C(nan, t), C("0.0", t), C("0.5", t)
