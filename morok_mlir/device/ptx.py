@@ -61,9 +61,9 @@ _PTXAS_INFO = re.compile(r"Compiling entry function '(\w+)'.*?(\d+) bytes stack 
 
 def ptxas_path() -> str | None:
   """NVIDIA's PTX assembler: from the nvidia-cuda-nvcc-cu12 wheel (a test dependency), else a CUDA toolkit's on the PATH, or None."""
-  try: import nvidia.cuda_nvcc as nvcc
-  except ImportError: return shutil.which("ptxas")
-  return next((p for d in nvcc.__path__ if os.access(p := os.path.join(d, "bin", "ptxas"), os.X_OK)), None) or shutil.which("ptxas")
+  try: from nvidia.cuda_nvcc import __path__ as dirs
+  except ImportError: dirs = []
+  return next((p for d in dirs if os.access(p := os.path.join(d, "bin", "ptxas"), os.X_OK)), None) or shutil.which("ptxas")
 
 def ptxas(ptx: str, chip: str) -> dict[str, dict[str, int]]:
   """Assemble ptx for chip with `ptxas -v` (what the driver's JIT would do on a GPU): per kernel, its registers,
