@@ -416,8 +416,11 @@ class _Plan:
         if ("out", k, j) in leaving and e.srcs[i][0] == "out": leaving.add(e.srcs[i])
     self.written = []   # the state a replay writes in place (v indices), unless someone else holds its old value
     # a schedule's intermediates are touched by its own kernels only, which run before the next schedule's: schedules
-    # share them, by device, size and dtype (an LLM's layers, one schedule each, hold one layer's intermediates, not 30)
-    shared: dict[tuple, list[Buffer]] = {}
+    # share one arena per device, each placing its intermediates in it as its memory plan says (an LLM's layers, one
+    # schedule each, hold what one layer's kernels hold live at once, not 30 layers' intermediates)
+    arenas: dict[str, Buffer] = {}
+    for e in self.execs: arenas[e.device] = max(arenas.get(e.device, 0), e.sched.arena)
+    arenas = {dev: Buffer(dev, n, dtypes.uint8).allocate() for dev, n in arenas.items() if n}
     # an output that only later schedules read (a layer's result, read by the next layer) holds its buffer from its
     # schedule to its last reader: outputs whose lives do not overlap share one (an output written in place later, whose
     # buffer lives on as that output, has its own)
@@ -427,7 +430,7 @@ class _Plan:
     ends: dict[int, list[tuple]] = {}   # exec k -> (key, buffer) free once it has run
     for k, e in enumerate(self.execs):
       for key, b in ends.pop(k - 1, ()): free.setdefault(key, []).append(b)
-      sched, slot, consts, used = e.sched, [], {}, {}
+      sched, slot, consts = e.sched, [], {}
       for i, s in enumerate(e.srcs):
         if s[0] == "out": j, dev = self.made[s][0], self.execs[s[1]].device
         elif s[0] == "const": j, dev = len(self.template), s[1].buffer.device; self.template.append(s[1].buffer); consts[i] = s[1]
@@ -443,11 +446,7 @@ class _Plan:
           if e.srcs[i][0] == "state": self.written.append(slot[i])
           slot.append(slot[i]); continue
         fresh = j < sched.n_out and ("out", k, j) in leaving
-        if j >= sched.n_out:
-          n, pool = used.get(key := (e.device, bt.size, bt.dtype.base), 0), shared.setdefault(key, [])
-          if n == len(pool): pool.append(Buffer(*key).allocate())
-          used[key] = n + 1
-          self.template.append(pool[n])
+        if j >= sched.n_out: self.template.append(arenas[e.device].view(bt.size, bt.dtype.base, sched.offsets[j - sched.n_out]))
         elif fresh: self.template.append(None)
         elif ("out", k, j) in inplace: self.template.append(Buffer(e.device, bt.size, bt.dtype.base).allocate())
         else:

@@ -17,6 +17,7 @@ from morok_mlir.core import env
 from morok_mlir.core.progress import progress
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
+from morok_mlir.device import memory
 
 # ---------------------------------------------------------------- input buffers: where data enters a graph
 _ids = itertools.count()
@@ -80,6 +81,10 @@ class Schedule:
   def __post_init__(self):
     # (elements, dtype) of each buffer it makes; an assign's output is its target's buffer (alias), not made
     self.allocs = [(b.size, b.dtype.base, self.alias.get(j)) for j, b in enumerate(self.buffer_types[self.n_in:])]
+    # the intermediates (after the outputs) at offsets of one arena, by the kernels that touch them (device.memory)
+    first = self.n_in + self.n_out
+    self.offsets, self.arena = memory.plan([[s - first for s in it.slots if s >= first] for it in self.items],
+                                           [n * dt.itemsize for n, dt, _ in self.allocs[self.n_out:]])
     self.calls: list[_Run] = []   # prepared kernel calls, one set per run in flight (a free list: pop and append)
 
 class _Call:
@@ -376,10 +381,10 @@ Device.on_settings_change.append(lambda base: _schedule_cache.drop(lambda k: k[0
 def _alloc_error(e: Exception, sched: Schedule, outs: list[UOp]) -> MemoryError:
   """A failed allocation of the schedule's buffers (outputs first) as a MemoryError at the user's line, naming the
   buffer of the size that failed (the allocator's MemoryError says it) or the largest."""
-  bts = sched.buffer_types[sched.n_in:]
-  sizes = [b.size * b.dtype.itemsize for b in bts]
+  bts = sched.buffer_types[sched.n_in:sched.n_in + sched.n_out]
+  sizes = [b.size * b.dtype.itemsize for b in bts] + [sched.arena]
   j = sizes.index(e.nbytes) if getattr(e, "nbytes", None) in sizes else sizes.index(max(sizes))
-  what = f"the {outs[j].dtype.name}{list(outs[j].shape)} result" if j < len(outs) else f"an intermediate {bts[j].dtype.base.name}[{bts[j].size}] buffer"
+  what = f"the {outs[j].dtype.name}{list(outs[j].shape)} result" if j < len(outs) else f"{len(sched.offsets)} intermediate buffers"
   loc = outs[j].loc if j < len(outs) and outs[j].loc else next((o.loc for o in outs if o.loc), None)
   why = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
   return MemoryError(f"{loc + ': ' if loc else ''}cannot allocate {sizes[j]} bytes for {what} ({why})")
@@ -586,7 +591,11 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
   """run_schedule on input Buffers already on device; inputs[i]: the UOp whose immutable contents bufs[i] holds (a
   program may keep what it derives from them, e.g. packed weights), or None."""
   n_in, n_out = sched.n_in, sched.n_out
-  try: bufs = bufs + [Buffer.fresh(device, n, dt) if a is None else bufs[a] for n, dt, a in sched.allocs]
+  try:
+    bufs = bufs + [Buffer.fresh(device, n, dt) if a is None else bufs[a] for n, dt, a in sched.allocs[:n_out]]
+    if sched.offsets:
+      arena = Buffer.fresh(device, sched.arena, dtypes.uint8)
+      bufs += [arena.view(n, dt, o) for (n, dt, _), o in zip(sched.allocs[n_out:], sched.offsets)]
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
   if DEBUG >= 2 or sched.stages is not None: dt_sum = _run_timed(sched, bufs, inputs)
   else:
@@ -601,6 +610,7 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
   if len(bufs) == n_in + n_out: return bufs
   for b in bufs[n_in + n_out:]: b.deallocate()
+  arena.deallocate()
   return bufs[:n_in + n_out]
 
 def _run_timed(sched: Schedule, bufs: list[Buffer], inputs: list[UOp | None]) -> float:
