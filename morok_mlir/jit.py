@@ -400,10 +400,11 @@ class _Plan:
     self.vals: list[tuple[int, str, tuple]] = []   # (v index, device, Variables): a schedule's sizes, written per replay
     self.order, self.shaped, self.valbufs, self.wrote = None, [], [], ()   # (see _compile; wrote: the values the buffers hold)
     self.uops: list = [None] * nargs   # the arguments' buffer UOps during a replay (state changes every call: not kept)
-    # the kernels run one after another (under the plan's lock): they share one set of scratch buffers (a contraction's
-    # panels), each position as big as any kernel's, not one set per kernel kept for the plan's life (an LLM's prefill
-    # plan held ~15 MB per layer)
-    self.scratch = SharedScratch(e.sched.items for e in self.execs)
+    # the kernels run one after another (under the plan's lock): each one's scratch buffers (a contraction's panels) lie
+    # in the plan's arena where its schedule's memory plan put them; those of a program that takes none there (a kernel
+    # with variants) share one block, not one set per kernel kept for the plan's life (an LLM's prefill plan held ~15 MB
+    # per layer)
+    self.scratch = SharedScratch([it for it in e.sched.items if not getattr(it.program, "takes_scratch", False)] for e in self.execs)
     self.pinned = [self.PIN_BYTES]   # bytes of constants' repacked results (weights' panels) its kernels may still hold
     def on(j: int, dev: str, const: bool) -> int:   # v index of buffer j on dev: copied once for a constant, else per replay
       if const: self.template.append(R.on_device(self.template[j], dev))
@@ -420,7 +421,8 @@ class _Plan:
     # schedule each, hold what one layer's kernels hold live at once, not 30 layers' intermediates)
     arenas: dict[str, Buffer] = {}
     for e in self.execs: arenas[e.device] = max(arenas.get(e.device, 0), e.sched.arena)
-    arenas = {dev: Buffer(dev, n, dtypes.uint8).allocate() for dev, n in arenas.items() if n}
+    self.arenas = arenas = {dev: Buffer(dev, n, dtypes.uint8).allocate() for dev, n in arenas.items() if n}
+    mem = {dev: b.as_numpy() for dev, b in arenas.items() if hasattr(b.allocator, "as_numpy")}
     # an output that only later schedules read (a layer's result, read by the next layer) holds its buffer from its
     # schedule to its last reader: outputs whose lives do not overlap share one (an output written in place later, whose
     # buffer lives on as that output, has its own)
@@ -456,9 +458,10 @@ class _Plan:
         if fresh: self.fresh.append((len(self.template) - 1, e.device, bt.size, bt.dtype.base, k))
         if j < sched.n_out: self.made[("out", k, j)] = (len(self.template) - 1, e.locs[j], e.shapes[j])
         slot.append(len(self.template) - 1)
-      for it in sched.items:
+      for it, at in zip(sched.items, sched.scratch):
+        scr = [mem[e.device][o:o + 4 * n].view(np.float32) for o, n in at] if at else self.scratch
         self.steps.append(_Kernel(it.program, [slot[s] for s in it.slots], [consts.get(s) for s in it.slots], self.template, self.uops,
-                                  self.scratch, self.pinned))
+                                  scr, self.pinned))
       self.nkernels += len(sched.items)
 
   PIN_BYTES = 1 << 28     # (a program keeps as much for call_buffers: CPUProgram.KEEP_BYTES)
@@ -589,6 +592,9 @@ class _Kernel:
       self.pinned[0], self.held = self.pinned[0] - n, n
     self.args, self.run = p
     for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr
+  def _call_buffers(self, v: list, inputs: list):
+    if type(self.scratch) is list and self.scratch: return self.prog.call_buffers([v[j] for j in self.slots], inputs, scratch=self.scratch)
+    return self.prog.call_buffers([v[j] for j in self.slots], inputs)
   def __call__(self, v: list):
     if (a := self.args) is not None and a.code is self.prog.code:   # the usual replay (a keyed kernel has no args)
       ptrs = a.ptrs
@@ -597,13 +603,13 @@ class _Kernel:
     if self.keyed:
       inputs = list(self.inputs)
       for i, j in self.keyed: inputs[i] = self.uops[j]
-      return self.prog.call_buffers([v[j] for j in self.slots], inputs)
+      return self._call_buffers(v, inputs)
     if a is None:
-      self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
+      self._call_buffers(v, self.inputs)
       if self.pending: self.pending = False; self._bind(v, kept=True)   # (once: its results are kept now)
       return
     self._bind(v, kept=self.pinned is not None)
-    if self.args is None: return self.prog.call_buffers([v[j] for j in self.slots], self.inputs)
+    if self.args is None: return self._call_buffers(v, self.inputs)
     self(v)
 
 class _Native:

@@ -61,14 +61,15 @@ class ScheduleItem:
   # the input buffer UOp whose contents it holds (None for the schedule's own buffers)
   def __post_init__(self): self.run = self.program.call_buffers
 
-def call_buffers(prog, slots: tuple[int, ...], bufs: list, inputs: list, n_in: int) -> None:
+def call_buffers(prog, slots: tuple[int, ...], bufs: list, inputs: list, n_in: int, scratch: list | None = None) -> None:
   """prog run through call_buffers on the schedule's buffers at slots, each with the input UOp whose contents it holds
   (so a phase that repacks it keeps its result for the next call on that UOp). In a TinyJit capture, not for a buffer
   a schedule computed: the calls recorded run once each and a plan packs its own (an LLM's prefill kept both of every
   layer's KV cache panels, 36 MB at 256 tokens, till the next call)."""
   rec = capture.rec
-  prog.call_buffers([bufs[s] for s in slots], [inputs[s] if s < n_in and (rec is None or getattr(inputs[s], "buffer", None) not in _made)
-                                               else None for s in slots])
+  ins = [inputs[s] if s < n_in and (rec is None or getattr(inputs[s], "buffer", None) not in _made) else None for s in slots]
+  if scratch: prog.call_buffers([bufs[s] for s in slots], ins, scratch=scratch)
+  else: prog.call_buffers([bufs[s] for s in slots], ins)
 
 @dataclass
 class Schedule:
@@ -81,21 +82,27 @@ class Schedule:
   def __post_init__(self):
     # (elements, dtype) of each buffer it makes; an assign's output is its target's buffer (alias), not made
     self.allocs = [(b.size, b.dtype.base, self.alias.get(j)) for j, b in enumerate(self.buffer_types[self.n_in:])]
-    # the intermediates (after the outputs) at offsets of one arena, by the kernels that touch them (device.memory)
-    first = self.n_in + self.n_out
-    self.offsets, self.arena = memory.plan([[s - first for s in it.slots if s >= first] for it in self.items],
-                                           [n * dt.itemsize for n, dt, _ in self.allocs[self.n_out:]])
+    # the intermediates (after the outputs) at offsets of one arena, by the kernels that touch them (device.memory),
+    # and each kernel's scratch buffers (a contraction's packed panels, float32), live while that kernel runs
+    first, nbytes = self.n_in + self.n_out, [n * dt.itemsize for n, dt, _ in self.allocs[self.n_out:]]
+    uses = [[s - first for s in it.slots if s >= first] for it in self.items]
+    scratch = [tuple(getattr(it.program, "spec").scratch) if getattr(it.program, "takes_scratch", False) else () for it in self.items]
+    for k, sizes in enumerate(scratch):
+      uses[k] += range(len(nbytes), len(nbytes) + len(sizes)); nbytes += [4 * n for n in sizes]
+    offs, self.arena = memory.plan(uses, nbytes)
+    self.offsets, at = offs[:len(self.allocs) - self.n_out], iter(offs[len(self.allocs) - self.n_out:])
+    self.scratch = [[(next(at), n) for n in sizes] for sizes in scratch]   # per item: (offset, floats) of each
     self.calls: list[_Run] = []   # prepared kernel calls, one set per run in flight (a free list: pop and append)
 
 class _Call:
   """One kernel of a schedule as a prepared call (CPU): an argument set of its own, which a _Run's batch points at the
   run's buffers. Until then, and for a program without prepare or one that keeps what it derives from an input (packed
   weights, which call_buffers keeps per input UOp), a run goes through call_buffers."""
-  __slots__ = ("prog", "slots", "const", "args", "run", "fast")
-  def __init__(self, it: ScheduleItem, n_in: int):
+  __slots__ = ("prog", "slots", "const", "args", "run", "fast", "k")
+  def __init__(self, it: ScheduleItem, n_in: int, k: int):
     # (a kernel with scratch buffers, a contraction's packed panels, runs long enough that its own argument sets serve)
     self.fast = hasattr(it.program, "prepare") and not getattr(getattr(it.program, "spec", None), "scratch", ())
-    self.prog, self.slots, self.args, self.run = it.program, it.slots, None, None
+    self.prog, self.slots, self.args, self.run, self.k = it.program, it.slots, None, None, k
     self.const = frozenset(i for i, s in enumerate(it.slots) if s < n_in)
   def prepare(self) -> bool:
     """An argument set for the program's code, once that code stays: a JIT-compiled program moves onto its shared object
@@ -112,7 +119,7 @@ class _Run:
   array, written once per run; the others go through call_buffers."""
   __slots__ = ("calls", "segs", "vals", "n_in", "one")
   def __init__(self, sched: Schedule):
-    self.calls, self.segs, self.n_in, self.one = [_Call(it, sched.n_in) for it in sched.items], None, sched.n_in, None
+    self.calls, self.segs, self.n_in, self.one = [_Call(it, sched.n_in, k) for k, it in enumerate(sched.items)], None, sched.n_in, None
   def _segment(self, nbufs: int) -> bool:
     """segs: each a Batch of calls' argument sets or a _Call through call_buffers; False while a code may still move."""
     if any(c.fast and getattr(c.prog.code, "engine", None) is not None for c in self.calls): return False
@@ -121,13 +128,13 @@ class _Run:
     self.segs = Batch.runs([(c.args if c.fast and c.prepare() else None, list(enumerate(c.slots)), c) for c in self.calls], self.vals)
     if len(self.segs) == 1 and type(self.segs[0]) is not _Call: self.one = self.segs[0].run   # (run_buffers calls it itself)
     return True
-  def __call__(self, bufs: list, inputs: list) -> None:
+  def __call__(self, bufs: list, inputs: list, scratch: list) -> None:
     if self.segs is None and not self._segment(len(bufs)):
-      for c in self.calls: call_buffers(c.prog, c.slots, bufs, inputs, self.n_in)
+      for c in self.calls: call_buffers(c.prog, c.slots, bufs, inputs, self.n_in, scratch[c.k])
       return
     self.vals[:] = [b.ptr for b in bufs]
     for g in self.segs:
-      if type(g) is _Call: call_buffers(g.prog, g.slots, bufs, inputs, self.n_in)
+      if type(g) is _Call: call_buffers(g.prog, g.slots, bufs, inputs, self.n_in, scratch[g.k])
       else: g.run()
 
 class Variants:
@@ -593,32 +600,35 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
   n_in, n_out = sched.n_in, sched.n_out
   try:
     bufs = bufs + [Buffer.fresh(device, n, dt) if a is None else bufs[a] for n, dt, a in sched.allocs[:n_out]]
-    if sched.offsets:
-      arena = Buffer.fresh(device, sched.arena, dtypes.uint8)
-      bufs += [arena.view(n, dt, o) for (n, dt, _), o in zip(sched.allocs[n_out:], sched.offsets)]
+    arena = Buffer.fresh(device, sched.arena, dtypes.uint8) if sched.arena else None
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
-  if DEBUG >= 2 or sched.stages is not None: dt_sum = _run_timed(sched, bufs, inputs)
+  if arena is not None:
+    bufs += [arena.view(n, dt, o) for (n, dt, _), o in zip(sched.allocs[n_out:], sched.offsets)]
+    mem = arena.as_numpy() if any(sched.scratch) else None   # (only a host device's programs take scratch arrays)
+    scratch = [[mem[o:o + 4 * n].view(np.float32) for o, n in s] for s in sched.scratch] if mem is not None else sched.scratch
+  else: scratch = sched.scratch
+  if DEBUG >= 2 or sched.stages is not None: dt_sum = _run_timed(sched, bufs, inputs, scratch)
   else:
     try: run = sched.calls.pop()
     except IndexError: run = _Run(sched)
     t0 = time.perf_counter()
     try:
       if (one := run.one) is not None: run.vals[:] = [b.ptr for b in bufs]; one()
-      else: run(bufs, inputs)
+      else: run(bufs, inputs, scratch)
     finally: sched.calls.append(run)
     dt_sum = time.perf_counter() - t0
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
-  if len(bufs) == n_in + n_out: return bufs
+  if arena is None: return bufs
   for b in bufs[n_in + n_out:]: b.deallocate()
   arena.deallocate()
   return bufs[:n_in + n_out]
 
-def _run_timed(sched: Schedule, bufs: list[Buffer], inputs: list[UOp | None]) -> float:
+def _run_timed(sched: Schedule, bufs: list[Buffer], inputs: list[UOp | None], scratch: list) -> float:
   """The kernels one by one through call_buffers, each timed: printed (DEBUG >= 2), added to VIZ's record."""
   dt_sum = 0.0
-  for it in sched.items:
+  for it, scr in zip(sched.items, scratch):
     t0 = time.perf_counter()
-    call_buffers(it.program, it.slots, bufs, inputs, sched.n_in)
+    call_buffers(it.program, it.slots, bufs, inputs, sched.n_in, scr)
     dt_sum += (dt := time.perf_counter() - t0)
     if DEBUG >= 2: print(f"  {it.name:<24} {dt * 1e6:9.1f} us  {it.choices}")
     if sched.stages is not None: sched.stages.ran(it.name, dt)

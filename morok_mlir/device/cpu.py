@@ -36,7 +36,7 @@ from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
 from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU
 from morok_mlir.core import env
-from morok_mlir.device import disk_prune
+from morok_mlir.device import disk_prune, memory
 from morok_mlir.device import pool
 from morok_mlir.device.pool import Chain, Pool
 from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS
@@ -445,17 +445,19 @@ class _Args:
 
 class SharedScratch:
   """Scratch buffers for programs that never run at the same time (a TinyJit plan's kernels, run one after another):
-  position i as big as the largest any of the schedule items' programs asks for, allocated when first used."""
+  one block as big as the most any one of the schedule items' programs asks for, each program's buffers at offsets in
+  it (memory.ALIGN apart), allocated when first used."""
   def __init__(self, items):
-    self.sizes, self.arrays = [], {}
-    for it in (it for group in items for it in group):
-      for i, n in enumerate(getattr(getattr(it.program, "spec", None), "scratch", ())):
-        if i == len(self.sizes): self.sizes.append(0)
-        self.sizes[i] = max(self.sizes[i], n)
-  def get(self, i: int, n: int) -> np.ndarray:
-    if i >= len(self.sizes) or n > self.sizes[i]: return CPU.allocator.alloc(n, dtypes.float32)   # a program not counted
-    if (a := self.arrays.get(i)) is None: a = self.arrays[i] = CPU.allocator.alloc(self.sizes[i], dtypes.float32)
-    return a
+    self.size = max((self._span(getattr(getattr(it.program, "spec", None), "scratch", ())) for group in items for it in group), default=0)
+    self.block = None
+  @staticmethod
+  def _span(sizes) -> int: return sum(-(-4 * n // memory.ALIGN) * memory.ALIGN for n in sizes)
+  def take(self, sizes) -> list[np.ndarray]:
+    if self._span(sizes) > self.size: return [CPU.allocator.alloc(n, dtypes.float32) for n in sizes]   # a program not counted
+    if self.block is None: self.block = CPU.allocator.alloc(self.size, dtypes.uint8)
+    out, o = [], 0
+    for n in sizes: out.append(self.block[o:o + 4 * n].view(np.float32)); o += self._span((n,))
+    return out
 
 class Batch:
   """Prepared argument sets (CPUProgram.prepare's, the caller's own) run in order by one native call (pool.Chain), the
@@ -491,6 +493,7 @@ class CPUProgram:
   moves onto once linked) and argument sets. Re-entrant: a call takes an argument set from a free list and puts it
   back (one pop and one append, atomic under the GIL), so threads never share one; a set made for the engine is dropped
   on return once the program has moved, and the engine is freed when the last such set goes."""
+  takes_scratch = True   # call_buffers takes the schedule's arrays for its scratch buffers
   def __init__(self, c: CompiledSpec | None = None, spec: ProgramSpec | None = None, lib: str | None = None, engine=None, prefix: str = ""):
     self.spec = spec = c.spec if c is not None else spec
     self.name = spec.name
@@ -527,8 +530,10 @@ class CPUProgram:
     """lent: without scratch (None) until _lend_scratch fills it for a call."""
     code, spec = self.code, self.spec
     n, ns = len(spec.args), len(spec.args) + len(spec.scratch)
-    scratch = None if lent else [kept[i] if kept and i in kept else shared.get(i, x) if shared is not None else
-                                 CPU.allocator.alloc(x, dtypes.float32) for i, x in enumerate(spec.scratch)]
+    # shared: the plan's arrays for this program (a list) or a SharedScratch
+    own = None if lent or shared is None else shared if isinstance(shared, list) else shared.take(spec.scratch)
+    scratch = None if lent else [kept[i] if kept and i in kept else own[i] if own else CPU.allocator.alloc(x, dtypes.float32)
+                                 for i, x in enumerate(spec.scratch)]
     ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + ([0] * (ns - n) if lent else [a.ctypes.data for a in scratch])))
     slot = lambda i: ctypes.addressof(ptrs) + i * ctypes.sizeof(ctypes.c_void_p)
     phases, keep = [], []   # (fn, [argument pack per chunk]); keep: the chunk bounds the packs point into
@@ -541,17 +546,18 @@ class CPUProgram:
       keep += bounds
     return _Args(code, ptrs, phases, scratch, keep)
   def call_ptrs(self, *addrs: int, skip: frozenset = frozenset(), scratch: dict | None = None) -> None:
-    """Run on raw data pointers; scratch maps scratch buffer numbers to arrays used in place of this call's own."""
+    """Run on raw data pointers; scratch maps scratch buffer numbers to arrays used in place of this call's own (all
+    of them given: a lent set borrows none)."""
     try: a = self._free.pop()
     except IndexError: a = self._argset(lent=self._lend)
-    if a.scratch is None: self._lend_scratch(a)
+    if a.scratch is None and not (scratch and len(scratch) == len(self.spec.scratch)): self._lend_scratch(a)
     try:
       a.ptrs[:len(addrs)] = addrs
       if scratch:
         for s, arr in scratch.items(): a.ptrs[len(addrs) + s] = arr.ctypes.data
       (a.runs.get(skip) or a.run(skip))()
     finally:
-      if scratch:
+      if scratch and a.scratch is not None:
         for s in scratch: a.ptrs[len(addrs) + s] = a.scratch[s].ctypes.data   # no pointer outlives this call
       if self._lend: a.scratch = None   # (back to the pool when the arrays die)
       if a.code is self.code: self._free.append(a)
@@ -559,12 +565,13 @@ class CPUProgram:
     a.scratch = [CPU.allocator.alloc(x, dtypes.float32) for x in self.spec.scratch]
     n = len(self.spec.args)
     a.ptrs[n:n + len(a.scratch)] = [x.ctypes.data for x in a.scratch]
-  def call_buffers(self, bufs: list, inputs: list | None = None) -> None:
+  def call_buffers(self, bufs: list, inputs: list | None = None, scratch: list | None = None) -> None:
     """The realize driver's path: allocated CPU Buffers, already of the right dtype and size; inputs[i] is the input
     UOp whose (immutable) contents bufs[i] holds, or None. A phase that only repacks an input (a contraction's B
-    panels: weights, typically) runs once per input and its result is kept while the input lives."""
-    if not self.spec.reuse: return self.call_ptrs(*[b.ptr for b in bufs])
-    skip, fresh, use = set(), [], {}
+    panels: weights, typically) runs once per input and its result is kept while the input lives. scratch: an array
+    for each scratch buffer (the schedule's arena: memory.plan), else the program's own."""
+    if not self.spec.reuse: return self.call_ptrs(*[b.ptr for b in bufs], scratch=dict(enumerate(scratch)) if scratch else None)
+    skip, fresh, use = set(), [], dict(enumerate(scratch)) if scratch else {}
     for phase, arg, s, keys in self.spec.reuse:
       if (u := inputs[arg] if inputs is not None else None) is None: continue
       if (out := self._kept_at(u, at := self._key(s, keys, lambda j: bufs[j].ptr))) is not None: skip.add(phase)
@@ -592,7 +599,7 @@ class CPUProgram:
       for u in list(self._kept):
         if total <= self.KEEP_BYTES or len(self._kept) == 1: break
         total -= sum(a.nbytes for a in self._kept.pop(u).values())
-  def prepare(self, const: frozenset = frozenset(), inputs: list | None = None, scratch: SharedScratch | None = None) -> tuple | None:
+  def prepare(self, const: frozenset = frozenset(), inputs: list | None = None, scratch: SharedScratch | list | None = None) -> tuple | None:
     """An argument set of the caller's own, for a caller that runs this program on other buffers many times (a TinyJit
     replay): (args, run), where the caller writes buffer pointers into args.ptrs[:len(spec.args)] and run() calls
     every phase on them (one ctypes call for a serial kernel); the caller holds args while it uses run. None when a
