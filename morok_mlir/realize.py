@@ -86,7 +86,7 @@ class Schedule:
     # and each kernel's scratch buffers (a contraction's packed panels, float32), live while that kernel runs
     first, nbytes = self.n_in + self.n_out, [n * dt.itemsize for n, dt, _ in self.allocs[self.n_out:]]
     uses = [[s - first for s in it.slots if s >= first] for it in self.items]
-    scratch = [tuple(getattr(it.program, "spec").scratch) if getattr(it.program, "takes_scratch", False) else () for it in self.items]
+    scratch = [tuple(it.program.spec.scratch) if getattr(it.program, "takes_scratch", False) else () for it in self.items]
     for k, sizes in enumerate(scratch):
       uses[k] += range(len(nbytes), len(nbytes) + len(sizes)); nbytes += [4 * n for n in sizes]
     offs, self.arena = memory.plan(uses, nbytes)
