@@ -78,11 +78,13 @@ def winograd_block(c, w, mr: int, vec: int, caches: tuple[int, int, int], thread
   if rows * per_row <= caches[2] // 4 or rows < 2 * threads or filters > caches[1]: return 0
   return max(1, min(max(caches[1] - filters, caches[1] // 2) // per_row, rows // (2 * threads)))
 
-WINO_MIN_FLOPS = 1 << 25   # a convolution's plain product below which the transforms' phases cost what Winograd saves
+WINO_MIN_FLOPS = 1 << 24   # a convolution's plain product below which the transforms' phases cost what Winograd saves
 def winograd_pays(tiles: int, flops: int) -> bool:
   """Whether Winograd's 16 products fill their panels, 32 tiles or more (a 7x7 output's 16 leave them half empty: 512
-  channels 1083 -> 1114 us), and save more than its two extra phases cost: 2^25 flops of the plain product or more
-  (measured: 32 channels at 28x28, 14.5 MFLOP, 94 -> 113 us; 64 channels at 28x28, 58 MFLOP, 371 -> 272 us). Its
+  channels 1083 -> 1114 us), and save more than its two extra phases cost: 2^24 flops of the plain product or more
+  (measured, 1 thread: 32 channels at 28x28, 14.5 MFLOP, 94 -> 113 us; 64 channels at 28x28, 58 MFLOP, 371 -> 272 us;
+  between 2^24 and 2^25: 48 -> 192 at 13x13 160-162 -> 139-140, 48 -> 96 at 16x16 103-107 -> 72-81, 80 -> 80 at 16x16
+  161-168 -> 99-100, 64 -> 64 at 18x18 119-139 -> 113-114, 64 -> 64 at 20x20 160-209 -> 167-238, the one not gained). Its
   transforms move 16 floats per tile and channel; where the whole image's would leave L3, codegen.winograd runs them
   per block of tile rows in L2 (8 images of 64 channels at 56x56: 10.3 -> 6.1 ms)."""
   return tiles >= 32 and flops >= WINO_MIN_FLOPS
