@@ -84,7 +84,7 @@ def winograd_pays(tiles: int, flops: int) -> bool:
   channels 1083 -> 1114 us), and save more than its two extra phases cost: 2^24 flops of the plain product or more
   (measured, 1 thread: 32 channels at 28x28, 14.5 MFLOP, 94 -> 113 us; 64 channels at 28x28, 58 MFLOP, 371 -> 272 us;
   between 2^24 and 2^25: 48 -> 192 at 13x13 160-162 -> 139-140, 48 -> 96 at 16x16 103-107 -> 72-81, 80 -> 80 at 16x16
-  161-168 -> 99-100, 64 -> 64 at 18x18 119-139 -> 113-114, 64 -> 64 at 20x20 160-209 -> 167-238, the one not gained). Its
+  161-168 -> 99-100, 64 -> 64 at 18x18 119-139 -> 113-114, 64 -> 64 at 20x20 160-212 -> 167-241, the one not gained). Its
   transforms move 16 floats per tile and channel; where the whole image's would leave L3, codegen.winograd runs them
   per block of tile rows in L2 (8 images of 64 channels at 56x56: 10.3 -> 6.1 ms)."""
   return tiles >= 32 and flops >= WINO_MIN_FLOPS
@@ -216,7 +216,7 @@ def merge_loops(sink: UOp) -> UOp:
   (every index expression over them is affine with a's coefficient nb times b's: a contiguous span of an NCHW tensor)
   run as one loop of na * nb iterations. A kernel over (256, 14, 14) then has one loop of 50176 that LLVM vectorizes
   whole, not 3584 runs of 14 with a scalar remainder each (3.5x faster). Two reduce ranges summed by the same reduces,
-  a just before b in each, merge the same way (a global average pool over 1000 x 13 x 13: 45 -> 7 us). A range used
+  a just before b in each, merge the same way (a global average pool over 1000 x 13 x 13: 65-67 -> 7-10 us). A range used
   any other way (a gate, a value, a per-channel parameter's address) keeps its loop. Runs on affine_simplify's output:
   a division left in an index is one its bounds do not fold, so an expression holding one has no affine form and keeps
   the loops apart."""
