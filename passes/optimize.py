@@ -78,11 +78,13 @@ def winograd_block(c, w, mr: int, vec: int, caches: tuple[int, int, int], thread
   if rows * per_row <= caches[2] // 4 or rows < 2 * threads or filters > caches[1]: return 0
   return max(1, min(max(caches[1] - filters, caches[1] // 2) // per_row, rows // (2 * threads)))
 
-WINO_MIN_FLOPS = 1 << 25   # a convolution's plain product below which the transforms' phases cost what Winograd saves
+WINO_MIN_FLOPS = 1 << 24   # a convolution's plain product below which the transforms' phases cost what Winograd saves
 def winograd_pays(tiles: int, flops: int) -> bool:
   """Whether Winograd's 16 products fill their panels, 32 tiles or more (a 7x7 output's 16 leave them half empty: 512
-  channels 1083 -> 1114 us), and save more than its two extra phases cost: 2^25 flops of the plain product or more
-  (measured: 32 channels at 28x28, 14.5 MFLOP, 94 -> 113 us; 64 channels at 28x28, 58 MFLOP, 371 -> 272 us). Its
+  channels 1083 -> 1114 us), and save more than its two extra phases cost: 2^24 flops of the plain product or more
+  (measured, 1 thread: 32 channels at 28x28, 14.5 MFLOP, 94 -> 113 us; 64 channels at 28x28, 58 MFLOP, 371 -> 272 us;
+  between 2^24 and 2^25: 48 -> 192 at 13x13 160-162 -> 139-140, 48 -> 96 at 16x16 103-107 -> 72-81, 80 -> 80 at 16x16
+  161-168 -> 99-100, 64 -> 64 at 18x18 119-139 -> 113-114, 64 -> 64 at 20x20 160-212 -> 167-241, the one not gained). Its
   transforms move 16 floats per tile and channel; where the whole image's would leave L3, codegen.winograd runs them
   per block of tile rows in L2 (8 images of 64 channels at 56x56: 10.3 -> 6.1 ms)."""
   return tiles >= 32 and flops >= WINO_MIN_FLOPS
@@ -208,38 +210,44 @@ def linear_in(u: UOp, a: UOp, b: UOp) -> dict | None:
   sub = {x: UOp(Ops.RANGE, dtypes.index, (im.const(1 << 40),), attrs(axis=-1 - i, kind="loop")) for i, x in enumerate(free)}
   return affine(u.substitute(sub), {})
 
+CLOSERS = {"loop": Ops.END, "reduce": Ops.REDUCE}   # a range's kind -> the op whose sources close it
 def merge_loops(sink: UOp) -> UOp:
   """sink with each pair of neighbouring loops (a outside b, closed by the same ends) that only ever address as one
   (every index expression over them is affine with a's coefficient nb times b's: a contiguous span of an NCHW tensor)
   run as one loop of na * nb iterations. A kernel over (256, 14, 14) then has one loop of 50176 that LLVM vectorizes
-  whole, not 3584 runs of 14 with a scalar remainder each (3.5x faster). A range used any other way (a gate, a value,
-  a per-channel parameter's address) keeps its loop. Runs on affine_simplify's output: a division left in an index
-  is one its bounds do not fold, so an expression holding one has no affine form and keeps the loops apart."""
+  whole, not 3584 runs of 14 with a scalar remainder each (3.5x faster). Two reduce ranges summed by the same reduces,
+  a just before b in each, merge the same way (a global average pool over 1000 x 13 x 13: 65-67 -> 7-10 us). A range used
+  any other way (a gate, a value, a per-channel parameter's address) keeps its loop. Runs on affine_simplify's output:
+  a division left in an index is one its bounds do not fold, so an expression holding one has no affine form and keeps
+  the loops apart."""
   while True:
     nodes = sink.toposort
     users: dict[UOp, list[UOp]] = {}
     for u in nodes:
       for s in u.src: users.setdefault(s, []).append(u)
     arith = lambda u: u.dtype is dtypes.index and u.op in INDEX_ARITH
-    loops = sorted((u for u in nodes if u.op is Ops.RANGE and u.attrs.get("kind") == "loop"), key=lambda r: r.attrs["axis"])
     memo: dict = {}
-    for a, b in reversed(list(zip(loops, loops[1:]))):
-      if im.cval(a.src[0]) is None or im.cval(b.src[0]) is None: continue
-      ends = [u for u in nodes if u.op is Ops.END and (a in u.src[1:] or b in u.src[1:])]
-      if not all(a in e.src[1:] and b in e.src[1:] for e in ends): continue
-      if any(not arith(u) and u.op is not Ops.END for r in (a, b) for u in users.get(r, [])): continue
-      over = {a, b}
-      for u in nodes:
-        if arith(u) and any(x in over for x in u.src): over.add(u)
-      roots = [u for u in over - {a, b} if any(not arith(v) for v in users.get(u, []))]
-      if all((fm := affine(u, memo) or linear_in(u, a, b)) is not None and fm.get(a, 0) == im.cval(b.src[0]) * fm.get(b, 0) for u in roots): break
+    for kind, close in CLOSERS.items():
+      loops = sorted((u for u in nodes if u.op is Ops.RANGE and u.attrs.get("kind") == kind), key=lambda r: r.attrs["axis"])
+      for a, b in reversed(list(zip(loops, loops[1:]))):
+        if im.cval(a.src[0]) is None or im.cval(b.src[0]) is None: continue
+        ends = [u for u in nodes if u.op is close and (a in u.src[1:] or b in u.src[1:])]
+        if not all(a in e.src[1:] and b in e.src[1:] and (close is Ops.END or e.src.index(a) + 1 == e.src.index(b)) for e in ends): continue
+        if any(not arith(u) and u.op is not close for r in (a, b) for u in users.get(r, [])): continue
+        over = {a, b}
+        for u in nodes:
+          if arith(u) and any(x in over for x in u.src): over.add(u)
+        roots = [u for u in over - {a, b} if any(not arith(v) for v in users.get(u, []))]
+        if all((fm := affine(u, memo) or linear_in(u, a, b)) is not None and fm.get(a, 0) == im.cval(b.src[0]) * fm.get(b, 0) for u in roots): break
+      else: continue
+      break
     else: return sink
     r = UOp(Ops.RANGE, dtypes.index, (im.const(im.cval(a.src[0]) * im.cval(b.src[0])),), a.arg)
     new: dict[UOp, UOp] = {a: im.const(0), b: r}
     for u in nodes:
       if u in new: continue
       src = tuple(new[s] for s in u.src)
-      if u.op is Ops.END: src = (src[0], *(n for n, o in zip(src[1:], u.src[1:]) if o is not a))
+      if u.op is close: src = (src[0], *(n for n, o in zip(src[1:], u.src[1:]) if o is not a))
       new[u] = u if src == u.src else u.replace(src=src)
     sink = affine_simplify(new[sink])
 

@@ -219,6 +219,20 @@ def test_merged_loops_beside_channel_shuffle(hw):
   want = np.maximum((np.concatenate([a, b], 1) * s).reshape(1, 4, 4, h, w).transpose(0, 2, 1, 3, 4).reshape(1, 16, h, w) + r, 0)
   np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
 
+@pytest.mark.parametrize("shape", [(1, 40, 13, 13), (2, 3, 5, 7), (1, 17, 1, 9), (3, 2, 33, 31)])
+def test_merged_reduce_ranges(shape):
+  """Reduces over neighbouring axes that address as one contiguous span sum one range (uop-optimize merge_loops: a
+  global average pool); through slices, pads, permutes and NaNs, and as max, every answer is numpy's."""
+  x = rng.standard_normal(shape).astype(np.float32)
+  X = Tensor(x)
+  np.testing.assert_allclose(X.relu().mean((2, 3)).numpy(), np.maximum(x, 0).mean((2, 3)), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(X.sum((1, 2, 3), keepdim=True).numpy(), x.sum((1, 2, 3), keepdims=True), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(X[..., 1:].sum((2, 3)).numpy(), x[..., 1:].sum((2, 3)), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(X.pad(((0, 0), (0, 0), (1, 0), (0, 2))).max((2, 3)).numpy(), np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 2))).max((2, 3)))
+  np.testing.assert_allclose(X.permute(0, 1, 3, 2).sum((2, 3)).numpy(), x.sum((2, 3)), rtol=1e-5, atol=1e-5)
+  y = x.copy(); y[0, 0, -1, -1] = np.nan
+  assert np.isnan(Tensor(y).max((2, 3)).numpy()[0, 0]) and np.array_equal(Tensor(y).max((2, 3)).numpy()[:, 1:], y.max((2, 3))[:, 1:])
+
 @pytest.mark.parametrize("shape", [(4, 14, 14), (2, 3, 5, 7), (1, 256, 7, 7), (3, 1, 9)])
 def test_merged_loops_elementwise(shape):
   """Elementwise kernels over contiguous spans run as one loop (uop-optimize merge_loops); with per-channel

@@ -1,7 +1,8 @@
 """F(2x2, 3x3) Winograd convolution (Lavin and Gray, 2016) for a kernel uop-optimize marked `uop.winograd = [MR, NR, KC,
-MC, VW, RB]` (kernel_facts.winograd: a 3x3 convolution of stride 1 and dilation 1, input and output channels >= 32, any size
-and padding). Each 2x2 block of outputs (a tile t) and each pair of channels takes 16 multiplies instead of 36, in four
-phases over scratch buffers (the tile's 16 values indexed by xi = 4i + j; tiles by row r of tiles over the batch):
+MC, VW, RB]` (kernel_facts.winograd: a 3x3 convolution of stride 1 and dilation 1, input and output channels >= 16, at most
+128 output channels below 32 input channels, any size and padding). Each 2x2 block of outputs (a tile t) and each pair of
+channels takes 16 multiplies instead of 36, in four phases over scratch buffers (the tile's 16 values indexed by
+xi = 4i + j; tiles by row r of tiles over the batch):
   wt   U[xi][co][ci] = (G g G^T)[i][j] of each 3x3 filter g: the A panels of 16 products (MR rows of co); a function of
        the weights alone, so the runtime keeps it while the weights buffer lives (reuse)
   in   V[xi][ci][t] = (B^T d B)[i][j] of each 4x4 input tile d (tiles 2 apart: the image operand evaluated at oy + ky =

@@ -210,12 +210,18 @@ def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, 
   if -(-N // nr) < threads: mc = min(mc, max(mr, -(-M // threads // mr) * mr))   # the threads split A's row blocks
   return mr, nr, kc, mc
 
-WINO_MIN_CHANNELS = 32   # input and output channels at least this: with fewer the transforms cost more than the product saves
+# Input and output channels at least WINO_MIN_CHANNELS: with fewer the transforms cost more than the product saves. Below
+# 32 input channels each of the 16 products is a short k, and it paid only up to WINO_FEW_CI_MAX_CO output channels
+# (1 thread, 16 lanes; 8 lanes gained more: 1.5-1.7x): 16 -> 64 at 55x55 249 -> 192 us, 16 -> 128 at 40x40 247 -> 188,
+# 24 -> 64 at 56x56 368 -> 273, 64 -> 16 at 56x56 264 -> 216; with more it lost: 16 -> 192 at 28x28 189 -> 240, 16 -> 256
+# at 40x40 486 -> 990, 16 -> 384 at 28x28 360 -> 465.
+WINO_MIN_CHANNELS, WINO_FEW_CI, WINO_FEW_CI_MAX_CO = 16, 32, 128
 
 def winograd(c) -> tuple | None:
   """(img, wt, co, ci, (oy, ky), (ox, kx)) when the contraction c is a 3x3 convolution of stride 1 and dilation 1
-  (F(2x2, 3x3) applies: codegen.winograd): the reduce ranges are the input channels (>= 32) and two
-  of size 3; one operand (the weights) depends on one loop range (the output channels, >= 32), the other (the image)
+  (F(2x2, 3x3) applies: codegen.winograd): the reduce ranges are the input channels (>= 16) and two
+  of size 3; one operand (the weights) depends on one loop range (the output channels, >= 16;
+  at most 128 where the input channels are fewer than 32), the other (the image)
   on each 3-wide range ky only through oy + ky for one output range oy: every address and gate of the image is affine
   with ky's coefficient equal to oy's (so it may be evaluated at any split of their sum)."""
   red, a, b, I, J, K, T = c
@@ -225,7 +231,7 @@ def winograd(c) -> tuple | None:
   wt, co, img, rows = a, I[0], b, J
   ci = max(K, key=rsize)
   ky, kx = [r for r in K if r is not ci]
-  if min(rsize(ci), rsize(co)) < WINO_MIN_CHANNELS or rsize(ci) == 3: return None
+  if min(rsize(ci), rsize(co)) < WINO_MIN_CHANNELS or rsize(ci) < WINO_FEW_CI and rsize(co) > WINO_FEW_CI_MAX_CO: return None
   ranges, memo, forms = set(rows) | set(K), {}, []
   arith = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD)
   for u in img.toposort:   # the index expressions the image's values depend on: addresses and compared values

@@ -26,6 +26,13 @@
 // CHECK-DAG: "uop.const"() {value = 56 : index}
 // CHECK-DAG: "uop.const"() {value = 14 : index}
 // CHECK: "uop.end"(%{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}) : (!uop.token, index, index)
+// @pool: out[c] = sum over (h, w) of x[c][h][w] (a global average pool over (8, 5, 5)): the reduce's two ranges address
+// as one (h*5 + w) and become one of 25, summed by the one reduce.
+// CHECK-LABEL: func.func private @pool
+// CHECK: %[[N:[0-9]+]] = "uop.const"() {value = 25 : index}
+// CHECK: %[[R:[0-9]+]] = "uop.range"(%[[N]]) {axis = 1 : i64, kind = "reduce"}
+// CHECK-NOT: "uop.range"
+// CHECK: "uop.reduce"(%{{[0-9]+}}, %[[R]]) {op = "add"} : (f32, index) -> f32
 module {
   func.func private @contiguous(%arg0: memref<784xf32>, %arg1: memref<784xf32>) attributes {uop.kernel} {
     %c4 = "uop.const"() {value = 4 : index} : () -> index
@@ -112,6 +119,26 @@ module {
     %9 = "uop.store"(%8, %7) : (!uop.ptr<f32>, f32) -> !uop.token
     %10 = "uop.end"(%9, %c, %h, %w) : (!uop.token, index, index, index) -> !uop.token
     "uop.sink"(%10) : (!uop.token) -> ()
+    return
+  }
+  func.func private @pool(%arg0: memref<8xf32>, %arg1: memref<200xf32>) attributes {uop.kernel} {
+    %c8 = "uop.const"() {value = 8 : index} : () -> index
+    %c5 = "uop.const"() {value = 5 : index} : () -> index
+    %c25 = "uop.const"() {value = 25 : index} : () -> index
+    %c = "uop.range"(%c8) {axis = 0 : i64, kind = "loop"} : (index) -> index
+    %o = "uop.index"(%arg0, %c) : (memref<8xf32>, index) -> !uop.ptr<f32>
+    %0 = "uop.mul"(%c, %c25) : (index, index) -> index
+    %h = "uop.range"(%c5) {axis = 1 : i64, kind = "reduce"} : (index) -> index
+    %1 = "uop.mul"(%h, %c5) : (index, index) -> index
+    %2 = "uop.add"(%0, %1) : (index, index) -> index
+    %w = "uop.range"(%c5) {axis = 2 : i64, kind = "reduce"} : (index) -> index
+    %3 = "uop.add"(%2, %w) : (index, index) -> index
+    %4 = "uop.index"(%arg1, %3) : (memref<200xf32>, index) -> !uop.ptr<f32>
+    %5 = "uop.load"(%4) : (!uop.ptr<f32>) -> f32
+    %6 = "uop.reduce"(%5, %h, %w) {op = "add"} : (f32, index, index) -> f32
+    %7 = "uop.store"(%o, %6) : (!uop.ptr<f32>, f32) -> !uop.token
+    %8 = "uop.end"(%7, %c) : (!uop.token, index) -> !uop.token
+    "uop.sink"(%8) : (!uop.token) -> ()
     return
   }
 }
