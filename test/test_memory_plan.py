@@ -1,5 +1,5 @@
 """device.memory.plan: intermediates at offsets of one arena by lifetime. Property: two buffers some kernel holds live at
-once never share a byte, every offset is aligned, and the arena is no larger than the buffers' sum; a schedule's
+once never share a byte, every offset is aligned, and the arena is no larger than the buffers' sum; a schedule's stored
 intermediates whose lives do not overlap share bytes, with results equal to numpy's, eager and under TinyJit."""
 import numpy as np
 from hypothesis import given, settings, strategies as st
@@ -34,21 +34,28 @@ def test_plan_reuses_dead_buffers():
   assert arena == 2 * 4096 and offs[0] == offs[2] and offs[1] == offs[3]
 
 def chain(x: Tensor) -> Tensor:
-  # each step a reduce over a different axis: separate kernels, each intermediate read by the next only
-  for i in range(6): x = (x - x.max(axis=i % 2, keepdim=True)).exp() * 0.5 + x.sum(axis=(i + 1) % 2, keepdim=True) * 1e-3
-  return x
+  # each step stored (contiguous): a chain of kernels, each intermediate read by the next one only
+  for i in range(4): x = ((x * 0.5 + i) if i % 2 else (x - x.max(axis=1, keepdim=True)).exp()).contiguous()
+  return x.sum(axis=0) * 1e-3 + x
 
 def chain_np(x):
-  for i in range(6): x = np.exp(x - x.max(axis=i % 2, keepdims=True)) * 0.5 + x.sum(axis=(i + 1) % 2, keepdims=True) * 1e-3
-  return x
+  for i in range(4): x = (x * 0.5 + i) if i % 2 else np.exp(x - x.max(axis=1, keepdims=True))
+  return x.sum(axis=0) * 1e-3 + x
 
 def test_schedule_intermediates_share_an_arena(monkeypatch):
   monkeypatch.setattr(R, "_schedule_cache", {})   # this graph's schedule alone
   a = np.random.default_rng(0).standard_normal((96, 80)).astype(np.float32)
   np.testing.assert_allclose(chain(Tensor(a)).numpy(), chain_np(a), rtol=1e-5, atol=1e-6)
   (sched,) = R._schedule_cache.values()
-  assert len(sched.offsets) >= 3   # the steps' reduces are kernels of their own, their rows intermediates
-  assert sched.arena < sum(-(-n * dt.itemsize // ALIGN) * ALIGN for n, dt, _ in sched.allocs[sched.n_out:])
+  nbytes = [n * dt.itemsize for n, dt, _ in sched.allocs[sched.n_out:]]
+  first, last = {}, {}
+  for k, it in enumerate(sched.items):
+    for s in it.slots:
+      if (b := s - sched.n_in - sched.n_out) >= 0: first.setdefault(b, k); last[b] = k
+  assert any(last[a] < first[b] for a in first for b in first), [it.slots for it in sched.items]   # the first and third step live apart
+  size = [-(-n // ALIGN) * ALIGN for n in nbytes]
+  live = max(sum(size[b] for b in first if first[b] <= k <= last[b]) for k in range(len(sched.items)))
+  assert live <= sched.arena < sum(size), (live, sched.arena, sum(size))
 
 def test_arena_under_tinyjit_replays_right():
   rng = np.random.default_rng(1)
