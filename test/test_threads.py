@@ -206,6 +206,7 @@ def _chain(pool, nsteps: int, extra: int, log: list, slow=None):
     log.append(("end", k, p, threading.get_ident()))
   fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(body)
   chain = Chain([(ctypes.cast(fn, ctypes.c_void_p).value, [ctypes.addressof(p) for p in ps]) for ps in packs], pool)
+  chain.packs_kept = packs   # the chunks' arguments live as long as the chain that points at them
   return chain, fn, [[ctypes.addressof(p) for p in ps] for ps in packs]
 
 def _in_order(log: list, packs: list) -> bool:
