@@ -85,3 +85,21 @@ def test_input_buffer_is_the_nodes_slot():
   u, y = t.uop, (t + 1).uop
   assert u.buffer is not None and u.buffer.numpy().tolist() == [0, 1, 2] and "buffer" not in u.__dict__
   assert y.buffer is None and (t + 1).realize().uop.buffer.numpy().tolist() == [1, 2, 3]
+
+def test_large_blocks_serve_nearby_sizes():
+  """A large block (a mapping of its own, whose unwritten pages take no memory) serves later requests down to 1/FIT of
+  its size; one made anew replaces the pooled blocks it could serve, so two schedules whose arenas differ a little
+  (an LLM's first layer and the others) pool one block, not two."""
+  from morok_mlir.device.cpu import CPUAllocator
+  al, mb = CPUAllocator(), 1 << 20
+  a = al.alloc(8 * mb, dtypes.uint8); del a; gc.collect()
+  assert al.pooled == 8 * mb
+  b = al.alloc(9 * mb, dtypes.uint8)                    # larger: a block of its own, the pooled 8 MiB one given back
+  assert al.pooled == 0 and b.nbytes == 9 * mb
+  b[:] = 7; pb = al.ptr(b); del b; gc.collect()
+  c = al.alloc(8 * mb, dtypes.uint8)
+  assert al.ptr(c) == pb and c.nbytes == 8 * mb and al.used == 9 * mb and al.pooled == 0   # the 9 MiB block, serving 8
+  del c; gc.collect()
+  assert al.used == 0 and al.pooled == 9 * mb
+  d = al.alloc(4 * mb, dtypes.uint8)                    # more than FIT times smaller than the pooled block: its own
+  assert al.ptr(d) != pb and d.nbytes == 4 * mb and al.pooled == 9 * mb

@@ -661,7 +661,7 @@ class CPUAllocator:
   graph again reuses its memory instead of page-faulting fresh pages. Large blocks ask for transparent huge pages.
   The pool is shared by threads under a lock (reentrant: a finalizer may run inside alloc); arrays under TINY bytes
   never touch it. An allocation the system refuses is a MemoryError with .nbytes and the system's .reason."""
-  ALIGN, POOL_LIMIT, HUGE, SMALL, TINY = 64, 1 << 30, 1 << 21, 1 << 16, 256
+  ALIGN, POOL_LIMIT, HUGE, SMALL, TINY, FIT = 64, 1 << 30, 1 << 21, 1 << 16, 256, 2
   def __init__(self):
     self.pool: dict[int, list] = {}; self.pooled = 0
     self.live: dict[int, weakref.finalize] = {}   # data address -> the finalizer that recycles its block
@@ -698,14 +698,21 @@ class CPUAllocator:
     if nbytes < self.TINY: return np.empty(size, dt.np)   # within a cache line or a few: alignment buys nothing
     if nbytes < self.SMALL and not self.pool.get(nbytes): return self._block(nbytes).view(dt.np)  # malloc is cheap here
     with self.lock:
-      if (free := self.pool.get(nbytes)): block = free.pop(); self.pooled -= nbytes
-      else: block = None
+      # a large block may come from a pooled one up to FIT times its size: it is a mapping of its own, whose pages past
+      # what its users wrote take no memory; one made anew replaces the pooled ones it could serve (an LLM's first layer
+      # and the other layers, two schedules with arenas of 8.1 and 8.8 MiB: one block pooled, not both)
+      have = nbytes if self.pool.get(nbytes) else min((k for k, v in self.pool.items() if v and nbytes < k <= self.FIT * nbytes),
+                                                       default=None) if nbytes >= self.HUGE else None
+      if have is not None: block = self.pool[have].pop(); self.pooled -= have
+      else:
+        block, have = None, nbytes
+        for k in [k for k in self.pool if k >= self.HUGE and nbytes <= k * self.FIT and k < nbytes]: self.pooled -= k * len(self.pool.pop(k))
     if block is None: block = self._block(nbytes)
     mv = memoryview(block)
-    arr = np.frombuffer(mv, dt.np)
+    arr = np.frombuffer(mv, dt.np, count=nbytes // dt.itemsize)
     addr = self.ptr(arr)
-    self.live[addr] = weakref.finalize(arr, self._recycle, addr, block, nbytes)  # numpy keeps its own view of mv, not mv
-    with self.lock: self.used += nbytes
+    self.live[addr] = weakref.finalize(arr, self._recycle, addr, block, have)  # numpy keeps its own view of mv, not mv
+    with self.lock: self.used += have
     return arr
   def _recycle(self, addr: int, block, nbytes: int) -> None:
     with self.lock:
