@@ -182,8 +182,9 @@ class Emitter:
   def func(name: str, args: list[str], body: Block, head: str = "func.func", attrs: str = "", ret: str = "return", depth: int = 1,
            private: bool = False) -> str:
     """The text of a function whose body is b, the function `depth` levels into its module; private: a func.func only its
-    module calls."""
-    if private: head = "func.func private"
+    module calls, of internal linkage: LLVM then inlines a helper into its one caller and keeps no copy of its own (an
+    external one would also get the JIT engine's packed wrapper, a second copy inlined: LLVM's time for it thrice)."""
+    if private: head, attrs = "func.func private", attrs or " attributes {llvm.linkage = #llvm.linkage<internal>}"
     by, attrs = "  " * depth, attrs or (_PUBLIC.get() if head == "func.func" else "")
     lines = "".join(f"{by}  {l}\n" for l in body.lines)
     return f"{by}{head} @{name}({', '.join(args)}){attrs} {{\n{lines}{by}  {ret}\n{by}}}\n"

@@ -243,7 +243,10 @@ class LaneLowerer(Lowerer):
     fr = self.target(u)
     if self.prefetch:   # the loads a reduce makes are left out (their addresses need its loop)
       under = {y for r in v.toposort if r.op is Ops.REDUCE for y in r.src[0].toposort}
-      for x in [idx] + [x.src[0] for x in v.toposort if x.op is Ops.LOAD and x not in under and x.src[0].src[0] is not self.skip]:
+      # a load whose address does not step with the lanes (a per-channel scale or bias) reads one element a row from a
+      # small vector that stays in cache: its prefetches would only cost code (LLVM's time), as many as the tile has rows
+      for x in [idx] + [x.src[0] for x in v.toposort if x.op is Ops.LOAD and x not in under and x.src[0].src[0] is not self.skip
+                        and lane_coef(x.src[0].src[1], self.lane, {}) != 0]:
         self.touch(x, x is idx, fr)
       return
     val = self.vec_of(v, fr)
