@@ -3,7 +3,10 @@
 // relu(a @ b + s[i] + r): the tile's prefetch (@mm_pf) touches the output's and the residual's rows, whose addresses
 // step with the lanes, and not the per-row scale s (%arg4: one element a row, read by every lane), which stays in
 // cache: prefetching it would cost as many prefetches as the tile has rows. The helpers mm calls are of internal
-// linkage (LLVM inlines each into mm and keeps no copy of its own, no packed wrapper).
+// linkage (LLVM inlines each into mm and keeps no copy of its own, no packed wrapper). The prefetch's loops are left
+// rolled (llvm.loop.unroll.disable): unrolled, their clamped prefetches cost LLVM's time and gain nothing.
+// CHECK: #loop_unroll = #llvm.loop_unroll<disable = true>
+// CHECK-NEXT: #loop_annotation = #llvm.loop_annotation<unroll = #loop_unroll>
 // CHECK-LABEL: func.func @mm_mm(
 // CHECK: func.call @mm_pf(
 // CHECK: func.call @mm_epi(
@@ -15,6 +18,7 @@
 // CHECK-NOT: %arg4[
 // CHECK: memref.prefetch %arg3[%{{.*}}], read, locality<3>, data : memref<16384xf32>
 // CHECK-NOT: %arg4[
+// CHECK: } {loop_annotation = #loop_annotation}
 // CHECK: return
 module {
   func.func private @mm(%arg0: memref<16384xf32>, %arg1: memref<16384xf32>, %arg2: memref<16384xf32>, %arg3: memref<16384xf32>, %arg4: memref<128xf32>) attributes {uop.kernel} {
