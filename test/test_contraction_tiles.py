@@ -1,6 +1,6 @@
 """Contraction tiles (kernel_facts.contraction_tiles) and the skinny shapes they serve: odd, small and one-sided sizes
 through the packed micro-kernel, against numpy."""
-import itertools
+import itertools, re
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -299,3 +299,21 @@ def test_convolutions_packing_image_panels_where_used(n, ci, co, h, w, kh, kw, s
   ref = np.maximum(np.einsum("ok,nkp->nop", wt.reshape(co, -1), cols.reshape(n, ci * kh * kw, oh * ow)) + b[:, None], 0).reshape(n, co, oh, ow)
   got = Tensor(x).conv2d(Tensor(wt), Tensor(b), stride=s, padding=p, dilation=d).relu().numpy()
   np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+def test_weight_pack_loops_are_not_unrolled(monkeypatch):
+  """A 3x3 convolution's weight pack (no lanes: its loops nest over the taps and a panel's rows) tells LLVM not to unroll
+  its loops (whole unrolling made bodies of hundreds of loads and stores that took most of the kernel's compile time),
+  and the annotation reaches the LLVM IR; mm's loops are left to LLVM. The result holds on the first call and the next
+  (the pack kept)."""
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  x, w = rnd(1, 128, 7, 7), rnd(32, 128, 3, 3) * 0.1
+  t = Tensor(x).conv2d(Tensor(w), padding=1).relu()
+  funcs = {f.split("(")[0].split("@")[1]: f for f in re.split(r"(?=func\.func)", t.mlir("lowered"))[1:]}
+  pack = [f for n, f in funcs.items() if n.endswith("_pack_b") and "vector." not in f]
+  assert pack and all(f.count("scf.for") == f.count("loop_unroll<disable = true>") for f in pack), list(funcs)
+  assert all("loop_unroll" not in f for n, f in funcs.items() if n.endswith("_mm"))
+  assert "llvm.loop.unroll.disable" in t.mlir("llvm")
+  xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  cols = np.stack([xp[0, :, i:i + 7, j:j + 7] for i in range(3) for j in range(3)], 1).reshape(128 * 9, 49)
+  ref = np.maximum(w.reshape(32, -1) @ cols, 0).reshape(1, 32, 7, 7)
+  for _ in range(2): np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), padding=1).relu().numpy(), ref, rtol=1e-4, atol=1e-4)

@@ -12,7 +12,7 @@ from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.core.kernel_facts import contraction, extent, k_contiguous, k_rows, rsize, single_store
 from morok_mlir.ir.registry import PassError
-from morok_mlir.codegen.lower_cpu import _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sl
+from morok_mlir.codegen.lower_cpu import CPU, Lowerer, _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sl
 from morok_mlir.codegen.lanes import LaneLowerer, UNROLL_GROUPS, gate_lanes, lane_coef, lane_groups, reduce_groups
 from morok_mlir.codegen.emitter import HI, LO, TID, Block, Emitter, arg, params
 
@@ -390,7 +390,11 @@ class Contraction:
             if slot is not None and f"{self.name}_pack_{x}" in names and self.f.args[slot].dtype.base.itemsize >= 4]
 
   def text(self) -> str:
-    low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of else None)
+    # a pack without lanes (a weight's panels, mostly: packed once and kept) nests loops over small constant sizes (a 3x3
+    # filter's taps, a panel's rows): LLVM unrolled them whole into bodies of hundreds of loads and stores, whose alias
+    # analysis (pairs of accesses) took most of a kernel's compile time; unrolled, they would run no faster
+    low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of
+                                       else Lowerer(f, CPU(f, unroll=False)))
     return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
             + mm(self.micro()) + (self.tile_phases() if self.epi_tile else lower_kernel(self.epi, f"{self.name}_epi")))
   PF_MIN_K, PF_MIN_BYTES = 128, 1 << 20   # see prefetch

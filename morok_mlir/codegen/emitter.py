@@ -30,6 +30,9 @@ class Loop:
   res: str = ""
   yields: list[str] = field(default_factory=list)   # what the body yields (a `for_` body sets it)
   results: list[str] = field(default_factory=list)
+  unroll: bool = True   # False: LLVM is not to unroll it (the loop's latch annotated)
+
+NO_UNROLL = " {loop_annotation = #llvm.loop_annotation<unroll = #llvm.loop_unroll<disable = true>>}"
 
 _PUBLIC = contextvars.ContextVar("public_attrs", default="")
 @contextmanager
@@ -142,15 +145,15 @@ class Emitter:
   def close_for(self, parent: Block, lp: Loop, yields: list[str] = (), ty: str = "", ity: str = ""):
     """The loop's text at the end of parent, its body yielding `yields` (of type ty) to the next iteration; ity: the
     counter's integer type where it is not index."""
-    head = f"scf.for {lp.iv} = {lp.lo} to {lp.hi} step {lp.step}"
+    head, end = f"scf.for {lp.iv} = {lp.lo} to {lp.hi} step {lp.step}", "}" + ("" if lp.unroll else NO_UNROLL)
     if not lp.inits:
-      parent.lines.extend([head + " {", *indent(lp.body.lines), "}"]); return
+      parent.lines.extend([head + " {", *indent(lp.body.lines), end]); return
     res = lp.res
     n = f":{len(lp.inits)}" if len(lp.inits) > 1 else ""
     tys = ", ".join([ty] * len(lp.inits))
     args = ', '.join(f'{a} = {i}' for a, i in zip(lp.accs, lp.inits))
     parent.lines.extend([f"{res}{n} = {head} iter_args({args}) -> ({tys}){' : ' + ity if ity else ''} {{",
-                         *indent(lp.body.lines), f"  scf.yield {', '.join(yields)} : {tys}", "}"])
+                         *indent(lp.body.lines), f"  scf.yield {', '.join(yields)} : {tys}", end])
     lp.results = [res] if len(lp.inits) == 1 else [f"{res}#{k}" for k in range(len(lp.inits))]
   @contextmanager
   def for_(self, parent: Block, lo: str, hi: str, step: str, inits: list[str] = (), ty: str = ""):
@@ -182,8 +185,9 @@ class Emitter:
   def func(name: str, args: list[str], body: Block, head: str = "func.func", attrs: str = "", ret: str = "return", depth: int = 1,
            private: bool = False) -> str:
     """The text of a function whose body is b, the function `depth` levels into its module; private: a func.func only its
-    module calls."""
-    if private: head = "func.func private"
+    module calls, of internal linkage: LLVM then inlines a helper into its one caller and keeps no copy of its own (an
+    external one would also get the JIT engine's packed wrapper, a second copy inlined: LLVM's time for it thrice)."""
+    if private: head, attrs = "func.func private", attrs or " attributes {llvm.linkage = #llvm.linkage<internal>}"
     by, attrs = "  " * depth, attrs or (_PUBLIC.get() if head == "func.func" else "")
     lines = "".join(f"{by}  {l}\n" for l in body.lines)
     return f"{by}{head} @{name}({', '.join(args)}){attrs} {{\n{lines}{by}  {ret}\n{by}}}\n"

@@ -13,7 +13,7 @@ from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
 from morok_mlir.core.kernel_facts import LANE_MAX_STEP, innermost, lane_coef, lane_reduce_of, lane_supported, single_store
 from morok_mlir.codegen.emitter import Block
-from morok_mlir.codegen.lower_cpu import ALU, CMP, POLY, cast_op, Frame, Lowerer, lower_kernel, parallel_info, Poly, _axis, cls, exp2_of_product, gated, lane_range, mem_type, sl, splat
+from morok_mlir.codegen.lower_cpu import ALU, CMP, CPU, POLY, cast_op, Frame, Lowerer, lower_kernel, parallel_info, Poly, _axis, cls, exp2_of_product, gated, lane_range, mem_type, sl, splat
 
 class LaneLowerer(Lowerer):
   """A kernel whose range `lane` (size VW, closed by no loop) runs as the VW lanes of vectors: every value that depends
@@ -30,7 +30,9 @@ class LaneLowerer(Lowerer):
     self.vec: set[UOp] = set()   # the values that are vectors: those depending on the lane, but for a reduce over it (a scalar)
     self.mark(f.roots[0])
     self.bcast: dict[UOp, tuple[Frame, str]] = {}
-    super().__init__(f)
+    # a prefetch's loop over the tile's rows stays rolled: unrolled, its clamped prefetches were ~10% of a contraction
+    # kernel's LLVM time, for hints issued once a tile before a k loop of hundreds of FMAs
+    super().__init__(f, CPU(f, unroll=not prefetch))
   def mark(self, x: UOp) -> UOp:
     for u in x.toposort:
       if u is self.lane or any(s in self.vec for s in u.src) and not (u.op is Ops.REDUCE and self.lane in u.src[1:]): self.vec.add(u)
@@ -243,7 +245,10 @@ class LaneLowerer(Lowerer):
     fr = self.target(u)
     if self.prefetch:   # the loads a reduce makes are left out (their addresses need its loop)
       under = {y for r in v.toposort if r.op is Ops.REDUCE for y in r.src[0].toposort}
-      for x in [idx] + [x.src[0] for x in v.toposort if x.op is Ops.LOAD and x not in under and x.src[0].src[0] is not self.skip]:
+      # a load whose address does not step with the lanes (a per-channel scale or bias) reads one element a row from a
+      # small vector that stays in cache: its prefetches would only cost code (LLVM's time), as many as the tile has rows
+      for x in [idx] + [x.src[0] for x in v.toposort if x.op is Ops.LOAD and x not in under and x.src[0].src[0] is not self.skip
+                        and lane_coef(x.src[0].src[1], self.lane, {}) != 0]:
         self.touch(x, x is idx, fr)
       return
     val = self.vec_of(v, fr)

@@ -217,9 +217,11 @@ def sum_index(terms: list[UOp]) -> UOp:
 # ---------------------------------------------------------------- the CPU's policy, each op's semantics
 class CPU(Policy):
   """Plain scf.for loops; a kernel uop-optimize marked parallel (uop.threads) runs its outer loop over the chunk
-  %lo .. %hi its function takes (an outer loop to a symbolic size: parts %lo .. %hi of `threads`)."""
-  def __init__(self, f: Func): self.par = outer_range(f) if "uop.threads" in f.attrs else None
+  %lo .. %hi its function takes (an outer loop to a symbolic size: parts %lo .. %hi of `threads`). unroll=False: LLVM is
+  to unroll none of its loops."""
+  def __init__(self, f: Func, unroll: bool = True): self.par, self.unroll = outer_range(f) if "uop.threads" in f.attrs else None, unroll
   def bounds(self, lw: Placement, fr: Frame, lp: Loop):
+    lp.unroll = self.unroll
     if fr.rng is not self.par: return
     lp.lo, lp.hi = LO, HI
     if im.cval(fr.rng.src[0]) is None:
