@@ -317,3 +317,15 @@ def test_weight_pack_loops_are_not_unrolled(monkeypatch):
   cols = np.stack([xp[0, :, i:i + 7, j:j + 7] for i in range(3) for j in range(3)], 1).reshape(128 * 9, 49)
   ref = np.maximum(w.reshape(32, -1) @ cols, 0).reshape(1, 32, 7, 7)
   for _ in range(2): np.testing.assert_allclose(Tensor(x).conv2d(Tensor(w), padding=1).relu().numpy(), ref, rtol=1e-4, atol=1e-4)
+
+def test_a_pack_of_tens_of_thousands_of_elements_runs_on_the_threads(monkeypatch):
+  """A contraction's pack of A (here relu(a), computed as it is packed: 256 x 192 = 49152 elements) runs on the
+  machine's threads: at one thread, a convolution's im2col pack held the other thread idle for 14-17% of the kernel."""
+  from morok_mlir.host import THREADS
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  rng = np.random.default_rng(0)
+  a, b = rng.standard_normal((256, 192)).astype(np.float32), rng.standard_normal((192, 160)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(a).relu() @ Tensor(b)).numpy(), np.maximum(a, 0) @ b, rtol=1e-4, atol=1e-4)
+  phases = dict(p for s in R._schedule_cache.values() for it in s.items for p in (it.program.spec.phases or ()))
+  pack = next(par for name, par in phases.items() if name.endswith("_pack_a"))
+  assert (pack is None) if THREADS < 2 else (pack[1] == THREADS), phases

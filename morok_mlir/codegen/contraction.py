@@ -354,10 +354,13 @@ class Contraction:
     return idx.src[0].attrs["slot"], form.get(1, 0), row, 1, 0
 
   PASSED = ("uop.threads", "uop.fastmath")   # the kernel's choices its phases take (fastmath: epilogue reduces vectorize)
-  PAR_MIN = 1 << 18   # elements (packing, epilogue) or flops / 16 (mm) below which a phase runs on one thread
+  PAR_MIN = 1 << 18   # flops / 16 below which mm runs on one thread
+  # elements below which a pack or the epilogue runs on one thread: at 2^18 a convolution's im2col pack (14-17% of the
+  # kernel) ran on one of two threads in most of resnet50's layers; a hand-off costs ~4 us, 2^15 elements ~10-20
+  PACK_PAR_MIN = 1 << 15
   def phases(self) -> list[tuple[str, tuple[int, int, int] | None]]:
     t = _int_attr(self.f, "uop.threads", 1)
-    par = lambda f, work: (parallel_info(f)[0], t if work >= self.PAR_MIN else 1, 1) if t > 1 else None
+    par = lambda f, work: (parallel_info(f)[0], t if work >= self.PACK_PAR_MIN else 1, 1) if t > 1 else None
     nmm = t if self.micro().split_sym else self.batch if self.batch > 1 else max(self.Np // self.nr, -(-self.Mp // self.mc))
     mm_par = (nmm, t if self.batch * self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1, *((1,) if self.fused or self.fused_b else ())) \
       if t > 1 else None

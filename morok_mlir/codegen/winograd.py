@@ -168,7 +168,7 @@ class Winograd:
   def phases(self) -> list[tuple[str, tuple | None]]:
     t = self.threads   # a transform writes or reads 16 values per tile and channel
     if self.blocked: return [(f"{self.name}_wt", None), (f"{self.name}_blk", (self.nblocks, t, 1, 1) if t > 1 else None)]
-    par = lambda f, work: (parallel_info(f)[0], t if 16 * work >= Contraction.PAR_MIN else 1, 1) if t > 1 else None
+    par = lambda f, work: (parallel_info(f)[0], t if 16 * work >= Contraction.PACK_PAR_MIN else 1, 1) if t > 1 else None
     return [(f"{self.name}_wt", None), (f"{self.name}_in", par(self.inp, self.N * self.K)), (f"{self.name}_mm", (16, t, 1) if t > 1 else None),
             (f"{self.name}_out", par(self.out, self.N * self.M))]
   @property
