@@ -4,7 +4,6 @@ length; only the part after what the KV cache holds from the previous generation
 computed again) and each new token is one decode call; both run under TinyJit with the position a bound Variable, the sampling
 in the same kernels."""
 from __future__ import annotations
-import gc
 from typing import Iterator
 import numpy as np
 from morok_mlir.core.provenance import error as _err
@@ -37,9 +36,9 @@ class LLM:
     weights = {k: v.contiguous().realize() for k, v in g.tensors.items()} if float32 else g.tensors
     meta = {k: v for k, v in g.metadata.items() if not (k.startswith("tokenizer.ggml.") and isinstance(v, list))}
     self._init(Llama(LlamaConfig.from_gguf(g.metadata, weights, max_context), weights, context), tokenizer_from_gguf(g.metadata), meta)
-    # the load's transient objects (the metadata's lists, the vocabulary's dict and merge pairs): ~6 MB of free heap pages
-    # given back, which the prompt's first call would not reuse (its buffers are mappings of their own)
-    del g, weights; gc.collect(); CPU.allocator.trim()
+    # the free heap pages the load's transient objects left (the metadata's lists, the vocabulary's dict and merge pairs:
+    # freed as g goes) given back: the prompt's first call would not reuse them (its buffers are mappings of their own)
+    del g, weights; CPU.allocator.trim()
 
   @classmethod
   def from_model(cls, model: Llama, tokenizer=None, metadata: dict | None = None) -> LLM:
