@@ -458,10 +458,9 @@ class _Plan:
         if fresh: self.fresh.append((len(self.template) - 1, e.device, bt.size, bt.dtype.base, k))
         if j < sched.n_out: self.made[("out", k, j)] = (len(self.template) - 1, e.locs[j], e.shapes[j])
         slot.append(len(self.template) - 1)
-      for it, at in zip(sched.items, sched.scratch):
-        scr = [mem[e.device][o:o + 4 * n].view(np.float32) for o, n in at] if at else self.scratch
+      for it, scr in zip(sched.items, sched.scratch_arrays(mem[e.device]) if any(sched.scratch) else sched.scratch):
         self.steps.append(_Kernel(it.program, [slot[s] for s in it.slots], [consts.get(s) for s in it.slots], self.template, self.uops,
-                                  scr, self.pinned))
+                                  scr or self.scratch, self.pinned))
       self.nkernels += len(sched.items)
 
   PIN_BYTES = 1 << 28     # (a program keeps as much for call_buffers: CPUProgram.KEEP_BYTES)

@@ -93,6 +93,9 @@ class Schedule:
     self.offsets, at = offs[:len(self.allocs) - self.n_out], iter(offs[len(self.allocs) - self.n_out:])
     self.scratch = [[(next(at), n) for n in sizes] for sizes in scratch]   # per item: (offset, floats) of each
     self.calls: list[_Run] = []   # prepared kernel calls, one set per run in flight (a free list: pop and append)
+  def scratch_arrays(self, mem) -> list[list]:
+    """Each item's scratch buffers as float32 arrays over mem, the bytes of an arena laid out by this schedule's plan."""
+    return [[mem[o:o + 4 * n].view(np.float32) for o, n in s] for s in self.scratch]
 
 class _Call:
   """One kernel of a schedule as a prepared call (CPU): an argument set of its own, which a _Run's batch points at the
@@ -604,8 +607,8 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
   except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
   if arena is not None:
     bufs += [arena.view(n, dt, o) for (n, dt, _), o in zip(sched.allocs[n_out:], sched.offsets)]
-    mem = arena.as_numpy() if any(sched.scratch) else None   # (only a host device's programs take scratch arrays)
-    scratch = [[mem[o:o + 4 * n].view(np.float32) for o, n in s] for s in sched.scratch] if mem is not None else sched.scratch
+    # (only a host device's programs take scratch; without any, each item's list is empty)
+    scratch = sched.scratch_arrays(arena.as_numpy()) if any(sched.scratch) else sched.scratch
   else: scratch = sched.scratch
   if DEBUG >= 2 or sched.stages is not None: dt_sum = _run_timed(sched, bufs, inputs, scratch)
   else:
@@ -619,8 +622,7 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
     dt_sum = time.perf_counter() - t0
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
   if arena is None: return bufs
-  for b in bufs[n_in + n_out:]: b.deallocate()
-  arena.deallocate()
+  arena.deallocate()   # (the intermediates are views of it)
   return bufs[:n_in + n_out]
 
 def _run_timed(sched: Schedule, bufs: list[Buffer], inputs: list[UOp | None], scratch: list) -> float:

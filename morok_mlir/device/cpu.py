@@ -451,13 +451,12 @@ class SharedScratch:
     self.size = max((self._span(getattr(getattr(it.program, "spec", None), "scratch", ())) for group in items for it in group), default=0)
     self.block = None
   @staticmethod
-  def _span(sizes) -> int: return sum(-(-4 * n // memory.ALIGN) * memory.ALIGN for n in sizes)
+  def _span(sizes) -> int: return sum(memory.aligned(4 * n) for n in sizes)
   def take(self, sizes) -> list[np.ndarray]:
     if self._span(sizes) > self.size: return [CPU.allocator.alloc(n, dtypes.float32) for n in sizes]   # a program not counted
     if self.block is None: self.block = CPU.allocator.alloc(self.size, dtypes.uint8)
-    out, o = [], 0
-    for n in sizes: out.append(self.block[o:o + 4 * n].view(np.float32)); o += self._span((n,))
-    return out
+    offs = itertools.accumulate((memory.aligned(4 * n) for n in sizes[:-1]), initial=0)
+    return [self.block[o:o + 4 * n].view(np.float32) for o, n in zip(offs, sizes)]
 
 class Batch:
   """Prepared argument sets (CPUProgram.prepare's, the caller's own) run in order by one native call (pool.Chain), the

@@ -5,10 +5,12 @@ feed-forward's rows) then take what its kernels hold live at once, not their sum
 them (the allocator pools blocks by size: a model's layers, one structure each, reuse one), a TinyJit plan one per
 device for all its schedules (they run one after another, and intermediates never outlive their schedule).
 
-  plan(uses, nbytes) -> (offsets, arena bytes)"""
+  plan(uses, nbytes) -> (offsets, arena bytes)
+  aligned(nbytes) -> the bytes a buffer takes in an arena"""
 from __future__ import annotations
 
 ALIGN = 256   # every offset: cache lines, 64-byte non-temporal stores, and GPU vector loads all stay aligned
+def aligned(nbytes: int) -> int: return -(-nbytes // ALIGN) * ALIGN
 
 def plan(uses: list, nbytes: list[int]) -> tuple[list[int], int]:
   """uses[k]: the buffers (indices into nbytes) kernel k touches, kernels in run order. Buffers are placed largest first
@@ -20,7 +22,7 @@ def plan(uses: list, nbytes: list[int]) -> tuple[list[int], int]:
     for b in bs: first.setdefault(b, k); last[b] = k
   offs, live, top = [0] * len(nbytes), [], 0   # live: (offset, end, last kernel) of the buffers placed so far
   for b in sorted(range(len(nbytes)), key=lambda b: (first.get(b, 0), -nbytes[b], b)):
-    born, size = first.get(b, 0), -(-nbytes[b] // ALIGN) * ALIGN
+    born, size = first.get(b, 0), aligned(nbytes[b])
     live, o = [x for x in live if x[2] >= born], 0
     for s, e, _ in sorted(live):
       if o + size <= s: break
