@@ -220,28 +220,8 @@ def merge_loops(sink: UOp) -> UOp:
   any other way (a gate, a value, a per-channel parameter's address) keeps its loop. Runs on affine_simplify's output:
   a division left in an index is one its bounds do not fold, so an expression holding one has no affine form and keeps
   the loops apart."""
-  while True:
-    nodes = sink.toposort
-    users: dict[UOp, list[UOp]] = {}
-    for u in nodes:
-      for s in u.src: users.setdefault(s, []).append(u)
-    arith = lambda u: u.dtype is dtypes.index and u.op in INDEX_ARITH
-    memo: dict = {}
-    for kind, close in CLOSERS.items():
-      loops = sorted((u for u in nodes if u.op is Ops.RANGE and u.attrs.get("kind") == kind), key=lambda r: r.attrs["axis"])
-      for a, b in reversed(list(zip(loops, loops[1:]))):
-        if im.cval(a.src[0]) is None or im.cval(b.src[0]) is None: continue
-        ends = [u for u in nodes if u.op is close and (a in u.src[1:] or b in u.src[1:])]
-        if not all(a in e.src[1:] and b in e.src[1:] and (close is Ops.END or e.src.index(a) + 1 == e.src.index(b)) for e in ends): continue
-        if any(not arith(u) and u.op is not close for r in (a, b) for u in users.get(r, [])): continue
-        over = {a, b}
-        for u in nodes:
-          if arith(u) and any(x in over for x in u.src): over.add(u)
-        roots = [u for u in over - {a, b} if any(not arith(v) for v in users.get(u, []))]
-        if all((fm := affine(u, memo) or linear_in(u, a, b)) is not None and fm.get(a, 0) == im.cval(b.src[0]) * fm.get(b, 0) for u in roots): break
-      else: continue
-      break
-    else: return sink
+  while (pair := _mergeable(nodes := sink.toposort)) is not None:
+    a, b, close = pair
     r = UOp(Ops.RANGE, dtypes.index, (im.const(im.cval(a.src[0]) * im.cval(b.src[0])),), a.arg)
     new: dict[UOp, UOp] = {a: im.const(0), b: r}
     for u in nodes:
@@ -250,6 +230,30 @@ def merge_loops(sink: UOp) -> UOp:
       if u.op is close: src = (src[0], *(n for n, o in zip(src[1:], u.src[1:]) if o is not a))
       new[u] = u if src == u.src else u.replace(src=src)
     sink = affine_simplify(new[sink])
+  return sink
+
+def _mergeable(nodes: list[UOp]) -> tuple[UOp, UOp, Ops] | None:
+  """(a, b, the op that closes them): the innermost neighbouring pair of ranges of one kind that merge_loops may run as
+  one range, or None."""
+  users: dict[UOp, list[UOp]] = {}
+  for u in nodes:
+    for s in u.src: users.setdefault(s, []).append(u)
+  arith = lambda u: u.dtype is dtypes.index and u.op in INDEX_ARITH
+  memo: dict = {}
+  for kind, close in CLOSERS.items():
+    loops = sorted((u for u in nodes if u.op is Ops.RANGE and u.attrs.get("kind") == kind), key=lambda r: r.attrs["axis"])
+    for a, b in reversed(list(zip(loops, loops[1:]))):
+      if im.cval(a.src[0]) is None or im.cval(b.src[0]) is None: continue
+      ends = [u for u in nodes if u.op is close and (a in u.src[1:] or b in u.src[1:])]
+      if not all(a in e.src[1:] and b in e.src[1:] and (close is Ops.END or e.src.index(a) + 1 == e.src.index(b)) for e in ends): continue
+      if any(not arith(u) and u.op is not close for r in (a, b) for u in users.get(r, [])): continue
+      over = {a, b}
+      for u in nodes:
+        if arith(u) and any(x in over for x in u.src): over.add(u)
+      roots = [u for u in over - {a, b} if any(not arith(v) for v in users.get(u, []))]
+      if all((fm := affine(u, memo) or linear_in(u, a, b)) is not None and fm.get(a, 0) == im.cval(b.src[0]) * fm.get(b, 0) for u in roots):
+        return a, b, close
+  return None
 
 def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int] = CACHES, dot: str | None = None) -> Func:
   # index chains in affine form where bounds prove it: reshapes' div/mod fold away, so neighbouring iterations address
