@@ -697,13 +697,8 @@ class CPUAllocator:
     if nbytes < self.TINY: return np.empty(size, dt.np)   # within a cache line or a few: alignment buys nothing
     if nbytes < self.SMALL and not self.pool.get(nbytes): return self._block(nbytes).view(dt.np)  # malloc is cheap here
     with self.lock:
-      # a large block may come from a pooled one up to FIT times its size: it is a mapping of its own, whose pages past
-      # what its users wrote take no memory; one made anew replaces the pooled ones it could serve (an LLM's first layer
-      # and the other layers, two schedules with arenas of 8.1 and 8.8 MiB: one block pooled, not both)
-      have = nbytes if self.pool.get(nbytes) else min((k for k, v in self.pool.items() if v and nbytes < k <= self.FIT * nbytes),
-                                                       default=None) if nbytes >= self.HUGE else None
-      if have is not None: block = self.pool[have].pop(); self.pooled -= have
-      else:
+      if (have := self._fit(nbytes)) is not None: block = self.pool[have].pop(); self.pooled -= have
+      else:   # a block made anew replaces the pooled large ones it could serve
         block, have = None, nbytes
         for k in [k for k in self.pool if k >= self.HUGE and nbytes <= k * self.FIT and k < nbytes]: self.pooled -= k * len(self.pool.pop(k))
     if block is None: block = self._block(nbytes)
@@ -713,6 +708,13 @@ class CPUAllocator:
     self.live[addr] = weakref.finalize(arr, self._recycle, addr, block, have)  # numpy keeps its own view of mv, not mv
     with self.lock: self.used += have
     return arr
+  def _fit(self, nbytes: int) -> int | None:
+    """The size of the pooled block a request of nbytes takes (under the lock): its own size, or for a large one the
+    smallest up to FIT times it, a mapping of its own whose pages past what its users wrote take no memory (an LLM's
+    first layer and its other layers, two schedules with arenas of 8.1 and 8.8 MiB: one block pooled, not both)."""
+    if self.pool.get(nbytes): return nbytes
+    if nbytes < self.HUGE: return None
+    return min((k for k, v in self.pool.items() if v and nbytes < k <= self.FIT * nbytes), default=None)
   def _recycle(self, addr: int, block, nbytes: int) -> None:
     with self.lock:
       self.live.pop(addr, None)
