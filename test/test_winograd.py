@@ -47,6 +47,26 @@ def test_winograd_matches_direct(shape):
   assert [p.rsplit("_", 1)[1] for p in phases(t)] == (["wt", "blk"] if bs == 4 else ["wt", "in", "mm", "out"])
   close(t.numpy(), np.maximum(ref + b[None, :, None, None] + res, 0))
 
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("shape", [(1, 16, 64, 19, 17, 1), (2, 24, 16, 11, 13, 0), (1, 32, 32, 6, 40, 1)], ids=str)
+def test_winograd_output_lanes(shape, vec, monkeypatch):
+  """The output transform runs a row's tiles as 8 or 16 vector lanes, a row's two output columns a tile stored as one
+  interleaved vector: masked past an odd width and past the row's last tile, a residual read two columns a lane. A
+  float16 result (no f16 lanes) keeps one tile at a time."""
+  from morok_mlir.passes import optimize
+  monkeypatch.setattr(optimize, "VEC_WIDTH", vec)
+  monkeypatch.setattr(R, "_schedule_cache", {})
+  bs, cin, cout, h, wd, pad = shape
+  x, w, b = rnd(bs, cin, h, wd), rnd(cout, cin, 3, 3) * 0.1, rnd(cout)
+  ref = conv_ref(x, w, (pad,) * 4) + b[None, :, None, None]
+  res = rnd(*ref.shape)
+  t = Tensor(x).conv2d(Tensor(w), Tensor(b), padding=pad)
+  assert "out" in [p.rsplit("_", 1)[1] for p in phases(t)]
+  close((t + Tensor(res)).relu().numpy(), np.maximum(ref + res, 0))
+  half = Tensor(x).conv2d(Tensor(w), Tensor(b), padding=pad).cast("float16")
+  assert "out" in [p.rsplit("_", 1)[1] for p in phases(half)]
+  np.testing.assert_allclose(half.numpy().astype(np.float32), ref, rtol=2e-3, atol=2e-3 * np.abs(ref).max())
+
 def test_winograd_image_expression_and_new_weights():
   # the image operand may be computed (relu of the input, fused into the transform); a second weights tensor gets its
   # own transformed panels (kept per weights buffer), the first's stay valid

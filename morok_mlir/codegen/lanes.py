@@ -253,9 +253,42 @@ class LaneLowerer(Lowerer):
       return
     val = self.vec_of(v, fr)
     buf, at = self.value(idx.src[0]), self.at0(idx.src[1])
-    mt, ft = mem_type(idx.src[0].dtype), self.vty(dtypes.float32)
-    if len(idx.src) > 2: self.em.maskedstore(fr, buf, at, self.vec_of(idx.src[2], fr), val, mt, self.vty(dtypes.bool), ft)   # gated off: unwritten
-    else: self.em.vstore(fr, val, buf, at, mt, ft)
+    mt, ft, em = mem_type(idx.src[0].dtype), self.vty(dtypes.float32), self.em
+    if (step := lane_coef(idx.src[1], self.lane, {})) and step > 1:
+      if step == 2 and (pair := self.pair(u, fr)) is not None: return self.interleave(pair, fr)
+      # lanes step elements apart: spread over step*VW elements, the ones between masked off, as a strided load's
+      n = step * self.vw
+      wide = em.shuffle(fr, val, val, [i // step if i % step == 0 else 0 for i in range(n)], ft, ft)
+      mask = self.wide_mask(idx.src[2], step, fr) if len(idx.src) > 2 else \
+        em.const(fr, f"dense<{[i % step == 0 for i in range(n)]}>".lower(), self.vty(dtypes.bool, n))
+      em.maskedstore(fr, buf, at, mask, wide, mt, self.vty(dtypes.bool, n), self.vty(dtypes.float32, n))
+    elif len(idx.src) > 2: em.maskedstore(fr, buf, at, self.vec_of(idx.src[2], fr), val, mt, self.vty(dtypes.bool), ft)   # gated off: unwritten
+    else: em.vstore(fr, val, buf, at, mt, ft)
+
+  def pair(self, u: UOp, fr: Frame) -> tuple[UOp, UOp] | None:
+    """(first, second): u and another store of the kernel, in the same loops, whose lanes fill the elements u's skip (two
+    apart, one element after or before u's): Winograd's output columns 2t and 2t + 1, stored as one interleaved vector."""
+    idx = u.src[0]
+    for w in self.f.roots[0].toposort:
+      if w is u or w.op is not Ops.STORE or w not in self.vec or w in self.done or (wi := w.src[0]).src[0] is not idx.src[0]: continue
+      if lane_coef(wi.src[1], self.lane, {}) == 2 and (d := im.cval(affine_simplify(im.sub(wi.src[1], idx.src[1])))) in (1, -1) \
+         and self.target(w) is fr and w.src[1].dtype is u.src[1].dtype:
+        return (u, w) if d == 1 else (w, u)
+    return None
+
+  def interleave(self, pair: tuple[UOp, UOp], fr: Frame) -> None:
+    """The two stores of pair as one vector of 2 VW elements, their lanes alternating (each one's gate on its own)."""
+    em, vw, (a, b) = self.em, self.vw, pair
+    self.done.update(pair)
+    order = [j // 2 + (j % 2) * vw for j in range(2 * vw)]
+    ft, wt = self.vty(dtypes.float32), self.vty(dtypes.float32, 2 * vw)
+    wide = em.shuffle(fr, self.vec_of(a.src[1], fr), self.vec_of(b.src[1], fr), order, ft, ft)
+    idx = a.src[0]; mt = mem_type(idx.src[0].dtype)
+    buf, at = self.value(idx.src[0]), self.at0(idx.src[1])
+    if all(len(s.src[0].src) < 3 for s in pair): return em.vstore(fr, wide, buf, at, mt, wt)
+    on = lambda s: self.vec_of(s.src[0].src[2], fr) if len(s.src[0].src) > 2 else em.const(fr, "dense<true>", self.vty(dtypes.bool))
+    bt = self.vty(dtypes.bool)
+    em.maskedstore(fr, buf, at, em.shuffle(fr, on(a), on(b), order, bt, bt), wide, mt, self.vty(dtypes.bool, 2 * vw), wt)
 
   def touch(self, idx: UOp, write: bool, fr: Frame):
     """Prefetch the lanes' first and last element of idx (clamped into its buffer)."""

@@ -148,22 +148,31 @@ class Winograd:
                   [rr, rci2, rg], self.thr)
 
   def outputs(self, st: UOp, red: UOp, co: UOp, rest: list[UOp], rows: int, oy: UOp, ox: UOp) -> Func:
-    """out: the kernel's store at the tile's 2x2 outputs (row r, output channel, tile column), its reduce replaced by A^T M A."""
+    """out: the kernel's store at the tile's 2x2 outputs (row r, output channel, tile column), its reduce replaced by A^T M A.
+    A row's tiles run as vector lanes (as in's: consecutive columns of C; each output column pair two lanes' stores, every
+    other element) where the store's value allows (LaneLowerer), else one tile at a time; self.out_lane: the lane range."""
     cp, (th, tw, oh, ow) = self.args[len(self.f.args) + 2], self.tiles
     lt = lambda a, n: UOp(Ops.CMPLT, dtypes.bool, (a, im.const(n)))
-    rr, oco, tx = loop_range(0, rows), loop_range(1, self.M), loop_range(2, tw)
-    *orest, ty = im.unravel(rr, sizes(rest) + [th])
-    cpos = im.add(im.add(im.mul(oco, im.const(self.Np)), self.col(rr)), tx)
-    m = [[UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.add(cpos, im.const((4 * i + j) * self.area[2])))),))
-          for j in range(4)] for i in range(4)]
-    y = transform(AT, AT, m)
-    def output(p, q):   # an output past an odd size's end is not stored, nor are its epilogue's loads made
-      py, px = im.add(im.mul(ty, im.const(2)), im.const(p)), im.add(im.mul(tx, im.const(2)), im.const(q))
-      o = at(st, {red: y[p][q], co: oco, oy: py, ox: px, **dict(zip(rest, orest))})
-      cond = im.and_(lt(py, oh) if p and oh % 2 else None, lt(px, ow) if q and ow % 2 else None)
-      return o if cond is None else o.substitute({x: gated(x, cond) for x in o.toposort if x.op is Ops.INDEX and x.src[0] is not cp
-                                                  and (rr in x.toposort or tx in x.toposort)})
-    return kernel(f"{self.name}_out", self.args, [output(p, q) for p in range(2) for q in range(2)], [rr, oco, tx], self.thr)
+    for L in (self.lanes, 1) if self.lanes > 1 else (1,):
+      rr, oco, rg = loop_range(0, rows), loop_range(1, self.M), loop_range(2, -(-tw // L))
+      lane = lane_range(L) if L > 1 else None
+      tx = im.add(im.mul(rg, im.const(L)), lane) if lane is not None else rg
+      *orest, ty = im.unravel(rr, sizes(rest) + [th])
+      cpos = im.add(im.add(im.mul(oco, im.const(self.Np)), self.col(rr)), tx)
+      m = [[UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (cp, im.add(cpos, im.const((4 * i + j) * self.area[2])))),))
+            for j in range(4)] for i in range(4)]
+      y = transform(AT, AT, m)
+      def output(p, q):   # an output past the end (an odd size's, a lane group's past the row) is not stored, nor its epilogue's loads made
+        py, px = im.add(im.mul(ty, im.const(2)), im.const(p)), im.add(im.mul(tx, im.const(2)), im.const(q))
+        o = at(st, {red: y[p][q], co: oco, oy: py, ox: px, **dict(zip(rest, orest))})
+        cond = im.and_(lt(py, oh) if p and oh % 2 else None, lt(px, ow) if q and ow % 2 or tw % L else None)
+        return o if cond is None else o.substitute({x: gated(x, cond) for x in o.toposort if x.op is Ops.INDEX and x.src[0] is not cp
+                                                    and any(r in x.toposort for r in (rr, rg, lane) if r is not None)})
+      f = kernel(f"{self.name}_out", self.args, [output(p, q) for p in range(2) for q in range(2)], [rr, oco, rg], self.thr)
+      if lane is None or all(LaneLowerer.supports(s.src[1], lane) and LaneLowerer.supports(s.src[0], lane) for s in f.roots[0].src[0].src[0].src):
+        self.out_lane = lane
+        return f
+    raise AssertionError("unreachable")
 
   def phases(self) -> list[tuple[str, tuple | None]]:
     t = self.threads   # a transform writes or reads 16 values per tile and channel
@@ -177,7 +186,7 @@ class Winograd:
   def text(self) -> str:
     inner = self.blocked   # blocked: in, mm and out are called by blk only
     return (lower_kernel(self.wt, f"{self.name}_wt") + lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane), inner)
-            + mm(self.micro(), inner) + lower_kernel(self.out, f"{self.name}_out", None, inner) + (self.blk() if self.blocked else ""))
+            + mm(self.micro(), inner) + lower_kernel(self.out, f"{self.name}_out", self.out_lane and LaneLowerer(self.out, self.out_lane), inner) + (self.blk() if self.blocked else ""))
   def micro(self) -> MicroKernel:
     """The 16 products, one after the other in each scratch buffer; blocked: one block's, on the calling thread."""
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, 1 if self.blocked else self.threads, self.mr, self.nr, self.kc,

@@ -8,8 +8,9 @@
 // in: 16 tiles of a row as vector lanes (13 real, 3 padding tiles), each of the 16 taps a masked load of 32 image
 //     elements of which every second is kept (tiles are 2 apart), 16 vector stores into B's panels;
 // mm: the contraction micro-kernel over the batch of 16 products (threads split the batch), C stored whole;
-// out: the 16 products' values of a tile (one load each, shared by its 4 outputs), bias and relu per output, and the
-//     outputs past the odd width not stored.
+// out: 16 tiles of a row as vector lanes: the 16 products' values (a vector load each, shared by the tiles' 4 outputs),
+//     bias and relu per output; a row of outputs is two columns a tile, stored as one vector of the two columns' lanes
+//     interleaved, masked where it passes the odd width.
 // CHECK-LABEL: func.func @conv_wt(
 // CHECK-COUNT-16: memref.store %{{.*}}, %arg4[
 // CHECK-LABEL: func.func @conv_in(
@@ -23,17 +24,19 @@
 // CHECK: vector.store %{{.*}}, %arg6[
 // CHECK-LABEL: func.func @conv_out(
 // CHECK: memref.load %arg3[
-// CHECK: arith.cmpi slt, %{{.*}}, %c25 : index
-// CHECK: scf.if
-// CHECK-NEXT: memref.store %{{.*}}, %arg0[
+// CHECK: vector.load %arg6[{{.*}} : memref<196864xf32>, vector<16xf32>
+// CHECK: vector.shuffle {{.*}} [0, 16, 1, 17, 2, 18, {{.*}}, 15, 31] : vector<16xf32>, vector<16xf32>
+// CHECK: vector.shuffle {{.*}} [0, 16, 1, 17, 2, 18, {{.*}}, 15, 31] : vector<16xi1>, vector<16xi1>
+// CHECK: vector.maskedstore %arg0[{{.*}} : memref<38400xf32>, vector<32xi1>, vector<32xf32>
+// CHECK-NOT: memref.store %{{.*}}, %arg0[
 // CHECK-LABEL: func.func @schedule(
 // CHECK: call @conv_wt(
 // CHECK: call @conv_in(
 // CHECK: call @conv_mm(
 // CHECK: call @conv_out(
 // LOADS-LABEL: func.func @conv_out(
-// LOADS-COUNT-16: memref.load %arg6[
-// LOADS-NOT: memref.load %arg6[
+// LOADS-COUNT-16: vector.load %arg6[
+// LOADS-NOT: vector.load %arg6[
 // LOADS-LABEL: func.func @schedule(
 module {
   func.func private @conv(%arg0: memref<38400xf32>, %arg1: memref<38400xf32>, %arg2: memref<36864xf32>, %arg3: memref<64xf32>) attributes {uop.kernel} {
