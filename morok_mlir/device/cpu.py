@@ -618,9 +618,11 @@ class CPUProgram:
       return a, self._keyed_run(a, kept)
     a = self._argset(have, scratch)
     a.phases = [p for i, p in enumerate(a.phases) if i not in {phase for phase, *_ in kept}]
-    # (a native chain reads a's arrays: its call holds a, as a caller may keep only the call and a.ptrs: Variants')
-    run = a.run()
-    return a, run if len(a.phases) == 1 and len(a.phases[0][1]) == 1 else lambda _a=a: run()
+    # (a native chain reads a's arrays: its call holds a, as a caller may keep only the call and a.ptrs: Variants'). The
+    # chain is made on the first call: a caller that runs the set inside a Batch never calls it (an LLM's TinyJit plans
+    # held ~3.5 MB of one-kernel chains)
+    if len(a.phases) == 1 and len(a.phases[0][1]) == 1: return a, a.run()
+    return a, lambda _a=a: _a.run()()
   def _keyed_run(self, a: _Args, keyed: list):
     """prepare's run() for a set whose phases keyed (phase, input, scratch, keys) make results kept per input (and
     keys' contents: the sizes' values, read at each call): where the set holds the result for them, the phase is
