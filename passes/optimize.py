@@ -51,7 +51,7 @@ from morok_mlir.core import env, index_math as im
 from morok_mlir.core.progress import progress
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
-from morok_mlir.core.kernel_facts import (ONE, contraction, contraction_tiles, extent, in_place, innermost, int8_contraction, lane_coef,
+from morok_mlir.core.kernel_facts import (ONE, REDUCE_STORES, contraction, contraction_tiles, extent, in_place, innermost, int8_contraction, lane_coef,
   lane_reduce_of, lane_supported, ranges_of, rsize, single_store, twin, winograd)
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
@@ -378,9 +378,9 @@ def reduce_lanes(f: Func, vec: int) -> tuple[Func, int] | None:
   ranges of their own, but decoded from narrower types or through such divisions (a quantized matrix-vector product's
   blocks: LLVM vectorizes neither), and no more than REDUCE_BLOCK terms per lane. That range then runs W lanes wide
   (vec, or vec/2 where only that divides it): W neighbouring bytes or elements per load, a vector accumulator."""
-  if (one := single_store(f.roots[0])) is None or lane_reduce_of(one[1]) is None: return None
+  if (one := single_store(f.roots[0], REDUCE_STORES)) is None or lane_reduce_of(one[1]) is None: return None
   sink = im.split_ranges(f.roots[0], lambda r: r.attrs.get("kind") not in ("loop", "serial"))
-  red = lane_reduce_of(single_store(sink)[1])
+  red = lane_reduce_of(single_store(sink, REDUCE_STORES)[1])
   def lanes_of(r: UOp) -> tuple[int, int] | None:
     """(W, size) when r can run as lanes: W divides its static size, its loads step by 0 or 1 (one by 1) and are
     decoded from narrower data or indexed through a split division, the source computes as vectors"""

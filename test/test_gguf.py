@@ -292,6 +292,18 @@ def test_matvec_of_every_format_runs_in_lanes(name, vec, monkeypatch):
   (k,) = kernels_of(x @ dequantize(Tensor(random_blocks(name, rows * cols // QUANTS[name].block)), name, (rows, cols)).T)
   assert "uop.reduce_lanes" in k.attrs, k.attrs
 
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_matvec_stored_narrower_runs_in_lanes(dt):
+  """A product stored as float16 (an LLM's key and value projections writing a float16 cache) keeps its lanes: the
+  reduce's sum is rounded once, as a scalar (scalar code decoded the blocks byte by byte: decode steps 8% slower)."""
+  rows, cols = 24, 4 * QUANTS["Q4_1"].block
+  blocks = random_blocks("Q4_1", rows * cols // QUANTS["Q4_1"].block)
+  w, x = dequantize(Tensor(blocks), "Q4_1", (rows, cols)), np.random.default_rng(3).standard_normal((1, cols)).astype(np.float32)
+  (k,) = kernels_of((Tensor(x) @ w.T).cast(dt))
+  assert "uop.reduce_lanes" in k.attrs, k.attrs
+  want = x.astype(np.float64) @ w.numpy().astype(np.float64).T
+  np.testing.assert_allclose((Tensor(x) @ w.T).cast(dt).float().numpy(), want, rtol=1e-2, atol=1e-2 * np.abs(want).max())
+
 @pytest.mark.parametrize("vec", [8, 16])
 @pytest.mark.parametrize("dt", [np.int32, np.uint32, np.uint8])
 def test_shift_by_an_amount_per_lane(dt, vec, monkeypatch):

@@ -11,7 +11,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
-from morok_mlir.core.kernel_facts import LANE_MAX_STEP, innermost, lane_coef, lane_reduce_of, lane_supported, single_store
+from morok_mlir.core.kernel_facts import LANE_MAX_STEP, REDUCE_STORES, innermost, lane_coef, lane_reduce_of, lane_supported, single_store
 from morok_mlir.codegen.emitter import Block
 from morok_mlir.codegen.lower_cpu import ALU, CMP, CPU, POLY, cast_op, Frame, Lowerer, lower_kernel, parallel_info, Poly, _axis, cls, exp2_of_product, gated, lane_range, mem_type, sl, splat
 
@@ -383,13 +383,13 @@ def reduce_lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   """uop.reduce_lanes = W (optimize.reduce_lanes): the kernel with the innermost range r of its one f32 reduce (static
   size S, a multiple of W) as S / W iterations of W lanes, r = r' * W + lane, when LaneLowerer can run the reduce's source
   so; else None. The reduce's loads then read W neighbouring elements at once (a matrix-vector product's rows)."""
-  if w < 2 or (one := single_store(f.roots[0])) is None or (red := lane_reduce_of(one[1])) is None: return None
+  if w < 2 or (one := single_store(f.roots[0], REDUCE_STORES)) is None or (red := lane_reduce_of(one[1])) is None: return None
   r = innermost(red)
   if (n := im.cval(r.src[0])) is None or n % w: return None
   lane, parts = lane_range(w), ()
   if n > w: parts = (UOp(Ops.RANGE, dtypes.index, (im.const(n // w),), attrs(axis=_axis(r), kind=r.attrs.get("kind"))),)
   sink = im.with_ranges(f.roots[0], r, (*parts, lane), im.add(im.mul(parts[0], im.const(w)), lane) if parts else lane)
-  if (red := lane_reduce_of(single_store(sink)[1])) is None or not lane_supported(red.src[0], lane): return None
+  if (red := lane_reduce_of(single_store(sink, REDUCE_STORES)[1])) is None or not lane_supported(red.src[0], lane): return None
   return Func(f.name, f.args, f.results, [sink], f.attrs), lane
 
 COSTLY = {Ops.EXP2, Ops.LOG2, Ops.POW, Ops.SIN, Ops.SQRT, Ops.FDIV, Ops.RECIP}   # per-element ops worth a vectorized pass
@@ -401,9 +401,10 @@ class LaneReduce:
   g, lane: reduce_lane_split's kernel and lane range."""
   def __init__(self, f: Func, name: str, w: int, g: Func, lane: UOp):
     self.name = name
-    end, st, _ = single_store(g.roots[0])
+    end, st, _ = single_store(g.roots[0], REDUCE_STORES)
     red, loops = lane_reduce_of(st), sorted(end.src[1:], key=_axis)
-    if not all(im.cval(r.src[0]) is not None for r in loops) or not any(
+    # (the second phase's lanes store f32 vectors)
+    if st.src[1].dtype is not dtypes.float32 or not all(im.cval(r.src[0]) is not None for r in loops) or not any(
         u.op in COSTLY for u in st.src[1].toposort if u is not red and red in u.toposort):
       self.parts, self.scratch = [(name, LaneLowerer(g, lane), g)], []; return
     sizes = [im.cval(r.src[0]) for r in loops]

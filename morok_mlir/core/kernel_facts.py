@@ -307,10 +307,13 @@ def innermost(red: UOp) -> UOp:
   """A reduce's innermost range: the last by axis, of equal axes the later one (a split range's inner part)."""
   return max(enumerate(red.src[1:]), key=lambda t: (t[1].attrs["axis"], t[0]))[1]
 
-def single_store(sink: UOp) -> tuple[UOp, UOp, UOp] | None:
-  """(end, store, innermost loop range) of a kernel that is one loop nest ending in one store of an f32 value."""
+def single_store(sink: UOp, dts: tuple = (dtypes.float32,)) -> tuple[UOp, UOp, UOp] | None:
+  """(end, store, innermost loop range) of a kernel that is one loop nest ending in one store of a value of dts (f32)."""
   if len(sink.src) != 1 or (end := sink.src[0]).op is not Ops.END or (st := end.src[0]).op is not Ops.STORE: return None
-  return (end, st, max(end.src[1:], key=lambda r: r.attrs["axis"])) if st.src[1].dtype is dtypes.float32 and end.src[1:] else None
+  return (end, st, max(end.src[1:], key=lambda r: r.attrs["axis"])) if st.src[1].dtype in dts and end.src[1:] else None
+# what a uop.reduce_lanes kernel may store: its reduce is f32 and its lanes end there, so the stored value is a scalar (an
+# LLM's key and value projections write a float16 cache)
+REDUCE_STORES = (dtypes.float32, dtypes.float16, dtypes.bfloat16)
 
 
 def twin(red: UOp, nodes: set[UOp], loops: list[UOp]) -> tuple[UOp, list[UOp], list[UOp]] | None:
