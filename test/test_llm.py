@@ -82,6 +82,22 @@ def tiny_llama_prefill_and_decode(wrap=lambda step: step) -> TinyJit:
 
 def test_tiny_llama_prefill_and_decode_match_float64(): tiny_llama_prefill_and_decode()
 
+@pytest.mark.parametrize("kv", ["float16", "bfloat16"])
+def test_kv_cache_of_a_narrower_dtype(kv):
+  """A float16 (bfloat16) cache holds the keys and values rounded once: logits within the rounding of the float64
+  reference's over a prefill and decode steps, the cache's buffers of that dtype."""
+  from dataclasses import replace
+  from morok_mlir.core.dtype import to_dtype
+  cfg, W = replace(TINY, kv_dtype=to_dtype(kv)), random_weights(TINY, seed=2)
+  model, ref, tol = Llama(cfg, {k: Tensor(v) for k, v in W.items()}), Ref(TINY, W), 1e-2 if kv == "float16" else 5e-2
+  assert all(t.dtype is cfg.kv_dtype for t in model.caches())
+  got, want = model(Tensor(np.array([[3, 17, 42, 5, 9]], np.int32)), 0).numpy()[0], ref.step([3, 17, 42, 5, 9])[-1]
+  for p in range(5, 8):
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+    tok = int(want.argmax())
+    got, want = model(Tensor(np.array([[tok]], np.int32)), p).numpy()[0], ref.step([tok])[-1]
+  np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+
 def test_tiny_llm_generate_ids_is_the_reference_greedy_path():
   """LLM's prefill (padded to 8 tokens) and jitted decode steps give the reference's greedy tokens, twice in a row
   (the second generation overwrites the first's cache rows)."""
@@ -188,7 +204,7 @@ def test_cli_streams_and_chats(smollm2, monkeypatch, capsys):
   import io, morok_mlir.llm as L
   from morok_mlir.llm.__main__ import main
   llm, _ = smollm2
-  monkeypatch.setattr(L, "LLM", lambda path, max_context, float32: llm)
+  monkeypatch.setattr(L, "LLM", lambda path, max_context, float32, kv_dtype: llm)
   assert main(["--model", "m.gguf", "--max-tokens", "3", "The capital of France is"]) == 0
   assert "Paris" in capsys.readouterr().out
   if importlib.util.find_spec("jinja2"):
@@ -211,6 +227,7 @@ def test_bad_requests_raise_at_the_callers_line():
   with pytest.raises(ValueError, match=r"test_llm.py:\d+.*do not fit max_context=16"): list(llm.generate_ids(list(range(10)), max_tokens=10))
   with pytest.raises(ValueError, match="top_p"): sample(Tensor(np.zeros((1, 4), np.float32)), 1.0, top_p=1.5)
   with pytest.raises(ValueError, match="chat template"): llm.chat_prompt("hi")
+  with pytest.raises(ValueError, match=r"test_llm.py:\d+.*kv_dtype must be one of"): LLM("never-read.gguf", kv_dtype="int8")
 
 def test_a_prompt_extending_the_cached_one_prefills_only_the_rest(monkeypatch):
   """A conversation's next turn reuses the cache's rows of the turns before (the prefill starts after the common

@@ -11,6 +11,9 @@ from morok_mlir.device.cpu import CPU
 from morok_mlir.jit import TinyJit
 from morok_mlir.tensor import Tensor
 from morok_mlir.llm.model import Llama, LlamaConfig
+from morok_mlir.core.dtype import dtypes, to_dtype
+
+KV_DTYPES = (dtypes.float32, dtypes.float16, dtypes.bfloat16)
 
 def render_chat(template: str, messages: list[dict], bos: str = "", eos: str = "") -> str:
   """The file's chat template (Jinja, as Hugging Face's apply_chat_template renders it) with a generation prompt."""
@@ -27,15 +30,19 @@ class LLM:
   float32: decode the quantized weights once into float32 buffers (about 4 bytes a weight instead of 0.6 for Q4_1;
   faster, as every call's kernels then read plain floats) instead of in the kernels that read them.
   metadata: the file's, less the tokenizer's arrays (vocab, merges, token types: the tokenizer holds them; as Python
-  lists, ~15 MB for a 49k vocabulary)."""
-  def __init__(self, path: str, max_context: int = 1024, float32: bool = False, context: int = 256):
+  lists, ~15 MB for a 49k vocabulary).
+  kv_dtype: the KV cache's storage: "float16" (llama.cpp's default: each key and value rounded once when stored), "float32"
+  (twice the memory, the projections' values exactly) or "bfloat16"."""
+  def __init__(self, path: str, max_context: int = 1024, float32: bool = False, context: int = 256, kv_dtype: str = "float16"):
     from morok_mlir.llm.gguf import load_gguf
     from morok_mlir.llm.tokenizer import tokenizer_from_gguf
+    if (kv := to_dtype(kv_dtype)) not in KV_DTYPES: _err(ValueError, f"kv_dtype must be one of {[str(d) for d in KV_DTYPES]}, got {kv_dtype!r}")
     g = load_gguf(path)
     if g.arch != "llama": _err(ValueError, f"{path}: architecture {g.arch!r} is not supported (llama only)")
     weights = {k: v.contiguous().realize() for k, v in g.tensors.items()} if float32 else g.tensors
     meta = {k: v for k, v in g.metadata.items() if not (k.startswith("tokenizer.ggml.") and isinstance(v, list))}
-    self._init(Llama(LlamaConfig.from_gguf(g.metadata, weights, max_context), weights, context), tokenizer_from_gguf(g.metadata), meta)
+    cfg = LlamaConfig.from_gguf(g.metadata, weights, max_context, kv)
+    self._init(Llama(cfg, weights, context), tokenizer_from_gguf(g.metadata), meta)
     # the free heap pages the load's transient objects left (the metadata's lists, the vocabulary's dict and merge pairs:
     # freed as g goes) given back: the prompt's first call would not reuse them (its buffers are mappings of their own)
     del g, weights; CPU.allocator.trim()

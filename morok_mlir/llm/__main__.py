@@ -15,11 +15,12 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--seed", type=int, default=None)
   ap.add_argument("--max-context", type=int, default=1024, help="prompt + generated tokens (the KV cache's length)")
   ap.add_argument("--float32", action="store_true", help="decode the quantized weights once (more memory, faster)")
+  ap.add_argument("--kv-dtype", default="float16", choices=["float16", "float32", "bfloat16"], help="the KV cache's storage")
   ap.add_argument("--timing", action="store_true", help="print tokens/s to stderr")
   args = ap.parse_args(argv)
   if not args.chat and args.prompt is None: ap.error("a prompt is needed (or --chat)")
   from morok_mlir.llm import LLM
-  llm = LLM(args.model, max_context=args.max_context, float32=args.float32)
+  llm = LLM(args.model, max_context=args.max_context, float32=args.float32, kv_dtype=args.kv_dtype)
   opts = dict(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
 
   def stream(prompt, chat: bool) -> str:

@@ -12,7 +12,7 @@ from morok_mlir import nn
 from morok_mlir.core.provenance import error as _err
 from morok_mlir.tensor import Tensor
 from morok_mlir.core.uop import UOp, Variable
-from morok_mlir.core.dtype import dtypes
+from morok_mlir.core.dtype import DType, dtypes
 from morok_mlir.device import Device
 from morok_mlir import realize as R
 
@@ -27,11 +27,12 @@ class LlamaConfig:
   norm_eps: float = 1e-5
   rope_theta: float = 10000.0
   max_context: int = 512
+  kv_dtype: DType = dtypes.float32   # the KV cache's storage: float16 (llama.cpp's default) halves it, each value rounded once
   @property
   def head_dim(self) -> int: return self.dim // self.n_heads
 
   @staticmethod
-  def from_gguf(metadata: dict, tensors: dict, max_context: int | None = None) -> LlamaConfig:
+  def from_gguf(metadata: dict, tensors: dict, max_context: int | None = None, kv_dtype: DType = dtypes.float32) -> LlamaConfig:
     """The hyperparameters of a GGUF file's llama.* keys; max_context is capped by llama.context_length."""
     m = lambda k, d=None: metadata.get(f"llama.{k}", d)
     ctx = int(m("context_length", 2048))
@@ -39,7 +40,7 @@ class LlamaConfig:
                        n_kv_heads=int(m("attention.head_count_kv", m("attention.head_count"))),
                        vocab_size=tensors["token_embd.weight"].shape[0], hidden_dim=int(m("feed_forward_length")),
                        norm_eps=float(m("attention.layer_norm_rms_epsilon", 1e-5)), rope_theta=float(m("rope.freq_base", 10000.0)),
-                       max_context=min(ctx, max_context or ctx))
+                       max_context=min(ctx, max_context or ctx), kv_dtype=kv_dtype)
 
 def rope_table(cfg: LlamaConfig) -> tuple[Tensor, Tensor]:
   """cos and sin of position * theta^(-2i/head_dim), (max_context, head_dim/2), computed in float64 on the host."""
@@ -54,27 +55,28 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
   c, s = cos.reshape(1, T, 1, D // 2), sin.reshape(1, T, 1, D // 2)
   return Tensor.stack(x0 * c - x1 * s, x0 * s + x1 * c, dim=-1).reshape(B, T, H, D)
 
-def _zeros(*shape: int) -> Tensor:
-  """float32 zeros whose rows take memory (CPU) only once written: a cache of 512 positions that a 272-token generation
+def _zeros(shape: tuple[int, ...], dtype: DType) -> Tensor:
+  """Zeros whose rows take memory (CPU) only once written: a float32 cache of 512 positions that a 272-token generation
   filled holds ~half its 23.6 MB (SmolLM2-135M)."""
-  return Tensor(R.zeros(shape, dtypes.float32, dev := Device.DEFAULT), device=dev)
+  return Tensor(R.zeros(shape, dtype, dev := Device.DEFAULT), device=dev)
 
 class KVCache:
-  """Keys and values of every position so far, (1, n_kv_heads, rows, head_dim) each (rows: max_context unless given)."""
+  """Keys and values of every position so far, (1, n_kv_heads, rows, head_dim) each (rows: max_context unless given), in
+  cfg.kv_dtype; read as float32."""
   def __init__(self, cfg: LlamaConfig, rows: int | None = None):
-    self.k, self.v = (_zeros(1, cfg.n_kv_heads, rows or cfg.max_context, cfg.head_dim) for _ in range(2))
+    self.k, self.v = (_zeros((1, cfg.n_kv_heads, rows or cfg.max_context, cfg.head_dim), cfg.kv_dtype) for _ in range(2))
   def grow(self, rows: int) -> None:
     """rows rows, those so far kept."""
-    new = [_zeros(*self.k.shape[:2], rows, self.k.shape[3]) for _ in range(2)]
+    new = [_zeros((*self.k.shape[:2], rows, self.k.shape[3]), self.k.dtype) for _ in range(2)]
     for t, old in zip(new, (self.k, self.v)): t[:, :, :old.shape[2]] = old
     Tensor.realize(*new); self.k, self.v = new
   def update(self, k: Tensor, v: Tensor, start_pos) -> tuple[Tensor, Tensor]:
     """Write k, v (1, KV, T, D) at rows start_pos.. start_pos+T-1; the rows 0.. start_pos+T-1 (a symbolic length)."""
     T = k.shape[2]
-    self.k[:, :, start_pos:start_pos + T] = k
-    self.v[:, :, start_pos:start_pos + T] = v
+    self.k[:, :, start_pos:start_pos + T] = k.cast(self.k.dtype)
+    self.v[:, :, start_pos:start_pos + T] = v.cast(self.v.dtype)
     Tensor.realize(self.k, self.v)
-    return self.k[:, :, :start_pos + T], self.v[:, :, :start_pos + T]
+    return self.k[:, :, :start_pos + T].float(), self.v[:, :, :start_pos + T].float()
 
 class Attention:
   def __init__(self, cfg: LlamaConfig, rows: int | None = None):
