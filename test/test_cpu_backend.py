@@ -48,6 +48,16 @@ def test_elementwise_broadcast():
   p(out, a, b, c)
   np.testing.assert_allclose(out.reshape(3, 4), a.reshape(3, 4) * b[None, :] + c[:, None], rtol=1e-6)
 
+def test_lanes_store_steps_two_elements_a_lane():
+  """uop.lanes on a store two elements apart a lane (out[2i] = 2 in[i], 60 outputs: the last of 8 lane groups partial):
+  the lanes spread over twice their width, the elements between, and those past the end, left unwritten."""
+  text = open(os.path.join(os.path.dirname(__file__), "lit", "uop-lower-cpu", "lanes-strided-store.mlir")).read()
+  f = parse(text.replace("%c64 = \"uop.const\"() {value = 64", "%c64 = \"uop.const\"() {value = 60"))["spread"]
+  x, out = np.arange(64, dtype=np.float32), np.full(128, np.nan, np.float32)
+  CPU.compile(f)(out, x)
+  np.testing.assert_array_equal(out[0:120:2], 2 * x[:60])
+  assert np.isnan(out[1::2]).all() and np.isnan(out[120:]).all()
+
 # out[i] = sum_j a[i, j] and max_j a[i, j] of a 3x5 int32 matrix, two reduces over one range in one loop nest
 REDUCE = """
 func.func private @k(%arg0: memref<3xi32>, %arg1: memref<3xi32>, %arg2: memref<15xi32>) attributes {uop.kernel} {

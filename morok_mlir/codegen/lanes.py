@@ -363,8 +363,8 @@ VRULES = {
 def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   """uop.lanes = W (optimize.lanes): the kernel with its innermost loop range r (size S) as ceil(S / W) iterations of W
   vector lanes, r = r' * W + lane (lanes past S, where W does not divide it, gated off: they neither load nor store),
-  when LaneLowerer can run its store so; else None (the kernel lowers as plain loops). A symbolic S: ceil(S / W) and the
-  gate read at run time."""
+  when LaneLowerer can run its store so (its address stepping 1 to LANE_MAX_STEP elements a lane); else None (the kernel
+  lowers as plain loops). A symbolic S: ceil(S / W) and the gate read at run time."""
   if w < 2 or (one := single_store(f.roots[0])) is None: return None
   end, st, inner = one
   if len(st.src[0].src) != 2: return None
@@ -375,7 +375,7 @@ def lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   if im.cval(n) is None or im.cval(n) % w:
     cut = UOp(Ops.CMPLT, dtypes.bool, (pos, n))
     st = st.substitute({u: gated(u, cut) for u in st.toposort if u.op is Ops.INDEX and lane in u.toposort})
-  if lane_coef(st.src[0].src[1], lane, {}) != 1 or not LaneLowerer.supports(st.src[1], lane): return None
+  if not 1 <= (lane_coef(st.src[0].src[1], lane, {}) or 0) <= LANE_MAX_STEP or not LaneLowerer.supports(st.src[1], lane): return None
   end = UOp(Ops.END, dtypes.void, (st, *[outer if r is inner else r for r in end.src[1:]]))
   return Func(f.name, f.args, f.results, [UOp(Ops.SINK, dtypes.void, (end,))], f.attrs), lane
 
