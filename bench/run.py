@@ -405,9 +405,9 @@ def light_rows(models) -> None:
 CF_RUNS = 300
 def cf_rows(models) -> None:
   """Small ONNX models of control flow, carried state and microseconds of work (test/onnx_cf_models.py: a VAD-like
-  streaming model with an If and an LSTM, a Loop, a Scan, an int8 encoder, an int8 QDQ layer, a 2-op graph) through
-  OnnxModel (numpy arrays in and out, as a streaming caller feeds them; the replay from the fourth call on) and
-  onnxruntime's CPU provider (2 intra-op threads), outputs checked against onnxruntime's first; per-call
+  streaming model with an If and an LSTM, a Loop, a Scan, an int8 encoder, an int8 QDQ layer, a 2-op graph, a detector's
+  output head) through OnnxModel (numpy arrays in and out, as a streaming caller feeds them; the replay from the fourth
+  call on) and onnxruntime's CPU provider (2 intra-op threads), outputs checked against onnxruntime's first; per-call
   microseconds, alternating blocks."""
   try: import onnxruntime as ort
   except ImportError: print("\nonnx control-flow models not measured: onnxruntime is not installed (pip install -e '.[bench]')"); return
@@ -496,7 +496,7 @@ def light_cold_times(models) -> None:
     print(f"| {name:<14} | {wall:7.2f} | {cpu:7.2f} |", flush=True)
   print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
-CF = ("vad", "loop", "scan", "qenc", "qdq", "tiny")
+CF = ("vad", "loop", "scan", "qenc", "qdq", "tiny", "detect")
 LIGHT = ("resnet50", "bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "shufflenet", "squeezenet", "vgg19", "zfnet512")
 WORKLOADS = {"ew": w_ew, "sum": w_sum, "softmax": w_softmax, "mm1024": w_mm(1024), "mm2048": w_mm(2048), "conv": w_conv,
              "mlp": w_mlp, "overhead": w_overhead, "gather": w_gather, "layernorm": w_layernorm, "sort": w_sort,

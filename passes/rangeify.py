@@ -88,10 +88,26 @@ class Rangeifier:
     Assigns come last, each in a kernel of its own: every other kernel reads their targets' old contents first."""
     groups: dict = {}
     for k, (b, n) in enumerate(zip(bufs, nodes)):
-      joins = all(isinstance(d, int) for d in n.shape) and n.op not in (Ops.SCATTER, Ops.ASSIGN) and self.elementwise(n)
+      joins = all(isinstance(d, int) for d in n.shape) and n.op not in (Ops.SCATTER, Ops.ASSIGN) and self.elementwise(n) and not tiling(n)
       groups.setdefault(n.shape if joins else k, []).append((b, n))
-    out = [self.store(*g[0]) if len(g) == 1 else self.store_group(g) for g in groups.values() if g[0][1].op is not Ops.ASSIGN]
+    out = []
+    for g in groups.values():
+      if g[0][1].op is Ops.ASSIGN: continue
+      if len(g) > 1: out.append(self.store_group(g))
+      elif parts := tiling(g[0][1]): out += self.store_parts(*g[0], parts)
+      else: out.append(self.store(*g[0]))
     return out + [self.assign(*g[0]) for g in groups.values() if g[0][1].op is Ops.ASSIGN]
+
+  def store_parts(self, buf: UOp, node: UOp, parts: list[tuple[UOp, tuple]]) -> list[UOp]:
+    """A cat stored part by part (`tiling`): each part computed over loops of its own shape into its box of buf."""
+    saved, out = (self.loops, self.root), []
+    for x, pad in parts:
+      (self.loops, xidx), self.root = self.loop_ranges(x.shape), node
+      at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize([im.add(i, im.const(o)) for i, o in zip(xidx, pad[::2])], node.shape)))
+      st = UOp(Ops.STORE, dtypes.void, (at, self.value(x, tuple(xidx), None, False)), loc=node.loc)
+      out.append(UOp(Ops.END, dtypes.void, (st, *self.loops), loc=node.loc) if self.loops else st)
+    self.loops, self.root = saved
+    return out
 
   def assign(self, buf: UOp, node: UOp) -> UOp:
     """assign(target, value) stored into the target's own buffer (buf), over the box where value differs from the target
@@ -383,6 +399,19 @@ def _cat(u: UOp, stored=lambda x: False) -> list[tuple[UOp, tuple]] | None:
     inner = _cat(p.src[0], stored) if p.src[0].op is Ops.WHERE and not stored(p.src[0]) else None
     out += [(x, tuple(a + b for a, b in zip(pad, q))) for x, q in inner] if inner else [(p.src[0], pad)]
   return out
+
+CAT_STORE_MIN = 1 << 12   # elements of a stored cat from which each part gets its own loops
+def tiling(u: UOp) -> list[tuple[UOp, tuple]] | None:
+  """A cat's (part, padding) pairs (`_cat`) when the cat is an output worth storing part by part (CAT_STORE_MIN elements
+  or more, static shapes) and the parts' boxes tile it: disjoint, inside it, their sizes summing to its size. Stored as
+  one loop nest, each element would select among every part's value, each part's computed (a detector's head: every
+  scale's sigmoid and transposed index math for every one of its boxes)."""
+  if u.op is not Ops.WHERE or not isinstance(u.size, int) or u.size < CAT_STORE_MIN or (parts := _cat(u)) is None: return None
+  if not all(isinstance(d, int) for x, _ in parts for d in x.shape) or any(v < 0 for _, pad in parts for v in pad): return None
+  boxes = [tuple(zip(pad[::2], (lo + n for lo, n in zip(pad[::2], x.shape)))) for x, pad in parts]
+  if sum(prod(x.shape) for x, _ in parts) != u.size or any(hi > n for b in boxes for (_, hi), n in zip(b, u.shape)): return None
+  apart = lambda a, b: any(ha <= lb or hb <= la for (la, ha), (lb, hb) in zip(a, b))
+  return parts if all(apart(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]) else None
 
 def cat_parts(u: UOp, stored=None) -> list[UOp] | None:
   """The parts of a cat (see `_cat`) as PAD nodes over the whole cat, last first (the order they are written in, so

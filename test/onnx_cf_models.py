@@ -2,7 +2,7 @@
 onnx's helper API (no stored files): a streaming voice-activity-like model (a conv front end, an If on a scalar input
 choosing between two subgraphs that read the outer scope, an LSTM whose state is an input and an output), a Loop with
 a static trip count, a Scan, an int8-quantized encoder (DynamicQuantizeLinear + MatMulInteger, QLinearMatMul,
-QuantizeLinear/DequantizeLinear), an int8 layer in QDQ form and a tiny elementwise graph. Each builder returns (model,
+QuantizeLinear/DequantizeLinear), an int8 layer in QDQ form, a tiny elementwise graph and a detector's output head. Each builder returns (model,
 feeds(k) -> the k-th call's inputs, carry: {output name: input name} a streaming caller feeds back)."""
 import numpy as np
 import onnx
@@ -136,4 +136,21 @@ def tiny():
   xs = _rng(8).standard_normal((4, 2, 16)).astype(np.float32)
   return m, lambda k: {"a": xs[k % 4, 0], "b": xs[k % 4, 1]}, {}
 
-MODELS = {"vad": vad, "loop": loop, "scan": scan, "qenc": qenc, "qdq": qdq, "tiny": tiny}
+def detect():
+  """A YOLO-style detector's output head: three scales' 1x1 convolutions [1, 255, h, w] (h = 40, 20, 10; 3 anchors of 85
+  values) each reshaped, transposed to [1, 3, h, w, 85], sigmoided and flattened to [1, 3hw, 85], the three concatenated
+  into out [1, 6300, 85]: a transposing, elementwise output whose parts come from three inputs."""
+  r, nodes, inits, ins = _rng(11), [], [], []
+  for i, (c, hw) in enumerate(((64, 40), (128, 20), (256, 10))):
+    ins.append(h.make_tensor_value_info(f"p{i}", TP.FLOAT, [1, c, hw, hw]))
+    inits += [_init(f"w{i}", _w(r, 255, c, 1, 1, scale=0.1)), _init(f"b{i}", _w(r, 255, scale=0.5)),
+              _init(f"s{i}", np.array([1, 3, 85, hw, hw], np.int64)), _init(f"f{i}", np.array([1, -1, 85], np.int64))]
+    nodes += [h.make_node("Conv", [f"p{i}", f"w{i}", f"b{i}"], [f"c{i}"]), h.make_node("Reshape", [f"c{i}", f"s{i}"], [f"r{i}"]),
+              h.make_node("Transpose", [f"r{i}"], [f"t{i}"], perm=[0, 1, 3, 4, 2]), h.make_node("Sigmoid", [f"t{i}"], [f"g{i}"]),
+              h.make_node("Reshape", [f"g{i}", f"f{i}"], [f"o{i}"])]
+  nodes.append(h.make_node("Concat", ["o0", "o1", "o2"], ["out"], axis=1))
+  m = _model(nodes, "detect", ins, [h.make_tensor_value_info("out", TP.FLOAT, [1, 6300, 85])], inits)
+  xs = [_rng(12 + i).standard_normal((2, 1, c, hw, hw)).astype(np.float32) for i, (c, hw) in enumerate(((64, 40), (128, 20), (256, 10)))]
+  return m, lambda k: {f"p{i}": x[k % 2] for i, x in enumerate(xs)}, {}
+
+MODELS = {"vad": vad, "loop": loop, "scan": scan, "qenc": qenc, "qdq": qdq, "tiny": tiny, "detect": detect}

@@ -63,6 +63,17 @@ def test_loop_static_trip_count_replays(interpreted): stream("loop", 7, lambda f
 def test_scan_replays(interpreted): stream("scan", 7, lambda feeds, k: feeds(k), interpreted)
 def test_tiny_graph_replays(interpreted): stream("tiny", 7, lambda feeds, k: feeds(k), interpreted)
 
+def test_detector_head_stores_its_concat_part_by_part(interpreted):
+  """A detector's head (three scales transposed, sigmoided, concatenated): the reference's outputs, each part of the
+  output concat stored by a kernel of its own over its own rows (one kernel selecting among the three per element
+  computed every part's sigmoid for every element)."""
+  from morok_mlir import realize as R
+  R._schedule_cache.clear()
+  stream("detect", 6, lambda feeds, k: feeds(k), interpreted)
+  names = [it.name for s in R._schedule_cache.values() for it in s.items]
+  # (a part may be computed by its scale's convolution itself: r_4800_85_64)
+  assert all(any(f"_{rows}_85" in n for n in names) for rows in (4800, 1200, 300)) and not any("6300" in n for n in names), names
+
 def test_quantized_encoder_exact(interpreted):
   """DynamicQuantizeLinear + MatMulInteger (int32 out) and QLinearMatMul (uint8 out): integers equal to the reference's."""
   stream("qenc", 7, lambda feeds, k: feeds(k), interpreted, exact=("acc", "q"))
