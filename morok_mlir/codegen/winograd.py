@@ -153,7 +153,7 @@ class Winograd:
     other element) where the store's value allows (LaneLowerer), else one tile at a time; self.out_lane: the lane range."""
     cp, (th, tw, oh, ow) = self.args[len(self.f.args) + 2], self.tiles
     lt = lambda a, n: UOp(Ops.CMPLT, dtypes.bool, (a, im.const(n)))
-    for L in (self.lanes, 1) if self.lanes > 1 else (1,):
+    def build(L: int) -> tuple[Func, UOp | None]:   # the kernel with L tiles a row as lanes (L = 1: a loop over them)
       rr, oco, rg = loop_range(0, rows), loop_range(1, self.M), loop_range(2, -(-tw // L))
       lane = lane_range(L) if L > 1 else None
       tx = im.add(im.mul(rg, im.const(L)), lane) if lane is not None else rg
@@ -168,11 +168,11 @@ class Winograd:
         cond = im.and_(lt(py, oh) if p and oh % 2 else None, lt(px, ow) if q and ow % 2 or tw % L else None)
         return o if cond is None else o.substitute({x: gated(x, cond) for x in o.toposort if x.op is Ops.INDEX and x.src[0] is not cp
                                                     and any(r in x.toposort for r in (rr, rg, lane) if r is not None)})
-      f = kernel(f"{self.name}_out", self.args, [output(p, q) for p in range(2) for q in range(2)], [rr, oco, rg], self.thr)
-      if lane is None or all(LaneLowerer.supports(s.src[1], lane) and LaneLowerer.supports(s.src[0], lane) for s in f.roots[0].src[0].src[0].src):
-        self.out_lane = lane
-        return f
-    raise AssertionError("unreachable")
+      return kernel(f"{self.name}_out", self.args, [output(p, q) for p in range(2) for q in range(2)], [rr, oco, rg], self.thr), lane
+    f, self.out_lane = build(self.lanes)
+    if self.out_lane is not None and not all(LaneLowerer.supports(s.src[1], self.out_lane) and LaneLowerer.supports(s.src[0], self.out_lane)
+                                             for s in f.roots[0].src[0].src[0].src): f, self.out_lane = build(1)
+    return f
 
   def phases(self) -> list[tuple[str, tuple | None]]:
     t = self.threads   # a transform writes or reads 16 values per tile and channel
