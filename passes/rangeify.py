@@ -87,14 +87,15 @@ class Rangeifier:
     optimizer step, a backward pass). A reduce keeps its own kernel: uop-optimize tiles a contraction alone.
     Assigns come last, each in a kernel of its own: every other kernel reads their targets' old contents first."""
     groups: dict = {}
+    tiled = {n: parts for n in nodes if (parts := tiling(n)) is not None}   # cats stored part by part, each on its own
     for k, (b, n) in enumerate(zip(bufs, nodes)):
-      joins = all(isinstance(d, int) for d in n.shape) and n.op not in (Ops.SCATTER, Ops.ASSIGN) and self.elementwise(n) and not tiling(n)
+      joins = all(isinstance(d, int) for d in n.shape) and n.op not in (Ops.SCATTER, Ops.ASSIGN) and self.elementwise(n) and n not in tiled
       groups.setdefault(n.shape if joins else k, []).append((b, n))
     out = []
     for g in groups.values():
       if g[0][1].op is Ops.ASSIGN: continue
       if len(g) > 1: out.append(self.store_group(g))
-      elif parts := tiling(g[0][1]): out += self.store_parts(*g[0], parts)
+      elif g[0][1] in tiled: out += self.store_parts(*g[0], tiled[g[0][1]])
       else: out.append(self.store(*g[0]))
     return out + [self.assign(*g[0]) for g in groups.values() if g[0][1].op is Ops.ASSIGN]
 
@@ -103,11 +104,15 @@ class Rangeifier:
     saved, out = (self.loops, self.root), []
     for x, pad in parts:
       (self.loops, xidx), self.root = self.loop_ranges(x.shape), node
-      at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize([im.add(i, im.const(o)) for i, o in zip(xidx, pad[::2])], node.shape)))
-      st = UOp(Ops.STORE, dtypes.void, (at, self.value(x, tuple(xidx), None, False)), loc=node.loc)
-      out.append(UOp(Ops.END, dtypes.void, (st, *self.loops), loc=node.loc) if self.loops else st)
+      out.append(self.store_part(buf, node, xidx, pad[::2], self.value(x, tuple(xidx), None, False), node.loc))
     self.loops, self.root = saved
     return out
+
+  def store_part(self, buf: UOp, node: UOp, idx: list[UOp], lo, v: UOp, loc) -> UOp:
+    """v, a part of cat node, stored at idx + lo in buf (node's buffer), closed over the current loops."""
+    at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize([im.add(i, im.const(o)) for i, o in zip(idx, lo)], laid(buf, node.shape))))
+    st = UOp(Ops.STORE, dtypes.void, (at, v), loc=loc)
+    return UOp(Ops.END, dtypes.void, (st, *self.loops), loc=loc) if self.loops else st
 
   def assign(self, buf: UOp, node: UOp) -> UOp:
     """assign(target, value) stored into the target's own buffer (buf), over the box where value differs from the target
@@ -170,9 +175,7 @@ class Rangeifier:
         x, lo = p.src[0], sym_attr(p, "padding")[::2]
         self.loops, xidx = self.loop_ranges(x.shape)
         v = yield (x, tuple(xidx), None, False)
-        at = UOp(Ops.INDEX, node.dtype.ptr(), (buf, im.linearize([im.add(i, im.const(o)) for i, o in zip(xidx, lo)], laid(buf, node.shape))))
-        st = UOp(Ops.STORE, dtypes.void, (at, v), loc=p.loc)
-        buf = UOp(Ops.AFTER, buf.dtype, (buf, UOp(Ops.END, dtypes.void, (st, *self.loops), loc=p.loc) if self.loops else st), loc=p.loc)
+        buf = UOp(Ops.AFTER, buf.dtype, (buf, self.store_part(buf, node, xidx, lo, v, p.loc)), loc=p.loc)
       self.materialised[node] = buf
       self.loops, self.root = saved
     return self.materialised[node]
