@@ -719,14 +719,16 @@ class MM:
   def k_loop(self, kc: str, kend: str, init: list[str], bbase: str, a: str | list[str], a_buf: str, a_ty: str, rows: int = 0) -> list[str]:
     """The k loop of a tile: the accumulators carried through FMAs of A's column (broadcast) with B's row."""
     mk, V, nv = self.mk, self.V, self.nv
+    # the same row of the next B panel, into L2, a cache line at a time: its first tile then finds it there (weights
+    # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved). The
+    # last panel's "next" is itself, clamped here once rather than per prefetch in the k loop
+    pf = self.ix("minsi", self.add(bbase, mk.K * mk.nr), self.ci(mk.scratch[1] - mk.K * mk.nr)) if not mk.fused_b else None
     with self.loop(kc, kend, inits=init, ty=V) as kl:
       k, accs = kl.iv, kl.accs
-      bo = self.ix("addi", bbase, self.ix("muli", k, self.ci(mk.nr)))
+      bo = self.ix("addi", bbase, ko := self.ix("muli", k, self.ci(mk.nr)))
       bv = [self.em.vload(self.b, self.pb, self.add(bo, v * mk.vw), self.tb, V) for v in range(nv)]
-      # the same row of the next B panel, into L2, a cache line at a time: its first tile then finds it there (weights
-      # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved)
-      for off in range(0, mk.nr if not mk.fused_b else 0, 16):
-        self.em.prefetch(self.b, self.pb, self.ix("minsi", self.add(bo, mk.K * mk.nr + off), self.ci(mk.scratch[1] - 1)), False, self.tb, 2)
+      if pf is not None:
+        for off in range(0, mk.nr, 16): self.em.prefetch(self.b, self.pb, self.add(self.ix("addi", pf, ko), off), False, self.tb, 2)
       if not self.rowwise: ao = self.ix("addi", a, self.ix("muli", k, self.ci(mk.mr)))
       ak = self.ix("muli", k, self.ci(ks)) if (ks := mk.direct_a[3] if mk.direct_a else 1) != 1 else k   # k's step along A's rows
       new = []

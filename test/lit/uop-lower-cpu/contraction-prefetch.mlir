@@ -7,7 +7,7 @@
 // CHECK-LABEL: func.func @mm_mm(
 // CHECK: %[[TILE:.*]] = memref.alloca() {alignment = 64 : i64} : memref<96xf32>
 // CHECK: func.call @mm_pf(%arg0, %arg1, %arg2, %arg3, %{{.*}}, %{{.*}}, %{{.*}}, %[[TILE]], %[[T:.*]], %{{.*}}) :
-// CHECK-NEXT: scf.for {{.*}} iter_args(
+// CHECK: scf.for {{.*}} iter_args(
 // CHECK-COUNT-12: vector.fma
 // CHECK: func.call @mm_epi(%arg0, %arg1, %arg2, %arg3, %{{.*}}, %{{.*}}, %{{.*}}, %[[TILE]], %[[T]], %{{.*}}) :
 // CHECK-LABEL: func.func private @mm_epi(
