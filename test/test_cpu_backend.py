@@ -58,6 +58,17 @@ def test_lanes_store_steps_two_elements_a_lane():
   np.testing.assert_array_equal(out[0:120:2], 2 * x[:60])
   assert np.isnan(out[1::2]).all() and np.isnan(out[120:]).all()
 
+def test_lanes_load_one_element_every_two_lanes():
+  """uop.lanes on out[i] = 2 in[i // 2] (a nearest upsample along the lanes), 60 outputs: each element read once per two
+  lanes, the last group partial; the outputs past 60 left unwritten."""
+  text = open(os.path.join(os.path.dirname(__file__), "lit", "uop-lower-cpu", "lanes-upsample.mlir")).read()
+  x = np.arange(32, dtype=np.float32)
+  for name, n in (("upsample", 64), ("upsample_tail", 60)):
+    out = np.full(64, np.nan, np.float32)
+    CPU.compile(parse(text)[name])(out, x)
+    np.testing.assert_array_equal(out[:n], 2 * np.repeat(x, 2)[:n])
+    assert np.isnan(out[n:]).all()
+
 # out[i] = sum_j a[i, j] and max_j a[i, j] of a 3x5 int32 matrix, two reduces over one range in one loop nest
 REDUCE = """
 func.func private @k(%arg0: memref<3xi32>, %arg1: memref<3xi32>, %arg2: memref<15xi32>) attributes {uop.kernel} {

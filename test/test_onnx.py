@@ -190,3 +190,28 @@ def test_host_constants_made_once_in_their_dtype(op):
   finally: peak = tracemalloc.get_traced_memory()[1]; tracemalloc.stop()
   assert y.shape == (n,) and peak < 1.3 * n * 4, f"peak {peak / (n * 4):.2f}x the output"
   np.testing.assert_equal(y.numpy()[[0, 1, -1]], [0, 1, n - 1] if op == "Range" else [2, 2, 2])
+
+@pytest.mark.parametrize("ctm,nm,scales,moves", [("asymmetric", "floor", [1, 1, 2, 2], True), ("half_pixel", "round_prefer_floor", [1, 1, 2, 3], True),
+                                                 ("asymmetric", "floor", [1, 1, 0.5, 0.5], True), ("half_pixel", "round_prefer_floor", [1, 1, 1.5, 1.5], False),
+                                                 ("align_corners", "round_prefer_floor", [1, 1, 2, 2], True), ("asymmetric", "floor", [1, 1, 3, 1], True)])
+def test_resize_nearest_by_integer_factors_as_movement(ctm, nm, scales, moves):
+  """A nearest Resize whose picks are a repeat or a strided slice (an integer factor: a detector's upsampling) builds
+  movement ops, which a kernel reads through index arithmetic, not a gather of a table of positions; other picks
+  gather. Both equal onnx's reference."""
+  from onnx.reference import ReferenceEvaluator
+  from morok_mlir import Tensor
+  from morok_mlir.onnx.ops import _resize
+  x = np.random.default_rng(0).standard_normal((1, 2, 5, 6)).astype(np.float32)
+  a = {"mode": "nearest", "coordinate_transformation_mode": ctm, "nearest_mode": nm}
+  m = _model([helper.make_node("Resize", ["x", "", "s"], ["y"], **a)], [_vi("x", shape=list(x.shape))], [_vi("y")],
+             [numpy_helper.from_array(np.array(scales, np.float32), "s")])
+  np.testing.assert_array_equal(OnnxModel(m)({"x": x})["y"], ReferenceEvaluator(m).run(None, {"x": x})[0])
+  y = _resize([Tensor(x), None, Tensor(np.array(scales, np.float32))], a, 17)
+  assert (Ops.GATHER not in {u.op for u in y.uop.toposort}) == moves
+
+def test_take_runs():
+  """The positions _take turns into a slice and a repeat: start + (j // repeats) * step, nothing else."""
+  from morok_mlir.onnx.ops import _runs
+  assert _runs(np.arange(10) // 2) == (0, 1, 2) and _runs(np.arange(5)) == (0, 1, 1) and _runs(np.arange(2, 11, 3)) == (2, 3, 1)
+  assert _runs(np.repeat(np.arange(1, 9, 2), 3)) == (1, 2, 3) and _runs(np.array([3, 3, 3])) == (3, 1, 3)
+  assert _runs(np.array([0, 1, 1])) is _runs(np.array([2, 1, 0])) is _runs(np.array([0, 0, 1, 1, 2])) is _runs(np.array([0, 0, 1, 2])) is None

@@ -6,6 +6,7 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view as swv
 from morok_mlir import Tensor, dtypes
 from morok_mlir.core.uop import UOp
+from morok_mlir.dialects.ops import Ops
 from morok_mlir.realize import GlobalCounters
 
 def rnd(*shape, seed=0): return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
@@ -201,6 +202,16 @@ def test_interpolate_modes_and_edges():
   np.testing.assert_array_equal(Tensor(i).interpolate((5, 8), "nearest").numpy(), interp_ref(i, (5, 8), "nearest").astype(np.int32))
   special = np.float32([[np.inf, -0.0, np.nan, 1.0]])
   np.testing.assert_array_equal(Tensor(special).interpolate((1, 8), "nearest").numpy(), np.repeat(special, 2, 1))   # picks are exact
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("size", [(10, 8), (15, 4), (5, 12), (1, 2), (10, 1)])
+def test_interpolate_nearest_integer_factors(mode, size):
+  """Nearest resizes by an integer factor up or down are movement ops (a repeat, a strided slice): no one-hot reduce;
+  the same picks as the general rule."""
+  x = rnd(2, 3, 5, 4)
+  y = Tensor(x).interpolate(size, mode)
+  assert not {Ops.REDUCE_AXIS, Ops.WHERE} & {u.op for u in y.uop.toposort}
+  np.testing.assert_array_equal(y.numpy(), interp_ref(x, size, mode))
 
 def test_interpolate_errors():
   x = Tensor(rnd(1, 1, 4, 4))

@@ -11,7 +11,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
-from morok_mlir.core.kernel_facts import LANE_MAX_STEP, REDUCE_STORES, innermost, lane_coef, lane_reduce_of, lane_supported, single_store
+from morok_mlir.core.kernel_facts import LANE_MAX_STEP, REDUCE_STORES, innermost, lane_coef, lane_frac, lane_reduce_of, lane_supported, single_store
 from morok_mlir.codegen.emitter import Block
 from morok_mlir.codegen.lower_cpu import ALU, CMP, CPU, POLY, cast_op, Frame, Lowerer, lower_kernel, parallel_info, Poly, _axis, cls, exp2_of_product, gated, lane_range, mem_type, sl, splat
 
@@ -184,9 +184,9 @@ class LaneLowerer(Lowerer):
     """u's lanes; into: the block the memory ops go in (the values they use are placed by fr)."""
     idx, vw = u.src[0], self.vw
     buf, step, mt = self.value(idx.src[0]), lane_coef(idx.src[1], self.lane, {}), mem_type(idx.src[0].dtype)
-    base, n = self.at0(idx.src[1]), step * vw
+    frac = lane_frac(idx.src[1], self.lane) if step is None else None
     em, bt, ft, t, z = self.em, self.vty(dtypes.bool), self.vty(u.dtype), sl(u.dtype), "0.0" if u.dtype.is_float else "0"
-    if into is None and step and len(idx.src) > 2 and (same := [c for c in conjuncts(idx.src[2]) if c not in self.vec]):
+    if into is None and (step or frac) and len(idx.src) > 2 and (same := [c for c in conjuncts(idx.src[2]) if c not in self.vec]):
       # a gate the lanes share (a cat's part by channel, a padded row) skips the load where it fails, rather than
       # masking every lane off: a pool or convolution over a cat reads only the part its channel is in
       rest = [c for c in conjuncts(idx.src[2]) if c in self.vec]
@@ -196,6 +196,9 @@ class LaneLowerer(Lowerer):
       v = self.vload(lanes, fr, then)
       return em.if_value(fr, self.value(reduce(im.and_, same)), (then, v), (other, em.const(other, f"dense<{z}>", ft)), ft)
     into = fr if into is None else into
+    base = self.at0(idx.src[1])
+    if frac is not None: return self.repeated(idx, frac[0], buf, base, mt, u.dtype, fr, into)
+    n = step * vw
     if step == 0:   # one element, gated per lane: read where any lane's gate holds (then it is in bounds)
       mask = self.value(idx.src[2])
       some = em.reduction(fr, "or", mask, bt, "i1")
@@ -211,6 +214,23 @@ class LaneLowerer(Lowerer):
     else: v = em.if_value(into, on, ((then := Block()), em.vload(then, buf, base, mt, vt)), (other, v), vt)
     if step == 1: return v
     return em.shuffle(into, v, v, [j * step for j in range(vw)], vt, vt)
+
+  def repeated(self, idx: UOp, d: int, buf: str, base: str, mt: str, dt: DType, fr: Frame, into: Block) -> str:
+    """A load whose lanes take one element every d lanes (lane_frac: a nearest upsample along them): VW/d consecutive
+    elements, each spread to its d lanes by one shuffle. Gated: an element is read where any of its lanes' gates holds,
+    and the lanes whose gate fails take 0, as a gated load's do."""
+    em, n, z = self.em, self.vw // d, "0.0" if dt.is_float else "0"
+    nt, spread = self.vty(dt, n), [i // d for i in range(self.vw)]
+    if len(idx.src) < 3: v = em.vload(into, buf, base, mt, nt)
+    else:
+      gate, bt, nb = self.vec_of(idx.src[2], fr), self.vty(dtypes.bool), self.vty(dtypes.bool, n)
+      mask = reduce(lambda a, b: em.arith(fr, "ori", nb, a, b), [em.shuffle(fr, gate, gate, [j * d + r for j in range(n)], bt, bt) for r in range(d)])
+      v = em.maskedload(other := Block(), buf, base, mask, em.const(fr, f"dense<{z}>", nt), mt, nb, nt)
+      if (on := self.all_on(idx, 1, fr)) is None: into.lines += other.lines
+      else: v = em.if_value(into, on, ((then := Block()), em.vload(then, buf, base, mt, nt)), (other, v), nt)
+    v = em.shuffle(into, v, v, spread, nt, nt)
+    if len(idx.src) < 3: return v
+    return em.select(into, gate, v, em.const(fr, f"dense<{z}>", vt := self.vty(dt)), vt, bt)
 
   def all_on(self, idx: UOp, step: int, fr: Frame) -> str | None:
     """A scalar that holds where every element of a load of idx's lanes (step*VW of them) is read: each lane's gate holds

@@ -124,6 +124,19 @@ def and_(a, b):
   if b is None: return a
   return UOp(Ops.AND, dtypes.bool, (a, b))
 
+def multiple_of(u: UOp, d: int, memo: dict | None = None) -> bool:
+  """Whether index expression u is a multiple of d for every value of its ranges and variables (proved term by term:
+  sums and differences of multiples, a product with one, a remainder by a multiple of d of one; False where unproved)."""
+  memo = {} if memo is None else memo
+  if (r := memo.get(u)) is not None: return r
+  if u.op is Ops.CONST: r = int(u.attrs["value"]) % d == 0
+  elif u.op in (Ops.ADD, Ops.SUB, Ops.MIN, Ops.MAX): r = all(multiple_of(s, d, memo) for s in u.src)
+  elif u.op is Ops.MUL: r = any(multiple_of(s, d, memo) for s in u.src)
+  elif u.op is Ops.MOD: r = (c := cval(u.src[1])) is not None and c % d == 0 and multiple_of(u.src[0], d, memo)
+  else: r = d == 1
+  memo[u] = r
+  return r
+
 # ---------------------------------------------------------------- affine index forms (sound: bounds-checked)
 def affine(u: UOp, memo: dict) -> dict | None:
   """u as {range: coef, 1: const} when it is affine in the ranges. idiv/mod by a constant c fold only where the

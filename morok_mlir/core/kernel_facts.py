@@ -10,6 +10,7 @@ lower by (uop-lower-cpu, codegen.winograd). Pure analysis of the kernel's sink (
   single_store           the one f32 store of a one-loop-nest kernel (uop.lanes, uop.nontemporal)
   lane_coef              an index's step per step of a range (uop.lanes, vector lanes in codegen)
   lane_reduce_of, innermost  the reduce whose innermost range runs as vector lanes (uop.reduce_lanes)
+  lane_frac              an index that steps one element every d lanes (a nearest upsample read along its lanes)
   lane_supported         whether a value can be computed as vectors over a range's lanes (codegen.lanes.LaneLowerer)
   extent                 the positions a group of ranges runs over, symbolic sizes read at run time
   twin, in_place         a reduce's source that the loops compute again, and where it can be kept (uop.keep)
@@ -265,6 +266,16 @@ def lane_coef(e: UOp, lane: UOp, memo: dict) -> int | None:
     memo[u] = c
   return memo[e]
 
+_Q = UOp(Ops.RANGE, dtypes.index, (im.const(1),), attrs(axis=-1, kind="lane_q"))   # stands for h // d in lane_frac
+def lane_frac(e: UOp, lane: UOp) -> tuple[int, UOp] | None:
+  """(d, h) when index e steps one element every d lanes, d lanes to an element: e = g + h // d, the range `lane` only in
+  h, which steps 1 per lane and is a multiple of d at lane 0 (each run of d lanes then shares one element: a nearest
+  upsample by d read along its output's lanes); d a power of two that divides the lanes. Else None."""
+  qs = [u for u in e.toposort if u.op is Ops.IDIV and lane in u.src[0].toposort]
+  if len(qs) != 1 or (d := im.cval((q := qs[0]).src[1])) is None or d < 2 or d & (d - 1) or (im.cval(lane.src[0]) or 1) % d: return None
+  if lane_coef(q.src[0], lane, {}) != 1 or lane in (g := e.substitute({q: _Q})).toposort or lane_coef(g, _Q, {}) != 1: return None
+  return (d, q.src[0]) if im.multiple_of(affine_simplify(q.src[0].substitute({lane: im.const(0)})), d) else None
+
 # ops a lane-dependent value may be made of (dtype class -> ops), the dtypes such a value may have, and the largest address
 # step a load's lanes may take. Integer vectors carry a quantized weight's decode (bytes, nibbles, fp16 scales' bits).
 LANE_OPS = {"s": {Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.WHERE, Ops.LOAD, Ops.CAST, Ops.BITCAST},
@@ -280,11 +291,15 @@ def lane_supported(x: UOp, lane: UOp) -> bool:
   """Whether x can be computed as vectors over range `lane`: every value that depends on it of LANE_DTYPES and made by
   LANE_OPS (float ops on f32 only, no cast from or to index, a reduce of add/max/min; a shift may take an amount per
   lane), every load
-  among them stepping 0 (gated) to LANE_MAX_STEP elements per lane."""
+  among them stepping 0 (gated) to LANE_MAX_STEP elements per lane, or one element every d lanes (lane_frac)."""
   memo, dep = {}, {lane}
+  # a load's address may step one element every d lanes (lane_frac): its h // d is computed at lane 0 only
+  frac = {q for u in x.toposort if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and lane_coef(i := u.src[0].src[1], lane, memo) is None
+          and lane_frac(i, lane) is not None
+          for q in i.toposort if q.op is Ops.IDIV and lane in q.toposort}
   for u in x.toposort:
     if u is not lane and any(s in dep for s in u.src): dep.add(u)
-    if u not in dep or u is lane or u.op is Ops.INDEX: continue
+    if u not in dep or u is lane or u.op is Ops.INDEX or u in frac: continue
     c = "f" if u.dtype.is_float else "u" if u.dtype.is_unsigned else "b" if u.dtype.is_bool else "s"
     if u.dtype not in LANE_DTYPES or u.op not in LANE_OPS[c]: return False
     if c == "f" and u.dtype is not dtypes.float32 and u.op not in (Ops.LOAD, Ops.BITCAST): return False   # f16 is read, then widened
@@ -294,7 +309,8 @@ def lane_supported(x: UOp, lane: UOp) -> bool:
     if u.op is Ops.LOAD:
       idx = u.src[0]
       if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER: return False
-      if (c := lane_coef(idx.src[1], lane, memo)) is None or not 0 <= c <= LANE_MAX_STEP or c == 0 and len(idx.src) < 3: return False
+      if (c := lane_coef(idx.src[1], lane, memo)) is None: c = 1 if lane_frac(idx.src[1], lane) is not None else -1
+      if not 0 <= c <= LANE_MAX_STEP or c == 0 and len(idx.src) < 3: return False
   return True
 
 def lane_reduce_of(st: UOp) -> UOp | None:

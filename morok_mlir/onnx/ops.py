@@ -287,9 +287,23 @@ def _compress(i, a, o):
   else: ax = _ax(a["axis"], x.ndim)
   if pos.size and pos[-1] >= x.shape[ax]: raise IndexError(f"the condition selects index {pos[-1]} of dim {ax}, of size {x.shape[ax]}")
   return _take(x, ax, pos)
+def _runs(idx: np.ndarray) -> tuple[int, int, int] | None:
+  """(start, step, repeats) when idx is start + (j // repeats) * step for j in 0..len-1, step >= 1 (a nearest resize by an
+  integer factor, a strided slice, both), else None."""
+  k = int(np.argmax(idx != idx[0])) or len(idx)   # the first run's length
+  if len(idx) % k: return None
+  q = idx[::k]
+  st = int(q[1] - q[0]) if len(q) > 1 else 1
+  if st < 1 or not np.array_equal(idx, np.repeat(q[0] + st * np.arange(len(q)), k)): return None
+  return int(q[0]), st, k
 def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
-  """x along ax at the host-known positions idx (a 1-d int array)."""
+  """x along ax at the host-known positions idx (a 1-d int array): a slice and a repeat where idx has that form (movement
+  ops: a kernel reads x's elements through index arithmetic), else a gather of them."""
   if len(idx) == 0: return Tensor.zeros(*x.shape[:ax], 0, *x.shape[ax + 1:], dtype=x.dtype)
+  if (r := _runs(idx := np.asarray(idx))) is not None and 0 <= r[0] and r[0] + r[1] * (len(idx) // r[2] - 1) < x.shape[ax]:
+    start, st, k = r
+    x = x[(slice(None),) * ax + (slice(start, start + st * (len(idx) // k - 1) + 1, st),)]
+    return x.repeat_interleave(k, ax) if k > 1 else x
   shape = [1] * x.ndim
   shape[ax] = len(idx)
   t = Tensor(np.asarray(idx, np.int32).reshape(shape)).expand(tuple(len(idx) if d == ax else s for d, s in enumerate(x.shape)))
