@@ -354,7 +354,9 @@ class Contraction:
     return idx.src[0].attrs["slot"], form.get(1, 0), row, 1, 0
 
   PASSED = ("uop.threads", "uop.fastmath")   # the kernel's choices its phases take (fastmath: epilogue reduces vectorize)
-  PAR_MIN = 1 << 18   # flops / 16 below which mm runs on one thread
+  # flops / 16 below which mm runs on one thread: a detector's 1x1 convolutions of 1.6 M multiply-adds (32 -> 32 channels
+  # at 40x40) ran 30 us on one thread, 18 on two (the hand-off ~4 us)
+  PAR_MIN = 1 << 16
   # elements below which a pack or the epilogue runs on one thread: at 2^18 a convolution's im2col pack (14-17% of the
   # kernel) ran on one of two threads in most of resnet50's layers; a hand-off costs ~4 us, 2^15 elements ~10-20
   PACK_PAR_MIN = 1 << 15
