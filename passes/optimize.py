@@ -25,6 +25,8 @@
   uop.contraction = [MR, NR, KC, MC, VW]   the kernel is a contraction (reduce-add of a product of two operands, one indexed by
                           loop ranges I and the reduce ranges, the other by the remaining loop ranges and the reduce
                           ranges): packed operands and an MR x NR register tile of vector FMAs (see codegen.contraction.Contraction)
+  uop.direct_conv           with uop.contraction: a strided convolution's image is operand a, read in place (from a padded copy
+                          where padded) with the tile's vectors along output channels (kernel_facts.direct_conv)
   uop.int8 = [MR, NR, VW, KW]   a contraction of 8-bit values summed in int32 (kernel_facts.int8_contraction): packed 8-bit
                           operands, an MR x NR tile of VW-lane i32 accumulators, each instruction a dot product of KW
                           values per lane (host.INT8_DOTS: VNNI's vpdpbusd, or vpmaddwd) (see codegen.int8.Int8Contraction)
@@ -51,13 +53,14 @@ from morok_mlir.core import env, index_math as im
 from morok_mlir.core.progress import progress
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
-from morok_mlir.core.kernel_facts import (ONE, REDUCE_STORES, contraction, contraction_tiles, extent, in_place, innermost, int8_contraction, lane_coef,
-  lane_reduce_of, lane_supported, ranges_of, rsize, single_store, twin, winograd)
+from morok_mlir.core.kernel_facts import (ONE, REDUCE_STORES, contraction, contraction_tiles, direct_conv, extent, in_place, innermost,
+  int8_contraction, lane_coef, lane_reduce_of, lane_supported, ranges_of, rsize, single_store, twin, winograd)
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
 
 WINOGRAD = env.get("WINO")
+DIRECT, DIRECT_MAX_CO = True, 32   # strided convolutions as direct ones (kernel_facts.direct_conv); False: an im2col packed
 
 def winograd_tiles(c, w) -> int:
   """The 2x2 output tiles of a convolution winograd() accepted (a batch of images, rows and columns rounded up)."""
@@ -255,7 +258,7 @@ def _mergeable(nodes: list[UOp]) -> tuple[UOp, UOp, Ops] | None:
         return a, b, close
   return None
 
-def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int] = CACHES, dot: str | None = None) -> Func:
+def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int] = CACHES, dot: str | None = None, direct: bool = True) -> Func:
   # index chains in affine form where bounds prove it: reshapes' div/mod fold away, so neighbouring iterations address
   # neighbouring elements and LLVM vectorizes the loads (a batched matmul's operands read k-contiguous rows)
   f = replace(f, roots=[sink := affine_simplify(ungate(f.roots[0]))])
@@ -305,7 +308,21 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
     if WINOGRAD and not sym and (w := winograd(c)) is not None and winograd_pays(tiles := winograd_tiles(c, w), size):
       mm = contraction_tiles(rsize(w[2]), tiles, rsize(w[3]), vec, caches, threads)   # Cout x tiles x Cin
       attrs["uop.winograd"] = (*mm, vec, winograd_block(c, w, mm[0], vec, caches, threads))
-    else: attrs["uop.contraction"] = (*contraction_tiles(prod(map(rsize, I)), prod(map(rsize, J)), prod(map(rsize, K)), vec, caches, threads), vec)
+    else:
+      tiles = contraction_tiles(M := prod(map(rsize, I)), prod(map(rsize, J)), k := prod(map(rsize, K)), vec, caches, threads)
+      # a strided convolution's image read in place (kernel_facts.direct_conv: the tile's rows output positions) where its
+      # im2col would be packed whole (not panel by panel inside mm: codegen.contraction's fused_b), or few output channels
+      # (M) leave the weights' side a tile or two; not where the image already is a (small outputs: their rows packed).
+      # Interleaved, one process: 64 -> 128 channels 3x3 stride 2 at 40x40 191 -> 161 us; a 3 -> 16 6x6 stem at 320x320
+      # 303 -> 284; forced on a 3 -> 64 7x7 stem (fused_b) 644 / 683, 32 -> 64 at 80x80 (fused_b) 157 / 175, 64 -> 128
+      # at 20x20 (the image as a) 43 / 61
+      mr, _, kc, mc = tiles
+      whole = not (k <= kc and -(-M // mr) * mr * k <= mc * kc)   # the im2col packed whole, not panel by panel
+      if direct and DIRECT and (d := direct_conv(c)) is not None and d is not c and (M < DIRECT_MAX_CO or whole):
+        _, _, _, I, J, K, _ = d
+        attrs["uop.direct_conv"] = None
+        tiles = contraction_tiles(prod(map(rsize, I)), prod(map(rsize, J)), k, vec, caches, threads)
+      attrs["uop.contraction"] = (*tiles, vec)
     if threads > 1: attrs["uop.threads"] = threads
   else:
     if (m := merge_loops(sink)) is not sink: f, (nodes, rngs, loops, work) = replace(f, roots=[sink := m]), facts(m)
@@ -436,7 +453,7 @@ def one_trips(sink: UOp) -> UOp:
   return affine_simplify(sink)
 
 MAX_VARIANTS = 2   # narrower copies of a kernel at most (the widest runs): each is compiled with the schedule
-def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int], dot: str | None = None) -> list[Func]:
+def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int], dot: str | None = None, direct: bool = True) -> list[Func]:
   """f optimized; a kernel of symbolic sizes also as copies for narrower bounds of the values it reads, one per run of
   bounds whose choices (`choice`) differ from the wider run's (a product too small to pack: plain loops; wider panels
   for fewer rows; no threads), optimized for that run's largest bound s (each value's bound min(s, its largest)) and
@@ -445,14 +462,14 @@ def variants(f: Func, threads: int, vec: int, caches: tuple[int, int, int], dot:
   the kind of kernel or its threads change first, then the widest (a value in a run not kept runs the next wider copy). The realize
   driver runs the narrowest copy whose bounds hold the values read at run time (realize.Variants): a small value runs
   what the heuristics choose for small sizes, not for the largest."""
-  if not MAX_VARIANTS or not (clamps := value_clamps(f.roots[0])): return [optimize_kernel(f, threads, vec, caches, dot)]
+  if not MAX_VARIANTS or not (clamps := value_clamps(f.roots[0])): return [optimize_kernel(f, threads, vec, caches, dot, direct)]
   memo: dict[int, tuple[Func, dict]] = {}
   def at(s: int) -> dict:   # f's choices for every value at most s
     if s not in memo:
       # a value whose bound is its least is that constant: its loops of one iteration go, so threads split the next
       # loop (the columns of x[:m] @ W at m = 1, as the static kernel's do) rather than the one row
       narrow = {m: im.const(lo) if s <= lo else m.replace(src=(m.src[0], im.const(min(hi, s)))) for m, (_, _, lo, hi) in clamps.items()}
-      memo[s] = (g := optimize_kernel(replace(f, roots=[one_trips(f.roots[0].substitute(narrow))]), threads, vec, caches, dot), choice(g))
+      memo[s] = (g := optimize_kernel(replace(f, roots=[one_trips(f.roots[0].substitute(narrow))]), threads, vec, caches, dot, direct), choice(g))
     return memo[s][1]
   hi = top = max(hi for *_, hi in clamps.values())
   out, ends = [], []
@@ -483,14 +500,16 @@ SEARCH = None
           threads=Option(int, 0, "threads for parallel loops (0: the machine's)"), vec=Option(int, 0, "f32 lanes per vector (0: the machine's)"),
           l2=Option(int, 0, "L2 cache bytes (0: the machine's)"), l3=Option(int, 0, "L3 cache bytes (0: the machine's)"),
           beam=Option(int, 0, "beam width of a timed search over each kernel's choices, cached on disk (0: heuristics only)"),
-          int8=Option(str, "", f"the int8 dot product of uop.int8: {', '.join(INT8_DOTS)} or none ('': the machine's)"))
-def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0, l3: int = 0, beam: int = 0, int8: str = "") -> list[Func]:
+          int8=Option(str, "", f"the int8 dot product of uop.int8: {', '.join(INT8_DOTS)} or none ('': the machine's)"),
+          direct=Option(int, 1, "strided convolutions as direct ones where they pay (uop.direct_conv; 0: an im2col packed)"))
+def uop_optimize(funcs: list[Func], threads: int = 0, vec: int = 0, l2: int = 0, l3: int = 0, beam: int = 0, int8: str = "",
+                 direct: int = 1) -> list[Func]:
   threads, vec, caches = threads or THREADS, vec or VEC_WIDTH, (CACHES[0], l2 or CACHES[1], l3 or CACHES[2])
   if beam < 0: raise PassError(f"uop-optimize: beam must be >= 0, got {beam}")
   if int8 not in ("", "none", *INT8_DOTS): raise PassError(f"uop-optimize: int8 must be one of {', '.join(INT8_DOTS)} or none, got {int8!r}")
   dot = "" if int8 == "none" else int8 or None
   if beam and SEARCH is None: raise PassError("uop-optimize: beam > 0 needs the CPU device's search (morok_mlir.device.search)")
   kernel = lambda f: "uop.kernel" in f.attrs and f.roots and f.roots[0].op is Ops.SINK
-  funcs = [g for f in funcs for g in (variants(f, threads, vec, caches, dot) if kernel(f) else (f,))]
+  funcs = [g for f in funcs for g in (variants(f, threads, vec, caches, dot, bool(direct)) if kernel(f) else (f,))]
   if not beam: return funcs
   return [SEARCH(f, beam, threads, vec) if kernel(f) else f for f in progress(funcs, f"BEAM={beam}", "function")]

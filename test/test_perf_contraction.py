@@ -111,9 +111,10 @@ CONV_LANES = [((8, 16, 12, 16), (32, 16, 3, 3), dict(padding=1)), ((3, 16, 15, 1
               ((2, 16, 64, 9), (32, 16, 3, 1), dict(padding=1, stride=2))]
 @pytest.fixture
 def direct(monkeypatch):
-  """3x3 convolutions as plain contractions (no Winograd): the tests of the image's packing."""
+  """3x3 convolutions as plain contractions (no Winograd, no direct convolution): the tests of the image's packing."""
   from morok_mlir.passes import optimize
   monkeypatch.setattr(optimize, "WINOGRAD", False)
+  monkeypatch.setattr(optimize, "DIRECT", False)
 
 @pytest.mark.parametrize("xs,ws,kw", CONV_LANES)
 def test_conv_image_packed_as_lanes(xs, ws, kw, direct):

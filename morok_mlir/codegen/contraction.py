@@ -1,7 +1,8 @@
 """The contraction micro-kernel: a kernel uop-optimize marked `uop.contraction` (kernel_facts.contraction) as packed
 operands and register-tiled vector FMAs (Contraction); Winograd's 16 products run on it too."""
 from __future__ import annotations
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from functools import reduce
 from dataclasses import dataclass
 from math import gcd, prod
 from morok_mlir.ir.bridge import Func, arg_buffer, attr_text
@@ -10,7 +11,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify
-from morok_mlir.core.kernel_facts import contraction, extent, k_contiguous, k_rows, rsize, single_store
+from morok_mlir.core.kernel_facts import contraction, direct_conv, extent, k_contiguous, k_rows, rsize, single_store, window
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import CPU, Lowerer, _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sl
 from morok_mlir.codegen.lanes import LaneLowerer, UNROLL_GROUPS, gate_lanes, lane_coef, lane_groups, reduce_groups
@@ -42,17 +43,24 @@ class Contraction:
   def __init__(self, f: Func, name: str):
     self.f, self.name = f, name
     if (found := contraction(f.roots[0])) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
+    if "uop.direct_conv" in f.attrs and (found := direct_conv(found)) is None:
+      raise PassError(f"@{f.name}: uop.direct_conv on a contraction that is not a strided convolution's")
     red, a, b, I, J, K, T = found
     self.op = red.attrs["op"]   # add: a product's sum; max or min: a column reduce (a is ones, see optimize.column_reduce)
     if not (isinstance(c := f.attrs["uop.contraction"], tuple) and len(c) == 5 and all(type(x) is int and x > 0 for x in c)):
       raise PassError(f"@{f.name}: uop.contraction must be array<i64: MR, NR, KC, MC, VW> of positive sizes, got {attr_text(c)}")
     self.mr, self.nr, self.kc, self.mc, self.vw = c
     self.M, self.N, self.K, self.batch = (prod(sizes(rs)) for rs in (I, J, K, T))
+    # a direct convolution: the image (a) read in place through its window's offsets (taps: a row's position and a k
+    # step's offset, see window_a), k in slices of whole windows (the loops over k nest as K's ranges do)
+    self.taps, self.pad = self.window_a(a, I, K) if "uop.direct_conv" in f.attrs else (None, None)
+    if self.taps is not None: self.kc = max(inner := prod(sizes(K[1:])), self.kc // inner * inner)
     self.rt = [extent(rs) for rs in (I, J, K, T)]   # the same, read at run time (constants where static)
     if None in self.rt: raise PassError(f"@{f.name}: uop.contraction with a symbolic size on a range inside another of its kind")
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
     n = len(f.args)
-    self.direct_a = self.in_place(a, I, K, T, self.Np == self.nr, self.M * self.K <= self.COLS_MAX)
+    self.direct_a = self.in_place(a, I, K, T, self.Np == self.nr, self.M * self.K <= self.COLS_MAX) if self.taps is None else \
+      (n if self.pad else a.src[0].src[0].attrs["slot"], 0, 0, 0, 0)
     # a batch's A computed from values that step along k (attention's exp(s - max)): pack_a writes it row-major (stores
     # along k, as it computes it; rows a multiple of 1 KiB long get 64 bytes more so they do not share cache sets) and
     # the tiles read its rows there. MiniLM's softmax(qk) @ v, pack + tiles a call: 25.8 + 18.8 ms in MR-row panels
@@ -83,8 +91,8 @@ class Contraction:
     self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
     if self.fused_b and (pb := self.pack_panel(b, J, self.args[n + 3])) is None: self.fused_b = False; self.layout()
     ap, bp, cp = (self.args[n + i] for i in (3 if self.fused else 0, 3 if self.fused_b else 1, 2))
-    self.pack_a = None if self.direct_a is not None else self.pack_block(a, I, self.mr, ap) if self.fused else \
-      self.pack(a, I, self.mr, ap, False, self.Mp * self.ka, self.rows_a or 0)
+    self.pack_a = self.pad_phase(a, I, K, ap) if self.pad else None if self.direct_a is not None else \
+      self.pack_block(a, I, self.mr, ap) if self.fused else self.pack(a, I, self.mr, ap, False, self.Mp * self.ka, self.rows_a or 0)
     self.pack_b = pb if self.fused_b else self.pack(b, J, self.nr, bp, True, self.Np * self.K)
     m, nn = im.linearize(I, sizes(I)), im.linearize(J, sizes(J))
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
@@ -102,6 +110,35 @@ class Contraction:
 
   @property
   def sym(self) -> bool: return any(im.cval(x) is None for x in self.rt)   # a size read at run time
+
+  def window_a(self, a: UOp, I: list[UOp], K: list[UOp]) -> tuple[tuple, list[int] | None]:
+    """((row form, k form), padded dims) of a direct convolution's image a (kernel_facts.window): row m's element for k
+    step (k_0, ..., k_n) at c + sum coef_i * i(m) + sum coef_j * k_j, a row's positions i(m) its I ranges' (row-major);
+    ungated, where a's buffer holds it; padded, in a copy (Ap's scratch, made by pad_phase) whose dims are K's, each a
+    window partner's extent s*(n_i - 1) + n_k, so that the padding is stored once rather than tested per load."""
+    form, pairs = window(a, I, K)
+    if not pairs: return ((form.get(1, 0), tuple((rsize(i), form.get(i, 0)) for i in I)), tuple((rsize(k), form.get(k, 0)) for k in K)), None
+    dims = [s * (rsize(i) - 1) + rsize(k) if k in pairs else rsize(k) for k in K for i, s in [pairs.get(k, (None, 0))]]
+    strides = [prod(dims[j + 1:]) for j in range(len(dims))]
+    coef = {i: strides[K.index(k)] * s for k, (i, s) in pairs.items()}
+    return ((0, tuple((rsize(i), coef[i]) for i in I)), tuple(zip(sizes(K), strides))), dims
+
+  def pad_phase(self, a: UOp, I: list[UOp], K: list[UOp], buf: UOp) -> Func:
+    """The padded copy of a direct convolution's image (window_a): position (y_0, ..., y_n) holds a at I = 0 and K = y
+    (a reads its image at s*i + k alone), its last dim's positions as vector lanes (the gates then masks)."""
+    dims, lane = self.pad, lane_range(self.vw)
+    ys = [loop_range(j, n) for j, n in enumerate(dims[:-1])]
+    g = loop_range(len(ys), -(-dims[-1] // self.vw))
+    x = im.add(im.mul(g, im.const(self.vw)), lane)
+    val = affine_simplify(a.substitute({**{i: im.const(0) for i in I}, **dict(zip(K, ys + [x]))}))
+    idx = UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, im.linearize(ys + [x], dims)))
+    if dims[-1] % self.vw: idx = gated(idx, UOp(Ops.CMPLT, dtypes.bool, (x, im.const(dims[-1]))))
+    st = UOp(Ops.STORE, dtypes.void, (idx, val))
+    end = UOp(Ops.END, dtypes.void, (st, *ys, g))
+    f = Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (end,))], {"uop.kernel": None, **self.thr})
+    if LaneLowerer.supports(val, lane): self.lane_of[id(f)] = lane
+    else: raise PassError(f"@{self.f.name}: uop.direct_conv on an image its padded copy cannot read in vector lanes")
+    return f
 
   def pack(self, x, rs, w, buf, k_first, per_batch, row=0):
     # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first
@@ -167,7 +204,7 @@ class Contraction:
 
   def layout(self):
     # Ap, Bp, C; a batch (over T) of each, one after the other; then one A block or one B panel per thread (fused, fused_b)
-    self.scratch = [self.batch * self.Mp * self.ka if self.direct_a is None and not self.fused else 1,
+    self.scratch = [prod(self.pad) if self.pad else self.batch * self.Mp * self.ka if self.direct_a is None and not self.fused else 1,
                     self.batch * self.Np * self.K if not self.fused_b else 1, self.batch * self.Mp * self.Np]
     self.scratch += [self.mc * self.K] * self.t if self.fused else [self.nr * self.K] * self.t if self.fused_b else []
     n = len(self.f.args)
@@ -314,7 +351,7 @@ class Contraction:
   def packed_sums(self, a: UOp, I: list[UOp], K: list[UOp], T: list[UOp], ap: UOp) -> dict[UOp, UOp]:
     """The epilogue's sums of a itself over ranges like K (attention's softmax row sums of the exps its product
     packed), each replaced by a sum of A's packed panels: what pack_a computed is not computed again."""
-    if self.pack_a is None or self.fused: return {}
+    if self.pack_a is None or self.fused or self.pad: return {}
     out, lin = {}, im.linearize(I, sizes(I))
     for u in self.f.roots[0].toposort:
       if u.op is not Ops.REDUCE or u.attrs.get("op") != "add" or len(u.src) != len(K) + 1 or u.dtype is not dtypes.float32: continue
@@ -422,7 +459,7 @@ class Contraction:
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, _int_attr(self.f, "uop.threads", 1), self.mr, self.nr, self.kc,
                        self.mc, self.vw, self.M, self.K, self.Mp, self.Np, self.batch, (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np),
                        self.op, self.direct_a, self.rows_a, self.fused, self.fused_b, self.epi_tile is not None, self.tile_rows, tuple(self.rt),
-                       self.prefetch)
+                       self.prefetch, self.taps)
 
 @dataclass
 class MicroKernel:
@@ -457,6 +494,7 @@ class MicroKernel:
   tile_rows: bool = False
   rt: tuple = ()
   prefetch: bool = True
+  taps: tuple | None = None   # a direct convolution's image read in place: ((c, ((n_i, coef_i), ...)), ((n_k, coef_k), ...)), see window_a
 
   @property
   def split_sym(self) -> bool:
@@ -620,8 +658,18 @@ class MM:
     if ts and self.batched: off = self.ix("addi", self.ix("muli", self.bt, self.ci(ts)), self.ci(off))   # this problem's A
     else: off = self.ci(off)
     base = lambda x: self.ix("addi", self.ix("muli", x, self.ci(stride)), off)
+    if mk.taps is not None: base = self.tap_base
     rbase = [self.at(base(x), "a") if mk.direct_a is None else base(x) for x in rows]
     return a_buf, a_ty, rbase
+
+  def tap_base(self, m: str) -> str:
+    """Where a direct convolution's image row m (an output position) starts: c + sum coef_i * i(m), i(m) its I ranges'
+    positions (row-major)."""
+    (c, rows), acc = self.mk.taps[0], self.ci(self.mk.taps[0][0])
+    for n, coef in reversed(rows):
+      if coef: acc = self.ix("addi", acc, self.ix("muli", self.ix("remui", m, self.ci(n)), self.ci(coef)))
+      m = self.ix("divui", m, self.ci(n))
+    return acc
 
   def tile(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
     """for ib in the block: the MR x NR tile of C at (ib, jb), accumulated over k in [kc, kend); MR x NR/2 where panel
@@ -725,22 +773,41 @@ class MM:
     # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved). The
     # last panel's "next" is itself, clamped here once rather than per prefetch in the k loop
     pf = self.ix("minsi", self.add(bbase, mk.K * mk.nr), self.ci(mk.scratch[1] - mk.K * mk.nr)) if not mk.fused_b else None
-    with self.loop(kc, kend, inits=init, ty=V) as kl:
-      k, accs = kl.iv, kl.accs
+    def step(k: str, ak: str, accs: list[str]) -> list[str]:   # k: B's row; ak: its offset along A's rows
       bo = self.ix("addi", bbase, ko := self.ix("muli", k, self.ci(mk.nr)))
       bv = [self.em.vload(self.b, self.pb, self.add(bo, v * mk.vw), self.tb, V) for v in range(nv)]
       if pf is not None:
         for off in range(0, mk.nr, 16): self.em.prefetch(self.b, self.pb, self.add(self.ix("addi", pf, ko), off), False, self.tb, 2)
       if not self.rowwise: ao = self.ix("addi", a, self.ix("muli", k, self.ci(mk.mr)))
-      ak = self.ix("muli", k, self.ci(ks)) if (ks := mk.direct_a[3] if mk.direct_a else 1) != 1 else k   # k's step along A's rows
       new = []
       for r in range(rows or mk.mr):
         ar = self.em.load(self.b, a_buf, self.add(ao, r) if not self.rowwise else self.ix("addi", a[r], ak), a_ty)
         av = self.em.broadcast(self.b, ar, "f32", V)
         new += [self.em.fma(self.b, av, bv[v], accs[r * nv + v], V) if mk.op == "add" else
                 self.em.arith(self.b, f"{mk.op}imumf", V, accs[r * nv + v], self.em.arith(self.b, "mulf", V, av, bv[v])) for v in range(nv)]
-      kl.yields = new
+      return new
+    if mk.taps is not None: return self.k_taps(kc, kend, init, step)
+    with self.loop(kc, kend, inits=init, ty=V) as kl:
+      ak = self.ix("muli", kl.iv, self.ci(ks)) if (ks := mk.direct_a[3] if mk.direct_a else 1) != 1 else kl.iv   # k's step along A's rows
+      kl.yields = step(kl.iv, ak, kl.accs)
     return kl.results
+
+  def k_taps(self, kc: str, kend: str, init: list[str], step) -> list[str]:
+    """A direct convolution's k slice as loops nested as its K ranges (whole windows: the slice runs over the outer
+    range), A's offset along its rows a sum of each range's coefficient times its counter, B's row their linear index."""
+    ks, V = self.mk.taps[1], self.V
+    inner = self.ci(prod(n for n, _ in ks[1:]))
+    res = lambda lp: [lp.res] if len(lp.inits) == 1 else [f"{lp.res}#{j}" for j in range(len(lp.inits))]
+    with ExitStack() as st:
+      loops = [st.enter_context(self.loop(self.ix("divui", kc, inner), self.ix("divui", kend, inner), inits=init, ty=V))]
+      for n, _ in ks[1:]: loops.append(st.enter_context(self.loop(self.c0, self.ci(n), inits=loops[-1].accs, ty=V)))
+      k = loops[0].iv
+      for lp, (n, _) in zip(loops[1:], ks[1:]): k = self.ix("addi", self.ix("muli", k, self.ci(n)), lp.iv)
+      terms = [lp.iv if c == 1 else self.ix("muli", lp.iv, self.ci(c)) for lp, (_, c) in zip(loops, ks) if c]
+      ak = reduce(lambda x, y: self.ix("addi", x, y), terms) if terms else self.c0
+      loops[-1].yields = step(k, ak, loops[-1].accs)
+      for outer, lp in zip(loops, loops[1:]): outer.yields = res(lp)
+    return res(loops[0])
 
   def to_c(self, res: list[str], offs: list[str]):
     for r, o in zip(res, offs): self.em.vstore(self.b, r, self.pc, o, self.tc, self.V)

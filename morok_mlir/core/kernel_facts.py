@@ -5,6 +5,7 @@ lower by (uop-lower-cpu, codegen.winograd). Pure analysis of the kernel's sink (
                          per kernel (`depends` may ask Z3) and remembered, so the code generator reads the optimizer's answer
   int8_contraction(sink) the same of 8-bit values, summed in int32 (uop.int8)
   contraction_tiles      the register tile, KC and MC of an M x N x K contraction
+  window, direct_conv    a convolution's image read in place (vectors along output channels), not packed as an im2col
   winograd(c)            the roles of a 3x3 convolution's ranges and operands (uop.winograd)
   k_contiguous, k_rows   how an operand reads memory along a reduce range
   single_store           the one f32 store of a one-loop-nest kernel (uop.lanes, uop.nontemporal)
@@ -162,6 +163,40 @@ ONE = UOp(Ops.CONST, dtypes.float32, (), attrs(value=1.0))
 
 def padded(n: int, w: int) -> float: return -(-n // w) * w / n
 
+WINDOW_MAX_STRIDE = 4   # an output position's step in its window partner's steps (a convolution's stride)
+def window(x: UOp, I: list[UOp], K: list[UOp]) -> tuple[dict, dict] | None:
+  """(form, pairs) when x is one f32 load of a buffer (or where(inside, that load, 0): padding) whose index is affine in I
+  (output positions) and K (reduce ranges), coefficients >= 0 (form), and, where a gate guards it, each range i of I has
+  a window partner k in K (pairs: k -> (i, s)) with coef(i) = s * coef(k), x a function of s*i + k alone, gates included:
+  x can then be read from a copy of its buffer padded with what the gates give, indexed by s*i + k (codegen.contraction's
+  direct convolution)."""
+  gate = x.op is Ops.WHERE and im.cval(x.src[2]) == 0 and x.src[2].dtype is x.dtype   # padding: where(inside, x[...], 0)
+  ld = x.src[1] if gate else x
+  if ld.op is not Ops.LOAD or ld.dtype is not dtypes.float32 or (idx := ld.src[0]).op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER: return None
+  if (form := affine(idx.src[1], {})) is None or set(form) - {1, *I, *K} or any(v < 0 for k, v in form.items() if k != 1): return None
+  if not gate and len(idx.src) < 3: return form, {}
+  pairs, free = {}, [k for k in K if form.get(k, 0) > 0]
+  for i in I:
+    cands = [k for k in free if form.get(i, 0) % form[k] == 0 and 1 <= form.get(i, 0) // form[k] <= WINDOW_MAX_STRIDE]
+    if not cands: return None
+    k = max(cands, key=lambda k: form[k])
+    pairs[k] = (i, form[i] // form[k]); free.remove(k)
+  # x at I = 0 and K = s*i + k is x itself: it reads its image at s*i + k alone (the copy pad_phase makes holds x there)
+  moved = {**{i: im.const(0) for i, _ in pairs.values()}, **{k: im.add(im.mul(i, im.const(s)), k) for k, (i, s) in pairs.items()}}
+  return (form, pairs) if affine_simplify(x.substitute(moved)) is affine_simplify(x) else None
+
+def direct_conv(c: Contraction | None) -> Contraction | None:
+  """c with the image as a (its rows output positions, the tile's vectors along output channels) when b, the image side of
+  a convolution of one image, reads a window strided 2 or more along the output's innermost position (window: in place,
+  or from a padded copy), static sizes, a the weights (a plain load): codegen.contraction then reads the image where it
+  is instead of packing an im2col of it, which for a strided window gathers each vector through masks and shuffles."""
+  if c is None: return None
+  red, a, b, I, J, K, T = c
+  if T or not I or not J or any(im.cval(r.src[0]) is None for r in I + J + K): return None
+  for img, w, P, Q, d in ((b, a, J, I, (red, b, a, J, I, K, T)), (a, b, I, J, c)):   # the image as b (contraction's choice) or a
+    if plain(w, K[-1]) and (f := window(img, P, K)) is not None and f[0].get(P[-1], 0) >= 2: return d
+  return None
+
 def plain(x: UOp, k: UOp) -> bool:
   """Whether x is an ungated load of a buffer, k-contiguous (a row-major matrix, weights)."""
   return k_contiguous(x, k) and x.src[0].src[0].op is Ops.BUFFER
@@ -209,6 +244,11 @@ def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, 
   kc = -(-K // -(-K // kc))   # equal slices: 1568 = 2 x 784, not 1024 + 544
   mc = max(mr, min(caches[1] // (4 * kc) // mr, -(-M // mr)) * mr)
   if -(-N // nr) < threads: mc = min(mc, max(mr, -(-M // threads // mr) * mr))   # the threads split A's row blocks
+  if (mb := -(-M // mc)) > -(-N // nr) and threads > 1:
+    # the threads split the row blocks: as many blocks a thread, of equal rows (7 blocks of 1776 rows and one of 112, a
+    # direct 7x7 stem's, left one thread waiting for a third of its time)
+    mb = -(-mb // threads) * threads
+    mc = -(-(-(-M // mr)) // mb) * mr
   return mr, nr, kc, mc
 
 # Input and output channels at least WINO_MIN_CHANNELS: with fewer the transforms cost more than the product saves. Below

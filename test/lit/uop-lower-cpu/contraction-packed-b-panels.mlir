@@ -1,6 +1,7 @@
-// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8 l2=1048576 l3=33554432},uop-lower-cpu' | FileCheck %s
+// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=8 l2=1048576 l3=33554432 direct=0},uop-lower-cpu' | FileCheck %s
 
-// A 3->24 channel 3x3 stride-2 convolution of a 99x99 image (K = 27 taps, 49x49 outputs): its image pack would write
+// A 3->24 channel 3x3 stride-2 convolution of a 99x99 image (K = 27 taps, 49x49 outputs), as an im2col (direct=0: not
+// kernel_facts.direct_conv, which few output channels would take; contraction-direct-conv.mlir): its image pack would write
 // 27 x 2401 floats from 3 x 99 x 99, so mm packs each B panel where its tiles use it. Each thread packs one panel (the
 // chunk's %lo .. %lo+1) into its own buffer (%arg6 or %arg7: 27 x 16 floats, picked by the chunk index, mm's last
 // argument) and its tiles read that buffer from its start; there is no pack_b phase.
