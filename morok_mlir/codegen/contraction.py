@@ -42,19 +42,10 @@ class Contraction:
   at run time), so the same tiles serve every value."""
   def __init__(self, f: Func, name: str):
     self.f, self.name = f, name
-    if (found := contraction(f.roots[0])) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
-    if "uop.direct_conv" in f.attrs and (found := direct_conv(found)) is None:
-      raise PassError(f"@{f.name}: uop.direct_conv on a contraction that is not a strided convolution's")
-    red, a, b, I, J, K, T = found
+    (red, a, b, I, J, K, T), (self.mr, self.nr, self.kc, self.mc, self.vw) = self.operands(f)
     self.op = red.attrs["op"]   # add: a product's sum; max or min: a column reduce (a is ones, see optimize.column_reduce)
-    if not (isinstance(c := f.attrs["uop.contraction"], tuple) and len(c) == 5 and all(type(x) is int and x > 0 for x in c)):
-      raise PassError(f"@{f.name}: uop.contraction must be array<i64: MR, NR, KC, MC, VW> of positive sizes, got {attr_text(c)}")
-    self.mr, self.nr, self.kc, self.mc, self.vw = c
     self.M, self.N, self.K, self.batch = (prod(sizes(rs)) for rs in (I, J, K, T))
-    # a direct convolution: the image (a) read in place through its window's offsets (taps: a row's position and a k
-    # step's offset, see window_a), k in slices of whole windows (the loops over k nest as K's ranges do)
-    self.taps, self.pad = self.window_a(a, I, K) if "uop.direct_conv" in f.attrs else (None, None)
-    if self.taps is not None: self.kc = max(inner := prod(sizes(K[1:])), self.kc // inner * inner)
+    self.taps, self.pad = self.window_a(a, I, K) if "uop.direct_conv" in f.attrs else (None, None)   # a direct convolution
     self.rt = [extent(rs) for rs in (I, J, K, T)]   # the same, read at run time (constants where static)
     if None in self.rt: raise PassError(f"@{f.name}: uop.contraction with a symbolic size on a range inside another of its kind")
     self.Mp, self.Np = -(-self.M // self.mr) * self.mr, -(-self.N // self.nr) * self.nr
@@ -111,11 +102,23 @@ class Contraction:
   @property
   def sym(self) -> bool: return any(im.cval(x) is None for x in self.rt)   # a size read at run time
 
+  @staticmethod
+  def operands(f: Func) -> tuple[tuple, tuple]:
+    """The contraction uop-optimize marked (for uop.direct_conv: with the image as a) and its tile attribute."""
+    if (found := contraction(f.roots[0])) is None: raise PassError(f"@{f.name}: uop.contraction on a kernel that is not a contraction")
+    if "uop.direct_conv" in f.attrs and (found := direct_conv(found)) is None:
+      raise PassError(f"@{f.name}: uop.direct_conv on a contraction that is not a strided convolution's")
+    if not (isinstance(c := f.attrs["uop.contraction"], tuple) and len(c) == 5 and all(type(x) is int and x > 0 for x in c)):
+      raise PassError(f"@{f.name}: uop.contraction must be array<i64: MR, NR, KC, MC, VW> of positive sizes, got {attr_text(c)}")
+    return found, c
+
   def window_a(self, a: UOp, I: list[UOp], K: list[UOp]) -> tuple[tuple, list[int] | None]:
     """((row form, k form), padded dims) of a direct convolution's image a (kernel_facts.window): row m's element for k
     step (k_0, ..., k_n) at c + sum coef_i * i(m) + sum coef_j * k_j, a row's positions i(m) its I ranges' (row-major);
     ungated, where a's buffer holds it; padded, in a copy (Ap's scratch, made by pad_phase) whose dims are K's, each a
-    window partner's extent s*(n_i - 1) + n_k, so that the padding is stored once rather than tested per load."""
+    window partner's extent s*(n_i - 1) + n_k, so that the padding is stored once rather than tested per load. KC
+    becomes whole windows: mm's loops over k nest as K's ranges do, its slices over the outermost."""
+    self.kc = max(inner := prod(sizes(K[1:])), self.kc // inner * inner)
     form, pairs = window(a, I, K)
     if not pairs: return ((form.get(1, 0), tuple((rsize(i), form.get(i, 0)) for i in I)), tuple((rsize(k), form.get(k, 0)) for k in K)), None
     dims = [s * (rsize(i) - 1) + rsize(k) if k in pairs else rsize(k) for k in K for i, s in [pairs.get(k, (None, 0))]]
