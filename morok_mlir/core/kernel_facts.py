@@ -193,7 +193,7 @@ def direct_conv(c: Contraction | None) -> Contraction | None:
   if c is None: return None
   red, a, b, I, J, K, T = c
   if T or not I or not J or any(im.cval(r.src[0]) is None for r in I + J + K): return None
-  for img, w, P, Q, d in ((b, a, J, I, (red, b, a, J, I, K, T)), (a, b, I, J, c)):   # the image as b (contraction's choice) or a
+  for img, w, P, d in ((b, a, J, (red, b, a, J, I, K, T)), (a, b, I, c)):   # the image as b (contraction's choice) or a
     if plain(w, K[-1]) and (f := window(img, P, K)) is not None and f[0].get(P[-1], 0) >= 2: return d
   return None
 
@@ -333,13 +333,13 @@ def lane_supported(x: UOp, lane: UOp) -> bool:
   lane), every load
   among them stepping 0 (gated) to LANE_MAX_STEP elements per lane, or one element every d lanes (lane_frac)."""
   memo, dep = {}, {lane}
-  # a load's address may step one element every d lanes (lane_frac): its h // d is computed at lane 0 only
-  frac = {q for u in x.toposort if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and lane_coef(i := u.src[0].src[1], lane, memo) is None
-          and lane_frac(i, lane) is not None
-          for q in i.toposort if q.op is Ops.IDIV and lane in q.toposort}
+  # loads whose address steps one element every d lanes (lane_frac): the h // d in it is computed at lane 0 only
+  frac = {u for u in x.toposort if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and lane_coef(u.src[0].src[1], lane, memo) is None
+          and lane_frac(u.src[0].src[1], lane) is not None}
+  quot = {q for u in frac for q in u.src[0].src[1].toposort if q.op is Ops.IDIV and lane in q.toposort}
   for u in x.toposort:
     if u is not lane and any(s in dep for s in u.src): dep.add(u)
-    if u not in dep or u is lane or u.op is Ops.INDEX or u in frac: continue
+    if u not in dep or u is lane or u.op is Ops.INDEX or u in quot: continue
     c = "f" if u.dtype.is_float else "u" if u.dtype.is_unsigned else "b" if u.dtype.is_bool else "s"
     if u.dtype not in LANE_DTYPES or u.op not in LANE_OPS[c]: return False
     if c == "f" and u.dtype is not dtypes.float32 and u.op not in (Ops.LOAD, Ops.BITCAST): return False   # f16 is read, then widened
@@ -349,8 +349,8 @@ def lane_supported(x: UOp, lane: UOp) -> bool:
     if u.op is Ops.LOAD:
       idx = u.src[0]
       if idx.op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER: return False
-      if (c := lane_coef(idx.src[1], lane, memo)) is None: c = 1 if lane_frac(idx.src[1], lane) is not None else -1
-      if not 0 <= c <= LANE_MAX_STEP or c == 0 and len(idx.src) < 3: return False
+      c = 1 if u in frac else lane_coef(idx.src[1], lane, memo)
+      if c is None or not 0 <= c <= LANE_MAX_STEP or c == 0 and len(idx.src) < 3: return False
   return True
 
 def lane_reduce_of(st: UOp) -> UOp | None:

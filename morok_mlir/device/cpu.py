@@ -443,8 +443,6 @@ class _Args:
     self.runs[skip] = r
     return r
 
-def _ptr(arr: np.ndarray) -> int: return CPUAllocator.ptr(arr)   # (defined below; arr.ctypes.data costs ~2 us a read)
-
 class SharedScratch:
   """Scratch buffers for programs that never run at the same time (a TinyJit plan's kernels, run one after another):
   one block as big as the most any one of the schedule items' programs asks for, each program's buffers at offsets in
@@ -535,7 +533,7 @@ class CPUProgram:
     own = None if lent or shared is None else shared if isinstance(shared, list) else shared.take(spec.scratch)
     scratch = None if lent else [kept[i] if kept and i in kept else own[i] if own else CPU.allocator.alloc(x, dtypes.float32)
                                  for i, x in enumerate(spec.scratch)]
-    ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + ([0] * (ns - n) if lent else [_ptr(a) for a in scratch])))
+    ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + ([0] * (ns - n) if lent else [CPUAllocator.ptr(a) for a in scratch])))
     slot = lambda i: ctypes.addressof(ptrs) + i * ctypes.sizeof(ctypes.c_void_p)
     phases, keep = [], []   # (fn, [argument pack per chunk]); keep: the chunk bounds the packs point into
     for fn, (_, par) in zip(code.fns, self._entries):
@@ -555,17 +553,17 @@ class CPUProgram:
     try:
       a.ptrs[:len(addrs)] = addrs
       if scratch:
-        for s, arr in scratch.items(): a.ptrs[len(addrs) + s] = _ptr(arr)
+        for s, arr in scratch.items(): a.ptrs[len(addrs) + s] = CPUAllocator.ptr(arr)
       (a.runs.get(skip) or a.run(skip))()
     finally:
       if scratch and a.scratch is not None:
-        for s in scratch: a.ptrs[len(addrs) + s] = _ptr(a.scratch[s])   # no pointer outlives this call
+        for s in scratch: a.ptrs[len(addrs) + s] = CPUAllocator.ptr(a.scratch[s])   # no pointer outlives this call
       if self._lend: a.scratch = None   # (back to the pool when the arrays die)
       if a.code is self.code: self._free.append(a)
   def _lend_scratch(self, a: _Args) -> None:
     a.scratch = [CPU.allocator.alloc(x, dtypes.float32) for x in self.spec.scratch]
     n = len(self.spec.args)
-    a.ptrs[n:n + len(a.scratch)] = [_ptr(x) for x in a.scratch]
+    a.ptrs[n:n + len(a.scratch)] = [CPUAllocator.ptr(x) for x in a.scratch]
   def call_buffers(self, bufs: list, inputs: list | None = None, scratch: list | None = None) -> None:
     """The realize driver's path: allocated CPU Buffers, already of the right dtype and size; inputs[i] is the input
     UOp whose (immutable) contents bufs[i] holds, or None. A phase that only repacks an input (a contraction's B
@@ -638,7 +636,7 @@ class CPUProgram:
         if held.get(s) == (at := self._key(s, keys, a.ptrs.__getitem__)): off.add(i); continue
         if (out := self._kept_at(u, at)) is None: fresh.append((u, s, at, out := CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32)))
         else: off.add(i)
-        a.scratch[s], a.ptrs[n + s] = out, _ptr(out)
+        a.scratch[s], a.ptrs[n + s] = out, CPUAllocator.ptr(out)
         took.append((s, at))
       held.update((s, None) for s, _ in took)   # (until the call succeeds)
       (a.runs.get(off := frozenset(off)) or a.run(off))()

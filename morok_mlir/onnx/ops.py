@@ -300,10 +300,9 @@ def _take(x: Tensor, ax: int, idx: np.ndarray) -> Tensor:
   """x along ax at the host-known positions idx (a 1-d int array): a slice and a repeat where idx has that form (movement
   ops: a kernel reads x's elements through index arithmetic), else a gather of them."""
   if len(idx) == 0: return Tensor.zeros(*x.shape[:ax], 0, *x.shape[ax + 1:], dtype=x.dtype)
-  if (r := _runs(idx := np.asarray(idx))) is not None and 0 <= r[0] and r[0] + r[1] * (len(idx) // r[2] - 1) < x.shape[ax]:
-    start, st, k = r
-    x = x[(slice(None),) * ax + (slice(start, start + st * (len(idx) // k - 1) + 1, st),)]
-    return x.repeat_interleave(k, ax) if k > 1 else x
+  if (r := _runs(idx := np.asarray(idx))) is not None and 0 <= (start := r[0]) and (end := start + r[1] * (len(idx) // r[2] - 1) + 1) <= x.shape[ax]:
+    x = x[(slice(None),) * ax + (slice(start, end, r[1]),)]
+    return x.repeat_interleave(r[2], ax) if r[2] > 1 else x
   shape = [1] * x.ndim
   shape[ax] = len(idx)
   t = Tensor(np.asarray(idx, np.int32).reshape(shape)).expand(tuple(len(idx) if d == ax else s for d, s in enumerate(x.shape)))
