@@ -2,7 +2,7 @@
 register, the threads this process may use. Facts, not a runtime: passes take them as option defaults and the CPU
 device builds with them, so neither imports the other for them."""
 from __future__ import annotations
-import os
+import os, time
 from morok_mlir.core import env
 
 def _cpu_flags() -> frozenset:
@@ -38,3 +38,20 @@ def _cache_bytes(level: int, default: int) -> int:
   return default
 # L1 data, L2 and L3 bytes (the L3 as a whole, shared or not): what contraction tiles block K and M for (kernel_facts.contraction_tiles)
 CACHES = (_cache_bytes(1, 32 << 10), _cache_bytes(2, 512 << 10), _cache_bytes(3, 8 << 20))
+
+def spare_cores(samples: int = 3) -> int:
+  """Cores of this process's share (THREADS) that no other task keeps busy now, this thread's not counted: from the
+  tasks running (/proc/loadavg's fourth field: every running thread of every process) less this process's own, the
+  fewest of a few samples 1 ms apart (a short task caught once is not a busy core). The one-minute load average, the
+  fallback, lags a burst by a minute: just after one it reports busy cores that are idle."""
+  cores = min(THREADS, len(os.sched_getaffinity(0)))
+  try:
+    others = []
+    for i in range(samples):
+      if i: time.sleep(1e-3)
+      with open("/proc/loadavg") as f: running = int(f.read().split()[3].split("/")[0])
+      for t in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{t}/stat") as f: running -= f.read().rsplit(")", 1)[1].split()[0] == "R"
+      others.append(running)
+    return max(0, cores - 1 - min(others))
+  except (OSError, ValueError, IndexError): return max(0, cores - int(os.getloadavg()[0]))

@@ -60,7 +60,18 @@ PAR_MIN_WORK = 1 << 18          # iterations x values computed below which wakin
 MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
 
 WINOGRAD = env.get("WINO")
-DIRECT, DIRECT_MAX_CO = True, 32   # strided convolutions as direct ones (kernel_facts.direct_conv); False: an im2col packed
+DIRECT, DIRECT_MAX_CO, DIRECT_MIN_KW = True, 32, 6   # strided convolutions as direct ones (kernel_facts.direct_conv); False: an im2col packed
+
+def direct_pays(co: int, kw: int, vec: int, whole: bool) -> bool:
+  """Whether a strided convolution of co output channels and kw-wide window rows runs faster direct than as an im2col:
+  where the im2col would be packed whole (not panel by panel inside mm: codegen.contraction's fused_b), or where few
+  output channels fill whole vectors and the window's rows are long (a stem's 6x6 or 7x7: short rows leave the direct
+  loop's per-tap work uncovered, channels short of a vector waste its lanes). Interleaved, one process: 64 -> 128
+  channels 3x3 stride 2 at 40x40 191 -> 161 us; a 3 -> 16 6x6 stem at 320x320 303 -> 284, 7x7 at 224x224 211 -> 193;
+  direct where this says no: a 3 -> 64 7x7 stem (fused_b) 644 / 683, 32 -> 64 at 80x80 (fused_b) 157 / 175, 3 -> 24
+  3x3 at 224x224 57 / 136, 3 -> 16 3x3 44 / 81, 16 -> 16 3x3 at 112x112 64 / 76, 3 -> 16 5x5 102 / 130, 3 -> 24 6x6 at
+  320x320 405 / 501 (at 8 lanes 755 / 660: 24 channels are three whole vectors there)."""
+  return whole or co < DIRECT_MAX_CO and co % vec == 0 and kw >= DIRECT_MIN_KW
 
 def winograd_tiles(c, w) -> int:
   """The 2x2 output tiles of a convolution winograd() accepted (a batch of images, rows and columns rounded up)."""
@@ -310,15 +321,11 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
       attrs["uop.winograd"] = (*mm, vec, winograd_block(c, w, mm[0], vec, caches, threads))
     else:
       tiles = contraction_tiles(M := prod(map(rsize, I)), prod(map(rsize, J)), k := prod(map(rsize, K)), vec, caches, threads)
-      # a strided convolution's image read in place (kernel_facts.direct_conv: the tile's rows output positions) where its
-      # im2col would be packed whole (not panel by panel inside mm: codegen.contraction's fused_b), or few output channels
-      # (M) leave the weights' side a tile or two; not where the image already is a (small outputs: their rows packed).
-      # Interleaved, one process: 64 -> 128 channels 3x3 stride 2 at 40x40 191 -> 161 us; a 3 -> 16 6x6 stem at 320x320
-      # 303 -> 284; forced on a 3 -> 64 7x7 stem (fused_b) 644 / 683, 32 -> 64 at 80x80 (fused_b) 157 / 175, 64 -> 128
-      # at 20x20 (the image as a) 43 / 61
+      # a strided convolution's image read in place (kernel_facts.direct_conv: the tile's rows output positions) where it
+      # pays; not where the image already is a (small outputs: their rows packed)
       mr, _, kc, mc = tiles
       whole = not (k <= kc and -(-M // mr) * mr * k <= mc * kc)   # the im2col packed whole, not panel by panel
-      if direct and DIRECT and (d := direct_conv(c)) is not None and d is not c and (M < DIRECT_MAX_CO or whole):
+      if direct and DIRECT and (d := direct_conv(c)) is not None and d is not c and direct_pays(M, rsize(K[-1]), vec, whole):
         _, _, _, I, J, K, _ = d
         attrs["uop.direct_conv"] = None
         tiles = contraction_tiles(prod(map(rsize, I)), prod(map(rsize, J)), k, vec, caches, threads)

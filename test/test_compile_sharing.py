@@ -1,12 +1,13 @@
 """Compile work is done once per distinct kernel: uop-kernel-split makes equal kernels one function that the schedule
 calls on each one's buffers, realize compiles each function once, and the graph pipeline's passes hand their graphs
 on in Python (the module is written and verified once, after the last) with the same result as pass by pass."""
-import os
+import os, subprocess, sys, time
 import numpy as np
 from mlir import ir
 from morok_mlir import Tensor
 from morok_mlir import realize as rz
 from morok_mlir.device.cpu import CPU, CPUDevice
+from morok_mlir.host import THREADS, spare_cores
 from morok_mlir.ir.bridge import module_text
 from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import PIPELINE, lower_to_kernels, mlir_context, compile_lock, run_pipeline
@@ -127,3 +128,14 @@ def test_compile_shares_balance_work():
     shares = CPUDevice.shares(todo, n)
     assert sorted(k for s in shares for k, _ in s) == list(range(len(sizes)))   # each kernel once
     assert max(sum(len(spec.src) for _, spec in s) for s in shares) <= sum(sizes) / n + max(sizes), n
+
+def test_spare_cores_counts_other_processes_busy_now():
+  """The cores a compile forks processes for: never this thread's, and one fewer while another process keeps a core busy
+  (a busy loop started a moment ago, which the one-minute load average would not show yet); other load only lowers it."""
+  cores = min(THREADS, len(os.sched_getaffinity(0)))
+  assert 0 <= spare_cores() <= cores - 1
+  p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+  try:
+    time.sleep(0.3)
+    assert spare_cores() <= max(0, cores - 2)
+  finally: p.kill(); p.wait()

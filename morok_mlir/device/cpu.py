@@ -39,13 +39,14 @@ from morok_mlir.core import env
 from morok_mlir.device import disk_prune, memory
 from morok_mlir.device import pool
 from morok_mlir.device.pool import Chain, Pool
-from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS
+from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS, spare_cores
 from morok_mlir.dialects.ops import Ops
 
 # CPython's own SHA-256 where it has one by this name (3.11): hashlib's is OpenSSL's, ~3.4 MB of libcrypto mapped
 try: from _sha256 import sha256
 except ImportError: from hashlib import sha256
 
+OPT_LEVEL = 3   # LLVM's -O level: its IR pipeline and its code generator (ExecutionEngine sets both)
 LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
                  "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
                  "reconcile-unrealized-casts)")
@@ -266,7 +267,7 @@ class DiskCache:
   @functools.cached_property
   def salt(self) -> str:
     """What besides a kernel's text decides its code: this cache's format, the MLIR release, our pipeline, the CPU."""
-    return f"{self.VERSION}|{installed('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O3|{','.join(sorted(CPU_FLAGS))}|"
+    return f"{self.VERSION}|{installed('xtc-mlir-python-bindings')}|{LLVM_PIPELINE}|O{OPT_LEVEL}|{','.join(sorted(CPU_FLAGS))}|"
   def key(self, spec: ProgramSpec) -> str: return sha256((self.salt + spec.src).encode()).hexdigest()[:40]
   @staticmethod
   def digest(key: str, data: bytes) -> bytes: return sha256(key.encode() + b"\0" + data).hexdigest().encode()
@@ -504,7 +505,7 @@ class CPUProgram:
       from mlir import ir
       from mlir.execution_engine import ExecutionEngine
       with _lock, _context():
-        self.code = _Code([e for e, _ in self._entries], engine=ExecutionEngine(ir.Module.parse(c.src), opt_level=3, enable_pic=True))
+        self.code = _Code([e for e, _ in self._entries], engine=ExecutionEngine(ir.Module.parse(c.src), opt_level=OPT_LEVEL, enable_pic=True))
     self._np = [(size, np.dtype(dt.np)) for size, dt in spec.args]
     self._lend = 4 * sum(spec.scratch) >= self.LEND_BYTES
     self._free = [self._argset(lent=self._lend)]
@@ -811,7 +812,7 @@ class CPUDevice:
       i = work.index(min(work))
       out[i].append(t); work[i] += len(t[1].src) + cls.KERNEL_WORK
     return out
-  WORKERS: int | None = None   # compile processes besides this one (None: the cores to spare, from the load average)
+  WORKERS: int | None = None   # compile processes besides this one (None: the cores to spare, host.spare_cores)
   CHILD_WORK = 100_000         # characters of kernel text a compile process gets at least (~0.35 s of LLVM's work)
   def _workers(self, specs: list[ProgramSpec]) -> int:
     """Compile processes to fork for these new kernels: one per core to spare (LLVM holds the GIL, so threads would take
@@ -821,8 +822,7 @@ class CPUDevice:
     spare, a second process made 24 matmul kernels 8% slower."""
     if not self.disk.enabled or len(specs) < 2: return 0
     if self.WORKERS is not None: return min(self.WORKERS, len(specs) - 1)
-    spare = min(THREADS, len(os.sched_getaffinity(0))) - int(os.getloadavg()[0])
-    return max(0, min(spare, sum(len(s.src) for s in specs) // self.CHILD_WORK - 1, len(specs) - 1))
+    return max(0, min(spare_cores(), sum(len(s.src) for s in specs) // self.CHILD_WORK - 1, len(specs) - 1))
   def _fork(self, share: list) -> int | None:
     """A process (forked: nothing to import) that JIT-compiles share's kernels and links them into the disk cache."""
     try:
@@ -875,7 +875,7 @@ class CPUDevice:
     keys = [self.disk.key(s) for s in specs]
     code = dict(zip(keys, specs))   # one code per key (equal text: int8, uint8 and bool arguments all lower to i8)
     with _lock, _context():
-      return keys, code, ExecutionEngine(self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code]), opt_level=3, enable_pic=True)
+      return keys, code, ExecutionEngine(self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code]), opt_level=OPT_LEVEL, enable_pic=True)
   def build(self, spec: ProgramSpec) -> CPUProgram:
     """From the disk cache when it holds a verified object for spec, else JIT (and store it there)."""
     return self.load(spec) or self.jit([spec])[0]
@@ -896,7 +896,7 @@ def native(src: str, names: tuple[str, ...], lock) -> tuple:
   load()
   from mlir import ir
   from mlir.execution_engine import ExecutionEngine
-  with lock, ir.Context(), ir.Location.unknown(): eng = ExecutionEngine(ir.Module.parse(src), opt_level=3, enable_pic=True)
+  with lock, ir.Context(), ir.Location.unknown(): eng = ExecutionEngine(ir.Module.parse(src), opt_level=OPT_LEVEL, enable_pic=True)
   CPU.disk.misses += 1
   if CPU.disk.enabled: CPU.disk.put([key], eng)
   return eng, _Code(list(names), engine=eng).addrs
