@@ -78,13 +78,15 @@ class Contraction:
     self.ranges, self.thr, self.t = (I, J, K, T), {k: v for k, v in f.attrs.items() if k in self.PASSED}, t
     self.fused_b = not self.fused and not T and not self.sym and self.K <= self.kc and self.Mp * self.K <= self.mc * self.kc and \
       -(-self.Mp // self.mc) <= self.Np // self.nr and self.expands(b)
+    # B's rows read in place where one block of A's rows sweeps each panel (see b_in_place)
+    self.direct_b = None if T or self.sym or self.taps or self.fused or self.fused_b or self.Mp > self.mc else self.b_in_place(b, J, K)
     self.layout()
     self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
     if self.fused_b and (pb := self.pack_panel(b, J, self.args[n + 3])) is None: self.fused_b = False; self.layout()
     ap, bp, cp = (self.args[n + i] for i in (3 if self.fused else 0, 3 if self.fused_b else 1, 2))
     self.pack_a = self.pad_phase(a, I, K, ap) if self.pad else None if self.direct_a is not None else \
       self.pack_block(a, I, self.mr, ap) if self.fused else self.pack(a, I, self.mr, ap, False, self.Mp * self.ka, self.rows_a or 0)
-    self.pack_b = pb if self.fused_b else self.pack(b, J, self.nr, bp, True, self.Np * self.K)
+    self.pack_b = pb if self.fused_b else None if self.direct_b else self.pack(b, J, self.nr, bp, True, self.Np * self.K)
     m, nn = im.linearize(I, sizes(I)), im.linearize(J, sizes(J))
     ci = im.add(im.mul(m, im.const(self.Np)), nn)
     if T: ci = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.Np)), ci)
@@ -208,7 +210,7 @@ class Contraction:
   def layout(self):
     # Ap, Bp, C; a batch (over T) of each, one after the other; then one A block or one B panel per thread (fused, fused_b)
     self.scratch = [prod(self.pad) if self.pad else self.batch * self.Mp * self.ka if self.direct_a is None and not self.fused else 1,
-                    self.batch * self.Np * self.K if not self.fused_b else 1, self.batch * self.Mp * self.Np]
+                    self.batch * self.Np * self.K if not self.fused_b and not self.direct_b else 1, self.batch * self.Mp * self.Np]
     self.scratch += [self.mc * self.K] * self.t if self.fused else [self.nr * self.K] * self.t if self.fused_b else []
     n = len(self.f.args)
     self.args = list(self.f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
@@ -393,6 +395,24 @@ class Contraction:
     if T or len(I) > 1 or ks != 1 or row <= 0 or row % 256 == 0 and not once: return None
     return idx.src[0].attrs["slot"], form.get(1, 0), row, 1, 0
 
+  @staticmethod
+  def b_in_place(b: UOp, J: list[UOp], K: list[UOp]) -> tuple[int, int, int] | None:
+    """(buffer slot, offset, k stride) when b is an ungated f32 load at offset + k*kstride + n, n the linear index of its
+    column ranges (an NCHW image in a 1x1 convolution: a channel's positions in sequence), one k range: mm then loads
+    each panel's k rows where they are, the last panel's columns past N masked off, instead of copying B into panels
+    first. Taken where one block of A's rows sweeps each panel (few output channels): a panel is then read from memory
+    once a call whether packed or not, so its pack, a copy of the image, is all it would add. Only where the columns
+    span several ranges (an image's rows and columns): a matrix's one column range is a product's weights as often
+    (x @ W), whose panels are packed once and kept while W lives, so its pack costs no call anything."""
+    if b.op is not Ops.LOAD or b.dtype is not dtypes.float32 or len(J) < 2 or len(K) != 1: return None
+    idx = b.src[0]
+    if idx.op is not Ops.INDEX or len(idx.src) != 2 or idx.src[0].op is not Ops.BUFFER: return None
+    form = affine(idx.src[1], {})
+    # rows a multiple of 1 KiB apart share cache sets: a panel's rows would evict each other before the next tile's pass
+    if form is None or set(form) - {1, *J, K[0]} or form.get(J[-1]) != 1 or (ks := form.get(K[0], 0)) < 1 or ks % 256 == 0: return None
+    if any(form.get(r, 0) != form.get(q, 0) * rsize(q) for r, q in zip(J, J[1:])): return None   # columns one linear index
+    return idx.src[0].attrs["slot"], form.get(1, 0), ks
+
   PASSED = ("uop.threads", "uop.fastmath")   # the kernel's choices its phases take (fastmath: epilogue reduces vectorize)
   # flops / 16 below which mm runs on one thread: a detector's 1x1 convolutions of 1.6 M multiply-adds (32 -> 32 channels
   # at 40x40) ran 30 us on one thread, 18 on two (the hand-off ~4 us)
@@ -408,7 +428,7 @@ class Contraction:
       if t > 1 else None
     bt = self.batch
     return [*([(f"{self.name}_pack_a", par(self.pack_a, bt * self.M * self.K))] if self.pack_a is not None and not self.fused else []),
-            *([(f"{self.name}_pack_b", par(self.pack_b, bt * self.N * self.K))] if not self.fused_b else []),
+            *([(f"{self.name}_pack_b", par(self.pack_b, bt * self.N * self.K))] if self.pack_b is not None and not self.fused_b else []),
             (f"{self.name}_mm", mm_par),
             *([] if self.epi_tile else [(f"{self.name}_epi", par(self.epi, bt * self.M * self.N))])]
 
@@ -440,7 +460,8 @@ class Contraction:
     # analysis (pairs of accesses) took most of a kernel's compile time; unrolled, they would run no faster
     low = lambda f, name: lower_kernel(f, name, LaneLowerer(f, self.lane_of[id(f)]) if id(f) in self.lane_of
                                        else Lowerer(f, CPU(f, unroll=False)))
-    return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "") + low(self.pack_b, f"{self.name}_pack_b")
+    return ((low(self.pack_a, f"{self.name}_pack_a") if self.pack_a is not None else "")
+            + (low(self.pack_b, f"{self.name}_pack_b") if self.pack_b is not None else "")
             + mm(self.micro()) + (self.tile_phases() if self.epi_tile else lower_kernel(self.epi, f"{self.name}_epi")))
   PF_MIN_K, PF_MIN_BYTES = 128, 1 << 20   # see prefetch
   @property
@@ -462,7 +483,7 @@ class Contraction:
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, _int_attr(self.f, "uop.threads", 1), self.mr, self.nr, self.kc,
                        self.mc, self.vw, self.M, self.K, self.Mp, self.Np, self.batch, (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np),
                        self.op, self.direct_a, self.rows_a, self.fused, self.fused_b, self.epi_tile is not None, self.tile_rows, tuple(self.rt),
-                       self.prefetch, self.taps)
+                       self.prefetch, self.taps, self.direct_b and (*self.direct_b, self.N))
 
 @dataclass
 class MicroKernel:
@@ -498,6 +519,7 @@ class MicroKernel:
   rt: tuple = ()
   prefetch: bool = True
   taps: tuple | None = None   # a direct convolution's image read in place: ((c, ((n_i, coef_i), ...)), ((n_k, coef_k), ...)), see window_a
+  direct_b: tuple[int, int, int, int] | None = None   # B's rows read in place: (slot, offset, k stride, N), see Contraction.b_in_place
 
   @property
   def split_sym(self) -> bool:
@@ -547,6 +569,7 @@ class MM:
     self.rowwise = mk.direct_a is not None or mk.rows_a is not None   # the tiles read A's rows (in place, or pack_a's copy)
     self.pa, self.pb, self.pc = (arg(mk.nargs + i) for i in range(3))
     self.ta, self.tb, self.tc = (f"memref<{x}xf32>" for x in mk.scratch[:3])
+    if mk.direct_b: self.pb, self.tb = arg(mk.direct_b[0]), mem_type(mk.args[mk.direct_b[0]].dtype)
     self.off: dict[str, str] = {}   # a batch's problem offsets in Ap, Bp and C
 
   def call(self, fn: str, args: list[str], tys: list[str]): self.em.call(self.b, fn, args, tys)
@@ -689,8 +712,8 @@ class MM:
     finally: self.nv = whole
   def tiles(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
     mk, V = self.mk, self.V
-    bbase = self.c0 if mk.fused_b else self.at(self.ix("muli", jb, self.ci(mk.K * mk.nr)), "b")
     jcol = self.ix("muli", jb, self.ci(mk.nr))
+    bbase = self.c0 if mk.fused_b else self.add(jcol, mk.direct_b[1]) if mk.direct_b else self.at(self.ix("muli", jb, self.ci(mk.K * mk.nr)), "b")
     if self.rem: self.rem_rows(kc, jb, ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base, bbase, jcol)
     with self.loop(ib_lo, self.ix("minsi", ib_hi, self.full) if self.rem else ib_hi) as ibl:
       ib = ibl.iv
@@ -775,10 +798,12 @@ class MM:
     # the same row of the next B panel, into L2, a cache line at a time: its first tile then finds it there (weights
     # packed once per input are read from memory on every call of a model; resnet50 47.3 -> 46.3 ms, interleaved). The
     # last panel's "next" is itself, clamped here once rather than per prefetch in the k loop
-    pf = self.ix("minsi", self.add(bbase, mk.K * mk.nr), self.ci(mk.scratch[1] - mk.K * mk.nr)) if not mk.fused_b else None
+    pf = self.ix("minsi", self.add(bbase, mk.K * mk.nr), self.ci(mk.scratch[1] - mk.K * mk.nr)) if not mk.fused_b and not mk.direct_b else None
+    masks = self.b_masks(bbase)
     def step(k: str, ak: str, accs: list[str]) -> list[str]:   # k: B's row; ak: its offset along A's rows
-      bo = self.ix("addi", bbase, ko := self.ix("muli", k, self.ci(mk.nr)))
-      bv = [self.em.vload(self.b, self.pb, self.add(bo, v * mk.vw), self.tb, V) for v in range(nv)]
+      bo = self.ix("addi", bbase, ko := self.ix("muli", k, self.ci(mk.direct_b[2] if mk.direct_b else mk.nr)))
+      bv = [self.em.vload(self.b, self.pb, self.add(bo, v * mk.vw), self.tb, V) if v not in masks else
+            self.em.maskedload(self.b, self.pb, self.add(bo, v * mk.vw), masks[v], self.zero, self.tb, f"vector<{mk.vw}xi1>", V) for v in range(nv)]
       if pf is not None:
         for off in range(0, mk.nr, 16): self.em.prefetch(self.b, self.pb, self.add(self.ix("addi", pf, ko), off), False, self.tb, 2)
       if not self.rowwise: ao = self.ix("addi", a, self.ix("muli", k, self.ci(mk.mr)))
@@ -794,6 +819,15 @@ class MM:
       ak = self.ix("muli", kl.iv, self.ci(ks)) if (ks := mk.direct_a[3] if mk.direct_a else 1) != 1 else kl.iv   # k's step along A's rows
       kl.yields = step(kl.iv, ak, kl.accs)
     return kl.results
+
+  def b_masks(self, bbase: str) -> dict[int, str]:
+    """B's rows read in place: the lanes of each vector that may reach past column N (in the last panel, where N is not
+    a whole number of panels) as a mask, per vector of the tile; the others load whole."""
+    mk = self.mk
+    if not mk.direct_b or not (part := mk.direct_b[3] % mk.nr): return {}
+    left = self.ix("subi", self.ci(mk.direct_b[3] + mk.direct_b[1]), bbase)   # columns from the tile's first to N
+    return {v: self.em.op(self.b, f"vector.create_mask {self.add(left, -v * mk.vw)} : vector<{mk.vw}xi1>")
+            for v in range(self.nv) if (v + 1) * mk.vw > part}
 
   def k_taps(self, kc: str, kend: str, init: list[str], step) -> list[str]:
     """A direct convolution's k slice as loops nested as its K ranges (whole windows: the slice runs over the outer

@@ -1,0 +1,47 @@
+"""B's rows read in place (codegen.contraction's Contraction.b_in_place): a 1x1 convolution's image, its columns the
+positions of one channel, loaded by the micro-kernel where it lies (no pack_b), the last panel's columns past N masked;
+against numpy's products, for channel counts that leave the last panel partial or whole, an image that starts inside
+its buffer (a channel slice), and fused epilogues."""
+import numpy as np
+from hypothesis import given, settings, strategies as st
+from morok_mlir import Tensor
+import morok_mlir.codegen.contraction as C
+
+def conv1x1_ref(x, w, b):
+  return np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.float64), x.astype(np.float64)) + b[None, :, None, None]
+
+def _spy(monkeypatch) -> list:
+  """The kernels' choice (B in place or packed) for each contraction lowered from here on."""
+  seen, orig = [], C.Contraction.__init__
+  def spy(self, f, name):
+    orig(self, f, name); seen.append(self.direct_b is not None)
+  monkeypatch.setattr(C.Contraction, "__init__", spy)
+  return seen
+
+@settings(max_examples=25, deadline=None)
+@given(ci=st.integers(16, 96), co=st.integers(4, 40), h=st.integers(12, 30), w=st.integers(12, 30), lo=st.integers(0, 5))
+def test_conv1x1_in_place_values(ci, co, h, w, lo):
+  """Any channel counts and image sizes (the last panel partial or whole), the image a slice of a wider one's channels."""
+  r = np.random.default_rng(ci * 1000 + co)
+  x = r.standard_normal((1, ci + lo, h, w)).astype(np.float32)
+  wt, b = r.standard_normal((co, ci, 1, 1)).astype(np.float32), r.standard_normal(co).astype(np.float32)
+  got = Tensor(x)[:, lo:].conv2d(Tensor(wt), Tensor(b)).relu().numpy()
+  ref = np.maximum(conv1x1_ref(x[:, lo:], wt, b), 0)
+  np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+def test_conv1x1_in_place_with_a_residual():
+  """A 64 -> 24 channel 1x1 convolution at 21x21 (441 columns: the last panel partial at 8 and 16 lanes), its epilogue
+  adding a residual (test/lit/uop-lower-cpu/contraction-b-in-place.mlir: its route, at fixed cache sizes)."""
+  r = np.random.default_rng(5)
+  x, res = r.standard_normal((1, 64, 21, 21)).astype(np.float32), r.standard_normal((1, 24, 21, 21)).astype(np.float32)
+  wt, b = r.standard_normal((24, 64, 1, 1)).astype(np.float32), r.standard_normal(24).astype(np.float32)
+  got = (Tensor(x).conv2d(Tensor(wt), Tensor(b)) + Tensor(res)).numpy()
+  np.testing.assert_allclose(got, conv1x1_ref(x, wt, b) + res, rtol=1e-4, atol=1e-3)
+
+def test_matrix_columns_stay_packed(monkeypatch):
+  """x @ W (one column range: W's panels are packed once and kept while W lives) keeps its pack."""
+  seen = _spy(monkeypatch)
+  r = np.random.default_rng(6)
+  a, w = r.standard_normal((48, 200)).astype(np.float32), r.standard_normal((200, 300)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(a) @ Tensor(w)).numpy(), a.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+  assert seen == [False]
