@@ -45,3 +45,18 @@ def test_matrix_columns_stay_packed(monkeypatch):
   a, w = r.standard_normal((48, 200)).astype(np.float32), r.standard_normal((200, 300)).astype(np.float32)
   np.testing.assert_allclose((Tensor(a) @ Tensor(w)).numpy(), a.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
   assert seen == [False]
+
+@settings(max_examples=15, deadline=None)
+@given(cs=st.lists(st.integers(1, 48), min_size=2, max_size=4), co=st.integers(8, 40), hw=st.integers(14, 28), relu=st.booleans())
+def test_conv1x1_of_a_concatenation(cs, co, hw, relu):
+  """A 1x1 convolution of images concatenated along channels (a fire or inception module's output): B's rows in
+  segments, one per input, each read where it lies; the inputs realized apart (or computed: relu'd, then B is packed)."""
+  r = np.random.default_rng(sum(cs) * 100 + co)
+  xs = [r.standard_normal((1, c, hw, hw)).astype(np.float32) for c in cs]
+  wt, b = r.standard_normal((co, sum(cs), 1, 1)).astype(np.float32), r.standard_normal(co).astype(np.float32)
+  ts = [Tensor(x).realize() for x in xs]
+  cat = ts[0].cat(*ts[1:], dim=1)
+  got = (cat.relu() if relu else cat).conv2d(Tensor(wt), Tensor(b)).numpy()
+  x = np.concatenate(xs, 1)
+  ref = conv1x1_ref(np.maximum(x, 0) if relu else x, wt, b)
+  np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())

@@ -10,12 +10,22 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
-from morok_mlir.core.index_math import affine, affine_simplify
+from morok_mlir.core.index_math import affine, affine_simplify, next_axis
+from morok_mlir.core.pattern import graph_rewrite
+from morok_mlir.core.symbolic import SYMBOLIC
 from morok_mlir.core.kernel_facts import contraction, direct_conv, extent, k_contiguous, k_rows, rsize, single_store, window
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import CPU, Lowerer, _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sl
 from morok_mlir.codegen.lanes import LaneLowerer, UNROLL_GROUPS, gate_lanes, lane_coef, lane_groups, reduce_groups
 from morok_mlir.codegen.emitter import HI, LO, TID, Block, Emitter, arg, params
+
+def _flips(u: UOp, k: UOp) -> list[int]:
+  """The k where comparison u (x < y, one side k + c, the other a constant) turns: a concatenation's cut along k."""
+  if (f := affine(u.src[0], {})) is not None and set(f) <= {1, k} and f.get(k) == 1 and (c := im.cval(u.src[1])) is not None:
+    return [c - f.get(1, 0)]
+  if (f := affine(u.src[1], {})) is not None and set(f) <= {1, k} and f.get(k) == 1 and (c := im.cval(u.src[0])) is not None:
+    return [c - f.get(1, 0) + 1]
+  return []
 
 def sizes(rs: list[UOp]) -> list[int]: return [rsize(r) for r in rs]   # the layout's: a symbolic size at its largest
 
@@ -396,20 +406,36 @@ class Contraction:
     return idx.src[0].attrs["slot"], form.get(1, 0), row, 1, 0
 
   @staticmethod
-  def b_in_place(b: UOp, J: list[UOp], K: list[UOp]) -> tuple[int, int, int] | None:
-    """(buffer slot, offset, k stride) when b is an ungated f32 load at offset + k*kstride + n, n the linear index of its
-    column ranges (an NCHW image in a 1x1 convolution: a channel's positions in sequence), one k range: mm then loads
-    each panel's k rows where they are, the last panel's columns past N masked off, instead of copying B into panels
-    first. Taken where one block of A's rows sweeps each panel (few output channels): a panel is then read from memory
-    once a call whether packed or not, so its pack, a copy of the image, is all it would add. Only where the columns
-    span several ranges (an image's rows and columns): a matrix's one column range is a product's weights as often
-    (x @ W), whose panels are packed once and kept while W lives, so its pack costs no call anything."""
-    if b.op is not Ops.LOAD or b.dtype is not dtypes.float32 or len(J) < 2 or len(K) != 1: return None
-    idx = b.src[0]
-    if idx.op is not Ops.INDEX or len(idx.src) != 2 or idx.src[0].op is not Ops.BUFFER: return None
+  def b_in_place(b: UOp, J: list[UOp], K: list[UOp]) -> tuple[tuple[int, int, int, int, int], ...] | None:
+    """B's rows as segments (k from, k to, buffer slot, start, k stride) when over each stretch of k that its gates hold
+    constant (a concatenation along k: k < c picks one input, the rest another) b is an ungated f32 load at start +
+    k*stride + n, n the linear index of its column ranges (an NCHW image in a 1x1 convolution: a channel's positions in
+    sequence), one k range: mm then loads each panel's k rows where they are, the last panel's columns past N masked
+    off, instead of copying B into panels first. Taken where one block of A's rows sweeps each panel (few output
+    channels): a panel is then read from memory once a call whether packed or not, so its pack, a copy of the image, is
+    all it would add. Only where the columns span several ranges (an image's rows and columns): a matrix's one column
+    range is a product's weights as often (x @ W), whose panels are packed once and kept while W lives."""
+    if b.dtype is not dtypes.float32 or len(J) < 2 or len(K) != 1: return None
+    k, n = K[0], rsize(K[0])
+    cuts = sorted({c for u in b.toposort if u.op is Ops.CMPLT for c in _flips(u, k) if 0 < c < n})
+    segs = []
+    for lo, hi in zip([0, *cuts], [*cuts, n]):
+      r = UOp(Ops.RANGE, dtypes.index, (im.const(hi - lo),), attrs(axis=next_axis(b), kind="reduce"))
+      x = graph_rewrite(b.substitute({k: im.add(r, im.const(lo))}), SYMBOLIC) if cuts else b
+      if (seg := Contraction._rows(x, J, r if cuts else k)) is None: return None
+      slot, start, ks = seg
+      segs.append((lo, hi, slot, start - lo * ks, ks))
+    return tuple(segs)
+
+  @staticmethod
+  def _rows(x: UOp, J: list[UOp], k: UOp) -> tuple[int, int, int] | None:
+    """(slot, start, k stride) where x is an ungated f32 load (its gate, if any, true) at start + k*stride + n (n: J's
+    linear index)."""
+    if x.op is not Ops.LOAD or (idx := x.src[0]).op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER: return None
+    if len(idx.src) != 2 and not (len(idx.src) == 3 and im.cval(idx.src[2]) is True): return None
     form = affine(idx.src[1], {})
     # rows a multiple of 1 KiB apart share cache sets: a panel's rows would evict each other before the next tile's pass
-    if form is None or set(form) - {1, *J, K[0]} or form.get(J[-1]) != 1 or (ks := form.get(K[0], 0)) < 1 or ks % 256 == 0: return None
+    if form is None or set(form) - {1, *J, k} or form.get(J[-1]) != 1 or (ks := form.get(k, 0)) < 1 or ks % 256 == 0: return None
     if any(form.get(r, 0) != form.get(q, 0) * rsize(q) for r, q in zip(J, J[1:])): return None   # columns one linear index
     return idx.src[0].attrs["slot"], form.get(1, 0), ks
 
@@ -483,7 +509,7 @@ class Contraction:
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, _int_attr(self.f, "uop.threads", 1), self.mr, self.nr, self.kc,
                        self.mc, self.vw, self.M, self.K, self.Mp, self.Np, self.batch, (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np),
                        self.op, self.direct_a, self.rows_a, self.fused, self.fused_b, self.epi_tile is not None, self.tile_rows, tuple(self.rt),
-                       self.prefetch, self.taps, self.direct_b and (*self.direct_b, self.N))
+                       self.prefetch, self.taps, self.direct_b and (self.direct_b, self.N))
 
 @dataclass
 class MicroKernel:
@@ -519,7 +545,7 @@ class MicroKernel:
   rt: tuple = ()
   prefetch: bool = True
   taps: tuple | None = None   # a direct convolution's image read in place: ((c, ((n_i, coef_i), ...)), ((n_k, coef_k), ...)), see window_a
-  direct_b: tuple[int, int, int, int] | None = None   # B's rows read in place: (slot, offset, k stride, N), see Contraction.b_in_place
+  direct_b: tuple | None = None   # B's rows read in place: (segments, N), see Contraction.b_in_place
 
   @property
   def split_sym(self) -> bool:
@@ -569,7 +595,6 @@ class MM:
     self.rowwise = mk.direct_a is not None or mk.rows_a is not None   # the tiles read A's rows (in place, or pack_a's copy)
     self.pa, self.pb, self.pc = (arg(mk.nargs + i) for i in range(3))
     self.ta, self.tb, self.tc = (f"memref<{x}xf32>" for x in mk.scratch[:3])
-    if mk.direct_b: self.pb, self.tb = arg(mk.direct_b[0]), mem_type(mk.args[mk.direct_b[0]].dtype)
     self.off: dict[str, str] = {}   # a batch's problem offsets in Ap, Bp and C
 
   def call(self, fn: str, args: list[str], tys: list[str]): self.em.call(self.b, fn, args, tys)
@@ -713,7 +738,7 @@ class MM:
   def tiles(self, kc: str, jb: str, ib_lo: str, ib_hi: str, kend: str, first: str, a_buf: str, a_ty: str, a_base):
     mk, V = self.mk, self.V
     jcol = self.ix("muli", jb, self.ci(mk.nr))
-    bbase = self.c0 if mk.fused_b else self.add(jcol, mk.direct_b[1]) if mk.direct_b else self.at(self.ix("muli", jb, self.ci(mk.K * mk.nr)), "b")
+    bbase = self.c0 if mk.fused_b else jcol if mk.direct_b else self.at(self.ix("muli", jb, self.ci(mk.K * mk.nr)), "b")
     if self.rem: self.rem_rows(kc, jb, ib_lo, ib_hi, kend, first, a_buf, a_ty, a_base, bbase, jcol)
     with self.loop(ib_lo, self.ix("minsi", ib_hi, self.full) if self.rem else ib_hi) as ibl:
       ib = ibl.iv
@@ -800,10 +825,11 @@ class MM:
     # last panel's "next" is itself, clamped here once rather than per prefetch in the k loop
     pf = self.ix("minsi", self.add(bbase, mk.K * mk.nr), self.ci(mk.scratch[1] - mk.K * mk.nr)) if not mk.fused_b and not mk.direct_b else None
     masks = self.b_masks(bbase)
-    def step(k: str, ak: str, accs: list[str]) -> list[str]:   # k: B's row; ak: its offset along A's rows
-      bo = self.ix("addi", bbase, ko := self.ix("muli", k, self.ci(mk.direct_b[2] if mk.direct_b else mk.nr)))
-      bv = [self.em.vload(self.b, self.pb, self.add(bo, v * mk.vw), self.tb, V) if v not in masks else
-            self.em.maskedload(self.b, self.pb, self.add(bo, v * mk.vw), masks[v], self.zero, self.tb, f"vector<{mk.vw}xi1>", V) for v in range(nv)]
+    def step(k: str, ak: str, accs: list[str], src: tuple[str, str, str, int]) -> list[str]:   # k: B's row; ak: its offset along A's rows
+      pb, tb, base, stride = src
+      bo = self.ix("addi", base, ko := self.ix("muli", k, self.ci(stride)))
+      bv = [self.em.vload(self.b, pb, self.add(bo, v * mk.vw), tb, V) if v not in masks else
+            self.em.maskedload(self.b, pb, self.add(bo, v * mk.vw), masks[v], self.zero, tb, f"vector<{mk.vw}xi1>", V) for v in range(nv)]
       if pf is not None:
         for off in range(0, mk.nr, 16): self.em.prefetch(self.b, self.pb, self.add(self.ix("addi", pf, ko), off), False, self.tb, 2)
       if not self.rowwise: ao = self.ix("addi", a, self.ix("muli", k, self.ci(mk.mr)))
@@ -814,19 +840,31 @@ class MM:
         new += [self.em.fma(self.b, av, bv[v], accs[r * nv + v], V) if mk.op == "add" else
                 self.em.arith(self.b, f"{mk.op}imumf", V, accs[r * nv + v], self.em.arith(self.b, "mulf", V, av, bv[v])) for v in range(nv)]
       return new
-    if mk.taps is not None: return self.k_taps(kc, kend, init, step)
-    with self.loop(kc, kend, inits=init, ty=V) as kl:
-      ak = self.ix("muli", kl.iv, self.ci(ks)) if (ks := mk.direct_a[3] if mk.direct_a else 1) != 1 else kl.iv   # k's step along A's rows
-      kl.yields = step(kl.iv, ak, kl.accs)
-    return kl.results
+    src = (self.pb, self.tb, bbase, mk.nr)
+    if mk.taps is not None: return self.k_taps(kc, kend, init, lambda k, ak, accs: step(k, ak, accs, src))
+    for lo, hi, src in self.b_segments(kc, kend, bbase) if mk.direct_b else [(kc, kend, src)]:
+      with self.loop(lo, hi, inits=init, ty=V) as kl:
+        ak = self.ix("muli", kl.iv, self.ci(ks)) if (ks := mk.direct_a[3] if mk.direct_a else 1) != 1 else kl.iv   # k's step along A's rows
+        kl.yields = step(kl.iv, ak, kl.accs, src)
+      init = kl.results
+    return init
+
+  def b_segments(self, kc: str, kend: str, col: str) -> list[tuple[str, str, tuple[str, str, str, int]]]:
+    """B's rows read in place: each segment's k loop bounds within the slice [kc, kend), and where its rows are (buffer,
+    type, the address of column col at k = 0, k stride)."""
+    segs, out = self.mk.direct_b[0], []
+    for lo, hi, slot, start, ks in segs:
+      bounds = (kc, kend) if len(segs) == 1 else (self.ix("maxsi", kc, self.ci(lo)), self.ix("minsi", kend, self.ci(hi)))
+      out.append((*bounds, (arg(slot), mem_type(self.mk.args[slot].dtype), self.add(col, start), ks)))
+    return out
 
   def b_masks(self, bbase: str) -> dict[int, str]:
     """B's rows read in place: the lanes of each vector that may reach past column N (in the last panel, where N is not
     a whole number of panels) as a mask, per vector of the tile; the others load whole."""
     mk = self.mk
-    if not mk.direct_b or not (part := mk.direct_b[3] % mk.nr): return {}
-    left = self.ix("subi", self.ci(mk.direct_b[3] + mk.direct_b[1]), bbase)   # columns from the tile's first to N
-    return {v: self.em.op(self.b, f"vector.create_mask {self.add(left, -v * mk.vw)} : vector<{mk.vw}xi1>")
+    if not mk.direct_b or not (part := mk.direct_b[1] % mk.nr): return {}
+    left = self.ix("subi", self.ci(mk.direct_b[1]), bbase)   # columns from the tile's first to N
+    return {v: self.em.create_mask(self.b, self.add(left, -v * mk.vw), f"vector<{mk.vw}xi1>")
             for v in range(self.nv) if (v + 1) * mk.vw > part}
 
   def k_taps(self, kc: str, kend: str, init: list[str], step) -> list[str]:

@@ -77,6 +77,7 @@ class Emitter:
     return self.op(b, f"vector.reduction <{kind}>, {x}{fm} : {vt} into {ty}")
   def shuffle(self, b: Block, x: str, y: str, mask: list[int], xt: str, yt: str) -> str:
     return self.op(b, f"vector.shuffle {x}, {y} {mask} : {xt}, {yt}")
+  def create_mask(self, b: Block, n: str, mask_t: str) -> str: return self.op(b, f"vector.create_mask {n} : {mask_t}")   # lanes < n
   def maskedload(self, b: Block, buf: str, i: str, mask: str, other: str, mt: str, mask_t: str, vt: str) -> str:
     return self.op(b, f"vector.maskedload {buf}[{i}], {mask}, {other} : {mt}, {mask_t}, {vt} into {vt}")
   def maskedstore(self, b: Block, buf: str, i: str, mask: str, v: str, mt: str, mask_t: str, vt: str):
