@@ -1,4 +1,4 @@
-"""The CPU device: kernel Func -> uop-lower-cpu -> upstream MLIR to the LLVM dialect -> ExecutionEngine(opt_level=3).
+"""The CPU device: kernel Func -> uop-lower-cpu -> upstream MLIR to the LLVM dialect -> ExecutionEngine(opt_level=OPT_LEVEL).
 
 Public API (what the realize driver uses):
   CPU.compile(f: Func) -> CPUProgram        lower + JIT one kernel; the method cache (keyed by the canonical lowered
@@ -875,7 +875,8 @@ class CPUDevice:
     keys = [self.disk.key(s) for s in specs]
     code = dict(zip(keys, specs))   # one code per key (equal text: int8, uint8 and bool arguments all lower to i8)
     with _lock, _context():
-      return keys, code, ExecutionEngine(self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code]), opt_level=OPT_LEVEL, enable_pic=True)
+      mod = self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code])
+      return keys, code, ExecutionEngine(mod, opt_level=OPT_LEVEL, enable_pic=True)
   def build(self, spec: ProgramSpec) -> CPUProgram:
     """From the disk cache when it holds a verified object for spec, else JIT (and store it there)."""
     return self.load(spec) or self.jit([spec])[0]
