@@ -32,6 +32,9 @@ from morok_mlir.core.threefry import threefry2x32
 
 VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work
 SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
+# what an op counts for there, in plain ops (an add): a vector exp2 or log2 is a polynomial of ~10 instructions, sin's
+# with its range reduction twice that, a division or square root a few times an add's latency (default 1)
+OP_COST = {Ops.EXP2: 8, Ops.LOG2: 8, Ops.SIN: 16, Ops.POW: 16, Ops.SQRT: 4, Ops.RECIP: 4, Ops.FDIV: 4}
 INLINE_LIMIT = 4096   # nodes a shared value's inline graph is searched for (see `inline`)
 
 class Rangeifier:
@@ -333,7 +336,7 @@ class Rangeifier:
     n, seen, todo = 0, {u}, [u]
     while todo and n < SHARED_COST:
       x = todo.pop()
-      n += reduced(x, self.cost(x.src[0])) if x.op is Ops.REDUCE_AXIS else x.op not in VIEWS
+      n += reduced(x, self.cost(x.src[0])) if x.op is Ops.REDUCE_AXIS else 0 if x.op in VIEWS else OP_COST.get(x.op, 1)
       for s in x.src:
         if s not in seen and self.inlined(s): seen.add(s); todo.append(s)
     return n

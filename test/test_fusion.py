@@ -247,3 +247,25 @@ def test_merged_loops_elementwise(shape):
   np.testing.assert_allclose((X[..., 1:] * X[..., :-1]).numpy(), x[..., 1:] * x[..., :-1], rtol=1e-6)
   perm = tuple(range(len(shape)))[::-1]
   np.testing.assert_allclose((X.permute(*perm) + 1).numpy(), x.transpose(perm) + 1, rtol=1e-6)
+
+def test_transcendental_value_shared_by_a_pool_is_stored_once():
+  """A biased SiLU (an add, an exp2, a reciprocal: few ops, but dear ones, rangeify.OP_COST) read by two kernels, a 5x5
+  max pool and the cat a 1x1 convolution reads (a detector's SPPF), is stored once by a kernel of its own: the pool
+  reads it, where computing it inline would redo it per window tap, 25 times an element."""
+  x, b = rng.standard_normal((1, 8, 12, 12)).astype(np.float32), rng.standard_normal((8, 1, 1)).astype(np.float32)
+  w = rng.standard_normal((8, 32, 1, 1)).astype(np.float32)
+  def sppf(act):
+    y = act(Tensor(x) + Tensor(b))
+    p1 = y.max_pool2d(kernel_size=5, stride=1, padding=2)
+    return y.cat(p1, p1.max_pool2d(kernel_size=5, stride=1, padding=2), dim=1).conv2d(Tensor(w[:, :24]))
+  silu = kernels_text(sppf(lambda t: t.silu()))
+  assert sum("uop.exp2" in k for k in silu) == 1 and not any("uop.exp2" in k for k in silu if "_5_5_" in k.split("(")[0])
+  y = (x + b) * (1 / (1 + np.exp(-(x + b))))
+  pool = lambda v: np.max(np.stack([np.pad(v, ((0, 0), (0, 0), (2, 2), (2, 2)), constant_values=-np.inf)[:, :, i:i + 12, j:j + 12]
+                                    for i in range(5) for j in range(5)]), 0)
+  cat = np.concatenate([y, pool(y), pool(pool(y))], 1)
+  np.testing.assert_allclose(sppf(lambda t: t.silu()).numpy(), np.einsum("oc,nchw->nohw", w[:, :24, 0, 0], cat), rtol=1e-4, atol=1e-4)
+
+def kernels_text(t: Tensor) -> list[str]:
+  """The text of each kernel function t's graph lowers to (uop-optimize's stage)."""
+  return t.mlir("uop-optimize").split("func.func private @")[1:]
