@@ -32,8 +32,10 @@ from morok_mlir.core.threefry import threefry2x32
 
 VIEWS = MOVEMENT | {Ops.DETACH}   # ops that only re-index their source: never stored, never counted as work
 SHARED_COST = 16   # a value recomputed by several kernels is stored once when its inline graph has this many ops
-# what an op counts for there, in plain ops (an add): a vector exp2 or log2 is a polynomial of ~10 instructions, sin's
-# with its range reduction twice that, a division or square root a few times an add's latency (default 1)
+# what an op counts for there, in plain ops (an add), where a kernel reads the value inside a reduce (a window's taps,
+# each computing it again): a vector exp2 or log2 is a polynomial of ~10 instructions, sin's with its range reduction
+# twice that, a division or square root a few times an add's latency (default 1). Read once an element (an optimizer's
+# updates), recomputing them costs less than storing and loading them: Adam's MLP step took 20 kernels and 2% longer
 OP_COST = {Ops.EXP2: 8, Ops.LOG2: 8, Ops.SIN: 16, Ops.POW: 16, Ops.SQRT: 4, Ops.RECIP: 4, Ops.FDIV: 4}
 INLINE_LIMIT = 4096   # nodes a shared value's inline graph is searched for (see `inline`)
 
@@ -49,6 +51,7 @@ class Rangeifier:
     self.first_root: dict[UOp, UOp | None] = {}       # graph node -> the first root whose kernel needed it
     self.shared: set[UOp] = set()         # values several kernels need, stored once (see note)
     self.cheap: set[UOp] = set()          # values several kernels need, recomputed by each
+    self.windowed: set[UOp] = set()       # values a kernel reads inside a reduce (a window's taps: computed inline per tap)
     self.regions: dict[UOp, set[UOp]] = {}   # memo of inline
     self.materialised: dict[UOp, UOp] = {}
     self.tops: dict[UOp, bool] = {}       # memo of chain_top
@@ -211,7 +214,7 @@ class Rangeifier:
     """The value of node at idx. `_value` is a generator that yields (node, idx, gate, inline_root) for each operand
     value it needs and is sent the answer: this loop runs them on an explicit stack, so a graph's depth costs heap
     memory, never the C stack."""
-    self.note(node)
+    self.note(node, idx)
     if (v := self.memo.get(key := (node, idx, gate, inline_root))) is not None: return v
     stack, v = [(key, self._value(*key))], None
     while stack:
@@ -220,7 +223,7 @@ class Rangeifier:
       except StopIteration as e:
         stack.pop(); v = self.memo[k] = e.value
         continue
-      self.note(req[0])
+      self.note(req[0], req[1])
       if (v := self.memo.get(req)) is None: stack.append((req, self._value(*req)))
     return v
 
@@ -300,13 +303,17 @@ class Rangeifier:
     for x in s: vals.append((yield (x, idx, gate, False)))
     return UOp(op, u.dtype, tuple(vals), u.arg, u.loc)
 
-  def note(self, u: UOp) -> None:
-    """u's value is needed by the kernel of self.root. A value that a second kernel needs too is stored once
+  def note(self, u: UOp, idx: tuple) -> None:
+    """u's value is needed by the kernel of self.root, at idx. A value that a second kernel needs too is stored once
     instead of recomputed when it costs SHARED_COST ops or more per element, a reduce counting the elements it reduces:
     otherwise a chain like `x = f(x, x.max(1), x.sum(0))` has kernel k recompute every earlier x, and n steps cost
     O(n^2) ops to compile and to run; and an optimizer step's three updates (moments, weight) would each redo the
-    weight's gradient, a contraction."""
+    weight's gradient, a contraction. A value some kernel reads inside a reduce (a pool's window, whose every tap would
+    compute it again) counts its dear ops as what they take (OP_COST)."""
     if self.users is None or u.op in VIEWS or u.op in (Ops.BUFFER, Ops.CONST) or u in self.outputs or u in self.force or u in self.shared: return
+    if u not in self.windowed and rereads(u, idx):
+      self.windowed.add(u)
+      if u in self.cheap and self.cost(u, True) >= SHARED_COST: self.cheap.discard(u); self.shared.add(u); return
     if (first := self.first_root.setdefault(u, self.root)) is self.root or u in self.cheap: return
     # a shared value's kernel takes over the elementwise nodes below it that only its inline graph reads (the kernel that
     # first needed them loads the value now): a long chain that two kernels read is stored once at its top, not once per
@@ -315,7 +322,7 @@ class Rangeifier:
        all(p in self.inline(self.root) for p in self.users[u]):
       self.first_root[u] = self.root
       return
-    (self.shared if self.cost(u) >= SHARED_COST else self.cheap).add(u)
+    (self.shared if self.cost(u, u in self.windowed) >= SHARED_COST else self.cheap).add(u)
 
   def inline(self, v: UOp) -> set[UOp]:
     """v and the nodes below it down to stored values (at most INLINE_LIMIT: a bigger graph shares more)."""
@@ -331,12 +338,12 @@ class Rangeifier:
     """Whether s is computed inline where it is read (not an input, a constant or a stored value)."""
     return s.op not in (Ops.BUFFER, Ops.CONST) and s not in self.materialised and s not in self.shared
 
-  def cost(self, u: UOp) -> int:
-    """Ops per element of u's inline graph, counted up to SHARED_COST."""
+  def cost(self, u: UOp, dear: bool = False) -> int:
+    """Ops per element of u's inline graph, counted up to SHARED_COST; dear: its transcendental ops as what they take."""
     n, seen, todo = 0, {u}, [u]
     while todo and n < SHARED_COST:
       x = todo.pop()
-      n += reduced(x, self.cost(x.src[0])) if x.op is Ops.REDUCE_AXIS else 0 if x.op in VIEWS else OP_COST.get(x.op, 1)
+      n += reduced(x, self.cost(x.src[0])) if x.op is Ops.REDUCE_AXIS else 0 if x.op in VIEWS else OP_COST.get(x.op, 1) if dear else 1
       for s in x.src:
         if s not in seen and self.inlined(s): seen.add(s); todo.append(s)
     return n
@@ -354,6 +361,12 @@ class Rangeifier:
     if not used <= set(loops): return False  # depends on an enclosing reduce's counter: recomputed each step
     depth = max((loops.index(r) for r in used if r in loops), default=-1)
     return all(r in used for r in loops[:depth + 1])
+
+def rereads(u: UOp, idx: tuple) -> bool:
+  """Whether reading u at idx inside a reduce reads its elements more than once each (a window's taps overlap: a 5x5
+  pool's, 25 reads an element), where a sum over a row reads each once: the ranges idx moves with outnumber u's elements."""
+  rs = set().union(*(ranges_of(x) for x in idx if isinstance(x, UOp)))
+  return any(r.attrs["kind"] == "reduce" for r in rs) and isinstance(n := u.size, int) and prod(im.smax(r.src[0]) for r in rs) > n
 
 def merges(src: tuple, dst: tuple) -> bool:
   """Whether a reshape from src to dst (static) only merges neighbouring dims: each of dst's dims a run of src's."""

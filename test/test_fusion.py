@@ -251,7 +251,8 @@ def test_merged_loops_elementwise(shape):
 def test_transcendental_value_shared_by_a_pool_is_stored_once():
   """A biased SiLU (an add, an exp2, a reciprocal: few ops, but dear ones, rangeify.OP_COST) read by two kernels, a 5x5
   max pool and the cat a 1x1 convolution reads (a detector's SPPF), is stored once by a kernel of its own: the pool
-  reads it, where computing it inline would redo it per window tap, 25 times an element."""
+  reads it, where computing it inline would redo it per window tap, 25 times an element. (Read once an element, as an
+  optimizer's updates read theirs, the same ops stay inline: test_training_step_stores_each_pre_activation_once.)"""
   x, b = rng.standard_normal((1, 8, 12, 12)).astype(np.float32), rng.standard_normal((8, 1, 1)).astype(np.float32)
   w = rng.standard_normal((8, 32, 1, 1)).astype(np.float32)
   def sppf(act):
