@@ -13,7 +13,7 @@ from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify, next_axis
 from morok_mlir.core.pattern import graph_rewrite
 from morok_mlir.core.symbolic import SYMBOLIC
-from morok_mlir.core.kernel_facts import contraction, direct_conv, extent, k_contiguous, k_rows, rsize, single_store, window
+from morok_mlir.core.kernel_facts import contraction, direct_conv, extent, k_contiguous, k_rows, one_index, rsize, single_store, window
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import CPU, Lowerer, _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sl
 from morok_mlir.codegen.lanes import LaneLowerer, UNROLL_GROUPS, gate_lanes, lane_coef, lane_groups, reduce_groups
@@ -26,6 +26,8 @@ def _flips(u: UOp, k: UOp) -> list[int]:
   if (f := affine(u.src[1], {})) is not None and set(f) <= {1, k} and f.get(k) == 1 and (c := im.cval(u.src[0])) is not None:
     return [c - f.get(1, 0) + 1]
   return []
+
+SET_FLOATS = 256   # f32 rows a multiple of this apart (1 KiB) map to the same L1 cache sets
 
 def sizes(rs: list[UOp]) -> list[int]: return [rsize(r) for r in rs]   # the layout's: a symbolic size at its largest
 
@@ -67,7 +69,7 @@ class Contraction:
     # the tiles read its rows there. MiniLM's softmax(qk) @ v, pack + tiles a call: 25.8 + 18.8 ms in MR-row panels
     # (each k step's values stored MR floats apart), 10.6 + 21.7 row-major. A plain load keeps its panels: they pack
     # fast, and tiles over them ran faster (q @ k^T 15.4 against 18.7 ms)
-    self.rows_a = self.K + 16 * (self.K % 256 == 0) if T and len(K) == 1 and not k_contiguous(a, K[0]) and k_rows(a, K[0]) else None
+    self.rows_a = self.K + 16 * (self.K % SET_FLOATS == 0) if T and len(K) == 1 and not k_contiguous(a, K[0]) and k_rows(a, K[0]) else None
     self.ka = self.rows_a or self.K   # A's floats per row in its scratch
     # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
     # a convolution of one image): the runtime may keep them while that input lives (see reuse)
@@ -398,11 +400,11 @@ class Contraction:
     if idx.op is not Ops.INDEX or len(idx.src) != 2 or idx.src[0].op is not Ops.BUFFER: return None
     form = affine(idx.src[1], {})
     if form is None or set(form) - {1, *I, K[0], *T} or any(form.get(r, 0) < 0 for r in T): return None
-    if any(form.get(r, 0) != form.get(q, 0) * rsize(q) for r, q in zip(I, I[1:])): return None   # rows one linear index
+    if not one_index(form, I): return None
     row, ks, ts = form.get(I[-1], 0), form.get(K[0], 0), form.get(T[0], 0) if T else 0
     if row == 1 and ks > 1 and small: return idx.src[0].attrs["slot"], form.get(1, 0), 1, ks, ts
     # rows a multiple of 1 KiB apart share cache sets: the tile's 6 streams then evict each other (2048^3: 7% slower)
-    if T or len(I) > 1 or ks != 1 or row <= 0 or row % 256 == 0 and not once: return None
+    if T or len(I) > 1 or ks != 1 or row <= 0 or row % SET_FLOATS == 0 and not once: return None
     return idx.src[0].attrs["slot"], form.get(1, 0), row, 1, 0
 
   @staticmethod
@@ -418,9 +420,9 @@ class Contraction:
     if b.dtype is not dtypes.float32 or len(J) < 2 or len(K) != 1: return None
     k, n = K[0], rsize(K[0])
     cuts = sorted({c for u in b.toposort if u.op is Ops.CMPLT for c in _flips(u, k) if 0 < c < n})
-    segs = []
+    segs, axis = [], next_axis(b)
     for lo, hi in zip([0, *cuts], [*cuts, n]):
-      r = UOp(Ops.RANGE, dtypes.index, (im.const(hi - lo),), attrs(axis=next_axis(b), kind="reduce"))
+      r = UOp(Ops.RANGE, dtypes.index, (im.const(hi - lo),), attrs(axis=axis, kind="reduce"))
       x = graph_rewrite(b.substitute({k: im.add(r, im.const(lo))}), SYMBOLIC) if cuts else b
       if (seg := Contraction._rows(x, J, r if cuts else k)) is None: return None
       slot, start, ks = seg
@@ -435,8 +437,8 @@ class Contraction:
     if len(idx.src) != 2 and not (len(idx.src) == 3 and im.cval(idx.src[2]) is True): return None
     form = affine(idx.src[1], {})
     # rows a multiple of 1 KiB apart share cache sets: a panel's rows would evict each other before the next tile's pass
-    if form is None or set(form) - {1, *J, k} or form.get(J[-1]) != 1 or (ks := form.get(k, 0)) < 1 or ks % 256 == 0: return None
-    if any(form.get(r, 0) != form.get(q, 0) * rsize(q) for r, q in zip(J, J[1:])): return None   # columns one linear index
+    if form is None or set(form) - {1, *J, k} or form.get(J[-1]) != 1 or (ks := form.get(k, 0)) < 1 or ks % SET_FLOATS == 0: return None
+    if not one_index(form, J): return None
     return idx.src[0].attrs["slot"], form.get(1, 0), ks
 
   PASSED = ("uop.threads", "uop.fastmath")   # the kernel's choices its phases take (fastmath: epilogue reduces vectorize)

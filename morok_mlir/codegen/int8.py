@@ -10,7 +10,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine
-from morok_mlir.core.kernel_facts import int8_contraction, rsize
+from morok_mlir.core.kernel_facts import int8_contraction, one_index, rsize
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import _int_attr, lower_kernel, mem_type, parallel_info
 from morok_mlir.codegen.emitter import HI, LO, Block, Emitter, arg, params
@@ -80,7 +80,7 @@ class Int8Contraction:
     r * stride + 4 * k4."""
     if a.op is not Ops.LOAD or (idx := a.src[0]).op is not Ops.INDEX or len(idx.src) != 2 or idx.src[0].op is not Ops.BUFFER: return None
     if (form := affine(idx.src[1], {})) is None or set(form) - {1, k, *I} or form.get(k) != 1 or self.K % 4: return None
-    if any(form.get(r, 0) != form.get(q, 0) * rsize(q) for r, q in zip(I, I[1:])): return None   # rows one linear index
+    if not one_index(form, I): return None   # rows one linear index
     off, row = form.get(1, 0), form.get(I[-1], 0) if I else 0
     return (idx.src[0].attrs["slot"], off, row) if off % 4 == 0 and row % 4 == 0 and (row >= self.K or not I) else None
 

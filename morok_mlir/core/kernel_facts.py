@@ -8,6 +8,7 @@ lower by (uop-lower-cpu, codegen.winograd). Pure analysis of the kernel's sink (
   window, direct_conv    a convolution's image read in place (vectors along output channels), not packed as an im2col
   winograd(c)            the roles of a 3x3 convolution's ranges and operands (uop.winograd)
   k_contiguous, k_rows   how an operand reads memory along a reduce range
+  one_index              whether an address's coefficients over some ranges step as their row-major index
   single_store           the one f32 store of a one-loop-nest kernel (uop.lanes, uop.nontemporal)
   lane_coef              an index's step per step of a range (uop.lanes, vector lanes in codegen)
   lane_reduce_of, innermost  the reduce whose innermost range runs as vector lanes (uop.reduce_lanes)
@@ -30,6 +31,10 @@ from morok_mlir.lru import LRU
 def rsize(r: UOp) -> int:
   """A range's size; a symbolic one's largest value (what its buffers are allocated and its kernel's layout laid out for)."""
   return v if (v := im.cval(r.src[0])) is not None else im.smax(r.src[0])
+
+def one_index(form: dict, rs: list[UOp]) -> bool:
+  """Whether an affine form's coefficients over ranges rs step as their row-major linear index does (rows one index)."""
+  return all(form.get(r, 0) == form.get(q, 0) * rsize(q) for r, q in zip(rs, rs[1:]))
 
 def extent(rs: list[UOp]) -> UOp | None:
   """The number of positions the linear index of ranges rs (sorted by axis, laid out at their sizes' largest values) runs

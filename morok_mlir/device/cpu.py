@@ -822,7 +822,9 @@ class CPUDevice:
     spare, a second process made 24 matmul kernels 8% slower."""
     if not self.disk.enabled or len(specs) < 2: return 0
     if self.WORKERS is not None: return min(self.WORKERS, len(specs) - 1)
-    return max(0, min(spare_cores(), sum(len(s.src) for s in specs) // self.CHILD_WORK - 1, len(specs) - 1))
+    # (the cores sampled only where the work would take a process: the sampling waits 2 ms)
+    if (most := min(sum(len(s.src) for s in specs) // self.CHILD_WORK - 1, len(specs) - 1)) <= 0: return 0
+    return min(spare_cores(), most)
   def _fork(self, share: list) -> int | None:
     """A process (forked: nothing to import) that JIT-compiles share's kernels and links them into the disk cache."""
     try:
