@@ -24,8 +24,14 @@ INT8_DOTS = {"vnni512": ({"avx512_vnni", "avx512bw"}, 16, 4), "vnni256": ({"avx_
 # the one this CPU runs (codegen.int8; "" where it has none: 8-bit products then run as float32 contractions)
 INT8_DOT = next((k for k, (need, _, _) in INT8_DOTS.items() if need <= CPU_FLAGS), "")
 
+def _cpus(s: str) -> int:
+  """CPUs in a sysfs cpu list ("0-3,8")."""
+  return sum(int(b) - int(a) + 1 for a, _, b in (r.partition("-") if "-" in r else (r, "", r) for r in s.split(",") if r))
+L3_PER_CPU = 16 << 20   # the most L3 per core sharing it that the heuristics assume (no CPU has more than 12 MiB a core)
 def _cache_bytes(level: int, default: int) -> int:
-  """Bytes of cpu0's level-`level` data (or unified) cache, from sysfs; `default` where the kernel does not say."""
+  """Bytes of cpu0's level-`level` data (or unified) cache, from sysfs; `default` where the kernel does not say. A
+  virtual machine's guest sees its host socket's whole L3 (480 MiB on a 2-CPU guest) while it shares the L3 with the
+  host's other cores: an L3 counts at most L3_PER_CPU for each CPU here that shares it."""
   units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
   try:
     for d in sorted(os.listdir(base := "/sys/devices/system/cpu/cpu0/cache")):
@@ -33,7 +39,8 @@ def _cache_bytes(level: int, default: int) -> int:
       rd = lambda f: open(f"{base}/{d}/{f}").read().strip()
       if int(rd("level")) == level and rd("type") in ("Data", "Unified"):
         s = rd("size")
-        return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
+        n = int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
+        return min(n, L3_PER_CPU * _cpus(rd("shared_cpu_list"))) if level == 3 else n
   except (OSError, ValueError): pass
   return default
 # L1 data, L2 and L3 bytes (the L3 as a whole, shared or not): what contraction tiles block K and M for (kernel_facts.contraction_tiles)

@@ -24,9 +24,11 @@ def phases(t: Tensor) -> list[str]:
 @pytest.fixture(autouse=True)
 def small(monkeypatch):
   """Winograd for convolutions of any work (the default leaves those under 2^25 flops plain): small shapes cover the
-  edges (odd sizes, padding, batches) quickly."""
+  edges (odd sizes, padding, batches) quickly; the caches those shapes were chosen for (one of them leaves L3) pinned,
+  whatever this machine's are."""
   from morok_mlir.passes import optimize
   monkeypatch.setattr(optimize, "WINO_MIN_FLOPS", 0)
+  monkeypatch.setattr(optimize, "CACHES", (32 << 10, 1 << 20, 32 << 20))
 
 def close(got, want): np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
