@@ -169,9 +169,10 @@ class Contraction:
     new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
     loops = list(new.values())
     lin, kl = im.linearize([new[r] for r in rs], sizes(rs)), im.linearize([new[r] for r in K], sizes(K))
-    if im.cval(n := extent(rs)) is None and not row:
-      # rows to a symbolic count: all panels' rows written, those past the last repeating it (they reach only C's pad
-      # rows or columns; left unwritten, they would be whatever the scratch held, denormals and all, in the FMAs)
+    if ((c := im.cval(n := extent(rs))) is None or c % w) and not row:
+      # rows to a symbolic count or not a whole number of panels: all panels' rows written, those past the last
+      # repeating it (they reach only C's pad rows or columns; left unwritten, they would be whatever the scratch held,
+      # denormals and all, in the FMAs: a denormal operand costs an Intel core a microcode assist per instruction)
       lin = UOp(Ops.RANGE, dtypes.index, (im.mul(im.idiv(im.add(n, im.const(w - 1)), w), im.const(w)),), new[rs[0]].arg)
       loops = [lin if u is new[rs[0]] else u for u in loops if not any(u is new[r] for r in rs[1:])]
       new.update(zip(rs, im.unravel(UOp(Ops.MIN, dtypes.index, (lin, im.sub(n, im.const(1)))), sizes(rs))))
