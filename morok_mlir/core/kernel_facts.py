@@ -194,13 +194,20 @@ def direct_conv(c: Contraction | None) -> Contraction | None:
   """c with the image as a (its rows output positions, the tile's vectors along output channels) when b, the image side of
   a convolution of one image, reads a window strided 2 or more along the output's innermost position (window: in place,
   or from a padded copy), static sizes, a the weights (a plain load): codegen.contraction then reads the image where it
-  is instead of packing an im2col of it, which for a strided window gathers each vector through masks and shuffles."""
+  is instead of packing an im2col of it, which for a strided window gathers each vector through masks and shuffles. Not
+  where consecutive positions read consecutive unit-step runs of one reduce range (abutting): a matrix's rows (a linear
+  layer's input seen as a window as wide as its stride), which its pack copies in sequence."""
   if c is None: return None
   red, a, b, I, J, K, T = c
   if T or not I or not J or any(im.cval(r.src[0]) is None for r in I + J + K): return None
   for img, w, P, d in ((b, a, J, (red, b, a, J, I, K, T)), (a, b, I, c)):   # the image as b (contraction's choice) or a
-    if plain(w, K[-1]) and (f := window(img, P, K)) is not None and f[0].get(P[-1], 0) >= 2: return d
+    if plain(w, K[-1]) and (f := window(img, P, K)) is not None and f[0].get(P[-1], 0) >= 2 and not abutting(f[0], P[-1], K): return d
   return None
+
+def abutting(form: dict, p: UOp, K: list[UOp]) -> bool:
+  """Whether position p's step in an affine form is the extent of a reduce range of unit step: consecutive positions
+  read consecutive runs of it."""
+  return any(form.get(k) == 1 and form.get(p) == rsize(k) for k in K)
 
 def plain(x: UOp, k: UOp) -> bool:
   """Whether x is an ungated load of a buffer, k-contiguous (a row-major matrix, weights)."""
