@@ -195,19 +195,19 @@ def direct_conv(c: Contraction | None) -> Contraction | None:
   a convolution of one image, reads a window strided 2 or more along the output's innermost position (window: in place,
   or from a padded copy), static sizes, a the weights (a plain load): codegen.contraction then reads the image where it
   is instead of packing an im2col of it, which for a strided window gathers each vector through masks and shuffles. Not
-  where consecutive positions read consecutive unit-step runs of one reduce range (abutting): a matrix's rows (a linear
-  layer's input seen as a window as wide as its stride), which its pack copies in sequence."""
+  a matrix's rows (matrix_rows: a linear layer's input seen as a window as wide as its stride), which a pack copies in
+  sequence."""
   if c is None: return None
   red, a, b, I, J, K, T = c
   if T or not I or not J or any(im.cval(r.src[0]) is None for r in I + J + K): return None
   for img, w, P, d in ((b, a, J, (red, b, a, J, I, K, T)), (a, b, I, c)):   # the image as b (contraction's choice) or a
-    if plain(w, K[-1]) and (f := window(img, P, K)) is not None and f[0].get(P[-1], 0) >= 2 and not abutting(f[0], P[-1], K): return d
+    if plain(w, K[-1]) and (f := window(img, P, K)) is not None and f[0].get(P[-1], 0) >= 2 and not matrix_rows(f[0], P[-1], K): return d
   return None
 
-def abutting(form: dict, p: UOp, K: list[UOp]) -> bool:
-  """Whether position p's step in an affine form is the extent of a reduce range of unit step: consecutive positions
-  read consecutive runs of it."""
-  return any(form.get(k) == 1 and form.get(p) == rsize(k) for k in K)
+def matrix_rows(form: dict, p: UOp, K: list[UOp]) -> bool:
+  """Whether position p steps, in an affine form, over whole runs of a unit-step reduce range, longer than a
+  convolution's stride (WINDOW_MAX_STRIDE): consecutive positions read consecutive rows of a matrix."""
+  return form.get(p, 0) > WINDOW_MAX_STRIDE and any(form.get(k) == 1 and form[p] == rsize(k) for k in K)
 
 def plain(x: UOp, k: UOp) -> bool:
   """Whether x is an ungated load of a buffer, k-contiguous (a row-major matrix, weights)."""
@@ -230,6 +230,7 @@ def k_rows(x: UOp, k: UOp) -> bool:
 
 FMA_PORTS, LOAD_PORTS, FMA_LATENCY = 2, 2, 4   # vector FMAs and loads issued per cycle, cycles per FMA: recent x86 cores
 
+A_BLOCK_L2 = 4   # the MC x KC block of A takes this fraction of L2: B's panels and C's rows stream through the rest
 MAX_MR, MAX_NV = 8, 8   # rows: A read in place keeps one address per row in a general register (x86-64 has 16)
 
 def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, int] = CACHES, threads: int = 1) -> tuple[int, int, int, int]:
@@ -241,10 +242,9 @@ def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, 
   skinny M few rows and wide panels. Within 5% of the fewest, the fewest B vectors win (narrow panels: 6x64 measured
   8% slower than 8x32 at 2048^3), then the most accumulators: 6x16 (ymm) and 8x32 (zmm) for large squares.
   KC: a KC x NR panel of B fills at most an eighth of L2 and the KC x N slice of B half of L3 (every row block of A
-  passes over it); K splits in equal slices. MC: an MC x KC block of A fills L2 (fewer rows when that leaves a thread
-  without a block or panel to take). Measured on one Zen 4 core at 2048^3 (CPU time, interleaved): KC = 1024, MC = 256
-  at 100 GFLOP/s; KC = 2048 (B panel half of L2) with MC = 64 (A block half of L2) at 89; L1-sized KC = 128 ~10% slower
-  than KC = K at 1024^3 (a C tile is loaded and stored every 128 steps of k)."""
+  passes over it); K splits in equal slices. MC: an MC x KC block of A fills a quarter of L2 (A_BLOCK_L2; fewer rows
+  when that leaves a thread without a block or panel to take): a block filling L2 left B's panels and C's rows none.
+  L1-sized KC = 128 was ~10% slower than KC = K at 1024^3 (a C tile is loaded and stored every 128 steps of k)."""
   regs = 32 if vec >= 16 else 16
   cands = [(mr, nv) for nv in range(1, min(MAX_NV, -(-N // vec)) + 1) for mr in range(1, min(MAX_MR, M) + 1) if mr * nv + nv + 1 <= regs]
   cost = {(mr, nv): -(-M // mr) * -(-N // (nv * vec)) * (max(mr * nv / FMA_PORTS, (mr + nv) / LOAD_PORTS, FMA_LATENCY) + 1)
@@ -254,7 +254,7 @@ def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, 
   nr = nv * vec
   kc = max(1, min(caches[1] // 8 // (4 * nr), caches[2] // 2 // (4 * -(-N // nr) * nr)))
   kc = -(-K // -(-K // kc))   # equal slices: 1568 = 2 x 784, not 1024 + 544
-  mc = max(mr, min(caches[1] // (4 * kc) // mr, -(-M // mr)) * mr)
+  mc = max(mr, min(caches[1] // A_BLOCK_L2 // (4 * kc) // mr, -(-M // mr)) * mr)
   if -(-N // nr) < threads: mc = min(mc, max(mr, -(-M // threads // mr) * mr))   # the threads split A's row blocks
   if (mb := -(-M // mc)) > -(-N // nr) and threads > 1:
     # the threads split the row blocks: as many blocks a thread, of equal rows (7 blocks of 1776 rows and one of 112, a

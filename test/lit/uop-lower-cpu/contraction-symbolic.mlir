@@ -1,5 +1,5 @@
-// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=16 l2=1048576 l3=33554432}' | FileCheck %s --check-prefix=OPT
-// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=16 l2=1048576 l3=33554432},uop-lower-cpu' | FileCheck %s
+// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=16 l2=4194304 l3=33554432}' | FileCheck %s --check-prefix=OPT
+// RUN: morok-opt %s -p 'uop-optimize{threads=2 vec=16 l2=4194304 l3=33554432},uop-lower-cpu' | FileCheck %s
 
 // x[:m] @ W, 256 x 256, m symbolic (read from the variables' buffer, clamped to [1, 512]): the contraction is tiled as
 // at m = 512 (8 x 32 register tiles of 16-lane vectors, KC 256, MC 512), laid out for it, and run to the m read at run

@@ -2,7 +2,7 @@
 
 // A linear layer y = x @ w.T, x 256 x 2048 row-major: K is longer than a KC block (1 MiB of L2 holds 1024 at 16 lanes),
 // so an im2col of x would be packed whole, where a strided convolution's image is read in place instead. But x is no
-// window: row m reads k at 2048*m + k, consecutive rows consecutive runs of k (kernel_facts.abutting), which its pack
+// window: row m reads k at 2048*m + k, consecutive rows consecutive runs of k (kernel_facts.matrix_rows), which its pack
 // copies in sequence (read in place, each tile row would be a stream of its own, 8 KiB from the next).
 // CHECK-LABEL: func.func private @linear
 // CHECK-SAME: uop.contraction
