@@ -231,6 +231,7 @@ def k_rows(x: UOp, k: UOp) -> bool:
 FMA_PORTS, LOAD_PORTS, FMA_LATENCY = 2, 2, 4   # vector FMAs and loads issued per cycle, cycles per FMA: recent x86 cores
 
 A_BLOCK_L2 = 4   # the MC x KC block of A takes this fraction of L2: B's panels and C's rows stream through the rest
+MC_MIN_ROWS = 256   # but at least this many rows where L2 holds them: each B panel brought to L1 serves MC / MR tiles
 MAX_MR, MAX_NV = 8, 8   # rows: A read in place keeps one address per row in a general register (x86-64 has 16)
 
 def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, int] = CACHES, threads: int = 1) -> tuple[int, int, int, int]:
@@ -242,8 +243,10 @@ def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, 
   skinny M few rows and wide panels. Within 5% of the fewest, the fewest B vectors win (narrow panels: 6x64 measured
   8% slower than 8x32 at 2048^3), then the most accumulators: 6x16 (ymm) and 8x32 (zmm) for large squares.
   KC: a KC x NR panel of B fills at most an eighth of L2 and the KC x N slice of B half of L3 (every row block of A
-  passes over it); K splits in equal slices. MC: an MC x KC block of A fills a quarter of L2 (A_BLOCK_L2; fewer rows
-  when that leaves a thread without a block or panel to take): a block filling L2 left B's panels and C's rows none.
+  passes over it); K splits in equal slices. MC: an MC x KC block of A fills a quarter of L2 (A_BLOCK_L2), or is
+  MC_MIN_ROWS rows (fewer when that leaves a thread without a block or panel to take). Measured on a Xeon with 2 MiB
+  of L2, 2 threads: at K = 384 a block filling L2 (1360 rows) ran 15% slower than a quarter of it; at K = 2048 64 rows
+  (a quarter) ran 6% slower than 256.
   L1-sized KC = 128 was ~10% slower than KC = K at 1024^3 (a C tile is loaded and stored every 128 steps of k)."""
   regs = 32 if vec >= 16 else 16
   cands = [(mr, nv) for nv in range(1, min(MAX_NV, -(-N // vec)) + 1) for mr in range(1, min(MAX_MR, M) + 1) if mr * nv + nv + 1 <= regs]
@@ -254,7 +257,8 @@ def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, 
   nr = nv * vec
   kc = max(1, min(caches[1] // 8 // (4 * nr), caches[2] // 2 // (4 * -(-N // nr) * nr)))
   kc = -(-K // -(-K // kc))   # equal slices: 1568 = 2 x 784, not 1024 + 544
-  mc = max(mr, min(caches[1] // A_BLOCK_L2 // (4 * kc) // mr, -(-M // mr)) * mr)
+  rows = caches[1] // (4 * kc)   # of A's, in all of L2
+  mc = max(mr, min(max(rows // A_BLOCK_L2, min(MC_MIN_ROWS, rows)) // mr, -(-M // mr)) * mr)
   if -(-N // nr) < threads: mc = min(mc, max(mr, -(-M // threads // mr) * mr))   # the threads split A's row blocks
   if (mb := -(-M // mc)) > -(-N // nr) and threads > 1:
     # the threads split the row blocks: as many blocks a thread, of equal rows (7 blocks of 1776 rows and one of 112, a

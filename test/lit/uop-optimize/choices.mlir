@@ -74,12 +74,11 @@ module {
     return
   }
   // skinny N: C[256x10] = A[256x512] @ B[512x10] (an MLP's last layer): NR is N padded to the lanes (one zmm, 16; at
-  // 8 lanes two ymm), not a 32-wide panel two thirds empty; one B panel, so MC splits M in blocks of at most a quarter
-  // of L2 (126 rows of 512 floats), as many for each of the 2 threads: 4 blocks of 66 rows
+  // 8 lanes two ymm), not a 32-wide panel two thirds empty; one B panel, so on 2 threads MC splits M in two blocks
   // CHECK-LABEL: func.func private @n10
-  // CHECK-SAME: uop.contraction = array<i64: 6, 16, 512, 66, 8>
+  // CHECK-SAME: uop.contraction = array<i64: 6, 16, 512, 132, 8>
   // ONE-LABEL: func.func private @n10
-  // ONE-SAME: uop.contraction = array<i64: 8, 16, 512, 128, 16>
+  // ONE-SAME: uop.contraction = array<i64: 8, 16, 512, 256, 16>
   func.func private @n10(%arg0: memref<2560xf32>, %arg1: memref<131072xf32>, %arg2: memref<5120xf32>) attributes {uop.kernel} {
     %c256 = "uop.const"() {value = 256 : index} : () -> index
     %c10 = "uop.const"() {value = 10 : index} : () -> index
