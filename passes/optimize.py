@@ -343,8 +343,10 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
       if keep[1] and row_lanes(f, vec): attrs["uop.row_lanes"] = vec   # (kept in the output: nothing streams it)
     elif w := lanes(f, vec): attrs["uop.lanes"] = w
     elif rl := reduce_lanes(f, vec): f, attrs["uop.reduce_lanes"] = rl
-  # a row kept in the output is scaled there, from cache, by plain stores (streaming them measured slower)
-  if not sym and (not keep or not keep[1]):
+  # a row kept in the output is scaled there, from cache, by plain stores (streaming them measured slower); an output
+  # big enough to stream keeps its rows in a per-thread scratch row instead (codegen.placement), its stores then
+  # streamed: no read of the output's lines before they are written
+  if not sym and "uop.row_lanes" not in attrs:
     if (inner := streaming_store(f, vec)) is not None:
       attrs["uop.nontemporal"] = vec
       if inner is min(loops, key=lambda r: r.attrs["axis"]): attrs["uop.grain"] = vec   # chunks start on a lane group

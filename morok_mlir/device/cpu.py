@@ -113,13 +113,16 @@ def out_align(f: Func) -> int:
   has checked the attribute is an integer)."""
   return 4 * f.attrs.get("uop.nontemporal", 0) or 1
 
+# LLVM's own vectorizer (the loops codegen leaves scalar: a softmax's rows) takes the kernels' vector width, VEC_WIDTH
+# lanes: tuned for recent Intel cores it prefers 256-bit vectors even where the core has 512-bit ones
+FUNC_ATTRS = f' attributes {{passthrough = ["noinline", ["prefer-vector-width", "{32 * VEC_WIDTH}"]]}}'
 class CPURenderer:
   """uop-lower-cpu on one kernel. The entry point is always `kernel`, so equal kernels render to equal text."""
   def render(self, f: Func, name: str = "kernel") -> ProgramSpec:
     from morok_mlir.codegen.program import lower_program   # (codegen loads with the first compile)
     from morok_mlir.codegen.emitter import Emitter, public_attrs
     # noinline: the engine's packed wrapper would otherwise inline the body and LLVM would optimise it twice
-    with public_attrs(' attributes {passthrough = ["noinline"]}'): src, phases, scratch, reuse = lower_program(f, name)
+    with public_attrs(FUNC_ATTRS): src, phases, scratch, reuse = lower_program(f, name)
     par = phases[0][1] if len(phases) == 1 else None
     return ProgramSpec(name, Emitter.module([src]), tuple(_arg(t) for t in f.args), tuple(sorted(stored_slots(f))), par,
                        tuple(phases) if len(phases) > 1 or phases[0][0] != name else (), tuple(scratch),
