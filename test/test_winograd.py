@@ -35,7 +35,7 @@ def close(got, want): np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5
 # (batch, cin, cout, h, w, padding as torch's flat (left, right, top, bottom))
 SHAPES = [(1, 32, 32, 16, 16, 1), (2, 48, 40, 10, 14, 1), (1, 64, 96, 14, 14, 1), (1, 64, 64, 13, 11, 1), (2, 40, 36, 9, 13, 1),
           (1, 64, 64, 15, 13, 0), (3, 64, 64, 9, 13, 0), (1, 64, 64, 11, 11, 2), (1, 64, 64, 12, 16, (0, 1, 1, 0)), (1, 128, 128, 28, 28, 1),
-          (4, 32, 40, 64, 63, 1),   # leaves L3: blocks of tile rows
+          (4, 32, 40, 64, 63, 1),   # leaves L2: blocks of tile rows
           (1, 16, 64, 19, 17, 1), (2, 24, 16, 11, 13, 0), (1, 16, 128, 13, 12, 1)]   # fewer than 32 input or output channels
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
