@@ -25,8 +25,8 @@ class LaneLowerer(Lowerer):
   prefetch: the store and the loads of its value (all but `skip`'s: the stack tile) are not run, only prefetched (their
   lanes' first and last element; `memref.prefetch`, a hint: it never faults): Contraction's tile epilogue, called
   before the tile's k loop, so the output and residual rows it will touch come in from L3 or memory meanwhile."""
-  def __init__(self, f: Func, lane: UOp, prefetch: bool = False, skip: UOp | None = None):
-    self.lane, self.vw, self.prefetch, self.skip = lane, im.cval(lane.src[0]), prefetch, skip
+  def __init__(self, f: Func, lane: UOp, prefetch: bool = False, skip: UOp | None = None, stream: bool = False):
+    self.lane, self.vw, self.prefetch, self.skip, self.stream = lane, im.cval(lane.src[0]), prefetch, skip, stream
     self.vec: set[UOp] = set()   # the values that are vectors: those depending on the lane, but for a reduce over it (a scalar)
     self.mark(f.roots[0])
     self.bcast: dict[UOp, tuple[Frame, str]] = {}
@@ -206,7 +206,10 @@ class LaneLowerer(Lowerer):
       zero = em.const(fr, f"dense<{z}>", ft)
       return em.select(fr, mask, em.broadcast(fr, v, t, ft), zero, ft, bt)
     if len(idx.src) > 2: mask = self.vec_of(idx.src[2], fr) if step == 1 else self.wide_mask(idx.src[2], step, fr)
-    elif step == 1: return em.vload(into, buf, base, mt, ft)
+    elif step == 1:
+      if self.stream and STREAM_AHEAD and u.dtype.itemsize == 1:   # (LaneReduce's quantized weights: see STREAM_AHEAD)
+        em.prefetch(into, buf, em.arith(into, "addi", "index", base, em.const(into, STREAM_AHEAD)), False, mt)
+      return em.vload(into, buf, base, mt, ft)
     else: mask = em.const(fr, f"dense<{[i % step == 0 for i in range(n)]}>".lower(), self.vty(dtypes.bool, n))
     vt = self.vty(u.dtype, n)
     v = em.maskedload(other := Block(), buf, base, mask, em.const(fr, f"dense<{z}>", vt), mt, self.vty(dtypes.bool, n), vt)
@@ -412,6 +415,10 @@ def reduce_lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   if (red := lane_reduce_of(single_store(sink, REDUCE_STORES)[1])) is None or not lane_supported(red.src[0], lane): return None
   return Func(f.name, f.args, f.results, [sink], f.attrs), lane
 
+# a quantized matrix-vector product's 8-bit loads prefetch this many bytes ahead: its weights stream from memory once a
+# call (a decode step's ~400 short products), and the hardware's prefetchers, restarted at each product, left them at
+# 8-19 GB/s of a 2-core Xeon's 38-49 (0: none)
+STREAM_AHEAD = 4096
 COSTLY = {Ops.EXP2, Ops.LOG2, Ops.POW, Ops.SIN, Ops.SQRT, Ops.FDIV, Ops.RECIP}   # per-element ops worth a vectorized pass
 class LaneReduce:
   """A uop.reduce_lanes kernel whose store applies costly scalar ops to the reduce (SiLU after a matrix-vector
@@ -426,7 +433,7 @@ class LaneReduce:
     # (the second phase's lanes store f32 vectors)
     if st.src[1].dtype is not dtypes.float32 or not all(im.cval(r.src[0]) is not None for r in loops) or not any(
         u.op in COSTLY for u in st.src[1].toposort if u is not red and red in u.toposort):
-      self.parts, self.scratch = [(name, LaneLowerer(g, lane), g)], []; return
+      self.parts, self.scratch = [(name, LaneLowerer(g, lane, stream=True), g)], []; return
     sizes = [im.cval(r.src[0]) for r in loops]
     n = prod(sizes)
     args = list(f.args) + [arg_buffer(len(f.args), dtypes.float32.ptr(n))]
@@ -438,7 +445,7 @@ class LaneReduce:
     epi = Func(f"{name}_epi", args, [], sink(st.substitute({red: UOp(Ops.LOAD, dtypes.float32, (at,))})),
                {k: v for k, v in g.attrs.items() if k != "uop.threads"})
     self.scratch = [n]
-    self.parts = [(red_f.name, LaneLowerer(red_f, lane), red_f)]
+    self.parts = [(red_f.name, LaneLowerer(red_f, lane, stream=True), red_f)]
     self.parts.append((epi.name, LaneLowerer(*ls), ls[0]) if (ls := lane_split(epi, w)) is not None else (epi.name, None, epi))
   def text(self) -> str: return "".join(lower_kernel(f, n, lw) for n, lw, f in self.parts)
   def phases(self): return [(n, parallel_info(f)) for n, _, f in self.parts]

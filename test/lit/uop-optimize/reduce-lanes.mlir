@@ -7,7 +7,8 @@
 // split_ranges runs the divisions as ranges of their own, k = 32*b + 16*h + j: no division is left, and the nibbles'
 // byte is 20*(2o + b) + 4 + j, contiguous in j. The reduce's innermost range j then runs as vector lanes
 // (uop.reduce_lanes): 16 bytes per load at 16 lanes, 8 at 8 (j split once more), the nibble halves h unrolled into
-// one vector accumulator, its lanes summed as a tree (reassoc) once per row.
+// one vector accumulator, its lanes summed as a tree (reassoc) once per row. Each 8-bit load prefetches the byte 4 KiB
+// ahead (lanes.STREAM_AHEAD: the weights stream from memory once a call; a prefetch never faults past the buffer).
 // CHECK-LABEL: func.func private @q4_1
 // CHECK-SAME: uop.reduce_lanes = 16
 // CHECK-NOT: uop.idiv
@@ -19,7 +20,9 @@
 // CPU16-LABEL: func.func @q4_1
 // CPU16: %[[ACC:.*]] = arith.constant dense<0.000000e+00> : vector<16xf32>
 // CPU16: scf.for {{.*}} iter_args({{.*}} = %[[ACC]]) -> (vector<16xf32>)
-// CPU16: vector.load %arg2[%{{.*}}] : memref<160xi8>, vector<16xi8>
+// CPU16: %[[AT:.*]] = arith.addi %[[I:.*]], %c4096{{.*}} : index
+// CPU16-NEXT: memref.prefetch %arg2[%[[AT]]], read, locality<3>, data : memref<160xi8>
+// CPU16-NEXT: vector.load %arg2[%[[I]]] : memref<160xi8>, vector<16xi8>
 // CPU16: vector.load %arg1[%{{.*}}] : memref<64xf32>, vector<16xf32>
 // CPU16: arith.uitofp %{{.*}} : vector<16xi8> to vector<16xf32>
 // CPU16: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
