@@ -13,7 +13,10 @@
 // CHECK: memref.store %{{.*}}, %arg3[
 // CHECK-LABEL: func.func @mm_mm(
 // CHECK: %{{.*}}:12 = scf.for
-// CHECK: memref.load %arg3[
+// Each k step prefetches A's panel 1024 floats ahead into L2 (contraction.A_AHEAD), then broadcasts its row from it.
+// CHECK: %[[PF:.*]] = arith.addi %[[AO:.*]], %c1024{{.*}} : index
+// CHECK-NEXT: memref.prefetch %arg3[%[[PF]]], read, locality<2>, data : memref<16896xf32>
+// CHECK-NEXT: memref.load %arg3[%[[AO]]]
 // CHECK-LABEL: func.func @schedule(
 // CHECK: %[[ROWS:.*]] = arith.constant 132 : index
 // CHECK: call @mm_pack_a({{.*}}, %[[ROWS]])
