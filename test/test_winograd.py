@@ -24,7 +24,7 @@ def phases(t: Tensor) -> list[str]:
 @pytest.fixture(autouse=True)
 def small(monkeypatch):
   """Winograd for convolutions of any work (the default leaves those under 2^25 flops plain): small shapes cover the
-  edges (odd sizes, padding, batches) quickly; the caches those shapes were chosen for (one of them leaves L3) pinned,
+  edges (odd sizes, padding, batches) quickly; the caches those shapes were chosen for (one of them leaves L2) pinned,
   whatever this machine's are."""
   from morok_mlir.passes import optimize
   monkeypatch.setattr(optimize, "WINO_MIN_FLOPS", 0)

@@ -33,7 +33,7 @@ def sizes(rs: list[UOp]) -> list[int]: return [rsize(r) for r in rs]   # the lay
 
 # A's packed panels are read from memory on a model's every call where they are its weights (Winograd's filters, a
 # convolution's as A): each k step prefetches, into L2, the panel A_AHEAD floats ahead (4 KiB: the next rows' panel
-# comes in during this one's tiles; interleaved on a Xeon: resnet50 1-5%, inception_v2 3-4% faster, matmuls level)
+# comes in during this one's tiles), as it does B's next panel
 A_AHEAD = 1024
 class Contraction:
   """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC, MC, VW]` (see kernel_facts.contraction: the store is

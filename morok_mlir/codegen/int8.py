@@ -80,7 +80,7 @@ class Int8Contraction:
     r * stride + 4 * k4."""
     if a.op is not Ops.LOAD or (idx := a.src[0]).op is not Ops.INDEX or len(idx.src) != 2 or idx.src[0].op is not Ops.BUFFER: return None
     if (form := affine(idx.src[1], {})) is None or set(form) - {1, k, *I} or form.get(k) != 1 or self.K % 4: return None
-    if not one_index(form, I): return None   # rows one linear index
+    if not one_index(form, I): return None
     off, row = form.get(1, 0), form.get(I[-1], 0) if I else 0
     return (idx.src[0].attrs["slot"], off, row) if off % 4 == 0 and row % 4 == 0 and (row >= self.K or not I) else None
 
