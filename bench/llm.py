@@ -11,7 +11,7 @@ runs the same file, prompt and greedy decode with as many threads; where transfo
 float32 Llama of the same file under torch (from_pretrained(folder, gguf_file=...) decodes every weight at load; the
 decode steps reuse its KV cache). All take turns round by round in this process (the peers load after morok's memory is
 read); figures are medians over the rounds."""
-import os, sys, time, argparse, statistics, importlib.util, resource
+import os, sys, time, argparse, statistics, importlib.util, resource, subprocess
 os.environ.setdefault("MOROK_THREADS", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np
@@ -58,7 +58,12 @@ def llama_cpp(args, path: str, ids: list[int]):
   """llama.cpp on the same file: {prefill, decode} as morok's (greedy, the prompt evaluated in one batch), or None."""
   try: from llama_cpp import Llama
   except ImportError: return None
-  threads = int(os.environ["MOROK_THREADS"])
+  import llama_cpp.llama_cpp as lib
+  threads, base = int(os.environ["MOROK_THREADS"]), lib.llama_model_default_params
+  if not repack_runs(path):   # llama.cpp without its repacked weights (CPU_REPACK, AMX): the plain CPU kernels
+    def plain():
+      p = base(); p.use_extra_bufts = False; return p
+    lib.llama_model_default_params = plain
   m = Llama(model_path=path, n_ctx=1 << (args.prompt_tokens + args.decode_tokens + 8).bit_length(), n_batch=512, n_threads=threads,
             n_threads_batch=threads, verbose=False)
   def pre() -> float:
@@ -72,6 +77,16 @@ def llama_cpp(args, path: str, ids: list[int]):
     for _ in range(args.decode_tokens): m.eval([m.sample(temp=0.0)])
     return args.decode_tokens / (time.perf_counter() - t0)
   return {"prefill": pre, "decode": decode}
+
+REPACK_PROBE = """import sys
+from llama_cpp import Llama
+Llama(model_path=sys.argv[1], n_ctx=64, n_threads=1, verbose=False).eval([1, 2, 3])"""
+def repack_runs(path: str) -> bool:
+  """Whether llama.cpp's default (weights repacked for this CPU's extra buffer types) evaluates tokens without a crash,
+  tried in a child process: on a Xeon VM that reports AMX, its AMX buffer's first eval dies of a segmentation fault."""
+  ok = subprocess.run([sys.executable, "-c", REPACK_PROBE, path], capture_output=True).returncode == 0
+  if not ok: print("llama.cpp: its repacked-weight buffers (AMX here) crash on this machine; run with use_extra_bufts off")
+  return ok
 
 def transformers_torch(args, path: str, ids: list[int]):
   """transformers' float32 model of the same file under torch with as many threads: ({prefill, decode} as morok's (greedy,
