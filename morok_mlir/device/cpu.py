@@ -46,7 +46,8 @@ from morok_mlir.dialects.ops import Ops
 try: from _sha256 import sha256
 except ImportError: from hashlib import sha256
 
-OPT_LEVEL = 3   # LLVM's -O level: its IR pipeline and its code generator (ExecutionEngine sets both)
+OPT_LEVEL = 2   # LLVM's -O level: its IR pipeline and its code generator (ExecutionEngine sets both). Kernels arrive vectorized
+                # and tiled: O3's further passes cost compile time and bought no speed (A/B in bench/RESULTS.md)
 LLVM_PIPELINE = ("builtin.module(convert-scf-to-cf,convert-vector-to-llvm,convert-math-to-llvm,expand-strided-metadata,"
                  "finalize-memref-to-llvm,convert-arith-to-llvm,convert-cf-to-llvm,convert-func-to-llvm{use-bare-ptr-memref-call-conv=1},"
                  "reconcile-unrealized-casts)")
@@ -139,7 +140,7 @@ def _context():
   return _ctx
 
 class CPUCompiler:
-  cache_key = "CPU-mlir-llvm-O3"
+  cache_key = f"CPU-mlir-llvm-O{OPT_LEVEL}"
   def compile(self, spec: ProgramSpec) -> CompiledSpec:
     from mlir import ir
     from mlir.passmanager import PassManager
