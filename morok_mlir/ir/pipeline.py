@@ -59,7 +59,8 @@ def parse_pipeline(text: str) -> list[tuple[PassInfo, dict] | str]:
 def _python_pass(info: PassInfo, opts: dict, verify: bool, func_locs: dict, carry: dict, hand_on: bool):
   """Our pass as a PassManager callback. hand_on: the next element is also a pass of ours on uop graphs, which takes
   this one's functions from carry instead of the module (not written, printed, parsed, verified and imported again in
-  between: for a big graph that round trip costs more than the passes); the last of such a run writes the module."""
+  between: for a big graph that round trip costs more than the passes); the last of such a run writes the module, or,
+  where its caller takes the functions in Python (carry["out"] set to None: realize's kernels), hands them on so too."""
   def run(op, pass_):
     if not func_locs:  # the first of our passes sees the functions where the input had them: rebuilt ones lose their place
       func_locs.update((ir.StringAttr(f.operation.attributes["sym_name"]).value, f.operation.location)
@@ -72,6 +73,7 @@ def _python_pass(info: PassInfo, opts: dict, verify: bool, func_locs: dict, carr
           funcs = import_module(op)
         out = info.run(funcs, **opts)
         if hand_on: carry["funcs"] = out; return
+        if "out" in carry: carry["out"] = out; return
         replace_module_body(op, module_text(out))
       else: info.run(op, **opts)
       errs = verify_module(op) if verify else []
@@ -91,10 +93,11 @@ def _location(loc, module_op, msg: str, func_locs: dict) -> ir.Location:
   if loc and (m := re.fullmatch(r"(.*):(\d+):(\d+)", loc)): return ir.Location.file(m.group(1), int(m.group(2)), int(m.group(3)), module_op.context)
   return next((func_locs[n] for n in re.findall(r"@([\w.$\-]+)", msg) if n in func_locs), module_op.location)
 
-def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True, fuse: bool = False) -> PassManager:
+def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True, fuse: bool = False, carry: dict | None = None) -> PassManager:
   """fuse: consecutive passes of ours on uop graphs hand their functions on in Python, and the module is written (and
-  verified) after the last of each such run only."""
-  carry: dict = {}
+  verified) after the last of each such run only. carry (with fuse): "funcs" the first pass's input in place of the
+  module's; an "out" key: the last pass's functions there, the module left as it was (a pipeline of our passes only)."""
+  carry = {} if carry is None else carry
   with ctx:
     pm = PassManager("builtin.module")
     pm.enable_verifier(verify_each)
@@ -110,10 +113,10 @@ def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True,
         pm.add(run, name=el[0].pass_name, argument=el[0].name)
   return pm
 
-def run_pipeline(module: ir.Module, pipeline: str, verify_each: bool = True, fuse: bool = False) -> None:
-  """Run pipeline on module in place; raises PipelineError (bad pipeline) or ir.MLIRError (a pass failed). fuse: see
-  build_pass_manager."""
-  build_pass_manager(pipeline, module.context, verify_each, fuse).run(module.operation)
+def run_pipeline(module: ir.Module, pipeline: str, verify_each: bool = True, fuse: bool = False, carry: dict | None = None) -> None:
+  """Run pipeline on module in place; raises PipelineError (bad pipeline) or ir.MLIRError (a pass failed). fuse, carry:
+  see build_pass_manager."""
+  build_pass_manager(pipeline, module.context, verify_each, fuse, carry).run(module.operation)
 
 # ---------------------------------------------------------------- the graph pipeline of realize()
 PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-optimize"]
@@ -135,19 +138,20 @@ def mlir_context():
   return _ctx
 
 def lower_to_kernels(graph: Func, debug: int = 0, beam: int = 0) -> list[Func]:
-  """A graph function -> its kernels and @schedule: printed as a `uop` module, the PIPELINE run inside MLIR's
-  PassManager (its passes registered by importing morok_mlir.passes; they hand their graphs on in Python, and the
-  module is written and verified after the last), imported back. beam > 0: uop-optimize searches
-  each kernel's choices with that beam width. With a stage recorder active (ir/stages.py), or debug >= 4 (which prints
+  """A graph function -> its kernels and @schedule: the PIPELINE run inside MLIR's PassManager (its passes registered by
+  importing morok_mlir.passes; they hand their graphs on in Python, the last its kernels to this function). beam > 0:
+  uop-optimize searches each kernel's choices with that beam width. With a stage recorder active (ir/stages.py), or debug >= 4 (which prints
   them), the passes run one by one and the module is recorded before the first and after each."""
-  text = module_text([graph])
   pipeline = [p + f"{{beam={beam}}}" if beam and p == "uop-optimize" else p for p in PIPELINE]
   rec = stages.active() or (stages.Stages(echo=True) if debug >= 4 else None)
   with compile_lock, mlir_context():
-    module = ir.Module.parse(text)
+    # unrecorded, the graph goes to the first pass and the kernels come from the last in Python: no module is printed,
+    # parsed, verified or imported on the way (the PassManager runs ours on an empty one)
+    module = ir.Module.parse(module_text([graph])) if rec is not None else ir.Module.create(ir.Location.unknown())
     if rec is not None: rec.add("graph", module, [graph])
+    carry = {"out": None, "funcs": [graph]} if rec is None else None
     for p in (pipeline if rec is not None else [",".join(pipeline)]):
-      try: run_pipeline(module, p, fuse=True)
+      try: run_pipeline(module, p, fuse=True, carry=carry)
       except ir.MLIRError as e: raise CompileError(format_mlir_error(str(e))) from None
       if rec is not None: rec.add(p.split("{")[0], module)
-    return import_module(module)
+    return import_module(module) if carry is None else carry["out"]
