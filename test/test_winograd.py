@@ -49,6 +49,18 @@ def test_winograd_matches_direct(shape):
   assert [p.rsplit("_", 1)[1] for p in phases(t)] == (["wt", "blk"] if bs == 4 else ["wt", "in", "mm", "out"])
   close(t.numpy(), np.maximum(ref + b[None, :, None, None] + res, 0))
 
+@pytest.mark.parametrize("shape,blocked", [((1, 64, 192, 56, 56), True), ((1, 64, 96, 28, 28), False)], ids=str)
+def test_winograd_blocks_by_l2(shape, blocked, monkeypatch):
+  """With a 2 MiB L2: tiles of seven L2s (64 -> 192 channels at 56x56) run in blocks although their filters (0.8 MB) are
+  read again by each of 14 blocks, more than half the tiles' bytes; tiles just past L2 (64 -> 96 at 28x28) do not."""
+  from morok_mlir.passes import optimize
+  monkeypatch.setattr(optimize, "CACHES", (48 << 10, 2 << 20, 32 << 20))
+  bs, cin, cout, h, wd = shape
+  x, w = rnd(bs, cin, h, wd), rnd(cout, cin, 3, 3) * 0.1
+  t = Tensor(x).conv2d(Tensor(w), padding=1).relu()
+  assert [p.rsplit("_", 1)[1] for p in phases(t)] == (["wt", "blk"] if blocked else ["wt", "in", "mm", "out"])
+  close(t.numpy(), np.maximum(conv_ref(x, w), 0))
+
 @pytest.mark.parametrize("vec", [8, 16])
 @pytest.mark.parametrize("shape", [(1, 16, 64, 19, 17, 1), (2, 24, 16, 11, 13, 0), (1, 32, 32, 6, 40, 1)], ids=str)
 def test_winograd_output_lanes(shape, vec, monkeypatch):
