@@ -95,8 +95,8 @@ def _location(loc, module_op, msg: str, func_locs: dict) -> ir.Location:
 
 def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True, fuse: bool = False, carry: dict | None = None) -> PassManager:
   """fuse: consecutive passes of ours on uop graphs hand their functions on in Python, and the module is written (and
-  verified) after the last of each such run only. carry (with fuse): "funcs" the first pass's input in place of the
-  module's; an "out" key: the last pass's functions there, the module left as it was (a pipeline of our passes only)."""
+  verified) after the last of each such run only. carry (with fuse): with an "out" key, the last pass's functions go
+  there and the module is left as it was (a pipeline of our passes only, whose caller takes them in Python)."""
   carry = {} if carry is None else carry
   with ctx:
     pm = PassManager("builtin.module")
@@ -138,18 +138,18 @@ def mlir_context():
   return _ctx
 
 def lower_to_kernels(graph: Func, debug: int = 0, beam: int = 0) -> list[Func]:
-  """A graph function -> its kernels and @schedule: the PIPELINE run inside MLIR's PassManager (its passes registered by
-  importing morok_mlir.passes; they hand their graphs on in Python, the last its kernels to this function). beam > 0:
-  uop-optimize searches each kernel's choices with that beam width. With a stage recorder active (ir/stages.py), or debug >= 4 (which prints
-  them), the passes run one by one and the module is recorded before the first and after each."""
+  """A graph function -> its kernels and @schedule: printed as a `uop` module, the PIPELINE run inside MLIR's
+  PassManager (its passes registered by importing morok_mlir.passes; they hand their graphs on in Python, the last its
+  kernels to this function). beam > 0: uop-optimize searches each kernel's choices with that beam width. With a stage
+  recorder active (ir/stages.py), or debug >= 4 (which prints them), the passes run one by one and the module is
+  recorded before the first and after each."""
   pipeline = [p + f"{{beam={beam}}}" if beam and p == "uop-optimize" else p for p in PIPELINE]
   rec = stages.active() or (stages.Stages(echo=True) if debug >= 4 else None)
   with compile_lock, mlir_context():
-    # unrecorded, the graph goes to the first pass and the kernels come from the last in Python: no module is printed,
-    # parsed, verified or imported on the way (the PassManager runs ours on an empty one)
-    module = ir.Module.parse(module_text([graph])) if rec is not None else ir.Module.create(ir.Location.unknown())
+    module = ir.Module.parse(module_text([graph]))
     if rec is not None: rec.add("graph", module, [graph])
-    carry = {"out": None, "funcs": [graph]} if rec is None else None
+    # unrecorded, the last pass hands its kernels back in Python: not printed, verified and imported again
+    carry = {"out": None} if rec is None else None
     for p in (pipeline if rec is not None else [",".join(pipeline)]):
       try: run_pipeline(module, p, fuse=True, carry=carry)
       except ir.MLIRError as e: raise CompileError(format_mlir_error(str(e))) from None
