@@ -38,7 +38,8 @@ def morok(args, path: str):
     return len(ids) / statistics.median(ts)
   def decode() -> float:
     t0, tok, p = time.perf_counter(), Tensor(np.array([ids[-1]], np.int32)), len(ids)
-    for i in range(args.decode_tokens): tok = dec(Tensor(np.array([[int(tok.numpy()[0])]], np.int32)), llm.model.start_pos.bind(p + i), Tensor(np.array([0], np.int32)))
+    for i in range(args.decode_tokens):
+      tok = dec(Tensor(np.array([[int(tok.numpy()[0])]], np.int32)), llm.model.start_pos.bind(p + i), Tensor(np.array([0], np.int32)))
     return args.decode_tokens / (time.perf_counter() - t0)
   return ids, load, first, {"prefill": pre, "decode": decode}
 

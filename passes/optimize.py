@@ -87,8 +87,7 @@ def winograd_block(c, w, mr: int, vec: int, caches: tuple[int, int, int], thread
   Zen 4, 1 MiB L2): 8 images of 64 channels at 56x56 9.7 -> 5.7 ms; 128 channels at 112x112 11.2 -> 9.4 ms; with 256
   or 512 channels (4-16 MiB of filters) vgg19 ran 148 -> 178 ms. On a Xeon (2 MiB L2), whose L3 a core reads far
   slower than its L2, blocks paid from one image: 16 -> 64 channels at 55x55 264 -> 148 us, 64 at 56x56 521 -> 429,
-  16 at 80x80 155 -> 99; where the filters' reads would cost more (128 channels at 28x28: 421 -> 564) they do not. In a
-  model's replay, 64 -> 192 channels at 56x56 (tiles 7 L2s, filters read again 14 times) 2665 -> 1581 us."""
+  16 at 80x80 155 -> 99; where the filters' reads would cost more (128 channels at 28x28: 421 -> 564) they do not."""
   (oy, _), (ox, _) = w[4], w[5]
   rows, filters = winograd_tiles(c, w) // -(-rsize(ox) // 2), 16 * 4 * rsize(w[3]) * -(-rsize(w[2]) // mr) * mr
   per_row = 16 * 4 * -(-rsize(ox) // 2 // vec) * vec * (rsize(w[3]) + -(-rsize(w[2]) // mr) * mr)   # a row's tiles padded to lanes

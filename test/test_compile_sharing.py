@@ -1,14 +1,14 @@
 """Compile work is done once per distinct kernel: uop-kernel-split makes equal kernels one function that the schedule
 calls on each one's buffers, realize compiles each function once, and the graph pipeline's passes hand their graphs
 on in Python (the module is written and verified once, after the last) with the same result as pass by pass."""
-import os, subprocess, sys, time
+import dataclasses, os, subprocess, sys, time
 import numpy as np
 from mlir import ir
 from morok_mlir import Tensor
 from morok_mlir import realize as rz
 from morok_mlir.device.cpu import CPU, CPUDevice
 from morok_mlir.host import THREADS, spare_cores
-from morok_mlir.ir.bridge import module_text
+from morok_mlir.ir.bridge import FILE_LOC, import_module, module_text
 from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import PIPELINE, lower_to_kernels, mlir_context, compile_lock, run_pipeline
 
@@ -86,6 +86,20 @@ def test_handed_on_pipeline_matches_pass_by_pass():
         run_pipeline(m := ir.Module.parse(text), ",".join(PIPELINE), fuse=fuse)
         out.append(str(m))
     assert out[0] == out[1]
+
+def test_kernels_handed_back_match_the_module():
+  """realize's pipeline hands its last pass's kernels back in Python (the module left unwritten): they are the module's
+  that the pipeline run without it writes, imported back."""
+  for t in graphs():
+    g = graph_func(normalize([t.uop])[0])
+    with compile_lock, mlir_context():
+      run_pipeline(m := ir.Module.parse(module_text([g])), ",".join(PIPELINE), fuse=True)
+      written = module_text(import_module(m))
+    # compared as the module's text less its locations (a node two places build is one UOp, with the place that built it
+    # first; the import hash-conses the printed ones in another order); MLIR sorts a function's attributes, and imports
+    # an op without attributes with arg () where a pass builds it with None: both print alike
+    text = module_text([dataclasses.replace(f, attrs=dict(sorted(f.attrs.items()))) for f in lower_to_kernels(g)])
+    assert FILE_LOC.sub("", text) == FILE_LOC.sub("", written)
 
 def test_equal_code_in_one_batch(tmp_path):
   """int8 and uint8 kernels lower to the same code (i8): compiled in one engine they share it, each checked as its dtype."""
