@@ -56,11 +56,11 @@ def parse_pipeline(text: str) -> list[tuple[PassInfo, dict] | str]:
     else: out.append(el)
   return out
 
-def _python_pass(info: PassInfo, opts: dict, verify: bool, func_locs: dict, carry: dict, hand_on: bool):
+def _python_pass(info: PassInfo, opts: dict, verify: bool, func_locs: dict, carry: dict, hand_on: bool, hand_back: bool):
   """Our pass as a PassManager callback. hand_on: the next element is also a pass of ours on uop graphs, which takes
   this one's functions from carry instead of the module (not written, printed, parsed, verified and imported again in
-  between: for a big graph that round trip costs more than the passes); the last of such a run writes the module, or,
-  where its caller takes the functions in Python (carry["out"] set to None: realize's kernels), hands them on so too."""
+  between: for a big graph that round trip costs more than the passes); the last of such a run writes the module.
+  hand_back: the pipeline's last element, whose caller takes its functions in Python (carry["out"]: realize's kernels)."""
   def run(op, pass_):
     if not func_locs:  # the first of our passes sees the functions where the input had them: rebuilt ones lose their place
       func_locs.update((ir.StringAttr(f.operation.attributes["sym_name"]).value, f.operation.location)
@@ -73,7 +73,7 @@ def _python_pass(info: PassInfo, opts: dict, verify: bool, func_locs: dict, carr
           funcs = import_module(op)
         out = info.run(funcs, **opts)
         if hand_on: carry["funcs"] = out; return
-        if "out" in carry: carry["out"] = out; return
+        if hand_back: carry["out"] = out; return
         replace_module_body(op, module_text(out))
       else: info.run(op, **opts)
       errs = verify_module(op) if verify else []
@@ -95,8 +95,8 @@ def _location(loc, module_op, msg: str, func_locs: dict) -> ir.Location:
 
 def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True, fuse: bool = False, carry: dict | None = None) -> PassManager:
   """fuse: consecutive passes of ours on uop graphs hand their functions on in Python, and the module is written (and
-  verified) after the last of each such run only. carry (with fuse): with an "out" key, the last pass's functions go
-  there and the module is left as it was (a pipeline of our passes only, whose caller takes them in Python)."""
+  verified) after the last of each such run only. carry (with fuse): with an "out" key, where the pipeline ends in a pass
+  of ours, that pass's functions go there and the module is left as the passes before it wrote it."""
   carry = {} if carry is None else carry
   with ctx:
     pm = PassManager("builtin.module")
@@ -109,7 +109,8 @@ def build_pass_manager(pipeline: str, ctx: ir.Context, verify_each: bool = True,
         try: pm.add(el)
         except ValueError as e: raise PipelineError(f"upstream pass '{el}': {str(e).strip()}") from None
       else:
-        run = _python_pass(el[0], el[1], verify_each, func_locs, carry, fuse and ours[i] and ours[i + 1])
+        run = _python_pass(el[0], el[1], verify_each, func_locs, carry, fuse and ours[i] and ours[i + 1],
+                           fuse and ours[i] and "out" in carry and i == len(els) - 1)
         pm.add(run, name=el[0].pass_name, argument=el[0].name)
   return pm
 
