@@ -87,6 +87,12 @@ def test_handed_on_pipeline_matches_pass_by_pass():
         out.append(str(m))
     assert out[0] == out[1]
 
+def printed(funcs) -> str:
+  """funcs as module text less locations (a node two places build is one UOp, with the place that built it first; an
+  import hash-conses the printed ones in another order), function attributes in MLIR's sorted order; an op without
+  attributes prints alike whether its arg is () (imported) or None (built by a pass)."""
+  return FILE_LOC.sub("", module_text([dataclasses.replace(f, attrs=dict(sorted(f.attrs.items()))) for f in funcs]))
+
 def test_kernels_handed_back_match_the_module():
   """realize's pipeline hands its last pass's kernels back in Python (the module left unwritten): they are the module's
   that the pipeline run without it writes, imported back."""
@@ -94,12 +100,18 @@ def test_kernels_handed_back_match_the_module():
     g = graph_func(normalize([t.uop])[0])
     with compile_lock, mlir_context():
       run_pipeline(m := ir.Module.parse(module_text([g])), ",".join(PIPELINE), fuse=True)
-      written = module_text(import_module(m))
-    # compared as the module's text less its locations (a node two places build is one UOp, with the place that built it
-    # first; the import hash-conses the printed ones in another order); MLIR sorts a function's attributes, and imports
-    # an op without attributes with arg () where a pass builds it with None: both print alike
-    text = module_text([dataclasses.replace(f, attrs=dict(sorted(f.attrs.items()))) for f in lower_to_kernels(g)])
-    assert FILE_LOC.sub("", text) == FILE_LOC.sub("", written)
+      written = import_module(m)
+    assert printed(lower_to_kernels(g)) == printed(written)
+
+def test_kernels_handed_back_after_an_upstream_pass():
+  """With an upstream pass inside the pipeline, the run of our passes before it writes the module (the upstream pass and
+  the passes after it read that); only the pipeline's last pass hands its functions back."""
+  t = next(graphs())
+  text, pipeline = module_text([graph_func(normalize([t.uop])[0])]), "uop-rangeify,canonicalize,uop-simplify,uop-kernel-split"
+  with compile_lock, mlir_context():
+    run_pipeline(m := ir.Module.parse(text), pipeline, fuse=True)
+    run_pipeline(ir.Module.parse(text), pipeline, fuse=True, carry=(carry := {"out": None}))
+    assert printed(carry["out"]) == printed(import_module(m))
 
 def test_equal_code_in_one_batch(tmp_path):
   """int8 and uint8 kernels lower to the same code (i8): compiled in one engine they share it, each checked as its dtype."""
