@@ -101,18 +101,20 @@ class _Call:
   """One kernel of a schedule as a prepared call (CPU): an argument set of its own, which a _Run's batch points at the
   run's buffers. Until then, and for a program without prepare or one that keeps what it derives from an input (packed
   weights, which call_buffers keeps per input UOp), a run goes through call_buffers."""
-  __slots__ = ("prog", "slots", "const", "args", "run", "fast", "k")
+  __slots__ = ("prog", "slots", "const", "args", "run", "fast", "k", "scr")
   def __init__(self, it: ScheduleItem, n_in: int, k: int):
-    # (a kernel with scratch buffers, a contraction's packed panels, runs long enough that its own argument sets serve)
-    self.fast = hasattr(it.program, "prepare") and not getattr(getattr(it.program, "spec", None), "scratch", ())
+    self.fast, self.scr = hasattr(it.program, "prepare"), bool(getattr(getattr(it.program, "spec", None), "scratch", ()))
     self.prog, self.slots, self.args, self.run, self.k = it.program, it.slots, None, None, k
     self.const = frozenset(i for i, s in enumerate(it.slots) if s < n_in)
-  def prepare(self) -> bool:
+  def prepare(self, mem: tuple | None) -> bool:
     """An argument set for the program's code, once that code stays: a JIT-compiled program moves onto its shared object
-    once linked, and a set made for the engine would keep the engine (~1 MB) alive while the schedule is cached."""
+    once linked, and a set made for the engine would keep the engine (~1 MB) alive while the schedule is cached. A
+    program with scratch buffers (a contraction's packed panels) takes the run's arena for them: only when the run keeps
+    it (mem), else it goes through call_buffers with each run's."""
     self.args = None
     if getattr(self.prog.code, "engine", None) is not None: return False
-    if (p := self.prog.prepare(self.const)) is None: self.fast = False; return False
+    if self.scr and mem is None or (p := self.prog.prepare(self.const, scratch=mem[2][self.k] if self.scr else None)) is None:
+      self.fast = False; return False
     self.args, self.run = p
     return True
 
@@ -120,15 +122,16 @@ class _Run:
   """A schedule's kernels as prepared calls for one run at a time: once every call that can be prepared has been (its
   code stays), each run of such calls is one native call (device.cpu.Batch) reading the buffers' pointers from one
   array, written once per run; the others go through call_buffers."""
-  __slots__ = ("calls", "segs", "vals", "n_in", "one")
+  __slots__ = ("calls", "segs", "vals", "n_in", "one", "mem")
   def __init__(self, sched: Schedule):
     self.calls, self.segs, self.n_in, self.one = [_Call(it, sched.n_in, k) for k, it in enumerate(sched.items)], None, sched.n_in, None
+    self.mem = None   # (arena, its views, the items' scratch arrays): this run's own while the arena is small (KEEP_ARENA)
   def _segment(self, nbufs: int) -> bool:
     """segs: each a Batch of calls' argument sets or a _Call through call_buffers; False while a code may still move."""
     if any(c.fast and getattr(c.prog.code, "engine", None) is not None for c in self.calls): return False
     from morok_mlir.device.cpu import Batch   # (the only device whose programs prepare argument sets)
     self.vals = (ctypes.c_void_p * max(1, nbufs))()
-    self.segs = Batch.runs([(c.args if c.fast and c.prepare() else None, list(enumerate(c.slots)), c) for c in self.calls], self.vals)
+    self.segs = Batch.runs([(c.args if c.fast and c.prepare(self.mem) else None, list(enumerate(c.slots)), c) for c in self.calls], self.vals)
     if len(self.segs) == 1 and type(self.segs[0]) is not _Call: self.one = self.segs[0].run   # (run_buffers calls it itself)
     return True
   def __call__(self, bufs: list, inputs: list, scratch: list) -> None:
@@ -363,9 +366,10 @@ def count(v, below: int | None = None) -> int:
   return v
 
 def schedule_nbytes(s: Schedule) -> int:
-  """What a cached schedule keeps alive: its programs (compiled code; shared ones counted in each schedule) and ~4 KB
-  of Python objects (the graph key, items, buffer types)."""
-  return 4096 + sum(getattr(it.program, "nbytes", 0) for it in s.items)
+  """What a cached schedule keeps alive: its programs (compiled code; shared ones counted in each schedule), ~4 KB of
+  Python objects (the graph key, items, buffer types) and a small arena its run keeps (one per thread running it at
+  once: one counted)."""
+  return 4096 + sum(getattr(it.program, "nbytes", 0) for it in s.items) + (s.arena if s.arena <= KEEP_ARENA else 0)
 
 # ---------------------------------------------------------------- realize
 class _Counters(type):
@@ -601,19 +605,19 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
   """run_schedule on input Buffers already on device; inputs[i]: the UOp whose immutable contents bufs[i] holds (a
   program may keep what it derives from them, e.g. packed weights), or None."""
   n_in, n_out = sched.n_in, sched.n_out
-  try:
-    bufs = bufs + [Buffer.fresh(device, n, dt) if a is None else bufs[a] for n, dt, a in sched.allocs[:n_out]]
-    arena = Buffer.fresh(device, sched.arena, dtypes.uint8) if sched.arena else None
-  except (MemoryError, OSError) as e: raise _alloc_error(e, sched, list(outs)) from None
-  if arena is not None:
-    bufs += [arena.view(n, dt, o) for (n, dt, _), o in zip(sched.allocs[n_out:], sched.offsets)]
-    # (only a host device's programs take scratch; without any, each item's list is empty)
-    scratch = sched.scratch_arrays(arena.as_numpy()) if any(sched.scratch) else sched.scratch
-  else: scratch = sched.scratch
-  if DEBUG >= 2 or sched.stages is not None: dt_sum = _run_timed(sched, bufs, inputs, scratch)
-  else:
+  timed = DEBUG >= 2 or sched.stages is not None
+  if not timed:
     try: run = sched.calls.pop()
     except IndexError: run = _Run(sched)
+  try:
+    bufs = bufs + [Buffer.fresh(device, n, dt) if a is None else bufs[a] for n, dt, a in sched.allocs[:n_out]]
+    arena, mids, scratch = (run.mem or _workspace(sched, device, run)) if sched.arena and not timed else _workspace(sched, device)
+  except (MemoryError, OSError) as e:
+    if not timed: sched.calls.append(run)
+    raise _alloc_error(e, sched, list(outs)) from None
+  bufs += mids
+  if timed: dt_sum = _run_timed(sched, bufs, inputs, scratch)
+  else:
     t0 = time.perf_counter()
     try:
       if (one := run.one) is not None: run.vals[:] = [b.ptr for b in bufs]; one()
@@ -622,8 +626,20 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
     dt_sum = time.perf_counter() - t0
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
   if arena is None: return bufs
-  arena.deallocate()   # (the intermediates are views of it)
+  if timed or run.mem is None: arena.deallocate()   # (the intermediates are views of it)
   return bufs[:n_in + n_out]
+
+KEEP_ARENA = 1 << 22   # a run keeps an arena up to this size for its next run: making, viewing and freeing one costs 20-200 us
+def _workspace(sched: Schedule, device: str, run: _Run | None = None) -> tuple[Buffer | None, list[Buffer], list]:
+  """A new arena for one run of sched, the intermediates' views of it and each item's scratch arrays in it (kept by run
+  for its next runs when the arena is small)."""
+  if not sched.arena: return None, [], sched.scratch
+  arena = Buffer.fresh(device, sched.arena, dtypes.uint8)
+  mids = [arena.view(n, dt, o) for (n, dt, _), o in zip(sched.allocs[sched.n_out:], sched.offsets)]
+  # (only a host device's programs take scratch; without any, each item's list is empty)
+  mem = arena, mids, sched.scratch_arrays(arena.as_numpy()) if any(sched.scratch) else sched.scratch
+  if run is not None and sched.arena <= KEEP_ARENA: run.mem = mem
+  return mem
 
 def _run_timed(sched: Schedule, bufs: list[Buffer], inputs: list[UOp | None], scratch: list) -> float:
   """The kernels one by one through call_buffers, each timed: printed (DEBUG >= 2), added to VIZ's record."""

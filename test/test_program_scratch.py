@@ -21,4 +21,6 @@ def test_large_scratch_is_held_during_a_call_only(monkeypatch):
     p(out, x.reshape(-1).copy(), w.reshape(-1).copy())
     np.testing.assert_allclose(out.reshape(67, 104), x @ w, rtol=1e-4, atol=1e-4)
   del W; gc.collect()   # (the panels kept for W go with it)
-  assert alloc.used - before < 4 * max(p.spec.scratch), (alloc.used - before, p.spec.scratch)
+  # what stays: the schedule's own arena (a small one is kept by its run for the next: realize.KEEP_ARENA)
+  kept = sum(r.mem[0].nbytes for s in R._schedule_cache.values() for r in s.calls if r.mem is not None)
+  assert alloc.used - before - kept < 4 * max(p.spec.scratch), (alloc.used - before, kept, p.spec.scratch)
