@@ -235,11 +235,11 @@ def test_inputs_are_read_only():
   r = (t + 1).realize()
   assert not r.uop.buffer.numpy().flags.writeable
 
-@pytest.mark.parametrize("m,k,n", [(1027, 70, 16), (4000, 300, 24)])
+@pytest.mark.parametrize("m,k,n", [(1027, 70, 48), (4000, 300, 24)])
 def test_a_packed_per_block(m, k, n):
-  """Tall computed A (more row blocks than B panels): each thread packs its MC-row block of A inside mm, into its own
-  buffer, right before using it (no pack_a phase; mm takes its chunk index). Also run as one whole-module JIT, where
-  the schedule calls mm as chunk 0."""
+  """Tall computed A (more row blocks than B panels) over more than L2 or a B of three vectors or more: each thread packs
+  its MC-row block of A inside mm, into its own buffer, right before using it (no pack_a phase; mm takes its chunk
+  index). Also run as one whole-module JIT, where the schedule calls mm as chunk 0."""
   from morok_mlir.device.cpu import compile_module
   from morok_mlir.ir.emit import normalize, graph_func
   from morok_mlir.ir.pipeline import lower_to_kernels
@@ -257,6 +257,34 @@ def test_a_packed_per_block(m, k, n):
   out = np.zeros(m * n, np.float32)
   compile_module(funcs)(a.reshape(-1).copy(), b.reshape(-1).copy(), out)   # inputs by first use, then the output
   np.testing.assert_allclose(out.reshape(m, n), want, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("m,k,n", [(1027, 70, 16), (256, 512, 10), (64, 2048, 5)])
+def test_small_computed_a_packed_row_major(m, k, n):
+  """A computed A within L2 (an MLP's relu(h)) times a B of one or two vectors: pack_a writes A row-major, k in vector
+  lanes, and the tiles read its rows there (Contraction.rows_a), instead of MR-row panels packed element by element."""
+  from morok_mlir.codegen.contraction import Contraction
+  R._schedule_cache.clear()
+  a, b = rnd(m, k), rnd(k, n)
+  t = Tensor(a).relu() @ Tensor(b)
+  assert any(p.endswith("_pack_a") for p in phases(t))
+  prog = next(it.program for s in R._schedule_cache.values() for it in s.items if it.program.spec.phases)
+  assert prog.spec.scratch[0] >= m * k   # all of A, a row after another (not one MC-row block a thread)
+  np.testing.assert_allclose(t.numpy(), np.maximum(a, 0) @ b, rtol=1e-4, atol=1e-4)
+  assert m * k <= Contraction.ROWS_MAX
+
+@pytest.mark.parametrize("rows,cols", [(256, 512), (1000, 48), (200, 300), (64, 2048)])
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_column_reduce_reads_rows_in_place(rows, cols, op):
+  """A column reduce (a bias gradient: dh.sum(0)) of a computed matrix runs as a contraction with ones whose B, the
+  rows reduced, is read where it is (no pack_b phase: a copy of the data read once), rows 1 KiB apart included."""
+  h, b = rnd(rows, cols), rnd(cols)
+  R._schedule_cache.clear()
+  x = Tensor(h).contiguous() * 2   # computed by one kernel, reduced by the next
+  x.realize()
+  t = Tensor(b) - 0.5 * getattr(x, op)(0)
+  ph = phases(t)
+  assert any(p.endswith("_mm") for p in ph) and not any(p.endswith("_pack_b") for p in ph), ph
+  np.testing.assert_allclose(t.numpy(), b - 0.5 * getattr(h * 2, op)(0), rtol=1e-5, atol=1e-4)
 
 @pytest.mark.parametrize("sa,sb", [((6, 50, 70), (6, 70, 90)), ((4, 1, 37, 70), (3, 70, 41)), ((2, 3, 128, 64), (2, 3, 64, 128))])
 def test_batched_matmul_is_a_contraction(sa, sb):

@@ -13,7 +13,7 @@ from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine, affine_simplify, next_axis
 from morok_mlir.core.pattern import graph_rewrite
 from morok_mlir.core.symbolic import SYMBOLIC
-from morok_mlir.core.kernel_facts import contraction, direct_conv, extent, k_contiguous, k_rows, one_index, rsize, single_store, window
+from morok_mlir.core.kernel_facts import ONE, contraction, direct_conv, extent, k_contiguous, k_rows, one_index, rsize, single_store, window
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import CPU, Lowerer, _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sl
 from morok_mlir.codegen.lanes import LaneLowerer, UNROLL_GROUPS, gate_lanes, lane_coef, lane_groups, reduce_groups
@@ -68,12 +68,7 @@ class Contraction:
     n = len(f.args)
     self.direct_a = self.in_place(a, I, K, T, self.Np == self.nr, self.M * self.K <= self.COLS_MAX) if self.taps is None else \
       (n if self.pad else a.src[0].src[0].attrs["slot"], 0, 0, 0, 0)
-    # a batch's A computed from values that step along k (attention's exp(s - max)): pack_a writes it row-major (stores
-    # along k, as it computes it; rows a multiple of 1 KiB long get 64 bytes more so they do not share cache sets) and
-    # the tiles read its rows there. MiniLM's softmax(qk) @ v, pack + tiles a call: 25.8 + 18.8 ms in MR-row panels
-    # (each k step's values stored MR floats apart), 10.6 + 21.7 row-major. A plain load keeps its panels: they pack
-    # fast, and tiles over them ran faster (q @ k^T 15.4 against 18.7 ms)
-    self.rows_a = self.K + 16 * (self.K % SET_FLOATS == 0) if T and len(K) == 1 and not k_contiguous(a, K[0]) and k_rows(a, K[0]) else None
+    self.rows_a = self.row_major(a, K, T)
     self.ka = self.rows_a or self.K   # A's floats per row in its scratch
     # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
     # a convolution of one image): the runtime may keep them while that input lives (see reuse)
@@ -84,7 +79,7 @@ class Contraction:
     # and that phase's result is kept per input (reuse)
     t = _int_attr(f, "uop.threads", 1)
     mc_blk = max(self.mr, min(self.mc, self.mc * self.kc // (2 * self.K) // self.mr * self.mr))
-    self.fused = self.direct_a is None and not T and not self.sym and -(-self.Mp // mc_blk) > self.Np // self.nr and \
+    self.fused = self.direct_a is None and self.rows_a is None and not T and not self.sym and -(-self.Mp // mc_blk) > self.Np // self.nr and \
       not (self.a_slot is not None and k_contiguous(a, K[-1]))
     if self.fused: self.mc = mc_blk
     # B packed per panel inside mm (see expands) when its pack is a gather that writes several times what it reads (a
@@ -95,7 +90,7 @@ class Contraction:
     self.fused_b = not self.fused and not T and not self.sym and self.K <= self.kc and self.Mp * self.K <= self.mc * self.kc and \
       -(-self.Mp // self.mc) <= self.Np // self.nr and self.expands(b)
     # B's rows read in place where one block of A's rows sweeps each panel (see b_in_place)
-    self.direct_b = None if T or self.sym or self.taps or self.fused or self.fused_b or self.Mp > self.mc else self.b_in_place(b, J, K)
+    self.direct_b = None if T or self.sym or self.taps or self.fused or self.fused_b or self.Mp > self.mc else self.b_in_place(b, J, K, a is ONE)
     self.layout()
     self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
     if self.fused_b and (pb := self.pack_panel(b, J, self.args[n + 3])) is None: self.fused_b = False; self.layout()
@@ -116,6 +111,16 @@ class Contraction:
     self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **self.thr})
     self.tile_rows = False   # see tile_epilogue
     self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp, sums)
+
+  def row_major(self, a: UOp, K: list[UOp], T: list[UOp]) -> int | None:
+    """pack_a's row stride where it writes A row-major: a batch's A (or a small one's, ROWS_MAX) computed from values
+    that step along k (attention's exp(s - max)), stored along k as it computes it (rows a multiple of 1 KiB long get 64
+    bytes more so they do not share cache sets); the tiles read its rows there. MiniLM's softmax(qk) @ v, pack + tiles a
+    call: 25.8 + 18.8 ms in MR-row panels (each k step's values stored MR floats apart), 10.6 + 21.7 row-major. A plain
+    load keeps its panels: they pack fast, and tiles over them ran faster (q @ k^T 15.4 against 18.7 ms)."""
+    small = self.direct_a is None and self.M * self.K <= self.ROWS_MAX and self.Np <= 2 * self.vw
+    if not (T or small) or len(K) != 1 or k_contiguous(a, K[0]) or not k_rows(a, K[0]): return None
+    return self.K + 16 * (self.K % SET_FLOATS == 0)
 
   @property
   def sym(self) -> bool: return any(im.cval(x) is None for x in self.rt)   # a size read at run time
@@ -391,6 +396,10 @@ class Contraction:
     return im.add(im.add(im.mul(im.idiv(lin, w), im.const(self.K * w)), im.mul(kl, im.const(w))), im.mod(lin, w))
 
   COLS_MAX = 1 << 15   # floats of a column-major A (per problem) read in place: it stays in L2
+  # floats of a computed A (relu(h): its values along k read memory in sequence) packed row-major with k as vector lanes
+  # for the tiles to read in place, where not batched, within L2 and B is one or two vectors wide: MR-row panels would
+  # pack it element by element, which costs more than the tiles' few FMAs per element (wider B: those pay it back)
+  ROWS_MAX = 1 << 17
   @staticmethod
   def in_place(a: UOp, I: list[UOp], K: list[UOp], T: list[UOp], once: bool = False, small: bool = False) -> tuple[int, ...] | None:
     """(buffer slot, offset, row stride, k stride, batch stride) when a is an ungated f32 load at offset + row*stride +
@@ -413,7 +422,7 @@ class Contraction:
     return idx.src[0].attrs["slot"], form.get(1, 0), row, 1, 0
 
   @staticmethod
-  def b_in_place(b: UOp, J: list[UOp], K: list[UOp]) -> tuple[tuple[int, int, int, int, int], ...] | None:
+  def b_in_place(b: UOp, J: list[UOp], K: list[UOp], column: bool = False) -> tuple[tuple[int, int, int, int, int], ...] | None:
     """B's rows as segments (k from, k to, buffer slot, start, k stride) when over each stretch of k that its gates hold
     constant (a concatenation along k: k < c picks one input, the rest another) b is an ungated f32 load at start +
     k*stride + n, n the linear index of its column ranges (an NCHW image in a 1x1 convolution: a channel's positions in
@@ -421,28 +430,29 @@ class Contraction:
     off, instead of copying B into panels first. Taken where one block of A's rows sweeps each panel (few output
     channels): a panel is then read from memory once a call whether packed or not, so its pack, a copy of the image, is
     all it would add. Only where the columns span several ranges (an image's rows and columns): a matrix's one column
-    range is a product's weights as often (x @ W), whose panels are packed once and kept while W lives."""
-    if b.dtype is not dtypes.float32 or len(J) < 2 or len(K) != 1: return None
+    range is a product's weights as often (x @ W), whose panels are packed once and kept while W lives; or where A is
+    ones (column: a column reduce, optimize.column_reduce), whose B is the data reduced, read once whatever it is."""
+    if b.dtype is not dtypes.float32 or len(J) < 2 - column or len(K) != 1: return None
     k, n = K[0], rsize(K[0])
     cuts = sorted({c for u in b.toposort if u.op is Ops.CMPLT for c in _flips(u, k) if 0 < c < n})
     segs, axis = [], next_axis(b)
     for lo, hi in zip([0, *cuts], [*cuts, n]):
       r = UOp(Ops.RANGE, dtypes.index, (im.const(hi - lo),), attrs(axis=axis, kind="reduce"))
       x = graph_rewrite(b.substitute({k: im.add(r, im.const(lo))}), SYMBOLIC) if cuts else b
-      if (seg := Contraction._rows(x, J, r if cuts else k)) is None: return None
+      if (seg := Contraction._rows(x, J, r if cuts else k, column)) is None: return None
       slot, start, ks = seg
       segs.append((lo, hi, slot, start - lo * ks, ks))
     return tuple(segs)
 
   @staticmethod
-  def _rows(x: UOp, J: list[UOp], k: UOp) -> tuple[int, int, int] | None:
+  def _rows(x: UOp, J: list[UOp], k: UOp, once: bool = False) -> tuple[int, int, int] | None:
     """(slot, start, k stride) where x is an ungated f32 load (its gate, if any, true) at start + k*stride + n (n: J's
-    linear index)."""
+    linear index). once: each row is read once (a column reduce's one pass), so rows that share cache sets cost nothing."""
     if x.op is not Ops.LOAD or (idx := x.src[0]).op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER: return None
     if len(idx.src) != 2 and not (len(idx.src) == 3 and im.cval(idx.src[2]) is True): return None
     form = affine(idx.src[1], {})
     # rows a multiple of 1 KiB apart share cache sets: a panel's rows would evict each other before the next tile's pass
-    if form is None or set(form) - {1, *J, k} or form.get(J[-1]) != 1 or (ks := form.get(k, 0)) < 1 or ks % SET_FLOATS == 0: return None
+    if form is None or set(form) - {1, *J, k} or form.get(J[-1]) != 1 or (ks := form.get(k, 0)) < 1 or ks % SET_FLOATS == 0 and not once: return None
     if not one_index(form, J): return None
     return idx.src[0].attrs["slot"], form.get(1, 0), ks
 
