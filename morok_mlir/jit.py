@@ -282,6 +282,7 @@ class TinyJit:
       # plan's own buffers: it goes back to the system (an LLM's prefill at 256 tokens left ~90 MB there)
       del rec
       R._recent.clear()   # (the last graphs realized, kept for their structure keys, hold the recorded calls' buffers)
+      for e in self.plan.execs: e.sched.calls.clear()   # (and the arenas their plain runs kept: realize.KEEP_ARENA)
       CPU.allocator.trim()
     return ret
 

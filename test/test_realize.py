@@ -169,6 +169,44 @@ def test_recent_graphs_let_their_inputs_go_at_the_next_collection():
   del x; gc.collect()
   assert buf() is None
 
+def test_a_run_keeps_its_small_arena_and_runs_scratch_kernels_on_it(tmp_path):
+  """A plain run keeps its schedule's arena (intermediates and scratch panels, up to KEEP_ARENA) for its next run, where
+  kernels with scratch run from prepared argument sets over it: new inputs every call, from several threads at once,
+  give their own results (each thread's run its own arena); a TinyJit plan built over the schedule lets its arena go."""
+  p = run_script("""
+    import threading, numpy as np
+    from morok_mlir import Tensor, TinyJit
+    from morok_mlir.device.cpu import CPU, Batch
+    from morok_mlir import realize as R
+    SHAPES = ((96, 200), (200, 40), (200, 40), (40, 8))
+    # operands computed from two inputs: packed into scratch each call, nothing kept per input
+    def f(x, w, u, v): return ((x * 2).relu() @ (w * u)).relu() @ v
+    def want(x, w, u, v): return np.maximum(np.maximum(x * 2, 0) @ (w * u), 0) @ v
+    def check(seed):
+      r = np.random.default_rng(seed)
+      xs = [r.standard_normal(s, dtype=np.float32) for s in SHAPES]
+      return np.allclose(f(*map(Tensor, xs)).numpy(), want(*xs), rtol=1e-3, atol=1e-3)
+    ok = all(check(i) for i in range(3))
+    CPU.disk.flush()
+    ok = ok and all(check(i) for i in range(3, 8))
+    errs = []
+    ts = [threading.Thread(target=lambda t=t: errs.extend(k for k in range(15) if not check(100 * t + k))) for t in range(4)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    sched = next(s for s in R._schedule_cache.values() if len(s.items) >= 2)
+    kept = bool(sched.calls) and all(r.mem is not None for r in sched.calls) and 0 < sched.arena <= R.KEEP_ARENA
+    scr = {k for k, it in enumerate(sched.items) if it.program.spec.scratch}
+    batched = any(c.k in scr and c.args is not None for r in sched.calls for c in r.calls) and any(type(g) is Batch for r in sched.calls for g in r.segs)
+    jf = TinyJit(lambda *a: f(*a).realize())
+    r = np.random.default_rng(7)
+    args = [Tensor(r.standard_normal(s, dtype=np.float32)) for s in SHAPES]
+    for _ in range(3): out = jf(*args)
+    ok = ok and np.allclose(out.numpy(), want(*(a.numpy() for a in args)), rtol=1e-3, atol=1e-3)
+    print("RESULT", ok and not errs, kept, batched, not sched.calls)
+  """, MOROK_CACHE_DIR=tmp_path, MOROK_DISK_CACHE=1)
+  assert p.returncode == 0, p.stderr[-3000:]
+  assert "RESULT True True True True" in p.stdout, p.stdout + p.stderr[-2000:]
+
 def test_a_cached_schedule_runs_its_kernels_natively_on_new_inputs(tmp_path):
   """Once its programs stay on their shared objects, a cached schedule's prepared kernels run as native batches (one
   call each run of them): new inputs every call, an intermediate and a threaded kernel among them, give their own
