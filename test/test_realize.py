@@ -169,11 +169,25 @@ def test_recent_graphs_let_their_inputs_go_at_the_next_collection():
   del x; gc.collect()
   assert buf() is None
 
+# a script's calls of check(seed) on new inputs, at its line `# RUNS`: 3, then 5 once its programs moved onto their shared
+# objects (the disk cache in tmp_path), then 15 from each of 4 threads at once (ok: the first 8 right; errs: the threads'
+# wrong ones)
+RUNS = """ok = all(check(i) for i in range(3))
+CPU.disk.flush()
+ok = ok and all(check(i) for i in range(3, 8))
+errs = []
+ts = [threading.Thread(target=lambda t=t: errs.extend(k for k in range(15) if not check(100 * t + k))) for t in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()"""
+def run_checks(src: str, tmp_path) -> subprocess.CompletedProcess:
+  src = textwrap.dedent(src)
+  return run_script(src.replace("# RUNS", RUNS), MOROK_CACHE_DIR=tmp_path, MOROK_DISK_CACHE=1)
+
 def test_a_run_keeps_its_small_arena_and_runs_scratch_kernels_on_it(tmp_path):
   """A plain run keeps its schedule's arena (intermediates and scratch panels, up to KEEP_ARENA) for its next run, where
   kernels with scratch run from prepared argument sets over it: new inputs every call, from several threads at once,
   give their own results (each thread's run its own arena); a TinyJit plan built over the schedule lets its arena go."""
-  p = run_script("""
+  p = run_checks("""
     import threading, numpy as np
     from morok_mlir import Tensor, TinyJit
     from morok_mlir.device.cpu import CPU, Batch
@@ -186,13 +200,7 @@ def test_a_run_keeps_its_small_arena_and_runs_scratch_kernels_on_it(tmp_path):
       r = np.random.default_rng(seed)
       xs = [r.standard_normal(s, dtype=np.float32) for s in SHAPES]
       return np.allclose(f(*map(Tensor, xs)).numpy(), want(*xs), rtol=1e-3, atol=1e-3)
-    ok = all(check(i) for i in range(3))
-    CPU.disk.flush()
-    ok = ok and all(check(i) for i in range(3, 8))
-    errs = []
-    ts = [threading.Thread(target=lambda t=t: errs.extend(k for k in range(15) if not check(100 * t + k))) for t in range(4)]
-    for t in ts: t.start()
-    for t in ts: t.join()
+    # RUNS
     sched = next(s for s in R._schedule_cache.values() if len(s.items) >= 2)
     kept = bool(sched.calls) and all(r.mem is not None for r in sched.calls) and 0 < sched.arena <= R.KEEP_ARENA
     scr = {k for k, it in enumerate(sched.items) if it.program.spec.scratch}
@@ -203,7 +211,7 @@ def test_a_run_keeps_its_small_arena_and_runs_scratch_kernels_on_it(tmp_path):
     for _ in range(3): out = jf(*args)
     ok = ok and np.allclose(out.numpy(), want(*(a.numpy() for a in args)), rtol=1e-3, atol=1e-3)
     print("RESULT", ok and not errs, kept, batched, not sched.calls)
-  """, MOROK_CACHE_DIR=tmp_path, MOROK_DISK_CACHE=1)
+  """, tmp_path)
   assert p.returncode == 0, p.stderr[-3000:]
   assert "RESULT True True True True" in p.stdout, p.stdout + p.stderr[-2000:]
 
@@ -211,7 +219,7 @@ def test_a_cached_schedule_runs_its_kernels_natively_on_new_inputs(tmp_path):
   """Once its programs stay on their shared objects, a cached schedule's prepared kernels run as native batches (one
   call each run of them): new inputs every call, an intermediate and a threaded kernel among them, give their own
   results, from several threads at once too."""
-  p = run_script("""
+  p = run_checks("""
     import threading, numpy as np
     from morok_mlir import Tensor
     from morok_mlir.device.cpu import CPU, Batch
@@ -222,15 +230,9 @@ def test_a_cached_schedule_runs_its_kernels_natively_on_new_inputs(tmp_path):
       r = np.random.default_rng(seed)
       x, y = r.standard_normal((64, 33), dtype=np.float32), r.standard_normal((600, 600), dtype=np.float32)
       return all(np.allclose(g.numpy(), w, rtol=1e-4, atol=1e-4) for g, w in zip(f(Tensor(x), Tensor(y)), want(x, y)))
-    ok = all(check(i) for i in range(3))
-    CPU.disk.flush()
-    ok = ok and all(check(i) for i in range(3, 8))
-    errs = []
-    ts = [threading.Thread(target=lambda t=t: errs.extend(k for k in range(15) if not check(100 * t + k))) for t in range(4)]
-    for t in ts: t.start()
-    for t in ts: t.join()
+    # RUNS
     batched = sum(type(g) is Batch for s in R._schedule_cache.values() for run in s.calls for g in (run.segs or ()))
     print("RESULT", ok and not errs, batched >= 2)
-  """, MOROK_CACHE_DIR=tmp_path, MOROK_DISK_CACHE=1)
+  """, tmp_path)
   assert p.returncode == 0, p.stderr[-3000:]
   assert "RESULT True True" in p.stdout, p.stdout + p.stderr[-2000:]
