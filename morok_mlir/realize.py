@@ -605,18 +605,18 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
   """run_schedule on input Buffers already on device; inputs[i]: the UOp whose immutable contents bufs[i] holds (a
   program may keep what it derives from them, e.g. packed weights), or None."""
   n_in, n_out = sched.n_in, sched.n_out
-  timed = DEBUG >= 2 or sched.stages is not None
-  if not timed:
+  run = None   # (timed runs go through call_buffers, without prepared calls or a kept arena)
+  if DEBUG < 2 and sched.stages is None:
     try: run = sched.calls.pop()
     except IndexError: run = _Run(sched)
   try:
     bufs = bufs + [Buffer.fresh(device, n, dt) if a is None else bufs[a] for n, dt, a in sched.allocs[:n_out]]
-    arena, mids, scratch = (run.mem or _workspace(sched, device, run)) if sched.arena and not timed else _workspace(sched, device)
+    arena, mids, scratch = getattr(run, "mem", None) or _workspace(sched, device, run)
   except (MemoryError, OSError) as e:
-    if not timed: sched.calls.append(run)
+    if run is not None: sched.calls.append(run)
     raise _alloc_error(e, sched, list(outs)) from None
   bufs += mids
-  if timed: dt_sum = _run_timed(sched, bufs, inputs, scratch)
+  if run is None: dt_sum = _run_timed(sched, bufs, inputs, scratch)
   else:
     t0 = time.perf_counter()
     try:
@@ -626,7 +626,7 @@ def run_buffers(sched: Schedule, device: str, bufs: list[Buffer], inputs: list[U
     dt_sum = time.perf_counter() - t0
   GlobalCounters.kernel_count += len(sched.items); GlobalCounters.time_sum_s += dt_sum
   if arena is None: return bufs
-  if timed or run.mem is None: arena.deallocate()   # (the intermediates are views of it)
+  if run is None or run.mem is None: arena.deallocate()   # (the intermediates are views of it)
   return bufs[:n_in + n_out]
 
 KEEP_ARENA = 1 << 22   # a run keeps an arena up to this size for its next run: making, viewing and freeing one costs 20-200 us
