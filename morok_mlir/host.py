@@ -28,23 +28,25 @@ def _cpus(s: str) -> int:
   """CPUs in a sysfs cpu list ("0-3,8")."""
   return sum(int(b) - int(a) + 1 for a, _, b in (r.partition("-") if "-" in r else (r, "", r) for r in s.split(",") if r))
 L3_PER_CPU = 16 << 20   # the most L3 per core sharing it that the heuristics assume (no CPU has more than 12 MiB a core)
-def _cache_bytes(level: int, default: int) -> int:
-  """Bytes of cpu0's level-`level` data (or unified) cache, from sysfs; `default` where the kernel does not say. A
-  virtual machine's guest sees its host socket's whole L3 (480 MiB on a 2-CPU guest) while it shares the L3 with the
-  host's other cores: an L3 counts at most L3_PER_CPU for each CPU here that shares it."""
+def _cache(level: int, field: str, default: int) -> int:
+  """A field of cpu0's level-`level` data (or unified) cache from sysfs (its size in bytes, number_of_sets,
+  ways_of_associativity); `default` where the kernel does not say. A virtual machine's guest sees its host socket's
+  whole L3 (480 MiB on a 2-CPU guest) while it shares the L3 with the host's other cores: an L3 counts at most
+  L3_PER_CPU for each CPU here that shares it."""
   units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
   try:
     for d in sorted(os.listdir(base := "/sys/devices/system/cpu/cpu0/cache")):
       if not d.startswith("index"): continue
       rd = lambda f: open(f"{base}/{d}/{f}").read().strip()
-      if int(rd("level")) == level and rd("type") in ("Data", "Unified"):
-        s = rd("size")
-        n = int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
-        return min(n, L3_PER_CPU * _cpus(rd("shared_cpu_list"))) if level == 3 else n
+      if int(rd("level")) != level or rd("type") not in ("Data", "Unified"): continue
+      n = int(s[:-1]) * units[s[-1]] if (s := rd(field))[-1] in units else int(s)
+      return min(n, L3_PER_CPU * _cpus(rd("shared_cpu_list"))) if (level, field) == (3, "size") else n
   except (OSError, ValueError): pass
   return default
 # L1 data, L2 and L3 bytes (the L3 as a whole, shared or not): what contraction tiles block K and M for (kernel_facts.contraction_tiles)
-CACHES = (_cache_bytes(1, 32 << 10), _cache_bytes(2, 512 << 10), _cache_bytes(3, 8 << 20))
+CACHES = (_cache(1, "size", 32 << 10), _cache(2, "size", 512 << 10), _cache(3, "size", 8 << 20))
+# the L1 data cache's sets and ways (64-byte lines): lines 64 * sets bytes apart share a set, `ways` of them fit
+L1_GEOMETRY = (_cache(1, "number_of_sets", 64), _cache(1, "ways_of_associativity", 8))
 
 def spare_cores(samples: int = 3) -> int:
   """Cores of this process's share (THREADS) that no other task keeps busy now, this thread's not counted: from the

@@ -60,3 +60,29 @@ def test_conv1x1_of_a_concatenation(cs, co, hw, relu):
   x = np.concatenate(xs, 1)
   ref = conv1x1_ref(np.maximum(x, 0) if relu else x, wt, b)
   np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+def test_l1_conflicts_counts_lines_per_set(monkeypatch):
+  """A panel's rows (32 floats each) in an L1 of 64 sets, 8 or 12 ways: half the ways a set may hold."""
+  for ways in (8, 12):
+    monkeypatch.setattr(C, "L1_GEOMETRY", (64, ways))
+    assert C.l1_conflicts([[k * 3136 for k in range(256)]], 32)      # a 56x56 image's channels: 16 lines a set
+    assert not C.l1_conflicts([[k * 3136 for k in range(64)]], 32)   # 4 a set
+    assert C.l1_conflicts([[k * 784 for k in range(512)]], 32)       # 28x28: spread over every set, but 32 KiB of lines
+    assert not C.l1_conflicts([[k * 784 for k in range(96)]], 32)
+    assert not C.l1_conflicts([[k * 441 for k in range(40)], [k * 441 for k in range(24)]], 32)
+  monkeypatch.setattr(C, "L1_GEOMETRY", (64, 12))
+  assert not C.l1_conflicts([[k * 3136 for k in range(96)]], 32) and C.l1_conflicts([[k * 3136 for k in range(112)]], 32)
+  # two segments, each within its sets, whose lines together pass half of L1 (their buffers may lie anywhere)
+  assert C.l1_conflicts([[k * 784 for k in range(200)], [k * 784 for k in range(200)]], 32)
+
+def test_crowded_image_is_packed(monkeypatch):
+  """A 1x1 convolution whose panels' rows would not stay in L1 (256 channels of a 56x56 image) packs B; 64 channels of
+  the same image are read in place."""
+  monkeypatch.setattr(C, "L1_GEOMETRY", (64, 12))
+  seen = _spy(monkeypatch)
+  r = np.random.default_rng(7)
+  for ci in (256, 64):
+    x, wt, b = r.standard_normal((1, ci, 56, 56)).astype(np.float32), r.standard_normal((24, ci, 1, 1)).astype(np.float32), r.standard_normal(24).astype(np.float32)
+    ref = conv1x1_ref(x, wt, b)
+    np.testing.assert_allclose(Tensor(x).conv2d(Tensor(wt), Tensor(b)).numpy(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+  assert seen == [False, True]

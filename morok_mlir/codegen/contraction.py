@@ -3,6 +3,7 @@ operands and register-tiled vector FMAs (Contraction); Winograd's 16 products ru
 from __future__ import annotations
 from contextlib import ExitStack, contextmanager
 from functools import reduce
+from collections import Counter
 from dataclasses import dataclass
 from math import gcd, prod
 from morok_mlir.ir.bridge import Func, arg_buffer, attr_text
@@ -15,6 +16,7 @@ from morok_mlir.core.pattern import graph_rewrite
 from morok_mlir.core.symbolic import SYMBOLIC
 from morok_mlir.core.kernel_facts import ONE, contraction, direct_conv, extent, k_contiguous, k_rows, one_index, rsize, single_store, window
 from morok_mlir.ir.registry import PassError
+from morok_mlir.host import L1_GEOMETRY
 from morok_mlir.codegen.lower_cpu import CPU, Lowerer, _axis, _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, parallel_info, sl
 from morok_mlir.codegen.lanes import LaneLowerer, UNROLL_GROUPS, gate_lanes, lane_coef, lane_groups, reduce_groups
 from morok_mlir.codegen.emitter import HI, LO, TID, Block, Emitter, arg, params
@@ -35,6 +37,20 @@ def sizes(rs: list[UOp]) -> list[int]: return [rsize(r) for r in rs]   # the lay
 # convolution's as A): each k step prefetches, into L2, the panel A_AHEAD floats ahead (4 KiB: the next rows' panel
 # comes in during this one's tiles), as it does B's next panel
 A_AHEAD = 1024
+
+def l1_conflicts(segments: list[list[int]], width: int) -> bool:
+  """Whether a panel of B, rows of `width` f32 (each segment's at these elements of its own 64-byte aligned buffer),
+  puts more lines in one L1 set than half its ways (host.L1_GEOMETRY; the tile's A panel and C need the rest), or more
+  lines in L1 than that many a set (the segments' buffers lie anywhere): read in place, it would leave L1 between one
+  tile's pass and the next (rows 3136 floats apart, a 56x56 image's channels, take 16 of the 64 sets' pairs; 512 rows
+  of 784 exceed L1 itself), where a packed copy's lines are consecutive."""
+  (sets, ways), total = L1_GEOMETRY, 0
+  for rows in segments:
+    use = Counter(ln % sets for r in rows for ln in range(r // 16, (r + width - 1) // 16 + 1))
+    if max(use.values(), default=0) > ways // 2: return True
+    total += sum(use.values())
+  return total > sets * (ways // 2)
+
 class Contraction:
   """A kernel uop-optimize marked `uop.contraction = [MR, NR, KC, MC, VW]` (see kernel_facts.contraction: the store is
   g(reduce-add over K of a*b), a indexed by loop ranges I and K, b by loop ranges J and K) as four phases, each a
@@ -89,8 +105,12 @@ class Contraction:
     self.ranges, self.thr, self.t = (I, J, K, T), {k: v for k, v in f.attrs.items() if k in self.PASSED}, t
     self.fused_b = not self.fused and not T and not self.sym and self.K <= self.kc and self.Mp * self.K <= self.mc * self.kc and \
       -(-self.Mp // self.mc) <= self.Np // self.nr and self.expands(b)
-    # B's rows read in place where one block of A's rows sweeps each panel (see b_in_place)
-    self.direct_b = None if T or self.sym or self.taps or self.fused or self.fused_b or self.Mp > self.mc else self.b_in_place(b, J, K, a is ONE)
+    # B's rows read in place where one block of A's rows sweeps each panel (see b_in_place), unless a panel's rows would
+    # not stay in L1 from one tile to the next: then B is packed whole before mm, a pass along its rows (packed per panel
+    # inside mm, its strided rows come from memory one at a time: 256 -> 64 channels at 56x56 0.88 of in place, whole 0.76)
+    segs = None if T or self.sym or self.taps or self.fused or self.fused_b or self.Mp > self.mc else self.b_in_place(b, J, K, a is ONE)
+    crowded = segs is not None and a is not ONE and l1_conflicts([[st + k * ks for k in range(lo, hi)] for lo, hi, _, st, ks in segs], self.nr)
+    self.direct_b = None if crowded else segs
     self.layout()
     self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
     if self.fused_b and (pb := self.pack_panel(b, J, self.args[n + 3])) is None: self.fused_b = False; self.layout()
@@ -439,20 +459,19 @@ class Contraction:
     for lo, hi in zip([0, *cuts], [*cuts, n]):
       r = UOp(Ops.RANGE, dtypes.index, (im.const(hi - lo),), attrs(axis=axis, kind="reduce"))
       x = graph_rewrite(b.substitute({k: im.add(r, im.const(lo))}), SYMBOLIC) if cuts else b
-      if (seg := Contraction._rows(x, J, r if cuts else k, column)) is None: return None
+      if (seg := Contraction._rows(x, J, r if cuts else k)) is None: return None
       slot, start, ks = seg
       segs.append((lo, hi, slot, start - lo * ks, ks))
     return tuple(segs)
 
   @staticmethod
-  def _rows(x: UOp, J: list[UOp], k: UOp, once: bool = False) -> tuple[int, int, int] | None:
+  def _rows(x: UOp, J: list[UOp], k: UOp) -> tuple[int, int, int] | None:
     """(slot, start, k stride) where x is an ungated f32 load (its gate, if any, true) at start + k*stride + n (n: J's
-    linear index). once: each row is read once (a column reduce's one pass), so rows that share cache sets cost nothing."""
+    linear index)."""
     if x.op is not Ops.LOAD or (idx := x.src[0]).op is not Ops.INDEX or idx.src[0].op is not Ops.BUFFER: return None
     if len(idx.src) != 2 and not (len(idx.src) == 3 and im.cval(idx.src[2]) is True): return None
     form = affine(idx.src[1], {})
-    # rows a multiple of 1 KiB apart share cache sets: a panel's rows would evict each other before the next tile's pass
-    if form is None or set(form) - {1, *J, k} or form.get(J[-1]) != 1 or (ks := form.get(k, 0)) < 1 or ks % SET_FLOATS == 0 and not once: return None
+    if form is None or set(form) - {1, *J, k} or form.get(J[-1]) != 1 or (ks := form.get(k, 0)) < 1: return None
     if not one_index(form, J): return None
     return idx.src[0].attrs["slot"], form.get(1, 0), ks
 
