@@ -21,6 +21,9 @@ THREADS = env.get("MOROK_THREADS") or len(os.sched_getaffinity(0))
 # (8-bit values widened: exact, where vpmaddubsw's i16 pair sums saturate at 255 * 127 * 2)
 INT8_DOTS = {"vnni512": ({"avx512_vnni", "avx512bw"}, 16, 4), "vnni256": ({"avx_vnni"}, 8, 4),
              "pmaddwd512": ({"avx512bw"}, 16, 2), "pmaddwd256": ({"avx2"}, 8, 2)}
+# a buffer's start where a kernel reads or writes it: the most any kernel's access needs (a 512-bit nontemporal store;
+# a GPU's 16-byte vectors), so a view of another buffer (uop-elide-copies) starts at a multiple of it
+VIEW_ALIGN = 64
 # the one this CPU runs (codegen.int8; "" where it has none: 8-bit products then run as float32 contractions)
 INT8_DOT = next((k for k, (need, _, _) in INT8_DOTS.items() if need <= CPU_FLAGS), "")
 

@@ -18,6 +18,7 @@ from morok_mlir.core.progress import progress
 from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.device import memory
+from morok_mlir.host import VIEW_ALIGN
 
 # ---------------------------------------------------------------- input buffers: where data enters a graph
 _ids = itertools.count()
@@ -79,6 +80,7 @@ class Schedule:
   n_out: int
   stages: stages.Stages | None = None   # VIZ's record of this compile, which each run adds its kernels' times to
   alias: dict[int, int] = field(default_factory=dict)   # output j -> the input whose buffer it is (an assign: written in place)
+  views: dict[int, tuple[int, int]] = field(default_factory=dict)   # intermediate slot -> (the one it lies in, element offset)
   def __post_init__(self):
     # (elements, dtype) of each buffer it makes; an assign's output is its target's buffer (alias), not made
     self.allocs = [(b.size, b.dtype.base, self.alias.get(j)) for j, b in enumerate(self.buffer_types[self.n_in:])]
@@ -89,7 +91,8 @@ class Schedule:
     scratch = [tuple(it.program.spec.scratch) if getattr(it.program, "takes_scratch", False) else () for it in self.items]
     for k, sizes in enumerate(scratch):
       uses[k] += range(len(nbytes), len(nbytes) + len(sizes)); nbytes += [4 * n for n in sizes]
-    offs, self.arena = memory.plan(uses, nbytes)
+    size = lambda s: self.buffer_types[s].dtype.base.itemsize
+    offs, self.arena = memory.plan(uses, nbytes, {s - first: (d - first, o * size(s)) for s, (d, o) in self.views.items()})
     self.offsets, at = offs[:len(self.allocs) - self.n_out], iter(offs[len(self.allocs) - self.n_out:])
     self.scratch = [[(next(at), n) for n in sizes] for sizes in scratch]   # per item: (offset, floats) of each
     self.calls: list[_Run] = []   # prepared kernel calls, one set per run in flight (a free list: pop and append)
@@ -249,9 +252,9 @@ def compile_schedule(graph: Func, device: str, beam: int = 0) -> Schedule:
   items = [ScheduleItem(name, progs[name], k.attrs["slots"], choices(funcs[name].attrs) if DEBUG >= 2 else "")
            for k in sched.roots[0].src for name in (k.attrs["callee"][1],)]
   # inputs: the graph's, then (with symbolic sizes) the int64 buffer of the variables' values (uop-rangeify)
-  al = sched.attrs.get("uop.aliases", ())
+  al, vw = sched.attrs.get("uop.aliases", ()), sched.attrs.get("uop.views", ())
   return Schedule(items, sched.args, sched.attrs.get("uop.num_inputs", len(graph.args)), len(graph.results), rec if rec and rec.viz else None,
-                  dict(zip(al[::2], al[1::2])))
+                  dict(zip(al[::2], al[1::2])), {s: (d, o) for s, d, o in zip(vw[::3], vw[1::3], vw[2::3])})
 
 def compile_stages(outs: list[UOp], device: str | None = None, beam: int = 0) -> stages.Stages:
   """Every stage of compiling outs for device (Tensor.mlir): recorded, nothing compiled to code or run, no cache filled."""
@@ -264,7 +267,7 @@ def compile_stages(outs: list[UOp], device: str | None = None, beam: int = 0) ->
 # model's warm start). The entry is plain JSON (never pickle: a cache file must not be able to run code), proved by its
 # sum as a kernel's object is, and checked against itself (each kernel's arguments are the buffers its slots name); one
 # that does not fit (damage, another format) is ignored: the graph is compiled and the entry written again.
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 # the compiler's modules: once one is loaded (a compile, or a caller that may have changed its settings: a test, VIZ),
 # this process compiles what it does not hold rather than run what the compiler of another process made
 COMPILER = ("morok_mlir.ir.bridge", "morok_mlir.passes", "morok_mlir.codegen", "morok_mlir.core.kernel_facts")
@@ -327,6 +330,7 @@ def save_plan(device: str, pk: str | None, sched: Schedule) -> None:
                  getattr(it.program, "at", [])] for it in sched.items]
   except LookupError: return
   data = {"version": PLAN_VERSION, "n_in": sched.n_in, "n_out": sched.n_out, "alias": sorted(sched.alias.items()),
+          "views": [[s, d, o] for s, (d, o) in sorted(sched.views.items())],
           "buffers": [[b.dtype.base.name, b.dtype.size] for b in sched.buffer_types], "kernels": kernels, "items": items}
   Device[device].disk.write(pk, "plan", json.dumps(data, separators=(",", ":")).encode())
 
@@ -351,8 +355,24 @@ def load_plan(device: str, pk: str | None) -> Schedule | None:
       prog = Variants(ps[-1], [(_bounds(a, slots, bts), p) for a, p in zip(at, ps)]) if at else ps[0]
       items.append(ScheduleItem(name, prog, slots, choice))
     n_in, n_out = count(d["n_in"], len(bts) + 1), count(d["n_out"], len(bts) + 1 - d["n_in"])
-    return Schedule(items, bts, n_in, n_out, None, {count(j, n_out): count(i, n_in) for j, i in d["alias"]})
+    return Schedule(items, bts, n_in, n_out, None, {count(j, n_out): count(i, n_in) for j, i in d["alias"]}, _views(d["views"], bts, n_in + n_out))
   except (ValueError, TypeError, KeyError, IndexError, AttributeError): return None
+
+def _views(vs: list, bts: list, first: int) -> dict[int, tuple[int, int]]:
+  """A disk entry's views (uop-elide-copies), each an intermediate inside another of its dtype, at an aligned offset,
+  no two from one buffer and none in a cycle; ValueError otherwise."""
+  out = {}
+  for s, d, o in vs:
+    s, d, o = count(s, len(bts)), count(d, len(bts)), count(o)
+    if s < first or d < first or s == d or s in out or bts[s].dtype.base != bts[d].dtype.base or o + bts[s].dtype.size > bts[d].dtype.size \
+       or o * bts[s].dtype.base.itemsize % VIEW_ALIGN: raise ValueError("a view outside its buffer")
+    out[s] = (d, o)
+  for s in out:
+    seen, b = {s}, s
+    while b in out:
+      if (b := out[b][0]) in seen: raise ValueError("views in a cycle")
+      seen.add(b)
+  return out
 
 def _bounds(at: list, slots: tuple, bts: list) -> tuple:
   """A copy's (values argument, k, bound, ...) (Variants), each k a value the argument holds (a call reads them)."""

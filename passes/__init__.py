@@ -4,6 +4,6 @@ register themselves there too: whoever runs a pipeline imports both packages."""
 from morok_mlir.ir.registry import PASSES, PassInfo, PassError, register, Option
 from morok_mlir.passes import dce, cse  # noqa: F401  (registration order: dce and cse first)
 from morok_mlir.passes import optimize  # noqa: F401
-from morok_mlir.passes import rangeify, kernel_split  # noqa: F401
+from morok_mlir.passes import rangeify, kernel_split, copy_elide  # noqa: F401
 from morok_mlir.passes import simplify  # noqa: F401
 from morok_mlir.passes import allreduce  # noqa: F401

@@ -93,7 +93,9 @@ class Rangeifier:
     optimizer step, a backward pass). A reduce keeps its own kernel: uop-optimize tiles a contraction alone.
     Assigns come last, each in a kernel of its own: every other kernel reads their targets' old contents first."""
     groups: dict = {}
-    tiled = {n: parts for n in nodes if (parts := tiling(n)) is not None}   # cats stored part by part, each on its own
+    # cats stored part by part, each on its own; a part that is a cat in a buffer already (densenet's features before
+    # the last layer's) is copied whole rather than from its parts again
+    tiled = {n: parts for n in nodes if (parts := tiling(n, lambda x: x in self.force)) is not None}
     for k, (b, n) in enumerate(zip(bufs, nodes)):
       joins = all(isinstance(d, int) for d in n.shape) and n.op not in (Ops.SCATTER, Ops.ASSIGN) and self.elementwise(n) and n not in tiled
       groups.setdefault(n.shape if joins else k, []).append((b, n))
@@ -420,12 +422,12 @@ def _cat(u: UOp, stored=lambda x: False) -> list[tuple[UOp, tuple]] | None:
   return out
 
 CAT_STORE_MIN = 1 << 12   # elements of a stored cat from which each part gets its own loops
-def tiling(u: UOp) -> list[tuple[UOp, tuple]] | None:
-  """A cat's (part, padding) pairs (`_cat`) when the cat is an output worth storing part by part (CAT_STORE_MIN elements
-  or more, static shapes) and the parts' boxes tile it: disjoint, inside it, their sizes summing to its size. Stored as
-  one loop nest, each element would select among every part's value, each part's computed (a detector's head: every
-  scale's sigmoid and transposed index math for every one of its boxes)."""
-  if u.op is not Ops.WHERE or not isinstance(u.size, int) or u.size < CAT_STORE_MIN or (parts := _cat(u)) is None: return None
+def tiling(u: UOp, stored=lambda x: False) -> list[tuple[UOp, tuple]] | None:
+  """A cat's (part, padding) pairs (`_cat`, a cat in a buffer one part: stored) when the cat is an output worth storing
+  part by part (CAT_STORE_MIN elements or more, static shapes) and the parts' boxes tile it: disjoint, inside it, their
+  sizes summing to its size. Stored as one loop nest, each element would select among every part's value, each part's
+  computed (a detector's head: every scale's sigmoid and transposed index math for every one of its boxes)."""
+  if u.op is not Ops.WHERE or not isinstance(u.size, int) or u.size < CAT_STORE_MIN or (parts := _cat(u, stored)) is None: return None
   if not all(isinstance(d, int) for x, _ in parts for d in x.shape) or any(v < 0 for _, pad in parts for v in pad): return None
   boxes = [tuple(zip(pad[::2], (lo + n for lo, n in zip(pad[::2], x.shape)))) for x, pad in parts]
   if sum(prod(x.shape) for x, _ in parts) != u.size or any(hi > n for b in boxes for (_, hi), n in zip(b, u.shape)): return None

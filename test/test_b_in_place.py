@@ -82,7 +82,8 @@ def test_crowded_image_is_packed(monkeypatch):
   seen = _spy(monkeypatch)
   r = np.random.default_rng(7)
   for ci in (256, 64):
-    x, wt, b = r.standard_normal((1, ci, 56, 56)).astype(np.float32), r.standard_normal((24, ci, 1, 1)).astype(np.float32), r.standard_normal(24).astype(np.float32)
+    x, wt = r.standard_normal((1, ci, 56, 56)).astype(np.float32), r.standard_normal((24, ci, 1, 1)).astype(np.float32)
+    b = r.standard_normal(24).astype(np.float32)
     ref = conv1x1_ref(x, wt, b)
     np.testing.assert_allclose(Tensor(x).conv2d(Tensor(wt), Tensor(b)).numpy(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
   assert seen == [False, True]

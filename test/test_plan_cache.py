@@ -19,6 +19,10 @@ SCRIPT = textwrap.dedent("""
     cache.realize()
     return cache[:pos + 1].sum(0).realize()
   for p in range(5): out.append(step(Tensor(data(1, 16, k=p + 3)), v.bind(p)).numpy().tolist())
+  x = Tensor(data(1, 16, 4, 4))   # concatenations as densenet's: a copy dropped, its source a view (uop-elide-copies)
+  c1 = x.cat(x.conv2d(Tensor(data(16, 16, 1, 1, k=5))), dim=1)
+  c2 = c1.cat(c1.conv2d(Tensor(data(16, 32, 1, 1, k=6))), dim=1)
+  out.append(c2.conv2d(Tensor(data(8, 48, 1, 1, k=7))).numpy().tolist())
   maps = open("/proc/self/maps").read()
   print(json.dumps([out, "mlir" in sys.modules or "z3" in sys.modules or any(n in maps for n in ("libMLIR", "libLLVM", "libz3")),
                     [m for m in ("_hashlib", "importlib.metadata", "numpy.random") if m in sys.modules] + ["libcrypto"] * ("libcrypto" in maps)]))
@@ -35,6 +39,7 @@ def test_warm_process_runs_without_the_compiler(tmp_path):
   cold, loaded, _ = run(tmp_path)
   plans = [json.load(open(p)) for p in glob.glob(str(tmp_path / "*.plan"))]
   assert loaded and any(it[4] for d in plans for it in d["items"])   # (a kernel with copies among them)
+  assert any(d["views"] for d in plans)
   warm, loaded, extra = run(tmp_path)
   assert not loaded and warm == cold
   assert not extra   # (OpenSSL: ~3.4 MB mapped, for sums CPython's own SHA-256 makes; importlib.metadata ~5 MB, for versions)
@@ -49,7 +54,14 @@ def _slot_out_of_range(d: dict) -> dict:
   d["items"][0][1][0] = len(d["buffers"]) + 3
   return d
 
+def _views_moved(b: bytes, by: int) -> bytes:
+  """A plan with views, each moved by `by` elements (out of its buffer, or off its alignment); any other unchanged."""
+  if not (d := json.loads(b))["views"]: return b
+  return json.dumps({**d, "views": [[s, dst, o + by] for s, dst, o in d["views"]]}).encode()
+
 DAMAGE = {   # each: a plan's bytes -> damaged bytes, and whether its sum is made to match them (a mismatched sum is damage too)
+  "view-outside": (lambda b: _views_moved(b, 1 << 20), True),
+  "view-unaligned": (lambda b: _views_moved(b, 1), True),
   "garbage": (lambda b: b"\x00not json" + b[:40], True),
   "truncated": (lambda b: b[:len(b) // 2], False),
   "other-version": (lambda b: json.dumps({**json.loads(b), "version": 0}).encode(), True),

@@ -5,17 +5,26 @@ feed-forward's rows) then take what its kernels hold live at once, not their sum
 them (the allocator pools blocks by size: a model's layers, one structure each, reuse one), a TinyJit plan one per
 device for all its schedules (they run one after another, and intermediates never outlive their schedule).
 
-  plan(uses, nbytes) -> (offsets, arena bytes)
+  plan(uses, nbytes, views) -> (offsets, arena bytes)
   aligned(nbytes) -> the bytes a buffer takes in an arena"""
 from __future__ import annotations
 
 ALIGN = 256   # every offset: cache lines, 64-byte non-temporal stores, and GPU vector loads all stay aligned
 def aligned(nbytes: int) -> int: return -(-nbytes // ALIGN) * ALIGN
 
-def plan(uses: list, nbytes: list[int]) -> tuple[list[int], int]:
+def plan(uses: list, nbytes: list[int], views: dict[int, tuple[int, int]] | None = None) -> tuple[list[int], int]:
   """uses[k]: the buffers (indices into nbytes) kernel k touches, kernels in run order. Buffers are placed largest first
   among those born at one kernel, each at the lowest offset clear of every buffer still live (first fit); a buffer no
-  kernel touches lives throughout."""
+  kernel touches lives throughout. views: buffer -> (the buffer it lies in, byte offset there): it takes no bytes of
+  its own, and what touches it touches that one (uop-elide-copies' sources of dropped copies)."""
+  if views:
+    def root(b: int) -> tuple[int, int]:
+      off = 0
+      while b in views: b, o = views[b]; off += o
+      return b, off
+    offs, top = plan([[root(b)[0] for b in bs] for bs in uses], [0 if b in views else n for b, n in enumerate(nbytes)])
+    for b in views: r, o = root(b); offs[b] = offs[r] + o
+    return offs, top
   first: dict[int, int] = {}
   last: dict[int, int] = {}
   for k, bs in enumerate(uses):

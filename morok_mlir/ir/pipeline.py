@@ -120,7 +120,7 @@ def run_pipeline(module: ir.Module, pipeline: str, verify_each: bool = True, fus
   build_pass_manager(pipeline, module.context, verify_each, fuse, carry).run(module.operation)
 
 # ---------------------------------------------------------------- the graph pipeline of realize()
-PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-optimize"]
+PIPELINE = ["uop-rangeify", "uop-simplify", "uop-kernel-split", "uop-elide-copies", "uop-optimize"]
 
 class CompileError(RuntimeError):
   """A pass rejected the graph; the message carries MLIR's diagnostics at the user's file:line."""
