@@ -18,7 +18,7 @@ from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
 from morok_mlir import realize as R
 from morok_mlir.realize import new_buffer
-from morok_mlir.onnx import ops
+from morok_mlir.onnx import fold, ops
 from morok_mlir.onnx.ops import OPS, REFUSE, INVALID, owned, AXIS_OPS, AXES_INPUT, AXIS_RANGE
 
 class InvalidModel(ValueError):
@@ -655,9 +655,12 @@ class OnnxModel:
     the call's record: later calls read them as data (a replay computes none of them again)."""
     todo = {id(t): (u, t) for u, t in pending if t.uop.op is not Ops.BUFFER}
     if not todo: return
+    for u, t in todo.values():   # those numpy computes as the kernels would, without compiling a kernel each (fold.py)
+      if t.device == "CPU" and (v := fold.evaluate(t.uop)) is not None: t.uop = new_buffer(v, t.uop.loc)
     rec, log = R.capture.rec, guards.log
     R.capture.rec = guards.log = None
-    try: Tensor.realize(*[t for _, t in todo.values()])
+    try:
+      if left := [t for _, t in todo.values() if t.uop.op is not Ops.BUFFER]: Tensor.realize(*left)
     finally: R.capture.rec, guards.log = rec, log
     for u, t in todo.values():
       if u is not None: self._consts[u] = t
