@@ -57,32 +57,39 @@ def copy_of(k: Func) -> tuple[int, int, int, int, int] | None:
 def _stores(k: Func) -> set[int]:
   return {u.src[0].src[0].attrs["slot"] for u in k.roots[0].toposort if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
 
-def _bases(b: int, views: dict) -> list[int]:
-  """b and the buffers it is a view of, in turn."""
-  out = [b]
-  while out[-1] in views: out.append(views[out[-1]][0])
+def _bases(b: int, views: dict) -> list[tuple[int, int]]:
+  """(b, 0) and each buffer it lies in (a view of a view ...) with b's element offset there."""
+  out = [(b, 0)]
+  while out[-1][0] in views: d, o = views[out[-1][0]]; out.append((d, out[-1][1] + o))
   return out
 
 def elidable(i: int, calls: list[UOp], kernels: dict[str, Func], writes: dict[UOp, set[int]], temps: range, views: dict,
              bts: list[UOp]) -> tuple[int, int, int] | None:
   """(src slot, dst slot, element offset) where calls[i] is a copy that can be dropped (see the module's doc); writes:
-  each call's slots stored. Another kernel's constant fill of the copied run is allowed before every write of src:
-  those writes then replace it, as the copy did."""
+  each call's slots stored. A write of a view (an earlier copy's source) is a write of the buffers it lies in, of its
+  run there. Another kernel's constant fill of the copied run is allowed before every write of src: those writes then
+  replace it, as the copy did."""
   k = kernels[calls[i].attrs["callee"][1]]
   if (cp := copy_of(k)) is None: return None
   slots = calls[i].attrs["slots"]
   dst, src, lo, mid, hi = slots[cp[0]], slots[cp[1]], *cp[2:]
   if dst == src or dst not in temps or src not in temps or src in views or bts[src].dtype.base != bts[dst].dtype.base: return None
-  if lo * bts[dst].dtype.base.itemsize % VIEW_ALIGN or src in _bases(dst, views): return None
-  writes = [(writes[c], kernels[c.attrs["callee"][1]]) for c in calls]
-  if any(src in w for w, _ in writes[i + 1:]): return None
-  first_src = next((j for j, (w, _) in enumerate(writes) if src in w), i)
+  if lo * bts[dst].dtype.base.itemsize % VIEW_ALIGN or src in dict(_bases(dst, views)): return None
+  # per call: (the buffers it writes, directly or through views, each with the run it writes there or None: its store)
+  runs = [[(b, None if b == w else (o, o + bts[w].dtype.size)) for w in writes[c] for b, o in _bases(w, views)] for c in calls]
+  src_at = [j for j, r in enumerate(runs) if any(b == src for b, _ in r)]
+  if any(j > i for j in src_at): return None
   fill, cover = [(mid, hi)] if mid < hi else [], []
-  for j, (w, kj) in enumerate(writes):
-    if j == i or dst not in w: continue
-    if len(w) != 1 or (s := span(kj)) is None: return None
-    if s[1] < mid and lo < s[2] or s[2] < mid and lo < s[3] and j >= first_src: return None   # the copied run written again
-    if j > i: cover.append(s[1:3])
+  for j, r in enumerate(runs):
+    for b, run in r:
+      if j == i or b != dst: continue
+      if run is not None:   # a view's writer (an earlier copy's source): its run in dst, written before that copy
+        if run[0] < mid and lo < run[1]: return None
+        continue
+      if len(writes[calls[j]]) != 1 or (s := span(kernels[calls[j].attrs["callee"][1]])) is None: return None
+      if s[1] < mid and lo < s[2]: return None   # the copied run written again
+      if s[2] < mid and lo < s[3] and any(x < j for x in src_at): return None   # a fill of it after a write of src
+      if j > i: cover.append(s[1:3])
   for a, b in sorted(cover):   # the fill written again after the copy
     if fill and a <= fill[0][0] < b: fill = [(b, fill[0][1])] if b < fill[0][1] else []
   return None if fill else (src, dst, lo)

@@ -98,3 +98,60 @@ def test_disk_views_checked():
   assert R._views([[4, 2, 32], [3, 2, 128]], bts, 2) == {4: (2, 32), 3: (2, 128)}
   for bad in ([[4, 2, 224]], [[4, 2, 8]], [[0, 2, 0]], [[4, 1, 0]], [[4, 2, 0], [4, 3, 0]], [[4, 3, 0], [3, 4, 0]], [[4, 4, 0]], [[4, 2, -16]]):
     with pytest.raises(ValueError): R._views(bad, bts, 2)
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_random_concatenations_against_numpy(data):
+  """Random graphs of concatenations along channels (of inputs, computed values and other concatenations, one value in
+  several; densenet's layers), 1x1 convolutions, relus, sums and channel slices, realized together: numpy's values,
+  whatever copies the pass dropped."""
+  hw = data.draw(st.sampled_from([4, 5, 8]))
+  rng = np.random.default_rng(data.draw(st.integers(0, 1 << 16)))
+  pool = [(Tensor(x), x.astype(np.float64)) for x in (rng.standard_normal((1, c, hw, hw)).astype(np.float32) for c in (4, 8))]
+  pick = lambda: data.draw(st.sampled_from(pool[-3:] if data.draw(st.booleans()) else pool))   # (recent values: chains, as densenet's)
+  for _ in range(data.draw(st.integers(3, 9))):
+    op = data.draw(st.sampled_from(["cat", "dense", "dense", "dense", "conv", "relu", "add", "slice"]))
+    (a, na), (b, nb) = pick(), pick()
+    if op == "cat":
+      parts = [pick() for _ in range(data.draw(st.integers(1, 2)))]
+      pool.append((a.cat(*[t for t, _ in parts], dim=1), np.concatenate([na, *[n for _, n in parts]], 1)))
+    elif op == "conv":
+      w = (rng.standard_normal((data.draw(st.sampled_from([4, 8, 12])), a.shape[1], 1, 1)) * 0.3).astype(np.float32)
+      pool.append((a.conv2d(Tensor(w)), np.einsum("oc,nchw->nohw", w[:, :, 0, 0], na)))
+    elif op == "dense":   # layers of a.cat(conv(relu(a))): densenet's block
+      for _ in range(data.draw(st.integers(1, 4))):
+        w = (rng.standard_normal((4, a.shape[1], 1, 1)) * 0.3).astype(np.float32)
+        a, na = a.cat(a.relu().conv2d(Tensor(w)), dim=1), np.concatenate([na, np.einsum("oc,nchw->nohw", w[:, :, 0, 0], np.maximum(na, 0))], 1)
+      pool.append((a, na))
+    elif op == "relu": pool.append((a.relu(), np.maximum(na, 0)))
+    elif op == "add" and a.shape == b.shape: pool.append((a + b, na + nb))
+    elif op == "slice" and a.shape[1] > 4: pool.append((a[:, 2:a.shape[1] - 1], na[:, 2:na.shape[1] - 1]))
+  outs = list({id(t): (t, n) for t, n in data.draw(st.lists(st.sampled_from(pool[2:] or pool), min_size=1, max_size=3))}.values())
+  if data.draw(st.booleans()):   # the last value read by a product, as a block's next layer reads its features
+    (a, na), w = pool[-1], (rng.standard_normal((4, pool[-1][0].shape[1], 1, 1)) * 0.3).astype(np.float32)
+    outs.append((a.relu().conv2d(Tensor(w)), np.einsum("oc,nchw->nohw", w[:, :, 0, 0], np.maximum(na, 0))))
+  Tensor.realize(*[t for t, _ in outs])
+  for t, n in outs: np.testing.assert_allclose(t.numpy(), n, rtol=1e-4, atol=1e-4)
+
+def test_fill_after_the_writes_of_a_views_views():
+  """y = conv(x0), three dense layers on y (the first's features an output too), then cat(x1, the features, y) read by
+  a product. The second layer's features become a view of the last cat, y and a layer's new channels views of those
+  features; the last cat's first part (x1) is padded over all of it by a kernel that runs after y's writer: the copy
+  of the features into the cat must stay (dropped, its fill's zeros overwrote y, written through a view of a view)."""
+  r = np.random.default_rng(5)
+  x0, x1 = r.standard_normal((1, 4, 8, 8)).astype(np.float32), r.standard_normal((1, 8, 8, 8)).astype(np.float32)
+  w = lambda o, i: (r.standard_normal((o, i, 1, 1)) * 0.3).astype(np.float32)
+  conv = lambda n, wt: np.einsum("oc,nchw->nohw", wt[:, :, 0, 0], n)
+  w0 = w(8, 4)
+  y, ny = Tensor(x0).conv2d(Tensor(w0)), conv(x0.astype(np.float64), w0)
+  f, nf, layers = y, ny, []
+  for _ in range(3):
+    wl = w(4, f.shape[1])
+    f, nf = f.cat(f.relu().conv2d(Tensor(wl)), dim=1), np.concatenate([nf, conv(np.maximum(nf, 0), wl)], 1)
+    layers.append((f, nf))
+  c, nc = Tensor(x1).cat(f, y, dim=1), np.concatenate([x1, nf, ny], 1)
+  wf = w(4, c.shape[1])
+  out = c.relu().conv2d(Tensor(wf))
+  Tensor.realize(layers[0][0], out)   # (the first layer's features an output too)
+  np.testing.assert_allclose(layers[0][0].numpy(), layers[0][1], rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(out.numpy(), conv(np.maximum(nc, 0), wf), rtol=1e-4, atol=1e-4)
