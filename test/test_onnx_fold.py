@@ -1,6 +1,7 @@
 """A model's constants computed in numpy (morok_mlir/onnx/fold.py): each graph of the ops fold takes gives the values the
 compiled kernels give; anything else is left to them (None); an ONNX model's batchnorms then compile no kernel of
 their own."""
+import warnings
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -21,6 +22,8 @@ GRAPHS = {   # each: () -> a lazy Tensor of host data
   "movement": lambda: F(2, 3, 4).permute(2, 0, 1).pad(((1, 0), (0, 2), (1, 1))).flip(0)[1:, :, 2:].reshape(4, -1),
   "expand, where": lambda: (F(1, 6) < F(5, 1)).where(F(5, 6), F(1, 6).expand(5, 6)),
   "casts": lambda: F(4, 4).cast(dtypes.float64) * 3 + I8(4, 4).cast(dtypes.float64),
+  "division by zero": lambda: F(2, 3) / Tensor(np.array([0, 1, -0.0], np.float32)),
+  "negative padding": lambda: F(3, 6).pad(((0, 0), (-2, 1))) * 2,
 }
 
 @pytest.mark.parametrize("name", GRAPHS)
@@ -30,6 +33,9 @@ def test_values_as_compiled(name):
   assert got is not None
   want = t.numpy()
   assert got.dtype == want.dtype and got.shape == want.shape
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")   # (no numpy warning reaches the user)
+    got = fold.evaluate(t.uop)
   np.testing.assert_allclose(got, want, rtol=2e-7 if want.dtype == np.float32 else 0, atol=0)
 
 LEFT = {   # each: a graph fold leaves to a kernel
