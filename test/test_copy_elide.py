@@ -155,3 +155,20 @@ def test_fill_after_the_writes_of_a_views_views():
   Tensor.realize(layers[0][0], out)   # (the first layer's features an output too)
   np.testing.assert_allclose(layers[0][0].numpy(), layers[0][1], rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(out.numpy(), conv(np.maximum(nc, 0), wf), rtol=1e-4, atol=1e-4)
+
+def test_dense_block_under_tinyjit():
+  """A dense block replayed by TinyJit on new inputs: the plan's arena holds the views where the schedule placed them."""
+  from morok_mlir import TinyJit
+  r = np.random.default_rng(9)
+  ws = [(r.standard_normal((16, 16 * (i + 1), 1, 1)) * 0.3).astype(np.float32) for i in range(3)]
+  wf = (r.standard_normal((8, 64, 1, 1)) * 0.3).astype(np.float32)
+  @TinyJit
+  def block(x: Tensor) -> Tensor:
+    t = x
+    for w in ws: t = t.cat(t.relu().conv2d(Tensor(w)), dim=1)
+    return t.relu().conv2d(Tensor(wf)).realize()
+  for _ in range(5):
+    x = r.standard_normal((1, 16, 8, 8)).astype(np.float32)
+    _, ref = dense_block(x, ws)
+    np.testing.assert_allclose(block(Tensor(x)).numpy(), np.einsum("oc,nchw->nohw", wf[:, :, 0, 0], np.maximum(ref, 0)), rtol=1e-4, atol=1e-4)
+  assert block.plan is not None
