@@ -147,13 +147,11 @@ def test_compile_shares_balance_work():
   """The kernels left to compile are split over the processes by their work, not their count: no share holds more text
   than an equal split plus the largest kernel, whatever the order they come in (a model's big contractions and small
   elementwise kernels alternate)."""
-  from types import SimpleNamespace
   sizes = [40_000, 500, 38_000, 800, 35_000, 600, 30_000, 400, 500, 700]
-  todo = [(i, SimpleNamespace(src="x" * n)) for i, n in enumerate(sizes)]
   for n in (1, 2, 3):
-    shares = CPUDevice.shares(todo, n)
-    assert sorted(k for s in shares for k, _ in s) == list(range(len(sizes)))   # each kernel once
-    assert max(sum(len(spec.src) for _, spec in s) for s in shares) <= sum(sizes) / n + max(sizes), n
+    shares = CPUDevice.shares(list(range(len(sizes))), sizes, n)
+    assert sorted(k for s in shares for k in s) == list(range(len(sizes)))   # each kernel once
+    assert max(sum(sizes[k] for k in s) for s in shares) <= sum(sizes) / n + max(sizes), n
 
 def test_spare_cores_counts_other_processes_busy_now():
   """The cores a compile forks processes for: never this thread's, and one fewer while another process keeps a core busy

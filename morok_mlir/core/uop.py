@@ -1,6 +1,6 @@
 """UOp: the hash-consed node of the compute graph, as in tinygrad. Passes work on UOp DAGs; MLIR is their text form."""
 from __future__ import annotations
-import math, operator, threading, weakref
+import math, operator, os, threading, weakref
 import numpy as np
 from _weakref import _remove_dead_weakref
 from typing import Any
@@ -168,6 +168,10 @@ SHAPE_RULES = {
 # callback has not run yet takes a lock
 _interned: dict[tuple, weakref.ref] = {}
 _replace_lock = threading.Lock()
+def _new_lock() -> None:   # a forked compile process builds UOps: another thread of its parent may have held the lock
+  global _replace_lock
+  _replace_lock = threading.Lock()
+os.register_at_fork(after_in_child=_new_lock)
 class _Ref(weakref.ref):
   """A table entry's weak reference, which carries its key for the callback (no closure per node)."""
   __slots__ = ("key",)

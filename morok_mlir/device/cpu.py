@@ -29,8 +29,8 @@ buffers when their last array dies, so a repeated realize does not page-fault fr
 (lru.LRU: MOROK_MEM_CACHE_ENTRIES, MOROK_MEM_CACHE_MB)."""
 from __future__ import annotations
 import _ctypes, atexit, ctypes, ctypes.util, functools, itertools, mmap, os, shutil, stat, subprocess, sys, tempfile, threading, time
-import warnings, weakref
-from dataclasses import dataclass
+import contextlib, json, warnings, weakref
+from dataclasses import dataclass, replace
 import numpy as np
 from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
 from morok_mlir.core.uop import UOp
@@ -87,6 +87,11 @@ class ProgramSpec:
     if type(name) is not str or not all(type(e) is str for e, _ in phases): raise TypeError("names are strings")
     return ProgramSpec(name, "", tuple((_int(n), DTYPES[d]) for n, d in args), ints(outs), opt(par), tuple((e, opt(p)) for e, p in phases),
                        ints(scratch), _int(align), tuple((*ints(r[:3]), ints(r[3])) for r in reuse))
+
+def _mkey(s: ProgramSpec) -> tuple:
+  """A spec's method cache key: the argument dtypes join the text (int8/uint8/bool buffers all lower to i8 memrefs, but
+  the checks differ)."""
+  return s.src, s.args, s.par, s.phases
 
 def _int(v) -> int:
   if type(v) is not int or v < 0: raise ValueError(f"{v!r} is not a count")
@@ -777,67 +782,84 @@ class CPUDevice:
   GROUP = 64   # kernels the realize driver hands compile_many at once (a progress bar's step; batches for the workers)
   def compile(self, f: Func) -> CPUProgram: return self.compile_many([f])[0]
   def compile_many(self, funcs: list[Func]) -> list[CPUProgram]:
-    """A program per kernel: from the method cache, else the disk cache, else JIT-compiled together, BATCH at a time."""
+    """A program per kernel: from the method cache, else the disk cache, else JIT-compiled together, BATCH at a time.
+    Where a core is spare (_workers), forked processes render and compile shares of the kernels (by their estimated
+    work) meanwhile, and hand back what they rendered: their programs come through the disk cache."""
     with self.lock:
-      specs = [self.renderer.render(f) for f in funcs]
-      # the argument dtypes join the key: int8/uint8/bool buffers all lower to i8 memrefs, but the checks differ
-      keys = [(s.src, s.args, s.par, s.phases) for s in specs]
-      progs, todo = {}, {}
-      for k, spec in zip(keys, specs):
-        if k in progs or k in todo: continue
-        if (p := self.method_cache.get(k)) is not None: progs[k] = p; continue
-        t0 = time.perf_counter()
-        if (p := self.load(spec)) is None: todo[k] = spec; continue
-        progs[k] = self.method_cache[k] = p
-        self.compile_ms.append((time.perf_counter() - t0) * 1e3)
-      todo = list(todo.items())
-      t0 = time.perf_counter()
-      mine, *shares = self.shares(todo, self._workers([spec for _, spec in todo]) + 1)   # this process's, each forked one's
-      children = []
-      for share in shares:
-        if (pid := self._fork(share)) is not None: children.append((pid, share))
-        else: mine += share
-      for i in range(0, len(mine), self.BATCH):
-        batch = mine[i:i + self.BATCH]
-        for (k, _), p in zip(batch, self.jit([spec for _, spec in batch])): progs[k] = self.method_cache[k] = p
-      for pid, share in children:   # their kernels from the disk cache they wrote (JIT here those a child failed to)
+      shares = self.shares(list(range(len(funcs))), work := [self.work(f) for f in funcs], self._workers(work) + 1)
+      mine, children = shares[0], []
+      for share in shares[1:]:
+        if (c := self._fork([funcs[i] for i in share])) is not None: children.append((c, share))
+        else: mine = mine + share
+      specs = {i: self.renderer.render(funcs[i]) for i in mine}
+      progs = self._build(list(specs.values()))
+      for (pid, path), share in children:   # (rendered and JIT-compiled here where a child failed to)
         self._wait(pid)
-        for k, spec in share: progs[k] = self.method_cache[k] = self.load(spec) or self.jit([spec])[0]
-      if todo: self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(todo)] * len(todo)
-    return [progs[k] for k in keys]
-  KERNEL_WORK = 4_000   # characters of kernel text that cost LLVM what compiling one more kernel does (a tiny kernel's ~10 ms)
+        got = self._handed(path, len(share)) or [self.renderer.render(funcs[i]) for i in share]
+        specs.update(zip(share, got))
+        progs |= self._build(got)
+    return [progs[_mkey(specs[i])] for i in range(len(funcs))]
+  def _build(self, specs: list[ProgramSpec]) -> dict:
+    """specs' programs by key: from the method cache, else the disk cache, else JIT-compiled, BATCH to an engine."""
+    progs, todo = {}, {}
+    for spec in specs:
+      if (k := _mkey(spec)) in progs or k in todo: continue
+      if (p := self.method_cache.get(k)) is not None: progs[k] = p; continue
+      t0 = time.perf_counter()
+      if (p := self.load(spec)) is None: todo[k] = spec; continue
+      progs[k] = self.method_cache[k] = p
+      self.compile_ms.append((time.perf_counter() - t0) * 1e3)
+    todo, t0 = list(todo.items()), time.perf_counter()
+    for i in range(0, len(todo), self.BATCH):
+      batch = todo[i:i + self.BATCH]
+      for (k, _), p in zip(batch, self.jit([spec for _, spec in batch])): progs[k] = self.method_cache[k] = p
+    if todo: self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(todo)] * len(todo)
+    return progs
+  # characters of rendered text per UOp of a kernel, by its kind (a Winograd kernel's text is ~87,000 whatever its
+  # size): what a kernel's compile costs is estimated from them before it is rendered (lowered text ~ LLVM's time)
+  TEXT_PER_NODE = {"uop.winograd": None, "uop.contraction": 430, "uop.int8": 430}
+  WINOGRAD_TEXT = 87_000
   @classmethod
-  def shares(cls, todo: list[tuple], n: int) -> list[list[tuple]]:
-    """todo's (key, spec) pairs in n shares of about equal compile work, so that no process waits long for another: the
-    largest kernel first to the share with the least so far. LLVM's time grows with a kernel's text (a contraction's
+  def work(cls, f: Func) -> int:
+    """f's estimated compile work: its rendered text's characters (see TEXT_PER_NODE) and KERNEL_WORK."""
+    kind = next((k for k in cls.TEXT_PER_NODE if k in f.attrs), None)
+    text = cls.WINOGRAD_TEXT if kind == "uop.winograd" else (cls.TEXT_PER_NODE.get(kind) or 50) * len(f.roots[0].toposort)
+    return text + cls.KERNEL_WORK
+  KERNEL_WORK = 4_000   # characters of kernel text that cost LLVM what compiling one more kernel does (a tiny kernel's ~10 ms)
+  @staticmethod
+  def shares(items: list, work: list[int], n: int) -> list[list]:
+    """items (indices into work) in n shares of about equal work, so that no process waits long for another: the
+    largest first to the share with the least so far. LLVM's time grows with a kernel's text (a contraction's
     ~35,000 characters ~100 ms, an elementwise kernel's ~1,000 ~10 ms), and kernels of one model differ 30-fold."""
-    out, work = [[] for _ in range(n)], [0] * n
-    for t in sorted(todo, key=lambda t: -len(t[1].src)):
-      i = work.index(min(work))
-      out[i].append(t); work[i] += len(t[1].src) + cls.KERNEL_WORK
+    out, load = [[] for _ in range(n)], [0] * n
+    for i in sorted(items, key=lambda i: -work[i]):
+      j = load.index(min(load))
+      out[j].append(i); load[j] += work[i]
     return out
   WORKERS: int | None = None   # compile processes besides this one (None: the cores to spare, host.spare_cores)
   CHILD_WORK = 100_000         # characters of kernel text a compile process gets at least (~0.35 s of LLVM's work)
-  def _workers(self, specs: list[ProgramSpec]) -> int:
-    """Compile processes to fork for these new kernels: one per core to spare (LLVM holds the GIL, so threads would take
-    turns), each with CHILD_WORK or more to do (a child's kernels reach this process through the disk cache, linked:
-    ~50-100 ms more), and none without the disk cache. Measured on 2 cores at load 1.9, shufflenet's first call (35
-    kernels, 0.69 M characters) took 2.90 s in one process and 1.98 s with a second; at load 3-4, with no core to
-    spare, a second process made 24 matmul kernels 8% slower."""
-    if not self.disk.enabled or len(specs) < 2: return 0
-    if self.WORKERS is not None: return min(self.WORKERS, len(specs) - 1)
+  def _workers(self, work: list[int]) -> int:
+    """Compile processes to fork for kernels of this estimated work: one per core to spare (LLVM holds the GIL, so
+    threads would take turns), each with CHILD_WORK or more to do (a child's kernels reach this process through the
+    disk cache, linked: ~50-100 ms more), and none without the disk cache. Measured on 2 cores at load 1.9, shufflenet's
+    first call (35 kernels, 0.69 M characters) took 2.90 s in one process and 1.98 s with a second; at load 3-4, with
+    no core to spare, a second process made 24 matmul kernels 8% slower."""
+    if not self.disk.enabled or len(work) < 2: return 0
+    if self.WORKERS is not None: return min(self.WORKERS, len(work) - 1)
     # (the cores sampled only where the work would take a process: the sampling waits 2 ms)
-    if (most := min(sum(len(s.src) for s in specs) // self.CHILD_WORK - 1, len(specs) - 1)) <= 0: return 0
+    if (most := min(sum(work) // self.CHILD_WORK - 1, len(work) - 1)) <= 0: return 0
     return min(spare_cores(), most)
-  def _fork(self, share: list) -> int | None:
-    """A process (forked: nothing to import) that JIT-compiles share's kernels and links them into the disk cache."""
+  def _fork(self, funcs: list[Func]) -> tuple[int, str] | None:
+    """(pid, file) of a process (forked: nothing to import) that renders funcs, JIT-compiles those no cache holds, links
+    them into the disk cache and writes what it rendered to the file (JSON: each spec's plain form and text)."""
     try:
+      fd, path = tempfile.mkstemp(".specs.json", dir=self.disk._private()); os.close(fd)
       with _lock: pid = os.fork()   # (_lock held: no other thread of this process is inside MLIR or LLVM meanwhile)
     except OSError: return None
     if pid == 0:   # the child never returns into its parent's code, whatever happens in it
-      try: self._child([share[i:i + self.BATCH] for i in range(0, len(share), self.BATCH)])
+      try: self._child(funcs, path)
       finally: os._exit(0)
-    return pid
+    return pid, path
   CHILD_LIMIT = 600.0   # seconds a compile process may take before this process compiles its share itself
   def _wait(self, pid: int) -> None:
     """Until the compile process pid exits; killed past CHILD_LIMIT (its kernels are then compiled here)."""
@@ -845,19 +867,33 @@ class CPUDevice:
     while not os.waitpid(pid, os.WNOHANG)[0]:
       if time.monotonic() > deadline: os.kill(pid, 9); os.waitpid(pid, 0); return
       time.sleep(0.002)
-  def _child(self, batches: list[list]) -> None:
-    """In a forked compile process: each batch JIT-compiled in one engine and linked into the disk cache."""
+  def _child(self, funcs: list[Func], path: str) -> None:
+    """In a forked compile process: funcs rendered, those in no cache JIT-compiled BATCH to an engine and linked into the
+    disk cache, and the specs written to path, last (an unwritten file: the parent renders and compiles them itself)."""
     global NICE
     self.disk._lock = threading.RLock()   # (another thread of the parent may have held it)
     NICE = []                             # this link is what the parent waits for
-    for batch in batches:
-      specs = [spec for _, spec in batch]
-      keys, code, engine = self._engine(specs)
+    specs = [self.renderer.render(f) for f in funcs]
+    # (not the method cache: its lock may have been another thread's at the fork; what it holds the disk cache does)
+    todo = list({_mkey(s): s for s in specs if self.disk.get(self.disk.key(s)) is None}.values())
+    for batch in (todo[i:i + self.BATCH] for i in range(0, len(todo), self.BATCH)):
+      keys, code, engine = self._engine(batch)
       with _lock, _context():
-        engine.raw_lookup(f"k{keys[0]}_{specs[0].phases[0][0] if specs[0].phases else specs[0].name}")   # compiled here
+        engine.raw_lookup(f"k{keys[0]}_{batch[0].phases[0][0] if batch[0].phases else batch[0].name}")   # compiled here
         fd, obj = self.disk._mkstemp(d := self.disk.dir, keys[0], "o"); os.close(fd)
         engine.dump_to_object_file(obj)
       self.disk._link(list(code), obj, d, [])
+    with open(path, "w") as f: json.dump([[s.plain(), s.src] for s in specs], f)
+  @staticmethod
+  def _handed(path: str, n: int) -> list[ProgramSpec] | None:
+    """The n specs a compile process wrote to path (then removed), or None where it wrote none that fit."""
+    try:
+      with open(path) as f: got = json.load(f)
+      specs = [replace(ProgramSpec.from_plain(p), src=src) for p, src in got if type(src) is str]
+      return specs if len(specs) == n else None
+    except (OSError, ValueError, TypeError, KeyError): return None
+    finally:
+      with contextlib.suppress(OSError): os.unlink(path)
   def load(self, spec: ProgramSpec) -> CPUProgram | None:
     """The program from the disk cache when it holds a verified object for spec, else None."""
     return self.from_disk(self.disk.key(spec), spec)
