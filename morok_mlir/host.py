@@ -64,6 +64,6 @@ def spare_cores(samples: int = 3) -> int:
       with open("/proc/loadavg") as f: running = int(f.read().split()[3].split("/")[0])
       for t in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{t}/stat") as f: running -= f.read().rsplit(")", 1)[1].split()[0] == "R"
-      others.append(running)
+      others.append(max(0, running))   # (the counts are read at different moments: this process's may exceed all)
     return max(0, cores - 1 - min(others))
   except (OSError, ValueError, IndexError): return max(0, cores - int(os.getloadavg()[0]))

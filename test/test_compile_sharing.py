@@ -126,22 +126,46 @@ def test_equal_code_in_one_batch(tmp_path):
     np.testing.assert_array_equal(out, -x * x.dtype.type(3))
   dev.disk.flush()
 
-def test_kernels_compiled_in_a_forked_process(tmp_path):
-  """With a compile process forked (WORKERS=1), its share of the kernels reaches this process through the disk cache
-  it wrote: loaded from there, not compiled here, with the same results as the kernels compiled here."""
-  r = np.random.default_rng(3)
-  xs = [r.standard_normal((4, 5 + i)).astype(np.float32) for i in range(4)]
-  funcs = [[f for f in lower_to_kernels(graph_func(normalize([(Tensor(x) * (i + 2)).exp2().uop])[0])) if "uop.kernel" in f.attrs][0]
+def _four(tmp_path):
+  r = np.random.default_rng(4)
+  xs = [r.standard_normal((4, 6 + i)).astype(np.float32) for i in range(4)]
+  funcs = [[f for f in lower_to_kernels(graph_func(normalize([(Tensor(x) * (i + 3)).exp2().uop])[0])) if "uop.kernel" in f.attrs][0]
            for i, x in enumerate(xs)]
   dev = CPUDevice()
   dev.disk.enabled, dev.disk.dir, dev.WORKERS = True, str(tmp_path), 1
-  progs = dev.compile_many(funcs)
-  dev.disk.flush()
-  assert (dev.disk.hits, dev.disk.misses) == (2, 2)
+  return dev, funcs, xs
+
+def _check(progs, xs):
   for i, (p, x) in enumerate(zip(progs, xs)):
     out = np.zeros(x.size, np.float32)
     p(out, x.reshape(-1))
-    np.testing.assert_allclose(out, np.exp2(x.reshape(-1) * (i + 2)), rtol=1e-5)
+    np.testing.assert_allclose(out, np.exp2(x.reshape(-1) * (i + 3)), rtol=1e-5)
+
+def test_kernels_compiled_in_a_forked_process(tmp_path):
+  """With a compile process forked (WORKERS=1), its share of the kernels reaches this process through the disk cache
+  it wrote: loaded from there, not compiled here, with the same results as the kernels compiled here."""
+  dev, funcs, xs = _four(tmp_path)
+  progs = dev.compile_many(funcs)
+  dev.disk.flush()
+  assert (dev.disk.hits, dev.disk.misses) == (2, 2)
+  _check(progs, xs)
+
+def test_a_compile_process_renders_its_share(tmp_path, monkeypatch):
+  """The forked process renders its share too and hands the specs back: this process renders only its own."""
+  dev, funcs, xs = _four(tmp_path)
+  rendered, orig = [], dev.renderer.render
+  monkeypatch.setattr(dev.renderer, "render", lambda f, name="kernel": rendered.append(f) or orig(f, name))
+  progs = dev.compile_many(funcs)
+  assert len(rendered) == 2 and (dev.disk.hits, dev.disk.misses) == (2, 2)
+  _check(progs, xs)
+
+def test_a_failed_compile_process_leaves_its_share_here(tmp_path, monkeypatch):
+  """A compile process that hands nothing back (it died): its share is rendered and compiled here."""
+  dev, funcs, xs = _four(tmp_path)
+  monkeypatch.setattr(CPUDevice, "_child", lambda self, funcs, path: None)
+  progs = dev.compile_many(funcs)
+  assert (dev.disk.hits, dev.disk.misses) == (0, 4)
+  _check(progs, xs)
 
 def test_compile_shares_balance_work():
   """The kernels left to compile are split over the processes by their work, not their count: no share holds more text
@@ -155,11 +179,13 @@ def test_compile_shares_balance_work():
 
 def test_spare_cores_counts_other_processes_busy_now():
   """The cores a compile forks processes for: never this thread's, and one fewer while another process keeps a core busy
-  (a busy loop started a moment ago, which the one-minute load average would not show yet); other load only lowers it."""
+  (a busy loop started a moment ago, which the one-minute load average would not show yet); other load only lowers it.
+  The busy process is seen within a few samplings (one may catch it descheduled while this process's own threads, a
+  worker pool spinning down after an earlier test's kernels, hold the cores)."""
   cores = min(THREADS, len(os.sched_getaffinity(0)))
   assert 0 <= spare_cores() <= cores - 1
   p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
   try:
     time.sleep(0.3)
-    assert spare_cores() <= max(0, cores - 2)
+    assert any(spare_cores() <= max(0, cores - 2) or time.sleep(0.05) for _ in range(10))
   finally: p.kill(); p.wait()
