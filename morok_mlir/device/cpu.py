@@ -815,16 +815,16 @@ class CPUDevice:
       for (k, _), p in zip(batch, self.jit([spec for _, spec in batch])): progs[k] = self.method_cache[k] = p
     if todo: self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(todo)] * len(todo)
     return progs
-  # characters of rendered text per UOp of a kernel, by its kind (a Winograd kernel's text is ~87,000 whatever its
-  # size): what a kernel's compile costs is estimated from them before it is rendered (lowered text ~ LLVM's time)
-  TEXT_PER_NODE = {"uop.winograd": None, "uop.contraction": 430, "uop.int8": 430}
+  # characters of rendered text per UOp of a kernel, by its kind (others: 50), and of a Winograd kernel whatever its size:
+  # what a kernel's compile costs is estimated from them before it is rendered (lowered text ~ LLVM's time)
+  TEXT_PER_NODE = {"uop.contraction": 430, "uop.int8": 430}
   WINOGRAD_TEXT = 87_000
   @classmethod
   def work(cls, f: Func) -> int:
     """f's estimated compile work: its rendered text's characters (see TEXT_PER_NODE) and KERNEL_WORK."""
-    kind = next((k for k in cls.TEXT_PER_NODE if k in f.attrs), None)
-    text = cls.WINOGRAD_TEXT if kind == "uop.winograd" else (cls.TEXT_PER_NODE.get(kind) or 50) * len(f.roots[0].toposort)
-    return text + cls.KERNEL_WORK
+    if "uop.winograd" in f.attrs: return cls.WINOGRAD_TEXT + cls.KERNEL_WORK
+    per = next((v for k, v in cls.TEXT_PER_NODE.items() if k in f.attrs), 50)
+    return per * len(f.roots[0].toposort) + cls.KERNEL_WORK
   KERNEL_WORK = 4_000   # characters of kernel text that cost LLVM what compiling one more kernel does (a tiny kernel's ~10 ms)
   @staticmethod
   def shares(items: list, work: list[int], n: int) -> list[list]:

@@ -17,7 +17,7 @@ ANY = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.NEG: np.
        Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal, Ops.CMPEQ: np.equal, Ops.WHERE: np.where}
 FLOAT = {Ops.FDIV: np.divide, Ops.SQRT: np.sqrt, Ops.RECIP: np.reciprocal}   # float operands only (an int recip truncates)
 INT = {Ops.MAX: np.maximum, Ops.MIN: np.minimum}   # int operands only (a float max's NaN differs between numpy and LLVM)
-REDUCE = {Ops.ADD: np.add.reduce, Ops.MUL: np.multiply.reduce}
+REDUCE = {Ops.ADD: np.add, Ops.MUL: np.multiply}   # (and INT's, over int operands)
 MOVE = {Ops.RESHAPE: lambda x, a: x.reshape(a["shape"]), Ops.EXPAND: lambda x, a: np.broadcast_to(x, a["shape"]),
         Ops.PERMUTE: lambda x, a: x.transpose(a["order"]), Ops.FLIP: lambda x, a: np.flip(x, a["axes"]),
         Ops.PAD: lambda x, a: np.pad(x, list(zip(a["padding"][::2], a["padding"][1::2]))),
@@ -39,7 +39,7 @@ def _one(u: UOp, src: list) -> np.ndarray | None:
     return src[0].astype(u.dtype.np) if not (srcd[0] in FLOATS and u.dtype not in FLOATS | {dtypes.bool}) else None
   if u.op is Ops.REDUCE_AXIS:
     fn = REDUCE.get(u.attrs["op"]) or (INT.get(u.attrs["op"]) if srcd[0] not in FLOATS else None)
-    return None if fn is None else (fn.reduce if fn in INT.values() else fn)(src[0], axis=tuple(u.attrs["axes"]), keepdims=True)
+    return None if fn is None else fn.reduce(src[0], axis=tuple(u.attrs["axes"]), keepdims=True)
   if dtypes.bool in srcd and u.op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG): return None   # (numpy's bool sums are ors)
   fn = ANY.get(u.op) or (FLOAT.get(u.op) if all(d in FLOATS for d in srcd) else INT.get(u.op) if not set(srcd) & FLOATS else None)
   return None if fn is None else fn(*src)
