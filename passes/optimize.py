@@ -53,7 +53,7 @@ from morok_mlir.core import env, index_math as im
 from morok_mlir.core.progress import progress
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
-from morok_mlir.core.kernel_facts import (ONE, REDUCE_STORES, contraction, contraction_tiles, direct_conv, extent, in_place, innermost,
+from morok_mlir.core.kernel_facts import (ONE, REDUCE_STORES, WINO_MIN_LANES, contraction, contraction_tiles, direct_conv, extent, in_place, innermost,
   int8_contraction, lane_coef, lane_reduce_of, lane_supported, ranges_of, rsize, single_store, twin, winograd)
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
@@ -78,6 +78,12 @@ def winograd_tiles(c, w) -> int:
   _, _, _, I, J, _, _ = c
   (oy, _), (ox, _) = w[4], w[5]
   return prod(rsize(r) for r in (J if w[2] in I else I) if r not in (oy, ox)) * -(-rsize(oy) // 2) * -(-rsize(ox) // 2)
+
+def winograd_columns(rows: int, tw: int) -> int:
+  """The columns of Winograd's products (codegen.winograd: rows of tiles, each padded to a multiple of its transforms'
+  lanes, at fewest WINO_MIN_LANES): NR fits these, not the tiles (a 20x20 image's 10 rows of 10 tiles are 120 columns:
+  a 112-wide panel for its 100 tiles took two, 224 columns)."""
+  return rows * -(-tw // WINO_MIN_LANES) * WINO_MIN_LANES
 
 def winograd_block(c, w, mr: int, vec: int, caches: tuple[int, int, int], threads: int) -> int:
   """Rows of tiles per block (0: the whole batch at once). Blocks pay where the transformed tiles of the whole batch (16
@@ -323,8 +329,10 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
       and fits(c, sym) and (f := g)):
     _, _, _, I, J, K, _ = c
     if WINOGRAD and not sym and (w := winograd(c)) is not None and winograd_pays(tiles := winograd_tiles(c, w), size):
-      mm = contraction_tiles(rsize(w[2]), tiles, rsize(w[3]), vec, caches, threads)   # Cout x tiles x Cin
-      attrs["uop.winograd"] = (*mm, vec, winograd_block(c, w, mm[0], vec, caches, threads))
+      rows = tiles // (tw := -(-rsize(w[5][0]) // 2))
+      mm = contraction_tiles(rsize(w[2]), winograd_columns(rows, tw), rsize(w[3]), vec, caches, threads)   # Cout x tiles x Cin
+      if rb := winograd_block(c, w, mm[0], vec, caches, threads): mm = contraction_tiles(rsize(w[2]), winograd_columns(rb, tw), rsize(w[3]), vec, caches, threads)
+      attrs["uop.winograd"] = (*mm, vec, rb)
     else:
       tiles = contraction_tiles(M := prod(map(rsize, I)), prod(map(rsize, J)), k := prod(map(rsize, K)), vec, caches, threads)
       # a strided convolution's image read in place (kernel_facts.direct_conv: the tile's rows output positions) where it

@@ -1,10 +1,11 @@
 """F(2x2, 3x3) Winograd convolution (Lavin and Gray, 2016) for a kernel uop-optimize marked `uop.winograd = [MR, NR, KC,
 MC, VW, RB]` (kernel_facts.winograd: a 3x3 convolution of stride 1 and dilation 1, input and output channels >= 16, at most
 128 output channels below 32 input channels, any size and padding). Each 2x2 block of outputs (a tile t) and each pair of
-channels takes 16 multiplies instead of 36, in four phases over scratch buffers (the tile's 16 values indexed by
+channels takes 16 multiplies instead of 36, in four phases (five with pad) over scratch buffers (the tile's 16 values indexed by
 xi = 4i + j; tiles by row r of tiles over the batch):
   wt   U[xi][co][ci] = (G g G^T)[i][j] of each 3x3 filter g: the A panels of 16 products (MR rows of co); a function of
        the weights alone, so the runtime keeps it while the weights buffer lives (reuse)
+  pad  zeros into the B panels' columns past the tiles (where the columns leave the last panel part empty)
   in   V[xi][ci][t] = (B^T d B)[i][j] of each 4x4 input tile d (tiles 2 apart: the image operand evaluated at oy + ky =
        2 ty + i), the B panels (NR columns of t), a row's tiles as vector lanes
   mm   M[xi] = U[xi] @ V[xi]: Contraction's micro-kernel, a batch of 16 products (threads split the batch)
@@ -22,7 +23,7 @@ from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
 from morok_mlir.core.index_math import affine_simplify
-from morok_mlir.core.kernel_facts import contraction, contraction_tiles, winograd
+from morok_mlir.core.kernel_facts import WINO_MIN_LANES, contraction, contraction_tiles, winograd
 from morok_mlir.host import CACHES
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.lower_cpu import _int_attr, gated, lane_range, loop_range, lower_kernel, mem_type, outer_range, parallel_info, sizes
@@ -83,7 +84,7 @@ class Winograd:
     # of L (tiles past its end read nothing: 0), so no lane group crosses a row or a B panel; L is the widest whose
     # padded columns (tiles, then NR-wide panels: the products' work) are within 1/8 of the fewest
     padded = lambda L: -(-nrest * th * -(-tw // L) * L // self.nr) * self.nr
-    widths = [L for L in (self.vw, self.vw // 2, 4) if L >= 4 and self.nr % L == 0] or [1]
+    widths = [L for L in (self.vw, self.vw // 2, WINO_MIN_LANES) if L >= WINO_MIN_LANES and self.nr % L == 0] or [1]
     self.lanes = next(L for L in widths if padded(L) <= 1.125 * min(map(padded, widths)))
     twp = -(-tw // self.lanes) * self.lanes
     # rows of tiles r (over the batch and tile rows): the transforms' outer loop. With RB > 0 the phases run per block of
@@ -104,20 +105,35 @@ class Winograd:
     self.wt = self.weights(wt, co, ci, ky, kx)
     self.inp = self.inputs(img, ci, rest, rows, oy, ky, ox, kx)
     self.out = self.outputs(end.src[0], red, co, rest, rows, oy, ox)
+    self.pad = self.padding(rows)
     self.wt_slot = next(iter(s)).attrs["slot"] if len(s := {x.src[0].src[0] for x in wt.toposort if x.op is Ops.LOAD}) == 1 \
       and next(iter(s)).op is Ops.BUFFER else None
 
   def col(self, r: UOp) -> UOp: return im.mul(im.mod(r, self.rb) if self.blocked else r, im.const(self.twp))   # a row's first column in B and C
 
   def weights(self, wt: UOp, co: UOp, ci: UOp, ky: UOp, kx: UOp) -> Func:
-    """wt: U's 16 values of filter (co, ci) into A's panels, row co of panel co // MR."""
+    """wt: U's 16 values of filter (co, ci) into A's panels, row co of panel co // MR; the last panel's rows past M repeat
+    row M - 1 (they reach only C's pad rows; left unwritten, they would be whatever the memory held, see pad)."""
     ap = self.args[len(self.f.args)]
-    rco, rci = loop_range(0, self.M), loop_range(1, self.K)
-    g = [[at(wt, {co: rco, ci: rci, ky: im.const(i), kx: im.const(j)}) for j in range(3)] for i in range(3)]
+    rco, rci = loop_range(0, self.Mp), loop_range(1, self.K)
+    row = UOp(Ops.MIN, dtypes.index, (rco, im.const(self.M - 1))) if self.Mp > self.M else rco
+    g = [[at(wt, {co: row, ci: rci, ky: im.const(i), kx: im.const(j)}) for j in range(3)] for i in range(3)]
     pos = im.add(im.add(im.mul(im.idiv(rco, self.mr), im.const(self.K * self.mr)), im.mul(rci, im.const(self.mr))), im.mod(rco, self.mr))
     u = transform(G, G, g)
     return kernel(f"{self.name}_wt", self.args, [store(ap, im.add(pos, im.const(x * self.area[0])), u[x // 4][x % 4]) for x in range(16)],
                   [rco, rci], {})
+
+  def padding(self, rows: int) -> Func | None:
+    """pad: zeros into B's columns that no input transform of this call writes but the products read (the last panel's
+    past N; blocked, also those of the rows the last block lacks), each call: scratch holds what other kernels left
+    there, and a denormal operand costs an Intel core a microcode assist per FMA (a 64-channel 3x3 ran 140 or 460 us by
+    what the memory held). None where in writes every column."""
+    first = self.N if not self.blocked else (rows - (self.nblocks - 1) * self.rb) * self.twp
+    if first >= self.Np: return None
+    bp, run = self.args[len(self.f.args) + 1], self.K * self.nr   # a panel: K rows of NR columns
+    rx, rq, rj = loop_range(0, 16), loop_range(1, self.Np // self.nr - first // self.nr), loop_range(2, run)
+    pos = im.add(im.add(im.mul(rx, im.const(self.area[1])), im.mul(im.add(rq, im.const(first // self.nr)), im.const(run))), rj)
+    return kernel(f"{self.name}_pad", self.args, [store(bp, pos, f32(0))], [rx, rq, rj], {})
 
   def inputs(self, img: UOp, ci: UOp, rest: list[UOp], rows: int, oy: UOp, ky: UOp, ox: UOp, kx: UOp) -> Func:
     """in: V's 16 values of input tile (row r, tx = L group + lane) and channel ci into B's panels, column t of panel t // NR."""
@@ -178,14 +194,15 @@ class Winograd:
     t = self.threads   # a transform writes or reads 16 values per tile and channel
     if self.blocked: return [(f"{self.name}_wt", None), (f"{self.name}_blk", (self.nblocks, t, 1, 1) if t > 1 else None)]
     par = lambda f, work: (parallel_info(f)[0], t if 16 * work >= Contraction.PACK_PAR_MIN else 1, 1) if t > 1 else None
-    return [(f"{self.name}_wt", None), (f"{self.name}_in", par(self.inp, self.N * self.K)), (f"{self.name}_mm", (16, t, 1) if t > 1 else None),
-            (f"{self.name}_out", par(self.out, self.N * self.M))]
+    return [(f"{self.name}_wt", None), *([(f"{self.name}_pad", None)] if self.pad else []), (f"{self.name}_in", par(self.inp, self.N * self.K)),
+            (f"{self.name}_mm", (16, t, 1) if t > 1 else None), (f"{self.name}_out", par(self.out, self.N * self.M))]
   @property
   def nblocks(self) -> int: return -(-sizes([outer_range(self.out)])[0] // self.rb)
   def reuse(self) -> list[tuple[int, int, int, tuple]]: return [(0, self.wt_slot, 0, ())] if self.wt_slot is not None else []
   def text(self) -> str:
     inner = self.blocked   # blocked: in, mm and out are called by blk only
-    return (lower_kernel(self.wt, f"{self.name}_wt") + lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane), inner)
+    return (lower_kernel(self.wt, f"{self.name}_wt") + (lower_kernel(self.pad, f"{self.name}_pad", private=inner) if self.pad else "")
+            + lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane), inner)
             + mm(self.micro(), inner) + lower_kernel(self.out, f"{self.name}_out", self.out_lane and LaneLowerer(self.out, self.out_lane), inner) + (self.blk() if self.blocked else ""))
   def micro(self) -> MicroKernel:
     """The 16 products, one after the other in each scratch buffer; blocked: one block's, on the calling thread."""
@@ -203,6 +220,7 @@ class Winograd:
       for part in (1, 2): ops[n + part] = em.select(b, mine, arg(n + part + 2 * j), ops[n + part], tys[n + part])
     lo, hi = (LO, HI) if t > 1 else (c(0), c(self.nblocks))
     one, rb = c(1), c(self.rb)
+    if self.pad: em.call(b, f"{self.name}_pad", ops, tys)   # this thread's B
     with em.for_(b, lo, hi, one) as lp:
       r0 = em.arith(lp.body, "muli", "index", lp.iv, rb)
       r1 = em.arith(lp.body, "minsi", "index", em.arith(lp.body, "addi", "index", r0, rb), em.const(lp.body, rows))

@@ -273,6 +273,7 @@ def contraction_tiles(M: int, N: int, K: int, vec: int, caches: tuple[int, int, 
 # 24 -> 64 at 56x56 368 -> 273, 64 -> 16 at 56x56 264 -> 216; with more it lost: 16 -> 192 at 28x28 189 -> 240, 16 -> 256
 # at 40x40 486 -> 990, 16 -> 384 at 28x28 360 -> 465.
 WINO_MIN_CHANNELS, WINO_FEW_CI, WINO_FEW_CI_MAX_CO = 16, 32, 128
+WINO_MIN_LANES = 4   # the fewest of a row's tiles Winograd's transforms run as vector lanes (the row padded to a multiple)
 
 def winograd(c) -> tuple | None:
   """(img, wt, co, ci, (oy, ky), (ox, kx)) when the contraction c is a 3x3 convolution of stride 1 and dilation 1
