@@ -46,6 +46,7 @@ from morok_mlir.core import index_math as im
 from morok_mlir.ir.registry import PassError
 from morok_mlir.codegen.emitter import HI, LO, Block, Emitter, Loop, params
 from morok_mlir.codegen import fp8
+from morok_mlir.host import CPU_FLAGS
 from morok_mlir.codegen.tables import ALU, CMP, COMPUTE, B, F, S, U, cast_op, cls, mem_type, sl   # noqa: F401 (mem_type: for the phases)
 from morok_mlir.codegen.placement import Frame, Placement, Policy, _axis, _int_attr, outer_range   # noqa: F401 (_axis: for the phases)
 
@@ -136,28 +137,38 @@ class Poly:
   def cmp(self, pred: str, a: str, b: str, ty="f32") -> str: return self.lw.em.cmpf(self.fr, pred, a, b, self.t(ty))
   def bool(self, name: str, a: str, b: str) -> str: return self.lw.em.arith(self.fr, name, self.t('i1'), a, b)
   def cast(self, op: str, x: str, src: str, dst: str) -> str: return self.lw.em.cast(self.fr, op, x, self.t(src), self.t(dst))
-  def exp2(self, x: str, lo: str | None = None) -> str:
-    """2^(x + lo), lo a small correction below x's rounding (exp2_mul's), or 2^x."""
-    xc = self.op("minimumf", self.op("maximumf", x, self.c(-160.0)), self.c(130.0))
-    n = self.math("roundeven", xc)
-    f = self.op("subf", xc, n)
-    if lo is not None: f = self.op("addf", f, lo)
-    return self.sel(self.cmp("uno", x, x), x, self.scaled(f, self.cast("fptosi", n, "f32", "i32")))
+  def clamp(self, x: str, lo: float, hi: float) -> str:   # (maximumf and minimumf propagate NaN)
+    return self.op("minimumf", self.op("maximumf", x, self.c(lo)), self.c(hi))
+  def exp2(self, x: str) -> str:
+    n = self.math("roundeven", xc := self.clamp(x, -160.0, 130.0))
+    return self.scaled(self.op("subf", xc, n), n, x)
   def exp2_mul(self, x: str, c: float) -> str:
-    """2^(x * c) for a constant c (exp and sigmoid: x / ln 2), the product's rounding recovered by an FMA and c split in
-    two f32 parts: a plain exp2 of the rounded product is off by |x c| * 2^-24 relative (exp(80): 64 ulp)."""
-    chi = float(np.float32(c))
-    th = self.op("mulf", x, self.c(chi))
-    tl = self.math("fma", x, self.c(float(np.float32(c - chi))), self.math("fma", x, self.c(chi), self.op("negf", th)))
-    return self.exp2(th, self.sel(self.cmp("olt", self.math("absf", th), self.c(128.0)), tl, self.c(0.0)))   # inf: tl is NaN
-  def scaled(self, f: str, ni: str) -> str:
-    """exp2(f) * 2^ni for f in [-1/2, 1/2] and an i32 ni in [-160, 130]."""
+    """2^(x * c) for a constant c (exp and sigmoid: x / ln 2): n the rounded product, f = x c - n from FMAs with c in
+    two f32 parts (a plain exp2 of the rounded product is off by |x c| * 2^-24 relative: exp(80), 64 ulp). x is clamped
+    first to where 2^(x c) is 2^-160 .. 2^130: every value stays finite, the ends still give 0 and inf."""
+    chi, clo = float(np.float32(c)), float(np.float32(c - float(np.float32(c))))
+    xc = self.clamp(x, *sorted((-160.0 / c, 130.0 / c)))
+    n = self.math("roundeven", self.op("mulf", xc, self.c(chi)))
+    return self.scaled(self.math("fma", xc, self.c(clo), self.math("fma", xc, self.c(chi), self.op("negf", n))), n, x)
+  # AVX-512's vscalefps: r * 2^n rounded once, subnormal and overflowing results included, NaN kept: one instruction for
+  # what the shifts below take eight
+  SCALEF = {16: ("llvm.x86.avx512.mask.scalef.ps.512", "i16", True), 8: ("llvm.x86.avx512.mask.scalef.ps.256", "i8", False)}
+  def scaled(self, f: str, n: str, x: str) -> str:
+    """exp2(f) * 2^n for f in [-1/2, 1/2] (a little past, from exp2_mul) and an integral n in [-160, 130] (NaN where x is)."""
     r = self.math("fma", self.horner(f, self.EXP2), f, self.c(1.0))
+    if self.w in self.SCALEF and {"avx512f", "avx512vl"} <= CPU_FLAGS:
+      name, mask, rounding = self.SCALEF[self.w]
+      args, tys = [r, n, r, self.lw.em.const(self.fr, -1, mask)], [self.t("f32")] * 3 + [mask]
+      if rounding: args, tys = args + [self.lw.em.const(self.fr, 4, "i32")], tys + ["i32"]   # the current rounding mode
+      return self.lw.em.intrinsic(self.fr, name, args, tys, self.t("f32"))
+    ni = self.cast("fptosi", n, "f32", "i32")
+    if not self.w and "avx512f" in CPU_FLAGS:   # (LLVM's vectorizer widens ldexp, and lowers it to vscalefps)
+      return self.sel(self.cmp("uno", x, x), x, self.lw.em.intrinsic(self.fr, "llvm.ldexp.f32.i32", [r, ni], ["f32", "i32"], "f32"))
     h = self.op("shrsi", ni, self.c(1, "i32"), ty="i32")   # 2^n as 2^h * 2^(n-h): both halves are normal floats
     for e in (h, self.op("subi", ni, h, ty="i32")):
       bits = self.op("shli", self.op("addi", e, self.c(127, "i32"), ty="i32"), self.c(23, "i32"), ty="i32")
       r = self.op("mulf", r, self.cast("bitcast", bits, "i32", "f32"))
-    return r
+    return self.sel(self.cmp("uno", x, x), x, r)   # (fptosi of NaN is poison)
   def log2(self, x: str, wide: bool = False) -> str:
     """wide: log2 of a positive finite x as f64 (for pow), no edge values."""
     small = self.cmp("olt", x, self.c(1.1754943508222875e-38))   # subnormal (and <= 0, fixed below): scale by 2^23

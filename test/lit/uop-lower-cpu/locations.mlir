@@ -5,7 +5,7 @@
 // schedule's.
 // CHECK: func.func @k(%arg0: memref<4xf32> loc("{{.*}}locations.mlir":[[@LINE+11]]:{{[0-9]+}})
 // CHECK: scf.for
-// CHECK: arith.mulf {{.*}} loc("{{.*}}locations.mlir":[[@LINE+9]]:3)
+// CHECK: arith.subf {{.*}} loc("{{.*}}locations.mlir":[[@LINE+9]]:3)
 // CHECK: } loc("{{.*}}locations.mlir":[[@LINE+8]]:3)
 // CHECK: func.func @schedule
 // CHECK: call @k{{.*}} loc("{{.*}}locations.mlir":[[@LINE+18]]:3)
