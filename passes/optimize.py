@@ -53,8 +53,8 @@ from morok_mlir.core import env, index_math as im
 from morok_mlir.core.progress import progress
 from morok_mlir.core.index_math import affine, affine_simplify
 from morok_mlir.dialects.ops import GRAPH_ALU, Ops
-from morok_mlir.core.kernel_facts import (ONE, REDUCE_STORES, WINO_MIN_LANES, contraction, contraction_tiles, direct_conv, extent, in_place, innermost,
-  int8_contraction, lane_coef, lane_reduce_of, lane_supported, ranges_of, rsize, single_store, twin, winograd)
+from morok_mlir.core.kernel_facts import (ONE, REDUCE_STORES, WINO_MIN_LANES, contraction, contraction_tiles, direct_conv, extent, in_place,
+  innermost, int8_contraction, lane_coef, lane_reduce_of, lane_supported, ranges_of, rsize, single_store, twin, winograd)
 
 PAR_MIN_WORK = 1 << 18          # iterations x values computed below which waking a thread (~15 us) costs more than it saves
 MM_MIN_FLOPS = 1 << 20          # contractions smaller than this stay plain loops
@@ -329,9 +329,10 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
       and fits(c, sym) and (f := g)):
     _, _, _, I, J, K, _ = c
     if WINOGRAD and not sym and (w := winograd(c)) is not None and winograd_pays(tiles := winograd_tiles(c, w), size):
-      rows = tiles // (tw := -(-rsize(w[5][0]) // 2))
-      mm = contraction_tiles(rsize(w[2]), winograd_columns(rows, tw), rsize(w[3]), vec, caches, threads)   # Cout x tiles x Cin
-      if rb := winograd_block(c, w, mm[0], vec, caches, threads): mm = contraction_tiles(rsize(w[2]), winograd_columns(rb, tw), rsize(w[3]), vec, caches, threads)
+      rows, tw = tiles // -(-rsize(w[5][0]) // 2), -(-rsize(w[5][0]) // 2)
+      products = lambda rows: contraction_tiles(rsize(w[2]), winograd_columns(rows, tw), rsize(w[3]), vec, caches, threads)   # Cout x columns x Cin
+      mm = products(rows)
+      if rb := winograd_block(c, w, mm[0], vec, caches, threads): mm = products(rb)   # (one block's rows of tiles)
       attrs["uop.winograd"] = (*mm, vec, rb)
     else:
       tiles = contraction_tiles(M := prod(map(rsize, I)), prod(map(rsize, J)), k := prod(map(rsize, K)), vec, caches, threads)

@@ -159,7 +159,8 @@ class Winograd:
     v = transform(BT, BT, [[tap(i, j) for j in range(4)] for i in range(4)])
     panel = im.add(im.mul(im.idiv(t0, self.nr), im.const(self.K * self.nr)), im.mul(rci2, im.const(self.nr)))
     pos = im.add(im.add(panel, im.mod(t0, self.nr)), self.lane)
-    if not all(LaneLowerer.supports(x, self.lane) for row in v for x in row): raise NotImplementedError(f"@{self.f.name}: an image the lanes cannot read")
+    if not all(LaneLowerer.supports(x, self.lane) for row in v for x in row):
+      raise NotImplementedError(f"@{self.f.name}: an image the lanes cannot read")
     return kernel(f"{self.name}_in", self.args, [store(bp, im.add(pos, im.const(x * self.area[1])), v[x // 4][x % 4]) for x in range(16)],
                   [rr, rci2, rg], self.thr)
 
@@ -200,10 +201,11 @@ class Winograd:
   def nblocks(self) -> int: return -(-sizes([outer_range(self.out)])[0] // self.rb)
   def reuse(self) -> list[tuple[int, int, int, tuple]]: return [(0, self.wt_slot, 0, ())] if self.wt_slot is not None else []
   def text(self) -> str:
-    inner = self.blocked   # blocked: in, mm and out are called by blk only
-    return (lower_kernel(self.wt, f"{self.name}_wt") + (lower_kernel(self.pad, f"{self.name}_pad", private=inner) if self.pad else "")
-            + lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane), inner)
-            + mm(self.micro(), inner) + lower_kernel(self.out, f"{self.name}_out", self.out_lane and LaneLowerer(self.out, self.out_lane), inner) + (self.blk() if self.blocked else ""))
+    inner = self.blocked   # blocked: pad, in, mm and out are called by blk only
+    return "".join([lower_kernel(self.wt, f"{self.name}_wt"), lower_kernel(self.pad, f"{self.name}_pad", private=inner) if self.pad else "",
+                    lower_kernel(self.inp, f"{self.name}_in", LaneLowerer(self.inp, self.lane), inner), mm(self.micro(), inner),
+                    lower_kernel(self.out, f"{self.name}_out", self.out_lane and LaneLowerer(self.out, self.out_lane), inner),
+                    self.blk() if self.blocked else ""])
   def micro(self) -> MicroKernel:
     """The 16 products, one after the other in each scratch buffer; blocked: one block's, on the calling thread."""
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, 1 if self.blocked else self.threads, self.mr, self.nr, self.kc,
