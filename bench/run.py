@@ -606,7 +606,7 @@ def main(names, beam: int = 0):
   if "symbolic" in names: symbolic_rows()
   if light := [n[6:] for n in names if n.startswith("light")]: light_rows([x for x in LIGHT if x in light or "" in light])
   if cold := [n[10:] for n in names if n.startswith("coldlight")]: light_cold_times([x for x in LIGHT if x in cold or "" in cold])
-  if cf := [n[6:] for n in names if n.startswith("onnxcf")]: cf_rows([x for x in CF if x in cf or "" in cf])
+  if cf := [n[7:] for n in names if n.startswith("onnxcf")]: cf_rows([x for x in CF if x in cf or "" in cf])
   for name, first in compiles: print(f"\nfirst realize of {name.split('. ', 1)[1]} in this process (compiles its kernels): {first:.1f} s")
   if "compile" in names:
     print("\nh. compile time, first realize of the MLP (f) in a new process (s): first realize / whole process")

@@ -559,6 +559,7 @@ class _Plan:
       return src[1] if src[0] == "const" else (args if src[0] == "arg" else state)[src[1]].uop
     return _rebuild(self.ret, lambda t: _tensor(uop(self.ret_src[id(t)]), t))
 
+UNKEY_CALLS = 2   # calls in a row with other tensors for a keyed argument before its results stop being kept (_Kernel._unkeyed)
 class _Kernel:
   """One kernel of a replay: its program on an argument set of the plan's own (CPU), where the pointers of the plan's
   buffers and constants are written once and the others (arguments, state, fresh outputs) each call; else (a program
@@ -567,7 +568,7 @@ class _Kernel:
   reads that result (and holds it: at most `pinned`'s budget of such results per plan) and skips the phase. Where the
   result depends on the sizes' values (a symbolic contraction's panels), or a copy of a realize.Variants has none yet,
   the set's run takes the result kept for each call's values (CPUProgram.prepare's keyed set) and runs on its own."""
-  __slots__ = ("prog", "slots", "inputs", "args", "run", "fixed", "var", "keyed", "uops", "scratch", "pending", "pinned", "held")
+  __slots__ = ("prog", "slots", "inputs", "args", "run", "fixed", "var", "keyed", "uops", "scratch", "pending", "pinned", "held", "last", "changes")
   def __init__(self, prog, slots: list[int], inputs: list, template: list, uops: list, scratch=None, pinned: list | None = None):
     self.prog, self.slots, self.inputs, self.uops, self.scratch, self.pinned = prog, slots, inputs, uops, scratch, pinned
     self.fixed = [(i, j) for i, j in enumerate(slots) if template[j] is not None]
@@ -577,7 +578,7 @@ class _Kernel:
     spec = getattr(prog, "spec", None)
     reuse = {arg for _, arg, *_ in getattr(spec, "reuse", ())}
     self.keyed = tuple((i, j) for i, j in enumerate(slots) if i in reuse and template[j] is None and j < len(uops))
-    self.args, self.pending, self.held = None, False, 0
+    self.args, self.pending, self.held, self.last, self.changes = None, False, 0, None, {}
     if hasattr(prog, "prepare") and not self.keyed:
       self._bind(template)
       self.pending = self.args is None and pinned is not None and any(inputs[arg] is not None for _, arg, *_ in getattr(spec, "reuse", ()))
@@ -592,6 +593,17 @@ class _Kernel:
       self.pinned[0], self.held = self.pinned[0] - n, n
     self.args, self.run = p
     for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr
+  def _unkeyed(self, v: list, inputs: list) -> bool:
+    """Whether an argument whose derived results the kernel keeps (keyed) came as another tensor at each of the last
+    UNKEY_CALLS calls (a model's input: its packed panels would be kept, never read again): it stops being keyed, its
+    phases running each call; a weight passed as the same tensor each call stays keyed. With none left the kernel is
+    bound to a plain argument set and joins its batch."""
+    last, self.last = self.last or {}, {i: id(inputs[i]) for i, _ in self.keyed}
+    self.changes = {i: 0 if last.get(i) == n else self.changes.get(i, 0) + 1 for i, n in self.last.items()}
+    if not (new := {i for i, c in self.changes.items() if c >= UNKEY_CALLS}): return False
+    self.keyed = tuple((i, j) for i, j in self.keyed if i not in new)
+    if not self.keyed: self.last = None; self._bind(v, kept=self.pinned is not None)
+    return True
   def _call_buffers(self, v: list, inputs: list):
     if type(self.scratch) is list and self.scratch: return self.prog.call_buffers([v[j] for j in self.slots], inputs, scratch=self.scratch)
     return self.prog.call_buffers([v[j] for j in self.slots], inputs)
@@ -603,6 +615,7 @@ class _Kernel:
     if self.keyed:
       inputs = list(self.inputs)
       for i, j in self.keyed: inputs[i] = self.uops[j]
+      if self._unkeyed(v, inputs): return self(v)
       return self._call_buffers(v, inputs)
     if a is None:
       self._call_buffers(v, self.inputs)
@@ -624,7 +637,7 @@ class _Native:
   its packed weights depend on the values). A program that moves from its JIT engine
   onto its shared object (linked meanwhile) has its kernels bound again."""
   __slots__ = ("kernels", "template", "js", "vals", "segs", "moving", "pending", "one", "picks", "built", "chosen", "stale", "tries",
-               "copied", "ones")
+               "copied", "ones", "keyed")
   def __init__(self, kernels: list[_Kernel], template: list):
     self.kernels, self.template = kernels, template
     self.js = sorted({j for k in kernels for _, j in k.var})   # the v indices a replay fills
@@ -641,6 +654,7 @@ class _Native:
     sets = lambda k: _copies(k.args) or ([k.args] if Batch.takes(k.args) else [])
     self.moving = [k for k in self.kernels if any(getattr(a.code, "engine", None) is not None for a in sets(k))]
     self.pending = [k for k in self.kernels if k.pending]
+    self.keyed = [k for k in self.kernels if k.keyed and not _copies(k.args)]   # (each joins its batch once it stops being keyed)
     # a replay may write vals itself and call this when it is one batch that stays (_Plan._replay_one)
     self.one = self.segs[0].run if len(self.segs) == 1 and type(self.segs[0]) is Batch and not self.moving and not self.pending \
       and not self.picks else None
@@ -676,7 +690,7 @@ class _Native:
     for n, j in enumerate(self.js): vals[n] = v[j].ptr
     for s in (self.segs if not self.picks else self.chosen.get(xs) or self._pick(xs)):
       s.run() if type(s) is Batch else s(v, xs) if type(s) is _Copied else s(v)
-    if self.pending and not all(k.pending for k in self.pending): self._build()
+    if self.pending and not all(k.pending for k in self.pending) or self.keyed and not all(k.keyed for k in self.keyed): self._build()
     if self.stale:
       for k in self.stale: self.tries[id(k)] = self.tries.get(id(k), 0) + 1; k._bind(self.template, kept=k.pinned is not None)
       self.stale = []

@@ -282,15 +282,19 @@ def test_numpy_dtypes_empty_and_views(copies):
 
 def test_a_constant_weight_keeps_its_packed_panels():
   """A contraction repacks a constant weight once and keeps it (call_buffers); the replay must give that program the
-  weight's UOp each call, and its arguments' new values."""
-  from morok_mlir.jit import _Kernel
+  weight's UOp each call, and its arguments' new values. The argument's own panels, a new tensor at every call, are
+  kept per tensor only until it has come new UNKEY_CALLS times in a row: then the kernel packs them each call in its
+  plain argument set (never on the per-call path again), still reading the weight's kept panels."""
+  from morok_mlir.jit import _Kernel, UNKEY_CALLS
   w = rnd(256, 256, seed=9)
   W = Tensor(w).realize()
   f = TinyJit(lambda x: (x @ W).relu())
-  for i in range(5):
+  for i in range(3 + UNKEY_CALLS):
     x = rnd(64, 256, seed=i)
     np.testing.assert_allclose(f(Tensor(x)).numpy(), np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)
-  assert f.plan is not None and any(s.args is None for s in f.plan.steps if type(s) is _Kernel)
+  ks = [s for s in f.plan.steps if type(s) is _Kernel]
+  assert ks and all(not s.keyed and s.args is not None for s in ks)
+  assert any(W.uop in s.prog._kept for s in ks), "the weight's panels, packed once"
 
 def test_host_reads_of_computed_values_are_never_replayed():
   """A function that reads on the host a value computed from its arguments (a count deciding a shape) would replay
