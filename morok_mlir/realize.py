@@ -19,6 +19,7 @@ from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
 from morok_mlir.device import memory
 from morok_mlir.host import VIEW_ALIGN
+from morok_mlir.core.views import chain
 
 # ---------------------------------------------------------------- input buffers: where data enters a graph
 _ids = itertools.count()
@@ -367,11 +368,7 @@ def _views(vs: list, bts: list, first: int) -> dict[int, tuple[int, int]]:
     if s < first or d < first or s == d or s in out or bts[s].dtype.base != bts[d].dtype.base or o + bts[s].dtype.size > bts[d].dtype.size \
        or o * bts[s].dtype.base.itemsize % VIEW_ALIGN: raise ValueError("a view outside its buffer")
     out[s] = (d, o)
-  for s in out:
-    seen, b = {s}, s
-    while b in out:
-      if (b := out[b][0]) in seen: raise ValueError("views in a cycle")
-      seen.add(b)
+  for s in out: chain(s, out)   # (raises on a cycle)
   return out
 
 def _bounds(at: list, slots: tuple, bts: list) -> tuple:

@@ -16,6 +16,7 @@ from morok_mlir.ir.bridge import Func
 from morok_mlir.ir.registry import register
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.host import VIEW_ALIGN
+from morok_mlir.core.views import chain
 
 def _run(idx: UOp, rngs: tuple) -> tuple[int, dict] | None:
   """(lo, form) where idx is lo + the row-major linear index of rngs (static sizes, in some order of them)."""
@@ -57,12 +58,6 @@ def copy_of(k: Func) -> tuple[int, int, int, int, int] | None:
 def _stores(k: Func) -> set[int]:
   return {u.src[0].src[0].attrs["slot"] for u in k.roots[0].toposort if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
 
-def _bases(b: int, views: dict) -> list[tuple[int, int]]:
-  """(b, 0) and each buffer it lies in (a view of a view ...) with b's element offset there."""
-  out = [(b, 0)]
-  while out[-1][0] in views: d, o = views[out[-1][0]]; out.append((d, out[-1][1] + o))
-  return out
-
 def elidable(i: int, calls: list[UOp], kernels: dict[str, Func], writes: dict[UOp, set[int]], temps: range, views: dict,
              bts: list[UOp]) -> tuple[int, int, int] | None:
   """(src slot, dst slot, element offset) where calls[i] is a copy that can be dropped (see the module's doc); writes:
@@ -74,9 +69,9 @@ def elidable(i: int, calls: list[UOp], kernels: dict[str, Func], writes: dict[UO
   slots = calls[i].attrs["slots"]
   dst, src, lo, mid, hi = slots[cp[0]], slots[cp[1]], *cp[2:]
   if dst == src or dst not in temps or src not in temps or src in views or bts[src].dtype.base != bts[dst].dtype.base: return None
-  if lo * bts[dst].dtype.base.itemsize % VIEW_ALIGN or src in dict(_bases(dst, views)): return None
+  if lo * bts[dst].dtype.base.itemsize % VIEW_ALIGN or src in dict(chain(dst, views)): return None
   # per call: (the buffers it writes, directly or through views, each with the run it writes there or None: its store)
-  runs = [[(b, None if b == w else (o, o + bts[w].dtype.size)) for w in writes[c] for b, o in _bases(w, views)] for c in calls]
+  runs = [[(b, None if b == w else (o, o + bts[w].dtype.size)) for w in writes[c] for b, o in chain(w, views)] for c in calls]
   src_at = [j for j, r in enumerate(runs) if any(b == src for b, _ in r)]
   if any(j > i for j in src_at): return None
   fill, cover = [(mid, hi)] if mid < hi else [], []

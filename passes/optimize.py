@@ -329,9 +329,9 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
       and fits(c, sym) and (f := g)):
     _, _, _, I, J, K, _ = c
     if WINOGRAD and not sym and (w := winograd(c)) is not None and winograd_pays(tiles := winograd_tiles(c, w), size):
-      rows, tw = tiles // -(-rsize(w[5][0]) // 2), -(-rsize(w[5][0]) // 2)
+      tw = -(-rsize(w[5][0]) // 2)   # tiles a row
       products = lambda rows: contraction_tiles(rsize(w[2]), winograd_columns(rows, tw), rsize(w[3]), vec, caches, threads)   # Cout x columns x Cin
-      mm = products(rows)
+      mm = products(tiles // tw)
       if rb := winograd_block(c, w, mm[0], vec, caches, threads): mm = products(rb)   # (one block's rows of tiles)
       attrs["uop.winograd"] = (*mm, vec, rb)
     else:

@@ -163,11 +163,12 @@ class Poly:
       return self.lw.em.intrinsic(self.fr, name, args, tys, self.t("f32"))
     ni = self.cast("fptosi", n, "f32", "i32")
     if not self.w and "avx512f" in CPU_FLAGS:   # (LLVM's vectorizer widens ldexp, and lowers it to vscalefps)
-      return self.sel(self.cmp("uno", x, x), x, self.lw.em.intrinsic(self.fr, "llvm.ldexp.f32.i32", [r, ni], ["f32", "i32"], "f32"))
-    h = self.op("shrsi", ni, self.c(1, "i32"), ty="i32")   # 2^n as 2^h * 2^(n-h): both halves are normal floats
-    for e in (h, self.op("subi", ni, h, ty="i32")):
-      bits = self.op("shli", self.op("addi", e, self.c(127, "i32"), ty="i32"), self.c(23, "i32"), ty="i32")
-      r = self.op("mulf", r, self.cast("bitcast", bits, "i32", "f32"))
+      r = self.lw.em.intrinsic(self.fr, "llvm.ldexp.f32.i32", [r, ni], ["f32", "i32"], "f32")
+    else:
+      h = self.op("shrsi", ni, self.c(1, "i32"), ty="i32")   # 2^n as 2^h * 2^(n-h): both halves are normal floats
+      for e in (h, self.op("subi", ni, h, ty="i32")):
+        bits = self.op("shli", self.op("addi", e, self.c(127, "i32"), ty="i32"), self.c(23, "i32"), ty="i32")
+        r = self.op("mulf", r, self.cast("bitcast", bits, "i32", "f32"))
     return self.sel(self.cmp("uno", x, x), x, r)   # (fptosi of NaN is poison)
   def log2(self, x: str, wide: bool = False) -> str:
     """wide: log2 of a positive finite x as f64 (for pow), no edge values."""

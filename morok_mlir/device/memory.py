@@ -8,6 +8,7 @@ device for all its schedules (they run one after another, and intermediates neve
   plan(uses, nbytes, views) -> (offsets, arena bytes)
   aligned(nbytes) -> the bytes a buffer takes in an arena"""
 from __future__ import annotations
+from morok_mlir.core.views import chain
 
 ALIGN = 256   # every offset: cache lines, 64-byte non-temporal stores, and GPU vector loads all stay aligned
 def aligned(nbytes: int) -> int: return -(-nbytes // ALIGN) * ALIGN
@@ -18,12 +19,8 @@ def plan(uses: list, nbytes: list[int], views: dict[int, tuple[int, int]] | None
   kernel touches lives throughout. views: buffer -> (the buffer it lies in, byte offset there): it takes no bytes of
   its own, and what touches it touches that one (uop-elide-copies' sources of dropped copies)."""
   if views:
-    def root(b: int) -> tuple[int, int]:
-      off = 0
-      while b in views: b, o = views[b]; off += o
-      return b, off
-    offs, top = plan([[root(b)[0] for b in bs] for bs in uses], [0 if b in views else n for b, n in enumerate(nbytes)])
-    for b in views: r, o = root(b); offs[b] = offs[r] + o
+    offs, top = plan([[chain(b, views)[-1][0] for b in bs] for bs in uses], [0 if b in views else n for b, n in enumerate(nbytes)])
+    for b in views: r, o = chain(b, views)[-1]; offs[b] = offs[r] + o
     return offs, top
   first: dict[int, int] = {}
   last: dict[int, int] = {}
