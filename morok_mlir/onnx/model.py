@@ -18,7 +18,7 @@ from morok_mlir.device import Device
 from morok_mlir.device.buffer import Buffer
 from morok_mlir import realize as R
 from morok_mlir.realize import new_buffer
-from morok_mlir.onnx import fold, ops
+from morok_mlir.onnx import fold, ops, siblings
 from morok_mlir.onnx.ops import OPS, REFUSE, INVALID, owned, AXIS_OPS, AXES_INPUT, AXIS_RANGE
 
 class InvalidModel(ValueError):
@@ -333,10 +333,15 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
     if init.name not in vals or vals[init.name] is None:
       vals[init.name] = folded[init.name] if folded is not None and init.name in folded else to_tensor(tensor_array(init, base), copy=False)
       if folded is not None: _fold(folded, (), init.name, vals[init.name])
-  for node in progress(graph.node, f"onnx {graph.name or 'graph'}", "node"):
+  sibs, merged = siblings.groups(graph) if folded is not None else {}, set()
+  for k, node in enumerate(progress(graph.node, f"onnx {graph.name or 'graph'}", "node")):
     if folded is not None and node.output and all(n in folded for n in node.output if n):
       for n in node.output:
         if n: vals[n] = _pend(folded[n])
+      continue
+    if k in merged: continue
+    if k in sibs and (outs := _siblings([graph.node[i] for i in sibs[k]], vals, folded, opset, base)) is not None:
+      vals.update(outs); merged.update(sibs[k])
       continue
     a, outs = run_node(node, vals, opset, base)
     for n, v in zip(node.output, outs):
@@ -346,6 +351,27 @@ def run_graph(graph: onnx.GraphProto, vals: dict, opset: int, folded: dict | Non
       for n, v in zip(node.output, outs):
         if n: vals[n] = _pend(_fold(folded, node.input, n, _host_full(v, a) if node.op_type == "ConstantOfShape" and isinstance(v, Tensor) else v))
   return [vals[o.name] for o in graph.output]
+
+def _siblings(nodes: list, vals: dict, folded: dict, opset: int, base: str | None) -> dict | None:
+  """The outputs of sibling Convs (siblings.groups) computed by one Conv over their weights concatenated (made once, kept
+  with the folded values), or None where they do not merge (their weights are not all constants, or do not concatenate;
+  one whose attributes or input do not fit then raises its own node's error when run alone)."""
+  if nodes[0].input[0] in folded: return None
+  wn = [n.input[1] for n in nodes]
+  bn = [n.input[2] if len(n.input) > 2 and n.input[2] else None for n in nodes]
+  if not all(n in folded for n in wn + [b for b in bn if b]): return None
+  ws, bs = [folded[n] for n in wn], [folded[b] if b else None for b in bn]
+  if not siblings.mergeable(ws, bs): return None
+  key = "\0siblings " + " ".join(wn)   # (a NUL: no model's value name)
+  if key not in folded:
+    _pend(_fold(folded, wn, key, ws[0].cat(*ws[1:], dim=0)))
+    if any(b is not None for b in bs):
+      full = [b if b is not None else Tensor.zeros(w.shape[0], dtype=w.dtype) for w, b in zip(ws, bs)]
+      _pend(_fold(folded, wn + [b for b in bn if b], key + " bias", full[0].cat(*full[1:], dim=0)))
+  ins = [vals[nodes[0].input[0]], folded[key]] + ([folded[key + " bias"]] if key + " bias" in folded else [])
+  try: y = OPS[op_key(nodes[0])](ins, {**attrs_of(nodes[0], opset, vals, base), "_outputs": 1}, opset)
+  except (InvalidModel, Unsupported, NotImplementedError, *VALUE_ERRORS): return None
+  return {n.output[0]: part for n, part in zip(nodes, y.split([w.shape[0] for w in ws], dim=1)) if n.output and n.output[0]}
 
 def _pend(v):
   """A folded value; one that computes (not a view of data) is realized once at the end of a recorded call (the

@@ -1,0 +1,42 @@
+"""Sibling convolutions: Conv nodes that read one input with equal attributes (inception's branches, a C3 block's two
+1x1s, a detector head's per-output convs) run as one Conv over their weights concatenated along the output channels,
+then split: the input is packed once for all of them and the product's tiles run over the summed channels, instead of
+each kernel packing the input again for a few output channels. Each output channel's sum is the same one, in the same
+order: the results are bit-identical. Only where every member's weight and bias are constants (folded: they depend on
+no graph input), so the concatenation is made once, and group is 1 (a grouped conv's channels interleave its groups)."""
+from __future__ import annotations
+from collections import defaultdict
+import onnx
+
+# ops that compute an output element from the same element of their inputs (a conv's epilogue: bias, activation, batchnorm)
+ELEMENTWISE = frozenset(("Relu", "Sigmoid", "Tanh", "Mul", "Add", "Sub", "Div", "Clip", "LeakyRelu", "Elu", "Selu", "PRelu", "HardSigmoid",
+                         "HardSwish", "Softplus", "Mish", "Gelu", "BatchNormalization", "Identity"))
+
+def catted(graph: onnx.GraphProto) -> set[str]:
+  """Names whose values reach a Concat through elementwise ops alone: such a conv's kernel stores its output (epilogue
+  and all) straight into its part of the concatenation's buffer; as a slice of a merged conv's output, the part would
+  be copied there, or the concatenation read from two buffers by its reader (a detector's C3 blocks: the reading
+  convolution 20-50% slower, more than the merge saved)."""
+  out, todo = set(), [x for n in graph.node if n.op_type == "Concat" for x in n.input if x]
+  made = {o: n for n in graph.node for o in n.output if o}
+  while todo:
+    if (x := todo.pop()) in out: continue
+    out.add(x)
+    if (n := made.get(x)) is not None and n.op_type in ELEMENTWISE: todo += [i for i in n.input if i]
+  return out
+
+def groups(graph: onnx.GraphProto) -> dict[int, list[int]]:
+  """Index of each group's first Conv -> the indices of the Convs of its group (two or more), in node order."""
+  by: dict[tuple, list[int]] = defaultdict(list)
+  cat = catted(graph)
+  for i, n in enumerate(graph.node):
+    if n.op_type != "Conv" or n.domain not in ("", "ai.onnx") or len(n.input) < 2 or not n.input[0] or not n.input[1]: continue
+    if n.output and n.output[0] in cat: continue
+    attrs = tuple(sorted(a.SerializeToString() for a in n.attribute))
+    if not any(a.name == "group" and a.i != 1 for a in n.attribute): by[(n.input[0], attrs)].append(i)
+  return {g[0]: g for g in by.values() if len(g) > 1}
+
+def mergeable(ws: list, bs: list) -> bool:
+  """Whether weights ws (and biases bs, None where absent) concatenate along the output channels: equal trailing dims."""
+  if any(w is None or not hasattr(w, "shape") or w.ndim < 3 or w.shape[1:] != ws[0].shape[1:] or w.dtype != ws[0].dtype for w in ws): return False
+  return all(b is None or (hasattr(b, "shape") and b.shape == (w.shape[0],) and b.dtype == w.dtype) for w, b in zip(ws, bs))
