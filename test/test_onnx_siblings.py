@@ -73,3 +73,23 @@ def test_grouped_and_input_weights_not_merged(monkeypatch):
   (got, n1), (plain, n2) = run(proto, feeds, monkeypatch, True), run(proto, feeds, monkeypatch, False)
   assert n1 == n2
   for k in "ab": np.testing.assert_allclose(got[k], conv1x1(feeds["x"], w["w" + k]), rtol=1e-4, atol=1e-4)
+
+def test_attributes_at_their_defaults_group():
+  """Defaults written out (strides 1, pads 0, dilations 1, group 1, kernel_shape) or left out mean the same conv; other
+  strides do not."""
+  conv = lambda w, y, **a: helper.make_node("Conv", ["x", w], [y], **a)
+  nodes = [conv("wa", "a", strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1, kernel_shape=[1, 1], auto_pad="NOTSET"),
+           conv("wb", "b"), conv("wc", "c", strides=[2, 2]), conv("wd", "d", strides=[2, 2], pads=[0, 0, 0, 0])]
+  w = {k: r.standard_normal((4, 4, 1, 1)) for k in ("wa", "wb", "wc", "wd")}
+  assert siblings.groups(model(nodes, w, {"x": (1, 4, 6, 6)}, ["a", "b", "c", "d"]).graph) == {0: [0, 1], 2: [2, 3]}
+
+def test_mergeable():
+  """Equal trailing dims and dtypes, biases of each one's channels, and no member with more output channels than taps."""
+  from morok_mlir import Tensor
+  w = lambda *s: Tensor(np.zeros(s, np.float32))
+  assert siblings.mergeable([w(8, 16, 1, 1), w(16, 16, 1, 1)], [Tensor(np.zeros(8, np.float32)), None])
+  assert siblings.mergeable([w(8, 4, 3, 3), w(36, 4, 3, 3)], [None, None])          # 36 channels, 4 x 3 x 3 taps
+  assert not siblings.mergeable([w(8, 4, 3, 3), w(37, 4, 3, 3)], [None, None])
+  assert not siblings.mergeable([w(8, 16, 1, 1), w(8, 16, 3, 3)], [None, None])
+  assert not siblings.mergeable([w(8, 16, 1, 1), w(8, 16, 1, 1)], [Tensor(np.zeros(4, np.float32)), None])
+  assert not siblings.mergeable([w(8, 16, 1, 1), None], [None, None])
