@@ -298,7 +298,8 @@ class Rangeifier:
     # indices it cannot be inlined at (a contraction's operand), is stored whole: its reduce's kernel computes it in the
     # epilogue (bias, relu, a mask) and the reader loads it, instead of storing the reduce and redoing the chain per read
     # a cat read where it cannot be inlined (a convolution's operand) would select among all its parts per element read
-    if op is Ops.WHERE and not inline_root and not self.inlinable(idx) and cat_parts(u): return self.load((yield from self.bufferize(u)), u, idx, gate)
+    if op is Ops.WHERE and not inline_root and not self.inlinable(idx) and cat_parts(u):
+      return self.load((yield from self.bufferize(u)), u, idx, gate)
     if not inline_root and u not in self.outputs and not self.inlinable(idx) and isinstance(u.size, int) and self.chain_top(u):
       self.late.add(u)
       return self.load((yield from self.bufferize(u)), u, idx, gate)
