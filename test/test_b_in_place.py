@@ -87,3 +87,22 @@ def test_crowded_image_is_packed(monkeypatch):
     ref = conv1x1_ref(x, wt, b)
     np.testing.assert_allclose(Tensor(x).conv2d(Tensor(wt), Tensor(b)).numpy(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
   assert seen == [False, True]
+
+def test_crowded_image_packed_per_panel(monkeypatch):
+  """B's rows too far apart to stay in L1 (256 channels of a 56x56 image, 12544 bytes apart: 16 of 64 sets) are packed:
+  per panel inside mm where B is a buffer the schedule itself writes (uop.temps: an image, new each call), whole before
+  mm where it is an input (maybe a weight, whose whole pack is kept across calls)."""
+  from morok_mlir.host import L1_GEOMETRY
+  seen, orig = [], C.Contraction.__init__
+  def spy(self, f, name):
+    orig(self, f, name); seen.append((self.crowded, self.b_slot in self.temps, self.fused_b, any(n.endswith("_pack_b") for n, _ in self.phases())))
+  monkeypatch.setattr(C.Contraction, "__init__", spy)
+  r = np.random.default_rng(7)
+  x, wt, b = r.standard_normal((1, 256, 56, 56)).astype(np.float32), r.standard_normal((64, 256, 1, 1)).astype(np.float32), r.standard_normal(64)
+  ref = conv1x1_ref(x * 2, wt, b)
+  for image in (lambda: (Tensor(x) * 2).contiguous(), lambda: Tensor(x * 2).realize()):   # computed in the schedule; an input
+    got = image().conv2d(Tensor(wt), Tensor(b.astype(np.float32))).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3)
+  crowded = [(temp, fused, whole) for c, temp, fused, whole in seen if c]
+  assert all(fused == temp and whole != temp for temp, fused, whole in crowded), seen
+  if L1_GEOMETRY[0] == 64: assert [t for t, *_ in crowded] == [True, False], seen

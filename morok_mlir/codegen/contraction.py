@@ -89,6 +89,7 @@ class Contraction:
     # panels that depend on one buffer alone (weights, typically: B, or A where the weights hold the outer loop, as in
     # a convolution of one image): the runtime may keep them while that input lives (see reuse)
     (self.a_slot, self.a_keys), (self.b_slot, self.b_keys) = self.source(a, 0), self.source(b, 1)
+    self.temps = set(f.attrs.get("uop.temps", ()))   # arguments the schedule writes (see uop-kernel-split)
     # A packed per MC-row block inside mm, when threads split row blocks (more of them than B panels: convolutions,
     # tall operands): each thread's block (all of K, half as many floats as MC x KC: half of L2) stays in L2 from packing to use.
     # Not a plain k-contiguous load of one buffer (weights, as in a convolution of one image): its own phase packs it,
@@ -98,19 +99,8 @@ class Contraction:
     self.fused = self.direct_a is None and self.rows_a is None and not T and not self.sym and -(-self.Mp // mc_blk) > self.Np // self.nr and \
       not (self.a_slot is not None and k_contiguous(a, K[-1]))
     if self.fused: self.mc = mc_blk
-    # B packed per panel inside mm (see expands) when its pack is a gather that writes several times what it reads (a
-    # convolution's image, im2col): each thread packs one panel (all of K, one KC slice: the L1 block the tiles read)
-    # into its own buffer right before the tiles use it, so Bp never round-trips L2/memory. Only where all of A's row
-    # blocks fit the L2 budget of one block (they are swept once per panel) and threads split the panels
     self.ranges, self.thr, self.t = (I, J, K, T), {k: v for k, v in f.attrs.items() if k in self.PASSED}, t
-    self.fused_b = not self.fused and not T and not self.sym and self.K <= self.kc and self.Mp * self.K <= self.mc * self.kc and \
-      -(-self.Mp // self.mc) <= self.Np // self.nr and self.expands(b)
-    # B's rows read in place where one block of A's rows sweeps each panel (see b_in_place), unless a panel's rows would
-    # not stay in L1 from one tile to the next: then B is packed whole before mm, a pass along its rows (packed per panel
-    # inside mm, its strided rows come from memory one at a time: 256 -> 64 channels at 56x56 0.88 of in place, whole 0.76)
-    segs = None if T or self.sym or self.taps or self.fused or self.fused_b or self.Mp > self.mc else self.b_in_place(b, J, K, a is ONE)
-    crowded = segs is not None and a is not ONE and l1_conflicts([[st + k * ks for k in range(lo, hi)] for lo, hi, _, st, ks in segs], self.nr)
-    self.direct_b = None if crowded else segs
+    self.fused_b, self.direct_b = self.b_route(a, b, J, K, T)
     self.layout()
     self.lane_of: dict[int, UOp] = {}   # id of a pack phase whose rows run as vector lanes -> its lane range
     if self.fused_b and (pb := self.pack_panel(b, J, self.args[n + 3])) is None: self.fused_b = False; self.layout()
@@ -131,6 +121,24 @@ class Contraction:
     self.epi = Func(f"{name}_epi", self.args, [], [epi], {"uop.kernel": None, **self.thr})
     self.tile_rows = False   # see tile_epilogue
     self.epi_tile = self.tile_epilogue(red, a, b, I, J, T, cp, sums)
+
+  def b_route(self, a: UOp, b: UOp, J: list[UOp], K: list[UOp], T: list[UOp]) -> tuple[bool, tuple | None]:
+    """(fused_b, direct_b): how mm gets B's panels. Packed per panel inside mm (each thread one panel, all of K, one KC
+    slice: the L1 block the tiles read, into its own buffer right before the tiles use it, so Bp never round-trips L2 or
+    memory) when its pack is a gather that writes several times what it reads (a convolution's image, im2col: see
+    expands), or when its rows, read in place, would not stay in L1 from one tile to the next (crowded, l1_conflicts)
+    and B is the schedule's own buffer (an image: 256 -> 64 channels at 56x56 453 -> 374 us against packed whole,
+    512 -> 128 at 28x28 397 -> 355); only where all of A's row blocks fit the L2 budget of one block (they are swept
+    once per panel) and threads split the panels. Else B's rows are read in place where one block of A's rows sweeps
+    each panel (b_in_place: direct_b), or B is packed whole before mm (crowded rows of an input, maybe a weight, whose
+    whole pack is kept across calls: see reuse; uop.temps says which buffers the schedule writes)."""
+    fits = not self.fused and not T and not self.sym and self.K <= self.kc and self.Mp * self.K <= self.mc * self.kc and \
+      -(-self.Mp // self.mc) <= self.Np // self.nr
+    self.crowded = False
+    if fits and self.expands(b): return True, None
+    segs = None if T or self.sym or self.taps or self.fused or self.Mp > self.mc else self.b_in_place(b, J, K, a is ONE)
+    self.crowded = segs is not None and a is not ONE and l1_conflicts([[st + k * ks for k in range(lo, hi)] for lo, hi, _, st, ks in segs], self.nr)
+    return (fits and self.b_slot in self.temps, None) if self.crowded else (False, segs)
 
   def row_major(self, a: UOp, K: list[UOp], T: list[UOp]) -> int | None:
     """pack_a's row stride where it writes A row-major: a batch's A (or a small one's, ROWS_MAX) computed from values

@@ -2,7 +2,7 @@
 
 // Two column maxes of two inputs are one computation on different buffers: one kernel function, called twice by the
 // schedule on each one's buffers (its ranges numbered within the kernel, not where rangeify met them in the graph).
-// CHECK: func.func private @[[K0:r_4_3_k0]](%{{.*}}: memref<4xf32>, %{{.*}}: memref<12xf32>) attributes {uop.kernel}
+// CHECK: func.func private @[[K0:r_4_3_k0]](%{{.*}}: memref<4xf32>, %{{.*}}: memref<12xf32>) attributes {uop.kernel, uop.temps = array<i64: 0>}
 // CHECK: "uop.range"(%{{.*}}) {axis = 0 : i64, kind = "loop"}
 // CHECK: "uop.range"(%{{.*}}) {axis = 1 : i64, kind = "reduce"}
 // CHECK-NOT: func.func private @r_
