@@ -55,22 +55,26 @@ def split_func(f: Func, prefix: str = "") -> list[Func]:
     bodies.append(UOp(Ops.END, dtypes.void, (st, *rngs), loc=u.loc) if rngs else st)
   bodies = list(dict.fromkeys(bodies + [new[s] for s in sink.src]))   # an output updated in place was met as an `after`
   writer: dict[int, int] = {}                # schedule slot -> index of the kernel that writes it
-  kernels, calls, names = [], [], {}        # names: (kernel sink (hash-consed: equal bodies are one node), temps) -> function name
+  kernels, calls, names = [], [], {}        # names: kernel sink (hash-consed: equal bodies are one node) -> function name
+  own: dict[str, frozenset[int]] = {}
   for k, body in enumerate(bodies):
     bufs = [u for u in body.toposort if u.op is Ops.BUFFER]
     stored = [s.src[0].src[0] for s in body.toposort if s.op is Ops.STORE]
     order = stored + [b for b in bufs if b not in stored]
     remap = {b: arg_buffer(i, b.dtype) for i, b in enumerate(order)}
-    # the arguments that are this schedule's own buffers (written by its kernels each run, never a caller's constant)
-    own = tuple(i for i, b in enumerate(order) if b.attrs["slot"] >= n_args)
-    if (name := names.get(key := (UOp(Ops.SINK, dtypes.void, (_canonical(body, remap),)), own))) is None:
-      names[key] = name = prefix + _kernel_name(body, k)
-      kernels.append(Func(name, [remap[b] for b in order], [], [key[0]], {"uop.kernel": None, **({"uop.temps": own} if own else {})},
-                          visibility="private"))
+    if (name := names.get(ksink := UOp(Ops.SINK, dtypes.void, (_canonical(body, remap),)))) is None:
+      names[ksink] = name = prefix + _kernel_name(body, k)
+      kernels.append(Func(name, [remap[b] for b in order], [], [ksink], {"uop.kernel": None}, visibility="private"))
+    # the arguments that are this schedule's own buffers at every call of the kernel (written by its kernels each run,
+    # never a caller's constant)
+    mine = frozenset(i for i, b in enumerate(order) if b.attrs["slot"] >= n_args)
+    own[name] = own.get(name, mine) & mine
     # after the last writer of every buffer it reads or writes (a kernel may update a buffer in place: scatter)
     deps = tuple(dict.fromkeys(calls[writer[b.attrs["slot"]]] for b in order if b.attrs["slot"] in writer))
     calls.append(UOp(Ops.KERNEL, dtypes.void, deps, attrs(callee=("@sym", name), slots=tuple(b.attrs["slot"] for b in order)), body.loc))
     for b in stored: writer[b.attrs["slot"]] = k
+  for kf in kernels:
+    if own[kf.name]: kf.attrs["uop.temps"] = tuple(sorted(own[kf.name]))
   sched_args = f.args + list(temps.values())
   sched = Func(prefix + "schedule", sched_args, [], [UOp(Ops.SINK, dtypes.void, tuple(calls))],
                {"uop.schedule": None, **{k: v for k, v in f.attrs.items() if k.startswith(("uop.num_", "uop.aliases"))}})

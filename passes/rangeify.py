@@ -47,6 +47,7 @@ class Rangeifier:
     self.axis = 0
     self.memo: dict[tuple, UOp] = {}
     self.loops: list[UOp] = []            # loop ranges of the value being built, outermost first
+    self.outer: list[UOp] = []            # those the innermost reduce being built moves with (see broadcast)
     self.root: UOp | None = None          # the node whose store or bufferize is being built
     self.users, self.outputs = users, outputs   # node -> the graph nodes reading it; given, `note` decides what is shared
     self.first_root: dict[UOp, UOp | None] = {}       # graph node -> the first root whose kernel needed it
@@ -286,7 +287,10 @@ class Rangeifier:
         if d in a["axes"] and n != 1:
           rngs.append(self.new_range(n, "reduce")); cidx.append(rngs[-1])
         else: cidx.append(im.const(0) if d in a["axes"] else idx[d])
+      # the loops the reduce's value moves with: its operand is computed once per their values (see broadcast)
+      outer, self.outer = self.outer, [r for x in cidx if isinstance(x, UOp) for r in ranges_of(x) if r.attrs["kind"] == "loop"]
       inner = (yield (s[0], tuple(cidx), gate, False))
+      self.outer = outer
       if 0 in [sh[d] for d in a["axes"]]:  # empty reduction: the identity
         return UOp(Ops.CONST, u.dtype, (), attrs(value=REDUCE_IDENTITY[a["op"]](u.dtype)))
       return UOp(Ops.REDUCE, u.dtype, (inner, *rngs), attrs(op=a["op"]), loc=u.loc) if rngs else inner
@@ -361,13 +365,15 @@ class Rangeifier:
     return v
 
   def broadcast(self, u: UOp, idx: tuple) -> bool:
-    """Whether u is read inside a reduce at an index no loop of the kernel moves (a matrix-vector product's vector, the
-    same elements for every output: no pack computes it once there) and recomputing it per output costs more than a
-    kernel of its own (REREAD_OPS): then it is stored. resnet50's classifier read its pool's sums divided by the
-    window's count, a division per weight (2M of them): 239 us alone, 741 in the model, for an 8 MB matrix."""
+    """Whether u is read inside a reduce at an index that moves with none of the loops the reduce's value moves with (a
+    matrix-vector product's vector: the same elements for every output, where no pack computes them once; not a
+    softmax row's sum, one value for the row) and recomputing it for each of their values costs more than a kernel of
+    its own (REREAD_OPS): then it is stored. resnet50's classifier read its pool's sums divided by the window's count,
+    a division per weight (2M of them): 239 us alone, 741 in the model, for an 8 MB matrix."""
     rs = set().union(*(ranges_of(x) for x in idx if isinstance(x, UOp)))
-    if not rs or not self.loops or any(r.attrs["kind"] != "reduce" for r in rs): return False
-    return (prod(im.smax(r.src[0]) for r in self.loops) - 1) * u.size * self.cost(u, True) >= REREAD_OPS
+    outer = [r for r in self.outer if r in self.loops and r not in rs]   # (the kernel's: not one a bufferize left)
+    if not rs or not outer or any(r.attrs["kind"] != "reduce" for r in rs): return False
+    return (prod(im.smax(r.src[0]) for r in outer) - 1) * u.size * self.cost(u, True) >= REREAD_OPS
 
   def inlinable(self, idx) -> bool:
     """A reduce can stay inline when the loops its indices use are a prefix of the loop nest (no recompute)."""
