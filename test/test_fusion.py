@@ -270,3 +270,19 @@ def test_transcendental_value_shared_by_a_pool_is_stored_once():
 def kernels_text(t: Tensor) -> list[str]:
   """The text of each kernel function t's graph lowers to (uop-optimize's stage)."""
   return t.mlir("uop-optimize").split("func.func private @")[1:]
+
+def test_matrix_vector_product_reads_its_vector_stored_once():
+  """(x / c) @ W.T, a pool's sums divided by the window's count before a classifier: the division is the same for every
+  output, so its own kernel computes it once (2 kernels) instead of the product's once per weight; 8 outputs of 64
+  recompute it (1 kernel); a softmax row's sum, one value for the row, keeps the row one kernel."""
+  x, c, w = rng.standard_normal(1024).astype(np.float32), np.array([49.0], np.float32), rng.standard_normal((1000, 1024)).astype(np.float32)
+  count, out = kernels(lambda x, c, w: (x / c.expand(1024)) @ w.T, x, c, w)
+  assert count == 2
+  np.testing.assert_allclose(out, (x.astype(np.float64) / 49) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+  count, out = kernels(lambda x, c, w: (x / c.expand(64)) @ w.T, x[:64], c, w[:8, :64])
+  assert count == 1
+  np.testing.assert_allclose(out, (x[:64].astype(np.float64) / 49) @ w[:8, :64].T.astype(np.float64), rtol=1e-4, atol=1e-4)
+  count, out = kernels(lambda x: x.softmax(-1), x[None])
+  assert count == 1
+  e = np.exp(x - x.max())
+  np.testing.assert_allclose(out, (e / e.sum())[None], rtol=1e-5, atol=1e-7)
