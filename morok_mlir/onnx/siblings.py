@@ -1,9 +1,10 @@
-"""Sibling convolutions: Conv nodes that read one input with equal attributes (inception's branches, a C3 block's two
-1x1s, a detector head's per-output convs) run as one Conv over their weights concatenated along the output channels,
-then split: the input is packed once for all of them and the product's tiles run over the summed channels, instead of
-each kernel packing the input again for a few output channels. Each output channel's sum is the same one, in the same
-order: the results are bit-identical. Only where every member's weight and bias are constants (folded: they depend on
-no graph input), so the concatenation is made once, and group is 1 (a grouped conv's channels interleave its groups)."""
+"""Sibling convolutions: Conv nodes that read one input with equal attributes (an inception block's 1x1 reduces) run as
+one Conv over their weights concatenated along the output channels, then split: the input is packed once for all of
+them and the product's tiles run over the summed channels, instead of each kernel packing the input again for a few
+output channels. Each output channel's sum is the same one, in the same order: the results are bit-identical. Only
+where every member's weight and bias are constants (folded: they depend on no graph input), so the concatenation is
+made once, group is 1 (a grouped conv's channels interleave its groups), no member feeds a Concat (catted) and merging
+pays (mergeable)."""
 from __future__ import annotations
 from collections import defaultdict
 import math
