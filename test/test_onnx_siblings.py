@@ -93,3 +93,12 @@ def test_mergeable():
   assert not siblings.mergeable([w(8, 16, 1, 1), w(8, 16, 3, 3)], [None, None])
   assert not siblings.mergeable([w(8, 16, 1, 1), w(8, 16, 1, 1)], [Tensor(np.zeros(4, np.float32)), None])
   assert not siblings.mergeable([w(8, 16, 1, 1), None], [None, None])
+
+def test_a_kernel_shape_that_does_not_fit_its_weight_raises_alone():
+  """A member whose kernel_shape is not its weight's (an invalid model) is not merged away: its node raises."""
+  import pytest
+  from morok_mlir.onnx.model import InvalidModel
+  nodes = [helper.make_node("Conv", ["x", "wa"], ["a"]), helper.make_node("Conv", ["x", "wb"], ["b"], kernel_shape=[3, 3])]
+  w = {"wa": r.standard_normal((4, 4, 1, 1)), "wb": r.standard_normal((4, 4, 1, 1))}
+  with pytest.raises((InvalidModel, ValueError)):
+    OnnxModel(model(nodes, w, {"x": (1, 4, 6, 6)}, ["a", "b"]))({"x": np.ones((1, 4, 6, 6), np.float32)})

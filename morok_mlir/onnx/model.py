@@ -361,7 +361,8 @@ def _siblings(nodes: list, vals: dict, folded: dict, opset: int, base: str | Non
   bn = [n.input[2] if len(n.input) > 2 and n.input[2] else None for n in nodes]
   if not all(n in folded for n in wn + [b for b in bn if b]): return None
   ws, bs = [folded[n] for n in wn], [folded[b] if b else None for b in bn]
-  if not siblings.mergeable(ws, bs): return None
+  if not siblings.mergeable(ws, bs) or any(tuple(a.ints) != tuple(w.shape[2:]) for n, w in zip(nodes, ws) for a in n.attribute
+                                           if a.name == "kernel_shape"): return None   # (one that does not fit raises alone)
   key = "\0siblings " + " ".join(wn)   # (a NUL: no model's value name)
   if key not in folded:
     _pend(_fold(folded, wn, key, ws[0].cat(*ws[1:], dim=0)))

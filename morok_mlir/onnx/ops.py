@@ -368,6 +368,7 @@ def _auto_pads(a, in_sp, k, s, d) -> list[tuple[int, int]]:
 def _conv(i, a, o):
   x, w, b = i[0], i[1], i[2] if len(i) > 2 else None
   k = a.get("kernel_shape", w.shape[2:])
+  if tuple(k) != tuple(w.shape[2:]): raise ValueError(f"kernel_shape {list(k)} is not the weight's {list(w.shape[2:])}")
   n = len(k)
   _rank(x, _rank(w, n + 2, "the weight").ndim, "the input")
   s, d = a.get("strides", [1] * n), a.get("dilations", [1] * n)
