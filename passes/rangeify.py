@@ -371,7 +371,7 @@ class Rangeifier:
     its own (REREAD_OPS): then it is stored. resnet50's classifier read its pool's sums divided by the window's count,
     a division per weight (2M of them): 239 us alone, 741 in the model, for an 8 MB matrix."""
     rs = set().union(*(ranges_of(x) for x in idx if isinstance(x, UOp)))
-    outer = [r for r in self.outer if r in self.loops and r not in rs]   # (the kernel's: not one a bufferize left)
+    outer = [r for r in self.outer if r in self.loops]   # (the kernel's: not one a bufferize left)
     if not rs or not outer or any(r.attrs["kind"] != "reduce" for r in rs): return False
     return (prod(im.smax(r.src[0]) for r in outer) - 1) * u.size * self.cost(u, True) >= REREAD_OPS
 

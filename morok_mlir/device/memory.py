@@ -19,8 +19,9 @@ def plan(uses: list, nbytes: list[int], views: dict[int, tuple[int, int]] | None
   kernel touches lives throughout. views: buffer -> (the buffer it lies in, byte offset there): it takes no bytes of
   its own, and what touches it touches that one (uop-elide-copies' sources of dropped copies)."""
   if views:
-    offs, top = plan([[chain(b, views)[-1][0] for b in bs] for bs in uses], [0 if b in views else n for b, n in enumerate(nbytes)])
-    for b in views: r, o = chain(b, views)[-1]; offs[b] = offs[r] + o
+    root = {b: chain(b, views)[-1] for b in views}   # (the buffer each view lies in at last, its offset there)
+    offs, top = plan([[root.get(b, (b, 0))[0] for b in bs] for bs in uses], [0 if b in views else n for b, n in enumerate(nbytes)])
+    for b, (r, o) in root.items(): offs[b] = offs[r] + o
     return offs, top
   first: dict[int, int] = {}
   last: dict[int, int] = {}
