@@ -126,20 +126,24 @@ def test_equal_code_in_one_batch(tmp_path):
     np.testing.assert_array_equal(out, -x * x.dtype.type(3))
   dev.disk.flush()
 
+# four kernels of different ops (kernels that differ only in sizes are one family: compiled in one process together)
+OPS = [(lambda t, i: (t * (i + 3)).exp2(), lambda x, i: np.exp2(x * (i + 3))), (lambda t, i: t.abs().sqrt(), lambda x, i: np.sqrt(np.abs(x))),
+       (lambda t, i: t.sin() * 2, lambda x, i: np.sin(x) * 2), (lambda t, i: (t * t).log2(), lambda x, i: np.log2(x * x))]
+
 def _four(tmp_path):
   r = np.random.default_rng(4)
   xs = [r.standard_normal((4, 6 + i)).astype(np.float32) for i in range(4)]
-  funcs = [[f for f in lower_to_kernels(graph_func(normalize([(Tensor(x) * (i + 3)).exp2().uop])[0])) if "uop.kernel" in f.attrs][0]
-           for i, x in enumerate(xs)]
+  funcs = [[f for f in lower_to_kernels(graph_func(normalize([op(Tensor(x), i).uop])[0])) if "uop.kernel" in f.attrs][0]
+           for i, (x, (op, _)) in enumerate(zip(xs, OPS))]
   dev = CPUDevice()
   dev.disk.enabled, dev.disk.dir, dev.WORKERS = True, str(tmp_path), 1
   return dev, funcs, xs
 
 def _check(progs, xs):
-  for i, (p, x) in enumerate(zip(progs, xs)):
+  for i, (p, x, (_, ref)) in enumerate(zip(progs, xs, OPS)):
     out = np.zeros(x.size, np.float32)
     p(out, x.reshape(-1))
-    np.testing.assert_allclose(out, np.exp2(x.reshape(-1) * (i + 3)), rtol=1e-5)
+    np.testing.assert_allclose(out, ref(x.reshape(-1), i), rtol=1e-5, atol=1e-6)
 
 def test_kernels_compiled_in_a_forked_process(tmp_path):
   """With a compile process forked (WORKERS=1), its share of the kernels reaches this process through the disk cache

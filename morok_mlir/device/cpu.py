@@ -36,7 +36,7 @@ from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
 from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU
 from morok_mlir.core import env
-from morok_mlir.device import disk_prune, memory
+from morok_mlir.device import disk_prune, family, memory
 from morok_mlir.device import pool
 from morok_mlir.device.pool import Chain, Pool
 from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS, spare_cores
@@ -154,20 +154,23 @@ class CPUCompiler:
       PassManager.parse(LLVM_PIPELINE).run(mod.operation)
       return CompiledSpec(spec.name, str(mod), spec)
   @staticmethod
-  def lower_many(specs: list[ProgramSpec], prefixes: list[str]):
-    """The kernels as one LLVM-dialect module (in the current context, holding _lock), each one's functions renamed
-    with its prefix (declarations of outside functions kept once): one JIT engine, one LLVM codegen for all of them."""
+  def lower_many(items: list[tuple[str, str]]):
+    """The (prefix, upstream MLIR text) items as one LLVM-dialect module (in the current context, holding _lock), each
+    one's functions renamed with its prefix (declarations kept once, and none of a function defined here: a family's
+    wrappers declare its generic kernel): one JIT engine, one LLVM codegen for all of them."""
     from mlir import ir
     from mlir.passmanager import PassManager
-    mod, declared = ir.Module.create(ir.Location.unknown()), set()
-    for spec, pre in zip(specs, prefixes):
-      m = ir.Module.parse(spec.src)
-      ops = list(m.body.operations)
+    mod, declared, mods = ir.Module.create(ir.Location.unknown()), set(), []
+    for pre, src in items:
+      m = ir.Module.parse(src)
+      mods.append((m, ops := list(m.body.operations)))   # (a parsed module lives while its ops move)
       for op in ops:
         if len(op.regions) and len(op.regions[0].blocks):
           name = ir.StringAttr(op.attributes["sym_name"]).value
           ir.SymbolTable.replace_all_symbol_uses(name, pre + name, m.operation)
           ir.SymbolTable.set_symbol_name(op, pre + name)
+          declared.add(pre + name)
+    for _, ops in mods:
       for op in ops:
         if len(op.regions) and not len(op.regions[0].blocks):
           if (name := ir.StringAttr(op.attributes["sym_name"]).value) in declared: continue
@@ -503,12 +506,17 @@ class CPUProgram:
   back (one pop and one append, atomic under the GIL), so threads never share one; a set made for the engine is dropped
   on return once the program has moved, and the engine is freed when the last such set goes."""
   takes_scratch = True   # call_buffers takes the schedule's arrays for its scratch buffers
-  def __init__(self, c: CompiledSpec | None = None, spec: ProgramSpec | None = None, lib: str | None = None, engine=None, prefix: str = ""):
+  def __init__(self, c: CompiledSpec | None = None, spec: ProgramSpec | None = None, lib: str | None = None, engine=None,
+               key: str | None = None, fam: tuple[str, tuple[int, ...]] | None = None):
     self.spec = spec = c.spec if c is not None else spec
     self.name = spec.name
     self._entries = spec.phases or ((spec.name, spec.par),)
-    self._symbols = [prefix + e for e, _ in self._entries]   # (prefix: the entry points' names in a shared engine and object)
-    self.disk_key = prefix[1:-1] or None   # its disk cache entry (prefix k<key>_), where it has one
+    # the entry points' names in a shared engine and object: k<key>_<entry>, or a family's generic kernel's, which
+    # takes this kernel's constants after its arguments (device/family.py)
+    prefix, self.consts = fam or (f"k{key}_" if key else "", ())
+    self._symbols = [prefix + e for e, _ in self._entries]
+    self._consts = (ctypes.c_int64 * max(1, len(self.consts)))(*self.consts)
+    self.disk_key = key   # its disk cache entry, where it has one
     if lib is not None or engine is not None: self.code = _Code(self._symbols, engine=engine, lib=lib)
     else:
       from mlir import ir
@@ -546,11 +554,14 @@ class CPUProgram:
     ptrs = (ctypes.c_void_p * max(ns, 1))(*([0] * n + ([0] * (ns - n) if lent else [CPUAllocator.ptr(a) for a in scratch])))
     slot = lambda i: ctypes.addressof(ptrs) + i * ctypes.sizeof(ctypes.c_void_p)
     phases, keep = [], []   # (fn, [argument pack per chunk]); keep: the chunk bounds the packs point into
+    consts = [ctypes.addressof(self._consts) + 8 * j for j in range(len(self.consts))]
     for fn, (_, par) in zip(code.fns, self._entries):
-      if par is None: phases.append((fn, [(ctypes.c_void_p * max(ns, 1))(*[slot(i) for i in range(ns)])])); continue
+      if par is None: phases.append((fn, [(ctypes.c_void_p * max(ns + len(consts), 1))(*[slot(i) for i in range(ns)], *consts)])); continue
       # each chunk's (lo, hi, chunk index); a phase whose par has a 4th element 1 also takes the index (its buffers)
       bounds = [(ctypes.c_int64 * 3)(lo, hi, i) for i, (lo, hi) in enumerate(chunks(par[0], min(par[1], THREADS), par[2]))]
-      phases.append((fn, [(ctypes.c_void_p * (ns + 3))(*[slot(i) for i in range(ns)], *(ctypes.addressof(b) + 8 * j for j in range(3)))
+      nb = 3 if len(par) > 3 and par[3] else 2
+      phases.append((fn, [(ctypes.c_void_p * (ns + 3 + len(consts)))(*[slot(i) for i in range(ns)],
+                                                                     *(ctypes.addressof(b) + 8 * j for j in range(nb)), *consts)
                           for b in bounds]))
       keep += bounds
     return _Args(code, ptrs, phases, scratch, keep)
@@ -786,7 +797,12 @@ class CPUDevice:
     Where a core is spare (_workers), forked processes render and compile shares of the kernels (by their estimated
     work) meanwhile, and hand back what they rendered: their programs come through the disk cache."""
     with self.lock:
-      shares = self.shares(list(range(len(funcs))), work := [self.work(f) for f in funcs], self._workers(work) + 1)
+      # a family's kernels (family.fkey: likely one generic kernel, device/family.py) go to one process, as one's work
+      fams: dict[tuple, list[int]] = {}
+      for i, f in enumerate(funcs): fams.setdefault(family.fkey(f), []).append(i)
+      units, work = list(fams.values()), [self.work(f) for f in funcs]
+      work = [max(work[i] for i in u) + self.KERNEL_WORK * (len(u) - 1) for u in units]
+      shares = [[i for u in share for i in units[u]] for share in self.shares(list(range(len(units))), work, self._workers(work) + 1)]
       mine, children = shares[0], []
       for share in shares[1:]:
         if (c := self._fork([funcs[i] for i in share])) is not None: children.append((c, share))
@@ -810,8 +826,7 @@ class CPUDevice:
       progs[k] = self.method_cache[k] = p
       self.compile_ms.append((time.perf_counter() - t0) * 1e3)
     todo, t0 = list(todo.items()), time.perf_counter()
-    for i in range(0, len(todo), self.BATCH):
-      batch = todo[i:i + self.BATCH]
+    for batch in family.batches(todo, lambda it: it[1].src, self.BATCH):
       for (k, _), p in zip(batch, self.jit([spec for _, spec in batch])): progs[k] = self.method_cache[k] = p
     if todo: self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(todo)] * len(todo)
     return progs
@@ -876,10 +891,11 @@ class CPUDevice:
     specs = [self.renderer.render(f) for f in funcs]
     # (not the method cache: its lock may have been another thread's at the fork; what it holds the disk cache does)
     todo = list({_mkey(s): s for s in specs if self.disk.get(self.disk.key(s)) is None}.values())
-    for batch in (todo[i:i + self.BATCH] for i in range(0, len(todo), self.BATCH)):
-      keys, code, engine = self._engine(batch)
+    for batch in family.batches(todo, lambda spec: spec.src, self.BATCH):
+      keys, code, engine, fams = self._engine(batch)
       with _lock, _context():
-        engine.raw_lookup(f"k{keys[0]}_{batch[0].phases[0][0] if batch[0].phases else batch[0].name}")   # compiled here
+        pre = fams.get(f"k{keys[0]}_", (f"k{keys[0]}_",))[0]
+        engine.raw_lookup(pre + (batch[0].phases[0][0] if batch[0].phases else batch[0].name))   # compiled here
         fd, obj = self.disk._mkstemp(d := self.disk.dir, keys[0], "o"); os.close(fd)
         engine.dump_to_object_file(obj)
       self.disk._link(list(code), obj, d, [])
@@ -901,24 +917,25 @@ class CPUDevice:
     """The program of spec from disk entry key (a verified object), else None."""
     if (so := self.disk.get(key)) is None: return None
     try:
-      p = self.runtime(spec=spec, lib=so, prefix=f"k{key}_"); self.disk.hits += 1
+      p = self.runtime(spec=spec, lib=so, key=key, fam=family.entry(so, f"k{key}_")); self.disk.hits += 1
       return p
     except (OSError, AttributeError, RuntimeError, ValueError): return None  # unloadable, or lacks an entry point: rebuild it
   def jit(self, specs: list[ProgramSpec]) -> list[CPUProgram]:
     """The programs compiled in one JIT engine (and stored in the disk cache), each one's functions named after its key."""
-    keys, code, engine = self._engine(specs)
-    progs = [self.runtime(spec=s, engine=engine, prefix=f"k{k}_") for s, k in zip(specs, keys)]
+    keys, code, engine, fams = self._engine(specs)
+    progs = [self.runtime(spec=s, engine=engine, key=k, fam=fams.get(f"k{k}_")) for s, k in zip(specs, keys)]
     self.disk.misses += len(specs)
     self.disk.put(list(code), engine, progs)
     return progs
   def _engine(self, specs: list[ProgramSpec]):
-    """(each spec's disk key, one spec per key, a JIT engine of those, each one's functions named after its key)."""
+    """(each spec's disk key, one spec per key, a JIT engine of those (each one's functions named after its key, or its
+    family's generic kernel's), {a family member's prefix: (its generic's prefix, its constants)})."""
     from mlir.execution_engine import ExecutionEngine
     keys = [self.disk.key(s) for s in specs]
     code = dict(zip(keys, specs))   # one code per key (equal text: int8, uint8 and bool arguments all lower to i8)
     with _lock, _context():
-      mod = self.compiler.lower_many(list(code.values()), [f"k{k}_" for k in code])
-      return keys, code, ExecutionEngine(mod, opt_level=OPT_LEVEL, enable_pic=True)
+      items, fams = family.units([(f"k{k}_", spec.src) for k, spec in code.items()])
+      return keys, code, ExecutionEngine(self.compiler.lower_many(items), opt_level=OPT_LEVEL, enable_pic=True), fams
   def build(self, spec: ProgramSpec) -> CPUProgram:
     """From the disk cache when it holds a verified object for spec, else JIT (and store it there)."""
     return self.load(spec) or self.jit([spec])[0]
