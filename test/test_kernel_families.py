@@ -1,11 +1,11 @@
-"""Kernel families (device/family.py): kernels whose texts differ only in integer constants compile as one generic
+"""Kernel families (ir/families.py): kernels whose texts differ only in integer constants compile as one generic
 kernel taking those constants at run time; each member keeps its own spec, entry record and disk cache entry, and
 computes what it computes alone."""
 import numpy as np
 import pytest
 from morok_mlir import Tensor
 from morok_mlir.core.dtype import dtypes
-from morok_mlir.device import family
+from morok_mlir.ir import families
 from morok_mlir.device.cpu import CPUDevice, ProgramSpec
 from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import lower_to_kernels
@@ -27,21 +27,21 @@ def test_constants_shared_by_coincidence_do_not_split_a_family():
   """n = 100 scaled by 100 (one constant, two roles) and n = 300 scaled by 7 (two constants) are one family; the
   generic takes two parameters, each member's own values."""
   a, b = copy_scale(100), copy_scale(300, scale=7)
-  assert family.skeleton(a) == family.skeleton(b)
-  text, consts = family.generic([family.canonical(a), family.canonical(b)])
+  assert families.skeleton(a) == families.skeleton(b)
+  text, consts = families.generic([families.canonical(a), families.canonical(b)])
   assert sorted(map(sorted, zip(*consts))) == [[7, 100], [100, 300]]
   assert text.count("%gp") > 2 and "arith.constant 300" not in text and "memref<300xf32>" in text
 
 def test_a_divisor_read_at_run_time_keeps_a_family_apart():
   div = "      %9 = arith.divui %i3, %1 : index\n"
-  assert family.generic([family.canonical(copy_scale(n, div, 3)) for n in (100, 300)]) is None
+  assert families.generic([families.canonical(copy_scale(n, div, 3)) for n in (100, 300)]) is None
   num = "      %9 = arith.divui %1, %2 : index\n"   # the parameter divided, by a constant: shared
-  assert family.generic([family.canonical(copy_scale(n, num, 3)) for n in (100, 300)]) is not None
+  assert families.generic([families.canonical(copy_scale(n, num, 3)) for n in (100, 300)]) is not None
 
 def test_short_loops_keep_their_counts():
-  """A loop bound under family.SHORT stays a constant (LLVM unrolls and folds it), so those kernels stay apart."""
-  assert family.skeleton(copy_scale(14, scale=3)) != family.skeleton(copy_scale(28, scale=3))
-  assert family.skeleton(copy_scale(140, scale=3)) == family.skeleton(copy_scale(280, scale=3))
+  """A loop bound under families.SHORT stays a constant (LLVM unrolls and folds it), so those kernels stay apart."""
+  assert families.skeleton(copy_scale(14, scale=3)) != families.skeleton(copy_scale(28, scale=3))
+  assert families.skeleton(copy_scale(140, scale=3)) == families.skeleton(copy_scale(280, scale=3))
 
 def fresh(tmp_path) -> CPUDevice:
   dev = CPUDevice()
@@ -85,3 +85,12 @@ def test_contractions_differing_in_k_are_one_family(tmp_path, ks):
     bufs = [np.zeros(n, dt.np) if i in p.spec.outs else ins[n].copy() for i, (n, dt) in enumerate(p.spec.args)]
     p(*bufs)
     np.testing.assert_allclose(bufs[p.spec.outs[0]].reshape(32, 96), np.maximum(a.astype(np.float64) @ w, 0), rtol=1e-4, atol=1e-4)
+
+def test_a_generic_text_mlir_refuses_compiles_each_member_alone(tmp_path, monkeypatch):
+  """A generic text that does not parse (a form the text work does not know) costs the sharing, never the kernels."""
+  real = families.generic
+  monkeypatch.setattr(families, "generic", lambda srcs: (lambda g: (g[0].replace("arith.mulf", "arith.no_such_op"), g[1]))(real(srcs)))
+  x = np.random.default_rng(0).standard_normal(300).astype(np.float32)
+  progs = fresh(tmp_path).jit([spec(n, copy_scale(n, scale=s)) for n, s in ((100, 3), (300, 5))])
+  assert [p.consts for p in progs] == [(), ()]
+  for p, n, s in zip(progs, (100, 300), (3, 5)): np.testing.assert_array_equal(run(p, n, x), x[:n] * s)

@@ -36,7 +36,8 @@ from morok_mlir.core.dtype import DType, PtrDType, dtypes, to_dtype
 from morok_mlir.core.uop import UOp
 from morok_mlir.lru import LRU
 from morok_mlir.core import env
-from morok_mlir.device import disk_prune, family, memory
+from morok_mlir.device import disk_prune, memory
+from morok_mlir.ir import families
 from morok_mlir.device import pool
 from morok_mlir.device.pool import Chain, Pool
 from morok_mlir.host import CPU_FLAGS, VEC_WIDTH, THREADS, spare_cores
@@ -512,7 +513,7 @@ class CPUProgram:
     self.name = spec.name
     self._entries = spec.phases or ((spec.name, spec.par),)
     # the entry points' names in a shared engine and object: k<key>_<entry>, or a family's generic kernel's, which
-    # takes this kernel's constants after its arguments (device/family.py)
+    # takes this kernel's constants after its arguments (ir/families.py)
     prefix, self.consts = fam or (f"k{key}_" if key else "", ())
     self._symbols = [prefix + e for e, _ in self._entries]
     self._consts = (ctypes.c_int64 * max(1, len(self.consts)))(*self.consts)
@@ -797,9 +798,9 @@ class CPUDevice:
     Where a core is spare (_workers), forked processes render and compile shares of the kernels (by their estimated
     work) meanwhile, and hand back what they rendered: their programs come through the disk cache."""
     with self.lock:
-      # a family's kernels (family.fkey: likely one generic kernel, device/family.py) go to one process, as one's work
+      # a family's kernels (families.fkey: likely one generic kernel, ir/families.py) go to one process, as one's work
       fams: dict[tuple, list[int]] = {}
-      for i, f in enumerate(funcs): fams.setdefault(family.fkey(f), []).append(i)
+      for i, f in enumerate(funcs): fams.setdefault(families.fkey(f), []).append(i)
       units, work = list(fams.values()), [self.work(f) for f in funcs]
       work = [max(work[i] for i in u) + self.KERNEL_WORK * (len(u) - 1) for u in units]
       shares = [[i for u in share for i in units[u]] for share in self.shares(list(range(len(units))), work, self._workers(work) + 1)]
@@ -826,7 +827,7 @@ class CPUDevice:
       progs[k] = self.method_cache[k] = p
       self.compile_ms.append((time.perf_counter() - t0) * 1e3)
     todo, t0 = list(todo.items()), time.perf_counter()
-    for batch in family.batches(todo, lambda it: it[1].src, self.BATCH):
+    for batch in families.batches(todo, lambda it: it[1].src, self.BATCH):
       for (k, _), p in zip(batch, self.jit([spec for _, spec in batch])): progs[k] = self.method_cache[k] = p
     if todo: self.compile_ms += [(time.perf_counter() - t0) * 1e3 / len(todo)] * len(todo)
     return progs
@@ -891,7 +892,7 @@ class CPUDevice:
     specs = [self.renderer.render(f) for f in funcs]
     # (not the method cache: its lock may have been another thread's at the fork; what it holds the disk cache does)
     todo = list({_mkey(s): s for s in specs if self.disk.get(self.disk.key(s)) is None}.values())
-    for batch in family.batches(todo, lambda spec: spec.src, self.BATCH):
+    for batch in families.batches(todo, lambda spec: spec.src, self.BATCH):
       keys, code, engine, fams = self._engine(batch)
       with _lock, _context():
         pre = fams.get(f"k{keys[0]}_", (f"k{keys[0]}_",))[0]
@@ -917,7 +918,7 @@ class CPUDevice:
     """The program of spec from disk entry key (a verified object), else None."""
     if (so := self.disk.get(key)) is None: return None
     try:
-      p = self.runtime(spec=spec, lib=so, key=key, fam=family.entry(so, f"k{key}_")); self.disk.hits += 1
+      p = self.runtime(spec=spec, lib=so, key=key, fam=families.entry(so, f"k{key}_")); self.disk.hits += 1
       return p
     except (OSError, AttributeError, RuntimeError, ValueError): return None  # unloadable, or lacks an entry point: rebuild it
   def jit(self, specs: list[ProgramSpec]) -> list[CPUProgram]:
@@ -930,12 +931,17 @@ class CPUDevice:
   def _engine(self, specs: list[ProgramSpec]):
     """(each spec's disk key, one spec per key, a JIT engine of those (each one's functions named after its key, or its
     family's generic kernel's), {a family member's prefix: (its generic's prefix, its constants)})."""
+    from mlir import ir
     from mlir.execution_engine import ExecutionEngine
     keys = [self.disk.key(s) for s in specs]
     code = dict(zip(keys, specs))   # one code per key (equal text: int8, uint8 and bool arguments all lower to i8)
     with _lock, _context():
-      items, fams = family.units([(f"k{k}_", spec.src) for k, spec in code.items()])
-      return keys, code, ExecutionEngine(self.compiler.lower_many(items), opt_level=OPT_LEVEL, enable_pic=True), fams
+      items, fams = families.units(plain := [(f"k{k}_", spec.src) for k, spec in code.items()])
+      try: mod = self.compiler.lower_many(items)
+      except ir.MLIRError:   # a generic text MLIR refuses (a form families.py does not know): each kernel alone
+        if not fams: raise
+        mod, fams = self.compiler.lower_many(plain), {}
+      return keys, code, ExecutionEngine(mod, opt_level=OPT_LEVEL, enable_pic=True), fams
   def build(self, spec: ProgramSpec) -> CPUProgram:
     """From the disk cache when it holds a verified object for spec, else JIT (and store it there)."""
     return self.load(spec) or self.jit([spec])[0]

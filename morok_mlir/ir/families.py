@@ -20,7 +20,7 @@ from morok_mlir.dialects.ops import Ops
 # the integer constants and 1-D memref sizes a family's texts may differ in, in text order
 DEF = r"(%[\w$.-]+) = arith\.constant (-?\d+) : (index|i64|i32)"
 CONST = re.compile(rf"(?m)^\s*{DEF}\n")
-TOKEN = re.compile(rf"(?m)^(\s*){DEF}$|memref<(\d+)x")
+TOKEN = re.compile(rf"(?m)^(\s*){DEF}$|(memref<)(\d+)x")
 FUNC = re.compile(r"(?ms)^  func\.func (private )?@([\w$.]+)\(([^\n]*?)\)( attributes \{[^\n]*\})? \{\n(.*?)^  \}\n")
 CALL = re.compile(r"func\.call @([\w$.]+)\(([^)]*)\) : \(([^)]*)\)")
 DIVISION = re.compile(r"arith\.(?:divui|divsi|remui|remsi|floordivsi|ceildivsi|ceildivui) ")
@@ -58,9 +58,9 @@ def skeleton(src: str) -> str:
   if (c := canonical(src)) is None: return src
   fixed = {x for m in LOOP.finditer(c) for x in m.groups()}
   return TOKEN.sub(lambda m: m[0] if m[2] in fixed and abs(int(m[3])) < SHORT else
-                   f"{m[1]}{m[2]} = arith.constant # : {m[4]}" if m[2] else "memref<#x", c)
+                   f"{m[1]}{m[2]} = arith.constant # : {m[4]}" if m[2] else f"{m[5]}#x", c)
 
-def _values(src: str) -> list[int]: return [int(m[3] if m[2] else m[5]) for m in TOKEN.finditer(src)]
+def _values(src: str) -> list[int]: return [int(m[3] if m[2] else m[6]) for m in TOKEN.finditer(src)]
 
 def _split(args: str) -> list[str]:
   """A signature's or call's comma-separated items (commas inside <>, [], {} or () are not separators)."""
@@ -88,7 +88,7 @@ def generic(srcs: list[str]) -> tuple[str, list[list[int]]] | None:
     m = toks[j]
     out.append(srcs[0][at:m.start()])
     if m[2]: names[m.start()] = (m[2], f"%gp{params[j]}")
-    else: out.append(f"memref<{max(v[j] for v in vals)}x")
+    else: out.append(f"{m[5]}{max(v[j] for v in vals)}x")
     at = m.end() if not m[2] else m.end() + 1   # (a constant's whole line, newline included)
   text = "".join(out) + srcs[0][at:]
   types = [toks[first[p]][4] for p in range(len(first))]
@@ -120,8 +120,7 @@ def record(pre: str, gid: int, consts: list[int]) -> str:
   """A member's record in its object: `<pre>fam` = [the count of its constants, the generic's id, the constants...]
   (int64), read by a process that loads the member from the disk cache (see entry)."""
   vals = [len(consts), gid, *consts]
-  return (f"module {{\n  llvm.mlir.global external constant @{pre}fam(dense<{vals}> : tensor<{len(vals)}xi64>) "
-          f": !llvm.array<{len(vals)} x i64>\n}}\n")
+  return f"module {{\n  memref.global constant @{pre}fam : memref<{len(vals)}xi64> = dense<{vals}>\n}}\n"
 
 def entry(path: str, pre: str) -> tuple[str, tuple[int, ...]] | None:
   """(the generic's prefix, the constants) of the member whose functions would be named pre in the shared object at
