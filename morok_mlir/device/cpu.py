@@ -815,6 +815,7 @@ class CPUDevice:
         got = self._handed(path, len(share)) or [self.renderer.render(funcs[i]) for i in share]
         specs.update(zip(share, got))
         progs |= self._build(got)
+      families.forget()
     return [progs[_mkey(specs[i])] for i in range(len(funcs))]
   def _build(self, specs: list[ProgramSpec]) -> dict:
     """specs' programs by key: from the method cache, else the disk cache, else JIT-compiled, BATCH to an engine."""

@@ -29,7 +29,7 @@ LOOP = re.compile(r"scf\.for %[\w$.-]+ = (%[\w$.-]+) to (%[\w$.-]+) step (%[\w$.
 SHORT = 64        # loop bounds below this stay constants (see skeleton)
 MAX_PARAMS = 48   # differing constants a family may have (a function's arguments)
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=256)   # (a compile's batches and its engines read each text's twice; forget() empties it)
 def canonical(src: str) -> str | None:
   """src with each use of an integer constant given a definition of its own at the top of its function, and each
   function's SSA values renumbered in order of appearance: kernels that differ only in their constants' values get
@@ -51,6 +51,7 @@ def canonical(src: str) -> str | None:
     out.append(SSA.sub(lambda t: names.setdefault(t[0], f"%{len(names)}"), text))
   return "module {\n" + "".join(out) + "}\n"
 
+@functools.lru_cache(maxsize=256)
 def skeleton(src: str) -> str:
   """The canonical text with its varying parts (TOKEN's integers) blanked: kernels of one family have equal skeletons.
   A loop's bounds and step stay where they are small: LLVM unrolls a short loop it knows the count of, and then folds
@@ -59,6 +60,10 @@ def skeleton(src: str) -> str:
   fixed = {x for m in LOOP.finditer(c) for x in m.groups()}
   return TOKEN.sub(lambda m: m[0] if m[2] in fixed and abs(int(m[3])) < SHORT else
                    f"{m[1]}{m[2]} = arith.constant # : {m[4]}" if m[2] else f"{m[5]}#x", c)
+
+def forget() -> None:
+  """Drop the texts canonical and skeleton keep (tens of KB each): a compile's work is done."""
+  canonical.cache_clear(); skeleton.cache_clear()
 
 def _values(src: str) -> list[int]: return [int(m[3] if m[2] else m[6]) for m in TOKEN.finditer(src)]
 
@@ -162,6 +167,7 @@ def batches(items: list, src, n: int) -> list[list]:
   return [[it for g in groups[i:i + n] for it in g] for i in range(0, len(groups), n)]
 
 def fkey(f) -> tuple:
-  """A kernel Func's shape before it is rendered, for sharing out compile work: its attributes' names and its ops and
-  element types in order (a family's members have equal ones; others rarely do)."""
-  return tuple(sorted(f.attrs)), tuple((x.op, getattr(x.dtype, "base", x.dtype)) for r in f.roots for x in r.toposort if x.op is not Ops.CONST)
+  """A kernel Func's shape before it is rendered, for sharing out compile work: its attributes (the lowering's choices)
+  and its ops and element types in order (a family's members have equal ones; kernels of several skeletons seldom do)."""
+  return (tuple(sorted((k, repr(v)) for k, v in f.attrs.items())),
+          tuple((x.op, getattr(x.dtype, "base", x.dtype)) for r in f.roots for x in r.toposort if x.op is not Ops.CONST))
