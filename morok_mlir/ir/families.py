@@ -57,9 +57,11 @@ def skeleton(src: str) -> str:
   A loop's bounds and step stay where they are small: LLVM unrolls a short loop it knows the count of, and then folds
   the bounds checks inside it (a depthwise convolution's rows ran 1.7x slower with them read at run time)."""
   if (c := canonical(src)) is None: return src
-  fixed = {x for m in LOOP.finditer(c) for x in m.groups()}
-  return TOKEN.sub(lambda m: m[0] if m[2] in fixed and abs(int(m[3])) < SHORT else
-                   f"{m[1]}{m[2]} = arith.constant # : {m[4]}" if m[2] else f"{m[5]}#x", c)
+  def blank(fn: str) -> str:   # (per function: SSA names repeat across functions)
+    fixed = {x for m in LOOP.finditer(fn) for x in m.groups()}
+    return TOKEN.sub(lambda m: m[0] if m[2] in fixed and abs(int(m[3])) < SHORT else
+                     f"{m[1]}{m[2]} = arith.constant # : {m[4]}" if m[2] else f"{m[5]}#x", fn)
+  return "".join(blank(m[0]) for m in FUNC.finditer(c))
 
 def forget() -> None:
   """Drop the texts canonical and skeleton keep (tens of KB each): a compile's work is done."""
