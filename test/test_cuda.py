@@ -51,15 +51,17 @@ cuEventElapsedTime is the difference."""
   def cuGetErrorName(self, e):
     return self._ok({1: b"CUDA_ERROR_INVALID_VALUE", 2: b"CUDA_ERROR_OUT_OF_MEMORY", 218: b"CUDA_ERROR_INVALID_PTX"}[e])
   def cuGetErrorString(self, e): return self._ok(b"the driver said no")
+  # (a real driver is thread-safe: the fake's tables are read as snapshots, list() of a dict taken whole under the GIL,
+  # so threads allocating and freeing meanwhile never change one mid-iteration)
   def cuMemAlloc(self, n):
-    if sum(a.nbytes for a in self.mem.values()) + n > self.capacity: return (2, None)
+    if sum(a.nbytes for a in list(self.mem.values())) + n > self.capacity: return (2, None)
     a = np.zeros(n, np.uint8); self.mem[a.ctypes.data] = a; return self._ok(a.ctypes.data)
   def cuMemFree(self, p): del self.mem[p]; return self._ok()
   def cuMemHostAlloc(self, n, flags): a = np.zeros(n, np.uint8); self.pinned[a.ctypes.data] = a; return self._ok(a.ctypes.data)
   def cuMemFreeHost(self, p): del self.pinned[p]; return self._ok()
   def _copy(self, kind, dst, src, n):
     host = src if kind == "HtoD" else dst
-    self.pinned_copies += any(p <= host and host + n <= p + a.nbytes for p, a in self.pinned.items())
+    self.pinned_copies += any(p <= host and host + n <= p + a.nbytes for p, a in list(self.pinned.items()))
     self.copies[kind] += 1; ctypes.memmove(dst, src, n); return self._ok()
   def cuMemcpyHtoD(self, d, s, n): return self._copy("HtoD", d, s, n)
   def cuMemcpyDtoH(self, d, s, n): return self._copy("DtoH", d, s, n)
