@@ -3,10 +3,12 @@ kernel taking those constants at run time; each member keeps its own spec, entry
 computes what it computes alone."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from morok_mlir import Tensor
+from morok_mlir import realize as rz
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.ir import families
-from morok_mlir.device.cpu import CPUDevice, ProgramSpec
+from morok_mlir.device.cpu import CPU, CPUDevice, ProgramSpec
 from morok_mlir.ir.emit import normalize, graph_func
 from morok_mlir.ir.pipeline import lower_to_kernels
 
@@ -106,3 +108,33 @@ def test_a_loop_bound_is_known_by_its_own_function():
             "    %3 = arith.sitofp %2 : i32 to f32\n    memref.store %3, %arg0[%0] : memref<8xf32>\n    return\n  }\n}\n")
   assert "%3 = arith.constant 5 : index" in families.canonical(two(5)).split("@kernel_b")[1]   # the name of kernel_a's loop start
   assert families.skeleton(two(5)) == families.skeleton(two(500))
+
+GRAPHS = [lambda t: (t * 1.5 + 0.25).exp2().sum(1), lambda t: (t.max(1, keepdim=True) - t).relu() * 3,
+          lambda t: t.T.contiguous() * t.sum(0, keepdim=True).T]
+REFS = [lambda x: np.exp2(x * 1.5 + 0.25).sum(1), lambda x: np.maximum(x.max(1, keepdims=True) - x, 0) * 3,
+        lambda x: x.T * x.sum(0, keepdims=True).T]
+
+@settings(max_examples=12, deadline=None)
+@given(g=st.integers(0, len(GRAPHS) - 1), shapes=st.lists(st.tuples(st.integers(1, 160), st.integers(1, 256)), min_size=2, max_size=4, unique=True))
+def test_random_sizes_of_one_graph_compute_their_own(g, shapes):
+  """One graph at several random sizes, realized together (one compile, kernels of one family where their texts allow):
+  each result is numpy's."""
+  each_own(g, shapes)
+
+def each_own(g: int, shapes: list) -> int:
+  """Realize GRAPHS[g] at shapes together, freshly compiled, each checked against numpy: how many family members."""
+  members, real = [], families.units
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setattr(rz, "_schedule_cache", {})
+    mp.setattr(CPU.disk, "enabled", False)
+    mp.setattr(families, "units", lambda items: (lambda r: (members.append(len(r[1])), r)[1])(real(items)))
+    CPU.method_cache.clear()
+    xs = [np.random.default_rng(i).standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)]
+    outs = [GRAPHS[g](Tensor(x)) for x in xs]
+    Tensor.realize(*outs)
+  for o, x in zip(outs, xs): np.testing.assert_allclose(o.numpy(), REFS[g](x.astype(np.float64)), rtol=1e-5, atol=1e-5)
+  return sum(members)
+
+@pytest.mark.parametrize("g", range(len(GRAPHS)))
+def test_sizes_of_one_graph_are_one_family(g):
+  assert each_own(g, [(64, 100), (96, 200), (130, 77)]) >= 2
