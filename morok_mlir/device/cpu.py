@@ -938,11 +938,10 @@ class CPUDevice:
     code = dict(zip(keys, specs))   # one code per key (equal text: int8, uint8 and bool arguments all lower to i8)
     with _lock, _context():
       items, fams = families.units(plain := [(f"k{k}_", spec.src) for k, spec in code.items()])
-      try: mod = self.compiler.lower_many(items)
-      except ir.MLIRError:   # a generic text MLIR refuses (a form families.py does not know): each kernel alone
+      try: return keys, code, ExecutionEngine(self.compiler.lower_many(items), opt_level=OPT_LEVEL, enable_pic=True), fams
+      except (ir.MLIRError, RuntimeError):   # a generic text MLIR or LLVM refuses (a form families.py does not know)
         if not fams: raise
-        mod, fams = self.compiler.lower_many(plain), {}
-      return keys, code, ExecutionEngine(mod, opt_level=OPT_LEVEL, enable_pic=True), fams
+      return keys, code, ExecutionEngine(self.compiler.lower_many(plain), opt_level=OPT_LEVEL, enable_pic=True), {}   # each alone
   def build(self, spec: ProgramSpec) -> CPUProgram:
     """From the disk cache when it holds a verified object for spec, else JIT (and store it there)."""
     return self.load(spec) or self.jit([spec])[0]
