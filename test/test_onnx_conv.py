@@ -87,3 +87,33 @@ def test_shuffle_unit_batchnorm_folds_once(stats):
   # each batchnorm of constant statistics: its scale and its shift, buffers the replays read
   from morok_mlir.dialects.ops import Ops
   assert len(m._consts) == (4 if stats == "initializers" else 2) and all(t.uop.op is Ops.BUFFER for t in m._consts.values())
+
+def test_batchnorm_constants_compile_no_kernel(monkeypatch):
+  """A batchnorm's scale and shift from initializers are computed in numpy when the first call meets them (fold.py), not
+  by kernels compiled to run once: no kernel of any call takes a square root."""
+  from morok_mlir import realize as rz
+  from morok_mlir.device.cpu import CPU
+  from morok_mlir.dialects.ops import Ops
+  r = np.random.default_rng(3)
+  c = 24
+  arrays = {"w": r.standard_normal((c, 8, 3, 3)) * 0.2, "s": r.uniform(0.5, 2, c), "b": r.standard_normal(c),
+            "m": r.standard_normal(c), "v": r.uniform(0.2, 2, c)}
+  inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in arrays.items()]
+  nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"])]
+  vi = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+  m = OnnxModel(helper.make_model(helper.make_graph(nodes, "g", [vi("x", [1, 8, 9, 11])], [vi("y", None)], inits), opset_imports=[helper.make_opsetid("", 17)]))
+  monkeypatch.setattr(rz, "_schedule_cache", {})
+  CPU.method_cache.clear()
+  seen, many, one = [], CPU.compile_many, CPU.compile
+  monkeypatch.setattr(CPU, "compile_many", lambda fs: (seen.extend(fs), many(fs))[1])
+  monkeypatch.setattr(CPU, "compile", lambda f: (seen.append(f), one(f))[1])
+  x = r.standard_normal((1, 8, 9, 11)).astype(np.float32)
+  a = {k: v.astype(np.float64) for k, v in arrays.items()}
+  conv = np.zeros((1, c, 9, 11))
+  xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+  for i in range(3):
+    for j in range(3): conv += np.einsum("oc,nchw->nohw", a["w"][:, :, i, j], xp[:, :, i:i + 9, j:j + 11])
+  sh = (1, -1, 1, 1)
+  want = (conv - a["m"].reshape(sh)) / np.sqrt(a["v"].reshape(sh) + 1e-5) * a["s"].reshape(sh) + a["b"].reshape(sh)
+  for _ in range(3): np.testing.assert_allclose(m({"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+  assert seen and not any(u.op is Ops.SQRT for f in seen for root in f.roots for u in root.toposort)

@@ -13,6 +13,7 @@ from morok_mlir.core.dtype import dtypes, DType
 from morok_mlir.dialects.ops import Ops, GRAPH_ALU
 from morok_mlir.core.provenance import user_loc
 from morok_mlir.realize import new_buffer
+from morok_mlir.onnx import fold
 from morok_mlir import host
 
 def _dt(t: int) -> DType:
@@ -1370,10 +1371,14 @@ def computed(t: Tensor) -> bool:
 def hoisted(t: Tensor) -> Tensor:
   """t, where a recorded call (CALL.args) computes it from the model's constants alone (a quantized weight minus its
   zero point): its value realized once (CALL.consts, by t's graph), so replays read it as data, as onnxruntime folds
-  constants; a contraction then keeps such a weight's packed panels between calls. Until the call ends (the model
-  realizes CALL.pending) t itself."""
+  constants; a contraction then keeps such a weight's packed panels between calls. One numpy computes as a kernel would
+  (fold.py: a batchnorm's scale and shift) is data at once, so even the first call compiles no kernel for it; any other
+  is t itself until the call ends (the model realizes CALL.pending)."""
   if not getattr(CALL, "args", None) or _reads_call(t) or not computed(t): return t
   if (v := CALL.consts.get(t.uop)) is not None: return v
+  if t.device == "CPU" and (a := fold.evaluate(t.uop)) is not None:   # numpy computes it as a kernel would: data now,
+    CALL.consts[t.uop] = v = Tensor._of(new_buffer(a, t.uop.loc), "CPU")   # so the first call compiles no kernel for it
+    return v
   CALL.pending.append((t.uop, t))
   return t
 def _masked_loop(n: int, cond: Tensor, carried: list, body) -> list | None:
