@@ -157,21 +157,19 @@ class CPUCompiler:
   @staticmethod
   def lower_many(items: list[tuple[str, str]]):
     """The (prefix, upstream MLIR text) items as one LLVM-dialect module (in the current context, holding _lock), each
-    one's functions renamed with its prefix (declarations kept once, and none of a function defined here: a family's
-    wrappers declare its generic kernel): one JIT engine, one LLVM codegen for all of them."""
+    one's functions renamed with its prefix (declarations of outside functions kept once): one JIT engine, one LLVM
+    codegen for all of them."""
     from mlir import ir
     from mlir.passmanager import PassManager
-    mod, declared, mods = ir.Module.create(ir.Location.unknown()), set(), []
+    mod, declared = ir.Module.create(ir.Location.unknown()), set()
     for pre, src in items:
       m = ir.Module.parse(src)
-      mods.append((m, ops := list(m.body.operations)))   # (a parsed module lives while its ops move)
+      ops = list(m.body.operations)
       for op in ops:
         if len(op.regions) and len(op.regions[0].blocks):
           name = ir.StringAttr(op.attributes["sym_name"]).value
           ir.SymbolTable.replace_all_symbol_uses(name, pre + name, m.operation)
           ir.SymbolTable.set_symbol_name(op, pre + name)
-          declared.add(pre + name)
-    for _, ops in mods:
       for op in ops:
         if len(op.regions) and not len(op.regions[0].blocks):
           if (name := ir.StringAttr(op.attributes["sym_name"]).value) in declared: continue
@@ -561,8 +559,8 @@ class CPUProgram:
       # each chunk's (lo, hi, chunk index); a phase whose par has a 4th element 1 also takes the index (its buffers)
       bounds = [(ctypes.c_int64 * 3)(lo, hi, i) for i, (lo, hi) in enumerate(chunks(par[0], min(par[1], THREADS), par[2]))]
       nb = 3 if len(par) > 3 and par[3] else 2
-      phases.append((fn, [(ctypes.c_void_p * (ns + 3 + len(consts)))(*[slot(i) for i in range(ns)],
-                                                                     *(ctypes.addressof(b) + 8 * j for j in range(nb)), *consts)
+      phases.append((fn, [(ctypes.c_void_p * (ns + nb + len(consts)))(*[slot(i) for i in range(ns)],
+                                                                      *(ctypes.addressof(b) + 8 * j for j in range(nb)), *consts)
                           for b in bounds]))
       keep += bounds
     return _Args(code, ptrs, phases, scratch, keep)
