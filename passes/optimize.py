@@ -417,11 +417,14 @@ def reduce_lanes(f: Func, vec: int) -> tuple[Func, int] | None:
   """(kernel, W) for uop.reduce_lanes: the kernel's one f32 store reduces (add, max, min) over data its loads read
   contiguously along the reduce's innermost range, once split_ranges has run the index math's divisions by constants as
   ranges of their own, but decoded from narrower types or through such divisions (a quantized matrix-vector product's
-  blocks: LLVM vectorizes neither), and no more than REDUCE_BLOCK terms per lane. That range then runs W lanes wide
-  (vec, or vec/2 where only that divides it): W neighbouring bytes or elements per load, a vector accumulator."""
+  blocks: LLVM vectorizes neither) or read from a row of each output's own (a float matrix-vector product: LLVM's loop,
+  one output at a time, runs at ~2/3 of lanes that prefetch the rows, codegen.lanes.STREAM_AHEAD), and no more than
+  REDUCE_BLOCK terms per lane. That range then runs W lanes wide (vec, or vec/2 where only that divides it): W
+  neighbouring bytes or elements per load, a vector accumulator."""
   if (one := single_store(f.roots[0], REDUCE_STORES)) is None or lane_reduce_of(one[1]) is None: return None
   sink = im.split_ranges(f.roots[0], lambda r: r.attrs.get("kind") not in ("loop", "serial"))
-  red = lane_reduce_of(single_store(sink, REDUCE_STORES)[1])
+  end, st, _ = single_store(sink, REDUCE_STORES)
+  red, outs = lane_reduce_of(st), {r for r in end.src[1:] if r.op is Ops.RANGE}
   def lanes_of(r: UOp) -> tuple[int, int] | None:
     """(W, size) when r can run as lanes: W divides its static size, its loads step by 0 or 1 (one by 1) and are
     decoded from narrower data or indexed through a split division, the source computes as vectors"""
@@ -429,9 +432,11 @@ def reduce_lanes(f: Func, vec: int) -> tuple[Func, int] | None:
     dep = {r}
     for u in red.src[0].toposort:
       if any(s in dep for s in u.src): dep.add(u)
-    steps = {lane_coef(u.src[0].src[1], r, {}) for u in dep if u.op is Ops.LOAD}
+    loads = [u for u in dep if u.op is Ops.LOAD]
+    steps = {lane_coef(u.src[0].src[1], r, {}) for u in loads}
     narrow = any(u.dtype not in (dtypes.float32, dtypes.index, dtypes.bool) for u in dep if u.op is not Ops.INDEX)
-    return (w, n) if 1 in steps and steps <= {0, 1} and (narrow or sink is not f.roots[0]) and lane_supported(red.src[0], r) else None
+    rows = any(lane_coef(u.src[0].src[1], r, {}) == 1 and not outs.isdisjoint(u.src[0].src[1].toposort) for u in loads)
+    return (w, n) if 1 in steps and steps <= {0, 1} and (narrow or rows or sink is not f.roots[0]) and lane_supported(red.src[0], r) else None
   if not (cands := [(wn, r) for r in red.src[1:] if (wn := lanes_of(r)) is not None]): return None
   (w, _), r = max(cands, key=lambda c: c[0][1])
   if prod(map(rsize, red.src[1:])) > w * REDUCE_BLOCK: return None

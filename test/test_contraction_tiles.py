@@ -79,6 +79,28 @@ def test_vector_times_matrix():
   assert not mm_phases(t)
   np.testing.assert_allclose(t.numpy(), w.T @ x, rtol=1e-4, atol=1e-3)
 
+def kernel_attrs(t: Tensor) -> list[dict]:
+  """uop-optimize's attributes of each kernel that computes t."""
+  from morok_mlir.ir.emit import graph_func, normalize
+  from morok_mlir.ir.pipeline import lower_to_kernels
+  return [f.attrs for f in lower_to_kernels(graph_func(normalize([t.uop])[0])) if f.name != "schedule"]
+
+@pytest.mark.parametrize("vec", [8, 16])
+@pytest.mark.parametrize("n,k,lanes", [(1000, 1024, True), (7, 2048, True), (33, 96, True), (1000, 1111, False), (5, 21, False)])
+def test_matrix_vector_rows_in_lanes(n, k, lanes, vec, monkeypatch):
+  """W @ x with W's rows k-contiguous (a classifier's last layer, x @ W.T): each output's row of its own runs as vector
+  lanes whose loads prefetch ahead (uop.reduce_lanes) where the lanes divide k, else LLVM's loop; with a bias and relu
+  after it, on 1 and 2 threads, against numpy."""
+  monkeypatch.setattr(opt, "VEC_WIDTH", vec)
+  x, w, bias = rnd(1, k), rnd(n, k), rnd(n)
+  for threads in (1, 2):
+    monkeypatch.setattr(opt, "THREADS", threads)
+    monkeypatch.setattr(R, "_schedule_cache", {})
+    t = (Tensor(x) @ Tensor(w).T + Tensor(bias)).relu()
+    (attrs,) = kernel_attrs(t)
+    assert ("uop.reduce_lanes" in attrs) == lanes and "uop.contraction" not in attrs, attrs
+    np.testing.assert_allclose(t.numpy(), np.maximum(x @ w.T + bias, 0), rtol=1e-4, atol=1e-4)
+
 @pytest.mark.parametrize("vec", [8, 16])
 @pytest.mark.parametrize("n,ci,co,hw", [(8, 64, 64, 16), (2, 48, 32, 8), (3, 32, 48, 5)])
 def test_epilogue_on_tiles_of_an_image_batch(n, ci, co, hw, vec, monkeypatch):

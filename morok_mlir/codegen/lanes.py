@@ -27,6 +27,8 @@ class LaneLowerer(Lowerer):
   before the tile's k loop, so the output and residual rows it will touch come in from L3 or memory meanwhile."""
   def __init__(self, f: Func, lane: UOp, prefetch: bool = False, skip: UOp | None = None, stream: bool = False):
     self.lane, self.vw, self.prefetch, self.skip, self.stream = lane, im.cval(lane.src[0]), prefetch, skip, stream
+    # a streamed kernel's output loops: a load indexed by one reads a row of its own per output (a matrix's, not the vector's)
+    self.rows = frozenset(r for e in f.roots[0].toposort if e.op is Ops.END for r in e.src[1:] if r.op is Ops.RANGE) if stream else frozenset()
     self.vec: set[UOp] = set()   # the values that are vectors: those depending on the lane, but for a reduce over it (a scalar)
     self.mark(f.roots[0])
     self.bcast: dict[UOp, tuple[Frame, str]] = {}
@@ -207,8 +209,8 @@ class LaneLowerer(Lowerer):
       return em.select(fr, mask, em.broadcast(fr, v, t, ft), zero, ft, bt)
     if len(idx.src) > 2: mask = self.vec_of(idx.src[2], fr) if step == 1 else self.wide_mask(idx.src[2], step, fr)
     elif step == 1:
-      if self.stream and STREAM_AHEAD and u.dtype.itemsize == 1:   # (LaneReduce's quantized weights: see STREAM_AHEAD)
-        em.prefetch(into, buf, em.arith(into, "addi", "index", base, em.const(into, STREAM_AHEAD)), False, mt)
+      if self.stream and STREAM_AHEAD and (u.dtype.itemsize == 1 or not self.rows.isdisjoint(self.rs(idx.src[1]))):   # see STREAM_AHEAD
+        em.prefetch(into, buf, em.arith(into, "addi", "index", base, em.const(into, STREAM_AHEAD // u.dtype.itemsize)), False, mt)
       return em.vload(into, buf, base, mt, ft)
     else: mask = em.const(fr, f"dense<{[i % step == 0 for i in range(n)]}>".lower(), self.vty(dtypes.bool, n))
     vt = self.vty(u.dtype, n)
@@ -415,9 +417,10 @@ def reduce_lane_split(f: Func, w: int) -> tuple[Func, UOp] | None:
   if (red := lane_reduce_of(single_store(sink, REDUCE_STORES)[1])) is None or not lane_supported(red.src[0], lane): return None
   return Func(f.name, f.args, f.results, [sink], f.attrs), lane
 
-# a quantized matrix-vector product's 8-bit loads prefetch this many bytes ahead: its weights stream from memory once a
-# call (a decode step's ~400 short products), and the hardware's prefetchers, restarted at each product, left them at
-# 8-19 GB/s of a 2-core Xeon's 38-49 (0: none)
+# a matrix-vector product's matrix loads prefetch this many bytes ahead (its quantized bytes, or a float matrix's rows: each
+# output's own): its weights stream from memory once a call (a decode step's ~400 short products, a classifier's last
+# layer), and the hardware's prefetchers, restarted at each product or 4 KiB page, left them at 8-19 GB/s of a 2-core
+# Xeon's 38-49 (0: none)
 STREAM_AHEAD = 4096
 COSTLY = {Ops.EXP2, Ops.LOG2, Ops.POW, Ops.SIN, Ops.SQRT, Ops.FDIV, Ops.RECIP}   # per-element ops worth a vectorized pass
 class LaneReduce:

@@ -24,7 +24,7 @@
 // CHECK: "uop.reduce"
 // CHECK: "uop.end"({{.*}}, %[[R]])
 
-// On the CPU the loop is a plain scf.for to the loaded value (uop-optimize makes no static-size choices here).
+// On the CPU the loop is a plain scf.for to the loaded value; each row of 8 (static) is one vector of lanes.
 // CPU-LABEL: func.func @r_n_8_k0
 // CPU-SAME: (%[[O:.*]]: memref<64xf32>, %[[VB:.*]]: memref<1xi64>, %{{.*}}: memref<512xf32>)
 // CPU: %[[L:.*]] = memref.load %[[VB]][%{{.*}}] : memref<1xi64>
@@ -32,8 +32,9 @@
 // CPU: %[[MX:.*]] = arith.maxsi %[[C]], %{{.*}} : index
 // CPU: %[[END:.*]] = arith.minsi %[[MX]], %{{.*}} : index
 // CPU: scf.for %[[IV:.*]] = %{{.*}} to %[[END]] step
-// CPU: scf.for {{.*}} iter_args
-// CPU: memref.store {{.*}}, %[[O]][%[[IV]]] : memref<64xf32>
+// CPU: vector.load %{{.*}} : memref<512xf32>, vector<8xf32>
+// CPU: %[[S:.*]] = vector.reduction <add>
+// CPU: memref.store %[[S]], %[[O]][%[[IV]]] : memref<64xf32>
 // CPU-LABEL: func.func @schedule
 // CPU: call @r_n_8_k0(%arg2, %arg1, %arg0)
 func.func @rows(%a: tensor<64x8xf32>) -> tensor<?xf32> {
