@@ -591,7 +591,8 @@ class _Kernel:
     if kept and (n := sum(4 * q.spec.scratch[s] for q in progs for _, arg, s, _ in q.spec.reuse if arg in const)):
       if self.pinned[0] < n: return
       self.pinned[0], self.held = self.pinned[0] - n, n
-    self.args, self.run = p
+    # (bound: no longer waiting for a first call, also where a rebind of its batch came first: a program moved meanwhile)
+    self.args, self.run, self.pending = *p, False
     for i, j in self.fixed: self.args.ptrs[i] = v[j].ptr
   def _unkeyed(self, v: list, inputs: list) -> bool:
     """Whether an argument whose derived results the kernel keeps (keyed) came as another tensor at each of the last

@@ -392,6 +392,20 @@ def test_a_replay_runs_its_kernels_natively_on_new_data():
   for t in ts: t.join()
   assert not errs
 
+def test_a_rebind_before_a_kernels_first_replay_leaves_nothing_pending():
+  """A kernel whose constant weight's panels its first replay packs waits for that call (pending); when its batch is bound
+  again before it (a program moved onto its shared object meanwhile: a background link finishing), the bound kernel is
+  no longer pending, and the plan's replays become one native call, with right results (a kernel left pending forever
+  kept every replay off that path: seen as this module's native-replay test failing under load)."""
+  w = rnd(64, 64, seed=9)
+  W = Tensor(w).realize()
+  f = TinyJit(lambda x: ((x @ W).relu() * 2).sum(1))
+  for i in range(6):
+    x = rnd(128, 64, seed=i)
+    np.testing.assert_allclose(f(Tensor(x)).numpy(), (2 * np.maximum(x @ w, 0)).sum(1), rtol=1e-4, atol=1e-3)
+    if f.plan is not None and (nat := f.plan.run[0]).pending and i < 5: nat._build(rebind=True)   # (as a moved program's rebind)
+  assert not f.plan.run[0].pending and not any(k.pending for k in f.plan.run[0].kernels) and f.plan.run[0].one is not None
+
 @pytest.mark.parametrize("n", [8, 1000])
 def test_replay_outputs_keep_their_values_while_referenced(n):
   """A small replay output's memory may serve a later replay only once nothing references it: a kept Tensor, its
