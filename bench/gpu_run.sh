@@ -11,11 +11,18 @@
 #   4. the Tensor suite on CUDA (DEVICE=CUDA test/test_tensor_ops.py), in what is left of 450 s
 # Results: $OUT (else bench/gpu-results/): summary.txt (one line a step), tests.txt, bench.md (the table),
 # bench.txt (its log), tensor_ops.txt.
+# On a machine that cannot install packages, BUNDLE=file (bench/gpu_bundle.sh's tarball of the MLIR bindings for its
+# python3) is unpacked into a temporary folder put first on PYTHONPATH, with this checkout.
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
 RES=${OUT:-bench/gpu-results}
 mkdir -p "$RES"
+if [ -n "${BUNDLE:-}" ]; then
+  site=$(mktemp -d); trap 'rm -rf "$site"' EXIT
+  tar xJf "$BUNDLE" -C "$site" || { echo "no GPU run: $BUNDLE does not unpack"; exit 2; }
+  export PYTHONPATH="$site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
 : > "$RES/summary.txt"; : > "$RES/bench.md"
 start=$(date +%s)
 log() { echo "$*" | tee -a "$RES/summary.txt"; }
