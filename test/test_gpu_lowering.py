@@ -64,6 +64,8 @@ MORE = {  # further cases for the emulated runs
   "colsum_upcast": (lambda: R(8, 64).sum(axis=0), False),             # short reduce: lanes share one loop
   "conv_upcast": (lambda: R(2, 4, 10, 12).conv2d(R(8, 4, 3, 3), padding=1), False),   # three reduce ranges, flattened
   "two_kernels": (lambda: (R(64, 130) - R(64, 130).max(axis=1, keepdim=True)).exp().sum(axis=0), True),
+  # a row of each output's own (uop-optimize's reduce_lanes, a CPU choice: the GPU lowers the same graph its own way)
+  "matvec_rows": (lambda: (R(1, 512) @ R(100, 512, seed=3).T).relu(), True),
   # the CPU lowering's accurate forms, shared: cos as math.cos, a shifted sine and pow in f64 steps, exp's exact product
   "trig_pow_exp": (lambda: (R(33, 40).cos() + (R(33, 40, seed=3) + 1).sin()) * R(33, 40, seed=4) ** R(33, 40, seed=5) + (R(33, 40) * 3).exp(), False),
 }
