@@ -161,8 +161,8 @@ def affine(u: UOp, memo: dict) -> dict | None:
       q, rem = {k: v // c for k, v in a.items()}, {k: v % c for k, v in a.items()}   # v = c*(v//c) + v%c, term by term
       lo, hi = _form_bounds(rem)
       if lo >= 0 and hi < c: r = q if u.op is Ops.IDIV else rem
-  memo[u] = None if r is None else {k: v for k, v in r.items() if v or k == 1}
-  return memo[u]
+  memo[u] = r = None if r is None else {k: v for k, v in r.items() if v or k == 1}
+  return r
 
 def _form_bounds(a: dict) -> tuple[int, int]:
   lo = hi = a.get(1, 0)
@@ -178,13 +178,28 @@ def affine_simplify(x: UOp) -> UOp:
   x.__dict__["_affine"] = True if (r := _affine_simplify(x)) is x else r
   return r
 
+class _Forms:
+  """affine()'s memo kept on the nodes themselves (a kernel's lowering simplifies thousands of expressions that share
+  their index math): a range's form names the range, so it is not kept (no reference cycle)."""
+  def __contains__(self, u: UOp) -> bool: return u.op is not Ops.RANGE and "_aform" in u.__dict__
+  def __getitem__(self, u: UOp): return u.__dict__["_aform"]
+  def __setitem__(self, u: UOp, form) -> None:
+    if u.op is not Ops.RANGE: u.__dict__["_aform"] = form
+FORMS = _Forms()
+AFFINE_OPS = (Ops.IDIV, Ops.MOD, Ops.ADD, Ops.SUB, Ops.MUL)
+
 def _affine_simplify(x: UOp) -> UOp:
-  memo, sub = {}, {}
+  sub = {}
   for u in x.toposort:
-    if u.dtype is dtypes.index and u.op in (Ops.IDIV, Ops.MOD, Ops.ADD, Ops.SUB, Ops.MUL) and (a := affine(u, memo)) is not None:
-      e = const(0)
-      for k, v in sorted(((k, v) for k, v in a.items() if k != 1), key=lambda kv: kv[0].attrs["axis"]): e = add(e, mul(k, const(v)))
-      sub[u] = add(e, const(a.get(1, 0)))
+    if u.dtype is not dtypes.index or u.op not in AFFINE_OPS: continue
+    if (r := u.__dict__.get("_affine")) is None:   # each index node's own form, remembered as affine_simplify remembers x's
+      if (a := affine(u, FORMS)) is None: r = True
+      else:
+        e = const(0)
+        for k, v in sorted(((k, v) for k, v in a.items() if k != 1), key=lambda kv: kv[0].attrs["axis"]): e = add(e, mul(k, const(v)))
+        r = True if (e := add(e, const(a.get(1, 0)))) is u else e
+      u.__dict__["_affine"] = r
+    if r is not True: sub[u] = r
   return x.substitute(sub) if sub else x
 
 def at_lane(x: UOp, r: UOp, j: int) -> UOp:
