@@ -51,19 +51,39 @@ CACHES = (_cache(1, "size", 32 << 10), _cache(2, "size", 512 << 10), _cache(3, "
 # the L1 data cache's sets and ways (64-byte lines): lines 64 * sets bytes apart share a set, `ways` of them fit
 L1_GEOMETRY = (_cache(1, "number_of_sets", 64), _cache(1, "ways_of_associativity", 8))
 
+YIELDING_NICE = 10   # a task this nice or nicer yields its core to a normal-priority one (CFS weights: ~10% at 10, ~1.5% at 19)
+
+def _task_states(pid: str) -> list[tuple[str, int]]:
+  """(state, nice) of each thread of process pid, as /proc reads them now (none for a process gone meanwhile)."""
+  out = []
+  try: tids = os.listdir(f"/proc/{pid}/task")
+  except OSError: return out
+  for t in tids:
+    try:
+      with open(f"/proc/{pid}/task/{t}/stat") as f: st = f.read().rsplit(")", 1)[1].split()
+    except OSError: continue
+    out.append((st[0], int(st[16])))   # (stat's fields 3 and 19: after the name, state is first and nice 17th)
+  return out
+
+def yielding_running() -> int:
+  """Threads of other processes running now at a yielding priority (nice >= YIELDING_NICE): a background linker's."""
+  me = str(os.getpid())
+  return sum(st == "R" and nice >= YIELDING_NICE for p in os.listdir("/proc") if p.isdigit() and p != me for st, nice in _task_states(p))
+
 def spare_cores(samples: int = 3) -> int:
   """Cores of this process's share (THREADS) that no other task keeps busy now, this thread's not counted: from the
-  tasks running (/proc/loadavg's fourth field: every running thread of every process) less this process's own, the
-  fewest of a few samples 1 ms apart (a short task caught once is not a busy core). The one-minute load average, the
-  fallback, lags a burst by a minute: just after one it reports busy cores that are idle."""
+  tasks running (/proc/loadavg's fourth field: every running thread of every process, those /proc cannot show too)
+  less this process's own and the yielding ones it can see (this device's linker runs at nice 19: counted, it kept a
+  first call's second batch of kernels in one process), the fewest of a few samples 1 ms apart (a short task caught once
+  is not a busy core). The one-minute load average, the fallback, lags a burst by a minute: just after one it reports
+  busy cores that are idle."""
   cores = min(THREADS, len(os.sched_getaffinity(0)))
   try:
     others = []
     for i in range(samples):
       if i: time.sleep(1e-3)
       with open("/proc/loadavg") as f: running = int(f.read().split()[3].split("/")[0])
-      for t in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{t}/stat") as f: running -= f.read().rsplit(")", 1)[1].split()[0] == "R"
+      running -= sum(st == "R" for st, _ in _task_states("self")) + yielding_running()
       others.append(max(0, running))   # (the counts are read at different moments: this process's may exceed all)
     return max(0, cores - 1 - min(others))
   except (OSError, ValueError, IndexError): return max(0, cores - int(os.getloadavg()[0]))

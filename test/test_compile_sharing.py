@@ -193,3 +193,15 @@ def test_spare_cores_counts_other_processes_busy_now():
     time.sleep(0.3)
     assert any(spare_cores() <= max(0, cores - 2) or time.sleep(0.05) for _ in range(10))
   finally: p.kill(); p.wait()
+
+def test_yielding_tasks_are_seen_as_such():
+  """A busy task at nice 19 (how this device's linker runs) is a yielding one, which spare_cores does not count as a
+  busy core: host.yielding_running sees it running within a few samplings, with its nice read from /proc."""
+  from morok_mlir.host import YIELDING_NICE, _task_states, yielding_running
+  p = subprocess.Popen([sys.executable, "-c", "import os; os.nice(19)\nwhile True: pass"])
+  try:
+    time.sleep(0.3)
+    assert all(nice >= YIELDING_NICE for _, nice in _task_states(str(p.pid))) and _task_states(str(p.pid))
+    assert any(yielding_running() >= 1 or time.sleep(0.05) for _ in range(10))
+  finally: p.kill(); p.wait()
+  assert _task_states(str(p.pid)) == []   # a process gone: no threads, no error
