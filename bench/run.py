@@ -334,8 +334,10 @@ def w_minilm():
   ref, got = torch_fn().numpy(), model(I, M).numpy()
   if (c := (ref * got).sum(1).min()) < 0.9999: print(f"  !! minilm: morok's embeddings differ from torch's (cosine {c})")
   try:
-    import onnxruntime as ort, tempfile
-    with tempfile.TemporaryDirectory() as d:   # the TorchScript exporter: offline (dynamo=True needs onnxscript)
+    import onnxruntime as ort, tempfile, warnings
+    # the TorchScript exporter: offline (dynamo=True needs onnxscript); its deprecation warning would land in the table
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+      warnings.simplefilter("ignore", DeprecationWarning)
       torch.onnx.export(tm, (ti, tmask), fn := os.path.join(d, "minilm.onnx"), input_names=["ids", "mask"], dynamo=False)
       opts = ort.SessionOptions(); opts.intra_op_num_threads, opts.inter_op_num_threads = THREADS, 1
       sess = ort.InferenceSession(fn, opts, providers=["CPUExecutionProvider"])
