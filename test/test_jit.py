@@ -404,7 +404,8 @@ def test_a_rebind_before_a_kernels_first_replay_leaves_nothing_pending():
     x = rnd(128, 64, seed=i)
     np.testing.assert_allclose(f(Tensor(x)).numpy(), (2 * np.maximum(x @ w, 0)).sum(1), rtol=1e-4, atol=1e-3)
     if f.plan is not None and (nat := f.plan.run[0]).pending and i < 5: nat._build(rebind=True)   # (as a moved program's rebind)
-  assert not f.plan.run[0].pending and not any(k.pending for k in f.plan.run[0].kernels) and f.plan.run[0].one is not None
+  nat = f.plan.run[0]   # (one native call once no program is still moving onto its shared object: the links run meanwhile)
+  assert not nat.pending and not any(k.pending for k in nat.kernels) and (nat.one is not None or nat.moving)
 
 @pytest.mark.parametrize("n", [8, 1000])
 def test_replay_outputs_keep_their_values_while_referenced(n):
