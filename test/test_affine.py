@@ -15,8 +15,10 @@ def test_affine_simplify_is_sound(e):
   s = im.affine_simplify(e)
   assert im.affine_simplify(e) is s   # remembered
   for u in e.walk():   # what a node remembers never holds the node itself (a reference cycle would keep its graph alive)
-    form, simple = u.__dict__.get("_aform"), u.__dict__.get("_affine")
-    assert (form is None or u not in form) and (simple is None or simple is True or u not in simple.walk())
+    form = u.__dict__.get("_aform")
+    assert form is None or u not in form
+    for simple in (u.__dict__.get("_affine"), u.__dict__.get("_aexpr")):
+      assert simple is None or simple is True or u not in simple.walk()
   for vals in itertools.product(*(range(im.cval(r.src[0])) for r in R)):
     env = dict(zip(R, vals))
     assert value(s, env) == value(e, env)
@@ -30,3 +32,12 @@ def test_forms_are_canonical_and_shared():
   assert im.affine_simplify(e1) is im.affine_simplify(e2)
   big = UOp(Ops.MUL, dtypes.index, (e1, im.const(2)))
   assert im.affine_simplify(big) is im.affine_simplify(UOp(Ops.MUL, dtypes.index, (im.affine_simplify(e1), im.const(2))))
+
+def test_a_node_seen_inside_another_still_simplifies_alone():
+  """A node without an affine form of its own (a division that does not fold) met inside a larger expression: simplified
+  alone afterwards, its sources still take their canonical forms (the per-node memo once answered "unchanged")."""
+  r = R[0]
+  u = UOp(Ops.IDIV, dtypes.index, (UOp(Ops.ADD, dtypes.index, (im.const(5), UOp(Ops.MUL, dtypes.index, (r, im.const(3))))), im.const(4)))
+  im.affine_simplify(UOp(Ops.MAX, dtypes.index, (u, im.const(0))))
+  s = im.affine_simplify(u)
+  assert s is not u and s.src[0] is UOp(Ops.ADD, dtypes.index, (UOp(Ops.MUL, dtypes.index, (r, im.const(3))), im.const(5)))

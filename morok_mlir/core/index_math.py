@@ -192,13 +192,15 @@ def _affine_simplify(x: UOp) -> UOp:
   sub = {}
   for u in x.toposort:
     if u.dtype is not dtypes.index or u.op not in AFFINE_OPS: continue
-    if (r := u.__dict__.get("_affine")) is None:   # each index node's own form, remembered as affine_simplify remembers x's
+    # each index node's own form rebuilt, remembered apart from affine_simplify's result for it (where u has no form of
+    # its own, its sources may still simplify)
+    if (r := u.__dict__.get("_aexpr")) is None:
       if (a := affine(u, FORMS)) is None: r = True
       else:
         e = const(0)
         for k, v in sorted(((k, v) for k, v in a.items() if k != 1), key=lambda kv: kv[0].attrs["axis"]): e = add(e, mul(k, const(v)))
         r = True if (e := add(e, const(a.get(1, 0)))) is u else e
-      u.__dict__["_affine"] = r
+      u.__dict__["_aexpr"] = r
     if r is not True: sub[u] = r
   return x.substitute(sub) if sub else x
 
