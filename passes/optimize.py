@@ -432,10 +432,10 @@ def reduce_lanes(f: Func, vec: int) -> tuple[Func, int] | None:
     dep = {r}
     for u in red.src[0].toposort:
       if any(s in dep for s in u.src): dep.add(u)
-    loads = [u for u in dep if u.op is Ops.LOAD]
-    steps = {lane_coef(u.src[0].src[1], r, {}) for u in loads}
+    coefs = [(u.src[0].src[1], lane_coef(u.src[0].src[1], r, {})) for u in dep if u.op is Ops.LOAD]   # (address, step)
+    steps = {k for _, k in coefs}
     narrow = any(u.dtype not in (dtypes.float32, dtypes.index, dtypes.bool) for u in dep if u.op is not Ops.INDEX)
-    rows = any(lane_coef(u.src[0].src[1], r, {}) == 1 and not outs.isdisjoint(u.src[0].src[1].toposort) for u in loads)
+    rows = any(k == 1 and not outs.isdisjoint(at.toposort) for at, k in coefs)
     return (w, n) if 1 in steps and steps <= {0, 1} and (narrow or rows or sink is not f.roots[0]) and lane_supported(red.src[0], r) else None
   if not (cands := [(wn, r) for r in red.src[1:] if (wn := lanes_of(r)) is not None]): return None
   (w, _), r = max(cands, key=lambda c: c[0][1])
