@@ -469,8 +469,7 @@ class Tensor(OpMixin, metaclass=_TensorType):
     if todo:
       u = same = us = None   # (names that would hold an output: in_place counts the references to it)
       us = list(todo)
-      # (+ todo's key and us; only a write through a slice, a where, can be one in place: the usual call skips the check)
-      if type(dev) is str and Ops.WHERE in {u.op for u in us}: us = _in_place(us, [len(ts) + 2 for ts in todo.values()], dev)
+      if type(dev) is str: us = _in_place(us, [len(ts) + 2 for ts in todo.values()], dev)   # (+ todo's key and us)
       outs = _realize(us, device=dev, beam=beam) if type(dev) is str else _multi.realize_multi(us, dev, beam)
       for (u, ts), out in zip(todo.items(), outs):
         if type(out) is Buffer and (out.size != sym_val(u.size) or out.dtype != u.dtype):
