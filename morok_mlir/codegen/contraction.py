@@ -77,6 +77,9 @@ class Contraction:
     (red, a, b, I, J, K, T), (self.mr, self.nr, self.kc, self.mc, self.vw) = self.operands(f)
     self.op = red.attrs["op"]   # add: a product's sum; max or min: a column reduce (a is ones, see optimize.column_reduce)
     self.M, self.N, self.K, self.batch = (prod(sizes(rs)) for rs in (I, J, K, T))
+    # the batch ranges each operand reads: a batch whose problems share an operand (a 1x1 convolution's weights, over the
+    # image rows a transposing output makes the batch) packs it once per distinct problem of its own, not per problem
+    self.uses = tuple(batch_uses(x, T) for x in (a, b))
     self.taps, self.pad = self.window_a(a, I, K) if "uop.direct_conv" in f.attrs else (None, None)   # a direct convolution
     self.rt = [extent(rs) for rs in (I, J, K, T)]   # the same, read at run time (constants where static)
     if None in self.rt: raise PassError(f"@{f.name}: uop.contraction with a symbolic size on a range inside another of its kind")
@@ -198,11 +201,12 @@ class Contraction:
     # loops over the batch, then the operand's own ranges (fresh axes: k outermost for b, whose rows are k; rows first
     # for a), so reads follow its layout; the packed position needs only lin // w and lin % w (row > 0: row-major,
     # rows `row` floats apart)
-    I, J, K, T = self.ranges
+    I, J, K, _ = self.ranges
+    x, tx = own_problems(x, self.uses[k_first])
     x = affine_simplify(x.substitute({r: im.const(0) for r in set(I) | set(J) if r not in rs}))  # mentioned, not used
-    if not row and (lanes := self.pack_lanes(x, rs, w, buf, per_batch=per_batch)) is not None: return lanes
-    if row and (lanes := self.pack_row_lanes(x, rs, buf, per_batch, row)) is not None: return lanes
-    order = T + ((K + rs) if k_first else (rs + K))
+    if not row and (lanes := self.pack_lanes(x, rs, w, buf, per_batch=per_batch, tx=tx)) is not None: return lanes
+    if row and (lanes := self.pack_row_lanes(x, rs, buf, per_batch, row, tx)) is not None: return lanes
+    order = tx + ((K + rs) if k_first else (rs + K))
     new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(order)}
     loops = list(new.values())
     lin, kl = im.linearize([new[r] for r in rs], sizes(rs)), im.linearize([new[r] for r in K], sizes(K))
@@ -214,18 +218,18 @@ class Contraction:
       loops = [lin if u is new[rs[0]] else u for u in loops if not any(u is new[r] for r in rs[1:])]
       new.update(zip(rs, im.unravel(UOp(Ops.MIN, dtypes.index, (lin, im.sub(n, im.const(1)))), sizes(rs))))
     idx = self.packed_at(lin, kl, w, row)
-    if T: idx = im.add(im.mul(im.linearize([new[r] for r in T], sizes(T)), im.const(per_batch)), idx)
+    if tx: idx = im.add(im.mul(im.linearize([new[r] for r in tx], sizes(tx)), im.const(per_batch)), idx)
     st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, dtypes.float32.ptr(), (buf, idx)), x.substitute(new)))
     return Func(f"{self.name}_pack", self.args, [], [UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (st, *loops)),))],
                 {"uop.kernel": None, **self.thr})
 
-  def pack_row_lanes(self, x, rs, buf, per_batch, row):
+  def pack_row_lanes(self, x, rs, buf, per_batch, row, T):
     # a row-major A (attention's softmax rows), with k as vector lanes: whole steps of VW-lane groups, then the groups
     # past them, the last one's lanes past K gated off (lane_groups); the row's own reduces over k (max, sum of exps) so
     # too. K static or symbolic alike: LLVM unrolls a static row fully or vectorizes it with scalar remainders. Not where
     # K (a symbolic K's bound, a copy's for narrower bounds) holds no whole step: short rows run as well in plain loops,
     # without the masked groups' tests
-    I, J, K, T = self.ranges
+    I, J, K, _ = self.ranges
     if len(K) != 1 or rsize(K[0]) < self.vw * UNROLL_GROUPS: return None
     new = {r: UOp(Ops.RANGE, dtypes.index, r.src, attrs(axis=1000 + i, kind="loop")) for i, r in enumerate(T + rs)}
     lane, ends = lane_range(self.vw), []
@@ -259,8 +263,9 @@ class Contraction:
 
   def layout(self):
     # Ap, Bp, C; a batch (over T) of each, one after the other; then one A block or one B panel per thread (fused, fused_b)
-    self.scratch = [prod(self.pad) if self.pad else self.batch * self.Mp * self.ka if self.direct_a is None and not self.fused else 1,
-                    self.batch * self.Np * self.K if not self.fused_b and not self.direct_b else 1, self.batch * self.Mp * self.Np]
+    ba, bb = (problems(u) for u in self.uses)
+    self.scratch = [prod(self.pad) if self.pad else ba * self.Mp * self.ka if self.direct_a is None and not self.fused else 1,
+                    bb * self.Np * self.K if not self.fused_b and not self.direct_b else 1, self.batch * self.Mp * self.Np]
     self.scratch += [self.mc * self.K] * self.t if self.fused else [self.nr * self.K] * self.t if self.fused_b else []
     n = len(self.f.args)
     self.args = list(self.f.args) + [arg_buffer(n + j, dtypes.float32.ptr(x)) for j, x in enumerate(self.scratch)]
@@ -281,14 +286,15 @@ class Contraction:
     I, _, _, _ = self.ranges
     return self.pack_lanes(affine_simplify(x.substitute({r: im.const(0) for r in I})), rs, self.nr, buf, per=1)
 
-  def pack_lanes(self, x, rs, w, buf, per=0, per_batch=0):
+  def pack_lanes(self, x, rs, w, buf, per=0, per_batch=0, tx=()):
     # panels whose rows are neighbours in the innermost row range (a convolution's output columns) as vector lanes
     # (LaneLowerer): loops over the batch, panel p, k and lane group v (L = VW rows of a w-row panel), the rows
     # unravelled once per group. Each k then reads L elements a fixed step apart and writes L consecutive ones.
     # Where L does not divide that range (size S), a group spans pieces of up to J + 1 runs: each piece's loads are
     # gated to its lanes (the others may point anywhere), and rows past the last (lanes of the last panel, reaching
     # only C's pad rows) read the last row. per: panels per block (a block packed inside mm), else the whole operand
-    _, _, K, T = self.ranges
+    _, _, K, _ = self.ranges
+    T = tx
     if not rs or self.sym: return None
     sz = sizes(rs)
     S, n_rows, L = sz[-1], prod(sz), self.vw if w % self.vw == 0 else w
@@ -413,7 +419,9 @@ class Contraction:
       K2 = sorted(u.src[1:], key=_axis)
       if [r.src[0] for r in K2] != [r.src[0] for r in K] or a.substitute(dict(zip(K, K2))) is not u.src[0]: continue
       idx = self.packed_at(lin, im.linearize(K2, sizes(K)), self.mr, self.rows_a or 0)
-      if T: idx = im.add(im.mul(im.linearize(T, sizes(T)), im.const(self.Mp * self.ka)), idx)
+      if ua := self.uses[0]:
+        own = [im.mod(r, d) if mod else im.idiv(r, d) for r, d, mod in ua]
+        idx = im.add(im.mul(im.linearize(own, [problems([u]) for u in ua]), im.const(self.Mp * self.ka)), idx)
       out[u] = UOp(Ops.REDUCE, u.dtype, (UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(), (ap, idx)),)), *u.src[1:]), u.arg, u.loc)
     return out
 
@@ -496,9 +504,9 @@ class Contraction:
     nmm = t if self.micro().split_sym else self.batch if self.batch > 1 else max(self.Np // self.nr, -(-self.Mp // self.mc))
     mm_par = (nmm, t if self.batch * self.M * self.N * self.K >= 8 * self.PAR_MIN else 1, 1, *((1,) if self.fused or self.fused_b else ())) \
       if t > 1 else None
-    bt = self.batch
-    return [*([(f"{self.name}_pack_a", par(self.pack_a, bt * self.M * self.K))] if self.pack_a is not None and not self.fused else []),
-            *([(f"{self.name}_pack_b", par(self.pack_b, bt * self.N * self.K))] if self.pack_b is not None and not self.fused_b else []),
+    bt, (ba, bb) = self.batch, (problems(u) for u in self.uses)
+    return [*([(f"{self.name}_pack_a", par(self.pack_a, ba * self.M * self.K))] if self.pack_a is not None and not self.fused else []),
+            *([(f"{self.name}_pack_b", par(self.pack_b, bb * self.N * self.K))] if self.pack_b is not None and not self.fused_b else []),
             (f"{self.name}_mm", mm_par),
             *([] if self.epi_tile else [(f"{self.name}_epi", par(self.epi, bt * self.M * self.N))])]
 
@@ -553,7 +561,44 @@ class Contraction:
     return MicroKernel(self.name, self.args, len(self.f.args), self.scratch, _int_attr(self.f, "uop.threads", 1), self.mr, self.nr, self.kc,
                        self.mc, self.vw, self.M, self.K, self.Mp, self.Np, self.batch, (self.Mp * self.ka, self.Np * self.K, self.Mp * self.Np),
                        self.op, self.direct_a, self.rows_a, self.fused, self.fused_b, self.epi_tile is not None, self.tile_rows, tuple(self.rt),
-                       self.prefetch, self.taps, self.direct_b and (self.direct_b, self.N))
+                       self.prefetch, self.taps, self.direct_b and (self.direct_b, self.N), tuple(self.batch_map(u) for u in self.uses))
+
+  def batch_map(self, uses: list) -> tuple | None:
+    """How problem bt of the batch finds the panels of an operand whose problems are `uses` (batch_uses): at sum((bt //
+    p) % s * q) problems into its scratch, a (p, s, q) per range it reads (s 0: no modulo, the outermost range's size
+    may be read at run time); None where its problems are the batch's (at bt)."""
+    T = self.ranges[3]
+    if [r for r, d, _ in uses if d == 1] == T: return None
+    sz, at = sizes(T), {r: (d, mod) for r, d, mod in uses}
+    return tuple((prod(sz[i + 1:]) * (1 if mod else d), d if mod else sz[i] // d if i else 0, problems([u for u in uses if T.index(u[0]) > i]))
+                 for i, r in enumerate(T) if r in at for d, mod in [at[r]])
+
+def batch_uses(x: UOp, T: list[UOp]) -> list[tuple[UOp, int, bool]]:
+  """The batch ranges operand x reads, each as (r, d, mod): x reads r only as r // d (mod False) or only as r % d (mod
+  True), so d problems in a row, or problems d apart, share x's panels; (r, 1, False) where it reads r whole."""
+  return [(r, *shared_by(x, r)) for r in T if r in x.toposort]
+
+def shared_by(x: UOp, r: UOp) -> tuple[int, bool]:
+  """(d, mod) of batch_uses with the fewest problems of x's own: with r = d*q + m (d dividing r's static size), after
+  index simplification x does not depend on m (r // d: a 1x1 convolution's weights at ((t*40 + w) // 1600)*85 + c are
+  the same for 40 t in a row) or not on q (r % d: its image, at (t % 40)*40 + w, the same for t 40 apart)."""
+  if (n := im.cval(r.src[0])) is None: return 1, False
+  ax, best = next_axis(x), (n, 1, False)
+  for d in (d for d in range(2, n) if n % d == 0):
+    q, m = (UOp(Ops.RANGE, dtypes.index, (im.const(c),), attrs(axis=ax + j, kind="loop")) for j, c in enumerate((n // d, d)))
+    seen = affine_simplify(x.substitute({r: im.add(im.mul(q, im.const(d)), m)})).toposort
+    best = min([best, *([(n // d, d, False)] if m not in seen else []), *([(d, d, True)] if q not in seen else [])])
+  return best[1:]
+
+def problems(uses: list) -> int: return prod(d if mod else rsize(r) // d for r, d, mod in uses)
+
+def own_problems(x: UOp, uses: list) -> tuple[UOp, list[UOp]]:
+  """x over its own problems (batch_uses): a range it reads as r // d becomes d * r', as r % d becomes r' (r' over
+  those problems)."""
+  own = {r: UOp(Ops.RANGE, dtypes.index, (im.const(problems([(r, d, mod)])),), r.arg) for r, d, mod in uses if d > 1}
+  if not own: return x, [r for r, *_ in uses]
+  sub = {r: own[r] if mod else im.mul(own[r], im.const(d)) for r, d, mod in uses if d > 1}
+  return affine_simplify(x.substitute(sub)), [own.get(r, r) for r, *_ in uses]
 
 @dataclass
 class MicroKernel:
@@ -590,6 +635,7 @@ class MicroKernel:
   prefetch: bool = True
   taps: tuple | None = None   # a direct convolution's image read in place: ((c, ((n_i, coef_i), ...)), ((n_k, coef_k), ...)), see window_a
   direct_b: tuple | None = None   # B's rows read in place: (segments, N), see Contraction.b_in_place
+  tsel: tuple = (None, None)      # a batch's problem -> its A and B problems, where they read only some batch ranges (batch_map)
 
   @property
   def split_sym(self) -> bool:
@@ -676,10 +722,20 @@ class MM:
     else:
       with self.loop(self.lo, self.hi) as bt:
         self.bt = bt.iv
-        for part, area in zip("abc", mk.areas): self.off[part] = self.ix("muli", bt.iv, self.ci(area))
+        for part, area, sel in zip("abc", mk.areas, (*mk.tsel, None)): self.off[part] = self.ix("muli", self.problem(bt.iv, sel), self.ci(area))
         self.goto(self.c0, self.mb_rt, True)
     idx = (LO, HI) + ((TID,) if mk.fused or mk.fused_b else ()) if mk.threads > 1 else ()
     return Emitter.func(f"{mk.name}_mm", params([mem_type(a.dtype) for a in mk.args], *idx), self.b, private=private)
+
+  def problem(self, bt: str, sel: tuple | None) -> str:
+    """Problem bt's problem in an operand's scratch (MicroKernel.tsel)."""
+    if sel is None: return bt
+    terms = []
+    for p, s, q in sel:
+      d = self.ix("divui", bt, self.ci(p)) if p > 1 else bt
+      d = self.ix("remui", d, self.ci(s)) if s else d
+      terms.append(self.ix("muli", d, self.ci(q)) if q > 1 else d)
+    return reduce(lambda x, y: self.ix("addi", x, y), terms) if terms else self.c0
 
   def goto(self, lo: str, hi: str, by_m: bool):
     """Goto's order: a KC-deep slice of K; an MC-row block of Ap (L2-resident) swept over this thread's Bp panels (each
