@@ -41,3 +41,14 @@ def test_a_node_seen_inside_another_still_simplifies_alone():
   im.affine_simplify(UOp(Ops.MAX, dtypes.index, (u, im.const(0))))
   s = im.affine_simplify(u)
   assert s is not u and s.src[0] is UOp(Ops.ADD, dtypes.index, (UOp(Ops.MUL, dtypes.index, (r, im.const(3))), im.const(5)))
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(e=exprs(3))
+def test_affine_in_some_ranges_is_sound(e):
+  """affine_in's form (subexpressions without the chosen ranges kept whole as atoms) sums to e at every point."""
+  for over in ({R[0]}, {R[1], R[2]}):
+    if (form := im.affine_in(e, over, {})) is None: continue
+    assert all(k == 1 or k in over or not over & set(k.toposort) for k in form)
+    for vals in itertools.product(*(range(im.cval(r.src[0])) for r in R)):
+      env = dict(zip(R, vals))
+      assert sum(v * (1 if k == 1 else value(k, env)) for k, v in form.items()) == value(e, env)

@@ -2,7 +2,8 @@
 own: a detector head's 1x1 convolution written transposed ([1, 3, h, w, 85]) runs as a batch over (anchor, image row),
 its weights the same for an anchor's h rows and its image the same for the 3 anchors (the weights' panels kept across
 calls were h times their size). shared_by's answer is checked to hold at every point (hypothesis), the products against
-numpy, and every float the micro-kernel reads from the shrunken scratch is written by the call."""
+numpy, and every float the micro-kernel reads from the shrunken scratch is written by the call. Its bias, read per
+anchor, no longer keeps the epilogue off the tiles."""
 import itertools
 import numpy as np
 from hypothesis import assume, given, settings, HealthCheck, strategies as st
@@ -37,6 +38,9 @@ def test_detector_head_packs_each_operand_once_per_own_problem():
   assert c.batch == 3 * 40
   assert c.scratch[0] == 40 * c.Mp * c.ka   # the image: one problem per image row, shared by the anchors
   assert c.scratch[1] == 3 * c.Np * c.K     # the weights: one per anchor, shared by its rows
+  # the bias, read at ((t*40 + w) // 1600)*85 + c, steps along the tile's columns as the output does: the epilogue runs
+  # on each tile as mm finishes it (index_math.affine_in), and C, 4800 x 96 floats, takes no scratch
+  assert c.epi_tile is not None and c.scratch[2] == 1
   assert not left_junk(f)
   np.testing.assert_allclose(t.numpy(), ref, rtol=1e-5, atol=1e-6)
 

@@ -11,7 +11,7 @@ from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.uop import UOp, attrs
 from morok_mlir.dialects.ops import Ops
 from morok_mlir.core import index_math as im
-from morok_mlir.core.index_math import affine, affine_simplify, next_axis
+from morok_mlir.core.index_math import affine, affine_in, affine_simplify, next_axis
 from morok_mlir.core.pattern import graph_rewrite
 from morok_mlir.core.symbolic import SYMBOLIC
 from morok_mlir.core.kernel_facts import ONE, contraction, direct_conv, extent, k_contiguous, k_rows, one_index, rsize, single_store, window
@@ -386,7 +386,7 @@ class Contraction:
       if len(u.src) > 2 and Ls & set(u.src[2].toposort): return None
       x, lanes = u.src[1], Ls & set(u.src[1].toposort)
       if lanes:
-        if (form := affine(x, memo)) is None or (s := form.get(L[-1], 0)) < 0: return None
+        if (form := affine_in(x, Ls, memo)) is None or (s := form.get(L[-1], 0)) < 0: return None
         # L[i:] step as one run of stride s; the outer L[:i] (a batch of images, each output one run) may step apart,
         # where the run's length is a multiple of W: a vector's lanes then share the outer position, the first lane's
         i = next((i for i in range(len(L)) if [form.get(j, 0) for j in L[i:]] == [s * prod(szL[k + 1:]) for k in range(i, len(L))]

@@ -164,6 +164,21 @@ def affine(u: UOp, memo: dict) -> dict | None:
   memo[u] = r = None if r is None else {k: v for k, v in r.items() if v or k == 1}
   return r
 
+def affine_in(u: UOp, over: set, memo: dict) -> dict | None:
+  """u's affine form in the ranges `over` alone: a subexpression that reads none of them is an atom, kept whole as a
+  key (an output row's (t*40 + w) // 1600, beside a lane range that steps the column); where one reads some, affine()'s."""
+  if u in memo: return memo[u]
+  if not over & set(u.toposort): r = {1: int(u.attrs["value"])} if u.op is Ops.CONST else {u: 1}
+  elif u.op in (Ops.ADD, Ops.SUB, Ops.MUL) and u.dtype is dtypes.index and (a := affine_in(u.src[0], over, memo)) is not None \
+      and (b := affine_in(u.src[1], over, memo)) is not None:
+    if u.op is Ops.MUL:
+      if set(a) <= {1}: a, b = b, a
+      r = {k: v * b.get(1, 0) for k, v in a.items()} if set(b) <= {1} else None
+    else: r = {k: a.get(k, 0) + (b.get(k, 0) if u.op is Ops.ADD else -b.get(k, 0)) for k in {**a, **b}}
+  else: r = affine(u, {})
+  memo[u] = r
+  return r
+
 def _form_bounds(a: dict) -> tuple[int, int]:
   lo = hi = a.get(1, 0)
   for k, v in a.items():

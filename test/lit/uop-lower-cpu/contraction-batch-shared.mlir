@@ -5,18 +5,21 @@
 // (t % 24)*24 + w and the weights at ((t*24 + w) // 576)*24 + c, so the image's panels are the same for problems 24
 // apart and the weights' for 24 problems in a row (Contraction.uses). Ap holds 24 problems (24 x 24 rows x 32 = 18432
 // floats, not 72's 55296), Bp 3 (3 x 24 x 32 = 2304, not 55296), each packed once (pack_a over 24, pack_b over 3); mm
-// finds problem t's at t % 24 and t // 24.
+// finds problem t's at t % 24 and t // 24. The bias, read at the same anchor index as the weights, steps along the
+// tile's columns as the output does: the epilogue runs on each tile (C takes no scratch: memref<1xf32>).
 // CHECK-LABEL: func.func @r_1728_24_32_k0_pack_a(
-// CHECK-SAME: %arg4: memref<18432xf32>, %arg5: memref<2304xf32>, %arg6: memref<41472xf32>
+// CHECK-SAME: %arg4: memref<18432xf32>, %arg5: memref<2304xf32>, %arg6: memref<1xf32>
 // CHECK-LABEL: func.func @r_1728_24_32_k0_mm(
 // CHECK: scf.for %[[BT:.*]] = %arg7 to %arg8
 // CHECK: %[[A:.*]] = arith.remui %[[BT]], %c24{{.*}} : index
 // CHECK: arith.muli %[[A]], %c768{{.*}} : index
 // CHECK: %[[B:.*]] = arith.divui %[[BT]], %c24{{.*}} : index
 // CHECK: arith.muli %[[B]], %c768{{.*}} : index
+// CHECK: func.call @r_1728_24_32_k0_epi(
 // CHECK-LABEL: func.func @schedule(
 // CHECK: call @r_1728_24_32_k0_pack_a(%arg3, %arg0, %arg1, %arg2, %{{.*}}, %{{.*}}, %{{.*}}, %c0{{.*}}, %c24)
 // CHECK: call @r_1728_24_32_k0_pack_b(%arg3, %arg0, %arg1, %arg2, %{{.*}}, %{{.*}}, %{{.*}}, %c0{{.*}}, %c3)
+// CHECK-NOT: call @r_1728_24_32_k0_epi(
 module {
   func.func private @r_1728_24_32_k0(%arg0: memref<41472xf32>, %arg1: memref<18432xf32>, %arg2: memref<2304xf32>, %arg3: memref<72xf32>) attributes {uop.kernel} {
     %0 = "uop.const"() {value = 1728 : index} : () -> index
