@@ -106,3 +106,48 @@ def test_large_blocks_serve_nearby_sizes():
   assert al.used == 0 and al.pooled == 9 * mb
   d = al.alloc(4 * mb, dtypes.uint8)                    # more than FIT times smaller than the pooled block: its own
   assert al.ptr(d) != pb and d.nbytes == 4 * mb and al.pooled == 9 * mb
+
+def test_lasting_blocks_share_huge_page_slabs():
+  """Lasting blocks (a weight's kept panels) under HUGE bytes are carved one after another from 2 MiB-aligned slabs
+  asked for as huge pages: small and mid-sized ones share a slab, each 64-byte aligned; one that does not fit a slab's
+  tail opens another; a dead one goes back to the pool by its size and serves the next request of that size; a slab's
+  memory goes when its last block, live or pooled, does."""
+  import mmap, weakref
+  from morok_mlir.device.cpu import CPUAllocator
+  al = CPUAllocator()
+  a, b = al.alloc(5000, dtypes.float32, lasting=True), al.alloc(300 << 10, dtypes.uint8, lasting=True)
+  pa, pb = al.ptr(a), al.ptr(b)
+  assert pa % al.ALIGN == 0 and pb % al.ALIGN == 0 and pa // al.HUGE == pb // al.HUGE and pb >= pa + a.nbytes
+  c = al.alloc(1800 << 10, dtypes.uint8, lasting=True)   # past the first slab's tail: a second one
+  assert al.ptr(c) // al.HUGE != pa // al.HUGE and al.ptr(c) % al.HUGE == 0
+  a[:], b[:], c[:] = 1, 2, 3
+  assert a.sum() == 5000 and b.sum() == 2 * (300 << 10) and int(c.sum()) == 3 * (1800 << 10)
+  del b; gc.collect()
+  assert al.ptr(al.alloc(300 << 10, dtypes.uint8)) == pb   # (from the pool: any request of its size)
+  m = c
+  while not isinstance(m, mmap.mmap): m = m.obj if isinstance(m, memoryview) else m.base   # (the slab's mapping)
+  slab = weakref.ref(m); del m
+  al.trim(); gc.collect()
+  assert slab() is not None   # (c lives)
+  del c; gc.collect()
+  assert slab() is not None   # (c's block pooled)
+  al.trim(); gc.collect()
+  assert slab() is None
+
+def test_kept_panels_are_lasting():
+  """A contraction's weight panels kept across calls are lasting blocks, carved from a huge-page slab."""
+  import mmap
+  import morok_mlir.realize as R
+  al = Device["CPU"].allocator
+  al.trim()   # (no pooled block of the panels' size from an earlier test)
+  r = np.random.default_rng(0)
+  w = Tensor(r.standard_normal((300, 200), dtype=np.float32)).realize()
+  x = Tensor(r.standard_normal((256, 300), dtype=np.float32))
+  np.testing.assert_allclose((x @ w).numpy(), x.numpy() @ w.numpy(), rtol=1e-4, atol=1e-4)
+  kept = [a for s in R._schedule_cache.values() for it in s.items for u, d in getattr(it.program, "_kept", {}).items() for a in d.values()
+          if u is w.uop]
+  assert kept, "the weight's panels are kept"
+  for a in kept:
+    m = a
+    while m is not None and not isinstance(m, mmap.mmap): m = m.obj if isinstance(m, memoryview) else m.base
+    assert isinstance(m, mmap.mmap) and len(m) == 2 * al.HUGE, "carved from a slab"

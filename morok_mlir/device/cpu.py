@@ -594,7 +594,7 @@ class CPUProgram:
     for phase, arg, s, keys in self.spec.reuse:
       if (u := inputs[arg] if inputs is not None else None) is None: continue
       if (out := self._kept_at(u, at := self._key(s, keys, lambda j: bufs[j].ptr))) is not None: skip.add(phase)
-      else: out = CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32); fresh.append((u, s, at, out))
+      else: out = CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32, lasting=True); fresh.append((u, s, at, out))
       use[s] = out
     self.call_ptrs(*[b.ptr for b in bufs], skip=frozenset(skip), scratch=use)
     if fresh: self._keep(fresh)
@@ -654,7 +654,7 @@ class CPUProgram:
       off, fresh, took = set(), [], []
       for i, u, s, keys in keyed:
         if held.get(s) == (at := self._key(s, keys, a.ptrs.__getitem__)): off.add(i); continue
-        if (out := self._kept_at(u, at)) is None: fresh.append((u, s, at, out := CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32)))
+        if (out := self._kept_at(u, at)) is None: fresh.append((u, s, at, out := CPU.allocator.alloc(self.spec.scratch[s], dtypes.float32, lasting=True)))
         else: off.add(i)
         a.scratch[s], a.ptrs[n + s] = out, CPUAllocator.ptr(out)
         took.append((s, at))
@@ -679,21 +679,39 @@ class CPUProgram:
 class CPUAllocator:
   """64-byte-aligned arrays, pooled by byte size. A block returns to the pool on free() or when the last array
   viewing it dies (arrays are made from a memoryview whose finalizer recycles the block), so realizing the same
-  graph again reuses its memory instead of page-faulting fresh pages. Large blocks ask for transparent huge pages.
+  graph again reuses its memory instead of page-faulting fresh pages. Large blocks ask for transparent huge pages, and
+  so do lasting ones (alloc's `lasting`: a weight's kept panels), carved from shared huge-page slabs (_carve).
   The pool is shared by threads under a lock (reentrant: a finalizer may run inside alloc); arrays under TINY bytes
   never touch it. An allocation the system refuses is a MemoryError with .nbytes and the system's .reason."""
-  ALIGN, POOL_LIMIT, HUGE, SMALL, TINY, FIT = 64, 1 << 30, 1 << 21, 1 << 16, 256, 2
+  ALIGN, POOL_LIMIT, HUGE, SMALL, TINY, FIT, PAGE, OPEN_SLABS = 64, 1 << 30, 1 << 21, 1 << 16, 256, 2, 4096, 8
   def __init__(self):
     self.pool: dict[int, list] = {}; self.pooled = 0
     self.live: dict[int, weakref.finalize] = {}   # data address -> the finalizer that recycles its block
     self.used = 0   # bytes of the live pooled blocks (GlobalCounters.mem_used; arrays under SMALL bytes are numpy's own)
+    self.slabs: list[list] = []   # [slab, offset of its free tail] of the huge-page slabs lasting blocks are carved from
     self.lock = threading.RLock()
-  def _block(self, nbytes: int):
-    try: return self._new_block(nbytes)
+  def _block(self, nbytes: int, lasting: bool = False):
+    try: return self._carve(nbytes) if lasting and nbytes < self.HUGE else self._new_block(nbytes)
     except (OSError, MemoryError, ValueError, OverflowError) as e:
       err = MemoryError(f"cannot allocate {nbytes} bytes ({getattr(e, 'strerror', None) or e})")
       err.nbytes, err.reason = nbytes, getattr(e, "strerror", None) or str(e)
       raise err from None
+  def _carve(self, nbytes: int):
+    """A lasting block under HUGE bytes, from the first slab whose free tail holds it (a new one where none does): each
+    slab one 2 MiB-aligned page asked for as a transparent huge page. What lasting blocks hold (a model's packed
+    weights) is read from memory at every call, and on a virtual machine each 4 KiB page missing from the TLB costs a
+    walk of the guest's and the host's tables: an evicted 2 MiB read ran 4.5x faster from one huge page here. A slab
+    stays mapped while any of its blocks, live or pooled, does."""
+    with self.lock:
+      if (slot := next((x for x in self.slabs if x[1] + nbytes <= self.HUGE), None)) is None:
+        m = mmap.mmap(-1, 2 * self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # (room for an aligned page)
+        with contextlib.suppress(AttributeError, OSError): m.madvise(mmap.MADV_HUGEPAGE)
+        raw = np.frombuffer(m, np.uint8)
+        self.slabs.append(slot := [raw[(o := -self.ptr(raw) % self.HUGE):o + self.HUGE], 0])
+      slab, off = slot
+      slot[1] = off + -(-nbytes // self.ALIGN) * self.ALIGN
+      self.slabs = [x for x in self.slabs if self.HUGE - x[1] >= self.PAGE][-self.OPEN_SLABS:]   # (a dropped one: its blocks keep it)
+      return slab[off:off + nbytes]
   def _new_block(self, nbytes: int):
     if nbytes >= self.HUGE:
       m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # (shared memory gets no huge pages)
@@ -709,7 +727,7 @@ class CPUAllocator:
     takes memory only once written, so a cache a run fills from its start (an LLM's keys and values) holds what it used."""
     m = mmap.mmap(-1, max(size * dtype.itemsize, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     return np.frombuffer(m, dtype.np, count=size)
-  def alloc(self, size: int, dtype) -> np.ndarray:
+  def alloc(self, size: int, dtype, lasting: bool = False) -> np.ndarray:
     # a tiny buffer of a DType (a TinyJit replay's or a small op's output) first: its checks alone cost what np.empty does
     if type(dtype) is DType and type(size) is int and 0 < size * dtype.itemsize < self.TINY: return np.empty(size, dtype.np)
     dt = dtype if type(dtype) is DType else to_dtype(dtype) if not isinstance(dtype, np.dtype) else dtypes.from_np(dtype)
@@ -717,13 +735,13 @@ class CPUAllocator:
     nbytes = int(size) * dt.itemsize
     if not nbytes: return np.empty(0, dt.np)
     if nbytes < self.TINY: return np.empty(size, dt.np)   # within a cache line or a few: alignment buys nothing
-    if nbytes < self.SMALL and not self.pool.get(nbytes): return self._block(nbytes).view(dt.np)  # malloc is cheap here
+    if nbytes < self.SMALL and not lasting and not self.pool.get(nbytes): return self._block(nbytes).view(dt.np)  # malloc is cheap here
     with self.lock:
       if (have := self._fit(nbytes)) is not None: block = self.pool[have].pop(); self.pooled -= have
       else:   # a block made anew replaces the pooled large ones it could serve
         block, have = None, nbytes
         for k in [k for k in self.pool if k >= self.HUGE and nbytes <= k * self.FIT and k < nbytes]: self.pooled -= k * len(self.pool.pop(k))
-    if block is None: block = self._block(nbytes)
+    if block is None: block = self._block(nbytes, lasting)
     mv = memoryview(block)
     arr = np.frombuffer(mv, dt.np, count=nbytes // dt.itemsize)
     addr = self.ptr(arr)
@@ -745,7 +763,7 @@ class CPUAllocator:
         self.pool.setdefault(nbytes, []).append(block); self.pooled += nbytes
   def trim(self) -> None:
     """The pooled blocks given back to the system (with the heap's free pages)."""
-    with self.lock: self.pool, self.pooled = {}, 0
+    with self.lock: self.pool, self.pooled, self.slabs = {}, 0, []
     if _trim is not None: _trim(0)
   def free(self, arr: np.ndarray) -> None:
     """Return arr's block now (the caller promises not to use arr again); arrays not from alloc are ignored."""
