@@ -713,11 +713,11 @@ class CPUAllocator:
       self.slabs = [x for x in self.slabs if self.HUGE - x[1] >= self.PAGE][-self.OPEN_SLABS:]   # (a dropped one: its blocks keep it)
       return slab[off:off + nbytes]
   def _new_block(self, nbytes: int):
-    if nbytes >= self.HUGE:
-      m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # (shared memory gets no huge pages)
-      try: m.madvise(mmap.MADV_HUGEPAGE)
-      except (AttributeError, OSError): pass
-      return m
+    if nbytes >= self.HUGE:   # a mapping of its own from a 2 MiB boundary: huge pages to its end (shared memory gets none)
+      m = mmap.mmap(-1, nbytes + self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+      with contextlib.suppress(AttributeError, OSError): m.madvise(mmap.MADV_HUGEPAGE)
+      raw = np.frombuffer(m, np.uint8)
+      return raw[(o := -self.ptr(raw) % self.HUGE):o + nbytes]
     raw = np.empty(nbytes + self.ALIGN, np.uint8)
     off = -self.ptr(raw) % self.ALIGN
     return raw[off:off + nbytes]
