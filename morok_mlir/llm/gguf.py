@@ -1,12 +1,15 @@
-"""GGUF files (llama.cpp's format) read with the `gguf` package into lazy Tensors whose quantized weights stay in place.
+"""GGUF files (llama.cpp's format) read with the `gguf` package into lazy Tensors whose quantized weights stay raw blocks.
 
-  load_gguf(path) -> GGUFModel(arch, metadata, tensors)
+  load_gguf(path, in_memory=None) -> GGUFModel(arch, metadata, tensors)
 
 metadata: every key/value of the file (strings decoded, arrays as lists; the header's GGUF.* entries left out).
 tensors: by the file's names ("token_embd.weight", "blk.0.attn_q.weight", ...), float32 values, shapes in PyTorch order
 (gguf's ne reversed: a matrix is (out_features, in_features), so a linear layer is `x @ W.T`). A quantized tensor is a
-uint8 Tensor over the file's own bytes (a read-only np.memmap: nothing is copied or decoded at load) followed by its
-format's decode (morok_mlir.nn.quant), which fuses into the kernel that reads the weight.
+uint8 Tensor over the file's bytes followed by its format's decode (morok_mlir.nn.quant), which fuses into the kernel
+that reads the weight: nothing is decoded at load. The bytes are read into huge pages of this process (in_memory), or
+left in the file's read-only mapping (4 KiB pages of the page cache): a decode step reads every weight, and on a virtual
+machine each 4 KiB page missing from the TLB costs a nested page walk (SmolLM2's decode 8-12% faster, its prefill 6-8%,
+from huge pages; bench/RESULTS.md). Resident memory is about the file's size either way.
 
 Layout facts a llama model needs:
 - attn_q / attn_k rows are NOT in Hugging Face's order. llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel) permutes
@@ -25,6 +28,7 @@ import numpy as np
 from gguf import GGUFReader, GGUFValueType, GGMLQuantizationType, GGML_QUANT_SIZES
 from morok_mlir.core.dtype import dtypes
 from morok_mlir.core.provenance import error as _err, user_loc
+from morok_mlir.device import Device
 from morok_mlir.nn.quant import QUANTS, dequantize
 from morok_mlir.realize import new_buffer
 from morok_mlir.tensor import Tensor
@@ -94,13 +98,29 @@ class _Reader(GGUFReader):
                          f" ({self.size} bytes): it is truncated, or its dims or offset are wrong")
     super()._build_tensors(start_offs, fields)
 
-def _tensor(t, loc: str) -> Tensor:
+def _tensor(t, loc: str, fd: int | None) -> Tensor:
   shape, name = tuple(int(d) for d in reversed(t.shape.tolist())), t.tensor_type.name
   raw = np.asarray(t.data).reshape(-1)   # the memmap's bytes (or elements), no copy
+  if fd is not None: raw = _read(fd, t, raw)
   if name in PLAIN:
     x = Tensor(new_buffer(raw.view(PLAIN[name]), loc)).reshape(shape)
     return x if name == "F32" else x.cast(dtypes.float32)
   return dequantize(Tensor(new_buffer(raw.view(np.uint8), loc)), name, shape)
+
+def _read(fd: int, t, raw: np.ndarray) -> np.ndarray:
+  """raw's bytes (tensor t's, in the file at fd) read into a lasting block of the CPU allocator (huge pages), not
+  through the mapping (whose pages would then be resident too)."""
+  buf = Device["CPU"].allocator.alloc(raw.nbytes, dtypes.uint8, lasting=True)
+  if (n := os.preadv(fd, [memoryview(buf)], int(t.data_offset))) != raw.nbytes:
+    raise ValueError(f"tensor {t.name!r}: read {n} of its {raw.nbytes} bytes: the file changed while it was loaded")
+  return buf.view(raw.dtype)
+
+IN_MEMORY_SHARE = 4   # a file read into memory (in_memory=None) takes at most 1/this of the memory available
+def _available() -> int:
+  """Bytes of memory available now (/proc/meminfo's MemAvailable), 0 where unknown."""
+  try:
+    with open("/proc/meminfo") as f: return next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemAvailable:"))
+  except (OSError, StopIteration, ValueError): return 0
 
 def _strings(buf, n: int, order: str, at: int = 0, size: int = 0) -> tuple[int, list[bytes]]:
   """n GGUF strings (a uint64 length, then the bytes) from the start of buf, which begins at byte `at` of a file of
@@ -121,11 +141,12 @@ def _value(f, order: str):
   dec = lambda x: x.decode("utf-8", "replace") if isinstance(x, bytes) else x
   return [dec(x) for x in v] if isinstance(v, list) else dec(v)
 
-def load_gguf(path) -> GGUFModel:
-  """The GGUF file at path as a GGUFModel. The file is mapped read-only, not read: memory stays about the file's size
-  however many times its tensors are used. A file that is not a valid GGUF (not a regular file, wrong magic, truncated,
-  an unknown or unsupported tensor type, absurd dims, data outside the file, big-endian) raises ValueError saying what
-  is wrong."""
+def load_gguf(path, in_memory: bool | None = None) -> GGUFModel:
+  """The GGUF file at path as a GGUFModel. Its tensors' bytes are read into huge pages of this process (in_memory; None:
+  where the file takes at most 1/IN_MEMORY_SHARE of the memory available), else left in the file's read-only mapping:
+  memory stays about the file's size however many times its tensors are used. A file that is not a valid GGUF (not a
+  regular file, wrong magic, truncated, an unknown or unsupported tensor type, absurd dims, data outside the file,
+  big-endian) raises ValueError saying what is wrong."""
   loc, path = user_loc(), os.fspath(path)
   def bad(msg: str): _err(ValueError, f"load_gguf: {path} is not a valid GGUF file: {msg}")
   if not stat.S_ISREG((st := os.stat(path)).st_mode): _err(ValueError, f"load_gguf: {path} is not a regular file")
@@ -137,7 +158,13 @@ def load_gguf(path) -> GGUFModel:
   if r.byte_order != "I": bad("it is big-endian: its tensors' bytes are not this machine's numbers")
   metadata = {k: _value(f, r._order) for k, f in r.fields.items() if not k.startswith("GGUF.")}
   if not isinstance(arch := metadata.get("general.architecture"), str): bad("it has no general.architecture string")
-  return GGUFModel(arch, metadata, {t.name: _tensor(t, loc) for t in r.tensors})
+  if in_memory is None: in_memory = st.st_size * IN_MEMORY_SHARE <= _available()
+  fd = os.open(path, os.O_RDONLY) if in_memory else None
+  try:
+    try: return GGUFModel(arch, metadata, {t.name: _tensor(t, loc, fd) for t in r.tensors})
+    except MemoryError as e: _err(MemoryError, f"load_gguf: {path}: no memory for its tensors ({e}): in_memory=False maps them instead")
+  finally:
+    if fd is not None: os.close(fd)
 
 def unpermute_qk(w: Tensor, n_head: int) -> Tensor:
   """attn_q / attn_k rows from the file's per-head interleaved rotary order back to Hugging Face's (rotate_half) order:
