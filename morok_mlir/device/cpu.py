@@ -704,20 +704,21 @@ class CPUAllocator:
     stays mapped while any of its blocks, live or pooled, does."""
     with self.lock:
       if (slot := next((x for x in self.slabs if x[1] + nbytes <= self.HUGE), None)) is None:
-        m = mmap.mmap(-1, 2 * self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # (room for an aligned page)
-        with contextlib.suppress(AttributeError, OSError): m.madvise(mmap.MADV_HUGEPAGE)
-        raw = np.frombuffer(m, np.uint8)
-        self.slabs.append(slot := [raw[(o := -self.ptr(raw) % self.HUGE):o + self.HUGE], 0])
+        self.slabs.append(slot := [self._huge(self.HUGE), 0])
       slab, off = slot
       slot[1] = off + -(-nbytes // self.ALIGN) * self.ALIGN
       self.slabs = [x for x in self.slabs if self.HUGE - x[1] >= self.PAGE][-self.OPEN_SLABS:]   # (a dropped one: its blocks keep it)
       return slab[off:off + nbytes]
+  def _huge(self, nbytes: int) -> np.ndarray:
+    """nbytes of a mapping of their own from a 2 MiB boundary, asked for as transparent huge pages to their end (a
+    mapping started anywhere on a 4 KiB page keeps its first and last partial 2 MiB in small pages; shared memory gets
+    none)."""
+    m = mmap.mmap(-1, nbytes + self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    with contextlib.suppress(AttributeError, OSError): m.madvise(mmap.MADV_HUGEPAGE)
+    raw = np.frombuffer(m, np.uint8)
+    return raw[(o := -self.ptr(raw) % self.HUGE):o + nbytes]
   def _new_block(self, nbytes: int):
-    if nbytes >= self.HUGE:   # a mapping of its own from a 2 MiB boundary: huge pages to its end (shared memory gets none)
-      m = mmap.mmap(-1, nbytes + self.HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-      with contextlib.suppress(AttributeError, OSError): m.madvise(mmap.MADV_HUGEPAGE)
-      raw = np.frombuffer(m, np.uint8)
-      return raw[(o := -self.ptr(raw) % self.HUGE):o + nbytes]
+    if nbytes >= self.HUGE: return self._huge(nbytes)
     raw = np.empty(nbytes + self.ALIGN, np.uint8)
     off = -self.ptr(raw) % self.ALIGN
     return raw[off:off + nbytes]
