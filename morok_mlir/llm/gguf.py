@@ -110,9 +110,11 @@ def _tensor(t, loc: str, fd: int | None) -> Tensor:
 def _read(fd: int, t, raw: np.ndarray) -> np.ndarray:
   """raw's bytes (tensor t's, in the file at fd) read into a lasting block of the CPU allocator (huge pages), not
   through the mapping (whose pages would then be resident too)."""
-  buf = Device["CPU"].allocator.alloc(raw.nbytes, dtypes.uint8, lasting=True)
-  if (n := os.preadv(fd, [memoryview(buf)], int(t.data_offset))) != raw.nbytes:
-    raise ValueError(f"tensor {t.name!r}: read {n} of its {raw.nbytes} bytes: the file changed while it was loaded")
+  buf, at, done = Device["CPU"].allocator.alloc(raw.nbytes, dtypes.uint8, lasting=True), int(t.data_offset), 0
+  while done < raw.nbytes:   # (a read may return less than asked: Linux reads at most 0x7ffff000 bytes a call)
+    if not (n := os.preadv(fd, [memoryview(buf)[done:]], at + done)):
+      raise ValueError(f"tensor {t.name!r}: read {done} of its {raw.nbytes} bytes: the file changed while it was loaded")
+    done += n
   return buf.view(raw.dtype)
 
 IN_MEMORY_SHARE = 4   # a file read into memory (in_memory=None) takes at most 1/this of the memory available
