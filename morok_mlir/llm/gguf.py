@@ -8,8 +8,8 @@ tensors: by the file's names ("token_embd.weight", "blk.0.attn_q.weight", ...), 
 uint8 Tensor over the file's bytes followed by its format's decode (morok_mlir.nn.quant), which fuses into the kernel
 that reads the weight: nothing is decoded at load. The bytes are read into huge pages of this process (in_memory), or
 left in the file's read-only mapping (4 KiB pages of the page cache): a decode step reads every weight, and on a virtual
-machine each 4 KiB page missing from the TLB costs a nested page walk (SmolLM2's decode 8-12% faster, its prefill 6-8%,
-from huge pages; bench/RESULTS.md). Resident memory is about the file's size either way.
+machine each 4 KiB page missing from the TLB costs a nested page walk (bench/RESULTS.md). Resident memory is about the
+file's size either way.
 
 Layout facts a llama model needs:
 - attn_q / attn_k rows are NOT in Hugging Face's order. llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel) permutes
