@@ -113,6 +113,9 @@ GRAPHS = [lambda t: (t * 1.5 + 0.25).exp2().sum(1), lambda t: (t.max(1, keepdim=
           lambda t: t.T.contiguous() * t.sum(0, keepdim=True).T]
 REFS = [lambda x: np.exp2(x * 1.5 + 0.25).sum(1), lambda x: np.maximum(x.max(1, keepdims=True) - x, 0) * 3,
         lambda x: x.T * x.sum(0, keepdims=True).T]
+# what float32 itself may add to each output beyond the 1e-5 tolerances: a column sum of n terms in any order is within
+# (n - 1) * 2^-24 * sum(|terms|) of the exact one, which a column that nearly cancels (0.01 from 141 normal draws) shows
+ROUNDING = [lambda x: 0, lambda x: 0, lambda x: np.abs(x.T) * ((x.shape[0] - 1) * 2.0 ** -24 * np.abs(x).sum(0, keepdims=True).T)]
 
 @settings(max_examples=12, deadline=None)
 @given(g=st.integers(0, len(GRAPHS) - 1), shapes=st.lists(st.tuples(st.integers(1, 160), st.integers(1, 256)), min_size=2, max_size=4, unique=True))
@@ -132,7 +135,10 @@ def each_own(g: int, shapes: list) -> int:
     xs = [np.random.default_rng(i).standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)]
     outs = [GRAPHS[g](Tensor(x)) for x in xs]
     Tensor.realize(*outs)
-  for o, x in zip(outs, xs): np.testing.assert_allclose(o.numpy(), REFS[g](x.astype(np.float64)), rtol=1e-5, atol=1e-5)
+  for o, x in zip(outs, xs):
+    got, want = o.numpy(), REFS[g](x64 := x.astype(np.float64))
+    bad = np.abs(got - want) > 1e-5 + 1e-5 * np.abs(want) + ROUNDING[g](x64)
+    assert not bad.any(), f"{bad.sum()} of {bad.size} differ, first at {np.argwhere(bad)[0]}: {got[bad][:3]} against {want[bad][:3]}"
   return sum(members)
 
 @pytest.mark.parametrize("g", range(len(GRAPHS)))
