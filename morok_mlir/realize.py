@@ -201,7 +201,7 @@ class _Fan:
 
 def choices(a: dict) -> str:
   """A kernel's CPU choices in a few words: contraction (or Winograd) tile, threads, split reduce, streamed stores."""
-  out = [f"mm {a['uop.contraction'][0]}x{a['uop.contraction'][1]}" if "uop.contraction" in a else "",
+  out = [f"mm {a['uop.contraction'][0]}x{a['uop.contraction'][1]}" + " direct" * ("uop.direct_conv" in a) if "uop.contraction" in a else "",
          f"winograd {a['uop.winograd'][0]}x{a['uop.winograd'][1]}" if "uop.winograd" in a else "",
          f"threads {a['uop.threads']}" if "uop.threads" in a else "", f"split {a['uop.split_reduce']}" if "uop.split_reduce" in a else "",
          "nontemporal" if "uop.nontemporal" in a else "", f"gpu tile {a['uop.gpu_tile']}" if "uop.gpu_tile" in a else ""]

@@ -137,6 +137,53 @@ def column_reduce(f: Func, loops: list[UOp]) -> Func | None:
   new = red.replace(src=(UOp(Ops.MUL, dtypes.float32, (red.src[0], ONE), None, red.loc), *red.src[1:]))
   return replace(f, roots=[f.roots[0].substitute({red: new})])
 
+OUTER_CHUNK = 2048   # outputs a chunk of an outer reduce accumulates (8 KiB of f32: its row stays in L1 while the rows pass)
+ACC = {"add": Ops.ADD, "mul": Ops.MUL, "max": Ops.MAX, "min": Ops.MIN}
+def outer_reduce(f: Func, loops: list[UOp], threads: int) -> Func | None:
+  """f with its one reduce over a leading axis run row by row, where column_reduce does not take it (a product, an
+  integer or bool reduce, `x.any(0)`): the terms are a row apart, the innermost loop reads along the rows, so plain loops
+  step a row per term and take each column's terms from a page of its own. The reduce's range becomes a loop between
+  the innermost loop's chunks (an outer loop, which threads split) and the chunk's outputs, each output accumulated in
+  place: its first row stored as it is, each later one combined with what is stored, what the kernel computes of the
+  reduce (a cast, a scale) at the last row. So the output holds the accumulator, of its dtype (a wider accumulator, an
+  integer mean's f64 sum stored as f32, keeps the plain loops, as does a float sum over more than REDUCE_BLOCK rows,
+  whose blocks bound its error). The load of the stored
+  value is gated by `row < rows` (always true): a load placement could hoist out of the row loop must depend on it. A
+  max or min of bools cast to an integer and back (any, all) reduces the bools. The row loop is serial: the threads
+  (or a GPU's ids) split the chunks and the other loops, never the rows."""
+  if (one := single_store(f.roots[0], tuple(dtypes.all))) is None or len(reds := [u for u in f.roots[0].toposort if u.op is Ops.REDUCE]) != 1:
+    return None
+  end, st, inner = one
+  red, v, out = reds[0], st.src[1], st.src[0]
+  if len(red.src) != 2 or (op := ACC.get(red.attrs.get("op"))) is None or im.cval(inner.src[0]) is None or im.cval(red.src[1].src[0]) is None:
+    return None
+  (src, r), acc = red.src, red
+  # cast(max(cast(bool))): the bools' own max (the casts keep order)
+  if op in (Ops.MAX, Ops.MIN) and src.op is Ops.CAST and src.src[0].dtype is dtypes.bool and \
+     (back := next((u for u in v.toposort if u.op is Ops.CAST and u.src[0] is red and u.dtype is dtypes.bool), None)) is not None:
+    src, acc = src.src[0], back
+  loads = [x for x in src.toposort if x.op is Ops.LOAD]
+  forms = [affine(x.src[0].src[1], {}) for x in loads if x.src[0].op is Ops.INDEX]
+  if acc.dtype is not v.dtype or red in v.substitute({acc: im.const(0)}).toposort or \
+     len(forms) != len(loads) or not forms or any(fm is None or fm.get(r, 0) == 1 for fm in forms) or not any(fm.get(inner) == 1 for fm in forms) \
+     or lane_coef(out.src[1], inner, {}) != 1 or any(x.src[0].src[0] is out.src[0] for x in loads):
+    return None
+  n, rows = im.cval(inner.src[0]), im.cval(r.src[0])
+  if red.dtype.is_float and op is Ops.ADD and rows > REDUCE_BLOCK: return None   # (a long float sum keeps its blocks: uop.reduce_block)
+  ch = max((d for d in range(8, min(n, OUTER_CHUNK) + 1, 8) if n % d == 0 and (len(loops) > 1 or d <= n // max(threads, 1))), default=n)
+  base = max(u.attrs["axis"] for u in f.roots[0].toposort if u.op is Ops.RANGE) + 1
+  rng = lambda size, ax, kind="loop": UOp(Ops.RANGE, dtypes.index, (im.const(size),), attrs(axis=ax, kind=kind))
+  jc, row, jj = rng(n // ch, base), rng(rows, base + 1, "serial"), rng(ch, base + 2)   # (serial: a GPU runs it in order)
+  sub = {inner: im.add(im.mul(jc, im.const(ch)), jj) if n > ch else jj, r: row}
+  at, x = out.substitute(sub), src.substitute(sub)
+  cmp = lambda o, c: UOp(o, dtypes.bool, (row, im.const(c)))
+  gate = cmp(Ops.CMPLT, rows)
+  held = UOp(Ops.LOAD, v.dtype, (UOp(Ops.INDEX, at.dtype, (*at.src[:2], UOp(Ops.AND, dtypes.bool, (at.src[2], gate)) if len(at.src) > 2 else gate)),))
+  new = UOp(Ops.WHERE, v.dtype, (cmp(Ops.CMPEQ, 0), x, UOp(op, v.dtype, (held, x))))
+  if v is not acc: new = UOp(Ops.WHERE, v.dtype, (cmp(Ops.CMPEQ, rows - 1), v.substitute({acc: new}).substitute(sub), new))
+  ranges = [l for l in end.src[1:] if l is not inner] + ([jc] if n > ch else []) + [row, jj]
+  return replace(f, roots=[UOp(Ops.SINK, dtypes.void, (UOp(Ops.END, dtypes.void, (UOp(Ops.STORE, dtypes.void, (at, new)), *ranges)),))])
+
 REDUCE_BLOCK = 1 << 12          # terms per float accumulator: long enough that a block's vector loop and its horizontal
                                 # sum cost ~1% over one long loop, short enough that blocks add up exactly to 2^31 and more
 def long_sums(f: Func, block: int) -> bool:
@@ -347,6 +394,12 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
       attrs["uop.contraction"] = (*tiles, vec)
     if threads > 1: attrs["uop.threads"] = threads
   else:
+    if not sym and (o := outer_reduce(f, loops, threads)) is not None:
+      attrs.pop("uop.fastmath", None)
+      # (work as before: the rows are a serial loop now, which facts' work leaves out)
+      top = min(o.roots[0].src[0].src[1:], key=lambda r: r.attrs["axis"])
+      if threads > 1 and work >= PAR_MIN_WORK and top.attrs["kind"] == "loop" and rsize(top) >= threads: attrs["uop.threads"] = threads
+      return replace(o, attrs=attrs)
     if (m := merge_loops(sink)) is not sink: f, (nodes, rngs, loops, work) = replace(f, roots=[sink := m]), facts(m)
     if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = REDUCE_BLOCK
     if threads > 1 and not loops and not sym and (sr := split_reduce(f, threads)) is not None:

@@ -391,6 +391,15 @@ def test_row_kernels_on_fake_cuda(fake_cuda):
   np.testing.assert_allclose(sm.numpy(), e / e.sum(-1, keepdims=True), rtol=2e-5, atol=1e-7)
   np.testing.assert_allclose(ln.numpy(), (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5), rtol=1e-4, atol=2e-5)
 
+def test_leading_axis_reduces_on_fake_cuda(fake_cuda):
+  """Integer and bool reduces over rows (uop-optimize's outer_reduce: rows a serial loop, each output accumulated in place)
+  on CUDA: each thread runs its output's rows in order, against numpy."""
+  x = np.random.default_rng(1).integers(-3, 4, (45, 70)).astype(np.int32)
+  t = Tensor(x).to("CUDA").realize()
+  np.testing.assert_array_equal(t.sum(0).numpy(), x.sum(0))
+  np.testing.assert_array_equal((t.max(0) * 2).numpy(), x.max(0) * 2)
+  np.testing.assert_array_equal((t > 0).any(0).numpy(), (x > 0).any(0))
+
 def test_profile_times_each_kernel_on_the_gpu(fake_cuda):
   """CUDA.profile(): each kernel launched in the block gets its GPU time from a pair of events around it (the fake
   driver's clock: each kernel 0.25 ms), the host's time between launches left out."""
