@@ -179,6 +179,19 @@ def test_cummax_nan_ties(x):
   v, i = Tensor(x).cummax(1)
   check(v, rv), check(i, ri)
 
+@pytest.mark.parametrize("shape,axis", [((600, 7), 0), ((3, 1100, 5), 1), ((530, 2, 3), 0)])
+def test_scans_along_a_long_leading_axis(shape, axis):
+  """Scans along an axis other than the last, longer than one window reduce (over 2 x 256): stored moved last, then
+  scanned in blocks (_cumalu), against numpy's accumulations."""
+  x = (np.random.default_rng(3).standard_normal(shape) * 0.1 + 1).astype(np.float32)
+  np.testing.assert_allclose(Tensor(x).cumsum(axis).numpy(), np.cumsum(x.astype(np.float64), axis), rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(Tensor(x).cumprod(axis).numpy(), np.cumprod(x.astype(np.float64), axis), rtol=2e-3)
+  np.testing.assert_array_equal(Tensor(x).cummax(axis)[0].numpy(), np.maximum.accumulate(x, axis))
+  lse = np.log(np.cumsum(np.exp(x.astype(np.float64)), axis))
+  np.testing.assert_allclose(Tensor(x).logcumsumexp(axis).numpy(), lse, rtol=1e-5)
+  i = (x * 10).astype(np.int32)
+  np.testing.assert_array_equal(Tensor(i).cumsum(axis).numpy(), np.cumsum(i, axis))
+
 @pytest.mark.parametrize("equal_nan", [False, True])
 def test_isclose_nan_inf(equal_nan):
   y = XN[::-1].copy()

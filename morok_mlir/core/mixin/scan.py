@@ -6,9 +6,11 @@ from morok_mlir.core.dtype import dtypes, least_upper_dtype
 from morok_mlir.dialects.ops import Ops, REDUCE_IDENTITY
 from morok_mlir.core.mixin.helpers import _err, _isint, _f32, OpBase
 
+SCAN_BLOCK = 256   # elements a scan's window reduce takes at once (see _scan)
+
 class ScanMixin(OpBase):
   __slots__ = ()
-  def _scan(self, op, block: int = 256) -> Self:
+  def _scan(self, op, block: int = SCAN_BLOCK) -> Self:
     """Inclusive scan along the last axis, O(n * block): a window reduce within blocks of `block` elements (each
     position sees the block-1 before it, identity-padded), then the exclusive scan of the block totals, recursively,
     combined in. op: Ops.ADD, Ops.MUL, Ops.MAX, or "lse" (log-add-exp)."""
@@ -35,7 +37,12 @@ class ScanMixin(OpBase):
     if self.ndim == 0: self._dim(axis); return self
     d = self._dim(axis)
     if self._static(d, "cumulative op") == 0: return self
-    return self.transpose(d, -1)._scan(op).transpose(d, -1)
+    x = self.transpose(d, -1)
+    # a long axis other than the last is stored moved last: the blocks' window reduces, their totals' scans and the
+    # combine then read their rows in order (read through the transposing view, their terms lie a row apart, each
+    # output's a column of its own); a short one (one window reduce) keeps reading the view, its lanes along the rows
+    if d != self.ndim - 1 and self.shape[d] > 2 * SCAN_BLOCK: x = x.contiguous()
+    return x._scan(op).transpose(d, -1)
   def cumsum(self, axis: int = 0) -> Self:
     """Running sum along axis in the dtype sum accumulates in (ints and bools in 64 bits, as sum), O(n * 256) work."""
     return self._accumulated(lambda x: x._cumalu(axis, Ops.ADD), None)
