@@ -203,6 +203,17 @@ def test_interpolate_modes_and_edges():
   special = np.float32([[np.inf, -0.0, np.nan, 1.0]])
   np.testing.assert_array_equal(Tensor(special).interpolate((1, 8), "nearest").numpy(), np.repeat(special, 2, 1))   # picks are exact
 
+def test_interpolate_gathers_and_its_gradient():
+  """The neighbours are gathered (O(1) an output, no (out, in) one-hot reduce: 512 -> 1024 squared took seconds), and
+  the gradient is the interpolation's transpose: d sum(w * resize(x)) / dx[i] = sum(w * resize(e_i))."""
+  x, w = rnd(1, 1, 3, 4), rnd(1, 1, 5, 7)
+  xt = Tensor(x, requires_grad=True)
+  y = xt.interpolate((5, 7), "linear")
+  assert Ops.GATHER in {u.op for u in y.uop.toposort} and Ops.REDUCE_AXIS not in {u.op for u in y.uop.toposort}
+  (y * Tensor(w)).sum().backward()
+  want = np.array([(interp_ref(e.reshape(x.shape), (5, 7), "linear") * w).sum() for e in np.eye(x.size)]).reshape(x.shape)
+  close(xt.grad, want)
+
 @pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
 @pytest.mark.parametrize("size", [(10, 8), (15, 4), (5, 12), (1, 2), (10, 1)])
 def test_interpolate_nearest_integer_factors(mode, size):

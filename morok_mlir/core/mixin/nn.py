@@ -117,9 +117,8 @@ class NNMixin(OpBase):
   def interpolate(self, size, mode: str = "linear", align_corners: bool = False) -> Self:
     """Resize the last len(size) dims (tinygrad's; PyTorch's index rules). linear (also named bilinear / trilinear for 2 /
     3 dims) blends the two neighbours of each source position, nearest picks floor(j*in/out), nearest-exact
-    floor((j+0.5)*in/out). Source positions are exact integer arithmetic on aranges; the neighbours are picked by a
-    one-hot (out, in) mask and a max over in, which is exact for any value but costs out*in per element: it suits
-    image-sized resizes, not a general gather."""
+    floor((j+0.5)*in/out). Source positions are exact integer arithmetic on aranges; the neighbours are gathered along
+    the dim (exact for any value, O(1) per element)."""
     modes = {"linear": None, "bilinear": 2, "trilinear": 3, "nearest": None, "nearest-exact": None}
     if mode not in modes: _err(ValueError, f"interpolate: mode must be one of {', '.join(modes)}, got {mode!r}")
     if not isinstance(size, (tuple, list)) or not 0 < len(size) <= self.ndim or not all(_isint(s) and s > 0 for s in size):
@@ -138,25 +137,24 @@ class NNMixin(OpBase):
         x = x.repeat_interleave(nout // nin, d) if nout > nin else \
           x[(slice(None),) * d + (slice(f // 2 if mode == "nearest-exact" else 0, None, f),)]
         continue
-      j, k = self._arange(nout), self._arange(nin)
-      if 4 * nin * nout >= 1 << 31: j, k = j.cast(dtypes.int64), k.cast(dtypes.int64)
+      j = self._arange(nout)
+      if 4 * nin * nout >= 1 << 31: j = j.cast(dtypes.int64)
       # the source position of output j is num/den: lo = num // den, and p = num/den - lo the weight of lo's neighbour
       if mode == "nearest": num, den = j * nin, nout
       elif mode == "nearest-exact": num, den = (j * 2 + 1) * nin, 2 * nout
       elif align_corners: num, den = j * (nin - 1), max(nout - 1, 1)
       else: num, den = ((j * 2 + 1) * nin - nout).maximum(0), 2 * nout
       lo = num.idiv(den)
-      pick = lambda i: x._pick(d, k.reshape(1, nin).eq(i.reshape(nout, 1)))
+      pick = lambda i, x=x: x._pick(d, i)
       if mode.startswith("nearest"): x = pick(lo); continue
       p = ((num - lo * den).cast(dtypes.float32) / den).reshape((nout,) + (1,) * (self.ndim - 1 - d))
       x0, x1 = pick(lo)._fl(), pick((lo + 1).minimum(nin - 1))._fl()
       x = (x0 * (1 - p) + x1 * p).cast(self.dtype)
     return x
-  def _pick(self, d: int, oh: Self) -> Self:
-    """Along dim d, output j takes the element k where the bool mask oh (out, in) is set (exactly one k per j)."""
-    x = self.unsqueeze(d)
-    oh = oh.reshape(oh.shape + (1,) * (self.ndim - 1 - d))
-    return oh.where(x, self.dtype.min).max(d + 1)
+  def _pick(self, d: int, i: Self) -> Self:
+    """Along dim d, output j takes element i[j] (i: one index in [0, size) per output)."""
+    sh = self.shape[:d] + i.shape + self.shape[d + 1:]
+    return self.gather(d, i.reshape((1,) * d + i.shape + (1,) * (self.ndim - 1 - d))._broadcast_to(sh))
   def scaled_dot_product_attention(self, key: Self, value: Self, attn_mask: Self | None = None, dropout_p: float = 0.0,
                                    is_causal: bool = False, enable_gqa: bool = False) -> Self:
     """softmax(q k^T / sqrt(E) + mask) v (tinygrad's): a bool mask keeps where True, a float one is added; is_causal
