@@ -50,6 +50,7 @@ CASES = {  # name: (tensor builder, expect a GROUP kernel)
   "matmul": (lambda: R(256, 256) @ R(256, 256), False),            # 65536 outputs: one thread each, k loop inside
   "small_matmul": (lambda: R(16, 512) @ R(512, 16), True),
   "argmax": (lambda: R(64, 1024).argmax(axis=1), True),
+  "int_colsum": (lambda: I(300, 1000, hi=9).sum(axis=0), False),     # rows a serial loop, each output accumulated in place (outer_reduce)
   # scatter: the indexed axis (duplicates) is a loop inside each thread, the other axes are threads
   "scatter_rows": (lambda: R(50, 64, seed=2).scatter(0, I(200, 64, hi=50), R(200, 64), reduce="add"), False),
   "scatter_1d": (lambda: R(100).scatter_reduce(0, I(1000, hi=120), R(1000), "amax"), False),
