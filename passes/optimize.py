@@ -122,6 +122,11 @@ def depthwise(c, k_max: int = 32) -> bool:
   _, _, _, I, J, K, T = c
   return bool(T) and min(prod(map(rsize, I)), prod(map(rsize, J))) == 1 and prod(map(rsize, K)) < k_max
 
+def reads_across(forms: list, k: UOp, inner: UOp) -> bool:
+  """Whether loads of these affine index forms (None: not affine) read across reduce range k, no term a step of 1 along
+  it, while the innermost loop reads along them, one form stepping 1 with it: a reduce over rows, a column per output."""
+  return bool(forms) and all(fm is not None and fm.get(k, 0) != 1 for fm in forms) and any(fm.get(inner) == 1 for fm in forms)
+
 def column_reduce(f: Func, loops: list[UOp]) -> Func | None:
   """f with its one f32 reduce's source times ONE, when that reduce reads memory across its k (a bias gradient: a
   column sum of rows; `x.max(0)`) while the innermost loop reads along it: plain loops would step a row per term and
@@ -132,8 +137,7 @@ def column_reduce(f: Func, loops: list[UOp]) -> Func | None:
   if len(reds) != 1 or (red := reds[0]).src[0].op is Ops.MUL and red.attrs.get("op") == "add" or not loops: return None
   inner, k = max(loops, key=lambda r: r.attrs["axis"]), max(red.src[1:], key=lambda r: r.attrs["axis"])
   loads = [x for x in red.src[0].toposort if x.op is Ops.LOAD and x.src[0].op is Ops.INDEX and len(x.src[0].src) == 2]
-  forms = [affine(x.src[0].src[1], {}) for x in loads]
-  if not forms or any(fm is None or fm.get(k, 0) == 1 for fm in forms) or not any(fm.get(inner) == 1 for fm in forms): return None
+  if not reads_across([affine(x.src[0].src[1], {}) for x in loads], k, inner): return None
   new = red.replace(src=(UOp(Ops.MUL, dtypes.float32, (red.src[0], ONE), None, red.loc), *red.src[1:]))
   return replace(f, roots=[f.roots[0].substitute({red: new})])
 
@@ -147,10 +151,10 @@ def outer_reduce(f: Func, loops: list[UOp], threads: int) -> Func | None:
   place: its first row stored as it is, each later one combined with what is stored, what the kernel computes of the
   reduce (a cast, a scale) at the last row. So the output holds the accumulator, of its dtype (a wider accumulator, an
   integer mean's f64 sum stored as f32, keeps the plain loops, as does a float sum over more than REDUCE_BLOCK rows,
-  whose blocks bound its error). The load of the stored
-  value is gated by `row < rows` (always true): a load placement could hoist out of the row loop must depend on it. A
-  max or min of bools cast to an integer and back (any, all) reduces the bools. The row loop is serial: the threads
-  (or a GPU's ids) split the chunks and the other loops, never the rows."""
+  whose blocks bound its error). The load of the stored value is gated by `row < rows` (always true): a load
+  placement could hoist out of the row loop must depend on it. A max or min of bools cast to an integer and back (any,
+  all) reduces the bools. The row loop is serial: the threads (or a GPU's ids) split the chunks and the other loops,
+  never the rows."""
   if (one := single_store(f.roots[0], tuple(dtypes.all))) is None or len(reds := [u for u in f.roots[0].toposort if u.op is Ops.REDUCE]) != 1:
     return None
   end, st, inner = one
@@ -164,9 +168,8 @@ def outer_reduce(f: Func, loops: list[UOp], threads: int) -> Func | None:
     src, acc = src.src[0], back
   loads = [x for x in src.toposort if x.op is Ops.LOAD]
   forms = [affine(x.src[0].src[1], {}) for x in loads if x.src[0].op is Ops.INDEX]
-  if acc.dtype is not v.dtype or red in v.substitute({acc: im.const(0)}).toposort or \
-     len(forms) != len(loads) or not forms or any(fm is None or fm.get(r, 0) == 1 for fm in forms) or not any(fm.get(inner) == 1 for fm in forms) \
-     or lane_coef(out.src[1], inner, {}) != 1 or any(x.src[0].src[0] is out.src[0] for x in loads):
+  if acc.dtype is not v.dtype or red in v.substitute({acc: im.const(0)}).toposort or len(forms) != len(loads) or \
+     not reads_across(forms, r, inner) or lane_coef(out.src[1], inner, {}) != 1 or any(x.src[0].src[0] is out.src[0] for x in loads):
     return None
   n, rows = im.cval(inner.src[0]), im.cval(r.src[0])
   if red.dtype.is_float and op is Ops.ADD and rows > REDUCE_BLOCK: return None   # (a long float sum keeps its blocks: uop.reduce_block)
@@ -396,9 +399,8 @@ def optimize_kernel(f: Func, threads: int, vec: int, caches: tuple[int, int, int
   else:
     if not sym and (o := outer_reduce(f, loops, threads)) is not None:
       attrs.pop("uop.fastmath", None)
-      # (work as before: the rows are a serial loop now, which facts' work leaves out)
-      top = min(o.roots[0].src[0].src[1:], key=lambda r: r.attrs["axis"])
-      if threads > 1 and work >= PAR_MIN_WORK and top.attrs["kind"] == "loop" and rsize(top) >= threads: attrs["uop.threads"] = threads
+      nodes, rngs, loops, _ = facts(o.roots[0])   # (work stays the reduce's: its rows are a serial loop now, which facts leaves out)
+      if threaded(): attrs["uop.threads"] = threads
       return replace(o, attrs=attrs)
     if (m := merge_loops(sink)) is not sink: f, (nodes, rngs, loops, work) = replace(f, roots=[sink := m]), facts(m)
     if long_sums(f, REDUCE_BLOCK): attrs["uop.reduce_block"] = REDUCE_BLOCK

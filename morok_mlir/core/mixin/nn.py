@@ -145,10 +145,9 @@ class NNMixin(OpBase):
       elif align_corners: num, den = j * (nin - 1), max(nout - 1, 1)
       else: num, den = ((j * 2 + 1) * nin - nout).maximum(0), 2 * nout
       lo = num.idiv(den)
-      pick = lambda i, x=x: x._pick(d, i)
-      if mode.startswith("nearest"): x = pick(lo); continue
+      if mode.startswith("nearest"): x = x._pick(d, lo); continue
       p = ((num - lo * den).cast(dtypes.float32) / den).reshape((nout,) + (1,) * (self.ndim - 1 - d))
-      x0, x1 = pick(lo)._fl(), pick((lo + 1).minimum(nin - 1))._fl()
+      x0, x1 = x._pick(d, lo)._fl(), x._pick(d, (lo + 1).minimum(nin - 1))._fl()
       x = (x0 * (1 - p) + x1 * p).cast(self.dtype)
     return x
   def _pick(self, d: int, i: Self) -> Self:
